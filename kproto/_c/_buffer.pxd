@@ -1,0 +1,343 @@
+# The hot path's byte reader and writer: small inline functions over a C struct.
+#
+# Every read checks the bytes it needs against `end` before touching memory and
+# raises through one out-of-line function (defined in _buffer.pyx), so the inline
+# bodies stay a compare, a load and a pointer bump.
+
+from cpython.ref cimport PyObject
+from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
+                          uint8_t, uint16_t, uint32_t, uint64_t)
+from libc.string cimport memcpy
+
+cdef extern from "kp_endian.h":
+    uint16_t kp_load_be16(const unsigned char *p) nogil
+    uint32_t kp_load_be32(const unsigned char *p) nogil
+    uint64_t kp_load_be64(const unsigned char *p) nogil
+    double kp_load_be_double(const unsigned char *p) nogil
+    void kp_store_be16(unsigned char *p, uint16_t v) nogil
+    void kp_store_be32(unsigned char *p, uint32_t v) nogil
+    void kp_store_be64(unsigned char *p, uint64_t v) nogil
+    void kp_store_be_double(unsigned char *p, double v) nogil
+
+# How deep a field path is remembered for error messages (and how deep structs may nest).
+cdef enum:
+    MAX_PATH_DEPTH = 64
+
+
+cdef struct PathFrame:
+    PyObject *name        # borrowed str: the field name at this level
+    Py_ssize_t index      # element index when the field is an array, else -1
+
+
+cdef struct ByteReader:
+    const unsigned char *start   # offsets in errors are measured from here
+    const unsigned char *p       # next byte to read
+    const unsigned char *end     # one past the last readable byte
+    # Where the decoder is, for errors only: written as it descends, read when raising.
+    PyObject *root_name          # borrowed str (message name) or NULL
+    int api_key                  # -1 when unknown
+    int api_version              # -1 when unknown
+    int depth
+    PathFrame path[MAX_PATH_DEPTH]
+
+
+cdef struct ByteWriter:
+    unsigned char *buf
+    Py_ssize_t length
+    Py_ssize_t capacity
+
+
+# ---- out-of-line error raisers (always return -1 with an exception set) ----
+cdef int raise_truncated(ByteReader *r, Py_ssize_t need) except -1
+cdef int raise_invalid_length(ByteReader *r, int64_t length, const char *what) except -1
+cdef int raise_invalid_varint(ByteReader *r, const char *what) except -1
+cdef int raise_decode(ByteReader *r, object exc_type, str reason) except -1
+cdef str format_path(ByteReader *r)
+cdef int writer_grow(ByteWriter *w, Py_ssize_t extra) except -1
+cdef int raise_encode_range(object value, const char *type_name) except -1
+
+# ---- reader set-up ----
+cdef inline void reader_init(ByteReader *r, const unsigned char *data, Py_ssize_t size) noexcept:
+    r.start = data
+    r.p = data
+    r.end = data + size
+    r.root_name = NULL
+    r.api_key = -1
+    r.api_version = -1
+    r.depth = 0
+
+
+cdef inline Py_ssize_t reader_offset(ByteReader *r) noexcept:
+    return r.p - r.start
+
+
+cdef inline Py_ssize_t reader_remaining(ByteReader *r) noexcept:
+    return r.end - r.p
+
+
+cdef inline int reader_need(ByteReader *r, Py_ssize_t n) except -1:
+    if r.end - r.p < n:
+        return raise_truncated(r, n)
+    return 0
+
+
+# ---- fixed-width reads ----
+cdef inline int8_t read_int8(ByteReader *r) except? -1:
+    if r.p >= r.end:
+        raise_truncated(r, 1)
+    cdef int8_t v = <int8_t>r.p[0]
+    r.p += 1
+    return v
+
+
+cdef inline int read_bool(ByteReader *r) except -1:
+    if r.p >= r.end:
+        raise_truncated(r, 1)
+    cdef int v = r.p[0] != 0
+    r.p += 1
+    return v
+
+
+cdef inline int16_t read_int16(ByteReader *r) except? -1:
+    if r.end - r.p < 2:
+        raise_truncated(r, 2)
+    cdef int16_t v = <int16_t>kp_load_be16(r.p)
+    r.p += 2
+    return v
+
+
+cdef inline uint16_t read_uint16(ByteReader *r) except? 0xFFFF:
+    if r.end - r.p < 2:
+        raise_truncated(r, 2)
+    cdef uint16_t v = kp_load_be16(r.p)
+    r.p += 2
+    return v
+
+
+cdef inline int32_t read_int32(ByteReader *r) except? -1:
+    if r.end - r.p < 4:
+        raise_truncated(r, 4)
+    cdef int32_t v = <int32_t>kp_load_be32(r.p)
+    r.p += 4
+    return v
+
+
+cdef inline uint32_t read_uint32(ByteReader *r) except? 0xFFFFFFFF:
+    if r.end - r.p < 4:
+        raise_truncated(r, 4)
+    cdef uint32_t v = kp_load_be32(r.p)
+    r.p += 4
+    return v
+
+
+cdef inline int64_t read_int64(ByteReader *r) except? -1:
+    if r.end - r.p < 8:
+        raise_truncated(r, 8)
+    cdef int64_t v = <int64_t>kp_load_be64(r.p)
+    r.p += 8
+    return v
+
+
+cdef inline double read_float64(ByteReader *r) except? -1.0:
+    if r.end - r.p < 8:
+        raise_truncated(r, 8)
+    cdef double v = kp_load_be_double(r.p)
+    r.p += 8
+    return v
+
+
+# ---- varints: at most 5 bytes for 32 bits, 10 for 64; overflowing bits are an error ----
+cdef inline uint32_t read_unsigned_varint(ByteReader *r) except? 0xFFFFFFFF:
+    cdef uint32_t value = 0
+    cdef uint32_t b
+    cdef int shift = 0
+    while True:
+        if r.p >= r.end:
+            raise_truncated(r, 1)
+        b = r.p[0]
+        if shift == 28 and (b & 0xF0):
+            raise_invalid_varint(r, "unsigned varint longer than 5 bytes or above 32 bits")
+        r.p += 1
+        value |= (b & 0x7F) << shift
+        if not (b & 0x80):
+            return value
+        shift += 7
+
+
+cdef inline uint64_t read_unsigned_varlong(ByteReader *r) except? 0xFFFFFFFFFFFFFFFF:
+    cdef uint64_t value = 0
+    cdef uint64_t b
+    cdef int shift = 0
+    while True:
+        if r.p >= r.end:
+            raise_truncated(r, 1)
+        b = r.p[0]
+        if shift == 63 and (b & 0xFE):
+            raise_invalid_varint(r, "varlong longer than 10 bytes or above 64 bits")
+        r.p += 1
+        value |= (b & 0x7F) << shift
+        if not (b & 0x80):
+            return value
+        shift += 7
+
+
+cdef inline int32_t read_varint(ByteReader *r) except? -1:
+    cdef uint32_t u = read_unsigned_varint(r)
+    return <int32_t>((u >> 1) ^ (-(<int32_t>(u & 1))))
+
+
+cdef inline int64_t read_varlong(ByteReader *r) except? -1:
+    cdef uint64_t u = read_unsigned_varlong(r)
+    return <int64_t>((u >> 1) ^ (-(<int64_t>(u & 1))))
+
+
+# ---- length prefixes: return -1 for null, else a length proven to fit in what is left ----
+cdef inline Py_ssize_t read_length16(ByteReader *r, bint nullable, const char *what) except -2:
+    cdef int16_t n = read_int16(r)
+    if n < 0:
+        if n == -1 and nullable:
+            return -1
+        raise_invalid_length(r, n, what)
+    if r.end - r.p < n:
+        raise_truncated(r, n)
+    return n
+
+
+cdef inline Py_ssize_t read_length32(ByteReader *r, bint nullable, const char *what) except -2:
+    cdef int32_t n = read_int32(r)
+    if n < 0:
+        if n == -1 and nullable:
+            return -1
+        raise_invalid_length(r, n, what)
+    if r.end - r.p < n:
+        raise_truncated(r, n)
+    return n
+
+
+cdef inline Py_ssize_t read_compact_length(ByteReader *r, bint nullable, const char *what) except -2:
+    # Compact forms store N + 1; 0 means null.
+    cdef uint32_t u = read_unsigned_varint(r)
+    if u == 0:
+        if nullable:
+            return -1
+        raise_invalid_length(r, -1, what)
+    if u - 1 > <uint32_t>0x7FFFFFFF:
+        raise_invalid_length(r, <int64_t>u - 1, what)
+    if r.end - r.p < <Py_ssize_t>(u - 1):
+        raise_truncated(r, u - 1)
+    return <Py_ssize_t>(u - 1)
+
+
+cdef inline Py_ssize_t read_array_count(ByteReader *r, bint compact, bint nullable) except -2:
+    # An element takes at least one byte, so a count above the bytes left is a lie:
+    # refuse it before anything is allocated.
+    cdef int64_t n
+    if compact:
+        n = <int64_t>read_unsigned_varint(r) - 1
+    else:
+        n = read_int32(r)
+    if n < 0:
+        if n == -1 and nullable:
+            return -1
+        raise_invalid_length(r, n, "array count")
+    if n > r.end - r.p:
+        raise_invalid_length(r, n, "array count (more elements than bytes left)")
+    return <Py_ssize_t>n
+
+
+# ---- writer ----
+cdef inline int writer_reserve(ByteWriter *w, Py_ssize_t extra) except -1:
+    if w.capacity - w.length < extra:
+        return writer_grow(w, extra)
+    return 0
+
+
+cdef inline int write_raw(ByteWriter *w, const void *data, Py_ssize_t n) except -1:
+    writer_reserve(w, n)
+    if n:
+        memcpy(w.buf + w.length, data, n)
+    w.length += n
+    return 0
+
+
+cdef inline int write_int8(ByteWriter *w, int8_t v) except -1:
+    writer_reserve(w, 1)
+    w.buf[w.length] = <unsigned char>v
+    w.length += 1
+    return 0
+
+
+cdef inline int write_int16(ByteWriter *w, int16_t v) except -1:
+    writer_reserve(w, 2)
+    kp_store_be16(w.buf + w.length, <uint16_t>v)
+    w.length += 2
+    return 0
+
+
+cdef inline int write_int32(ByteWriter *w, int32_t v) except -1:
+    writer_reserve(w, 4)
+    kp_store_be32(w.buf + w.length, <uint32_t>v)
+    w.length += 4
+    return 0
+
+
+cdef inline int write_int64(ByteWriter *w, int64_t v) except -1:
+    writer_reserve(w, 8)
+    kp_store_be64(w.buf + w.length, <uint64_t>v)
+    w.length += 8
+    return 0
+
+
+cdef inline int write_float64(ByteWriter *w, double v) except -1:
+    writer_reserve(w, 8)
+    kp_store_be_double(w.buf + w.length, v)
+    w.length += 8
+    return 0
+
+
+cdef inline int write_unsigned_varlong(ByteWriter *w, uint64_t v) except -1:
+    writer_reserve(w, 10)
+    cdef unsigned char *out = w.buf + w.length
+    while v >= 0x80:
+        out[0] = <unsigned char>((v & 0x7F) | 0x80)
+        out += 1
+        v >>= 7
+    out[0] = <unsigned char>v
+    w.length = (out + 1) - w.buf
+    return 0
+
+
+cdef inline int write_unsigned_varint(ByteWriter *w, uint32_t v) except -1:
+    return write_unsigned_varlong(w, v)
+
+
+cdef inline int write_varint(ByteWriter *w, int32_t v) except -1:
+    return write_unsigned_varlong(w, <uint32_t>((<uint32_t>v << 1) ^ <uint32_t>(v >> 31)))
+
+
+cdef inline int write_varlong(ByteWriter *w, int64_t v) except -1:
+    return write_unsigned_varlong(w, (<uint64_t>v << 1) ^ <uint64_t>(v >> 63))
+
+
+cdef inline Py_ssize_t unsigned_varint_size(uint64_t v) noexcept:
+    cdef Py_ssize_t n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+# ---- values that need Python objects (defined in _buffer.pyx) ----
+cdef object read_str_body(ByteReader *r, Py_ssize_t n)
+cdef object read_bytes_body(ByteReader *r, Py_ssize_t n)
+cdef object read_uuid(ByteReader *r)
+cdef object read_string_value(ByteReader *r, bint compact, bint nullable)
+cdef object read_bytes_value(ByteReader *r, bint compact, bint nullable)
+cdef int write_string_value(ByteWriter *w, object value, bint compact, bint nullable) except -1
+cdef int write_bytes_value(ByteWriter *w, object value, bint compact, bint nullable) except -1
+cdef int write_uuid(ByteWriter *w, object value) except -1
+cdef int write_length(ByteWriter *w, Py_ssize_t n, bint compact, bint wide) except -1
+cdef int writer_init(ByteWriter *w, Py_ssize_t capacity) except -1
+cdef void writer_free(ByteWriter *w) noexcept
+cdef bytes writer_to_bytes(ByteWriter *w)
+cdef int64_t as_int(object value, int64_t lo, int64_t hi, const char *type_name) except? -1

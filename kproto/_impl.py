@@ -1,0 +1,57 @@
+"""Which implementation runs: the Cython extension or its pure-Python twin.
+
+Every hot module exists twice with the same public names:
+``kproto/_c/_<name>.pyx`` (compiled) and ``kproto/_py/<name>.py`` (pure Python).
+``KPROTO_NO_EXTENSIONS=1`` selects the twins. Without it, a missing or broken
+extension falls back to the twins with a RuntimeWarning (never silently), and
+:func:`kproto.extension_loaded` reports False.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+from types import ModuleType
+
+NO_EXTENSIONS = os.environ.get("KPROTO_NO_EXTENSIONS", "") not in ("", "0")
+
+_extension_error: Exception | None = None
+if NO_EXTENSIONS:
+    USE_EXTENSION = False
+else:
+    try:
+        importlib.import_module("kproto._c._buffer")
+        USE_EXTENSION = True
+    except ImportError as exc:  # not built (e.g. a source tree without build_ext)
+        USE_EXTENSION = False
+        _extension_error = exc
+        warnings.warn(
+            f"kproto: compiled extension not available ({exc}); using the pure-Python implementation",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
+def load(name: str, implementation: str | None = None) -> ModuleType:
+    """The module implementing ``name``: ``"c"``, ``"py"``, or the active one when None."""
+    if implementation is None:
+        implementation = "c" if USE_EXTENSION else "py"
+    if implementation == "c":
+        return importlib.import_module(f"kproto._c._{name}")
+    if implementation == "py":
+        return importlib.import_module(f"kproto._py.{name}")
+    raise ValueError(f"unknown implementation {implementation!r} (expected 'c' or 'py')")
+
+
+def available() -> tuple[str, ...]:
+    """Implementations importable in this process (the twin always is)."""
+    return ("c", "py") if USE_EXTENSION or _can_import_extension() else ("py",)
+
+
+def _can_import_extension() -> bool:
+    try:
+        importlib.import_module("kproto._c._buffer")
+        return True
+    except ImportError:
+        return False

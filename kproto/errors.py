@@ -1,0 +1,132 @@
+"""The exceptions kproto raises.
+
+Every decoding problem is a :class:`DecodeError` that says *where* it happened:
+the message and version being read (when known), the field path inside it
+(``MetadataResponse.topics[3].partitions[0].isr_nodes``) and the byte offset
+from the start of the buffer handed to the decoder.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "KprotoError",
+    "DecodeError",
+    "TruncatedError",
+    "InvalidLengthError",
+    "InvalidVarintError",
+    "FrameTooLargeError",
+    "LimitExceededError",
+    "UnsupportedVersionError",
+    "UnsupportedRequestError",
+    "EncodeError",
+]
+
+
+class KprotoError(Exception):
+    """Base class of every error kproto raises on purpose."""
+
+
+class DecodeError(KprotoError, ValueError):
+    """Bytes that cannot be read as the expected Kafka structure.
+
+    Attributes:
+        reason: what is wrong, without the location.
+        offset: byte offset into the decoded buffer where the problem starts.
+        path: dotted field path (``Message.field[3].sub``), or None.
+        api_key, api_version: the API being decoded, when known.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        offset: int | None = None,
+        path: str | None = None,
+        api_key: int | None = None,
+        api_version: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.offset = offset
+        self.path = path
+        self.api_key = api_key
+        self.api_version = api_version
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        where = []
+        if self.api_key is not None:
+            where.append(f"api_key={self.api_key}")
+        if self.api_version is not None:
+            where.append(f"v{self.api_version}")
+        if self.path:
+            where.append(f"at {self.path}")
+        if self.offset is not None:
+            where.append(f"byte offset {self.offset}")
+        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+    def __reduce__(self):  # keep errors picklable (Spark ships them between processes)
+        return (type(self), (self.reason, self.offset, self.path, self.api_key, self.api_version))
+
+
+class TruncatedError(DecodeError):
+    """The buffer ends before the value being read does."""
+
+
+class InvalidLengthError(DecodeError):
+    """A length or element count is negative (and not the null marker) or larger than the bytes left."""
+
+
+class InvalidVarintError(DecodeError):
+    """A varint runs past its maximum width (5 bytes for 32-bit, 10 for 64-bit)."""
+
+
+class FrameTooLargeError(DecodeError):
+    """A size prefix announces a frame above the configured maximum."""
+
+
+class LimitExceededError(DecodeError):
+    """A configured safety limit (nesting depth, decompressed size, ...) was exceeded."""
+
+
+class UnsupportedVersionError(DecodeError):
+    """The API key or version has no schema in kproto.
+
+    ``header`` holds the request or response header that was read before the body,
+    when there was one, so callers can still report who sent what.
+    """
+
+    def __init__(self, reason, offset=None, path=None, api_key=None, api_version=None, header=None):
+        self.header = header
+        super().__init__(reason, offset, path, api_key, api_version)
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.offset, self.path, self.api_key, self.api_version, self.header))
+
+
+class UnsupportedRequestError(DecodeError):
+    """A response frame that holds only a correlation id.
+
+    Old brokers answer a request they do not understand this way (KIP-35), and
+    some close the connection instead; either way the body is empty, not truncated.
+    """
+
+
+class EncodeError(KprotoError, ValueError):
+    """A value that cannot be written: out of range, too long, or null where the field is not nullable."""
+
+    def __init__(self, reason: str, path: str | None = None, api_key: int | None = None,
+                 api_version: int | None = None) -> None:
+        self.reason = reason
+        self.path = path
+        self.api_key = api_key
+        self.api_version = api_version
+        where = []
+        if api_key is not None:
+            where.append(f"api_key={api_key}")
+        if api_version is not None:
+            where.append(f"v{api_version}")
+        if path:
+            where.append(f"at {path}")
+        super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.path, self.api_key, self.api_version))

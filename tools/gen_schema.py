@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""Generate kproto's schema tables from the Apache Kafka JSON message definitions.
+
+Reads ``message/`` (every API, every version from 0) and ``message-4x/`` (the
+Kafka 4.x definitions: newer versions, and lower bounds that are the versions
+4.x removed) and writes ``kproto/schema/_messages.py``: protocol facts only
+(names, types, version ranges, defaults, tags), no prose.
+
+Each wire version comes from the newest file that defines it: a message is a
+list of *layers*, each a version range with its own field tree. The message
+class is the union of the fields of all layers.
+
+Usage:
+    python tools/gen_schema.py [--source ../shared/kafka-protocol] [--check]
+
+``--check`` exits 1 when the committed output differs from what would be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pprint
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = ROOT / "kproto" / "schema" / "_messages.py"
+DEFAULT_SOURCE = ROOT.parent / "shared" / "kafka-protocol"
+
+OPEN = 0x7FFF  # upper bound of an open version range ("3+")
+
+PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
+              "string", "bytes", "uuid", "records"}
+INTEGER_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
+
+
+def read_json(path: Path) -> dict:
+    """Kafka's JSON allows // comments; drop them before parsing."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines()
+             if not line.lstrip().startswith("//")]
+    return json.loads("\n".join(lines))
+
+
+def parse_versions(spec: str | None) -> tuple[int, int] | None:
+    """'3+' -> (3, OPEN); '0-2' -> (0, 2); '5' -> (5, 5); 'none'/None -> None."""
+    if spec is None:
+        return None
+    spec = spec.strip()
+    if spec == "none":
+        return None
+    if spec.endswith("+"):
+        return (int(spec[:-1]), OPEN)
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return (int(lo), int(hi))
+    return (int(spec), int(spec))
+
+
+def snake_case(name: str) -> str:
+    """'IsrNodes' -> 'isr_nodes'; 'ZkMigrationReady' -> 'zk_migration_ready'."""
+    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    return s.lower()
+
+
+def parse_int_default(text: str) -> int:
+    """Java's Long.decode rules: 0x.. hex, leading 0 octal, else decimal."""
+    t = str(text).strip()
+    sign = -1 if t.startswith("-") else 1
+    t = t.lstrip("+-")
+    if t[:2].lower() == "0x":
+        value = int(t[2:], 16)
+    elif len(t) > 1 and t.startswith("0"):
+        value = int(t[1:], 8)
+    else:
+        value = int(t)
+    return sign * value
+
+
+def parse_default(field: dict, element_type: str):
+    """The field's default as a Python literal (None = null)."""
+    raw = field.get("default")
+    ftype = field["type"]
+    if ftype.startswith("[]"):
+        if raw == "null":
+            return None
+        return ()  # empty array
+    if ftype not in PRIMITIVES:
+        return None if raw == "null" else ()  # struct: () means "a struct of defaults"
+    if raw is None:
+        return {"bool": False, "float64": 0.0, "string": "", "bytes": b"", "uuid": 0,
+                "records": None}.get(ftype, 0)
+    if raw == "null":
+        return None
+    if ftype == "bool":
+        return str(raw).strip().lower() == "true"
+    if ftype in INTEGER_TYPES:
+        return parse_int_default(raw)
+    if ftype == "float64":
+        return float(raw)
+    if ftype == "string":
+        return raw
+    if ftype == "uuid":
+        return 0 if raw in ("", "AAAAAAAAAAAAAAAAAAAAAA") else raw
+    if ftype == "bytes":
+        return raw.encode()
+    return raw
+
+
+class Generator:
+    def __init__(self, source: Path) -> None:
+        self.source = source
+
+    def field_tree(self, fields: list[dict], common: dict[str, dict], message: str) -> tuple:
+        out = []
+        for f in fields:
+            out.append(self.field_entry(f, common, message))
+        return tuple(out)
+
+    def field_entry(self, f: dict, common: dict[str, dict], message: str) -> tuple:
+        ftype = f["type"]
+        element = ftype[2:] if ftype.startswith("[]") else ftype
+        children: tuple = ()
+        struct_name = None
+        if element not in PRIMITIVES:
+            struct_name = element
+            sub = f.get("fields")
+            if sub is None:
+                if element not in common:
+                    raise SystemExit(f"{message}: field {f['name']} refers to unknown struct {element}")
+                sub = common[element]["fields"]
+            children = self.field_tree(sub, common, message)
+        versions = parse_versions(f.get("versions"))
+        if versions is None:
+            raise SystemExit(f"{message}: field {f['name']} has no versions")
+        tag = f.get("tag")
+        return (
+            snake_case(f["name"]),                  # 0 name
+            f["name"],                              # 1 Kafka name
+            ftype,                                  # 2 type ("int32", "[]string", "[]Topic", "Topic")
+            versions,                               # 3 versions
+            parse_versions(f.get("nullableVersions")),  # 4 nullable versions
+            tag,                                    # 5 tag (None if not tagged)
+            parse_versions(f.get("taggedVersions")),    # 6 tagged versions
+            parse_versions(f["flexibleVersions"]) if "flexibleVersions" in f else "inherit",  # 7
+            parse_default(f, element),              # 8 default
+            bool(f.get("ignorable", False)),        # 9 ignorable
+            bool(f.get("mapKey", False)),           # 10 map key
+            f.get("entityType"),                    # 11 entity type
+            struct_name,                            # 12 struct class name (None for primitives)
+            children,                               # 13 child fields
+        )
+
+    def load_dir(self, folder: str) -> dict[str, dict]:
+        out = {}
+        for path in sorted((self.source / folder).glob("*.json")):
+            spec = read_json(path)
+            out[spec["name"]] = spec
+        return out
+
+    def layer(self, spec: dict, versions: tuple[int, int], origin: str) -> tuple:
+        common = {c["name"]: c for c in spec.get("commonStructs", [])}
+        return (versions, origin, self.field_tree(spec["fields"], common, spec["name"]))
+
+    def build(self) -> dict:
+        old = self.load_dir("message")
+        new = self.load_dir("message-4x")
+        # A renamed API (74: ListClientMetricsResources -> ListConfigResources) is one
+        # message with two names: match files by (type, apiKey) as well as by name.
+        def key(spec):
+            return (spec["type"], spec.get("apiKey"), spec["name"] if "apiKey" not in spec else None)
+        old_by_key = {key(s): s for s in old.values()}
+        new_by_key = {key(s): s for s in new.values()}
+        messages = {}
+        aliases = {}
+        for k in sorted(set(old_by_key) | set(new_by_key), key=lambda k: (str(k[1]), k[0], str(k[2]))):
+            o, n = old_by_key.get(k), new_by_key.get(k)
+            newest = n or o
+            name = newest["name"]
+            if o and n and o["name"] != n["name"]:
+                aliases[o["name"]] = name
+            layers = []
+            valid_union = None
+            if n:
+                nv = parse_versions(n["validVersions"])
+                layers.append(self.layer(n, nv, "4x"))
+                valid_union = nv
+            if o:
+                ov = parse_versions(o["validVersions"])
+                if n:
+                    nv = parse_versions(n["validVersions"])
+                    # Older versions the 4.x file no longer defines come from message/.
+                    if ov[0] < nv[0]:
+                        layers.append(self.layer(o, (ov[0], nv[0] - 1), "3x"))
+                    if ov[1] > nv[1]:  # newer in the 3.x tree than 4.x: keep them too
+                        layers.append(self.layer(o, (nv[1] + 1, ov[1]), "3x"))
+                    valid_union = (min(ov[0], nv[0]), max(ov[1], nv[1]))
+                else:
+                    layers.append(self.layer(o, ov, "3x"))
+                    valid_union = ov
+            deprecated = parse_versions((o or n).get("deprecatedVersions"))
+            if n and n.get("deprecatedVersions"):
+                deprecated = parse_versions(n["deprecatedVersions"])
+            messages[name] = {
+                "type": newest["type"],
+                "api_key": newest.get("apiKey"),
+                "valid_versions": valid_union,
+                "flexible_versions": parse_versions(newest.get("flexibleVersions")),
+                "deprecated_versions": deprecated,
+                "latest_version_unstable": bool(newest.get("latestVersionUnstable", False)),
+                "listeners": tuple(newest.get("listeners", ())),
+                # Lowest version the Kafka 4.x definitions still have (None: no 4.x file).
+                "min_version_4x": parse_versions(n["validVersions"])[0] if n else None,
+                "old_name": o["name"] if o and n and o["name"] != n["name"] else None,
+                "layers": tuple(sorted(layers, key=lambda layer: layer[0][0])),
+            }
+        return {"messages": messages, "aliases": aliases}
+
+    def error_codes(self) -> tuple:
+        rows = []
+        lines = (self.source / "error-codes.tsv").read_text().splitlines()
+        for line in lines[1:]:
+            if line.strip():
+                code, name = line.split("\t")[:2]
+                rows.append((int(code), name.strip()))
+        return tuple(rows)
+
+    def broker_versions(self) -> tuple:
+        rows = []
+        lines = (self.source / "broker-api-versions.tsv").read_text().splitlines()
+        for line in lines[1:]:
+            if line.strip():
+                release, key, lo, hi = line.split("\t")[:4]
+                rows.append((release.strip(), int(key), int(lo), int(hi)))
+        return tuple(rows)
+
+    def render(self) -> str:
+        data = self.build()
+        body = [
+            '"""Kafka protocol facts generated by tools/gen_schema.py. Do not edit by hand.',
+            "",
+            "Field tuples: (name, kafka_name, type, versions, nullable_versions, tag,",
+            "tagged_versions, flexible_versions ('inherit' or a range), default, ignorable,",
+            "map_key, entity_type, struct_name, children). Version ranges are (lo, hi);",
+            f"hi == {OPEN} means open-ended; None means no versions.",
+            '"""',
+            "",
+            f"OPEN = {OPEN}",
+            "",
+            "MESSAGES = {}",
+            *(f"MESSAGES[{name!r}] = {data['messages'][name]!r}" for name in sorted(data["messages"])),
+            "",
+            "ALIASES = " + pprint.pformat(data["aliases"], width=110, sort_dicts=True),
+            "",
+            "ERROR_CODES = " + pprint.pformat(self.error_codes(), width=110),
+            "",
+            "BROKER_API_VERSIONS = " + pprint.pformat(self.broker_versions(), width=110, compact=True),
+            "",
+        ]
+        return "\n".join(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
+    parser.add_argument("--output", type=Path, default=OUTPUT)
+    parser.add_argument("--check", action="store_true", help="fail if the committed output is stale")
+    args = parser.parse_args(argv)
+    text = Generator(args.source).render()
+    if args.check:
+        current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
+        if current != text:
+            print(f"{args.output} is stale: run python tools/gen_schema.py", file=sys.stderr)
+            return 1
+        return 0
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, encoding="utf-8")
+    print(f"wrote {args.output} ({len(text)} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
