@@ -1,0 +1,215 @@
+"""The thin public API: requests and responses in and out of bytes.
+
+A *payload* is a frame without its 4-byte size prefix; pass ``size_prefixed=True``
+to read or write whole frames instead.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kproto import _impl, schema
+from kproto.errors import DecodeError, EncodeError, UnsupportedVersionError
+from kproto.schema import Message
+
+_codec = _impl.load("codec")
+
+__all__ = [
+    "Request", "Response", "decode_request", "encode_request", "decode_response",
+    "encode_response", "decode_request_header", "decode_response_header", "header_version",
+]
+
+header_version = schema.header_version
+_SIZE = struct.Struct(">i")
+_UNSUPPORTED_VERSION = 35
+_API_VERSIONS = 18
+
+
+class Request:
+    """A decoded request: header fields, the header itself and the typed body."""
+
+    __slots__ = ("header", "header_version", "body")
+
+    def __init__(self, header: Any, header_version: int, body: Message) -> None:
+        self.header = header
+        self.header_version = header_version
+        self.body = body
+
+    @property
+    def api_key(self) -> int:
+        return self.header.request_api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def correlation_id(self) -> int:
+        return self.header.correlation_id
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+    def __repr__(self) -> str:
+        return (f"Request(api_key={self.api_key}, api_version={self.api_version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, body={self.body!r})")
+
+
+class Response:
+    """A decoded response: correlation id, header and typed body."""
+
+    __slots__ = ("header", "header_version", "body", "api_key", "api_version")
+
+    def __init__(self, header: Any, header_version: int, body: Message, api_key: int,
+                 api_version: int) -> None:
+        self.header = header
+        self.header_version = header_version
+        self.body = body
+        self.api_key = api_key
+        self.api_version = api_version   # the version the body was read as
+
+    @property
+    def correlation_id(self) -> int:
+        return self.header.correlation_id
+
+    def __repr__(self) -> str:
+        return (f"Response(api_key={self.api_key}, api_version={self.api_version}, "
+                f"correlation_id={self.correlation_id}, body={self.body!r})")
+
+
+def _payload(data, size_prefixed: bool):
+    if not size_prefixed:
+        return data
+    view = memoryview(data).cast("B")
+    if len(view) < 4:
+        raise DecodeError(f"truncated: need 4 bytes for a frame size, {len(view)} left", 0)
+    (size,) = _SIZE.unpack_from(view, 0)
+    if size != len(view) - 4:
+        raise DecodeError(f"frame size {size} does not match the {len(view) - 4} bytes that follow", 0)
+    return view[4:]
+
+
+def _prefix(payload: bytes, size_prefixed: bool) -> bytes:
+    return _SIZE.pack(len(payload)) + payload if size_prefixed else payload
+
+
+def decode_request_header(payload, *, size_prefixed: bool = False):
+    """Only the request header (RequestHeader v0/v1/v2, picked from the API key and version)."""
+    header, _version, _offset = _codec.decode_request_header(_payload(payload, size_prefixed))
+    return header
+
+
+def decode_request(payload, *, size_prefixed: bool = False) -> Request:
+    """Decode a request; the header version is chosen from its API key and version.
+
+    Raises UnsupportedVersionError (with ``.header``) for an API or version kproto
+    has no schema for, and DecodeError subclasses naming field path and offset.
+    """
+    header, hv, body = _codec.decode_request(_payload(payload, size_prefixed))
+    return Request(header, hv, body)
+
+
+def _message_plan(body: Message, version: int, kind: str) -> schema.StructPlan:
+    if not isinstance(body, Message) or type(body)._struct_name != type(body)._message_name:
+        raise EncodeError(f"expected a kproto message object, got {type(body).__name__}")
+    name = type(body)._message_name
+    info = schema.spec(name)
+    if info["type"] != kind:
+        raise EncodeError(f"{name} is a {info['type']}, not a {kind}")
+    try:
+        return schema.plan(name, version)
+    except KeyError:
+        lo, hi = info["valid_versions"]
+        raise EncodeError(f"{name} has no version {version} (valid {lo}-{hi})",
+                          api_key=info["api_key"], api_version=version) from None
+
+
+def encode_request(body: Message, *, version: int, correlation_id: int, client_id: str | None = None,
+                   header_tags: dict[int, bytes] | None = None, size_prefixed: bool = False) -> bytes:
+    """Encode a request body with its header (v0/v1/v2 chosen from the API and version)."""
+    plan = _message_plan(body, version, "request")
+    return _prefix(_codec.encode_request(body, plan, correlation_id, client_id, header_tags), size_prefixed)
+
+
+def _response_plan(api_key: int, api_version: int) -> schema.StructPlan:
+    name = schema.response_name(api_key)
+    if name is None:
+        raise UnsupportedVersionError(f"unknown api_key {api_key}", 0, None, api_key, api_version)
+    try:
+        return schema.plan(name, api_version)
+    except KeyError:
+        lo, hi = schema.spec(name)["valid_versions"]
+        raise UnsupportedVersionError(f"{name} version {api_version} is not supported (kproto knows {lo}-{hi})",
+                                      0, None, api_key, api_version) from None
+
+
+def decode_response(payload, api_key: int, api_version: int, *, size_prefixed: bool = False) -> Response:
+    """Decode a response to a request of ``api_key`` / ``api_version``.
+
+    An ApiVersions response whose error code is UNSUPPORTED_VERSION is read as a
+    v0 body whatever version was asked (KIP-511): that is what brokers send.
+    A response holding only a correlation id raises UnsupportedRequestError.
+    """
+    data = _payload(payload, size_prefixed)
+    read_version = api_version
+    if api_key == _API_VERSIONS and api_version > 0 and _api_versions_error(data) == _UNSUPPORTED_VERSION:
+        read_version = 0
+    try:
+        plan = _response_plan(api_key, read_version)
+    except UnsupportedVersionError as exc:
+        header, _hv, _off = _codec.decode_response_header(data, api_key, api_version)
+        exc.header = header
+        raise
+    header, hv, body = _codec.decode_response(data, api_key, read_version, plan)
+    return Response(header, hv, body, api_key, read_version)
+
+
+def _api_versions_error(data) -> int | None:
+    view = memoryview(data).cast("B")
+    if len(view) < 6:
+        return None
+    return struct.unpack_from(">h", view, 4)[0]  # after the v0 header's correlation id
+
+
+def decode_response_header(payload, api_key: int, api_version: int, *, size_prefixed: bool = False):
+    header, _version, _offset = _codec.decode_response_header(_payload(payload, size_prefixed),
+                                                              api_key, api_version)
+    return header
+
+
+def encode_response(body: Message, *, version: int, correlation_id: int,
+                    header_tags: dict[int, bytes] | None = None, size_prefixed: bool = False) -> bytes:
+    """Encode a response body with its header (v0/v1; ApiVersions always v0)."""
+    plan = _message_plan(body, version, "response")
+    return _prefix(_codec.encode_response(body, plan, correlation_id, header_tags), size_prefixed)
+
+
+# ------------------------------------------------------------------ methods on message classes
+def _decode(cls, buf, version: int):
+    """Decode a body of this message at ``version`` from a buffer holding exactly that body."""
+    if cls._struct_name != cls._message_name:
+        raise TypeError(f"{cls.__qualname__} is a nested struct; decode its message instead")
+    try:
+        plan = schema.plan(cls._message_name, version)
+    except KeyError as exc:
+        info = schema.spec(cls._message_name)
+        raise UnsupportedVersionError(str(exc.args[0]), 0, None, info["api_key"], version) from None
+    return _codec.decode_struct(buf, plan)
+
+
+def _encode(self, version: int) -> bytes:
+    """Encode this message's body (no header) at ``version``."""
+    cls = type(self)
+    if cls._struct_name != cls._message_name:
+        raise TypeError(f"{cls.__qualname__} is a nested struct; encode its message instead")
+    try:
+        plan = schema.plan(cls._message_name, version)
+    except KeyError as exc:
+        raise EncodeError(str(exc.args[0])) from None
+    return _codec.encode_struct(self, plan)
+
+
+Message.decode = classmethod(_decode)  # type: ignore[attr-defined]
+Message.encode = _encode  # type: ignore[attr-defined]
