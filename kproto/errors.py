@@ -130,3 +130,50 @@ class EncodeError(KprotoError, ValueError):
 
     def __reduce__(self):
         return (type(self), (self.reason, self.path, self.api_key, self.api_version))
+
+
+# ---- record batches (kproto.records, kproto.compression) ----
+# Shared by both implementations of kproto.records and by kproto.compression,
+# so they live here rather than in either twin.
+
+class CorruptRecordError(DecodeError):
+    """A record batch or legacy message whose bytes contradict themselves.
+
+    ``base_offset`` is the Kafka offset of the batch (or legacy message) it was
+    found in, when known, so operators can find the batch on the broker.
+    """
+
+    def __init__(self, reason, offset=None, path=None, api_key=None, api_version=None, base_offset=None):
+        self.base_offset = base_offset
+        if base_offset is not None and "base offset" not in reason:
+            reason = f"{reason} [batch base offset {base_offset}]"
+        super().__init__(reason, offset, path, api_key, api_version)
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.offset, self.path, self.api_key, self.api_version,
+                             self.base_offset))
+
+
+class CrcMismatchError(CorruptRecordError):
+    """The checksum stored in a batch (CRC-32C) or legacy message (CRC-32) does not match its bytes."""
+
+    def __init__(self, reason, offset=None, path=None, api_key=None, api_version=None, base_offset=None,
+                 stored_crc=None, computed_crc=None):
+        self.stored_crc = stored_crc
+        self.computed_crc = computed_crc
+        super().__init__(reason, offset, path, api_key, api_version, base_offset)
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.offset, self.path, self.api_key, self.api_version,
+                             self.base_offset, self.stored_crc, self.computed_crc))
+
+
+class DecompressionError(CorruptRecordError):
+    """Compressed record data that the codec rejects (or an unknown codec)."""
+
+
+class DecompressedSizeError(DecompressionError, LimitExceededError):
+    """Decompressed record data would exceed the configured cap (a compression bomb, or a cap set too low)."""
+
+
+__all__ += ["CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError"]

@@ -1,0 +1,421 @@
+"""The compression codecs of Kafka record batches, with a cap on decompressed size.
+
+Kafka compresses the records of a batch (magic 2) or the value of a wrapper
+message (magic 0 and 1) with one of four codecs, chosen by the low three bits of
+the attributes. The codecs themselves come from maintained libraries: zlib (the
+standard library) for gzip and cramjam for snappy, lz4 and zstd. This module only
+adds what Kafka layers around them:
+
+* **snappy**: Java producers write the *xerial* framing (a 16-byte header, then
+  length-prefixed raw snappy blocks); other clients write one raw snappy block.
+  Both are read; :func:`compress` writes xerial by default, like Java.
+* **lz4**: the LZ4 frame format. Kafka's magic 0 writer computed the frame
+  header checksum over the wrong bytes; such frames are recognised and read, and
+  :func:`compress` reproduces that checksum for ``magic=0`` so old readers accept it.
+* **a decompressed-size cap** (``max_size``, default 256 MiB per batch): the
+  size is bounded from the frame structure *before* decompressing where the
+  format allows it, and decompression stops at the cap otherwise, so a
+  compression bomb raises :class:`~kproto.errors.DecompressedSizeError` instead
+  of exhausting memory.
+
+Errors are :class:`~kproto.errors.DecompressionError` (a ``DecodeError``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import zlib
+
+from kproto.errors import DecompressedSizeError, DecompressionError
+
+try:  # cramjam is the `compression` extra; gzip works without it.
+    import cramjam as _cramjam
+except ImportError:  # pragma: no cover - exercised only where cramjam is missing
+    _cramjam = None
+
+__all__ = [
+    "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CODEC_NAMES",
+    "DEFAULT_MAX_DECOMPRESSED_SIZE", "codec_id", "codec_name", "compress", "decompress",
+    "xxh32",
+]
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+_CODEC_IDS = {name: code for code, name in CODEC_NAMES.items()}
+
+#: Default cap on the decompressed size of one batch (or one wrapper message).
+DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
+
+
+def codec_id(codec: int | str | None) -> int:
+    """The attribute code of a codec given by code, name (``"zstd"``) or None (no compression)."""
+    if codec is None:
+        return NONE
+    if isinstance(codec, str):
+        try:
+            return _CODEC_IDS[codec.lower()]
+        except KeyError:
+            raise ValueError(f"unknown compression {codec!r} (expected one of {sorted(_CODEC_IDS)})") from None
+    if isinstance(codec, int) and codec in CODEC_NAMES:
+        return int(codec)
+    raise ValueError(f"unknown compression {codec!r} (expected 0-4 or one of {sorted(_CODEC_IDS)})")
+
+
+def codec_name(code: int) -> str:
+    """The name of a compression code (``"unknown(7)"`` for codes Kafka does not define)."""
+    return CODEC_NAMES.get(code, f"unknown({code})")
+
+
+def _need_cramjam(name: str):
+    if _cramjam is None:
+        raise DecompressionError(f"{name} needs the cramjam package (pip install 'kproto[compression]')")
+    return _cramjam
+
+
+# ---------------------------------------------------------------- public entry points
+def compress(codec: int | str, data, *, level: int | None = None, magic: int = 2,
+             snappy_framing: str = "xerial") -> bytes:
+    """Compress record data the way Kafka's Java producer does.
+
+    ``magic`` only matters for lz4 (magic 0 gets the old header checksum);
+    ``snappy_framing`` is ``"xerial"`` (Java's) or ``"raw"``.
+    """
+    code = codec_id(codec)
+    if code == NONE:
+        return bytes(data)
+    if code == GZIP:
+        packer = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)  # 31: gzip wrapper
+        return packer.compress(data) + packer.flush()
+    cj = _need_cramjam(CODEC_NAMES[code])
+    if code == SNAPPY:
+        if snappy_framing == "raw":
+            return bytes(cj.snappy.compress_raw(bytes(data)))
+        if snappy_framing != "xerial":
+            raise ValueError("snappy_framing must be 'xerial' or 'raw'")
+        return _xerial_compress(cj, memoryview(data).cast("B"))
+    if code == LZ4:
+        return _lz4_frame_compress(cj, memoryview(data).cast("B"), broken_header_checksum=magic == 0)
+    return bytes(cj.zstd.compress(bytes(data), level=3 if level is None else level))
+
+
+def decompress(codec: int | str, data, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE):
+    """Decompress record data; returns a bytes-like object (bytes or a read-only buffer).
+
+    Raises DecompressedSizeError when the output would exceed ``max_size`` bytes
+    and DecompressionError when the data is not valid for the codec.
+    """
+    code = codec_id(codec) if not isinstance(codec, int) or codec in CODEC_NAMES else codec
+    if code == NONE:
+        return data
+    if code == GZIP:
+        return _gzip_decompress(data, max_size)
+    if code not in CODEC_NAMES:
+        raise DecompressionError(f"unknown compression codec {code}")
+    cj = _need_cramjam(CODEC_NAMES[code])
+    try:
+        if code == SNAPPY:
+            return _snappy_decompress(cj, data, max_size)
+        if code == LZ4:
+            return _lz4_decompress(cj, data, max_size)
+        return _zstd_decompress(cj, data, max_size)
+    except (DecompressionError, DecompressedSizeError):
+        raise
+    except Exception as exc:  # cramjam raises its own DecompressionError, OSError, ValueError ...
+        raise DecompressionError(f"{CODEC_NAMES[code]} data is invalid: {exc}") from None
+
+
+def _too_big(size_text: str, max_size: int):
+    return DecompressedSizeError(
+        f"decompressed data {size_text} exceeds the cap of {max_size} bytes (max_decompressed_size)")
+
+
+def _decompress_capped(decompress_into, data, max_size: int) -> bytes:
+    # When the structure does not bound the output below the cap, decompress into a
+    # cap-sized anonymous mapping: its pages are only allocated as they are written,
+    # and the codec refuses to write past its end.
+    with mmap.mmap(-1, max(max_size, 1)) as window:
+        try:
+            written = decompress_into(data, window)
+        except Exception as exc:
+            if "whole buffer" in str(exc):
+                raise _too_big(f"(more than {max_size} bytes)", max_size) from None
+            raise
+        return window[:written]
+
+
+# ---------------------------------------------------------------- gzip
+def _gzip_decompress(data, max_size: int) -> bytes:
+    pieces = []
+    produced = 0
+    remaining = bytes(data) if not isinstance(data, bytes) else data
+    while True:
+        unpacker = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, detected
+        try:
+            piece = unpacker.decompress(remaining, max_size - produced + 1)
+        except zlib.error as exc:
+            raise DecompressionError(f"gzip data is invalid: {exc}") from None
+        produced += len(piece)
+        if produced > max_size:
+            raise _too_big(f"(more than {max_size} bytes)", max_size)
+        pieces.append(piece)
+        if not unpacker.eof:
+            if unpacker.unconsumed_tail:  # stopped at max_length with input left: over the cap
+                raise _too_big(f"(more than {max_size} bytes)", max_size)
+            raise DecompressionError("gzip data is truncated")
+        remaining = unpacker.unused_data
+        # Concatenated gzip members are one stream; trailing zero padding is ignored.
+        if not remaining or not remaining.strip(b"\x00"):
+            break
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+# ---------------------------------------------------------------- snappy
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK = 32 * 1024  # what Java's SnappyOutputStream uses
+_BE_INT32 = struct.Struct(">i")
+
+
+def _xerial_compress(cj, view: memoryview) -> bytes:
+    out = bytearray(_XERIAL_HEADER)
+    for start in range(0, len(view), _XERIAL_BLOCK):
+        block = cj.snappy.compress_raw(bytes(view[start:start + _XERIAL_BLOCK]))
+        out += _BE_INT32.pack(len(block))
+        out += block
+    return bytes(out)
+
+
+def _snappy_decompress(cj, data, max_size: int):
+    view = memoryview(data).cast("B")
+    if bytes(view[:8]) != _XERIAL_MAGIC:
+        size = cj.snappy.decompress_raw_len(bytes(view))
+        if size > max_size:
+            raise _too_big(f"of {size} bytes", max_size)
+        return cj.snappy.decompress_raw(bytes(view))
+    if len(view) < 16:
+        raise DecompressionError("xerial snappy header is truncated")
+    blocks = []
+    total = 0
+    pos = 16
+    while pos < len(view):
+        if len(view) - pos < 4:
+            raise DecompressionError(f"xerial snappy block length truncated at byte {pos}")
+        length = _BE_INT32.unpack_from(view, pos)[0]
+        pos += 4
+        if length < 0 or length > len(view) - pos:
+            raise DecompressionError(f"xerial snappy block of {length} bytes overruns the data at byte {pos}")
+        block = bytes(view[pos:pos + length])
+        pos += length
+        total += cj.snappy.decompress_raw_len(block)  # read from the block's preamble
+        if total > max_size:
+            raise _too_big(f"of at least {total} bytes", max_size)
+        blocks.append(block)
+    out = bytearray(total)
+    written = 0
+    for block in blocks:
+        written += cj.snappy.decompress_raw_into(block, memoryview(out)[written:])
+    if written != total:
+        raise DecompressionError("xerial snappy blocks decompress to fewer bytes than announced")
+    return out
+
+
+# ---------------------------------------------------------------- lz4
+_LZ4_MAGIC = 0x184D2204
+_LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+_LE_UINT32 = struct.Struct("<I")
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 of a short input: the checksum of an LZ4 frame header (not used on bulk data)."""
+    p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+    mask = 0xFFFFFFFF
+
+    def rotl(x, r):
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v = [(seed + p1 + p2) & mask, (seed + p2) & mask, seed & mask, (seed - p1) & mask]
+        while pos + 16 <= n:
+            for lane in range(4):
+                word = _LE_UINT32.unpack_from(data, pos)[0]
+                v[lane] = (rotl((v[lane] + word * p2) & mask, 13) * p1) & mask
+                pos += 4
+        acc = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & mask
+    else:
+        acc = (seed + p5) & mask
+    acc = (acc + n) & mask
+    while pos + 4 <= n:
+        acc = (rotl((acc + _LE_UINT32.unpack_from(data, pos)[0] * p3) & mask, 17) * p4) & mask
+        pos += 4
+    while pos < n:
+        acc = (rotl((acc + data[pos] * p5) & mask, 11) * p1) & mask
+        pos += 1
+    acc ^= acc >> 15
+    acc = (acc * p2) & mask
+    acc ^= acc >> 13
+    acc = (acc * p3) & mask
+    acc ^= acc >> 16
+    return acc
+
+
+def _lz4_header_checksum(descriptor: bytes) -> int:
+    return (xxh32(descriptor) >> 8) & 0xFF
+
+
+def _lz4_frame_compress(cj, view: memoryview, broken_header_checksum: bool) -> bytes:
+    # The frame Java's KafkaLZ4BlockOutputStream writes: independent 64 KiB blocks,
+    # no block or content checksums. Blocks are compressed by the lz4 library; a block
+    # that does not shrink is stored as is (high bit of its length set).
+    flg, bd = 0x60, 0x40
+    descriptor = struct.pack("<IBB", _LZ4_MAGIC, flg, bd)
+    # Kafka's magic 0 writer hashed the magic number with the descriptor.
+    checksum = _lz4_header_checksum(descriptor if broken_header_checksum else descriptor[4:])
+    out = bytearray(descriptor)
+    out.append(checksum)
+    block_size = _LZ4_BLOCK_SIZES[4]
+    for start in range(0, len(view), block_size):
+        chunk = bytes(view[start:start + block_size])
+        packed = cj.lz4.compress_block(chunk, store_size=False)
+        if len(packed) >= len(chunk):
+            out += _LE_UINT32.pack(len(chunk) | 0x80000000)
+            out += chunk
+        else:
+            out += _LE_UINT32.pack(len(packed))
+            out += packed
+    out += b"\x00\x00\x00\x00"  # end mark
+    return bytes(out)
+
+
+def _lz4_decompress(cj, data, max_size: int):
+    view = memoryview(data).cast("B")
+    frames = []  # (start, end, corrected header or None, where the blocks start)
+    bound = 0
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < 4:
+            raise DecompressionError(f"lz4 frame magic truncated at byte {pos}")
+        magic = _LE_UINT32.unpack_from(view, pos)[0]
+        if 0x184D2A50 <= magic <= 0x184D2A5F:  # skippable frame
+            if len(view) - pos < 8:
+                raise DecompressionError(f"lz4 skippable frame truncated at byte {pos}")
+            pos += 8 + _LE_UINT32.unpack_from(view, pos + 4)[0]
+            continue
+        if magic != _LZ4_MAGIC:
+            raise DecompressionError(f"not an lz4 frame (magic {magic:#010x}) at byte {pos}")
+        start = pos
+        if len(view) - pos < 7:
+            raise DecompressionError("lz4 frame header truncated")
+        flg, bd = view[pos + 4], view[pos + 5]
+        if flg >> 6 != 1:
+            raise DecompressionError(f"lz4 frame version {flg >> 6} is not supported")
+        block_max = _LZ4_BLOCK_SIZES.get((bd >> 4) & 7)
+        if block_max is None:
+            raise DecompressionError(f"lz4 frame block size code {(bd >> 4) & 7} is invalid")
+        header_end = pos + 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+        if len(view) < header_end + 1:
+            raise DecompressionError("lz4 frame header truncated")
+        stored = view[header_end]
+        patched = None
+        if stored != _lz4_header_checksum(bytes(view[pos + 4:header_end])):
+            if stored != _lz4_header_checksum(bytes(view[pos:header_end])):
+                raise DecompressionError("lz4 frame header checksum is wrong")
+            # Kafka's old (magic 0) writer: accept, and give the library a correct header.
+            patched = bytes(view[pos:header_end]) + bytes([_lz4_header_checksum(bytes(view[pos + 4:header_end]))])
+        pos = header_end + 1
+        block_checksum = 4 if flg & 0x10 else 0
+        while True:
+            if len(view) - pos < 4:
+                raise DecompressionError("lz4 frame truncated before its end mark")
+            word = _LE_UINT32.unpack_from(view, pos)[0]
+            pos += 4
+            if word == 0:
+                break
+            length = word & 0x7FFFFFFF
+            if length > block_max or length > len(view) - pos:
+                raise DecompressionError(f"lz4 block of {length} bytes is invalid at byte {pos - 4}")
+            bound += length if word & 0x80000000 else block_max
+            pos += length + block_checksum
+        pos += 4 if flg & 0x04 else 0
+        if pos > len(view):
+            raise DecompressionError("lz4 frame truncated in its content checksum")
+        frames.append((start, pos, patched, header_end + 1))
+    out = []
+    produced = 0
+    for start, end, patched, body in frames:
+        frame = (patched + bytes(view[body:end])) if patched is not None else bytes(view[start:end])
+        if produced + bound <= max_size:
+            piece = cj.lz4.decompress(frame)
+        else:
+            piece = _decompress_capped(cj.lz4.decompress_into, frame, max_size - produced)
+        produced += len(memoryview(piece))
+        if produced > max_size:
+            raise _too_big(f"of {produced} bytes", max_size)
+        out.append(piece)
+    if len(out) == 1:
+        return out[0]
+    return b"".join(bytes(piece) for piece in out)
+
+
+# ---------------------------------------------------------------- zstd
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_BLOCK_MAX = 128 * 1024
+
+
+def _zstd_bound(view: memoryview) -> int:
+    """An upper bound of the decompressed size, from the frame and block headers."""
+    bound = 0
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < 4:
+            raise DecompressionError(f"zstd frame magic truncated at byte {pos}")
+        magic = _LE_UINT32.unpack_from(view, pos)[0]
+        if 0x184D2A50 <= magic <= 0x184D2A5F:
+            if len(view) - pos < 8:
+                raise DecompressionError("zstd skippable frame truncated")
+            pos += 8 + _LE_UINT32.unpack_from(view, pos + 4)[0]
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise DecompressionError(f"not a zstd frame (magic {magic:#010x}) at byte {pos}")
+        if len(view) - pos < 5:
+            raise DecompressionError("zstd frame header truncated")
+        descriptor = view[pos + 4]
+        fcs_flag = descriptor >> 6
+        single_segment = descriptor & 0x20
+        checksum = descriptor & 0x04
+        dict_size = (0, 1, 2, 4)[descriptor & 0x03]
+        fcs_size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+        pos += 5 + (0 if single_segment else 1) + dict_size + fcs_size
+        while True:
+            if len(view) - pos < 3:
+                raise DecompressionError("zstd block header truncated")
+            header = view[pos] | (view[pos + 1] << 8) | (view[pos + 2] << 16)
+            pos += 3
+            last, kind, size = header & 1, (header >> 1) & 3, header >> 3
+            if kind == 0:  # raw
+                bound += size
+                pos += size
+            elif kind == 1:  # RLE: one byte repeated `size` times
+                bound += size
+                pos += 1
+            elif kind == 2:
+                bound += _ZSTD_BLOCK_MAX
+                pos += size
+            else:
+                raise DecompressionError("zstd block type 3 is reserved")
+            if pos > len(view):
+                raise DecompressionError("zstd block overruns the data")
+            if last:
+                break
+        pos += 4 if checksum else 0
+    return bound
+
+
+def _zstd_decompress(cj, data, max_size: int):
+    view = memoryview(data).cast("B")
+    bound = _zstd_bound(view)
+    if bound <= max_size:
+        return cj.zstd.decompress(bytes(view))
+    return _decompress_capped(cj.zstd.decompress_into, bytes(view), max_size)
