@@ -1,0 +1,351 @@
+"""Captured Kafka traffic (pcap / pcapng) to Kafka frames, as Arrow batches.
+
+>>> from kproto.capture import CaptureReader
+>>> reader = CaptureReader("traffic.pcapng", broker_ports=[9092])
+>>> for batch in reader:              # pyarrow.RecordBatch of frames
+...     ...
+>>> reader.connections()              # pyarrow.Table: one row per TCP connection
+>>> reader.counters                   # capture-level accounting
+
+Files are memory-mapped (so captures larger than RAM work); pipes, sockets and
+``"-"`` (stdin) are read in chunks. Every packet and every byte is accounted
+for: see ``docs/capture.md`` for the columns and counters.
+
+Frame columns (``FRAME_SCHEMA``):
+
+* ``capture``: the capture's name (file path, or the name given).
+* ``connection_id``: int64, numbered per capture in order of first packet.
+* ``direction``: int8, 0 = request (client to broker), 1 = response.
+* ``sequence``: int64, the frame's index within its connection and direction:
+  requests and responses pair up in this order.
+* ``ts_first_ns`` / ``ts_last_ns``: int64 capture timestamps (ns since the epoch)
+  of the segments that carried the frame's first and last byte.
+* ``size``: int32, the frame's size prefix.
+* ``payload``: binary, the frame without its 4-byte size prefix (``size`` bytes).
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import sys
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator, Union
+
+from kproto import _impl
+
+__all__ = [
+    "CaptureReader",
+    "read_capture",
+    "read_frame_file",
+    "request_versions",
+    "frame_schema",
+    "connection_schema",
+    "frame_file_schema",
+    "DIRECTION_REQUEST",
+    "DIRECTION_RESPONSE",
+    "DEFAULT_BROKER_PORTS",
+    "DEFAULT_MAX_FRAME_SIZE",
+]
+
+DIRECTION_REQUEST = 0
+DIRECTION_RESPONSE = 1
+DEFAULT_BROKER_PORTS = (9092,)
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+# Keys the broker-api-versions table knows but that have no message definitions
+# yet: plausible, with versions up to this.
+_UNDEFINED_KEY_MAX_VERSION = 10
+_CHUNK = 4 * 1024 * 1024
+
+Source = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
+
+
+def request_versions() -> list[int]:
+    """Highest plausible request version per api_key (list index); -1 for unknown keys.
+
+    From the generated protocol facts: request messages' valid versions, widened by
+    the broker versions table (which also knows keys without definitions).
+    """
+    from kproto.schema._messages import BROKER_API_VERSIONS, MESSAGES
+
+    highest: dict[int, int] = {}
+    for message in MESSAGES.values():
+        if message["type"] == "request":
+            key = message["api_key"]
+            highest[key] = max(highest.get(key, -1), message["valid_versions"][1])
+    for _release, key, _low, high in BROKER_API_VERSIONS:
+        if key not in highest:
+            highest[key] = _UNDEFINED_KEY_MAX_VERSION
+        highest[key] = max(highest[key], high)
+    table = [-1] * (max(highest) + 1)
+    for key, high in highest.items():
+        table[key] = high
+    return table
+
+
+def _pa():
+    try:
+        import pyarrow
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("kproto.capture needs pyarrow: pip install 'kproto[arrow]'") from exc
+    return pyarrow
+
+
+def frame_schema():
+    pa = _pa()
+    return pa.schema([
+        ("capture", pa.string()),
+        ("connection_id", pa.int64()),
+        ("direction", pa.int8()),
+        ("sequence", pa.int64()),
+        ("ts_first_ns", pa.int64()),
+        ("ts_last_ns", pa.int64()),
+        ("size", pa.int32()),
+        ("payload", pa.binary()),
+    ])
+
+
+def connection_schema():
+    pa = _pa()
+    engine = _impl.load("capture", "py")  # the column names are the same in both
+    fields = [("capture", pa.string())]
+    for name in engine.CONNECTION_COLUMNS:
+        if name in ("client_ip", "server_ip", "closed_by", "direction_source"):
+            fields.append((name, pa.string()))
+        elif name == "handshake_seen":
+            fields.append((name, pa.bool_()))
+        elif name.endswith("_port"):
+            fields.append((name, pa.int32()))
+        else:
+            fields.append((name, pa.int64()))
+    return pa.schema(fields)
+
+
+def frame_file_schema():
+    pa = _pa()
+    return pa.schema([("offset", pa.int64()), ("size", pa.int32()), ("payload", pa.binary())])
+
+
+class CaptureReader:
+    """Reads one capture; iterate for frame batches, then ask for connections and counters.
+
+    Args:
+        source: a path, ``"-"`` for stdin, a binary file object, or bytes.
+        name: the ``capture`` column's value (default: the path).
+        broker_ports: ports of brokers; the other end sends requests. Without a
+            match the direction comes from the SYN, else from the traffic itself.
+        max_frame_size: larger size prefixes are not frame boundaries.
+        max_pending_bytes: out-of-order bytes held per connection direction before
+            the missing bytes are declared lost.
+        max_connections: connections tracked at once (memory is bounded by this).
+        batch_frames, batch_bytes: frames / payload bytes per batch at most (a
+            single larger frame makes its own batch).
+        implementation: "c", "py" or None (the active one).
+    """
+
+    def __init__(self, source: Source, *, name: str | None = None,
+                 broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_pending_bytes: int = 8 * 1024 * 1024,
+                 max_connections: int = 65536, batch_frames: int = 65536, batch_bytes: int = 64 * 1024 * 1024,
+                 implementation: str | None = None) -> None:
+        self.source = source
+        if name is None:
+            name = "<stdin>" if source == "-" else (
+                os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<memory>")
+        self.name = name
+        module = _impl.load("capture", implementation)
+        self._engine = module.Engine(
+            request_versions(), broker_ports=tuple(broker_ports), max_frame_size=max_frame_size,
+            max_pending_bytes=max_pending_bytes, max_connections=max_connections,
+            batch_frames=batch_frames, batch_bytes=batch_bytes,
+        )
+        self._connections: list = []
+        self._done = False
+
+    # -------------------------------------------------------------- reading
+    def __iter__(self) -> Iterator:
+        if self._done:
+            raise RuntimeError("a CaptureReader reads its source once")
+        self._done = True
+        source = self.source
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            yield from self._from_buffer(memoryview(source))
+        elif isinstance(source, (str, os.PathLike)):
+            if source == "-":
+                yield from self._from_stream(sys.stdin.buffer)
+                return
+            with open(source, "rb") as handle:
+                yield from self._from_file(handle)
+        else:
+            yield from self._from_file(source)
+
+    def _from_file(self, handle) -> Iterator:
+        try:
+            size = os.fstat(handle.fileno()).st_size
+            regular = os.path.isfile(getattr(handle, "name", "")) or size > 0
+        except (OSError, AttributeError, io.UnsupportedOperation):
+            regular, size = False, 0
+        if regular and size > 0 and handle.tell() == 0:
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                if hasattr(mapped, "madvise"):
+                    mapped.madvise(mmap.MADV_SEQUENTIAL)
+                view = memoryview(mapped)
+                try:
+                    yield from self._from_buffer(view)
+                finally:
+                    view.release()
+        else:
+            yield from self._from_stream(handle)
+
+    def _from_buffer(self, view: memoryview) -> Iterator:
+        engine = self._engine
+        pos = 0
+        total = len(view)
+        while True:
+            part = view[pos:]
+            used = engine.feed(part)
+            part.release()
+            pos += used
+            batch = self._batch()
+            if batch is not None:
+                yield batch
+            if not used and not engine.batch_ready():
+                break
+        engine.finish(total - pos)
+        yield from self._tail()
+
+    def _from_stream(self, handle) -> Iterator:
+        engine = self._engine
+        pending = bytearray()
+        eof = False
+        while True:
+            if not eof:
+                chunk = handle.read(_CHUNK)
+                if chunk:
+                    pending += chunk
+                else:
+                    eof = True
+            while True:
+                used = engine.feed(pending)
+                del pending[:used]
+                batch = self._batch()
+                if batch is not None:
+                    yield batch
+                if not engine.batch_ready():
+                    break
+            if eof:
+                break
+        engine.finish(len(pending))
+        yield from self._tail()
+
+    def _tail(self) -> Iterator:
+        while True:
+            batch = self._batch()
+            if batch is None:
+                break
+            yield batch
+        self._connections.extend(self._engine.take_connections())
+
+    def _batch(self):
+        engine = self._engine
+        self._connections.extend(engine.take_connections())
+        columns = engine.take_batch()
+        if columns is None:
+            return None
+        pa = _pa()
+        n = len(columns["size"])
+        payload = pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(columns["payload_offsets"]), pa.py_buffer(columns["payload_data"])])
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.repeat(pa.scalar(self.name, pa.string()), n),
+                pa.array(columns["connection_id"]),
+                pa.array(columns["direction"]),
+                pa.array(columns["sequence"]),
+                pa.array(columns["ts_first_ns"]),
+                pa.array(columns["ts_last_ns"]),
+                pa.array(columns["size"]),
+                payload,
+            ],
+            schema=frame_schema(),
+        )
+
+    # -------------------------------------------------------------- results
+    def read_all(self):
+        """All frames as one pyarrow.Table."""
+        pa = _pa()
+        return pa.Table.from_batches(list(self), schema=frame_schema())
+
+    def connections(self):
+        """Per-connection accounting (pyarrow.Table), complete once iteration ended."""
+        pa = _pa()
+        schema = connection_schema()
+        rows = [dict(row, capture=self.name) for row in self._connections]
+        return pa.Table.from_pylist(rows, schema=schema)
+
+    @property
+    def counters(self) -> dict:
+        """Capture-level accounting: packets read, skipped and why, connections."""
+        return self._engine.capture_counters()
+
+
+def read_capture(source: Source, **options):
+    """Read a whole capture: (frames table, connections table, counters dict)."""
+    reader = CaptureReader(source, **options)
+    frames = reader.read_all()
+    return frames, reader.connections(), reader.counters
+
+
+def read_frame_file(source: Source, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                    batch_frames: int = 65536, implementation: str | None = None) -> Iterator:
+    """Batches (offset, size, payload) of a plain file of concatenated size-prefixed frames.
+
+    ``offset`` is the payload's byte offset in the file. A size prefix that is
+    negative or above ``max_frame_size`` raises FrameTooLargeError / DecodeError
+    naming its offset; an incomplete last frame raises TruncatedError.
+    """
+    from kproto.errors import FrameTooLargeError, TruncatedError
+
+    pa = _pa()
+    module = _impl.load("capture", implementation)
+    schema = frame_file_schema()
+
+    def batches(view: memoryview):
+        """Yield batches; return the offset where whole frames end."""
+        import numpy as np
+        pos = 0
+        while True:
+            part = view[pos:]
+            starts, sizes, used, error, data = module.scan_frames(part, max_frame_size, batch_frames)
+            part.release()
+            if len(sizes):
+                offsets = np.zeros(len(sizes) + 1, dtype=np.int32)
+                np.cumsum(sizes, out=offsets[1:])
+                payload = pa.Array.from_buffers(pa.binary(), len(sizes),
+                                                [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+                yield pa.RecordBatch.from_arrays([pa.array(starts + pos), pa.array(sizes), payload], schema=schema)
+            pos += used
+            if error is not None:
+                raise FrameTooLargeError(error, pos)
+            if not len(sizes):
+                return pos
+
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        view = memoryview(source)
+        end = yield from batches(view)
+        if end != len(view):
+            raise TruncatedError(f"incomplete frame: {len(view) - end} bytes left", end)
+        return
+    with open(source, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size == 0:
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                end = yield from batches(view)
+                if end != len(view):
+                    raise TruncatedError(f"incomplete frame: {len(view) - end} bytes left", end)
+            finally:
+                view.release()
