@@ -286,6 +286,7 @@ def _read_header_tags(r: Reader):
 
 def read_request_header(r: Reader):
     """Read a request header at the reader's position, choosing its version from the API."""
+    r.root_name = "RequestHeader"
     api_key = r.read_int16()
     api_version = r.read_int16()
     correlation_id = r.read_int32()
@@ -294,7 +295,6 @@ def read_request_header(r: Reader):
     _set(h, "request_api_key", api_key)
     _set(h, "request_api_version", api_version)
     _set(h, "correlation_id", correlation_id)
-    r.root_name = "RequestHeader"
     r.path.append(["client_id", -1])
     _set(h, "client_id", r.read_string_value(False, True) if version >= 1 else None)
     r.path[-1][0] = "<tagged fields>"
@@ -305,16 +305,13 @@ def read_request_header(r: Reader):
 
 
 def read_response_header(r: Reader, api_key: int, api_version: int):
+    r.root_name = "ResponseHeader"
     correlation_id = r.read_int32()
     version = schema.header_version(api_key, api_version, False)
     h = _ResponseHeader.__new__(_ResponseHeader)
     _set(h, "correlation_id", correlation_id)
-    tags = None
-    if version >= 1:
-        r.root_name = "ResponseHeader"
-        tags = _read_header_tags(r)
-        r.root_name = None
-    _set(h, "_unknown_tags", tags)
+    _set(h, "_unknown_tags", _read_header_tags(r) if version >= 1 else None)
+    r.root_name = None
     return h, version
 
 

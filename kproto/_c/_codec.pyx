@@ -1,0 +1,900 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The table-driven message codec and the headers, in Cython.
+
+A :class:`kproto.schema.StructPlan` (shared with the pure twin) is compiled once
+into a `CPlan`: a C array of field ops holding the slot offset of each field in
+the generated class. One loop reads any plan, writing decoded values straight
+into the object's slots, without calling ``__init__`` or ``setattr``.
+"""
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_SIZE, PyList_GET_ITEM
+from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
+from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong, PyLong_FromUnsignedLong
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.memoryview cimport PyMemoryView_FromObject
+from cpython.object cimport PyObject_RichCompareBool, Py_EQ, PyTypeObject, PyObject_TypeCheck
+from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX
+from libc.string cimport memcmp, memcpy
+
+from kproto._c._buffer cimport *
+
+from kproto import schema
+from kproto.errors import (
+    DecodeError, EncodeError, InvalidLengthError, LimitExceededError,
+    UnsupportedRequestError, UnsupportedVersionError,
+)
+
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(PyTypeObject *tp, Py_ssize_t nitems)
+    int PyGC_Disable() noexcept
+    int PyGC_Enable() noexcept
+    ctypedef struct PyMemberDef:
+        const char *name
+        int type
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+
+# Field kinds: the same numbers as kproto.schema (checked at import below).
+cdef enum:
+    K_BOOL = 1
+    K_INT8 = 2
+    K_INT16 = 3
+    K_INT32 = 4
+    K_INT64 = 5
+    K_UINT16 = 6
+    K_UINT32 = 7
+    K_FLOAT64 = 8
+    K_UUID = 9
+    K_STRING = 10
+    K_BYTES = 11
+    K_RECORDS = 12
+    K_STRUCT = 13
+    K_ARRAY = 14
+
+assert (schema.BOOL, schema.INT32, schema.STRING, schema.RECORDS, schema.STRUCT, schema.ARRAY) == \
+    (K_BOOL, K_INT32, K_STRING, K_RECORDS, K_STRUCT, K_ARRAY)
+
+cdef enum:
+    MAX_TAGGED_PER_STRUCT = 64
+    MAX_API_KEY = 256
+
+
+cdef struct FieldOp:
+    PyObject *name          # interned field name (owned by CPlan.keep)
+    Py_ssize_t offset       # slot offset in instances of the plan's class
+    int kind
+    int elem_kind
+    bint nullable
+    bint compact
+    bint ignorable
+    int tag
+    PyObject *child         # CPlan of struct / struct-array fields, else NULL
+    PyObject *default       # default value (immutable kinds) or None
+    PyObject *pyop          # the schema.FieldOp, for rare slow paths
+
+
+cdef Py_ssize_t slot_offset(object cls, str name) except -1:
+    descr = None
+    for klass in cls.__mro__:
+        descr = klass.__dict__.get(name)
+        if descr is not None:
+            break
+    if descr is None or type(descr).__name__ != "member_descriptor":
+        raise TypeError(f"{cls.__name__}.{name} is not a slot")
+    return (<PyMemberDescrObject *>descr).d_member.offset
+
+
+cdef class CPlan:
+    """A StructPlan compiled to C arrays."""
+    cdef FieldOp *fields
+    cdef Py_ssize_t nfields
+    cdef FieldOp *tagged
+    cdef Py_ssize_t ntagged
+    cdef FieldOp *absent
+    cdef Py_ssize_t nabsent
+    cdef PyTypeObject *cls
+    cdef Py_ssize_t unknown_tags_offset
+    cdef bint flexible
+    cdef readonly object plan       # the schema.StructPlan
+    cdef list keep                  # owns every object the ops point to
+
+    def __dealloc__(self):
+        PyMem_Free(self.fields)
+        PyMem_Free(self.tagged)
+        PyMem_Free(self.absent)
+
+
+cdef FieldOp *compile_ops(CPlan cp, tuple ops) except NULL:
+    cdef Py_ssize_t n = len(ops)
+    cdef FieldOp *out = <FieldOp *>PyMem_Malloc(sizeof(FieldOp) * (n if n else 1))
+    if out == NULL:
+        raise MemoryError()
+    cdef Py_ssize_t i
+    cdef object cls = <object>cp.cls
+    for i in range(n):
+        op = ops[i]
+        name = sys_intern(op.name)
+        cp.keep.append(name)
+        cp.keep.append(op)
+        out[i].name = <PyObject *>name
+        out[i].offset = slot_offset(cls, name)
+        out[i].kind = op.kind
+        out[i].elem_kind = op.elem_kind
+        out[i].nullable = op.nullable
+        out[i].compact = op.compact
+        out[i].ignorable = op.ignorable
+        out[i].tag = op.tag
+        out[i].pyop = <PyObject *>op
+        out[i].default = <PyObject *>op.default
+        if op.child is not None:
+            child = native_plan(op.child)
+            cp.keep.append(child)
+            out[i].child = <PyObject *>child
+        else:
+            out[i].child = NULL
+    return out
+
+
+cdef object sys_intern = __import__("sys").intern
+
+
+cdef CPlan native_plan(object plan):
+    """The compiled form of a StructPlan, made once and cached on the plan."""
+    cached = plan.native
+    if cached is not None:
+        return <CPlan>cached
+    cdef CPlan cp = CPlan.__new__(CPlan)
+    cp.keep = [plan.cls]
+    cp.plan = plan
+    cp.cls = <PyTypeObject *>plan.cls
+    cp.flexible = plan.flexible
+    cp.unknown_tags_offset = slot_offset(plan.cls, "_unknown_tags")
+    if len(plan.tagged) > MAX_TAGGED_PER_STRUCT:
+        raise ValueError(f"{plan.name} has more than {MAX_TAGGED_PER_STRUCT} tagged fields")
+    plan.native = cp  # set before children: recursive structs are not in Kafka, but be safe
+    cp.fields = compile_ops(cp, plan.fields)
+    cp.nfields = len(plan.fields)
+    cp.tagged = compile_ops(cp, plan.tagged)
+    cp.ntagged = len(plan.tagged)
+    cp.absent = compile_ops(cp, plan.absent)
+    cp.nabsent = len(plan.absent)
+    return cp
+
+
+# ------------------------------------------------------------------ slots
+cdef inline void set_slot(object obj, Py_ssize_t offset, object value) noexcept:
+    cdef PyObject **slot = <PyObject **>((<char *><PyObject *>obj) + offset)
+    cdef PyObject *old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject *>value
+    Py_XDECREF(old)
+
+
+cdef inline PyObject *get_slot(object obj, Py_ssize_t offset) noexcept:
+    return (<PyObject **>((<char *><PyObject *>obj) + offset))[0]
+
+
+cdef object fresh_default(FieldOp *op):
+    if op.kind == K_ARRAY:
+        return None if <object>op.default is None else []
+    if op.kind == K_STRUCT:
+        return (<object>op.pyop).fresh_default()
+    return <object>op.default
+
+
+# ------------------------------------------------------------------ decoding
+cdef object read_value(ByteReader *r, FieldOp *op, int kind, bint nullable, PathFrame *frame,
+                       object source):
+    cdef Py_ssize_t n, i
+    cdef int8_t marker
+    if kind == K_INT32:
+        return PyLong_FromLong(read_int32(r))
+    if kind == K_STRING:
+        return read_string_value(r, op.compact, nullable)
+    if kind == K_INT16:
+        return PyLong_FromLong(read_int16(r))
+    if kind == K_INT64:
+        return PyLong_FromLongLong(read_int64(r))
+    if kind == K_ARRAY:
+        n = read_array_count(r, op.compact, nullable)
+        if n < 0:
+            return None
+        out = PyList_New(n)
+        for i in range(n):
+            frame.index = i
+            item = read_value(r, op, op.elem_kind, False, frame, source)
+            Py_INCREF(item)
+            PyList_SET_ITEM(out, i, item)
+        frame.index = -1
+        return out
+    if kind == K_STRUCT:
+        if nullable:
+            marker = read_int8(r)
+            if marker == -1:
+                return None
+            if marker != 1:
+                raise_decode(r, DecodeError, f"invalid nullable struct marker {marker}")
+        return read_struct(r, <CPlan>op.child, source)
+    if kind == K_INT8:
+        return PyLong_FromLong(read_int8(r))
+    if kind == K_BOOL:
+        return read_bool(r) != 0
+    if kind == K_UUID:
+        return read_uuid(r)
+    if kind == K_BYTES:
+        return read_bytes_value(r, op.compact, nullable)
+    if kind == K_RECORDS:
+        if op.compact:
+            n = read_compact_length(r, nullable, "records length")
+        else:
+            n = read_length32(r, nullable, "records length")
+        if n < 0:
+            return None
+        i = r.p - r.start
+        r.p += n
+        return PyMemoryView_FromObject(source)[i:i + n]   # zero-copy view of the input
+    if kind == K_UINT16:
+        return PyLong_FromLong(read_uint16(r))
+    if kind == K_UINT32:
+        return PyLong_FromUnsignedLong(read_uint32(r))
+    if kind == K_FLOAT64:
+        return read_float64(r)
+    raise AssertionError(f"unknown field kind {kind}")
+
+
+cdef object read_struct(ByteReader *r, CPlan plan, object source):
+    cdef int depth = r.depth
+    if depth >= MAX_PATH_DEPTH:
+        raise_decode(r, LimitExceededError, f"structs nested deeper than {MAX_PATH_DEPTH}")
+    cdef PathFrame *frame = &r.path[depth]
+    frame.name = NULL
+    frame.index = -1
+    r.depth = depth + 1
+    cdef object obj = PyType_GenericAlloc(plan.cls, 0)
+    cdef Py_ssize_t i
+    cdef FieldOp *op
+    cdef int kind
+    for i in range(plan.nfields):
+        op = &plan.fields[i]
+        frame.name = op.name
+        kind = op.kind
+        # The common scalar kinds inline; everything else through read_value.
+        if kind == K_INT32:
+            set_slot(obj, op.offset, PyLong_FromLong(read_int32(r)))
+        elif kind == K_INT16:
+            set_slot(obj, op.offset, PyLong_FromLong(read_int16(r)))
+        elif kind == K_STRING:
+            set_slot(obj, op.offset, read_string_value(r, op.compact, op.nullable))
+        elif kind == K_ARRAY and op.elem_kind == K_INT32:
+            set_slot(obj, op.offset, read_int32_array(r, op, frame))
+        else:
+            set_slot(obj, op.offset, read_value(r, op, kind, op.nullable, frame, source))
+    for i in range(plan.nabsent):
+        op = &plan.absent[i]
+        set_slot(obj, op.offset, fresh_default(op))
+    if plan.flexible:
+        set_slot(obj, plan.unknown_tags_offset, read_tagged(r, plan, obj, frame, source))
+    else:
+        set_slot(obj, plan.unknown_tags_offset, None)
+    r.depth = depth
+    return obj
+
+
+cdef object read_int32_array(ByteReader *r, FieldOp *op, PathFrame *frame):
+    cdef Py_ssize_t n = read_array_count(r, op.compact, op.nullable)
+    cdef Py_ssize_t i
+    if n < 0:
+        return None
+    if r.end - r.p < 4 * n:
+        # Fail exactly where an element-by-element read would: same offset and index.
+        frame.index = (r.end - r.p) // 4
+        r.p += 4 * frame.index
+        raise_truncated(r, 4)
+    out = PyList_New(n)
+    for i in range(n):
+        item = PyLong_FromLong(<int32_t>kp_load_be32(r.p))
+        r.p += 4
+        Py_INCREF(item)
+        PyList_SET_ITEM(out, i, item)
+    return out
+
+
+cdef object read_struct_top(ByteReader *r, CPlan plan, object source):
+    # A decode allocates thousands of container objects that cannot form cycles
+    # yet; letting the cyclic GC scan them mid-decode costs a third of the time.
+    # Pause it for the duration (as json decoders do) and restore its state.
+    cdef int was_enabled = PyGC_Disable()
+    try:
+        return read_struct(r, plan, source)
+    finally:
+        if was_enabled:
+            PyGC_Enable()
+
+
+cdef str TAGGED_SECTION = "<tagged fields>"
+
+
+cdef object read_tagged(ByteReader *r, CPlan plan, object obj, PathFrame *frame, object source):
+    cdef char seen[MAX_TAGGED_PER_STRUCT]
+    cdef uint32_t count, k, tag, size
+    cdef int64_t previous = -1
+    cdef Py_ssize_t j
+    cdef FieldOp *op
+    cdef const unsigned char *outer_end
+    cdef dict unknown = None
+    frame.name = <PyObject *>TAGGED_SECTION
+    count = read_unsigned_varint(r)
+    if count > <uint32_t>(r.end - r.p):
+        raise_invalid_length(r, count, "tagged field count")
+    for j in range(plan.ntagged):
+        seen[j] = 0
+    for k in range(count):
+        tag = read_unsigned_varint(r)
+        if <int64_t>tag <= previous:
+            raise_decode(r, DecodeError, f"tagged field {tag} out of order (after {previous})")
+        previous = tag
+        size = read_unsigned_varint(r)
+        if size > <uint32_t>(r.end - r.p):
+            raise_truncated(r, size)
+        op = NULL
+        for j in range(plan.ntagged):
+            if plan.tagged[j].tag == <int>tag:
+                op = &plan.tagged[j]
+                break
+        if op == NULL:
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = read_bytes_body(r, size)
+            continue
+        frame.name = op.name
+        outer_end = r.end
+        r.end = r.p + size
+        value = read_value(r, op, op.kind, op.nullable, frame, source)
+        if r.p != r.end:
+            raise_decode(r, InvalidLengthError,
+                         f"tagged field {tag} declared {size} bytes but its value ended {r.end - r.p} early")
+        r.end = outer_end
+        set_slot(obj, op.offset, value)
+        seen[j] = 1
+        frame.name = <PyObject *>TAGGED_SECTION
+    for j in range(plan.ntagged):
+        if not seen[j]:
+            set_slot(obj, plan.tagged[j].offset, fresh_default(&plan.tagged[j]))
+    return unknown
+
+
+cdef inline void prepare(ByteReader *r, CPlan cp):
+    plan = cp.plan
+    r.root_name = <PyObject *>plan.name
+    r.api_key = plan.api_key
+    r.api_version = plan.version
+
+
+cdef int check_consumed(ByteReader *r, object plan) except -1:
+    if r.p != r.end:
+        r.depth = 0
+        raise_decode(r, InvalidLengthError, f"{r.end - r.p} bytes left over after {plan.name}")
+    return 0
+
+
+def decode_struct(buf, plan, Py_ssize_t offset=0, end=None):
+    """Decode one message body spanning exactly buf[offset:end]."""
+    cdef Py_buffer view
+    cdef ByteReader r
+    cdef CPlan cp = native_plan(plan)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        reader_init(&r, <const unsigned char *>view.buf, view.len)
+        if end is not None:
+            if end < offset or end > view.len:
+                raise ValueError("end out of range")
+            r.end = r.start + <Py_ssize_t>end
+        if offset < 0 or offset > r.end - r.start:
+            raise ValueError("offset out of range")
+        r.p = r.start + offset
+        prepare(&r, cp)
+        obj = read_struct_top(&r, cp, buf)
+        check_consumed(&r, plan)
+        return obj
+    finally:
+        PyBuffer_Release(&view)
+
+
+# ------------------------------------------------------------------ encoding
+cdef struct EncodeState:
+    int depth
+    PathFrame path[MAX_PATH_DEPTH]
+
+
+cdef int is_default(FieldOp *op, object value) except -1:
+    cdef object default = <object>op.default
+    if op.kind == K_ARRAY:
+        if default is None:
+            return value is None
+        return value is not None and len(value) == 0
+    if op.kind <= K_FLOAT64:
+        return PyObject_RichCompareBool(value, default, Py_EQ)
+    return (<object>op.pyop).is_default(value)
+
+
+cdef int write_value(ByteWriter *w, FieldOp *op, int kind, bint nullable, object value,
+                     EncodeState *st) except -1:
+    cdef Py_ssize_t i, n
+    cdef PathFrame *frame = &st.path[st.depth - 1]
+    if kind == K_INT32:
+        return write_int32(w, <int32_t>as_int(value, INT32_MIN, INT32_MAX, "int32"))
+    if kind == K_STRING:
+        return write_string_value(w, value, op.compact, nullable)
+    if kind == K_INT16:
+        return write_int16(w, <int16_t>as_int(value, INT16_MIN, INT16_MAX, "int16"))
+    if kind == K_INT64:
+        return write_int64(w, as_int(value, INT64_MIN, INT64_MAX, "int64"))
+    if kind == K_ARRAY:
+        if value is None:
+            if not nullable:
+                raise EncodeError("null array in a non-nullable field")
+            return write_length(w, -1, op.compact, True)
+        if type(value) is not list and not isinstance(value, (list, tuple)):
+            raise EncodeError(f"expected a list, got {type(value).__name__}")
+        n = len(value)
+        write_length(w, n, op.compact, True)
+        for i in range(n):
+            frame.index = i
+            write_value(w, op, op.elem_kind, False, value[i], st)
+        frame.index = -1
+        return 0
+    if kind == K_STRUCT:
+        if nullable:
+            if value is None:
+                return write_int8(w, -1)
+            write_int8(w, 1)
+        elif value is None:
+            raise EncodeError("null struct in a non-nullable field")
+        return write_struct(w, value, <CPlan>op.child, st)
+    if kind == K_INT8:
+        return write_int8(w, <int8_t>as_int(value, INT8_MIN, INT8_MAX, "int8"))
+    if kind == K_BOOL:
+        if value is True:
+            return write_int8(w, 1)
+        if value is False:
+            return write_int8(w, 0)
+        raise EncodeError(f"expected bool, got {type(value).__name__}")
+    if kind == K_UUID:
+        return write_uuid(w, value)
+    if kind == K_BYTES or kind == K_RECORDS:
+        return write_bytes_value(w, value, op.compact, nullable)
+    if kind == K_UINT16:
+        return write_int16(w, <int16_t><uint16_t>as_int(value, 0, 0xFFFF, "uint16"))
+    if kind == K_UINT32:
+        return write_int32(w, <int32_t><uint32_t>as_int(value, 0, 0xFFFFFFFF, "uint32"))
+    if kind == K_FLOAT64:
+        try:
+            return write_float64(w, value)
+        except TypeError:
+            raise EncodeError(f"expected float, got {type(value).__name__}")
+    raise AssertionError(f"unknown field kind {kind}")
+
+
+cdef object field_value(object obj, FieldOp *op):
+    cdef PyObject *v = get_slot(obj, op.offset)
+    if v == NULL:
+        raise EncodeError(f"field {<str>op.name} is not set")
+    return <object>v
+
+
+cdef int write_struct(ByteWriter *w, object obj, CPlan plan, EncodeState *st) except -1:
+    cdef Py_ssize_t i
+    cdef FieldOp *op
+    if not PyObject_TypeCheck(obj, plan.cls):
+        raise EncodeError(f"expected {(<object>plan.cls).__qualname__}, got {type(obj).__name__}")
+    if st.depth >= MAX_PATH_DEPTH:
+        raise EncodeError(f"structs nested deeper than {MAX_PATH_DEPTH}")
+    cdef int depth = st.depth
+    cdef PathFrame *frame = &st.path[depth]
+    frame.name = NULL
+    frame.index = -1
+    st.depth = depth + 1
+    for i in range(plan.nfields):
+        op = &plan.fields[i]
+        frame.name = op.name
+        write_value(w, op, op.kind, op.nullable, field_value(obj, op), st)
+    for i in range(plan.nabsent):
+        op = &plan.absent[i]
+        frame.name = op.name
+        if not op.ignorable and not is_default(op, field_value(obj, op)):
+            p = plan.plan
+            raise EncodeError(f"field {<str>op.name} has a non-default value but version "
+                              f"{p.version} of {p.name} does not have it")
+    if plan.flexible:
+        write_tagged(w, obj, plan, st, frame)
+    st.depth = depth
+    return 0
+
+
+cdef int write_tagged(ByteWriter *w, object obj, CPlan plan, EncodeState *st, PathFrame *frame) except -1:
+    cdef Py_ssize_t i
+    cdef FieldOp *op
+    cdef ByteWriter inner
+    cdef PyObject *unknown_ptr = get_slot(obj, plan.unknown_tags_offset)
+    cdef object unknown = <object>unknown_ptr if unknown_ptr != NULL else None
+    entries = None
+    cdef int count = 0
+    cdef bint present[MAX_TAGGED_PER_STRUCT]
+    frame.name = <PyObject *>TAGGED_SECTION
+    for i in range(plan.ntagged):
+        op = &plan.tagged[i]
+        present[i] = not is_default(op, field_value(obj, op))
+        count += present[i]
+    if not unknown:
+        # Common case: only known tags, already in ascending order.
+        write_unsigned_varint(w, count)
+        for i in range(plan.ntagged):
+            if present[i]:
+                op = &plan.tagged[i]
+                frame.name = op.name
+                write_one_tagged(w, op, field_value(obj, op), st)
+        return 0
+    entries = []
+    for i in range(plan.ntagged):
+        if present[i]:
+            entries.append((plan.tagged[i].tag, i, None))
+    for tag, raw in unknown.items():
+        for i in range(plan.ntagged):
+            if plan.tagged[i].tag == tag:
+                raise EncodeError(f"unknown tagged field {tag} collides with known field "
+                                  f"{<str>plan.tagged[i].name}")
+        entries.append((<int64_t>as_int(tag, 0, 0xFFFFFFFF, "tag"), -1, bytes(raw)))
+    entries.sort(key=lambda e: e[0])
+    write_unsigned_varint(w, <uint32_t>len(entries))
+    for tag, index, raw in entries:
+        if index >= 0:
+            op = &plan.tagged[<Py_ssize_t>index]
+            frame.name = op.name
+            write_one_tagged(w, op, field_value(obj, op), st)
+        else:
+            write_unsigned_varint(w, <uint32_t>tag)
+            write_unsigned_varint(w, <uint32_t>PyBytes_GET_SIZE(raw))
+            write_raw(w, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+    return 0
+
+
+cdef int write_one_tagged(ByteWriter *w, FieldOp *op, object value, EncodeState *st) except -1:
+    cdef ByteWriter inner
+    writer_init(&inner, 64)
+    try:
+        write_value(&inner, op, op.kind, op.nullable, value, st)
+        write_unsigned_varint(w, <uint32_t>op.tag)
+        write_unsigned_varint(w, <uint32_t>inner.length)
+        write_raw(w, inner.buf, inner.length)
+    finally:
+        writer_free(&inner)
+    return 0
+
+
+cdef str format_encode_path(object plan, EncodeState *st):
+    parts = [plan.name]
+    cdef int i
+    for i in range(min(st.depth, MAX_PATH_DEPTH)):
+        if st.path[i].name != NULL:
+            parts.append("." + <str>st.path[i].name)
+        if st.path[i].index >= 0:
+            parts.append(f"[{st.path[i].index}]")
+    return "".join(parts)
+
+
+cdef int encode_into(ByteWriter *w, object obj, object plan) except -1:
+    cdef EncodeState st
+    st.depth = 0
+    cdef CPlan cp = native_plan(plan)
+    try:
+        write_struct(w, obj, cp, &st)
+    except EncodeError as exc:
+        raise EncodeError(exc.reason, format_encode_path(plan, &st),
+                          plan.api_key if plan.api_key >= 0 else None, plan.version) from None
+    return 0
+
+
+def encode_struct(obj, plan, writer=None):
+    """Encode a message body; EncodeErrors name the field path."""
+    cdef ByteWriter w
+    writer_init(&w, 256)
+    try:
+        encode_into(&w, obj, plan)
+        return writer_to_bytes(&w)
+    finally:
+        writer_free(&w)
+
+
+# ------------------------------------------------------------------ headers
+cdef signed char request_flexible_from[MAX_API_KEY]
+cdef signed char response_flexible_from[MAX_API_KEY]
+
+
+cdef void load_flexible_tables():
+    cdef int key
+    for key in range(MAX_API_KEY):
+        request_flexible_from[key] = -1
+        response_flexible_from[key] = -1
+    for name, info in schema.MESSAGES.items():
+        key = info["api_key"] if info["api_key"] is not None else -1
+        flex = info["flexible_versions"]
+        if key < 0 or key >= MAX_API_KEY or flex is None:
+            continue
+        if info["type"] == "request":
+            request_flexible_from[key] = flex[0]
+        elif info["type"] == "response":
+            response_flexible_from[key] = flex[0]
+
+
+load_flexible_tables()
+
+
+cdef inline int request_header_version(int api_key, int api_version) noexcept:
+    if api_key == 7 and api_version == 0:
+        return 0
+    if 0 <= api_key < MAX_API_KEY and request_flexible_from[api_key] >= 0 \
+            and api_version >= request_flexible_from[api_key]:
+        return 2
+    return 1
+
+
+cdef inline int response_header_version(int api_key, int api_version) noexcept:
+    if api_key == 18:
+        return 0
+    if 0 <= api_key < MAX_API_KEY and response_flexible_from[api_key] >= 0 \
+            and api_version >= response_flexible_from[api_key]:
+        return 1
+    return 0
+
+
+def header_version(int api_key, int api_version, bint is_request):
+    return request_header_version(api_key, api_version) if is_request \
+        else response_header_version(api_key, api_version)
+
+
+cdef object RequestHeader = schema.message_class("RequestHeader")
+cdef object ResponseHeader = schema.message_class("ResponseHeader")
+cdef Py_ssize_t OFF_API_KEY = slot_offset(RequestHeader, "request_api_key")
+cdef Py_ssize_t OFF_API_VERSION = slot_offset(RequestHeader, "request_api_version")
+cdef Py_ssize_t OFF_CORRELATION = slot_offset(RequestHeader, "correlation_id")
+cdef Py_ssize_t OFF_CLIENT_ID = slot_offset(RequestHeader, "client_id")
+cdef Py_ssize_t OFF_REQ_TAGS = slot_offset(RequestHeader, "_unknown_tags")
+cdef Py_ssize_t OFF_RESP_CORRELATION = slot_offset(ResponseHeader, "correlation_id")
+cdef Py_ssize_t OFF_RESP_TAGS = slot_offset(ResponseHeader, "_unknown_tags")
+cdef str REQUEST_HEADER_NAME = "RequestHeader"
+cdef str RESPONSE_HEADER_NAME = "ResponseHeader"
+cdef str CLIENT_ID_NAME = "client_id"
+
+# Clients send the same client id on every request: remember the last one decoded.
+cdef bytes last_client_id_raw = b""
+cdef str last_client_id = ""
+
+
+cdef object read_client_id(ByteReader *r):
+    global last_client_id_raw, last_client_id
+    cdef Py_ssize_t n = read_length16(r, True, "string length")
+    if n < 0:
+        return None
+    if n == PyBytes_GET_SIZE(last_client_id_raw) and \
+            memcmp(r.p, PyBytes_AS_STRING(last_client_id_raw), n) == 0:
+        r.p += n
+        return last_client_id
+    cdef const unsigned char *start = r.p
+    s = read_str_body(r, n)
+    if n <= 256:
+        last_client_id_raw = (<char *>start)[:n]
+        last_client_id = s
+    return s
+
+
+cdef object read_header_tags(ByteReader *r):
+    cdef uint32_t count = read_unsigned_varint(r)
+    cdef uint32_t i, tag, size
+    cdef int64_t previous = -1
+    if count == 0:
+        return None
+    if count > <uint32_t>(r.end - r.p):
+        raise_invalid_length(r, count, "tagged field count")
+    tags = {}
+    for i in range(count):
+        tag = read_unsigned_varint(r)
+        if <int64_t>tag <= previous:
+            raise_decode(r, DecodeError, f"tagged field {tag} out of order (after {previous})")
+        previous = tag
+        size = read_unsigned_varint(r)
+        if size > <uint32_t>(r.end - r.p):
+            raise_truncated(r, size)
+        tags[tag] = read_bytes_body(r, size)
+    return tags
+
+
+cdef object read_request_header(ByteReader *r, int *version_out):
+    r.root_name = <PyObject *>REQUEST_HEADER_NAME
+    cdef int api_key = read_int16(r)
+    cdef int api_version = read_int16(r)
+    cdef int32_t correlation_id = read_int32(r)
+    cdef int version = request_header_version(api_key, api_version)
+    h = PyType_GenericAlloc(<PyTypeObject *>RequestHeader, 0)
+    set_slot(h, OFF_API_KEY, PyLong_FromLong(api_key))
+    set_slot(h, OFF_API_VERSION, PyLong_FromLong(api_version))
+    set_slot(h, OFF_CORRELATION, PyLong_FromLong(correlation_id))
+    r.depth = 1
+    r.path[0].name = <PyObject *>CLIENT_ID_NAME
+    r.path[0].index = -1
+    set_slot(h, OFF_CLIENT_ID, read_client_id(r) if version >= 1 else None)
+    r.path[0].name = <PyObject *>TAGGED_SECTION
+    set_slot(h, OFF_REQ_TAGS, read_header_tags(r) if version >= 2 else None)
+    r.depth = 0
+    r.root_name = NULL
+    version_out[0] = version
+    return h
+
+
+cdef object read_response_header(ByteReader *r, int api_key, int api_version, int *version_out):
+    r.root_name = <PyObject *>RESPONSE_HEADER_NAME
+    cdef int32_t correlation_id = read_int32(r)
+    cdef int version = response_header_version(api_key, api_version)
+    h = PyType_GenericAlloc(<PyTypeObject *>ResponseHeader, 0)
+    set_slot(h, OFF_RESP_CORRELATION, PyLong_FromLong(correlation_id))
+    set_slot(h, OFF_RESP_TAGS, read_header_tags(r) if version >= 1 else None)
+    r.root_name = NULL
+    version_out[0] = version
+    return h
+
+
+def decode_request_header(buf):
+    """Decode just the request header of a payload; returns (header, header_version, body_offset)."""
+    cdef Py_buffer view
+    cdef ByteReader r
+    cdef int version
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        reader_init(&r, <const unsigned char *>view.buf, view.len)
+        h = read_request_header(&r, &version)
+        return h, version, r.p - r.start
+    finally:
+        PyBuffer_Release(&view)
+
+
+def decode_response_header(buf, int api_key, int api_version):
+    cdef Py_buffer view
+    cdef ByteReader r
+    cdef int version
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        reader_init(&r, <const unsigned char *>view.buf, view.len)
+        h = read_response_header(&r, api_key, api_version, &version)
+        return h, version, r.p - r.start
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef dict request_plans = {}
+
+
+cdef CPlan request_plan(int api_key, int api_version, object header, Py_ssize_t offset):
+    cdef int key = (api_key << 16) | (api_version & 0xFFFF)
+    cached = request_plans.get(key)
+    if cached is not None:
+        return <CPlan>cached
+    name = schema.request_name(api_key)
+    if name is None:
+        raise UnsupportedVersionError(f"unknown api_key {api_key}", offset, None, api_key, api_version,
+                                      header)
+    try:
+        plan = schema.plan(name, api_version)
+    except KeyError:
+        lo, hi = schema.spec(name)["valid_versions"]
+        raise UnsupportedVersionError(
+            f"{name} version {api_version} is not supported (kproto knows {lo}-{hi})",
+            offset, None, api_key, api_version, header) from None
+    cp = native_plan(plan)
+    request_plans[key] = cp
+    return cp
+
+
+def decode_request(buf):
+    """(header, header_version, body) of a request payload (no size prefix)."""
+    cdef Py_buffer view
+    cdef ByteReader r
+    cdef int version
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        reader_init(&r, <const unsigned char *>view.buf, view.len)
+        h = read_request_header(&r, &version)
+        cp = request_plan(<object>get_slot(h, OFF_API_KEY), <object>get_slot(h, OFF_API_VERSION),
+                          h, r.p - r.start)
+        prepare(&r, cp)
+        body = read_struct_top(&r, cp, buf)
+        check_consumed(&r, cp.plan)
+        return h, version, body
+    finally:
+        PyBuffer_Release(&view)
+
+
+def decode_response(buf, int api_key, int api_version, plan):
+    """(header, header_version, body) of a response payload, given the request's API and version."""
+    cdef Py_buffer view
+    cdef ByteReader r
+    cdef int version
+    cdef CPlan cp = native_plan(plan)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        reader_init(&r, <const unsigned char *>view.buf, view.len)
+        h = read_response_header(&r, api_key, api_version, &version)
+        if r.p == r.end:
+            raise UnsupportedRequestError(
+                "response holds only a correlation id: the broker did not support the request",
+                r.p - r.start, None, api_key, api_version)
+        prepare(&r, cp)
+        body = read_struct_top(&r, cp, buf)
+        check_consumed(&r, plan)
+        return h, version, body
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef int write_header_tags(ByteWriter *w, object tags) except -1:
+    if not tags:
+        return write_unsigned_varint(w, 0)
+    write_unsigned_varint(w, <uint32_t>len(tags))
+    for tag in sorted(tags):
+        raw = bytes(tags[tag])
+        write_unsigned_varint(w, <uint32_t>as_int(tag, 0, 0xFFFFFFFF, "tag"))
+        write_unsigned_varint(w, <uint32_t>PyBytes_GET_SIZE(raw))
+        write_raw(w, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+    return 0
+
+
+def encode_request(body, plan, correlation_id, client_id, header_tags=None):
+    cdef ByteWriter w
+    cdef int api_key = plan.api_key
+    cdef int api_version = plan.version
+    cdef int version = request_header_version(api_key, api_version)
+    writer_init(&w, 256)
+    try:
+        write_int16(&w, <int16_t>api_key)
+        write_int16(&w, <int16_t>api_version)
+        write_int32(&w, <int32_t>as_int(correlation_id, INT32_MIN, INT32_MAX, "int32"))
+        if version >= 1:
+            write_string_value(&w, client_id, False, True)
+        if version >= 2:
+            write_header_tags(&w, header_tags)
+        encode_into(&w, body, plan)
+        return writer_to_bytes(&w)
+    finally:
+        writer_free(&w)
+
+
+def encode_response(body, plan, correlation_id, header_tags=None):
+    cdef ByteWriter w
+    writer_init(&w, 256)
+    try:
+        write_int32(&w, <int32_t>as_int(correlation_id, INT32_MIN, INT32_MAX, "int32"))
+        if response_header_version(plan.api_key, plan.version) >= 1:
+            write_header_tags(&w, header_tags)
+        encode_into(&w, body, plan)
+        return writer_to_bytes(&w)
+    finally:
+        writer_free(&w)
+
+
+def encode_request_header(header, int header_version):
+    cdef ByteWriter w
+    writer_init(&w, 64)
+    try:
+        write_int16(&w, <int16_t>as_int(header.request_api_key, INT16_MIN, INT16_MAX, "int16"))
+        write_int16(&w, <int16_t>as_int(header.request_api_version, INT16_MIN, INT16_MAX, "int16"))
+        write_int32(&w, <int32_t>as_int(header.correlation_id, INT32_MIN, INT32_MAX, "int32"))
+        if header_version >= 1:
+            write_string_value(&w, header.client_id, False, True)
+        if header_version >= 2:
+            write_header_tags(&w, header._unknown_tags)
+        return writer_to_bytes(&w)
+    finally:
+        writer_free(&w)
