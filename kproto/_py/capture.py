@@ -344,9 +344,9 @@ class Engine:
                 if code == 0:
                     break
                 value = body[opt + 4: opt + 4 + olen]
-                if code == 9 and olen >= 1:
+                if code == 9 and olen >= 1 and len(value) >= 1:
                     resolution = value[0]
-                elif code == 14 and olen >= 8:
+                elif code == 14 and olen >= 8 and len(value) >= 8:
                     offset = struct.unpack_from(order + "q", value, 0)[0]
                 opt += 4 + ((olen + 3) & ~3)
             self.interfaces.append((linktype, _ts_converter(resolution, offset)))
