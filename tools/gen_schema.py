@@ -136,6 +136,8 @@ class Generator:
         if versions is None:
             raise SystemExit(f"{message}: field {f['name']} has no versions")
         tag = f.get("tag")
+        if tag is not None:
+            tag = int(tag)  # some definitions write the tag as a string ("0")
         return (
             snake_case(f["name"]),                  # 0 name
             f["name"],                              # 1 Kafka name

@@ -156,13 +156,13 @@ cdef CPlan native_plan(object plan):
     cp.unknown_tags_offset = slot_offset(plan.cls, "_unknown_tags")
     if len(plan.tagged) > MAX_TAGGED_PER_STRUCT:
         raise ValueError(f"{plan.name} has more than {MAX_TAGGED_PER_STRUCT} tagged fields")
-    plan.native = cp  # set before children: recursive structs are not in Kafka, but be safe
     cp.fields = compile_ops(cp, plan.fields)
     cp.nfields = len(plan.fields)
     cp.tagged = compile_ops(cp, plan.tagged)
     cp.ntagged = len(plan.tagged)
     cp.absent = compile_ops(cp, plan.absent)
     cp.nabsent = len(plan.absent)
+    plan.native = cp   # only once complete: a failed compile must not leave half a plan
     return cp
 
 
