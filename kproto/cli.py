@@ -110,7 +110,7 @@ def _name_for(module_path: str) -> str:
 def _module_exists(module_path: str) -> bool:
     try:
         return importlib.util.find_spec(module_path) is not None
-    except ImportError:  # a parent package is missing
+    except (ImportError, ValueError):  # a parent package is missing, or a module without a spec
         return False
 
 
