@@ -1,0 +1,1099 @@
+"""Pure-Python twin of kproto/_c/_records.pyx: Kafka record batches and legacy message sets.
+
+Same public names, behaviour and errors as the Cython module; used when the
+extension is not built or ``KPROTO_NO_EXTENSIONS=1``. Layouts (from Kafka's
+implementation notes):
+
+* RecordBatch (magic 2): a 61-byte header, then ``records_count`` records,
+  compressed as a whole when the attributes name a codec. CRC-32C covers the
+  bytes from ``attributes`` to the end of the batch.
+* Legacy message (magic 0 and 1): offset, size, CRC-32 (from ``magic`` to the
+  end), magic, attributes, [timestamp,] key, value. A compressed message is a
+  *wrapper* whose value is a compressed message set; magic 1 inner messages
+  carry offsets relative to the wrapper's, which is the offset of the last one.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+from typing import Iterable, Iterator
+
+from kproto import compression as _compression
+from kproto._py.buffer import Reader, Writer
+from kproto.errors import (
+    CorruptRecordError,
+    CrcMismatchError,
+    DecodeError,
+    DecompressionError,
+    EncodeError,
+)
+
+__all__ = [
+    "Record", "ControlRecord", "RecordBatch", "LegacyBatch", "Records",
+    "crc32c", "encode_records", "encode_control_batch", "record_schema",
+    "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "CONTROL_ABORT", "CONTROL_COMMIT",
+    "IMPLEMENTATION",
+]
+
+IMPLEMENTATION = "py"
+
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KINDS = {CONTROL_ABORT: "abort", CONTROL_COMMIT: "commit"}
+
+LOG_OVERHEAD = 12            # base offset (8) + length (4), before every batch or message
+V2_HEADER_SIZE = 61          # the whole RecordBatch header, up to and including records_count
+_MIN_LENGTH = {0: 14, 1: 22, 2: V2_HEADER_SIZE - LOG_OVERHEAD}  # smallest valid length field per magic
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+_ATTR_COMPRESSION = 0x07
+_ATTR_TIMESTAMP_TYPE = 0x08
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+_ATTR_DELETE_HORIZON = 0x40
+
+_DEFAULT_MAX = _compression.DEFAULT_MAX_DECOMPRESSED_SIZE
+
+
+# ---------------------------------------------------------------- checksums
+def _make_crc32c_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC32C_TABLE = _make_crc32c_table()
+
+
+def _crc32c_pure(data, crc: int = 0) -> int:
+    table = _CRC32C_TABLE
+    crc ^= 0xFFFFFFFF
+    for byte in memoryview(data).cast("B"):
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+try:  # an optional C implementation keeps the pure twin usable on large batches
+    from crc32c import crc32c as _crc32c_accelerated
+except ImportError:  # pragma: no cover - depends on what is installed
+    _crc32c_accelerated = None
+
+
+def crc32c(data, crc: int = 0) -> int:
+    """CRC-32C (Castagnoli) of a bytes-like object; pass a previous result as ``crc`` to continue it."""
+    if _crc32c_accelerated is not None:
+        return _crc32c_accelerated(data, crc)
+    return _crc32c_pure(data, crc)
+
+
+# ---------------------------------------------------------------- records
+_NO_VALUE = object()
+
+
+class Record:
+    """One record: offset, timestamp, key, value and headers.
+
+    ``headers`` is a tuple of ``(key, value)`` pairs in wire order (duplicate keys
+    kept); keys are str, values bytes or None. ``timestamp`` is None for magic 0.
+    ``timestamp_delta`` is the delta stored in a magic 2 batch (None when the
+    record was not decoded from one); it differs from ``timestamp - base`` only in
+    log-append-time batches, where ``timestamp`` is the batch's max timestamp.
+    Build records to encode with ``Record(key=..., value=..., headers=...)``.
+    """
+
+    __slots__ = ("offset", "timestamp", "key", "value", "headers", "attributes", "timestamp_delta")
+
+    def __init__(self, key=None, value=None, headers=(), timestamp: int | None = None,
+                 offset: int | None = None, attributes: int = 0) -> None:
+        self.key = key
+        self.value = value
+        self.headers = tuple(headers) if headers else ()
+        self.timestamp = timestamp
+        self.offset = offset
+        self.attributes = attributes
+        self.timestamp_delta = None
+
+    def __repr__(self) -> str:
+        return (f"Record(offset={self.offset!r}, timestamp={self.timestamp!r}, key={self.key!r}, "
+                f"value={_short(self.value)}, headers={self.headers!r})")
+
+    def _fields(self):
+        return (self.offset, self.timestamp, self.key, self.value, self.headers, self.attributes)
+
+    def __eq__(self, other):
+        if not isinstance(other, Record):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None
+
+
+def _short(value) -> str:
+    if value is None or len(value) <= 32:
+        return repr(value)
+    return f"{bytes(value[:29])!r}...({len(value)} bytes)"
+
+
+def _new_record(offset, timestamp, key, value, headers, attributes, timestamp_delta=None) -> Record:
+    record = Record.__new__(Record)
+    record.offset = offset
+    record.timestamp = timestamp
+    record.key = key
+    record.value = value
+    record.headers = headers
+    record.attributes = attributes
+    record.timestamp_delta = timestamp_delta
+    return record
+
+
+class ControlRecord:
+    """The marker a control batch holds: a transaction's commit or abort."""
+
+    __slots__ = ("kind", "type", "version", "coordinator_epoch", "offset", "timestamp")
+
+    def __init__(self, type: int, version: int = 0, coordinator_epoch: int | None = None,
+                 offset: int | None = None, timestamp: int | None = None) -> None:
+        self.type = type
+        self.kind = _CONTROL_KINDS.get(type, "unknown")
+        self.version = version
+        self.coordinator_epoch = coordinator_epoch
+        self.offset = offset
+        self.timestamp = timestamp
+
+    def __repr__(self) -> str:
+        return (f"ControlRecord(kind={self.kind!r}, version={self.version}, "
+                f"coordinator_epoch={self.coordinator_epoch}, offset={self.offset})")
+
+    def __eq__(self, other):
+        if not isinstance(other, ControlRecord):
+            return NotImplemented
+        return ((self.type, self.version, self.coordinator_epoch, self.offset, self.timestamp)
+                == (other.type, other.version, other.coordinator_epoch, other.offset, other.timestamp))
+
+    __hash__ = None
+
+
+def _control_record(record: Record, base_offset: int) -> ControlRecord:
+    key = record.key
+    if key is None or len(key) < 4:
+        raise CorruptRecordError("control record key is shorter than 4 bytes", base_offset=base_offset)
+    version, kind = _CONTROL_KEY.unpack_from(key)
+    coordinator_epoch = None
+    if record.value is not None and len(record.value) >= 6:
+        coordinator_epoch = _CONTROL_VALUE.unpack_from(record.value)[1]
+    return ControlRecord(kind, version, coordinator_epoch, record.offset, record.timestamp)
+
+
+# ---------------------------------------------------------------- magic 2 batches
+class RecordBatch:
+    """A magic 2 record batch, read lazily from a buffer it does not copy.
+
+    The header fields are read when the batch is made; the records are
+    decompressed and decoded only when asked for (``records()``, iteration,
+    ``to_arrow()``), and the CRC-32C is verified then (or by ``verify_crc()``).
+    ``RecordBatch(data)`` reads the batch at the start of ``data``.
+    """
+
+    __slots__ = ("_view", "_start", "_end", "_max_size", "_verify", "_checked",
+                 "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
+                 "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
+                 "producer_id", "producer_epoch", "base_sequence", "record_count")
+
+    def __init__(self, data, *, max_decompressed_size: int = _DEFAULT_MAX, verify_crc: bool = True) -> None:
+        view = _byte_view(data)
+        size = _complete_size(view, 0)
+        if size < 0:
+            raise CorruptRecordError(f"record batch is truncated: {len(view)} bytes of {-size}", 0)
+        self._setup(view, 0, size, max_decompressed_size, verify_crc)
+
+    @classmethod
+    def _at(cls, view, start, end, max_size, verify) -> "RecordBatch":
+        batch = cls.__new__(cls)
+        batch._setup(view, start, end, max_size, verify)
+        return batch
+
+    def _setup(self, view, start, end, max_size, verify) -> None:
+        self._view = view
+        self._start = start
+        self._end = end
+        self._max_size = max_size
+        self._verify = verify
+        self._checked = False
+        (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc,
+         self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
+         self.producer_id, self.producer_epoch, self.base_sequence,
+         self.record_count) = _V2_HEADER.unpack_from(view, start)
+        if self.magic != 2:
+            raise CorruptRecordError(f"magic {self.magic} is not a record batch (magic 2)", start,
+                                     base_offset=self.base_offset)
+
+    # ---- header facts
+    @property
+    def compression(self) -> int:
+        """Codec code from the attributes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
+        return self.attributes & _ATTR_COMPRESSION
+
+    @property
+    def compression_name(self) -> str:
+        return _compression.codec_name(self.compression)
+
+    @property
+    def timestamp_type(self) -> int:
+        """0: create time (set by the producer); 1: log-append time (set by the broker)."""
+        return (self.attributes & _ATTR_TIMESTAMP_TYPE) >> 3
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _ATTR_CONTROL)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & _ATTR_DELETE_HORIZON)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def size(self) -> int:
+        """Bytes the batch takes on the wire, header included."""
+        return self._end - self._start
+
+    @property
+    def position(self) -> int:
+        """Where the batch starts in the buffer it was read from."""
+        return self._start
+
+    @property
+    def raw(self) -> memoryview:
+        """The batch's bytes, without copying them."""
+        return self._view[self._start:self._end]
+
+    def __len__(self) -> int:
+        return self.record_count
+
+    def __repr__(self) -> str:
+        return (f"RecordBatch(base_offset={self.base_offset}, records={self.record_count}, "
+                f"compression={self.compression_name!r}, size={self.size}"
+                f"{', control' if self.is_control else ''}{', transactional' if self.is_transactional else ''})")
+
+    def header_fields(self) -> dict:
+        """The header as keyword arguments of :meth:`encode` (to rebuild this batch)."""
+        return dict(
+            base_offset=self.base_offset, compression=self.compression,
+            timestamp_type=self.timestamp_type, is_transactional=self.is_transactional,
+            is_control=self.is_control, has_delete_horizon=self.has_delete_horizon,
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence, partition_leader_epoch=self.partition_leader_epoch,
+            base_timestamp=self.base_timestamp, max_timestamp=self.max_timestamp,
+            last_offset_delta=self.last_offset_delta,
+        )
+
+    # ---- checksum
+    @property
+    def computed_crc(self) -> int:
+        return crc32c(self._view[self._start + 21:self._end])
+
+    @property
+    def crc_valid(self) -> bool:
+        return self.computed_crc == self.crc
+
+    def verify_crc(self) -> None:
+        """Raise CrcMismatchError (naming the base offset) unless the stored CRC-32C matches."""
+        computed = self.computed_crc
+        if computed != self.crc:
+            raise CrcMismatchError(
+                f"record batch CRC-32C mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
+                self._start, base_offset=self.base_offset, stored_crc=self.crc, computed_crc=computed)
+        self._checked = True
+
+    # ---- records
+    def payload(self):
+        """The record bytes after the header, decompressed (CRC verified first)."""
+        if self._verify and not self._checked:
+            self.verify_crc()
+        body = self._view[self._start + V2_HEADER_SIZE:self._end]
+        if self.compression == 0:
+            return body
+        try:
+            return _compression.decompress(self.compression, body, max_size=self._max_size)
+        except DecompressionError as exc:
+            raise type(exc)(f"{exc.reason} in record batch", self._start,
+                            base_offset=self.base_offset) from None
+
+    def records(self) -> list[Record]:
+        """Decode every record of the batch."""
+        compressed = self.compression != 0
+        payload = self.payload()
+        base = 0 if compressed else self._start + V2_HEADER_SIZE  # for error offsets
+        view = _byte_view(payload)
+        reader = Reader(view, 0, len(view))
+        try:
+            return _read_v2_records(self, reader, compressed)
+        except CorruptRecordError:
+            raise
+        except DecodeError as exc:
+            where = (f"at byte {exc.offset} of the decompressed records" if compressed
+                     else f"at byte offset {base + (exc.offset or 0)}")
+            raise CorruptRecordError(f"record batch is corrupt: {exc.reason} {where}",
+                                     self._start if compressed else base + (exc.offset or 0),
+                                     base_offset=self.base_offset) from None
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
+    def control_record(self) -> ControlRecord | None:
+        """The commit/abort marker of a control batch (None for a data batch)."""
+        if not self.is_control:
+            return None
+        records = self.records()
+        if not records:
+            raise CorruptRecordError("control batch has no record", self._start, base_offset=self.base_offset)
+        return _control_record(records[0], self.base_offset)
+
+    def to_arrow(self, batch_columns: bool = True):
+        """This batch's records as a pyarrow.Table (see Records.to_arrow)."""
+        return _to_arrow([self], batch_columns)
+
+    # ---- encoding
+    @staticmethod
+    def encode(records: Iterable, *, base_offset: int = 0, compression=None,
+               compression_level: int | None = None, timestamp_type: int = TIMESTAMP_CREATE_TIME,
+               is_transactional: bool = False, is_control: bool = False, has_delete_horizon: bool = False,
+               producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+               partition_leader_epoch: int = -1, base_timestamp: int | None = None,
+               max_timestamp: int | None = None, last_offset_delta: int | None = None) -> bytes:
+        """Build one magic 2 batch from records (see :func:`encode_records`)."""
+        return _encode_v2(records, base_offset, compression, compression_level, timestamp_type,
+                          is_transactional, is_control, has_delete_horizon, producer_id, producer_epoch,
+                          base_sequence, partition_leader_epoch, base_timestamp, max_timestamp,
+                          last_offset_delta)
+
+
+def _read_v2_records(batch: RecordBatch, reader: Reader, compressed: bool) -> list[Record]:
+    count = batch.record_count
+    if count < 0 or (not compressed and count > reader.remaining):
+        raise CorruptRecordError(f"record count {count} is invalid for {reader.remaining} bytes of records",
+                                 batch._start, base_offset=batch.base_offset)
+    base_offset = batch.base_offset
+    base_timestamp = batch.base_timestamp
+    log_append = batch.attributes & _ATTR_TIMESTAMP_TYPE
+    max_timestamp = batch.max_timestamp
+    records = []
+    for _ in range(count):
+        if reader.remaining == 0:
+            raise CorruptRecordError(f"records end after {len(records)} of {count}",
+                                     batch._start, base_offset=base_offset)
+        length = reader.read_varint()
+        start = reader.pos
+        if length < 0 or length > reader.remaining:
+            raise reader.invalid_length(length, "record length")
+        end = start + length
+        reader.end, outer_end = end, reader.end  # a record may not read past its own length
+        attributes = reader.read_int8()
+        timestamp_delta = reader.read_varlong()
+        offset_delta = reader.read_varint()
+        key = _read_varint_bytes(reader, "key")
+        value = _read_varint_bytes(reader, "value")
+        header_count = reader.read_varint()
+        if header_count < 0 or header_count > reader.remaining:
+            raise reader.invalid_length(header_count, "header count")
+        headers = ()
+        if header_count:
+            pairs = []
+            for _ in range(header_count):
+                n = reader.read_varint()
+                if n < -1:
+                    raise reader.invalid_length(n, "header key length")
+                reader.need(n)
+                header_key = None if n < 0 else reader.read_str_body(n)
+                pairs.append((header_key, _read_varint_bytes(reader, "header value")))
+            headers = tuple(pairs)
+        if reader.pos != end:
+            raise reader.error(DecodeError, f"record has {end - reader.pos} bytes beyond its fields")
+        reader.end = outer_end
+        timestamp = max_timestamp if log_append else base_timestamp + timestamp_delta
+        records.append(_new_record(base_offset + offset_delta, timestamp, key, value, headers,
+                                   attributes, timestamp_delta))
+    if reader.remaining:
+        raise CorruptRecordError(f"{reader.remaining} bytes left after the {count} records of the batch",
+                                 batch._start, base_offset=base_offset)
+    return records
+
+
+def _read_varint_bytes(reader: Reader, what: str):
+    n = reader.read_varint()
+    if n < 0:
+        if n == -1:
+            return None
+        raise reader.invalid_length(n, f"{what} length")
+    reader.need(n)
+    return reader.read_bytes_body(n)
+
+
+def _as_record(item) -> Record:
+    if isinstance(item, Record):
+        return item
+    if isinstance(item, tuple) and 2 <= len(item) <= 4:
+        return Record(*item)
+    raise EncodeError(f"expected a Record or a (key, value[, headers[, timestamp]]) tuple, got {item!r:.80}")
+
+
+def _varint_bytes(out: Writer, value, what: str) -> None:
+    if value is None:
+        out.write_varint(-1)
+        return
+    try:
+        view = memoryview(value)
+    except TypeError:
+        raise EncodeError(f"record {what} must be bytes-like or None, got {type(value).__name__}") from None
+    out.write_varint(view.nbytes)
+    out.write_raw(view)
+
+
+def _encode_v2(records, base_offset, compression, compression_level, timestamp_type, is_transactional,
+               is_control, has_delete_horizon, producer_id, producer_epoch, base_sequence,
+               partition_leader_epoch, base_timestamp, max_timestamp, last_offset_delta) -> bytes:
+    codec = _compression.codec_id(compression)
+    items = [_as_record(item) for item in records]
+    now = None
+    if base_timestamp is None:
+        if items and items[0].timestamp is not None:
+            base_timestamp = items[0].timestamp
+        else:
+            base_timestamp = now = int(time.time() * 1000) if items else -1
+    log_append = timestamp_type == TIMESTAMP_LOG_APPEND_TIME
+    body = Writer()
+    record = Writer()
+    highest = -1
+    offset_delta = -1
+    for index, item in enumerate(items):
+        timestamp = item.timestamp
+        if timestamp is None:
+            timestamp = base_timestamp if now is None else now
+        highest = max(highest, timestamp)
+        if log_append and item.timestamp_delta is not None:
+            timestamp_delta = item.timestamp_delta
+        else:
+            timestamp_delta = timestamp - base_timestamp
+        offset_delta = index if item.offset is None else item.offset - base_offset
+        record.buf.clear()
+        record.write_int8(item.attributes)
+        record.write_varlong(timestamp_delta)
+        record.write_varint(offset_delta)
+        _varint_bytes(record, item.key, "key")
+        _varint_bytes(record, item.value, "value")
+        record.write_varint(len(item.headers))
+        for header in item.headers:
+            try:
+                header_key, header_value = header
+            except (TypeError, ValueError):
+                raise EncodeError(f"a header must be a (key, value) pair, got {header!r:.80}") from None
+            if isinstance(header_key, str):
+                header_key = header_key.encode("utf-8")
+            _varint_bytes(record, header_key, "header key")
+            _varint_bytes(record, header_value, "header value")
+        body.write_varint(len(record.buf))
+        body.write_raw(record.buf)
+    if max_timestamp is None:
+        max_timestamp = highest if items else -1
+    if last_offset_delta is None:
+        last_offset_delta = max(offset_delta, 0)
+    payload = body.getvalue()
+    if codec:
+        payload = _compression.compress(codec, payload, level=compression_level, magic=2)
+    attributes = (codec | (_ATTR_TIMESTAMP_TYPE if timestamp_type else 0)
+                  | (_ATTR_TRANSACTIONAL if is_transactional else 0) | (_ATTR_CONTROL if is_control else 0)
+                  | (_ATTR_DELETE_HORIZON if has_delete_horizon else 0))
+    batch_length = V2_HEADER_SIZE - LOG_OVERHEAD + len(payload)
+    try:
+        header = bytearray(_V2_HEADER.pack(
+            base_offset, batch_length, partition_leader_epoch, 2, 0, attributes, last_offset_delta,
+            base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, len(items)))
+    except struct.error as exc:
+        raise EncodeError(f"record batch header field out of range: {exc}") from None
+    header += payload
+    _UINT32.pack_into(header, 17, crc32c(memoryview(header)[21:]))
+    return bytes(header)
+
+
+def encode_control_batch(kind, *, producer_id: int, producer_epoch: int, base_offset: int = 0,
+                         timestamp: int | None = None, coordinator_epoch: int = 0,
+                         partition_leader_epoch: int = -1) -> bytes:
+    """A transaction marker batch: ``kind`` is ``"commit"``/``"abort"`` (or CONTROL_COMMIT/CONTROL_ABORT)."""
+    kinds = {"abort": CONTROL_ABORT, "commit": CONTROL_COMMIT}
+    code = kinds.get(kind, kind) if isinstance(kind, str) else kind
+    if code not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise EncodeError(f"control batch kind must be 'commit' or 'abort', got {kind!r}")
+    record = Record(key=_CONTROL_KEY.pack(0, code), value=_CONTROL_VALUE.pack(0, coordinator_epoch),
+                    timestamp=timestamp)
+    return RecordBatch.encode([record], base_offset=base_offset, is_transactional=True, is_control=True,
+                              producer_id=producer_id, producer_epoch=producer_epoch,
+                              partition_leader_epoch=partition_leader_epoch)
+
+
+# ---------------------------------------------------------------- legacy message sets
+class LegacyBatch:
+    """One top-level message of a magic 0 or 1 message set (a plain message or a compressed wrapper).
+
+    Iterating gives its records: the message itself, or for a wrapper the inner
+    messages with absolute offsets. The CRC-32 is verified when records are read.
+    """
+
+    __slots__ = ("_view", "_start", "_end", "_max_size", "_verify", "offset", "message_size", "crc",
+                 "magic", "attributes", "timestamp", "_key_span", "_value_span")
+
+    def __init__(self, data, *, max_decompressed_size: int = _DEFAULT_MAX, verify_crc: bool = True) -> None:
+        view = _byte_view(data)
+        size = _complete_size(view, 0)
+        if size < 0:
+            raise CorruptRecordError(f"message is truncated: {len(view)} bytes of {-size}", 0)
+        self._setup(view, 0, size, max_decompressed_size, verify_crc)
+
+    @classmethod
+    def _at(cls, view, start, end, max_size, verify) -> "LegacyBatch":
+        batch = cls.__new__(cls)
+        batch._setup(view, start, end, max_size, verify)
+        return batch
+
+    def _setup(self, view, start, end, max_size, verify) -> None:
+        self._view, self._start, self._end = view, start, end
+        self._max_size, self._verify = max_size, verify
+        self.offset, self.message_size, self.crc, self.magic, self.attributes = \
+            _LEGACY_HEAD.unpack_from(view, start)
+        if self.magic not in (0, 1):
+            raise CorruptRecordError(f"magic {self.magic} is not a legacy message (magic 0 or 1)", start,
+                                     base_offset=self.offset)
+        reader = Reader(view, start + 18, end)
+        try:
+            self.timestamp = reader.read_int64() if self.magic == 1 else None
+            self._key_span = _read_span(reader, "key")
+            self._value_span = _read_span(reader, "value")
+        except DecodeError as exc:
+            raise CorruptRecordError(f"legacy message is corrupt: {exc.reason}", exc.offset,
+                                     base_offset=self.offset) from None
+        if reader.pos != end:
+            raise CorruptRecordError(f"legacy message has {end - reader.pos} bytes beyond its value",
+                                     reader.pos, base_offset=self.offset)
+
+    # ---- header facts
+    @property
+    def compression(self) -> int:
+        return self.attributes & _ATTR_COMPRESSION
+
+    @property
+    def compression_name(self) -> str:
+        return _compression.codec_name(self.compression)
+
+    @property
+    def timestamp_type(self) -> int:
+        return (self.attributes & _ATTR_TIMESTAMP_TYPE) >> 3 if self.magic == 1 else 0
+
+    @property
+    def is_wrapper(self) -> bool:
+        return self.compression != 0
+
+    is_transactional = False
+    is_control = False
+
+    @property
+    def key(self):
+        return None if self._key_span is None else bytes(self._view[self._key_span[0]:self._key_span[1]])
+
+    @property
+    def value(self):
+        return None if self._value_span is None else bytes(self._view[self._value_span[0]:self._value_span[1]])
+
+    @property
+    def base_offset(self) -> int:
+        """Offset of the first record (for a wrapper this decompresses it)."""
+        if not self.is_wrapper:
+            return self.offset
+        records = self.records()
+        return records[0].offset if records else self.offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.offset + 1
+
+    @property
+    def size(self) -> int:
+        return self._end - self._start
+
+    @property
+    def position(self) -> int:
+        return self._start
+
+    @property
+    def raw(self) -> memoryview:
+        return self._view[self._start:self._end]
+
+    def __repr__(self) -> str:
+        return (f"LegacyBatch(magic={self.magic}, offset={self.offset}, "
+                f"compression={self.compression_name!r}, size={self.size})")
+
+    # ---- checksum
+    @property
+    def computed_crc(self) -> int:
+        return zlib.crc32(self._view[self._start + 16:self._end])
+
+    @property
+    def crc_valid(self) -> bool:
+        return self.computed_crc == self.crc
+
+    def verify_crc(self) -> None:
+        computed = self.computed_crc
+        if computed != self.crc:
+            raise CrcMismatchError(
+                f"message CRC-32 mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
+                self._start, base_offset=self.offset, stored_crc=self.crc, computed_crc=computed)
+
+    # ---- records
+    def records(self) -> list[Record]:
+        if self._verify:
+            self.verify_crc()
+        if not self.is_wrapper:
+            return [_new_record(self.offset, self.timestamp, self.key, self.value, (), self.attributes)]
+        return self._inner_records()
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
+    def __len__(self) -> int:
+        return len(self.records()) if self.is_wrapper else 1
+
+    def header_fields(self) -> dict:
+        """The message's fields as keyword arguments of :meth:`encode` (to rebuild it)."""
+        return dict(magic=self.magic, base_offset=self.base_offset, compression=self.compression,
+                    timestamp_type=self.timestamp_type,
+                    timestamp=self.timestamp if self.is_wrapper else None)
+
+    def control_record(self):
+        return None
+
+    def to_arrow(self, batch_columns: bool = True):
+        return _to_arrow([self], batch_columns)
+
+    def _inner_records(self) -> list[Record]:
+        if self._value_span is None:
+            raise CorruptRecordError("compressed wrapper message has a null value", self._start,
+                                     base_offset=self.offset)
+        compressed = self._view[self._value_span[0]:self._value_span[1]]
+        try:
+            inner = _byte_view(_compression.decompress(self.compression, compressed, max_size=self._max_size))
+        except DecompressionError as exc:
+            raise type(exc)(f"{exc.reason} in wrapper message", self._start, base_offset=self.offset) from None
+        messages = []
+        pos = 0
+        while pos < len(inner):
+            size = _complete_size(inner, pos)
+            if size <= 0:
+                raise CorruptRecordError(
+                    f"inner message set is truncated at byte {pos} of the decompressed value",
+                    self._start, base_offset=self.offset)
+            message = LegacyBatch._at(inner, pos, pos + size, self._max_size, self._verify)
+            if message.is_wrapper:
+                raise CorruptRecordError("wrapper message holds another compressed message", self._start,
+                                         base_offset=self.offset)
+            if message.magic != self.magic:
+                raise CorruptRecordError(f"inner message magic {message.magic} differs from wrapper "
+                                         f"magic {self.magic}", self._start, base_offset=self.offset)
+            messages.append(message)
+            pos += size
+        records = [message.records()[0] for message in messages]
+        if self.magic >= 1 and records:
+            # Inner offsets are relative; the wrapper holds the absolute offset of the last.
+            # A wrapper straight from a producer has offset 0 (the broker has not assigned
+            # one yet): its inner offsets are then kept as written.
+            shift = self.offset - records[-1].offset
+            log_append = self.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
+            for record in records:
+                if shift >= 0:
+                    record.offset += shift
+                if log_append:
+                    record.timestamp = self.timestamp
+        return records
+
+    # ---- encoding
+    @staticmethod
+    def encode(records: Iterable, *, magic: int = 1, base_offset: int = 0, compression=None,
+               compression_level: int | None = None, timestamp_type: int = TIMESTAMP_CREATE_TIME,
+               timestamp: int | None = None) -> bytes:
+        """A magic 0/1 message set: one message per record, or one compressed wrapper holding them."""
+        return _encode_legacy(records, magic, base_offset, compression, compression_level,
+                              timestamp_type, timestamp, _as_record)
+
+
+def _read_span(reader: Reader, what: str):
+    n = reader.read_length32(True, f"{what} length")
+    if n < 0:
+        return None
+    start = reader.pos
+    reader.pos += n
+    return (start, start + n)
+
+
+def _legacy_message(out: bytearray, magic: int, offset: int, attributes: int, timestamp, key, value) -> None:
+    body = Writer()
+    body.write_int8(magic)
+    body.write_int8(attributes)
+    if magic == 1:
+        body.write_int64(-1 if timestamp is None else timestamp)
+    try:
+        body.write_nullable_bytes(key)
+        body.write_nullable_bytes(value)
+    except EncodeError as exc:
+        raise EncodeError(f"record key/value: {exc.reason}") from None
+    out += _INT64.pack(offset)
+    out += _INT32.pack(len(body.buf) + 4)
+    out += _UINT32.pack(zlib.crc32(body.buf))
+    out += body.buf
+
+
+def _encode_legacy(records, magic, base_offset, compression, compression_level, timestamp_type,
+                   wrapper_timestamp, as_record) -> bytes:
+    if magic not in (0, 1):
+        raise EncodeError(f"legacy message sets have magic 0 or 1, not {magic!r}")
+    codec = _compression.codec_id(compression)
+    if codec == _compression.ZSTD:
+        raise EncodeError("zstd needs magic 2 record batches")
+    items = [as_record(item) for item in records]
+    type_bit = _ATTR_TIMESTAMP_TYPE if (magic == 1 and timestamp_type) else 0
+    now = int(time.time() * 1000)
+    out = bytearray()
+    if not codec:
+        for index, item in enumerate(items):
+            offset = base_offset + index if item.offset is None else item.offset
+            stamp = (now if item.timestamp is None else item.timestamp) if magic == 1 else None
+            _legacy_message(out, magic, offset, (item.attributes & ~_ATTR_COMPRESSION) | type_bit, stamp,
+                            item.key, item.value)
+        return bytes(out)
+    if not items:
+        return b""
+    inner = bytearray()
+    highest = -1
+    for index, item in enumerate(items):
+        # magic 1 writes offsets relative to the wrapper; magic 0 carries absolute ones.
+        if item.offset is None:
+            offset = index if magic == 1 else base_offset + index
+        else:
+            offset = item.offset - base_offset if magic == 1 else item.offset
+        stamp = (now if item.timestamp is None else item.timestamp) if magic == 1 else None
+        if stamp is not None:
+            highest = max(highest, stamp)
+        _legacy_message(inner, magic, offset, (item.attributes & ~_ATTR_COMPRESSION) | type_bit, stamp,
+                        item.key, item.value)
+    last_offset = base_offset + len(items) - 1 if items[-1].offset is None else items[-1].offset
+    value = _compression.compress(codec, bytes(inner), level=compression_level, magic=magic)
+    stamp = (highest if wrapper_timestamp is None else wrapper_timestamp) if magic == 1 else None
+    _legacy_message(out, magic, last_offset, codec | type_bit, stamp, None, value)
+    return bytes(out)
+
+
+def encode_records(records: Iterable, *, magic: int = 2, **options) -> bytes:
+    """Records as bytes: a magic 2 batch (options of RecordBatch.encode) or a magic 0/1 message set."""
+    if magic == 2:
+        return RecordBatch.encode(records, **options)
+    return LegacyBatch.encode(records, magic=magic, **options)
+
+
+# ---------------------------------------------------------------- scanning a buffer
+def _byte_view(data) -> memoryview:
+    if isinstance(data, Records):
+        return data._view
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def _complete_size(view: memoryview, pos: int) -> int:
+    """Size of the batch at pos; negative (-needed) when it is cut short; 0 at the end.
+
+    Raises CorruptRecordError when the header cannot be a batch at all.
+    """
+    left = len(view) - pos
+    if left == 0:
+        return 0
+    if left < LOG_OVERHEAD:
+        return -LOG_OVERHEAD
+    base_offset, length = struct.unpack_from(">qi", view, pos)
+    if length < 0:
+        raise CorruptRecordError(f"batch length {length} is negative", pos + 8, base_offset=base_offset)
+    if left >= 17:
+        magic = view[pos + 16]
+        if magic > 2:
+            raise CorruptRecordError(f"unknown magic {magic - 256 if magic > 127 else magic}", pos + 16,
+                                     base_offset=base_offset)
+        if length < _MIN_LENGTH[magic]:
+            raise CorruptRecordError(f"batch length {length} is too small for magic {magic}", pos + 8,
+                                     base_offset=base_offset)
+    if LOG_OVERHEAD + length > left:
+        return -(LOG_OVERHEAD + length)
+    if length < 5:
+        raise CorruptRecordError(f"batch length {length} is too small", pos + 8, base_offset=base_offset)
+    return LOG_OVERHEAD + length
+
+
+class Records:
+    """The records field of a Produce request or Fetch response: batches over a buffer it never copies.
+
+    Making one is O(1): nothing is parsed until it is iterated. ``for batch in
+    records`` yields :class:`RecordBatch` (magic 2) and :class:`LegacyBatch`
+    (magic 0/1) objects whose headers are read without decompressing. A batch cut
+    short at the end of the buffer (brokers send partial batches in Fetch
+    responses) ends the iteration quietly and sets :attr:`truncated_tail`;
+    corruption anywhere else raises :class:`~kproto.errors.CorruptRecordError`.
+    """
+
+    __slots__ = ("_source", "_view", "max_decompressed_size", "verify_crc", "_tail")
+
+    def __init__(self, data=b"", *, max_decompressed_size: int = _DEFAULT_MAX, verify_crc: bool = True) -> None:
+        if isinstance(data, Records):
+            self._source = data._source
+            self._view = data._view
+        else:
+            self._source = data
+            self._view = _byte_view(data)
+        self.max_decompressed_size = max_decompressed_size
+        self.verify_crc = verify_crc
+        self._tail = None  # position where a cut-short batch starts, once known
+
+    # ---- the buffer
+    @property
+    def raw(self) -> memoryview:
+        """The bytes, as a read-only memoryview over the original buffer."""
+        return self._view.toreadonly()
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._view)
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    def __bool__(self) -> bool:
+        return len(self._view) > 0
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Records):
+            return self._view == other._view
+        try:
+            return self._view == _byte_view(other)
+        except TypeError:
+            return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(bytes(self._view))
+
+    def __repr__(self) -> str:
+        return f"Records({len(self._view)} bytes)"
+
+    # ---- batches
+    def __iter__(self) -> Iterator[RecordBatch | LegacyBatch]:
+        return self.batches()
+
+    def batches(self) -> Iterator[RecordBatch | LegacyBatch]:
+        """The complete batches, read lazily (headers only; records on demand)."""
+        view = self._view
+        pos = 0
+        while True:
+            size = _complete_size(view, pos)
+            if size == 0:
+                self._tail = len(view)
+                return
+            if size < 0:
+                self._tail = pos
+                return
+            cls = RecordBatch if view[pos + 16] == 2 else LegacyBatch
+            yield cls._at(view, pos, pos + size, self.max_decompressed_size, self.verify_crc)
+            pos += size
+
+    def _scan(self) -> int:
+        if self._tail is None:
+            for _ in self.batches():
+                pass
+        return self._tail
+
+    @property
+    def truncated_tail(self) -> bool:
+        """True when the buffer ends inside a batch (the complete ones before it stay readable)."""
+        return self._scan() < len(self._view)
+
+    @property
+    def complete_size(self) -> int:
+        """Bytes taken by the complete batches (the rest is the truncated tail)."""
+        return self._scan()
+
+    @property
+    def tail(self) -> memoryview:
+        """The bytes of the cut-short batch at the end (empty when there is none)."""
+        return self._view[self._scan():]
+
+    def records(self) -> Iterator[Record]:
+        """Every record of every complete batch, in order."""
+        for batch in self.batches():
+            yield from batch.records()
+
+    # ---- columns
+    def to_arrow(self, batch_columns: bool = True):
+        """All records as a pyarrow.Table: offset, timestamp, key, value, header_count, headers
+        (list<struct<key: string, value: binary>>) and, with ``batch_columns``, the fields
+        of the batch each record came from."""
+        return _to_arrow(self.batches(), batch_columns)
+
+    def to_numpy(self) -> dict:
+        """Fixed-width columns as numpy arrays (timestamp -1 where there is none; key_length and
+        value_length -1 for null), plus the batch columns."""
+        return _to_numpy(self.to_arrow())
+
+    def batch_table(self):
+        """One row per batch, read from the headers only (nothing decompressed): a pyarrow.Table."""
+        return _batch_table(self.batches())
+
+
+def _batch_table(batches):
+    """One row per batch from the headers alone (see Records.batch_table)."""
+    import pyarrow as pa
+
+    rows = {name: [] for name, _ in _BATCH_TABLE_FIELDS}
+    for batch in batches:
+        legacy = batch.magic < 2
+        rows["position"].append(batch.position)
+        rows["size"].append(batch.size)
+        rows["magic"].append(batch.magic)
+        # a legacy wrapper's offset is its last record's; its first is known only inside
+        rows["base_offset"].append((None if batch.is_wrapper else batch.offset) if legacy else batch.base_offset)
+        rows["last_offset"].append(batch.last_offset)
+        rows["record_count"].append(None if legacy else batch.record_count)
+        rows["compression"].append(batch.compression)
+        rows["timestamp_type"].append(batch.timestamp_type)
+        rows["is_transactional"].append(batch.is_transactional)
+        rows["is_control"].append(batch.is_control)
+        rows["partition_leader_epoch"].append(None if legacy else batch.partition_leader_epoch)
+        rows["producer_id"].append(None if legacy else batch.producer_id)
+        rows["producer_epoch"].append(None if legacy else batch.producer_epoch)
+        rows["base_sequence"].append(None if legacy else batch.base_sequence)
+        rows["base_timestamp"].append(batch.timestamp if legacy else batch.base_timestamp)
+        rows["max_timestamp"].append(batch.timestamp if legacy else batch.max_timestamp)
+        rows["crc"].append(batch.crc)
+    return pa.table({name: pa.array(rows[name], type=_arrow_type(kind))
+                     for name, kind in _BATCH_TABLE_FIELDS})
+
+
+_BATCH_TABLE_FIELDS = [
+    ("position", "int64"), ("size", "int32"), ("magic", "int8"), ("base_offset", "int64"),
+    ("last_offset", "int64"), ("record_count", "int32"), ("compression", "int8"),
+    ("timestamp_type", "int8"), ("is_transactional", "bool"), ("is_control", "bool"),
+    ("partition_leader_epoch", "int32"), ("producer_id", "int64"), ("producer_epoch", "int16"),
+    ("base_sequence", "int32"), ("base_timestamp", "int64"), ("max_timestamp", "int64"), ("crc", "uint32"),
+]
+
+# Per-record columns that repeat a field of the record's batch.
+_BATCH_COLUMNS = [
+    ("batch_base_offset", "int64"), ("partition_leader_epoch", "int32"), ("producer_id", "int64"),
+    ("producer_epoch", "int16"), ("base_sequence", "int32"), ("is_transactional", "bool"),
+    ("is_control", "bool"), ("timestamp_type", "int8"), ("compression", "int8"), ("magic", "int8"),
+]
+
+
+def _arrow_type(kind: str):
+    import pyarrow as pa
+
+    return getattr(pa, "bool_" if kind == "bool" else kind)()
+
+
+def record_schema(batch_columns: bool = True):
+    """The pyarrow schema of Records.to_arrow()."""
+    import pyarrow as pa
+
+    fields = [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.int64()),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("header_count", pa.int32(), nullable=False),
+        pa.field("headers", pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))),
+    ]
+    if batch_columns:
+        fields += [pa.field(name, _arrow_type(kind)) for name, kind in _BATCH_COLUMNS]
+    return pa.schema(fields)
+
+
+def _batch_values(batch) -> tuple:
+    if batch.magic < 2:
+        return (batch.base_offset, None, None, None, None, False, False, batch.timestamp_type,
+                batch.compression, batch.magic)
+    return (batch.base_offset, batch.partition_leader_epoch, batch.producer_id, batch.producer_epoch,
+            batch.base_sequence, batch.is_transactional, batch.is_control, batch.timestamp_type,
+            batch.compression, batch.magic)
+
+
+def _to_arrow(batches, batch_columns: bool):
+    import pyarrow as pa
+
+    columns = {name: [] for name in ("offset", "timestamp", "key", "value", "header_count", "headers")}
+    batch_rows = {name: [] for name, _ in _BATCH_COLUMNS}
+    for batch in batches:
+        records = batch.records()
+        for record in records:
+            columns["offset"].append(record.offset)
+            columns["timestamp"].append(record.timestamp)
+            columns["key"].append(record.key)
+            columns["value"].append(record.value)
+            columns["header_count"].append(len(record.headers))
+            columns["headers"].append([{"key": k, "value": v} for k, v in record.headers])
+        if batch_columns:
+            for (name, _), value in zip(_BATCH_COLUMNS, _batch_values(batch)):
+                batch_rows[name].extend([value] * len(records))
+    schema = record_schema(batch_columns)
+    arrays = [pa.array(columns[name], type=schema.field(name).type)
+              for name in ("offset", "timestamp", "key", "value", "header_count", "headers")]
+    if batch_columns:
+        arrays += [pa.array(batch_rows[name], type=_arrow_type(kind)) for name, kind in _BATCH_COLUMNS]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _to_numpy(table) -> dict:
+    import numpy as np
+    import pyarrow.compute as pc
+
+    out = {
+        "offset": table.column("offset").to_numpy(),
+        "timestamp": pc.fill_null(table.column("timestamp"), -1).to_numpy(),
+        "key_length": pc.fill_null(pc.binary_length(table.column("key")), -1).to_numpy().astype(np.int32),
+        "value_length": pc.fill_null(pc.binary_length(table.column("value")), -1).to_numpy().astype(np.int32),
+        "header_count": table.column("header_count").to_numpy(),
+    }
+    for name, kind in _BATCH_COLUMNS:
+        if name in table.column_names:
+            column = table.column(name)
+            if kind != "bool":
+                column = pc.fill_null(column, -1)
+            out[name] = column.to_numpy()
+    return out
