@@ -319,7 +319,9 @@ cdef class Engine:
     cdef int _new_output(self) except -1:
         self.n_out = 0
         self.out_len = 0
-        self.out_data_capacity = 1 << 16
+        # Room for a whole batch up front: growing by doubling would copy it twice,
+        # and untouched pages cost nothing.
+        self.out_data_capacity = min(self.batch_bytes, 1 << 30) + (1 << 16)
         self.out_data = np.empty(self.out_data_capacity, dtype=np.uint8)
         self.out_ptr = <unsigned char *><size_t>self.out_data.ctypes.data
         return 0

@@ -57,6 +57,7 @@ DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 # yet: plausible, with versions up to this.
 _UNDEFINED_KEY_MAX_VERSION = 10
 _CHUNK = 4 * 1024 * 1024
+_WINDOW = 16 * 1024 * 1024  # bytes of a file mapped at once
 
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
 
@@ -183,20 +184,42 @@ class CaptureReader:
     def _from_file(self, handle) -> Iterator:
         try:
             size = os.fstat(handle.fileno()).st_size
-            regular = os.path.isfile(getattr(handle, "name", "")) or size > 0
+            seekable = handle.seekable() and handle.tell() == 0
         except (OSError, AttributeError, io.UnsupportedOperation):
-            regular, size = False, 0
-        if regular and size > 0 and handle.tell() == 0:
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            size, seekable = 0, False
+        if size > 0 and seekable:
+            yield from self._from_mapped_file(handle.fileno(), size)
+        else:
+            yield from self._from_stream(handle)
+
+    def _from_mapped_file(self, fileno: int, size: int) -> Iterator:
+        """Map the file a window at a time, so resident memory stays bounded however big it is."""
+        engine = self._engine
+        window = _WINDOW
+        pos = 0
+        while pos < size:
+            base = pos - pos % mmap.ALLOCATIONGRANULARITY
+            length = min(size - base, window)
+            with mmap.mmap(fileno, length, offset=base, access=mmap.ACCESS_READ) as mapped:
                 if hasattr(mapped, "madvise"):
                     mapped.madvise(mmap.MADV_SEQUENTIAL)
                 view = memoryview(mapped)
+                part = view[pos - base:]
                 try:
-                    yield from self._from_buffer(view)
+                    used = engine.feed(part)
                 finally:
+                    part.release()
                     view.release()
-        else:
-            yield from self._from_stream(handle)
+            pos += used
+            batch = self._batch()
+            if batch is not None:
+                yield batch
+            if not used and not engine.batch_ready():
+                if base + length >= size:
+                    break       # an incomplete record at the end
+                window *= 2     # a record larger than the window
+        engine.finish(size - pos)
+        yield from self._tail()
 
     def _from_buffer(self, view: memoryview) -> Iterator:
         engine = self._engine
