@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from kproto import _impl
 from kproto.capture import read_capture
-from tests.pcapwriter import ACK, Conversation, pcap_of, request_frame, response_frame
+from tests.pcapwriter import ACK, Conversation, PcapngWriter, pcap_of, request_frame, response_frame
 
 REQUEST_KEYS = [(0, 9), (1, 12), (3, 12), (18, 3), (19, 7), (32, 4)]
 
@@ -146,3 +146,31 @@ def test_dropped_segments_lose_only_the_frames_they_touch(scenario):
             offset += len(raw)
             intact += 1
         assert got[:intact] == [s[4:] for s in sent[:intact]]
+
+
+@given(scenarios(lossy=True), st.lists(st.tuples(st.integers(24, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
+       st.integers(0, 10**6), st.booleans())
+def test_corrupted_captures_fail_cleanly_and_alike(scenario, flips, cut, pcapng):
+    """Flipped bytes and a cut anywhere: a DecodeError or a result, never a crash, and the same from both."""
+    from kproto.errors import DecodeError
+    packets = scenario[2]
+    if pcapng:
+        writer = PcapngWriter(big_endian=cut % 2 == 1)
+        writer.add_interface(tsresol=9)
+        writer.add_interface(tsresol=0x80 | 30)
+        for index, packet in enumerate(packets):
+            writer.add(index % 2, 10**18 + index, packet.data)
+        data = bytearray(writer.getvalue())
+    else:
+        data = bytearray(pcap_of(packets))
+    for position, value in flips:
+        data[position % len(data)] = value
+    data = bytes(data[: max(24, len(data) - cut % 200)])
+    outcomes = []
+    for name in _impl.available():
+        try:
+            frames, connections, counters = read_capture(data, implementation=name, max_frame_size=1 << 16)
+            outcomes.append((frames.to_pylist(), connections.to_pylist(), counters))
+        except DecodeError as exc:
+            outcomes.append(str(exc))
+    assert all(outcome == outcomes[0] for outcome in outcomes)
