@@ -173,9 +173,12 @@ PY
 (cd "$work" && "${clean_env[@]}" "$venv/bin/kproto" --version) || fail "kproto --version"
 
 step "6. test suite against the installed wheel"
-# Run from outside the source tree so `import kproto` can only find the installed wheel.
+# The tests run from a copy beside, not inside, the source tree: tests/ is a package, so
+# pytest puts its parent on sys.path, and there the uncompiled kproto/ would shadow the wheel.
+run="$work/run"
+rm -rf "$run" && mkdir -p "$run" && cp -R "$src/tests" "$src/pyproject.toml" "$run/"
 # shellcheck disable=SC2086
-if ! (cd "$work" && "${clean_env[@]}" "$venv/bin/python" -m pytest "$src/tests" -m "not spark and not slow" \
+if ! (cd "$run" && "${clean_env[@]}" "$venv/bin/python" -m pytest tests -m "not spark and not slow" \
         -p no:cacheprovider ${KPROTO_PROOF_PYTEST:--q}) > "$work/pytest.log" 2>&1; then
     tail -60 "$work/pytest.log"
     fail "tests against the installed wheel"
