@@ -171,6 +171,8 @@ def test_corrupted_captures_fail_cleanly_and_alike(scenario, flips, cut, pcapng)
         try:
             frames, connections, counters = read_capture(data, implementation=name, max_frame_size=1 << 16)
             outcomes.append((frames.to_pylist(), connections.to_pylist(), counters))
+            assert counters["packets"] == sum(counters[k] for k in (
+                "unsupported_link", "non_tcp", "ip_fragments", "malformed", "tcp_packets"))
         except DecodeError as exc:
             outcomes.append(str(exc))
     assert all(outcome == outcomes[0] for outcome in outcomes)
