@@ -842,7 +842,7 @@ def _encode_v2(records, base_offset, compression, compression_level, int timesta
                bint is_control, bint has_delete_horizon, producer_id, producer_epoch, base_sequence,
                partition_leader_epoch, base_timestamp, max_timestamp, last_offset_delta):
     cdef int codec = _compression.codec_id(compression)
-    cdef list items = [_as_record(item) for item in records]
+    cdef list items = [_as_record(entry) for entry in records]
     cdef Py_ssize_t n = len(items), i
     cdef int64_t base = as_int(base_offset, INT64_MIN, INT64_MAX, "base offset")
     cdef int64_t base_ts, now = 0, highest = -1, stamp, ts_delta, offset_delta = -1
@@ -1311,7 +1311,8 @@ cdef int _add_object_records(_Spans spans, list records, int32_t batch_index) ex
     return 0
 
 
-cdef object _binary_array(Py_ssize_t n, const unsigned char **pointers, int32_t *lengths, Py_ssize_t stride):
+cdef object _binary_array(Py_ssize_t n, const unsigned char **pointers, int32_t *lengths, Py_ssize_t stride,
+                          bint text=False):
     """An Arrow binary array from n (pointer, length) pairs spaced `stride` bytes apart; length -1 is null."""
     import pyarrow as pa
     cdef Py_ssize_t i, total = 0, nulls = 0
@@ -1358,9 +1359,54 @@ cdef object _binary_array(Py_ssize_t n, const unsigned char **pointers, int32_t 
     else:
         off32[n] = <int32_t>position
     return pa.Array.from_buffers(
-        pa.large_binary() if large else pa.binary(), n,
+        (pa.large_string() if large else pa.string()) if text else (pa.large_binary() if large else pa.binary()), n,
         [pa.py_buffer(validity) if nulls else None, pa.py_buffer(offsets), pa.py_buffer(data)],
         null_count=nulls)
+
+
+cdef dict _SCHEMAS = {}
+
+
+cdef object _schema(bint batch_columns):
+    schema = _SCHEMAS.get(batch_columns)
+    if schema is None:
+        schema = _SCHEMAS[batch_columns] = record_schema(batch_columns)
+    return schema
+
+
+cdef bint _valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept:
+    # Strict UTF-8 (what Kafka's String header keys are): no overlong forms,
+    # no surrogates, nothing above U+10FFFF.
+    cdef Py_ssize_t i = 0
+    cdef unsigned char c
+    cdef int extra, k
+    cdef uint32_t code
+    while i < n:
+        c = p[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= c <= 0xDF:
+            extra = 1
+            code = c & 0x1F
+        elif 0xE0 <= c <= 0xEF:
+            extra = 2
+            code = c & 0x0F
+        elif 0xF0 <= c <= 0xF4:
+            extra = 3
+            code = c & 0x07
+        else:
+            return False
+        if n - i <= extra:
+            return False
+        for k in range(1, extra + 1):
+            if (p[i + k] & 0xC0) != 0x80:
+                return False
+            code = (code << 6) | (p[i + k] & 0x3F)
+        if (extra == 2 and (code < 0x800 or 0xD800 <= code <= 0xDFFF)) or (extra == 3 and (code < 0x10000 or code > 0x10FFFF)):
+            return False
+        i += extra + 1
+    return True
 
 
 def _columnar(batches, bint batch_columns):
@@ -1442,15 +1488,15 @@ def _columnar(batches, bint batch_columns):
                          sizeof(RecordSpan))
     values = _binary_array(n, &spans.records[0].value if n else NULL,
                            &spans.records[0].value_len if n else NULL, sizeof(RecordSpan))
+    for i in range(spans.n_headers):
+        if spans.headers[i].key_len > 0 and not _valid_utf8(spans.headers[i].key, spans.headers[i].key_len):
+            raise CorruptRecordError("invalid UTF-8 in a record header key")
     header_keys = _binary_array(spans.n_headers, &spans.headers[0].key if spans.n_headers else NULL,
-                                &spans.headers[0].key_len if spans.n_headers else NULL, sizeof(HeaderSpan))
+                                &spans.headers[0].key_len if spans.n_headers else NULL, sizeof(HeaderSpan),
+                                text=True)
     header_values = _binary_array(spans.n_headers, &spans.headers[0].value if spans.n_headers else NULL,
                                   &spans.headers[0].value_len if spans.n_headers else NULL, sizeof(HeaderSpan))
-    try:
-        header_keys = header_keys.cast(pa.string())  # validates UTF-8
-    except pa.ArrowInvalid as exc:
-        raise CorruptRecordError(f"invalid UTF-8 in a header key: {exc}") from None
-    schema = record_schema(batch_columns)
+    schema = _schema(batch_columns)
     header_type = schema.field("headers").type
     headers = pa.ListArray.from_arrays(
         pa.array(header_offsets),
@@ -1460,7 +1506,17 @@ def _columnar(batches, bint batch_columns):
         schema = schema.set(2, pa.field("key", keys.type)).set(3, pa.field("value", values.type))
     arrays = [pa.array(offset), timestamp_array, keys, values, pa.array(header_count), headers]
     if batch_columns:
+        # One value per batch, spread to the records with one numpy gather.
+        per_batch = np.array([[0 if value is None else value for value in row] for row in batch_rows],
+                             dtype=np.int64).reshape(len(batch_rows), len(_BATCH_COLUMNS))
+        missing = np.array([[value is None for value in row] for row in batch_rows],
+                           dtype=bool).reshape(per_batch.shape)
+        spread = per_batch[batch_of] if n else per_batch[:0]
+        any_missing = missing.any(axis=0)
         for column, (name, kind) in enumerate(_BATCH_COLUMNS):
-            per_batch = pa.array([row[column] for row in batch_rows], type=_twin._arrow_type(kind))
-            arrays.append(per_batch.take(pa.array(batch_of)) if n else per_batch.slice(0, 0))
+            values_np = spread[:, column].astype(np.bool_ if kind == "bool" else kind)
+            if any_missing[column]:
+                arrays.append(pa.array(values_np, mask=missing[batch_of, column]))
+            else:
+                arrays.append(pa.array(values_np))
     return pa.Table.from_arrays(arrays, schema=schema)
