@@ -5,7 +5,7 @@
 #   2. `python -m build`: the sdist from that tree, then the wheel from the unpacked sdist;
 #   3. check the sdist carries the Cython sources and no generated or compiled files,
 #      and the wheel carries a compiled module for every .pyx;
-#   4. `auditwheel show` / `auditwheel repair`: the wheel is manylinux-compliant;
+#   4. `auditwheel show` / `auditwheel repair --strip` (as cibuildwheel does): manylinux-compliant;
 #   5. install the repaired wheel into a fresh virtual environment whose PATH holds no
 #      compiler (and with no Cython), import it, check the extension loaded, run the tests.
 #
@@ -126,7 +126,7 @@ PY
 step "4. auditwheel: manylinux compliance"
 PATH="$tools_bin:$PATH" "$PYTHON" -m auditwheel show "$wheel" | tee "$work/auditwheel-show.txt"
 wheelhouse="$work/wheelhouse"
-PATH="$tools_bin:$PATH" "$PYTHON" -m auditwheel repair --wheel-dir "$wheelhouse" "$wheel" \
+PATH="$tools_bin:$PATH" "$PYTHON" -m auditwheel repair --strip --wheel-dir "$wheelhouse" "$wheel" \
     > "$work/auditwheel-repair.log" 2>&1 || { cat "$work/auditwheel-repair.log"; fail "auditwheel repair"; }
 repaired=$(ls "$wheelhouse"/*.whl)
 echo "repaired: $(basename "$repaired")"
