@@ -61,7 +61,7 @@ def aiokafka_objects(check_crc=True):
     batch = DefaultRecordBatch(BATCH)
     if check_crc and not batch.validate_crc():
         raise ValueError("crc")
-    return [record for record in batch]
+    return list(batch)
 
 
 def aiokafka_objects_no_crc():
@@ -74,7 +74,7 @@ def kafka_python_objects():
     batch = DefaultRecordBatch(BATCH)
     if not batch.validate_crc():
         raise ValueError("crc")
-    return [record for record in batch]
+    return list(batch)
 
 
 def _check_same_records():

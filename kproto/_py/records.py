@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from kproto import compression as _compression
 from kproto._py.buffer import Reader, Writer
@@ -221,7 +221,7 @@ class RecordBatch:
         self._setup(view, 0, size, max_decompressed_size, verify_crc)
 
     @classmethod
-    def _at(cls, view, start, end, max_size, verify) -> "RecordBatch":
+    def _at(cls, view, start, end, max_size, verify) -> RecordBatch:
         batch = cls.__new__(cls)
         batch._setup(view, start, end, max_size, verify)
         return batch
@@ -573,7 +573,7 @@ class LegacyBatch:
         self._setup(view, 0, size, max_decompressed_size, verify_crc)
 
     @classmethod
-    def _at(cls, view, start, end, max_size, verify) -> "LegacyBatch":
+    def _at(cls, view, start, end, max_size, verify) -> LegacyBatch:
         batch = cls.__new__(cls)
         batch._setup(view, start, end, max_size, verify)
         return batch
