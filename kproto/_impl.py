@@ -46,6 +46,8 @@ def load(name: str, implementation: str | None = None) -> ModuleType:
 
 def available() -> tuple[str, ...]:
     """Implementations importable in this process (the twin always is)."""
+    if NO_EXTENSIONS:
+        return ("py",)
     return ("c", "py") if USE_EXTENSION or _can_import_extension() else ("py",)
 
 

@@ -177,3 +177,59 @@ class DecompressedSizeError(DecompressionError, LimitExceededError):
 
 
 __all__ += ["CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError"]
+
+
+# ---------------------------------------------------------------- protocol error codes
+class ErrorCode:
+    """A Kafka protocol error code: ``ErrorCode.by_code(35).name == "UNSUPPORTED_VERSION"``."""
+
+    __slots__ = ("code", "name", "retriable")
+    _by_code: dict[int, ErrorCode] = {}
+    _by_name: dict[str, ErrorCode] = {}
+
+    def __init__(self, code: int, name: str, retriable: bool) -> None:
+        self.code = code
+        self.name = name
+        self.retriable = retriable
+
+    def __repr__(self) -> str:
+        return f"ErrorCode({self.code}, {self.name!r}, retriable={self.retriable})"
+
+    @classmethod
+    def by_code(cls, code: int) -> ErrorCode:
+        """The error with this code; unknown codes get a placeholder named UNKNOWN_CODE_<n>."""
+        found = cls._by_code.get(code)
+        return found if found is not None else ErrorCode(code, f"UNKNOWN_CODE_{code}", False)
+
+    @classmethod
+    def by_name(cls, name: str) -> ErrorCode:
+        return cls._by_name[name]
+
+    @classmethod
+    def all(cls) -> list[ErrorCode]:
+        return sorted(cls._by_code.values(), key=lambda e: e.code)
+
+
+def _load_error_codes() -> None:
+    from kproto.schema._messages import ERROR_CODES
+
+    for code, name, retriable in ERROR_CODES:
+        entry = ErrorCode(code, name, retriable)
+        ErrorCode._by_code[code] = entry
+        ErrorCode._by_name[name] = entry
+
+
+_load_error_codes()
+
+
+def error_name(code: int) -> str:
+    """Name of a protocol error code (``0`` is ``NONE``)."""
+    return ErrorCode.by_code(code).name
+
+
+def is_retriable(code: int) -> bool:
+    """Whether Kafka treats the error as retriable (a RetriableException in the Java client)."""
+    return ErrorCode.by_code(code).retriable
+
+
+__all__ += ["ErrorCode", "error_name", "is_retriable"]

@@ -35,6 +35,20 @@ PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "fl
               "string", "bytes", "uuid", "records"}
 INTEGER_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
 
+# Errors whose Java exception is a RetriableException (Kafka's Errors.java); the
+# error-codes table has codes and names only, so this fact is kept here.
+RETRIABLE_ERRORS = frozenset("""
+    CORRUPT_MESSAGE UNKNOWN_TOPIC_OR_PARTITION LEADER_NOT_AVAILABLE NOT_LEADER_OR_FOLLOWER
+    REQUEST_TIMED_OUT REPLICA_NOT_AVAILABLE NETWORK_EXCEPTION COORDINATOR_LOAD_IN_PROGRESS
+    COORDINATOR_NOT_AVAILABLE NOT_COORDINATOR NOT_ENOUGH_REPLICAS NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    NOT_CONTROLLER CONCURRENT_TRANSACTIONS KAFKA_STORAGE_ERROR FETCH_SESSION_ID_NOT_FOUND
+    INVALID_FETCH_SESSION_EPOCH LISTENER_NOT_FOUND FENCED_LEADER_EPOCH UNKNOWN_LEADER_EPOCH
+    OFFSET_NOT_AVAILABLE PREFERRED_LEADER_NOT_AVAILABLE ELIGIBLE_LEADERS_NOT_AVAILABLE
+    ELECTION_NOT_NEEDED UNSTABLE_OFFSET_COMMIT THROTTLING_QUOTA_EXCEEDED UNKNOWN_TOPIC_ID
+    INCONSISTENT_TOPIC_ID FETCH_SESSION_TOPIC_ID_ERROR SHARE_SESSION_NOT_FOUND
+    INVALID_SHARE_SESSION_EPOCH
+""".split())
+
 
 def read_json(path: Path) -> dict:
     """Kafka's JSON allows // comments; drop them before parsing."""
@@ -226,7 +240,7 @@ class Generator:
         for line in lines[1:]:
             if line.strip():
                 code, name = line.split("\t")[:2]
-                rows.append((int(code), name.strip()))
+                rows.append((int(code), name.strip(), name.strip() in RETRIABLE_ERRORS))
         return tuple(rows)
 
     def broker_versions(self) -> tuple:

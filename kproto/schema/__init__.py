@@ -199,11 +199,14 @@ def _field_kind(field: tuple) -> int:
     return KIND_OF_TYPE[ftype]
 
 
-@lru_cache(maxsize=None)
 def message_class(name: str) -> type:
     """The class of a message (or header / data type), with nested struct classes as attributes."""
-    info = spec(name)
-    canonical = ALIASES.get(name, name)
+    return _message_class(ALIASES.get(name, name))
+
+
+@lru_cache(maxsize=None)
+def _message_class(canonical: str) -> type:
+    info = spec(canonical)
     # Collect, per struct name, the union of fields over every layer (newest layer first).
     structs: dict[str | None, dict[str, tuple]] = {}
 
@@ -314,9 +317,13 @@ def _layer_for(info: dict, version: int) -> tuple:
     raise KeyError(version)
 
 
-@lru_cache(maxsize=None)
 def plan(name: str, version: int) -> StructPlan:
     """The plan of a message at a version; KeyError if the version does not exist."""
+    return _plan(ALIASES.get(name, name), version)
+
+
+@lru_cache(maxsize=None)
+def _plan(name: str, version: int) -> StructPlan:
     info = spec(name)
     lo, hi = info["valid_versions"]
     if not lo <= version <= hi:
