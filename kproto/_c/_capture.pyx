@@ -88,6 +88,7 @@ cdef enum:
 cdef enum:
     MAX_CORRS = 256
     MAX_UNDECIDED_FRAMES = 64
+    LIMIT = 512 * 1024 * 1024
     FORMAT_NONE = 0
     FORMAT_PCAP = 1
     FORMAT_PCAPNG = 2
@@ -298,11 +299,12 @@ cdef class Engine:
         for p in self.broker_ports:
             if 0 <= p <= 0xFFFF:
                 self.port_is_broker[p] = 1
-        self.max_frame_size = int(max_frame_size)
-        self.max_pending_bytes = int(max_pending_bytes)
+        # Capped (as in the twin) so a batch's payloads fit Arrow's int32 offsets.
+        self.max_frame_size = min(int(max_frame_size), LIMIT)
+        self.max_pending_bytes = min(int(max_pending_bytes), LIMIT)
         self.max_connections = max(1, int(max_connections))
         self.batch_frames = max(1, int(batch_frames))
-        self.batch_bytes = max(1, int(batch_bytes))
+        self.batch_bytes = min(max(1, int(batch_bytes)), LIMIT)
         self._new_output()
 
     def __dealloc__(self):

@@ -123,6 +123,7 @@ _BE32 = struct.Struct(">I")
 _BE32S = struct.Struct(">i")
 _MAX_CORRS = 256
 _MAX_UNDECIDED_FRAMES = 64
+_LIMIT = 512 * 1024 * 1024  # cap of max_frame_size, max_pending_bytes and batch_bytes
 
 
 def _ts_converter(resolution_byte: int, offset_seconds: int):
@@ -203,11 +204,14 @@ class Engine:
                  batch_frames: int = 65536, batch_bytes: int = 64 * 1024 * 1024) -> None:
         self.request_versions = [int(v) for v in request_versions]
         self.broker_ports = frozenset(int(p) for p in broker_ports)
-        self.max_frame_size = int(max_frame_size)
-        self.max_pending_bytes = int(max_pending_bytes)
+        # Capped so one batch's payloads always fit Arrow's int32 offsets: a batch
+        # stops filling under batch_bytes, then one packet can finish at most a
+        # frame plus the out-of-order bytes it releases.
+        self.max_frame_size = min(int(max_frame_size), _LIMIT)
+        self.max_pending_bytes = min(int(max_pending_bytes), _LIMIT)
         self.max_connections = max(1, int(max_connections))
         self.batch_frames = max(1, int(batch_frames))
-        self.batch_bytes = max(1, int(batch_bytes))
+        self.batch_bytes = min(max(1, int(batch_bytes)), _LIMIT)
         self.counters = dict.fromkeys(CAPTURE_COUNTERS, 0)
         self.format = None          # "pcap" / "pcapng" once the header is read
         self.order = "<"
@@ -443,8 +447,7 @@ class Engine:
                 return
             src = bytes(pkt[off + 12: off + 16])
             dst = bytes(pkt[off + 16: off + 20])
-            ip_end = off + total            # beyond the captured bytes when the snap length cut it
-            origin_end = ip_end
+            ip_end = off + total  # beyond the captured bytes when the snap length cut the packet
             tcp = off + ihl
         elif ethertype == 0x86DD:
             if n - off < 40 or pkt[off] >> 4 != 6:
@@ -456,7 +459,6 @@ class Engine:
             dst = bytes(pkt[off + 24: off + 40])
             tcp = off + 40
             ip_end = tcp + payload_len if payload_len else max(origlen, n)  # 0: jumbogram
-            origin_end = ip_end
             while next_header != 6:
                 if next_header in (0, 43, 60, 51):  # hop-by-hop, routing, destination options, AH
                     if n - tcp < 2:
@@ -492,7 +494,7 @@ class Engine:
         seq = _BE32.unpack_from(pkt, tcp + 4)[0]
         flags = pkt[tcp + 13]
         data_start = tcp + doff
-        wire_len = origin_end - data_start  # payload length on the wire
+        wire_len = ip_end - data_start  # payload length on the wire
         captured = pkt[data_start: min(n, ip_end)]
         counters["tcp_packets"] += 1
         counters["tcp_payload_bytes"] += len(captured)
