@@ -14,7 +14,6 @@ Run:  .venv/bin/python -m pytest benchmarks/bench_capture.py --benchmark-only
 
 from __future__ import annotations
 
-import os
 import struct
 import sys
 import tempfile

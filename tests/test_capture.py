@@ -8,7 +8,6 @@ directions and per-connection sequence numbers, and account for every byte.
 from __future__ import annotations
 
 import io
-import os
 import struct
 
 import pytest
@@ -17,9 +16,9 @@ from kproto import _impl
 from kproto.capture import CaptureReader, read_capture, read_frame_file, request_versions
 from kproto.errors import DecodeError, FrameTooLargeError, TruncatedError
 
-from tests.pcapwriter import (ACK, FIN, LINK_ETHERNET, LINK_LOOP, LINK_NULL, LINK_RAW, LINK_SLL, LINK_SLL2, PSH, RST,
-                        SYN, Conversation, PcapngWriter, PcapWriter, ipv4, ipv6, link, pcap_of, request_frame,
-                        response_frame, tcp)
+from tests.pcapwriter import (ACK, LINK_ETHERNET, LINK_LOOP, LINK_NULL, LINK_RAW, LINK_SLL, LINK_SLL2, RST,
+                        Conversation, PcapngWriter, PcapWriter, ipv4, ipv6, link, pcap_of, request_frame,
+                        response_frame)
 
 
 # ---------------------------------------------------------------- helpers

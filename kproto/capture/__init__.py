@@ -30,8 +30,8 @@ import io
 import mmap
 import os
 import sys
-from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Union
+from typing import BinaryIO
+from collections.abc import Iterable, Iterator
 
 from kproto import _impl
 
@@ -59,7 +59,7 @@ _UNDEFINED_KEY_MAX_VERSION = 10
 _CHUNK = 4 * 1024 * 1024
 _WINDOW = 16 * 1024 * 1024  # bytes of a file mapped at once
 
-Source = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
+Source = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
 
 
 def request_versions() -> list[int]:
