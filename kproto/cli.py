@@ -25,7 +25,7 @@ import importlib.util
 import pkgutil
 import platform
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -114,18 +114,11 @@ def _module_exists(module_path: str) -> bool:
         return False
 
 
-def find_subcommands(
-    registry: Sequence[tuple[str, str]] | None = None,
-    discover: Callable[[], list[str]] | None = None,
-) -> list[Subcommand]:
-    """The subcommands available in this installation, in listing order.
-
-    ``registry`` defaults to :data:`SUBCOMMANDS`, ``discover`` to scanning the
-    ``kproto`` package for ``cli_*`` modules; both are parameters for tests.
-    """
-    registry = SUBCOMMANDS if registry is None else registry
-    discovered = (discover or _discovered_module_paths)()
-    entries = list(registry)
+def find_subcommands() -> list[Subcommand]:
+    """The subcommands available in this installation, in listing order:
+    :data:`SUBCOMMANDS` first, then any other ``kproto.cli_*`` module."""
+    discovered = _discovered_module_paths()
+    entries = list(SUBCOMMANDS)
     known_paths = {path for _, path in entries}
     entries += [(_name_for(path), path) for path in discovered if path not in known_paths]
 
