@@ -237,7 +237,8 @@ cdef object read_value(ByteReader *r, FieldOp *op, int kind, bint nullable, Path
             return None
         i = r.p - r.start
         r.p += n
-        return PyMemoryView_FromObject(source)[i:i + n]   # zero-copy view of the input
+        # A lazy, zero-copy view of the input: batches are parsed only when asked for.
+        return RecordsView(PyMemoryView_FromObject(source)[i:i + n])
     if kind == K_UINT16:
         return PyLong_FromLong(read_uint16(r))
     if kind == K_UINT32:
@@ -317,6 +318,7 @@ cdef object read_struct_top(ByteReader *r, CPlan plan, object source):
 
 
 cdef str TAGGED_SECTION = "<tagged fields>"
+from kproto._c._records import Records as RecordsView
 
 
 cdef object read_tagged(ByteReader *r, CPlan plan, object obj, PathFrame *frame, object source):
@@ -466,6 +468,8 @@ cdef int write_value(ByteWriter *w, FieldOp *op, int kind, bint nullable, object
         raise EncodeError(f"expected bool, got {type(value).__name__}")
     if kind == K_UUID:
         return write_uuid(w, value)
+    if kind == K_RECORDS and value is not None and hasattr(value, "raw") and not isinstance(value, bytes):
+        value = value.raw      # a Records view (either implementation's)
     if kind == K_BYTES or kind == K_RECORDS:
         return write_bytes_value(w, value, op.compact, nullable)
     if kind == K_UINT16:

@@ -22,6 +22,8 @@ from kproto.schema import (
     UINT16, UINT32, UUID, StructPlan,
 )
 
+from kproto._py.records import Records  # noqa: E402
+
 MAX_DEPTH = 64  # same as MAX_PATH_DEPTH in _buffer.pxd
 
 _RequestHeader = schema.message_class("RequestHeader")
@@ -71,7 +73,8 @@ def _read_value(r: Reader, op, kind: int, nullable: bool, frame: list) -> Any:
             n = r.read_compact_length(nullable, "records length")
         else:
             n = r.read_length32(nullable, "records length")
-        return None if n < 0 else r.take(n)
+        # A lazy, zero-copy view of the input: batches are parsed only when asked for.
+        return None if n < 0 else Records(r.take(n))
     if kind == UINT16:
         return r.read_uint16()
     if kind == UINT32:
@@ -199,6 +202,8 @@ def _write_value(w: Writer, op, kind: int, nullable: bool, value, path: list) ->
     elif kind == UUID:
         w.write_uuid(value)
     elif kind in (BYTES, RECORDS):
+        if kind == RECORDS and value is not None and hasattr(value, "raw") and not isinstance(value, bytes):
+            value = value.raw      # a Records view (either implementation's)
         w.write_bytes_value(value, op.compact, nullable)
     elif kind == FLOAT64:
         w.write_float64(value)
