@@ -39,43 +39,13 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef *d_member
 
-# Field kinds: the same numbers as kproto.schema (checked at import below).
-cdef enum:
-    K_BOOL = 1
-    K_INT8 = 2
-    K_INT16 = 3
-    K_INT32 = 4
-    K_INT64 = 5
-    K_UINT16 = 6
-    K_UINT32 = 7
-    K_FLOAT64 = 8
-    K_UUID = 9
-    K_STRING = 10
-    K_BYTES = 11
-    K_RECORDS = 12
-    K_STRUCT = 13
-    K_ARRAY = 14
-
+# Field kinds (K_*) are declared in _codec.pxd with the same numbers as kproto.schema.
 assert (schema.BOOL, schema.INT32, schema.STRING, schema.RECORDS, schema.STRUCT, schema.ARRAY) == \
     (K_BOOL, K_INT32, K_STRING, K_RECORDS, K_STRUCT, K_ARRAY)
 
 cdef enum:
     MAX_TAGGED_PER_STRUCT = 64
     MAX_API_KEY = 256
-
-
-cdef struct FieldOp:
-    PyObject *name          # interned field name (owned by CPlan.keep)
-    Py_ssize_t offset       # slot offset in instances of the plan's class
-    int kind
-    int elem_kind
-    bint nullable
-    bint compact
-    bint ignorable
-    int tag
-    PyObject *child         # CPlan of struct / struct-array fields, else NULL
-    PyObject *default       # default value (immutable kinds) or None
-    PyObject *pyop          # the schema.FieldOp, for rare slow paths
 
 
 cdef Py_ssize_t slot_offset(object cls, str name) except -1:
@@ -91,17 +61,6 @@ cdef Py_ssize_t slot_offset(object cls, str name) except -1:
 
 cdef class CPlan:
     """A StructPlan compiled to C arrays."""
-    cdef FieldOp *fields
-    cdef Py_ssize_t nfields
-    cdef FieldOp *tagged
-    cdef Py_ssize_t ntagged
-    cdef FieldOp *absent
-    cdef Py_ssize_t nabsent
-    cdef PyTypeObject *cls
-    cdef Py_ssize_t unknown_tags_offset
-    cdef bint flexible
-    cdef readonly object plan       # the schema.StructPlan
-    cdef list keep                  # owns every object the ops point to
 
     def __dealloc__(self):
         PyMem_Free(self.fields)
@@ -638,7 +597,7 @@ cdef void load_flexible_tables():
 load_flexible_tables()
 
 
-cdef inline int request_header_version(int api_key, int api_version) noexcept:
+cdef int request_header_version(int api_key, int api_version) noexcept:
     if api_key == 7 and api_version == 0:
         return 0
     if 0 <= api_key < MAX_API_KEY and request_flexible_from[api_key] >= 0 \
@@ -647,7 +606,7 @@ cdef inline int request_header_version(int api_key, int api_version) noexcept:
     return 1
 
 
-cdef inline int response_header_version(int api_key, int api_version) noexcept:
+cdef int response_header_version(int api_key, int api_version) noexcept:
     if api_key == 18:
         return 0
     if 0 <= api_key < MAX_API_KEY and response_flexible_from[api_key] >= 0 \
