@@ -48,7 +48,7 @@ def test_v2_client_id_keeps_int16_length(impl):
     data = _encode_header(codec, 3, 12, 7, "abc", None, 2)
     # api key, version, correlation id, int16 length 3 (not compact), "abc", no tags.
     assert data.hex() == "0003" "000c" "00000007" "0003" "616263" "00"
-    header, version, offset = codec.decode_request_header(data)
+    header, version, offset = codec.decode_request_header_info(data)
     assert version == 2 and offset == len(data)
     assert (header.request_api_key, header.request_api_version, header.correlation_id, header.client_id) \
         == (3, 12, 7, "abc")
@@ -58,7 +58,7 @@ def test_v0_and_v1_layouts(impl):
     codec = impl.load("codec")
     assert _encode_header(codec, 7, 0, 1, None, None, 0).hex() == "0007" "0000" "00000001"
     assert _encode_header(codec, 3, 1, 1, None, None, 1).hex() == "0003" "0001" "00000001" "ffff"
-    header, version, _ = codec.decode_request_header(bytes.fromhex("0007000000000001"))
+    header, version, _ = codec.decode_request_header_info(bytes.fromhex("0007000000000001"))
     assert version == 0 and header.client_id is None
 
 
@@ -93,7 +93,7 @@ def test_request_header_roundtrip_every_version(case):
         codec = _impl.load("codec", name)
         data = _encode_header(codec, api_key, api_version, correlation_id, client_id, tags, version)
         encoded.add(data)
-        header, hv, offset = codec.decode_request_header(data)
+        header, hv, offset = codec.decode_request_header_info(data)
         assert hv == version and offset == len(data)
         assert header.request_api_key == api_key and header.request_api_version == api_version
         assert header.correlation_id == correlation_id and header.client_id == client_id
@@ -119,7 +119,7 @@ def test_every_truncation_of_a_header_raises_decode_error(impl, api):
                           {3: b"xy"} if version == 2 else None, version)
     for cut in range(len(data)):
         with pytest.raises(DecodeError) as info:   # truncated, or a count above the bytes left
-            codec.decode_request_header(data[:cut])
+            codec.decode_request_header_info(data[:cut])
         assert 0 <= info.value.offset <= cut
         assert "RequestHeader" in str(info.value)
 
@@ -127,7 +127,7 @@ def test_every_truncation_of_a_header_raises_decode_error(impl, api):
 def test_header_errors_name_the_field(impl):
     codec = impl.load("codec")
     with pytest.raises(DecodeError) as info:
-        codec.decode_request_header(bytes.fromhex("0003000c00000007" "0005" "61"))
+        codec.decode_request_header_info(bytes.fromhex("0003000c00000007" "0005" "61"))
     assert info.value.path == "RequestHeader.client_id"
     assert info.value.offset == 10
 

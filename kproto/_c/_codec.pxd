@@ -33,6 +33,7 @@ cdef struct FieldOp:
     PyObject *child         # CPlan of struct / struct-array fields, else NULL
     PyObject *default       # default value (immutable kinds) or None
     PyObject *pyop          # the schema.FieldOp, for rare slow paths
+    PyObject *struct_cls    # class of struct / struct-array fields, else None
 
 
 cdef class CPlan:

@@ -8,7 +8,7 @@ into the object's slots, without calling ``__init__`` or ``setattr``.
 """
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_SIZE, PyList_GET_ITEM
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong, PyLong_FromUnsignedLong
@@ -90,6 +90,7 @@ cdef FieldOp *compile_ops(CPlan cp, tuple ops) except NULL:
         out[i].tag = op.tag
         out[i].pyop = <PyObject *>op
         out[i].default = <PyObject *>op.default
+        out[i].struct_cls = <PyObject *>op.struct_cls
         if op.child is not None:
             child = native_plan(op.child)
             cp.keep.append(child)
@@ -142,8 +143,71 @@ cdef object fresh_default(FieldOp *op):
     if op.kind == K_ARRAY:
         return None if <object>op.default is None else []
     if op.kind == K_STRUCT:
-        return (<object>op.pyop).fresh_default()
+        if <object>op.default is None:
+            return None
+        return new_default_struct(<object>op.struct_cls)
     return <object>op.default
+
+
+cdef class DefaultMaker:
+    """Builds a struct of defaults (what ``cls()`` makes) without running Python code.
+
+    Kafka fills absent struct fields (e.g. FetchResponse's tagged CurrentLeader) with
+    a struct of defaults; calling the class for each partition dominated decoding.
+    """
+    cdef object cls
+    cdef Py_ssize_t n
+    cdef Py_ssize_t *offsets
+    cdef tuple defaults
+    cdef tuple kinds
+    cdef tuple children
+    cdef Py_ssize_t unknown_offset
+
+    def __dealloc__(self):
+        PyMem_Free(self.offsets)
+
+
+cdef dict default_makers = {}
+
+
+cdef DefaultMaker default_maker(object cls):
+    found = default_makers.get(cls)
+    if found is not None:
+        return <DefaultMaker>found
+    cdef DefaultMaker m = DefaultMaker.__new__(DefaultMaker)
+    m.cls = cls
+    names = cls._field_names
+    m.n = len(names)
+    m.offsets = <Py_ssize_t *>PyMem_Malloc(sizeof(Py_ssize_t) * (m.n if m.n else 1))
+    if m.offsets == NULL:
+        raise MemoryError()
+    cdef Py_ssize_t i
+    for i in range(m.n):
+        m.offsets[i] = slot_offset(cls, names[i])
+    m.defaults = tuple(cls._field_defaults)
+    m.kinds = tuple(cls._field_kinds)
+    m.children = tuple(cls._field_struct)
+    m.unknown_offset = slot_offset(cls, "_unknown_tags")
+    default_makers[cls] = m
+    return m
+
+
+cdef object new_default_struct(object cls):
+    cdef DefaultMaker m = default_maker(cls)
+    cdef object obj = PyType_GenericAlloc(<PyTypeObject *>cls, 0)
+    cdef Py_ssize_t i
+    cdef int kind
+    for i in range(m.n):
+        kind = m.kinds[i]
+        default = m.defaults[i]
+        if kind == K_ARRAY:
+            set_slot(obj, m.offsets[i], None if default is None else [])
+        elif kind == K_STRUCT:
+            set_slot(obj, m.offsets[i], None if default is None else new_default_struct(m.children[i]))
+        else:
+            set_slot(obj, m.offsets[i], default)
+    set_slot(obj, m.unknown_offset, None)
+    return obj
 
 
 # ------------------------------------------------------------------ decoding
@@ -197,7 +261,7 @@ cdef object read_value(ByteReader *r, FieldOp *op, int kind, bint nullable, Path
         i = r.p - r.start
         r.p += n
         # A lazy, zero-copy view of the input: batches are parsed only when asked for.
-        return RecordsView(PyMemoryView_FromObject(source)[i:i + n])
+        return records_view((<Source>source).slice(i, n))
     if kind == K_UINT16:
         return PyLong_FromLong(read_uint16(r))
     if kind == K_UINT32:
@@ -277,7 +341,31 @@ cdef object read_struct_top(ByteReader *r, CPlan plan, object source):
 
 
 cdef str TAGGED_SECTION = "<tagged fields>"
-from kproto._c._records import Records as RecordsView
+cdef object RecordsView = None
+
+
+cdef class Source:
+    """The decoded buffer, with one memoryview made on first need for zero-copy slices."""
+    cdef object obj
+    cdef object view
+
+    def __cinit__(self, obj):
+        self.obj = obj
+
+    cdef object slice(self, Py_ssize_t start, Py_ssize_t n):
+        if self.view is None:
+            self.view = PyMemoryView_FromObject(self.obj)
+        return self.view[start:start + n]
+
+
+cdef object records_view(object data):
+    # Imported on first use: the records module pulls in numpy, which plain
+    # message decoding does not need.
+    global RecordsView
+    if RecordsView is None:
+        from kproto._c._records import Records
+        RecordsView = Records
+    return RecordsView(data)
 
 
 cdef object read_tagged(ByteReader *r, CPlan plan, object obj, PathFrame *frame, object source):
@@ -359,7 +447,7 @@ def decode_struct(buf, plan, Py_ssize_t offset=0, end=None):
             raise ValueError("offset out of range")
         r.p = r.start + offset
         prepare(&r, cp)
-        obj = read_struct_top(&r, cp, buf)
+        obj = read_struct_top(&r, cp, Source(buf))
         check_consumed(&r, plan)
         return obj
     finally:
@@ -710,7 +798,7 @@ cdef object read_response_header(ByteReader *r, int api_key, int api_version, in
     return h
 
 
-def decode_request_header(buf):
+def decode_request_header_info(buf):
     """Decode just the request header of a payload; returns (header, header_version, body_offset)."""
     cdef Py_buffer view
     cdef ByteReader r
@@ -722,6 +810,35 @@ def decode_request_header(buf):
         return h, version, r.p - r.start
     finally:
         PyBuffer_Release(&view)
+
+
+def decode_request_header(payload, *, bint size_prefixed=False):
+    """The request header of a payload (or of a whole frame with ``size_prefixed=True``)."""
+    cdef Py_buffer view
+    cdef ByteReader r
+    cdef int version
+    if PyBytes_CheckExact(payload):
+        # The common case, without the buffer-protocol round trip.
+        reader_init(&r, <const unsigned char *>PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload))
+        if size_prefixed:
+            check_size_prefix(&r)
+        return read_request_header(&r, &version)
+    PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+    try:
+        reader_init(&r, <const unsigned char *>view.buf, view.len)
+        if size_prefixed:
+            check_size_prefix(&r)
+        return read_request_header(&r, &version)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef int check_size_prefix(ByteReader *r) except -1:
+    cdef int32_t size = read_int32(r)
+    if size != r.end - r.p:
+        raise DecodeError(f"frame size {size} does not match the {r.end - r.p} bytes that follow", 0)
+    # Offsets in errors stay relative to the frame start, as for any other field.
+    return 0
 
 
 def decode_response_header(buf, int api_key, int api_version):
@@ -773,7 +890,7 @@ def decode_request(buf):
         cp = request_plan(<object>get_slot(h, OFF_API_KEY), <object>get_slot(h, OFF_API_VERSION),
                           h, r.p - r.start)
         prepare(&r, cp)
-        body = read_struct_top(&r, cp, buf)
+        body = read_struct_top(&r, cp, Source(buf))
         check_consumed(&r, cp.plan)
         return h, version, body
     finally:
@@ -795,7 +912,7 @@ def decode_response(buf, int api_key, int api_version, plan):
                 "response holds only a correlation id: the broker did not support the request",
                 r.p - r.start, None, api_key, api_version)
         prepare(&r, cp)
-        body = read_struct_top(&r, cp, buf)
+        body = read_struct_top(&r, cp, Source(buf))
         check_consumed(&r, plan)
         return h, version, body
     finally:

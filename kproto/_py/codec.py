@@ -22,8 +22,6 @@ from kproto.schema import (
     UINT16, UINT32, UUID, StructPlan,
 )
 
-from kproto._py.records import Records  # noqa: E402
-
 MAX_DEPTH = 64  # same as MAX_PATH_DEPTH in _buffer.pxd
 
 _RequestHeader = schema.message_class("RequestHeader")
@@ -74,7 +72,10 @@ def _read_value(r: Reader, op, kind: int, nullable: bool, frame: list) -> Any:
         else:
             n = r.read_length32(nullable, "records length")
         # A lazy, zero-copy view of the input: batches are parsed only when asked for.
-        return None if n < 0 else Records(r.take(n))
+        if n < 0:
+            return None
+        from kproto._py.records import Records   # first use only: it imports numpy
+        return Records(r.take(n))
     if kind == UINT16:
         return r.read_uint16()
     if kind == UINT32:
@@ -320,11 +321,21 @@ def read_response_header(r: Reader, api_key: int, api_version: int):
     return h, version
 
 
-def decode_request_header(buf):
+def decode_request_header_info(buf):
     """Decode just the request header of a payload; returns (header, header_version, body_offset)."""
     r = Reader(buf)
     h, version = read_request_header(r)
     return h, version, r.pos
+
+
+def decode_request_header(payload, *, size_prefixed: bool = False):
+    """The request header of a payload (or of a whole frame with ``size_prefixed=True``)."""
+    r = Reader(payload)
+    if size_prefixed:
+        size = r.read_int32()
+        if size != r.end - r.pos:
+            raise DecodeError(f"frame size {size} does not match the {r.end - r.pos} bytes that follow", 0)
+    return read_request_header(r)[0]
 
 
 def decode_response_header(buf, api_key: int, api_version: int):

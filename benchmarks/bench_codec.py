@@ -1,0 +1,248 @@
+"""Headers, primitives and whole messages: kproto (C and pure Python) against kio 0.6.5
+and kafka-python 3.0.12, measured in the same process.
+
+Cases (issue figures in brackets):
+* request header v2 decode / encode through the Python API       [decode >= 3x kio]
+* primitive round trips (varint, compact string), C vs pure Python
+* MetadataResponse v12, 100 topics x 10 partitions                [decode >= 10x kio, encode >= 20x kafka-python]
+* ApiVersionsResponse v3, ProduceRequest v9 (10 x 10 x 1 KiB records),
+  FetchResponse v12 (10 x 10 x 4 KiB records)                     [decode and encode >= 5x the faster peer]
+
+Run:  .venv/bin/python -m pytest benchmarks/bench_codec.py --benchmark-only
+      .venv/bin/python benchmarks/bench_codec.py        (a table of times and ratios)
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import os
+import sys
+import time
+import uuid
+
+import pytest
+
+import kproto
+from kproto import _impl, schema
+from kproto.messages import (
+    ApiVersionsResponse, FetchResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+)
+
+kio_serial = pytest.importorskip("kio.serial")
+kafka_header = pytest.importorskip("kafka.protocol.api_header")
+
+from kio.schema.api_versions.v3.response import ApiVersionsResponse as KioApiVersionsResponse  # noqa: E402
+from kio.schema.fetch.v12.response import FetchResponse as KioFetchResponse  # noqa: E402
+from kio.schema.metadata.v12.response import MetadataResponse as KioMetadataResponse  # noqa: E402
+from kio.schema.produce.v9.request import ProduceRequest as KioProduceRequest  # noqa: E402
+from kio.schema.request_header.v2.header import RequestHeader as KioRequestHeader  # noqa: E402
+
+CODECS = {name: _impl.load("codec", name) for name in _impl.available()}
+
+
+# ------------------------------------------------------------------ sample messages
+def record_set(values: int, value_size: int) -> bytes:
+    """A real magic-2 batch of ``values`` records (kproto's own writer)."""
+    from kproto.records import Record, RecordBatch
+
+    payload = os.urandom(value_size)
+    return bytes(RecordBatch.encode([Record(key=None, value=payload) for _ in range(values)], base_offset=0))
+
+
+def metadata_response() -> MetadataResponse:
+    T, P = MetadataResponse.MetadataResponseTopic, MetadataResponse.MetadataResponsePartition
+    B = MetadataResponse.MetadataResponseBroker
+    return MetadataResponse(
+        brokers=[B(node_id=i, host=f"broker-{i}.kafka.internal", port=9092, rack=f"rack-{i}") for i in range(3)],
+        cluster_id="Xf3k9cluster", controller_id=1,
+        topics=[T(name=f"topic-{t:03d}", topic_id=uuid.UUID(int=t + 1), partitions=[
+            P(partition_index=p, leader_id=p % 3, leader_epoch=5, replica_nodes=[0, 1, 2], isr_nodes=[0, 1, 2])
+            for p in range(10)]) for t in range(100)])
+
+
+def api_versions_response() -> ApiVersionsResponse:
+    return ApiVersionsResponse(api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=0, max_version=9)
+                                         for k in schema.api_keys()])
+
+
+def produce_request() -> ProduceRequest:
+    records = record_set(1, 1024)
+    return ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[
+        ProduceRequest.TopicProduceData(name=f"topic-{t}", partition_data=[
+            ProduceRequest.PartitionProduceData(index=p, records=records) for p in range(10)]) for t in range(10)])
+
+
+def fetch_response() -> FetchResponse:
+    records = record_set(1, 4096)
+    return FetchResponse(session_id=1, responses=[
+        FetchResponse.FetchableTopicResponse(topic=f"topic-{t}", partitions=[
+            FetchResponse.PartitionData(partition_index=p, high_watermark=1000, last_stable_offset=1000,
+                                        records=records) for p in range(10)]) for t in range(10)])
+
+
+MESSAGES = {
+    "metadata_v12": (metadata_response(), 12, KioMetadataResponse, "MetadataResponse"),
+    "api_versions_v3": (api_versions_response(), 3, KioApiVersionsResponse, "ApiVersionsResponse"),
+    "produce_v9": (produce_request(), 9, KioProduceRequest, "ProduceRequest"),
+    "fetch_v12": (fetch_response(), 12, KioFetchResponse, "FetchResponse"),
+}
+BODIES = {key: obj.encode(version) for key, (obj, version, _k, _n) in MESSAGES.items()}
+
+
+def kafka_python_class(name: str):
+    from tests.test_kafka_python_crosscheck import THEIRS  # noqa: PLC0415
+
+    return THEIRS[name]
+
+
+# ------------------------------------------------------------------ header cases
+HEADER_PAYLOAD = kproto.encode_request(MetadataRequest(topics=None), version=12, correlation_id=123456,
+                                       client_id="producer-1")
+KIO_HEADER_READER = kio_serial.entity_reader(KioRequestHeader)
+KIO_HEADER_WRITER = kio_serial.entity_writer(KioRequestHeader)
+
+
+def header_cases():
+    cases = {}
+    for name, codec in CODECS.items():
+        cases[f"kproto_{name}"] = (lambda decode: lambda: decode(HEADER_PAYLOAD))(codec.decode_request_header)
+    cases["kio"] = lambda: KIO_HEADER_READER(HEADER_PAYLOAD, 0)
+    kp = kafka_header.RequestHeader
+    cases["kafka_python"] = lambda: kp.decode(io.BytesIO(HEADER_PAYLOAD), flexible=True)
+    return cases
+
+
+def header_encode_cases():
+    header = kproto.decode_request_header(HEADER_PAYLOAD)
+    cases = {f"kproto_{name}": (lambda c: lambda: c.encode_request_header(header, 2))(codec)
+             for name, codec in CODECS.items()}
+    kio_header, _size = KIO_HEADER_READER(HEADER_PAYLOAD, 0)
+
+    def kio_encode():
+        out = io.BytesIO()
+        KIO_HEADER_WRITER(out, kio_header)
+        return out.getvalue()
+
+    cases["kio"] = kio_encode
+    theirs = kafka_header.RequestHeader(request_api_key=3, request_api_version=12, correlation_id=123456,
+                                        client_id="producer-1")
+    cases["kafka_python"] = lambda: theirs.encode(flexible=True)
+    return cases
+
+
+def decode_cases(key: str):
+    obj, version, kio_class, name = MESSAGES[key]
+    body = BODIES[key]
+    plan = schema.plan(name, version)
+    cases = {f"kproto_{impl}": (lambda c: lambda: c.decode_struct(body, plan))(codec)
+             for impl, codec in CODECS.items()}
+    reader = kio_serial.entity_reader(kio_class)
+    cases["kio"] = lambda: reader(body, 0)
+    theirs = kafka_python_class(name)
+    cases["kafka_python"] = lambda: theirs.decode(body, version=version)
+    return cases
+
+
+def encode_cases(key: str):
+    obj, version, kio_class, name = MESSAGES[key]
+    body = BODIES[key]
+    plan = schema.plan(name, version)
+    cases = {f"kproto_{impl}": (lambda c: lambda: c.encode_struct(obj, plan))(codec)
+             for impl, codec in CODECS.items()}
+    kio_obj, _size = kio_serial.entity_reader(kio_class)(body, 0)
+    writer = kio_serial.entity_writer(kio_class)
+
+    def kio_encode():
+        out = io.BytesIO()
+        writer(out, kio_obj)
+        return out.getvalue()
+
+    cases["kio"] = kio_encode
+    theirs = kafka_python_class(name).decode(body, version=version)
+    theirs._header = None
+    cases["kafka_python"] = lambda: theirs.encode(version=version)
+    return cases
+
+
+def primitive_cases():
+    cases = {}
+    for name in CODECS:
+        buffer = _impl.load("buffer", name)
+
+        def roundtrip(buffer=buffer):
+            w = buffer.Writer()
+            for v in (0, 1, -1, 300, -70000, 2**31 - 1):
+                w.write_varint(v)
+            w.write_compact_string("topic-name")
+            w.write_int64(123456789)
+            r = buffer.Reader(w.getvalue())
+            for _ in range(6):
+                r.read_varint()
+            r.read_compact_string()
+            return r.read_int64()
+
+        cases[f"kproto_{name}"] = roundtrip
+    return cases
+
+
+GROUPS = {
+    "header_decode": header_cases,
+    "header_encode": header_encode_cases,
+    "primitives": primitive_cases,
+    **{f"{key}_decode": (lambda k: lambda: decode_cases(k))(key) for key in MESSAGES},
+    **{f"{key}_encode": (lambda k: lambda: encode_cases(k))(key) for key in MESSAGES},
+}
+
+
+def _params():
+    for group, make in GROUPS.items():
+        for case in make():
+            yield pytest.param(group, case, id=f"{group}-{case}")
+
+
+@pytest.mark.parametrize("group,case", list(_params()))
+def test_codec(benchmark, group, case):
+    benchmark.group = group
+    benchmark(GROUPS[group]()[case])
+
+
+# ------------------------------------------------------------------ standalone table
+def measure(fn, min_time: float = 0.4) -> float:
+    """Best per-call time (seconds) over repeated timed batches."""
+    fn()
+    n = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        elapsed = time.perf_counter() - start
+        if elapsed > 0.05:
+            break
+        n *= 4
+    best = elapsed / n
+    deadline = time.perf_counter() + min_time
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - start) / n)
+    return best
+
+
+def main() -> None:
+    gc.collect()
+    print(f"{'case':34} {'time':>12} {'vs kio':>8} {'vs kafka-python':>16}")
+    for group, make in GROUPS.items():
+        times = {case: measure(fn) for case, fn in make().items()}
+        for case, t in times.items():
+            kio = times.get("kio")
+            kp = times.get("kafka_python")
+            print(f"{group + ' ' + case:34} {t * 1e6:10.2f}us "
+                  f"{(kio / t if kio else float('nan')):8.2f}x {(kp / t if kp else float('nan')):15.2f}x")
+        print()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    main()
