@@ -1,0 +1,609 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The batch decoder's loops in C: frames to column buffers, without a Python object per frame.
+
+Two passes, both without the GIL:
+
+* the **header pass** reads every frame's header into plain C arrays (the
+  columns of ``kproto.batch``) and finds each body;
+* the **JSON pass** (optional) walks the message codec's compiled plans over each
+  body and writes JSON text straight from the bytes: the same shape as
+  ``Message.to_dict()``, with no Python object per field.
+
+A bad frame never raises: it gets a status code and an error offset, and the
+loop goes on. ``kproto/batch.py`` turns the arrays into Arrow; the pure twin is
+``kproto/_py/batch.py``.
+"""
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.ref cimport PyObject, Py_INCREF
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.string cimport memcmp, memcpy, memset
+from libc.stdio cimport snprintf
+
+from kproto._c._buffer cimport kp_load_be16, kp_load_be32, kp_load_be64, kp_load_be_double
+from kproto._c._codec cimport (
+    CPlan, FieldOp, native_plan,
+    K_BOOL, K_INT8, K_INT16, K_INT32, K_INT64, K_UINT16, K_UINT32, K_FLOAT64, K_UUID,
+    K_STRING, K_BYTES, K_RECORDS, K_STRUCT, K_ARRAY,
+)
+
+import json as _json
+
+import numpy as np
+
+from kproto import schema
+from kproto.schema import _plain
+
+IMPLEMENTATION = "c"
+
+# Status codes: the numbers of kproto.batch.Status (kept in one place there; checked on import).
+cdef enum:
+    ST_OK = 0
+    ST_TRUNCATED = 1
+    ST_BAD_LENGTH = 2
+    ST_UNKNOWN_API = 3
+    ST_UNSUPPORTED_VERSION = 4
+    ST_EMPTY_RESPONSE = 5
+    ST_MALFORMED = 6
+    ST_NO_REQUEST_INFO = 7
+    ST_NULL_FRAME = 8
+    ST_LIMIT_EXCEEDED = 9
+    ST_NO_MEMORY = 250
+
+STATUS_NUMBERS = {
+    "OK": ST_OK, "TRUNCATED": ST_TRUNCATED, "BAD_LENGTH": ST_BAD_LENGTH,
+    "UNKNOWN_API": ST_UNKNOWN_API, "UNSUPPORTED_VERSION": ST_UNSUPPORTED_VERSION,
+    "EMPTY_RESPONSE": ST_EMPTY_RESPONSE, "MALFORMED": ST_MALFORMED,
+    "NO_REQUEST_INFO": ST_NO_REQUEST_INFO, "NULL_FRAME": ST_NULL_FRAME,
+    "LIMIT_EXCEEDED": ST_LIMIT_EXCEEDED,
+}
+
+cdef enum:
+    MAX_KEY = 256
+    MAX_VERSION = 64
+    MAX_DEPTH = 64
+
+
+# ------------------------------------------------------------------ protocol facts as C tables
+# Per API key and direction (0 request, 1 response): valid versions, deprecated
+# versions (KIP-896) and the lowest version Kafka 4.x defines; -1 where none.
+cdef int16_t valid_lo[2][MAX_KEY]
+cdef int16_t valid_hi[2][MAX_KEY]
+cdef int16_t deprecated_lo[2][MAX_KEY]
+cdef int16_t deprecated_hi[2][MAX_KEY]
+cdef int16_t min_4x[2][MAX_KEY]
+cdef int16_t flexible_from[2][MAX_KEY]
+
+
+cdef void load_tables():
+    cdef int d, key
+    for d in range(2):
+        for key in range(MAX_KEY):
+            valid_lo[d][key] = -1
+            valid_hi[d][key] = -2
+            deprecated_lo[d][key] = -1
+            deprecated_hi[d][key] = -2
+            min_4x[d][key] = -1
+            flexible_from[d][key] = -1
+    for info in schema.MESSAGES.values():
+        if info["type"] not in ("request", "response") or info["api_key"] is None:
+            continue
+        d = 0 if info["type"] == "request" else 1
+        key = info["api_key"]
+        if not 0 <= key < MAX_KEY:
+            continue
+        valid_lo[d][key], valid_hi[d][key] = info["valid_versions"]
+        # A response shares its request's deprecation (KIP-896 deprecates the exchange).
+        for src in (info, schema.MESSAGES.get(schema.request_name(key) or "", info)):
+            if src["deprecated_versions"] is not None:
+                deprecated_lo[d][key], deprecated_hi[d][key] = src["deprecated_versions"]
+                break
+        if info["min_version_4x"] is not None:
+            min_4x[d][key] = info["min_version_4x"]
+        if info["flexible_versions"] is not None:
+            flexible_from[d][key] = info["flexible_versions"][0]
+
+
+# The header version rules of kproto.schema.header_version, as GIL-free lookups.
+cdef inline int request_header_version(int key, int version) noexcept nogil:
+    if key == 7 and version == 0:
+        return 0
+    if 0 <= key < MAX_KEY and flexible_from[0][key] >= 0 and version >= flexible_from[0][key]:
+        return 2
+    return 1
+
+
+cdef inline int response_header_version(int key, int version) noexcept nogil:
+    if key == 18:
+        return 0
+    if 0 <= key < MAX_KEY and flexible_from[1][key] >= 0 and version >= flexible_from[1][key]:
+        return 1
+    return 0
+
+
+load_tables()
+
+
+# ------------------------------------------------------------------ client id dictionary
+# Client ids repeat: an open-addressing table of distinct byte spans (pointing into
+# the input, which outlives the call) numbers them for the dictionary column.
+cdef struct Span:
+    const unsigned char *ptr
+    int32_t length
+    int32_t index
+
+
+cdef struct SpanTable:
+    Span *slots
+    Py_ssize_t capacity     # a power of two
+    Py_ssize_t count
+    Span *order             # distinct spans in order of first appearance
+    Py_ssize_t order_capacity
+
+
+cdef inline uint64_t hash_bytes(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t h = 1469598103934665603ULL
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ p[i]) * 1099511628211ULL
+    return h
+
+
+cdef int span_table_init(SpanTable *t) noexcept nogil:
+    t.capacity = 64
+    t.count = 0
+    t.slots = <Span *>calloc(t.capacity, sizeof(Span))
+    t.order_capacity = 32
+    t.order = <Span *>malloc(t.order_capacity * sizeof(Span))
+    return 0 if t.slots != NULL and t.order != NULL else -1
+
+
+cdef void span_table_free(SpanTable *t) noexcept nogil:
+    free(t.slots)
+    free(t.order)
+    t.slots = NULL
+    t.order = NULL
+
+
+cdef int span_table_grow(SpanTable *t) noexcept nogil:
+    cdef Py_ssize_t new_capacity = t.capacity * 2
+    cdef Span *slots = <Span *>calloc(new_capacity, sizeof(Span))
+    cdef Py_ssize_t i, j
+    if slots == NULL:
+        return -1
+    for i in range(t.count):
+        j = <Py_ssize_t>(hash_bytes(t.order[i].ptr, t.order[i].length) & <uint64_t>(new_capacity - 1))
+        while slots[j].ptr != NULL:
+            j = (j + 1) & (new_capacity - 1)
+        slots[j] = t.order[i]
+    free(t.slots)
+    t.slots = slots
+    t.capacity = new_capacity
+    return 0
+
+
+cdef int32_t span_index(SpanTable *t, const unsigned char *p, int32_t n) noexcept nogil:
+    """Index of the span's text in the dictionary, adding it if new; -1 when out of memory."""
+    # An empty string still needs a non-NULL pointer to mark its slot as used.
+    cdef const unsigned char *key = p if n > 0 else <const unsigned char *>""
+    cdef Py_ssize_t j = <Py_ssize_t>(hash_bytes(p, n) & <uint64_t>(t.capacity - 1))
+    cdef Span *order
+    while t.slots[j].ptr != NULL:
+        if t.slots[j].length == n and memcmp(t.slots[j].ptr, key, n) == 0:
+            return t.slots[j].index
+        j = (j + 1) & (t.capacity - 1)
+    if t.count == t.order_capacity:
+        order = <Span *>realloc(t.order, 2 * t.order_capacity * sizeof(Span))
+        if order == NULL:
+            return -1
+        t.order = order
+        t.order_capacity *= 2
+    t.slots[j].ptr = key
+    t.slots[j].length = n
+    t.slots[j].index = <int32_t>t.count
+    t.order[t.count] = t.slots[j]
+    t.count += 1
+    if 2 * t.count > t.capacity and span_table_grow(t) < 0:
+        return -1
+    return <int32_t>(t.count - 1)
+
+
+# ------------------------------------------------------------------ UTF-8
+cdef inline bint valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef unsigned char c, c1
+    while i < n:
+        c = p[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2 or c > 0xF4:
+            return False
+        if c < 0xE0:
+            if i + 1 >= n or (p[i + 1] & 0xC0) != 0x80:
+                return False
+            i += 2
+            continue
+        if i + 2 >= n:
+            return False
+        c1 = p[i + 1]
+        if (c1 & 0xC0) != 0x80 or (p[i + 2] & 0xC0) != 0x80:
+            return False
+        if c < 0xF0:
+            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
+                return False   # overlong, or a UTF-16 surrogate
+            i += 3
+            continue
+        if i + 3 >= n or (p[i + 3] & 0xC0) != 0x80:
+            return False
+        if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
+            return False       # overlong, or above U+10FFFF
+        i += 4
+    return True
+
+
+# ------------------------------------------------------------------ the header pass
+cdef struct Columns:
+    int64_t *offset
+    int32_t *size
+    int8_t *header_version
+    int16_t *api_key
+    int16_t *api_version
+    int32_t *correlation_id
+    int32_t *client_id
+    int32_t *tag_count
+    uint8_t *status
+    int32_t *error_offset
+    int32_t *body_offset
+    int8_t *direction
+    # validity bitmaps (Arrow layout: bit i of byte i >> 3, least significant first)
+    uint8_t *has_api
+    uint8_t *has_correlation
+    uint8_t *has_header_version
+    uint8_t *has_client_id
+    uint8_t *has_tag_count
+    uint8_t *has_error
+    uint8_t *deprecated
+    uint8_t *removed
+
+
+cdef inline void set_bit(uint8_t *bits, Py_ssize_t i) noexcept nogil:
+    bits[i >> 3] |= <uint8_t>(1 << (i & 7))
+
+
+cdef inline void fail(Columns *c, Py_ssize_t i, int status, Py_ssize_t where) noexcept nogil:
+    c.status[i] = <uint8_t>status
+    c.error_offset[i] = <int32_t>where
+    set_bit(c.has_error, i)
+
+
+cdef inline int read_uvarint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, uint32_t *out) noexcept nogil:
+    """0, or the status of the failure (the failing byte's offset left in *pos)."""
+    cdef uint32_t value = 0
+    cdef uint32_t b
+    cdef int shift = 0
+    while True:
+        if pos[0] >= n:
+            return ST_TRUNCATED
+        b = p[pos[0]]
+        if shift == 28 and (b & 0xF0):
+            return ST_MALFORMED
+        pos[0] += 1
+        value |= (b & 0x7F) << shift
+        if not (b & 0x80):
+            out[0] = value
+            return 0
+        shift += 7
+
+
+cdef inline int skip_tags(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, int32_t *count_out) noexcept nogil:
+    """Skip a tagged-field section: 0, or the status of the failure (offset in *pos)."""
+    cdef uint32_t count, k, tag, size
+    cdef int64_t previous = -1
+    cdef int st = read_uvarint(p, n, pos, &count)
+    if st:
+        return st
+    if count > <uint32_t>(n - pos[0]):
+        return ST_BAD_LENGTH
+    count_out[0] = <int32_t>count
+    for k in range(count):
+        st = read_uvarint(p, n, pos, &tag)
+        if st:
+            return st
+        if <int64_t>tag <= previous:
+            return ST_MALFORMED
+        previous = tag
+        st = read_uvarint(p, n, pos, &size)
+        if st:
+            return st
+        if size > <uint32_t>(n - pos[0]):
+            return ST_TRUNCATED
+        pos[0] += size
+    return 0
+
+
+cdef inline void api_checks(Columns *c, Py_ssize_t i, int d, int key, int version, Py_ssize_t body) noexcept nogil:
+    if key < 0 or key >= MAX_KEY or valid_lo[d][key] < 0:
+        fail(c, i, ST_UNKNOWN_API, body)
+        return
+    if version < valid_lo[d][key] or version > valid_hi[d][key]:
+        fail(c, i, ST_UNSUPPORTED_VERSION, body)
+        return
+    if deprecated_lo[d][key] <= version <= deprecated_hi[d][key]:
+        set_bit(c.deprecated, i)
+    if version < min_4x[d][key]:
+        set_bit(c.removed, i)
+
+
+cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
+                              SpanTable *clients, const unsigned char **last_client,
+                              int32_t *last_length, int32_t *last_index) noexcept nogil:
+    cdef Py_ssize_t pos
+    cdef int key, version, hv, st
+    cdef int16_t length
+    cdef int32_t index
+    if n < 8:
+        fail(c, i, ST_TRUNCATED, 0 if n < 2 else (2 if n < 4 else 4))
+        return
+    key = <int16_t>kp_load_be16(p)
+    version = <int16_t>kp_load_be16(p + 2)
+    c.api_key[i] = <int16_t>key
+    c.api_version[i] = <int16_t>version
+    c.correlation_id[i] = <int32_t>kp_load_be32(p + 4)
+    set_bit(c.has_api, i)
+    set_bit(c.has_correlation, i)
+    hv = request_header_version(key, version)
+    c.header_version[i] = <int8_t>hv
+    set_bit(c.has_header_version, i)
+    pos = 8
+    if hv >= 1:
+        if n - pos < 2:
+            fail(c, i, ST_TRUNCATED, pos)
+            return
+        length = <int16_t>kp_load_be16(p + pos)
+        pos += 2
+        if length < 0:
+            if length != -1:
+                fail(c, i, ST_BAD_LENGTH, pos)
+                return
+        else:
+            if n - pos < length:
+                fail(c, i, ST_TRUNCATED, pos)
+                return
+            # Clients send the same id on every request: compare with the last one first.
+            if length == last_length[0] and memcmp(p + pos, last_client[0], length) == 0:
+                index = last_index[0]
+            else:
+                if not valid_utf8(p + pos, length):
+                    fail(c, i, ST_MALFORMED, pos)
+                    return
+                index = span_index(clients, p + pos, length)
+                if index < 0:
+                    fail(c, i, ST_NO_MEMORY, pos)
+                    return
+                last_client[0] = p + pos
+                last_length[0] = length
+                last_index[0] = index
+            c.client_id[i] = index
+            set_bit(c.has_client_id, i)
+            pos += length
+    if hv >= 2:
+        st = skip_tags(p, n, &pos, &c.tag_count[i])
+        if st:
+            fail(c, i, st, pos)
+            return
+        set_bit(c.has_tag_count, i)
+    c.body_offset[i] = <int32_t>pos
+    api_checks(c, i, 0, key, version, pos)
+
+
+cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
+                               int key, int version) noexcept nogil:
+    cdef Py_ssize_t pos = 4
+    cdef int hv, st
+    if n < 4:
+        fail(c, i, ST_TRUNCATED, 0)
+        return
+    c.correlation_id[i] = <int32_t>kp_load_be32(p)
+    set_bit(c.has_correlation, i)
+    if key < 0:
+        # Without the request's API and version the header's length is unknown.
+        fail(c, i, ST_NO_REQUEST_INFO, 4)
+        return
+    c.api_key[i] = <int16_t>key
+    c.api_version[i] = <int16_t>version
+    set_bit(c.has_api, i)
+    hv = response_header_version(key, version)
+    c.header_version[i] = <int8_t>hv
+    set_bit(c.has_header_version, i)
+    if n == 4:
+        # Only a correlation id: what a broker sends for a request it does not support.
+        fail(c, i, ST_EMPTY_RESPONSE, 4)
+        return
+    if hv >= 1:
+        st = skip_tags(p, n, &pos, &c.tag_count[i])
+        if st:
+            fail(c, i, st, pos)
+            return
+        set_bit(c.has_tag_count, i)
+    c.body_offset[i] = <int32_t>pos
+    api_checks(c, i, 1, key, version, pos)
+
+
+cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
+                            int direction, int key, int version, SpanTable *clients,
+                            const unsigned char **last_client, int32_t *last_length,
+                            int32_t *last_index) noexcept nogil:
+    c.body_offset[i] = -1
+    if direction == 1:
+        scan_response(c, i, p, n, key, version)
+    else:
+        scan_request(c, i, p, n, clients, last_client, last_length, last_index)
+
+
+def count_frames(data, Py_ssize_t max_frame_size):
+    """(frames, bytes framed) of a buffer of size-prefixed frames.
+
+    A frame is counted when its 4-byte prefix is complete; counting stops after a
+    size that is negative or above max_frame_size, or a frame cut short by the
+    end of the buffer (both are rows, with a status). Bytes framed: up to the end
+    of the last complete frame.
+    """
+    cdef Py_buffer view
+    cdef Py_ssize_t pos = 0, n = 0, framed = 0
+    cdef int32_t size
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    cdef const unsigned char *buf = <const unsigned char *>view.buf
+    cdef Py_ssize_t length = view.len
+    try:
+        with nogil:
+            while length - pos >= 4:
+                size = <int32_t>kp_load_be32(buf + pos)
+                n += 1
+                if size < 0 or size > max_frame_size or length - pos - 4 < size:
+                    break
+                pos += 4 + size
+                framed = pos
+        return n, framed
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef inline uint8_t *bitmap_ptr(object arr):
+    return <uint8_t *><Py_ssize_t>arr.ctypes.data
+
+
+def scan(data, Py_ssize_t count, offsets=None, valid=None, directions=None, request_keys=None,
+         request_versions=None, Py_ssize_t max_frame_size=0x7FFFFFFF):
+    """Decode the headers of ``count`` frames into numpy column arrays (see kproto/batch.py).
+
+    ``offsets`` None: ``data`` holds size-prefixed frames back to back. Otherwise
+    ``offsets`` (int32 or int64, count + 1 values) delimit payloads in ``data``,
+    as an Arrow binary array does, and ``valid`` (bool per frame, or None) marks
+    null entries.
+    """
+    cdef Py_buffer view
+    cdef Columns c
+    cdef SpanTable clients
+    cdef Py_ssize_t i, pos = 0, start, n
+    cdef int32_t size
+    cdef const unsigned char *last_client = <const unsigned char *>""
+    cdef int32_t last_length = -1, last_index = -1
+    cdef Py_ssize_t nbytes = (count + 7) // 8
+    cdef bint wide = False
+    cdef const int32_t *off32 = NULL
+    cdef const int64_t *off64 = NULL
+    cdef const uint8_t *validity = NULL
+    cdef const int8_t *dirs = NULL
+    cdef const int16_t *rkeys = NULL
+    cdef const int16_t *rversions = NULL
+    cdef int direction, key, version
+    cdef bint no_memory = False
+
+    cols = {
+        "offset": np.empty(count, np.int64), "size": np.empty(count, np.int32),
+        "header_version": np.empty(count, np.int8), "api_key": np.empty(count, np.int16),
+        "api_version": np.empty(count, np.int16), "correlation_id": np.empty(count, np.int32),
+        "client_id": np.empty(count, np.int32), "tag_count": np.empty(count, np.int32),
+        "status": np.zeros(count, np.uint8), "error_offset": np.empty(count, np.int32),
+        "body_offset": np.empty(count, np.int32), "direction": np.empty(count, np.int8),
+    }
+    bitmaps = {name: np.zeros(nbytes, np.uint8) for name in (
+        "has_api", "has_correlation", "has_header_version", "has_client_id", "has_tag_count",
+        "has_error", "deprecated", "removed")}
+    c.offset = <int64_t *><Py_ssize_t>cols["offset"].ctypes.data
+    c.size = <int32_t *><Py_ssize_t>cols["size"].ctypes.data
+    c.header_version = <int8_t *><Py_ssize_t>cols["header_version"].ctypes.data
+    c.api_key = <int16_t *><Py_ssize_t>cols["api_key"].ctypes.data
+    c.api_version = <int16_t *><Py_ssize_t>cols["api_version"].ctypes.data
+    c.correlation_id = <int32_t *><Py_ssize_t>cols["correlation_id"].ctypes.data
+    c.client_id = <int32_t *><Py_ssize_t>cols["client_id"].ctypes.data
+    c.tag_count = <int32_t *><Py_ssize_t>cols["tag_count"].ctypes.data
+    c.status = <uint8_t *><Py_ssize_t>cols["status"].ctypes.data
+    c.error_offset = <int32_t *><Py_ssize_t>cols["error_offset"].ctypes.data
+    c.body_offset = <int32_t *><Py_ssize_t>cols["body_offset"].ctypes.data
+    c.direction = <int8_t *><Py_ssize_t>cols["direction"].ctypes.data
+    c.has_api = bitmap_ptr(bitmaps["has_api"])
+    c.has_correlation = bitmap_ptr(bitmaps["has_correlation"])
+    c.has_header_version = bitmap_ptr(bitmaps["has_header_version"])
+    c.has_client_id = bitmap_ptr(bitmaps["has_client_id"])
+    c.has_tag_count = bitmap_ptr(bitmaps["has_tag_count"])
+    c.has_error = bitmap_ptr(bitmaps["has_error"])
+    c.deprecated = bitmap_ptr(bitmaps["deprecated"])
+    c.removed = bitmap_ptr(bitmaps["removed"])
+
+    if offsets is not None:
+        if len(offsets) != count + 1:
+            raise ValueError("offsets must hold count + 1 values")
+        wide = offsets.dtype == np.int64
+        if wide:
+            off64 = <const int64_t *><Py_ssize_t>offsets.ctypes.data
+        else:
+            off32 = <const int32_t *><Py_ssize_t>offsets.ctypes.data
+    if valid is not None:
+        validity = <const uint8_t *><Py_ssize_t>valid.ctypes.data
+    if directions is not None:
+        dirs = <const int8_t *><Py_ssize_t>directions.ctypes.data
+    if request_keys is not None:
+        rkeys = <const int16_t *><Py_ssize_t>request_keys.ctypes.data
+    if request_versions is not None:
+        rversions = <const int16_t *><Py_ssize_t>request_versions.ctypes.data
+
+    if span_table_init(&clients) < 0:
+        span_table_free(&clients)
+        raise MemoryError()
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    cdef const unsigned char *buf = <const unsigned char *>view.buf
+    cdef Py_ssize_t length = view.len
+    try:
+        with nogil:
+            for i in range(count):
+                direction = dirs[i] if dirs != NULL else 0
+                c.direction[i] = <int8_t>direction
+                key = rkeys[i] if rkeys != NULL else -1
+                version = rversions[i] if rversions != NULL else -1
+                if offsets is None:
+                    start = pos
+                    size = <int32_t>kp_load_be32(buf + pos) if length - pos >= 4 else -1
+                    c.offset[i] = start
+                    c.size[i] = size
+                    if size < 0 or size > max_frame_size:
+                        fail(&c, i, ST_BAD_LENGTH, -4)
+                        c.body_offset[i] = -1
+                        continue
+                    n = length - pos - 4
+                    if n > size:
+                        n = size
+                    scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &clients,
+                               &last_client, &last_length, &last_index)
+                    if n < size:
+                        # The buffer ends inside this frame: whatever the header said.
+                        if c.status[i] != ST_TRUNCATED:
+                            fail(&c, i, ST_TRUNCATED, n)
+                        c.body_offset[i] = -1
+                    pos += 4 + size
+                else:
+                    start = off64[i] if wide else off32[i]
+                    n = (off64[i + 1] if wide else off32[i + 1]) - start
+                    c.offset[i] = start
+                    c.size[i] = <int32_t>n
+                    if (validity != NULL and not validity[i]) or n < 0 or start < 0 or start + n > length:
+                        fail(&c, i, ST_NULL_FRAME if n >= 0 else ST_BAD_LENGTH, 0)
+                        c.body_offset[i] = -1
+                        continue
+                    scan_frame(&c, i, buf + start, n, direction, key, version, &clients,
+                               &last_client, &last_length, &last_index)
+                if c.status[i] == ST_NO_MEMORY:
+                    no_memory = True
+        if no_memory:
+            raise MemoryError()
+        client_ids = [PyBytes_FromStringAndSize(<const char *>clients.order[i].ptr, clients.order[i].length)
+                      for i in range(clients.count)]
+    finally:
+        PyBuffer_Release(&view)
+        span_table_free(&clients)
+    cols.update(bitmaps)
+    cols["client_ids"] = client_ids
+    return cols

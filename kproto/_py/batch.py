@@ -1,0 +1,335 @@
+"""Pure-Python twin of kproto/_c/_batch.pyx: the batch decoder's loops, one frame at a time.
+
+Same inputs, same numpy column arrays, same statuses and error offsets as the
+Cython loops; slow, but written to be read and to check the fast path against.
+The JSON column comes from the message codec (``to_dict()`` + ``json.dumps``).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+
+from kproto import schema
+from kproto._py import codec as _codec
+from kproto.errors import (
+    DecodeError, InvalidLengthError, InvalidVarintError, LimitExceededError, TruncatedError,
+)
+
+IMPLEMENTATION = "py"
+
+# Same numbers as kproto.batch.Status (checked there on import).
+OK, TRUNCATED, BAD_LENGTH, UNKNOWN_API, UNSUPPORTED_VERSION, EMPTY_RESPONSE, MALFORMED, \
+    NO_REQUEST_INFO, NULL_FRAME, LIMIT_EXCEEDED = range(10)
+STATUS_NUMBERS = {
+    "OK": OK, "TRUNCATED": TRUNCATED, "BAD_LENGTH": BAD_LENGTH, "UNKNOWN_API": UNKNOWN_API,
+    "UNSUPPORTED_VERSION": UNSUPPORTED_VERSION, "EMPTY_RESPONSE": EMPTY_RESPONSE,
+    "MALFORMED": MALFORMED, "NO_REQUEST_INFO": NO_REQUEST_INFO, "NULL_FRAME": NULL_FRAME,
+    "LIMIT_EXCEEDED": LIMIT_EXCEEDED,
+}
+
+_BE16 = struct.Struct(">h")
+_BE32 = struct.Struct(">i")
+_API_VERSIONS = 18
+_UNSUPPORTED_VERSION_ERROR = 35
+
+
+# ------------------------------------------------------------------ protocol facts
+def _facts() -> dict[tuple[int, int], tuple]:
+    """(direction, api_key) -> (valid versions, deprecated versions, min 4.x version)."""
+    out = {}
+    for info in schema.MESSAGES.values():
+        if info["type"] not in ("request", "response") or info["api_key"] is None:
+            continue
+        d = 0 if info["type"] == "request" else 1
+        key = info["api_key"]
+        deprecated = info["deprecated_versions"]
+        if deprecated is None:   # a response shares its request's deprecation (KIP-896)
+            request = schema.MESSAGES.get(schema.request_name(key) or "")
+            deprecated = request["deprecated_versions"] if request else None
+        out[(d, key)] = (info["valid_versions"], deprecated, info["min_version_4x"])
+    return out
+
+
+_FACTS = _facts()
+
+
+class _FrameError(Exception):
+    """A header problem: status and offset within the payload."""
+
+    def __init__(self, status: int, offset: int) -> None:
+        self.status = status
+        self.offset = offset
+
+
+def _uvarint(p: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(p):
+            raise _FrameError(TRUNCATED, pos)
+        b = p[pos]
+        if shift == 28 and b & 0xF0:
+            raise _FrameError(MALFORMED, pos)
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _skip_tags(p: memoryview, pos: int) -> tuple[int, int]:
+    count, pos = _uvarint(p, pos)
+    if count > len(p) - pos:
+        raise _FrameError(BAD_LENGTH, pos)
+    previous = -1
+    for _ in range(count):
+        tag, pos = _uvarint(p, pos)
+        if tag <= previous:
+            raise _FrameError(MALFORMED, pos)
+        previous = tag
+        size, pos = _uvarint(p, pos)
+        if size > len(p) - pos:
+            raise _FrameError(TRUNCATED, pos)
+        pos += size
+    return count, pos
+
+
+class _Row:
+    """One frame's header fields while it is being read (None: not read)."""
+
+    __slots__ = ("api_key", "api_version", "correlation_id", "header_version", "client_id",
+                 "tag_count", "status", "error_offset", "body_offset", "deprecated", "removed")
+
+    def __init__(self) -> None:
+        self.api_key = self.api_version = self.correlation_id = None
+        self.header_version = self.client_id = self.tag_count = self.error_offset = None
+        self.status = OK
+        self.body_offset = -1
+        self.deprecated = self.removed = False
+
+    def fail(self, status: int, offset: int) -> None:
+        self.status = status
+        self.error_offset = offset
+
+
+def _api_checks(row: _Row, d: int, key: int, version: int, body: int) -> None:
+    facts = _FACTS.get((d, key))
+    if facts is None:
+        row.fail(UNKNOWN_API, body)
+        return
+    (lo, hi), deprecated, min_4x = facts
+    if not lo <= version <= hi:
+        row.fail(UNSUPPORTED_VERSION, body)
+        return
+    row.deprecated = deprecated is not None and deprecated[0] <= version <= deprecated[1]
+    row.removed = min_4x is not None and version < min_4x
+
+
+def _scan_request(row: _Row, p: memoryview, clients: dict[bytes, int]) -> None:
+    n = len(p)
+    if n < 8:
+        raise _FrameError(TRUNCATED, 0 if n < 2 else (2 if n < 4 else 4))
+    key, version = _BE16.unpack_from(p, 0)[0], _BE16.unpack_from(p, 2)[0]
+    row.api_key, row.api_version = key, version
+    row.correlation_id = _BE32.unpack_from(p, 4)[0]
+    hv = row.header_version = schema.header_version(key, version, True)
+    pos = 8
+    if hv >= 1:
+        if n - pos < 2:
+            raise _FrameError(TRUNCATED, pos)
+        length = _BE16.unpack_from(p, pos)[0]
+        pos += 2
+        if length < -1:
+            raise _FrameError(BAD_LENGTH, pos)
+        if length >= 0:
+            if n - pos < length:
+                raise _FrameError(TRUNCATED, pos)
+            raw = bytes(p[pos:pos + length])
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise _FrameError(MALFORMED, pos) from None
+            row.client_id = clients.setdefault(raw, len(clients))
+            pos += length
+    if hv >= 2:
+        row.tag_count, pos = _skip_tags(p, pos)
+    row.body_offset = pos
+    _api_checks(row, 0, key, version, pos)
+
+
+def _scan_response(row: _Row, p: memoryview, key: int, version: int) -> None:
+    n = len(p)
+    if n < 4:
+        raise _FrameError(TRUNCATED, 0)
+    row.correlation_id = _BE32.unpack_from(p, 0)[0]
+    if key < 0:
+        raise _FrameError(NO_REQUEST_INFO, 4)
+    row.api_key, row.api_version = key, version
+    hv = row.header_version = schema.header_version(key, version, False)
+    if n == 4:
+        raise _FrameError(EMPTY_RESPONSE, 4)
+    pos = 4
+    if hv >= 1:
+        row.tag_count, pos = _skip_tags(p, pos)
+    row.body_offset = pos
+    _api_checks(row, 1, key, version, pos)
+
+
+def _scan_frame(p: memoryview, direction: int, key: int, version: int, clients: dict) -> _Row:
+    row = _Row()
+    try:
+        if direction == 1:
+            _scan_response(row, p, key, version)
+        else:
+            _scan_request(row, p, clients)
+    except _FrameError as exc:
+        row.fail(exc.status, exc.offset)
+        row.body_offset = -1
+    return row
+
+
+def count_frames(data, max_frame_size: int) -> tuple[int, int]:
+    """(frames, bytes framed) of size-prefixed frames; see the Cython twin."""
+    view = memoryview(data).cast("B")
+    pos = n = framed = 0
+    while len(view) - pos >= 4:
+        size = _BE32.unpack_from(view, pos)[0]
+        n += 1
+        if size < 0 or size > max_frame_size or len(view) - pos - 4 < size:
+            break
+        pos += 4 + size
+        framed = pos
+    return n, framed
+
+
+def scan(data, count: int, offsets=None, valid=None, directions=None, request_keys=None,
+         request_versions=None, max_frame_size: int = 0x7FFFFFFF) -> dict:
+    """Decode the headers of ``count`` frames into numpy column arrays (see kproto/batch.py)."""
+    view = memoryview(data).cast("B")
+    clients: dict[bytes, int] = {}
+    rows: list[_Row] = []
+    offset_col, size_col = [], []
+    pos = 0
+    for i in range(count):
+        direction = int(directions[i]) if directions is not None else 0
+        key = int(request_keys[i]) if request_keys is not None else -1
+        version = int(request_versions[i]) if request_versions is not None else -1
+        if offsets is None:
+            size = _BE32.unpack_from(view, pos)[0] if len(view) - pos >= 4 else -1
+            offset_col.append(pos)
+            size_col.append(size)
+            if size < 0 or size > max_frame_size:
+                row = _Row()
+                row.fail(BAD_LENGTH, -4)
+                rows.append(row)
+                continue
+            n = min(size, len(view) - pos - 4)
+            row = _scan_frame(view[pos + 4:pos + 4 + n], direction, key, version, clients)
+            if n < size:
+                if row.status != TRUNCATED:
+                    row.fail(TRUNCATED, n)
+                row.body_offset = -1
+            rows.append(row)
+            pos += 4 + size
+        else:
+            start, end = int(offsets[i]), int(offsets[i + 1])
+            offset_col.append(start)
+            size_col.append(end - start)
+            if (valid is not None and not valid[i]) or end < start or start < 0 or end > len(view):
+                row = _Row()
+                row.fail(NULL_FRAME if end >= start else BAD_LENGTH, 0)
+                rows.append(row)
+                continue
+            rows.append(_scan_frame(view[start:end], direction, key, version, clients))
+
+    def column(name, dtype, fill=0):
+        return np.array([fill if getattr(r, name) is None else getattr(r, name) for r in rows],
+                        dtype=dtype).reshape(count)
+
+    def bits(name, test=lambda v: v is not None):
+        flags = np.array([bool(test(getattr(r, name))) for r in rows], dtype=bool).reshape(count)
+        return np.packbits(flags, bitorder="little")
+
+    cols = {
+        "offset": np.array(offset_col, np.int64).reshape(count),
+        "size": np.array(size_col, np.int32).reshape(count),
+        "header_version": column("header_version", np.int8),
+        "api_key": column("api_key", np.int16),
+        "api_version": column("api_version", np.int16),
+        "correlation_id": column("correlation_id", np.int32),
+        "client_id": column("client_id", np.int32),
+        "tag_count": column("tag_count", np.int32),
+        "status": column("status", np.uint8),
+        "error_offset": column("error_offset", np.int32),
+        "body_offset": column("body_offset", np.int32),
+        "direction": np.array([int(directions[i]) if directions is not None else 0 for i in range(count)],
+                              np.int8).reshape(count),
+        "has_api": bits("api_key"),
+        "has_correlation": bits("correlation_id"),
+        "has_header_version": bits("header_version"),
+        "has_client_id": bits("client_id"),
+        "has_tag_count": bits("tag_count"),
+        "has_error": bits("error_offset"),
+        "deprecated": bits("deprecated", bool),
+        "removed": bits("removed", bool),
+        "client_ids": list(clients),
+    }
+    return cols
+
+
+# ------------------------------------------------------------------ bodies as JSON
+_ERROR_STATUS = (
+    (TruncatedError, TRUNCATED),
+    (InvalidLengthError, BAD_LENGTH),
+    (InvalidVarintError, MALFORMED),
+    (LimitExceededError, LIMIT_EXCEEDED),
+    (DecodeError, MALFORMED),
+)
+
+
+def body_plan(direction: int, api_key: int, version: int, body: memoryview):
+    """The plan a body is read with: its API's at its version (KIP-511 aside)."""
+    name = schema.response_name(api_key) if direction == 1 else schema.request_name(api_key)
+    if direction == 1 and api_key == _API_VERSIONS and version > 0 and len(body) >= 2 \
+            and _BE16.unpack_from(body, 0)[0] == _UNSUPPORTED_VERSION_ERROR:
+        version = 0   # brokers answer an unknown ApiVersions version with a v0 body
+    return schema.plan(name, version)
+
+
+def json_bodies(data, cols: dict, offsets=None) -> tuple[np.ndarray, bytes]:
+    """JSON text of every frame whose header read OK: (int64 offsets, UTF-8 data).
+
+    Frames whose body fails to decode get a status and error offset (written into
+    ``cols``) and no text; the caller marks them null.
+    """
+    view = memoryview(data).cast("B")
+    count = len(cols["status"])
+    out_offsets = np.zeros(count + 1, np.int64)
+    chunks: list[bytes] = []
+    total = 0
+    has_error = np.unpackbits(cols["has_error"], count=count, bitorder="little").astype(bool)
+    for i in range(count):
+        out_offsets[i] = total
+        if cols["status"][i] != OK or cols["body_offset"][i] < 0:
+            continue
+        start = int(cols["offset"][i]) + (4 if offsets is None else 0)
+        payload = view[start:start + int(cols["size"][i])]
+        body_at = int(cols["body_offset"][i])
+        try:
+            plan = body_plan(int(cols["direction"][i]), int(cols["api_key"][i]),
+                             int(cols["api_version"][i]), payload[body_at:])
+            obj = _codec.decode_struct(payload, plan, body_at)
+        except DecodeError as exc:
+            status = next(s for cls, s in _ERROR_STATUS if isinstance(exc, cls))
+            cols["status"][i] = status
+            cols["error_offset"][i] = exc.offset
+            has_error[i] = True
+            continue
+        text = json.dumps(obj.to_dict(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        chunks.append(text)
+        total += len(text)
+    out_offsets[count] = total
+    cols["has_error"] = np.packbits(has_error, bitorder="little")
+    return out_offsets, b"".join(chunks)
