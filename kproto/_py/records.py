@@ -935,9 +935,17 @@ class Records:
             pos += size
 
     def _scan(self) -> int:
+        # Sizes only, like the compiled twin: a batch whose contents are corrupt still
+        # has a complete size, so it is not a truncated tail.
         if self._tail is None:
-            for _ in self.batches():
-                pass
+            view = self._view
+            pos = 0
+            while True:
+                size = _complete_size(view, pos)
+                if size <= 0:
+                    break
+                pos += size
+            self._tail = pos
         return self._tail
 
     @property
