@@ -31,7 +31,7 @@ import re
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from kproto import schema
 from kproto._version import __version__
@@ -380,7 +380,8 @@ def _range_text(versions: tuple[int, int]) -> str:
     return f"v{lo}" if lo == hi else f"v{lo}-{hi}"
 
 
-RangesLike = Union[Mapping, Iterable, str, Any]
+# ranges as a mapping, (api, min, max) rows, an ApiVersionsResponse or a release name
+RangesLike = Any
 
 
 def as_ranges(source: RangesLike) -> Ranges:
@@ -409,9 +410,13 @@ def _is_broker_list(source: Any) -> bool:
     """A list of several brokers' ranges (as opposed to one broker's rows)."""
     if isinstance(source, (str, Mapping)) or not isinstance(source, (list, tuple)):
         return False
-    return len(source) > 0 and all(
-        isinstance(item, (str, Mapping)) or hasattr(item, "api_keys") or hasattr(item, "body")
-        for item in source)
+    def is_broker(item: Any) -> bool:
+        if isinstance(item, (str, Mapping)) or hasattr(item, "api_keys") or hasattr(item, "body"):
+            return True
+        # a broker given as rows is a sequence of (api, min, max) sequences; a row holds scalars
+        return isinstance(item, (list, tuple)) and all(isinstance(row, (list, tuple)) for row in item)
+
+    return len(source) > 0 and all(is_broker(item) for item in source)
 
 
 def cluster_ranges(brokers: Iterable[RangesLike]) -> Ranges:
