@@ -1,0 +1,320 @@
+"""Fuzz targets: one function per decoder family, each taking arbitrary bytes.
+
+A target feeds its input to every available implementation (the Cython
+extension and the pure-Python twin) and checks three things:
+
+* nothing but a :class:`~kproto.errors.DecodeError` escapes (an IndexError,
+  struct.error, SystemError, MemoryError, RecursionError ... is a bug, and a
+  crash or sanitizer report is a bug of the C code);
+* both implementations give the same result: equal values, or errors of the
+  same class (the *differential* check);
+* the result is deterministic (the same implementation twice gives the same answer
+  where that is cheap to check).
+
+A violation raises :class:`FuzzFailure`; a DecodeError is the normal answer to
+bad bytes and is returned as part of the outcome. Targets never look at the
+wall clock: the runner (tests/fuzz/run.py) times inputs and flags slow ones.
+
+Where a decoder takes parameters besides the bytes (the API key and version of a
+response, the size caps of a capture), the first input bytes choose them, so the
+fuzzer explores those too; ``corpus.py`` writes its seeds in the same layout.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import uuid
+from collections.abc import Callable
+
+from kproto import _impl, schema
+from kproto.errors import DecodeError
+
+IMPLEMENTATIONS = _impl.available()
+
+
+class FuzzFailure(AssertionError):
+    """An input that made a decoder misbehave (wrong exception, disagreement, ...)."""
+
+
+# ---------------------------------------------------------------- outcomes
+def plain(value):
+    """A comparable form of a decoded value: messages as tuples, buffers as bytes, floats by bits.
+
+    Messages of the two implementations are the same classes, but ``records``
+    fields are each implementation's own Records view, and NaN != NaN, so values
+    are reduced to plain data before comparing.
+    """
+    if isinstance(value, schema.Message):
+        fields = tuple(plain(getattr(value, name)) for name in value._field_names)
+        tags = value._unknown_tags or None
+        tags = None if tags is None else tuple(sorted((t, bytes(v)) for t, v in tags.items()))
+        return (type(value).__name__, fields, tags)
+    if isinstance(value, (list, tuple)):
+        return tuple(plain(v) for v in value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, float):
+        return ("float", struct.pack(">d", value)) if math.isnan(value) else value
+    if isinstance(value, (int, str, bool, uuid.UUID)) or value is None:
+        return value
+    if hasattr(value, "raw"):          # a Records view of either implementation
+        return ("records", bytes(value.raw))
+    return value
+
+
+#: Reasons of the DecodeErrors raised since the runner last cleared it. The built-in
+#: engine keeps inputs that produce a reason it has not seen: a cheap stand-in for
+#: coverage feedback (atheris has the real thing).
+reasons: list[str] = []
+
+
+def error_outcome(exc: DecodeError):
+    reasons.append(f"{type(exc).__name__}:{exc.reason}")
+    return ("error", type(exc).__name__)
+
+
+def call(name: str, impl: str, function: Callable, *args):
+    """Run one decoder call; a DecodeError is an outcome, anything else a FuzzFailure."""
+    try:
+        return ("ok", function(*args))
+    except DecodeError as exc:
+        return error_outcome(exc)
+    except RecursionError as exc:     # before Exception: it would be caught there anyway
+        raise FuzzFailure(f"{name}[{impl}]: RecursionError: {exc}") from exc
+    except Exception as exc:
+        raise FuzzFailure(f"{name}[{impl}]: {type(exc).__name__} escaped: {exc}") from exc
+
+
+def agree(name: str, outcomes: dict) -> None:
+    """All implementations gave the same outcome (values already reduced with plain())."""
+    items = list(outcomes.items())
+    first_impl, first = items[0]
+    for impl, other in items[1:]:
+        if other != first:
+            raise FuzzFailure(f"{name}: implementations disagree\n  {first_impl}: {_short(first)}\n"
+                              f"  {impl}: {_short(other)}")
+
+
+def _short(outcome, limit: int = 600) -> str:
+    text = repr(outcome)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _codecs() -> dict:
+    return {impl: _impl.load("codec", impl) for impl in IMPLEMENTATIONS}
+
+
+# ---------------------------------------------------------------- message codec
+_CODECS = _codecs()
+
+
+def fuzz_request_header(data: bytes):
+    """RequestHeader v0/v1/v2, its version chosen from the API key and version in the bytes."""
+    outcomes = {}
+    for impl, codec in _CODECS.items():
+        # (header, header version, body offset); older codecs named it decode_request_header
+        decode = getattr(codec, "decode_request_header_info", codec.decode_request_header)
+        kind, value = call("request_header", impl, decode, data)
+        if kind == "ok":
+            header, version, offset = value
+            value = (plain(header), version, offset)
+        outcomes[impl] = (kind, value)
+    agree("request_header", outcomes)
+    return outcomes[IMPLEMENTATIONS[0]]
+
+
+def fuzz_request(data: bytes):
+    """A whole request payload: the header names the API and version of the body."""
+    outcomes = {}
+    for impl, codec in _CODECS.items():
+        kind, value = call("request", impl, codec.decode_request, data)
+        if kind == "ok":
+            header, version, body = value
+            value = (plain(header), version, plain(body))
+        outcomes[impl] = (kind, value)
+    agree("request", outcomes)
+    return outcomes[IMPLEMENTATIONS[0]]
+
+
+def _response_versions() -> list[tuple[int, int, int]]:
+    """(api_key, lowest, highest version) of every response kproto has a schema for."""
+    found = []
+    for api_key in schema.api_keys():
+        name = schema.response_name(api_key)
+        if name is not None:
+            lo, hi = schema.spec(name)["valid_versions"]
+            found.append((api_key, lo, hi))
+    return found
+
+
+RESPONSE_APIS = _response_versions()
+
+
+def response_selector(api_key: int, version: int) -> bytes:
+    """The two leading bytes that make fuzz_response read a payload as this API and version."""
+    for index, (key, lo, _hi) in enumerate(RESPONSE_APIS):
+        if key == api_key:
+            return bytes([index, version - lo])
+    raise KeyError(api_key)
+
+
+def fuzz_response(data: bytes):
+    """A response payload; byte 0 picks the API, byte 1 the version (modulo what exists)."""
+    if len(data) < 2:
+        return ("skip", None)
+    api_key, lo, hi = RESPONSE_APIS[data[0] % len(RESPONSE_APIS)]
+    version = lo + data[1] % (hi - lo + 1)
+    plan = schema.plan(schema.response_name(api_key), version)
+    payload = data[2:]
+    outcomes = {}
+    for impl, codec in _CODECS.items():
+        kind, value = call("response", impl, codec.decode_response, payload, api_key, version, plan)
+        if kind == "ok":
+            header, header_version, body = value
+            value = (plain(header), header_version, plain(body))
+        outcomes[impl] = (kind, value)
+    agree(f"response api_key={api_key} v{version}", outcomes)
+    return outcomes[IMPLEMENTATIONS[0]]
+
+
+# ---------------------------------------------------------------- records
+_RECORDS = {impl: _impl.load("records", impl) for impl in IMPLEMENTATIONS}
+#: Decompressed-size caps the first input byte chooses from: a small one reaches the cap
+#: code with small inputs, the default one the normal path.
+RECORDS_CAPS = (1 << 12, 1 << 20)
+
+
+def records_options(verify_crc: bool, small_cap: bool) -> bytes:
+    """The leading byte that makes fuzz_records read with these options."""
+    return bytes([(1 if verify_crc else 0) | (2 if small_cap else 0)])
+
+
+def _plain_record(record) -> tuple:
+    return (record.offset, record.timestamp, plain(record.key), plain(record.value),
+            tuple((k, plain(v)) for k, v in record.headers))
+
+
+def _read_records(module, data: bytes, verify_crc: bool, cap: int):
+    """Everything a reader can ask of a Records buffer, as plain data (errors in line)."""
+    records = module.Records(data, verify_crc=verify_crc, max_decompressed_size=cap)
+    out = []
+    try:
+        for batch in records:
+            fields = sorted(batch.header_fields().items())
+            try:
+                out.append((fields, [_plain_record(r) for r in batch.records()], batch.crc_valid))
+            except DecodeError as exc:
+                out.append((fields, error_outcome(exc)))
+    except DecodeError as exc:
+        out.append(error_outcome(exc))
+    try:
+        tail = (records.truncated_tail, records.complete_size)
+    except DecodeError as exc:
+        tail = error_outcome(exc)
+    try:
+        table = records.to_arrow()
+        columns = table.to_pydict()
+    except DecodeError as exc:
+        columns = error_outcome(exc)
+    return (tuple(out), tail, columns)
+
+
+def fuzz_records(data: bytes):
+    """Record batches (magic 0, 1, 2, every codec): byte 0 picks CRC checking and the size cap."""
+    if not data:
+        return ("skip", None)
+    verify_crc = bool(data[0] & 1)
+    cap = RECORDS_CAPS[0] if data[0] & 2 else RECORDS_CAPS[1]
+    body = data[1:]
+    outcomes = {}
+    for impl, module in _RECORDS.items():
+        outcomes[impl] = call("records", impl, _read_records, module, body, verify_crc, cap)
+    agree("records", outcomes)
+    return outcomes[IMPLEMENTATIONS[0]]
+
+
+# ---------------------------------------------------------------- captures
+#: (max_pending_bytes, max_connections, max_frame_size) the first input byte chooses from:
+#: small values drive reassembly into its gap, eviction and resync paths.
+CAPTURE_OPTIONS = (
+    (8 * 1024 * 1024, 65536, 100 * 1024 * 1024),
+    (256, 2, 512),
+)
+
+
+def capture_options(small: bool) -> bytes:
+    return bytes([1 if small else 0])
+
+
+def _read_capture(impl: str, body: bytes, options: tuple):
+    from kproto.capture import read_capture
+
+    pending, connections, frame_size = options
+    frames, conns, counters = read_capture(body, implementation=impl, max_pending_bytes=pending,
+                                           max_connections=connections, max_frame_size=frame_size,
+                                           batch_frames=16)
+    return (frames.to_pydict(), conns.to_pydict(), counters)
+
+
+def fuzz_capture(data: bytes):
+    """pcap / pcapng files through link, IP and TCP parsing, reassembly and frame cutting."""
+    if not data:
+        return ("skip", None)
+    options = CAPTURE_OPTIONS[data[0] % len(CAPTURE_OPTIONS)]
+    body = data[1:]
+    outcomes = {impl: call("capture", impl, _read_capture, impl, body, options) for impl in IMPLEMENTATIONS}
+    agree("capture", outcomes)
+    return outcomes[IMPLEMENTATIONS[0]]
+
+
+# ---------------------------------------------------------------- framing
+def fuzz_framing(data: bytes):
+    """Size-prefixed frames: iter_frames over the buffer and FrameReader fed in chunks agree.
+
+    framing.py has no compiled twin, so its two readers are checked against each
+    other instead. Byte 0 picks the chunk size, byte 1 the frame size cap.
+    """
+    from kproto.framing import FrameReader, iter_frames
+
+    if len(data) < 2:
+        return ("skip", None)
+    chunk = 1 + data[0] % 16
+    max_frame_size = (16, 256, 1 << 20)[data[1] % 3]
+    body = data[2:]
+
+    def whole():
+        return [bytes(f) for f in iter_frames(body, max_frame_size)]
+
+    def chunked():
+        reader = FrameReader(max_frame_size)
+        frames = []
+        for start in range(0, len(body), chunk):
+            frames.extend(reader.feed(body[start:start + chunk]))
+        reader.close()
+        return frames
+
+    outcomes = {"iter_frames": call("framing", "iter_frames", whole),
+                "FrameReader": call("framing", "FrameReader", chunked)}
+    agree("framing", outcomes)
+    return outcomes["iter_frames"]
+
+
+# ---------------------------------------------------------------- registry
+TARGETS: dict[str, Callable[[bytes], object]] = {
+    "request_header": fuzz_request_header,
+    "request": fuzz_request,
+    "response": fuzz_response,
+    "records": fuzz_records,
+    "capture": fuzz_capture,
+    "framing": fuzz_framing,
+}
+
+#: Decoder families of the issue's figures: each maps to the targets that exercise it.
+FAMILIES = {
+    "headers": ("request_header",),
+    "messages": ("request", "response"),
+    "records": ("records",),
+    "capture": ("capture",),
+    "framing": ("framing",),
+}
