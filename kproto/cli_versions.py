@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 HELP = "API versions: the table, changes between Kafka releases, a broker's ApiVersionsResponse"
@@ -69,7 +69,7 @@ def _removed_cell(info) -> str:
     return _range(info.removed_in_4x)
 
 
-def _table(rows: list[tuple[str, ...]], right_aligned: Iterable[int] = ()) -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]], right_aligned: Iterable[int] = ()) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     right = set(right_aligned)
     return ["  ".join(cell.rjust(w) if i in right else cell.ljust(w)

@@ -113,10 +113,10 @@ def releases_between(first: str, last: str) -> tuple[str, ...]:
 
 # ====================================================================== the API table
 def _request_specs() -> dict[int, tuple[str, dict]]:
-    found = {}
+    found: dict[int, tuple[str, dict]] = {}
     for name, info in MESSAGES.items():
         if info["type"] == "request":
-            found[info["api_key"]] = (name[: -len("Request")], info)
+            found[int(info["api_key"])] = (name[: -len("Request")], info)
     return dict(sorted(found.items()))
 
 
@@ -375,7 +375,9 @@ class ObsoleteBrokerVersion(KprotoError):
         return (type(self), (self.api_key, self.client_range, self.broker_range))
 
 
-def _range_text(versions: tuple[int, int]) -> str:
+def _range_text(versions: tuple[int, int] | None) -> str:
+    if versions is None:
+        return "none"
     lo, hi = versions
     return f"v{lo}" if lo == hi else f"v{lo}-{hi}"
 
@@ -390,7 +392,7 @@ def as_ranges(source: RangesLike) -> Ranges:
     ``(api, min, max)`` rows."""
     if isinstance(source, str):
         return release_table(source)
-    body = getattr(source, "body", source)  # a decoded kproto.Response
+    body: Any = getattr(source, "body", source)  # a decoded kproto.Response
     if type(body).__name__ == "ApiVersionsResponse" and hasattr(body, "api_keys"):
         return {int(e.api_key): (int(e.min_version), int(e.max_version)) for e in (body.api_keys or ())}
     if isinstance(source, Mapping):
@@ -741,9 +743,9 @@ def decode_api_versions_request(payload, *, size_prefixed: bool = False):
         raise DecodeError(f"expected an ApiVersions request, got api_key {request.api_key}", 0,
                           api_key=request.api_key, api_version=request.api_version)
     problems: list[str] = []
+    body: Any = request.body
     if request.api_version >= _FIRST_SOFTWARE_VERSION:
-        problems = client_software_problems(request.body.client_software_name,
-                                            request.body.client_software_version)
+        problems = client_software_problems(body.client_software_name, body.client_software_version)
     return request, problems
 
 
@@ -835,7 +837,8 @@ class ApiVersionsHandshake:
             raise DecodeError(f"correlation id {response.correlation_id} answers no pending request "
                               f"(expected {self._pending})", 0, api_key=API_VERSIONS_KEY, api_version=self.version)
         self._pending = None
-        code = response.body.error_code
+        body: Any = response.body
+        code = body.error_code
         if code == 0:
             self.result = HandshakeResult(response.body, self.version, list(self.attempts))
             return True
