@@ -115,8 +115,9 @@ def releases_between(first: str, last: str) -> tuple[str, ...]:
 def _request_specs() -> dict[int, tuple[str, dict]]:
     found: dict[int, tuple[str, dict]] = {}
     for name, info in MESSAGES.items():
-        if info["type"] == "request":
-            found[int(info["api_key"])] = (name[: -len("Request")], info)
+        spec: dict[str, Any] = info
+        if spec["type"] == "request":
+            found[spec["api_key"]] = (name[: -len("Request")], spec)
     return dict(sorted(found.items()))
 
 
