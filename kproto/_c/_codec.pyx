@@ -261,7 +261,7 @@ cdef object read_value(ByteReader *r, FieldOp *op, int kind, bint nullable, Path
         i = r.p - r.start
         r.p += n
         # A lazy, zero-copy view of the input: batches are parsed only when asked for.
-        return records_view((<Source>source).slice(i, n))
+        return records_view_over((<Source>source).obj, i, n)
     if kind == K_UINT16:
         return PyLong_FromLong(read_uint16(r))
     if kind == K_UINT32:
@@ -340,32 +340,18 @@ cdef object read_struct_top(ByteReader *r, CPlan plan, object source):
             PyGC_Enable()
 
 
-cdef str TAGGED_SECTION = "<tagged fields>"
-cdef object RecordsView = None
+from kproto._c._records cimport records_view_over
 
 
 cdef class Source:
-    """The decoded buffer, with one memoryview made on first need for zero-copy slices."""
+    """The decoded buffer (its owner keeps it alive for zero-copy views)."""
     cdef object obj
-    cdef object view
 
     def __cinit__(self, obj):
         self.obj = obj
 
-    cdef object slice(self, Py_ssize_t start, Py_ssize_t n):
-        if self.view is None:
-            self.view = PyMemoryView_FromObject(self.obj)
-        return self.view[start:start + n]
 
-
-cdef object records_view(object data):
-    # Imported on first use: the records module pulls in numpy, which plain
-    # message decoding does not need.
-    global RecordsView
-    if RecordsView is None:
-        from kproto._c._records import Records
-        RecordsView = Records
-    return RecordsView(data)
+cdef str TAGGED_SECTION = "<tagged fields>"
 
 
 cdef object read_tagged(ByteReader *r, CPlan plan, object obj, PathFrame *frame, object source):

@@ -12,7 +12,7 @@ helpers share code with the pure twin.
 cimport cython
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE,
                              PyBUF_FORMAT, PyBUF_ND)
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
@@ -31,7 +31,6 @@ from kproto._c._buffer cimport (
 import time
 import zlib
 
-import numpy as np
 
 from kproto import compression as _compression
 from kproto._py import records as _twin
@@ -264,18 +263,9 @@ cdef class Records:
     corruption anywhere else raises :class:`~kproto.errors.CorruptRecordError`.
     Supports the buffer protocol (read-only), ``bytes()``, ``len()`` and ``==``.
     """
-    cdef object _source
-    cdef Py_buffer _view
-    cdef bint _has_view
-    cdef const unsigned char *_data
-    cdef Py_ssize_t _size
-    cdef Py_ssize_t _shape[1]
-    cdef Py_ssize_t _tail
-    cdef public Py_ssize_t max_decompressed_size
-    cdef public bint verify_crc
-
     def __cinit__(self, data=b"", *, max_decompressed_size=_DEFAULT_MAX, bint verify_crc=True):
-        source = (<Records>data)._source if isinstance(data, Records) else data
+        # Another Records is exported through its own buffer (its slice, kept alive by it).
+        source = data
         PyObject_GetBuffer(source, &self._view, PyBUF_SIMPLE)
         self._has_view = True
         self._source = source
@@ -1314,6 +1304,7 @@ cdef int _add_object_records(_Spans spans, list records, int32_t batch_index) ex
 cdef object _binary_array(Py_ssize_t n, const unsigned char **pointers, int32_t *lengths, Py_ssize_t stride,
                           bint text=False):
     """An Arrow binary array from n (pointer, length) pairs spaced `stride` bytes apart; length -1 is null."""
+    import numpy as np  # the columnar paths only: plain message decoding never loads numpy
     import pyarrow as pa
     cdef Py_ssize_t i, total = 0, nulls = 0
     cdef int32_t length
@@ -1410,6 +1401,7 @@ cdef bint _valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept:
 
 
 def _columnar(batches, bint batch_columns):
+    import numpy as np
     import pyarrow as pa
     cdef _Spans spans = _Spans()
     cdef int32_t batch_index = 0
@@ -1520,3 +1512,25 @@ def _columnar(batches, bint batch_columns):
             else:
                 arrays.append(pa.array(values_np))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+cdef Records records_view_over(object owner, Py_ssize_t offset, Py_ssize_t size):
+    """A Records over owner's bytes [offset, offset + size), for the message codec.
+
+    For an immutable bytes owner the pointer is taken directly (no buffer export,
+    no memoryview): the decoder makes one per partition of a Fetch or Produce.
+    """
+    cdef Records view = Records.__new__(Records, b"")
+    cdef Py_buffer buf
+    PyBuffer_Release(&view._view)
+    view._has_view = False
+    if PyBytes_CheckExact(owner):
+        view._data = <const unsigned char *>PyBytes_AS_STRING(owner) + offset
+    else:
+        PyObject_GetBuffer(owner, &view._view, PyBUF_SIMPLE)
+        view._has_view = True
+        view._data = <const unsigned char *>view._view.buf + offset
+    view._source = owner
+    view._size = size
+    view._shape[0] = size
+    return view

@@ -1,0 +1,17 @@
+# Records, shared with the message codec (which makes one per records field).
+
+cdef class Records:
+    cdef object _source
+    cdef Py_buffer _view
+    cdef bint _has_view
+    cdef const unsigned char *_data
+    cdef Py_ssize_t _size
+    cdef Py_ssize_t _shape[1]
+    cdef Py_ssize_t _tail
+    cdef public Py_ssize_t max_decompressed_size
+    cdef public bint verify_crc
+
+    cdef Py_ssize_t _scan(self) except -2
+
+
+cdef Records records_view_over(object owner, Py_ssize_t offset, Py_ssize_t size)
