@@ -123,7 +123,7 @@ def _per_frame(values: Any, count: int, dtype, name: str, fill: int) -> np.ndarr
     if values is None:
         return None
     if isinstance(values, (int, np.integer)):
-        return np.full(count, values, dtype)
+        return None   # one value for all frames: passed as a default
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if isinstance(values, pa.Array):
@@ -156,8 +156,10 @@ def _binary_input(frames: pa.Array) -> tuple[Any, np.ndarray, np.ndarray | None,
 
 
 def _array(arrow_type: pa.DataType, count: int, values: np.ndarray, bitmap: np.ndarray | None) -> pa.Array:
-    buffers = [None if bitmap is None else pa.py_buffer(bitmap), pa.py_buffer(values)]
-    return pa.Array.from_buffers(arrow_type, count, buffers, null_count=-1)
+    if bitmap is None:
+        return pa.Array.from_buffers(arrow_type, count, [None, pa.py_buffer(values)], null_count=0)
+    return pa.Array.from_buffers(arrow_type, count, [pa.py_buffer(bitmap), pa.py_buffer(values)],
+                                 null_count=-1)
 
 
 def _bool_array(count: int, bits: np.ndarray) -> pa.Array:
@@ -194,17 +196,24 @@ def decode_frames(
         raise ValueError(f"body must be None or 'json', not {body!r} (typed columns: decode_struct_column)")
     if isinstance(frames, pa.ChunkedArray):
         frames = frames.combine_chunks()
+    defaults = {}
+    for name, value in (("default_direction", directions), ("default_key", request_api_keys),
+                        ("default_version", request_api_versions)):
+        if isinstance(value, (int, np.integer)):
+            defaults[name] = int(value)
+    per_frame = [v for v in (directions, request_api_keys, request_api_versions)
+                 if v is not None and not isinstance(v, (int, np.integer))]
     if isinstance(frames, pa.Array):
         data, offsets, valid, count = _binary_input(frames)
-        framed = trailing_start = None
     else:
         data, offsets, valid = frames, None, None
-        count, framed = _batch.count_frames(data, max_frame_size)
-        trailing_start = framed
+        # One pass when nothing per frame has to be checked against the count.
+        count = _batch.count_frames(data, max_frame_size)[0] if per_frame else -1
     dirs = _per_frame(directions, count, np.int8, "directions", 0)
     keys = _per_frame(request_api_keys, count, np.int16, "request_api_keys", -1)
     versions = _per_frame(request_api_versions, count, np.int16, "request_api_versions", -1)
-    cols = _batch.scan(data, count, offsets, valid, dirs, keys, versions, max_frame_size)
+    cols = _batch.scan(data, count, offsets, valid, dirs, keys, versions, max_frame_size, **defaults)
+    count = cols["count"]
     json_offsets = json_data = None
     if body == "json":
         json_offsets, json_data = _batch.json_bodies(data, cols, offsets)
@@ -219,7 +228,7 @@ def decode_frames(
         _array(pa.int16(), count, cols["api_key"], cols["has_api"]),
         _array(pa.int16(), count, cols["api_version"], cols["has_api"]),
         _array(pa.int32(), count, cols["correlation_id"], cols["has_correlation"]),
-        pa.DictionaryArray.from_arrays(client_indices, client_ids),
+        pa.DictionaryArray.from_arrays(client_indices, client_ids, safe=False),
         _array(pa.int32(), count, cols["tag_count"], cols["has_tag_count"]),
         pa.array(cols["status"]),
         _array(pa.int32(), count, cols["error_offset"], cols["has_error"]),
@@ -228,14 +237,16 @@ def decode_frames(
     ]
     if body == "json":
         arrays.append(_json_array(count, cols, json_offsets, json_data))
-    total = len(memoryview(data).cast("B")) if offsets is None else None
-    metadata = {}
+    metadata = None
     if offsets is None:
+        total = len(memoryview(data).cast("B"))
         metadata = {
-            b"kproto.trailing_offset": str(trailing_start).encode(),
-            b"kproto.trailing_bytes": str(total - trailing_start).encode(),
+            b"kproto.trailing_offset": str(cols["framed"]).encode(),
+            b"kproto.trailing_bytes": str(total - cols["framed"]).encode(),
         }
-    schema_ = frame_schema(body).with_metadata(metadata or None)
+    schema_ = frame_schema(body)
+    if metadata:
+        schema_ = schema_.with_metadata(metadata)
     return pa.RecordBatch.from_arrays(arrays, schema=schema_)
 
 

@@ -22,6 +22,14 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcmp, memcpy, memset
 from libc.stdio cimport snprintf
 
+cdef extern from "<sys/mman.h>" nogil:
+    void *mmap(void *addr, size_t length, int prot, int flags, int fd, long offset)
+    int munmap(void *addr, size_t length)
+    void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
+    int madvise(void *addr, size_t length, int advice)
+    int PROT_READ, PROT_WRITE, MAP_PRIVATE, MAP_ANONYMOUS, MREMAP_MAYMOVE, MADV_HUGEPAGE
+    void *MAP_FAILED
+
 from kproto._c._buffer cimport kp_load_be16, kp_load_be32, kp_load_be64, kp_load_be_double
 from kproto._c._codec cimport (
     CPlan, FieldOp, native_plan,
@@ -210,6 +218,23 @@ cdef int32_t span_index(SpanTable *t, const unsigned char *p, int32_t n) noexcep
     return <int32_t>(t.count - 1)
 
 
+cdef inline bint same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
+    # Client ids are short: eight bytes at a time beats a call to memcmp.
+    cdef uint64_t x, y
+    cdef Py_ssize_t i = 0
+    while n - i >= 8:
+        memcpy(&x, a + i, 8)
+        memcpy(&y, b + i, 8)
+        if x != y:
+            return False
+        i += 8
+    while i < n:
+        if a[i] != b[i]:
+            return False
+        i += 1
+    return True
+
+
 # ------------------------------------------------------------------ UTF-8
 cdef inline bint valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i = 0
@@ -245,6 +270,23 @@ cdef inline bint valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept nogil
 
 
 # ------------------------------------------------------------------ the header pass
+# Which optional values a frame has: one byte per frame while scanning, split into
+# Arrow validity bitmaps afterwards (cheaper than eight read-modify-writes per frame).
+cdef enum:
+    F_API = 1
+    F_CORRELATION = 2
+    F_HEADER_VERSION = 4
+    F_CLIENT_ID = 8
+    F_TAG_COUNT = 16
+    F_ERROR = 32
+    F_DEPRECATED = 64
+    F_REMOVED = 128
+
+BITMAP_NAMES = ("has_api", "has_correlation", "has_header_version", "has_client_id",
+                "has_tag_count", "has_error", "deprecated", "removed")
+
+
+# Column pointers, all malloc'd with the same capacity (column_slots walks them as an array).
 cdef struct Columns:
     int64_t *offset
     int32_t *size
@@ -258,25 +300,31 @@ cdef struct Columns:
     int32_t *error_offset
     int32_t *body_offset
     int8_t *direction
-    # validity bitmaps (Arrow layout: bit i of byte i >> 3, least significant first)
-    uint8_t *has_api
-    uint8_t *has_correlation
-    uint8_t *has_header_version
-    uint8_t *has_client_id
-    uint8_t *has_tag_count
-    uint8_t *has_error
-    uint8_t *deprecated
-    uint8_t *removed
+    uint8_t *present         # F_* flags per frame
 
 
-cdef inline void set_bit(uint8_t *bits, Py_ssize_t i) noexcept nogil:
-    bits[i >> 3] |= <uint8_t>(1 << (i & 7))
+cdef inline void set_bit(Columns *c, Py_ssize_t i, uint8_t flag) noexcept nogil:
+    c.present[i] |= flag
+
+
+cdef inline void clear_row(Columns *c, Py_ssize_t i) noexcept nogil:
+    # Every slot gets a value, null or not: no stale heap bytes reach Arrow.
+    c.header_version[i] = 0
+    c.api_key[i] = 0
+    c.api_version[i] = 0
+    c.correlation_id[i] = 0
+    c.client_id[i] = 0
+    c.tag_count[i] = 0
+    c.status[i] = ST_OK
+    c.error_offset[i] = 0
+    c.body_offset[i] = -1
+    c.present[i] = 0
 
 
 cdef inline void fail(Columns *c, Py_ssize_t i, int status, Py_ssize_t where) noexcept nogil:
     c.status[i] = <uint8_t>status
     c.error_offset[i] = <int32_t>where
-    set_bit(c.has_error, i)
+    set_bit(c, i, F_ERROR)
 
 
 cdef inline int read_uvarint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, uint32_t *out) noexcept nogil:
@@ -332,9 +380,9 @@ cdef inline void api_checks(Columns *c, Py_ssize_t i, int d, int key, int versio
         fail(c, i, ST_UNSUPPORTED_VERSION, body)
         return
     if deprecated_lo[d][key] <= version <= deprecated_hi[d][key]:
-        set_bit(c.deprecated, i)
+        set_bit(c, i, F_DEPRECATED)
     if version < min_4x[d][key]:
-        set_bit(c.removed, i)
+        set_bit(c, i, F_REMOVED)
 
 
 cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
@@ -352,11 +400,11 @@ cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, 
     c.api_key[i] = <int16_t>key
     c.api_version[i] = <int16_t>version
     c.correlation_id[i] = <int32_t>kp_load_be32(p + 4)
-    set_bit(c.has_api, i)
-    set_bit(c.has_correlation, i)
+    set_bit(c, i, F_API)
+    set_bit(c, i, F_CORRELATION)
     hv = request_header_version(key, version)
     c.header_version[i] = <int8_t>hv
-    set_bit(c.has_header_version, i)
+    set_bit(c, i, F_HEADER_VERSION)
     pos = 8
     if hv >= 1:
         if n - pos < 2:
@@ -373,7 +421,7 @@ cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, 
                 fail(c, i, ST_TRUNCATED, pos)
                 return
             # Clients send the same id on every request: compare with the last one first.
-            if length == last_length[0] and memcmp(p + pos, last_client[0], length) == 0:
+            if length == last_length[0] and same_bytes(p + pos, last_client[0], length):
                 index = last_index[0]
             else:
                 if not valid_utf8(p + pos, length):
@@ -387,14 +435,14 @@ cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, 
                 last_length[0] = length
                 last_index[0] = index
             c.client_id[i] = index
-            set_bit(c.has_client_id, i)
+            set_bit(c, i, F_CLIENT_ID)
             pos += length
     if hv >= 2:
         st = skip_tags(p, n, &pos, &c.tag_count[i])
         if st:
             fail(c, i, st, pos)
             return
-        set_bit(c.has_tag_count, i)
+        set_bit(c, i, F_TAG_COUNT)
     c.body_offset[i] = <int32_t>pos
     api_checks(c, i, 0, key, version, pos)
 
@@ -407,17 +455,17 @@ cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p,
         fail(c, i, ST_TRUNCATED, 0)
         return
     c.correlation_id[i] = <int32_t>kp_load_be32(p)
-    set_bit(c.has_correlation, i)
+    set_bit(c, i, F_CORRELATION)
     if key < 0:
         # Without the request's API and version the header's length is unknown.
         fail(c, i, ST_NO_REQUEST_INFO, 4)
         return
     c.api_key[i] = <int16_t>key
     c.api_version[i] = <int16_t>version
-    set_bit(c.has_api, i)
+    set_bit(c, i, F_API)
     hv = response_header_version(key, version)
     c.header_version[i] = <int8_t>hv
-    set_bit(c.has_header_version, i)
+    set_bit(c, i, F_HEADER_VERSION)
     if n == 4:
         # Only a correlation id: what a broker sends for a request it does not support.
         fail(c, i, ST_EMPTY_RESPONSE, 4)
@@ -427,7 +475,7 @@ cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p,
         if st:
             fail(c, i, st, pos)
             return
-        set_bit(c.has_tag_count, i)
+        set_bit(c, i, F_TAG_COUNT)
     c.body_offset[i] = <int32_t>pos
     api_checks(c, i, 1, key, version, pos)
 
@@ -436,13 +484,151 @@ cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py
                             int direction, int key, int version, SpanTable *clients,
                             const unsigned char **last_client, int32_t *last_length,
                             int32_t *last_index) noexcept nogil:
-    c.body_offset[i] = -1
+    clear_row(c, i)
     if direction == 1:
         scan_response(c, i, p, n, key, version)
     else:
         scan_request(c, i, p, n, clients, last_client, last_length, last_index)
 
 
+# ------------------------------------------------------------------ column memory
+cdef class CBuffer:
+    """Column memory owned by a Python object and exported with the buffer protocol.
+
+    Columns are anonymous memory maps asking for huge pages: a million frames
+    write tens of megabytes of fresh columns, and 4 KiB page faults would cost
+    more than decoding. They grow and shrink with mremap (pages move, bytes are
+    not copied) and go to numpy / Arrow without a copy.
+    """
+    cdef char *data
+    cdef Py_ssize_t length
+    cdef size_t mapped
+    cdef Py_ssize_t shape[1]
+
+    def __dealloc__(self):
+        if self.data != NULL:
+            munmap(self.data, self.mapped)
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        self.shape[0] = self.length
+        view.buf = self.data
+        view.obj = self
+        view.len = self.length
+        view.readonly = 0
+        view.itemsize = 1
+        view.format = "B"
+        view.ndim = 1
+        view.shape = self.shape
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+    def __len__(self):
+        return self.length
+
+
+cdef CBuffer take_buffer(void *data, Py_ssize_t length, size_t mapped):
+    cdef CBuffer b = CBuffer.__new__(CBuffer)
+    b.data = <char *>data
+    b.length = length
+    b.mapped = mapped
+    return b
+
+
+cdef inline size_t page_round(size_t n) noexcept nogil:
+    return (n + 4095) & ~(<size_t>4095) if n else 4096
+
+
+cdef void *map_resize(void *p, size_t old_bytes, size_t new_bytes) noexcept nogil:
+    """Map (p NULL) or remap a column to new_bytes (page-rounded); NULL when out of memory."""
+    cdef void *q
+    if p == NULL:
+        q = mmap(NULL, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    elif new_bytes == old_bytes:
+        return p
+    else:
+        q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE)
+    if q == MAP_FAILED:
+        return NULL
+    if new_bytes >= (<size_t>2) << 20:
+        madvise(q, new_bytes, MADV_HUGEPAGE)
+    return q
+
+
+cdef enum:
+    NCOLUMNS = 13
+
+# Element size of each column, in the order of the Columns struct's pointers.
+cdef Py_ssize_t ELEMENT_SIZE[NCOLUMNS]
+ELEMENT_SIZE[:] = [8, 4, 1, 2, 2, 4, 4, 4, 1, 4, 4, 1, 1]
+COLUMN_NAMES = ("offset", "size", "header_version", "api_key", "api_version", "correlation_id",
+                "client_id", "tag_count", "status", "error_offset", "body_offset", "direction",
+                "present")
+COLUMN_TYPES = (np.int64, np.int32, np.int8, np.int16, np.int16, np.int32, np.int32, np.int32,
+                np.uint8, np.int32, np.int32, np.int8, np.uint8)
+
+
+cdef inline void **column_slots(Columns *c) noexcept nogil:
+    return <void **>c
+
+
+cdef int columns_resize(Columns *c, size_t *mapped, Py_ssize_t capacity) noexcept nogil:
+    """Map or remap every column to hold ``capacity`` frames; -1 when out of memory."""
+    cdef void **slots = column_slots(c)
+    cdef void *p
+    cdef size_t want
+    cdef int k
+    for k in range(NCOLUMNS):
+        want = page_round(capacity * ELEMENT_SIZE[k])
+        p = map_resize(slots[k], mapped[k], want)
+        if p == NULL:
+            return -1
+        slots[k] = p
+        mapped[k] = want
+    return 0
+
+
+cdef void columns_free(Columns *c, size_t *mapped) noexcept nogil:
+    cdef void **slots = column_slots(c)
+    cdef int k
+    for k in range(NCOLUMNS):
+        if slots[k] != NULL:
+            munmap(slots[k], mapped[k])
+        slots[k] = NULL
+
+
+cdef uint8_t BITS_SET[256]
+for _k in range(256):
+    BITS_SET[_k] = bin(_k).count("1")
+
+
+cdef void split_flags(const uint8_t *present, Py_ssize_t n, uint8_t **bitmaps, Py_ssize_t *set_counts) noexcept nogil:
+    """Turn the per-frame F_* bytes into eight Arrow bitmaps, counting the bits set."""
+    cdef Py_ssize_t j, i, nbytes = (n + 7) // 8
+    cdef int k, b
+    cdef uint8_t acc[8]
+    cdef uint8_t f
+    for b in range(8):
+        set_counts[b] = 0
+    for j in range(nbytes):
+        for b in range(8):
+            acc[b] = 0
+        for k in range(8):
+            i = 8 * j + k
+            if i >= n:
+                break
+            f = present[i]
+            for b in range(8):
+                acc[b] |= ((f >> b) & 1) << k
+        for b in range(8):
+            bitmaps[b][j] = acc[b]
+            set_counts[b] += BITS_SET[acc[b]]
+
+
+# ------------------------------------------------------------------ the driver
 def count_frames(data, Py_ssize_t max_frame_size):
     """(frames, bytes framed) of a buffer of size-prefixed frames.
 
@@ -471,86 +657,54 @@ def count_frames(data, Py_ssize_t max_frame_size):
         PyBuffer_Release(&view)
 
 
-cdef inline uint8_t *bitmap_ptr(object arr):
-    return <uint8_t *><Py_ssize_t>arr.ctypes.data
+cdef inline const void *array_ptr(object arr):
+    return NULL if arr is None else <const void *><Py_ssize_t>arr.ctypes.data
 
 
-def scan(data, Py_ssize_t count, offsets=None, valid=None, directions=None, request_keys=None,
-         request_versions=None, Py_ssize_t max_frame_size=0x7FFFFFFF):
-    """Decode the headers of ``count`` frames into numpy column arrays (see kproto/batch.py).
+def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, request_keys=None,
+         request_versions=None, Py_ssize_t max_frame_size=0x7FFFFFFF, int default_direction=0,
+         int default_key=-1, int default_version=-1):
+    """Decode the headers of frames into column arrays (see kproto/batch.py).
 
-    ``offsets`` None: ``data`` holds size-prefixed frames back to back. Otherwise
-    ``offsets`` (int32 or int64, count + 1 values) delimit payloads in ``data``,
-    as an Arrow binary array does, and ``valid`` (bool per frame, or None) marks
-    null entries.
+    ``offsets`` None: ``data`` holds size-prefixed frames back to back, read in
+    one pass (``count`` -1: as many as there are; per-frame inputs need the count).
+    Otherwise ``offsets`` (int32 or int64, count + 1 values) delimit payloads in
+    ``data``, as an Arrow binary array does, and ``valid`` (uint8 per frame, or
+    None) marks null entries. Per-frame inputs are numpy arrays or None (then the
+    ``default_*`` value applies to every frame).
     """
     cdef Py_buffer view
     cdef Columns c
     cdef SpanTable clients
-    cdef Py_ssize_t i, pos = 0, start, n
+    cdef Py_ssize_t i = 0, pos = 0, framed = 0, start, n, capacity
     cdef int32_t size
     cdef const unsigned char *last_client = <const unsigned char *>""
     cdef int32_t last_length = -1, last_index = -1
-    cdef Py_ssize_t nbytes = (count + 7) // 8
-    cdef bint wide = False
+    cdef bint wide = False, prefixed = offsets is None, no_memory = False
     cdef const int32_t *off32 = NULL
     cdef const int64_t *off64 = NULL
-    cdef const uint8_t *validity = NULL
-    cdef const int8_t *dirs = NULL
-    cdef const int16_t *rkeys = NULL
-    cdef const int16_t *rversions = NULL
+    cdef const uint8_t *validity = <const uint8_t *>array_ptr(valid)
+    cdef const int8_t *dirs = <const int8_t *>array_ptr(directions)
+    cdef const int16_t *rkeys = <const int16_t *>array_ptr(request_keys)
+    cdef const int16_t *rversions = <const int16_t *>array_ptr(request_versions)
     cdef int direction, key, version
-    cdef bint no_memory = False
+    cdef uint8_t *bitmaps[8]
+    cdef Py_ssize_t set_counts[8]
+    cdef size_t mapped[NCOLUMNS]
 
-    cols = {
-        "offset": np.empty(count, np.int64), "size": np.empty(count, np.int32),
-        "header_version": np.empty(count, np.int8), "api_key": np.empty(count, np.int16),
-        "api_version": np.empty(count, np.int16), "correlation_id": np.empty(count, np.int32),
-        "client_id": np.empty(count, np.int32), "tag_count": np.empty(count, np.int32),
-        "status": np.zeros(count, np.uint8), "error_offset": np.empty(count, np.int32),
-        "body_offset": np.empty(count, np.int32), "direction": np.empty(count, np.int8),
-    }
-    bitmaps = {name: np.zeros(nbytes, np.uint8) for name in (
-        "has_api", "has_correlation", "has_header_version", "has_client_id", "has_tag_count",
-        "has_error", "deprecated", "removed")}
-    c.offset = <int64_t *><Py_ssize_t>cols["offset"].ctypes.data
-    c.size = <int32_t *><Py_ssize_t>cols["size"].ctypes.data
-    c.header_version = <int8_t *><Py_ssize_t>cols["header_version"].ctypes.data
-    c.api_key = <int16_t *><Py_ssize_t>cols["api_key"].ctypes.data
-    c.api_version = <int16_t *><Py_ssize_t>cols["api_version"].ctypes.data
-    c.correlation_id = <int32_t *><Py_ssize_t>cols["correlation_id"].ctypes.data
-    c.client_id = <int32_t *><Py_ssize_t>cols["client_id"].ctypes.data
-    c.tag_count = <int32_t *><Py_ssize_t>cols["tag_count"].ctypes.data
-    c.status = <uint8_t *><Py_ssize_t>cols["status"].ctypes.data
-    c.error_offset = <int32_t *><Py_ssize_t>cols["error_offset"].ctypes.data
-    c.body_offset = <int32_t *><Py_ssize_t>cols["body_offset"].ctypes.data
-    c.direction = <int8_t *><Py_ssize_t>cols["direction"].ctypes.data
-    c.has_api = bitmap_ptr(bitmaps["has_api"])
-    c.has_correlation = bitmap_ptr(bitmaps["has_correlation"])
-    c.has_header_version = bitmap_ptr(bitmaps["has_header_version"])
-    c.has_client_id = bitmap_ptr(bitmaps["has_client_id"])
-    c.has_tag_count = bitmap_ptr(bitmaps["has_tag_count"])
-    c.has_error = bitmap_ptr(bitmaps["has_error"])
-    c.deprecated = bitmap_ptr(bitmaps["deprecated"])
-    c.removed = bitmap_ptr(bitmaps["removed"])
-
-    if offsets is not None:
-        if len(offsets) != count + 1:
+    if not prefixed:
+        if count < 0 or len(offsets) != count + 1:
             raise ValueError("offsets must hold count + 1 values")
         wide = offsets.dtype == np.int64
         if wide:
-            off64 = <const int64_t *><Py_ssize_t>offsets.ctypes.data
+            off64 = <const int64_t *>array_ptr(offsets)
         else:
-            off32 = <const int32_t *><Py_ssize_t>offsets.ctypes.data
-    if valid is not None:
-        validity = <const uint8_t *><Py_ssize_t>valid.ctypes.data
-    if directions is not None:
-        dirs = <const int8_t *><Py_ssize_t>directions.ctypes.data
-    if request_keys is not None:
-        rkeys = <const int16_t *><Py_ssize_t>request_keys.ctypes.data
-    if request_versions is not None:
-        rversions = <const int16_t *><Py_ssize_t>request_versions.ctypes.data
+            off32 = <const int32_t *>array_ptr(offsets)
+    elif count < 0 and (dirs != NULL or rkeys != NULL or rversions != NULL):
+        raise ValueError("per-frame inputs need the frame count")
 
+    memset(&c, 0, sizeof(c))
+    memset(mapped, 0, sizeof(mapped))
     if span_table_init(&clients) < 0:
         span_table_free(&clients)
         raise MemoryError()
@@ -559,51 +713,93 @@ def scan(data, Py_ssize_t count, offsets=None, valid=None, directions=None, requ
     cdef Py_ssize_t length = view.len
     try:
         with nogil:
-            for i in range(count):
-                direction = dirs[i] if dirs != NULL else 0
+            # Requests take at least 12 bytes with their prefix: grow (by remapping) if not.
+            capacity = count if count >= 0 else length // 16 + 64
+            if columns_resize(&c, mapped, capacity) < 0:
+                no_memory = True
+            while not no_memory:
+                if count >= 0 and i >= count:
+                    break
+                if prefixed and length - pos < 4:
+                    break
+                if i == capacity:
+                    capacity *= 2
+                    if columns_resize(&c, mapped, capacity) < 0:
+                        no_memory = True
+                        break
+                direction = dirs[i] if dirs != NULL else default_direction
                 c.direction[i] = <int8_t>direction
-                key = rkeys[i] if rkeys != NULL else -1
-                version = rversions[i] if rversions != NULL else -1
-                if offsets is None:
-                    start = pos
-                    size = <int32_t>kp_load_be32(buf + pos) if length - pos >= 4 else -1
-                    c.offset[i] = start
+                key = rkeys[i] if rkeys != NULL else default_key
+                version = rversions[i] if rversions != NULL else default_version
+                if prefixed:
+                    size = <int32_t>kp_load_be32(buf + pos)
+                    c.offset[i] = pos
                     c.size[i] = size
                     if size < 0 or size > max_frame_size:
+                        clear_row(&c, i)
                         fail(&c, i, ST_BAD_LENGTH, -4)
-                        c.body_offset[i] = -1
-                        continue
+                        i += 1
+                        break   # no way to find the next frame
                     n = length - pos - 4
                     if n > size:
                         n = size
                     scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &clients,
                                &last_client, &last_length, &last_index)
                     if n < size:
-                        # The buffer ends inside this frame: whatever the header said.
+                        # The buffer ends inside this frame, whatever its header said.
                         if c.status[i] != ST_TRUNCATED:
                             fail(&c, i, ST_TRUNCATED, n)
                         c.body_offset[i] = -1
+                        i += 1
+                        break
                     pos += 4 + size
+                    framed = pos
                 else:
                     start = off64[i] if wide else off32[i]
                     n = (off64[i + 1] if wide else off32[i + 1]) - start
                     c.offset[i] = start
                     c.size[i] = <int32_t>n
                     if (validity != NULL and not validity[i]) or n < 0 or start < 0 or start + n > length:
+                        clear_row(&c, i)
                         fail(&c, i, ST_NULL_FRAME if n >= 0 else ST_BAD_LENGTH, 0)
-                        c.body_offset[i] = -1
-                        continue
-                    scan_frame(&c, i, buf + start, n, direction, key, version, &clients,
-                               &last_client, &last_length, &last_index)
+                    else:
+                        scan_frame(&c, i, buf + start, n, direction, key, version, &clients,
+                                   &last_client, &last_length, &last_index)
                 if c.status[i] == ST_NO_MEMORY:
                     no_memory = True
+                i += 1
+            if not no_memory and columns_resize(&c, mapped, i) < 0:
+                no_memory = True
         if no_memory:
             raise MemoryError()
-        client_ids = [PyBytes_FromStringAndSize(<const char *>clients.order[i].ptr, clients.order[i].length)
-                      for i in range(clients.count)]
+        client_ids = [PyBytes_FromStringAndSize(<const char *>clients.order[k].ptr, clients.order[k].length)
+                      for k in range(clients.count)]
+    except BaseException:
+        columns_free(&c, mapped)
+        raise
     finally:
         PyBuffer_Release(&view)
         span_table_free(&clients)
-    cols.update(bitmaps)
+
+    # Hand the columns over to numpy (no copy), then split the flags into bitmaps.
+    cdef void **slots = column_slots(&c)
+    cols = {}
+    for k in range(NCOLUMNS):
+        owner = take_buffer(slots[k], i * ELEMENT_SIZE[k], mapped[k])
+        slots[k] = NULL
+        cols[COLUMN_NAMES[k]] = np.frombuffer(owner, dtype=COLUMN_TYPES[k])
+    nbytes = (i + 7) // 8
+    arrays = [np.empty(nbytes, np.uint8) for _ in range(8)]
+    for k in range(8):
+        bitmaps[k] = <uint8_t *>array_ptr(arrays[k])
+    cdef const uint8_t *present = <const uint8_t *>array_ptr(cols["present"])
+    with nogil:
+        split_flags(present, i, bitmaps, set_counts)
+    for k in range(8):
+        # A validity bitmap with every bit set is no bitmap at all (Arrow: no nulls).
+        all_set = set_counts[k] == i and k < 6
+        cols[BITMAP_NAMES[k]] = None if all_set else arrays[k]
     cols["client_ids"] = client_ids
+    cols["count"] = i
+    cols["framed"] = framed
     return cols

@@ -204,18 +204,26 @@ def count_frames(data, max_frame_size: int) -> tuple[int, int]:
     return n, framed
 
 
-def scan(data, count: int, offsets=None, valid=None, directions=None, request_keys=None,
-         request_versions=None, max_frame_size: int = 0x7FFFFFFF) -> dict:
-    """Decode the headers of ``count`` frames into numpy column arrays (see kproto/batch.py)."""
+def scan(data, count: int = -1, offsets=None, valid=None, directions=None, request_keys=None,
+         request_versions=None, max_frame_size: int = 0x7FFFFFFF, default_direction: int = 0,
+         default_key: int = -1, default_version: int = -1) -> dict:
+    """Decode the headers of frames into numpy column arrays (see the Cython twin and kproto/batch.py)."""
     view = memoryview(data).cast("B")
+    framed = 0
+    if offsets is None:
+        frames, framed = count_frames(view, max_frame_size)
+        if count < 0:
+            count = frames
+        elif count != frames:
+            raise ValueError(f"count {count} but the buffer holds {frames} frames")
     clients: dict[bytes, int] = {}
     rows: list[_Row] = []
     offset_col, size_col = [], []
     pos = 0
     for i in range(count):
-        direction = int(directions[i]) if directions is not None else 0
-        key = int(request_keys[i]) if request_keys is not None else -1
-        version = int(request_versions[i]) if request_versions is not None else -1
+        direction = int(directions[i]) if directions is not None else default_direction
+        key = int(request_keys[i]) if request_keys is not None else default_key
+        version = int(request_versions[i]) if request_versions is not None else default_version
         if offsets is None:
             size = _BE32.unpack_from(view, pos)[0] if len(view) - pos >= 4 else -1
             offset_col.append(pos)
@@ -264,8 +272,8 @@ def scan(data, count: int, offsets=None, valid=None, directions=None, request_ke
         "status": column("status", np.uint8),
         "error_offset": column("error_offset", np.int32),
         "body_offset": column("body_offset", np.int32),
-        "direction": np.array([int(directions[i]) if directions is not None else 0 for i in range(count)],
-                              np.int8).reshape(count),
+        "direction": (np.array(directions, np.int8) if directions is not None
+                      else np.full(count, default_direction, np.int8)).reshape(count),
         "has_api": bits("api_key"),
         "has_correlation": bits("correlation_id"),
         "has_header_version": bits("header_version"),
@@ -275,6 +283,8 @@ def scan(data, count: int, offsets=None, valid=None, directions=None, request_ke
         "deprecated": bits("deprecated", bool),
         "removed": bits("removed", bool),
         "client_ids": list(clients),
+        "count": count,
+        "framed": framed,
     }
     return cols
 
@@ -309,7 +319,7 @@ def json_bodies(data, cols: dict, offsets=None) -> tuple[np.ndarray, bytes]:
     out_offsets = np.zeros(count + 1, np.int64)
     chunks: list[bytes] = []
     total = 0
-    has_error = np.unpackbits(cols["has_error"], count=count, bitorder="little").astype(bool)
+    has_error = cols["status"] != OK
     for i in range(count):
         out_offsets[i] = total
         if cols["status"][i] != OK or cols["body_offset"][i] < 0:
