@@ -1,0 +1,82 @@
+"""The safety limits that keep hostile input from crashing, hanging or exhausting memory.
+
+Every limit has one home module; this one gathers them so they can be read,
+documented (docs/hardening.md) and tested in one place. The values here *are*
+the ones the decoders use (imported, not copied).
+
+=====================================  ===============  ==========================================  ==========================
+limit                                  default          how to change it                            raises
+=====================================  ===============  ==========================================  ==========================
+struct nesting depth                   64               fixed (a C array size; Kafka's schemas      LimitExceededError
+                                                        nest at most :func:`deepest_schema_nesting`)
+array / string / bytes / tagged-field  the bytes left   not configurable: a count larger than the   InvalidLengthError
+count                                                   bytes that remain is rejected before any
+                                                        allocation (each element takes >= 1 byte)
+frame size (framing, capture)          100 MiB          ``FrameReader(max_frame_size=)``,           FrameTooLargeError (capture:
+                                                        ``iter_frames(.., max_frame_size)``,        not a frame boundary)
+                                                        ``read_frame_file(max_frame_size=)``,
+                                                        ``CaptureReader(max_frame_size=)``
+frame size (kproto.batch)              512 MiB          ``decode_frames(max_frame_size=)``          row status BAD_LENGTH
+decompressed size per batch            256 MiB          ``Records(data, max_decompressed_size=)``,  DecompressedSizeError
+                                                        ``compression.decompress(max_size=)``
+capture: out-of-order bytes held       8 MiB per        ``CaptureReader(max_pending_bytes=)``       counted as a gap
+                                       direction
+capture: connections tracked           65536            ``CaptureReader(max_connections=)``         oldest eighth evicted
+capture: ceiling of the byte limits    512 MiB          fixed (Arrow int32 offsets)                 larger values are lowered
+pcap / pcapng record                   64 MiB           fixed                                       DecodeError
+=====================================  ===============  ==========================================  ==========================
+"""
+
+from __future__ import annotations
+
+from kproto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from kproto.framing import DEFAULT_MAX_FRAME_SIZE
+
+__all__ = [
+    "MAX_NESTING_DEPTH", "DEFAULT_MAX_FRAME_SIZE", "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "CAPTURE_MAX_PENDING_BYTES", "CAPTURE_MAX_CONNECTIONS", "CAPTURE_BYTE_LIMIT_CEILING",
+    "CAPTURE_MAX_RECORD_SIZE", "deepest_schema_nesting", "summary",
+]
+
+#: Structs nested deeper than this raise LimitExceededError (MAX_PATH_DEPTH in
+#: kproto/_c/_buffer.pxd, MAX_DEPTH in kproto/_py/codec.py; the tests check they agree).
+MAX_NESTING_DEPTH = 64
+
+#: Defaults of kproto.capture.CaptureReader.
+CAPTURE_MAX_PENDING_BYTES = 8 * 1024 * 1024
+CAPTURE_MAX_CONNECTIONS = 65536
+#: max_frame_size, max_pending_bytes and batch_bytes of a capture are capped here.
+CAPTURE_BYTE_LIMIT_CEILING = 512 * 1024 * 1024
+#: A pcap record or pcapng block larger than this marks the file as corrupt.
+CAPTURE_MAX_RECORD_SIZE = 64 * 1024 * 1024
+
+
+def deepest_schema_nesting() -> int:
+    """The deepest struct nesting of any message version kproto knows (a message body is 1)."""
+    from kproto import schema
+
+    def depth(plan) -> int:
+        children = [op.child for op in plan.fields + plan.tagged if op.child is not None]
+        return 1 + max((depth(child) for child in children), default=0)
+
+    deepest = 0
+    for name, info in schema.MESSAGES.items():
+        if info["type"] not in ("request", "response"):
+            continue
+        lo, hi = info["valid_versions"]
+        for version in range(lo, hi + 1):
+            deepest = max(deepest, depth(schema.plan(name, version)))
+    return deepest
+
+
+def summary() -> dict[str, int]:
+    """The limits and their defaults, by name."""
+    return {
+        "max_nesting_depth": MAX_NESTING_DEPTH,
+        "max_frame_size": DEFAULT_MAX_FRAME_SIZE,
+        "max_decompressed_size": DEFAULT_MAX_DECOMPRESSED_SIZE,
+        "capture_max_pending_bytes": CAPTURE_MAX_PENDING_BYTES,
+        "capture_max_connections": CAPTURE_MAX_CONNECTIONS,
+        "capture_byte_limit_ceiling": CAPTURE_BYTE_LIMIT_CEILING,
+        "capture_max_record_size": CAPTURE_MAX_RECORD_SIZE,
+    }

@@ -1,0 +1,165 @@
+"""The safety limits of kproto.limits (docs/hardening.md): each one holds, in both implementations,
+raises the documented error, and can be changed where the documentation says it can."""
+
+from __future__ import annotations
+
+import struct
+import tracemalloc
+
+import pytest
+
+from kproto import _impl, compression, framing, limits
+from kproto.errors import (
+    DecodeError, DecompressedSizeError, FrameTooLargeError, InvalidLengthError, LimitExceededError,
+    TruncatedError,
+)
+
+MiB = 1024 * 1024
+
+
+def request_header(api_key: int, version: int, flexible: bool) -> bytes:
+    header = struct.pack(">hhih", api_key, version, 1, 1) + b"x"
+    return header + (b"\x00" if flexible else b"")
+
+
+def peak_allocation(function) -> int:
+    """Peak bytes allocated through Python's allocators while ``function`` runs."""
+    tracemalloc.start()
+    try:
+        function()
+    except DecodeError:
+        pass
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+# ---------------------------------------------------------------- the table itself
+def test_the_limits_are_the_ones_the_decoders_use():
+    from kproto import capture, records
+
+    assert limits.DEFAULT_MAX_FRAME_SIZE == framing.DEFAULT_MAX_FRAME_SIZE == capture.DEFAULT_MAX_FRAME_SIZE
+    assert limits.DEFAULT_MAX_DECOMPRESSED_SIZE == records.DEFAULT_MAX_DECOMPRESSED_SIZE
+    assert limits.DEFAULT_MAX_DECOMPRESSED_SIZE == compression.DEFAULT_MAX_DECOMPRESSED_SIZE
+    assert limits.MAX_NESTING_DEPTH == _impl.load("codec", "py").MAX_DEPTH
+    reader = capture.CaptureReader(b"", implementation="py")
+    assert reader._engine.max_pending_bytes == limits.CAPTURE_MAX_PENDING_BYTES
+    assert reader._engine.max_connections == limits.CAPTURE_MAX_CONNECTIONS
+    huge = capture.CaptureReader(b"", implementation="py", max_pending_bytes=1 << 40)
+    assert huge._engine.max_pending_bytes == limits.CAPTURE_BYTE_LIMIT_CEILING
+    assert set(limits.summary()) >= {"max_nesting_depth", "max_frame_size", "max_decompressed_size"}
+
+
+# ---------------------------------------------------------------- nesting depth
+def test_no_kafka_message_comes_near_the_depth_limit():
+    # the limit guards the decoder; it must never reject a message Kafka can send
+    assert 1 < limits.deepest_schema_nesting() < limits.MAX_NESTING_DEPTH // 4
+
+
+def test_the_depth_limit_raises_limit_exceeded_naming_the_path(monkeypatch):
+    from kproto import schema
+
+    codec = _impl.load("codec", "py")
+    plan = schema.plan("ProduceRequest", 9)
+    topic_plan = next(op.child for op in plan.fields if op.name == "topic_data")
+    partition_plan = next(op.child for op in topic_plan.fields if op.name == "partition_data")
+    body = plan.cls(acks=1, timeout_ms=5, topic_data=[
+        topic_plan.cls(name="t", partition_data=[partition_plan.cls(index=0, records=None)])])
+    data = codec.encode_struct(body, plan)
+    assert codec.decode_struct(data, plan) == body
+    monkeypatch.setattr(codec, "MAX_DEPTH", 2)   # ProduceRequest > TopicProduceData > PartitionProduceData
+    with pytest.raises(LimitExceededError, match="nested deeper than 2") as info:
+        codec.decode_struct(data, plan)
+    assert info.value.path == "ProduceRequest.topic_data[0].partition_data[0]"
+
+
+# ---------------------------------------------------------------- counts against the bytes left
+COUNT_CASES = {
+    # a request whose next field claims ~2**31 elements or bytes, with none behind it
+    "int32 array count": (request_header(3, 0, False) + struct.pack(">i", 0x7FFFFFFF), InvalidLengthError),
+    "compact array count": (request_header(3, 9, True) + bytes([0xF0, 0xFF, 0xFF, 0xFF, 0x07]),
+                            InvalidLengthError),
+    "negative array count": (request_header(3, 1, False) + struct.pack(">i", -5), InvalidLengthError),
+    "tagged field count": (request_header(3, 9, False) + bytes([0xF0, 0xFF, 0xFF, 0xFF, 0x07]),
+                           InvalidLengthError),
+    "string length": (struct.pack(">hhih", 3, 0, 1, 0x7FFF) + b"ab", TruncatedError),
+    "bytes length": (request_header(0, 3, False) + struct.pack(">hhi", -1, 1, 1000)
+                     + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1)
+                     + struct.pack(">i", 0) + struct.pack(">i", 0x7FFFFFFF), TruncatedError),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COUNT_CASES))
+def test_counts_larger_than_the_bytes_left_fail_before_allocating(impl, case):
+    data, error = COUNT_CASES[case]
+    codec = impl.load("codec")
+    with pytest.raises(error):
+        codec.decode_request(data)
+    assert peak_allocation(lambda: codec.decode_request(data)) < MiB
+
+
+def test_record_counts_larger_than_the_batch_fail_before_allocating(impl):
+    records = impl.load("records")
+    batch = bytearray(records.encode_records([(b"k", b"v")], magic=2))
+    struct.pack_into(">i", batch, 57, 0x7FFFFFFF)          # the record count
+    data = bytes(batch)
+    reader = records.Records(data, verify_crc=False)
+    with pytest.raises(DecodeError):
+        [list(b) for b in reader]
+    assert peak_allocation(lambda: [list(b) for b in records.Records(data, verify_crc=False)]) < MiB
+
+
+# ---------------------------------------------------------------- frame size
+def test_frame_reader_refuses_a_frame_above_its_limit_before_buffering_it():
+    reader = framing.FrameReader(max_frame_size=1000)
+    assert reader.feed(struct.pack(">i", 1000) + b"a" * 1000) == [b"a" * 1000]
+    with pytest.raises(FrameTooLargeError) as info:
+        reader.feed(struct.pack(">i", 1001))
+    assert info.value.offset == 1004
+    with pytest.raises(FrameTooLargeError):
+        framing.FrameReader().feed(struct.pack(">i", limits.DEFAULT_MAX_FRAME_SIZE + 1))
+    with pytest.raises(InvalidLengthError):
+        framing.FrameReader().feed(struct.pack(">i", -1))
+
+
+def test_iter_frames_and_frame_files_take_the_limit_too():
+    from kproto.capture import read_frame_file
+
+    data = struct.pack(">i", 5) + b"hello" + struct.pack(">i", 50) + b"x" * 50
+    assert [bytes(f) for f in framing.iter_frames(data, max_frame_size=50)] == [b"hello", b"x" * 50]
+    with pytest.raises(FrameTooLargeError):
+        list(framing.iter_frames(data, max_frame_size=49))
+    with pytest.raises(FrameTooLargeError):
+        list(read_frame_file(data, max_frame_size=49))
+
+
+def test_a_capture_does_not_take_a_size_above_its_limit_as_a_frame(impl):
+    from kproto.capture import read_capture
+    from tests.pcapwriter import Conversation, pcap_of, request_frame, response_frame
+
+    conv = Conversation()
+    request = request_frame(3, 0, 1, struct.pack(">i", 0) + b"z" * 200)
+    packets = conv.handshake() + conv.data("client", request, [100]) + \
+        conv.data("server", response_frame(1, b"\x00" * 8), [100]) + conv.close()
+    capture = pcap_of(packets)
+    frames, _, _ = read_capture(capture, implementation=impl.name)
+    assert frames.num_rows == 2
+    frames, connections, _ = read_capture(capture, implementation=impl.name, max_frame_size=100)
+    assert frames.num_rows == 1                       # only the small response
+    assert connections.to_pylist()[0]["request_skipped_bytes"] == len(request)
+
+
+# ---------------------------------------------------------------- decompressed size
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_compression_bomb_stops_at_the_configured_cap(impl, codec):
+    records = impl.load("records")
+    bomb = records.encode_records([(None, b"\x00" * (4 * MiB))], magic=2, compression=codec)
+    assert len(bomb) < MiB // 4
+    with pytest.raises(DecompressedSizeError) as info:
+        list(records.Records(bomb, max_decompressed_size=MiB).records())
+    assert isinstance(info.value, LimitExceededError)
+    assert peak_allocation(lambda: list(records.Records(bomb, max_decompressed_size=MiB).records())) < 3 * MiB
+    [record] = records.Records(bomb, max_decompressed_size=8 * MiB).records()
+    assert len(record.value) == 4 * MiB
+    with pytest.raises(DecompressedSizeError):
+        compression.decompress(codec, compression.compress(codec, b"\x00" * (4 * MiB)), max_size=MiB)
