@@ -217,6 +217,8 @@ def decode_frames(
     json_offsets = json_data = None
     if body == "json":
         json_offsets, json_data = _batch.json_bodies(data, cols, offsets)
+        # Bodies that failed now have an error offset too.
+        cols["has_error"] = np.packbits(cols["status"] != Status.OK, bitorder="little")
 
     client_ids = pa.array([raw.decode("utf-8") for raw in cols["client_ids"]], pa.string())
     client_indices = _array(pa.int32(), count, cols["client_id"], cols["has_client_id"])
@@ -271,3 +273,200 @@ def trailing_bytes(batch: pa.RecordBatch) -> int:
     """
     metadata = batch.schema.metadata or {}
     return int(metadata.get(b"kproto.trailing_bytes", b"0"))
+
+
+# ------------------------------------------------------------------ request / response pairing
+def pair_schema(body: str | None = None) -> pa.Schema:
+    """The schema of :func:`pair`'s output."""
+    fields = [
+        pa.field("capture", pa.string()),
+        pa.field("connection_id", pa.int64()),
+        pa.field("correlation_id", pa.int32()),
+        pa.field("api_key", pa.int16()),
+        pa.field("api_version", pa.int16()),
+        pa.field("client_id", pa.string()),
+        pa.field("pair_status", pa.uint8(), False),
+        pa.field("request_row", pa.int64()),
+        pa.field("response_row", pa.int64()),
+        pa.field("request_sequence", pa.int64()),
+        pa.field("response_sequence", pa.int64()),
+        pa.field("request_ts_ns", pa.int64()),
+        pa.field("response_ts_ns", pa.int64()),
+        pa.field("latency_ns", pa.int64()),
+        pa.field("request_status", pa.uint8()),
+        pa.field("response_status", pa.uint8()),
+    ]
+    if body == "json":
+        fields += [pa.field("request_body", pa.string()), pa.field("response_body", pa.string())]
+    return pa.schema(fields)
+
+
+def _occurrence(*keys: np.ndarray, order_by: np.ndarray) -> np.ndarray:
+    """For each row, how many earlier rows (in ``order_by`` order) share its keys."""
+    count = len(order_by)
+    if count == 0:
+        return np.zeros(0, np.int64)
+    order = np.lexsort((order_by, *reversed(keys)))
+    changed = np.zeros(count, bool)
+    changed[0] = True
+    for key in keys:
+        sorted_key = key[order]
+        changed[1:] |= sorted_key[1:] != sorted_key[:-1]
+    group_start = np.maximum.accumulate(np.where(changed, np.arange(count), 0))
+    rank = np.empty(count, np.int64)
+    rank[order] = np.arange(count) - group_start
+    return rank
+
+
+def _acks_zero(payload: bytes) -> bool:
+    """Whether a Produce request asks for no response (acks=0)."""
+    from kproto import api
+
+    try:
+        return api.decode_request(payload).body.acks == 0
+    except Exception:   # an undecodable request: it stays an unpaired request
+        return False
+
+
+def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
+         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
+    """Pair requests with their responses: one row per request, plus one per orphan response.
+
+    ``frames`` has the shape of ``kproto.capture`` output: ``connection_id``,
+    ``direction`` (0 request, 1 response), ``sequence`` (order within connection
+    and direction), ``payload`` (frame without size prefix) and optionally
+    ``capture``, ``ts_first_ns``, ``ts_last_ns``. Requests and responses pair by
+    (capture, connection, correlation id), the n-th request with a correlation id
+    to the n-th response with it, in sequence order (Kafka answers in order).
+    Responses are decoded with their request's api_key and version.
+
+    ``latency_ns`` = response ``ts_last_ns`` - request ``ts_first_ns`` (first
+    byte out to last byte back), null without timestamps. ``pair_status``: see
+    :class:`PairStatus`; a Produce with acks=0 is ``NO_RESPONSE_EXPECTED``.
+    ``body="json"`` adds the decoded request and response bodies.
+    """
+    table = pa.Table.from_batches([frames]) if isinstance(frames, pa.RecordBatch) else frames
+    table = table.combine_chunks()
+    names = set(table.column_names)
+    for required in ("connection_id", "direction", "sequence", "payload"):
+        if required not in names:
+            raise ValueError(f"frames need a {required!r} column (the kproto.capture frame shape)")
+    rows = table.num_rows
+    if "capture" in names:
+        capture = table["capture"].cast(pa.string()).fill_null("")
+        capture_codes = capture.dictionary_encode().combine_chunks().indices.to_numpy().astype(np.int64)
+    else:
+        capture = pa.chunked_array([pa.nulls(rows, pa.string())])
+        capture_codes = np.zeros(rows, np.int64)
+    connection = table["connection_id"].to_numpy().astype(np.int64)
+    direction = table["direction"].fill_null(0).to_numpy().astype(np.int8)
+    sequence = table["sequence"].to_numpy().astype(np.int64)
+    has_ts = "ts_first_ns" in names and "ts_last_ns" in names
+    payload = table["payload"].combine_chunks() if isinstance(table["payload"], pa.ChunkedArray) \
+        else table["payload"]
+
+    req_rows = np.flatnonzero(direction == REQUEST)
+    resp_rows = np.flatnonzero(direction == RESPONSE)
+    requests = decode_frames(payload.take(pa.array(req_rows)), body=body, max_frame_size=max_frame_size)
+    req_corr_valid = requests["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
+    req_corr = requests["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
+    # A response's correlation id is its first 4 bytes, whatever the API.
+    resp_headers = decode_frames(payload.take(pa.array(resp_rows)), directions=RESPONSE)
+    resp_corr_valid = resp_headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
+    resp_corr = resp_headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
+
+    # Frames without a readable correlation id cannot pair: give them keys of their own.
+    req_key = np.where(req_corr_valid, req_corr, -(2**40) - req_rows)
+    resp_key = np.where(resp_corr_valid, resp_corr, -(2**41) - resp_rows)
+    req_rank = _occurrence(capture_codes[req_rows], connection[req_rows], req_key,
+                           order_by=sequence[req_rows])
+    resp_rank = _occurrence(capture_codes[resp_rows], connection[resp_rows], resp_key,
+                            order_by=sequence[resp_rows])
+    left = pa.table({"k0": capture_codes[req_rows], "k1": connection[req_rows], "k2": req_key,
+                     "k3": req_rank, "req": np.arange(len(req_rows))})
+    right = pa.table({"k0": capture_codes[resp_rows], "k1": connection[resp_rows], "k2": resp_key,
+                      "k3": resp_rank, "resp": np.arange(len(resp_rows))})
+    joined = left.join(right, ["k0", "k1", "k2", "k3"], join_type="full outer")
+    joined = joined.sort_by([("k0", "ascending"), ("k1", "ascending"), ("req", "ascending"),
+                             ("resp", "ascending")])
+    req_index = joined["req"].to_numpy(zero_copy_only=False)
+    resp_index = joined["resp"].to_numpy(zero_copy_only=False)
+    has_req = ~np.isnan(req_index) if req_index.dtype.kind == "f" else np.ones(len(req_index), bool)
+    has_resp = ~np.isnan(resp_index) if resp_index.dtype.kind == "f" else np.ones(len(resp_index), bool)
+    req_i = np.where(has_req, req_index, 0).astype(np.int64)
+    resp_i = np.where(has_resp, resp_index, 0).astype(np.int64)
+    n = len(req_i)
+
+    def pick(array: pa.Array, index: np.ndarray, present: np.ndarray) -> pa.Array:
+        if len(array) == 0:
+            return pa.nulls(len(index), array.type)
+        return array.take(pa.array(index, mask=~present))
+
+    api_key = pick(requests["api_key"], req_i, has_req)
+    api_version = pick(requests["api_version"], req_i, has_req)
+    # Decode each paired response with its request's API and version.
+    responses = decode_frames(
+        payload.take(pa.array(resp_rows[resp_i[has_resp]])) if has_resp.any() else pa.array([], pa.binary()),
+        directions=RESPONSE,
+        request_api_keys=api_key.filter(pa.array(has_resp)),
+        request_api_versions=api_version.filter(pa.array(has_resp)),
+        body=body, max_frame_size=max_frame_size)
+    resp_pos = np.cumsum(has_resp) - 1   # row of `responses` for each output row
+
+    status = np.full(n, PairStatus.PAIRED, np.uint8)
+    status[has_req & ~has_resp] = PairStatus.UNPAIRED_REQUEST
+    status[~has_req] = PairStatus.UNPAIRED_RESPONSE
+    produce = (has_req & ~has_resp
+               & (api_key.fill_null(-1).to_numpy(zero_copy_only=False) == 0))
+    for i in np.flatnonzero(produce):
+        if _acks_zero(payload[int(req_rows[req_i[i]])].as_py()):
+            status[i] = PairStatus.NO_RESPONSE_EXPECTED
+
+    request_row = pa.array(req_rows[req_i], mask=~has_req)
+    response_row = pa.array(resp_rows[resp_i], mask=~has_resp)
+    row_of = np.where(has_req, req_rows[req_i] if len(req_rows) else 0,
+                      resp_rows[resp_i] if len(resp_rows) else 0)
+    correlation = np.where(has_req, req_corr[req_i] if len(req_corr) else 0,
+                           resp_corr[resp_i] if len(resp_corr) else 0)
+    correlation_valid = np.where(has_req, req_corr_valid[req_i] if len(req_rows) else False,
+                                 resp_corr_valid[resp_i] if len(resp_rows) else False)
+    columns = {
+        "capture": capture.take(pa.array(row_of)) if rows else pa.array([], pa.string()),
+        "connection_id": pa.array(connection[row_of] if rows else np.zeros(0, np.int64)),
+        "correlation_id": pa.array(correlation.astype(np.int32), mask=~correlation_valid),
+        "api_key": api_key,
+        "api_version": api_version,
+        "client_id": pick(requests["client_id"].cast(pa.string()), req_i, has_req),
+        "pair_status": pa.array(status),
+        "request_row": request_row,
+        "response_row": response_row,
+        "request_sequence": pa.array(sequence[req_rows[req_i]] if len(req_rows) else np.zeros(n, np.int64),
+                                     mask=~has_req),
+        "response_sequence": pa.array(sequence[resp_rows[resp_i]] if len(resp_rows) else np.zeros(n, np.int64),
+                                      mask=~has_resp),
+    }
+    if has_ts:
+        first = table["ts_first_ns"].to_numpy(zero_copy_only=False)
+        last = table["ts_last_ns"].to_numpy(zero_copy_only=False)
+        req_ts = first[req_rows[req_i]] if len(req_rows) else np.zeros(n, np.int64)
+        resp_ts = last[resp_rows[resp_i]] if len(resp_rows) else np.zeros(n, np.int64)
+        columns["request_ts_ns"] = pa.array(req_ts, pa.int64(), mask=~has_req)
+        columns["response_ts_ns"] = pa.array(resp_ts, pa.int64(), mask=~has_resp)
+        columns["latency_ns"] = pa.array(resp_ts - req_ts, pa.int64(), mask=~(has_req & has_resp))
+    else:
+        for name in ("request_ts_ns", "response_ts_ns", "latency_ns"):
+            columns[name] = pa.nulls(n, pa.int64())
+    columns["request_status"] = pick(requests["status"], req_i, has_req)
+    resp_status = np.where(has_resp, 0, 0).astype(np.uint8)
+    if has_resp.any():
+        resp_status[has_resp] = responses["status"].to_numpy()
+    # An orphan response could not be decoded without its request: its status says so.
+    orphan_status = resp_headers["status"].to_numpy() if len(resp_rows) else np.zeros(0, np.uint8)
+    resp_status[~has_req & has_resp] = orphan_status[resp_i[~has_req & has_resp]] \
+        if len(orphan_status) else Status.NO_REQUEST_INFO
+    columns["response_status"] = pa.array(resp_status, mask=~has_resp)
+    if body == "json":
+        columns["request_body"] = pick(requests["body"], req_i, has_req)
+        columns["response_body"] = pick(responses["body"], np.where(has_resp, resp_pos, 0),
+                                        has_resp & has_req)
+    return pa.table(columns, schema=pair_schema(body))

@@ -803,3 +803,634 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     cols["count"] = i
     cols["framed"] = framed
     return cols
+
+
+# ------------------------------------------------------------------ the JSON pass
+# A second, small interpreter over the message codec's compiled plans: it writes
+# JSON text straight from the bytes, in the shape of Message.to_dict() (bytes and
+# records as base64, UUIDs as canonical strings, unknown tagged fields under
+# "_unknown_tags"). Fields a version lacks appear with their defaults, as in
+# to_dict(); that text is rendered once per plan.
+
+cdef struct JField:
+    int kind
+    int elem_kind
+    bint nullable
+    bint compact
+    int tag
+    const char *key          # '"name":'
+    Py_ssize_t key_len
+    const char *default_json # for tagged fields that are absent
+    Py_ssize_t default_len
+    void *child              # JPlan of struct fields and struct arrays
+
+
+cdef struct JPlan:
+    JField *fields
+    Py_ssize_t nfields
+    JField *tagged
+    Py_ssize_t ntagged
+    const char *absent       # '"a":0,"b":null' of the fields this version lacks
+    Py_ssize_t absent_len
+    bint flexible
+
+
+cdef list _keep_alive = []          # bytes the plans point into: kept for the process
+cdef dict _jplans = {}              # id(CPlan) -> address of its JPlan
+cdef JPlan *plan_table[2][MAX_KEY][MAX_VERSION]
+memset(plan_table, 0, sizeof(plan_table))
+
+
+cdef const char *kept(bytes text):
+    _keep_alive.append(text)
+    return <const char *>text
+
+
+cdef void fill_field(JField *f, FieldOp *op) except *:
+    name = <str>op.name
+    key = (_json.dumps(name) + ":").encode()
+    f.kind = op.kind
+    f.elem_kind = op.elem_kind
+    f.nullable = op.nullable
+    f.compact = op.compact
+    f.tag = op.tag
+    f.key = kept(key)
+    f.key_len = len(key)
+    default = _json.dumps(_plain((<object>op.pyop).fresh_default()), separators=(",", ":"),
+                          ensure_ascii=False).encode()
+    f.default_json = kept(default)
+    f.default_len = len(default)
+    f.child = NULL
+    if op.child != NULL:
+        f.child = json_plan(<CPlan>op.child)
+
+
+cdef JPlan *json_plan(CPlan cp) except NULL:
+    cached = _jplans.get(id(cp))
+    if cached is not None:
+        return <JPlan *><Py_ssize_t>cached
+    _keep_alive.append(cp)
+    cdef JPlan *jp = <JPlan *>calloc(1, sizeof(JPlan))
+    if jp == NULL:
+        raise MemoryError()
+    jp.fields = <JField *>calloc(cp.nfields + 1, sizeof(JField))
+    jp.tagged = <JField *>calloc(cp.ntagged + 1, sizeof(JField))
+    if jp.fields == NULL or jp.tagged == NULL:
+        raise MemoryError()
+    jp.nfields = cp.nfields
+    jp.ntagged = cp.ntagged
+    jp.flexible = cp.flexible
+    cdef Py_ssize_t i
+    for i in range(cp.nfields):
+        fill_field(&jp.fields[i], &cp.fields[i])
+    for i in range(cp.ntagged):
+        fill_field(&jp.tagged[i], &cp.tagged[i])
+    parts = []
+    for i in range(cp.nabsent):
+        op = <object>cp.absent[i].pyop
+        parts.append(_json.dumps(op.name) + ":" + _json.dumps(_plain(op.fresh_default()),
+                                                             separators=(",", ":"), ensure_ascii=False))
+    absent = ",".join(parts).encode()
+    jp.absent = kept(absent)
+    jp.absent_len = len(absent)
+    _jplans[id(cp)] = <Py_ssize_t>jp
+    return jp
+
+
+cdef struct Out:
+    char *buf
+    Py_ssize_t length
+    Py_ssize_t capacity
+
+
+cdef struct JCtx:
+    const unsigned char *start   # the payload: error offsets count from here
+    const unsigned char *p
+    const unsigned char *end
+    Out *out
+    int status
+    Py_ssize_t error
+    int depth
+
+
+cdef inline int jfail(JCtx *x, int status) noexcept nogil:
+    if x.status == ST_OK:
+        x.status = status
+        x.error = x.p - x.start
+    return -1
+
+
+cdef int out_grow(JCtx *x, Py_ssize_t n) noexcept nogil:
+    cdef Out *o = x.out
+    cdef Py_ssize_t capacity = o.capacity * 2
+    cdef char *buf
+    if capacity < o.length + n:
+        capacity = o.length + n
+    buf = <char *>realloc(o.buf, capacity)
+    if buf == NULL:
+        return jfail(x, ST_NO_MEMORY)
+    o.buf = buf
+    o.capacity = capacity
+    return 0
+
+
+cdef inline int put(JCtx *x, const char *s, Py_ssize_t n) noexcept nogil:
+    cdef Out *o = x.out
+    if o.capacity - o.length < n and out_grow(x, n) < 0:
+        return -1
+    memcpy(o.buf + o.length, s, n)
+    o.length += n
+    return 0
+
+
+cdef inline int put_char(JCtx *x, char ch) noexcept nogil:
+    cdef Out *o = x.out
+    if o.capacity - o.length < 1 and out_grow(x, 1) < 0:
+        return -1
+    o.buf[o.length] = ch
+    o.length += 1
+    return 0
+
+
+cdef inline int put_int(JCtx *x, int64_t v) noexcept nogil:
+    cdef char tmp[24]
+    cdef int n = 0
+    cdef uint64_t u = <uint64_t>(-(v + 1)) + 1 if v < 0 else <uint64_t>v
+    while True:
+        tmp[23 - n] = <char>(48 + u % 10)
+        n += 1
+        u //= 10
+        if u == 0:
+            break
+    if v < 0:
+        tmp[23 - n] = b'-'
+        n += 1
+    return put(x, tmp + 24 - n, n)
+
+
+cdef int put_float(JCtx *x, double v) noexcept nogil:
+    cdef char tmp[40]
+    cdef int n, k
+    cdef bint plain = True
+    if v != v:
+        return put(x, "NaN", 3)
+    if v == 1.0 / 0.0:
+        return put(x, "Infinity", 8)
+    if v == -1.0 / 0.0:
+        return put(x, "-Infinity", 9)
+    n = snprintf(tmp, 32, "%.17g", v)
+    for k in range(n):
+        if tmp[k] == b'.' or tmp[k] == b'e':
+            plain = False
+    if plain:   # keep it a float, as json.dumps does
+        tmp[n] = b'.'
+        tmp[n + 1] = b'0'
+        n += 2
+    return put(x, tmp, n)
+
+
+cdef const char *HEX = "0123456789abcdef"
+cdef const char *B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+cdef int put_base64(JCtx *x, const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t need = 2 + 4 * ((n + 2) // 3), i = 0
+    cdef Out *o = x.out
+    cdef char *w
+    cdef uint32_t v
+    if o.capacity - o.length < need and out_grow(x, need) < 0:
+        return -1
+    w = o.buf + o.length
+    w[0] = b'"'
+    w += 1
+    while n - i >= 3:
+        v = (<uint32_t>p[i] << 16) | (<uint32_t>p[i + 1] << 8) | p[i + 2]
+        w[0] = B64[(v >> 18) & 63]
+        w[1] = B64[(v >> 12) & 63]
+        w[2] = B64[(v >> 6) & 63]
+        w[3] = B64[v & 63]
+        w += 4
+        i += 3
+    if n - i == 1:
+        v = <uint32_t>p[i] << 16
+        w[0] = B64[(v >> 18) & 63]
+        w[1] = B64[(v >> 12) & 63]
+        w[2] = b'='
+        w[3] = b'='
+        w += 4
+    elif n - i == 2:
+        v = (<uint32_t>p[i] << 16) | (<uint32_t>p[i + 1] << 8)
+        w[0] = B64[(v >> 18) & 63]
+        w[1] = B64[(v >> 12) & 63]
+        w[2] = B64[(v >> 6) & 63]
+        w[3] = b'='
+        w += 4
+    w[0] = b'"'
+    o.length += need
+    return 0
+
+
+cdef int put_string(JCtx *x, const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """A JSON string of UTF-8 text, escaped; MALFORMED (at the text) when not UTF-8."""
+    cdef Py_ssize_t i, run = 0
+    cdef unsigned char ch
+    cdef char esc[6]
+    if not valid_utf8(p, n):
+        return jfail(x, ST_MALFORMED)
+    if put_char(x, b'"') < 0:
+        return -1
+    for i in range(n):
+        ch = p[i]
+        if ch >= 0x20 and ch != b'"' and ch != b'\\':
+            continue
+        if put(x, <const char *>p + run, i - run) < 0:
+            return -1
+        run = i + 1
+        if ch == b'"' or ch == b'\\':
+            esc[0] = b'\\'
+            esc[1] = ch
+            if put(x, esc, 2) < 0:
+                return -1
+        else:
+            esc[0] = b'\\'
+            esc[1] = b'u'
+            esc[2] = b'0'
+            esc[3] = b'0'
+            esc[4] = HEX[ch >> 4]
+            esc[5] = HEX[ch & 15]
+            if put(x, esc, 6) < 0:
+                return -1
+    if put(x, <const char *>p + run, n - run) < 0:
+        return -1
+    return put_char(x, b'"')
+
+
+cdef inline int jneed(JCtx *x, Py_ssize_t n) noexcept nogil:
+    if x.end - x.p < n:
+        return jfail(x, ST_TRUNCATED)
+    return 0
+
+
+cdef inline int juvarint(JCtx *x, uint32_t *out) noexcept nogil:
+    cdef Py_ssize_t pos = x.p - x.start
+    cdef int st = read_uvarint(x.start, x.end - x.start, &pos, out)
+    x.p = x.start + pos
+    if st:
+        return jfail(x, st)
+    return 0
+
+
+cdef int jlength(JCtx *x, bint compact, bint wide, bint nullable, Py_ssize_t *n) noexcept nogil:
+    """A string / bytes length prefix: n = -1 for null; checked against the bytes left."""
+    cdef uint32_t u
+    cdef int64_t v
+    if compact:
+        if juvarint(x, &u) < 0:
+            return -1
+        if u == 0:
+            if nullable:
+                n[0] = -1
+                return 0
+            return jfail(x, ST_BAD_LENGTH)
+        if u - 1 > <uint32_t>0x7FFFFFFF:
+            return jfail(x, ST_BAD_LENGTH)
+        v = <int64_t>u - 1
+    else:
+        if jneed(x, 4 if wide else 2) < 0:
+            return -1
+        if wide:
+            v = <int32_t>kp_load_be32(x.p)
+            x.p += 4
+        else:
+            v = <int16_t>kp_load_be16(x.p)
+            x.p += 2
+        if v < 0:
+            if v == -1 and nullable:
+                n[0] = -1
+                return 0
+            return jfail(x, ST_BAD_LENGTH)
+    if x.end - x.p < v:
+        return jfail(x, ST_TRUNCATED)
+    n[0] = <Py_ssize_t>v
+    return 0
+
+
+cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
+    cdef Py_ssize_t n, i
+    cdef uint32_t u
+    cdef int64_t count
+    cdef int8_t marker
+    cdef uint64_t hi, lo
+    cdef char uuid_text[38]
+    cdef int k, w
+    if kind == K_INT32:
+        if jneed(x, 4) < 0:
+            return -1
+        x.p += 4
+        return put_int(x, <int32_t>kp_load_be32(x.p - 4))
+    if kind == K_STRING:
+        if jlength(x, f.compact, False, nullable, &n) < 0:
+            return -1
+        if n < 0:
+            return put(x, "null", 4)
+        if put_string(x, x.p, n) < 0:
+            return -1
+        x.p += n
+        return 0
+    if kind == K_INT16:
+        if jneed(x, 2) < 0:
+            return -1
+        x.p += 2
+        return put_int(x, <int16_t>kp_load_be16(x.p - 2))
+    if kind == K_INT64:
+        if jneed(x, 8) < 0:
+            return -1
+        x.p += 8
+        return put_int(x, <int64_t>kp_load_be64(x.p - 8))
+    if kind == K_ARRAY:
+        if f.compact:
+            if juvarint(x, &u) < 0:
+                return -1
+            count = <int64_t>u - 1
+        else:
+            if jneed(x, 4) < 0:
+                return -1
+            count = <int32_t>kp_load_be32(x.p)
+            x.p += 4
+        if count < 0:
+            if count == -1 and nullable:
+                return put(x, "null", 4)
+            return jfail(x, ST_BAD_LENGTH)
+        if count > x.end - x.p:
+            return jfail(x, ST_BAD_LENGTH)
+        if put_char(x, b'[') < 0:
+            return -1
+        for i in range(count):
+            if i and put_char(x, b',') < 0:
+                return -1
+            if jvalue(x, f, f.elem_kind, False) < 0:
+                return -1
+        return put_char(x, b']')
+    if kind == K_STRUCT:
+        if nullable:
+            if jneed(x, 1) < 0:
+                return -1
+            marker = <int8_t>x.p[0]
+            x.p += 1
+            if marker == -1:
+                return put(x, "null", 4)
+            if marker != 1:
+                return jfail(x, ST_MALFORMED)
+        return jstruct(x, <JPlan *>f.child)
+    if kind == K_INT8:
+        if jneed(x, 1) < 0:
+            return -1
+        x.p += 1
+        return put_int(x, <int8_t>x.p[-1])
+    if kind == K_BOOL:
+        if jneed(x, 1) < 0:
+            return -1
+        x.p += 1
+        return put(x, "true", 4) if x.p[-1] else put(x, "false", 5)
+    if kind == K_UUID:
+        if jneed(x, 16) < 0:
+            return -1
+        w = 0
+        uuid_text[w] = b'"'
+        w += 1
+        for k in range(16):
+            if k == 4 or k == 6 or k == 8 or k == 10:
+                uuid_text[w] = b'-'
+                w += 1
+            uuid_text[w] = HEX[x.p[k] >> 4]
+            uuid_text[w + 1] = HEX[x.p[k] & 15]
+            w += 2
+        uuid_text[w] = b'"'
+        x.p += 16
+        return put(x, uuid_text, 38)
+    if kind == K_BYTES or kind == K_RECORDS:
+        if jlength(x, f.compact, True, nullable, &n) < 0:
+            return -1
+        if n < 0:
+            return put(x, "null", 4)
+        if put_base64(x, x.p, n) < 0:
+            return -1
+        x.p += n
+        return 0
+    if kind == K_UINT16:
+        if jneed(x, 2) < 0:
+            return -1
+        x.p += 2
+        return put_int(x, kp_load_be16(x.p - 2))
+    if kind == K_UINT32:
+        if jneed(x, 4) < 0:
+            return -1
+        x.p += 4
+        return put_int(x, kp_load_be32(x.p - 4))
+    if kind == K_FLOAT64:
+        if jneed(x, 8) < 0:
+            return -1
+        x.p += 8
+        return put_float(x, kp_load_be_double(x.p - 8))
+    return jfail(x, ST_MALFORMED)
+
+
+cdef inline int jkey(JCtx *x, bint *first, const char *key, Py_ssize_t n) noexcept nogil:
+    if not first[0] and put_char(x, b',') < 0:
+        return -1
+    first[0] = False
+    return put(x, key, n)
+
+
+cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
+    cdef bint first = True
+    cdef Py_ssize_t i, j
+    cdef uint32_t count, k, tag, size
+    cdef int64_t previous = -1
+    cdef uint64_t seen = 0
+    cdef bint unknown = False
+    cdef const unsigned char *section
+    cdef const unsigned char *outer_end
+    cdef JField *f
+    if x.depth >= MAX_DEPTH:
+        return jfail(x, ST_LIMIT_EXCEEDED)
+    x.depth += 1
+    if put_char(x, b'{') < 0:
+        return -1
+    for i in range(jp.nfields):
+        f = &jp.fields[i]
+        if jkey(x, &first, f.key, f.key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
+            return -1
+    if jp.flexible:
+        section = x.p
+        if juvarint(x, &count) < 0:
+            return -1
+        if count > <uint32_t>(x.end - x.p):
+            return jfail(x, ST_BAD_LENGTH)
+        for k in range(count):
+            if juvarint(x, &tag) < 0:
+                return -1
+            if <int64_t>tag <= previous:
+                return jfail(x, ST_MALFORMED)
+            previous = tag
+            if juvarint(x, &size) < 0:
+                return -1
+            if size > <uint32_t>(x.end - x.p):
+                return jfail(x, ST_TRUNCATED)
+            f = NULL
+            for j in range(jp.ntagged):
+                if jp.tagged[j].tag == <int>tag:
+                    f = &jp.tagged[j]
+                    break
+            if f == NULL:
+                unknown = True
+                x.p += size
+                continue
+            seen |= (<uint64_t>1) << j
+            outer_end = x.end
+            x.end = x.p + size
+            if jkey(x, &first, f.key, f.key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
+                return -1
+            if x.p != x.end:
+                return jfail(x, ST_BAD_LENGTH)
+            x.end = outer_end
+        for j in range(jp.ntagged):
+            if not (seen >> j) & 1:
+                f = &jp.tagged[j]
+                if jkey(x, &first, f.key, f.key_len) < 0 or put(x, f.default_json, f.default_len) < 0:
+                    return -1
+    if jp.absent_len:
+        if not first and put_char(x, b',') < 0:
+            return -1
+        first = False
+        if put(x, jp.absent, jp.absent_len) < 0:
+            return -1
+    if unknown:
+        # Second walk over the (already checked) section for the tags no plan knows.
+        outer_end = x.p
+        x.p = section
+        juvarint(x, &count)
+        if jkey(x, &first, "\"_unknown_tags\":{", 17) < 0:
+            return -1
+        previous = 0   # now: "an entry was written"
+        for k in range(count):
+            juvarint(x, &tag)
+            juvarint(x, &size)
+            f = NULL
+            for j in range(jp.ntagged):
+                if jp.tagged[j].tag == <int>tag:
+                    f = &jp.tagged[j]
+                    break
+            if f == NULL:
+                if previous and put_char(x, b',') < 0:
+                    return -1
+                previous = 1
+                if put_char(x, b'"') < 0 or put_int(x, tag) < 0 or put(x, "\":", 2) < 0 \
+                        or put_base64(x, x.p, size) < 0:
+                    return -1
+            x.p += size
+        if put_char(x, b'}') < 0:
+            return -1
+        x.p = outer_end
+    x.depth -= 1
+    return put_char(x, b'}')
+
+
+cdef JPlan *table_plan(int direction, int key, int version) noexcept nogil:
+    if direction < 0 or direction > 1 or key < 0 or key >= MAX_KEY or version < 0 or version >= MAX_VERSION:
+        return NULL
+    return plan_table[direction][key][version]
+
+
+cdef int ensure_plan(int direction, int key, int version) except -1:
+    if table_plan(direction, key, version) != NULL:
+        return 0
+    name = schema.response_name(key) if direction == 1 else schema.request_name(key)
+    plan_table[direction][key][version] = json_plan(native_plan(schema.plan(name, version)))
+    return 0
+
+
+def json_bodies(data, dict cols, offsets=None):
+    """JSON text of the body of every frame whose header read OK: (int64 offsets, UTF-8 bytes).
+
+    A body that fails to decode gets its status and error offset written into
+    ``cols`` and no text (the caller marks it null).
+    """
+    cdef Py_buffer view
+    cdef Py_ssize_t count = len(cols["status"]), i, start, row_start
+    cdef uint8_t[::1] status = cols["status"]
+    cdef int32_t[::1] error_offset = cols["error_offset"]
+    cdef const int32_t[::1] body_offset = cols["body_offset"]
+    cdef const int64_t[::1] frame_offset = cols["offset"]
+    cdef const int32_t[::1] size = cols["size"]
+    cdef const int16_t[::1] api_key = cols["api_key"]
+    cdef const int16_t[::1] api_version = cols["api_version"]
+    cdef const int8_t[::1] direction = cols["direction"]
+    out_offsets = np.zeros(count + 1, np.int64)
+    cdef int64_t[::1] text_offset = out_offsets
+    cdef Py_ssize_t prefix = 4 if offsets is None else 0
+    cdef Out out
+    cdef JCtx x
+    cdef JPlan *jp
+    cdef int version
+    cdef bint no_memory = False
+
+    # Plans for every (direction, api, version) present, built with the GIL held.
+    ok = (cols["status"] == ST_OK) & (cols["body_offset"] >= 0)
+    codes = np.unique(cols["direction"][ok].astype(np.int64) * 1_000_000
+                      + cols["api_key"][ok].astype(np.int64) * 1000 + cols["api_version"][ok])
+    for code in codes.tolist():
+        ensure_plan(code // 1_000_000, (code // 1000) % 1000, code % 1000)
+        if code // 1_000_000 == 1 and (code // 1000) % 1000 == API_VERSIONS:
+            ensure_plan(1, API_VERSIONS, 0)
+
+    out.capacity = 1 << 16
+    out.length = 0
+    out.buf = <char *>malloc(out.capacity)
+    if out.buf == NULL:
+        raise MemoryError()
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            for i in range(count):
+                text_offset[i] = out.length
+                if status[i] != ST_OK or body_offset[i] < 0:
+                    continue
+                start = frame_offset[i] + prefix
+                x.start = <const unsigned char *>view.buf + start
+                x.end = x.start + size[i]
+                x.p = x.start + body_offset[i]
+                x.out = &out
+                x.status = ST_OK
+                x.error = 0
+                x.depth = 0
+                version = api_version[i]
+                # KIP-511: an ApiVersions error UNSUPPORTED_VERSION comes as a v0 body.
+                if direction[i] == 1 and api_key[i] == API_VERSIONS and version > 0 \
+                        and x.end - x.p >= 2 and <int16_t>kp_load_be16(x.p) == UNSUPPORTED_VERSION_ERROR:
+                    version = 0
+                jp = table_plan(direction[i], api_key[i], version)
+                if jp == NULL:
+                    continue
+                row_start = out.length
+                if jstruct(&x, jp) == 0 and x.p != x.end:
+                    jfail(&x, ST_BAD_LENGTH)
+                if x.status != ST_OK:
+                    out.length = row_start
+                    if x.status == ST_NO_MEMORY:
+                        no_memory = True
+                        break
+                    status[i] = <uint8_t>x.status
+                    error_offset[i] = <int32_t>x.error
+            text_offset[count] = out.length
+        if no_memory:
+            raise MemoryError()
+        return out_offsets, PyBytes_FromStringAndSize(out.buf, out.length)
+    finally:
+        PyBuffer_Release(&view)
+        free(out.buf)
+
+
+cdef enum:
+    API_VERSIONS = 18
+    UNSUPPORTED_VERSION_ERROR = 35
