@@ -25,6 +25,7 @@ BUDGET = {
     "records": 20_000,
     "capture": 3_000,
     "framing": 40_000,
+    "batch": 1_500,
 }
 REGRESSIONS = Path(__file__).resolve().parent / "fuzz" / "regressions"
 

@@ -178,6 +178,27 @@ def framing_seeds() -> tuple[bytes, ...]:
     return tuple(bytes([chunk, cap]) + frames for chunk in (0, 3, 15) for cap in (0, 2))
 
 
+@lru_cache(maxsize=1)
+def batch_seeds() -> tuple[bytes, ...]:
+    def framed(payloads) -> bytes:
+        return b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+
+    seeds = []
+    requests = request_seeds()
+    for start in range(0, len(requests), 24):          # a few requests of different APIs per buffer
+        group = requests[start:start + 24:3]
+        seeds.append(targets.batch_options() + framed(group))
+        seeds.append(targets.batch_options(arrow_input=True, api_version=len(group[0]) - 1) + b"".join(group[:1]))
+    by_api: dict = {}
+    for seed in response_seeds():                      # responses of one API and version per buffer
+        api_key, lo, _hi = targets.RESPONSE_APIS[seed[0]]
+        by_api.setdefault((api_key, lo + seed[1]), []).append(seed[2:])
+    for (api_key, version), payloads in sorted(by_api.items())[::3]:
+        seeds.append(targets.batch_options(responses=True, api_key=api_key, api_version=version)
+                     + framed(payloads))
+    return tuple(seeds)
+
+
 SEEDS = {
     "request_header": header_seeds,
     "request": request_seeds,
@@ -185,6 +206,7 @@ SEEDS = {
     "records": record_seeds,
     "capture": capture_seeds,
     "framing": framing_seeds,
+    "batch": batch_seeds,
 }
 
 

@@ -22,6 +22,7 @@ fuzzer explores those too; ``corpus.py`` writes its seeds in the same layout.
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 import uuid
@@ -300,6 +301,79 @@ def fuzz_framing(data: bytes):
     return outcomes["iter_frames"]
 
 
+# ---------------------------------------------------------------- batch decoder
+def _batch_modules() -> dict:
+    try:
+        import kproto.batch  # noqa: F401  (needs pyarrow and numpy)
+    except ImportError:
+        return {}
+    return {impl: _impl.load("batch", impl) for impl in IMPLEMENTATIONS}
+
+
+_BATCHES = _batch_modules()
+
+
+def batch_options(responses: bool = False, arrow_input: bool = False, json_body: bool = True,
+                  api_key: int = 0, api_version: int = 0) -> bytes:
+    """The three leading bytes that make fuzz_batch decode with these options."""
+    return bytes([(1 if responses else 0) | (2 if arrow_input else 0) | (4 if json_body else 0),
+                  api_key & 0xFF, api_version & 0xFF])
+
+
+def _decode_batch(impl: str, body: bytes, flags: int, api_key: int, api_version: int):
+    import numpy as np
+    import pyarrow as pa
+
+    import kproto.batch as kb
+
+    direction = flags & 1
+    json_body = "json" if flags & 4 else None
+    saved = kb._batch
+    kb._batch = _BATCHES[impl]       # decode_frames calls the module it loaded; point it at each twin
+    try:
+        if flags & 2:
+            # Arrow binary payloads (as kproto.capture writes them): the body cut every few bytes
+            step = 1 + api_version % 48
+            payloads = [body[i:i + step] for i in range(0, len(body), step)]
+            count = len(payloads)
+            batch = kb.decode_frames(pa.array(payloads, pa.binary()),
+                                     directions=np.full(count, direction, np.int8),
+                                     request_api_keys=np.full(count, api_key, np.int16),
+                                     request_api_versions=np.full(count, api_version, np.int16),
+                                     body=json_body, max_frame_size=1 << 20)
+        else:
+            batch = kb.decode_frames(body, directions=direction, request_api_keys=api_key,
+                                     request_api_versions=api_version, body=json_body,
+                                     max_frame_size=1 << 20)
+    finally:
+        kb._batch = saved
+    columns = batch.to_pydict()
+    if "body" in columns:
+        # compared as JSON values: the twins order the keys of fields a version lacks differently
+        columns["body"] = [None if text is None else json.loads(text) for text in columns["body"]]
+    return (columns, dict(batch.schema.metadata or {}))
+
+
+def fuzz_batch(data: bytes):
+    """kproto.batch.decode_frames: header (and JSON body) decode of many frames, row statuses.
+
+    Bytes 0-2 choose requests or responses, a buffer or Arrow binary payloads, the
+    JSON body column, and the API key / version responses answer. decode_frames
+    promises never to raise for bad frame bytes, so even a DecodeError fails here.
+    """
+    if len(data) < 3 or not _BATCHES:
+        return ("skip", None)
+    flags, api_key, api_version = data[0], data[1] % 100, data[2] % 20
+    outcomes = {}
+    for impl in _BATCHES:
+        kind, value = call("batch", impl, _decode_batch, impl, data[3:], flags, api_key, api_version)
+        if kind != "ok":
+            raise FuzzFailure(f"batch[{impl}]: decode_frames raised {value} (it must mark the row instead)")
+        outcomes[impl] = (kind, value)
+    agree("batch", outcomes)
+    return outcomes[IMPLEMENTATIONS[0]]
+
+
 # ---------------------------------------------------------------- registry
 TARGETS: dict[str, Callable[[bytes], object]] = {
     "request_header": fuzz_request_header,
@@ -308,6 +382,7 @@ TARGETS: dict[str, Callable[[bytes], object]] = {
     "records": fuzz_records,
     "capture": fuzz_capture,
     "framing": fuzz_framing,
+    "batch": fuzz_batch,
 }
 
 #: Decoder families of the issue's figures: each maps to the targets that exercise it.
@@ -317,4 +392,5 @@ FAMILIES = {
     "records": ("records",),
     "capture": ("capture",),
     "framing": ("framing",),
+    "batch": ("batch",),
 }
