@@ -454,7 +454,51 @@ cdef int is_default(FieldOp *op, object value) except -1:
         return value is not None and len(value) == 0
     if op.kind <= K_FLOAT64:
         return PyObject_RichCompareBool(value, default, Py_EQ)
+    if op.kind == K_STRUCT:
+        if default is None or value is None:
+            return value is None and default is None
+        return is_default_struct(value, <object>op.struct_cls)
     return (<object>op.pyop).is_default(value)
+
+
+cdef int is_default_struct(object value, object cls) except -1:
+    """Whether a struct equals ``cls()``: every field at its default, no unknown tags."""
+    if type(value) is not cls:
+        return 0
+    cdef DefaultMaker m = default_maker(cls)
+    cdef Py_ssize_t i
+    cdef PyObject *field
+    cdef int kind
+    field = get_slot(value, m.unknown_offset)
+    if field != NULL and <object>field:
+        return 0
+    for i in range(m.n):
+        field = get_slot(value, m.offsets[i])
+        if field == NULL:
+            return 0
+        kind = m.kinds[i]
+        default = m.defaults[i]
+        if kind == K_ARRAY:
+            if default is None:
+                if <object>field is not None:
+                    return 0
+            elif <object>field is None or len(<object>field) != 0:
+                return 0
+        elif kind == K_STRUCT:
+            if default is None or <object>field is None:
+                if not (default is None and <object>field is None):
+                    return 0
+            elif not is_default_struct(<object>field, m.children[i]):
+                return 0
+        elif kind == K_BYTES or kind == K_RECORDS:
+            if default is None or <object>field is None:
+                if not (default is None and <object>field is None):
+                    return 0
+            elif bytes(<object>field) != bytes(default):
+                return 0
+        elif not PyObject_RichCompareBool(<object>field, default, Py_EQ):
+            return 0
+    return 1
 
 
 cdef int write_value(ByteWriter *w, FieldOp *op, int kind, bint nullable, object value,
