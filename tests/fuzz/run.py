@@ -332,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="atheris corpus directories")
     parser.add_argument("--slow", type=float, default=1.0, help="seconds per input counted as a hang")
     parser.add_argument("--replay", nargs="+", metavar="FILE", help="run these inputs and show what happens")
+    parser.add_argument("--only", choices=("c", "py"),
+                        help="run one implementation only (no differential check; for long crash hunts)")
     parser.add_argument("--leak-check", action="store_true",
                         help="run the same mutated inputs in rounds and report the resident size per round")
     args, rest = parser.parse_known_args(argv)
@@ -339,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         _atheris_child(args.targets[0], [a for a in rest if a != "--"])
         return 0
     names = _expand(args.targets)
+    if args.only:
+        targets.select((args.only,))
     if args.replay:
         return _replay(names[0], args.replay)
     if args.runs is None and args.seconds is None:

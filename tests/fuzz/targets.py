@@ -374,6 +374,24 @@ def fuzz_batch(data: bytes):
     return outcomes[IMPLEMENTATIONS[0]]
 
 
+# ---------------------------------------------------------------- selection
+def select(implementations) -> None:
+    """Fuzz only these implementations ("c", "py"): faster, without the differential check.
+
+    Used for long crash-hunting runs of the compiled decoders (and under the
+    sanitizers), where the pure-Python twin would spend most of the time.
+    """
+    global IMPLEMENTATIONS
+    chosen = tuple(i for i in IMPLEMENTATIONS if i in implementations)
+    if not chosen:
+        raise ValueError(f"none of {implementations} is available (have {IMPLEMENTATIONS})")
+    IMPLEMENTATIONS = chosen
+    for table in (_CODECS, _RECORDS, _BATCHES):
+        for name in list(table):
+            if name not in chosen:
+                del table[name]
+
+
 # ---------------------------------------------------------------- registry
 TARGETS: dict[str, Callable[[bytes], object]] = {
     "request_header": fuzz_request_header,
