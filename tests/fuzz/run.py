@@ -242,27 +242,8 @@ def leak_check(target: str, *, inputs: int = 2000, rounds: int = 10, seed: int =
 
 
 # ---------------------------------------------------------------- atheris
-def _atheris_child(target: str, argv: list[str]) -> None:
-    """Runs inside the child process: instrument kproto, then hand over to libFuzzer."""
-    import atheris
-
-    with atheris.instrument_imports(include=["kproto"]):
-        import kproto._py.buffer  # noqa: F401  (instrumented before anything else imports them)
-        import kproto._py.capture  # noqa: F401
-        import kproto._py.codec  # noqa: F401
-        import kproto._py.records  # noqa: F401
-        import kproto.compression  # noqa: F401
-        import kproto.framing  # noqa: F401
-    function = targets.TARGETS[target]
-
-    def one_input(data: bytes) -> None:
-        function(data)   # a FuzzFailure escapes: libFuzzer saves the input and stops
-
-    atheris.Setup([sys.argv[0]] + argv, one_input)
-    atheris.Fuzz()
-
-
-def fuzz_atheris(target: str, seconds: float, crash_dir: Path, work_dir: Path, slow: float) -> Stats:
+def fuzz_atheris(target: str, seconds: float, crash_dir: Path, work_dir: Path, slow: float,
+                 only: str | None = None) -> Stats:
     """Run atheris in a child process (libFuzzer exits when done) and read its figures."""
     corpus_dir = work_dir / target
     corpus.write(work_dir, [target])
@@ -270,9 +251,10 @@ def fuzz_atheris(target: str, seconds: float, crash_dir: Path, work_dir: Path, s
     argv = [str(corpus_dir), f"-max_total_time={int(seconds)}", f"-timeout={max(1, int(slow))}",
             "-rss_limit_mb=4096", f"-max_len={MAX_SIZE}", f"-artifact_prefix={crash_dir}/{target}-",
             "-print_final_stats=1"]
-    command = [sys.executable, "-m", "tests.fuzz.run", target, "--engine", "atheris-child", "--"] + argv
+    command = [sys.executable, "-m", "tests.fuzz.atheris_main", target] + argv
     started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True)
+    env = dict(os.environ, KPROTO_FUZZ_ONLY=only or "")
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
     stats = Stats(target, seconds=time.perf_counter() - started)
     log = result.stdout + result.stderr
     done = re.findall(r"stat::number_of_executed_units:\s*(\d+)", log)
@@ -326,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help="time budget per target")
     parser.add_argument("--runs", type=int, help="executions per target")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--engine", choices=("builtin", "atheris", "atheris-child"), default="builtin")
+    parser.add_argument("--engine", choices=("builtin", "atheris"), default="builtin")
     parser.add_argument("--crash-dir", type=Path, default=DEFAULT_CRASH_DIR)
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/kproto-fuzz-corpus"),
                         help="atheris corpus directories")
@@ -336,10 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run one implementation only (no differential check; for long crash hunts)")
     parser.add_argument("--leak-check", action="store_true",
                         help="run the same mutated inputs in rounds and report the resident size per round")
-    args, rest = parser.parse_known_args(argv)
-    if args.engine == "atheris-child":
-        _atheris_child(args.targets[0], [a for a in rest if a != "--"])
-        return 0
+    args = parser.parse_args(argv)
     names = _expand(args.targets)
     if args.only:
         targets.select((args.only,))
@@ -362,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if failed else 0
     for name in names:
         if args.engine == "atheris":
-            stats = fuzz_atheris(name, args.seconds or 60, args.crash_dir, args.work_dir, args.slow)
+            stats = fuzz_atheris(name, args.seconds or 60, args.crash_dir, args.work_dir, args.slow, args.only)
         else:
             stats = fuzz(name, runs=args.runs, seconds=args.seconds, seed=args.seed, crash_dir=args.crash_dir,
                          slow=args.slow, progress=True)
