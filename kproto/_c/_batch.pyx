@@ -114,6 +114,48 @@ cdef void load_tables():
             flexible_from[d][key] = info["flexible_versions"][0]
 
 
+# One byte per (direction, api_key, version) for the hot loop: header version and
+# the API checks in a single load.
+cdef enum:
+    I_HEADER_VERSION = 3   # mask: 0, 1 or 2
+    I_KNOWN = 4            # the API has a schema
+    I_VALID = 8            # ... and this version is one of its valid versions
+    I_DEPRECATED = 16
+    I_REMOVED = 32
+
+cdef uint8_t info_table[2][MAX_KEY][MAX_VERSION]
+
+
+cdef uint8_t compute_info(int d, int key, int version) noexcept nogil:
+    cdef uint8_t info = <uint8_t>(request_header_version(key, version) if d == 0
+                                  else response_header_version(key, version))
+    if key < 0 or key >= MAX_KEY or valid_lo[d][key] < 0:
+        return info
+    info |= I_KNOWN
+    if version < valid_lo[d][key] or version > valid_hi[d][key]:
+        return info
+    info |= I_VALID
+    if deprecated_lo[d][key] <= version <= deprecated_hi[d][key]:
+        info |= I_DEPRECATED
+    if version < min_4x[d][key]:
+        info |= I_REMOVED
+    return info
+
+
+cdef inline uint8_t version_info(int d, int key, int version) noexcept nogil:
+    if 0 <= key < MAX_KEY and 0 <= version < MAX_VERSION:
+        return info_table[d][key][version]
+    return compute_info(d, key, version)
+
+
+cdef void load_info_table():
+    cdef int d, key, version
+    for d in range(2):
+        for key in range(MAX_KEY):
+            for version in range(MAX_VERSION):
+                info_table[d][key][version] = compute_info(d, key, version)
+
+
 # The header version rules of kproto.schema.header_version, as GIL-free lookups.
 cdef inline int request_header_version(int key, int version) noexcept nogil:
     if key == 7 and version == 0:
@@ -132,6 +174,10 @@ cdef inline int response_header_version(int key, int version) noexcept nogil:
 
 
 load_tables()
+
+
+load_info_table()
+assert all(info["valid_versions"][1] < MAX_VERSION for info in schema.MESSAGES.values())
 
 
 # ------------------------------------------------------------------ client id dictionary
@@ -233,6 +279,34 @@ cdef inline bint same_bytes(const unsigned char *a, const unsigned char *b, Py_s
             return False
         i += 1
     return True
+
+
+# The last few distinct client ids seen, checked before the table (ids alternate
+# between a handful of clients on a connection or in a capture batch).
+cdef enum:
+    RECENT = 4
+
+
+cdef struct RecentClients:
+    const unsigned char *ptr[RECENT]
+    int32_t length[RECENT]
+    int32_t index[RECENT]
+    int next
+
+
+cdef inline int32_t recent_index(RecentClients *r, const unsigned char *p, int32_t n) noexcept nogil:
+    cdef int k
+    for k in range(RECENT):
+        if r.length[k] == n and same_bytes(p, r.ptr[k], n):
+            return r.index[k]
+    return -1
+
+
+cdef inline void recent_add(RecentClients *r, const unsigned char *p, int32_t n, int32_t index) noexcept nogil:
+    r.ptr[r.next] = p
+    r.length[r.next] = n
+    r.index[r.next] = index
+    r.next = (r.next + 1) % RECENT
 
 
 # ------------------------------------------------------------------ UTF-8
@@ -385,66 +459,86 @@ cdef inline void api_checks(Columns *c, Py_ssize_t i, int d, int key, int versio
         set_bit(c, i, F_REMOVED)
 
 
+cdef int32_t new_client(SpanTable *clients, RecentClients *recent, const unsigned char *p,
+                        int32_t length) noexcept nogil:
+    """Dictionary index of a client id not seen lately: -1 not UTF-8, -2 out of memory."""
+    cdef int32_t index
+    if not valid_utf8(p, length):
+        return -1
+    index = span_index(clients, p, length)
+    if index < 0:
+        return -2
+    recent_add(recent, p, length, index)
+    return index
+
+
 cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
-                              SpanTable *clients, const unsigned char **last_client,
-                              int32_t *last_length, int32_t *last_index) noexcept nogil:
-    cdef Py_ssize_t pos
+                              SpanTable *clients, RecentClients *recent) noexcept nogil:
+    # The common path stays small so the compiler inlines it into the loop; the
+    # rare ones (errors, new client ids, non-empty tag sections) are calls.
+    cdef Py_ssize_t pos = 8
     cdef int key, version, hv, st
     cdef int16_t length
     cdef int32_t index
+    cdef uint8_t info
+    cdef uint8_t flags = F_API | F_CORRELATION | F_HEADER_VERSION
     if n < 8:
         fail(c, i, ST_TRUNCATED, 0 if n < 2 else (2 if n < 4 else 4))
         return
     key = <int16_t>kp_load_be16(p)
     version = <int16_t>kp_load_be16(p + 2)
+    info = version_info(0, key, version)
+    hv = info & I_HEADER_VERSION
     c.api_key[i] = <int16_t>key
     c.api_version[i] = <int16_t>version
     c.correlation_id[i] = <int32_t>kp_load_be32(p + 4)
-    set_bit(c, i, F_API)
-    set_bit(c, i, F_CORRELATION)
-    hv = request_header_version(key, version)
     c.header_version[i] = <int8_t>hv
-    set_bit(c, i, F_HEADER_VERSION)
-    pos = 8
     if hv >= 1:
         if n - pos < 2:
+            c.present[i] = flags
             fail(c, i, ST_TRUNCATED, pos)
             return
         length = <int16_t>kp_load_be16(p + pos)
         pos += 2
-        if length < 0:
-            if length != -1:
-                fail(c, i, ST_BAD_LENGTH, pos)
-                return
-        else:
+        if length >= 0:
             if n - pos < length:
+                c.present[i] = flags
                 fail(c, i, ST_TRUNCATED, pos)
                 return
-            # Clients send the same id on every request: compare with the last one first.
-            if length == last_length[0] and same_bytes(p + pos, last_client[0], length):
-                index = last_index[0]
-            else:
-                if not valid_utf8(p + pos, length):
-                    fail(c, i, ST_MALFORMED, pos)
-                    return
-                index = span_index(clients, p + pos, length)
+            # Clients send the same id on every request: compare with the last few first.
+            index = recent_index(recent, p + pos, length)
+            if index < 0:
+                index = new_client(clients, recent, p + pos, length)
                 if index < 0:
-                    fail(c, i, ST_NO_MEMORY, pos)
+                    c.present[i] = flags
+                    fail(c, i, ST_MALFORMED if index == -1 else ST_NO_MEMORY, pos)
                     return
-                last_client[0] = p + pos
-                last_length[0] = length
-                last_index[0] = index
             c.client_id[i] = index
-            set_bit(c, i, F_CLIENT_ID)
+            flags |= F_CLIENT_ID
             pos += length
-    if hv >= 2:
-        st = skip_tags(p, n, &pos, &c.tag_count[i])
-        if st:
-            fail(c, i, st, pos)
+        elif length != -1:
+            c.present[i] = flags
+            fail(c, i, ST_BAD_LENGTH, pos)
             return
-        set_bit(c, i, F_TAG_COUNT)
+    if hv >= 2:
+        if pos < n and p[pos] == 0:   # no tagged fields: the usual case
+            c.tag_count[i] = 0
+            pos += 1
+        else:
+            st = skip_tags(p, n, &pos, &c.tag_count[i])
+            if st:
+                c.present[i] = flags
+                fail(c, i, st, pos)
+                return
+        flags |= F_TAG_COUNT
     c.body_offset[i] = <int32_t>pos
-    api_checks(c, i, 0, key, version, pos)
+    if info & I_DEPRECATED:
+        flags |= F_DEPRECATED
+    if info & I_REMOVED:
+        flags |= F_REMOVED
+    c.present[i] = flags
+    if not info & I_VALID:
+        fail(c, i, ST_UNSUPPORTED_VERSION if info & I_KNOWN else ST_UNKNOWN_API, pos)
 
 
 cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
@@ -482,13 +576,12 @@ cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p,
 
 cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
                             int direction, int key, int version, SpanTable *clients,
-                            const unsigned char **last_client, int32_t *last_length,
-                            int32_t *last_index) noexcept nogil:
+                            RecentClients *recent) noexcept nogil:
     clear_row(c, i)
     if direction == 1:
         scan_response(c, i, p, n, key, version)
     else:
-        scan_request(c, i, p, n, clients, last_client, last_length, last_index)
+        scan_request(c, i, p, n, clients, recent)
 
 
 # ------------------------------------------------------------------ column memory
@@ -507,7 +600,7 @@ cdef class CBuffer:
 
     def __dealloc__(self):
         if self.data != NULL:
-            munmap(self.data, self.mapped)
+            pool_put(self.data, self.mapped)
 
     def __getbuffer__(self, Py_buffer *view, int flags):
         self.shape[0] = self.length
@@ -540,6 +633,72 @@ cdef CBuffer take_buffer(void *data, Py_ssize_t length, size_t mapped):
 
 cdef inline size_t page_round(size_t n) noexcept nogil:
     return (n + 4095) & ~(<size_t>4095) if n else 4096
+
+
+# Freed column maps are kept for the next call (up to a bound): fresh pages cost a
+# fault and a kernel zeroing each, and that would be most of a header-only decode.
+# The pool is touched only with the GIL held (allocation before the loop, and
+# CBuffer deallocation).
+cdef enum:
+    POOL_SLOTS = 64
+cdef size_t POOL_MAX_BYTES = (<size_t>256) << 20
+cdef void *pool_ptr[POOL_SLOTS]
+cdef size_t pool_size[POOL_SLOTS]
+cdef size_t pool_total = 0
+memset(pool_ptr, 0, sizeof(pool_ptr))
+memset(pool_size, 0, sizeof(pool_size))
+
+
+cdef void pool_put(void *p, size_t size) noexcept:
+    global pool_total
+    cdef int k
+    if pool_total + size <= POOL_MAX_BYTES:
+        for k in range(POOL_SLOTS):
+            if pool_ptr[k] == NULL:
+                pool_ptr[k] = p
+                pool_size[k] = size
+                pool_total += size
+                return
+    munmap(p, size)
+
+
+cdef void *pool_take(size_t want, size_t *got) noexcept:
+    """A pooled map of at least ``want`` bytes (or the largest one, to be grown); NULL if none."""
+    global pool_total
+    cdef int k, best = -1
+    cdef void *p
+    for k in range(POOL_SLOTS):
+        if pool_ptr[k] == NULL:
+            continue
+        if best < 0:
+            best = k
+        elif pool_size[best] < want:
+            if pool_size[k] > pool_size[best]:
+                best = k
+        elif want <= pool_size[k] < pool_size[best]:
+            best = k
+    if best < 0:
+        return NULL
+    p = pool_ptr[best]
+    got[0] = pool_size[best]
+    pool_ptr[best] = NULL
+    pool_total -= pool_size[best]
+    return p
+
+
+cdef int columns_from_pool(Columns *c, size_t *mapped, Py_ssize_t capacity) noexcept:
+    """Start the columns from pooled maps where there are some (GIL held)."""
+    cdef void **slots = column_slots(c)
+    cdef int k
+    cdef size_t got
+    cdef void *p
+    for k in range(NCOLUMNS):
+        if slots[k] == NULL:
+            p = pool_take(page_round(capacity * ELEMENT_SIZE[k]), &got)
+            if p != NULL:
+                slots[k] = p
+                mapped[k] = got
+    return 0
 
 
 cdef void *map_resize(void *p, size_t old_bytes, size_t new_bytes) noexcept nogil:
@@ -605,27 +764,36 @@ for _k in range(256):
     BITS_SET[_k] = bin(_k).count("1")
 
 
+cdef inline uint64_t load_le64(const uint8_t *p) noexcept nogil:
+    # Byte k of the word is frame 8j + k on any host (compilers make this one load).
+    return (<uint64_t>p[0] | (<uint64_t>p[1] << 8) | (<uint64_t>p[2] << 16) | (<uint64_t>p[3] << 24)
+            | (<uint64_t>p[4] << 32) | (<uint64_t>p[5] << 40) | (<uint64_t>p[6] << 48)
+            | (<uint64_t>p[7] << 56))
+
+
 cdef void split_flags(const uint8_t *present, Py_ssize_t n, uint8_t **bitmaps, Py_ssize_t *set_counts) noexcept nogil:
     """Turn the per-frame F_* bytes into eight Arrow bitmaps, counting the bits set."""
-    cdef Py_ssize_t j, i, nbytes = (n + 7) // 8
-    cdef int k, b
-    cdef uint8_t acc[8]
-    cdef uint8_t f
+    cdef Py_ssize_t j, nbytes = (n + 7) // 8
+    cdef int b
+    cdef uint64_t word, lanes
+    cdef uint8_t out
+    cdef uint8_t tail[8]
     for b in range(8):
         set_counts[b] = 0
     for j in range(nbytes):
+        # Eight frames' flag bytes as one word; for flag b, keep bit b of each byte
+        # and gather those eight bits into one byte with a multiply.
+        if 8 * j + 8 <= n:
+            word = load_le64(present + 8 * j)
+        else:
+            memset(tail, 0, 8)
+            memcpy(tail, present + 8 * j, n - 8 * j)
+            word = load_le64(tail)
         for b in range(8):
-            acc[b] = 0
-        for k in range(8):
-            i = 8 * j + k
-            if i >= n:
-                break
-            f = present[i]
-            for b in range(8):
-                acc[b] |= ((f >> b) & 1) << k
-        for b in range(8):
-            bitmaps[b][j] = acc[b]
-            set_counts[b] += BITS_SET[acc[b]]
+            lanes = (word >> b) & 0x0101010101010101ULL
+            out = <uint8_t>((lanes * 0x0102040810204080ULL) >> 56)
+            bitmaps[b][j] = out
+            set_counts[b] += BITS_SET[out]
 
 
 # ------------------------------------------------------------------ the driver
@@ -678,8 +846,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     cdef SpanTable clients
     cdef Py_ssize_t i = 0, pos = 0, framed = 0, start, n, capacity
     cdef int32_t size
-    cdef const unsigned char *last_client = <const unsigned char *>""
-    cdef int32_t last_length = -1, last_index = -1
+    cdef RecentClients recent
     cdef bint wide = False, prefixed = offsets is None, no_memory = False
     cdef const int32_t *off32 = NULL
     cdef const int64_t *off64 = NULL
@@ -704,6 +871,9 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
         raise ValueError("per-frame inputs need the frame count")
 
     memset(&c, 0, sizeof(c))
+    memset(&recent, 0, sizeof(recent))
+    for k in range(RECENT):
+        recent.length[k] = -1
     memset(mapped, 0, sizeof(mapped))
     if span_table_init(&clients) < 0:
         span_table_free(&clients)
@@ -711,10 +881,11 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     cdef const unsigned char *buf = <const unsigned char *>view.buf
     cdef Py_ssize_t length = view.len
+    # Requests take at least 12 bytes with their prefix: grow (by remapping) if not.
+    capacity = count if count >= 0 else length // 16 + 64
+    columns_from_pool(&c, mapped, capacity)
     try:
         with nogil:
-            # Requests take at least 12 bytes with their prefix: grow (by remapping) if not.
-            capacity = count if count >= 0 else length // 16 + 64
             if columns_resize(&c, mapped, capacity) < 0:
                 no_memory = True
             while not no_memory:
@@ -744,7 +915,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                     if n > size:
                         n = size
                     scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &clients,
-                               &last_client, &last_length, &last_index)
+                               &recent)
                     if n < size:
                         # The buffer ends inside this frame, whatever its header said.
                         if c.status[i] != ST_TRUNCATED:
@@ -764,12 +935,10 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                         fail(&c, i, ST_NULL_FRAME if n >= 0 else ST_BAD_LENGTH, 0)
                     else:
                         scan_frame(&c, i, buf + start, n, direction, key, version, &clients,
-                                   &last_client, &last_length, &last_index)
+                                   &recent)
                 if c.status[i] == ST_NO_MEMORY:
                     no_memory = True
                 i += 1
-            if not no_memory and columns_resize(&c, mapped, i) < 0:
-                no_memory = True
         if no_memory:
             raise MemoryError()
         client_ids = [PyBytes_FromStringAndSize(<const char *>clients.order[k].ptr, clients.order[k].length)
