@@ -1400,6 +1400,17 @@ cdef bint _valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept:
     return True
 
 
+cdef int _check_header_keys(_Spans spans, Py_ssize_t first, RecordBatch batch) except -1:
+    # Checked per batch, as the batch is scanned, so the first corrupt batch is the one
+    # reported (as iterating the records does).
+    cdef Py_ssize_t i
+    for i in range(first, spans.n_headers):
+        if spans.headers[i].key_len > 0 and not _valid_utf8(spans.headers[i].key, spans.headers[i].key_len):
+            raise CorruptRecordError("record batch is corrupt: invalid UTF-8 in a record header key",
+                                     batch._start, base_offset=batch.base_offset)
+    return 0
+
+
 def _columnar(batches, bint batch_columns):
     import numpy as np
     import pyarrow as pa
@@ -1409,10 +1420,12 @@ def _columnar(batches, bint batch_columns):
     cdef Py_buffer view
     cdef Py_ssize_t i, n
     cdef RecordSpan *span
+    cdef Py_ssize_t first_header
     batch_rows = []
     for batch in batches:
         if isinstance(batch, RecordBatch):
             v2 = <RecordBatch>batch
+            first_header = spans.n_headers
             if v2._owner.verify_crc and not v2._checked:
                 v2.verify_crc()
             if not (v2.attributes & ATTR_COMPRESSION):
@@ -1441,6 +1454,7 @@ def _columnar(batches, bint batch_columns):
                         v2._start, base_offset=v2.base_offset) from None
                 finally:
                     PyBuffer_Release(&view)
+            _check_header_keys(spans, first_header, v2)
         else:
             _add_object_records(spans, batch.records(), batch_index)
         if batch_columns:
@@ -1480,9 +1494,6 @@ def _columnar(batches, bint batch_columns):
                          sizeof(RecordSpan))
     values = _binary_array(n, &spans.records[0].value if n else NULL,
                            &spans.records[0].value_len if n else NULL, sizeof(RecordSpan))
-    for i in range(spans.n_headers):
-        if spans.headers[i].key_len > 0 and not _valid_utf8(spans.headers[i].key, spans.headers[i].key_len):
-            raise CorruptRecordError("invalid UTF-8 in a record header key")
     header_keys = _binary_array(spans.n_headers, &spans.headers[0].key if spans.n_headers else NULL,
                                 &spans.headers[0].key_len if spans.n_headers else NULL, sizeof(HeaderSpan),
                                 text=True)
