@@ -482,7 +482,7 @@ _SCALAR_TYPES = {
 
 def _message_name(message: str | int, direction: int) -> str:
     if isinstance(message, str):
-        return schema.spec(message) and schema.message_class(message)._message_name
+        return schema.message_class(message)._message_name
     name = schema.response_name(message) if direction == RESPONSE else schema.request_name(message)
     if name is None:
         raise ValueError(f"no schema for api_key {message}")
@@ -547,10 +547,13 @@ def _records_summary(records: Any) -> tuple[int, int | None]:
     return batches, records_count
 
 
-def _typed(value: Any, cls: type) -> dict:
+def _typed(value: Any, cls: type, plan: schema.StructPlan) -> dict:
+    """A decoded struct as a dict of the union type: fields this version lacks are null."""
     out: dict[str, Any] = {}
+    ops = {op.name: op for op in plan.fields + plan.tagged}
     for name, kind, child in zip(cls._field_names, cls._field_kinds, cls._field_struct):
-        v = getattr(value, name)
+        op = ops.get(name)
+        v = getattr(value, name) if op is not None else None
         if kind == schema.RECORDS:
             out[name] = None if v is None else bytes(v)
             summary = (None, None)
@@ -563,9 +566,9 @@ def _typed(value: Any, cls: type) -> dict:
         elif v is None:
             out[name] = None
         elif kind == schema.STRUCT:
-            out[name] = _typed(v, child)
+            out[name] = _typed(v, child, op.child)
         elif kind == schema.ARRAY and child is not None:
-            out[name] = [_typed(item, child) for item in v]
+            out[name] = [_typed(item, child, op.child) for item in v]
         elif kind == schema.UUID:
             out[name] = str(v)
         elif kind == schema.ARRAY:
@@ -602,6 +605,13 @@ def _decode_bodies(frames: Any, batch: pa.RecordBatch, direction_of: np.ndarray,
             continue
 
 
+def _read_version(body_obj: Any, version: int) -> int:
+    # KIP-511: an ApiVersions UNSUPPORTED_VERSION response is read as v0.
+    if type(body_obj)._message_name == "ApiVersionsResponse" and getattr(body_obj, "error_code", 0) == 35:
+        return 0
+    return version
+
+
 def decode_struct_column(frames: Any, message: str | int, *, directions: Any = None,
                          request_api_keys: Any = None, request_api_versions: Any = None,
                          max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> pa.StructArray:
@@ -630,8 +640,9 @@ def decode_struct_column(frames: Any, message: str | int, *, directions: Any = N
     rows = np.flatnonzero((status == Status.OK) & (dirs == direction) & (keys == api_key))
     values: list[dict | None] = [None] * batch.num_rows
     cls = schema.message_class(name)
+    versions = batch["api_version"].fill_null(-1).to_numpy(zero_copy_only=False)
     for i, body_obj in _decode_bodies(frames, batch, dirs, rows):
-        values[i] = _typed(body_obj, cls)
+        values[i] = _typed(body_obj, cls, schema.plan(name, _read_version(body_obj, int(versions[i]))))
     return pa.array(values, type=arrow_type)
 
 

@@ -273,8 +273,12 @@ def test_typed_struct_column(loops):
     part = values[1]["topic_data"][0]["partition_data"][0]
     assert part["index"] == 2 and part["records_batch_count"] == 1 and part["records_record_count"] == 3
     assert values[1]["acks"] == 1 and values[1]["transactional_id"] is None
-    # The union type holds fields of every version (topic_id appears only in v13).
+    # The union type holds fields of every version; a field this version lacks is null.
     assert "topic_id" in [f.name for f in kb.body_type("ProduceRequest")["topic_data"].type.value_type]
+    assert values[1]["topic_data"][0]["topic_id"] is None and values[1]["topic_data"][0]["name"] == "orders"
+    old = kb.decode_struct_column(prefixed(api.encode_request(P(acks=1), version=2, correlation_id=1,
+                                                              client_id="x")), "ProduceRequest")
+    assert old.to_pylist()[0]["transactional_id"] is None and old.to_pylist()[0]["acks"] == 1
 
 
 def test_produce_partitions(loops):
