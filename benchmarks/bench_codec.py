@@ -3,6 +3,8 @@ and kafka-python 3.0.12, measured in the same process.
 
 Cases (issue figures in brackets):
 * request header v2 decode / encode through the Python API       [decode >= 3x kio]
+  (kproto decodes arrays of structs lazily: validated at decode, objects built on first
+  read; the *_decode_and_walk case reads every partition, the fair eager comparison)
 * primitive round trips (varint, compact string), C vs pure Python
 * MetadataResponse v12, 100 topics x 10 partitions                [decode >= 10x kio, encode >= 20x kafka-python]
 * ApiVersionsResponse v3, ProduceRequest v9 (10 x 10 x 1 KiB records),
@@ -144,6 +146,28 @@ def decode_cases(key: str):
     return cases
 
 
+def walk_metadata(body) -> int:
+    """Touch every partition's replica list: forces kproto's lazy arrays to materialize."""
+    total = 0
+    for topic in body.topics:
+        for partition in topic.partitions:
+            total += len(partition.isr_nodes)
+    return total
+
+
+def decode_and_walk_cases():
+    """Metadata v12 decoded *and* every partition read: the fair comparison with eager decoders."""
+    body = BODIES["metadata_v12"]
+    plan = schema.plan("MetadataResponse", 12)
+    cases = {f"kproto_{impl}": (lambda c: lambda: walk_metadata(c.decode_struct(body, plan)))(codec)
+             for impl, codec in CODECS.items()}
+    reader = kio_serial.entity_reader(KioMetadataResponse)
+    cases["kio"] = lambda: walk_metadata(reader(body, 0)[0])
+    theirs = kafka_python_class("MetadataResponse")
+    cases["kafka_python"] = lambda: walk_metadata(theirs.decode(body, version=12))
+    return cases
+
+
 def encode_cases(key: str):
     obj, version, kio_class, name = MESSAGES[key]
     body = BODIES[key]
@@ -191,6 +215,7 @@ GROUPS = {
     "header_encode": header_encode_cases,
     "primitives": primitive_cases,
     **{f"{key}_decode": (lambda k: lambda: decode_cases(k))(key) for key in MESSAGES},
+    "metadata_v12_decode_and_walk": decode_and_walk_cases,
     **{f"{key}_encode": (lambda k: lambda: encode_cases(k))(key) for key in MESSAGES},
 }
 

@@ -38,6 +38,7 @@ cdef struct ByteReader:
     int api_key                  # -1 when unknown
     int api_version              # -1 when unknown
     int depth
+    bint prevalidated            # the bytes passed a full scan already (lazy arrays)
     PathFrame path[MAX_PATH_DEPTH]
 
 
@@ -65,6 +66,7 @@ cdef inline void reader_init(ByteReader *r, const unsigned char *data, Py_ssize_
     r.api_key = -1
     r.api_version = -1
     r.depth = 0
+    r.prevalidated = 0
 
 
 cdef inline Py_ssize_t reader_offset(ByteReader *r) noexcept:

@@ -28,6 +28,9 @@ from kproto.errors import (
     UnsupportedRequestError, UnsupportedVersionError,
 )
 
+cdef extern from "kp_utf8.h":
+    int kp_utf8_valid(const unsigned char *p, Py_ssize_t n) nogil
+
 cdef extern from "Python.h":
     object PyType_GenericAlloc(PyTypeObject *tp, Py_ssize_t nitems)
     int PyGC_Disable() noexcept
@@ -54,9 +57,23 @@ cdef Py_ssize_t slot_offset(object cls, str name) except -1:
         descr = klass.__dict__.get(name)
         if descr is not None:
             break
+    if type(descr) is LazyField:
+        return (<LazyField>descr).offset
     if descr is None or type(descr).__name__ != "member_descriptor":
         raise TypeError(f"{cls.__name__}.{name} is not a slot")
     return (<PyMemberDescrObject *>descr).d_member.offset
+
+
+cdef int install_lazy_field(object cls, str name) except -1:
+    """Put a LazyField in front of a struct-array slot, once per class."""
+    descr = cls.__dict__.get(name)
+    if type(descr) is LazyField:
+        return 0
+    cdef LazyField field = LazyField.__new__(LazyField)
+    field.offset = slot_offset(cls, name)
+    field.name = name
+    type.__setattr__(cls, name, field)
+    return 0
 
 
 cdef class CPlan:
@@ -91,6 +108,8 @@ cdef FieldOp *compile_ops(CPlan cp, tuple ops) except NULL:
         out[i].pyop = <PyObject *>op
         out[i].default = <PyObject *>op.default
         out[i].struct_cls = <PyObject *>op.struct_cls
+        if op.kind == K_ARRAY and op.elem_kind == K_STRUCT:
+            install_lazy_field(cls, name)
         if op.child is not None:
             child = native_plan(op.child)
             cp.keep.append(child)
@@ -227,6 +246,8 @@ cdef object read_value(ByteReader *r, FieldOp *op, int kind, bint nullable, Path
         n = read_array_count(r, op.compact, nullable)
         if n < 0:
             return None
+        if op.elem_kind == K_STRUCT:
+            return pending_struct_array(r, op, n, frame, source)
         out = PyList_New(n)
         for i in range(n):
             frame.index = i
@@ -344,11 +365,279 @@ from kproto._c._records cimport records_view_over
 
 
 cdef class Source:
-    """The decoded buffer (its owner keeps it alive for zero-copy views)."""
+    """The decoded buffer, held for as long as a zero-copy view or lazy array needs it.
+
+    bytes are used in place; any other buffer is exported once (which also stops a
+    bytearray from being resized under the views).
+    """
     cdef object obj
+    cdef Py_buffer view
+    cdef bint has_view
+    cdef const unsigned char *base
+    cdef Py_ssize_t size
 
     def __cinit__(self, obj):
         self.obj = obj
+        if PyBytes_CheckExact(obj):
+            self.base = <const unsigned char *>PyBytes_AS_STRING(obj)
+            self.size = PyBytes_GET_SIZE(obj)
+        else:
+            PyObject_GetBuffer(obj, &self.view, PyBUF_SIMPLE)
+            self.has_view = True
+            self.base = <const unsigned char *>self.view.buf
+            self.size = self.view.len
+
+    def __dealloc__(self):
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+
+
+# ------------------------------------------------------------------ lazy struct arrays
+# Arrays of structs are where decoding spends its time (a Metadata response's
+# partitions, a Fetch response's topics). Decoding scans them fully -- every length,
+# varint, tag and UTF-8 string is checked, so bad input still fails at decode time
+# with its path and offset -- but builds their objects only when the attribute is
+# first read. A LazyField descriptor in front of the slot does that transparently:
+# users only ever see lists. Re-encoding an untouched array at the same version
+# copies its bytes.
+
+cdef class PendingArray:
+    """The still-encoded elements of a struct array (never seen by users)."""
+    cdef Source src
+    cdef Py_ssize_t start
+    cdef Py_ssize_t end
+    cdef Py_ssize_t count
+    cdef CPlan elem
+    cdef object root_name
+    cdef int api_key
+    cdef int api_version
+
+    def __len__(self):
+        return self.count
+
+    def __repr__(self):
+        return f"<pending array of {self.count} {self.elem.plan.name}>"
+
+
+cdef object pending_struct_array(ByteReader *r, FieldOp *op, Py_ssize_t n, PathFrame *frame, object source):
+    cdef Py_ssize_t i
+    cdef const unsigned char *start = r.p
+    for i in range(n):
+        frame.index = i
+        skip_struct(r, <CPlan>op.child)
+    frame.index = -1
+    cdef PendingArray pending = PendingArray.__new__(PendingArray)
+    pending.src = <Source>source
+    pending.start = start - pending.src.base
+    pending.end = r.p - pending.src.base
+    pending.count = n
+    pending.elem = <CPlan>op.child
+    pending.root_name = <object>r.root_name if r.root_name != NULL else None
+    pending.api_key = r.api_key
+    pending.api_version = r.api_version
+    return pending
+
+
+cdef object materialize(PendingArray pending):
+    cdef ByteReader r
+    cdef Py_ssize_t i
+    reader_init(&r, pending.src.base, pending.end)
+    r.p = pending.src.base + pending.start
+    r.prevalidated = 1
+    r.root_name = <PyObject *>pending.root_name if pending.root_name is not None else NULL
+    r.api_key = pending.api_key
+    r.api_version = pending.api_version
+    r.depth = 1
+    r.path[0].name = NULL
+    out = PyList_New(pending.count)
+    cdef int was_enabled = PyGC_Disable()
+    try:
+        for i in range(pending.count):
+            r.path[0].index = i
+            r.depth = 1
+            item = read_struct(&r, pending.elem, pending.src)
+            Py_INCREF(item)
+            PyList_SET_ITEM(out, i, item)
+    finally:
+        if was_enabled:
+            PyGC_Enable()
+    if r.p != r.end:
+        raise_decode(&r, InvalidLengthError, "lazy array ended before its scanned end")
+    return out
+
+
+cdef class LazyField:
+    """Descriptor for a struct-array slot: turns a PendingArray into a list on first read."""
+    cdef Py_ssize_t offset
+    cdef str name
+
+    def __get__(self, obj, objtype):
+        if obj is None:
+            return self
+        cdef PyObject *value = get_slot(obj, self.offset)
+        if value == NULL:
+            raise AttributeError(f"'{type(obj).__name__}' object has no attribute '{self.name}'")
+        if type(<object>value) is PendingArray:
+            items = materialize(<PendingArray>value)
+            set_slot(obj, self.offset, items)
+            return items
+        return <object>value
+
+    def __set__(self, obj, value):
+        set_slot(obj, self.offset, value)
+
+    def __delete__(self, obj):
+        cdef PyObject **slot = <PyObject **>((<char *><PyObject *>obj) + self.offset)
+        if slot[0] == NULL:
+            raise AttributeError(self.name)
+        cdef PyObject *old = slot[0]
+        slot[0] = NULL
+        Py_XDECREF(old)
+
+
+# ------------------------------------------------------------------ validating scan
+# skip_* mirror read_* check for check, in the same order, so that a lazy array
+# fails at decode time exactly where (and how) an eager read would.
+
+cdef int skip_string(ByteReader *r, bint compact, bint nullable) except -1:
+    cdef Py_ssize_t n
+    if compact:
+        n = read_compact_length(r, nullable, "string length")
+    else:
+        n = read_length16(r, nullable, "string length")
+    if n > 0:
+        if not r.prevalidated and not kp_utf8_valid(r.p, n):
+            read_str_body(r, n)   # raises the decoder's own error, at the same offset
+        r.p += n
+    return 0
+
+
+cdef int skip_fixed_array(ByteReader *r, Py_ssize_t n, Py_ssize_t width, PathFrame *frame) except -1:
+    cdef Py_ssize_t fit
+    if r.end - r.p < width * n:
+        fit = (r.end - r.p) // width
+        frame.index = fit
+        r.p += width * fit
+        raise_truncated(r, width)
+    r.p += width * n
+    return 0
+
+
+cdef Py_ssize_t fixed_width(int kind) noexcept:
+    if kind == K_BOOL or kind == K_INT8:
+        return 1
+    if kind == K_INT16 or kind == K_UINT16:
+        return 2
+    if kind == K_INT32 or kind == K_UINT32:
+        return 4
+    if kind == K_INT64 or kind == K_FLOAT64:
+        return 8
+    if kind == K_UUID:
+        return 16
+    return 0
+
+
+cdef int skip_value(ByteReader *r, FieldOp *op, int kind, bint nullable, PathFrame *frame) except -1:
+    cdef Py_ssize_t n, i, width
+    cdef int8_t marker
+    width = fixed_width(kind)
+    if width:
+        return reader_need(r, width) if r.end - r.p < width else skip_n(r, width)
+    if kind == K_STRING:
+        return skip_string(r, op.compact, nullable)
+    if kind == K_ARRAY:
+        n = read_array_count(r, op.compact, nullable)
+        if n <= 0:
+            return 0
+        width = fixed_width(op.elem_kind)
+        if width:
+            skip_fixed_array(r, n, width, frame)
+        else:
+            for i in range(n):
+                frame.index = i
+                skip_value(r, op, op.elem_kind, False, frame)
+        frame.index = -1
+        return 0
+    if kind == K_STRUCT:
+        if nullable:
+            marker = read_int8(r)
+            if marker == -1:
+                return 0
+            if marker != 1:
+                raise_decode(r, DecodeError, f"invalid nullable struct marker {marker}")
+        return skip_struct(r, <CPlan>op.child)
+    if kind == K_BYTES or kind == K_RECORDS:
+        if op.compact:
+            n = read_compact_length(r, nullable, "records length" if kind == K_RECORDS else "bytes length")
+        else:
+            n = read_length32(r, nullable, "records length" if kind == K_RECORDS else "bytes length")
+        if n > 0:
+            r.p += n
+        return 0
+    raise AssertionError(f"unknown field kind {kind}")
+
+
+cdef inline int skip_n(ByteReader *r, Py_ssize_t n) except -1:
+    r.p += n
+    return 0
+
+
+cdef int skip_struct(ByteReader *r, CPlan plan) except -1:
+    cdef int depth = r.depth
+    if depth >= MAX_PATH_DEPTH:
+        raise_decode(r, LimitExceededError, f"structs nested deeper than {MAX_PATH_DEPTH}")
+    cdef PathFrame *frame = &r.path[depth]
+    frame.name = NULL
+    frame.index = -1
+    r.depth = depth + 1
+    cdef Py_ssize_t i
+    cdef FieldOp *op
+    for i in range(plan.nfields):
+        op = &plan.fields[i]
+        frame.name = op.name
+        skip_value(r, op, op.kind, op.nullable, frame)
+    if plan.flexible:
+        skip_tagged(r, plan, frame)
+    r.depth = depth
+    return 0
+
+
+cdef int skip_tagged(ByteReader *r, CPlan plan, PathFrame *frame) except -1:
+    cdef uint32_t count, k, tag, size
+    cdef int64_t previous = -1
+    cdef Py_ssize_t j
+    cdef FieldOp *op
+    cdef const unsigned char *outer_end
+    frame.name = <PyObject *>TAGGED_SECTION
+    count = read_unsigned_varint(r)
+    if count > <uint32_t>(r.end - r.p):
+        raise_invalid_length(r, count, "tagged field count")
+    for k in range(count):
+        tag = read_unsigned_varint(r)
+        if <int64_t>tag <= previous:
+            raise_decode(r, DecodeError, f"tagged field {tag} out of order (after {previous})")
+        previous = tag
+        size = read_unsigned_varint(r)
+        if size > <uint32_t>(r.end - r.p):
+            raise_truncated(r, size)
+        op = NULL
+        for j in range(plan.ntagged):
+            if plan.tagged[j].tag == <int>tag:
+                op = &plan.tagged[j]
+                break
+        if op == NULL:
+            r.p += size
+            continue
+        frame.name = op.name
+        outer_end = r.end
+        r.end = r.p + size
+        skip_value(r, op, op.kind, op.nullable, frame)
+        if r.p != r.end:
+            raise_decode(r, InvalidLengthError,
+                         f"tagged field {tag} declared {size} bytes but its value ended {r.end - r.p} early")
+        r.end = outer_end
+        frame.name = <PyObject *>TAGGED_SECTION
+    return 0
 
 
 cdef str TAGGED_SECTION = "<tagged fields>"
@@ -419,25 +708,21 @@ cdef int check_consumed(ByteReader *r, object plan) except -1:
 
 def decode_struct(buf, plan, Py_ssize_t offset=0, end=None):
     """Decode one message body spanning exactly buf[offset:end]."""
-    cdef Py_buffer view
     cdef ByteReader r
     cdef CPlan cp = native_plan(plan)
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-    try:
-        reader_init(&r, <const unsigned char *>view.buf, view.len)
-        if end is not None:
-            if end < offset or end > view.len:
-                raise ValueError("end out of range")
-            r.end = r.start + <Py_ssize_t>end
-        if offset < 0 or offset > r.end - r.start:
-            raise ValueError("offset out of range")
-        r.p = r.start + offset
-        prepare(&r, cp)
-        obj = read_struct_top(&r, cp, Source(buf))
-        check_consumed(&r, plan)
-        return obj
-    finally:
-        PyBuffer_Release(&view)
+    cdef Source src = Source(buf)
+    reader_init(&r, src.base, src.size)
+    if end is not None:
+        if end < offset or end > src.size:
+            raise ValueError("end out of range")
+        r.end = r.start + <Py_ssize_t>end
+    if offset < 0 or offset > r.end - r.start:
+        raise ValueError("offset out of range")
+    r.p = r.start + offset
+    prepare(&r, cp)
+    obj = read_struct_top(&r, cp, src)
+    check_consumed(&r, plan)
+    return obj
 
 
 # ------------------------------------------------------------------ encoding
@@ -518,6 +803,13 @@ cdef int write_value(ByteWriter *w, FieldOp *op, int kind, bint nullable, object
             if not nullable:
                 raise EncodeError("null array in a non-nullable field")
             return write_length(w, -1, op.compact, True)
+        if type(value) is PendingArray:
+            if (<PendingArray>value).elem is <CPlan>op.child:
+                # Untouched and encoded with the very same plan: copy its bytes.
+                write_length(w, (<PendingArray>value).count, op.compact, True)
+                return write_raw(w, (<PendingArray>value).src.base + (<PendingArray>value).start,
+                                 (<PendingArray>value).end - (<PendingArray>value).start)
+            value = materialize(<PendingArray>value)
         if type(value) is not list and not isinstance(value, (list, tuple)):
             raise EncodeError(f"expected a list, got {type(value).__name__}")
         n = len(value)
@@ -910,43 +1202,35 @@ cdef CPlan request_plan(int api_key, int api_version, object header, Py_ssize_t 
 
 def decode_request(buf):
     """(header, header_version, body) of a request payload (no size prefix)."""
-    cdef Py_buffer view
     cdef ByteReader r
     cdef int version
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-    try:
-        reader_init(&r, <const unsigned char *>view.buf, view.len)
-        h = read_request_header(&r, &version)
-        cp = request_plan(<object>get_slot(h, OFF_API_KEY), <object>get_slot(h, OFF_API_VERSION),
-                          h, r.p - r.start)
-        prepare(&r, cp)
-        body = read_struct_top(&r, cp, Source(buf))
-        check_consumed(&r, cp.plan)
-        return h, version, body
-    finally:
-        PyBuffer_Release(&view)
+    cdef Source src = Source(buf)
+    reader_init(&r, src.base, src.size)
+    h = read_request_header(&r, &version)
+    cp = request_plan(<object>get_slot(h, OFF_API_KEY), <object>get_slot(h, OFF_API_VERSION),
+                      h, r.p - r.start)
+    prepare(&r, cp)
+    body = read_struct_top(&r, cp, src)
+    check_consumed(&r, cp.plan)
+    return h, version, body
 
 
 def decode_response(buf, int api_key, int api_version, plan):
     """(header, header_version, body) of a response payload, given the request's API and version."""
-    cdef Py_buffer view
     cdef ByteReader r
     cdef int version
     cdef CPlan cp = native_plan(plan)
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-    try:
-        reader_init(&r, <const unsigned char *>view.buf, view.len)
-        h = read_response_header(&r, api_key, api_version, &version)
-        if r.p == r.end:
-            raise UnsupportedRequestError(
-                "response holds only a correlation id: the broker did not support the request",
-                r.p - r.start, None, api_key, api_version)
-        prepare(&r, cp)
-        body = read_struct_top(&r, cp, Source(buf))
-        check_consumed(&r, plan)
-        return h, version, body
-    finally:
-        PyBuffer_Release(&view)
+    cdef Source src = Source(buf)
+    reader_init(&r, src.base, src.size)
+    h = read_response_header(&r, api_key, api_version, &version)
+    if r.p == r.end:
+        raise UnsupportedRequestError(
+            "response holds only a correlation id: the broker did not support the request",
+            r.p - r.start, None, api_key, api_version)
+    prepare(&r, cp)
+    body = read_struct_top(&r, cp, src)
+    check_consumed(&r, plan)
+    return h, version, body
 
 
 cdef int write_header_tags(ByteWriter *w, object tags) except -1:
