@@ -38,7 +38,7 @@ cdef struct ByteReader:
     int api_key                  # -1 when unknown
     int api_version              # -1 when unknown
     int depth
-    bint prevalidated            # the bytes passed a full scan already (lazy arrays)
+    bint prevalidated            # the bytes passed a full scan already: read eagerly, skip UTF-8 checks
     PathFrame path[MAX_PATH_DEPTH]
 
 

@@ -246,7 +246,7 @@ cdef object read_value(ByteReader *r, FieldOp *op, int kind, bint nullable, Path
         n = read_array_count(r, op.compact, nullable)
         if n < 0:
             return None
-        if op.elem_kind == K_STRUCT:
+        if op.elem_kind == K_STRUCT and not r.prevalidated:
             return pending_struct_array(r, op, n, frame, source)
         out = PyList_New(n)
         for i in range(n):
@@ -402,7 +402,11 @@ cdef class Source:
 # copies its bytes.
 
 cdef class PendingArray:
-    """The still-encoded elements of a struct array (never seen by users)."""
+    """The still-encoded elements of a struct array (never seen by users).
+
+    Only the outermost struct arrays of a decode are pending; reading one builds
+    everything below it.
+    """
     cdef Source src
     cdef Py_ssize_t start
     cdef Py_ssize_t end
@@ -439,6 +443,9 @@ cdef object pending_struct_array(ByteReader *r, FieldOp *op, Py_ssize_t n, PathF
 
 
 cdef object materialize(PendingArray pending):
+    # The whole subtree is built at once (nested arrays too), under one GC pause:
+    # materializing level by level let the collector run between small bursts,
+    # which cost more than the objects themselves.
     cdef ByteReader r
     cdef Py_ssize_t i
     reader_init(&r, pending.src.base, pending.end)
@@ -449,9 +456,9 @@ cdef object materialize(PendingArray pending):
     r.api_version = pending.api_version
     r.depth = 1
     r.path[0].name = NULL
-    out = PyList_New(pending.count)
     cdef int was_enabled = PyGC_Disable()
     try:
+        out = PyList_New(pending.count)
         for i in range(pending.count):
             r.path[0].index = i
             r.depth = 1
