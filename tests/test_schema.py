@@ -35,7 +35,8 @@ def test_every_definition_file_is_covered(shared_protocol_dir):
     names = set()
     for folder in ("message", "message-4x"):
         for path in (shared_protocol_dir / folder).glob("*.json"):
-            text = "\n".join(l for l in path.read_text().splitlines() if not l.lstrip().startswith("//"))
+            text = "\n".join(line for line in path.read_text().splitlines()
+                             if not line.lstrip().startswith("//"))
             names.add(json.loads(text)["name"])
     for name in names:
         assert schema.spec(name)   # old names resolve through aliases
@@ -103,3 +104,9 @@ def test_retriable_flags_agree_with_kafka_python():
     differences = {code for code, flag in theirs.items() if code in ErrorCode._by_code
                    and is_retriable(code) != flag} - {2}
     assert not differences
+
+
+def test_message_stubs_are_not_stale():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_stubs.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
