@@ -24,6 +24,7 @@ BUDGET = {
     "response": 60_000,
     "records": 20_000,
     "capture": 3_000,
+    "tcp": 2_000,
     "framing": 40_000,
     "batch": 1_500,
 }

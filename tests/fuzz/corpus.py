@@ -153,12 +153,18 @@ def capture_seeds() -> tuple[bytes, ...]:
     files = []
     for linktype in (LINK_ETHERNET, LINK_NULL, LINK_RAW, LINK_SLL, LINK_SLL2):
         files.append(pcap_of(conversation(linktype=linktype), linktype=linktype))
+        _TCP_SEEDS.append(targets.tcp_packets(linktype, [p.data for p in conversation(linktype=linktype)]))
+        _TCP_SEEDS.append(targets.tcp_packets(linktype, [p.data for p in conversation(linktype=linktype)[3:]],
+                                              small=True))
     files.append(pcap_of(conversation(vlans=(5,)), nanos=True, big_endian=True))
     files.append(pcap_of(conversation(client=("fd00::1", 40000), server=("fd00::2", 9092))))
     files.append(pcap_of(conversation()[3:]))           # no handshake: a mid-stream start
     packets = conversation(sizes=(1000,))
     packets[3], packets[4] = packets[4], packets[3]     # out of order
     files.append(pcap_of(packets + packets[3:5]))       # and resent
+    _TCP_SEEDS.append(targets.tcp_packets(LINK_ETHERNET, [p.data for p in packets + packets[3:5]]))
+    ipv6 = conversation(client=("fd00::1", 40000), server=("fd00::2", 9092))
+    _TCP_SEEDS.append(targets.tcp_packets(LINK_ETHERNET, [p.data for p in ipv6]))
     writer = PcapngWriter()
     writer.section()
     writer.add_interface(LINK_ETHERNET, tsresol=9)
@@ -171,6 +177,14 @@ def capture_seeds() -> tuple[bytes, ...]:
         seeds.append(targets.capture_options(small=False) + data)
         seeds.append(targets.capture_options(small=True) + data)
     return tuple(seeds)
+
+
+_TCP_SEEDS: list[bytes] = []   # filled by capture_seeds, from the same conversations
+
+
+def tcp_seeds() -> tuple[bytes, ...]:
+    capture_seeds()
+    return tuple(_TCP_SEEDS)
 
 
 def framing_seeds() -> tuple[bytes, ...]:
@@ -205,6 +219,7 @@ SEEDS = {
     "response": response_seeds,
     "records": record_seeds,
     "capture": capture_seeds,
+    "tcp": tcp_seeds,
     "framing": framing_seeds,
     "batch": batch_seeds,
 }

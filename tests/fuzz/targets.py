@@ -255,7 +255,16 @@ def _read_capture(impl: str, body: bytes, options: tuple):
     frames, conns, counters = read_capture(body, implementation=impl, max_pending_bytes=pending,
                                            max_connections=connections, max_frame_size=frame_size,
                                            batch_frames=16)
-    return (frames.to_pydict(), conns.to_pydict(), counters)
+    conns = conns.to_pydict()
+    # which counters moved, and how connections ended: feedback for the built-in engine
+    reasons.extend(f"counter:{name}" for name, value in counters.items() if value)
+    reasons.extend(f"connection:{closed}:{source}"
+                   for closed, source in zip(conns.get("closed_by", ()), conns.get("direction_source", ())))
+    for column, values in conns.items():
+        if column.endswith(("_gaps", "_resyncs", "_skipped_bytes", "_tail_bytes", "_conflicting_segments",
+                            "_retransmitted_segments", "_truncated_packets")):
+            reasons.extend(f"nonzero:{column}" for value in values if value)
+    return (frames.to_pydict(), conns, counters)
 
 
 def fuzz_capture(data: bytes):
@@ -266,6 +275,45 @@ def fuzz_capture(data: bytes):
     body = data[1:]
     outcomes = {impl: call("capture", impl, _read_capture, impl, body, options) for impl in IMPLEMENTATIONS}
     agree("capture", outcomes)
+    return outcomes[IMPLEMENTATIONS[0]]
+
+
+#: Link types fuzz_tcp wraps its packets in (byte 0 picks one): Ethernet, BSD NULL, raw IP, SLL, SLL2.
+TCP_LINKTYPES = (1, 0, 101, 113, 276)
+
+
+def tcp_packets(linktype: int, packets, small: bool = False) -> bytes:
+    """The input that makes fuzz_tcp read these link-layer packets (a list of bytes)."""
+    return bytes([TCP_LINKTYPES.index(linktype) | (8 if small else 0)]) + b"".join(
+        struct.pack(">H", len(p)) + p for p in packets)
+
+
+def _pcap(linktype: int, packets) -> bytes:
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, linktype)]
+    for index, packet in enumerate(packets):
+        out.append(struct.pack("<IIII", 1_700_000_000 + index, index, len(packet), len(packet)))
+        out.append(packet)
+    return b"".join(out)
+
+
+def fuzz_tcp(data: bytes):
+    """TCP reassembly and frame cutting behind an intact pcap: mutations land in packets, not the file.
+
+    Byte 0 picks the link type (low bits) and small limits (bit 3); then each
+    packet is a 2-byte big-endian length and the link-layer bytes.
+    """
+    if not data:
+        return ("skip", None)
+    linktype = TCP_LINKTYPES[(data[0] & 7) % len(TCP_LINKTYPES)]
+    options = CAPTURE_OPTIONS[1 if data[0] & 8 else 0]
+    packets, pos = [], 1
+    while pos + 2 <= len(data):
+        (size,) = struct.unpack_from(">H", data, pos)
+        packets.append(data[pos + 2:pos + 2 + size])
+        pos += 2 + size
+    body = _pcap(linktype, packets)
+    outcomes = {impl: call("tcp", impl, _read_capture, impl, body, options) for impl in IMPLEMENTATIONS}
+    agree("tcp", outcomes)
     return outcomes[IMPLEMENTATIONS[0]]
 
 
@@ -399,6 +447,7 @@ TARGETS: dict[str, Callable[[bytes], object]] = {
     "response": fuzz_response,
     "records": fuzz_records,
     "capture": fuzz_capture,
+    "tcp": fuzz_tcp,
     "framing": fuzz_framing,
     "batch": fuzz_batch,
 }
@@ -408,7 +457,7 @@ FAMILIES = {
     "headers": ("request_header",),
     "messages": ("request", "response"),
     "records": ("records",),
-    "capture": ("capture",),
+    "capture": ("capture", "tcp"),
     "framing": ("framing",),
     "batch": ("batch",),
 }
