@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import base64
 import uuid as _uuid
-from functools import lru_cache
-from typing import Any
+from functools import cache
+from typing import Any, cast
 
-from kproto.schema._messages import ALIASES, BROKER_API_VERSIONS, ERROR_CODES, MESSAGES, OPEN
+from kproto.schema import _messages
+from kproto.schema._messages import ALIASES, BROKER_API_VERSIONS, ERROR_CODES, OPEN
+
+# The generated table, typed for the checker: each message is a dict of heterogeneous
+# facts (strings, version ranges, nested field tuples), so its values are Any.
+MESSAGES: dict[str, dict[str, Any]] = _messages.MESSAGES
 
 __all__ = [
     "MESSAGES", "ALIASES", "ERROR_CODES", "BROKER_API_VERSIONS", "OPEN",
@@ -134,7 +139,7 @@ class Message:
         if type(other) is not type(self):
             return NotImplemented
         return all(getattr(self, n) == getattr(other, n) for n in self._field_names) and \
-            (self._unknown_tags or None) == (other._unknown_tags or None)  # type: ignore[attr-defined]
+            (self._unknown_tags or None) == (other._unknown_tags or None)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like a dataclass with eq
 
@@ -199,13 +204,13 @@ def _field_kind(field: tuple) -> int:
     return KIND_OF_TYPE[ftype]
 
 
-def message_class(name: str) -> type:
+def message_class(name: str) -> type[Message]:
     """The class of a message (or header / data type), with nested struct classes as attributes."""
     return _message_class(ALIASES.get(name, name))
 
 
-@lru_cache(maxsize=None)
-def _message_class(canonical: str) -> type:
+@cache
+def _message_class(canonical: str) -> type[Message]:
     info = spec(canonical)
     # Collect, per struct name, the union of fields over every layer (newest layer first).
     structs: dict[str | None, dict[str, tuple]] = {}
@@ -220,20 +225,21 @@ def _message_class(canonical: str) -> type:
     for layer in sorted(info["layers"], key=lambda layer: -layer[0][1]):
         collect(None, layer[2])
 
-    classes: dict[str | None, type] = {}
+    classes: dict[str | None, type[Message]] = {}
 
-    def build(struct_name: str | None) -> type:
+    def build(struct_name: str | None) -> type[Message]:
         if struct_name in classes:
             return classes[struct_name]
         fields = list(structs[struct_name].values())
         cls_name = canonical if struct_name is None else struct_name
-        cls = type(cls_name, (Message,), {
+        # Built at run time: the three-argument type() is typed as a plain ``type``.
+        cls = cast("type[Message]", type(cls_name, (Message,), {
             "__slots__": tuple(f[F_NAME] for f in fields),
             "__module__": "kproto.messages",
             "__qualname__": cls_name if struct_name is None else f"{canonical}.{struct_name}",
             "_message_name": canonical,
             "_struct_name": cls_name,
-        })
+        }))
         classes[struct_name] = cls
         cls._field_names = tuple(f[F_NAME] for f in fields)
         cls._field_defaults = tuple(_python_default(f) for f in fields)
@@ -294,7 +300,7 @@ class StructPlan:
     __slots__ = ("name", "cls", "version", "flexible", "fields", "tagged", "tag_map", "absent",
                  "api_key", "native")
 
-    def __init__(self, name: str, cls: type, version: int, flexible: bool, api_key: int) -> None:
+    def __init__(self, name: str, cls: type[Message], version: int, flexible: bool, api_key: int) -> None:
         self.name = name
         self.cls = cls
         self.version = version
@@ -322,7 +328,7 @@ def plan(name: str, version: int) -> StructPlan:
     return _plan(ALIASES.get(name, name), version)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _plan(name: str, version: int) -> StructPlan:
     info = spec(name)
     lo, hi = info["valid_versions"]
@@ -334,10 +340,12 @@ def _plan(name: str, version: int) -> StructPlan:
     return _struct_plan(cls._message_name, cls, _layer_for(info, version), version, flexible, api_key)
 
 
-def _struct_plan(name: str, cls: type, fields: tuple, version: int, flexible: bool,
+def _struct_plan(name: str, cls: type[Message], fields: tuple, version: int, flexible: bool,
                  api_key: int) -> StructPlan:
     p = StructPlan(name, cls, version, flexible, api_key)
-    regular, tagged, present = [], [], set()
+    regular: list[FieldOp] = []
+    tagged: list[FieldOp] = []
+    present: set[str] = set()
     slot_info = dict(zip(cls._field_names, zip(cls._field_defaults, cls._field_kinds, cls._field_struct)))
     for f in fields:
         if not _in(version, f[F_VERSIONS]):
