@@ -22,12 +22,15 @@ reported in the schema metadata (:func:`trailing_bytes`).
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
 
 from kproto import _impl, schema
+
+if TYPE_CHECKING:
+    from kproto.messages import ProduceRequest
 
 _batch = _impl.load("batch")
 
@@ -236,7 +239,7 @@ def decode_frames(
         _bool_array(count, cols["deprecated"]),
         _bool_array(count, cols["removed"]),
     ]
-    if body == "json":
+    if json_offsets is not None and json_data is not None:   # body == "json"
         arrays.append(_json_array(count, cols, json_offsets, json_data))
     metadata = None
     if offsets is None:
@@ -322,7 +325,7 @@ def _acks_zero(payload: bytes) -> bool:
     from kproto import api
 
     try:
-        return api.decode_request(payload).body.acks == 0
+        return cast("ProduceRequest", api.decode_request(payload).body).acks == 0
     except Exception:   # an undecodable request: it stays an unpaired request
         return False
 
@@ -489,9 +492,9 @@ def _message_name(message: str | int, direction: int) -> str:
     return name
 
 
-def _element_kinds(name: str) -> dict[tuple[type, str], int]:
+def _element_kinds(name: str) -> dict[tuple[type[schema.Message], str], int]:
     """(struct class, field) -> element kind of array fields, over every version."""
-    out: dict[tuple[type, str], int] = {}
+    out: dict[tuple[type[schema.Message], str], int] = {}
 
     def walk(plan: schema.StructPlan) -> None:
         for op in plan.fields + plan.tagged:
@@ -506,7 +509,7 @@ def _element_kinds(name: str) -> dict[tuple[type, str], int]:
     return out
 
 
-def _struct_type(cls: type, elements: dict) -> pa.StructType:
+def _struct_type(cls: type[schema.Message], elements: dict) -> pa.StructType:
     fields = []
     for name, kind, child in zip(cls._field_names, cls._field_kinds, cls._field_struct):
         if kind == schema.RECORDS:
@@ -537,7 +540,8 @@ def body_type(message: str | int, direction: int = REQUEST) -> pa.StructType:
 
 
 def _records_summary(records: Any) -> tuple[int, int | None]:
-    batches = records_count = 0
+    batches = 0
+    records_count: int | None = 0
     for batch in records:
         batches += 1
         count = getattr(batch, "record_count", None)
@@ -547,7 +551,7 @@ def _records_summary(records: Any) -> tuple[int, int | None]:
     return batches, records_count
 
 
-def _typed(value: Any, cls: type, plan: schema.StructPlan) -> dict:
+def _typed(value: Any, cls: type[schema.Message], plan: schema.StructPlan) -> dict:
     """A decoded struct as a dict of the union type: fields this version lacks are null."""
     out: dict[str, Any] = {}
     ops = {op.name: op for op in plan.fields + plan.tagged}
@@ -556,14 +560,14 @@ def _typed(value: Any, cls: type, plan: schema.StructPlan) -> dict:
         v = getattr(value, name) if op is not None else None
         if kind == schema.RECORDS:
             out[name] = None if v is None else bytes(v)
-            summary = (None, None)
+            summary: tuple[int | None, int | None] = (None, None)
             if v is not None:
                 try:
                     summary = _records_summary(v)
                 except Exception:   # a corrupt record set: bytes kept, no summary
                     pass
             out[name + "_batch_count"], out[name + "_record_count"] = summary
-        elif v is None:
+        elif v is None or op is None:   # op is None only for a field this version lacks: v is None
             out[name] = None
         elif kind == schema.STRUCT:
             out[name] = _typed(v, child, op.child)
@@ -714,8 +718,8 @@ def partitions(frames: Any, *, directions: Any = None, request_api_keys: Any = N
 
 
 def _partition_row(records: Any) -> dict:
-    row = {"batch_count": 0, "record_count": 0, "bytes": 0, "compression": None,
-           "producer_id": None, "records_error": None}
+    row: dict[str, Any] = {"batch_count": 0, "record_count": 0, "bytes": 0, "compression": None,
+                           "producer_id": None, "records_error": None}
     if records is None:
         return row
     row["bytes"] = len(memoryview(bytes(records)))

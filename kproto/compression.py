@@ -26,9 +26,11 @@ from __future__ import annotations
 import mmap
 import struct
 import zlib
+from types import ModuleType
 
 from kproto.errors import DecompressedSizeError, DecompressionError
 
+_cramjam: ModuleType | None
 try:  # cramjam is the `compression` extra; gzip works without it.
     import cramjam as _cramjam
 except ImportError:  # pragma: no cover - exercised only where cramjam is missing
@@ -67,7 +69,7 @@ def codec_name(code: int) -> str:
     return CODEC_NAMES.get(code, f"unknown({code})")
 
 
-def _need_cramjam(name: str):
+def _need_cramjam(name: str) -> ModuleType:
     if _cramjam is None:
         raise DecompressionError(f"{name} needs the cramjam package (pip install 'kproto[compression]')")
     return _cramjam

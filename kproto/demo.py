@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import cast
 
 import kproto
 from kproto.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
@@ -36,7 +37,7 @@ def main() -> None:
         ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)]), version=0, correlation_id=2)
     decoded = kproto.decode_response(fallback, 18, 5)
     print(f"--- ApiVersions v5 answered with error 35: read as v{decoded.api_version}, "
-          f"broker max ApiVersions = {decoded.body.api_keys[0].max_version}")
+          f"broker max ApiVersions = {cast(ApiVersionsResponse, decoded.body).api_keys[0].max_version}")
 
     frame = kproto.encode_request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="orders")]),
                                   version=12, correlation_id=3, client_id="demo")

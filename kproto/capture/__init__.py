@@ -68,7 +68,7 @@ def request_versions() -> list[int]:
     From the generated protocol facts: request messages' valid versions, widened by
     the broker versions table (which also knows keys without definitions).
     """
-    from kproto.schema._messages import BROKER_API_VERSIONS, MESSAGES
+    from kproto.schema import BROKER_API_VERSIONS, MESSAGES
 
     highest: dict[int, int] = {}
     for message in MESSAGES.values():
@@ -320,7 +320,7 @@ def read_capture(source: Source, **options):
     return frames, reader.connections(), reader.counters
 
 
-def read_frame_file(source: Source, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                     batch_frames: int = 65536, implementation: str | None = None) -> Iterator:
     """Batches (offset, size, payload) of a plain file of concatenated size-prefixed frames.
 
