@@ -39,7 +39,7 @@ _UNSUPPORTED_VERSION_ERROR = 35
 # ------------------------------------------------------------------ protocol facts
 def _facts() -> dict[tuple[int, int], tuple]:
     """(direction, api_key) -> (valid versions, deprecated versions, min 4.x version)."""
-    out = {}
+    out: dict[tuple[int, int], tuple] = {}
     for info in schema.MESSAGES.values():
         if info["type"] not in ("request", "response") or info["api_key"] is None:
             continue
@@ -103,8 +103,13 @@ class _Row:
                  "tag_count", "status", "error_offset", "body_offset", "deprecated", "removed")
 
     def __init__(self) -> None:
-        self.api_key = self.api_version = self.correlation_id = None
-        self.header_version = self.client_id = self.tag_count = self.error_offset = None
+        self.api_key: int | None = None
+        self.api_version: int | None = None
+        self.correlation_id: int | None = None
+        self.header_version: int | None = None
+        self.client_id: int | None = None   # index into the client id table
+        self.tag_count: int | None = None
+        self.error_offset: int | None = None
         self.status = OK
         self.body_offset = -1
         self.deprecated = self.removed = False
@@ -305,6 +310,8 @@ def body_plan(direction: int, api_key: int, version: int, body: memoryview):
     if direction == 1 and api_key == _API_VERSIONS and version > 0 and len(body) >= 2 \
             and _BE16.unpack_from(body, 0)[0] == _UNSUPPORTED_VERSION_ERROR:
         version = 0   # brokers answer an unknown ApiVersions version with a v0 body
+    if name is None:   # the KeyError schema.plan raises for an unknown name
+        raise KeyError(f"unknown Kafka message {name!r}")
     return schema.plan(name, version)
 
 

@@ -213,7 +213,7 @@ class Engine:
         self.batch_frames = max(1, int(batch_frames))
         self.batch_bytes = min(max(1, int(batch_bytes)), _LIMIT)
         self.counters = dict.fromkeys(CAPTURE_COUNTERS, 0)
-        self.format = None          # "pcap" / "pcapng" once the header is read
+        self.format: str | None = None   # "pcap" / "pcapng" once the header is read
         self.order = "<"
         self.linktype = 0
         self.pcap_nanos = False
@@ -226,7 +226,7 @@ class Engine:
 
     # ------------------------------------------------------------------ output
     def _reset_batch(self) -> None:
-        self.out = {name: [] for name in FRAME_COLUMNS}
+        self.out: dict[str, list] = {name: [] for name in FRAME_COLUMNS}
         self.out_bytes = 0
 
     def batch_ready(self) -> bool:
@@ -894,9 +894,11 @@ def scan_frames(data, max_frame_size: int = 100 * 1024 * 1024, max_frames: int =
     ``max_frame_size``), and the payloads concatenated.
     """
     view = memoryview(data).cast("B")
-    starts, sizes, payloads = [], [], []
+    starts: list[int] = []
+    sizes: list[int] = []
+    payloads: list[memoryview] = []
     pos, end = 0, len(view)
-    error = None
+    error: str | None = None
     while end - pos >= 4 and len(sizes) < max_frames:
         size = _BE32S.unpack_from(view, pos)[0]
         if size < 0 or size > max_frame_size:

@@ -18,7 +18,8 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
 
 from kproto import compression as _compression
 from kproto._py.buffer import Reader, Writer
@@ -87,6 +88,7 @@ def _crc32c_pure(data, crc: int = 0) -> int:
     return crc ^ 0xFFFFFFFF
 
 
+_crc32c_accelerated: Callable[[Any, int], int] | None
 try:  # an optional C implementation keeps the pure twin usable on large batches
     from crc32c import crc32c as _crc32c_accelerated
 except ImportError:  # pragma: no cover - depends on what is installed
@@ -139,7 +141,7 @@ class Record:
             return NotImplemented
         return self._fields() == other._fields()
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable (object's __hash__ is a method)
 
 
 def _short(value) -> str:
@@ -184,7 +186,7 @@ class ControlRecord:
         return ((self.type, self.version, self.coordinator_epoch, self.offset, self.timestamp)
                 == (other.type, other.version, other.coordinator_epoch, other.offset, other.timestamp))
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable (object's __hash__ is a method)
 
 
 def _control_record(record: Record, base_offset: int) -> ControlRecord:
@@ -401,7 +403,7 @@ def _read_v2_records(batch: RecordBatch, reader: Reader, compressed: bool) -> li
     base_timestamp = batch.base_timestamp
     log_append = batch.attributes & _ATTR_TIMESTAMP_TYPE
     max_timestamp = batch.max_timestamp
-    records = []
+    records: list[Record] = []
     for _ in range(count):
         if reader.remaining == 0:
             raise CorruptRecordError(f"records end after {len(records)} of {count}",
@@ -420,7 +422,7 @@ def _read_v2_records(batch: RecordBatch, reader: Reader, compressed: bool) -> li
         header_count = reader.read_varint()
         if header_count < 0 or header_count > reader.remaining:
             raise reader.invalid_length(header_count, "header count")
-        headers = ()
+        headers: tuple[tuple[str | None, bytes | None], ...] = ()
         if header_count:
             pairs = []
             for _ in range(header_count):
@@ -632,7 +634,8 @@ class LegacyBatch:
         if not self.is_wrapper:
             return self.offset
         records = self.records()
-        return records[0].offset if records else self.offset
+        # Records read from a batch always carry their offset (only records built to encode lack one).
+        return cast(int, records[0].offset) if records else self.offset
 
     @property
     def last_offset(self) -> int:
@@ -873,6 +876,8 @@ class Records:
     """
 
     __slots__ = ("_source", "_view", "max_decompressed_size", "verify_crc", "_tail")
+    _source: Any          # the object the bytes came from, kept alive for the view
+    _view: memoryview
 
     def __init__(self, data=b"", *, max_decompressed_size: int = _DEFAULT_MAX, verify_crc: bool = True) -> None:
         if isinstance(data, Records):
@@ -883,7 +888,7 @@ class Records:
             self._view = _byte_view(data)
         self.max_decompressed_size = max_decompressed_size
         self.verify_crc = verify_crc
-        self._tail = None  # position where a cut-short batch starts, once known
+        self._tail: int | None = None  # position where a cut-short batch starts, once known
 
     # ---- the buffer
     @property
@@ -989,7 +994,7 @@ def _batch_table(batches):
     """One row per batch from the headers alone (see Records.batch_table)."""
     import pyarrow as pa
 
-    rows = {name: [] for name, _ in _BATCH_TABLE_FIELDS}
+    rows: dict[str, list] = {name: [] for name, _ in _BATCH_TABLE_FIELDS}
     for batch in batches:
         legacy = batch.magic < 2
         rows["position"].append(batch.position)
@@ -1065,8 +1070,9 @@ def _batch_values(batch) -> tuple:
 def _to_arrow(batches, batch_columns: bool):
     import pyarrow as pa
 
-    columns = {name: [] for name in ("offset", "timestamp", "key", "value", "header_count", "headers")}
-    batch_rows = {name: [] for name, _ in _BATCH_COLUMNS}
+    columns: dict[str, list] = {name: [] for name in ("offset", "timestamp", "key", "value", "header_count",
+                                                      "headers")}
+    batch_rows: dict[str, list] = {name: [] for name, _ in _BATCH_COLUMNS}
     for batch in batches:
         records = batch.records()
         for record in records:
