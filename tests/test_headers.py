@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import kproto
 from kproto import _impl, schema
-from kproto.errors import DecodeError, TruncatedError
+from kproto.errors import DecodeError
 
 RequestHeader = schema.message_class("RequestHeader")
 
