@@ -88,11 +88,12 @@ def _crc32c_pure(data, crc: int = 0) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-_crc32c_accelerated: Callable[[Any, int], int] | None
+_crc32c_accelerated: Callable[[Any, int], int] | None = None
 try:  # an optional C implementation keeps the pure twin usable on large batches
-    from crc32c import crc32c as _crc32c_accelerated
+    from crc32c import crc32c as _crc32c_installed
+    _crc32c_accelerated = _crc32c_installed
 except ImportError:  # pragma: no cover - depends on what is installed
-    _crc32c_accelerated = None
+    pass
 
 
 def crc32c(data, crc: int = 0) -> int:
