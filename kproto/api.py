@@ -16,7 +16,7 @@ from kproto.schema import Message
 _codec = _impl.load("codec")
 
 __all__ = [
-    "Request", "Response", "decode_request", "encode_request", "decode_response",
+    "Request", "Response", "RequestHeader", "ResponseHeader", "decode_request", "encode_request", "decode_response",
     "encode_response", "decode_request_header", "decode_response_header", "header_version",
 ]
 
@@ -99,6 +99,10 @@ def _prefix(payload: bytes, size_prefixed: bool) -> bytes:
 # ``decode_request_header(payload, *, size_prefixed=False)``. It is the codec's own
 # function, called directly: header decoding is the hottest path of capture analysis.
 decode_request_header = _codec.decode_request_header
+
+#: Header classes of the active implementation (the Cython ones keep C fields).
+RequestHeader = _codec.RequestHeader
+ResponseHeader = _codec.ResponseHeader
 
 
 def decode_request(payload, *, size_prefixed: bool = False) -> Request:

@@ -10,7 +10,6 @@ import kproto
 from kproto import _impl, schema
 from kproto.errors import DecodeError
 
-RequestHeader = schema.message_class("RequestHeader")
 
 
 def test_header_version_rules():
@@ -38,7 +37,7 @@ def test_header_version_twins_agree(implementation):
 
 
 def _encode_header(codec, api_key, api_version, correlation_id, client_id, tags, header_version):
-    h = RequestHeader(request_api_key=api_key, request_api_version=api_version,
+    h = codec.RequestHeader(request_api_key=api_key, request_api_version=api_version,
                       correlation_id=correlation_id, client_id=client_id, _unknown_tags=tags)
     return codec.encode_request_header(h, header_version)
 
@@ -153,3 +152,20 @@ def test_kafka_python_headers_decode_here_and_ours_there(correlation_id, client_
     assert ours == data
     back = kafka_header.RequestHeader.decode(io.BytesIO(ours), flexible=flexible)
     assert back.correlation_id == correlation_id and back.client_id == client_id
+
+
+def test_header_objects_compare_pickle_and_dict_across_implementations():
+    import pickle
+
+    headers = [_impl.load("codec", name).RequestHeader(request_api_key=3, request_api_version=12,
+                                                         correlation_id=9, client_id="c", _unknown_tags={1: b"x"})
+               for name in _impl.available()]
+    for h in headers:
+        assert h == headers[0] and pickle.loads(pickle.dumps(h)) == h
+        assert h.api_key == 3 and h.api_version == 12
+        assert h.to_dict() == {"request_api_key": 3, "request_api_version": 12, "correlation_id": 9,
+                               "client_id": "c", "_unknown_tags": {"1": "eA=="}}
+        assert "client_id='c'" in repr(h)
+    responses = [_impl.load("codec", name).ResponseHeader(correlation_id=4) for name in _impl.available()]
+    assert all(r == responses[0] and r.to_dict() == {"correlation_id": 4} for r in responses)
+    assert kproto.RequestHeader is _impl.load("codec").RequestHeader

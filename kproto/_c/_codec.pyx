@@ -7,6 +7,7 @@ the generated class. One loop reads any plan, writing decoded values straight
 into the object's slots, without calling ``__init__`` or ``setattr``.
 """
 
+cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_SIZE, PyList_GET_ITEM
@@ -1037,15 +1038,78 @@ def header_version(int api_key, int api_version, bint is_request):
         else response_header_version(api_key, api_version)
 
 
-cdef object RequestHeader = schema.message_class("RequestHeader")
-cdef object ResponseHeader = schema.message_class("ResponseHeader")
-cdef Py_ssize_t OFF_API_KEY = slot_offset(RequestHeader, "request_api_key")
-cdef Py_ssize_t OFF_API_VERSION = slot_offset(RequestHeader, "request_api_version")
-cdef Py_ssize_t OFF_CORRELATION = slot_offset(RequestHeader, "correlation_id")
-cdef Py_ssize_t OFF_CLIENT_ID = slot_offset(RequestHeader, "client_id")
-cdef Py_ssize_t OFF_REQ_TAGS = slot_offset(RequestHeader, "_unknown_tags")
-cdef Py_ssize_t OFF_RESP_CORRELATION = slot_offset(ResponseHeader, "correlation_id")
-cdef Py_ssize_t OFF_RESP_TAGS = slot_offset(ResponseHeader, "_unknown_tags")
+@cython.final
+@cython.freelist(64)
+@cython.no_gc   # ints, a str and a dict of bytes: nothing here can form a reference cycle
+cdef class RequestHeader:
+    """A request header, v0, v1 or v2 (the version follows from the API key and version).
+
+    ``request_api_key``, ``request_api_version``, ``correlation_id``, ``client_id``
+    (None in v0 or when null) and ``_unknown_tags`` (v2 tagged fields as {tag: bytes}).
+    """
+    cdef public int request_api_key
+    cdef public int request_api_version
+    cdef public int correlation_id
+    cdef public str client_id
+    cdef public dict _unknown_tags
+
+    def __init__(self, *, int request_api_key=0, int request_api_version=0, int correlation_id=0,
+                 str client_id=None, dict _unknown_tags=None):
+        self.request_api_key = request_api_key
+        self.request_api_version = request_api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self._unknown_tags = _unknown_tags
+
+    @property
+    def api_key(self):
+        return self.request_api_key
+
+    @property
+    def api_version(self):
+        return self.request_api_version
+
+    def to_dict(self):
+        return header_dict(self)
+
+    def __eq__(self, other):
+        return header_eq(self, other)
+
+    def __repr__(self):
+        return header_repr(self)
+
+    def __reduce__(self):
+        return (header_rebuild, (type(self), header_fields(self)))
+
+
+@cython.final
+@cython.freelist(64)
+@cython.no_gc
+cdef class ResponseHeader:
+    """A response header, v0 or v1: ``correlation_id`` and ``_unknown_tags`` (v1)."""
+    cdef public int correlation_id
+    cdef public dict _unknown_tags
+
+    def __init__(self, *, int correlation_id=0, dict _unknown_tags=None):
+        self.correlation_id = correlation_id
+        self._unknown_tags = _unknown_tags
+
+    def to_dict(self):
+        return header_dict(self)
+
+    def __eq__(self, other):
+        return header_eq(self, other)
+
+    def __repr__(self):
+        return header_repr(self)
+
+    def __reduce__(self):
+        return (header_rebuild, (type(self), header_fields(self)))
+
+
+from kproto._headers import header_dict, header_eq, header_fields, header_rebuild, header_repr
+
+
 cdef str REQUEST_HEADER_NAME = "RequestHeader"
 cdef str RESPONSE_HEADER_NAME = "ResponseHeader"
 cdef str CLIENT_ID_NAME = "client_id"
@@ -1055,7 +1119,7 @@ cdef bytes last_client_id_raw = b""
 cdef str last_client_id = ""
 
 
-cdef object read_client_id(ByteReader *r):
+cdef str read_client_id(ByteReader *r):
     global last_client_id_raw, last_client_id
     cdef Py_ssize_t n = read_length16(r, True, "string length")
     if n < 0:
@@ -1072,7 +1136,7 @@ cdef object read_client_id(ByteReader *r):
     return s
 
 
-cdef object read_header_tags(ByteReader *r):
+cdef dict read_header_tags(ByteReader *r):
     cdef uint32_t count = read_unsigned_varint(r)
     cdef uint32_t i, tag, size
     cdef int64_t previous = -1
@@ -1099,16 +1163,18 @@ cdef object read_request_header(ByteReader *r, int *version_out):
     cdef int api_version = read_int16(r)
     cdef int32_t correlation_id = read_int32(r)
     cdef int version = request_header_version(api_key, api_version)
-    h = PyType_GenericAlloc(<PyTypeObject *>RequestHeader, 0)
-    set_slot(h, OFF_API_KEY, PyLong_FromLong(api_key))
-    set_slot(h, OFF_API_VERSION, PyLong_FromLong(api_version))
-    set_slot(h, OFF_CORRELATION, PyLong_FromLong(correlation_id))
+    cdef RequestHeader h = RequestHeader.__new__(RequestHeader)
+    h.request_api_key = api_key
+    h.request_api_version = api_version
+    h.correlation_id = correlation_id
     r.depth = 1
     r.path[0].name = <PyObject *>CLIENT_ID_NAME
     r.path[0].index = -1
-    set_slot(h, OFF_CLIENT_ID, read_client_id(r) if version >= 1 else None)
+    if version >= 1:
+        h.client_id = read_client_id(r)
     r.path[0].name = <PyObject *>TAGGED_SECTION
-    set_slot(h, OFF_REQ_TAGS, read_header_tags(r) if version >= 2 else None)
+    if version >= 2:
+        h._unknown_tags = read_header_tags(r)
     r.depth = 0
     r.root_name = NULL
     version_out[0] = version
@@ -1119,9 +1185,10 @@ cdef object read_response_header(ByteReader *r, int api_key, int api_version, in
     r.root_name = <PyObject *>RESPONSE_HEADER_NAME
     cdef int32_t correlation_id = read_int32(r)
     cdef int version = response_header_version(api_key, api_version)
-    h = PyType_GenericAlloc(<PyTypeObject *>ResponseHeader, 0)
-    set_slot(h, OFF_RESP_CORRELATION, PyLong_FromLong(correlation_id))
-    set_slot(h, OFF_RESP_TAGS, read_header_tags(r) if version >= 1 else None)
+    cdef ResponseHeader h = ResponseHeader.__new__(ResponseHeader)
+    h.correlation_id = correlation_id
+    if version >= 1:
+        h._unknown_tags = read_header_tags(r)
     r.root_name = NULL
     version_out[0] = version
     return h
@@ -1214,7 +1281,7 @@ def decode_request(buf):
     cdef Source src = Source(buf)
     reader_init(&r, src.base, src.size)
     h = read_request_header(&r, &version)
-    cp = request_plan(<object>get_slot(h, OFF_API_KEY), <object>get_slot(h, OFF_API_VERSION),
+    cp = request_plan((<RequestHeader>h).request_api_key, (<RequestHeader>h).request_api_version,
                       h, r.p - r.start)
     prepare(&r, cp)
     body = read_struct_top(&r, cp, src)

@@ -24,8 +24,7 @@ from kproto.schema import (
 
 MAX_DEPTH = 64  # same as MAX_PATH_DEPTH in _buffer.pxd
 
-_RequestHeader = schema.message_class("RequestHeader")
-_ResponseHeader = schema.message_class("ResponseHeader")
+from kproto._headers import RequestHeader, ResponseHeader  # noqa: E402
 _set = object.__setattr__
 
 
@@ -297,7 +296,7 @@ def read_request_header(r: Reader):
     api_version = r.read_int16()
     correlation_id = r.read_int32()
     version = schema.header_version(api_key, api_version, True)
-    h = _RequestHeader.__new__(_RequestHeader)
+    h = RequestHeader.__new__(RequestHeader)
     _set(h, "request_api_key", api_key)
     _set(h, "request_api_version", api_version)
     _set(h, "correlation_id", correlation_id)
@@ -314,7 +313,7 @@ def read_response_header(r: Reader, api_key: int, api_version: int):
     r.root_name = "ResponseHeader"
     correlation_id = r.read_int32()
     version = schema.header_version(api_key, api_version, False)
-    h = _ResponseHeader.__new__(_ResponseHeader)
+    h = ResponseHeader.__new__(ResponseHeader)
     _set(h, "correlation_id", correlation_id)
     _set(h, "_unknown_tags", _read_header_tags(r) if version >= 1 else None)
     r.root_name = None
