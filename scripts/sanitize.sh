@@ -60,7 +60,8 @@ EOF
     echo "== test suite under ASan + UBSan"
     nice -n 19 "$PY" -m pytest -q -m "not slow" -p no:cacheprovider tests || status=$?
     echo "== fuzz targets under ASan + UBSan, ${fuzz_seconds} s each"
-    nice -n 19 "$PY" -m tests.fuzz.run all --seconds "$fuzz_seconds" --crash-dir /tmp/kproto-asan-crashes \
+    # --slow 5: the sanitizers make every input a few times slower; hangs still stand out
+    nice -n 19 "$PY" -m tests.fuzz.run all --seconds "$fuzz_seconds" --slow 5 --crash-dir /tmp/kproto-asan-crashes \
         || status=$?
     exit $status
     ;;
@@ -80,7 +81,7 @@ valgrind)
     "$PY" -m tests.fuzz.memcheck_report /tmp/kproto-valgrind-tests.log || status=1
     echo "== ${runs} fuzz inputs per target under valgrind memcheck (compiled decoders only)"
     nice -n 19 "${memcheck[@]}" --log-file=/tmp/kproto-valgrind-fuzz.log \
-        "$PY" -m tests.fuzz.run all --only c --runs "$runs" || status=$?
+        "$PY" -m tests.fuzz.run all --only c --runs "$runs" --slow 60 || status=$?
     "$PY" -m tests.fuzz.memcheck_report /tmp/kproto-valgrind-fuzz.log || status=1
     echo "(full logs: /tmp/kproto-valgrind-tests.log, /tmp/kproto-valgrind-fuzz.log)"
     exit $status

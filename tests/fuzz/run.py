@@ -20,7 +20,7 @@ Every input goes to each available implementation (targets.py). A *failure* is
 an exception other than DecodeError, the implementations disagreeing, or an
 input taking longer than ``--slow`` seconds (1 s: the issue's definition of a
 hang); an input stuck for ``--hang`` seconds aborts the process with a traceback
-and leaves the input in ``<crash dir>/<target>.current``. Failing inputs are
+and leaves the input in ``<crash dir>/<target>-<pid>.current``. Failing inputs are
 written to the crash directory (default ``/tmp/kproto-fuzz-crashes``; copy the ones worth keeping to tests/fuzz/regressions/). The process
 exits non-zero when anything failed. Run under the sanitizer build with
 scripts/sanitize.sh.
@@ -141,7 +141,8 @@ def fuzz(target: str, *, runs: int | None = None, seconds: float | None = None, 
     pool = list(seeds)
     seen: set[str] = set()
     stats = Stats(target)
-    current = _CurrentInput(crash_dir / f"{target}.current") if crash_dir is not None else None
+    # one file per process: two runs of the same target must not share (or truncate) the mapping
+    current = _CurrentInput(crash_dir / f"{target}-{os.getpid()}.current") if crash_dir is not None else None
     started = time.perf_counter()
     deadline = started + seconds if seconds is not None else None
     warmup = min(2000, max(1, (runs or 10**9) // 10))
