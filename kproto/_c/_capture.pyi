@@ -1,0 +1,62 @@
+"""Types of the compiled ``kproto._c._capture`` (source: ``_capture.pyx``).
+
+The capture engine behind :mod:`kproto.capture`: pcap / pcapng bytes in, TCP
+reassembled into Kafka frames and per-connection accounting out. The pure twin is
+``kproto/_py/capture.py``; the column-name tables are the twin's own objects.
+"""
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+import numpy as np
+from typing_extensions import Buffer
+
+from kproto._py.capture import CAPTURE_COUNTERS as CAPTURE_COUNTERS
+from kproto._py.capture import CLOSED_BY as CLOSED_BY
+from kproto._py.capture import CONNECTION_COLUMNS as CONNECTION_COLUMNS
+from kproto._py.capture import DIRECTION_SOURCE as DIRECTION_SOURCE
+from kproto._py.capture import FRAME_COLUMNS as FRAME_COLUMNS
+from kproto._py.capture import HALF_COUNTERS as HALF_COUNTERS
+from kproto.errors import DecodeError as DecodeError
+
+__all__ = ["Engine", "scan_frames", "DIRECTION_REQUEST", "DIRECTION_RESPONSE", "FRAME_COLUMNS",
+           "CONNECTION_COLUMNS", "CAPTURE_COUNTERS"]
+
+DIRECTION_REQUEST: Final = 0
+DIRECTION_RESPONSE: Final = 1
+
+class Engine:
+    """Capture bytes in, Kafka frames and accounting out."""
+
+    @property
+    def max_frame_size(self) -> int: ...
+    @property
+    def max_pending_bytes(self) -> int: ...
+    @property
+    def max_connections(self) -> int: ...
+    def __init__(
+        self,
+        request_versions: Iterable[int],
+        broker_ports: Iterable[int] = (9092,),
+        max_frame_size: int = ...,
+        max_pending_bytes: int = ...,
+        max_connections: int = 65536,
+        batch_frames: int = 65536,
+        batch_bytes: int = ...,
+    ) -> None: ...
+    def batch_ready(self) -> bool: ...
+    def take_batch(self) -> dict[str, Any] | None:
+        """Frames found since the last call, or None: numpy columns plus payload_offsets and payload_data."""
+    def take_connections(self) -> list[dict[str, Any]]:
+        """Rows (dicts keyed by CONNECTION_COLUMNS) of connections closed since the last call."""
+    def capture_counters(self) -> dict[str, int]: ...
+    def open_connections(self) -> int: ...
+    def feed(self, data: Buffer) -> int:
+        """Read whole records from ``data``; returns the bytes consumed."""
+    def finish(self, remaining: int = 0) -> None:
+        """The input ended: flush every connection, in the order they were opened."""
+
+def scan_frames(
+    data: Buffer, max_frame_size: int = ..., max_frames: int = ...
+) -> tuple[np.ndarray, np.ndarray, int, str | None, bytes]:
+    """Split concatenated size-prefixed frames: (starts, sizes, bytes consumed, error or None, payloads)."""
