@@ -7,13 +7,16 @@ to read or write whole frames instead.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kproto import _impl, schema
 from kproto.errors import DecodeError, EncodeError, UnsupportedVersionError
 from kproto.schema import Message
 
-_codec = _impl.load("codec")
+if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
+    from kproto._c import _codec
+else:
+    _codec = _impl.load("codec")
 
 __all__ = [
     "Request", "Response", "RequestHeader", "ResponseHeader", "decode_request", "encode_request", "decode_response",

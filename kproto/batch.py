@@ -29,10 +29,11 @@ import pyarrow as pa
 
 from kproto import _impl, schema
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
+    from kproto._c import _batch
     from kproto.messages import ProduceRequest
-
-_batch = _impl.load("batch")
+else:
+    _batch = _impl.load("batch")
 
 __all__ = [
     "Status", "PairStatus", "REQUEST", "RESPONSE", "DEFAULT_MAX_FRAME_SIZE",

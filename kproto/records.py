@@ -22,11 +22,16 @@ and :class:`DecompressedSizeError`. See docs/records.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kproto import _impl
 from kproto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kproto.errors import CorruptRecordError, CrcMismatchError, DecompressedSizeError, DecompressionError
 
-_records = _impl.load("records")
+if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
+    from kproto._c import _records
+else:
+    _records = _impl.load("records")
 
 Record = _records.Record
 ControlRecord = _records.ControlRecord
