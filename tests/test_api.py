@@ -173,3 +173,22 @@ def test_trailing_bytes_are_an_error():
     with pytest.raises(kproto.DecodeError) as info:
         kproto.decode_request(payload + b"\x00")
     assert "left over" in str(info.value)
+
+
+def test_encoding_survives_lists_mutated_by_index_hooks():
+    # An __index__ that empties the list being encoded must not crash the encoder.
+    from kproto.messages import MetadataResponse
+
+    partition = MetadataResponse.MetadataResponsePartition(partition_index=0)
+
+    class Sneaky:
+        def __index__(self):
+            partition.isr_nodes.clear()
+            return 1
+
+    partition.isr_nodes = [Sneaky(), 2, 3]
+    body = MetadataResponse(topics=[MetadataResponse.MetadataResponseTopic(name="t", partitions=[partition])])
+    try:
+        body.encode(12)
+    except EncodeError as exc:
+        assert "changed size" in str(exc) or "int" in str(exc)

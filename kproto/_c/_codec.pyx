@@ -12,7 +12,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_SIZE, PyList_GET_ITEM
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
-from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong, PyLong_FromUnsignedLong
+from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong, PyLong_FromUnsignedLong, PyLong_CheckExact, PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.memoryview cimport PyMemoryView_FromObject
 from cpython.object cimport PyObject_RichCompareBool, Py_EQ, PyTypeObject, PyObject_TypeCheck
@@ -739,6 +739,18 @@ cdef struct EncodeState:
     PathFrame path[MAX_PATH_DEPTH]
 
 
+cdef inline int64_t fast_int(object value, int64_t lo, int64_t hi, const char *type_name) except? -1:
+    # Exact ints that fit take the short path; everything else (bools, ints that
+    # overflow, wrong types) goes through as_int for the full checks and errors.
+    cdef int overflow = 0
+    cdef long long v
+    if PyLong_CheckExact(value):
+        v = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if not overflow and lo <= v <= hi:
+            return v
+    return as_int(value, lo, hi, type_name)
+
+
 cdef int is_default(FieldOp *op, object value) except -1:
     cdef object default = <object>op.default
     if op.kind == K_ARRAY:
@@ -799,13 +811,13 @@ cdef int write_value(ByteWriter *w, FieldOp *op, int kind, bint nullable, object
     cdef Py_ssize_t i, n
     cdef PathFrame *frame = &st.path[st.depth - 1]
     if kind == K_INT32:
-        return write_int32(w, <int32_t>as_int(value, INT32_MIN, INT32_MAX, "int32"))
+        return write_int32(w, <int32_t>fast_int(value, INT32_MIN, INT32_MAX, "int32"))
     if kind == K_STRING:
         return write_string_value(w, value, op.compact, nullable)
     if kind == K_INT16:
-        return write_int16(w, <int16_t>as_int(value, INT16_MIN, INT16_MAX, "int16"))
+        return write_int16(w, <int16_t>fast_int(value, INT16_MIN, INT16_MAX, "int16"))
     if kind == K_INT64:
-        return write_int64(w, as_int(value, INT64_MIN, INT64_MAX, "int64"))
+        return write_int64(w, fast_int(value, INT64_MIN, INT64_MAX, "int64"))
     if kind == K_ARRAY:
         if value is None:
             if not nullable:
@@ -820,11 +832,26 @@ cdef int write_value(ByteWriter *w, FieldOp *op, int kind, bint nullable, object
             value = materialize(<PendingArray>value)
         if type(value) is not list and not isinstance(value, (list, tuple)):
             raise EncodeError(f"expected a list, got {type(value).__name__}")
-        n = len(value)
+        n = PyList_GET_SIZE(value) if type(value) is list else len(value)
         write_length(w, n, op.compact, True)
-        for i in range(n):
-            frame.index = i
-            write_value(w, op, op.elem_kind, False, value[i], st)
+        if type(value) is list and op.elem_kind == K_INT32:
+            writer_reserve(w, 4 * n)
+            for i in range(n):
+                frame.index = i
+                if i >= PyList_GET_SIZE(value):   # shrunk by an __index__ side effect
+                    raise EncodeError("list changed size while encoding")
+                write_int32(w, <int32_t>fast_int(<object>PyList_GET_ITEM(value, i), INT32_MIN, INT32_MAX,
+                                                 "int32"))
+        elif type(value) is list:
+            for i in range(n):
+                frame.index = i
+                if i >= PyList_GET_SIZE(value):   # the list shrank under us (a __eq__ side effect?)
+                    raise EncodeError("list changed size while encoding")
+                write_value(w, op, op.elem_kind, False, <object>PyList_GET_ITEM(value, i), st)
+        else:
+            for i in range(n):
+                frame.index = i
+                write_value(w, op, op.elem_kind, False, value[i], st)
         frame.index = -1
         return 0
     if kind == K_STRUCT:
@@ -880,10 +907,20 @@ cdef int write_struct(ByteWriter *w, object obj, CPlan plan, EncodeState *st) ex
     frame.name = NULL
     frame.index = -1
     st.depth = depth + 1
+    cdef PyObject *value
     for i in range(plan.nfields):
         op = &plan.fields[i]
         frame.name = op.name
-        write_value(w, op, op.kind, op.nullable, field_value(obj, op), st)
+        value = get_slot(obj, op.offset)
+        if value == NULL:
+            raise EncodeError(f"field {<str>op.name} is not set")
+        # The common scalar kinds inline; everything else through write_value.
+        if op.kind == K_INT32:
+            write_int32(w, <int32_t>fast_int(<object>value, INT32_MIN, INT32_MAX, "int32"))
+        elif op.kind == K_INT16:
+            write_int16(w, <int16_t>fast_int(<object>value, INT16_MIN, INT16_MAX, "int16"))
+        else:
+            write_value(w, op, op.kind, op.nullable, <object>value, st)
     for i in range(plan.nabsent):
         op = &plan.absent[i]
         frame.name = op.name
