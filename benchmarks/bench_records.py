@@ -55,6 +55,12 @@ def kproto_columnar(module=records_c):
     return module.Records(BATCH).to_arrow()
 
 
+def kproto_columnar_views(module=records_c):
+    """The issue's columns (offset, timestamp, key, value, header count, headers), with key and
+    value as Arrow binary_view pointing into the batch: no copy of the 1 MiB of values."""
+    return module.Records(BATCH).to_arrow(batch_columns=False, zero_copy=True)
+
+
 def aiokafka_objects(check_crc=True):
     from aiokafka.record._crecords import DefaultRecordBatch
 
@@ -100,6 +106,10 @@ def test_kproto_columnar(benchmark):
     assert benchmark(kproto_columnar).num_rows == RECORDS
 
 
+def test_kproto_columnar_views(benchmark):
+    assert benchmark(kproto_columnar_views).num_rows == RECORDS
+
+
 @pytest.mark.benchmark(group="decode 1 MiB v2 batch")
 def test_kproto_pure_python_objects(benchmark):
     assert len(benchmark(kproto_objects, records_py)) == RECORDS
@@ -138,6 +148,7 @@ def main() -> None:
     rows = [
         ("kproto objects", kproto_objects, 200),
         ("kproto columnar (Arrow)", kproto_columnar, 200),
+        ("kproto columnar (Arrow, zero-copy views)", kproto_columnar_views, 200),
         ("aiokafka Cython objects", aiokafka_objects, 100),
         ("aiokafka Cython objects, no CRC check", aiokafka_objects_no_crc, 100),
         ("kafka-python objects", kafka_python_objects, 10),
@@ -152,6 +163,8 @@ def main() -> None:
     print(f"objects  vs kafka-python:          {times['kafka-python objects'] / times['kproto objects']:5.1f}x"
           "  (target >= 20x)")
     print(f"columnar vs aiokafka:              {aio / times['kproto columnar (Arrow)']:5.1f}x  (target >= 10x)")
+    print(f"columnar, zero-copy vs aiokafka:   "
+          f"{aio / times['kproto columnar (Arrow, zero-copy views)']:5.1f}x  (target >= 10x)")
     print(f"objects  vs aiokafka without CRC:  "
           f"{times['aiokafka Cython objects, no CRC check'] / times['kproto objects']:5.1f}x")
 

@@ -441,3 +441,23 @@ def test_compression_module_errors():
     bomb = gz.compress(bytes(10_000_000)) + gz.flush()
     with pytest.raises(DecompressedSizeError):
         compression.decompress("gzip", bomb, max_size=1_000_000)
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_zero_copy_columns_match_copied_ones(impl, compression):
+    import pyarrow as pa
+
+    records_mod = impl.load("records")
+    values = [None, b"", b"short", b"exactly12byt", b"thirteen byte", b"v" * 5000]
+    data = records_mod.RecordBatch.encode(
+        [records_mod.Record(key=None if i % 2 else b"key-%d" % i * 3, value=v) for i, v in enumerate(values)],
+        base_offset=7, compression=compression)
+    data += records_mod.RecordBatch.encode([records_mod.Record(key=b"k" * 40, value=b"second batch value")],
+                                           base_offset=100)
+    copied = records_mod.Records(data).to_arrow(batch_columns=False)
+    viewed = records_mod.Records(data).to_arrow(batch_columns=False, zero_copy=True)
+    assert viewed.schema.field("value").type == pa.binary_view()
+    assert viewed.column("value").to_pylist() == copied.column("value").to_pylist()
+    assert viewed.column("key").to_pylist() == copied.column("key").to_pylist()
+    assert viewed.column("offset").to_pylist() == copied.column("offset").to_pylist()
+    viewed.validate(full=True)

@@ -371,11 +371,15 @@ cdef class Records:
         for batch in _BatchIterator(self):
             yield from batch.records()
 
-    def to_arrow(self, bint batch_columns=True):
+    def to_arrow(self, bint batch_columns=True, bint zero_copy=False):
         """All records as a pyarrow.Table: offset, timestamp, key, value, header_count, headers
         (list<struct<key: string, value: binary>>) and, with ``batch_columns``, the fields
-        of the batch each record came from. Built from C arrays, no Python object per record."""
-        return _columnar(_BatchIterator(self), batch_columns)
+        of the batch each record came from. Built from C arrays, no Python object per record.
+
+        With ``zero_copy`` the key and value columns are Arrow ``binary_view`` arrays that
+        point into the record bytes (or a batch's decompressed bytes) instead of copies.
+        """
+        return _columnar(_BatchIterator(self), batch_columns, zero_copy)
 
     def to_numpy(self):
         """Fixed-width columns as numpy arrays (timestamp -1 where there is none; key_length and
@@ -591,9 +595,9 @@ cdef class RecordBatch:
             raise CorruptRecordError("control batch has no record", self._start, base_offset=self.base_offset)
         return _control_record(records[0], self.base_offset)
 
-    def to_arrow(self, bint batch_columns=True):
+    def to_arrow(self, bint batch_columns=True, bint zero_copy=False):
         """This batch's records as a pyarrow.Table (see Records.to_arrow)."""
-        return _columnar([self], batch_columns)
+        return _columnar([self], batch_columns, zero_copy)
 
     # ---- encoding
     @staticmethod
@@ -1056,8 +1060,8 @@ cdef class LegacyBatch:
     def control_record(self):
         return None
 
-    def to_arrow(self, bint batch_columns=True):
-        return _columnar([self], batch_columns)
+    def to_arrow(self, bint batch_columns=True, bint zero_copy=False):
+        return _columnar([self], batch_columns, zero_copy)
 
     def _inner_records(self):
         cdef Records inner
@@ -1355,6 +1359,79 @@ cdef object _binary_array(Py_ssize_t n, const unsigned char **pointers, int32_t 
         null_count=nulls)
 
 
+cdef object _view_array(list owners, Py_ssize_t n, const unsigned char **pointers, int32_t *lengths,
+                        Py_ssize_t stride):
+    """An Arrow binary_view array over the owners' bytes (no copy of values over 12 bytes).
+
+    Each view is 16 bytes: the length, then either the value itself (12 bytes or less)
+    or its first 4 bytes, the index of the buffer holding it and its offset there.
+    None when an offset does not fit in 32 bits (the caller copies instead).
+    """
+    import numpy as np
+    import pyarrow as pa
+    cdef list distinct = []
+    cdef list seen_ids = []
+    for owner in owners:
+        if id(owner) not in seen_ids:
+            seen_ids.append(id(owner))
+            distinct.append(owner)
+    cdef Py_ssize_t nbuf = len(distinct)
+    cdef Py_ssize_t k, last = 0, i, nulls = 0
+    cdef Py_buffer view
+    bases = np.empty(max(nbuf, 1), dtype=np.uintp)
+    sizes = np.empty(max(nbuf, 1), dtype=np.intp)
+    cdef size_t[::1] base_v = bases
+    cdef Py_ssize_t[::1] size_v = sizes
+    for k in range(nbuf):
+        PyObject_GetBuffer(distinct[k], &view, PyBUF_SIMPLE)
+        base_v[k] = <size_t>view.buf
+        size_v[k] = view.len
+        PyBuffer_Release(&view)     # the owners stay alive: the Arrow buffers below hold them
+    views = np.zeros(n * 16 if n else 16, dtype=np.uint8)
+    validity = np.ones((n + 7) // 8 if n else 1, dtype=np.uint8)
+    cdef unsigned char[::1] views_v = views
+    cdef unsigned char[::1] validity_v = validity
+    cdef unsigned char *slot
+    cdef const unsigned char *p
+    cdef int32_t length
+    cdef size_t address, offset
+    cdef char *base_p = <char *>pointers
+    cdef char *base_l = <char *>lengths
+    if n:
+        memset(&validity_v[0], 0xFF, validity_v.shape[0])
+    for i in range(n):
+        length = (<int32_t *>(base_l + i * stride))[0]
+        slot = &views_v[i * 16]
+        if length < 0:
+            validity_v[i >> 3] &= ~(1 << (i & 7))
+            nulls += 1
+            continue
+        memcpy(slot, &length, 4)
+        if length == 0:
+            continue
+        p = (<const unsigned char **>(base_p + i * stride))[0]
+        if length <= 12:
+            memcpy(slot + 4, p, length)
+            continue
+        address = <size_t>p
+        if not (base_v[last] <= address < base_v[last] + <size_t>size_v[last]):
+            for k in range(nbuf):
+                if base_v[k] <= address < base_v[k] + <size_t>size_v[k]:
+                    last = k
+                    break
+            else:
+                raise AssertionError("record value outside its batch buffers")
+        offset = address - base_v[last]
+        if offset > <size_t>INT32_MAX:
+            return None
+        memcpy(slot + 4, p, 4)
+        (<int32_t *>(slot + 8))[0] = <int32_t>last
+        (<int32_t *>(slot + 12))[0] = <int32_t>offset
+    buffers = [pa.py_buffer(validity) if nulls else None, pa.py_buffer(views)]
+    buffers += [pa.py_buffer(owner) for owner in distinct]
+    return pa.Array.from_buffers(pa.binary_view(), n, buffers, null_count=nulls)
+
+
 cdef dict _SCHEMAS = {}
 
 
@@ -1411,7 +1488,7 @@ cdef int _check_header_keys(_Spans spans, Py_ssize_t first, RecordBatch batch) e
     return 0
 
 
-def _columnar(batches, bint batch_columns):
+def _columnar(batches, bint batch_columns, bint zero_copy=False):
     import numpy as np
     import pyarrow as pa
     cdef _Spans spans = _Spans()
@@ -1490,10 +1567,17 @@ def _columnar(batches, bint batch_columns):
     if missing_timestamps:
         has_timestamp = np.fromiter((spans.records[i].has_timestamp for i in range(n)), dtype=bool, count=n)
         timestamp_array = pa.array(timestamp, mask=~has_timestamp)
-    keys = _binary_array(n, &spans.records[0].key if n else NULL, &spans.records[0].key_len if n else NULL,
-                         sizeof(RecordSpan))
-    values = _binary_array(n, &spans.records[0].value if n else NULL,
-                           &spans.records[0].value_len if n else NULL, sizeof(RecordSpan))
+    keys = values = None
+    if zero_copy:
+        keys = _view_array(spans.keep, n, &spans.records[0].key if n else NULL,
+                           &spans.records[0].key_len if n else NULL, sizeof(RecordSpan))
+        values = _view_array(spans.keep, n, &spans.records[0].value if n else NULL,
+                             &spans.records[0].value_len if n else NULL, sizeof(RecordSpan))
+    if keys is None or values is None:   # not asked for, or a buffer too large for 32-bit view offsets
+        keys = _binary_array(n, &spans.records[0].key if n else NULL, &spans.records[0].key_len if n else NULL,
+                             sizeof(RecordSpan))
+        values = _binary_array(n, &spans.records[0].value if n else NULL,
+                               &spans.records[0].value_len if n else NULL, sizeof(RecordSpan))
     header_keys = _binary_array(spans.n_headers, &spans.headers[0].key if spans.n_headers else NULL,
                                 &spans.headers[0].key_len if spans.n_headers else NULL, sizeof(HeaderSpan),
                                 text=True)
@@ -1505,7 +1589,7 @@ def _columnar(batches, bint batch_columns):
         pa.array(header_offsets),
         pa.StructArray.from_arrays([header_keys, header_values], fields=list(header_type.value_type)),
         type=header_type)
-    if keys.type == pa.large_binary() or values.type == pa.large_binary():
+    if keys.type != pa.binary() or values.type != pa.binary():
         schema = schema.set(2, pa.field("key", keys.type)).set(3, pa.field("value", values.type))
     arrays = [pa.array(offset), timestamp_array, keys, values, pa.array(header_count), headers]
     if batch_columns:

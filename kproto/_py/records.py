@@ -376,9 +376,9 @@ class RecordBatch:
             raise CorruptRecordError("control batch has no record", self._start, base_offset=self.base_offset)
         return _control_record(records[0], self.base_offset)
 
-    def to_arrow(self, batch_columns: bool = True):
+    def to_arrow(self, batch_columns: bool = True, zero_copy: bool = False):
         """This batch's records as a pyarrow.Table (see Records.to_arrow)."""
-        return _to_arrow([self], batch_columns)
+        return _to_arrow([self], batch_columns, zero_copy)
 
     # ---- encoding
     @staticmethod
@@ -701,8 +701,8 @@ class LegacyBatch:
     def control_record(self):
         return None
 
-    def to_arrow(self, batch_columns: bool = True):
-        return _to_arrow([self], batch_columns)
+    def to_arrow(self, batch_columns: bool = True, zero_copy: bool = False):
+        return _to_arrow([self], batch_columns, zero_copy)
 
     def _inner_records(self) -> list[Record]:
         if self._value_span is None:
@@ -975,11 +975,12 @@ class Records:
             yield from batch.records()
 
     # ---- columns
-    def to_arrow(self, batch_columns: bool = True):
+    def to_arrow(self, batch_columns: bool = True, zero_copy: bool = False):
         """All records as a pyarrow.Table: offset, timestamp, key, value, header_count, headers
         (list<struct<key: string, value: binary>>) and, with ``batch_columns``, the fields
-        of the batch each record came from."""
-        return _to_arrow(self.batches(), batch_columns)
+        of the batch each record came from. ``zero_copy`` gives binary_view key and value
+        columns (the Cython version points them into the record bytes; this twin copies)."""
+        return _to_arrow(self.batches(), batch_columns, zero_copy)
 
     def to_numpy(self) -> dict:
         """Fixed-width columns as numpy arrays (timestamp -1 where there is none; key_length and
@@ -1068,7 +1069,7 @@ def _batch_values(batch) -> tuple:
             batch.compression, batch.magic)
 
 
-def _to_arrow(batches, batch_columns: bool):
+def _to_arrow(batches, batch_columns: bool, zero_copy: bool = False):
     import pyarrow as pa
 
     columns: dict[str, list] = {name: [] for name in ("offset", "timestamp", "key", "value", "header_count",
@@ -1087,6 +1088,8 @@ def _to_arrow(batches, batch_columns: bool):
             for (name, _), value in zip(_BATCH_COLUMNS, _batch_values(batch)):
                 batch_rows[name].extend([value] * len(records))
     schema = record_schema(batch_columns)
+    if zero_copy:
+        schema = schema.set(2, pa.field("key", pa.binary_view())).set(3, pa.field("value", pa.binary_view()))
     arrays = [pa.array(columns[name], type=schema.field(name).type)
               for name in ("offset", "timestamp", "key", "value", "header_count", "headers")]
     if batch_columns:
