@@ -1,0 +1,22 @@
+"""Kafka captures to tables and a report, with Spark (``kproto analyze``).
+
+>>> from kproto.spark import analyze
+>>> result = analyze(["samples/sample.pcap"], "out/")     # local Spark unless one is active
+>>> result.summary[-1]["accounted"]
+True
+
+Reads pcap, pcapng and size-prefixed frame dumps (paths, globs, directories,
+any URI Spark and pyarrow can open) and Parquet tables of frames; writes
+``frames``, ``exchanges``, ``connections``, ``clients``, ``topics`` and
+``summary`` as Parquet, and ``report.html`` / ``.json`` / ``.md``.
+
+pyspark is imported only when a function needs it. The per-file work lives
+in :mod:`kproto.spark.worker` (pyarrow only) and runs inside ``mapInArrow``.
+See docs/analyze.md.
+"""
+
+from __future__ import annotations
+
+from kproto.spark.jobs import TABLES, Options, Result, analyze, spark_session
+
+__all__ = ["TABLES", "Options", "Result", "analyze", "spark_session"]

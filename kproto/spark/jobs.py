@@ -1,0 +1,465 @@
+"""The Spark side of ``kproto analyze``: plan, read and decode captures, write the tables.
+
+pyspark is imported inside the functions, so importing this module costs nothing.
+The Python work happens in :mod:`kproto.spark.worker` through ``mapInArrow``
+(Arrow batches in and out: no Python or pandas UDFs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kproto.spark import worker as W
+
+TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections")
+RAW_PARTITION_BYTES = 128 * 1024 * 1024
+
+
+# ---------------------------------------------------------------- the session
+def spark_session(master: str | None = None, *, app_name: str = "kproto analyze",
+                  conf: dict[str, str] | None = None):
+    """A SparkSession: the active one, the one spark-submit configured, or an embedded local one.
+
+    Without ``master`` and outside spark-submit, Spark runs in this process
+    (``local[*]``) with this interpreter for its Python workers.
+    """
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    configured = "spark.master" in dict(SparkConf().getAll()) if os.environ.get("SPARK_SUBMIT_OPTS") \
+        or os.environ.get("SPARK_ENV_LOADED") else False
+    if master is None and not configured:
+        master = "local[*]"
+    if master and master.startswith("local"):
+        # Local workers are child processes of this one: same interpreter, same kproto.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        package_root = str(Path(__file__).resolve().parents[2])
+        paths = os.environ.get("PYTHONPATH", "")
+        if package_root not in paths.split(os.pathsep):
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, paths) if p)
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    defaults = {
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.adaptive.enabled": "true",
+    }
+    for key, value in {**defaults, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    return session
+
+
+# ---------------------------------------------------------------- progress
+class Progress:
+    """Phases and task counts on stderr while Spark works (a live line on a terminal)."""
+
+    def __init__(self, spark, enabled: bool = True, stream=None) -> None:
+        import threading
+
+        self.spark = spark
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.phase = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._last = ""
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self.enabled:
+            self._thread.join(2)
+            if self._tty:
+                self.stream.write("\n")
+
+    def step(self, phase: str) -> None:
+        self.phase = phase
+        if self.enabled:
+            self._write(f"kproto analyze: {phase}", final=not self._tty)
+
+    def _write(self, text: str, final: bool) -> None:
+        if self._tty:
+            self.stream.write("\r" + text.ljust(len(self._last)))
+        elif final:
+            self.stream.write(text + "\n")
+        self._last = text
+        self.stream.flush()
+
+    def _poll(self) -> None:
+        tracker = self.spark.sparkContext.statusTracker()
+        while not self._stop.wait(0.5):
+            done = total = 0
+            for stage_id in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(stage_id)
+                if info is not None:
+                    done += info.numCompletedTasks
+                    total += info.numTasks
+            if total and self._tty:
+                self._write(f"kproto analyze: {self.phase} [{done}/{total} tasks]", final=False)
+
+
+# ---------------------------------------------------------------- inputs
+@dataclass
+class Inputs:
+    files: list[tuple[str, int]] = field(default_factory=list)     # (path, length): captures
+    parquet: list[str] = field(default_factory=list)               # tables of frames
+
+
+def _is_parquet(path: str) -> bool:
+    local = W.local_path(path)
+    if path.rstrip("/").endswith(".parquet"):
+        return True
+    return local is not None and os.path.isdir(local) and any(
+        name.endswith(".parquet") for name in os.listdir(local))
+
+
+def list_inputs(spark, paths: Sequence[str]) -> Inputs:
+    """Capture files (listed by Spark, globs expanded, contents not read) and Parquet frame tables."""
+    inputs = Inputs()
+    captures = []
+    for path in paths:
+        (inputs.parquet if _is_parquet(path) else captures).append(path)
+    if captures:
+        resolved = [str(Path(p).resolve()) if "://" not in p and not p.startswith("file:") else p
+                    for p in captures]
+        listing = (spark.read.format("binaryFile").load(resolved).select("path", "length")
+                   .orderBy("path").collect())
+        inputs.files = [(row["path"], int(row["length"])) for row in listing]
+    return inputs
+
+
+def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int) -> list[W.Split]:
+    """Splits of every capture file, planned on the executors (they are the ones that see the files)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if not inputs.files:
+        return []
+    files = spark.createDataFrame(
+        spark.sparkContext.parallelize([(p, n) for p, n in inputs.files], max(1, min(len(inputs.files), 64))),
+        "path string, length long")
+
+    def plan(batches):
+        for batch in batches:
+            for row in batch.to_pylist():
+                yield W.splits_to_batch(W.plan_file(row["path"], row["length"], capture=_capture_name(row["path"]),
+                                                    split_bytes=split_bytes, overlap=overlap_bytes))
+
+    rows = files.mapInArrow(plan, from_arrow_schema(W.SPLIT_SCHEMA)).collect()
+    splits = [W.Split(**row.asDict()) for row in rows]
+    _ = pa
+    return sorted(splits, key=lambda s: (s.capture, s.split_index))
+
+
+def _capture_name(path: str) -> str:
+    """The ``capture`` column: the local path for ``file:`` URIs, else the URI."""
+    local = W.local_path(path)
+    return local if local is not None else path
+
+
+# ---------------------------------------------------------------- the pipeline
+@dataclass
+class Options:
+    broker_ports: tuple[int, ...] = (9092,)
+    split_bytes: int = W.DEFAULT_SPLIT_BYTES
+    overlap_bytes: int = W.DEFAULT_OVERLAP_BYTES
+    body: str | None = "json"
+    report: bool = True
+
+
+def decoded_frame(spark, inputs: Inputs, splits: list[W.Split], options: Options):
+    """The union DataFrame of decoded rows (frame, exchange, partition, connection, capture)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    union = from_arrow_schema(W.UNION_SCHEMA)
+    ports = options.broker_ports
+    body = options.body
+
+    def read(batches):
+        for batch in batches:
+            for split in W.splits_from_batch(batch):
+                yield from W.process_split(split, broker_ports=ports, body=body)
+
+    def decode(batches):
+        yield from W.decode_raw_batches(batches, body=body)
+
+    parts = []
+    raw_inputs = []
+    stage1 = None
+    if splits:
+        rows = [tuple(getattr(s, name) for name, _ in W.SPLIT_FIELDS) for s in splits]
+        ddl = ", ".join(f"`{name}` {'string' if str(t) == 'string' else 'int' if str(t) == 'int32' else 'long'}"
+                        for name, t in W.SPLIT_FIELDS)
+        split_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), ddl)
+        stage1 = split_df.mapInArrow(read, union)
+        has_raw = any(s.mode == "raw" for s in splits)
+        if has_raw:
+            stage1 = stage1.persist()
+            raw_inputs.append(stage1.filter(F.col("kind") == "raw"))
+            parts.append(stage1.filter(F.col("kind") != "raw"))
+        else:
+            parts.append(stage1)
+    if inputs.parquet:
+        table = spark.read.parquet(*inputs.parquet)
+        columns = [F.col(name).cast(union[name].dataType).alias(name) for name in W.RAW_COLUMNS
+                   if name != "split_index"]
+        raw_inputs.append(table.select(F.lit("raw").alias("kind"), *columns,
+                                       F.lit(0).cast("int").alias("split_index")))
+    if raw_inputs:
+        raw = raw_inputs[0]
+        for more in raw_inputs[1:]:
+            raw = raw.unionByName(more, allowMissingColumns=True)
+        raw_bytes = sum(s.end - s.start for s in splits if s.mode == "raw")
+        count = max(spark.sparkContext.defaultParallelism, raw_bytes // RAW_PARTITION_BYTES + 1)
+        grouped = raw.select(*W.RAW_COLUMNS).repartition(int(count), "capture", "connection_id")
+        parts.append(grouped.mapInArrow(decode, union))
+    decoded = parts[0]
+    for more in parts[1:]:
+        decoded = decoded.unionByName(more)
+    return decoded, stage1
+
+
+def _api_name_column(column):
+    """API names from keys, as a Spark expression (a literal map built from kproto's table)."""
+    from pyspark.sql import functions as F
+
+    from kproto import versions as kv
+
+    pairs = []
+    for info in kv.api_table():
+        pairs += [F.lit(info.api_key), F.lit(info.name)]
+    names = F.create_map(*pairs)
+    return F.coalesce(names[column], F.concat(F.lit("UNKNOWN("), column.cast("string"), F.lit(")")))
+
+
+def build_tables(spark, decoded) -> dict[str, Any]:
+    """DataFrames of the output tables, from the decoded union."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from kproto.capture import connection_schema
+
+    kind = F.col("kind")
+    frames = decoded.filter(kind == "frame").select(*W.FRAME_COLUMNS)
+    exchanges = decoded.filter(kind == "exchange").select(*W.EXCHANGE_COLUMNS) \
+        .withColumn("api_name", _api_name_column(F.col("api_key")))
+    partitions = decoded.filter(kind == "partition").select(*W.PARTITION_COLUMNS)
+
+    # Connections: one row per connection; a connection read by several ranges is summed.
+    conn_schema = connection_schema()
+    info_schema = from_arrow_schema(pa.schema([f for f in conn_schema if f.name != "capture"]))
+    conn_rows = decoded.filter(kind == "connection") \
+        .select("capture", F.from_json("info", info_schema).alias("c")).select("capture", "c.*")
+    counters = [f.name for f in conn_schema if f.name.startswith(("request_", "response_"))]
+    connections = conn_rows.groupBy("capture", "connection_id").agg(
+        F.first("client_ip").alias("client_ip"), F.first("client_port").alias("client_port"),
+        F.first("server_ip").alias("server_ip"), F.first("server_port").alias("server_port"),
+        F.min("first_ts_ns").alias("first_ts_ns"), F.max("last_ts_ns").alias("last_ts_ns"),
+        F.max(F.col("handshake_seen").cast("int")).cast("boolean").alias("handshake_seen"),
+        F.last("closed_by").alias("closed_by"), F.first("direction_source").alias("direction_source"),
+        *[F.sum(name).alias(name) for name in counters])
+
+    address = connections.select("capture", "connection_id", "client_ip", "server_ip", "server_port")
+    with_address = exchanges.join(address, ["capture", "connection_id"], "left")
+    requests = with_address.filter(F.col("request_sequence").isNotNull())
+    clients = requests.groupBy("client_ip", "client_id").agg(
+        F.max("client_software_name").alias("client_software_name"),
+        F.max("client_software_version").alias("client_software_version"),
+        F.sort_array(F.collect_set(F.concat_ws("/", "client_software_name", "client_software_version")))
+        .alias("client_software"),
+        F.countDistinct("capture", "connection_id").alias("connections"),
+        F.count(F.lit(1)).alias("requests"),
+        F.sort_array(F.collect_set(F.struct("api_key", "api_version"))).alias("_versions"),
+        F.sum(F.col("deprecated").cast("long")).alias("deprecated_requests"),
+        F.sum(F.col("removed_in_4x").cast("long")).alias("removed_in_4x_requests"),
+        F.sum((F.col("error_code") != 0).cast("long")).alias("error_responses"),
+        F.min("request_ts_ns").alias("first_seen_ns"), F.max("request_ts_ns").alias("last_seen_ns"),
+    )
+    clients = clients.withColumn(
+        "apis", F.transform("_versions", lambda v: F.concat(_api_name_column(v["api_key"]), F.lit(" v"),
+                                                              v["api_version"].cast("string")))
+    ).drop("_versions").orderBy("client_ip", "client_id")
+
+    is_produce = F.col("api_key") == 0
+    is_fetch = F.col("api_key") == 1
+
+    def when(condition, value):
+        return F.when(condition, value).otherwise(F.lit(0))
+
+    topics = partitions.groupBy("topic", "partition").agg(
+        F.sum(when(is_produce, F.lit(1))).alias("produce_requests"),
+        F.sum(when(is_produce, F.col("bytes"))).alias("produce_bytes"),
+        F.sum(when(is_produce, F.col("record_count"))).alias("produce_records"),
+        F.sum(when(is_produce, F.col("batch_count"))).alias("produce_batches"),
+        F.sum(when(is_fetch, F.lit(1))).alias("fetch_responses"),
+        F.sum(when(is_fetch, F.col("bytes"))).alias("fetch_bytes"),
+        F.sum(when(is_fetch, F.col("record_count"))).alias("fetch_records"),
+        F.sum(when(is_fetch, F.col("batch_count"))).alias("fetch_batches"),
+        F.array_join(F.sort_array(F.collect_set("compression")), ",").alias("compression"),
+        F.sum((F.col("records_error").isNotNull()).cast("long")).alias("records_errors"),
+        F.min("ts_first_ns").alias("first_ts_ns"), F.max("ts_first_ns").alias("last_ts_ns"),
+    ).orderBy("topic", "partition")
+    return {"frames": frames, "exchanges": exchanges, "partitions": partitions, "connections": connections,
+            "clients": clients, "topics": topics, "with_address": with_address}
+
+
+def summary_rows(spark, decoded, tables: dict[str, Any]) -> list[dict]:
+    """One row per capture and a total row ("*"): every frame read, and where it went."""
+    from pyspark.sql import functions as F
+
+    frames = tables["frames"].groupBy("capture").agg(
+        F.count(F.lit(1)).alias("frames"),
+        F.sum((F.col("direction") == 0).cast("long")).alias("request_frames"),
+        F.sum((F.col("direction") == 1).cast("long")).alias("response_frames"),
+        F.sum(F.col("size").cast("long") + 4).alias("frame_bytes"),
+        F.sum((F.col("status") == 0).cast("long")).alias("frames_ok"),
+        F.sum((F.col("status") != 0).cast("long")).alias("frames_undecodable"),
+        F.min("ts_first_ns").alias("first_ts_ns"), F.max("ts_last_ns").alias("last_ts_ns"),
+    ).collect()
+    exchanges = tables["exchanges"].groupBy("capture").pivot(
+        "pair_status_name", ["PAIRED", "NO_RESPONSE_EXPECTED", "UNPAIRED_REQUEST", "UNPAIRED_RESPONSE"]
+    ).count().collect()
+    connections = tables["connections"].groupBy("capture").agg(
+        F.count(F.lit(1)).alias("connections"),
+        *[F.sum(F.col(f"request_{n}") + F.col(f"response_{n}")).alias(n)
+          for n in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes")]).collect()
+    accounting = decoded.filter(F.col("kind") == "capture").select("capture", "info").collect()
+
+    rows: dict[str, dict] = {}
+
+    def row(capture: str) -> dict:
+        return rows.setdefault(capture, {"capture": capture})
+
+    for r in frames:
+        row(r["capture"]).update({k: v for k, v in r.asDict().items() if k != "capture"})
+    for r in exchanges:
+        d = r.asDict()
+        row(r["capture"]).update({
+            "exchanges_paired": d.get("PAIRED") or 0, "no_response_expected": d.get("NO_RESPONSE_EXPECTED") or 0,
+            "unpaired_requests": d.get("UNPAIRED_REQUEST") or 0,
+            "unpaired_responses": d.get("UNPAIRED_RESPONSE") or 0})
+    for r in connections:
+        row(r["capture"]).update({k: v for k, v in r.asDict().items() if k != "capture"})
+    for r in accounting:
+        info = json.loads(r["info"])
+        target = row(r["capture"])
+        target["format"] = info.get("format")
+        target["splits"] = info.get("split_count", 1)
+        for name in ("file_bytes", "packets", "tcp_packets", "tcp_payload_bytes", "non_tcp", "malformed",
+                     "ip_fragments", "unsupported_link", "trailing_bytes"):
+            if isinstance(info.get(name), int):
+                # file_bytes is the whole file in every split; the rest are per range.
+                target[name] = info[name] if name == "file_bytes" else target.get(name, 0) + info[name]
+        if info.get("frames_file_error"):
+            target["error"] = info["frames_file_error"]
+    out = []
+    for capture in sorted(rows):
+        r = rows[capture]
+        for name in SUMMARY_COUNTS:
+            r.setdefault(name, 0)
+        out.append(r)
+    total = {"capture": "*"}
+    for name in SUMMARY_COUNTS:
+        total[name] = sum(r.get(name) or 0 for r in out)
+    total["first_ts_ns"] = min((r["first_ts_ns"] for r in out if r.get("first_ts_ns") is not None), default=None)
+    total["last_ts_ns"] = max((r["last_ts_ns"] for r in out if r.get("last_ts_ns") is not None), default=None)
+    out.append(total)
+    for r in out:
+        r["accounted"] = bool(
+            r["frames"] == r["frames_ok"] + r["frames_undecodable"]
+            and r["request_frames"] == r["exchanges_paired"] + r["no_response_expected"] + r["unpaired_requests"]
+            and r["response_frames"] == r["exchanges_paired"] + r["unpaired_responses"])
+    return out
+
+
+SUMMARY_COUNTS = (
+    "file_bytes", "packets", "tcp_packets", "tcp_payload_bytes", "connections", "frames", "request_frames",
+    "response_frames", "frame_bytes", "frames_ok", "frames_undecodable", "exchanges_paired",
+    "no_response_expected", "unpaired_requests", "unpaired_responses", "skipped_bytes", "gap_bytes",
+    "tail_bytes", "duplicate_bytes",
+)
+SUMMARY_DDL = ("capture string, format string, splits int, " + ", ".join(f"{n} long" for n in SUMMARY_COUNTS)
+               + ", first_ts_ns long, last_ts_ns long, accounted boolean, error string")
+
+
+@dataclass
+class Result:
+    out: Path
+    summary: list[dict]
+    facts: dict | None
+    tables: dict[str, str]
+
+
+def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master: str | None = None,
+            options: Options | None = None, progress: bool | Callable = True) -> Result:
+    """Read captures and frame tables, write the Parquet tables and the report under ``out``."""
+    options = options or Options()
+    spark = spark or spark_session(master)
+    out_text = str(out)
+    local_out = W.local_path(out_text)
+    if local_out is not None:
+        Path(local_out).mkdir(parents=True, exist_ok=True)
+    with Progress(spark, enabled=bool(progress)) as show:
+        show.step("listing inputs")
+        inputs = list_inputs(spark, paths)
+        if not inputs.files and not inputs.parquet:
+            raise FileNotFoundError(f"no input files in {', '.join(paths)}")
+        show.step(f"planning {len(inputs.files)} capture file(s)")
+        splits = plan_splits(spark, inputs, split_bytes=options.split_bytes, overlap_bytes=options.overlap_bytes)
+        show.step(f"reading and decoding {len(splits)} split(s), {len(inputs.parquet)} frame table(s)")
+        decoded, stage1 = decoded_frame(spark, inputs, splits, options)
+        decoded = decoded.persist()
+        tables = build_tables(spark, decoded)
+        written = {}
+        for name in ("frames", "exchanges", "connections", "clients", "topics"):
+            show.step(f"writing {name}")
+            target = f"{out_text.rstrip('/')}/{name}"
+            frame = tables[name]
+            if name == "exchanges":
+                frame = frame.drop("api_name")
+            frame.write.mode("overwrite").parquet(target)
+            written[name] = target
+        show.step("writing summary")
+        summary = summary_rows(spark, decoded, tables)
+        summary_df = spark.createDataFrame([tuple(r.get(c.split()[0]) for c in SUMMARY_DDL.split(", "))
+                                            for r in summary], SUMMARY_DDL)
+        target = f"{out_text.rstrip('/')}/summary"
+        summary_df.coalesce(1).write.mode("overwrite").parquet(target)
+        written["summary"] = target
+        facts = None
+        if options.report:
+            show.step("building the report")
+            from kproto.spark import report
+
+            facts = report.collect_facts(spark, tables, summary)
+            if local_out is not None:
+                report.write_report(facts, Path(local_out))
+        decoded.unpersist()
+        if stage1 is not None and stage1.is_cached:
+            stage1.unpersist()
+        show.step("done")
+    return Result(Path(local_out or out_text), summary, facts, written)
+
+
+def iter_paths(values: Iterable[str]) -> list[str]:
+    return [str(v) for v in values]

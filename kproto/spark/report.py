@@ -1,0 +1,423 @@
+"""The analysis report: facts gathered with Spark, written as JSON, Markdown and HTML.
+
+:func:`collect_facts` runs small aggregations over the output tables and
+returns a plain dict (only numbers, strings, lists); :func:`write_report`
+turns that dict into ``report.json``, ``report.md`` and ``report.html``
+(charts are inline SVG: the file needs no network and no JavaScript).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from kproto import versions as kv
+
+LIMIT = 1000   # rows per report section; the tables hold everything
+
+
+def _iso(ns: int | None) -> str | None:
+    if ns is None:
+        return None
+    return _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _api(key: int | None) -> str:
+    if key is None:
+        return "?"
+    try:
+        return kv.api_name(key)
+    except (KeyError, ValueError):
+        return f"UNKNOWN({key})"
+
+
+def _rows(frame, limit: int = LIMIT) -> list[dict]:
+    return [r.asDict(recursive=True) for r in frame.limit(limit).collect()]
+
+
+def _ranges(body: str | None) -> tuple[int | None, dict[int, tuple[int, int]]]:
+    if not body:
+        return None, {}
+    data = json.loads(body)
+    return data.get("error_code"), {k["api_key"]: (k["min_version"], k["max_version"])
+                                    for k in data.get("api_keys") or []}
+
+
+# ---------------------------------------------------------------- facts
+def collect_facts(spark, tables: dict[str, Any], summary: list[dict]) -> dict:
+    """Every fact of the report, from the output tables (DataFrames)."""
+    import pyspark
+    from pyspark.sql import functions as F
+
+    from kproto._version import __version__
+
+    frames, exchanges = tables["frames"], tables["exchanges"]
+    with_address = tables["with_address"]
+    requests = with_address.filter(F.col("request_sequence").isNotNull())
+    facts: dict[str, Any] = {
+        "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "kproto_version": __version__, "spark_version": pyspark.__version__,
+        "summary": [dict(r, first_seen=_iso(r.get("first_ts_ns")), last_seen=_iso(r.get("last_ts_ns")))
+                    for r in summary],
+    }
+
+    # Clients and their software (KIP-511).
+    clients = _rows(tables["clients"])
+    for c in clients:
+        c["first_seen"], c["last_seen"] = _iso(c.pop("first_seen_ns")), _iso(c.pop("last_seen_ns"))
+    facts["clients"] = clients
+
+    # Every API version in use.
+    facts["api_versions"] = [dict(r, api_name=_api(r["api_key"])) for r in _rows(
+        requests.groupBy("api_key", "api_version").agg(
+            F.count(F.lit(1)).alias("requests"),
+            F.countDistinct("client_ip", "client_id").alias("clients"),
+            F.max(F.col("deprecated").cast("int")).cast("boolean").alias("deprecated"),
+            F.max(F.col("removed_in_4x").cast("int")).cast("boolean").alias("removed_in_4x"),
+        ).orderBy("api_key", "api_version"))]
+
+    # Kafka 4.x readiness (KIP-896).
+    def usage(condition):
+        rows = _rows(requests.filter(condition).groupBy(
+            "client_ip", "client_id", "api_key", "api_version").agg(
+            F.max("client_software_name").alias("software_name"),
+            F.count(F.lit(1)).alias("requests"),
+            F.min("request_ts_ns").alias("first_ns"), F.max("request_ts_ns").alias("last_ns"),
+        ).orderBy("client_ip", "client_id", "api_key", "api_version"))
+        for r in rows:
+            r["api_name"] = _api(r["api_key"])
+            r["first_seen"], r["last_seen"] = _iso(r.pop("first_ns")), _iso(r.pop("last_ns"))
+        return rows
+
+    # A client's software name comes from its ApiVersions request; spread it to its other requests.
+    software = {(c["client_ip"], c["client_id"]): c["client_software_name"] for c in clients}
+    removed = usage(F.col("removed_in_4x"))
+    deprecated = usage(F.col("deprecated") & ~F.col("removed_in_4x"))
+    for r in removed + deprecated:
+        r["software_name"] = r["software_name"] or software.get((r["client_ip"], r["client_id"]))
+    facts["readiness"] = {
+        "removed_in_4x_requests": sum(r["requests"] for r in removed),
+        "deprecated_requests": sum(r["requests"] for r in removed + deprecated),
+        "clients_sending_removed_versions": len({(r["client_ip"], r["client_id"]) for r in removed}),
+        "removed": removed,
+        "deprecated_not_removed": deprecated,
+    }
+
+    # Brokers: what their ApiVersions responses advertise, and the release that matches.
+    address = tables["connections"].select("capture", "connection_id", "server_ip", "server_port")
+    api_responses = frames.filter((F.col("direction") == 1) & (F.col("api_key") == 18) & (F.col("status") == 0)) \
+        .join(address, ["capture", "connection_id"], "left")
+    brokers = []
+    seen = set()
+    for r in _rows(api_responses.select("server_ip", "server_port", "api_version", "body").distinct(), 200):
+        code, ranges = _ranges(r["body"])
+        if code != 0 or not ranges:
+            continue
+        key = (r["server_ip"], r["server_port"], tuple(sorted(ranges.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        match = kv.infer_release(ranges)
+        brokers.append({
+            "broker": f"{r['server_ip']}:{r['server_port']}", "api_versions_version": r["api_version"],
+            "apis": len(ranges), "release": match.release, "exact": list(match.exact),
+            "closest": list(match.closest), "inference": match.describe(),
+            "ranges": {_api(k): f"{lo}-{hi}" for k, (lo, hi) in sorted(ranges.items())},
+        })
+    facts["brokers"] = sorted(brokers, key=lambda b: b["broker"])
+
+    # KIP-511 fallbacks: ApiVersions refused with UNSUPPORTED_VERSION, and the retry that followed.
+    refused = with_address.filter((F.col("api_key") == 18) & (F.col("error_code") == 35))
+    refused_bodies = refused.join(
+        frames.filter(F.col("direction") == 1).select(
+            "capture", "connection_id", F.col("sequence").alias("response_sequence"), "body"),
+        ["capture", "connection_id", "response_sequence"], "left")
+    retries = with_address.filter((F.col("api_key") == 18) & (F.col("error_code") == 0)) \
+        .select("capture", "connection_id", F.col("api_version").alias("retry_version"))
+    fallback_rows = _rows(refused_bodies.join(retries, ["capture", "connection_id"], "left").groupBy(
+        "client_ip", "client_id", "server_ip", "server_port", "api_version", "retry_version", "body"
+    ).agg(F.count(F.lit(1)).alias("connections")))
+    fallbacks = []
+    for r in fallback_rows:
+        _code, ranges = _ranges(r.pop("body"))
+        r["broker_api_versions_max"] = ranges.get(18, (None, None))[1]
+        r["broker"] = f"{r.pop('server_ip')}:{r.pop('server_port')}"
+        r["requested_version"] = r.pop("api_version")
+        r["software_name"] = software.get((r["client_ip"], r["client_id"]))
+        fallbacks.append(r)
+    facts["kip511_fallbacks"] = sorted(fallbacks, key=lambda r: (r["client_ip"] or "", r["client_id"] or ""))
+
+    facts["invalid_software_names"] = _rows(requests.filter(F.col("software_problems").isNotNull()).groupBy(
+        "client_ip", "client_id", "client_software_name", "client_software_version", "software_problems"
+    ).agg(F.count(F.lit(1)).alias("requests"), F.max("error_name").alias("broker_answer"))
+        .orderBy("client_ip", "client_id"))
+
+    facts["errors"] = [dict(r, api_name=_api(r["api_key"])) for r in _rows(
+        exchanges.filter(F.col("error_code") != 0).groupBy("api_key", "error_code", "error_name")
+        .agg(F.count(F.lit(1)).alias("responses")).orderBy("api_key", "error_code"))]
+
+    latency = _rows(exchanges.filter(F.col("latency_ns").isNotNull()).groupBy("api_key").agg(
+        F.count(F.lit(1)).alias("exchanges"),
+        F.percentile_approx("latency_ns", [0.5, 0.99], 10000).alias("p"),
+        F.max("latency_ns").alias("max_ns"),
+    ).orderBy("api_key"))
+    facts["latency"] = [{"api_key": r["api_key"], "api_name": _api(r["api_key"]), "exchanges": r["exchanges"],
+                         "p50_ms": r["p"][0] / 1e6, "p99_ms": r["p"][1] / 1e6, "max_ms": r["max_ns"] / 1e6}
+                        for r in latency]
+
+    topics = _rows(tables["topics"])
+    for t in topics:
+        span = ((t["last_ts_ns"] or 0) - (t["first_ts_ns"] or 0)) / 1e9
+        t["seconds"] = span
+        t["produce_bytes_per_s"] = t["produce_bytes"] / span if span > 0 else None
+        t["fetch_bytes_per_s"] = t["fetch_bytes"] / span if span > 0 else None
+        t["first_seen"], t["last_seen"] = _iso(t.pop("first_ts_ns")), _iso(t.pop("last_ts_ns"))
+    facts["topics"] = topics
+
+    facts["undecodable_frames"] = [dict(r, api_name=_api(r["api_key"])) for r in _rows(
+        frames.filter(F.col("status") != 0).groupBy("direction", "api_key", "api_version", "status_name")
+        .agg(F.count(F.lit(1)).alias("frames"), F.min("error_offset").alias("first_error_offset"))
+        .orderBy("status_name", "api_key"))]
+    facts["unpaired"] = [dict(r, api_name=_api(r["api_key"])) for r in _rows(
+        exchanges.filter(F.col("pair_status") != 0).groupBy("pair_status_name", "api_key")
+        .agg(F.count(F.lit(1)).alias("exchanges")).orderBy("pair_status_name", "api_key"))]
+    return facts
+
+
+# ---------------------------------------------------------------- writing
+def write_report(facts: dict, out: Path) -> dict[str, Path]:
+    """report.json, report.md and report.html under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "report.json", "md": out / "report.md", "html": out / "report.html"}
+    paths["json"].write_text(json.dumps(facts, indent=2, sort_keys=True, default=str) + "\n")
+    paths["md"].write_text(markdown(facts))
+    paths["html"].write_text(html_report(facts))
+    return paths
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.3f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value) or "-"
+    return str(value)
+
+
+def _mb(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1e6:,.3f}"
+
+
+def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """(title, note, header, rows) of every table in the report, shared by Markdown and HTML."""
+    out = []
+    total = next((r for r in facts["summary"] if r["capture"] == "*"), {})
+    out.append(("Captures and accounting",
+                "Every frame read is either decoded or counted as undecodable; every request is paired, "
+                "expects no response (acks=0) or is unpaired; every response is paired or unpaired.",
+                ["capture", "format", "packets", "connections", "frames", "ok", "undecodable", "paired",
+                 "acks=0", "unpaired req", "unpaired resp", "skipped bytes", "accounted"],
+                [[r["capture"], _fmt(r.get("format")), _fmt(r.get("packets")), _fmt(r.get("connections")),
+                  _fmt(r.get("frames")), _fmt(r.get("frames_ok")), _fmt(r.get("frames_undecodable")),
+                  _fmt(r.get("exchanges_paired")), _fmt(r.get("no_response_expected")),
+                  _fmt(r.get("unpaired_requests")), _fmt(r.get("unpaired_responses")),
+                  _fmt(r.get("skipped_bytes")), _fmt(r.get("accounted"))] for r in facts["summary"]]))
+    _ = total
+    out.append(("Clients and their software (KIP-511)",
+                "One row per client address and client.id; software from ApiVersions v3+ requests.",
+                ["client", "client_id", "software", "version", "connections", "requests", "APIs used",
+                 "removed in 4.x", "first seen", "last seen"],
+                [[_fmt(c["client_ip"]), _fmt(c["client_id"]), _fmt(c["client_software_name"]),
+                  _fmt(c["client_software_version"]), _fmt(c["connections"]), _fmt(c["requests"]),
+                  _fmt(c["apis"]), _fmt(c["removed_in_4x_requests"]), _fmt(c["first_seen"]),
+                  _fmt(c["last_seen"])] for c in facts["clients"]]))
+    readiness = facts["readiness"]
+    out.append(("Kafka 4.x readiness (KIP-896)",
+                f"{readiness['removed_in_4x_requests']:,} request(s) from "
+                f"{readiness['clients_sending_removed_versions']} client(s) use versions Kafka 4.x removed; "
+                f"{readiness['deprecated_requests']:,} deprecated request(s) in all (the count KIP-896 tells "
+                "operators to bring to zero before upgrading).",
+                ["client", "client_id", "software", "API", "version", "requests", "first seen", "last seen"],
+                [[_fmt(r["client_ip"]), _fmt(r["client_id"]), _fmt(r["software_name"]), r["api_name"],
+                  str(r["api_version"]), _fmt(r["requests"]), _fmt(r["first_seen"]), _fmt(r["last_seen"])]
+                 for r in readiness["removed"]]))
+    out.append(("Deprecated versions still served by 4.x",
+                "Deprecated by KIP-896 but not removed in 4.x: worth upgrading, not blocking.",
+                ["client", "client_id", "API", "version", "requests"],
+                [[_fmt(r["client_ip"]), _fmt(r["client_id"]), r["api_name"], str(r["api_version"]),
+                  _fmt(r["requests"])] for r in readiness["deprecated_not_removed"]]))
+    out.append(("API versions in use", "Requests per API and version.",
+                ["API", "version", "requests", "clients", "deprecated", "removed in 4.x"],
+                [[r["api_name"], str(r["api_version"]), _fmt(r["requests"]), _fmt(r["clients"]),
+                  _fmt(r["deprecated"]), _fmt(r["removed_in_4x"])] for r in facts["api_versions"]]))
+    out.append(("Brokers", "From captured ApiVersions responses: what each broker advertises and the "
+                "Kafka release whose table matches.",
+                ["broker", "ApiVersions version", "APIs", "release", "inference"],
+                [[b["broker"], str(b["api_versions_version"]), str(b["apis"]), _fmt(b["release"]),
+                  b["inference"]] for b in facts["brokers"]]))
+    out.append(("KIP-511 fallbacks", "ApiVersions requests refused with UNSUPPORTED_VERSION, and the "
+                "version the client retried with.",
+                ["client", "client_id", "software", "broker", "asked", "broker max", "retried with",
+                 "connections"],
+                [[_fmt(r["client_ip"]), _fmt(r["client_id"]), _fmt(r["software_name"]), r["broker"],
+                  _fmt(r["requested_version"]), _fmt(r["broker_api_versions_max"]), _fmt(r["retry_version"]),
+                  _fmt(r["connections"])] for r in facts["kip511_fallbacks"]]))
+    out.append(("Invalid client software names", "ClientSoftwareName / Version that break KIP-511's rules.",
+                ["client", "client_id", "name", "version", "problems", "broker answer", "requests"],
+                [[_fmt(r["client_ip"]), _fmt(r["client_id"]), repr(r["client_software_name"]),
+                  repr(r["client_software_version"]), r["software_problems"], _fmt(r["broker_answer"]),
+                  _fmt(r["requests"])] for r in facts["invalid_software_names"]]))
+    out.append(("Error codes by API", "The first non-zero error code of each response (top level or per "
+                "topic / partition).",
+                ["API", "error", "code", "responses"],
+                [[r["api_name"], r["error_name"], str(r["error_code"]), _fmt(r["responses"])]
+                 for r in facts["errors"]]))
+    out.append(("Latency per API", "First request byte captured to last response byte captured.",
+                ["API", "exchanges", "p50 ms", "p99 ms", "max ms"],
+                [[r["api_name"], _fmt(r["exchanges"]), f"{r['p50_ms']:.3f}", f"{r['p99_ms']:.3f}",
+                  f"{r['max_ms']:.3f}"] for r in facts["latency"]]))
+    out.append(("Produce and fetch throughput by topic", "Record-set bytes (as sent, compressed) over the "
+                "span between the first and last frame of the topic-partition.",
+                ["topic", "partition", "produce MB", "produce records", "produce MB/s", "fetch MB",
+                 "fetch records", "fetch MB/s", "compression"],
+                [[_fmt(t["topic"]), str(t["partition"]), _mb(t["produce_bytes"]), _fmt(t["produce_records"]),
+                  _mb(t["produce_bytes_per_s"]), _mb(t["fetch_bytes"]), _fmt(t["fetch_records"]),
+                  _mb(t["fetch_bytes_per_s"]), _fmt(t["compression"])] for t in facts["topics"]]))
+    out.append(("Undecodable frames", "Frames whose header or body did not decode, and why.",
+                ["direction", "API", "version", "reason", "frames", "first error offset"],
+                [["response" if r["direction"] else "request", r["api_name"], _fmt(r["api_version"]),
+                  r["status_name"], _fmt(r["frames"]), _fmt(r["first_error_offset"])]
+                 for r in facts["undecodable_frames"]]))
+    out.append(("Unpaired frames", "Requests without a captured response and responses without a "
+                "captured request (acks=0 produce requests expect none).",
+                ["status", "API", "exchanges"],
+                [[r["pair_status_name"], r["api_name"], _fmt(r["exchanges"])] for r in facts["unpaired"]]))
+    return out
+
+
+def markdown(facts: dict) -> str:
+    lines = ["# Kafka traffic report", "",
+             f"Generated {facts['generated_at']} by kproto {facts['kproto_version']} "
+             f"(Spark {facts['spark_version']}).", ""]
+    for title, note, header, rows in sections(facts):
+        lines += [f"## {title}", "", note, ""]
+        if not rows:
+            lines += ["None.", ""]
+            continue
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "---|" * len(header))
+        for row in rows:
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- HTML and charts
+def bar_chart(title: str, labels: list[str], series: list[tuple[str, list[float]]], unit: str = "") -> str:
+    """A horizontal bar chart as inline SVG (one bar per label and series)."""
+    if not labels:
+        return ""
+    colors = ["#3b6ea5", "#e07b39", "#5aa469", "#b04a5a"]
+    peak = max((v for _, values in series for v in values if v), default=1) or 1
+    bar, gap, label_width, width = 14, 6, 230, 720
+    group = bar * len(series) + gap
+    height = 40 + group * len(labels) + 20 * len(series)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'aria-label="{html.escape(title)}">',
+             f'<text x="0" y="16" font-weight="bold" font-size="14">{html.escape(title)}</text>']
+    for i, label in enumerate(labels):
+        y = 30 + i * group
+        parts.append(f'<text x="{label_width - 6}" y="{y + bar * len(series) / 2 + 4}" text-anchor="end" '
+                     f'font-size="12">{html.escape(label[:34])}</text>')
+        for j, (_name, values) in enumerate(series):
+            value = values[i] or 0
+            length = (width - label_width - 110) * value / peak
+            parts.append(f'<rect x="{label_width}" y="{y + j * bar}" width="{max(length, 0.5):.1f}" '
+                         f'height="{bar - 2}" fill="{colors[j % len(colors)]}"/>')
+            parts.append(f'<text x="{label_width + length + 4:.1f}" y="{y + j * bar + bar - 4}" font-size="11">'
+                         f'{value:,.3g}{html.escape(unit)}</text>')
+    y = 30 + group * len(labels) + 6
+    for j, (name, _values) in enumerate(series):
+        parts.append(f'<rect x="{label_width + j * 150}" y="{y}" width="10" height="10" '
+                     f'fill="{colors[j % len(colors)]}"/><text x="{label_width + j * 150 + 14}" y="{y + 9}" '
+                     f'font-size="11">{html.escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def charts(facts: dict) -> dict[str, str]:
+    """Chart SVGs by the title of the section they illustrate."""
+    versions = facts["api_versions"]
+    latency = facts["latency"]
+    topics = facts["topics"]
+    summary = [r for r in facts["summary"] if r["capture"] != "*"]
+    clients = facts["clients"]
+    return {
+        "API versions in use": bar_chart(
+            "Requests per API version", [f"{r['api_name']} v{r['api_version']}" + (" (removed in 4.x)"
+                                                                                 if r["removed_in_4x"] else "")
+                                         for r in versions], [("requests", [r["requests"] for r in versions])]),
+        "Latency per API": bar_chart("Latency per API (ms)", [r["api_name"] for r in latency],
+                                     [("p50", [r["p50_ms"] for r in latency]),
+                                      ("p99", [r["p99_ms"] for r in latency])], " ms"),
+        "Produce and fetch throughput by topic": bar_chart(
+            "Bytes per topic-partition (MB)", [f"{t['topic']}-{t['partition']}" for t in topics],
+            [("produce", [t["produce_bytes"] / 1e6 for t in topics]),
+             ("fetch", [t["fetch_bytes"] / 1e6 for t in topics])], " MB"),
+        "Clients and their software (KIP-511)": bar_chart(
+            "Requests per client", [f"{c['client_id']} ({c['client_software_name'] or '?'})" for c in clients],
+            [("requests", [c["requests"] for c in clients]),
+             ("removed in 4.x", [c["removed_in_4x_requests"] for c in clients])]),
+        "Captures and accounting": bar_chart(
+            "Frames per capture", [r["capture"][-34:] for r in summary],
+            [("decoded", [r.get("frames_ok") or 0 for r in summary]),
+             ("undecodable", [r.get("frames_undecodable") or 0 for r in summary])]),
+    }
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f0f3f7; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.note { color: #555; }
+.warn { background: #fff4e5; border-left: 4px solid #e07b39; padding: 0.5em 1em; }
+"""
+
+
+def html_report(facts: dict) -> str:
+    figure = charts(facts)
+    readiness = facts["readiness"]
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>Kafka traffic report</title>",
+             f"<style>{_STYLE}</style></head><body>", "<h1>Kafka traffic report</h1>",
+             f"<p class='note'>Generated {html.escape(facts['generated_at'])} by kproto "
+             f"{html.escape(facts['kproto_version'])} (Spark {html.escape(facts['spark_version'])}).</p>"]
+    if readiness["removed_in_4x_requests"]:
+        parts.append(f"<p class='warn'><b>Not ready for Kafka 4.x:</b> {readiness['removed_in_4x_requests']:,} "
+                     f"request(s) from {readiness['clients_sending_removed_versions']} client(s) use API versions "
+                     "Kafka 4.x removed (KIP-896).</p>")
+    for title, note, header, rows in sections(facts):
+        parts.append(f"<h2>{html.escape(title)}</h2><p class='note'>{html.escape(note)}</p>")
+        if title in figure and rows:
+            parts.append(figure[title])
+        if not rows:
+            parts.append("<p>None.</p>")
+            continue
+        parts.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
+        for row in rows:
+            cells = "".join(
+                f"<td class='n'>{html.escape(c)}</td>" if c.replace(",", "").replace(".", "").isdigit()
+                else f"<td>{html.escape(c)}</td>" for c in row)
+            parts.append(f"<tr>{cells}</tr>")
+        parts.append("</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
