@@ -34,6 +34,11 @@ def _api(key: int | None) -> str:
         return f"UNKNOWN({key})"
 
 
+def _address(ip: str | None, port: int | None) -> str:
+    """ip:port, or a note for frames read from a table without connection addresses."""
+    return f"{ip}:{port}" if ip is not None else "(address unknown)"
+
+
 def _rows(frame, limit: int = LIMIT) -> list[dict]:
     return [r.asDict(recursive=True) for r in frame.limit(limit).collect()]
 
@@ -122,7 +127,7 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict]) -> dict:
         seen.add(key)
         match = kv.infer_release(ranges)
         brokers.append({
-            "broker": f"{r['server_ip']}:{r['server_port']}", "api_versions_version": r["api_version"],
+            "broker": _address(r["server_ip"], r["server_port"]), "api_versions_version": r["api_version"],
             "apis": len(ranges), "release": match.release, "exact": list(match.exact),
             "closest": list(match.closest), "inference": match.describe(),
             "ranges": {_api(k): f"{lo}-{hi}" for k, (lo, hi) in sorted(ranges.items())},
@@ -144,7 +149,7 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict]) -> dict:
     for r in fallback_rows:
         _code, ranges = _ranges(r.pop("body"))
         r["broker_api_versions_max"] = ranges.get(18, (None, None))[1]
-        r["broker"] = f"{r.pop('server_ip')}:{r.pop('server_port')}"
+        r["broker"] = _address(r.pop("server_ip"), r.pop("server_port"))
         r["requested_version"] = r.pop("api_version")
         r["software_name"] = software.get((r["client_ip"], r["client_id"]))
         fallbacks.append(r)

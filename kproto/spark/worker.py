@@ -564,7 +564,7 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json") -> Itera
     if isinstance(payload, pa.ChunkedArray):
         payload = payload.combine_chunks()
     # 1. Match requests and responses from their headers (cheap, no bodies).
-    pairs = kb.pair(frames)
+    pairs = _pair(frames)
     request_row = pairs["request_row"].to_numpy(zero_copy_only=False)
     response_row = pairs["response_row"].to_numpy(zero_copy_only=False)
     has_request = ~np.isnan(request_row) if request_row.dtype.kind == "f" else np.ones(len(request_row), bool)
@@ -640,6 +640,32 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json") -> Itera
                                               "record_count", "bytes", "compression", "producer_id",
                                               "records_error")},
         }, parts.num_rows)
+
+
+def _pair(frames: pa.Table) -> pa.Table:
+    """kproto.batch.pair, and its answer for frames without any response (requests only)."""
+    import kproto.batch as kb
+
+    directions = frames["direction"].to_numpy()
+    if (directions == kb.RESPONSE).any() or frames.num_rows == 0:
+        return kb.pair(frames)
+    # No responses at all: every request is unpaired, or expects no response (acks=0).
+    pairs = kb.pair(frames.slice(0, 0))   # the schema
+    decoded = kb.decode_frames(frames["payload"])
+    n = frames.num_rows
+    status = np.full(n, kb.PairStatus.UNPAIRED_REQUEST, np.uint8)
+    keys = decoded["api_key"].fill_null(-1).to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(keys == 0):
+        if kb._acks_zero(frames["payload"][int(i)].as_py()):
+            status[i] = kb.PairStatus.NO_RESPONSE_EXPECTED
+    nulls = {name: pa.nulls(n, pairs.schema.field(name).type) for name in pairs.column_names}
+    columns = dict(nulls, capture=frames["capture"], connection_id=frames["connection_id"],
+                   correlation_id=decoded["correlation_id"], api_key=decoded["api_key"],
+                   api_version=decoded["api_version"], client_id=decoded["client_id"].cast(pa.string()),
+                   pair_status=pa.array(status), request_row=pa.array(np.arange(n, dtype=np.int64)),
+                   request_sequence=frames["sequence"], request_ts_ns=frames["ts_first_ns"],
+                   request_status=decoded["status"])
+    return pa.table({name: columns[name] for name in pairs.column_names}, schema=pairs.schema)
 
 
 def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = "json"

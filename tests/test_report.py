@@ -1,0 +1,60 @@
+"""The report writer (no Spark): sections, Markdown, HTML with inline SVG charts."""
+
+from __future__ import annotations
+
+import json
+
+from kproto.spark import report
+
+
+def facts() -> dict:
+    summary = [{"capture": "a.pcap", "format": "pcap", "packets": 10, "connections": 1, "frames": 4,
+                "frames_ok": 3, "frames_undecodable": 1, "exchanges_paired": 1, "no_response_expected": 1,
+                "unpaired_requests": 0, "unpaired_responses": 1, "skipped_bytes": 0, "accounted": True}]
+    summary.append(dict(summary[0], capture="*", format=None))
+    return {
+        "generated_at": "2025-01-01T00:00:00+00:00", "kproto_version": "0.1", "spark_version": "4.0.0",
+        "summary": summary,
+        "clients": [{"client_ip": "10.0.0.1", "client_id": "app", "client_software_name": "librdkafka",
+                     "client_software_version": "2.3.0", "connections": 1, "requests": 2,
+                     "apis": ["Produce v2"], "removed_in_4x_requests": 1, "first_seen": "t0", "last_seen": "t1"}],
+        "api_versions": [{"api_key": 0, "api_name": "Produce", "api_version": 2, "requests": 2, "clients": 1,
+                          "deprecated": True, "removed_in_4x": True}],
+        "readiness": {"removed_in_4x_requests": 1, "deprecated_requests": 1, "clients_sending_removed_versions": 1,
+                      "removed": [{"client_ip": "10.0.0.1", "client_id": "app", "software_name": "librdkafka",
+                                   "api_name": "Produce", "api_version": 2, "requests": 1,
+                                   "first_seen": "t0", "last_seen": "t1"}],
+                      "deprecated_not_removed": []},
+        "brokers": [], "kip511_fallbacks": [], "invalid_software_names": [], "errors": [],
+        "latency": [{"api_key": 0, "api_name": "Produce", "exchanges": 1, "p50_ms": 1.5, "p99_ms": 2.0,
+                     "max_ms": 2.0}],
+        "topics": [{"topic": "t|x", "partition": 0, "produce_bytes": 2_000_000, "produce_records": 5,
+                    "produce_bytes_per_s": 1_000_000.0, "fetch_bytes": 0, "fetch_records": 0,
+                    "fetch_bytes_per_s": None, "compression": "lz4"}],
+        "undecodable_frames": [{"direction": 1, "api_name": "?", "api_version": None,
+                                "status_name": "NO_REQUEST_INFO", "frames": 1, "first_error_offset": 0}],
+        "unpaired": [{"pair_status_name": "UNPAIRED_RESPONSE", "api_name": "?", "exchanges": 1}],
+    }
+
+
+def test_markdown_tables_and_empty_sections():
+    text = report.markdown(facts())
+    assert "| 10.0.0.1 | app | librdkafka | Produce | 2 | 1 | t0 | t1 |" in text
+    assert "## Brokers\n\nFrom captured ApiVersions responses" in text and "None." in text
+    assert "| t\\|x | 0 | 2.000 | 5 | 1.000 | 0.000 | 0 | - | lz4 |" in text   # pipes escaped
+    assert "1 request(s) from 1 client(s) use versions Kafka 4.x removed" in text
+
+
+def test_html_has_charts_and_escapes(tmp_path):
+    paths = report.write_report(facts(), tmp_path)
+    html = paths["html"].read_text()
+    assert html.count("<svg") == 5
+    assert "Not ready for Kafka 4.x" in html and "t|x-0" in html
+    assert json.loads(paths["json"].read_text())["readiness"]["removed_in_4x_requests"] == 1
+
+
+def test_bar_chart_scales_to_the_largest_value():
+    svg = report.bar_chart("t", ["a", "b"], [("s", [1.0, 4.0])])
+    widths = [float(part.split('"')[0]) for part in svg.split('width="')[2:]]
+    assert widths[1] == 4 * widths[0]
+    assert report.bar_chart("t", [], []) == ""

@@ -1,0 +1,181 @@
+"""kproto analyze end to end on a local Spark: exact table contents on small captures.
+
+One Spark session for the whole run (local[2], UI off, quiet logs), one analysis
+of three inputs: a small pcap decoded whole, a pcap cut into ranges (the raw /
+grouping path) and a Parquet table of frames.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (scripts/setup.sh --spark)")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("no Java runtime (scripts/install-java.sh installs one)", allow_module_level=True)
+
+import pyarrow.parquet as pq  # noqa: E402
+
+from kproto.capture import read_capture  # noqa: E402
+from kproto.spark import Options, analyze  # noqa: E402
+from tests import spark_captures as sc  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    log4j = tmp_path_factory.mktemp("spark") / "log4j2.properties"
+    log4j.write_text(LOG4J)
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("kproto tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.default.parallelism", "2")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
+               .getOrCreate())
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def analysis(spark, tmp_path_factory):
+    data = tmp_path_factory.mktemp("inputs")
+    small = data / "small.pcap"
+    small.write_bytes(sc.small_capture())
+    big = data / "big.pcap"
+    big.write_bytes(sc.big_capture(connections=4, exchanges=30))
+    # The small capture's frames again, as a Parquet table under another capture name.
+    frames, _connections, _counters = read_capture(str(small), name="from-parquet")
+    pq.write_table(frames, data / "frames.parquet")
+    out = tmp_path_factory.mktemp("out")
+    result = analyze([str(small), str(big), str(data / "frames.parquet")], str(out), spark=spark,
+                     options=Options(split_bytes=16_000, overlap_bytes=8_000), progress=False)
+    return result, out, str(small), str(big)
+
+
+def _table(out, name):
+    return pq.read_table(out / name)
+
+
+def test_summary_accounts_for_every_frame(analysis):
+    result, out, small, big = analysis
+    rows = {r["capture"]: r for r in _table(out, "summary").to_pylist()}
+    assert set(rows) == {small, big, "from-parquet", "*"}
+    assert all(r["accounted"] for r in rows.values())
+    s = rows[small]
+    assert (s["format"], s["splits"], s["connections"], s["frames"], s["frames_ok"], s["frames_undecodable"],
+            s["exchanges_paired"], s["no_response_expected"], s["unpaired_requests"], s["unpaired_responses"]) \
+        == ("pcap", 1, 2, 10, 8, 2, 3, 1, 2, 1)
+    b = rows[big]
+    assert b["splits"] > 1
+    assert (b["connections"], b["frames"], b["frames_ok"], b["exchanges_paired"], b["unpaired_requests"]) \
+        == (4, 240, 240, 120, 0)
+    p = rows["from-parquet"]
+    assert (p["frames"], p["exchanges_paired"], p["unpaired_responses"]) == (10, 3, 1)
+    assert rows["*"]["frames"] == 10 + 240 + 10
+    assert result.summary[-1]["capture"] == "*"
+
+
+def test_exchanges_table(analysis):
+    _result, out, small, _big = analysis
+    table = _table(out, "exchanges").to_pylist()
+    mine = sorted((r for r in table if r["capture"] == small),
+                  key=lambda r: (r["connection_id"], r["request_sequence"] is None, r["request_sequence"] or 0))
+    assert [(r["connection_id"], r["api_key"], r["api_version"], r["pair_status_name"], r["error_code"],
+             r["latency_ns"], r["request_size"], r["response_size"]) for r in mine] == [
+        (0, 18, 3, "PAIRED", 0, 1_000_000, 29, 446),
+        (0, 0, 9, "PAIRED", 0, 3_000_000, 142, 53),
+        (0, 3, 12, "UNPAIRED_REQUEST", None, None, 19, None),
+        (1, 18, 3, "PAIRED", 42, 1_000_000, 28, 12),
+        (1, 0, 2, "NO_RESPONSE_EXPECTED", None, None, 144, None),
+        (1, 999, 0, "UNPAIRED_REQUEST", None, None, 19, None),
+        (1, None, None, "UNPAIRED_RESPONSE", None, None, None, 6),
+    ]
+
+
+def test_frames_table(analysis):
+    _result, out, small, _big = analysis
+    frames = [r for r in _table(out, "frames").to_pylist() if r["capture"] == small]
+    assert len(frames) == 10
+    by_key = {(r["connection_id"], r["direction"], r["sequence"]): r for r in frames}
+    assert by_key[(0, 0, 0)]["body"] == '{"client_software_name":"shop-app","client_software_version":"2.0"}'
+    assert by_key[(1, 0, 2)]["status_name"] == "UNKNOWN_API" and by_key[(1, 0, 2)]["body"] is None
+    assert by_key[(1, 0, 1)]["removed_in_4x"] is True and by_key[(1, 0, 1)]["api_version"] == 2
+    assert by_key[(0, 1, 1)]["api_key"] == 0   # a response carries its request's API
+
+
+def test_clients_table(analysis):
+    _result, out, _small, _big = analysis
+    clients = {(r["client_ip"], r["client_id"]): r for r in _table(out, "clients").to_pylist()}
+    shop = clients[("10.0.0.1", "shop")]
+    assert (shop["client_software_name"], shop["client_software_version"], shop["connections"],
+            shop["requests"], shop["apis"], shop["removed_in_4x_requests"]) \
+        == ("shop-app", "2.0", 1, 3, ["Produce v9", "Metadata v12", "ApiVersions v3"], 0)
+    old = clients[("10.0.0.2", "old")]
+    assert (old["client_software_name"], old["requests"], old["removed_in_4x_requests"], old["error_responses"]) \
+        == ("bad name", 3, 1, 1)
+    assert old["apis"] == ["Produce v2", "ApiVersions v3", "UNKNOWN(999) v0"]
+    # Split-file clients: one per connection address, all found.
+    assert sorted(k[1] for k in clients if (k[0] or "").startswith("10.1.0.")) == [f"bulk-{i}" for i in range(4)]
+    # The Parquet input has no connection table: its clients have no address.
+    assert (None, "shop") in clients
+
+
+def test_topics_table(analysis):
+    _result, out, _small, _big = analysis
+    topics = {(r["topic"], r["partition"]): r for r in _table(out, "topics").to_pylist()}
+    orders = topics[("orders", 0)]
+    assert (orders["produce_requests"], orders["produce_records"], orders["produce_bytes"],
+            orders["compression"]) == (2, 6, 206, "none")   # the small capture twice (pcap + Parquet)
+    assert (topics[("audit", 1)]["produce_records"], topics[("audit", 1)]["compression"]) == (4, "gzip")
+    bulk = sum(topics[("bulk", p)]["produce_requests"] for p in range(3))
+    assert bulk == 120 and sum(topics[("bulk", p)]["produce_records"] for p in range(3)) == 600
+
+
+def test_report(analysis):
+    _result, out, _small, _big = analysis
+    facts = json.loads((out / "report.json").read_text())
+    readiness = facts["readiness"]
+    assert readiness["removed_in_4x_requests"] == 2          # Produce v2 from "old", pcap and Parquet
+    assert readiness["clients_sending_removed_versions"] == 2
+    # The Parquet input has frames but no connection addresses.
+    assert [(b["broker"], b["release"]) for b in facts["brokers"]] == [("(address unknown)", "3.9"),
+                                                                        ("10.0.0.9:9092", "3.9")]
+    invalid = facts["invalid_software_names"]
+    assert [(r["client_software_name"], r["broker_answer"]) for r in invalid] == [("bad name", "INVALID_REQUEST")] * 2
+    assert {(r["status_name"], r["frames"]) for r in facts["undecodable_frames"]} \
+        == {("UNKNOWN_API", 2), ("NO_REQUEST_INFO", 2)}
+    latency = {r["api_name"]: r for r in facts["latency"]}
+    assert latency["ApiVersions"]["p50_ms"] == 1.0 and latency["Produce"]["exchanges"] == 122
+    html = (out / "report.html").read_text()
+    assert "<svg" in html and "Kafka 4.x readiness" in html and "Not ready for Kafka 4.x" in html
+    assert "## Kafka 4.x readiness (KIP-896)" in (out / "report.md").read_text()
+
+
+def test_cli_help_lists_analyze():
+    output = subprocess.run([sys.executable, "-m", "kproto.cli", "analyze", "--help"], capture_output=True,
+                            text=True, check=True).stdout
+    assert "--broker-port" in output and "--master" in output
