@@ -425,14 +425,16 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
         if _acks_zero(payload[int(req_rows[req_i[i]])].as_py()):
             status[i] = PairStatus.NO_RESPONSE_EXPECTED
 
-    request_row = pa.array(req_rows[req_i], mask=~has_req)
-    response_row = pa.array(resp_rows[resp_i], mask=~has_resp)
-    row_of = np.where(has_req, req_rows[req_i] if len(req_rows) else 0,
-                      resp_rows[resp_i] if len(resp_rows) else 0)
-    correlation = np.where(has_req, req_corr[req_i] if len(req_corr) else 0,
-                           resp_corr[resp_i] if len(resp_corr) else 0)
-    correlation_valid = np.where(has_req, req_corr_valid[req_i] if len(req_rows) else False,
-                                 resp_corr_valid[resp_i] if len(resp_rows) else False)
+    def gather(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+        # Index arrays hold 0 where a side is missing; with no rows on that side at
+        # all there is nothing to index, so give placeholders (masked below).
+        return values[index] if len(values) else np.zeros(len(index), values.dtype)
+
+    request_row = pa.array(gather(req_rows, req_i), mask=~has_req)
+    response_row = pa.array(gather(resp_rows, resp_i), mask=~has_resp)
+    row_of = np.where(has_req, gather(req_rows, req_i), gather(resp_rows, resp_i))
+    correlation = np.where(has_req, gather(req_corr, req_i), gather(resp_corr, resp_i))
+    correlation_valid = np.where(has_req, gather(req_corr_valid, req_i), gather(resp_corr_valid, resp_i))
     columns = {
         "capture": capture.take(pa.array(row_of)) if rows else pa.array([], pa.string()),
         "connection_id": pa.array(connection[row_of] if rows else np.zeros(0, np.int64)),
@@ -443,10 +445,10 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
         "pair_status": pa.array(status),
         "request_row": request_row,
         "response_row": response_row,
-        "request_sequence": pa.array(sequence[req_rows[req_i]] if len(req_rows) else np.zeros(n, np.int64),
-                                     mask=~has_req),
-        "response_sequence": pa.array(sequence[resp_rows[resp_i]] if len(resp_rows) else np.zeros(n, np.int64),
-                                      mask=~has_resp),
+        "request_sequence": pa.array(sequence[gather(req_rows, req_i)] if len(req_rows)
+                                     else np.zeros(n, np.int64), mask=~has_req),
+        "response_sequence": pa.array(sequence[gather(resp_rows, resp_i)] if len(resp_rows)
+                                      else np.zeros(n, np.int64), mask=~has_resp),
     }
     if has_ts:
         first = table["ts_first_ns"].to_numpy(zero_copy_only=False)

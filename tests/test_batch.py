@@ -312,3 +312,27 @@ def test_bad_arguments_raise(loops):
         kb.decode_frames(pa.array([1, 2]))
     with pytest.raises(ValueError):
         kb.decode_frames(b"", body="xml")
+
+
+@pytest.mark.parametrize("direction", [0, 1])
+def test_pair_with_one_side_only(direction):
+    """Captures holding only requests (or only responses) pair into unpaired rows, no error."""
+    import pyarrow as pa
+
+    import kproto
+    from kproto.messages import MetadataRequest, MetadataResponse
+
+    if direction == 0:
+        payload = kproto.encode_request(MetadataRequest(), version=12, correlation_id=1, client_id="x")
+    else:
+        payload = kproto.encode_response(MetadataResponse(), version=12, correlation_id=1)
+    table = pa.table({
+        "capture": pa.array(["a", "a"]), "connection_id": pa.array([1, 1], pa.int64()),
+        "direction": pa.array([direction] * 2, pa.int8()), "sequence": pa.array([0, 1], pa.int64()),
+        "ts_first_ns": pa.array([1, 2], pa.int64()), "ts_last_ns": pa.array([1, 2], pa.int64()),
+        "size": pa.array([len(payload)] * 2, pa.int32()), "payload": pa.array([payload] * 2, pa.binary()),
+    })
+    pairs = kb.pair(table)
+    assert pairs.num_rows == 2
+    expected = kb.PairStatus.UNPAIRED_REQUEST if direction == 0 else kb.PairStatus.UNPAIRED_RESPONSE
+    assert set(pairs.column("pair_status").to_pylist()) == {expected}
