@@ -25,8 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Spark master (default: the one spark-submit set, else local[*])")
     parser.add_argument("--broker-port", type=int, action="append", metavar="PORT",
                         help="a broker port, to tell requests from responses (repeatable; default 9092)")
-    parser.add_argument("--split-mb", type=int, default=256, metavar="MB",
-                        help="cut pcap files larger than this into ranges read by separate tasks (default 256)")
+    parser.add_argument("--split-mb", type=int, default=None, metavar="MB",
+                        help="cut pcap files larger than this into ranges read by separate tasks "
+                             "(default: about one range per core, 32 to 256 MB each)")
     parser.add_argument("--no-body", action="store_true",
                         help="leave the JSON body column out of the frames table (faster, smaller)")
     parser.add_argument("--no-report", action="store_true", help="write the tables only")
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         key, _, value = item.partition("=")
         conf[key] = value
     options = Options(broker_ports=tuple(args.broker_port or (9092,)),
-                      split_bytes=args.split_mb * 1024 * 1024,
+                      split_bytes=args.split_mb * 1024 * 1024 if args.split_mb else None,
                       body=None if args.no_body else "json", report=not args.no_report)
     try:
         spark = spark_session(args.master, conf=conf)

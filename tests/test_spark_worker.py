@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -11,8 +13,15 @@ from tests import spark_captures as sc
 
 
 def _kind(batches, kind: str) -> pa.Table:
-    table = pa.Table.from_batches(list(batches), schema=W.UNION_SCHEMA)
+    table = pa.Table.from_batches(list(batches), schema=W.PARTS_SCHEMA)
     return table.filter(pc.equal(table["kind"], kind))
+
+
+def _tables(split, **options) -> tuple[W.Sink, pa.Table]:
+    """The split's frames and exchanges (in a Sink) and its compact rows."""
+    sink = W.Sink()
+    parts = pa.Table.from_batches(list(W.process_split(split, sink=sink, **options)), schema=W.PARTS_SCHEMA)
+    return sink, parts
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +34,8 @@ def small(tmp_path_factory):
 def test_small_capture_exchanges_exactly(small):
     (split,) = W.plan_file(small, 0)
     assert (split.mode, split.split_count, split.format) == ("decode", 1, "pcap")
-    rows = _kind(W.process_split(split), "exchange").select(
+    sink, _parts = _tables(split)
+    rows = sink.table("exchanges").select(
         ["connection_id", "api_key", "api_version", "client_id", "pair_status_name", "error_code",
          "client_software_name", "latency_ns", "removed_in_4x"]).to_pylist()
     assert [tuple(r.values()) for r in rows] == [
@@ -37,25 +47,35 @@ def test_small_capture_exchanges_exactly(small):
         (1, 999, 0, "old", "UNPAIRED_REQUEST", None, None, None, False),
         (1, None, None, None, "UNPAIRED_RESPONSE", None, None, None, None),
     ]
-    problems = _kind(W.process_split(split), "exchange")["software_problems"].to_pylist()
+    problems = sink.table("exchanges")["software_problems"].to_pylist()
     assert problems[3] == "ClientSoftwareName 'bad name' has characters outside [.-a-zA-Z0-9]: ' '"
     assert [p for i, p in enumerate(problems) if i != 3] == [None] * 6
 
 
-def test_small_capture_frames_and_partitions(small):
-    out = list(W.process_split(W.plan_file(small, 0)[0]))
-    frames = _kind(out, "frame")
+def test_small_capture_frames_and_compact_rows(small):
+    sink, out = _tables(W.plan_file(small, 0)[0])
+    frames = sink.table("frames")
     assert frames.num_rows == 10
     assert pc.value_counts(frames["status_name"]).to_pylist() == [
         {"values": "OK", "counts": 8}, {"values": "UNKNOWN_API", "counts": 1},
         {"values": "NO_REQUEST_INFO", "counts": 1}]
-    parts = _kind(out, "partition").select(["topic", "partition", "api_key", "api_version", "client_id",
-                                            "record_count", "batch_count", "compression"]).to_pylist()
-    assert [tuple(p.values()) for p in parts] == [("orders", 0, 0, 9, "shop", 3, 1, "none"),
-                                                  ("audit", 1, 0, 2, "old", 2, 1, "gzip")]
-    (capture,) = _kind(out, "capture")["info"].to_pylist()
+    topics = _kind(out.to_batches(), "topic").select(
+        ["topic", "partition", "api_key", "messages", "records", "batches", "bytes", "compression"]).to_pylist()
+    assert [tuple(p.values()) for p in topics] == [("orders", 0, 0, 1, 3, 1, 103, "none"),
+                                                   ("audit", 1, 0, 1, 2, 1, 102, "gzip")]
+    usage = {(r["connection_id"], r["api_key"], r["api_version"]): r
+             for r in _kind(out.to_batches(), "usage").to_pylist()}
+    assert sorted(usage) == [(0, 0, 9), (0, 3, 12), (0, 18, 3), (1, 0, 2), (1, 18, 3), (1, 999, 0)]
+    assert (usage[(1, 0, 2)]["removed_in_4x_requests"], usage[(1, 18, 3)]["error_responses"],
+            usage[(1, 18, 3)]["client_software_name"]) == (1, 1, "bad name")
+    (counts,) = _kind(out.to_batches(), "counts")["info"].to_pylist()
+    assert json.loads(counts) == {
+        "frames": 10, "request_frames": 6, "response_frames": 4, "frame_bytes": 938, "frames_ok": 8,
+        "frames_undecodable": 2, "first_ts_ns": sc.START_NS + 6_000_000, "last_ts_ns": sc.START_NS + 16_000_000,
+        "exchanges_paired": 3, "no_response_expected": 1, "unpaired_requests": 2, "unpaired_responses": 1}
+    (capture,) = _kind(out.to_batches(), "capture")["info"].to_pylist()
     assert '"connections": 2' in capture and '"split_count": 1' in capture
-    assert _kind(out, "connection").num_rows == 2
+    assert _kind(out.to_batches(), "connection").num_rows == 2
 
 
 def test_error_code_is_the_first_nonzero_anywhere():
@@ -71,21 +91,52 @@ def test_a_split_pcap_gives_the_same_frames_and_pairs_as_whole(tmp_path):
     assert len(splits) > 3
     assert [s.split_index for s in splits] == list(range(len(splits)))
     assert all(a.end == b.start and a.ts_hi == b.ts_lo for a, b in zip(splits, splits[1:]))
-    raw = [b for s in splits for b in W.process_split(s) if b.num_rows and b["kind"][0].as_py() == "raw"]
-    split_frames = _kind(W.decode_raw_batches(raw), "frame")
-    whole_frames = _kind(W.process_split(W.plan_file(str(path), 0)[0]), "frame")
-    key = ["direction", "sequence", "ts_first_ns", "size", "api_key", "correlation_id", "client_id", "status"]
+    # Every range but the first is read from a record boundary before its start (its context).
+    assert splits[0].context_start == splits[0].start
+    assert all(s.start - 8_000 - 4096 <= s.context_start < s.start for s in splits[1:])
+    ranges = W.Sink()
+    parts = [b for s in splits for b in W.process_split(s, sink=ranges)]
+    assert not any(b["kind"][0].as_py() == "raw" for b in parts if b.num_rows)
+    whole, _ = _tables(W.plan_file(str(path), 0)[0])
+    split_frames, whole_frames = ranges.table("frames"), whole.table("frames")
+    key = ["direction", "ts_first_ns", "size", "api_key", "correlation_id", "client_id", "status"]
 
     def rows(table):
         return sorted(tuple(r.values()) for r in table.select(key).to_pylist())
 
     assert split_frames.num_rows == whole_frames.num_rows == 4 * 30 * 2
     assert rows(split_frames) == rows(whole_frames)
-    exchanges = _kind(W.decode_raw_batches(raw), "exchange")
+    exchanges = ranges.table("exchanges")
     assert pc.value_counts(exchanges["pair_status_name"]).to_pylist() == [{"values": "PAIRED", "counts": 120}]
     # Connection ids of split files are address hashes, the same from every range.
     ids = set(split_frames["connection_id"].to_pylist())
     assert ids == {W.connection_hash(f"10.1.0.{i + 1}", 41000 + i, "10.1.0.200", 9092) for i in range(4)}
+    # Sequences are unique per connection and direction, increase in capture order, and every
+    # exchange names frames that exist (a range computes its neighbour's sequences alike).
+    frames = split_frames.sort_by([("connection_id", "ascending"), ("direction", "ascending"),
+                                   ("ts_first_ns", "ascending")]).to_pylist()
+    for a, b in zip(frames, frames[1:]):
+        if (a["connection_id"], a["direction"]) == (b["connection_id"], b["direction"]):
+            assert a["sequence"] < b["sequence"]
+    present = {(f["connection_id"], f["direction"], f["sequence"]) for f in frames}
+    for e in exchanges.to_pylist():
+        assert (e["connection_id"], 0, e["request_sequence"]) in present
+        assert (e["connection_id"], 1, e["response_sequence"]) in present
+
+
+def test_big_unsplittable_files_go_raw_to_the_grouping_step(tmp_path):
+    path = tmp_path / "big.pcap"
+    path.write_bytes(sc.big_capture(connections=2, exchanges=10))
+    whole, _ = _tables(W.plan_file(str(path), 0)[0])
+    (split,) = W.plan_file(str(path), 0)
+    split.mode = "raw"      # as a pcapng file larger than the split size
+    raw = [b for b in W.process_split(split) if b.num_rows and b["kind"][0].as_py() == "raw"]
+    grouped = W.Sink()
+    counts = _kind(W.decode_raw_batches(raw, sink=grouped), "counts")
+    assert json.loads(counts["info"][0].as_py())["exchanges_paired"] == 20
+    order = [("connection_id", "ascending"), ("direction", "ascending"), ("sequence", "ascending")]
+    assert grouped.table("frames").sort_by(order).equals(whole.table("frames").sort_by(order))
+    assert grouped.table("frames").num_rows == 40
 
 
 def test_record_boundary_search_skips_mid_record_offsets(tmp_path):
@@ -107,7 +158,8 @@ def test_frame_files_are_one_connection_of_requests(tmp_path):
                      + sc.request(sc.produce("t", 0, sc.records(1)), 9, 6, "dump"))
     (split,) = W.plan_file(str(path), 0)
     assert split.format == "frames"
-    frames = _kind(W.process_split(split), "frame")
+    sink, _parts = _tables(split)
+    frames = sink.table("frames")
     assert frames.select(["connection_id", "direction", "sequence", "correlation_id", "status_name"]).to_pylist() \
         == [{"connection_id": 0, "direction": 0, "sequence": s, "correlation_id": s + 5, "status_name": "OK"}
             for s in (0, 1)]

@@ -7,6 +7,7 @@ The Python work happens in :mod:`kproto.spark.worker` through ``mapInArrow``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -179,40 +180,85 @@ def _capture_name(path: str) -> str:
 @dataclass
 class Options:
     broker_ports: tuple[int, ...] = (9092,)
-    split_bytes: int = W.DEFAULT_SPLIT_BYTES
+    split_bytes: int | None = None      # None: about one range per core, 32-256 MiB each
     overlap_bytes: int = W.DEFAULT_OVERLAP_BYTES
     body: str | None = "json"
     report: bool = True
 
 
-def decoded_frame(spark, inputs: Inputs, splits: list[W.Split], options: Options):
-    """The union DataFrame of decoded rows (frame, exchange, partition, connection, capture)."""
+MIN_AUTO_SPLIT = 32 * 1024 * 1024
+
+
+def split_size(options: Options, inputs: Inputs, parallelism: int) -> int:
+    """The split size: the one asked for, else enough ranges of the pcap bytes to keep every core busy."""
+    if options.split_bytes is not None:
+        return options.split_bytes
+    total = sum(length for _, length in inputs.files)
+    per_core = -(-total // max(1, parallelism))
+    return max(MIN_AUTO_SPLIT, min(W.DEFAULT_SPLIT_BYTES, per_core))
+
+
+def _part_name(split: W.Split) -> str:
+    """A file name for a split's tables: the same when a task is retried, distinct across captures."""
+    digest = hashlib.blake2b(split.capture.encode(), digest_size=6).hexdigest()
+    return f"{digest}-{split.split_index:05d}"
+
+
+def prepare_output(out: str) -> None:
+    """Empty ``frames`` and ``exchanges`` directories (the tasks write into them)."""
+    filesystem, base = W.output_filesystem(out)
+    for name in ("frames", "exchanges"):
+        filesystem.create_dir(f"{base}/{name}", recursive=True)
+        filesystem.delete_dir_contents(f"{base}/{name}", missing_dir_ok=True)
+
+
+def finish_output(out: str) -> None:
+    """A table nobody wrote a part of gets an empty one (so it reads back with its columns), and _SUCCESS."""
+    import pyarrow.parquet as pq
+    from pyarrow import fs
+
+    filesystem, base = W.output_filesystem(out)
+    for name, schema in (("frames", W.FRAMES_SCHEMA), ("exchanges", W.EXCHANGES_SCHEMA)):
+        infos = filesystem.get_file_info(fs.FileSelector(f"{base}/{name}"))
+        if not any(i.base_name.startswith("part-") for i in infos):
+            pq.write_table(schema.empty_table(), f"{base}/{name}/part-empty.parquet", filesystem=filesystem)
+        with filesystem.open_output_stream(f"{base}/{name}/_SUCCESS") as stream:
+            stream.write(b"")
+
+
+def compact_rows(spark, inputs: Inputs, splits: list[W.Split], options: Options, out: str):
+    """Decode everything once; the tasks write ``frames`` / ``exchanges`` and return the compact rows."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    union = from_arrow_schema(W.UNION_SCHEMA)
+    parts_type = from_arrow_schema(W.PARTS_SCHEMA)
     ports = options.broker_ports
     body = options.body
 
     def read(batches):
         for batch in batches:
             for split in W.splits_from_batch(batch):
-                yield from W.process_split(split, broker_ports=ports, body=body)
+                sink = W.ParquetSink(out, _part_name(split))
+                yield from W.process_split(split, broker_ports=ports, body=body, sink=sink)
+                sink.close()
 
     def decode(batches):
-        yield from W.decode_raw_batches(batches, body=body)
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        sink = W.ParquetSink(out, f"group-{context.partitionId() if context else 0:05d}")
+        yield from W.decode_raw_batches(batches, body=body, sink=sink)
+        sink.close()
 
     parts = []
     raw_inputs = []
     stage1 = None
     if splits:
         rows = [tuple(getattr(s, name) for name, _ in W.SPLIT_FIELDS) for s in splits]
-        ddl = ", ".join(f"`{name}` {'string' if str(t) == 'string' else 'int' if str(t) == 'int32' else 'long'}"
-                        for name, t in W.SPLIT_FIELDS)
-        split_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), ddl)
-        stage1 = split_df.mapInArrow(read, union)
-        has_raw = any(s.mode == "raw" for s in splits)
-        if has_raw:
+        split_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)),
+                                         from_arrow_schema(W.SPLIT_SCHEMA))
+        stage1 = split_df.mapInArrow(read, parts_type)
+        if any(s.mode == "raw" for s in splits):
             stage1 = stage1.persist()
             raw_inputs.append(stage1.filter(F.col("kind") == "raw"))
             parts.append(stage1.filter(F.col("kind") != "raw"))
@@ -220,7 +266,7 @@ def decoded_frame(spark, inputs: Inputs, splits: list[W.Split], options: Options
             parts.append(stage1)
     if inputs.parquet:
         table = spark.read.parquet(*inputs.parquet)
-        columns = [F.col(name).cast(union[name].dataType).alias(name) for name in W.RAW_COLUMNS
+        columns = [F.col(name).cast(parts_type[name].dataType).alias(name) for name in W.RAW_COLUMNS
                    if name != "split_index"]
         raw_inputs.append(table.select(F.lit("raw").alias("kind"), *columns,
                                        F.lit(0).cast("int").alias("split_index")))
@@ -231,11 +277,11 @@ def decoded_frame(spark, inputs: Inputs, splits: list[W.Split], options: Options
         raw_bytes = sum(s.end - s.start for s in splits if s.mode == "raw")
         count = max(spark.sparkContext.defaultParallelism, raw_bytes // RAW_PARTITION_BYTES + 1)
         grouped = raw.select(*W.RAW_COLUMNS).repartition(int(count), "capture", "connection_id")
-        parts.append(grouped.mapInArrow(decode, union))
-    decoded = parts[0]
+        parts.append(grouped.mapInArrow(decode, parts_type))
+    result = parts[0]
     for more in parts[1:]:
-        decoded = decoded.unionByName(more)
-    return decoded, stage1
+        result = result.unionByName(more)
+    return result.drop("payload"), stage1
 
 
 def _api_name_column(column):
@@ -251,8 +297,8 @@ def _api_name_column(column):
     return F.coalesce(names[column], F.concat(F.lit("UNKNOWN("), column.cast("string"), F.lit(")")))
 
 
-def build_tables(spark, decoded) -> dict[str, Any]:
-    """DataFrames of the output tables, from the decoded union."""
+def build_tables(spark, parts) -> dict[str, Any]:
+    """DataFrames of the aggregate tables (connections, clients, topics), from the compact rows."""
     import pyarrow as pa
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -260,15 +306,11 @@ def build_tables(spark, decoded) -> dict[str, Any]:
     from kproto.capture import connection_schema
 
     kind = F.col("kind")
-    frames = decoded.filter(kind == "frame").select(*W.FRAME_COLUMNS)
-    exchanges = decoded.filter(kind == "exchange").select(*W.EXCHANGE_COLUMNS) \
-        .withColumn("api_name", _api_name_column(F.col("api_key")))
-    partitions = decoded.filter(kind == "partition").select(*W.PARTITION_COLUMNS)
 
     # Connections: one row per connection; a connection read by several ranges is summed.
     conn_schema = connection_schema()
     info_schema = from_arrow_schema(pa.schema([f for f in conn_schema if f.name != "capture"]))
-    conn_rows = decoded.filter(kind == "connection") \
+    conn_rows = parts.filter(kind == "connection") \
         .select("capture", F.from_json("info", info_schema).alias("c")).select("capture", "c.*")
     counters = [f.name for f in conn_schema if f.name.startswith(("request_", "response_"))]
     connections = conn_rows.groupBy("capture", "connection_id").agg(
@@ -279,21 +321,21 @@ def build_tables(spark, decoded) -> dict[str, Any]:
         F.last("closed_by").alias("closed_by"), F.first("direction_source").alias("direction_source"),
         *[F.sum(name).alias(name) for name in counters])
 
-    address = connections.select("capture", "connection_id", "client_ip", "server_ip", "server_port")
-    with_address = exchanges.join(address, ["capture", "connection_id"], "left")
-    requests = with_address.filter(F.col("request_sequence").isNotNull())
-    clients = requests.groupBy("client_ip", "client_id").agg(
+    # Clients: the workers' per-connection usage rows, with the connection's client address.
+    address = connections.select("capture", "connection_id", "client_ip")
+    usage = parts.filter(kind == "usage").join(address, ["capture", "connection_id"], "left")
+    clients = usage.groupBy("client_ip", "client_id").agg(
         F.max("client_software_name").alias("client_software_name"),
         F.max("client_software_version").alias("client_software_version"),
         F.sort_array(F.collect_set(F.concat_ws("/", "client_software_name", "client_software_version")))
         .alias("client_software"),
         F.countDistinct("capture", "connection_id").alias("connections"),
-        F.count(F.lit(1)).alias("requests"),
+        F.sum("requests").alias("requests"),
         F.sort_array(F.collect_set(F.struct("api_key", "api_version"))).alias("_versions"),
-        F.sum(F.col("deprecated").cast("long")).alias("deprecated_requests"),
-        F.sum(F.col("removed_in_4x").cast("long")).alias("removed_in_4x_requests"),
-        F.sum((F.col("error_code") != 0).cast("long")).alias("error_responses"),
-        F.min("request_ts_ns").alias("first_seen_ns"), F.max("request_ts_ns").alias("last_seen_ns"),
+        F.sum("deprecated_requests").alias("deprecated_requests"),
+        F.sum("removed_in_4x_requests").alias("removed_in_4x_requests"),
+        F.sum("error_responses").alias("error_responses"),
+        F.min("first_ns").alias("first_seen_ns"), F.max("last_ns").alias("last_seen_ns"),
     )
     clients = clients.withColumn(
         "apis", F.transform("_versions", lambda v: F.concat(_api_name_column(v["api_key"]), F.lit(" v"),
@@ -306,63 +348,53 @@ def build_tables(spark, decoded) -> dict[str, Any]:
     def when(condition, value):
         return F.when(condition, value).otherwise(F.lit(0))
 
-    topics = partitions.groupBy("topic", "partition").agg(
-        F.sum(when(is_produce, F.lit(1))).alias("produce_requests"),
+    topics = parts.filter(kind == "topic").groupBy("topic", "partition").agg(
+        F.sum(when(is_produce, F.col("messages"))).alias("produce_requests"),
         F.sum(when(is_produce, F.col("bytes"))).alias("produce_bytes"),
-        F.sum(when(is_produce, F.col("record_count"))).alias("produce_records"),
-        F.sum(when(is_produce, F.col("batch_count"))).alias("produce_batches"),
-        F.sum(when(is_fetch, F.lit(1))).alias("fetch_responses"),
+        F.sum(when(is_produce, F.col("records"))).alias("produce_records"),
+        F.sum(when(is_produce, F.col("batches"))).alias("produce_batches"),
+        F.sum(when(is_fetch, F.col("messages"))).alias("fetch_responses"),
         F.sum(when(is_fetch, F.col("bytes"))).alias("fetch_bytes"),
-        F.sum(when(is_fetch, F.col("record_count"))).alias("fetch_records"),
-        F.sum(when(is_fetch, F.col("batch_count"))).alias("fetch_batches"),
+        F.sum(when(is_fetch, F.col("records"))).alias("fetch_records"),
+        F.sum(when(is_fetch, F.col("batches"))).alias("fetch_batches"),
         F.array_join(F.sort_array(F.collect_set("compression")), ",").alias("compression"),
-        F.sum((F.col("records_error").isNotNull()).cast("long")).alias("records_errors"),
-        F.min("ts_first_ns").alias("first_ts_ns"), F.max("ts_first_ns").alias("last_ts_ns"),
+        F.sum("records_errors").alias("records_errors"),
+        F.min("first_ns").alias("first_ts_ns"), F.max("last_ns").alias("last_ts_ns"),
     ).orderBy("topic", "partition")
-    return {"frames": frames, "exchanges": exchanges, "partitions": partitions, "connections": connections,
-            "clients": clients, "topics": topics, "with_address": with_address}
+    return {"connections": connections, "clients": clients, "topics": topics}
 
 
-def summary_rows(spark, decoded, tables: dict[str, Any]) -> list[dict]:
+def summary_rows(spark, parts, tables: dict[str, Any]) -> list[dict]:
     """One row per capture and a total row ("*"): every frame read, and where it went."""
     from pyspark.sql import functions as F
 
-    frames = tables["frames"].groupBy("capture").agg(
-        F.count(F.lit(1)).alias("frames"),
-        F.sum((F.col("direction") == 0).cast("long")).alias("request_frames"),
-        F.sum((F.col("direction") == 1).cast("long")).alias("response_frames"),
-        F.sum(F.col("size").cast("long") + 4).alias("frame_bytes"),
-        F.sum((F.col("status") == 0).cast("long")).alias("frames_ok"),
-        F.sum((F.col("status") != 0).cast("long")).alias("frames_undecodable"),
-        F.min("ts_first_ns").alias("first_ts_ns"), F.max("ts_last_ns").alias("last_ts_ns"),
-    ).collect()
-    exchanges = tables["exchanges"].groupBy("capture").pivot(
-        "pair_status_name", ["PAIRED", "NO_RESPONSE_EXPECTED", "UNPAIRED_REQUEST", "UNPAIRED_RESPONSE"]
-    ).count().collect()
     connections = tables["connections"].groupBy("capture").agg(
         F.count(F.lit(1)).alias("connections"),
         *[F.sum(F.col(f"request_{n}") + F.col(f"response_{n}")).alias(n)
           for n in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes")]).collect()
-    accounting = decoded.filter(F.col("kind") == "capture").select("capture", "info").collect()
+    accounting = parts.filter(F.col("kind").isin("capture", "counts")).select("kind", "capture", "info").collect()
 
     rows: dict[str, dict] = {}
 
     def row(capture: str) -> dict:
         return rows.setdefault(capture, {"capture": capture})
 
-    for r in frames:
-        row(r["capture"]).update({k: v for k, v in r.asDict().items() if k != "capture"})
-    for r in exchanges:
-        d = r.asDict()
-        row(r["capture"]).update({
-            "exchanges_paired": d.get("PAIRED") or 0, "no_response_expected": d.get("NO_RESPONSE_EXPECTED") or 0,
-            "unpaired_requests": d.get("UNPAIRED_REQUEST") or 0,
-            "unpaired_responses": d.get("UNPAIRED_RESPONSE") or 0})
     for r in connections:
         row(r["capture"]).update({k: v for k, v in r.asDict().items() if k != "capture"})
     for r in accounting:
         info = json.loads(r["info"])
         target = row(r["capture"])
+        if r["kind"] == "counts":
+            for name, value in info.items():
+                if name == "first_ts_ns":
+                    target[name] = min(v for v in (value, target.get(name)) if v is not None) \
+                        if value is not None or target.get(name) is not None else None
+                elif name == "last_ts_ns":
+                    target[name] = max(v for v in (value, target.get(name)) if v is not None) \
+                        if value is not None or target.get(name) is not None else None
+                else:
+                    target[name] = target.get(name, 0) + (value or 0)
+            continue
         target["format"] = info.get("format")
         target["splits"] = info.get("split_count", 1)
         for name in ("file_bytes", "packets", "tcp_packets", "tcp_payload_bytes", "non_tcp", "malformed",
@@ -378,7 +410,7 @@ def summary_rows(spark, decoded, tables: dict[str, Any]) -> list[dict]:
         for name in SUMMARY_COUNTS:
             r.setdefault(name, 0)
         out.append(r)
-    total = {"capture": "*"}
+    total: dict[str, Any] = {"capture": "*"}
     for name in SUMMARY_COUNTS:
         total[name] = sum(r.get(name) or 0 for r in out)
     total["first_ts_ns"] = min((r["first_ts_ns"] for r in out if r.get("first_ts_ns") is not None), default=None)
@@ -415,50 +447,62 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
     """Read captures and frame tables, write the Parquet tables and the report under ``out``."""
     options = options or Options()
     spark = spark or spark_session(master)
-    out_text = str(out)
+    out_text = str(out).rstrip("/")
     local_out = W.local_path(out_text)
     if local_out is not None:
+        local_out = os.path.abspath(local_out)
+        out_text = local_out
         Path(local_out).mkdir(parents=True, exist_ok=True)
     with Progress(spark, enabled=bool(progress)) as show:
         show.step("listing inputs")
         inputs = list_inputs(spark, paths)
         if not inputs.files and not inputs.parquet:
             raise FileNotFoundError(f"no input files in {', '.join(paths)}")
+        split_bytes = split_size(options, inputs, spark.sparkContext.defaultParallelism)
         show.step(f"planning {len(inputs.files)} capture file(s)")
-        splits = plan_splits(spark, inputs, split_bytes=options.split_bytes, overlap_bytes=options.overlap_bytes)
-        show.step(f"reading and decoding {len(splits)} split(s), {len(inputs.parquet)} frame table(s)")
-        decoded, stage1 = decoded_frame(spark, inputs, splits, options)
-        decoded = decoded.persist()
-        tables = build_tables(spark, decoded)
-        written = {}
-        for name in ("frames", "exchanges", "connections", "clients", "topics"):
+        splits = plan_splits(spark, inputs, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes)
+        show.step(f"reading, decoding and writing {len(splits)} split(s), {len(inputs.parquet)} frame table(s)")
+        prepare_output(out_text)
+        parts, stage1 = compact_rows(spark, inputs, splits, options, out_text)
+        parts = parts.persist()
+        parts.count()      # the one pass over the data: frames and exchanges are written now
+        finish_output(out_text)
+        written = {name: f"{out_text}/{name}" for name in ("frames", "exchanges")}
+        tables = build_tables(spark, parts)
+        for name in ("connections", "clients", "topics"):
             show.step(f"writing {name}")
-            target = f"{out_text.rstrip('/')}/{name}"
-            frame = tables[name]
-            if name == "exchanges":
-                frame = frame.drop("api_name")
-            frame.write.mode("overwrite").parquet(target)
-            written[name] = target
+            tables[name].write.mode("overwrite").parquet(f"{out_text}/{name}")
+            written[name] = f"{out_text}/{name}"
         show.step("writing summary")
-        summary = summary_rows(spark, decoded, tables)
+        summary = summary_rows(spark, parts, tables)
         summary_df = spark.createDataFrame([tuple(r.get(c.split()[0]) for c in SUMMARY_DDL.split(", "))
                                             for r in summary], SUMMARY_DDL)
-        target = f"{out_text.rstrip('/')}/summary"
-        summary_df.coalesce(1).write.mode("overwrite").parquet(target)
-        written["summary"] = target
+        summary_df.coalesce(1).write.mode("overwrite").parquet(f"{out_text}/summary")
+        written["summary"] = f"{out_text}/summary"
         facts = None
         if options.report:
             show.step("building the report")
             from kproto.spark import report
 
-            facts = report.collect_facts(spark, tables, summary)
+            facts = report.collect_facts(spark, report_tables(spark, written), summary)
             if local_out is not None:
                 report.write_report(facts, Path(local_out))
-        decoded.unpersist()
+        parts.unpersist()
         if stage1 is not None and stage1.is_cached:
             stage1.unpersist()
         show.step("done")
     return Result(Path(local_out or out_text), summary, facts, written)
+
+
+def report_tables(spark, written: dict[str, str]) -> dict[str, Any]:
+    """The written tables as DataFrames, for the report's queries."""
+    from pyspark.sql import functions as F
+
+    tables = {name: spark.read.parquet(path) for name, path in written.items()}
+    address = tables["connections"].select("capture", "connection_id", "client_ip", "server_ip", "server_port")
+    tables["exchanges"] = tables["exchanges"].withColumn("api_name", _api_name_column(F.col("api_key")))
+    tables["with_address"] = tables["exchanges"].join(address, ["capture", "connection_id"], "left")
+    return tables
 
 
 def iter_paths(values: Iterable[str]) -> list[str]:

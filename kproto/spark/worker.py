@@ -26,7 +26,7 @@ import json
 import mmap
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -57,99 +57,105 @@ UNSUPPORTED_VERSION = 35
 
 
 # ---------------------------------------------------------------- the output rows
-def union_schema() -> pa.Schema:
-    """Columns of every row kind (Spark types only: no unsigned, no dictionaries)."""
+# The frames and exchanges tables are written by the tasks themselves (Parquet, one
+# file per task); what goes back to Spark are a few compact rows per task, in one
+# schema for every kind:
+#   usage       requests per (capture, connection, client_id, API version, client software)
+#   topic       Produce requests / Fetch responses per (topic, partition, API, compression)
+#   connection  one connection's accounting (JSON in ``info``)
+#   capture     one split's accounting and frame / exchange counts (JSON in ``info``)
+#   raw         frames on their way to the grouping step (ranges of pcapng, Parquet inputs)
+def parts_schema() -> pa.Schema:
+    """Columns of every compact row kind (Spark types only: no unsigned, no dictionaries)."""
     return pa.schema([
         ("kind", pa.string()),
-        # where: the frame (or the exchange's request, or the partition's frame)
         ("capture", pa.string()),
         ("connection_id", pa.int64()),
+        ("split_index", pa.int32()),
+        # raw frames
         ("direction", pa.int8()),
         ("sequence", pa.int64()),
         ("ts_first_ns", pa.int64()),
         ("ts_last_ns", pa.int64()),
         ("size", pa.int32()),
-        # raw frames on their way to the grouping step
         ("payload", pa.binary()),
-        ("split_index", pa.int32()),
-        # frame header and status
-        ("header_version", pa.int8()),
+        # usage
+        ("client_id", pa.string()),
         ("api_key", pa.int16()),
         ("api_version", pa.int16()),
-        ("correlation_id", pa.int32()),
-        ("client_id", pa.string()),
-        ("header_tag_count", pa.int32()),
-        ("status", pa.int16()),
-        ("status_name", pa.string()),
-        ("error_offset", pa.int32()),
-        ("deprecated", pa.bool_()),
-        ("removed_in_4x", pa.bool_()),
-        ("body", pa.string()),
-        # exchanges
-        ("pair_status", pa.int16()),
-        ("pair_status_name", pa.string()),
-        ("request_sequence", pa.int64()),
-        ("response_sequence", pa.int64()),
-        ("request_ts_ns", pa.int64()),
-        ("response_ts_ns", pa.int64()),
-        ("latency_ns", pa.int64()),
-        ("request_status", pa.int16()),
-        ("response_status", pa.int16()),
-        ("request_size", pa.int32()),
-        ("response_size", pa.int32()),
-        ("error_code", pa.int16()),
-        ("error_name", pa.string()),
         ("client_software_name", pa.string()),
         ("client_software_version", pa.string()),
-        ("software_problems", pa.string()),
-        # Produce / Fetch partitions
+        ("requests", pa.int64()),
+        ("deprecated_requests", pa.int64()),
+        ("removed_in_4x_requests", pa.int64()),
+        ("error_responses", pa.int64()),
+        ("first_ns", pa.int64()),
+        ("last_ns", pa.int64()),
+        # topic
         ("topic", pa.string()),
-        ("topic_id", pa.string()),
         ("partition", pa.int32()),
-        ("batch_count", pa.int32()),
-        ("record_count", pa.int64()),
-        ("bytes", pa.int64()),
         ("compression", pa.string()),
-        ("producer_id", pa.int64()),
-        ("records_error", pa.string()),
-        # accounting (connection and capture rows): JSON objects of counters
+        ("messages", pa.int64()),
+        ("batches", pa.int64()),
+        ("records", pa.int64()),
+        ("bytes", pa.int64()),
+        ("records_errors", pa.int64()),
+        # connection and capture accounting: JSON objects of counters
         ("info", pa.string()),
     ])
 
 
-UNION_SCHEMA = union_schema()
+PARTS_SCHEMA = parts_schema()
 
-FRAME_COLUMNS = (
-    "capture", "connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size",
-    "header_version", "api_key", "api_version", "correlation_id", "client_id", "header_tag_count",
-    "status", "status_name", "error_offset", "deprecated", "removed_in_4x", "body",
-)
-EXCHANGE_COLUMNS = (
-    "capture", "connection_id", "correlation_id", "api_key", "api_version", "client_id",
-    "pair_status", "pair_status_name", "request_sequence", "response_sequence",
-    "request_ts_ns", "response_ts_ns", "latency_ns", "request_status", "response_status",
-    "request_size", "response_size", "error_code", "error_name", "deprecated", "removed_in_4x",
-    "client_software_name", "client_software_version", "software_problems",
-)
-PARTITION_COLUMNS = (
-    "capture", "connection_id", "direction", "sequence", "ts_first_ns", "api_key", "api_version",
-    "client_id", "topic", "topic_id", "partition", "error_code", "batch_count", "record_count",
-    "bytes", "compression", "producer_id", "records_error",
-)
+
+def frames_schema() -> pa.Schema:
+    """The ``frames`` table."""
+    return pa.schema([
+        ("capture", pa.string()), ("connection_id", pa.int64()), ("direction", pa.int8()),
+        ("sequence", pa.int64()), ("ts_first_ns", pa.int64()), ("ts_last_ns", pa.int64()), ("size", pa.int32()),
+        ("header_version", pa.int8()), ("api_key", pa.int16()), ("api_version", pa.int16()),
+        ("correlation_id", pa.int32()), ("client_id", pa.string()), ("header_tag_count", pa.int32()),
+        ("status", pa.int16()), ("status_name", pa.string()), ("error_offset", pa.int32()),
+        ("deprecated", pa.bool_()), ("removed_in_4x", pa.bool_()), ("body", pa.string()),
+    ])
+
+
+def exchanges_schema() -> pa.Schema:
+    """The ``exchanges`` table."""
+    return pa.schema([
+        ("capture", pa.string()), ("connection_id", pa.int64()), ("correlation_id", pa.int32()),
+        ("api_key", pa.int16()), ("api_version", pa.int16()), ("client_id", pa.string()),
+        ("pair_status", pa.int16()), ("pair_status_name", pa.string()),
+        ("request_sequence", pa.int64()), ("response_sequence", pa.int64()),
+        ("request_ts_ns", pa.int64()), ("response_ts_ns", pa.int64()), ("latency_ns", pa.int64()),
+        ("request_status", pa.int16()), ("response_status", pa.int16()),
+        ("request_size", pa.int32()), ("response_size", pa.int32()),
+        ("error_code", pa.int16()), ("error_name", pa.string()),
+        ("deprecated", pa.bool_()), ("removed_in_4x", pa.bool_()),
+        ("client_software_name", pa.string()), ("client_software_version", pa.string()),
+        ("software_problems", pa.string()),
+    ])
+
+
+FRAMES_SCHEMA = frames_schema()
+EXCHANGES_SCHEMA = exchanges_schema()
+FRAME_COLUMNS = tuple(FRAMES_SCHEMA.names)
+EXCHANGE_COLUMNS = tuple(EXCHANGES_SCHEMA.names)
 RAW_COLUMNS = ("capture", "connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size",
                "payload", "split_index")
 
 
-def as_union(kind: str, columns: dict[str, Any], rows: int) -> pa.RecordBatch:
-    """One batch of ``kind`` rows in the union schema; absent columns are null."""
+def as_parts(kind: str, columns: dict[str, Any], rows: int) -> pa.RecordBatch:
+    """One batch of ``kind`` rows in :data:`PARTS_SCHEMA`; absent columns are null."""
+    return _conform(PARTS_SCHEMA, dict(columns, kind=pa.array([kind] * rows, pa.string())), rows)
+
+
+def _conform(schema: pa.Schema, columns: dict[str, Any], rows: int) -> pa.RecordBatch:
     arrays = []
-    for field in UNION_SCHEMA:
-        if field.name == "kind":
-            arrays.append(pa.array([kind] * rows, pa.string()) if rows else pa.array([], pa.string()))
-            continue
-        value = columns.get(field.name)
+    for field_ in schema:
+        value = columns.get(field_.name)
         if value is None:
-            arrays.append(pa.nulls(rows, field.type))
+            arrays.append(pa.nulls(rows, field_.type))
             continue
         if isinstance(value, pa.ChunkedArray):
             value = value.combine_chunks()
@@ -157,10 +163,65 @@ def as_union(kind: str, columns: dict[str, Any], rows: int) -> pa.RecordBatch:
             value = pa.array(value)
         if pa.types.is_dictionary(value.type):
             value = value.cast(value.type.value_type)
-        if value.type != field.type:
-            value = value.cast(field.type)
+        if value.type != field_.type:
+            value = value.cast(field_.type)
         arrays.append(value)
-    return pa.RecordBatch.from_arrays(arrays, schema=UNION_SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+# ---------------------------------------------------------------- where the tables go
+class Sink:
+    """Receives the ``frames`` and ``exchanges`` rows of one task (a list of tables per name)."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, list[pa.Table]] = {"frames": [], "exchanges": []}
+
+    def add(self, name: str, table: pa.Table) -> None:
+        if table.num_rows:
+            self.tables[name].append(table)
+
+    def table(self, name: str) -> pa.Table:
+        schema = FRAMES_SCHEMA if name == "frames" else EXCHANGES_SCHEMA
+        return pa.concat_tables(self.tables[name]) if self.tables[name] else schema.empty_table()
+
+    def close(self) -> None:
+        """Nothing to flush: the tables stay in memory (tests, scripts)."""
+
+
+class ParquetSink(Sink):
+    """Writes each table as one Parquet file ``<out>/<name>/part-<part>.parquet`` when closed.
+
+    The file is written under a hidden name and renamed, so a task that fails
+    leaves nothing Spark would read, and a retried task replaces its own file.
+    """
+
+    def __init__(self, out: str, part: str) -> None:
+        super().__init__()
+        self.out = out.rstrip("/")
+        self.part = part
+
+    def close(self) -> None:
+        import pyarrow.parquet as pq
+
+        filesystem, base = output_filesystem(self.out)
+        for name in ("frames", "exchanges"):
+            if not self.tables[name]:
+                continue
+            final = f"{base}/{name}/part-{self.part}.parquet"
+            hidden = f"{base}/{name}/.part-{self.part}.parquet.tmp"
+            pq.write_table(self.table(name), hidden, filesystem=filesystem, row_group_size=256 * 1024)
+            filesystem.move(hidden, final)
+        self.tables = {"frames": [], "exchanges": []}
+
+
+def output_filesystem(out: str) -> tuple[Any, str]:
+    """(pyarrow filesystem, path inside it) for a local path or a URI."""
+    from pyarrow import fs
+
+    local = local_path(out)
+    if local is not None:
+        return fs.LocalFileSystem(), os.path.abspath(local)
+    return fs.FileSystem.from_uri(out)
 
 
 # ---------------------------------------------------------------- inputs
@@ -171,7 +232,7 @@ class Split:
     path: str                 # a local path or a URI (file:, hdfs:, s3a: ...)
     capture: str              # the ``capture`` column's value
     format: str               # pcap, pcapng, frames
-    mode: str                 # decode (whole small file) or raw (range / big file)
+    mode: str                 # decode (whole file, or a range of a pcap) or raw (to the grouping step)
     split_index: int
     split_count: int
     start: int                # first byte of the range (records, after the pcap header)
@@ -179,12 +240,13 @@ class Split:
     ts_lo: int                # owns frames with ts_lo <= ts_first_ns < ts_hi
     ts_hi: int
     overlap: int = DEFAULT_OVERLAP_BYTES
+    context_start: int = -1   # a range is read from here (a record boundary before start): context only
 
 
 SPLIT_FIELDS = (("path", pa.string()), ("capture", pa.string()), ("format", pa.string()),
                 ("mode", pa.string()), ("split_index", pa.int32()), ("split_count", pa.int32()),
                 ("start", pa.int64()), ("end", pa.int64()), ("ts_lo", pa.int64()), ("ts_hi", pa.int64()),
-                ("overlap", pa.int64()))
+                ("overlap", pa.int64()), ("context_start", pa.int64()))
 SPLIT_SCHEMA = pa.schema(SPLIT_FIELDS)
 
 
@@ -290,60 +352,78 @@ def find_record_boundary(data: bytes, base: int, order: str, nanos: bool, snaple
 
 def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES,
               overlap: int = DEFAULT_OVERLAP_BYTES) -> list[Split]:
-    """The splits of one input file."""
+    """The splits of one input file.
+
+    A pcap larger than ``split_bytes`` is cut into ranges that are decoded where
+    they are read: each range is read from a record boundary about ``overlap``
+    bytes before its start (context: the requests whose responses it owns) to
+    ``overlap`` bytes past its end (the responses to its requests). Other large
+    files go whole to the grouping step (``raw``).
+    """
     capture = capture or path
     source = _Source(path)
     try:
         size = source.size
         head = source.read(0, PCAP_HEADER_SIZE)
         fmt = detect_format(head)
-        whole_mode = "decode" if size <= split_bytes else "raw"
+        whole = [Split(path, capture, fmt, "decode" if size <= split_bytes else "raw", 0, 1, 0, size,
+                       INT64_MIN, INT64_MAX, 0, 0)]
         if fmt != "pcap" or size <= split_bytes or len(head) < PCAP_HEADER_SIZE:
-            return [Split(path, capture, fmt, whole_mode, 0, 1, 0, size, INT64_MIN, INT64_MAX, 0)]
+            return whole
         order, nanos = PCAP_MAGICS[head[:4]]
         snaplen = struct.unpack_from(order + "I", head, 16)[0]
         first = _pcap_record(source.read(PCAP_HEADER_SIZE, PCAP_RECORD_HEADER), 0, order, nanos, snaplen)
         if first is None:
-            return [Split(path, capture, fmt, whole_mode, 0, 1, 0, size, INT64_MIN, INT64_MAX, 0)]
+            return whole
         # Records more than a day away from the first are not plausible neighbours.
         window = (first[0] - 86400 * 10**9, first[0] + 86400 * 10**9 * 365)
+
+        def boundary(offset: int) -> tuple[int, int] | None:
+            return find_record_boundary(source.read(offset, _BOUNDARY_SEARCH), offset, order, nanos, snaplen,
+                                        window)
+
         points = [(PCAP_HEADER_SIZE, INT64_MIN)]
         nominal = split_bytes
         while nominal < size - split_bytes // 4:
-            found = find_record_boundary(source.read(nominal, _BOUNDARY_SEARCH), nominal, order, nanos,
-                                         snaplen, window)
+            found = boundary(nominal)
             if found is not None and found[0] > points[-1][0]:
                 points.append(found)
                 nominal = found[0] + split_bytes
             else:
                 nominal += split_bytes
         count = len(points)
-        return [Split(path, capture, fmt, "raw", index, count, start,
-                      points[index + 1][0] if index + 1 < count else size,
-                      ts, points[index + 1][1] if index + 1 < count else INT64_MAX, overlap)
-                for index, (start, ts) in enumerate(points)]
+        splits = []
+        for index, (start, ts) in enumerate(points):
+            context = start
+            if index:
+                found = boundary(max(points[index - 1][0], start - overlap))
+                context = found[0] if found is not None and found[0] < start else points[index - 1][0]
+            splits.append(Split(path, capture, fmt, "decode", index, count, start,
+                                points[index + 1][0] if index + 1 < count else size,
+                                ts, points[index + 1][1] if index + 1 < count else INT64_MAX, overlap, context))
+        return splits
     finally:
         source.close()
 
 
 class _RangeStream(io.RawIOBase):
-    """A pcap header, then the range's records, then up to ``overlap`` more bytes.
+    """A pcap header, then the records from ``context_start`` to ``end``, then up to ``overlap`` more bytes.
 
-    ``on_range_end`` is called when the reader asks for bytes past the range: by
-    then it has consumed exactly the range (which ends on a record boundary), so
-    counters read at that moment describe the range alone.
+    ``on_mark(name)`` is called with "start" and "end" when the reader asks for
+    bytes past the range's start and end: by then it has consumed exactly the
+    bytes before (which end on a record boundary), so counters read at those
+    moments delimit the range's own share.
     """
 
-    def __init__(self, source: _Source, split: Split, on_range_end) -> None:
+    def __init__(self, source: _Source, split: Split, on_mark: Callable[[str], None]) -> None:
         super().__init__()
         self.source = source
         self.header = source.read(0, PCAP_HEADER_SIZE)
-        self.pos = split.start
-        self.end = split.end
+        self.pos = split.context_start if split.context_start >= 0 else split.start
+        self.marks = [(split.start, "start"), (split.end, "end")]
         self.stop = min(source.size, split.end + split.overlap)
-        self.on_range_end = on_range_end
-        self.header_sent = split.start == 0
-        self.ended = False
+        self.on_mark = on_mark
+        self.header_sent = False
 
     def readable(self) -> bool:
         return True
@@ -351,15 +431,14 @@ class _RangeStream(io.RawIOBase):
     def fileno(self) -> int:
         raise io.UnsupportedOperation("a range of a file")
 
-    def read(self, size: int = -1) -> bytes:
+    def read(self, size: int | None = -1) -> bytes:
         if not self.header_sent:
             self.header_sent = True
             return self.header
         size = 4 * 1024 * 1024 if size is None or size < 0 else size
-        if self.pos >= self.end and not self.ended:
-            self.ended = True
-            self.on_range_end()
-        limit = self.end if self.pos < self.end else self.stop
+        while self.marks and self.pos >= self.marks[0][0]:
+            self.on_mark(self.marks.pop(0)[1])
+        limit = self.marks[0][0] if self.marks else self.stop
         data = self.source.read(self.pos, min(size, limit - self.pos))
         self.pos += len(data)
         return data
@@ -390,11 +469,11 @@ def _frames_of_frame_file(source: _Source, split: Split) -> Iterator[pa.RecordBa
 
 def _accounting_rows(split: Split, counters: dict, connections: pa.Table) -> list[pa.RecordBatch]:
     info = dict(counters, split_index=split.split_index, split_count=split.split_count, format=split.format)
-    rows = [as_union("capture", {"capture": [split.capture], "split_index": [split.split_index],
+    rows = [as_parts("capture", {"capture": [split.capture], "split_index": [split.split_index],
                                  "info": [json.dumps(info, sort_keys=True)]}, 1)]
     if connections.num_rows:
         records = connections.to_pylist()
-        rows.append(as_union("connection", {
+        rows.append(as_parts("connection", {
             "capture": [split.capture] * len(records),
             "connection_id": [r["connection_id"] for r in records],
             "split_index": [split.split_index] * len(records),
@@ -404,9 +483,12 @@ def _accounting_rows(split: Split, counters: dict, connections: pa.Table) -> lis
 
 
 def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: str | None = "json",
-                  ) -> Iterator[pa.RecordBatch]:
-    """Read one split; yield union batches (decoded kinds, or raw frames, plus accounting)."""
+                  sink: Sink | None = None) -> Iterator[pa.RecordBatch]:
+    """Read one split: its frames and exchanges go to ``sink``; yields compact rows (or raw frames)."""
+    from kproto.capture import connection_schema, frame_schema
+
     ports = tuple(broker_ports)
+    sink = sink if sink is not None else Sink()
     source = _Source(split.path)
     try:
         if split.format == "frames":
@@ -416,55 +498,79 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
             except Exception as exc:   # a broken frame file: say why in its accounting row
                 batches, error = [], f"{type(exc).__name__}: {exc}"
             counters = {"file_bytes": source.size, "frames_file_error": error}
-            from kproto.capture import connection_schema
-            yield from _emit(split, batches, body)
+            # One connection: decoded here whatever its size.
+            yield from decode_and_summarize(pa.Table.from_batches(batches, schema=frame_schema()),
+                                            body=body, sink=sink)
             yield from _accounting_rows(split, counters, connection_schema().empty_table())
             return
-        snapshot: dict = {}
         if split.split_count > 1:
-            reader = None
-
-            def range_end() -> None:
-                snapshot.update(reader.counters)
-
-            stream = _RangeStream(source, split, range_end)
-            reader = _capture_reader(stream, split.capture, ports)
-        else:
-            local = local_path(split.path)
-            reader = _capture_reader(local if local is not None else source.read(0, source.size),
-                                     split.capture, ports)
+            yield from _process_range(split, source, ports, body, sink)
+            return
+        local = local_path(split.path)
+        reader = _capture_reader(local if local is not None else source.read(0, source.size),
+                                 split.capture, ports)
         if split.mode == "decode":
-            yield from _emit(split, list(reader), body)
-            connections = reader.connections()
-        elif split.split_count == 1:
-            # A big file read whole: frames stream out, the grouping step pairs them.
+            frames = pa.Table.from_batches(list(reader), schema=frame_schema())
+            yield from decode_and_summarize(frames, body=body, sink=sink)
+        else:
+            # A big file that cannot be cut: frames stream out, the grouping step pairs them.
             for batch in reader:
                 yield _raw(batch, split)
-            connections = reader.connections()
-        else:
-            # A range: connection ids are local to this reader, so they are replaced by a
-            # hash of the connection's addresses, which every range computes alike.
-            owned = [_owned(batch, split) for batch in reader]
-            connections = reader.connections()
-            global_ids = _global_connection_ids(connections)
-            for batch in owned:
-                if batch.num_rows:
-                    local = batch["connection_id"].to_numpy()
-                    batch = batch.set_column(1, "connection_id", pa.array(global_ids[local], pa.int64()))
-                    yield _raw(batch, split)
-            connections = connections.set_column(
-                connections.schema.get_field_index("connection_id"), "connection_id",
-                pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()))
-        counters = snapshot or reader.counters
-        yield from _accounting_rows(split, counters, connections)
+        yield from _accounting_rows(split, reader.counters, reader.connections())
     finally:
         source.close()
 
 
+def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: str | None,
+                   sink: Sink) -> Iterator[pa.RecordBatch]:
+    """A range of a pcap, decoded and paired on its own, with its context and overlap.
+
+    Every range reads the same bytes around a boundary, so it reassembles and
+    pairs them alike: a request and its response pair in both ranges that see
+    them, and only the range that owns the request (or, alone, the response)
+    writes the exchange. Connection ids are hashes of the addresses and
+    sequences ``(owning split << 32) + rank``, which every range computes alike.
+    """
+    from kproto.capture import frame_schema
+
+    marks: dict[str, dict] = {}
+    holder: list[Any] = []
+
+    def on_mark(name: str) -> None:
+        marks[name] = dict(holder[0].counters)
+
+    reader = _capture_reader(_RangeStream(source, split, on_mark), split.capture, ports)
+    holder.append(reader)
+    frames = pa.Table.from_batches(list(reader), schema=frame_schema())
+    connections = reader.connections()
+    global_ids = _global_connection_ids(connections)
+    if frames.num_rows:
+        local_ids = frames["connection_id"].to_numpy()
+        frames = frames.set_column(1, "connection_id", pa.array(global_ids[local_ids], pa.int64()))
+    connections = connections.set_column(
+        connections.schema.get_field_index("connection_id"), "connection_id",
+        pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()))
+    # The split that owns a frame holds the timestamp of its first byte: -1 before, 0 this, 1 after.
+    ts = frames["ts_first_ns"].fill_null(INT64_MIN).to_numpy()
+    owner = np.where(ts < split.ts_lo, -1, np.where(ts < split.ts_hi, 0, 1)).astype(np.int64)
+    rank = _occurrence(frames["connection_id"].to_numpy(), frames["direction"].to_numpy().astype(np.int64),
+                       owner, order_by=frames["sequence"].to_numpy())
+    frames = frames.set_column(frames.schema.get_field_index("sequence"), "sequence",
+                               pa.array((split.split_index + owner) * (1 << 32) + rank, pa.int64()))
+    yield from decode_and_summarize(frames, body=body, sink=sink, owned=owner == 0)
+    last = split.split_index == split.split_count - 1
+    end = reader.counters if last else marks.get("end", reader.counters)
+    start = marks.get("start", {}) if split.split_index else {}
+    counters = {name: value - start.get(name, 0)
+                if isinstance(value, int) and not isinstance(value, bool) and name != "file_bytes" else value
+                for name, value in end.items()}
+    yield from _accounting_rows(split, counters, connections)
+
+
 def _raw(batch: pa.RecordBatch, split: Split) -> pa.RecordBatch:
-    columns = {name: batch[name] for name in RAW_COLUMNS if name != "split_index"}
+    columns: dict[str, Any] = {name: batch[name] for name in RAW_COLUMNS if name != "split_index"}
     columns["split_index"] = pa.array(np.full(batch.num_rows, split.split_index, np.int32))
-    return as_union("raw", columns, batch.num_rows)
+    return as_parts("raw", columns, batch.num_rows)
 
 
 def connection_hash(client_ip: str, client_port: int, server_ip: str, server_port: int) -> int:
@@ -483,23 +589,25 @@ def _global_connection_ids(connections: pa.Table) -> np.ndarray:
     return ids
 
 
-def _owned(batch: pa.RecordBatch, split: Split) -> pa.RecordBatch:
-    if split.ts_lo == INT64_MIN and split.ts_hi == INT64_MAX:
-        return batch
-    ts = batch["ts_first_ns"].to_numpy(zero_copy_only=False)
-    keep = (ts >= split.ts_lo) & (ts < split.ts_hi)
-    return batch.filter(pa.array(keep))
-
-
-def _emit(split: Split, batches: list[pa.RecordBatch], body: str | None) -> Iterator[pa.RecordBatch]:
-    from kproto.capture import frame_schema
-
-    table = pa.Table.from_batches(batches, schema=frame_schema())
-    yield from decode_frames_table(table, body=body)
+def _occurrence(*keys: np.ndarray, order_by: np.ndarray) -> np.ndarray:
+    """For each row, how many earlier rows (in ``order_by`` order) share its keys."""
+    count = len(order_by)
+    if count == 0:
+        return np.zeros(0, np.int64)
+    order = np.lexsort((order_by, *reversed(keys)))
+    changed = np.zeros(count, bool)
+    changed[0] = True
+    for key in keys:
+        sorted_key = key[order]
+        changed[1:] |= sorted_key[1:] != sorted_key[:-1]
+    group_start = np.maximum.accumulate(np.where(changed, np.arange(count), 0))
+    rank = np.empty(count, np.int64)
+    rank[order] = np.arange(count) - group_start
+    return rank
 
 
 # ---------------------------------------------------------------- decoding and pairing
-def _status_names(values: pa.Array, enum_type) -> pa.Array:
+def _status_names(values: pa.Array, enum_type: Any) -> pa.Array:
     names = [member.name for member in sorted(enum_type, key=int)]
     lookup = pa.array(names + [None], pa.string())
     index = pc.fill_null(values.cast(pa.int32()), len(names))
@@ -521,160 +629,277 @@ def _error_codes(bodies: pa.Array) -> pa.Array:
 def _error_names(codes: pa.Array) -> pa.Array:
     from kproto.errors import error_name
 
-    values = codes.to_pylist()
-    return pa.array([None if c is None else error_name(c) for c in values], pa.string())
+    names = {code: error_name(code) for code in pc.unique(codes.drop_null()).to_pylist()}
+    keys = pa.array(list(names), pa.int16())
+    index = pc.index_in(codes, value_set=keys)
+    return pa.array(list(names.values()), pa.string()).take(index)
 
 
-def _software(requests: pa.Table) -> tuple[list, list, list]:
+def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray, bodies: pa.Array | None,
+              present: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
     """ClientSoftwareName / Version of ApiVersions v3+ requests, and what is wrong with them."""
     from kproto import versions as kv
 
-    names, versions, problems = [], [], []
-    for key, version, status, body in zip(*(requests[c].to_pylist() for c in
-                                            ("api_key", "api_version", "status", "body"))):
-        if key != API_VERSIONS or version is None or version < 3 or status != 0 or body is None:
-            names.append(None)
-            versions.append(None)
-            problems.append(None)
-            continue
-        fields = json.loads(body)
-        name, soft_version = fields.get("client_software_name"), fields.get("client_software_version")
-        names.append(name)
-        versions.append(soft_version)
-        found = kv.client_software_problems(name, soft_version)
-        problems.append("; ".join(found) if found else None)
-    return names, versions, problems
+    m = len(api_key)
+    names: list[str | None] = [None] * m
+    versions: list[str | None] = [None] * m
+    problems: list[str | None] = [None] * m
+    if bodies is not None:
+        candidates = np.flatnonzero(present & (api_key == API_VERSIONS) & (api_version >= 3) & (status == 0))
+        for i in candidates.tolist():
+            body = bodies[i].as_py()
+            if body is None:
+                continue
+            fields = json.loads(body)
+            name, soft_version = fields.get("client_software_name"), fields.get("client_software_version")
+            names[i], versions[i] = name, soft_version
+            found = kv.client_software_problems(name, soft_version)
+            problems[i] = "; ".join(found) if found else None
+    return pa.array(names, pa.string()), pa.array(versions, pa.string()), pa.array(problems, pa.string())
 
 
-def decode_frames_table(frames: pa.Table, *, body: str | None = "json") -> Iterator[pa.RecordBatch]:
-    """Decode and pair a table of capture frames (whole connections); yield union batches.
+@dataclass
+class Decoded:
+    """The decoded rows of a set of whole connections, and the frame that owns each row."""
 
-    ``frames`` has the kproto.capture frame columns. Rows come out as ``frame``
-    (one per input frame), ``exchange`` (one per request, plus one per response
-    without its request) and ``partition`` (Produce requests and Fetch responses
-    per topic-partition).
+    frames: pa.Table              # FRAMES_SCHEMA, one row per input frame
+    exchanges: pa.Table           # EXCHANGES_SCHEMA
+    exchange_frame: np.ndarray    # row of the request (else the response) of each exchange
+    partitions: pa.Table          # Produce requests and Fetch responses per topic-partition
+    partition_frame: np.ndarray   # row of each partition's frame
+
+
+def _masked(values: np.ndarray, index: np.ndarray, present: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """values[index] where present, else null."""
+    picked = values[np.where(present, index, 0)] if len(values) else np.zeros(len(index), values.dtype)
+    return pa.array(picked, type_, mask=~present)
+
+
+def decode_frames_table(frames: pa.Table, *, body: str | None = "json") -> Decoded:
+    """Decode and pair a table of capture frames (whole connections).
+
+    ``frames`` has the kproto.capture frame columns. Requests and responses
+    pair by (capture, connection, correlation id), the n-th request with an id
+    to the n-th response with it, in sequence order (as ``kproto.batch.pair``);
+    every frame is decoded once with its request's API and version.
     """
     import kproto.batch as kb
 
     frames = frames.combine_chunks()
     n = frames.num_rows
-    if n == 0:
-        return
     payload = frames["payload"]
     if isinstance(payload, pa.ChunkedArray):
-        payload = payload.combine_chunks()
-    # 1. Match requests and responses from their headers (cheap, no bodies).
-    pairs = _pair(frames)
-    request_row = pairs["request_row"].to_numpy(zero_copy_only=False)
-    response_row = pairs["response_row"].to_numpy(zero_copy_only=False)
-    has_request = ~np.isnan(request_row) if request_row.dtype.kind == "f" else np.ones(len(request_row), bool)
-    has_response = ~np.isnan(response_row) if response_row.dtype.kind == "f" else np.ones(len(response_row), bool)
-    both = has_request & has_response
+        payload = payload.combine_chunks() if payload.num_chunks else pa.array([], pa.binary())
+    directions = frames["direction"].fill_null(0).to_numpy().astype(np.int8)
+    # 1. Headers only: API, version and correlation id of requests, correlation id of responses.
+    headers = kb.decode_frames(payload, directions=directions)
+    capture = frames["capture"].cast(pa.string()).fill_null("")
+    capture_codes = capture.dictionary_encode().combine_chunks().indices.to_numpy().astype(np.int64) \
+        if n else np.zeros(0, np.int64)
+    connection = frames["connection_id"].to_numpy().astype(np.int64)
+    sequence = frames["sequence"].to_numpy().astype(np.int64)
+    rows = np.arange(n, dtype=np.int64)
+    corr_valid = headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
+    corr = headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
+    is_request = directions == kb.REQUEST
+    # Frames without a readable correlation id cannot pair: give them keys of their own.
+    key = np.where(corr_valid, corr, np.where(is_request, -(2**40), -(2**41)) - rows)
+    rank = _occurrence(capture_codes, connection, directions.astype(np.int64), key, order_by=sequence)
+    req_rows = np.flatnonzero(is_request)
+    resp_rows = np.flatnonzero(~is_request)
+    left = pa.table({"k0": capture_codes[req_rows], "k1": connection[req_rows], "k2": key[req_rows],
+                     "k3": rank[req_rows], "req": req_rows})
+    right = pa.table({"k0": capture_codes[resp_rows], "k1": connection[resp_rows], "k2": key[resp_rows],
+                      "k3": rank[resp_rows], "resp": resp_rows})
+    joined = left.join(right, ["k0", "k1", "k2", "k3"], join_type="full outer")
+    req = joined["req"].fill_null(-1).to_numpy().astype(np.int64)
+    resp = joined["resp"].fill_null(-1).to_numpy().astype(np.int64)
+    has_req, has_resp = req >= 0, resp >= 0
+    owner_row = np.where(has_req, req, resp)
+    # Requests in order, then responses without a request, per connection (kproto.batch.pair's order).
+    order = np.lexsort((np.where(has_resp, resp, n), np.where(has_req, req, n), connection[owner_row],
+                        capture_codes[owner_row])) if len(owner_row) else np.zeros(0, np.int64)
+    req, resp, has_req, has_resp, owner_row = req[order], resp[order], has_req[order], has_resp[order], \
+        owner_row[order]
+    m = len(req)
+
+    # 2. Every frame decoded once, responses with their request's API and version.
+    header_keys = headers["api_key"].fill_null(-1).to_numpy().astype(np.int16)
+    header_versions = headers["api_version"].fill_null(-1).to_numpy().astype(np.int16)
+    both = has_req & has_resp
     key_of = np.full(n, -1, np.int16)
     version_of = np.full(n, -1, np.int16)
-    api_keys = pairs["api_key"].fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int16)
-    api_versions = pairs["api_version"].fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int16)
-    rows_resp = response_row[both].astype(np.int64)
-    key_of[rows_resp] = api_keys[both]
-    version_of[rows_resp] = api_versions[both]
-
-    # 2. Decode every frame once, bodies included, responses with their request's API.
-    decoded = kb.decode_frames(payload, directions=frames["direction"], request_api_keys=key_of,
+    key_of[resp[both]] = header_keys[req[both]]
+    version_of[resp[both]] = header_versions[req[both]]
+    decoded = kb.decode_frames(payload, directions=directions, request_api_keys=key_of,
                                request_api_versions=version_of, body=body)
-    status = decoded["status"].cast(pa.int16())
-    frame_columns = {name: frames[name] for name in ("capture", "connection_id", "direction", "sequence",
-                                                     "ts_first_ns", "ts_last_ns", "size")}
+    status = decoded["status"].to_numpy()
+    frame_columns: dict[str, Any] = {name: frames[name] for name in (
+        "capture", "connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size")}
     frame_columns.update({name: decoded[name] for name in (
         "header_version", "api_key", "api_version", "correlation_id", "client_id", "header_tag_count",
         "error_offset", "deprecated", "removed_in_4x")})
-    frame_columns["status"] = status
+    frame_columns["status"] = decoded["status"]
     frame_columns["status_name"] = _status_names(decoded["status"], kb.Status)
-    if body == "json":
-        frame_columns["body"] = decoded["body"]
-    yield as_union("frame", frame_columns, n)
+    bodies = decoded["body"] if body == "json" else None
+    if bodies is not None:
+        frame_columns["body"] = bodies
+    frame_table = pa.Table.from_batches([_conform(FRAMES_SCHEMA, frame_columns, n)])
 
-    # 3. Exchanges: the pairs, with sizes, statuses and error codes from the full decode.
-    m = pairs.num_rows
-    req_index = pa.array(np.where(has_request, request_row, 0).astype(np.int64), mask=~has_request)
-    resp_index = pa.array(np.where(has_response, response_row, 0).astype(np.int64), mask=~has_response)
-    requests = pa.table({name: decoded[name].take(req_index) for name in
-                         ("api_key", "api_version", "status", "deprecated", "removed_in_4x")
-                         + (("body",) if body == "json" else ())})
-    response_status = decoded["status"].take(resp_index)
-    if body == "json":
-        response_bodies = decoded["body"].take(resp_index)
-        error_codes = _error_codes(response_bodies)
-        software_names, software_versions, problems = _software(requests)
+    # 3. Exchanges.
+    pair_status = np.full(m, kb.PairStatus.PAIRED, np.uint8)
+    pair_status[has_req & ~has_resp] = kb.PairStatus.UNPAIRED_REQUEST
+    pair_status[~has_req] = kb.PairStatus.UNPAIRED_RESPONSE
+    for i in np.flatnonzero(has_req & ~has_resp & (header_keys[np.where(has_req, req, 0)] == 0)).tolist():
+        if kb._acks_zero(payload[int(req[i])].as_py()):
+            pair_status[i] = kb.PairStatus.NO_RESPONSE_EXPECTED
+    ts_first = frames["ts_first_ns"]
+    ts_last = frames["ts_last_ns"]
+    req_ts_valid = has_req & ts_first.is_valid().to_numpy(zero_copy_only=False)[np.where(has_req, req, 0)] \
+        if n else has_req
+    resp_ts_valid = has_resp & ts_last.is_valid().to_numpy(zero_copy_only=False)[np.where(has_resp, resp, 0)] \
+        if n else has_resp
+    first = ts_first.fill_null(0).to_numpy().astype(np.int64)
+    last = ts_last.fill_null(0).to_numpy().astype(np.int64)
+    request_ts = first[np.where(has_req, req, 0)] if n else np.zeros(m, np.int64)
+    response_ts = last[np.where(has_resp, resp, 0)] if n else np.zeros(m, np.int64)
+    sizes = frames["size"].to_numpy().astype(np.int32)
+    request_key = _masked(header_keys, req, has_req, pa.int16())
+    request_version = _masked(header_versions, req, has_req, pa.int16())
+    req_index = pa.array(np.where(has_req, req, 0), mask=~has_req)
+    resp_index = pa.array(np.where(has_resp, resp, 0), mask=~has_resp)
+    if bodies is not None:
+        error_codes = _error_codes(bodies.take(resp_index))
+        names, versions, problems = _software(header_keys[np.where(has_req, req, 0)] if n else np.zeros(0),
+                                              header_versions[np.where(has_req, req, 0)] if n else np.zeros(0),
+                                              status[np.where(has_req, req, 0)] if n else np.zeros(0),
+                                              bodies.take(req_index), has_req)
     else:
         error_codes = pa.nulls(m, pa.int16())
-        software_names = software_versions = problems = [None] * m
-    yield as_union("exchange", {
-        "capture": pairs["capture"], "connection_id": pairs["connection_id"],
-        "correlation_id": pairs["correlation_id"], "api_key": pairs["api_key"],
-        "api_version": pairs["api_version"], "client_id": pairs["client_id"],
-        "pair_status": pairs["pair_status"].cast(pa.int16()),
-        "pair_status_name": _status_names(pairs["pair_status"], kb.PairStatus),
-        "request_sequence": pairs["request_sequence"], "response_sequence": pairs["response_sequence"],
-        "request_ts_ns": pairs["request_ts_ns"], "response_ts_ns": pairs["response_ts_ns"],
-        "latency_ns": pairs["latency_ns"],
-        "request_status": requests["status"].cast(pa.int16()), "response_status": response_status.cast(pa.int16()),
-        "request_size": frames["size"].take(req_index), "response_size": frames["size"].take(resp_index),
+        names = versions = problems = pa.nulls(m, pa.string())
+    exchange_table = pa.Table.from_batches([_conform(EXCHANGES_SCHEMA, {
+        "capture": capture.take(pa.array(owner_row)) if n else None,
+        "connection_id": pa.array(connection[owner_row] if n else np.zeros(0, np.int64)),
+        "correlation_id": _masked(corr, owner_row, corr_valid[owner_row] if n else np.zeros(0, bool), pa.int32()),
+        "api_key": request_key, "api_version": request_version,
+        "client_id": decoded["client_id"].take(req_index),
+        "pair_status": pa.array(pair_status), "pair_status_name": _status_names(pa.array(pair_status),
+                                                                               kb.PairStatus),
+        "request_sequence": _masked(sequence, req, has_req, pa.int64()),
+        "response_sequence": _masked(sequence, resp, has_resp, pa.int64()),
+        "request_ts_ns": pa.array(request_ts, pa.int64(), mask=~req_ts_valid),
+        "response_ts_ns": pa.array(response_ts, pa.int64(), mask=~resp_ts_valid),
+        "latency_ns": pa.array(response_ts - request_ts, pa.int64(), mask=~(req_ts_valid & resp_ts_valid)),
+        "request_status": _masked(status, req, has_req, pa.int16()),
+        "response_status": _masked(status, resp, has_resp, pa.int16()),
+        "request_size": _masked(sizes, req, has_req, pa.int32()),
+        "response_size": _masked(sizes, resp, has_resp, pa.int32()),
         "error_code": error_codes, "error_name": _error_names(error_codes),
-        "deprecated": requests["deprecated"], "removed_in_4x": requests["removed_in_4x"],
-        "client_software_name": pa.array(software_names, pa.string()),
-        "client_software_version": pa.array(software_versions, pa.string()),
-        "software_problems": pa.array(problems, pa.string()),
-    }, m)
+        "deprecated": decoded["deprecated"].take(req_index),
+        "removed_in_4x": decoded["removed_in_4x"].take(req_index),
+        "client_software_name": names, "client_software_version": versions, "software_problems": problems,
+    }, m)])
 
     # 4. Produce requests and Fetch responses, per topic-partition (record batch headers only).
-    parts = kb.partitions(payload, directions=frames["direction"], request_api_keys=key_of,
+    parts = kb.partitions(payload, directions=directions, request_api_keys=key_of,
                           request_api_versions=version_of)
-    if parts.num_rows:
-        rows = pa.array(parts["frame"].to_numpy().astype(np.int64))
-        yield as_union("partition", {
-            "capture": frames["capture"].take(rows), "connection_id": frames["connection_id"].take(rows),
-            "direction": parts["direction"], "sequence": frames["sequence"].take(rows),
-            "ts_first_ns": frames["ts_first_ns"].take(rows), "api_key": parts["api_key"],
-            "api_version": decoded["api_version"].take(rows), "client_id": decoded["client_id"].take(rows),
-            **{name: parts[name] for name in ("topic", "topic_id", "partition", "error_code", "batch_count",
-                                              "record_count", "bytes", "compression", "producer_id",
-                                              "records_error")},
-        }, parts.num_rows)
+    partition_frame = parts["frame"].to_numpy().astype(np.int64) if parts.num_rows else np.zeros(0, np.int64)
+    return Decoded(frame_table, exchange_table, owner_row, parts, partition_frame)
 
 
-def _pair(frames: pa.Table) -> pa.Table:
-    """kproto.batch.pair, and its answer for frames without any response (requests only)."""
-    import kproto.batch as kb
-
-    directions = frames["direction"].to_numpy()
-    if (directions == kb.RESPONSE).any() or frames.num_rows == 0:
-        return kb.pair(frames)
-    # No responses at all: every request is unpaired, or expects no response (acks=0).
-    pairs = kb.pair(frames.slice(0, 0))   # the schema
-    decoded = kb.decode_frames(frames["payload"])
-    n = frames.num_rows
-    status = np.full(n, kb.PairStatus.UNPAIRED_REQUEST, np.uint8)
-    keys = decoded["api_key"].fill_null(-1).to_numpy(zero_copy_only=False)
-    for i in np.flatnonzero(keys == 0):
-        if kb._acks_zero(frames["payload"][int(i)].as_py()):
-            status[i] = kb.PairStatus.NO_RESPONSE_EXPECTED
-    nulls = {name: pa.nulls(n, pairs.schema.field(name).type) for name in pairs.column_names}
-    columns = dict(nulls, capture=frames["capture"], connection_id=frames["connection_id"],
-                   correlation_id=decoded["correlation_id"], api_key=decoded["api_key"],
-                   api_version=decoded["api_version"], client_id=decoded["client_id"].cast(pa.string()),
-                   pair_status=pa.array(status), request_row=pa.array(np.arange(n, dtype=np.int64)),
-                   request_sequence=frames["sequence"], request_ts_ns=frames["ts_first_ns"],
-                   request_status=decoded["status"])
-    return pa.table({name: columns[name] for name in pairs.column_names}, schema=pairs.schema)
+def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink,
+                         owned: np.ndarray | None = None) -> Iterator[pa.RecordBatch]:
+    """Decode and pair ``frames``; the owned frames and exchanges go to ``sink``; yield compact rows."""
+    if frames.num_rows == 0:
+        return
+    decoded = decode_frames_table(frames, body=body)
+    frame_table, exchanges, partitions = decoded.frames, decoded.exchanges, decoded.partitions
+    partition_ts = frames["ts_first_ns"].take(pa.array(decoded.partition_frame))
+    if owned is not None:
+        frame_table = frame_table.filter(pa.array(owned))
+        exchanges = exchanges.filter(pa.array(owned[decoded.exchange_frame]))
+        keep = pa.array(owned[decoded.partition_frame])
+        partitions, partition_ts = partitions.filter(keep), partition_ts.filter(keep)
+    sink.add("frames", frame_table)
+    sink.add("exchanges", exchanges)
+    yield from summarize(frame_table, exchanges, partitions.append_column("ts_first_ns", partition_ts))
 
 
-def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = "json"
-                       ) -> Iterator[pa.RecordBatch]:
-    """The grouping step: raw frames of whole connections (any order) to decoded union batches.
+def summarize(frames: pa.Table, exchanges: pa.Table, partitions: pa.Table) -> Iterator[pa.RecordBatch]:
+    """The compact rows Spark combines: counts per capture, usage per client and API, topics."""
+    # Frame and exchange counts per capture (the summary's accounting).
+    status = frames["status"]
+    direction = frames["direction"]
+    counted = pa.table({
+        "capture": frames["capture"],
+        "frames": pa.array(np.ones(frames.num_rows, np.int64)),
+        "request_frames": pc.equal(direction, 0).cast(pa.int64()),
+        "response_frames": pc.equal(direction, 1).cast(pa.int64()),
+        "frame_bytes": pc.add(frames["size"].cast(pa.int64()), 4),
+        "frames_ok": pc.equal(status, 0).cast(pa.int64()),
+        "frames_undecodable": pc.not_equal(status, 0).cast(pa.int64()),
+        "first_ts_ns": frames["ts_first_ns"], "last_ts_ns": frames["ts_last_ns"],
+    }).group_by("capture").aggregate([(name, "sum") for name in (
+        "frames", "request_frames", "response_frames", "frame_bytes", "frames_ok", "frames_undecodable")]
+        + [("first_ts_ns", "min"), ("last_ts_ns", "max")])
+    pairs = pa.table({"capture": exchanges["capture"], "status": exchanges["pair_status_name"]}) \
+        .group_by(["capture", "status"]).aggregate([([], "count_all")])
+    per_capture: dict[str, dict[str, Any]] = {}
+    for row in counted.to_pylist():
+        capture = row.pop("capture")
+        per_capture[capture] = {name.rsplit("_", 1)[0] if name.endswith(("_sum", "_min", "_max"))
+                                           else name: value for name, value in row.items()}
+    for row in pairs.to_pylist():
+        per_capture.setdefault(row["capture"], {})[PAIR_COUNTS[row["status"]]] = row["count_all"]
+    if per_capture:
+        captures = sorted(per_capture)
+        yield as_parts("counts", {"capture": captures,
+                                  "info": [json.dumps(per_capture[c], sort_keys=True) for c in captures]},
+                       len(captures))
 
-    Sequences are renumbered per (capture, connection, direction) in capture
-    order, so frames of one connection read by several splits line up.
-    """
+    # Requests per connection, client, API version and client software.
+    requests = exchanges.filter(exchanges["request_sequence"].is_valid())
+    if requests.num_rows:
+        keys = ["capture", "connection_id", "client_id", "api_key", "api_version", "client_software_name",
+                "client_software_version"]
+        usage = pa.table({
+            **{name: requests[name] for name in keys},
+            "deprecated": requests["deprecated"].cast(pa.int64()),
+            "removed": requests["removed_in_4x"].cast(pa.int64()),
+            "errors": pc.fill_null(pc.not_equal(requests["error_code"], 0), False).cast(pa.int64()),
+            "ts": requests["request_ts_ns"],
+        }).group_by(keys).aggregate([([], "count_all"), ("deprecated", "sum"), ("removed", "sum"),
+                                     ("errors", "sum"), ("ts", "min"), ("ts", "max")])
+        yield as_parts("usage", {
+            **{name: usage[name] for name in keys}, "requests": usage["count_all"],
+            "deprecated_requests": usage["deprecated_sum"], "removed_in_4x_requests": usage["removed_sum"],
+            "error_responses": usage["errors_sum"], "first_ns": usage["ts_min"], "last_ns": usage["ts_max"],
+        }, usage.num_rows)
+
+    # Produce requests and Fetch responses per topic-partition.
+    if partitions.num_rows:
+        keys = ["topic", "partition", "api_key", "compression"]
+        topics = pa.table({
+            **{name: partitions[name] for name in keys},
+            "bytes": partitions["bytes"].cast(pa.int64()), "records": partitions["record_count"].cast(pa.int64()),
+            "batches": partitions["batch_count"].cast(pa.int64()),
+            "errors": partitions["records_error"].is_valid().cast(pa.int64()), "ts": partitions["ts_first_ns"],
+        }).group_by(keys).aggregate([([], "count_all"), ("bytes", "sum"), ("records", "sum"),
+                                     ("batches", "sum"), ("errors", "sum"), ("ts", "min"), ("ts", "max")])
+        yield as_parts("topic", {
+            **{name: topics[name] for name in keys}, "messages": topics["count_all"],
+            "bytes": topics["bytes_sum"], "records": topics["records_sum"], "batches": topics["batches_sum"],
+            "records_errors": topics["errors_sum"], "first_ns": topics["ts_min"], "last_ns": topics["ts_max"],
+        }, topics.num_rows)
+
+
+PAIR_COUNTS = {"PAIRED": "exchanges_paired", "NO_RESPONSE_EXPECTED": "no_response_expected",
+               "UNPAIRED_REQUEST": "unpaired_requests", "UNPAIRED_RESPONSE": "unpaired_responses"}
+
+
+def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = "json",
+                       sink: Sink | None = None) -> Iterator[pa.RecordBatch]:
+    """The grouping step: raw frames of whole connections (any order) to compact rows; tables to ``sink``."""
     from kproto.capture import frame_schema
 
     tables = [pa.Table.from_batches([b]).select(list(RAW_COLUMNS)) for b in batches if b.num_rows]
@@ -682,24 +907,6 @@ def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = 
         return
     raw = pa.concat_tables(tables).combine_chunks()
     raw = raw.sort_by([("capture", "ascending"), ("connection_id", "ascending"), ("direction", "ascending"),
-                       ("ts_first_ns", "ascending"), ("split_index", "ascending"), ("sequence", "ascending")])
-    raw = raw.set_column(raw.schema.get_field_index("sequence"), "sequence",
-                         pa.array(_renumber(raw), pa.int64()))
+                       ("sequence", "ascending")])
     frames = raw.select([f.name for f in frame_schema()]).cast(frame_schema())
-    yield from decode_frames_table(frames, body=body)
-
-
-def _renumber(raw: pa.Table) -> np.ndarray:
-    """0, 1, 2... within each run of equal (capture, connection_id, direction) in a sorted table."""
-    n = raw.num_rows
-    changed = np.zeros(n, bool)
-    changed[0] = True
-    for name in ("capture", "connection_id", "direction"):
-        column = raw[name]
-        if pa.types.is_string(column.type):
-            column = column.dictionary_encode().combine_chunks().indices
-        values = column.to_numpy(zero_copy_only=False) if not isinstance(column, pa.ChunkedArray) \
-            else column.combine_chunks().to_numpy(zero_copy_only=False)
-        changed[1:] |= values[1:] != values[:-1]
-    starts = np.maximum.accumulate(np.where(changed, np.arange(n), 0))
-    return np.arange(n) - starts
+    yield from decode_and_summarize(frames, body=body, sink=sink if sink is not None else Sink())
