@@ -135,7 +135,7 @@ def _is_parquet(path: str) -> bool:
 def list_inputs(spark, paths: Sequence[str]) -> Inputs:
     """Capture files (listed by Spark, globs expanded, contents not read) and Parquet frame tables."""
     inputs = Inputs()
-    captures = []
+    captures: list[str] = []
     for path in paths:
         (inputs.parquet if _is_parquet(path) else captures).append(path)
     if captures:

@@ -224,7 +224,7 @@ def _mb(value: float | None) -> str:
 def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """(title, note, header, rows) of every table in the report, shared by Markdown and HTML."""
     out = []
-    total = next((r for r in facts["summary"] if r["capture"] == "*"), {})
+    total: dict[str, Any] = next((r for r in facts["summary"] if r["capture"] == "*"), {})
     out.append(("Captures and accounting",
                 "Every frame read is either decoded or counted as undecodable; every request is paired, "
                 "expects no response (acks=0) or is unpaired; every response is paired or unpaired.",

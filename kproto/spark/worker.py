@@ -334,7 +334,7 @@ def find_record_boundary(data: bytes, base: int, order: str, nanos: bool, snaple
     """
     lo, hi = ts_window
     for start in range(0, max(0, len(data) - PCAP_RECORD_HEADER)):
-        chain = []
+        chain: list[tuple[int, int]] = []
         pos = start
         while len(chain) < _BOUNDARY_CHAIN + 16:
             record = _pcap_record(data, pos, order, nanos, snaplen)
