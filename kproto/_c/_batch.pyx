@@ -19,7 +19,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memcmp, memcpy, memset, strlen
 from libc.stdio cimport snprintf
 
 cdef extern from "<sys/mman.h>" nogil:
@@ -483,6 +483,11 @@ cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, 
     cdef uint8_t info
     cdef uint8_t flags = F_API | F_CORRELATION | F_HEADER_VERSION
     if n < 8:
+        c.header_version[i] = 0
+        c.api_key[i] = 0
+        c.api_version[i] = 0
+        c.correlation_id[i] = 0
+        c.present[i] = 0
         fail(c, i, ST_TRUNCATED, 0 if n < 2 else (2 if n < 4 else 4))
         return
     key = <int16_t>kp_load_be16(p)
@@ -577,10 +582,17 @@ cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p,
 cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
                             int direction, int key, int version, SpanTable *clients,
                             RecentClients *recent) noexcept nogil:
-    clear_row(c, i)
     if direction == 1:
+        clear_row(c, i)
         scan_response(c, i, p, n, key, version)
     else:
+        # Requests are the hot path: scan_request writes the header columns itself on
+        # every path, so only the columns it may leave untouched are reset here.
+        c.status[i] = ST_OK
+        c.error_offset[i] = 0
+        c.client_id[i] = 0
+        c.tag_count[i] = 0
+        c.body_offset[i] = -1
         scan_request(c, i, p, n, clients, recent)
 
 
@@ -1080,6 +1092,7 @@ cdef struct JCtx:
     int status
     Py_ssize_t error
     int depth
+    bint records_summary   # records fields as {"batches","records","bytes","compression"}, not base64
 
 
 cdef inline int jfail(JCtx *x, int status) noexcept nogil:
@@ -1159,6 +1172,64 @@ cdef int put_float(JCtx *x, double v) noexcept nogil:
 
 
 cdef const char *HEX = "0123456789abcdef"
+cdef const char *CODEC_NAMES[5]
+CODEC_NAMES[:] = [b"none", b"gzip", b"snappy", b"lz4", b"zstd"]
+
+
+cdef int put_records_summary(JCtx *x, const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """{"batches":B,"records":R,"bytes":N,"compression":C} of a record set, from batch headers only.
+
+    Batches are counted while whole ones follow (a partial last batch, which
+    Kafka allows in Fetch responses, is left out); records is null when a legacy
+    compressed wrapper hides the count; compression is null without batches,
+    "mixed" for several codecs.
+    """
+    cdef Py_ssize_t pos = 0, batches = 0, length
+    cdef int64_t records = 0
+    cdef bint records_known = True
+    cdef int codec = -1, this_codec, magic
+    while n - pos >= 17:
+        length = <int32_t>kp_load_be32(p + pos + 8)
+        if length < 5 or length > n - pos - 12:
+            break
+        magic = p[pos + 16]
+        if magic == 2:
+            if length < 49:
+                break
+            this_codec = kp_load_be16(p + pos + 21) & 7
+            records += <int32_t>kp_load_be32(p + pos + 57)
+        elif magic == 0 or magic == 1:
+            if length < 6:
+                break
+            this_codec = p[pos + 17] & 7
+            if this_codec == 0:
+                records += 1
+            else:
+                records_known = False
+        else:
+            break
+        codec = this_codec if codec == -1 or codec == this_codec else 8
+        batches += 1
+        pos += 12 + length
+    if put(x, "{\"batches\":", 11) < 0 or put_int(x, batches) < 0 or put(x, ",\"records\":", 11) < 0:
+        return -1
+    if (put_int(x, records) if records_known else put(x, "null", 4)) < 0:
+        return -1
+    if put(x, ",\"bytes\":", 9) < 0 or put_int(x, n) < 0 or put(x, ",\"compression\":", 15) < 0:
+        return -1
+    if codec == -1:
+        return put(x, "null}", 5)
+    if codec == 8:
+        return put(x, "\"mixed\"}", 8)
+    if codec > 4:
+        if put(x, "\"unknown(", 9) < 0 or put_int(x, codec) < 0:
+            return -1
+        return put(x, ")\"}", 3)
+    if put_char(x, b'"') < 0 or put(x, CODEC_NAMES[codec], strlen(CODEC_NAMES[codec])) < 0:
+        return -1
+    return put(x, "\"}", 2)
+
+
 cdef const char *B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
@@ -1382,6 +1453,11 @@ cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
             return -1
         if n < 0:
             return put(x, "null", 4)
+        if kind == K_RECORDS and x.records_summary:
+            if put_records_summary(x, x.p, n) < 0:
+                return -1
+            x.p += n
+            return 0
         if put_base64(x, x.p, n) < 0:
             return -1
         x.p += n
@@ -1519,8 +1595,11 @@ cdef int ensure_plan(int direction, int key, int version) except -1:
     return 0
 
 
-def json_bodies(data, dict cols, offsets=None):
+def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
     """JSON text of the body of every frame whose header read OK: (int64 offsets, UTF-8 bytes).
+
+    ``records_summary``: records fields as a summary of their batch headers
+    (``{"batches","records","bytes","compression"}``) instead of base64.
 
     A body that fails to decode gets its status and error offset written into
     ``cols`` and no text (the caller marks it null).
@@ -1573,6 +1652,7 @@ def json_bodies(data, dict cols, offsets=None):
                 x.status = ST_OK
                 x.error = 0
                 x.depth = 0
+                x.records_summary = records_summary
                 version = api_version[i]
                 # KIP-511: an ApiVersions error UNSUPPORTED_VERSION comes as a v0 body.
                 if direction[i] == 1 and api_key[i] == API_VERSIONS and version > 0 \
