@@ -192,3 +192,31 @@ def test_encoding_survives_lists_mutated_by_index_hooks():
         body.encode(12)
     except EncodeError as exc:
         assert "changed size" in str(exc) or "int" in str(exc)
+
+
+def test_decoded_messages_pickle_and_copy_with_unread_arrays():
+    import copy
+    import pickle
+
+    topic = MetadataResponse.MetadataResponseTopic(name="t", partitions=[
+        MetadataResponse.MetadataResponsePartition(partition_index=1, isr_nodes=[1, 2])])
+    body = MetadataResponse(topics=[topic])
+    data = body.encode(12)
+    assert pickle.loads(pickle.dumps(MetadataResponse.decode(data, 12))) == body
+    assert copy.deepcopy(MetadataResponse.decode(data, 12)) == body
+    assert copy.copy(MetadataResponse.decode(data, 12)) == body
+    # Re-encoding an array nobody read copies its bytes; after a change it is re-encoded.
+    decoded = MetadataResponse.decode(data, 12)
+    assert decoded.encode(12) == data
+    decoded.topics[0].partitions[0].isr_nodes.append(3)
+    assert MetadataResponse.decode(decoded.encode(12), 12).topics[0].partitions[0].isr_nodes == [1, 2, 3]
+
+
+def test_lazy_arrays_keep_a_bytearray_alive_and_unresizable():
+    topic = MetadataResponse.MetadataResponseTopic(name="t")
+    data = bytearray(MetadataResponse(topics=[topic]).encode(12))
+    decoded = MetadataResponse.decode(data, 12)
+    if kproto.extension_loaded():
+        with pytest.raises(BufferError):   # exported while the unread array points into it
+            data.extend(b"x")
+    assert decoded.topics[0].name == "t"
