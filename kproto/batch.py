@@ -177,6 +177,7 @@ def decode_frames(
     request_api_versions: Any = None,
     body: str | None = None,
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    records: str = "base64",
 ) -> pa.RecordBatch:
     """Decode the headers (and optionally bodies) of many frames into one RecordBatch.
 
@@ -191,12 +192,18 @@ def decode_frames(
     requests; without them a response's status is ``NO_REQUEST_INFO``).
     ``body="json"`` adds a ``body`` string column: the decoded body as JSON, the
     same shape as ``Message.to_dict()``, null where the frame's status is not OK.
+    ``records="summary"`` writes records fields (Produce / Fetch record sets) as
+    ``{"batches", "records", "bytes", "compression"}`` from the batch headers
+    instead of base64 of their bytes (nothing decompressed; ``records`` null when
+    a legacy compressed wrapper hides the count).
 
     Columns: see :func:`frame_schema` and docs/batch.md. Never raises for bad
     frame bytes; raises TypeError / ValueError for bad arguments.
     """
     if body not in (None, "json"):
         raise ValueError(f"body must be None or 'json', not {body!r} (typed columns: decode_struct_column)")
+    if records not in ("base64", "summary"):
+        raise ValueError(f"records must be 'base64' or 'summary', not {records!r}")
     if isinstance(frames, pa.ChunkedArray):
         frames = frames.combine_chunks()
     defaults = {}
@@ -219,7 +226,7 @@ def decode_frames(
     count = cols["count"]
     json_offsets = json_data = None
     if body == "json":
-        json_offsets, json_data = _batch.json_bodies(data, cols, offsets)
+        json_offsets, json_data = _batch.json_bodies(data, cols, offsets, records == "summary")
         # Bodies that failed now have an error offset too.
         cols["has_error"] = np.packbits(cols["status"] != Status.OK, bitorder="little")
 

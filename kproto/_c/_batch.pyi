@@ -42,5 +42,6 @@ def scan(
 ) -> dict[str, Any]:
     """Decode the headers of frames into column arrays (see kproto/batch.py)."""
 
-def json_bodies(data: Buffer, cols: dict[str, Any], offsets: np.ndarray | None = None) -> tuple[np.ndarray, bytes]:
+def json_bodies(data: Buffer, cols: dict[str, Any], offsets: np.ndarray | None = None,
+                records_summary: bool = False) -> tuple[np.ndarray, bytes]:
     """JSON text of the body of every frame whose header read OK: (int64 offsets, UTF-8 bytes)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+from typing import Any
 
 import numpy as np
 
@@ -315,8 +316,71 @@ def body_plan(direction: int, api_key: int, version: int, body: memoryview):
     return schema.plan(name, version)
 
 
-def json_bodies(data, cols: dict, offsets=None) -> tuple[np.ndarray, bytes]:
+def summarize_records(raw: bytes) -> dict:
+    """{"batches", "records", "bytes", "compression"} of a record set, from its batch headers only.
+
+    Batches are counted while whole ones follow (a partial last batch is left
+    out); ``records`` is None when a legacy compressed wrapper hides the count;
+    ``compression`` is None without batches, "mixed" for several codecs.
+    """
+    n = len(raw)
+    pos = batches = records = 0
+    records_known = True
+    codec = -1
+    while n - pos >= 17:
+        length = struct.unpack_from(">i", raw, pos + 8)[0]
+        if length < 5 or length > n - pos - 12:
+            break
+        magic = raw[pos + 16]
+        if magic == 2:
+            if length < 49:
+                break
+            this_codec = struct.unpack_from(">H", raw, pos + 21)[0] & 7
+            records += struct.unpack_from(">i", raw, pos + 57)[0]
+        elif magic in (0, 1):
+            if length < 6:
+                break
+            this_codec = raw[pos + 17] & 7
+            if this_codec == 0:
+                records += 1
+            else:
+                records_known = False
+        else:
+            break
+        codec = this_codec if codec in (-1, this_codec) else 8
+        batches += 1
+        pos += 12 + length
+    names = ("none", "gzip", "snappy", "lz4", "zstd")
+    compression = None if codec == -1 else "mixed" if codec == 8 else \
+        names[codec] if codec < len(names) else f"unknown({codec})"
+    return {"batches": batches, "records": records if records_known else None, "bytes": n,
+            "compression": compression}
+
+
+def _summarized_dict(message: Any) -> dict:
+    """``message.to_dict()``, with records fields as :func:`summarize_records` instead of base64."""
+    out: dict[str, Any] = {}
+    for name, kind in zip(message._field_names, message._field_kinds):
+        value = getattr(message, name)
+        if kind == schema.RECORDS:
+            out[name] = None if value is None else summarize_records(bytes(value))
+        elif isinstance(value, schema.Message):
+            out[name] = _summarized_dict(value)
+        elif isinstance(value, list):
+            out[name] = [_summarized_dict(v) if isinstance(v, schema.Message) else schema._plain(v) for v in value]
+        else:
+            out[name] = schema._plain(value)
+    plain = message.to_dict() if message._unknown_tags else None
+    if plain is not None:
+        out["_unknown_tags"] = plain["_unknown_tags"]
+    return out
+
+
+def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False) -> tuple[np.ndarray, bytes]:
     """JSON text of every frame whose header read OK: (int64 offsets, UTF-8 data).
+
+    ``records_summary``: records fields as a summary of their batch headers
+    (``{"batches","records","bytes","compression"}``) instead of base64.
 
     Frames whose body fails to decode get a status and error offset (written into
     ``cols``) and no text; the caller marks them null.
@@ -344,7 +408,8 @@ def json_bodies(data, cols: dict, offsets=None) -> tuple[np.ndarray, bytes]:
             cols["error_offset"][i] = exc.offset
             has_error[i] = True
             continue
-        text = json.dumps(obj.to_dict(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        fields = _summarized_dict(obj) if records_summary else obj.to_dict()
+        text = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         chunks.append(text)
         total += len(text)
     out_offsets[count] = total
