@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: about one range per core, 32 to 256 MB each)")
     parser.add_argument("--no-body", action="store_true",
                         help="leave the JSON body column out of the frames table (faster, smaller)")
+    parser.add_argument("--records-base64", action="store_true",
+                        help="record sets in the JSON bodies as base64 of their bytes (default: a summary: "
+                             "batches, records, bytes, compression)")
     parser.add_argument("--no-report", action="store_true", help="write the tables only")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark configuration (repeatable)")
@@ -51,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         conf[key] = value
     options = Options(broker_ports=tuple(args.broker_port or (9092,)),
                       split_bytes=args.split_mb * 1024 * 1024 if args.split_mb else None,
-                      body=None if args.no_body else "json", report=not args.no_report)
+                      body=None if args.no_body else "json",
+                      records="base64" if args.records_base64 else "summary", report=not args.no_report)
     try:
         spark = spark_session(args.master, conf=conf)
         spark.sparkContext.setLogLevel("ERROR")

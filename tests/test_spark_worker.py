@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pyarrow as pa
@@ -59,6 +60,15 @@ def test_small_capture_frames_and_compact_rows(small):
     assert pc.value_counts(frames["status_name"]).to_pylist() == [
         {"values": "OK", "counts": 8}, {"values": "UNKNOWN_API", "counts": 1},
         {"values": "NO_REQUEST_INFO", "counts": 1}]
+    # Record sets show in the bodies as a summary of their batch headers, not as base64.
+    produce = frames.filter(pc.and_(pc.equal(frames["api_key"], 0), pc.equal(frames["direction"], 0)))
+    first = json.loads(produce["body"][0].as_py())["topic_data"][0]["partition_data"][0]["records"]
+    assert first == {"batches": 1, "records": 3, "bytes": 103, "compression": "none"}
+    sink64, _ = _tables(W.plan_file(small, 0)[0], records="base64")
+    same = {(r["connection_id"], r["direction"], r["sequence"]): r for r in sink64.table("frames").to_pylist()}
+    key = (produce["connection_id"][0].as_py(), 0, produce["sequence"][0].as_py())
+    raw = json.loads(same[key]["body"])["topic_data"][0]["partition_data"][0]["records"]
+    assert len(base64.b64decode(raw)) == 103
     topics = _kind(out.to_batches(), "topic").select(
         ["topic", "partition", "api_key", "messages", "records", "batches", "bytes", "compression"]).to_pylist()
     assert [tuple(p.values()) for p in topics] == [("orders", 0, 0, 1, 3, 1, 103, "none"),

@@ -183,6 +183,7 @@ class Options:
     split_bytes: int | None = None      # None: about one range per core, 32-256 MiB each
     overlap_bytes: int = W.DEFAULT_OVERLAP_BYTES
     body: str | None = "json"
+    records: str = "summary"            # record sets in the JSON bodies: "summary" or "base64"
     report: bool = True
 
 
@@ -234,12 +235,13 @@ def compact_rows(spark, inputs: Inputs, splits: list[W.Split], options: Options,
     parts_type = from_arrow_schema(W.PARTS_SCHEMA)
     ports = options.broker_ports
     body = options.body
+    records = options.records
 
     def read(batches):
         for batch in batches:
             for split in W.splits_from_batch(batch):
                 sink = W.ParquetSink(out, _part_name(split))
-                yield from W.process_split(split, broker_ports=ports, body=body, sink=sink)
+                yield from W.process_split(split, broker_ports=ports, body=body, records=records, sink=sink)
                 sink.close()
 
     def decode(batches):
@@ -247,7 +249,7 @@ def compact_rows(spark, inputs: Inputs, splits: list[W.Split], options: Options,
 
         context = TaskContext.get()
         sink = W.ParquetSink(out, f"group-{context.partitionId() if context else 0:05d}")
-        yield from W.decode_raw_batches(batches, body=body, sink=sink)
+        yield from W.decode_raw_batches(batches, body=body, records=records, sink=sink)
         sink.close()
 
     parts = []

@@ -483,8 +483,12 @@ def _accounting_rows(split: Split, counters: dict, connections: pa.Table) -> lis
 
 
 def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: str | None = "json",
-                  sink: Sink | None = None) -> Iterator[pa.RecordBatch]:
-    """Read one split: its frames and exchanges go to ``sink``; yields compact rows (or raw frames)."""
+                  records: str = "summary", sink: Sink | None = None) -> Iterator[pa.RecordBatch]:
+    """Read one split: its frames and exchanges go to ``sink``; yields compact rows (or raw frames).
+
+    ``body``: "json" or None (no body column); ``records``: record sets in the
+    bodies as a "summary" of their batch headers or as "base64".
+    """
     from kproto.capture import connection_schema, frame_schema
 
     ports = tuple(broker_ports)
@@ -500,18 +504,18 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
             counters = {"file_bytes": source.size, "frames_file_error": error}
             # One connection: decoded here whatever its size.
             yield from decode_and_summarize(pa.Table.from_batches(batches, schema=frame_schema()),
-                                            body=body, sink=sink)
+                                            body=body, sink=sink, records=records)
             yield from _accounting_rows(split, counters, connection_schema().empty_table())
             return
         if split.split_count > 1:
-            yield from _process_range(split, source, ports, body, sink)
+            yield from _process_range(split, source, ports, body, records, sink)
             return
         local = local_path(split.path)
         reader = _capture_reader(local if local is not None else source.read(0, source.size),
                                  split.capture, ports)
         if split.mode == "decode":
             frames = pa.Table.from_batches(list(reader), schema=frame_schema())
-            yield from decode_and_summarize(frames, body=body, sink=sink)
+            yield from decode_and_summarize(frames, body=body, sink=sink, records=records)
         else:
             # A big file that cannot be cut: frames stream out, the grouping step pairs them.
             for batch in reader:
@@ -521,7 +525,7 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
         source.close()
 
 
-def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: str | None,
+def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: str | None, records: str,
                    sink: Sink) -> Iterator[pa.RecordBatch]:
     """A range of a pcap, decoded and paired on its own, with its context and overlap.
 
@@ -557,7 +561,7 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
                        owner, order_by=frames["sequence"].to_numpy())
     frames = frames.set_column(frames.schema.get_field_index("sequence"), "sequence",
                                pa.array((split.split_index + owner) * (1 << 32) + rank, pa.int64()))
-    yield from decode_and_summarize(frames, body=body, sink=sink, owned=owner == 0)
+    yield from decode_and_summarize(frames, body=body, sink=sink, owned=owner == 0, records=records)
     last = split.split_index == split.split_count - 1
     end = reader.counters if last else marks.get("end", reader.counters)
     start = marks.get("start", {}) if split.split_index else {}
@@ -675,13 +679,14 @@ def _masked(values: np.ndarray, index: np.ndarray, present: np.ndarray, type_: p
     return pa.array(picked, type_, mask=~present)
 
 
-def decode_frames_table(frames: pa.Table, *, body: str | None = "json") -> Decoded:
+def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records: str = "summary") -> Decoded:
     """Decode and pair a table of capture frames (whole connections).
 
     ``frames`` has the kproto.capture frame columns. Requests and responses
     pair by (capture, connection, correlation id), the n-th request with an id
     to the n-th response with it, in sequence order (as ``kproto.batch.pair``);
-    every frame is decoded once with its request's API and version.
+    every frame is decoded once with its request's API and version. ``records``:
+    how JSON bodies show record sets ("summary" of the batch headers, or "base64").
     """
     import kproto.batch as kb
 
@@ -732,7 +737,7 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json") -> Decod
     key_of[resp[both]] = header_keys[req[both]]
     version_of[resp[both]] = header_versions[req[both]]
     decoded = kb.decode_frames(payload, directions=directions, request_api_keys=key_of,
-                               request_api_versions=version_of, body=body)
+                               request_api_versions=version_of, body=body, records=records)
     status = decoded["status"].to_numpy()
     frame_columns: dict[str, Any] = {name: frames[name] for name in (
         "capture", "connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size")}
@@ -807,12 +812,12 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json") -> Decod
     return Decoded(frame_table, exchange_table, owner_row, parts, partition_frame)
 
 
-def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink,
-                         owned: np.ndarray | None = None) -> Iterator[pa.RecordBatch]:
+def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink, owned: np.ndarray | None = None,
+                         records: str = "summary") -> Iterator[pa.RecordBatch]:
     """Decode and pair ``frames``; the owned frames and exchanges go to ``sink``; yield compact rows."""
     if frames.num_rows == 0:
         return
-    decoded = decode_frames_table(frames, body=body)
+    decoded = decode_frames_table(frames, body=body, records=records)
     frame_table, exchanges, partitions = decoded.frames, decoded.exchanges, decoded.partitions
     partition_ts = frames["ts_first_ns"].take(pa.array(decoded.partition_frame))
     if owned is not None:
@@ -897,7 +902,7 @@ PAIR_COUNTS = {"PAIRED": "exchanges_paired", "NO_RESPONSE_EXPECTED": "no_respons
                "UNPAIRED_REQUEST": "unpaired_requests", "UNPAIRED_RESPONSE": "unpaired_responses"}
 
 
-def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = "json",
+def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = "json", records: str = "summary",
                        sink: Sink | None = None) -> Iterator[pa.RecordBatch]:
     """The grouping step: raw frames of whole connections (any order) to compact rows; tables to ``sink``."""
     from kproto.capture import frame_schema
@@ -909,4 +914,4 @@ def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = 
     raw = raw.sort_by([("capture", "ascending"), ("connection_id", "ascending"), ("direction", "ascending"),
                        ("sequence", "ascending")])
     frames = raw.select([f.name for f in frame_schema()]).cast(frame_schema())
-    yield from decode_and_summarize(frames, body=body, sink=sink if sink is not None else Sink())
+    yield from decode_and_summarize(frames, body=body, sink=sink if sink is not None else Sink(), records=records)
