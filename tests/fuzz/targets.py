@@ -457,7 +457,7 @@ FAMILIES = {
     "headers": ("request_header",),
     "messages": ("request", "response"),
     "records": ("records",),
-    "capture": ("capture", "tcp"),
+    "captures": ("capture", "tcp"),
     "framing": ("framing",),
     "batch": ("batch",),
 }
