@@ -92,9 +92,12 @@ class Progress:
                 self.stream.write("\n")
 
     def step(self, phase: str) -> None:
+        import time
+
+        self.started = getattr(self, "started", None) or time.monotonic()
         self.phase = phase
         if self.enabled:
-            self._write(f"kproto analyze: {phase}", final=not self._tty)
+            self._write(f"kproto analyze: {phase} ({time.monotonic() - self.started:.1f} s)", final=not self._tty)
 
     def _write(self, text: str, final: bool) -> None:
         if self._tty:

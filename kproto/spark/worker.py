@@ -679,7 +679,8 @@ def _masked(values: np.ndarray, index: np.ndarray, present: np.ndarray, type_: p
     return pa.array(picked, type_, mask=~present)
 
 
-def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records: str = "summary") -> Decoded:
+def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records: str = "summary",
+                        owned: np.ndarray | None = None) -> Decoded:
     """Decode and pair a table of capture frames (whole connections).
 
     ``frames`` has the kproto.capture frame columns. Requests and responses
@@ -687,6 +688,7 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
     to the n-th response with it, in sequence order (as ``kproto.batch.pair``);
     every frame is decoded once with its request's API and version. ``records``:
     how JSON bodies show record sets ("summary" of the batch headers, or "base64").
+    ``owned`` (a mask of rows): the only frames whose partitions are wanted.
     """
     import kproto.batch as kb
 
@@ -805,10 +807,14 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
         "client_software_name": names, "client_software_version": versions, "software_problems": problems,
     }, m)])
 
-    # 4. Produce requests and Fetch responses, per topic-partition (record batch headers only).
+    # 4. Produce requests and Fetch responses, per topic-partition (record batch headers only),
+    # of the frames this task owns (taking the owned payloads first would copy them all).
     parts = kb.partitions(payload, directions=directions, request_api_keys=key_of,
                           request_api_versions=version_of)
     partition_frame = parts["frame"].to_numpy().astype(np.int64) if parts.num_rows else np.zeros(0, np.int64)
+    if owned is not None and parts.num_rows:
+        keep = owned[partition_frame]
+        parts, partition_frame = parts.filter(pa.array(keep)), partition_frame[keep]
     return Decoded(frame_table, exchange_table, owner_row, parts, partition_frame)
 
 
@@ -817,14 +823,12 @@ def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink, owne
     """Decode and pair ``frames``; the owned frames and exchanges go to ``sink``; yield compact rows."""
     if frames.num_rows == 0:
         return
-    decoded = decode_frames_table(frames, body=body, records=records)
+    decoded = decode_frames_table(frames, body=body, records=records, owned=owned)
     frame_table, exchanges, partitions = decoded.frames, decoded.exchanges, decoded.partitions
     partition_ts = frames["ts_first_ns"].take(pa.array(decoded.partition_frame))
     if owned is not None:
         frame_table = frame_table.filter(pa.array(owned))
         exchanges = exchanges.filter(pa.array(owned[decoded.exchange_frame]))
-        keep = pa.array(owned[decoded.partition_frame])
-        partitions, partition_ts = partitions.filter(keep), partition_ts.filter(keep)
     sink.add("frames", frame_table)
     sink.add("exchanges", exchanges)
     yield from summarize(frame_table, exchanges, partitions.append_column("ts_first_ns", partition_ts))
