@@ -157,6 +157,13 @@ def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int) 
 
     if not inputs.files:
         return []
+    local = [W.local_path(path) for path, _ in inputs.files]
+    if spark.sparkContext.master.startswith("local") and all(p is not None and os.path.isfile(p) for p in local):
+        # Local mode: the driver sees the files the tasks will read; no job needed.
+        planned = [s for path, length in inputs.files
+                   for s in W.plan_file(path, length, capture=_capture_name(path), split_bytes=split_bytes,
+                                        overlap=overlap_bytes)]
+        return sorted(planned, key=lambda s: (s.capture, s.split_index))
     files = spark.createDataFrame(
         spark.sparkContext.parallelize([(p, n) for p, n in inputs.files], max(1, min(len(inputs.files), 64))),
         "path string, length long")
