@@ -1,4 +1,4 @@
-"""What runs inside Spark's Python workers: captures in, Arrow batches of results out.
+"""What runs inside Spark's Python workers: captures in, tables and compact rows out.
 
 Nothing here imports pyspark: every function takes and returns pyarrow objects,
 so the same code runs in a Spark task, in a test, or in a plain script.
@@ -8,14 +8,16 @@ The pipeline (see docs/analyze.md):
 1. :func:`plan_file` looks at one input file and cuts it into *splits*. A pcap
    larger than ``split_bytes`` is cut at record boundaries (found by
    :func:`find_record_boundary`); each split owns the frames whose first byte
-   was captured in ``[ts_lo, ts_hi)``. Other files make one split.
-2. :func:`process_split` reads one split. A small whole file is decoded and
-   paired right there (``mode="decode"``); a range of a big file, or a big file
-   that cannot be cut, is emitted as ``raw`` frames that Spark groups by
-   connection before :func:`decode_frames_table` decodes them.
-3. Every output row is one of a few *kinds* sharing :func:`union_schema`:
-   ``frame``, ``exchange``, ``partition``, ``connection``, ``capture`` (the
-   accounting) and ``raw`` (frames on their way to the grouping step).
+   was captured in ``[ts_lo, ts_hi)`` and is read with some context before and
+   overlap after. Other files make one split.
+2. :func:`process_split` reads one split, decodes and pairs its frames
+   (:func:`decode_frames_table`) and hands the ``frames`` and ``exchanges`` rows
+   it owns to a :class:`Sink` (:class:`ParquetSink` in Spark tasks). A big
+   file that cannot be cut is emitted as ``raw`` frames instead, which Spark
+   groups by connection before :func:`decode_raw_batches` does the same.
+3. What goes back to Spark are compact rows in :data:`PARTS_SCHEMA`
+   (:func:`summarize`): per-capture counts, usage per connection / client /
+   API version, per topic-partition sums, and the accounting.
 """
 
 from __future__ import annotations
