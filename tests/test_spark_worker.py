@@ -173,3 +173,17 @@ def test_frame_files_are_one_connection_of_requests(tmp_path):
     assert frames.select(["connection_id", "direction", "sequence", "correlation_id", "status_name"]).to_pylist() \
         == [{"connection_id": 0, "direction": 0, "sequence": s, "correlation_id": s + 5, "status_name": "OK"}
             for s in (0, 1)]
+
+
+def test_local_listing_expands_globs_and_directories(tmp_path):
+    from kproto.spark.jobs import _list_local
+
+    for name in ("a.pcap", "b.pcap", "_SUCCESS", ".hidden", "c.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "sub").mkdir()
+    assert sorted(_list_local([str(tmp_path / "*.pcap")])) == [str(tmp_path / "a.pcap"), str(tmp_path / "b.pcap")]
+    assert sorted(_list_local([str(tmp_path)])) == [str(tmp_path / n) for n in ("a.pcap", "b.pcap", "c.txt")]
+    with pytest.raises(FileNotFoundError):
+        _list_local([str(tmp_path / "missing.pcap")])
+    with pytest.raises(FileNotFoundError):
+        _list_local([str(tmp_path / "*.pcapng")])

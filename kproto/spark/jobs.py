@@ -141,6 +141,10 @@ def list_inputs(spark, paths: Sequence[str]) -> Inputs:
     captures: list[str] = []
     for path in paths:
         (inputs.parquet if _is_parquet(path) else captures).append(path)
+    if captures and spark.sparkContext.master.startswith("local") and all(W.local_path(p) == p for p in captures):
+        # Local mode, local paths: list them here, as Spark's binaryFile would (no job, no JVM warm-up).
+        inputs.files = sorted((path, os.path.getsize(path)) for path in _list_local(captures))
+        return inputs
     if captures:
         resolved = [str(Path(p).resolve()) if "://" not in p and not p.startswith("file:") else p
                     for p in captures]
@@ -148,6 +152,26 @@ def list_inputs(spark, paths: Sequence[str]) -> Inputs:
                    .orderBy("path").collect())
         inputs.files = [(row["path"], int(row["length"])) for row in listing]
     return inputs
+
+
+def _list_local(paths: Sequence[str]) -> list[str]:
+    """Files named by local paths, globs and directories (their files; names starting "." or "_" skipped)."""
+    import glob
+
+    found: set[str] = set()
+    for path in paths:
+        matches = glob.glob(path) if glob.has_magic(path) else [path]
+        if not matches:
+            raise FileNotFoundError(f"no input files in {path}")
+        for match in matches:
+            if os.path.isdir(match):
+                found.update(os.path.join(match, name) for name in os.listdir(match)
+                             if not name.startswith((".", "_")) and os.path.isfile(os.path.join(match, name)))
+            elif os.path.isfile(match):
+                found.add(match)
+            else:
+                raise FileNotFoundError(f"no such file: {match}")
+    return [os.path.abspath(path) for path in found]
 
 
 def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int) -> list[W.Split]:
@@ -380,22 +404,26 @@ def summary_rows(spark, parts, tables: dict[str, Any]) -> list[dict]:
     """One row per capture and a total row ("*"): every frame read, and where it went."""
     from pyspark.sql import functions as F
 
-    connections = tables["connections"].groupBy("capture").agg(
-        F.count(F.lit(1)).alias("connections"),
-        *[F.sum(F.col(f"request_{n}") + F.col(f"response_{n}")).alias(n)
-          for n in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes")]).collect()
-    accounting = parts.filter(F.col("kind").isin("capture", "counts")).select("kind", "capture", "info").collect()
+    # One small collect: the accounting rows and the connections' byte counters.
+    accounting = parts.filter(F.col("kind").isin("capture", "counts", "connection")) \
+        .select("kind", "capture", "connection_id", "info").collect()
 
     rows: dict[str, dict] = {}
 
     def row(capture: str) -> dict:
         return rows.setdefault(capture, {"capture": capture})
 
-    for r in connections:
-        row(r["capture"]).update({k: v for k, v in r.asDict().items() if k != "capture"})
+    seen: dict[str, set] = {}
     for r in accounting:
         info = json.loads(r["info"])
         target = row(r["capture"])
+        if r["kind"] == "connection":
+            # A connection read by several ranges is one connection; its counters add up.
+            seen.setdefault(r["capture"], set()).add(r["connection_id"])
+            target["connections"] = len(seen[r["capture"]])
+            for name in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes"):
+                target[name] = target.get(name, 0) + info[f"request_{name}"] + info[f"response_{name}"]
+            continue
         if r["kind"] == "counts":
             for name, value in info.items():
                 if name == "first_ts_ns":
