@@ -76,6 +76,17 @@ def analysis(spark, tmp_path_factory):
     return result, out, str(small), str(big)
 
 
+@pytest.fixture(scope="module")
+def spark_combined(spark, analysis, tmp_path_factory):
+    """The same inputs with the compact rows combined by Spark SQL instead of in the driver."""
+    _result, _out, small, big = analysis
+    data = os.path.dirname(small)
+    out = tmp_path_factory.mktemp("out-spark")
+    analyze([small, big, os.path.join(data, "frames.parquet")], str(out), spark=spark,
+            options=Options(split_bytes=16_000, overlap_bytes=8_000, driver_rows=0, report=False), progress=False)
+    return out
+
+
 def _table(out, name):
     return pq.read_table(out / name)
 
@@ -179,3 +190,17 @@ def test_cli_help_lists_analyze():
     output = subprocess.run([sys.executable, "-m", "kproto.cli", "analyze", "--help"], capture_output=True,
                             text=True, check=True).stdout
     assert "--broker-port" in output and "--master" in output
+
+
+@pytest.mark.parametrize("name", ["connections", "clients", "topics", "summary", "frames", "exchanges"])
+def test_driver_and_spark_combine_alike(analysis, spark_combined, name):
+    _result, out, _small, _big = analysis
+
+    def rows(directory):
+        table = _table(directory, name)
+        return table.schema, sorted(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
+
+    driver_schema, driver_rows = rows(out)
+    spark_schema, spark_rows = rows(spark_combined)
+    assert [(f.name, f.type) for f in driver_schema] == [(f.name, f.type) for f in spark_schema]
+    assert driver_rows == spark_rows

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from kproto.spark import worker as W
 
 TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections")
@@ -219,6 +221,7 @@ class Options:
     body: str | None = "json"
     records: str = "summary"            # record sets in the JSON bodies: "summary" or "base64"
     report: bool = True
+    driver_rows: int = 200_000          # compact rows combined in the driver up to this many, else by Spark
 
 
 MIN_AUTO_SPLIT = 32 * 1024 * 1024
@@ -400,14 +403,12 @@ def build_tables(spark, parts) -> dict[str, Any]:
     return {"connections": connections, "clients": clients, "topics": topics}
 
 
-def summary_rows(spark, parts, tables: dict[str, Any]) -> list[dict]:
-    """One row per capture and a total row ("*"): every frame read, and where it went."""
-    from pyspark.sql import functions as F
+def summary_rows(accounting: Iterable[Any]) -> list[dict]:
+    """One row per capture and a total row ("*"): every frame read, and where it went.
 
-    # One small collect: the accounting rows and the connections' byte counters.
-    accounting = parts.filter(F.col("kind").isin("capture", "counts", "connection")) \
-        .select("kind", "capture", "connection_id", "info").collect()
-
+    ``accounting``: the compact rows of kinds capture, counts and connection
+    (anything indexable by kind, capture, connection_id and info).
+    """
     rows: dict[str, dict] = {}
 
     def row(capture: str) -> dict:
@@ -470,6 +471,10 @@ SUMMARY_COUNTS = (
     "no_response_expected", "unpaired_requests", "unpaired_responses", "skipped_bytes", "gap_bytes",
     "tail_bytes", "duplicate_bytes",
 )
+SUMMARY_SCHEMA = pa.schema([("capture", pa.string()), ("format", pa.string()), ("splits", pa.int32())]
+                           + [(name, pa.int64()) for name in SUMMARY_COUNTS]
+                           + [("first_ts_ns", pa.int64()), ("last_ts_ns", pa.int64()),
+                              ("accounted", pa.bool_()), ("error", pa.string())])
 SUMMARY_DDL = ("capture string, format string, splits int, " + ", ".join(f"{n} long" for n in SUMMARY_COUNTS)
                + ", first_ts_ns long, last_ts_ns long, accounted boolean, error string")
 
@@ -505,20 +510,36 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         prepare_output(out_text)
         parts, stage1 = compact_rows(spark, inputs, splits, options, out_text)
         parts = parts.persist()
-        parts.count()      # the one pass over the data: frames and exchanges are written now
+        # The one pass over the data: frames and exchanges are written now.
+        compact_count = parts.count()
         finish_output(out_text)
-        written = {name: f"{out_text}/{name}" for name in ("frames", "exchanges")}
-        tables = build_tables(spark, parts)
-        for name in ("connections", "clients", "topics"):
-            show.step(f"writing {name}")
-            tables[name].write.mode("overwrite").parquet(f"{out_text}/{name}")
-            written[name] = f"{out_text}/{name}"
-        show.step("writing summary")
-        summary = summary_rows(spark, parts, tables)
-        summary_df = spark.createDataFrame([tuple(r.get(c.split()[0]) for c in SUMMARY_DDL.split(", "))
-                                            for r in summary], SUMMARY_DDL)
-        summary_df.coalesce(1).write.mode("overwrite").parquet(f"{out_text}/summary")
-        written["summary"] = f"{out_text}/summary"
+        written = {name: f"{out_text}/{name}"
+                   for name in ("frames", "exchanges", "connections", "clients", "topics", "summary")}
+        if compact_count <= options.driver_rows:
+            # Few compact rows (the usual case): combine them here, no Spark job per table.
+            show.step(f"combining {compact_count:,} compact rows, writing the tables")
+            collected = parts.toArrow()
+            tables = W.combine(collected)
+            accounting = [r for r in collected.select(["kind", "capture", "connection_id", "info"]).to_pylist()
+                          if r["kind"] in ("capture", "counts", "connection")]
+            summary = summary_rows(accounting)
+            tables["summary"] = pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA)
+            for name in ("connections", "clients", "topics", "summary"):
+                write_table(tables[name], out_text, name)
+        else:
+            from pyspark.sql import functions as F
+
+            tables = build_tables(spark, parts)
+            for name in ("connections", "clients", "topics"):
+                show.step(f"writing {name}")
+                tables[name].write.mode("overwrite").parquet(f"{out_text}/{name}")
+            show.step("writing summary")
+            accounting = parts.filter(F.col("kind").isin("capture", "counts", "connection")) \
+                .select("kind", "capture", "connection_id", "info").collect()
+            summary = summary_rows(accounting)
+            summary_df = spark.createDataFrame([tuple(r.get(name) for name in SUMMARY_SCHEMA.names)
+                                                for r in summary], SUMMARY_DDL)
+            summary_df.coalesce(1).write.mode("overwrite").parquet(f"{out_text}/summary")
         facts = None
         if options.report:
             show.step("building the report")
@@ -532,6 +553,18 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             stage1.unpersist()
         show.step("done")
     return Result(Path(local_out or out_text), summary, facts, written)
+
+
+def write_table(table: pa.Table, out: str, name: str) -> None:
+    """One small table as ``<out>/<name>/part-00000.parquet`` (replacing what was there), with _SUCCESS."""
+    import pyarrow.parquet as pq
+
+    filesystem, base = W.output_filesystem(out)
+    filesystem.create_dir(f"{base}/{name}", recursive=True)
+    filesystem.delete_dir_contents(f"{base}/{name}", missing_dir_ok=True)
+    pq.write_table(table, f"{base}/{name}/part-00000.parquet", filesystem=filesystem)
+    with filesystem.open_output_stream(f"{base}/{name}/_SUCCESS") as stream:
+        stream.write(b"")
 
 
 def report_tables(spark, written: dict[str, str]) -> dict[str, Any]:
