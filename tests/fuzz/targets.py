@@ -359,12 +359,21 @@ def _batch_modules() -> dict:
 
 
 _BATCHES = _batch_modules()
+if _BATCHES:
+    import inspect
+
+    import kproto.batch
+
+    _DECODE_FRAMES_OPTIONS = set(inspect.signature(kproto.batch.decode_frames).parameters)
+else:
+    _DECODE_FRAMES_OPTIONS = set()
 
 
 def batch_options(responses: bool = False, arrow_input: bool = False, json_body: bool = True,
-                  api_key: int = 0, api_version: int = 0) -> bytes:
+                  api_key: int = 0, api_version: int = 0, records_summary: bool = False) -> bytes:
     """The three leading bytes that make fuzz_batch decode with these options."""
-    return bytes([(1 if responses else 0) | (2 if arrow_input else 0) | (4 if json_body else 0),
+    return bytes([(1 if responses else 0) | (2 if arrow_input else 0) | (4 if json_body else 0)
+                  | (8 if records_summary else 0),
                   api_key & 0xFF, api_version & 0xFF])
 
 
@@ -376,6 +385,8 @@ def _decode_batch(impl: str, body: bytes, flags: int, api_key: int, api_version:
 
     direction = flags & 1
     json_body = "json" if flags & 4 else None
+    # record sets in JSON bodies: base64 of the bytes, or a summary read from the batch headers
+    options = {"records": "summary"} if flags & 8 and "records" in _DECODE_FRAMES_OPTIONS else {}
     saved = kb._batch
     kb._batch = _BATCHES[impl]       # decode_frames calls the module it loaded; point it at each twin
     try:
@@ -388,11 +399,11 @@ def _decode_batch(impl: str, body: bytes, flags: int, api_key: int, api_version:
                                      directions=np.full(count, direction, np.int8),
                                      request_api_keys=np.full(count, api_key, np.int16),
                                      request_api_versions=np.full(count, api_version, np.int16),
-                                     body=json_body, max_frame_size=1 << 20)
+                                     body=json_body, max_frame_size=1 << 20, **options)
         else:
             batch = kb.decode_frames(body, directions=direction, request_api_keys=api_key,
                                      request_api_versions=api_version, body=json_body,
-                                     max_frame_size=1 << 20)
+                                     max_frame_size=1 << 20, **options)
     finally:
         kb._batch = saved
     columns = batch.to_pydict()
