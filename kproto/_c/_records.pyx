@@ -1324,7 +1324,7 @@ cdef object _binary_array(Py_ssize_t n, const unsigned char **pointers, int32_t 
     large = total > INT32_MAX
     offsets = np.empty(n + 1, dtype=np.int64 if large else np.int32)
     data = np.empty(max(total, 1), dtype=np.uint8)
-    validity = np.ones((n + 7) // 8 if nulls else 0, dtype=np.uint8)
+    validity = np.empty((n + 7) // 8 if nulls else 0, dtype=np.uint8)   # set to 0xFF below
     cdef unsigned char[::1] data_view = data
     cdef unsigned char[::1] validity_view = validity
     cdef int32_t[::1] off32
@@ -1388,7 +1388,7 @@ cdef object _view_array(list owners, Py_ssize_t n, const unsigned char **pointer
         size_v[k] = view.len
         PyBuffer_Release(&view)     # the owners stay alive: the Arrow buffers below hold them
     views = np.zeros(n * 16 if n else 16, dtype=np.uint8)
-    validity = np.ones((n + 7) // 8 if n else 1, dtype=np.uint8)
+    validity = np.empty((n + 7) // 8 if n else 1, dtype=np.uint8)      # set to 0xFF below
     cdef unsigned char[::1] views_v = views
     cdef unsigned char[::1] validity_v = validity
     cdef unsigned char *slot
@@ -1430,6 +1430,28 @@ cdef object _view_array(list owners, Py_ssize_t n, const unsigned char **pointer
     buffers = [pa.py_buffer(validity) if nulls else None, pa.py_buffer(views)]
     buffers += [pa.py_buffer(owner) for owner in distinct]
     return pa.Array.from_buffers(pa.binary_view(), n, buffers, null_count=nulls)
+
+
+cdef dict _EMPTY = {}
+
+
+cdef void *_data_pointer(object array) except NULL:
+    # The data pointer of a fresh contiguous numpy array (it keeps its memory while alive);
+    # cheaper than a typed memoryview for the few columns filled in C here.
+    cdef Py_buffer view
+    PyObject_GetBuffer(array, &view, PyBUF_SIMPLE)
+    cdef void *data = view.buf
+    PyBuffer_Release(&view)
+    if data == NULL:
+        raise ValueError("array without data")
+    return data
+
+
+cdef object _fixed_array(object arrow_type, object values):
+    # pa.array() on numpy goes through pandas-compatibility checks that cost more
+    # than the rest of a small batch; the buffer is already in Arrow's layout.
+    import pyarrow as pa
+    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
 
 
 cdef dict _SCHEMAS = {}
@@ -1544,11 +1566,11 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
     header_count = np.empty(n, dtype=np.int32)
     header_offsets = np.empty(n + 1, dtype=np.int32)
     batch_of = np.empty(n, dtype=np.int32)
-    cdef int64_t[::1] offset_v = offset
-    cdef int64_t[::1] timestamp_v = timestamp
-    cdef int32_t[::1] header_count_v = header_count
-    cdef int32_t[::1] header_offsets_v = header_offsets
-    cdef int32_t[::1] batch_of_v = batch_of
+    cdef int64_t *offset_v = <int64_t *>_data_pointer(offset)
+    cdef int64_t *timestamp_v = <int64_t *>_data_pointer(timestamp)
+    cdef int32_t *header_count_v = <int32_t *>_data_pointer(header_count)
+    cdef int32_t *header_offsets_v = <int32_t *>_data_pointer(header_offsets)
+    cdef int32_t *batch_of_v = <int32_t *>_data_pointer(batch_of)
     cdef Py_ssize_t missing_timestamps = 0
     if spans.n_headers > INT32_MAX:
         raise DecodeError("more than 2**31 record headers in one table")
@@ -1563,7 +1585,7 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
         batch_of_v[i] = span.batch_index
     header_offsets_v[n] = <int32_t>spans.n_headers
 
-    timestamp_array = pa.array(timestamp)
+    timestamp_array = _fixed_array(pa.int64(), timestamp)
     if missing_timestamps:
         has_timestamp = np.fromiter((spans.records[i].has_timestamp for i in range(n)), dtype=bool, count=n)
         timestamp_array = pa.array(timestamp, mask=~has_timestamp)
@@ -1578,20 +1600,27 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
                              sizeof(RecordSpan))
         values = _binary_array(n, &spans.records[0].value if n else NULL,
                                &spans.records[0].value_len if n else NULL, sizeof(RecordSpan))
-    header_keys = _binary_array(spans.n_headers, &spans.headers[0].key if spans.n_headers else NULL,
-                                &spans.headers[0].key_len if spans.n_headers else NULL, sizeof(HeaderSpan),
-                                text=True)
-    header_values = _binary_array(spans.n_headers, &spans.headers[0].value if spans.n_headers else NULL,
-                                  &spans.headers[0].value_len if spans.n_headers else NULL, sizeof(HeaderSpan))
+    if spans.n_headers:
+        header_keys = _binary_array(spans.n_headers, &spans.headers[0].key, &spans.headers[0].key_len,
+                                    sizeof(HeaderSpan), text=True)
+        header_values = _binary_array(spans.n_headers, &spans.headers[0].value, &spans.headers[0].value_len,
+                                      sizeof(HeaderSpan))
+    else:   # most batches carry no headers: skip building two empty arrays each time
+        header_keys = _EMPTY.get("string")
+        if header_keys is None:
+            header_keys = _EMPTY["string"] = pa.array([], pa.string())
+            _EMPTY["binary"] = pa.array([], pa.binary())
+        header_values = _EMPTY["binary"]
     schema = _schema(batch_columns)
     header_type = schema.field("headers").type
     headers = pa.ListArray.from_arrays(
-        pa.array(header_offsets),
+        _fixed_array(pa.int32(), header_offsets),
         pa.StructArray.from_arrays([header_keys, header_values], fields=list(header_type.value_type)),
         type=header_type)
     if keys.type != pa.binary() or values.type != pa.binary():
         schema = schema.set(2, pa.field("key", keys.type)).set(3, pa.field("value", values.type))
-    arrays = [pa.array(offset), timestamp_array, keys, values, pa.array(header_count), headers]
+    arrays = [_fixed_array(pa.int64(), offset), timestamp_array, keys, values,
+              _fixed_array(pa.int32(), header_count), headers]
     if batch_columns:
         # One value per batch, spread to the records with one numpy gather.
         per_batch = np.array([[0 if value is None else value for value in row] for row in batch_rows],
