@@ -311,7 +311,7 @@ def pair_schema(body: str | None = None) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _occurrence(*keys: np.ndarray, order_by: np.ndarray) -> np.ndarray:
+def occurrence_rank(*keys: np.ndarray, order_by: np.ndarray) -> np.ndarray:
     """For each row, how many earlier rows (in ``order_by`` order) share its keys."""
     count = len(order_by)
     if count == 0:
@@ -388,9 +388,9 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
     # Frames without a readable correlation id cannot pair: give them keys of their own.
     req_key = np.where(req_corr_valid, req_corr, -(2**40) - req_rows)
     resp_key = np.where(resp_corr_valid, resp_corr, -(2**41) - resp_rows)
-    req_rank = _occurrence(capture_codes[req_rows], connection[req_rows], req_key,
+    req_rank = occurrence_rank(capture_codes[req_rows], connection[req_rows], req_key,
                            order_by=sequence[req_rows])
-    resp_rank = _occurrence(capture_codes[resp_rows], connection[resp_rows], resp_key,
+    resp_rank = occurrence_rank(capture_codes[resp_rows], connection[resp_rows], resp_key,
                             order_by=sequence[resp_rows])
     left = pa.table({"k0": capture_codes[req_rows], "k1": connection[req_rows], "k2": req_key,
                      "k3": req_rank, "req": np.arange(len(req_rows))})

@@ -37,6 +37,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kproto.batch import occurrence_rank
+
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
@@ -559,7 +561,7 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
     # The split that owns a frame holds the timestamp of its first byte: -1 before, 0 this, 1 after.
     ts = frames["ts_first_ns"].fill_null(INT64_MIN).to_numpy()
     owner = np.where(ts < split.ts_lo, -1, np.where(ts < split.ts_hi, 0, 1)).astype(np.int64)
-    rank = _occurrence(frames["connection_id"].to_numpy(), frames["direction"].to_numpy().astype(np.int64),
+    rank = occurrence_rank(frames["connection_id"].to_numpy(), frames["direction"].to_numpy().astype(np.int64),
                        owner, order_by=frames["sequence"].to_numpy())
     frames = frames.set_column(frames.schema.get_field_index("sequence"), "sequence",
                                pa.array((split.split_index + owner) * (1 << 32) + rank, pa.int64()))
@@ -593,23 +595,6 @@ def _global_connection_ids(connections: pa.Table) -> np.ndarray:
     for r in rows:
         ids[r["connection_id"]] = connection_hash(r["client_ip"], r["client_port"], r["server_ip"], r["server_port"])
     return ids
-
-
-def _occurrence(*keys: np.ndarray, order_by: np.ndarray) -> np.ndarray:
-    """For each row, how many earlier rows (in ``order_by`` order) share its keys."""
-    count = len(order_by)
-    if count == 0:
-        return np.zeros(0, np.int64)
-    order = np.lexsort((order_by, *reversed(keys)))
-    changed = np.zeros(count, bool)
-    changed[0] = True
-    for key in keys:
-        sorted_key = key[order]
-        changed[1:] |= sorted_key[1:] != sorted_key[:-1]
-    group_start = np.maximum.accumulate(np.where(changed, np.arange(count), 0))
-    rank = np.empty(count, np.int64)
-    rank[order] = np.arange(count) - group_start
-    return rank
 
 
 # ---------------------------------------------------------------- decoding and pairing
@@ -713,7 +698,7 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
     is_request = directions == kb.REQUEST
     # Frames without a readable correlation id cannot pair: give them keys of their own.
     key = np.where(corr_valid, corr, np.where(is_request, -(2**40), -(2**41)) - rows)
-    rank = _occurrence(capture_codes, connection, directions.astype(np.int64), key, order_by=sequence)
+    rank = occurrence_rank(capture_codes, connection, directions.astype(np.int64), key, order_by=sequence)
     req_rows = np.flatnonzero(is_request)
     resp_rows = np.flatnonzero(~is_request)
     left = pa.table({"k0": capture_codes[req_rows], "k1": connection[req_rows], "k2": key[req_rows],
