@@ -614,37 +614,64 @@ cdef int skip_tagged(ByteReader *r, CPlan plan, PathFrame *frame) except -1:
     cdef uint32_t count, k, tag, size
     cdef int64_t previous = -1
     cdef Py_ssize_t j
-    cdef FieldOp *op
     cdef const unsigned char *outer_end
-    frame.name = <PyObject *>TAGGED_SECTION
-    count = read_unsigned_varint(r)
-    if count > <uint32_t>(r.end - r.p):
-        raise_invalid_length(r, count, "tagged field count")
+    count = read_tagged_count(r, frame)
     for k in range(count):
-        tag = read_unsigned_varint(r)
-        if <int64_t>tag <= previous:
-            raise_decode(r, DecodeError, f"tagged field {tag} out of order (after {previous})")
-        previous = tag
-        size = read_unsigned_varint(r)
-        if size > <uint32_t>(r.end - r.p):
-            raise_truncated(r, size)
-        op = NULL
-        for j in range(plan.ntagged):
-            if plan.tagged[j].tag == <int>tag:
-                op = &plan.tagged[j]
-                break
-        if op == NULL:
+        j = read_tag_entry(r, plan, &previous, &tag, &size)
+        if j < 0:
             r.p += size
             continue
-        frame.name = op.name
-        outer_end = r.end
-        r.end = r.p + size
-        skip_value(r, op, op.kind, op.nullable, frame)
-        if r.p != r.end:
-            raise_decode(r, InvalidLengthError,
-                         f"tagged field {tag} declared {size} bytes but its value ended {r.end - r.p} early")
-        r.end = outer_end
-        frame.name = <PyObject *>TAGGED_SECTION
+        outer_end = enter_tagged_value(r, &plan.tagged[j], size, frame)
+        skip_value(r, &plan.tagged[j], plan.tagged[j].kind, plan.tagged[j].nullable, frame)
+        leave_tagged_value(r, outer_end, tag, size, frame)
+    return 0
+
+
+# ---- the tagged-field section, shared by the eager read and the validating scan
+cdef uint32_t read_tagged_count(ByteReader *r, PathFrame *frame) except? 0xFFFFFFFF:
+    frame.name = <PyObject *>TAGGED_SECTION
+    cdef uint32_t count = read_unsigned_varint(r)
+    if count > <uint32_t>(r.end - r.p):
+        raise_invalid_length(r, count, "tagged field count")
+    return count
+
+
+cdef Py_ssize_t read_tag_entry(ByteReader *r, CPlan plan, int64_t *previous, uint32_t *tag_out,
+                               uint32_t *size_out) except -2:
+    """One tag and size, in strictly ascending tag order, the size within the bytes left.
+    Returns the index of the known tagged field, or -1 for a tag this plan does not know."""
+    cdef uint32_t tag = read_unsigned_varint(r)
+    if <int64_t>tag <= previous[0]:
+        raise_decode(r, DecodeError, f"tagged field {tag} out of order (after {previous[0]})")
+    previous[0] = tag
+    cdef uint32_t size = read_unsigned_varint(r)
+    if size > <uint32_t>(r.end - r.p):
+        raise_truncated(r, size)
+    tag_out[0] = tag
+    size_out[0] = size
+    cdef Py_ssize_t j
+    for j in range(plan.ntagged):
+        if plan.tagged[j].tag == <int>tag:
+            return j
+    return -1
+
+
+cdef inline const unsigned char *enter_tagged_value(ByteReader *r, FieldOp *op, uint32_t size,
+                                                    PathFrame *frame) noexcept:
+    # The value must fit its declared size exactly: read it with the end moved in.
+    frame.name = op.name
+    cdef const unsigned char *outer_end = r.end
+    r.end = r.p + size
+    return outer_end
+
+
+cdef int leave_tagged_value(ByteReader *r, const unsigned char *outer_end, uint32_t tag, uint32_t size,
+                            PathFrame *frame) except -1:
+    if r.p != r.end:
+        raise_decode(r, InvalidLengthError,
+                     f"tagged field {tag} declared {size} bytes but its value ended {r.end - r.p} early")
+    r.end = outer_end
+    frame.name = <PyObject *>TAGGED_SECTION
     return 0
 
 
@@ -656,44 +683,23 @@ cdef object read_tagged(ByteReader *r, CPlan plan, object obj, PathFrame *frame,
     cdef uint32_t count, k, tag, size
     cdef int64_t previous = -1
     cdef Py_ssize_t j
-    cdef FieldOp *op
     cdef const unsigned char *outer_end
     cdef dict unknown = None
-    frame.name = <PyObject *>TAGGED_SECTION
-    count = read_unsigned_varint(r)
-    if count > <uint32_t>(r.end - r.p):
-        raise_invalid_length(r, count, "tagged field count")
+    count = read_tagged_count(r, frame)
     for j in range(plan.ntagged):
         seen[j] = 0
     for k in range(count):
-        tag = read_unsigned_varint(r)
-        if <int64_t>tag <= previous:
-            raise_decode(r, DecodeError, f"tagged field {tag} out of order (after {previous})")
-        previous = tag
-        size = read_unsigned_varint(r)
-        if size > <uint32_t>(r.end - r.p):
-            raise_truncated(r, size)
-        op = NULL
-        for j in range(plan.ntagged):
-            if plan.tagged[j].tag == <int>tag:
-                op = &plan.tagged[j]
-                break
-        if op == NULL:
+        j = read_tag_entry(r, plan, &previous, &tag, &size)
+        if j < 0:
             if unknown is None:
                 unknown = {}
             unknown[tag] = read_bytes_body(r, size)
             continue
-        frame.name = op.name
-        outer_end = r.end
-        r.end = r.p + size
-        value = read_value(r, op, op.kind, op.nullable, frame, source)
-        if r.p != r.end:
-            raise_decode(r, InvalidLengthError,
-                         f"tagged field {tag} declared {size} bytes but its value ended {r.end - r.p} early")
-        r.end = outer_end
-        set_slot(obj, op.offset, value)
+        outer_end = enter_tagged_value(r, &plan.tagged[j], size, frame)
+        value = read_value(r, &plan.tagged[j], plan.tagged[j].kind, plan.tagged[j].nullable, frame, source)
+        leave_tagged_value(r, outer_end, tag, size, frame)
+        set_slot(obj, plan.tagged[j].offset, value)
         seen[j] = 1
-        frame.name = <PyObject *>TAGGED_SECTION
     for j in range(plan.ntagged):
         if not seen[j]:
             set_slot(obj, plan.tagged[j].offset, fresh_default(&plan.tagged[j]))
