@@ -339,6 +339,8 @@ cdef int write_string_value(ByteWriter *w, object value, bint compact, bint null
 cdef int write_bytes_value(ByteWriter *w, object value, bint compact, bint nullable) except -1
 cdef int write_uuid(ByteWriter *w, object value) except -1
 cdef int write_length(ByteWriter *w, Py_ssize_t n, bint compact, bint wide) except -1
+cdef dict read_raw_tagged_fields(ByteReader *r)
+cdef int write_raw_tagged_fields(ByteWriter *w, object fields) except -1
 cdef int writer_init(ByteWriter *w, Py_ssize_t capacity) except -1
 cdef void writer_free(ByteWriter *w) noexcept
 cdef bytes writer_to_bytes(ByteWriter *w)

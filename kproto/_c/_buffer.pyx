@@ -127,7 +127,43 @@ cdef object read_bytes_value(ByteReader *r, bint compact, bint nullable):
     return read_bytes_body(r, n)
 
 
+cdef dict read_raw_tagged_fields(ByteReader *r):
+    """A tagged-field section kept raw: {tag: bytes}, or None when it is empty.
+    Tags must strictly ascend; each size must fit in the bytes left."""
+    cdef uint32_t count = read_unsigned_varint(r)
+    cdef uint32_t i, tag, size
+    cdef int64_t previous = -1
+    if count == 0:
+        return None
+    if count > <uint32_t>(r.end - r.p):
+        raise_invalid_length(r, count, "tagged field count")
+    fields = {}
+    for i in range(count):
+        tag = read_unsigned_varint(r)
+        if <int64_t>tag <= previous:
+            raise_decode(r, DecodeError, f"tagged field {tag} out of order (after {previous})")
+        previous = tag
+        size = read_unsigned_varint(r)
+        if size > <uint32_t>(r.end - r.p):
+            raise_truncated(r, size)
+        fields[tag] = read_bytes_body(r, size)
+    return fields
+
+
 # ---------------------------------------------------------------- writer
+cdef int write_raw_tagged_fields(ByteWriter *w, object fields) except -1:
+    """A tagged-field section from {tag: raw bytes} (None or empty: no fields), tags ascending."""
+    if not fields:
+        return write_unsigned_varint(w, 0)
+    write_unsigned_varint(w, <uint32_t>len(fields))
+    for tag in sorted(fields):
+        data = bytes(fields[tag])
+        write_unsigned_varint(w, <uint32_t>as_int(tag, 0, 0xFFFFFFFF, "tag"))
+        write_unsigned_varint(w, <uint32_t>PyBytes_GET_SIZE(data))
+        write_raw(w, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+    return 0
+
+
 cdef int writer_init(ByteWriter *w, Py_ssize_t capacity) except -1:
     w.buf = <unsigned char *>PyMem_Malloc(capacity)
     if w.buf == NULL:
@@ -337,23 +373,7 @@ cdef class Reader:
 
     def read_tagged_fields(self):
         """A tagged-field section as {tag: raw bytes}, tags strictly ascending."""
-        cdef uint32_t count = read_unsigned_varint(&self.r)
-        cdef uint32_t i, tag, size
-        cdef int64_t previous = -1
-        if count > <uint32_t>(self.r.end - self.r.p):
-            raise_invalid_length(&self.r, count, "tagged field count")
-        fields = {}
-        for i in range(count):
-            tag = read_unsigned_varint(&self.r)
-            if <int64_t>tag <= previous:
-                raise_decode(&self.r, DecodeError,
-                             f"tagged field {tag} out of order (after {previous})")
-            previous = tag
-            size = read_unsigned_varint(&self.r)
-            if size > <uint32_t>(self.r.end - self.r.p):
-                raise_truncated(&self.r, size)
-            fields[tag] = read_bytes_body(&self.r, size)
-        return fields
+        return read_raw_tagged_fields(&self.r) or {}
 
 
 cdef class Writer:
@@ -451,10 +471,4 @@ cdef class Writer:
 
     def write_tagged_fields(self, fields):
         """A tagged-field section from {tag: raw bytes}, written in ascending tag order."""
-        tags = sorted(fields or ())
-        write_unsigned_varint(&self.w, <uint32_t>len(tags))
-        for tag in tags:
-            data = bytes(fields[tag])
-            write_unsigned_varint(&self.w, <uint32_t>as_int(tag, 0, 0xFFFFFFFF, "tag"))
-            write_unsigned_varint(&self.w, <uint32_t>PyBytes_GET_SIZE(data))
-            write_raw(&self.w, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+        write_raw_tagged_fields(&self.w, fields)

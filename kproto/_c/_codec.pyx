@@ -1179,27 +1179,6 @@ cdef str read_client_id(ByteReader *r):
     return s
 
 
-cdef dict read_header_tags(ByteReader *r):
-    cdef uint32_t count = read_unsigned_varint(r)
-    cdef uint32_t i, tag, size
-    cdef int64_t previous = -1
-    if count == 0:
-        return None
-    if count > <uint32_t>(r.end - r.p):
-        raise_invalid_length(r, count, "tagged field count")
-    tags = {}
-    for i in range(count):
-        tag = read_unsigned_varint(r)
-        if <int64_t>tag <= previous:
-            raise_decode(r, DecodeError, f"tagged field {tag} out of order (after {previous})")
-        previous = tag
-        size = read_unsigned_varint(r)
-        if size > <uint32_t>(r.end - r.p):
-            raise_truncated(r, size)
-        tags[tag] = read_bytes_body(r, size)
-    return tags
-
-
 cdef object read_request_header(ByteReader *r, int *version_out):
     r.root_name = <PyObject *>REQUEST_HEADER_NAME
     cdef int api_key = read_int16(r)
@@ -1217,7 +1196,7 @@ cdef object read_request_header(ByteReader *r, int *version_out):
         h.client_id = read_client_id(r)
     r.path[0].name = <PyObject *>TAGGED_SECTION
     if version >= 2:
-        h._unknown_tags = read_header_tags(r)
+        h._unknown_tags = read_raw_tagged_fields(r)
     r.depth = 0
     r.root_name = NULL
     version_out[0] = version
@@ -1231,7 +1210,7 @@ cdef object read_response_header(ByteReader *r, int api_key, int api_version, in
     cdef ResponseHeader h = ResponseHeader.__new__(ResponseHeader)
     h.correlation_id = correlation_id
     if version >= 1:
-        h._unknown_tags = read_header_tags(r)
+        h._unknown_tags = read_raw_tagged_fields(r)
     r.root_name = NULL
     version_out[0] = version
     return h
@@ -1350,18 +1329,6 @@ def decode_response(buf, int api_key, int api_version, plan):
     return h, version, body
 
 
-cdef int write_header_tags(ByteWriter *w, object tags) except -1:
-    if not tags:
-        return write_unsigned_varint(w, 0)
-    write_unsigned_varint(w, <uint32_t>len(tags))
-    for tag in sorted(tags):
-        raw = bytes(tags[tag])
-        write_unsigned_varint(w, <uint32_t>as_int(tag, 0, 0xFFFFFFFF, "tag"))
-        write_unsigned_varint(w, <uint32_t>PyBytes_GET_SIZE(raw))
-        write_raw(w, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
-    return 0
-
-
 def encode_request(body, plan, correlation_id, client_id, header_tags=None):
     cdef ByteWriter w
     cdef int api_key = plan.api_key
@@ -1375,7 +1342,7 @@ def encode_request(body, plan, correlation_id, client_id, header_tags=None):
         if version >= 1:
             write_string_value(&w, client_id, False, True)
         if version >= 2:
-            write_header_tags(&w, header_tags)
+            write_raw_tagged_fields(&w, header_tags)
         encode_into(&w, body, plan)
         return writer_to_bytes(&w)
     finally:
@@ -1388,7 +1355,7 @@ def encode_response(body, plan, correlation_id, header_tags=None):
     try:
         write_int32(&w, <int32_t>as_int(correlation_id, INT32_MIN, INT32_MAX, "int32"))
         if response_header_version(plan.api_key, plan.version) >= 1:
-            write_header_tags(&w, header_tags)
+            write_raw_tagged_fields(&w, header_tags)
         encode_into(&w, body, plan)
         return writer_to_bytes(&w)
     finally:
@@ -1405,7 +1372,7 @@ def encode_request_header(header, int header_version):
         if header_version >= 1:
             write_string_value(&w, header.client_id, False, True)
         if header_version >= 2:
-            write_header_tags(&w, header._unknown_tags)
+            write_raw_tagged_fields(&w, header._unknown_tags)
         return writer_to_bytes(&w)
     finally:
         writer_free(&w)
