@@ -140,18 +140,6 @@ def encode_request(body: Message, *, version: int, correlation_id: int, client_i
     return _prefix(_codec.encode_request(body, plan, correlation_id, client_id, header_tags), size_prefixed)
 
 
-def _response_plan(api_key: int, api_version: int) -> schema.StructPlan:
-    name = schema.response_name(api_key)
-    if name is None:
-        raise UnsupportedVersionError(f"unknown api_key {api_key}", 0, None, api_key, api_version)
-    try:
-        return schema.plan(name, api_version)
-    except KeyError:
-        lo, hi = schema.spec(name)["valid_versions"]
-        raise UnsupportedVersionError(f"{name} version {api_version} is not supported (kproto knows {lo}-{hi})",
-                                      0, None, api_key, api_version) from None
-
-
 def decode_response(payload, api_key: int, api_version: int, *, size_prefixed: bool = False) -> Response:
     """Decode a response to a request of ``api_key`` / ``api_version``.
 
@@ -164,7 +152,7 @@ def decode_response(payload, api_key: int, api_version: int, *, size_prefixed: b
     if api_key == _API_VERSIONS and api_version > 0 and _api_versions_error(data) == _UNSUPPORTED_VERSION:
         read_version = 0
     try:
-        plan = _response_plan(api_key, read_version)
+        plan = schema.api_plan(api_key, read_version, False)
     except UnsupportedVersionError as exc:
         header, _hv, _off = _codec.decode_response_header(data, api_key, api_version)
         exc.header = header

@@ -1280,17 +1280,7 @@ cdef CPlan request_plan(int api_key, int api_version, object header, Py_ssize_t 
     cached = request_plans.get(key)
     if cached is not None:
         return <CPlan>cached
-    name = schema.request_name(api_key)
-    if name is None:
-        raise UnsupportedVersionError(f"unknown api_key {api_key}", offset, None, api_key, api_version,
-                                      header)
-    try:
-        plan = schema.plan(name, api_version)
-    except KeyError:
-        lo, hi = schema.spec(name)["valid_versions"]
-        raise UnsupportedVersionError(
-            f"{name} version {api_version} is not supported (kproto knows {lo}-{hi})",
-            offset, None, api_key, api_version, header) from None
+    plan = schema.api_plan(api_key, api_version, True, header=header, offset=offset)
     cp = native_plan(plan)
     request_plans[key] = cp
     return cp

@@ -15,7 +15,7 @@ from kproto._py.buffer import (
 )
 from kproto.errors import (
     DecodeError, EncodeError, InvalidLengthError, LimitExceededError,
-    UnsupportedRequestError, UnsupportedVersionError,
+    UnsupportedRequestError,
 )
 from kproto.schema import (
     ARRAY, BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, RECORDS, STRING, STRUCT,
@@ -380,26 +380,12 @@ def decode_request(buf):
     r = Reader(buf)
     header, header_version = read_request_header(r)
     api_key, api_version = header.request_api_key, header.request_api_version
-    plan = _request_plan(api_key, api_version, header, r.pos)
+    plan = schema.api_plan(api_key, api_version, True, header=header, offset=r.pos)
     _prepare(r, plan)
     body = read_struct(r, plan)
     if r.pos != r.end:
         raise r.error(InvalidLengthError, f"{r.end - r.pos} bytes left over after {plan.name}")
     return header, header_version, body
-
-
-def _request_plan(api_key: int, api_version: int, header, offset: int) -> StructPlan:
-    name = schema.request_name(api_key)
-    if name is None:
-        raise UnsupportedVersionError(f"unknown api_key {api_key}", offset, None, api_key, api_version,
-                                      header)
-    try:
-        return schema.plan(name, api_version)
-    except KeyError:
-        lo, hi = schema.spec(name)["valid_versions"]
-        raise UnsupportedVersionError(
-            f"{name} version {api_version} is not supported (kproto knows {lo}-{hi})",
-            offset, None, api_key, api_version, header) from None
 
 
 def decode_response(buf, api_key: int, api_version: int, plan: StructPlan):

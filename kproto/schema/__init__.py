@@ -27,7 +27,7 @@ MESSAGES: dict[str, dict[str, Any]] = _messages.MESSAGES
 __all__ = [
     "MESSAGES", "ALIASES", "ERROR_CODES", "BROKER_API_VERSIONS", "OPEN",
     "Message", "FieldOp", "StructPlan", "spec", "message_class", "plan",
-    "request_name", "response_name", "api_keys", "header_version", "is_flexible",
+    "request_name", "response_name", "api_keys", "api_plan", "header_version", "is_flexible",
     "KIND_NAMES",
 ]
 
@@ -102,6 +102,24 @@ def header_version(api_key: int, api_version: int, is_request: bool) -> int:
     if api_key == 18:
         return 0
     return 1 if flexible else 0
+
+
+def api_plan(api_key: int, api_version: int, is_request: bool, *, header: Any = None,
+             offset: int = 0) -> StructPlan:
+    """The body plan of a request or response; UnsupportedVersionError (carrying the
+    header already read, if any) when kproto has no schema for the API or version."""
+    from kproto.errors import UnsupportedVersionError
+
+    name = request_name(api_key) if is_request else response_name(api_key)
+    if name is None:
+        raise UnsupportedVersionError(f"unknown api_key {api_key}", offset, None, api_key, api_version,
+                                      header)
+    try:
+        return plan(name, api_version)
+    except KeyError:
+        lo, hi = spec(name)["valid_versions"]
+        raise UnsupportedVersionError(f"{name} version {api_version} is not supported (kproto knows {lo}-{hi})",
+                                      offset, None, api_key, api_version, header) from None
 
 
 # ------------------------------------------------------------------ classes
