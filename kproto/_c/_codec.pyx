@@ -26,7 +26,7 @@ from kproto._c._buffer cimport *
 from kproto import schema
 from kproto.errors import (
     DecodeError, EncodeError, InvalidLengthError, LimitExceededError,
-    UnsupportedRequestError, UnsupportedVersionError,
+    UnsupportedRequestError,
 )
 
 cdef extern from "kp_utf8.h":
