@@ -26,6 +26,7 @@ Frame columns (``FRAME_SCHEMA``):
 
 from __future__ import annotations
 
+import functools
 import io
 import mmap
 import os
@@ -68,6 +69,12 @@ def request_versions() -> list[int]:
     From the generated protocol facts: request messages' valid versions, widened by
     the broker versions table (which also knows keys without definitions).
     """
+    return list(_request_versions())
+
+
+@functools.lru_cache(maxsize=1)
+def _request_versions() -> tuple[int, ...]:
+    # computed once: a reader per small capture must not walk the schema each time
     from kproto.schema import BROKER_API_VERSIONS, MESSAGES
 
     highest: dict[int, int] = {}
@@ -82,7 +89,7 @@ def request_versions() -> list[int]:
     table = [-1] * (max(highest) + 1)
     for key, high in highest.items():
         table[key] = high
-    return table
+    return tuple(table)
 
 
 def _pa():
@@ -93,6 +100,7 @@ def _pa():
     return pyarrow
 
 
+@functools.lru_cache(maxsize=1)
 def frame_schema():
     pa = _pa()
     return pa.schema([
@@ -107,6 +115,7 @@ def frame_schema():
     ])
 
 
+@functools.lru_cache(maxsize=1)
 def connection_schema():
     pa = _pa()
     engine = _impl.load("capture", "py")  # the column names are the same in both
@@ -304,8 +313,10 @@ class CaptureReader:
         """Per-connection accounting (pyarrow.Table), complete once iteration ended."""
         pa = _pa()
         schema = connection_schema()
-        rows = [dict(row, capture=self.name) for row in self._connections]
-        return pa.Table.from_pylist(rows, schema=schema)
+        rows = self._connections
+        columns = [pa.array([self.name] * len(rows), pa.string())]
+        columns += [pa.array([row[field.name] for row in rows], field.type) for field in list(schema)[1:]]
+        return pa.Table.from_arrays(columns, schema=schema)
 
     @property
     def counters(self) -> dict:

@@ -147,6 +147,7 @@ def fuzz(target: str, *, runs: int | None = None, seconds: float | None = None, 
     deadline = started + seconds if seconds is not None else None
     warmup = min(2000, max(1, (runs or 10**9) // 10))
     next_report = started + 10
+    armed_until = 0.0
     try:
         while True:
             n = stats.executions
@@ -155,11 +156,15 @@ def fuzz(target: str, *, runs: int | None = None, seconds: float | None = None, 
             if deadline is not None and (n & 63) == 0 and time.perf_counter() >= deadline:
                 break
             data = seeds[n] if n < len(seeds) else mutate(rng, rng.choice(pool), pool)
+            t0 = time.perf_counter()
             if current is not None:
                 current.set(data)
-                faulthandler.dump_traceback_later(hang, exit=True)
+                # re-armed once a second, not per input (arming costs ~30 us, more than many
+                # inputs take): an input stuck for hang to hang + 1 s fires it
+                if t0 >= armed_until:
+                    faulthandler.dump_traceback_later(hang + 1.0, exit=True)
+                    armed_until = t0 + 1.0
             del targets.reasons[:]
-            t0 = time.perf_counter()
             try:
                 outcome = function(data)
                 key = outcome[1] if outcome[0] == "error" else outcome[0]
