@@ -204,25 +204,7 @@ def decode_frames(
         raise ValueError(f"body must be None or 'json', not {body!r} (typed columns: decode_struct_column)")
     if records not in ("base64", "summary"):
         raise ValueError(f"records must be 'base64' or 'summary', not {records!r}")
-    if isinstance(frames, pa.ChunkedArray):
-        frames = frames.combine_chunks()
-    defaults = {}
-    for name, value in (("default_direction", directions), ("default_key", request_api_keys),
-                        ("default_version", request_api_versions)):
-        if isinstance(value, (int, np.integer)):
-            defaults[name] = int(value)
-    per_frame = [v for v in (directions, request_api_keys, request_api_versions)
-                 if v is not None and not isinstance(v, (int, np.integer))]
-    if isinstance(frames, pa.Array):
-        data, offsets, valid, count = _binary_input(frames)
-    else:
-        data, offsets, valid = frames, None, None
-        # One pass when nothing per frame has to be checked against the count.
-        count = _batch.count_frames(data, max_frame_size)[0] if per_frame else -1
-    dirs = _per_frame(directions, count, np.int8, "directions", 0)
-    keys = _per_frame(request_api_keys, count, np.int16, "request_api_keys", -1)
-    versions = _per_frame(request_api_versions, count, np.int16, "request_api_versions", -1)
-    cols = _batch.scan(data, count, offsets, valid, dirs, keys, versions, max_frame_size, **defaults)
+    data, offsets, cols = _scan(frames, directions, request_api_keys, request_api_versions, max_frame_size)
     count = cols["count"]
     json_offsets = json_data = None
     if body == "json":
@@ -260,6 +242,31 @@ def decode_frames(
     if metadata:
         schema_ = schema_.with_metadata(metadata)
     return pa.RecordBatch.from_arrays(arrays, schema=schema_)
+
+
+def _scan(frames: Any, directions: Any, request_api_keys: Any, request_api_versions: Any,
+          max_frame_size: int) -> tuple[Any, np.ndarray | None, dict]:
+    """The header pass over ``frames``: (data, payload offsets or None, the column dict)."""
+    if isinstance(frames, pa.ChunkedArray):
+        frames = frames.combine_chunks()
+    defaults = {}
+    for name, value in (("default_direction", directions), ("default_key", request_api_keys),
+                        ("default_version", request_api_versions)):
+        if isinstance(value, (int, np.integer)):
+            defaults[name] = int(value)
+    per_frame = [v for v in (directions, request_api_keys, request_api_versions)
+                 if v is not None and not isinstance(v, (int, np.integer))]
+    if isinstance(frames, pa.Array):
+        data, offsets, valid, count = _binary_input(frames)
+    else:
+        data, offsets, valid = frames, None, None
+        # One pass when nothing per frame has to be checked against the count.
+        count = _batch.count_frames(data, max_frame_size)[0] if per_frame else -1
+    dirs = _per_frame(directions, count, np.int8, "directions", 0)
+    keys = _per_frame(request_api_keys, count, np.int16, "request_api_keys", -1)
+    versions = _per_frame(request_api_versions, count, np.int16, "request_api_versions", -1)
+    cols = _batch.scan(data, count, offsets, valid, dirs, keys, versions, max_frame_size, **defaults)
+    return data, offsets, cols
 
 
 def _json_array(count: int, cols: dict, offsets: np.ndarray, data: bytes) -> pa.Array:
@@ -697,34 +704,66 @@ def partitions(frames: Any, *, directions: Any = None, request_api_keys: Any = N
     messages). A record set that does not parse keeps its counts so far and says
     why in ``records_error``.
     """
-    batch = decode_frames(frames, directions=directions, request_api_keys=request_api_keys,
-                          request_api_versions=request_api_versions, max_frame_size=max_frame_size)
-    status = batch["status"].to_numpy()
-    dirs = batch["direction"].to_numpy()
-    keys = batch["api_key"].fill_null(-1).to_numpy(zero_copy_only=False)
-    ok = status == Status.OK
-    rows = np.flatnonzero(ok & (((keys == _PRODUCE) & (dirs == REQUEST)) | ((keys == _FETCH) & (dirs == RESPONSE))))
-    out: dict[str, list] = {f.name: [] for f in partition_schema()}
-    for i, body_obj in _decode_bodies(frames, batch, dirs, rows):
-        is_produce = keys[i] == _PRODUCE
-        topics = body_obj.topic_data if is_produce else body_obj.responses
-        for topic in topics or ():
-            topic_name = topic.name if is_produce else topic.topic
-            topic_id = getattr(topic, "topic_id", None)
-            parts = topic.partition_data if is_produce else topic.partitions
-            for part in parts or ():
-                records = part.records
-                row = _partition_row(records)
-                out["frame"].append(int(i))
-                out["api_key"].append(int(keys[i]))
-                out["direction"].append(int(dirs[i]))
-                out["topic"].append(topic_name or None)
-                out["topic_id"].append(str(topic_id) if topic_id is not None and topic_id.int else None)
-                out["partition"].append(part.index if is_produce else part.partition_index)
-                out["error_code"].append(None if is_produce else part.error_code)
-                for name, value in row.items():
-                    out[name].append(value)
-    return pa.table(out, schema=partition_schema())
+    data, offsets, cols = _scan(frames, directions, request_api_keys, request_api_versions, max_frame_size)
+    found = _batch.partition_rows(data, cols, offsets)
+    return _partition_table(found)
+
+
+#: Compression column values by the codes partition_rows gives (-1: null).
+_COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd", "mixed")
+
+
+def _partition_table(found: dict) -> pa.Table:
+    """The partitions table from partition_rows' columns; fallback record sets summarized here."""
+    from kproto.records import Records
+
+    n = len(found["frame"])
+    codec = found["codec"].astype(np.int32)
+    names = list(_COMPRESSION_NAMES)
+    errors: list[str | None] = [None] * n if found["fallback"] else []
+    for row, raw in found["fallback"]:
+        summary = _partition_row(Records(raw))
+        found["batch_count"][row] = summary["batch_count"]
+        record_count = summary["record_count"]
+        found["record_count"][row] = record_count or 0
+        found["record_count_valid"][row] = record_count is not None
+        producer_id = summary["producer_id"]
+        found["producer_id"][row] = producer_id or 0
+        found["producer_id_valid"][row] = producer_id is not None
+        name = summary["compression"]
+        if name is None:
+            codec[row] = -1
+        else:
+            if name not in names:
+                names.append(name)
+            codec[row] = names.index(name)
+        errors[row] = summary["records_error"]
+
+    def text(column: tuple) -> pa.Array:
+        offsets, data, valid = column
+        return pa.Array.from_buffers(pa.string(), n, [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                                      pa.py_buffer(offsets), pa.py_buffer(data)], null_count=-1)
+
+    def masked(values: np.ndarray, valid: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+        return pa.array(values, arrow_type, mask=~valid)
+
+    compression = pa.DictionaryArray.from_arrays(pa.array(codec, pa.int32(), mask=codec < 0),
+                                                 pa.array(names, pa.string())).cast(pa.string())
+    return pa.table({
+        "frame": pa.array(found["frame"], pa.int64()),
+        "api_key": pa.array(found["api_key"], pa.int16()),
+        "direction": pa.array(found["direction"], pa.int8()),
+        "topic": text(found["topic"]),
+        "topic_id": text(found["topic_id"]),
+        "partition": pa.array(found["partition"], pa.int32()),
+        "error_code": masked(found["error_code"], found["error_code_valid"], pa.int16()),
+        "batch_count": pa.array(found["batch_count"], pa.int32()),
+        "record_count": masked(found["record_count"], found["record_count_valid"], pa.int64()),
+        "bytes": pa.array(found["bytes"], pa.int64()),
+        "compression": compression,
+        "producer_id": masked(found["producer_id"], found["producer_id_valid"], pa.int64()),
+        "records_error": pa.array(errors, pa.string()) if errors else pa.nulls(n, pa.string()),
+    }, schema=partition_schema())
 
 
 def _partition_row(records: Any) -> dict:

@@ -305,6 +305,92 @@ def test_fetch_partitions(loops):
                      "records_error": None}]
 
 
+def _record_sets() -> list[bytes | None]:
+    """Record sets of every kind partitions reads: the compiled pass summarizes magic 2 itself
+    and hands the rest (legacy, unknown codecs, corruption) to the records module."""
+    from kproto.records import LegacyBatch
+
+    v2 = RecordBatch.encode([Record(key=b"k", value=b"v")] * 3, base_offset=5, producer_id=42)
+    zstd = RecordBatch.encode([Record(value=b"z" * 40)] * 2, base_offset=8, compression="zstd")
+    legacy = LegacyBatch.encode([Record(value=b"old")] * 2, magic=1)
+    wrapped = LegacyBatch.encode([Record(value=b"old")] * 2, magic=1, compression="gzip")
+    bad_magic = bytearray(v2)
+    bad_magic[16] = 7
+    negative = bytearray(v2)
+    negative[8:12] = struct.pack(">i", -3)
+    unknown_codec = bytearray(v2)
+    unknown_codec[22] |= 6   # codec 6: not one Kafka defines (the CRC is not read here)
+    return [None, b"", v2, v2 + zstd, v2 + v2[:30], v2 + legacy, legacy, wrapped, bytes(bad_magic),
+            v2 + bytes(negative), bytes(unknown_codec), v2[:11]]
+
+
+def _both_partitions(data: bytes, **options) -> tuple[pa.Table, pa.Table]:
+    pytest.importorskip("kproto._c._batch")
+    from kproto import _impl
+
+    out = []
+    for name in ("c", "py"):
+        saved, kb._batch = kb._batch, _impl.load("batch", name)
+        try:
+            out.append(kb.partitions(data, **options))
+        finally:
+            kb._batch = saved
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("version", [3, 9, 11, 13])
+def test_partitions_c_and_python_agree_on_every_kind_of_record_set(version):
+    import uuid
+
+    parts = [P.PartitionProduceData(index=i, records=r) for i, r in enumerate(_record_sets())]
+    topics = [P.TopicProduceData(name="orders", topic_id=uuid.UUID(int=7), partition_data=parts),
+              P.TopicProduceData(name="", topic_id=uuid.UUID(int=0), partition_data=parts[:2])]
+    frame = api.encode_request(P(acks=1, timeout_ms=5, topic_data=topics), version=version,
+                               correlation_id=1, client_id="c")
+    c, py = _both_partitions(prefixed(metadata_request(12, 2), frame))
+    assert c.num_rows == len(parts) + 2
+    assert c.to_pylist() == py.to_pylist()
+    rows = c.to_pylist()
+    assert rows[5]["records_error"] is None and rows[5]["batch_count"] == 3     # v2 then a legacy set
+    assert rows[7]["record_count"] is None and rows[7]["compression"] == "gzip"  # a compressed wrapper
+    assert "magic 7" in rows[8]["records_error"] and "negative" in rows[9]["records_error"]
+    assert rows[9]["batch_count"] == 1                                          # counts so far are kept
+    assert rows[10]["compression"] == "unknown(6)"
+    assert rows[2]["producer_id"] == 42 and rows[4]["batch_count"] == 1          # the cut tail: not an error
+    if version >= 13:
+        assert rows[0]["topic"] is None and rows[0]["topic_id"] == str(uuid.UUID(int=7))
+        assert rows[-1]["topic_id"] is None
+    else:
+        assert rows[0]["topic"] == "orders" and rows[-1]["topic"] is None and rows[0]["topic_id"] is None
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16])
+def test_fetch_partitions_c_and_python_agree(version):
+    import uuid
+
+    F = m.FetchResponse
+    parts = [F.PartitionData(partition_index=i, error_code=(0, -1, 6)[i % 3], records=r)
+             for i, r in enumerate(_record_sets())]
+    body = F(responses=[F.FetchableTopicResponse(topic="t", topic_id=uuid.UUID(int=9), partitions=parts)])
+    frame = api.encode_response(body, version=version, correlation_id=1)
+    c, py = _both_partitions(prefixed(frame), directions=1, request_api_keys=1, request_api_versions=version)
+    assert c.num_rows == len(parts)
+    assert c.to_pylist() == py.to_pylist()
+    assert c["error_code"].to_pylist()[:3] == [0, -1, 6]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(cut=st.integers(0, 400), flip=st.integers(1, 255), where=st.integers(0, 10_000))
+def test_partitions_c_and_python_agree_on_broken_frames(cut, flip, where):
+    parts = [P.PartitionProduceData(index=i, records=r) for i, r in enumerate(_record_sets())]
+    frame = bytearray(api.encode_request(P(acks=1, timeout_ms=5, topic_data=[
+        P.TopicProduceData(name="orders", partition_data=parts)]), version=9, correlation_id=1, client_id="c"))
+    frame[where % len(frame)] ^= flip
+    good = produce_request()
+    c, py = _both_partitions(prefixed(bytes(frame), good[:cut], good))
+    assert c.to_pylist() == py.to_pylist()
+
+
 def test_bad_arguments_raise(loops):
     with pytest.raises(ValueError):
         kb.decode_frames(prefixed(metadata_request(12, 1)), directions=np.array([0, 1]))

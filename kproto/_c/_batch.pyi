@@ -45,3 +45,6 @@ def scan(
 def json_bodies(data: Buffer, cols: dict[str, Any], offsets: np.ndarray | None = None,
                 records_summary: bool = False) -> tuple[np.ndarray, bytes]:
     """JSON text of the body of every frame whose header read OK: (int64 offsets, UTF-8 bytes)."""
+
+def partition_rows(data: Buffer, cols: dict[str, Any], offsets: np.ndarray | None = None) -> dict[str, Any]:
+    """Produce requests and Fetch responses per topic-partition: the columns kproto.batch.partitions builds on."""

@@ -15,7 +15,7 @@ loop goes on. ``kproto/batch.py`` turns the arrays into Arrow; the pure twin is
 """
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
@@ -596,6 +596,104 @@ cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py
         scan_request(c, i, p, n, clients, recent)
 
 
+cdef Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
+                                    const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
+                                    Py_ssize_t max_frame_size, RecentClients *recent) noexcept nogil:
+    """The common case in a loop of its own: size-prefixed requests, whole, of a valid
+    API version, with a client id seen lately (or null) and no tagged fields.
+
+    Returns the row count at the first frame that is anything else (or at ``limit``,
+    or at the end of the buffer); the general loop takes that frame, then comes back.
+    Column pointers and the recent ids are copied into locals first: a store
+    through a one-byte column may alias any memory the compiler cannot see is
+    private, and it would reload every pointer after each such store.
+    """
+    cdef int64_t *offset = c.offset
+    cdef int32_t *size_col = c.size
+    cdef int8_t *header_version = c.header_version
+    cdef int16_t *api_key = c.api_key
+    cdef int16_t *api_version = c.api_version
+    cdef int32_t *correlation_id = c.correlation_id
+    cdef int32_t *client_id = c.client_id
+    cdef int32_t *tag_count = c.tag_count
+    cdef uint8_t *status = c.status
+    cdef int32_t *error_offset = c.error_offset
+    cdef int32_t *body_offset = c.body_offset
+    cdef int8_t *direction = c.direction
+    cdef uint8_t *present = c.present
+    cdef const unsigned char *recent_ptr[RECENT]
+    cdef int32_t recent_length[RECENT]
+    cdef int32_t recent_id[RECENT]
+    cdef Py_ssize_t pos = pos_io[0], body
+    cdef const unsigned char *p
+    cdef uint32_t size, key, version
+    cdef int32_t client_length, index
+    cdef uint8_t info, flags
+    cdef int hv, k
+    for k in range(RECENT):
+        recent_ptr[k] = recent.ptr[k]
+        recent_length[k] = recent.length[k]
+        recent_id[k] = recent.index[k]
+    while i < limit and length - pos >= 4:
+        size = kp_load_be32(buf + pos)
+        # whole, within the cap, and long enough for a v1 header
+        if size > <uint32_t>max_frame_size or <Py_ssize_t>size > length - pos - 4 or size < 10:
+            break
+        p = buf + pos + 4
+        key = kp_load_be16(p)
+        version = kp_load_be16(p + 2)
+        if key >= MAX_KEY or version >= MAX_VERSION:
+            break
+        info = info_table[0][key][version]
+        hv = info & I_HEADER_VERSION
+        if not (info & I_VALID) or hv == 0:
+            break
+        client_length = <int16_t>kp_load_be16(p + 8)
+        body = 10
+        index = 0
+        flags = F_API | F_CORRELATION | F_HEADER_VERSION
+        if client_length >= 0:
+            body += client_length
+            if body > <Py_ssize_t>size:
+                break
+            index = -1
+            for k in range(RECENT):
+                if recent_length[k] == client_length and same_bytes(p + 10, recent_ptr[k], client_length):
+                    index = recent_id[k]
+                    break
+            if index < 0:
+                break
+            flags |= F_CLIENT_ID
+        elif client_length != -1:
+            break
+        if hv == 2:
+            if body >= <Py_ssize_t>size or p[body] != 0:
+                break
+            body += 1
+            flags |= F_TAG_COUNT
+        if info & I_DEPRECATED:
+            flags |= F_DEPRECATED
+        if info & I_REMOVED:
+            flags |= F_REMOVED
+        offset[i] = pos
+        size_col[i] = <int32_t>size
+        header_version[i] = <int8_t>hv
+        api_key[i] = <int16_t>key
+        api_version[i] = <int16_t>version
+        correlation_id[i] = <int32_t>kp_load_be32(p + 4)
+        client_id[i] = index
+        tag_count[i] = 0
+        status[i] = ST_OK
+        error_offset[i] = 0
+        body_offset[i] = <int32_t>body
+        direction[i] = 0
+        present[i] = flags
+        pos += 4 + <Py_ssize_t>size
+        i += 1
+    pos_io[0] = pos
+    return i
+
+
 # ------------------------------------------------------------------ column memory
 cdef class CBuffer:
     """Column memory owned by a Python object and exported with the buffer protocol.
@@ -859,7 +957,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     cdef Py_ssize_t i = 0, pos = 0, framed = 0, start, n, capacity
     cdef int32_t size
     cdef RecentClients recent
-    cdef bint wide = False, prefixed = offsets is None, no_memory = False
+    cdef bint wide = False, prefixed = offsets is None, no_memory = False, plain_requests
     cdef const int32_t *off32 = NULL
     cdef const int64_t *off64 = NULL
     cdef const uint8_t *validity = <const uint8_t *>array_ptr(valid)
@@ -882,6 +980,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     elif count < 0 and (dirs != NULL or rkeys != NULL or rversions != NULL):
         raise ValueError("per-frame inputs need the frame count")
 
+    plain_requests = prefixed and dirs == NULL and default_direction == 0
     memset(&c, 0, sizeof(c))
     memset(&recent, 0, sizeof(recent))
     for k in range(RECENT):
@@ -901,6 +1000,10 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
             if columns_resize(&c, mapped, capacity) < 0:
                 no_memory = True
             while not no_memory:
+                if plain_requests:
+                    i = scan_plain_requests(&c, i, capacity if count < 0 else min(capacity, count),
+                                            buf, length, &pos, max_frame_size, &recent)
+                    framed = pos
                 if count >= 0 and i >= count:
                     break
                 if prefixed and length - pos < 4:
@@ -1004,6 +1107,7 @@ cdef struct JField:
     const char *default_json # for tagged fields that are absent
     Py_ssize_t default_len
     void *child              # JPlan of struct fields and struct arrays
+    int role                 # R_*: what the partition pass takes from this field (0: nothing)
 
 
 cdef struct JPlan:
@@ -1014,6 +1118,7 @@ cdef struct JPlan:
     const char *absent       # '"a":0,"b":null' of the fields this version lacks
     Py_ssize_t absent_len
     bint flexible
+    int level                # partition pass: 1 a topic struct, 2 a partition struct, else 0
 
 
 cdef list _keep_alive = []          # bytes the plans point into: kept for the process
@@ -1084,6 +1189,34 @@ cdef struct Out:
     Py_ssize_t capacity
 
 
+# Produce requests and Fetch responses per topic-partition (the partition pass):
+# the JSON walk, with fields marked by role noted as they pass.
+cdef enum:
+    R_TOPIC_NAME = 1
+    R_TOPIC_ID = 2
+    R_PARTITION_INDEX = 3
+    R_ERROR_CODE = 4
+    R_RECORDS = 5
+
+
+cdef struct PartRow:
+    int64_t frame
+    const unsigned char *topic       # NULL: null (or absent)
+    int32_t topic_len
+    const unsigned char *topic_id    # 16 bytes; NULL: absent
+    int32_t partition
+    int16_t error_code
+    bint has_error_code
+    const unsigned char *records     # NULL: null
+    int64_t records_len
+
+
+cdef struct PartRows:
+    PartRow *rows
+    Py_ssize_t count
+    Py_ssize_t capacity
+
+
 cdef struct JCtx:
     const unsigned char *start   # the payload: error offsets count from here
     const unsigned char *p
@@ -1093,6 +1226,8 @@ cdef struct JCtx:
     Py_ssize_t error
     int depth
     bint records_summary   # records fields as {"batches","records","bytes","compression"}, not base64
+    PartRows *parts        # the partition pass's rows (NULL in the JSON pass)
+    PartRow current        # ... and the topic and partition being read
 
 
 cdef inline int jfail(JCtx *x, int status) noexcept nogil:
@@ -1487,6 +1622,67 @@ cdef inline int jkey(JCtx *x, bint *first, const char *key, Py_ssize_t n) noexce
     return put(x, key, n)
 
 
+cdef inline void part_enter(JCtx *x, int level) noexcept nogil:
+    # A topic starts afresh; a partition keeps its topic's name and id.
+    if level == 1:
+        x.current.topic = NULL
+        x.current.topic_len = 0
+        x.current.topic_id = NULL
+    x.current.partition = 0
+    x.current.error_code = 0
+    x.current.has_error_code = False
+    x.current.records = NULL
+    x.current.records_len = 0
+
+
+cdef inline Py_ssize_t length_at(const unsigned char *p, bint compact, bint wide, Py_ssize_t *prefix) noexcept nogil:
+    """A length prefix jvalue has already checked: the length (-1 null) and the prefix's size."""
+    cdef Py_ssize_t pos = 0
+    cdef uint32_t u
+    if compact:
+        read_uvarint(p, 5, &pos, &u)
+        prefix[0] = pos
+        return <Py_ssize_t>u - 1
+    prefix[0] = 4 if wide else 2
+    return <int32_t>kp_load_be32(p) if wide else <int16_t>kp_load_be16(p)
+
+
+cdef void part_note(JCtx *x, JField *f, const unsigned char *p) noexcept nogil:
+    """Take a marked field's value from its bytes (p: where it starts; jvalue read it whole)."""
+    cdef Py_ssize_t n, prefix
+    if f.role == R_TOPIC_NAME:
+        n = length_at(p, f.compact, False, &prefix)
+        x.current.topic = p + prefix if n > 0 else NULL   # an empty name reads as null
+        x.current.topic_len = <int32_t>n if n > 0 else 0
+    elif f.role == R_TOPIC_ID:
+        x.current.topic_id = p
+    elif f.role == R_PARTITION_INDEX:
+        x.current.partition = <int32_t>kp_load_be32(p)
+    elif f.role == R_ERROR_CODE:
+        x.current.error_code = <int16_t>kp_load_be16(p)
+        x.current.has_error_code = True
+    elif f.role == R_RECORDS:
+        n = length_at(p, f.compact, True, &prefix)
+        x.current.records = p + prefix if n >= 0 else NULL
+        x.current.records_len = n if n >= 0 else 0
+
+
+cdef int part_append(JCtx *x) noexcept nogil:
+    cdef PartRows *rows = x.parts
+    cdef PartRow *grown
+    cdef Py_ssize_t capacity
+    if rows.count == rows.capacity:
+        capacity = rows.capacity * 2 if rows.capacity else 1024
+        grown = <PartRow *>realloc(rows.rows, capacity * sizeof(PartRow))
+        if grown == NULL:
+            return jfail(x, ST_NO_MEMORY)
+        rows.rows = grown
+        rows.capacity = capacity
+    rows.rows[rows.count] = x.current
+    rows.count += 1
+    return 0
+
+
 cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
     cdef bint first = True
     cdef Py_ssize_t i, j
@@ -1497,15 +1693,21 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
     cdef const unsigned char *section
     cdef const unsigned char *outer_end
     cdef JField *f
+    cdef const unsigned char *field_start
     if x.depth >= MAX_DEPTH:
         return jfail(x, ST_LIMIT_EXCEEDED)
     x.depth += 1
+    if x.parts != NULL and jp.level:
+        part_enter(x, jp.level)
     if put_char(x, b'{') < 0:
         return -1
     for i in range(jp.nfields):
         f = &jp.fields[i]
+        field_start = x.p
         if jkey(x, &first, f.key, f.key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
             return -1
+        if f.role and x.parts != NULL:
+            part_note(x, f, field_start)
     if jp.flexible:
         section = x.p
         if juvarint(x, &count) < 0:
@@ -1578,6 +1780,8 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
             return -1
         x.p = outer_end
     x.depth -= 1
+    if x.parts != NULL and jp.level == 2 and part_append(x) < 0:
+        return -1
     return put_char(x, b'}')
 
 
@@ -1653,6 +1857,7 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
                 x.error = 0
                 x.depth = 0
                 x.records_summary = records_summary
+                x.parts = NULL
                 version = api_version[i]
                 # KIP-511: an ApiVersions error UNSUPPORTED_VERSION comes as a v0 body.
                 if direction[i] == 1 and api_key[i] == API_VERSIONS and version > 0 \
@@ -1683,3 +1888,313 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
 cdef enum:
     API_VERSIONS = 18
     UNSUPPORTED_VERSION_ERROR = 35
+
+
+# ------------------------------------------------------------------ the partition pass
+# Produce requests and Fetch responses, one row per topic-partition: the JSON walk
+# (output thrown away frame by frame) notes the fields marked with a role, and
+# each record set is summarized from its batch headers. Record sets this loop
+# does not summarize itself (legacy magic 0/1, unknown codecs, corrupt batches)
+# go back to Python as "fallback" rows, which kproto.batch reads with the records
+# module, so their counts and error text are the records module's own.
+cdef enum:
+    PRODUCE = 0
+    FETCH = 1
+    CODEC_MIXED = 5
+
+
+cdef void mark_roles(JPlan *jp, CPlan cp, int level, bint produce) except *:
+    cdef Py_ssize_t i
+    cdef JField *f
+    for i in range(cp.nfields):
+        name = <str>cp.fields[i].name
+        f = &jp.fields[i]
+        if level == 0:
+            if name == ("topic_data" if produce else "responses") and f.child != NULL:
+                (<JPlan *>f.child).level = 1
+                mark_roles(<JPlan *>f.child, <CPlan>cp.fields[i].child, 1, produce)
+        elif level == 1:
+            if name == ("name" if produce else "topic"):
+                f.role = R_TOPIC_NAME
+            elif name == "topic_id":
+                f.role = R_TOPIC_ID
+            elif name == ("partition_data" if produce else "partitions") and f.child != NULL:
+                (<JPlan *>f.child).level = 2
+                mark_roles(<JPlan *>f.child, <CPlan>cp.fields[i].child, 2, produce)
+        else:
+            if name == ("index" if produce else "partition_index"):
+                f.role = R_PARTITION_INDEX
+            elif name == "error_code" and not produce:
+                f.role = R_ERROR_CODE
+            elif name == "records":
+                f.role = R_RECORDS
+
+
+cdef set _marked = set()
+
+
+cdef int ensure_partition_plan(int direction, int key, int version) except -1:
+    ensure_plan(direction, key, version)
+    if (direction, key, version) not in _marked:
+        name = schema.response_name(key) if direction == 1 else schema.request_name(key)
+        mark_roles(table_plan(direction, key, version), native_plan(schema.plan(name, version)), 0,
+                   key == PRODUCE)
+        _marked.add((direction, key, version))
+    return 0
+
+
+cdef struct RecordsSummary:
+    int32_t batches
+    int64_t records
+    int codec               # -1 no batch, 0-4, CODEC_MIXED
+    int64_t producer_id
+    bint has_producer_id
+    bint fallback           # not summarized here: the records module reads it
+
+
+cdef void summarize_v2(const unsigned char *p, Py_ssize_t n, RecordsSummary *s) noexcept nogil:
+    """What kproto.batch._partition_row reads from a record set, for magic 2 batches.
+
+    The checks are those of the records module's batch iterator; anything it
+    would raise on, and every legacy batch, sets ``fallback`` instead.
+    """
+    cdef Py_ssize_t pos = 0, left
+    cdef int32_t length
+    cdef int magic, codec
+    s.batches = 0
+    s.records = 0
+    s.codec = -1
+    s.producer_id = 0
+    s.has_producer_id = False
+    s.fallback = False
+    while True:
+        left = n - pos
+        if left < 12:
+            return            # the end, or a cut-short tail (not an error)
+        length = <int32_t>kp_load_be32(p + pos + 8)
+        if length < 0:
+            s.fallback = True
+            return
+        if left >= 17:
+            magic = p[pos + 16]
+            if magic != 2 or length < 49:
+                s.fallback = True   # legacy, unknown magic or too short: the records module says
+                return
+        if 12 + <Py_ssize_t>length > left:
+            return            # cut short
+        codec = kp_load_be16(p + pos + 21) & 7
+        if codec > 4:
+            s.fallback = True
+            return
+        if s.batches == 0:
+            s.producer_id = <int64_t>kp_load_be64(p + pos + 43)
+            s.has_producer_id = True
+        s.batches += 1
+        s.records += <int32_t>kp_load_be32(p + pos + 57)
+        s.codec = codec if s.codec == -1 or s.codec == codec else CODEC_MIXED
+        pos += 12 + length
+
+
+def partition_rows(data, dict cols, offsets=None):
+    """Produce requests and Fetch responses per topic-partition, from the header columns.
+
+    Returns the dict kproto.batch.partitions builds its table from (the same
+    keys from the twin): numeric columns as numpy arrays with ``*_valid`` masks,
+    ``topic`` / ``topic_id`` as (offsets, bytes, valid), ``codec`` (-1 none,
+    0-4, 5 mixed) and ``fallback``: (row, memoryview) of the record sets the
+    records module must summarize. Frames whose body does not decode give no rows.
+    """
+    cdef Py_buffer view
+    cdef Py_ssize_t count = len(cols["status"]), i, j, n, start
+    cdef const uint8_t[::1] status = cols["status"]
+    cdef const int32_t[::1] body_offset = cols["body_offset"]
+    cdef const int64_t[::1] frame_offset = cols["offset"]
+    cdef const int32_t[::1] size = cols["size"]
+    cdef const int16_t[::1] api_key = cols["api_key"]
+    cdef const int16_t[::1] api_version = cols["api_version"]
+    cdef const int8_t[::1] direction = cols["direction"]
+    cdef Py_ssize_t prefix = 4 if offsets is None else 0
+    cdef Out out
+    cdef JCtx x
+    cdef JPlan *jp
+    cdef PartRows parts
+    cdef Py_ssize_t row_start
+    cdef bint no_memory = False
+    cdef RecordsSummary *summaries = NULL
+
+    candidates = np.flatnonzero((cols["status"] == ST_OK) & (cols["body_offset"] >= 0) & (
+        ((cols["api_key"] == PRODUCE) & (cols["direction"] == 0))
+        | ((cols["api_key"] == FETCH) & (cols["direction"] == 1))))
+    codes = np.unique(cols["direction"][candidates].astype(np.int64) * 1_000_000
+                      + cols["api_key"][candidates].astype(np.int64) * 1000 + cols["api_version"][candidates])
+    for code in codes.tolist():
+        ensure_partition_plan(code // 1_000_000, (code // 1000) % 1000, code % 1000)
+    cdef const int64_t[::1] rows = candidates.astype(np.int64)
+    cdef Py_ssize_t nrows = len(candidates)
+
+    memset(&parts, 0, sizeof(parts))
+    out.capacity = 1 << 12
+    out.length = 0
+    out.buf = <char *>malloc(out.capacity)
+    if out.buf == NULL:
+        raise MemoryError()
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            for j in range(nrows):
+                i = rows[j]
+                jp = table_plan(direction[i], api_key[i], api_version[i])
+                if jp == NULL:
+                    continue
+                start = frame_offset[i] + prefix
+                x.start = <const unsigned char *>view.buf + start
+                x.end = x.start + size[i]
+                x.p = x.start + body_offset[i]
+                x.out = &out
+                x.status = ST_OK
+                x.error = 0
+                x.depth = 0
+                x.records_summary = True   # records are skipped, not written out as base64
+                x.parts = &parts
+                memset(&x.current, 0, sizeof(PartRow))
+                x.current.frame = i
+                out.length = 0
+                row_start = parts.count
+                if jstruct(&x, jp) == 0 and x.p != x.end:
+                    jfail(&x, ST_BAD_LENGTH)
+                if x.status != ST_OK:
+                    parts.count = row_start   # a body that does not decode has no rows
+                    if x.status == ST_NO_MEMORY:
+                        no_memory = True
+                        break
+            if not no_memory and parts.count:
+                summaries = <RecordsSummary *>malloc(parts.count * sizeof(RecordsSummary))
+                if summaries == NULL:
+                    no_memory = True
+                else:
+                    for j in range(parts.count):
+                        if parts.rows[j].records == NULL:
+                            memset(&summaries[j], 0, sizeof(RecordsSummary))
+                            summaries[j].codec = -1
+                        else:
+                            summarize_v2(parts.rows[j].records, parts.rows[j].records_len, &summaries[j])
+        if no_memory:
+            raise MemoryError()
+
+        n = parts.count
+        columns = {
+            "frame": np.empty(n, np.int64), "api_key": np.empty(n, np.int16),
+            "direction": np.empty(n, np.int8), "partition": np.empty(n, np.int32),
+            "error_code": np.zeros(n, np.int16), "error_code_valid": np.zeros(n, np.bool_),
+            "batch_count": np.zeros(n, np.int32), "record_count": np.zeros(n, np.int64),
+            "record_count_valid": np.ones(n, np.bool_), "bytes": np.zeros(n, np.int64),
+            "codec": np.full(n, -1, np.int8), "producer_id": np.zeros(n, np.int64),
+            "producer_id_valid": np.zeros(n, np.bool_),
+        }
+        fill_partition_columns(parts.rows, summaries, n, api_key, direction, columns)
+        columns["topic"] = topic_column(parts.rows, n)
+        columns["topic_id"] = topic_id_column(parts.rows, n)
+        frame_view = memoryview(data).cast("B")
+        fallback = []
+        for j in range(n):
+            if summaries[j].fallback:
+                start = parts.rows[j].records - <const unsigned char *>view.buf
+                fallback.append((j, frame_view[start:start + parts.rows[j].records_len]))
+        columns["fallback"] = fallback
+        return columns
+    finally:
+        PyBuffer_Release(&view)
+        free(out.buf)
+        free(parts.rows)
+        free(summaries)
+
+
+cdef void fill_partition_columns(PartRow *rows, RecordsSummary *summaries, Py_ssize_t n,
+                                 const int16_t[::1] api_key, const int8_t[::1] direction, dict columns):
+    cdef int64_t[::1] frame = columns["frame"]
+    cdef int16_t[::1] keys = columns["api_key"]
+    cdef int8_t[::1] dirs = columns["direction"]
+    cdef int32_t[::1] partition = columns["partition"]
+    cdef int16_t[::1] error_code = columns["error_code"]
+    cdef uint8_t[::1] error_code_valid = columns["error_code_valid"].view(np.uint8)
+    cdef int32_t[::1] batch_count = columns["batch_count"]
+    cdef int64_t[::1] record_count = columns["record_count"]
+    cdef int64_t[::1] nbytes = columns["bytes"]
+    cdef int8_t[::1] codec = columns["codec"]
+    cdef int64_t[::1] producer_id = columns["producer_id"]
+    cdef uint8_t[::1] producer_id_valid = columns["producer_id_valid"].view(np.uint8)
+    cdef Py_ssize_t j, i
+    with nogil:
+        for j in range(n):
+            i = rows[j].frame
+            frame[j] = i
+            keys[j] = api_key[i]
+            dirs[j] = direction[i]
+            partition[j] = rows[j].partition
+            if rows[j].has_error_code:
+                error_code[j] = rows[j].error_code
+                error_code_valid[j] = 1
+            nbytes[j] = rows[j].records_len
+            if summaries[j].fallback:
+                continue
+            batch_count[j] = summaries[j].batches
+            record_count[j] = summaries[j].records
+            codec[j] = <int8_t>summaries[j].codec
+            if summaries[j].has_producer_id:
+                producer_id[j] = summaries[j].producer_id
+                producer_id_valid[j] = 1
+
+
+cdef tuple topic_column(PartRow *rows, Py_ssize_t n):
+    """(int32 offsets, bytes, bool valid) of the topic names (null: NULL pointer)."""
+    cdef Py_ssize_t j, total = 0
+    offsets = np.zeros(n + 1, np.int32)
+    valid = np.zeros(n, np.bool_)
+    cdef int32_t[::1] off = offsets
+    cdef uint8_t[::1] ok = valid.view(np.uint8)
+    for j in range(n):
+        if rows[j].topic != NULL:
+            total += rows[j].topic_len
+            ok[j] = 1
+        off[j + 1] = <int32_t>total
+    text = PyBytes_FromStringAndSize(NULL, total)
+    cdef char *w = PyBytes_AS_STRING(text)
+    for j in range(n):
+        if rows[j].topic != NULL:
+            memcpy(w + off[j], rows[j].topic, rows[j].topic_len)
+    return offsets, text, valid
+
+
+cdef tuple topic_id_column(PartRow *rows, Py_ssize_t n):
+    """Topic ids as canonical UUID text; absent ones and the all-zero id (no id) null."""
+    cdef Py_ssize_t j, total = 0
+    cdef const unsigned char *p
+    cdef int k, w
+    offsets = np.zeros(n + 1, np.int32)
+    valid = np.zeros(n, np.bool_)
+    cdef int32_t[::1] off = offsets
+    cdef uint8_t[::1] ok = valid.view(np.uint8)
+    for j in range(n):
+        p = rows[j].topic_id
+        if p != NULL:
+            for k in range(16):
+                if p[k]:
+                    ok[j] = 1
+                    total += 36
+                    break
+        off[j + 1] = <int32_t>total
+    text = PyBytes_FromStringAndSize(NULL, total)
+    cdef char *out = PyBytes_AS_STRING(text)
+    for j in range(n):
+        if not ok[j]:
+            continue
+        p = rows[j].topic_id
+        w = off[j]
+        for k in range(16):
+            if k == 4 or k == 6 or k == 8 or k == 10:
+                out[w] = b'-'
+                w += 1
+            out[w] = HEX[p[k] >> 4]
+            out[w + 1] = HEX[p[k] & 15]
+            w += 2
+    return offsets, text, valid

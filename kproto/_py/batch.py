@@ -415,3 +415,70 @@ def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False) -
     out_offsets[count] = total
     cols["has_error"] = np.packbits(has_error, bitorder="little")
     return out_offsets, b"".join(chunks)
+
+
+# ------------------------------------------------------------------ Produce / Fetch per partition
+_PRODUCE = 0
+_FETCH = 1
+
+
+def _string_column(values: list[bytes | None]) -> tuple[np.ndarray, bytes, np.ndarray]:
+    offsets = np.zeros(len(values) + 1, np.int32)
+    offsets[1:] = np.cumsum([len(v) if v is not None else 0 for v in values], dtype=np.int64)
+    return offsets, b"".join(v for v in values if v is not None), np.array([v is not None for v in values],
+                                                                           np.bool_)
+
+
+def partition_rows(data, cols: dict, offsets=None) -> dict:
+    """Produce requests and Fetch responses per topic-partition, through the message codec.
+
+    The same dict as the compiled pass; every record set goes to ``fallback``
+    (kproto.batch summarizes it with the records module).
+    """
+    view = memoryview(data).cast("B")
+    rows: dict[str, list] = {name: [] for name in (
+        "frame", "api_key", "direction", "partition", "error_code", "error_code_valid", "topic", "topic_id",
+        "bytes")}
+    fallback: list[tuple[int, Any]] = []
+    for i in range(len(cols["status"])):
+        key, direction = int(cols["api_key"][i]), int(cols["direction"][i])
+        if cols["status"][i] != OK or cols["body_offset"][i] < 0 or not (
+                (key == _PRODUCE and direction == 0) or (key == _FETCH and direction == 1)):
+            continue
+        start = int(cols["offset"][i]) + (4 if offsets is None else 0)
+        payload = view[start:start + int(cols["size"][i])]
+        body_at = int(cols["body_offset"][i])
+        try:
+            obj = _codec.decode_struct(payload, body_plan(direction, key, int(cols["api_version"][i]),
+                                                          payload[body_at:]), body_at)
+        except DecodeError:
+            continue   # a body that does not decode has no rows
+        produce = key == _PRODUCE
+        for topic in (obj.topic_data if produce else obj.responses) or ():
+            name = topic.name if produce else topic.topic
+            topic_id = getattr(topic, "topic_id", None)
+            for part in (topic.partition_data if produce else topic.partitions) or ():
+                records = part.records
+                if records is not None:
+                    fallback.append((len(rows["frame"]), bytes(records)))
+                rows["frame"].append(i)
+                rows["api_key"].append(key)
+                rows["direction"].append(direction)
+                rows["partition"].append(part.index if produce else part.partition_index)
+                rows["error_code"].append(0 if produce else part.error_code)
+                rows["error_code_valid"].append(not produce)
+                rows["topic"].append(name.encode("utf-8") if name else None)
+                rows["topic_id"].append(str(topic_id).encode() if topic_id is not None and topic_id.int else None)
+                rows["bytes"].append(0 if records is None else len(records))
+    n = len(rows["frame"])
+    return {
+        "frame": np.array(rows["frame"], np.int64), "api_key": np.array(rows["api_key"], np.int16),
+        "direction": np.array(rows["direction"], np.int8), "partition": np.array(rows["partition"], np.int32),
+        "topic": _string_column(rows["topic"]), "topic_id": _string_column(rows["topic_id"]),
+        "error_code": np.array(rows["error_code"], np.int16),
+        "error_code_valid": np.array(rows["error_code_valid"], np.bool_),
+        "batch_count": np.zeros(n, np.int32), "record_count": np.zeros(n, np.int64),
+        "record_count_valid": np.ones(n, np.bool_), "bytes": np.array(rows["bytes"], np.int64),
+        "codec": np.full(n, -1, np.int8), "producer_id": np.zeros(n, np.int64),
+        "producer_id_valid": np.zeros(n, np.bool_), "fallback": fallback,
+    }

@@ -213,10 +213,13 @@ def batch_seeds() -> tuple[bytes, ...]:
         if api_key in (0, 1):   # Produce / Fetch carry record sets: also as summaries
             seeds.append(targets.batch_options(responses=True, api_key=api_key, api_version=version,
                                                records_summary=True) + framed(payloads))
+            seeds.append(targets.batch_options(responses=True, api_key=api_key, api_version=version,
+                                               json_body=False, partitions=True) + framed(payloads))
     for start in range(0, len(requests), 24):
         group = [r for r in requests[start:start + 24] if r[:2] == b"\x00\x00"]   # Produce requests
         if group:
             seeds.append(targets.batch_options(records_summary=True) + framed(group))
+            seeds.append(targets.batch_options(json_body=False, partitions=True) + framed(group))
     return tuple(seeds)
 
 

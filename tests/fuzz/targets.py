@@ -375,10 +375,11 @@ else:
 
 
 def batch_options(responses: bool = False, arrow_input: bool = False, json_body: bool = True,
-                  api_key: int = 0, api_version: int = 0, records_summary: bool = False) -> bytes:
+                  api_key: int = 0, api_version: int = 0, records_summary: bool = False,
+                  partitions: bool = False) -> bytes:
     """The three leading bytes that make fuzz_batch decode with these options."""
     return bytes([(1 if responses else 0) | (2 if arrow_input else 0) | (4 if json_body else 0)
-                  | (8 if records_summary else 0),
+                  | (8 if records_summary else 0) | (16 if partitions else 0),
                   api_key & 0xFF, api_version & 0xFF])
 
 
@@ -400,18 +401,22 @@ def _decode_batch(impl: str, body: bytes, flags: int, api_key: int, api_version:
             step = 1 + api_version % 48
             payloads = [body[i:i + step] for i in range(0, len(body), step)]
             count = len(payloads)
-            batch = kb.decode_frames(pa.array(payloads, pa.binary()),
-                                     directions=np.full(count, direction, np.int8),
-                                     request_api_keys=np.full(count, api_key, np.int16),
-                                     request_api_versions=np.full(count, api_version, np.int16),
-                                     body=json_body, max_frame_size=1 << 20, **options)
+            frames = pa.array(payloads, pa.binary())
+            inputs = dict(directions=np.full(count, direction, np.int8),
+                          request_api_keys=np.full(count, api_key, np.int16),
+                          request_api_versions=np.full(count, api_version, np.int16), max_frame_size=1 << 20)
         else:
-            batch = kb.decode_frames(body, directions=direction, request_api_keys=api_key,
-                                     request_api_versions=api_version, body=json_body,
-                                     max_frame_size=1 << 20, **options)
+            frames = body
+            inputs = dict(directions=direction, request_api_keys=api_key, request_api_versions=api_version,
+                          max_frame_size=1 << 20)
+        batch = kb.decode_frames(frames, body=json_body, **inputs, **options)
+        # Produce / Fetch per topic-partition: the partition pass and its record-set summaries
+        partitions = kb.partitions(frames, **inputs) if flags & 16 else None
     finally:
         kb._batch = saved
     columns = batch.to_pydict()
+    if partitions is not None:
+        columns["partitions"] = partitions.to_pylist()
     if "body" in columns:
         # compared as JSON values: the twins order the keys of fields a version lacks differently
         columns["body"] = [None if text is None else json.loads(text) for text in columns["body"]]
@@ -422,8 +427,9 @@ def fuzz_batch(data: bytes):
     """kproto.batch.decode_frames: header (and JSON body) decode of many frames, row statuses.
 
     Bytes 0-2 choose requests or responses, a buffer or Arrow binary payloads, the
-    JSON body column, and the API key / version responses answer. decode_frames
-    promises never to raise for bad frame bytes, so even a DecodeError fails here.
+    JSON body column, record-set summaries, the per-partition pass (partitions),
+    and the API key / version responses answer. decode_frames and partitions
+    promise never to raise for bad frame bytes, so even a DecodeError fails here.
     """
     if len(data) < 3 or not _BATCHES:
         return ("skip", None)
