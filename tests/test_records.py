@@ -70,6 +70,28 @@ def test_crc32c_long_inputs_agree_with_the_table_version():
             assert C.crc32c(data[cut:], C.crc32c(data[:cut])) == expected
 
 
+def test_crc32c_folding_path_at_every_boundary():
+    """The carry-less-multiplication path (1 KiB and up, where the CPU has VPCLMULQDQ) against
+    the table version: lengths around its 256-byte steps and 16-byte tail, unaligned, continued."""
+    import random
+
+    from kproto import _impl
+
+    if "c" not in _impl.available():
+        pytest.skip("extension not built")
+    C = _impl.load("records", "c")
+    rng = random.Random(7)
+    data = rng.randbytes(70_000)
+    lengths = [1023, 1024, 1025, 1279, 1280, 1281, 1295, 1296, 1297, 4096, 65_536, 69_000]
+    lengths += [rng.randrange(1024, 69_000) for _ in range(40)]
+    for n in lengths:
+        start = rng.randrange(0, 64)
+        chunk = data[start:start + n]
+        init = rng.getrandbits(32)
+        assert C.crc32c(chunk) == C._crc32c_portable(chunk), n
+        assert C.crc32c(chunk, init) == C._crc32c_portable(chunk, init), n
+
+
 # ---------------------------------------------------------------- magic 2
 @pytest.mark.parametrize("codec", CODECS)
 def test_v2_round_trip_is_byte_exact(impl, codec):

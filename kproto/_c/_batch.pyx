@@ -1638,7 +1638,7 @@ cdef inline void part_enter(JCtx *x, int level) noexcept nogil:
 cdef inline Py_ssize_t length_at(const unsigned char *p, bint compact, bint wide, Py_ssize_t *prefix) noexcept nogil:
     """A length prefix jvalue has already checked: the length (-1 null) and the prefix's size."""
     cdef Py_ssize_t pos = 0
-    cdef uint32_t u
+    cdef uint32_t u = 0
     if compact:
         read_uvarint(p, 5, &pos, &u)
         prefix[0] = pos

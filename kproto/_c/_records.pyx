@@ -15,6 +15,10 @@ from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE,
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+
+cdef extern from "Python.h":
+    int PyGC_Disable() noexcept
+    int PyGC_Enable() noexcept
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
                           INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX,
                           INT64_MIN, INT64_MAX)
@@ -108,7 +112,12 @@ def _crc32c_portable(data, uint32_t crc=0) -> int:
 
 
 # ---------------------------------------------------------------- records
+# Not tracked by the cyclic GC: a record holds bytes, str, ints and a tuple of
+# them, so it cannot be part of a cycle unless one is built on purpose by
+# storing a record inside itself (then it is leaked, never freed twice). Tracking
+# made a consumer's 1,000 records cost a quarter of their decode time in GC scans.
 @cython.freelist(256)
+@cython.no_gc
 cdef class Record:
     """One record: offset, timestamp, key, value and headers.
 
@@ -694,6 +703,17 @@ cdef list _decode_v2(RecordBatch batch, const unsigned char *data, Py_ssize_t si
 
 
 cdef list _decode_v2_records(RecordBatch batch, const unsigned char *data, Py_ssize_t size, bint compressed):
+    # Records are not GC-tracked, but a collection started by some other
+    # allocation mid-batch would still scan everything young: paused meanwhile.
+    cdef int was_enabled = PyGC_Disable()
+    try:
+        return _decode_v2_loop(batch, data, size, compressed)
+    finally:
+        if was_enabled:
+            PyGC_Enable()
+
+
+cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize_t size, bint compressed):
     cdef ByteReader r
     cdef int32_t count = batch.record_count
     cdef int64_t base_offset = batch.base_offset
@@ -1305,11 +1325,26 @@ cdef int _add_object_records(_Spans spans, list records, int32_t batch_index) ex
     return 0
 
 
+# numpy and pyarrow, loaded by the columnar paths on first use (plain message
+# decoding never loads them); module globals, not an import statement per call.
+cdef object np = None
+cdef object pa = None
+
+
+cdef int _load_arrow() except -1:
+    global np, pa
+    if pa is None:
+        import numpy
+        import pyarrow
+        np = numpy
+        pa = pyarrow
+    return 0
+
+
 cdef object _binary_array(Py_ssize_t n, const unsigned char **pointers, int32_t *lengths, Py_ssize_t stride,
                           bint text=False):
     """An Arrow binary array from n (pointer, length) pairs spaced `stride` bytes apart; length -1 is null."""
-    import numpy as np  # the columnar paths only: plain message decoding never loads numpy
-    import pyarrow as pa
+    _load_arrow()
     cdef Py_ssize_t i, total = 0, nulls = 0
     cdef int32_t length
     cdef const unsigned char *p
@@ -1367,8 +1402,7 @@ cdef object _view_array(list owners, Py_ssize_t n, const unsigned char **pointer
     or its first 4 bytes, the index of the buffer holding it and its offset there.
     None when an offset does not fit in 32 bits (the caller copies instead).
     """
-    import numpy as np
-    import pyarrow as pa
+    _load_arrow()
     cdef list distinct = []
     cdef list seen_ids = []
     for owner in owners:
@@ -1450,7 +1484,7 @@ cdef void *_data_pointer(object array) except NULL:
 cdef object _fixed_array(object arrow_type, object values):
     # pa.array() on numpy goes through pandas-compatibility checks that cost more
     # than the rest of a small batch; the buffer is already in Arrow's layout.
-    import pyarrow as pa
+    _load_arrow()
     return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
 
 
@@ -1461,6 +1495,16 @@ cdef object _schema(bint batch_columns):
     schema = _SCHEMAS.get(batch_columns)
     if schema is None:
         schema = _SCHEMAS[batch_columns] = record_schema(batch_columns)
+    return schema
+
+
+cdef object _view_schema(bint batch_columns, key_type, value_type):
+    """The record schema with other key / value types (binary_view for zero-copy columns)."""
+    cache_key = (batch_columns, str(key_type), str(value_type))
+    schema = _SCHEMAS.get(cache_key)
+    if schema is None:
+        schema = _SCHEMAS[cache_key] = _schema(batch_columns).set(2, pa.field("key", key_type)).set(
+            3, pa.field("value", value_type))
     return schema
 
 
@@ -1511,8 +1555,7 @@ cdef int _check_header_keys(_Spans spans, Py_ssize_t first, RecordBatch batch) e
 
 
 def _columnar(batches, bint batch_columns, bint zero_copy=False):
-    import numpy as np
-    import pyarrow as pa
+    _load_arrow()
     cdef _Spans spans = _Spans()
     cdef int32_t batch_index = 0
     cdef RecordBatch v2
@@ -1605,20 +1648,21 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
                                     sizeof(HeaderSpan), text=True)
         header_values = _binary_array(spans.n_headers, &spans.headers[0].value, &spans.headers[0].value_len,
                                       sizeof(HeaderSpan))
-    else:   # most batches carry no headers: skip building two empty arrays each time
-        header_keys = _EMPTY.get("string")
-        if header_keys is None:
-            header_keys = _EMPTY["string"] = pa.array([], pa.string())
-            _EMPTY["binary"] = pa.array([], pa.binary())
-        header_values = _EMPTY["binary"]
     schema = _schema(batch_columns)
     header_type = schema.field("headers").type
-    headers = pa.ListArray.from_arrays(
-        _fixed_array(pa.int32(), header_offsets),
-        pa.StructArray.from_arrays([header_keys, header_values], fields=list(header_type.value_type)),
-        type=header_type)
+    if spans.n_headers:
+        headers = pa.ListArray.from_arrays(
+            _fixed_array(pa.int32(), header_offsets),
+            pa.StructArray.from_arrays([header_keys, header_values], fields=list(header_type.value_type)),
+            type=header_type)
+    else:   # most batches carry no headers: n empty lists over one shared empty struct array
+        empty = _EMPTY.get("headers")
+        if empty is None:
+            empty = _EMPTY["headers"] = pa.StructArray.from_arrays(
+                [pa.array([], pa.string()), pa.array([], pa.binary())], fields=list(header_type.value_type))
+        headers = pa.Array.from_buffers(header_type, n, [None, pa.py_buffer(header_offsets)], children=[empty])
     if keys.type != pa.binary() or values.type != pa.binary():
-        schema = schema.set(2, pa.field("key", keys.type)).set(3, pa.field("value", values.type))
+        schema = _view_schema(batch_columns, keys.type, values.type)
     arrays = [_fixed_array(pa.int64(), offset), timestamp_array, keys, values,
               _fixed_array(pa.int32(), header_count), headers]
     if batch_columns:
