@@ -209,6 +209,41 @@ def test_c_and_python_agree_on_broken_frames(frame, cut, flip):
     assert kb.trailing_bytes(results[0]) == kb.trailing_bytes(results[1])
 
 
+def _request_kinds() -> list[bytes]:
+    """Requests the compiled header loop takes on different paths: its plain-request loop (recent
+    client id, no tags), new client ids, null ids, header v0, tagged fields, unknown APIs, versions."""
+    kinds = [metadata_request(12, 1), metadata_request(4, 2), metadata_request(12, 3, "x" * 40),
+             metadata_request(1, 4, None), metadata_request(12, 5, "\u00e9t\u00e9"),
+             api.encode_request(m.ControlledShutdownRequest(broker_id=1), version=0, correlation_id=6,
+                                client_id=None),
+             struct.pack(">hhih", 3, 99, 7, 1) + b"a", struct.pack(">hhih", 999, 0, 8, 1) + b"b",
+             struct.pack(">hhih", 3, 12, 9, 2) + b"ab" + b"\x01\x05\x01z",   # v2 header, one tag
+             struct.pack(">hhih", 3, 12, 10, 5) + b"ab", struct.pack(">hhi", 3, 12, 11),
+             produce_request()]
+    assert len(kinds) == 12
+    return kinds
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(order=st.lists(st.integers(0, 11), max_size=60), cut=st.integers(0, 30))
+def test_c_and_python_agree_on_mixed_request_streams(order, cut):
+    pytest.importorskip("kproto._c._batch")
+    from kproto import _impl
+
+    kinds = _request_kinds()
+    data = prefixed(*(kinds[k] for k in order))
+    data = data[:len(data) - cut] if cut < len(data) else data
+    out = []
+    for name in ("c", "py"):
+        saved, kb._batch = kb._batch, _impl.load("batch", name)
+        try:
+            out.append(kb.decode_frames(data))
+        finally:
+            kb._batch = saved
+    assert out[0].to_pylist() == out[1].to_pylist()
+    assert kb.trailing_bytes(out[0]) == kb.trailing_bytes(out[1])
+
+
 def test_api_versions_unsupported_version_body_reads_as_v0(loops):
     response = api.encode_response(m.ApiVersionsResponse(error_code=35, api_keys=[]), version=0,
                                    correlation_id=4)
