@@ -38,6 +38,7 @@ from kproto import _impl
 
 __all__ = [
     "CaptureReader",
+    "Chunks",
     "read_capture",
     "read_frame_file",
     "request_versions",
@@ -60,7 +61,21 @@ _UNDEFINED_KEY_MAX_VERSION = 10
 _CHUNK = 4 * 1024 * 1024
 _WINDOW = 16 * 1024 * 1024  # bytes of a file mapped at once
 
-Source = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
+
+
+class Chunks:
+    """A capture handed over in consecutive pieces (bytes-like), read without copying them.
+
+    For ranges of memory-mapped files and other sources already in memory: only
+    the bytes of a record that one piece cuts short are carried into the next.
+    The pieces are pulled one at a time, after everything before them was read.
+    """
+
+    def __init__(self, pieces: Iterable) -> None:
+        self.pieces = pieces
+
+
+Source = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO | Chunks
 
 
 def request_versions() -> list[int]:
@@ -181,6 +196,8 @@ class CaptureReader:
         source = self.source
         if isinstance(source, (bytes, bytearray, memoryview)):
             yield from self._from_buffer(memoryview(source))
+        elif isinstance(source, Chunks):
+            yield from self._from_chunks(source.pieces)
         elif isinstance(source, (str, os.PathLike)):
             if source == "-":
                 yield from self._from_stream(sys.stdin.buffer)
@@ -245,6 +262,27 @@ class CaptureReader:
             if not used and not engine.batch_ready():
                 break
         engine.finish(total - pos)
+        yield from self._tail()
+
+    def _from_chunks(self, pieces: Iterable) -> Iterator:
+        engine = self._engine
+        carried = b""       # the start of a record cut by the end of the previous piece
+        for piece in pieces:
+            view = memoryview(bytes(carried) + bytes(piece)) if carried else memoryview(piece).cast("B")
+            pos = 0
+            while True:
+                part = view[pos:]
+                used = engine.feed(part)
+                part.release()
+                pos += used
+                batch = self._batch()
+                if batch is not None:
+                    yield batch
+                if not engine.batch_ready():
+                    break
+            carried = bytes(view[pos:])
+            view.release()
+        engine.finish(len(carried))
         yield from self._tail()
 
     def _from_stream(self, handle) -> Iterator:

@@ -291,6 +291,13 @@ class _Source:
             self._file = filesystem.open_input_file(inner)
             self.size = self._file.size()
 
+    def view(self, offset: int, count: int) -> memoryview | None:
+        """The bytes in place (a memoryview of the mapped file); None when the source is not mapped."""
+        if self._mapped is None:
+            return None
+        count = max(0, min(count, self.size - offset))
+        return memoryview(self._mapped)[offset:offset + count]
+
     def read(self, offset: int, count: int) -> bytes:
         count = max(0, min(count, self.size - offset))
         if self._mapped is not None:
@@ -448,6 +455,28 @@ class _RangeStream(io.RawIOBase):
         return data
 
 
+def _range_pieces(source: _Source, split: Split, on_mark: Callable[[str], None]) -> Iterator[Any]:
+    """The bytes _RangeStream reads, as views of the mapped file (no copy), marks at the same points.
+
+    The reader pulls a piece once it has read everything before it, and the range's
+    start and end are record boundaries: marks fall exactly where the stream's do.
+    """
+    yield source.read(0, PCAP_HEADER_SIZE)
+    pos = split.context_start if split.context_start >= 0 else split.start
+    stop = min(source.size, split.end + split.overlap)
+    for boundary, name in ((split.start, "start"), (split.end, "end")):
+        if pos < boundary:
+            view = source.view(pos, boundary - pos)
+            if view is not None:
+                yield view
+            pos = boundary
+        on_mark(name)
+    if pos < stop:
+        view = source.view(pos, stop - pos)
+        if view is not None:
+            yield view
+
+
 # ---------------------------------------------------------------- reading a split
 def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...]):
     from kproto.capture import CaptureReader
@@ -547,7 +576,13 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
     def on_mark(name: str) -> None:
         marks[name] = dict(holder[0].counters)
 
-    reader = _capture_reader(_RangeStream(source, split, on_mark), split.capture, ports)
+    if source.view(0, 0) is not None:
+        from kproto.capture import Chunks
+
+        ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
+    else:
+        ranged = _RangeStream(source, split, on_mark)
+    reader = _capture_reader(ranged, split.capture, ports)
     holder.append(reader)
     frames = pa.Table.from_batches(list(reader), schema=frame_schema())
     connections = reader.connections()
