@@ -191,6 +191,33 @@ def test_streaming_and_mmap_give_the_same_batches(impl, tmp_path):
     assert mapped.counters["file_bytes"] == len(data)
 
 
+@pytest.mark.parametrize("cuts", [(24,), (24, 100, 101, 400), (1, 2, 3, 50, 2000, 2001), (7, 13, 31, 97, 211)])
+def test_chunks_read_like_one_buffer(impl, cuts):
+    """Pieces cut anywhere (inside the file header, records, packets) read like the whole buffer."""
+    import pyarrow as pa
+
+    from kproto.capture import Chunks
+
+    requests, responses = exchange(20)
+    data = pcap_of(conversation_packets(Conversation(), requests, responses, sizes=(7, 50)))
+    bounds = [0, *[c for c in cuts if c < len(data)], len(data)]
+    pieces = [memoryview(data)[a:b] for a, b in zip(bounds, bounds[1:])]
+    pulled = []
+
+    def pieces_in_order():
+        for piece in pieces:
+            pulled.append(len(piece))
+            yield piece
+
+    reader = CaptureReader(Chunks(pieces_in_order()), implementation=impl.name, batch_frames=6)
+    chunked = pa.Table.from_batches(list(reader))
+    whole = CaptureReader(data, implementation=impl.name).read_all()
+    columns = ["connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size", "payload"]
+    assert chunked.select(columns).equals(whole.select(columns))
+    assert pulled == [len(p) for p in pieces]
+    assert reader.counters["file_bytes"] == len(data)
+
+
 # ---------------------------------------------------------------- link layers and IP
 LINKS = [
     pytest.param(dict(linktype=LINK_ETHERNET), id="ethernet"),

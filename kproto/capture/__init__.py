@@ -278,8 +278,8 @@ class CaptureReader:
                 batch = self._batch()
                 if batch is not None:
                     yield batch
-                if not engine.batch_ready():
-                    break
+                if not used and not engine.batch_ready():
+                    break       # the rest is a record this piece cuts short
             carried = bytes(view[pos:])
             view.release()
         engine.finish(len(carried))
