@@ -204,7 +204,8 @@ def decode_frames(
         raise ValueError(f"body must be None or 'json', not {body!r} (typed columns: decode_struct_column)")
     if records not in ("base64", "summary"):
         raise ValueError(f"records must be 'base64' or 'summary', not {records!r}")
-    data, offsets, cols = _scan(frames, directions, request_api_keys, request_api_versions, max_frame_size)
+    data, offsets, cols = _scan(frames, directions, request_api_keys, request_api_versions, max_frame_size,
+                                body_offsets=body == "json")
     count = cols["count"]
     json_offsets = json_data = None
     if body == "json":
@@ -245,7 +246,7 @@ def decode_frames(
 
 
 def _scan(frames: Any, directions: Any, request_api_keys: Any, request_api_versions: Any,
-          max_frame_size: int) -> tuple[Any, np.ndarray | None, dict]:
+          max_frame_size: int, body_offsets: bool = True) -> tuple[Any, np.ndarray | None, dict]:
     """The header pass over ``frames``: (data, payload offsets or None, the column dict)."""
     if isinstance(frames, pa.ChunkedArray):
         frames = frames.combine_chunks()
@@ -265,7 +266,8 @@ def _scan(frames: Any, directions: Any, request_api_keys: Any, request_api_versi
     dirs = _per_frame(directions, count, np.int8, "directions", 0)
     keys = _per_frame(request_api_keys, count, np.int16, "request_api_keys", -1)
     versions = _per_frame(request_api_versions, count, np.int16, "request_api_versions", -1)
-    cols = _batch.scan(data, count, offsets, valid, dirs, keys, versions, max_frame_size, **defaults)
+    cols = _batch.scan(data, count, offsets, valid, dirs, keys, versions, max_frame_size, **defaults,
+                       body_offsets=body_offsets)
     return data, offsets, cols
 
 

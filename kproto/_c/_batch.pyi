@@ -39,6 +39,7 @@ def scan(
     default_direction: int = 0,
     default_key: int = -1,
     default_version: int = -1,
+    body_offsets: bool = True,
 ) -> dict[str, Any]:
     """Decode the headers of frames into column arrays (see kproto/batch.py)."""
 

@@ -265,15 +265,29 @@ cdef int32_t span_index(SpanTable *t, const unsigned char *p, int32_t n) noexcep
 
 
 cdef inline bint same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
-    # Client ids are short: eight bytes at a time beats a call to memcmp.
+    # Client ids are short: eight bytes at a time beats a call to memcmp, and the
+    # last word overlaps the one before it instead of a loop over the leftover bytes.
     cdef uint64_t x, y
+    cdef uint32_t u, v
     cdef Py_ssize_t i = 0
-    while n - i >= 8:
-        memcpy(&x, a + i, 8)
-        memcpy(&y, b + i, 8)
-        if x != y:
+    if n >= 8:
+        while n - i > 8:
+            memcpy(&x, a + i, 8)
+            memcpy(&y, b + i, 8)
+            if x != y:
+                return False
+            i += 8
+        memcpy(&x, a + n - 8, 8)
+        memcpy(&y, b + n - 8, 8)
+        return x == y
+    if n >= 4:
+        memcpy(&u, a, 4)
+        memcpy(&v, b, 4)
+        if u != v:
             return False
-        i += 8
+        memcpy(&u, a + n - 4, 4)
+        memcpy(&v, b + n - 4, 4)
+        return u == v
     while i < n:
         if a[i] != b[i]:
             return False
@@ -598,7 +612,8 @@ cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py
 
 cdef Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                     const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                    Py_ssize_t max_frame_size, RecentClients *recent) noexcept nogil:
+                                    Py_ssize_t max_frame_size, RecentClients *recent,
+                                    bint body_offsets) noexcept nogil:
     """The common case in a loop of its own: size-prefixed requests, whole, of a valid
     API version, with a client id seen lately (or null) and no tagged fields.
 
@@ -690,7 +705,8 @@ cdef Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
         api_version[i] = <int16_t>version
         correlation_id[i] = <int32_t>kp_load_be32(p + 4)
         client_id[i] = index
-        body_offset[i] = <int32_t>body
+        if body_offsets:
+            body_offset[i] = <int32_t>body
         present[i] = flags
         pos += 4 + <Py_ssize_t>size
         i += 1
@@ -945,7 +961,7 @@ cdef inline const void *array_ptr(object arr):
 
 def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, request_keys=None,
          request_versions=None, Py_ssize_t max_frame_size=0x7FFFFFFF, int default_direction=0,
-         int default_key=-1, int default_version=-1):
+         int default_key=-1, int default_version=-1, bint body_offsets=True):
     """Decode the headers of frames into column arrays (see kproto/batch.py).
 
     ``offsets`` None: ``data`` holds size-prefixed frames back to back, read in
@@ -953,7 +969,8 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     Otherwise ``offsets`` (int32 or int64, count + 1 values) delimit payloads in
     ``data``, as an Arrow binary array does, and ``valid`` (uint8 per frame, or
     None) marks null entries. Per-frame inputs are numpy arrays or None (then the
-    ``default_*`` value applies to every frame).
+    ``default_*`` value applies to every frame). ``body_offsets`` False: no
+    ``body_offset`` column (the header-only decode does not need where bodies start).
     """
     cdef Py_buffer view
     cdef Columns c
@@ -1006,7 +1023,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
             while not no_memory:
                 if plain_requests:
                     i = scan_plain_requests(&c, i, capacity if count < 0 else min(capacity, count),
-                                            buf, length, &pos, max_frame_size, &recent)
+                                            buf, length, &pos, max_frame_size, &recent, body_offsets)
                     framed = pos
                 if count >= 0 and i >= count:
                     break
@@ -1090,6 +1107,8 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     cols["client_ids"] = client_ids
     cols["count"] = i
     cols["framed"] = framed
+    if not body_offsets:
+        del cols["body_offset"]     # not kept up to date: nobody may read it
     return cols
 
 

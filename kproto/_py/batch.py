@@ -212,7 +212,7 @@ def count_frames(data, max_frame_size: int) -> tuple[int, int]:
 
 def scan(data, count: int = -1, offsets=None, valid=None, directions=None, request_keys=None,
          request_versions=None, max_frame_size: int = 0x7FFFFFFF, default_direction: int = 0,
-         default_key: int = -1, default_version: int = -1) -> dict:
+         default_key: int = -1, default_version: int = -1, body_offsets: bool = True) -> dict:
     """Decode the headers of frames into numpy column arrays (see the Cython twin and kproto/batch.py)."""
     view = memoryview(data).cast("B")
     framed = 0
@@ -292,6 +292,8 @@ def scan(data, count: int = -1, offsets=None, valid=None, directions=None, reque
         "count": count,
         "framed": framed,
     }
+    if not body_offsets:
+        del cols["body_offset"]
     return cols
 
 
