@@ -14,7 +14,7 @@ loop goes on. ``kproto/batch.py`` turns the arrays into Arrow; the pure twin is
 ``kproto/_py/batch.py``.
 """
 
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -27,7 +27,7 @@ cdef extern from "<sys/mman.h>" nogil:
     int munmap(void *addr, size_t length)
     void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
     int madvise(void *addr, size_t length, int advice)
-    int PROT_READ, PROT_WRITE, MAP_PRIVATE, MAP_ANONYMOUS, MREMAP_MAYMOVE, MADV_HUGEPAGE
+    int PROT_READ, PROT_WRITE, MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE, MREMAP_MAYMOVE, MADV_HUGEPAGE
     void *MAP_FAILED
 
 from kproto._c._buffer cimport kp_load_be16, kp_load_be32, kp_load_be64, kp_load_be_double
@@ -610,10 +610,18 @@ cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py
         scan_request(c, i, p, n, clients, recent)
 
 
+cdef inline void clear_zero_columns_of(Columns *c, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+    """Rows [start, end) of the columns a plain request leaves zero: tag count, status, error offset, direction."""
+    memset(c.tag_count + start, 0, (end - start) * sizeof(int32_t))
+    memset(c.status + start, ST_OK, (end - start) * sizeof(uint8_t))
+    memset(c.error_offset + start, 0, (end - start) * sizeof(int32_t))
+    memset(c.direction + start, 0, (end - start) * sizeof(int8_t))
+
+
 cdef Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                     const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
                                     Py_ssize_t max_frame_size, RecentClients *recent,
-                                    bint body_offsets) noexcept nogil:
+                                    bint body_offsets, bint clear_zero_columns) noexcept nogil:
     """The common case in a loop of its own: size-prefixed requests, whole, of a valid
     API version, with a client id seen lately (or null) and no tagged fields.
 
@@ -650,14 +658,12 @@ cdef Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
         recent_length[k] = recent.length[k]
         recent_id[k] = recent.index[k]
     while i < limit and length - pos >= 4:
-        if i == block_end:
+        if i == block_end and clear_zero_columns:
             # The columns that are all zero on this path are cleared a block at a time
-            # (wide stores) instead of with four more stores per frame.
+            # (wide stores) instead of with four more stores per frame. (Header-only
+            # decodes skip even that: see scan.)
             block_end = i + 4096 if limit - i > 4096 else limit
-            memset(tag_count + i, 0, (block_end - i) * sizeof(int32_t))
-            memset(status + i, ST_OK, (block_end - i) * sizeof(uint8_t))
-            memset(error_offset + i, 0, (block_end - i) * sizeof(int32_t))
-            memset(direction + i, 0, (block_end - i) * sizeof(int8_t))
+            clear_zero_columns_of(c, i, block_end)
         size = kp_load_be32(buf + pos)
         # whole, within the cap, and long enough for a v1 header
         if size > <uint32_t>max_frame_size or <Py_ssize_t>size > length - pos - 4 or size < 10:
@@ -725,19 +731,21 @@ cdef class CBuffer:
     """
     cdef char *data
     cdef Py_ssize_t length
-    cdef size_t mapped
+    cdef size_t mapped         # 0: not owned (the shared zeros)
     cdef Py_ssize_t shape[1]
 
     def __dealloc__(self):
-        if self.data != NULL:
+        if self.data != NULL and self.mapped:
             pool_put(self.data, self.mapped)
 
     def __getbuffer__(self, Py_buffer *view, int flags):
+        if not self.mapped and flags & PyBUF_WRITABLE:
+            raise BufferError("a column of shared zeros is read-only")
         self.shape[0] = self.length
         view.buf = self.data
         view.obj = self
         view.len = self.length
-        view.readonly = 0
+        view.readonly = 0 if self.mapped else 1
         view.itemsize = 1
         view.format = "B"
         view.ndim = 1
@@ -751,6 +759,31 @@ cdef class CBuffer:
 
     def __len__(self):
         return self.length
+
+
+# One read-only anonymous map, never written: every page of it is the kernel's zero
+# page, so columns that are all zero cost neither memory nor writes. Address space
+# only; kept for the life of the process (arrays may point into it).
+cdef size_t ZERO_MAP_BYTES = (<size_t>1) << 30
+cdef void *zero_map_ptr = NULL
+
+
+cdef void *zero_map() noexcept:
+    global zero_map_ptr
+    cdef void *p
+    if zero_map_ptr == NULL:
+        p = mmap(NULL, ZERO_MAP_BYTES, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+        if p != MAP_FAILED:
+            zero_map_ptr = p
+    return zero_map_ptr
+
+
+cdef CBuffer take_zeros(Py_ssize_t length):
+    cdef CBuffer b = CBuffer.__new__(CBuffer)
+    b.data = <char *>zero_map_ptr
+    b.length = length
+    b.mapped = 0
+    return b
 
 
 cdef CBuffer take_buffer(void *data, Py_ssize_t length, size_t mapped):
@@ -853,6 +886,9 @@ cdef enum:
 # Element size of each column, in the order of the Columns struct's pointers.
 cdef Py_ssize_t ELEMENT_SIZE[NCOLUMNS]
 ELEMENT_SIZE[:] = [8, 4, 1, 2, 2, 4, 4, 4, 1, 4, 4, 1, 1]
+# The columns a plain request leaves zero (see clear_zero_columns_of).
+cdef bint ZERO_COLUMN[NCOLUMNS]
+ZERO_COLUMN[:] = [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 0]
 COLUMN_NAMES = ("offset", "size", "header_version", "api_key", "api_version", "correlation_id",
                 "client_id", "tag_count", "status", "error_offset", "body_offset", "direction",
                 "present")
@@ -978,7 +1014,8 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     cdef Py_ssize_t i = 0, pos = 0, framed = 0, start, n, capacity
     cdef int32_t size
     cdef RecentClients recent
-    cdef bint wide = False, prefixed = offsets is None, no_memory = False, plain_requests
+    cdef bint wide = False, prefixed = offsets is None, no_memory = False, plain_requests, shared_zeros
+    cdef Py_ssize_t zero_from = 0
     cdef const int32_t *off32 = NULL
     cdef const int64_t *off64 = NULL
     cdef const uint8_t *validity = <const uint8_t *>array_ptr(valid)
@@ -1002,6 +1039,9 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
         raise ValueError("per-frame inputs need the frame count")
 
     plain_requests = prefixed and dirs == NULL and default_direction == 0
+    # Header-only decodes of plain requests do not write the four all-zero columns at
+    # all: when every row took the plain loop they come from a shared page of zeros.
+    shared_zeros = plain_requests and not body_offsets
     memset(&c, 0, sizeof(c))
     memset(&recent, 0, sizeof(recent))
     for k in range(RECENT):
@@ -1023,7 +1063,8 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
             while not no_memory:
                 if plain_requests:
                     i = scan_plain_requests(&c, i, capacity if count < 0 else min(capacity, count),
-                                            buf, length, &pos, max_frame_size, &recent, body_offsets)
+                                            buf, length, &pos, max_frame_size, &recent, body_offsets,
+                                            not shared_zeros)
                     framed = pos
                 if count >= 0 and i >= count:
                     break
@@ -1034,6 +1075,11 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                     if columns_resize(&c, mapped, capacity) < 0:
                         no_memory = True
                         break
+                if shared_zeros:
+                    # a row the plain loop did not take: the rows before it get their zeros now
+                    if zero_from < i:
+                        clear_zero_columns_of(&c, zero_from, i)
+                    zero_from = i + 1
                 direction = dirs[i] if dirs != NULL else default_direction
                 c.direction[i] = <int8_t>direction
                 key = rkeys[i] if rkeys != NULL else default_key
@@ -1075,6 +1121,8 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                 if c.status[i] == ST_NO_MEMORY:
                     no_memory = True
                 i += 1
+            if shared_zeros and zero_from > 0 and zero_from < i:
+                clear_zero_columns_of(&c, zero_from, i)
         if no_memory:
             raise MemoryError()
         client_ids = [PyBytes_FromStringAndSize(<const char *>clients.order[k].ptr, clients.order[k].length)
@@ -1088,9 +1136,14 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
 
     # Hand the columns over to numpy (no copy), then split the flags into bitmaps.
     cdef void **slots = column_slots(&c)
+    cdef bint all_plain = shared_zeros and zero_from == 0
     cols = {}
     for k in range(NCOLUMNS):
-        owner = take_buffer(slots[k], i * ELEMENT_SIZE[k], mapped[k])
+        if all_plain and ZERO_COLUMN[k] and i * ELEMENT_SIZE[k] <= ZERO_MAP_BYTES and zero_map() != NULL:
+            pool_put(slots[k], mapped[k])
+            owner = take_zeros(i * ELEMENT_SIZE[k])
+        else:
+            owner = take_buffer(slots[k], i * ELEMENT_SIZE[k], mapped[k])
         slots[k] = NULL
         cols[COLUMN_NAMES[k]] = np.frombuffer(owner, dtype=COLUMN_TYPES[k])
     nbytes = (i + 7) // 8
