@@ -483,3 +483,21 @@ def test_zero_copy_columns_match_copied_ones(impl, compression):
     assert viewed.column("key").to_pylist() == copied.column("key").to_pylist()
     assert viewed.column("offset").to_pylist() == copied.column("offset").to_pylist()
     viewed.validate(full=True)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_zero_copy_columns_of_legacy_message_sets(impl, magic):
+    """Legacy messages are decoded to objects first: their columns are copied, and still binary_view."""
+    import pyarrow as pa
+
+    records_mod = impl.load("records")
+    legacy = records_mod.LegacyBatch.encode(
+        [records_mod.Record(key=b"k%d" % i, value=b"legacy value %d" % i) for i in range(3)], magic=magic)
+    v2 = records_mod.RecordBatch.encode([records_mod.Record(value=b"a v2 value after them")], base_offset=3)
+    for data in (legacy, legacy + v2):
+        copied = records_mod.Records(data).to_arrow(batch_columns=False)
+        viewed = records_mod.Records(data).to_arrow(batch_columns=False, zero_copy=True)
+        assert viewed.schema.field("key").type == viewed.schema.field("value").type == pa.binary_view()
+        assert viewed.column("value").to_pylist() == copied.column("value").to_pylist()
+        assert viewed.column("key").to_pylist() == copied.column("key").to_pylist()
+        viewed.validate(full=True)

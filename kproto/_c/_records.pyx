@@ -116,7 +116,7 @@ def _crc32c_portable(data, uint32_t crc=0) -> int:
 # them, so it cannot be part of a cycle unless one is built on purpose by
 # storing a record inside itself (then it is leaked, never freed twice). Tracking
 # made a consumer's 1,000 records cost a quarter of their decode time in GC scans.
-@cython.freelist(256)
+@cython.freelist(1024)     # a batch's worth of records comes back for the next batch
 @cython.no_gc
 cdef class Record:
     """One record: offset, timestamp, key, value and headers.
@@ -1563,6 +1563,7 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
     cdef Py_ssize_t i, n
     cdef RecordSpan *span
     cdef Py_ssize_t first_header
+    cdef bint object_records = False
     batch_rows = []
     for batch in batches:
         if isinstance(batch, RecordBatch):
@@ -1599,6 +1600,7 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
             _check_header_keys(spans, first_header, v2)
         else:
             _add_object_records(spans, batch.records(), batch_index)
+            object_records = True
         if batch_columns:
             batch_rows.append(_twin._batch_values(batch))
         batch_index += 1
@@ -1633,16 +1635,22 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
         has_timestamp = np.fromiter((spans.records[i].has_timestamp for i in range(n)), dtype=bool, count=n)
         timestamp_array = pa.array(timestamp, mask=~has_timestamp)
     keys = values = None
-    if zero_copy:
+    if zero_copy and not object_records:
         keys = _view_array(spans.keep, n, &spans.records[0].key if n else NULL,
                            &spans.records[0].key_len if n else NULL, sizeof(RecordSpan))
         values = _view_array(spans.keep, n, &spans.records[0].value if n else NULL,
                              &spans.records[0].value_len if n else NULL, sizeof(RecordSpan))
-    if keys is None or values is None:   # not asked for, or a buffer too large for 32-bit view offsets
+    if keys is None or values is None:
+        # Not asked for; or legacy records (values in bytes objects of their own, not in a
+        # batch buffer) or a buffer too large for 32-bit view offsets: copied, and still
+        # binary_view when zero_copy was asked for, so the type does not depend on the data.
         keys = _binary_array(n, &spans.records[0].key if n else NULL, &spans.records[0].key_len if n else NULL,
                              sizeof(RecordSpan))
         values = _binary_array(n, &spans.records[0].value if n else NULL,
                                &spans.records[0].value_len if n else NULL, sizeof(RecordSpan))
+        if zero_copy:
+            keys = keys.cast(pa.binary_view())
+            values = values.cast(pa.binary_view())
     if spans.n_headers:
         header_keys = _binary_array(spans.n_headers, &spans.headers[0].key, &spans.headers[0].key_len,
                                     sizeof(HeaderSpan), text=True)

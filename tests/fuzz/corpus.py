@@ -129,6 +129,8 @@ def record_seeds() -> tuple[bytes, ...]:
         seeds.append(targets.records_options(verify_crc=False, small_cap=False) + data)
         seeds.append(targets.records_options(verify_crc=False, small_cap=True) + data)
     seeds += [targets.records_options(verify_crc=True, small_cap=False) + data for data in encodings[8:14]]
+    seeds += [targets.records_options(verify_crc=True, small_cap=False, zero_copy=True) + data
+              for data in encodings]
     return tuple(seeds)
 
 

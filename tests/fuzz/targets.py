@@ -186,9 +186,9 @@ _RECORDS = {impl: _impl.load("records", impl) for impl in IMPLEMENTATIONS}
 RECORDS_CAPS = (1 << 12, 1 << 20)
 
 
-def records_options(verify_crc: bool, small_cap: bool) -> bytes:
+def records_options(verify_crc: bool, small_cap: bool, zero_copy: bool = False) -> bytes:
     """The leading byte that makes fuzz_records read with these options."""
-    return bytes([(1 if verify_crc else 0) | (2 if small_cap else 0)])
+    return bytes([(1 if verify_crc else 0) | (2 if small_cap else 0) | (4 if zero_copy else 0)])
 
 
 def _plain_record(record) -> tuple:
@@ -196,7 +196,7 @@ def _plain_record(record) -> tuple:
             tuple((k, plain(v)) for k, v in record.headers))
 
 
-def _read_records(module, data: bytes, verify_crc: bool, cap: int):
+def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bool = False):
     """Everything a reader can ask of a Records buffer, as plain data (errors in line)."""
     records = module.Records(data, verify_crc=verify_crc, max_decompressed_size=cap)
     out = []
@@ -214,7 +214,7 @@ def _read_records(module, data: bytes, verify_crc: bool, cap: int):
     except DecodeError as exc:
         tail = error_outcome(exc)
     try:
-        table = records.to_arrow()
+        table = records.to_arrow(zero_copy=zero_copy)   # zero_copy: binary_view key / value columns
         columns = table.to_pydict()
     except DecodeError as exc:
         columns = error_outcome(exc)
@@ -222,15 +222,17 @@ def _read_records(module, data: bytes, verify_crc: bool, cap: int):
 
 
 def fuzz_records(data: bytes):
-    """Record batches (magic 0, 1, 2, every codec): byte 0 picks CRC checking and the size cap."""
+    """Record batches (magic 0, 1, 2, every codec): byte 0 picks CRC checking, the size cap
+    and zero-copy Arrow columns."""
     if not data:
         return ("skip", None)
     verify_crc = bool(data[0] & 1)
     cap = RECORDS_CAPS[0] if data[0] & 2 else RECORDS_CAPS[1]
+    zero_copy = bool(data[0] & 4)
     body = data[1:]
     outcomes = {}
     for impl, module in _RECORDS.items():
-        outcomes[impl] = call("records", impl, _read_records, module, body, verify_crc, cap)
+        outcomes[impl] = call("records", impl, _read_records, module, body, verify_crc, cap, zero_copy)
     agree("records", outcomes)
     return outcomes[IMPLEMENTATIONS[0]]
 
