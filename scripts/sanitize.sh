@@ -57,8 +57,12 @@ assert kproto.extension_loaded(), "the sanitized extension did not load"
 print("== sanitized extension:", c.__file__)
 EOF
     status=0
-    echo "== test suite under ASan + UBSan"
-    nice -n 19 "$PY" -m pytest -q -m "not slow" -p no:cacheprovider tests || status=$?
+    echo "== test suite under ASan + UBSan (without tests/test_spark.py)"
+    # The Spark tests start a JVM, which inherits LD_PRELOAD and hangs with the ASan runtime
+    # in it; the Python side of those jobs (kproto.spark.worker) is tested without Spark
+    # in tests/test_spark_worker.py, which runs here.
+    nice -n 19 "$PY" -m pytest -q -m "not slow" -p no:cacheprovider --ignore=tests/test_spark.py tests \
+        || status=$?
     echo "== fuzz targets under ASan + UBSan, ${fuzz_seconds} s each"
     # --slow 5: the sanitizers make every input a few times slower; hangs still stand out
     nice -n 19 "$PY" -m tests.fuzz.run all --seconds "$fuzz_seconds" --slow 5 --crash-dir /tmp/kproto-asan-crashes \
