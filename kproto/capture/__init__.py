@@ -31,8 +31,8 @@ import io
 import mmap
 import os
 import sys
-from typing import BinaryIO
-from collections.abc import Iterable, Iterator
+from typing import Any, BinaryIO
+from collections.abc import Generator, Iterable, Iterator
 
 from kproto import _impl
 
@@ -247,10 +247,10 @@ class CaptureReader:
         engine.finish(size - pos)
         yield from self._tail()
 
-    def _from_buffer(self, view: memoryview) -> Iterator:
+    def _feed(self, view: memoryview) -> Generator[Any, None, int]:
+        """Feed ``view`` until the engine takes no more, yielding batches; returns the bytes used."""
         engine = self._engine
         pos = 0
-        total = len(view)
         while True:
             part = view[pos:]
             used = engine.feed(part)
@@ -260,29 +260,21 @@ class CaptureReader:
             if batch is not None:
                 yield batch
             if not used and not engine.batch_ready():
-                break
-        engine.finish(total - pos)
+                return pos      # the rest is a record cut short (or nothing)
+
+    def _from_buffer(self, view: memoryview) -> Iterator:
+        pos = yield from self._feed(view)
+        self._engine.finish(len(view) - pos)
         yield from self._tail()
 
     def _from_chunks(self, pieces: Iterable) -> Iterator:
-        engine = self._engine
         carried = b""       # the start of a record cut by the end of the previous piece
         for piece in pieces:
             view = memoryview(bytes(carried) + bytes(piece)) if carried else memoryview(piece).cast("B")
-            pos = 0
-            while True:
-                part = view[pos:]
-                used = engine.feed(part)
-                part.release()
-                pos += used
-                batch = self._batch()
-                if batch is not None:
-                    yield batch
-                if not used and not engine.batch_ready():
-                    break       # the rest is a record this piece cuts short
+            pos = yield from self._feed(view)
             carried = bytes(view[pos:])
             view.release()
-        engine.finish(len(carried))
+        self._engine.finish(len(carried))
         yield from self._tail()
 
     def _from_stream(self, handle) -> Iterator:
