@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from kproto import _impl, schema
+from kproto import compression as _compression
 
 if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
     from kproto._c import _batch
@@ -670,8 +671,6 @@ def decode_struct_column(frames: Any, message: str | int, *, directions: Any = N
 
 
 # ------------------------------------------------------------------ Produce / Fetch per partition
-_PRODUCE = 0
-_FETCH = 1
 
 
 def partition_schema() -> pa.Schema:
@@ -711,8 +710,8 @@ def partitions(frames: Any, *, directions: Any = None, request_api_keys: Any = N
     return _partition_table(found)
 
 
-#: Compression column values by the codes partition_rows gives (-1: null).
-_COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd", "mixed")
+#: Compression column values by the codes partition_rows gives (0-4 Kafka's codecs, 5 mixed; -1 null).
+_COMPRESSION_NAMES = (*(_compression.codec_name(code) for code in range(5)), "mixed")
 
 
 def _partition_table(found: dict) -> pa.Table:

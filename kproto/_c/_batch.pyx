@@ -627,7 +627,9 @@ cdef Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
 
     Returns the row count at the first frame that is anything else (or at ``limit``,
     or at the end of the buffer); the general loop takes that frame, then comes back.
-    Column pointers and the recent ids are copied into locals first: a store
+    The columns that are zero on this path are not written here (see
+    clear_zero_columns_of). Column pointers and the recent ids are copied into
+    locals first: a store
     through a one-byte column may alias any memory the compiler cannot see is
     private, and it would reload every pointer after each such store.
     """
@@ -638,11 +640,7 @@ cdef Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
     cdef int16_t *api_version = c.api_version
     cdef int32_t *correlation_id = c.correlation_id
     cdef int32_t *client_id = c.client_id
-    cdef int32_t *tag_count = c.tag_count
-    cdef uint8_t *status = c.status
-    cdef int32_t *error_offset = c.error_offset
     cdef int32_t *body_offset = c.body_offset
-    cdef int8_t *direction = c.direction
     cdef uint8_t *present = c.present
     cdef const unsigned char *recent_ptr[RECENT]
     cdef int32_t recent_length[RECENT]
@@ -1875,6 +1873,36 @@ cdef int ensure_plan(int direction, int key, int version) except -1:
     return 0
 
 
+cdef list present_versions(dict cols, rows):
+    """The distinct (direction, api_key, api_version) of ``rows`` (a mask or indices)."""
+    codes = np.unique(cols["direction"][rows].astype(np.int64) * 1_000_000
+                      + cols["api_key"][rows].astype(np.int64) * 1000 + cols["api_version"][rows])
+    return [(code // 1_000_000, (code // 1000) % 1000, code % 1000) for code in codes.tolist()]
+
+
+cdef int out_init(Out *out, Py_ssize_t capacity) except -1:
+    out.capacity = capacity
+    out.length = 0
+    out.buf = <char *>malloc(capacity)
+    if out.buf == NULL:
+        raise MemoryError()
+    return 0
+
+
+cdef inline void jctx_start(JCtx *x, const unsigned char *payload, Py_ssize_t size, Py_ssize_t body,
+                            Out *out, bint records_summary, PartRows *parts) noexcept nogil:
+    """Set up the walk of one frame's body (payload: the frame after its size prefix)."""
+    x.start = payload
+    x.end = payload + size
+    x.p = payload + body
+    x.out = out
+    x.status = ST_OK
+    x.error = 0
+    x.depth = 0
+    x.records_summary = records_summary
+    x.parts = parts
+
+
 def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
     """JSON text of the body of every frame whose header read OK: (int64 offsets, UTF-8 bytes).
 
@@ -1905,18 +1933,12 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
 
     # Plans for every (direction, api, version) present, built with the GIL held.
     ok = (cols["status"] == ST_OK) & (cols["body_offset"] >= 0)
-    codes = np.unique(cols["direction"][ok].astype(np.int64) * 1_000_000
-                      + cols["api_key"][ok].astype(np.int64) * 1000 + cols["api_version"][ok])
-    for code in codes.tolist():
-        ensure_plan(code // 1_000_000, (code // 1000) % 1000, code % 1000)
-        if code // 1_000_000 == 1 and (code // 1000) % 1000 == API_VERSIONS:
+    for d, key, version in present_versions(cols, ok):
+        ensure_plan(d, key, version)
+        if d == 1 and key == API_VERSIONS:
             ensure_plan(1, API_VERSIONS, 0)
 
-    out.capacity = 1 << 16
-    out.length = 0
-    out.buf = <char *>malloc(out.capacity)
-    if out.buf == NULL:
-        raise MemoryError()
+    out_init(&out, 1 << 16)
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         with nogil:
@@ -1925,15 +1947,8 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
                 if status[i] != ST_OK or body_offset[i] < 0:
                     continue
                 start = frame_offset[i] + prefix
-                x.start = <const unsigned char *>view.buf + start
-                x.end = x.start + size[i]
-                x.p = x.start + body_offset[i]
-                x.out = &out
-                x.status = ST_OK
-                x.error = 0
-                x.depth = 0
-                x.records_summary = records_summary
-                x.parts = NULL
+                jctx_start(&x, <const unsigned char *>view.buf + start, size[i], body_offset[i], &out,
+                           records_summary, NULL)
                 version = api_version[i]
                 # KIP-511: an ApiVersions error UNSUPPORTED_VERSION comes as a v0 body.
                 if direction[i] == 1 and api_key[i] == API_VERSIONS and version > 0 \
@@ -2101,19 +2116,13 @@ def partition_rows(data, dict cols, offsets=None):
     candidates = np.flatnonzero((cols["status"] == ST_OK) & (cols["body_offset"] >= 0) & (
         ((cols["api_key"] == PRODUCE) & (cols["direction"] == 0))
         | ((cols["api_key"] == FETCH) & (cols["direction"] == 1))))
-    codes = np.unique(cols["direction"][candidates].astype(np.int64) * 1_000_000
-                      + cols["api_key"][candidates].astype(np.int64) * 1000 + cols["api_version"][candidates])
-    for code in codes.tolist():
-        ensure_partition_plan(code // 1_000_000, (code // 1000) % 1000, code % 1000)
+    for d, key, version in present_versions(cols, candidates):
+        ensure_partition_plan(d, key, version)
     cdef const int64_t[::1] rows = candidates.astype(np.int64)
     cdef Py_ssize_t nrows = len(candidates)
 
     memset(&parts, 0, sizeof(parts))
-    out.capacity = 1 << 12
-    out.length = 0
-    out.buf = <char *>malloc(out.capacity)
-    if out.buf == NULL:
-        raise MemoryError()
+    out_init(&out, 1 << 12)
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         with nogil:
@@ -2123,15 +2132,9 @@ def partition_rows(data, dict cols, offsets=None):
                 if jp == NULL:
                     continue
                 start = frame_offset[i] + prefix
-                x.start = <const unsigned char *>view.buf + start
-                x.end = x.start + size[i]
-                x.p = x.start + body_offset[i]
-                x.out = &out
-                x.status = ST_OK
-                x.error = 0
-                x.depth = 0
-                x.records_summary = True   # records are skipped, not written out as base64
-                x.parts = &parts
+                # records summarized (skipped), not written out as base64
+                jctx_start(&x, <const unsigned char *>view.buf + start, size[i], body_offset[i], &out,
+                           True, &parts)
                 memset(&x.current, 0, sizeof(PartRow))
                 x.current.frame = i
                 out.length = 0

@@ -291,10 +291,14 @@ class _Source:
             self._file = filesystem.open_input_file(inner)
             self.size = self._file.size()
 
-    def view(self, offset: int, count: int) -> memoryview | None:
-        """The bytes in place (a memoryview of the mapped file); None when the source is not mapped."""
-        if self._mapped is None:
-            return None
+    @property
+    def mapped(self) -> bool:
+        """A local file, memory-mapped: view() works."""
+        return self._mapped is not None
+
+    def view(self, offset: int, count: int) -> memoryview:
+        """The bytes in place, a memoryview of the mapped file (mapped sources only)."""
+        assert self._mapped is not None
         count = max(0, min(count, self.size - offset))
         return memoryview(self._mapped)[offset:offset + count]
 
@@ -466,15 +470,11 @@ def _range_pieces(source: _Source, split: Split, on_mark: Callable[[str], None])
     stop = min(source.size, split.end + split.overlap)
     for boundary, name in ((split.start, "start"), (split.end, "end")):
         if pos < boundary:
-            view = source.view(pos, boundary - pos)
-            if view is not None:
-                yield view
+            yield source.view(pos, boundary - pos)
             pos = boundary
         on_mark(name)
     if pos < stop:
-        view = source.view(pos, stop - pos)
-        if view is not None:
-            yield view
+        yield source.view(pos, stop - pos)
 
 
 # ---------------------------------------------------------------- reading a split
@@ -576,7 +576,7 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
     def on_mark(name: str) -> None:
         marks[name] = dict(holder[0].counters)
 
-    if source.view(0, 0) is not None:
+    if source.mapped:
         from kproto.capture import Chunks
 
         ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
