@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import kproto
 import kproto.batch as kb
 from kproto import api, schema
 from kproto import messages as m
@@ -242,6 +243,69 @@ def test_c_and_python_agree_on_mixed_request_streams(order, cut):
             kb._batch = saved
     assert out[0].to_pylist() == out[1].to_pylist()
     assert kb.trailing_bytes(out[0]) == kb.trailing_bytes(out[1])
+
+
+# Client ids the header loop's id cache must tell apart: lengths on both sides of
+# its 14-byte words, long ids that share their first 14 bytes (Java's
+# "consumer-<group>-<n>"), ids that differ in one byte, the empty id, non-ASCII.
+_ID_STEMS = ["", "a", "producer-7", "consumer-1", "rdkafka-12345", "rdkafka-123456", "rdkafka-1234567",
+             "consumer-orders-app-1", "consumer-orders-app-2", "consumer-orders-app-10", "x" * 40,
+             "x" * 39 + "y", "\u00e9t\u00e9-client"]
+
+
+def _tagged_request(correlation_id: int, client_id: str) -> bytes:
+    """A Metadata v12 request (header v2) whose tag section holds one field."""
+    raw = client_id.encode()
+    return (struct.pack(">hhih", 3, 12, correlation_id, len(raw)) + raw + b"\x01\x05\x01z"
+            + m.MetadataRequest(topics=None).encode(12))
+
+
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
+@given(frames=st.lists(st.tuples(st.one_of(st.sampled_from(_ID_STEMS), st.none(),
+                                           st.integers(0, 600).map(lambda k: f"client-{k}")),
+                                 st.sampled_from(["v1", "v2", "tagged"])), max_size=80))
+def test_header_loop_client_ids_are_exact(frames):
+    """Every frame's client id, header version and tag count come out as sent, on both loops."""
+    from kproto import _impl
+
+    payloads = []
+    for k, (client_id, kind) in enumerate(frames):
+        if kind == "tagged" and client_id is not None:
+            payloads.append(_tagged_request(k, client_id))
+        else:
+            payloads.append(metadata_request(12 if kind != "v1" else 4, k, client_id))
+    data = prefixed(*payloads)
+    names = ["py"] + (["c"] if kproto.extension_loaded() else [])
+    results = []
+    for name in names:
+        saved, kb._batch = kb._batch, _impl.load("batch", name)
+        try:
+            results.append(kb.decode_frames(data).to_pylist())
+        finally:
+            kb._batch = saved
+    expected = [{"client_id": client_id, "correlation_id": k, "header_version": 1 if kind == "v1" else 2,
+                 "header_tag_count": None if kind == "v1" else (1 if kind == "tagged" and client_id is not None
+                                                                 else 0),
+                 "status": Status.OK}
+                for k, (client_id, kind) in enumerate(frames)]
+    for rows in results:
+        got = [{key: row[key] for key in expected[0]} for row in rows] if expected else rows
+        assert got == expected
+    assert all(rows == results[0] for rows in results)
+
+
+def test_header_loop_many_client_ids(loops):
+    """More distinct ids than the id cache has slots, repeated: every row keeps its own id."""
+    # Short ids that agree in their first word and differ in the second (client-NNNNN),
+    # long ones that agree in their first 14 bytes: with 1,600 ids, slots are shared.
+    ids = ([f"consumer-orders-app-{k}" for k in range(600)] + [f"client-{k:05d}" for k in range(600)]
+           + [f"c{k}" for k in range(300)] + [f"app-{k:010d}" for k in range(100)])
+    order = ids * 3
+    data = prefixed(*(metadata_request(12 if k % 2 else 4, k, client_id) for k, client_id in enumerate(order)))
+    batch = kb.decode_frames(data)
+    assert batch["client_id"].to_pylist() == order
+    assert batch["client_id"].dictionary.to_pylist() == ids     # in order of first appearance
+    assert set(batch["status"].to_pylist()) == {Status.OK}
 
 
 def test_api_versions_unsupported_version_body_reads_as_v0(loops):

@@ -17,7 +17,7 @@ loop goes on. ``kproto/batch.py`` turns the arrays into Arrow; the pure twin is
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.ref cimport PyObject, Py_INCREF
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcmp, memcpy, memset, strlen
 from libc.stdio cimport snprintf
@@ -30,7 +30,7 @@ cdef extern from "<sys/mman.h>" nogil:
     int PROT_READ, PROT_WRITE, MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE, MREMAP_MAYMOVE, MADV_HUGEPAGE
     void *MAP_FAILED
 
-from kproto._c._buffer cimport kp_load_be16, kp_load_be32, kp_load_be64, kp_load_be_double
+from kproto._c._buffer cimport kp_load_be16, kp_load_be32, kp_load_be64, kp_load_le64, kp_load_be_double
 from kproto._c._codec cimport (
     CPlan, FieldOp, native_plan,
     K_BOOL, K_INT8, K_INT16, K_INT32, K_INT64, K_UINT16, K_UINT32, K_FLOAT64, K_UUID,
@@ -295,32 +295,84 @@ cdef inline bint same_bytes(const unsigned char *a, const unsigned char *b, Py_s
     return True
 
 
-# The last few distinct client ids seen, checked before the table (ids alternate
-# between a handful of clients on a connection or in a capture batch).
+# Client ids seen in this call, checked before the dictionary: a direct-mapped
+# cache keyed by the first 16 bytes of the id on the wire (its int16 length and up
+# to 14 bytes of text), so the header loop compares an id with two word loads,
+# two masks and two compares instead of a byte loop. Longer ids also compare
+# their remaining bytes, and their last 8 bytes go into the hash (Java clients name
+# themselves "consumer-<group>-<n>": the first 14 bytes often agree).
 cdef enum:
-    RECENT = 4
+    ID_SLOTS = 256         # a power of two; 40 bytes a slot, on the stack
+    ID_WORD_BYTES = 16     # bytes the two words cover: the length and 14 bytes of text
+
+cdef struct IdSlot:
+    uint64_t word0         # bytes 0-7 of "length + text", bytes past the id zero
+    uint64_t word1         # bytes 8-15
+    const unsigned char *tail   # ids over 14 bytes: their bytes after the first 14 (in the input)
+    int32_t index          # the id's dictionary index
+    int32_t length
+
+cdef struct IdCache:
+    IdSlot slot[ID_SLOTS]
+
+# WORD0_MASK[n] / WORD1_MASK[n]: keep bytes 0..n-1 of the 16 (n = 0..16).
+cdef uint64_t WORD0_MASK[ID_WORD_BYTES + 1]
+cdef uint64_t WORD1_MASK[ID_WORD_BYTES + 1]
+for _n in range(ID_WORD_BYTES + 1):
+    WORD0_MASK[_n] = (1 << (8 * min(_n, 8))) - 1
+    WORD1_MASK[_n] = (1 << (8 * max(_n - 8, 0))) - 1
 
 
-cdef struct RecentClients:
-    const unsigned char *ptr[RECENT]
-    int32_t length[RECENT]
-    int32_t index[RECENT]
-    int next
-
-
-cdef inline int32_t recent_index(RecentClients *r, const unsigned char *p, int32_t n) noexcept nogil:
+cdef void id_cache_init(IdCache *cache) noexcept nogil:
     cdef int k
-    for k in range(RECENT):
-        if r.length[k] == n and same_bytes(p, r.ptr[k], n):
-            return r.index[k]
-    return -1
+    for k in range(ID_SLOTS):
+        # An impossible key: byte 0 of a real one is the high byte of a length <= 0x7FFF.
+        cache.slot[k].word0 = ~(<uint64_t>0)
+        cache.slot[k].word1 = 0
 
 
-cdef inline void recent_add(RecentClients *r, const unsigned char *p, int32_t n, int32_t index) noexcept nogil:
-    r.ptr[r.next] = p
-    r.length[r.next] = n
-    r.index[r.next] = index
-    r.next = (r.next + 1) % RECENT
+cdef inline Py_ssize_t id_hash(uint64_t word0, uint64_t word1) noexcept nogil:
+    return <Py_ssize_t>(((word0 ^ word1) * 0x9E3779B97F4A7C15ULL) >> 56)   # top 8 bits: ID_SLOTS
+
+
+cdef inline IdSlot *id_slot(IdCache *cache, const unsigned char *q, int32_t n,
+                            uint64_t *word0, uint64_t *word1) noexcept nogil:
+    """The slot an id maps to, and its key words. ``q`` is the id's length prefix, n >= 0
+    its length; only q[0 .. 2 + n) is read."""
+    cdef unsigned char short_id[ID_WORD_BYTES]
+    cdef uint64_t hashed
+    if n >= ID_WORD_BYTES - 2:
+        word0[0] = kp_load_le64(q)
+        word1[0] = kp_load_le64(q + 8)
+        hashed = word1[0] ^ (kp_load_le64(q + 2 + n - 8) if n > ID_WORD_BYTES - 2 else 0)
+    else:
+        memset(short_id, 0, ID_WORD_BYTES)
+        memcpy(short_id, q, 2 + n)
+        word0[0] = kp_load_le64(short_id)
+        word1[0] = kp_load_le64(short_id + 8)
+        hashed = word1[0]
+    return &cache.slot[id_hash(word0[0], hashed)]
+
+
+cdef inline int32_t id_lookup(IdCache *cache, const unsigned char *q, int32_t n) noexcept nogil:
+    """The dictionary index of a cached id (see id_slot for q and n), or -1."""
+    cdef uint64_t word0, word1
+    cdef IdSlot *s = id_slot(cache, q, n, &word0, &word1)
+    if s.word0 != word0 or s.word1 != word1:
+        return -1
+    if n > ID_WORD_BYTES - 2 and not same_bytes(q + ID_WORD_BYTES, s.tail, n - (ID_WORD_BYTES - 2)):
+        return -1
+    return s.index
+
+
+cdef inline void id_insert(IdCache *cache, const unsigned char *q, int32_t n, int32_t index) noexcept nogil:
+    cdef uint64_t word0, word1
+    cdef IdSlot *s = id_slot(cache, q, n, &word0, &word1)
+    s.word0 = word0
+    s.word1 = word1
+    s.tail = q + ID_WORD_BYTES
+    s.index = index
+    s.length = n
 
 
 # ------------------------------------------------------------------ UTF-8
@@ -473,21 +525,22 @@ cdef inline void api_checks(Columns *c, Py_ssize_t i, int d, int key, int versio
         set_bit(c, i, F_REMOVED)
 
 
-cdef int32_t new_client(SpanTable *clients, RecentClients *recent, const unsigned char *p,
+cdef int32_t new_client(SpanTable *clients, IdCache *ids, const unsigned char *q,
                         int32_t length) noexcept nogil:
-    """Dictionary index of a client id not seen lately: -1 not UTF-8, -2 out of memory."""
+    """Dictionary index of a client id not in the cache (q: its length prefix):
+    -1 not UTF-8, -2 out of memory."""
     cdef int32_t index
-    if not valid_utf8(p, length):
+    if not valid_utf8(q + 2, length):
         return -1
-    index = span_index(clients, p, length)
+    index = span_index(clients, q + 2, length)
     if index < 0:
         return -2
-    recent_add(recent, p, length, index)
+    id_insert(ids, q, length, index)
     return index
 
 
 cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
-                              SpanTable *clients, RecentClients *recent) noexcept nogil:
+                              SpanTable *clients, IdCache *ids) noexcept nogil:
     # The common path stays small so the compiler inlines it into the loop; the
     # rare ones (errors, new client ids, non-empty tag sections) are calls.
     cdef Py_ssize_t pos = 8
@@ -524,10 +577,10 @@ cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, 
                 c.present[i] = flags
                 fail(c, i, ST_TRUNCATED, pos)
                 return
-            # Clients send the same id on every request: compare with the last few first.
-            index = recent_index(recent, p + pos, length)
+            # Clients send the same id on every request: the cache knows most of them.
+            index = id_lookup(ids, p + pos - 2, length)
             if index < 0:
-                index = new_client(clients, recent, p + pos, length)
+                index = new_client(clients, ids, p + pos - 2, length)
                 if index < 0:
                     c.present[i] = flags
                     fail(c, i, ST_MALFORMED if index == -1 else ST_NO_MEMORY, pos)
@@ -595,7 +648,7 @@ cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p,
 
 cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
                             int direction, int key, int version, SpanTable *clients,
-                            RecentClients *recent) noexcept nogil:
+                            IdCache *ids) noexcept nogil:
     if direction == 1:
         clear_row(c, i)
         scan_response(c, i, p, n, key, version)
@@ -607,7 +660,7 @@ cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py
         c.client_id[i] = 0
         c.tag_count[i] = 0
         c.body_offset[i] = -1
-        scan_request(c, i, p, n, clients, recent)
+        scan_request(c, i, p, n, clients, ids)
 
 
 cdef inline void clear_zero_columns_of(Columns *c, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
@@ -618,21 +671,82 @@ cdef inline void clear_zero_columns_of(Columns *c, Py_ssize_t start, Py_ssize_t 
     memset(c.direction + start, 0, (end - start) * sizeof(int8_t))
 
 
-cdef Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
-                                    const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                    Py_ssize_t max_frame_size, RecentClients *recent,
-                                    bint body_offsets, bint clear_zero_columns) noexcept nogil:
+# What the plain-request loop needs to know of (api_key, api_version), at
+# [api_key * MAX_VERSION + api_version]: 0 when it cannot take the frame (unknown
+# API, unsupported version, header v0); else the row's flags (F_*) and, in bit 8,
+# whether the header is v2 (ends with a tagged-field section).
+cdef uint16_t plain_request[MAX_KEY * MAX_VERSION]
+
+
+cdef void load_plain_request_table():
+    cdef int key, version, hv
+    cdef uint8_t info
+    cdef uint16_t flags
+    for key in range(MAX_KEY):
+        for version in range(MAX_VERSION):
+            info = info_table[0][key][version]
+            hv = info & I_HEADER_VERSION
+            if not (info & I_VALID) or hv == 0:
+                plain_request[key * MAX_VERSION + version] = 0
+                continue
+            flags = F_API | F_CORRELATION | F_HEADER_VERSION
+            if hv == 2:
+                flags |= F_TAG_COUNT | 0x100
+            if info & I_DEPRECATED:
+                flags |= F_DEPRECATED
+            if info & I_REMOVED:
+                flags |= F_REMOVED
+            plain_request[key * MAX_VERSION + version] = flags
+
+
+load_plain_request_table()
+
+
+cdef inline void general_row_done(Columns *c, Py_ssize_t i, bint *zeros_written,
+                                  Py_ssize_t *zero_from) noexcept nogil:
+    """After a row of the general loop in a header-only decode (see scan): the first
+    row with a value in the four zero columns makes them real columns."""
+    if not zeros_written[0]:
+        if c.tag_count[i] == 0 and c.status[i] == ST_OK and c.error_offset[i] == 0 and c.direction[i] == 0:
+            return
+        zeros_written[0] = True
+        clear_zero_columns_of(c, 0, i)   # the plain rows so far (the general ones hold zeros already)
+    zero_from[0] = i + 1
+
+
+cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
+                                           const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
+                                           Py_ssize_t max_frame_size, IdCache *ids,
+                                           bint body_offsets, bint clear_zero_columns) noexcept nogil:
     """The common case in a loop of its own: size-prefixed requests, whole, of a valid
-    API version, with a client id seen lately (or null) and no tagged fields.
+    API version, with a client id in the cache (or null) and no tagged fields.
 
     Returns the row count at the first frame that is anything else (or at ``limit``,
-    or at the end of the buffer); the general loop takes that frame, then comes back.
-    The columns that are zero on this path are not written here (see
-    clear_zero_columns_of). Column pointers and the recent ids are copied into
-    locals first: a store
-    through a one-byte column may alias any memory the compiler cannot see is
-    private, and it would reload every pointer after each such store.
+    or near the end of the buffer); the general loop takes that frame, then comes
+    back. The columns that are zero on this path are not written per row: a block
+    of rows at a time when ``clear_zero_columns``, else by the caller (see scan).
+    Callers pass ``body_offsets`` and ``clear_zero_columns`` as constants, so the
+    compiler makes a loop for each case with the test gone.
     """
+    cdef Py_ssize_t block_end
+    while i < limit:
+        block_end = i + 4096 if limit - i > 4096 else limit
+        if clear_zero_columns:
+            clear_zero_columns_of(c, i, block_end)
+        i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, body_offsets)
+        if i < block_end:
+            break
+    return i
+
+
+cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t limit,
+                                        const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
+                                        Py_ssize_t max_frame_size, IdCache *ids,
+                                        bint body_offsets) noexcept nogil:
+    """Rows [i, limit) of scan_plain_requests, as far as they go. Column pointers
+    are copied into locals first: a store through a one-byte column may alias any
+    memory the compiler cannot see is private, and it would reload every pointer
+    after each such store."""
     cdef int64_t *offset = c.offset
     cdef int32_t *size_col = c.size
     cdef int8_t *header_version = c.header_version
@@ -642,77 +756,71 @@ cdef Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
     cdef int32_t *client_id = c.client_id
     cdef int32_t *body_offset = c.body_offset
     cdef uint8_t *present = c.present
-    cdef const unsigned char *recent_ptr[RECENT]
-    cdef int32_t recent_length[RECENT]
-    cdef int32_t recent_id[RECENT]
-    cdef Py_ssize_t pos = pos_io[0], body, block_end = i
+    cdef Py_ssize_t pos = pos_io[0], next_pos, body
+    # The loop reads 16 bytes at every frame's client id (p + 8) before it knows the
+    # frame is that long: it leaves frames in the last 28 bytes to the general loop.
+    cdef Py_ssize_t last_pos = length - (4 + 8 + ID_WORD_BYTES)
     cdef const unsigned char *p
-    cdef uint32_t size, key, version
-    cdef int32_t client_length, index
-    cdef uint8_t info, flags
-    cdef int hv, k
-    for k in range(RECENT):
-        recent_ptr[k] = recent.ptr[k]
-        recent_length[k] = recent.length[k]
-        recent_id[k] = recent.index[k]
-    while i < limit and length - pos >= 4:
-        if i == block_end and clear_zero_columns:
-            # The columns that are all zero on this path are cleared a block at a time
-            # (wide stores) instead of with four more stores per frame. (Header-only
-            # decodes skip even that: see scan.)
-            block_end = i + 4096 if limit - i > 4096 else limit
-            clear_zero_columns_of(c, i, block_end)
+    cdef uint32_t size, key_version, plain, tag, id_length, covered
+    cdef uint64_t word0, word1
+    cdef const IdSlot *s
+    cdef int32_t index
+    cdef uint8_t flags
+    while i < limit and pos <= last_pos:
         size = kp_load_be32(buf + pos)
-        # whole, within the cap, and long enough for a v1 header
-        if size > <uint32_t>max_frame_size or <Py_ssize_t>size > length - pos - 4 or size < 10:
+        next_pos = pos + 4 + <Py_ssize_t>size
+        if size > <uint32_t>max_frame_size or next_pos > length:
             break
         p = buf + pos + 4
-        key = kp_load_be16(p)
-        version = kp_load_be16(p + 2)
-        if key >= MAX_KEY or version >= MAX_VERSION:
+        key_version = kp_load_be32(p)             # api_key << 16 | api_version
+        if key_version & 0xFF00FFC0U:              # api_key >= 256 or api_version >= 64 (MAX_KEY, MAX_VERSION)
             break
-        info = info_table[0][key][version]
-        hv = info & I_HEADER_VERSION
-        if not (info & I_VALID) or hv == 0:
+        plain = plain_request[(key_version >> 10) + (key_version & 0x3F)]   # [api_key * 64 + api_version]
+        if plain == 0:
             break
-        client_length = <int16_t>kp_load_be16(p + 8)
-        body = 10
-        index = 0
-        flags = F_API | F_CORRELATION | F_HEADER_VERSION
-        if client_length >= 0:
-            body += client_length
+        tag = plain >> 8                           # 1: header v2, whose tag section must be the byte 0
+        id_length = kp_load_be16(p + 8)
+        covered = id_length + 2 + tag              # the length prefix, the id and the tag byte
+        if covered <= ID_WORD_BYTES:
+            # One masked compare checks the id and the tag byte: a cached key is zero
+            # past its id, so a hit also proves the tag section empty.
+            word0 = kp_load_le64(p + 8) & WORD0_MASK[covered]
+            word1 = kp_load_le64(p + 16) & WORD1_MASK[covered]
+            s = &ids.slot[id_hash(word0, word1)]
+            if (word0 ^ s.word0) | (word1 ^ s.word1):
+                break
+            index = s.index
+            body = 10 + id_length + tag
+            flags = <uint8_t>plain | F_CLIENT_ID
+        elif id_length == 0xFFFF:                  # a null client id (p[10] is in the buffer)
+            body = 10 + tag
+            if tag and p[10] != 0:
+                break
+            index = 0
+            flags = <uint8_t>plain
+        elif id_length <= 0x7FFF:                  # a long id: its bytes are read only once known whole
+            body = 10 + id_length + tag
             if body > <Py_ssize_t>size:
                 break
-            index = -1
-            for k in range(RECENT):
-                if recent_length[k] == client_length and same_bytes(p + 10, recent_ptr[k], client_length):
-                    index = recent_id[k]
-                    break
-            if index < 0:
+            index = id_lookup(ids, p + 8, <int32_t>id_length)
+            if index < 0 or (tag and p[10 + id_length] != 0):
                 break
-            flags |= F_CLIENT_ID
-        elif client_length != -1:
+            flags = <uint8_t>plain | F_CLIENT_ID
+        else:
             break
-        if hv == 2:
-            if body >= <Py_ssize_t>size or p[body] != 0:
-                break
-            body += 1
-            flags |= F_TAG_COUNT
-        if info & I_DEPRECATED:
-            flags |= F_DEPRECATED
-        if info & I_REMOVED:
-            flags |= F_REMOVED
+        if body > <Py_ssize_t>size:
+            break
         offset[i] = pos
         size_col[i] = <int32_t>size
-        header_version[i] = <int8_t>hv
-        api_key[i] = <int16_t>key
-        api_version[i] = <int16_t>version
+        header_version[i] = <int8_t>(1 + tag)
+        api_key[i] = <int16_t>(key_version >> 16)
+        api_version[i] = <int16_t>key_version
         correlation_id[i] = <int32_t>kp_load_be32(p + 4)
         client_id[i] = index
         if body_offsets:
             body_offset[i] = <int32_t>body
         present[i] = flags
-        pos += 4 + <Py_ssize_t>size
+        pos = next_pos
         i += 1
     pos_io[0] = pos
     return i
@@ -1009,10 +1117,11 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     cdef Py_buffer view
     cdef Columns c
     cdef SpanTable clients
-    cdef Py_ssize_t i = 0, pos = 0, framed = 0, start, n, capacity
+    cdef Py_ssize_t i = 0, pos = 0, framed = 0, start, n, capacity, limit
     cdef int32_t size
-    cdef RecentClients recent
+    cdef IdCache ids
     cdef bint wide = False, prefixed = offsets is None, no_memory = False, plain_requests, shared_zeros
+    cdef bint zeros_written = False
     cdef Py_ssize_t zero_from = 0
     cdef const int32_t *off32 = NULL
     cdef const int64_t *off64 = NULL
@@ -1037,13 +1146,14 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
         raise ValueError("per-frame inputs need the frame count")
 
     plain_requests = prefixed and dirs == NULL and default_direction == 0
-    # Header-only decodes of plain requests do not write the four all-zero columns at
-    # all: when every row took the plain loop they come from a shared page of zeros.
+    # Header-only decodes of plain requests do not write the four all-zero columns
+    # (tag count, status, error offset, direction) for the rows of the plain loop.
+    # While the other rows have zeros there too, the columns end up as a shared
+    # page of zeros; from the first row with a value, they are written (see
+    # general_row_done).
     shared_zeros = plain_requests and not body_offsets
     memset(&c, 0, sizeof(c))
-    memset(&recent, 0, sizeof(recent))
-    for k in range(RECENT):
-        recent.length[k] = -1
+    id_cache_init(&ids)
     memset(mapped, 0, sizeof(mapped))
     if span_table_init(&clients) < 0:
         span_table_free(&clients)
@@ -1060,9 +1170,14 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                 no_memory = True
             while not no_memory:
                 if plain_requests:
-                    i = scan_plain_requests(&c, i, capacity if count < 0 else min(capacity, count),
-                                            buf, length, &pos, max_frame_size, &recent, body_offsets,
-                                            not shared_zeros)
+                    limit = capacity if count < 0 else min(capacity, count)
+                    # Constant flags: one specialized loop each (see scan_plain_requests).
+                    if shared_zeros:       # header-only: no body offsets, zeros left to general_row_done
+                        i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids,
+                                                False, False)
+                    else:                  # body offsets (for the body passes), zeros block by block
+                        i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids,
+                                                True, True)
                     framed = pos
                 if count >= 0 and i >= count:
                     break
@@ -1073,11 +1188,9 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                     if columns_resize(&c, mapped, capacity) < 0:
                         no_memory = True
                         break
-                if shared_zeros:
-                    # a row the plain loop did not take: the rows before it get their zeros now
-                    if zero_from < i:
-                        clear_zero_columns_of(&c, zero_from, i)
-                    zero_from = i + 1
+                if zeros_written and zero_from < i:
+                    # a row the plain loop did not take: the plain rows before it get their zeros now
+                    clear_zero_columns_of(&c, zero_from, i)
                 direction = dirs[i] if dirs != NULL else default_direction
                 c.direction[i] = <int8_t>direction
                 key = rkeys[i] if rkeys != NULL else default_key
@@ -1089,18 +1202,21 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                     if size < 0 or size > max_frame_size:
                         clear_row(&c, i)
                         fail(&c, i, ST_BAD_LENGTH, -4)
+                        if shared_zeros:
+                            general_row_done(&c, i, &zeros_written, &zero_from)
                         i += 1
                         break   # no way to find the next frame
                     n = length - pos - 4
                     if n > size:
                         n = size
-                    scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &clients,
-                               &recent)
+                    scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &clients, &ids)
                     if n < size:
                         # The buffer ends inside this frame, whatever its header said.
                         if c.status[i] != ST_TRUNCATED:
                             fail(&c, i, ST_TRUNCATED, n)
                         c.body_offset[i] = -1
+                        if shared_zeros:
+                            general_row_done(&c, i, &zeros_written, &zero_from)
                         i += 1
                         break
                     pos += 4 + size
@@ -1114,12 +1230,13 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                         clear_row(&c, i)
                         fail(&c, i, ST_NULL_FRAME if n >= 0 else ST_BAD_LENGTH, 0)
                     else:
-                        scan_frame(&c, i, buf + start, n, direction, key, version, &clients,
-                                   &recent)
+                        scan_frame(&c, i, buf + start, n, direction, key, version, &clients, &ids)
                 if c.status[i] == ST_NO_MEMORY:
                     no_memory = True
+                if shared_zeros:
+                    general_row_done(&c, i, &zeros_written, &zero_from)
                 i += 1
-            if shared_zeros and zero_from > 0 and zero_from < i:
+            if zeros_written and zero_from < i:
                 clear_zero_columns_of(&c, zero_from, i)
         if no_memory:
             raise MemoryError()
@@ -1134,7 +1251,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
 
     # Hand the columns over to numpy (no copy), then split the flags into bitmaps.
     cdef void **slots = column_slots(&c)
-    cdef bint all_plain = shared_zeros and zero_from == 0
+    cdef bint all_plain = shared_zeros and not zeros_written
     cols = {}
     for k in range(NCOLUMNS):
         if all_plain and ZERO_COLUMN[k] and i * ELEMENT_SIZE[k] <= ZERO_MAP_BYTES and zero_map() != NULL:

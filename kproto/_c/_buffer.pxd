@@ -13,6 +13,7 @@ cdef extern from "kp_endian.h":
     uint16_t kp_load_be16(const unsigned char *p) nogil
     uint32_t kp_load_be32(const unsigned char *p) nogil
     uint64_t kp_load_be64(const unsigned char *p) nogil
+    uint64_t kp_load_le64(const unsigned char *p) nogil
     double kp_load_be_double(const unsigned char *p) nogil
     void kp_store_be16(unsigned char *p, uint16_t v) nogil
     void kp_store_be32(unsigned char *p, uint32_t v) nogil

@@ -34,6 +34,11 @@ static inline uint64_t kp_load_be64(const unsigned char *p) {
     uint64_t v; memcpy(&v, p, 8);
     return KP_BIG_ENDIAN_HOST ? v : KP_BSWAP64(v);
 }
+/* Little-endian: byte j of p is bits 8j..8j+7 of the value on any host (for masked word compares). */
+static inline uint64_t kp_load_le64(const unsigned char *p) {
+    uint64_t v; memcpy(&v, p, 8);
+    return KP_BIG_ENDIAN_HOST ? KP_BSWAP64(v) : v;
+}
 static inline void kp_store_be16(unsigned char *p, uint16_t v) {
     v = KP_BIG_ENDIAN_HOST ? v : KP_BSWAP16(v); memcpy(p, &v, 2);
 }
