@@ -1031,41 +1031,8 @@ cdef void columns_free(Columns *c, size_t *mapped) noexcept nogil:
         slots[k] = NULL
 
 
-cdef uint8_t BITS_SET[256]
-for _k in range(256):
-    BITS_SET[_k] = bin(_k).count("1")
-
-
-cdef inline uint64_t load_le64(const uint8_t *p) noexcept nogil:
-    # Byte k of the word is frame 8j + k on any host (compilers make this one load).
-    return (<uint64_t>p[0] | (<uint64_t>p[1] << 8) | (<uint64_t>p[2] << 16) | (<uint64_t>p[3] << 24)
-            | (<uint64_t>p[4] << 32) | (<uint64_t>p[5] << 40) | (<uint64_t>p[6] << 48)
-            | (<uint64_t>p[7] << 56))
-
-
-cdef void split_flags(const uint8_t *present, Py_ssize_t n, uint8_t **bitmaps, Py_ssize_t *set_counts) noexcept nogil:
-    """Turn the per-frame F_* bytes into eight Arrow bitmaps, counting the bits set."""
-    cdef Py_ssize_t j, nbytes = (n + 7) // 8
-    cdef int b
-    cdef uint64_t word, lanes
-    cdef uint8_t out
-    cdef uint8_t tail[8]
-    for b in range(8):
-        set_counts[b] = 0
-    for j in range(nbytes):
-        # Eight frames' flag bytes as one word; for flag b, keep bit b of each byte
-        # and gather those eight bits into one byte with a multiply.
-        if 8 * j + 8 <= n:
-            word = load_le64(present + 8 * j)
-        else:
-            memset(tail, 0, 8)
-            memcpy(tail, present + 8 * j, n - 8 * j)
-            word = load_le64(tail)
-        for b in range(8):
-            lanes = (word >> b) & 0x0101010101010101ULL
-            out = <uint8_t>((lanes * 0x0102040810204080ULL) >> 56)
-            bitmaps[b][j] = out
-            set_counts[b] += BITS_SET[out]
+cdef extern from "kp_flags.h" nogil:
+    uint8_t kp_split_flags(const uint8_t *flags, int64_t n, uint8_t **bitmaps)
 
 
 # ------------------------------------------------------------------ the driver
@@ -1131,7 +1098,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     cdef const int16_t *rversions = <const int16_t *>array_ptr(request_versions)
     cdef int direction, key, version
     cdef uint8_t *bitmaps[8]
-    cdef Py_ssize_t set_counts[8]
+    cdef uint8_t every_frame_has
     cdef size_t mapped[NCOLUMNS]
 
     if not prefixed:
@@ -1267,10 +1234,10 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
         bitmaps[k] = <uint8_t *>array_ptr(arrays[k])
     cdef const uint8_t *present = <const uint8_t *>array_ptr(cols["present"])
     with nogil:
-        split_flags(present, i, bitmaps, set_counts)
+        every_frame_has = kp_split_flags(present, i, bitmaps)
     for k in range(8):
         # A validity bitmap with every bit set is no bitmap at all (Arrow: no nulls).
-        all_set = set_counts[k] == i and k < 6
+        all_set = (every_frame_has >> k) & 1 and k < 6
         cols[BITMAP_NAMES[k]] = None if all_set else arrays[k]
     cols["client_ids"] = client_ids
     cols["count"] = i
