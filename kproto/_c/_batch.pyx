@@ -302,7 +302,7 @@ cdef inline bint same_bytes(const unsigned char *a, const unsigned char *b, Py_s
 # their remaining bytes, and their last 8 bytes go into the hash (Java clients name
 # themselves "consumer-<group>-<n>": the first 14 bytes often agree).
 cdef enum:
-    ID_SLOTS = 256         # a power of two; 40 bytes a slot, on the stack
+    ID_SLOTS = 256         # a power of two; 32 bytes a slot, on the stack
     ID_WORD_BYTES = 16     # bytes the two words cover: the length and 14 bytes of text
 
 cdef struct IdSlot:
@@ -310,7 +310,6 @@ cdef struct IdSlot:
     uint64_t word1         # bytes 8-15
     const unsigned char *tail   # ids over 14 bytes: their bytes after the first 14 (in the input)
     int32_t index          # the id's dictionary index
-    int32_t length
 
 cdef struct IdCache:
     IdSlot slot[ID_SLOTS]
@@ -372,7 +371,6 @@ cdef inline void id_insert(IdCache *cache, const unsigned char *q, int32_t n, in
     s.word1 = word1
     s.tail = q + ID_WORD_BYTES
     s.index = index
-    s.length = n
 
 
 # ------------------------------------------------------------------ UTF-8

@@ -10,17 +10,12 @@
 #define KP_FLAGS_H
 #include <stdint.h>
 #include <string.h>
+#include "kp_endian.h"   /* kp_load_le64: byte k of the word is frame k on any host */
 
 #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
 #include <emmintrin.h>
 #define KP_FLAGS_SSE2 1
 #endif
-
-static inline uint64_t kp_flags_le64(const uint8_t *p) {
-    /* byte k of the word is frame k on any host */
-    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) | ((uint64_t)p[3] << 24)
-         | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) | ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
-}
 
 /* Eight frames' flags (one word) into one byte of each bitmap. */
 static inline void kp_split_word(uint64_t word, int64_t byte, uint8_t **bitmaps) {
@@ -39,8 +34,7 @@ static inline uint8_t kp_split_flags(const uint8_t *flags, int64_t n, uint8_t **
     uint8_t tail[8];
 #ifdef KP_FLAGS_SSE2
     __m128i every = _mm_set1_epi8((char)0xFF);
-    uint8_t lanes[16];
-    int k;
+    uint64_t halves[2];
     for (; j + 16 <= n; j += 16) {
         __m128i v = _mm_loadu_si128((const __m128i *)(flags + j));
         uint16_t m;
@@ -54,21 +48,21 @@ static inline uint8_t kp_split_flags(const uint8_t *flags, int64_t n, uint8_t **
 #undef KP_FLAG_BITS
         m = (uint16_t)_mm_movemask_epi8(v); memcpy(bitmaps[7] + j / 8, &m, 2);
     }
-    _mm_storeu_si128((__m128i *)lanes, every);
-    for (k = 0; k < 16; k++)
-        every_word &= lanes[k] | ~(uint64_t)0xFF;
+    /* the final fold ANDs every byte of the word, so the halves need no order */
+    _mm_storeu_si128((__m128i *)halves, every);
+    every_word = halves[0] & halves[1];
 #endif
     for (; j + 8 <= n; j += 8) {
-        uint64_t word = kp_flags_le64(flags + j);
+        uint64_t word = kp_load_le64(flags + j);
         every_word &= word;
         kp_split_word(word, j / 8, bitmaps);
     }
     if (j < n) {
         memset(tail, 0, 8);
         memcpy(tail, flags + j, (size_t)(n - j));
-        kp_split_word(kp_flags_le64(tail), j / 8, bitmaps);
+        kp_split_word(kp_load_le64(tail), j / 8, bitmaps);
         memset(tail + (n - j), 0xFF, (size_t)(8 - (n - j)));   /* absent frames take no part in the AND */
-        every_word &= kp_flags_le64(tail);
+        every_word &= kp_load_le64(tail);
     }
     every_word &= every_word >> 32;
     every_word &= every_word >> 16;
