@@ -49,6 +49,21 @@ def produce_request(acks: int = 1, correlation_id: int = 7, version: int = 9) ->
     return api.encode_request(body, version=version, correlation_id=correlation_id, client_id="prod")
 
 
+def on_each_implementation(names, run):
+    """``run()`` once with kproto.batch on each named implementation's loops ("c", "py"):
+    the results, in order. (Hypothesis tests cannot take the ``loops`` fixture per example.)"""
+    from kproto import _impl
+
+    results = []
+    for name in names:
+        saved, kb._batch = kb._batch, _impl.load("batch", name)
+        try:
+            results.append(run())
+        finally:
+            kb._batch = saved
+    return results
+
+
 def test_header_columns_from_a_prefixed_buffer(loops):
     frames = [metadata_request(1, 10), metadata_request(12, 11, "other"), metadata_request(4, 12, None)]
     batch = kb.decode_frames(prefixed(*frames))
@@ -185,20 +200,11 @@ def test_json_body_property_every_version(loops, name, data):
 @given(frame=st.binary(max_size=60), cut=st.integers(0, 60), flip=st.integers(0, 255))
 def test_c_and_python_agree_on_broken_frames(frame, cut, flip):
     pytest.importorskip("kproto._c._batch")
-    from kproto import _impl
-
     base = produce_request()
     mutated = bytearray(base)
     mutated[cut % len(mutated)] ^= flip
     data = prefixed(bytes(mutated), frame, base[:cut], base)
-    results = []
-    for name in ("c", "py"):
-        loops = _impl.load("batch", name)
-        saved, kb._batch = kb._batch, loops
-        try:
-            results.append(kb.decode_frames(data, body="json"))
-        finally:
-            kb._batch = saved
+    results = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, body="json"))
     c_rows, py_rows = (r.to_pylist() for r in results)
     for c_row, py_row in zip(c_rows, py_rows):
         c_body, py_body = c_row.pop("body"), py_row.pop("body")
@@ -229,18 +235,10 @@ def _request_kinds() -> list[bytes]:
 @given(order=st.lists(st.integers(0, 11), max_size=60), cut=st.integers(0, 30))
 def test_c_and_python_agree_on_mixed_request_streams(order, cut):
     pytest.importorskip("kproto._c._batch")
-    from kproto import _impl
-
     kinds = _request_kinds()
     data = prefixed(*(kinds[k] for k in order))
     data = data[:len(data) - cut] if cut < len(data) else data
-    out = []
-    for name in ("c", "py"):
-        saved, kb._batch = kb._batch, _impl.load("batch", name)
-        try:
-            out.append(kb.decode_frames(data))
-        finally:
-            kb._batch = saved
+    out = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data))
     assert out[0].to_pylist() == out[1].to_pylist()
     assert kb.trailing_bytes(out[0]) == kb.trailing_bytes(out[1])
 
@@ -266,8 +264,6 @@ def _tagged_request(correlation_id: int, client_id: str) -> bytes:
                                  st.sampled_from(["v1", "v2", "tagged"])), max_size=80))
 def test_header_loop_client_ids_are_exact(frames):
     """Every frame's client id, header version and tag count come out as sent, on both loops."""
-    from kproto import _impl
-
     payloads = []
     for k, (client_id, kind) in enumerate(frames):
         if kind == "tagged" and client_id is not None:
@@ -276,13 +272,7 @@ def test_header_loop_client_ids_are_exact(frames):
             payloads.append(metadata_request(12 if kind != "v1" else 4, k, client_id))
     data = prefixed(*payloads)
     names = ["py"] + (["c"] if kproto.extension_loaded() else [])
-    results = []
-    for name in names:
-        saved, kb._batch = kb._batch, _impl.load("batch", name)
-        try:
-            results.append(kb.decode_frames(data).to_pylist())
-        finally:
-            kb._batch = saved
+    results = on_each_implementation(names, lambda: kb.decode_frames(data).to_pylist())
     expected = [{"client_id": client_id, "correlation_id": k, "header_version": 1 if kind == "v1" else 2,
                  "header_tag_count": None if kind == "v1" else (1 if kind == "tagged" and client_id is not None
                                                                  else 0),
@@ -425,16 +415,8 @@ def _record_sets() -> list[bytes | None]:
 
 def _both_partitions(data: bytes, **options) -> tuple[pa.Table, pa.Table]:
     pytest.importorskip("kproto._c._batch")
-    from kproto import _impl
-
-    out = []
-    for name in ("c", "py"):
-        saved, kb._batch = kb._batch, _impl.load("batch", name)
-        try:
-            out.append(kb.partitions(data, **options))
-        finally:
-            kb._batch = saved
-    return out[0], out[1]
+    c_table, py_table = on_each_implementation(("c", "py"), lambda: kb.partitions(data, **options))
+    return c_table, py_table
 
 
 @pytest.mark.parametrize("version", [3, 9, 11, 13])
