@@ -233,3 +233,23 @@ def is_retriable(code: int) -> bool:
 
 
 __all__ += ["ErrorCode", "error_name", "is_retriable"]
+
+
+# ---- captures (kproto.capture) ----
+
+class CorruptCaptureError(DecodeError):
+    """A capture file whose record framing breaks: reading stops at ``offset``.
+
+    ``category`` says why, as the capture tables name it: ``not_a_capture``,
+    ``oversized_record`` or ``bad_block`` (see ``kproto.capture.ERROR_CATEGORIES``).
+    """
+
+    def __init__(self, reason, offset=None, path=None, api_key=None, api_version=None, category=None):
+        self.category = category
+        super().__init__(reason, offset, path, api_key, api_version)
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.offset, self.path, self.api_key, self.api_version, self.category))
+
+
+__all__ += ["CorruptCaptureError"]

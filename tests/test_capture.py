@@ -156,6 +156,141 @@ def test_incomplete_last_record_counted_as_trailing(impl):
     assert counters["file_bytes"] + counters["trailing_bytes"] == len(data) - 10
 
 
+# ---------------------------------------------------------------- corrupt files: stop, keep, account
+def corrupt_pcap(count: int = 6):
+    """A pcap of ``count`` exchanges followed by a record claiming 0xffffffff bytes, then more packets."""
+    requests, responses = exchange(count)
+    good = pcap_of(conversation_packets(Conversation(), requests, responses))
+    bad_record = struct.pack("<IIII", 1_700_000_001, 0, 0xFFFFFFFF, 0xFFFFFFFF)
+    return good, good + bad_record + b"\x00" * 5000, requests, responses
+
+
+def corrupt_pcapng(block_length: int = 0xFFFFFFF0):
+    """A pcapng of two exchanges, an enhanced packet block claiming ``block_length``, then hundreds of packets."""
+    writer = PcapngWriter()
+    interface = writer.add_interface(LINK_ETHERNET)
+    requests, responses = exchange(2)
+    for index, packet in enumerate(conversation_packets(Conversation(), requests, responses)):
+        writer.add(interface, 1_700_000_000_000_000_000 + index * 1000, packet.data)
+    good = writer.getvalue()
+    bad_block = struct.pack("<II", 6, block_length) + b"\x00" * 28
+    tail = PcapngWriter()
+    tail.parts = []   # packets of a second connection, in the same section
+    tail.interfaces = writer.interfaces
+    more_requests, more_responses = exchange(200)
+    for index, packet in enumerate(conversation_packets(Conversation(client=("10.0.0.3", 40002)),
+                                                        more_requests, more_responses)):
+        tail.add(interface, 1_700_000_001_000_000_000 + index * 1000, packet.data)
+    return good, good + bad_block + tail.getvalue(), requests, responses
+
+
+def assert_bytes_accounted(counters):
+    assert counters["input_bytes"] == (counters["file_bytes"] + counters["trailing_bytes"]
+                                       + counters["unread_bytes"]), counters
+
+
+@pytest.mark.parametrize("source", ["buffer", "file", "stream", "chunks"])
+def test_oversized_pcap_record_keeps_frames_before_and_accounts_the_rest(impl, source, tmp_path):
+    from kproto.capture import Chunks
+    from kproto.errors import CorruptCaptureError
+
+    good, data, requests, responses = corrupt_pcap()
+    path = tmp_path / "corrupt.pcap"
+    path.write_bytes(data)
+    given = {"buffer": data, "file": str(path), "stream": io.BufferedReader(io.BytesIO(data)),
+             "chunks": Chunks([data[i:i + 777] for i in range(0, len(data), 777)])}[source]
+    reader = CaptureReader(given, on_error="keep", implementation=impl.name)
+    frames = reader.read_all().to_pylist()
+    assert_exchange(frames, requests, responses)          # every frame before the bad record
+    error = reader.error
+    assert isinstance(error, CorruptCaptureError) and error.category == "oversized_record"
+    assert error.offset == len(good) and "4294967295" in error.reason
+    counters = reader.counters
+    assert counters["file_bytes"] == len(good) and counters["unread_bytes"] == len(data) - len(good)
+    assert_bytes_accounted(counters)
+    assert_accounted(reader.connections().to_pylist())
+
+
+def test_corrupt_record_raises_after_the_frames_before_it(impl):
+    from kproto.errors import CorruptCaptureError
+
+    good, data, requests, responses = corrupt_pcap()
+    reader = CaptureReader(data, implementation=impl.name, batch_frames=2)
+    seen = []
+    with pytest.raises(CorruptCaptureError, match=f"captured length 4294967295.*byte offset {len(good)}"):
+        for batch in reader:
+            seen += batch.to_pylist()
+    assert_exchange(seen, requests, responses)
+    with pytest.raises(CorruptCaptureError):
+        read_capture(data, implementation=impl.name)
+
+
+def test_oversized_pcapng_block_in_mid_file_is_an_error_not_a_silent_stop(impl, tmp_path):
+    good, data, requests, responses = corrupt_pcapng()
+    for given in (data, io.BufferedReader(io.BytesIO(data))):
+        reader = CaptureReader(given, on_error="keep", implementation=impl.name)
+        frames = reader.read_all().to_pylist()
+        assert_exchange(frames, requests, responses)
+        assert reader.error.category == "oversized_record" and reader.error.offset == len(good)
+        counters = reader.counters
+        assert counters["unread_bytes"] == len(data) - len(good) and counters["trailing_bytes"] == 0
+        assert_bytes_accounted(counters)
+
+
+def test_pcapng_block_just_above_the_record_limit_is_refused_before_it_is_buffered(impl):
+    from kproto.limits import CAPTURE_MAX_RECORD_SIZE
+
+    good, data, _, _ = corrupt_pcapng(block_length=CAPTURE_MAX_RECORD_SIZE + 4)
+    engine = _impl.load("capture", impl.name).Engine(request_versions())
+    # Fed only the block's first 12 bytes: a reader waiting for the whole block would return 0.
+    used = engine.feed(data[: len(good) + 12])
+    assert used == len(good) + 12 and engine.error[0] == "oversized_record"
+    good, data, _, _ = corrupt_pcapng(block_length=CAPTURE_MAX_RECORD_SIZE)
+    engine = _impl.load("capture", impl.name).Engine(request_versions())
+    assert engine.feed(data[: len(good) + 12]) == len(good) and engine.error is None   # waits for it
+
+
+@pytest.mark.parametrize("bad, category", [
+    (b"hello world, not a capture at all\n" * 40, "not_a_capture"),
+    (bytes(range(256)) * 8, "not_a_capture"),
+])
+def test_not_a_capture_is_all_unread(impl, bad, category):
+    reader = CaptureReader(bad, on_error="keep", implementation=impl.name)
+    assert reader.read_all().num_rows == 0
+    assert reader.error.category == category and reader.error.offset == 0
+    assert reader.counters["unread_bytes"] == len(bad) and reader.counters["file_bytes"] == 0
+    assert_bytes_accounted(reader.counters)
+
+
+@pytest.mark.parametrize("mutation, category", [
+    (lambda good: good + struct.pack("<II", 0x0A0D0D0A, 28) + b"\x00" * 20, "bad_block"),    # bad byte-order magic
+    (lambda good: good + struct.pack("<II", 6, 14) + b"\x00" * 8, "bad_block"),              # length not a multiple of 4
+    (lambda good: good + struct.pack("<II", 1, 16) + b"\x00" * 8, "bad_block"),              # short interface block
+    (lambda good: good + struct.pack("<II", 6, 24) + b"\x00" * 16, "bad_block"),             # short packet block
+])
+def test_bad_pcapng_blocks_stop_with_their_category(impl, mutation, category):
+    good, _, requests, responses = corrupt_pcapng()
+    data = mutation(good)
+    reader = CaptureReader(data, on_error="keep", implementation=impl.name)
+    reader.read_all()
+    assert reader.error is not None and reader.error.category == category
+    assert_bytes_accounted(reader.counters)
+
+
+def test_corrupt_captures_agree_between_implementations():
+    if len(_impl.available()) < 2:
+        pytest.skip("needs the compiled extension")
+    inputs = [corrupt_pcap()[1], corrupt_pcapng()[1], b"not a capture" * 9]
+    for data in inputs:
+        outcomes = []
+        for name in ("c", "py"):
+            reader = CaptureReader(data, on_error="keep", implementation=name)
+            table = reader.read_all()
+            outcomes.append((table.to_pylist(), reader.counters, reader._engine.error,
+                             reader.connections().to_pylist()))
+        assert outcomes[0] == outcomes[1]
+
+
 def test_streaming_and_mmap_give_the_same_batches(impl, tmp_path):
     requests, responses = exchange(20)
     data = pcap_of(conversation_packets(Conversation(), requests, responses, sizes=(7, 50)))

@@ -17,7 +17,7 @@ import ipaddress
 
 import numpy as np
 
-from kproto.errors import DecodeError
+from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
 from kproto._py.capture import (CAPTURE_COUNTERS, CLOSED_BY, CONNECTION_COLUMNS, DIRECTION_SOURCE,
                                 FRAME_COLUMNS, HALF_COUNTERS)
@@ -83,6 +83,7 @@ cdef enum:
     C_EVICTED
     C_SKIPPED_BLOCKS
     C_TRAILING_BYTES
+    C_UNREAD_BYTES
     C_COUNT
 
 cdef enum:
@@ -98,6 +99,8 @@ cdef enum:
     TCP_ACK = 0x10
 
 assert len(HALF_COUNTERS) == H_COUNT and len(CAPTURE_COUNTERS) == C_COUNT
+
+cdef int64_t MAX_RECORD = CAPTURE_MAX_RECORD_SIZE
 
 
 cdef struct Chunk:
@@ -269,6 +272,7 @@ cdef class Engine:
     cdef int64_t next_conn_id
     cdef bint finished
     cdef list closed_rows
+    cdef readonly object error       # None, or (category, reason, file offset): see the twin
     # output batch
     cdef Py_ssize_t n_out, out_capacity
     cdef int64_t *o_conn
@@ -418,7 +422,7 @@ cdef class Engine:
     cdef Py_ssize_t _feed(self, const unsigned char *p, Py_ssize_t n) except -1:
         cdef Py_ssize_t pos = 0
         cdef uint32_t magic_le, magic_be
-        if self.format == FORMAT_NONE:
+        if self.error is None and self.format == FORMAT_NONE:
             if n < 4:
                 return 0
             magic_le = kpc_le32(p)
@@ -434,13 +438,20 @@ cdef class Engine:
                 self.format = FORMAT_PCAP
                 pos = 24
             else:
-                raise DecodeError(f"not a pcap or pcapng file (magic 0x{magic_be:08x})", 0)
-        if self.format == FORMAT_PCAP:
-            pos = self._feed_pcap(p, n, pos)
-        else:
-            pos = self._feed_pcapng(p, n, pos)
-        self.cnt[C_FILE_BYTES] += pos
+                self._stop("not_a_capture", f"not a pcap or pcapng file (magic 0x{magic_be:08x})", 0)
+        if self.error is None:
+            if self.format == FORMAT_PCAP:
+                pos = self._feed_pcap(p, n, pos)
+            else:
+                pos = self._feed_pcapng(p, n, pos)
+            self.cnt[C_FILE_BYTES] += pos
+        if self.error is not None:
+            self.cnt[C_UNREAD_BYTES] += n - pos
+            pos = n
         return pos
+
+    cdef void _stop(self, str category, str reason, Py_ssize_t pos):
+        self.error = (category, reason, self.cnt[C_FILE_BYTES] + pos)
 
     cdef inline uint32_t _u32(self, const unsigned char *p) noexcept:
         return kpc_be32(p) if self.big_endian else kpc_le32(p)
@@ -456,8 +467,10 @@ cdef class Engine:
             fraction = self._u32(p + pos + 4)
             caplen = self._u32(p + pos + 8)
             origlen = self._u32(p + pos + 12)
-            if caplen > 0x4000000:
-                raise DecodeError(f"pcap record with captured length {caplen}", self.cnt[C_FILE_BYTES] + pos)
+            if caplen > MAX_RECORD:
+                self._stop("oversized_record", f"pcap record with captured length {caplen} "
+                           f"(limit {MAX_RECORD})", pos)
+                break
             if end - pos - 16 < caplen:
                 break
             self._packet(self.linktype, p + pos + 16, caplen, origlen,
@@ -475,19 +488,25 @@ cdef class Engine:
                 elif kpc_be32(p + pos + 8) == 0x1A2B3C4D:
                     self.big_endian = True
                 else:
-                    raise DecodeError("pcapng section header with a bad byte-order magic",
-                                      self.cnt[C_FILE_BYTES] + pos)
+                    self._stop("bad_block", "pcapng section header with a bad byte-order magic", pos)
+                    break
                 self.n_interfaces = 0
             length = self._u32(p + pos + 4)
             if length < 12 or length % 4:
-                raise DecodeError(f"pcapng block of length {length}", self.cnt[C_FILE_BYTES] + pos)
+                self._stop("bad_block", f"pcapng block of length {length}", pos)
+                break
+            if length > MAX_RECORD:
+                self._stop("oversized_record", f"pcapng block of length {length} (limit {MAX_RECORD})", pos)
+                break
             if end - pos < length:
                 break
-            self._block(block_type, p + pos + 8, length - 12, pos)
+            if not self._block(block_type, p + pos + 8, length - 12, pos):
+                break
             pos += length
         return pos
 
     cdef int _block(self, uint32_t block_type, const unsigned char *body, Py_ssize_t n, Py_ssize_t pos) except -1:
+        # 1: read (or counted as malformed); 0: cannot be read, reading stops (self.error)
         cdef Interface *iface
         cdef Py_ssize_t opt
         cdef uint16_t code, olen
@@ -497,7 +516,8 @@ cdef class Engine:
         cdef uint64_t units
         if block_type == 1:
             if n < 8:
-                raise DecodeError("short pcapng interface block", self.cnt[C_FILE_BYTES] + pos)
+                self._stop("bad_block", "short pcapng interface block", pos)
+                return 0
             if self.n_interfaces >= self.interface_capacity:
                 self.interface_capacity = max(4, self.interface_capacity * 2)
                 self.interfaces = <Interface *>_grow(self.interfaces, self.interface_capacity * sizeof(Interface))
@@ -537,7 +557,8 @@ cdef class Engine:
             self.n_interfaces += 1
         elif block_type == 6 or block_type == 2:
             if n < 20:
-                raise DecodeError("short pcapng packet block", self.cnt[C_FILE_BYTES] + pos)
+                self._stop("bad_block", "short pcapng packet block", pos)
+                return 0
             if block_type == 6:
                 index = self._u32(body)
             else:
@@ -549,7 +570,7 @@ cdef class Engine:
             if index >= self.n_interfaces or caplen > n - 20:
                 self.cnt[C_PACKETS] += 1
                 self.cnt[C_MALFORMED] += 1
-                return 0
+                return 1
             iface = &self.interfaces[index]
             units = (<uint64_t>high << 32) | low
             self._packet(iface.linktype, body + 20, caplen, origlen, _to_ns(iface, units))
@@ -557,13 +578,13 @@ cdef class Engine:
             if n < 4 or self.n_interfaces == 0:
                 self.cnt[C_PACKETS] += 1
                 self.cnt[C_MALFORMED] += 1
-                return 0
+                return 1
             origlen = self._u32(body)
             caplen = <uint32_t>min(<Py_ssize_t>origlen, n - 4)
             self._packet(self.interfaces[0].linktype, body + 4, caplen, origlen, 0)
         elif block_type != 0x0A0D0D0A:
             self.cnt[C_SKIPPED_BLOCKS] += 1
-        return 0
+        return 1
 
     # ------------------------------------------------------------------ packet layers
     cdef int _packet(self, int linktype, const unsigned char *pkt, Py_ssize_t n, uint32_t origlen,

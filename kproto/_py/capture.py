@@ -38,6 +38,8 @@ from collections import deque
 
 import numpy as np
 
+from kproto.limits import CAPTURE_MAX_RECORD_SIZE
+
 __all__ = [
     "Engine",
     "scan_frames",
@@ -91,6 +93,7 @@ CAPTURE_COUNTERS = (
     "evicted_connections",  # closed early to respect max_connections
     "skipped_blocks",      # pcapng blocks that carry no packets (statistics, name resolution, ...)
     "trailing_bytes",      # an incomplete record at the end of the file
+    "unread_bytes",        # not read: from a record that cannot be framed (``Engine.error``) to the end
 )
 
 # Why a connection stopped being tracked.
@@ -221,6 +224,10 @@ class Engine:
         self.connections: dict = {}
         self.next_conn_id = 0
         self.finished = False
+        # (category, reason, file offset) once a record cannot be framed: nothing
+        # after it can be trusted, so the rest is counted as unread_bytes. The
+        # categories are kproto.capture.ERROR_CATEGORIES' first three.
+        self.error: tuple[str, str, int] | None = None
         self._reset_batch()
         self._closed: list = []
 
@@ -270,10 +277,11 @@ class Engine:
     def feed(self, data) -> int:
         """Read whole records from ``data`` (the file's bytes from where the last
         call stopped); returns how many bytes were consumed. Stops early when a
-        batch is full; call again with the rest."""
+        batch is full; call again with the rest. After an error (see ``error``)
+        every byte is consumed and counted as unread."""
         view = memoryview(data).cast("B")
         pos = 0
-        if self.format is None:
+        if self.error is None and self.format is None:
             if len(view) < 4:
                 return 0
             magic_le = struct.unpack_from("<I", view, 0)[0]
@@ -289,13 +297,21 @@ class Engine:
                 self.format = "pcap"
                 pos = 24
             else:
-                raise _decode_error(f"not a pcap or pcapng file (magic 0x{magic_be:08x})", 0)
-        if self.format == "pcap":
-            pos = self._feed_pcap(view, pos)
-        else:
-            pos = self._feed_pcapng(view, pos)
-        self.counters["file_bytes"] += pos
+                self._stop("not_a_capture", f"not a pcap or pcapng file (magic 0x{magic_be:08x})", 0)
+        if self.error is None:
+            if self.format == "pcap":
+                pos = self._feed_pcap(view, pos)
+            else:
+                pos = self._feed_pcapng(view, pos)
+            self.counters["file_bytes"] += pos
+        if self.error is not None:
+            self.counters["unread_bytes"] += len(view) - pos
+            pos = len(view)
         return pos
+
+    def _stop(self, category: str, reason: str, pos: int) -> None:
+        """The record at ``pos`` of this feed cannot be framed: stop reading there."""
+        self.error = (category, reason, self.counters["file_bytes"] + pos)
 
     def _feed_pcap(self, view, pos: int) -> int:
         header = struct.Struct(self.order + "IIII")
@@ -303,8 +319,10 @@ class Engine:
         scale = 1 if self.pcap_nanos else 1000
         while end - pos >= 16 and not self.batch_ready():
             seconds, fraction, caplen, origlen = header.unpack_from(view, pos)
-            if caplen > 0x4000000:  # 64 MiB: no link layer has packets this big; the file is corrupt
-                raise _decode_error(f"pcap record with captured length {caplen}", self.counters["file_bytes"] + pos)
+            if caplen > CAPTURE_MAX_RECORD_SIZE:  # no link layer has packets this big: the file is corrupt
+                self._stop("oversized_record", f"pcap record with captured length {caplen} "
+                           f"(limit {CAPTURE_MAX_RECORD_SIZE})", pos)
+                break
             if end - pos - 16 < caplen:
                 break
             ts = seconds * 1_000_000_000 + fraction * scale
@@ -323,23 +341,31 @@ class Engine:
                 elif struct.unpack_from(">I", view, pos + 8)[0] == _PCAPNG_BOM:
                     self.order = ">"
                 else:
-                    raise _decode_error("pcapng section header with a bad byte-order magic",
-                                        self.counters["file_bytes"] + pos)
+                    self._stop("bad_block", "pcapng section header with a bad byte-order magic", pos)
+                    break
                 self.interfaces = []
             length = struct.unpack_from(self.order + "I", view, pos + 4)[0]
             if length < 12 or length % 4:
-                raise _decode_error(f"pcapng block of length {length}", self.counters["file_bytes"] + pos)
+                self._stop("bad_block", f"pcapng block of length {length}", pos)
+                break
+            if length > CAPTURE_MAX_RECORD_SIZE:
+                self._stop("oversized_record", f"pcapng block of length {length} "
+                           f"(limit {CAPTURE_MAX_RECORD_SIZE})", pos)
+                break
             if end - pos < length:
                 break
-            self._block(block_type, view[pos + 8: pos + length - 4], pos)
+            if not self._block(block_type, view[pos + 8: pos + length - 4], pos):
+                break
             pos += length
         return pos
 
-    def _block(self, block_type: int, body, pos: int) -> None:
+    def _block(self, block_type: int, body, pos: int) -> bool:
+        """Read one pcapng block; False when it cannot be read (reading stops)."""
         order = self.order
         if block_type == 1:  # interface description
             if len(body) < 8:
-                raise _decode_error("short pcapng interface block", self.counters["file_bytes"] + pos)
+                self._stop("bad_block", "short pcapng interface block", pos)
+                return False
             linktype = struct.unpack_from(order + "H", body, 0)[0]
             resolution, offset = 6, 0
             opt = 8
@@ -356,7 +382,8 @@ class Engine:
             self.interfaces.append((linktype, _ts_converter(resolution, offset)))
         elif block_type == 6 or block_type == 2:  # enhanced packet / obsolete packet
             if len(body) < 20:
-                raise _decode_error("short pcapng packet block", self.counters["file_bytes"] + pos)
+                self._stop("bad_block", "short pcapng packet block", pos)
+                return False
             if block_type == 6:
                 iface, high, low, caplen, origlen = struct.unpack_from(order + "IIIII", body, 0)
             else:
@@ -364,19 +391,20 @@ class Engine:
             if iface >= len(self.interfaces) or caplen > len(body) - 20:
                 self.counters["packets"] += 1
                 self.counters["malformed"] += 1
-                return
+                return True
             linktype, convert = self.interfaces[iface]
             self._packet(linktype, body[20: 20 + caplen], origlen, _wrap64(convert((high << 32) | low)))
         elif block_type == 3:  # simple packet: no timestamp, interface 0
             if len(body) < 4 or not self.interfaces:
                 self.counters["packets"] += 1
                 self.counters["malformed"] += 1
-                return
+                return True
             origlen = struct.unpack_from(order + "I", body, 0)[0]
             caplen = min(origlen, len(body) - 4)
             self._packet(self.interfaces[0][0], body[4: 4 + caplen], origlen, 0)
         elif block_type != _PCAPNG_SHB:
             self.counters["skipped_blocks"] += 1
+        return True
 
     # ------------------------------------------------------------------ packet layers
     def _packet(self, linktype: int, pkt, origlen: int, ts: int) -> None:
@@ -878,11 +906,6 @@ class Engine:
 def _format_ip(raw: bytes) -> str:
     import ipaddress
     return str(ipaddress.ip_address(raw))
-
-
-def _decode_error(reason: str, offset: int):
-    from kproto.errors import DecodeError
-    return DecodeError(reason, offset)
 
 
 def scan_frames(data, max_frame_size: int = 100 * 1024 * 1024, max_frames: int = 1 << 62):

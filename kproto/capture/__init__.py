@@ -9,7 +9,11 @@
 
 Files are memory-mapped (so captures larger than RAM work); pipes, sockets and
 ``"-"`` (stdin) are read in chunks. Every packet and every byte is accounted
-for: see ``docs/capture.md`` for the columns and counters.
+for: see ``docs/capture.md`` for the columns and counters. A record that cannot
+be framed (an oversized or malformed pcap record or pcapng block, a file that is
+no capture) stops the reading there: the frames before it are delivered, the
+rest of the input is counted as ``unread_bytes``, and ``CaptureReader.error``
+says where and why (``on_error="raise"``, the default, then raises it).
 
 Frame columns (``FRAME_SCHEMA``):
 
@@ -35,6 +39,7 @@ from typing import Any, BinaryIO
 from collections.abc import Generator, Iterable, Iterator
 
 from kproto import _impl
+from kproto.errors import CorruptCaptureError
 
 __all__ = [
     "CaptureReader",
@@ -47,12 +52,23 @@ __all__ = [
     "frame_file_schema",
     "DIRECTION_REQUEST",
     "DIRECTION_RESPONSE",
+    "ERROR_CATEGORIES",
     "DEFAULT_BROKER_PORTS",
     "DEFAULT_MAX_FRAME_SIZE",
 ]
 
 DIRECTION_REQUEST = 0
 DIRECTION_RESPONSE = 1
+#: Why a capture stopped being read before its end (CorruptCaptureError.category), and
+#: the other ways its bytes go unread, as the ``errors`` table of ``kproto analyze`` names them.
+ERROR_CATEGORIES = {
+    "not_a_capture": "neither pcap, pcapng nor size-prefixed frames",
+    "oversized_record": "a pcap record or pcapng block above kproto.limits.CAPTURE_MAX_RECORD_SIZE",
+    "bad_block": "a pcapng block whose length or contents cannot be framed",
+    "truncated_record": "an incomplete record (or frame, in a frame dump) at the end of the input",
+    "bad_frame_size": "a frame dump's size prefix that is negative or above the frame size limit",
+    "read_failed": "the input could not be read (an I/O error, or an error of kproto itself)",
+}
 DEFAULT_BROKER_PORTS = (9092,)
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 # Keys the broker-api-versions table knows but that have no message definitions
@@ -166,6 +182,9 @@ class CaptureReader:
         max_connections: connections tracked at once (memory is bounded by this).
         batch_frames, batch_bytes: frames / payload bytes per batch at most (a
             single larger frame makes its own batch).
+        on_error: what a record that cannot be framed does once every frame
+            before it was yielded: "raise" a DecodeError naming its offset, or
+            "keep" going quietly (the caller reads ``error`` and ``counters``).
         implementation: "c", "py" or None (the active one).
     """
 
@@ -173,8 +192,11 @@ class CaptureReader:
                  broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_pending_bytes: int = 8 * 1024 * 1024,
                  max_connections: int = 65536, batch_frames: int = 65536, batch_bytes: int = 64 * 1024 * 1024,
-                 implementation: str | None = None) -> None:
+                 on_error: str = "raise", implementation: str | None = None) -> None:
+        if on_error not in ("raise", "keep"):
+            raise ValueError(f"on_error must be 'raise' or 'keep', not {on_error!r}")
         self.source = source
+        self.on_error = on_error
         if name is None:
             name = "<stdin>" if source == "-" else (
                 os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<memory>")
@@ -187,6 +209,7 @@ class CaptureReader:
         )
         self._connections: list = []
         self._done = False
+        self._input_bytes = 0
 
     # -------------------------------------------------------------- reading
     def __iter__(self) -> Iterator:
@@ -201,11 +224,13 @@ class CaptureReader:
         elif isinstance(source, (str, os.PathLike)):
             if source == "-":
                 yield from self._from_stream(sys.stdin.buffer)
-                return
-            with open(source, "rb") as handle:
-                yield from self._from_file(handle)
+            else:
+                with open(source, "rb") as handle:
+                    yield from self._from_file(handle)
         else:
             yield from self._from_file(source)
+        if self.on_error == "raise" and self.error is not None:
+            raise self.error
 
     def _from_file(self, handle) -> Iterator:
         try:
@@ -221,6 +246,7 @@ class CaptureReader:
     def _from_mapped_file(self, fileno: int, size: int) -> Iterator:
         """Map the file a window at a time, so resident memory stays bounded however big it is."""
         engine = self._engine
+        self._input_bytes = size
         window = _WINDOW
         pos = 0
         while pos < size:
@@ -263,6 +289,7 @@ class CaptureReader:
                 return pos      # the rest is a record cut short (or nothing)
 
     def _from_buffer(self, view: memoryview) -> Iterator:
+        self._input_bytes = len(view)
         pos = yield from self._feed(view)
         self._engine.finish(len(view) - pos)
         yield from self._tail()
@@ -271,6 +298,7 @@ class CaptureReader:
         carried = b""       # the start of a record cut by the end of the previous piece
         for piece in pieces:
             view = memoryview(bytes(carried) + bytes(piece)) if carried else memoryview(piece).cast("B")
+            self._input_bytes += len(view) - len(carried)
             pos = yield from self._feed(view)
             carried = bytes(view[pos:])
             view.release()
@@ -286,6 +314,7 @@ class CaptureReader:
                 chunk = handle.read(_CHUNK)
                 if chunk:
                     pending += chunk
+                    self._input_bytes += len(chunk)
                 else:
                     eof = True
             while True:
@@ -350,8 +379,23 @@ class CaptureReader:
 
     @property
     def counters(self) -> dict:
-        """Capture-level accounting: packets read, skipped and why, connections."""
-        return self._engine.capture_counters()
+        """Capture-level accounting: packets read, skipped and why, connections.
+
+        Once iteration ended, ``input_bytes == file_bytes + trailing_bytes + unread_bytes``.
+        """
+        counters = self._engine.capture_counters()
+        counters["input_bytes"] = self._input_bytes
+        return counters
+
+    @property
+    def error(self):
+        """None, or a CorruptCaptureError for the record where reading stopped (its
+        ``offset`` in the input, its ``category``); the bytes from there are ``unread_bytes``."""
+        stopped = self._engine.error
+        if stopped is None:
+            return None
+        category, reason, offset = stopped
+        return CorruptCaptureError(reason, offset, category=category)
 
 
 def read_capture(source: Source, **options):
