@@ -6,14 +6,26 @@
 
 Local mode (the default) runs Spark inside this process and needs pyspark and a
 Java runtime (``scripts/setup.sh --spark`` installs both). See docs/analyze.md.
+
+Exit status: 0 when every input was read completely; 3 when the tables were
+written but some input could not be read completely (the ``errors`` table, the
+report and the console say which, where and why); 1 when nothing could be
+analysed (or, with ``--fail-fast``, at the first such input); 2 for usage errors
+and missing inputs.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 HELP = "Analyze captures with Spark: Parquet tables and a report (HTML, JSON, Markdown)"
+
+EXIT_OK = 0
+EXIT_FAILED = 1          # nothing analysed, or --fail-fast stopped at an input
+EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3      # tables written, but some input was not read completely
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark configuration (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument("--fail-fast", action="store_true",
+                        help="stop at the first input that cannot be read completely (default: analyse the "
+                             "rest, list the problem in the errors table and exit with status 3)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("kproto analyze: pyspark is not installed: pip install 'kproto[spark]' "
               "(or scripts/setup.sh --spark)", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     from kproto.spark import Options, analyze, spark_session
 
     conf = {}
@@ -55,19 +70,26 @@ def run(args: argparse.Namespace) -> int:
     options = Options(broker_ports=tuple(args.broker_port or (9092,)),
                       split_bytes=args.split_mb * 1024 * 1024 if args.split_mb else None,
                       body=None if args.no_body else "json",
-                      records="base64" if args.records_base64 else "summary", report=not args.no_report)
+                      records="base64" if args.records_base64 else "summary", report=not args.no_report,
+                      fail_fast=args.fail_fast)
     try:
         spark = spark_session(args.master, conf=conf)
         spark.sparkContext.setLogLevel("ERROR")
         result = analyze(args.paths, args.out, spark=spark, options=options, progress=not args.quiet)
     except FileNotFoundError as exc:
         print(f"kproto analyze: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except Exception as exc:   # Spark reports most failures as Py4J / analysis exceptions
-        message = str(exc).strip().splitlines()
-        print(f"kproto analyze: failed: {message[0] if message else type(exc).__name__}", file=sys.stderr)
-        return 1
+        print(f"kproto analyze: failed: {failure_message(exc)}", file=sys.stderr)
+        return EXIT_FAILED
     total = next(r for r in result.summary if r["capture"] == "*")
+    if result.errors:
+        inputs = len({e["capture"] for e in result.errors})
+        print(f"kproto analyze: {inputs} input(s) not read completely ({total['unread_bytes']:,} bytes not read, "
+              f"{total['truncated_bytes']:,} in incomplete last records):", file=sys.stderr)
+        for error in result.errors:
+            print(f"  {error['capture']}: byte offset {error['offset']:,}: {error['category']}: {error['reason']}",
+                  file=sys.stderr)
     print(f"{total['frames']:,} frames in {total['connections']:,} connections "
           f"({total['frames_ok']:,} decoded, {total['frames_undecodable']:,} undecodable), "
           f"{total['exchanges_paired']:,} exchanges paired; every frame accounted for: "
@@ -79,4 +101,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"  report       {result.out}/report.html (.json, .md)")
         print(f"Kafka 4.x readiness: {readiness['removed_in_4x_requests']:,} request(s) from "
               f"{readiness['clients_sending_removed_versions']} client(s) use versions 4.x removed")
-    return 0
+    return exit_status(result)
+
+
+def exit_status(result) -> int:
+    """0: every input read completely; 3: some were not, but something was analysed; 1: nothing was."""
+    if not result.errors:
+        return EXIT_OK
+    captures = [r for r in result.summary if r["capture"] != "*"]
+    nothing = all(r["errors"] for r in captures) and not sum(r["frames"] for r in captures)
+    return EXIT_FAILED if nothing else EXIT_INCOMPLETE
+
+
+def failure_message(exc: BaseException) -> str:
+    """The line of a failure that says what went wrong: an input error's own text when Spark wraps one."""
+    text = str(exc)
+    found = re.search(r"InputError: (.+)", text)
+    if found:
+        return found.group(1).strip()
+    lines = text.strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from kproto.spark import worker as W
 
-TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections")
+TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections", "errors")
 RAW_PARTITION_BYTES = 128 * 1024 * 1024
 
 
@@ -220,6 +220,7 @@ class Options:
     overlap_bytes: int = W.DEFAULT_OVERLAP_BYTES
     body: str | None = "json"
     records: str = "summary"            # record sets in the JSON bodies: "summary" or "base64"
+    fail_fast: bool = False             # an input that cannot be read completely fails the run
     report: bool = True
     driver_rows: int = 200_000          # compact rows combined in the driver up to this many, else by Spark
 
@@ -273,12 +274,14 @@ def compact_rows(spark, inputs: Inputs, splits: list[W.Split], options: Options,
     ports = options.broker_ports
     body = options.body
     records = options.records
+    fail_fast = options.fail_fast
 
     def read(batches):
         for batch in batches:
             for split in W.splits_from_batch(batch):
                 sink = W.ParquetSink(out, _part_name(split))
-                yield from W.process_split(split, broker_ports=ports, body=body, records=records, sink=sink)
+                yield from W.process_split(split, broker_ports=ports, body=body, records=records, sink=sink,
+                                           fail_fast=fail_fast)
                 sink.close()
 
     def decode(batches):
@@ -407,7 +410,7 @@ def summary_rows(accounting: Iterable[Any]) -> list[dict]:
     """One row per capture and a total row ("*"): every frame read, and where it went.
 
     ``accounting``: the compact rows of kinds capture, counts and connection
-    (anything indexable by kind, capture, connection_id and info).
+    (a list of anything indexable by kind, capture, connection_id and info).
     """
     rows: dict[str, dict] = {}
 
@@ -415,6 +418,7 @@ def summary_rows(accounting: Iterable[Any]) -> list[dict]:
         return rows.setdefault(capture, {"capture": capture})
 
     seen: dict[str, set] = {}
+    streams_add_up: dict[str, bool] = {}
     for r in accounting:
         info = json.loads(r["info"])
         target = row(r["capture"])
@@ -424,6 +428,10 @@ def summary_rows(accounting: Iterable[Any]) -> list[dict]:
             target["connections"] = len(seen[r["capture"]])
             for name in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes"):
                 target[name] = target.get(name, 0) + info[f"request_{name}"] + info[f"response_{name}"]
+            # Every byte that entered a stream is in a frame, skipped to find a boundary, or a tail.
+            streams_add_up[r["capture"]] = streams_add_up.get(r["capture"], True) and all(
+                info[f"{side}stream_bytes"] == info[f"{side}frame_bytes"] + info[f"{side}skipped_bytes"]
+                + info[f"{side}tail_bytes"] for side in ("request_", "response_"))
             continue
         if r["kind"] == "counts":
             for name, value in info.items():
@@ -438,13 +446,18 @@ def summary_rows(accounting: Iterable[Any]) -> list[dict]:
             continue
         target["format"] = info.get("format")
         target["splits"] = info.get("split_count", 1)
-        for name in ("file_bytes", "packets", "tcp_packets", "tcp_payload_bytes", "non_tcp", "malformed",
-                     "ip_fragments", "unsupported_link", "trailing_bytes"):
+        # Each split's counters are its own share of the file: they add up.
+        for summary_name, name in (("file_bytes", "input_bytes"), ("record_bytes", "file_bytes"),
+                                   ("truncated_bytes", "trailing_bytes"), ("unread_bytes", "unread_bytes"),
+                                   ("packets", "packets"), ("tcp_packets", "tcp_packets"),
+                                   ("tcp_payload_bytes", "tcp_payload_bytes")):
             if isinstance(info.get(name), int):
-                # file_bytes is the whole file in every split; the rest are per range.
-                target[name] = info[name] if name == "file_bytes" else target.get(name, 0) + info[name]
-        if info.get("frames_file_error"):
-            target["error"] = info["frames_file_error"]
+                target[summary_name] = target.get(summary_name, 0) + info[name]
+    for error in error_rows(accounting):
+        target = row(error["capture"])
+        target["errors"] = target.get("errors", 0) + 1
+        if not target.get("error"):
+            target["error"] = f"{error['category']} at byte offset {error['offset']}: {error['reason']}"
     out = []
     for capture in sorted(rows):
         r = rows[capture]
@@ -458,15 +471,46 @@ def summary_rows(accounting: Iterable[Any]) -> list[dict]:
     total["last_ts_ns"] = max((r["last_ts_ns"] for r in out if r.get("last_ts_ns") is not None), default=None)
     out.append(total)
     for r in out:
-        r["accounted"] = bool(
+        frames_add_up = (
             r["frames"] == r["frames_ok"] + r["frames_undecodable"]
             and r["request_frames"] == r["exchanges_paired"] + r["no_response_expected"] + r["unpaired_requests"]
             and r["response_frames"] == r["exchanges_paired"] + r["unpaired_responses"])
+        # Every byte of every file: read as records (frames, in a frame dump), an incomplete
+        # record at the end, or unread after an error that has a row in the errors table.
+        files_add_up = r["file_bytes"] == r["record_bytes"] + r["truncated_bytes"] + r["unread_bytes"]
+        if r.get("format") == "frames":
+            files_add_up = files_add_up and r["record_bytes"] == r["frame_bytes"]
+        losses_explained = r["errors"] > 0 or not (r["truncated_bytes"] or r["unread_bytes"])
+        streams = streams_add_up.get(r["capture"], True) if r["capture"] != "*" else all(streams_add_up.values())
+        r["accounted"] = bool(frames_add_up and files_add_up and losses_explained and streams)
     return out
 
 
+def error_rows(accounting: Iterable[Any]) -> list[dict]:
+    """The ``errors`` table: every input that could not be read completely, where and why.
+
+    Ranges of one file that stopped at the same record give one row, their unread bytes summed.
+    """
+    merged: dict[tuple, dict] = {}
+    for r in accounting:
+        if r["kind"] != "capture":
+            continue
+        for error in json.loads(r["info"]).get("errors") or []:
+            key = (r["capture"], error["offset"], error["category"], error["reason"])
+            row = merged.setdefault(key, {"capture": r["capture"], "category": error["category"],
+                                          "offset": error["offset"], "reason": error["reason"],
+                                          "unread_bytes": 0})
+            row["unread_bytes"] += error["unread_bytes"]
+    return [merged[key] for key in sorted(merged)]
+
+
+ERRORS_SCHEMA = pa.schema([("capture", pa.string()), ("category", pa.string()), ("offset", pa.int64()),
+                           ("reason", pa.string()), ("unread_bytes", pa.int64())])
+
+
 SUMMARY_COUNTS = (
-    "file_bytes", "packets", "tcp_packets", "tcp_payload_bytes", "connections", "frames", "request_frames",
+    "file_bytes", "record_bytes", "truncated_bytes", "unread_bytes", "errors",
+    "packets", "tcp_packets", "tcp_payload_bytes", "connections", "frames", "request_frames",
     "response_frames", "frame_bytes", "frames_ok", "frames_undecodable", "exchanges_paired",
     "no_response_expected", "unpaired_requests", "unpaired_responses", "skipped_bytes", "gap_bytes",
     "tail_bytes", "duplicate_bytes",
@@ -485,6 +529,12 @@ class Result:
     summary: list[dict]
     facts: dict | None
     tables: dict[str, str]
+    errors: list[dict] = field(default_factory=list)   # the errors table's rows
+
+    @property
+    def complete(self) -> bool:
+        """Every input was read completely (no row in the errors table)."""
+        return not self.errors
 
 
 def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master: str | None = None,
@@ -514,7 +564,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         compact_count = parts.count()
         finish_output(out_text)
         written = {name: f"{out_text}/{name}"
-                   for name in ("frames", "exchanges", "connections", "clients", "topics", "summary")}
+                   for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")}
         if compact_count <= options.driver_rows:
             # Few compact rows (the usual case): combine them here, no Spark job per table.
             show.step(f"combining {compact_count:,} compact rows, writing the tables")
@@ -526,6 +576,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             tables["summary"] = pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA)
             for name in ("connections", "clients", "topics", "summary"):
                 write_table(tables[name], out_text, name)
+            errors = error_rows(accounting)
         else:
             from pyspark.sql import functions as F
 
@@ -540,19 +591,21 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             summary_df = spark.createDataFrame([tuple(r.get(name) for name in SUMMARY_SCHEMA.names)
                                                 for r in summary], SUMMARY_DDL)
             summary_df.coalesce(1).write.mode("overwrite").parquet(f"{out_text}/summary")
+            errors = error_rows(accounting)
+        write_table(pa.Table.from_pylist(errors, schema=ERRORS_SCHEMA), out_text, "errors")
         facts = None
         if options.report:
             show.step("building the report")
             from kproto.spark import report
 
-            facts = report.collect_facts(spark, report_tables(spark, written), summary)
+            facts = report.collect_facts(spark, report_tables(spark, written), summary, errors)
             if local_out is not None:
                 report.write_report(facts, Path(local_out))
         parts.unpersist()
         if stage1 is not None and stage1.is_cached:
             stage1.unpersist()
         show.step("done")
-    return Result(Path(local_out or out_text), summary, facts, written)
+    return Result(Path(local_out or out_text), summary, facts, written, errors)
 
 
 def write_table(table: pa.Table, out: str, name: str) -> None:

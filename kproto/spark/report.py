@@ -52,8 +52,8 @@ def _ranges(body: str | None) -> tuple[int | None, dict[int, tuple[int, int]]]:
 
 
 # ---------------------------------------------------------------- facts
-def collect_facts(spark, tables: dict[str, Any], summary: list[dict]) -> dict:
-    """Every fact of the report, from the output tables (DataFrames)."""
+def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_errors: list[dict] | None = None) -> dict:
+    """Every fact of the report, from the output tables (DataFrames) and the errors table's rows."""
     import pyspark
     from pyspark.sql import functions as F
 
@@ -67,6 +67,7 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict]) -> dict:
         "kproto_version": __version__, "spark_version": pyspark.__version__,
         "summary": [dict(r, first_seen=_iso(r.get("first_ts_ns")), last_seen=_iso(r.get("last_ts_ns")))
                     for r in summary],
+        "input_errors": list(input_errors or []),
     }
 
     # Clients and their software (KIP-511).
@@ -221,10 +222,35 @@ def _mb(value: float | None) -> str:
     return "-" if value is None else f"{value / 1e6:,.3f}"
 
 
+#: Byte counts of the summary that are not frames, with the report's column titles.
+LOSSES = (
+    ("unread_bytes", "not read (after an error)"),
+    ("truncated_bytes", "incomplete last record"),
+    ("gap_bytes", "TCP gaps (never captured)"),
+    ("skipped_bytes", "skipped to find a frame"),
+    ("tail_bytes", "incomplete last frame"),
+)
+
+
 def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """(title, note, header, rows) of every table in the report, shared by Markdown and HTML."""
     out = []
     total: dict[str, Any] = next((r for r in facts["summary"] if r["capture"] == "*"), {})
+    input_errors = facts.get("input_errors", [])
+    out.append(("Inputs not read completely",
+                f"{len(input_errors)} problem(s) in {len({e['capture'] for e in input_errors})} input(s): the "
+                "frames before each were analysed; the bytes from it on were not read."
+                if input_errors else "Every input was read completely.",
+                ["capture", "problem", "byte offset", "reason", "bytes not read"],
+                [[e["capture"], e["category"], _fmt(e["offset"]), e["reason"], _fmt(e["unread_bytes"])]
+                 for e in input_errors]))
+    losses = [(name, label) for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
+    out.append(("Bytes not in frames",
+                "Where every byte of every input went that is not in a decoded frame: only the kinds of loss "
+                "that occurred have a column." if losses else "Every byte read is in a frame.",
+                ["capture", "file bytes"] + [label for _, label in losses] + ["accounted"],
+                [[r["capture"], _fmt(r.get("file_bytes"))] + [_fmt(r.get(name)) for name, _ in losses]
+                 + [_fmt(r.get("accounted"))] for r in facts["summary"]] if losses else []))
     out.append(("Captures and accounting",
                 "Every frame read is either decoded or counted as undecodable; every request is paired, "
                 "expects no response (acks=0) or is unpaired; every response is paired or unpaired.",

@@ -376,7 +376,11 @@ def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: 
     files go whole to the grouping step (``raw``).
     """
     capture = capture or path
-    source = _Source(path)
+    try:
+        source = _Source(path)
+    except OSError:
+        # Read by its task, which reports why it cannot be (a row of the errors table).
+        return [Split(path, capture, "frames", "decode", 0, 1, 0, size, INT64_MIN, INT64_MAX, 0, 0)]
     try:
         size = source.size
         head = source.read(0, PCAP_HEADER_SIZE)
@@ -481,23 +485,105 @@ def _range_pieces(source: _Source, split: Split, on_mark: Callable[[str], None])
 def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...]):
     from kproto.capture import CaptureReader
 
-    return CaptureReader(source, name=name, broker_ports=broker_ports)
+    return CaptureReader(source, name=name, broker_ports=broker_ports, on_error="keep")
 
 
-def _frames_of_frame_file(source: _Source, split: Split) -> Iterator[pa.RecordBatch]:
-    """A file of size-prefixed frames: one pseudo-connection of requests, no timestamps."""
+class InputError(Exception):
+    """An input that could not be read completely, under ``fail_fast``: names the file, offset and reason."""
+
+
+def _error(category: str, offset: int, reason: str, unread_bytes: int) -> dict:
+    """One entry of a split's ``errors`` list (the ``errors`` table's row, without the capture)."""
+    return {"category": category, "offset": int(offset), "reason": reason, "unread_bytes": int(unread_bytes)}
+
+
+def _read_batches(batches: Iterator[pa.RecordBatch]) -> tuple[list[pa.RecordBatch], BaseException | None]:
+    """Every batch an iterator gives until it ends or fails: the batches read stay, the failure is returned."""
+    kept: list[pa.RecordBatch] = []
+    try:
+        for batch in batches:
+            kept.append(batch)
+    except Exception as exc:   # an input problem or a bug: reported in the errors table, never lost in silence
+        return kept, exc
+    return kept, None
+
+
+def _frames_of_frame_file(source: _Source, split: Split) -> tuple[list[pa.RecordBatch], dict]:
+    """A file of size-prefixed frames: one pseudo-connection of requests, no timestamps.
+
+    Returns the frame batches read before any problem and the accounting:
+    ``input_bytes == file_bytes + trailing_bytes + unread_bytes``, and ``errors``.
+    """
     from kproto.capture import frame_schema, read_frame_file
+    from kproto.errors import DecodeError, TruncatedError
 
-    sequence = 0
     data = source.read(0, source.size)
-    for batch in read_frame_file(data):
+    read, failure = _read_batches(read_frame_file(data))
+    batches, sequence, frame_bytes = [], 0, 0
+    for batch in read:
         n = batch.num_rows
-        yield pa.RecordBatch.from_arrays([
+        batches.append(pa.RecordBatch.from_arrays([
             pa.array([split.capture] * n, pa.string()), pa.array(np.zeros(n, np.int64)),
             pa.array(np.zeros(n, np.int8)), pa.array(np.arange(sequence, sequence + n, dtype=np.int64)),
             pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()), batch["size"], batch["payload"],
-        ], schema=frame_schema())
+        ], schema=frame_schema()))
         sequence += n
+        frame_bytes += n * 4 + pc.sum(batch["size"].cast(pa.int64())).as_py()
+    counters = {"input_bytes": source.size, "file_bytes": frame_bytes, "trailing_bytes": 0, "unread_bytes": 0,
+                "errors": []}
+    if failure is not None:
+        left = source.size - frame_bytes
+        if frame_bytes == 0 and isinstance(failure, DecodeError):
+            # Not one whole frame from the first byte: whatever this file is, it is no capture.
+            counters["unread_bytes"] = left
+            counters["errors"].append(_error("not_a_capture", 0, "neither a pcap or pcapng file nor size-prefixed "
+                                             f"frames (first bytes 0x{bytes(data[:4]).hex()}: {failure.reason})",
+                                             left))
+        elif isinstance(failure, TruncatedError):
+            counters["trailing_bytes"] = left
+            counters["errors"].append(_error("truncated_record", frame_bytes, f"incomplete frame: {left} bytes "
+                                             "at the end of the file", left))
+        else:
+            counters["unread_bytes"] = left
+            if isinstance(failure, DecodeError):
+                category, reason = "bad_frame_size", failure.reason
+            else:
+                category, reason = "read_failed", f"{type(failure).__name__}: {failure}"
+            counters["errors"].append(_error(category, frame_bytes, reason, left))
+    return batches, counters
+
+
+def _file_offset(split: Split, stream_offset: int) -> int:
+    """Where a byte of what a split's reader was fed lies in the file (ranges: a pcap header, then the range)."""
+    if split.split_count == 1 or stream_offset < PCAP_HEADER_SIZE:
+        return stream_offset
+    return split.context_start + stream_offset - PCAP_HEADER_SIZE
+
+
+def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseException | None) -> list[dict]:
+    """The errors a capture split found: where reading stopped (and why), an incomplete last record.
+
+    ``counters`` are the split's own share (see _process_range). A range reports an error
+    its neighbour owns only when bytes of its own share went unread because of it.
+    """
+    errors = []
+    if failure is not None:
+        # Where the reader had got to; everything of the share from there on is unread.
+        offset = _file_offset(split, reader.counters["file_bytes"])
+        errors.append(_error("read_failed", offset, f"{type(failure).__name__}: {failure}",
+                             counters["unread_bytes"]))
+        return errors
+    stopped = reader.error
+    if stopped is not None:
+        offset = _file_offset(split, stopped.offset)
+        owned = split.start <= offset < split.end or split.split_count == 1
+        if owned or counters.get("unread_bytes", 0):
+            errors.append(_error(stopped.category, offset, stopped.reason, counters.get("unread_bytes", 0)))
+    if counters.get("trailing_bytes"):
+        offset = split.end - counters["trailing_bytes"]
+        errors.append(_error("truncated_record", offset, f"incomplete record: {counters['trailing_bytes']} bytes "
+                             "at the end of the file", counters["trailing_bytes"]))
+    return errors
 
 
 def _accounting_rows(split: Split, counters: dict, connections: pa.Table) -> list[pa.RecordBatch]:
@@ -516,50 +602,92 @@ def _accounting_rows(split: Split, counters: dict, connections: pa.Table) -> lis
 
 
 def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: str | None = "json",
-                  records: str = "summary", sink: Sink | None = None) -> Iterator[pa.RecordBatch]:
+                  records: str = "summary", sink: Sink | None = None,
+                  fail_fast: bool = False) -> Iterator[pa.RecordBatch]:
     """Read one split: its frames and exchanges go to ``sink``; yields compact rows (or raw frames).
 
     ``body``: "json" or None (no body column); ``records``: record sets in the
     bodies as a "summary" of their batch headers or as "base64".
+
+    An input that cannot be read completely never fails the task: the frames
+    read before the problem are decoded as usual and the accounting row lists
+    the errors (category, file offset, reason, bytes unread). With
+    ``fail_fast`` the first such error raises :class:`InputError` instead.
     """
     from kproto.capture import connection_schema, frame_schema
 
     ports = tuple(broker_ports)
     sink = sink if sink is not None else Sink()
-    source = _Source(split.path)
+    try:
+        source = _Source(split.path)
+    except OSError as exc:
+        size = max(0, split.end - split.start)
+        counters = {"input_bytes": size, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": size,
+                    "errors": [_error("read_failed", split.start, f"{type(exc).__name__}: {exc}", size)]}
+        yield from _checked(split, counters, [], fail_fast)
+        return
     try:
         if split.format == "frames":
-            try:
-                batches = list(_frames_of_frame_file(source, split))
-                error = None
-            except Exception as exc:   # a broken frame file: say why in its accounting row
-                batches, error = [], f"{type(exc).__name__}: {exc}"
-            counters = {"file_bytes": source.size, "frames_file_error": error}
+            batches, counters = _frames_of_frame_file(source, split)
+            rows = _checked(split, counters, connection_schema().empty_table(), fail_fast)
             # One connection: decoded here whatever its size.
             yield from decode_and_summarize(pa.Table.from_batches(batches, schema=frame_schema()),
                                             body=body, sink=sink, records=records)
-            yield from _accounting_rows(split, counters, connection_schema().empty_table())
+            yield from rows
             return
         if split.split_count > 1:
-            yield from _process_range(split, source, ports, body, records, sink)
+            yield from _process_range(split, source, ports, body, records, sink, fail_fast)
             return
         local = local_path(split.path)
         reader = _capture_reader(local if local is not None else source.read(0, source.size),
                                  split.capture, ports)
         if split.mode == "decode":
-            frames = pa.Table.from_batches(list(reader), schema=frame_schema())
+            batches, failure = _read_batches(iter(reader))
+            counters = _whole_file_counters(split, reader, failure)
+            rows = _checked(split, counters, reader.connections(), fail_fast)
+            frames = pa.Table.from_batches(batches, schema=frame_schema())
             yield from decode_and_summarize(frames, body=body, sink=sink, records=records)
         else:
             # A big file that cannot be cut: frames stream out, the grouping step pairs them.
-            for batch in reader:
-                yield _raw(batch, split)
-        yield from _accounting_rows(split, reader.counters, reader.connections())
+            failure = None
+            try:
+                for batch in reader:
+                    yield _raw(batch, split)
+            except Exception as exc:
+                failure = exc
+            counters = _whole_file_counters(split, reader, failure)
+            rows = _checked(split, counters, reader.connections(), fail_fast)
+        yield from rows
     finally:
         source.close()
 
 
+def _whole_file_counters(split: Split, reader: Any, failure: BaseException | None) -> dict:
+    """A whole file's accounting: the reader's counters, the bytes left unread by a failure, the errors."""
+    counters = reader.counters
+    if failure is not None:
+        read = counters["file_bytes"] + counters["trailing_bytes"] + counters["unread_bytes"]
+        counters["unread_bytes"] += max(0, counters["input_bytes"] - read)
+    counters["errors"] = _capture_errors(split, reader, counters, failure)
+    return counters
+
+
+def _checked(split: Split, counters: dict, connections: Any, fail_fast: bool) -> list[pa.RecordBatch]:
+    """The accounting rows, after raising :class:`InputError` on the first error under ``fail_fast``."""
+    if "errors" not in counters:
+        raise AssertionError("counters without an errors list")
+    if fail_fast and counters["errors"]:
+        first = counters["errors"][0]
+        raise InputError(f"{split.capture}: byte offset {first['offset']}: {first['reason']} ({first['category']})")
+    if isinstance(connections, list):
+        from kproto.capture import connection_schema
+
+        connections = connection_schema().empty_table()
+    return _accounting_rows(split, counters, connections)
+
+
 def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: str | None, records: str,
-                   sink: Sink) -> Iterator[pa.RecordBatch]:
+                   sink: Sink, fail_fast: bool) -> Iterator[pa.RecordBatch]:
     """A range of a pcap, decoded and paired on its own, with its context and overlap.
 
     Every range reads the same bytes around a boundary, so it reassembles and
@@ -584,7 +712,8 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
         ranged = _RangeStream(source, split, on_mark)
     reader = _capture_reader(ranged, split.capture, ports)
     holder.append(reader)
-    frames = pa.Table.from_batches(list(reader), schema=frame_schema())
+    batches, failure = _read_batches(iter(reader))
+    frames = pa.Table.from_batches(batches, schema=frame_schema())
     connections = reader.connections()
     global_ids = _global_connection_ids(connections)
     if frames.num_rows:
@@ -601,13 +730,20 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
     frames = frames.set_column(frames.schema.get_field_index("sequence"), "sequence",
                                pa.array((split.split_index + owner) * (1 << 32) + rank, pa.int64()))
     yield from decode_and_summarize(frames, body=body, sink=sink, owned=owner == 0, records=records)
+    # The range's own share of the counters: between the marks at its start and end (the
+    # first range owns the file header too; the last one the end of the file).
     last = split.split_index == split.split_count - 1
     end = reader.counters if last else marks.get("end", reader.counters)
     start = marks.get("start", {}) if split.split_index else {}
-    counters = {name: value - start.get(name, 0)
-                if isinstance(value, int) and not isinstance(value, bool) and name != "file_bytes" else value
-                for name, value in end.items()}
-    yield from _accounting_rows(split, counters, connections)
+    counters = {name: value - start.get(name, 0) for name, value in end.items()}
+    counters["input_bytes"] = (source.size if last else split.end) - (split.start if split.split_index else 0)
+    if failure is not None:
+        # Bytes of the share the reader never reached.
+        counters["unread_bytes"] += max(0, counters["input_bytes"] - counters["file_bytes"]
+                                        - counters["trailing_bytes"] - counters["unread_bytes"])
+    counters["errors"] = _capture_errors(split, reader, counters, failure)
+    yield from _checked(split, counters, connections, fail_fast)
+
 
 
 def _raw(batch: pa.RecordBatch, split: Split) -> pa.RecordBatch:
