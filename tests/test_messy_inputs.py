@@ -200,3 +200,18 @@ def test_unexplained_loss_is_not_accounted():
     info["file_bytes"] = 50       # ten bytes nowhere
     rows[0]["info"] = json.dumps(info)
     assert not jobs.summary_rows(rows)[0]["accounted"]
+
+
+def test_exit_status_says_complete_incomplete_or_nothing():
+    from kproto.cli_analyze import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, exit_status
+
+    def result(rows, errors):
+        return jobs.Result(out=None, summary=rows + [{"capture": "*"}], facts=None, tables={}, errors=errors)
+
+    error = {"capture": "b", "category": "not_a_capture", "offset": 0, "reason": "r", "unread_bytes": 9}
+    good = {"capture": "a", "frames": 10, "errors": 0}
+    bad = {"capture": "b", "frames": 0, "errors": 1}
+    assert exit_status(result([good], [])) == EXIT_OK
+    assert exit_status(result([good, bad], [error])) == EXIT_INCOMPLETE
+    assert exit_status(result([bad], [error])) == EXIT_FAILED
+    assert exit_status(result([dict(bad, frames=3)], [error])) == EXIT_INCOMPLETE

@@ -204,3 +204,54 @@ def test_driver_and_spark_combine_alike(analysis, spark_combined, name):
     spark_schema, spark_rows = rows(spark_combined)
     assert [(f.name, f.type) for f in driver_schema] == [(f.name, f.type) for f in spark_schema]
     assert driver_rows == spark_rows
+
+
+# ---------------------------------------------------------------- messy inputs
+@pytest.fixture(scope="module")
+def messy(tmp_path_factory):
+    """A directory of good pcaps, one whose last record claims 4 GiB, a text file and a cut frame dump."""
+    import struct
+
+    data = tmp_path_factory.mktemp("messy")
+    good = sc.small_capture()
+    (data / "a-good.pcap").write_bytes(good)
+    (data / "b-good.pcap").write_bytes(sc.big_capture(connections=2, exchanges=5))
+    (data / "c-bad.pcap").write_bytes(good + struct.pack("<IIII", 1_700_000_100, 0, 0xFFFFFFFF, 0xFFFFFFFF))
+    (data / "d-notes.pcap").write_text("These are my notes, not a capture.\n" * 20)
+    return data, len(good)
+
+
+def test_a_bad_file_in_a_directory_is_a_row_not_a_failed_run(spark, messy, tmp_path):
+    data, good_size = messy
+    out = tmp_path / "out"
+    result = analyze([str(data)], str(out), spark=spark, progress=False)
+    errors = _table(out, "errors").to_pylist()
+    assert [(os.path.basename(e["capture"]), e["category"], e["offset"]) for e in errors] \
+        == [("c-bad.pcap", "oversized_record", good_size), ("d-notes.pcap", "not_a_capture", 0)]
+    assert result.errors == errors and not result.complete
+    summary = {os.path.basename(r["capture"]): r for r in _table(out, "summary").to_pylist()}
+    assert summary["c-bad.pcap"]["frames"] == summary["a-good.pcap"]["frames"] == 10
+    assert summary["b-good.pcap"]["frames"] == 20 and summary["b-good.pcap"]["errors"] == 0
+    assert all(r["accounted"] for r in summary.values())
+    assert summary["*"]["unread_bytes"] == 16 + (data / "d-notes.pcap").stat().st_size
+    report_md = (out / "report.md").read_text()
+    assert report_md.index("## Inputs not read completely") < report_md.index("## Captures and accounting")
+    assert "c-bad.pcap | oversized_record" in report_md
+
+
+def test_cli_exit_status_and_console_name_the_bad_inputs(messy, tmp_path):
+    data, good_size = messy
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    run = subprocess.run([sys.executable, "-m", "kproto.cli", "analyze", str(data), "--out", str(tmp_path / "o"),
+                          "--master", "local[1]", "--quiet", "--no-report"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 3, run.stderr
+    assert f"c-bad.pcap: byte offset {good_size:,}: oversized_record: pcap record with captured length" in run.stderr
+    assert "d-notes.pcap: byte offset 0: not_a_capture" in run.stderr
+    assert "Traceback" not in run.stderr and "BrokenPipe" not in run.stderr
+    # --fail-fast: the run stops and says which file, where and why.
+    run = subprocess.run([sys.executable, "-m", "kproto.cli", "analyze", str(data / "c-bad.pcap"), "--out",
+                          str(tmp_path / "f"), "--master", "local[1]", "--quiet", "--fail-fast"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 1
+    assert f"c-bad.pcap: byte offset {good_size}: pcap record with captured length 4294967295" in run.stderr

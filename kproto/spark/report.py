@@ -338,6 +338,10 @@ def markdown(facts: dict) -> str:
     lines = ["# Kafka traffic report", "",
              f"Generated {facts['generated_at']} by kproto {facts['kproto_version']} "
              f"(Spark {facts['spark_version']}).", ""]
+    input_errors = facts.get("input_errors", [])
+    if input_errors:
+        lines += [f"**Not every input was read completely:** {len({e['capture'] for e in input_errors})} "
+                  f"input(s), {sum(e['unread_bytes'] for e in input_errors):,} bytes not read.", ""]
     for title, note, header, rows in sections(facts):
         lines += [f"## {title}", "", note, ""]
         if not rows:
@@ -432,6 +436,12 @@ def html_report(facts: dict) -> str:
              f"<style>{_STYLE}</style></head><body>", "<h1>Kafka traffic report</h1>",
              f"<p class='note'>Generated {html.escape(facts['generated_at'])} by kproto "
              f"{html.escape(facts['kproto_version'])} (Spark {html.escape(facts['spark_version'])}).</p>"]
+    input_errors = facts.get("input_errors", [])
+    if input_errors:
+        unread = sum(e["unread_bytes"] for e in input_errors)
+        parts.append(f"<p class='warn'><b>Not every input was read completely:</b> "
+                     f"{len({e['capture'] for e in input_errors})} input(s), {unread:,} bytes not read; "
+                     "see the first table.</p>")
     if readiness["removed_in_4x_requests"]:
         parts.append(f"<p class='warn'><b>Not ready for Kafka 4.x:</b> {readiness['removed_in_4x_requests']:,} "
                      f"request(s) from {readiness['clients_sending_removed_versions']} client(s) use API versions "
