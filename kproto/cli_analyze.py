@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     print(f"{total['frames']:,} frames in {total['connections']:,} connections "
           f"({total['frames_ok']:,} decoded, {total['frames_undecodable']:,} undecodable), "
-          f"{total['exchanges_paired']:,} exchanges paired; every frame accounted for: "
+          f"{total['exchanges_paired']:,} exchanges paired; every frame and byte accounted for: "
           f"{'yes' if total['accounted'] else 'NO'}")
     for name, path in result.tables.items():
         print(f"  {name:<12} {path}")

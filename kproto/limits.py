@@ -23,7 +23,8 @@ capture: out-of-order bytes held       8 MiB per        ``CaptureReader(max_pend
                                        direction
 capture: connections tracked           65536            ``CaptureReader(max_connections=)``         oldest eighth evicted
 capture: ceiling of the byte limits    512 MiB          fixed (Arrow int32 offsets)                 larger values are lowered
-pcap / pcapng record                   64 MiB           fixed                                       DecodeError
+pcap / pcapng record                   64 MiB           fixed                                       CorruptCaptureError (the
+                                                                                                    rest is unread_bytes)
 =====================================  ===============  ==========================================  ==========================
 """
 
