@@ -259,12 +259,19 @@ def _read_capture(impl: str, body: bytes, options: tuple):
 
     pending, connections, frame_size = options
     reader = CaptureReader(body, implementation=impl, max_pending_bytes=pending,
-                           max_connections=connections, max_frame_size=frame_size, batch_frames=16)
+                           max_connections=connections, max_frame_size=frame_size, batch_frames=16,
+                           on_error="keep")
     frames = [batch.to_pydict() for batch in reader]
     # the engine's connection rows as they are (the Arrow table of them adds nothing to check,
     # and building it cost more than reading the capture)
     rows = reader._connections
     counters = reader.counters
+    if counters["input_bytes"] != counters["file_bytes"] + counters["trailing_bytes"] + counters["unread_bytes"]:
+        raise FuzzFailure(f"capture[{impl}]: input bytes not accounted for: {counters}")
+    stopped = reader.error
+    if stopped is not None:
+        reasons.append(f"stopped:{stopped.category}")
+        counters["error"] = (stopped.category, stopped.reason, stopped.offset)
     # which counters moved, and how connections ended: feedback for the built-in engine
     reasons.extend(f"counter:{name}" for name, value in counters.items() if value)
     for row in rows:
@@ -274,13 +281,22 @@ def _read_capture(impl: str, body: bytes, options: tuple):
     return (frames, rows, counters)
 
 
+def _stopped(outcome):
+    """A capture whose reading stopped at a broken record is its own kind of outcome."""
+    kind, value = outcome
+    if kind == "ok" and "error" in value[2]:
+        return ("stopped", value)
+    return outcome
+
+
 def fuzz_capture(data: bytes):
     """pcap / pcapng files through link, IP and TCP parsing, reassembly and frame cutting."""
     if not data:
         return ("skip", None)
     options = CAPTURE_OPTIONS[data[0] % len(CAPTURE_OPTIONS)]
     body = data[1:]
-    outcomes = {impl: call("capture", impl, _read_capture, impl, body, options) for impl in IMPLEMENTATIONS}
+    outcomes = {impl: _stopped(call("capture", impl, _read_capture, impl, body, options))
+                for impl in IMPLEMENTATIONS}
     agree("capture", outcomes)
     return outcomes[IMPLEMENTATIONS[0]]
 
@@ -319,7 +335,7 @@ def fuzz_tcp(data: bytes):
         packets.append(data[pos + 2:pos + 2 + size])
         pos += 2 + size
     body = _pcap(linktype, packets)
-    outcomes = {impl: call("tcp", impl, _read_capture, impl, body, options) for impl in IMPLEMENTATIONS}
+    outcomes = {impl: _stopped(call("tcp", impl, _read_capture, impl, body, options)) for impl in IMPLEMENTATIONS}
     agree("tcp", outcomes)
     return outcomes[IMPLEMENTATIONS[0]]
 
