@@ -56,7 +56,7 @@ def test_html_has_charts_and_escapes(tmp_path):
 def test_inputs_not_read_completely_come_first(tmp_path):
     data = facts()
     assert "## Inputs not read completely\n\nEvery input was read completely." in report.markdown(data)
-    assert "## Bytes not in frames\n\nEvery byte read is in a frame." in report.markdown(data)
+    assert "## What is not in frames\n\nEvery byte and packet read is in a frame" in report.markdown(data)
     data["input_errors"] = [{"capture": "bad.pcap", "category": "oversized_record", "offset": 4096,
                              "reason": "pcap record with captured length 4294967295", "unread_bytes": 116}]
     data["summary"][0].update(file_bytes=5000, unread_bytes=116)
@@ -65,7 +65,7 @@ def test_inputs_not_read_completely_come_first(tmp_path):
     assert text.index("Not every input was read completely") < text.index("## Captures and accounting")
     assert "| bad.pcap | oversized_record | 4,096 | pcap record with captured length 4294967295 | 116 |" in text
     # Only the kinds of loss that occurred get a column.
-    assert "| capture | file bytes | not read (after an error) | accounted |" in text
+    assert "| capture | file bytes | bytes not read (after an error) | accounted |" in text
     html = report.write_report(data, tmp_path)["html"].read_text()
     assert html.index("Not every input was read completely") < html.index("<h2>")
 

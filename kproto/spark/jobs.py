@@ -450,7 +450,9 @@ def summary_rows(accounting: Iterable[Any]) -> list[dict]:
         for summary_name, name in (("file_bytes", "input_bytes"), ("record_bytes", "file_bytes"),
                                    ("truncated_bytes", "trailing_bytes"), ("unread_bytes", "unread_bytes"),
                                    ("packets", "packets"), ("tcp_packets", "tcp_packets"),
-                                   ("tcp_payload_bytes", "tcp_payload_bytes")):
+                                   ("tcp_payload_bytes", "tcp_payload_bytes"), ("malformed_packets", "malformed"),
+                                   ("ip_fragments", "ip_fragments"), ("non_tcp_packets", "non_tcp"),
+                                   ("unsupported_link_packets", "unsupported_link")):
             if isinstance(info.get(name), int):
                 target[summary_name] = target.get(summary_name, 0) + info[name]
     for error in error_rows(accounting):
@@ -478,11 +480,13 @@ def summary_rows(accounting: Iterable[Any]) -> list[dict]:
         # Every byte of every file: read as records (frames, in a frame dump), an incomplete
         # record at the end, or unread after an error that has a row in the errors table.
         files_add_up = r["file_bytes"] == r["record_bytes"] + r["truncated_bytes"] + r["unread_bytes"]
+        packets_add_up = r["packets"] == (r["tcp_packets"] + r["malformed_packets"] + r["ip_fragments"]
+                                          + r["non_tcp_packets"] + r["unsupported_link_packets"])
         if r.get("format") == "frames":
             files_add_up = files_add_up and r["record_bytes"] == r["frame_bytes"]
         losses_explained = r["errors"] > 0 or not (r["truncated_bytes"] or r["unread_bytes"])
         streams = streams_add_up.get(r["capture"], True) if r["capture"] != "*" else all(streams_add_up.values())
-        r["accounted"] = bool(frames_add_up and files_add_up and losses_explained and streams)
+        r["accounted"] = bool(frames_add_up and files_add_up and packets_add_up and losses_explained and streams)
     return out
 
 
@@ -510,7 +514,8 @@ ERRORS_SCHEMA = pa.schema([("capture", pa.string()), ("category", pa.string()), 
 
 SUMMARY_COUNTS = (
     "file_bytes", "record_bytes", "truncated_bytes", "unread_bytes", "errors",
-    "packets", "tcp_packets", "tcp_payload_bytes", "connections", "frames", "request_frames",
+    "packets", "tcp_packets", "tcp_payload_bytes", "malformed_packets", "ip_fragments", "non_tcp_packets",
+    "unsupported_link_packets", "connections", "frames", "request_frames",
     "response_frames", "frame_bytes", "frames_ok", "frames_undecodable", "exchanges_paired",
     "no_response_expected", "unpaired_requests", "unpaired_responses", "skipped_bytes", "gap_bytes",
     "tail_bytes", "duplicate_bytes",

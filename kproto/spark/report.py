@@ -222,13 +222,15 @@ def _mb(value: float | None) -> str:
     return "-" if value is None else f"{value / 1e6:,.3f}"
 
 
-#: Byte counts of the summary that are not frames, with the report's column titles.
+#: What the summary counts that did not become frames, with the report's column titles.
 LOSSES = (
-    ("unread_bytes", "not read (after an error)"),
-    ("truncated_bytes", "incomplete last record"),
-    ("gap_bytes", "TCP gaps (never captured)"),
-    ("skipped_bytes", "skipped to find a frame"),
-    ("tail_bytes", "incomplete last frame"),
+    ("unread_bytes", "bytes not read (after an error)"),
+    ("truncated_bytes", "bytes in an incomplete last record"),
+    ("gap_bytes", "bytes in TCP gaps (never captured)"),
+    ("skipped_bytes", "bytes skipped to find a frame"),
+    ("tail_bytes", "bytes in an incomplete last frame"),
+    ("malformed_packets", "malformed packets"),
+    ("ip_fragments", "IP fragments (not reassembled)"),
 )
 
 
@@ -245,9 +247,10 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                 [[e["capture"], e["category"], _fmt(e["offset"]), e["reason"], _fmt(e["unread_bytes"])]
                  for e in input_errors]))
     losses = [(name, label) for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
-    out.append(("Bytes not in frames",
-                "Where every byte of every input went that is not in a decoded frame: only the kinds of loss "
-                "that occurred have a column." if losses else "Every byte read is in a frame.",
+    out.append(("What is not in frames",
+                "Where the bytes and packets of every input went that are not in a frame: only the kinds of loss "
+                "that occurred have a column." if losses else "Every byte and packet read is in a frame "
+                "(or is traffic other than TCP).",
                 ["capture", "file bytes"] + [label for _, label in losses] + ["accounted"],
                 [[r["capture"], _fmt(r.get("file_bytes"))] + [_fmt(r.get(name)) for name, _ in losses]
                  + [_fmt(r.get("accounted"))] for r in facts["summary"]] if losses else []))
