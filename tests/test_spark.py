@@ -255,3 +255,19 @@ def test_cli_exit_status_and_console_name_the_bad_inputs(messy, tmp_path):
                          capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 1
     assert f"c-bad.pcap: byte offset {good_size}: pcap record with captured length 4294967295" in run.stderr
+
+
+def test_report_facts_alike_from_spark_and_from_pyarrow(spark, analysis):
+    """The driver's pyarrow facts (small runs) and the Spark queries' facts (large runs) are the same."""
+    from kproto.spark import jobs, report
+
+    result, out, _small, _big = analysis
+    written = {name: str(out / name) for name in ("frames", "exchanges", "connections", "clients", "topics")}
+    by_spark = report.collect_facts(spark, jobs.report_tables(spark, written), result.summary, result.errors)
+    tables = {name: pq.read_table(out / name) for name in ("connections", "clients", "topics")}
+    tables.update(jobs.report_inputs_arrow(written))
+    by_arrow = report.collect_facts_arrow(tables, result.summary, result.errors, pyspark.__version__)
+    for facts in (by_spark, by_arrow):
+        facts.pop("generated_at")
+    assert json.loads(json.dumps(by_arrow, default=str)) == json.loads(json.dumps(by_spark, default=str))
+    assert by_arrow["latency"] and by_arrow["brokers"] and by_arrow["undecodable_frames"]

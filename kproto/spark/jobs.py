@@ -223,6 +223,8 @@ class Options:
     fail_fast: bool = False             # an input that cannot be read completely fails the run
     report: bool = True
     driver_rows: int = 200_000          # compact rows combined in the driver up to this many, else by Spark
+    driver_report_frames: int = 250_000  # the report's facts computed in the driver (pyarrow) up to this many
+                                         # frames, else by Spark queries
 
 
 MIN_AUTO_SPLIT = 32 * 1024 * 1024
@@ -601,9 +603,18 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         facts = None
         if options.report:
             show.step("building the report")
+            import pyspark
+
             from kproto.spark import report
 
-            facts = report.collect_facts(spark, report_tables(spark, written), summary, errors)
+            total_frames = next(r for r in summary if r["capture"] == "*")["frames"]
+            if compact_count <= options.driver_rows and total_frames <= options.driver_report_frames:
+                # Small tables: read them back here and compute the facts with pyarrow (no Spark job).
+                in_driver = {name: tables[name] for name in ("connections", "clients", "topics")}
+                in_driver.update(report_inputs_arrow(written))
+                facts = report.collect_facts_arrow(in_driver, summary, errors, pyspark.__version__)
+            else:
+                facts = report.collect_facts(spark, report_tables(spark, written), summary, errors)
             if local_out is not None:
                 report.write_report(facts, Path(local_out))
         parts.unpersist()
@@ -623,6 +634,28 @@ def write_table(table: pa.Table, out: str, name: str) -> None:
     pq.write_table(table, f"{base}/{name}/part-00000.parquet", filesystem=filesystem)
     with filesystem.open_output_stream(f"{base}/{name}/_SUCCESS") as stream:
         stream.write(b"")
+
+
+#: The columns of ``frames`` the report reads (the JSON body only of ApiVersions responses).
+REPORT_FRAME_COLUMNS = ("capture", "connection_id", "direction", "sequence", "api_key", "api_version", "status",
+                        "status_name", "error_offset")
+
+
+def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
+    """``frames`` (the columns the report reads) and ``exchanges`` as pyarrow Tables, from the written Parquet."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    read = {}
+    for name in ("frames", "exchanges"):
+        filesystem, base = W.output_filesystem(written[name])
+        read[name] = ds.dataset(base, filesystem=filesystem, format="parquet",
+                                schema=W.FRAMES_SCHEMA if name == "frames" else W.EXCHANGES_SCHEMA,
+                                exclude_invalid_files=False, ignore_prefixes=[".", "_"])
+    is_api_versions_response = (ds.field("direction") == 1) & (ds.field("api_key") == 18)
+    columns = {name: ds.field(name) for name in REPORT_FRAME_COLUMNS}
+    columns["body"] = pc.if_else(is_api_versions_response, ds.field("body"), pa.scalar(None, pa.string()))
+    return {"frames": read["frames"].to_table(columns=columns), "exchanges": read["exchanges"].to_table()}
 
 
 def report_tables(spark, written: dict[str, str]) -> dict[str, Any]:

@@ -52,57 +52,217 @@ def _ranges(body: str | None) -> tuple[int | None, dict[int, tuple[int, int]]]:
 
 
 # ---------------------------------------------------------------- facts
+# Two engines gather the same raw rows: Spark queries over the written tables
+# (any size), and pyarrow over tables small enough to hold in the driver (no
+# Spark job: most captures people look at are small). ``_finish`` turns the raw
+# rows into the facts for both, and the tests check that the engines agree.
+
 def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_errors: list[dict] | None = None) -> dict:
-    """Every fact of the report, from the output tables (DataFrames) and the errors table's rows."""
+    """Every fact of the report, from the output tables (Spark DataFrames) and the errors table's rows."""
     import pyspark
     from pyspark.sql import functions as F
-
-    from kproto._version import __version__
 
     frames, exchanges = tables["frames"], tables["exchanges"]
     with_address = tables["with_address"]
     requests = with_address.filter(F.col("request_sequence").isNotNull())
+    raw: dict[str, list[dict]] = {"clients": _rows(tables["clients"]), "topics": _rows(tables["topics"])}
+
+    raw["api_versions"] = _rows(requests.groupBy("api_key", "api_version").agg(
+        F.count(F.lit(1)).alias("requests"),
+        F.countDistinct("client_ip", "client_id").alias("clients"),
+        F.max(F.col("deprecated").cast("int")).cast("boolean").alias("deprecated"),
+        F.max(F.col("removed_in_4x").cast("int")).cast("boolean").alias("removed_in_4x"),
+    ).orderBy("api_key", "api_version"))
+
+    def usage(condition):
+        return _rows(requests.filter(condition).groupBy(
+            "client_ip", "client_id", "api_key", "api_version").agg(
+            F.max("client_software_name").alias("software_name"),
+            F.count(F.lit(1)).alias("requests"),
+            F.min("request_ts_ns").alias("first_ns"), F.max("request_ts_ns").alias("last_ns"),
+        ).orderBy("client_ip", "client_id", "api_key", "api_version"))
+
+    raw["removed"] = usage(F.col("removed_in_4x"))
+    raw["deprecated"] = usage(F.col("deprecated") & ~F.col("removed_in_4x"))
+
+    address = tables["connections"].select("capture", "connection_id", "server_ip", "server_port")
+    api_responses = frames.filter((F.col("direction") == 1) & (F.col("api_key") == 18) & (F.col("status") == 0)) \
+        .join(address, ["capture", "connection_id"], "left")
+    raw["api_responses"] = _rows(api_responses.select("server_ip", "server_port", "api_version", "body")
+                                 .distinct(), 200)
+
+    refused = with_address.filter((F.col("api_key") == 18) & (F.col("error_code") == 35))
+    refused_bodies = refused.join(
+        frames.filter(F.col("direction") == 1).select(
+            "capture", "connection_id", F.col("sequence").alias("response_sequence"), "body"),
+        ["capture", "connection_id", "response_sequence"], "left")
+    retries = with_address.filter((F.col("api_key") == 18) & (F.col("error_code") == 0)) \
+        .select("capture", "connection_id", F.col("api_version").alias("retry_version"))
+    raw["fallbacks"] = _rows(refused_bodies.join(retries, ["capture", "connection_id"], "left").groupBy(
+        *FALLBACK_KEYS).agg(F.count(F.lit(1)).alias("connections")))
+
+    raw["invalid_software_names"] = _rows(requests.filter(F.col("software_problems").isNotNull()).groupBy(
+        *INVALID_NAME_KEYS).agg(F.count(F.lit(1)).alias("requests"), F.max("error_name").alias("broker_answer"))
+        .orderBy("client_ip", "client_id"))
+    raw["errors"] = _rows(exchanges.filter(F.col("error_code") != 0).groupBy("api_key", "error_code", "error_name")
+                          .agg(F.count(F.lit(1)).alias("responses")).orderBy("api_key", "error_code"))
+    raw["latency"] = [{"api_key": r["api_key"], "exchanges": r["exchanges"], "p50_ns": r["p"][0],
+                       "p99_ns": r["p"][1], "max_ns": r["max_ns"]} for r in _rows(
+        exchanges.filter(F.col("latency_ns").isNotNull()).groupBy("api_key").agg(
+            F.count(F.lit(1)).alias("exchanges"),
+            F.percentile_approx("latency_ns", list(LATENCY_QUANTILES), 10000).alias("p"),
+            F.max("latency_ns").alias("max_ns"),
+        ).orderBy("api_key"))]
+    raw["undecodable_frames"] = _rows(
+        frames.filter(F.col("status") != 0).groupBy("direction", "api_key", "api_version", "status_name")
+        .agg(F.count(F.lit(1)).alias("frames"), F.min("error_offset").alias("first_error_offset"))
+        .orderBy("status_name", "api_key"))
+    raw["unpaired"] = _rows(exchanges.filter(F.col("pair_status") != 0).groupBy("pair_status_name", "api_key")
+                            .agg(F.count(F.lit(1)).alias("exchanges")).orderBy("pair_status_name", "api_key"))
+    return _finish(raw, summary, input_errors, pyspark.__version__)
+
+
+FALLBACK_KEYS = ("client_ip", "client_id", "server_ip", "server_port", "api_version", "retry_version", "body")
+INVALID_NAME_KEYS = ("client_ip", "client_id", "client_software_name", "client_software_version",
+                     "software_problems")
+LATENCY_QUANTILES = (0.5, 0.99)
+
+
+def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_errors: list[dict] | None = None,
+                        spark_version: str | None = None) -> dict:
+    """The facts of :func:`collect_facts` from pyarrow Tables held in the driver (frames, exchanges,
+    connections, clients, topics), without a Spark job."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    frames, exchanges, connections = tables["frames"], tables["exchanges"], tables["connections"]
+    address = connections.select(["capture", "connection_id", "client_ip", "server_ip", "server_port"])
+    with_address = exchanges.join(address, ["capture", "connection_id"], join_type="left outer")
+    requests = with_address.filter(pc.is_valid(with_address["request_sequence"]))
+    raw: dict[str, list[dict]] = {"clients": tables["clients"].slice(0, LIMIT).to_pylist(),
+                                  "topics": tables["topics"].slice(0, LIMIT).to_pylist()}
+
+    def grouped(table, keys, aggregations, order=None, limit=LIMIT):
+        """Rows of a group-by, ordered as Spark orders them (ascending, nulls first)."""
+        rows = table.group_by(list(keys), use_threads=False).aggregate(aggregations).to_pylist()
+        if order:
+            rows.sort(key=lambda r: tuple((r[k] is not None, r[k] if r[k] is not None else 0) for k in order))
+        return rows[:limit]
+
+    def counted(rows, source="count_all", name="requests"):
+        for r in rows:
+            r[name] = r.pop(source)
+        return rows
+
+    as_int = {name: pc.cast(requests[name], pa.int8()) for name in ("deprecated", "removed_in_4x")}
+    flagged = requests.select(["api_key", "api_version"]).append_column("deprecated", as_int["deprecated"]) \
+        .append_column("removed_in_4x", as_int["removed_in_4x"])
+    versions = grouped(flagged, ("api_key", "api_version"),
+                       [([], "count_all"), ("deprecated", "max"), ("removed_in_4x", "max")], ("api_key", "api_version"))
+    # countDistinct(client_ip, client_id) counts the pairs without a null, as Spark does.
+    known = requests.filter(pc.and_(pc.is_valid(requests["client_ip"]), pc.is_valid(requests["client_id"])))
+    pairs = known.group_by(["api_key", "api_version", "client_ip", "client_id"], use_threads=False) \
+        .aggregate([]).group_by(["api_key", "api_version"], use_threads=False).aggregate([([], "count_all")])
+    distinct = {(r["api_key"], r["api_version"]): r["count_all"] for r in pairs.to_pylist()}
+    raw["api_versions"] = [{"api_key": r["api_key"], "api_version": r["api_version"], "requests": r["count_all"],
+                            "clients": distinct.get((r["api_key"], r["api_version"]), 0),
+                            "deprecated": bool(r["deprecated_max"]), "removed_in_4x": bool(r["removed_in_4x_max"])}
+                           for r in versions]
+
+    def usage(mask):
+        rows = grouped(requests.filter(mask), ("client_ip", "client_id", "api_key", "api_version"),
+                       [("client_software_name", "max"), ([], "count_all"), ("request_ts_ns", "min"),
+                        ("request_ts_ns", "max")], ("client_ip", "client_id", "api_key", "api_version"))
+        return [{"client_ip": r["client_ip"], "client_id": r["client_id"], "api_key": r["api_key"],
+                 "api_version": r["api_version"], "software_name": r["client_software_name_max"],
+                 "requests": r["count_all"], "first_ns": r["request_ts_ns_min"], "last_ns": r["request_ts_ns_max"]}
+                for r in rows]
+
+    removed = pc.fill_null(requests["removed_in_4x"], False)
+    raw["removed"] = usage(removed)
+    raw["deprecated"] = usage(pc.and_(pc.fill_null(requests["deprecated"], False), pc.invert(removed)))
+
+    responses = frames.filter(pc.equal(frames["direction"], 1))
+    answers = responses.filter(pc.and_(pc.equal(responses["api_key"], 18), pc.equal(responses["status"], 0)))
+    answers = answers.join(address.select(["capture", "connection_id", "server_ip", "server_port"]),
+                           ["capture", "connection_id"], join_type="left outer")
+    raw["api_responses"] = answers.select(["server_ip", "server_port", "api_version", "body"]) \
+        .group_by(["server_ip", "server_port", "api_version", "body"], use_threads=False).aggregate([]) \
+        .slice(0, 200).to_pylist()
+
+    is_api_versions = pc.equal(with_address["api_key"], 18)
+    refused = with_address.filter(pc.and_(is_api_versions, pc.equal(with_address["error_code"], 35)))
+    bodies = responses.select(["capture", "connection_id", "sequence", "body"]) \
+        .rename_columns(["capture", "connection_id", "response_sequence", "body"])
+    refused = refused.join(bodies, ["capture", "connection_id", "response_sequence"], join_type="left outer")
+    retries = with_address.filter(pc.and_(is_api_versions, pc.equal(with_address["error_code"], 0))) \
+        .select(["capture", "connection_id", "api_version"]).rename_columns(["capture", "connection_id",
+                                                                             "retry_version"])
+    refused = refused.select([n for n in refused.column_names if n != "retry_version"]) \
+        .join(retries, ["capture", "connection_id"], join_type="left outer")
+    raw["fallbacks"] = counted(grouped(refused, FALLBACK_KEYS, [([], "count_all")]), name="connections")
+
+    invalid = requests.filter(pc.is_valid(requests["software_problems"]))
+    raw["invalid_software_names"] = [
+        {**{k: r[k] for k in INVALID_NAME_KEYS}, "requests": r["count_all"], "broker_answer": r["error_name_max"]}
+        for r in grouped(invalid, INVALID_NAME_KEYS, [([], "count_all"), ("error_name", "max")],
+                         ("client_ip", "client_id"))]
+    failed = exchanges.filter(pc.not_equal(exchanges["error_code"], 0))
+    raw["errors"] = counted(grouped(failed, ("api_key", "error_code", "error_name"), [([], "count_all")],
+                                    ("api_key", "error_code")), name="responses")
+
+    timed = exchanges.filter(pc.is_valid(exchanges["latency_ns"]))
+    raw["latency"] = []
+    for r in grouped(timed, ("api_key",), [([], "count_all"), ("latency_ns", "max")], ("api_key",)):
+        values = np.sort(timed.filter(pc.equal(timed["api_key"], r["api_key"]))["latency_ns"].to_numpy())
+        # The element at rank ceil(q * n), as Spark's percentile_approx gives on data this small.
+        picks = [int(values[max(0, min(len(values) - 1, int(np.ceil(q * len(values))) - 1))])
+                 for q in LATENCY_QUANTILES]
+        raw["latency"].append({"api_key": r["api_key"], "exchanges": r["count_all"], "p50_ns": picks[0],
+                               "p99_ns": picks[1], "max_ns": r["latency_ns_max"]})
+
+    bad = frames.filter(pc.not_equal(frames["status"], 0))
+    raw["undecodable_frames"] = [
+        {"direction": r["direction"], "api_key": r["api_key"], "api_version": r["api_version"],
+         "status_name": r["status_name"], "frames": r["count_all"], "first_error_offset": r["error_offset_min"]}
+        for r in grouped(bad, ("direction", "api_key", "api_version", "status_name"),
+                         [([], "count_all"), ("error_offset", "min")], ("status_name", "api_key"))]
+    lonely = exchanges.filter(pc.not_equal(exchanges["pair_status"], 0))
+    raw["unpaired"] = counted(grouped(lonely, ("pair_status_name", "api_key"), [([], "count_all")],
+                                      ("pair_status_name", "api_key")), name="exchanges")
+    return _finish(raw, summary, input_errors, spark_version)
+
+
+def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[dict] | None,
+            spark_version: str | None) -> dict:
+    """The facts from the raw rows either engine gathered."""
+    from kproto._version import __version__
+
     facts: dict[str, Any] = {
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "kproto_version": __version__, "spark_version": pyspark.__version__,
+        "kproto_version": __version__, "spark_version": spark_version,
         "summary": [dict(r, first_seen=_iso(r.get("first_ts_ns")), last_seen=_iso(r.get("last_ts_ns")))
                     for r in summary],
         "input_errors": list(input_errors or []),
     }
 
     # Clients and their software (KIP-511).
-    clients = _rows(tables["clients"])
+    clients = raw["clients"]
     for c in clients:
         c["first_seen"], c["last_seen"] = _iso(c.pop("first_seen_ns")), _iso(c.pop("last_seen_ns"))
     facts["clients"] = clients
 
     # Every API version in use.
-    facts["api_versions"] = [dict(r, api_name=_api(r["api_key"])) for r in _rows(
-        requests.groupBy("api_key", "api_version").agg(
-            F.count(F.lit(1)).alias("requests"),
-            F.countDistinct("client_ip", "client_id").alias("clients"),
-            F.max(F.col("deprecated").cast("int")).cast("boolean").alias("deprecated"),
-            F.max(F.col("removed_in_4x").cast("int")).cast("boolean").alias("removed_in_4x"),
-        ).orderBy("api_key", "api_version"))]
+    facts["api_versions"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["api_versions"]]
 
-    # Kafka 4.x readiness (KIP-896).
-    def usage(condition):
-        rows = _rows(requests.filter(condition).groupBy(
-            "client_ip", "client_id", "api_key", "api_version").agg(
-            F.max("client_software_name").alias("software_name"),
-            F.count(F.lit(1)).alias("requests"),
-            F.min("request_ts_ns").alias("first_ns"), F.max("request_ts_ns").alias("last_ns"),
-        ).orderBy("client_ip", "client_id", "api_key", "api_version"))
-        for r in rows:
-            r["api_name"] = _api(r["api_key"])
-            r["first_seen"], r["last_seen"] = _iso(r.pop("first_ns")), _iso(r.pop("last_ns"))
-        return rows
-
-    # A client's software name comes from its ApiVersions request; spread it to its other requests.
+    # Kafka 4.x readiness (KIP-896). A client's software name comes from its ApiVersions
+    # request; spread it to its other requests.
     software = {(c["client_ip"], c["client_id"]): c["client_software_name"] for c in clients}
-    removed = usage(F.col("removed_in_4x"))
-    deprecated = usage(F.col("deprecated") & ~F.col("removed_in_4x"))
+    removed, deprecated = raw["removed"], raw["deprecated"]
     for r in removed + deprecated:
+        r["api_name"] = _api(r["api_key"])
+        r["first_seen"], r["last_seen"] = _iso(r.pop("first_ns")), _iso(r.pop("last_ns"))
         r["software_name"] = r["software_name"] or software.get((r["client_ip"], r["client_id"]))
     facts["readiness"] = {
         "removed_in_4x_requests": sum(r["requests"] for r in removed),
@@ -113,12 +273,10 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
     }
 
     # Brokers: what their ApiVersions responses advertise, and the release that matches.
-    address = tables["connections"].select("capture", "connection_id", "server_ip", "server_port")
-    api_responses = frames.filter((F.col("direction") == 1) & (F.col("api_key") == 18) & (F.col("status") == 0)) \
-        .join(address, ["capture", "connection_id"], "left")
     brokers = []
     seen = set()
-    for r in _rows(api_responses.select("server_ip", "server_port", "api_version", "body").distinct(), 200):
+    for r in sorted(raw["api_responses"], key=lambda r: (r["server_ip"] or "", r["server_port"] or 0,
+                                                         r["api_version"], r["body"] or "")):
         code, ranges = _ranges(r["body"])
         if code != 0 or not ranges:
             continue
@@ -136,45 +294,25 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
     facts["brokers"] = sorted(brokers, key=lambda b: b["broker"])
 
     # KIP-511 fallbacks: ApiVersions refused with UNSUPPORTED_VERSION, and the retry that followed.
-    refused = with_address.filter((F.col("api_key") == 18) & (F.col("error_code") == 35))
-    refused_bodies = refused.join(
-        frames.filter(F.col("direction") == 1).select(
-            "capture", "connection_id", F.col("sequence").alias("response_sequence"), "body"),
-        ["capture", "connection_id", "response_sequence"], "left")
-    retries = with_address.filter((F.col("api_key") == 18) & (F.col("error_code") == 0)) \
-        .select("capture", "connection_id", F.col("api_version").alias("retry_version"))
-    fallback_rows = _rows(refused_bodies.join(retries, ["capture", "connection_id"], "left").groupBy(
-        "client_ip", "client_id", "server_ip", "server_port", "api_version", "retry_version", "body"
-    ).agg(F.count(F.lit(1)).alias("connections")))
     fallbacks = []
-    for r in fallback_rows:
+    for r in raw["fallbacks"]:
         _code, ranges = _ranges(r.pop("body"))
         r["broker_api_versions_max"] = ranges.get(18, (None, None))[1]
         r["broker"] = _address(r.pop("server_ip"), r.pop("server_port"))
         r["requested_version"] = r.pop("api_version")
         r["software_name"] = software.get((r["client_ip"], r["client_id"]))
         fallbacks.append(r)
-    facts["kip511_fallbacks"] = sorted(fallbacks, key=lambda r: (r["client_ip"] or "", r["client_id"] or ""))
+    facts["kip511_fallbacks"] = sorted(fallbacks, key=lambda r: (
+        r["client_ip"] or "", r["client_id"] or "", r["broker"], r["requested_version"] or 0,
+        r["retry_version"] if r["retry_version"] is not None else -1))
 
-    facts["invalid_software_names"] = _rows(requests.filter(F.col("software_problems").isNotNull()).groupBy(
-        "client_ip", "client_id", "client_software_name", "client_software_version", "software_problems"
-    ).agg(F.count(F.lit(1)).alias("requests"), F.max("error_name").alias("broker_answer"))
-        .orderBy("client_ip", "client_id"))
-
-    facts["errors"] = [dict(r, api_name=_api(r["api_key"])) for r in _rows(
-        exchanges.filter(F.col("error_code") != 0).groupBy("api_key", "error_code", "error_name")
-        .agg(F.count(F.lit(1)).alias("responses")).orderBy("api_key", "error_code"))]
-
-    latency = _rows(exchanges.filter(F.col("latency_ns").isNotNull()).groupBy("api_key").agg(
-        F.count(F.lit(1)).alias("exchanges"),
-        F.percentile_approx("latency_ns", [0.5, 0.99], 10000).alias("p"),
-        F.max("latency_ns").alias("max_ns"),
-    ).orderBy("api_key"))
+    facts["invalid_software_names"] = raw["invalid_software_names"]
+    facts["errors"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["errors"]]
     facts["latency"] = [{"api_key": r["api_key"], "api_name": _api(r["api_key"]), "exchanges": r["exchanges"],
-                         "p50_ms": r["p"][0] / 1e6, "p99_ms": r["p"][1] / 1e6, "max_ms": r["max_ns"] / 1e6}
-                        for r in latency]
+                         "p50_ms": r["p50_ns"] / 1e6, "p99_ms": r["p99_ns"] / 1e6, "max_ms": r["max_ns"] / 1e6}
+                        for r in raw["latency"]]
 
-    topics = _rows(tables["topics"])
+    topics = raw["topics"]
     for t in topics:
         span = ((t["last_ts_ns"] or 0) - (t["first_ts_ns"] or 0)) / 1e9
         t["seconds"] = span
@@ -182,14 +320,8 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
         t["fetch_bytes_per_s"] = t["fetch_bytes"] / span if span > 0 else None
         t["first_seen"], t["last_seen"] = _iso(t.pop("first_ts_ns")), _iso(t.pop("last_ts_ns"))
     facts["topics"] = topics
-
-    facts["undecodable_frames"] = [dict(r, api_name=_api(r["api_key"])) for r in _rows(
-        frames.filter(F.col("status") != 0).groupBy("direction", "api_key", "api_version", "status_name")
-        .agg(F.count(F.lit(1)).alias("frames"), F.min("error_offset").alias("first_error_offset"))
-        .orderBy("status_name", "api_key"))]
-    facts["unpaired"] = [dict(r, api_name=_api(r["api_key"])) for r in _rows(
-        exchanges.filter(F.col("pair_status") != 0).groupBy("pair_status_name", "api_key")
-        .agg(F.count(F.lit(1)).alias("exchanges")).orderBy("pair_status_name", "api_key"))]
+    facts["undecodable_frames"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["undecodable_frames"]]
+    facts["unpaired"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["unpaired"]]
     return facts
 
 
