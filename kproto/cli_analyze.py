@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
               "(or scripts/setup.sh --spark)", file=sys.stderr)
         return EXIT_USAGE
     from kproto.spark import Options, analyze, spark_session
+    from kproto.spark.jobs import local_input_bytes
 
     conf = {}
     for item in args.conf:
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                       records="base64" if args.records_base64 else "summary", report=not args.no_report,
                       fail_fast=args.fail_fast)
     try:
-        spark = spark_session(args.master, conf=conf)
+        spark = spark_session(args.master, conf=conf, input_bytes=local_input_bytes(args.paths))
         spark.sparkContext.setLogLevel("ERROR")
         result = analyze(args.paths, args.out, spark=spark, options=options, progress=not args.quiet)
     except FileNotFoundError as exc:

@@ -215,3 +215,12 @@ def test_exit_status_says_complete_incomplete_or_nothing():
     assert exit_status(result([good, bad], [error])) == EXIT_INCOMPLETE
     assert exit_status(result([bad], [error])) == EXIT_FAILED
     assert exit_status(result([dict(bad, frames=3)], [error])) == EXIT_INCOMPLETE
+
+
+def test_local_input_bytes_sizes_local_files_only(tmp_path):
+    (tmp_path / "a.pcap").write_bytes(b"x" * 10)
+    (tmp_path / "b.pcap").write_bytes(b"x" * 5)
+    assert jobs.local_input_bytes([str(tmp_path)]) == 15
+    assert jobs.local_input_bytes([str(tmp_path / "a.pcap")]) == 10
+    assert jobs.local_input_bytes(["hdfs:///captures/"]) is None
+    assert jobs.local_input_bytes([str(tmp_path / "missing.pcap")]) is None

@@ -25,12 +25,20 @@ RAW_PARTITION_BYTES = 128 * 1024 * 1024
 
 
 # ---------------------------------------------------------------- the session
+#: Local input bytes up to which an embedded session is tuned for start-up time rather than throughput.
+LATENCY_INPUT_BYTES = 256 * 1024 * 1024
+
+
 def spark_session(master: str | None = None, *, app_name: str = "kproto analyze",
-                  conf: dict[str, str] | None = None):
+                  conf: dict[str, str] | None = None, input_bytes: int | None = None):
     """A SparkSession: the active one, the one spark-submit configured, or an embedded local one.
 
     Without ``master`` and outside spark-submit, Spark runs in this process
-    (``local[*]``) with this interpreter for its Python workers.
+    (``local[*]``) with this interpreter for its Python workers. A local session
+    starts without the web UI (``--conf spark.ui.enabled=true`` brings it back);
+    when ``input_bytes`` is known and under :data:`LATENCY_INPUT_BYTES`, its JVM
+    also compiles with the quick JIT tier only, which halves the start-up and the
+    first job (docs/analyze.md, "Where the time goes").
     """
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
@@ -59,6 +67,12 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "true",
     }
+    if master and master.startswith("local"):
+        defaults["spark.ui.enabled"] = "false"
+        if input_bytes is not None and input_bytes <= LATENCY_INPUT_BYTES:
+            # The JVM only passes a few compact rows for small inputs: C2's optimised code
+            # never pays for its compile time there.
+            defaults["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
     for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -154,6 +168,17 @@ def list_inputs(spark, paths: Sequence[str]) -> Inputs:
                    .orderBy("path").collect())
         inputs.files = [(row["path"], int(row["length"])) for row in listing]
     return inputs
+
+
+def local_input_bytes(paths: Sequence[str]) -> int | None:
+    """The bytes of the input files when every path is local and exists, else None (without raising)."""
+    if any(W.local_path(p) != p for p in paths):
+        return None
+    try:
+        return sum(os.path.getsize(p) for p in _list_local([p for p in paths if not _is_parquet(p)])) + sum(
+            1 << 40 for p in paths if _is_parquet(p))   # Parquet inputs go through the JVM: not small
+    except OSError:
+        return None
 
 
 def _list_local(paths: Sequence[str]) -> list[str]:
