@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/bench_spark.py [--mb 1000] [--master local[2]]
 
+0. `kproto analyze samples/sample.pcap` in a new process, as a user runs it:
+   wall time including session start, and its phases (median of 3).
 1. Decoding inside Spark against a ``mapInArrow`` that returns its input
    unchanged, on the same DataFrame of frames (cached, so both read the same
    in-memory data): the ratio says whether decoding is the bottleneck.
@@ -86,11 +88,46 @@ def make_capture(path: Path, megabytes: int) -> int:
     return path.stat().st_size
 
 
+def small_run(master: str, runs: int = 3) -> None:
+    """`kproto analyze samples/sample.pcap` as a user runs it: a new process each time, wall time and phases."""
+    import re
+    import statistics
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    kproto = Path(sys.executable).with_name("kproto")
+    walls, phases = [], []
+    for _ in range(runs):
+        out = tempfile.mkdtemp(prefix="kproto-small-")
+        started = time.perf_counter()
+        run = subprocess.run([str(kproto), "analyze", "samples/sample.pcap", "--out", out, "--master", master],
+                             cwd=root, capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - started
+        shutil.rmtree(out)
+        # Progress lines: "kproto analyze: <phase> (<seconds since the first phase> s)"
+        marks = [(m.group(1), float(m.group(2)))
+                 for m in re.finditer(r"kproto analyze: (.+) \((\d+\.\d) s\)", run.stderr)]
+        steps = {"session start and imports": wall - marks[-1][1]}
+        for (name, at), (_, then) in zip(marks, marks[1:]):
+            steps[name] = then - at
+        walls.append(wall)
+        phases.append(steps)
+    print(f"kproto analyze samples/sample.pcap --master {master}: wall {statistics.median(walls):.1f} s median "
+          f"of {runs} ({min(walls):.1f}-{max(walls):.1f})")
+    for name in phases[0]:
+        values = [p.get(name, 0.0) for p in phases]
+        print(f"  {name[:60]:<60} {statistics.median(values):5.1f} s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=1000)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--small-only", action="store_true", help="only the small-capture wall time")
     args = parser.parse_args()
+    small_run(args.master)
+    if args.small_only:
+        return 0
     cores = int(args.master[6:-1]) if args.master.startswith("local[") and args.master[6:-1].isdigit() else 1
 
     import pyspark
