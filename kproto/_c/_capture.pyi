@@ -34,6 +34,9 @@ class Engine:
     def max_pending_bytes(self) -> int: ...
     @property
     def max_connections(self) -> int: ...
+    @property
+    def error(self) -> tuple[str, str, int] | None:
+        """(category, reason, offset) of the record where reading stopped, or None."""
     def __init__(
         self,
         request_versions: Iterable[int],

@@ -529,19 +529,20 @@ def _frames_of_frame_file(source: _Source, split: Split) -> tuple[list[pa.Record
         ], schema=frame_schema()))
         sequence += n
         frame_bytes += n * 4 + pc.sum(batch["size"].cast(pa.int64())).as_py()
-    counters = {"input_bytes": source.size, "file_bytes": frame_bytes, "trailing_bytes": 0, "unread_bytes": 0,
-                "errors": []}
+    errors: list[dict] = []
+    counters: dict[str, Any] = {"input_bytes": source.size, "file_bytes": frame_bytes, "trailing_bytes": 0,
+                                "unread_bytes": 0, "errors": errors}
     if failure is not None:
         left = source.size - frame_bytes
         if frame_bytes == 0 and isinstance(failure, DecodeError):
             # Not one whole frame from the first byte: whatever this file is, it is no capture.
             counters["unread_bytes"] = left
-            counters["errors"].append(_error("not_a_capture", 0, "neither a pcap or pcapng file nor size-prefixed "
+            errors.append(_error("not_a_capture", 0, "neither a pcap or pcapng file nor size-prefixed "
                                              f"frames (first bytes 0x{bytes(data[:4]).hex()}: {failure.reason})",
                                              left))
         elif isinstance(failure, TruncatedError):
             counters["trailing_bytes"] = left
-            counters["errors"].append(_error("truncated_record", frame_bytes, f"incomplete frame: {left} bytes "
+            errors.append(_error("truncated_record", frame_bytes, f"incomplete frame: {left} bytes "
                                              "at the end of the file", left))
         else:
             counters["unread_bytes"] = left
@@ -549,7 +550,7 @@ def _frames_of_frame_file(source: _Source, split: Split) -> tuple[list[pa.Record
                 category, reason = "bad_frame_size", failure.reason
             else:
                 category, reason = "read_failed", f"{type(failure).__name__}: {failure}"
-            counters["errors"].append(_error(category, frame_bytes, reason, left))
+            errors.append(_error(category, frame_bytes, reason, left))
     return batches, counters
 
 
@@ -624,7 +625,7 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
         size = max(0, split.end - split.start)
         counters = {"input_bytes": size, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": size,
                     "errors": [_error("read_failed", split.start, f"{type(exc).__name__}: {exc}", size)]}
-        yield from _checked(split, counters, [], fail_fast)
+        yield from _checked(split, counters, connection_schema().empty_table(), fail_fast)
         return
     try:
         if split.format == "frames":
@@ -672,17 +673,11 @@ def _whole_file_counters(split: Split, reader: Any, failure: BaseException | Non
     return counters
 
 
-def _checked(split: Split, counters: dict, connections: Any, fail_fast: bool) -> list[pa.RecordBatch]:
+def _checked(split: Split, counters: dict, connections: pa.Table, fail_fast: bool) -> list[pa.RecordBatch]:
     """The accounting rows, after raising :class:`InputError` on the first error under ``fail_fast``."""
-    if "errors" not in counters:
-        raise AssertionError("counters without an errors list")
     if fail_fast and counters["errors"]:
         first = counters["errors"][0]
         raise InputError(f"{split.capture}: byte offset {first['offset']}: {first['reason']} ({first['category']})")
-    if isinstance(connections, list):
-        from kproto.capture import connection_schema
-
-        connections = connection_schema().empty_table()
     return _accounting_rows(split, counters, connections)
 
 
@@ -743,7 +738,6 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
                                         - counters["trailing_bytes"] - counters["unread_bytes"])
     counters["errors"] = _capture_errors(split, reader, counters, failure)
     yield from _checked(split, counters, connections, fail_fast)
-
 
 
 def _raw(batch: pa.RecordBatch, split: Split) -> pa.RecordBatch:
