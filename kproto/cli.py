@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import pkgutil
 import platform
 import sys
@@ -159,7 +160,29 @@ def build_parser(subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``kproto`` console script; returns the exit status."""
+    """Entry point of the ``kproto`` console script; returns the exit status.
+
+    A reader that stops early (``kproto versions | head``) closes the pipe: the
+    rest of the output is unwanted, so that is a quiet, successful exit rather
+    than a BrokenPipeError traceback.
+    """
+    try:
+        try:
+            return _main(argv)
+        finally:
+            # flush here, not at interpreter exit, so a closed pipe is caught below
+            # (also after argparse's --help / --version, which end in SystemExit)
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would flush stdout again at exit and print "Exception ignored ...":
+        # point it at /dev/null so that flush has nowhere to fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     subcommands = find_subcommands()
     parser = build_parser(subcommands)
     args = parser.parse_args(argv)

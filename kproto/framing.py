@@ -27,6 +27,16 @@ def _check_size(size: int, offset: int, max_frame_size: int) -> None:
         raise FrameTooLargeError(f"frame of {size} bytes exceeds the maximum of {max_frame_size}", offset)
 
 
+def _truncated(offset: int, left: int, size: int | None) -> TruncatedError:
+    """The error for a stream that ends ``left`` bytes into the frame at ``offset`` (size None: not read yet).
+
+    Both readers raise it, so a truncated frame reads the same whichever reader met it.
+    """
+    if size is None:
+        return TruncatedError(f"truncated: need 4 bytes for a frame size, {left} left", offset)
+    return TruncatedError(f"truncated: frame of {size} bytes, {left - 4} left", offset)
+
+
 def frame(payload: bytes) -> bytes:
     """Prefix a payload with its int32 size."""
     return _SIZE.pack(len(payload)) + bytes(payload)
@@ -42,11 +52,11 @@ def iter_frames(buffer, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Iterato
     pos, end = 0, len(view)
     while pos < end:
         if end - pos < 4:
-            raise TruncatedError(f"truncated: need 4 bytes for a frame size, {end - pos} left", pos)
+            raise _truncated(pos, end - pos, None)
         (size,) = _SIZE.unpack_from(view, pos)
         _check_size(size, pos, max_frame_size)
         if end - pos - 4 < size:
-            raise TruncatedError(f"truncated: frame of {size} bytes, {end - pos - 4} left", pos)
+            raise _truncated(pos, end - pos, size)
         yield view[pos + 4: pos + 4 + size]
         pos += 4 + size
 
@@ -105,5 +115,6 @@ class FrameReader:
     def close(self) -> None:
         """Declare the stream ended: raises TruncatedError if a partial frame is buffered."""
         if self._buffer:
-            raise TruncatedError(f"stream ended inside a frame ({len(self._buffer)} bytes buffered)",
-                                 self._consumed)
+            # feed() reads the size as soon as 4 bytes are buffered, so it is known past that
+            size = self._next_size if self._next_size >= 0 else None
+            raise _truncated(self._consumed, len(self._buffer), size)

@@ -129,3 +129,34 @@ def test_harness_reports_implementations_that_disagree(monkeypatch):
 def test_decode_errors_are_outcomes_not_failures():
     assert issubclass(TruncatedError, DecodeError)
     assert targets.fuzz_request(b"\x00")[0] == "error"
+
+
+@pytest.mark.parametrize("change", ["reason", "offset", "path"])
+def test_harness_reports_errors_that_differ_in_more_than_class(monkeypatch, change):
+    # the same error class is not enough: a user reads the reason, offset and path too
+    if len(targets.IMPLEMENTATIONS) < 2:
+        pytest.skip("one implementation: nothing to compare")
+    real = targets._CODECS["py"]
+
+    class Reworded:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def decode_request(data):
+            try:
+                return real.decode_request(data)
+            except DecodeError as exc:
+                reason, offset, path = exc.reason, exc.offset, exc.path
+                if change == "reason":
+                    reason += " (reworded)"
+                elif change == "offset":
+                    offset = (offset or 0) + 1
+                else:
+                    path = f"{path}.other"
+                raise type(exc)(reason, offset, path, exc.api_key, exc.api_version) from None
+
+    monkeypatch.setitem(targets._CODECS, "py", Reworded())
+    # past the seeds, which all decode: the mutants are what fail
+    stats = run.fuzz("request", runs=len(corpus.seeds("request")) + 500, crash_dir=None, slow=float("inf"))
+    assert stats.failures and "disagree" in stats.failures[0].message

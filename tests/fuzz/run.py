@@ -167,7 +167,7 @@ def fuzz(target: str, *, runs: int | None = None, seconds: float | None = None, 
             del targets.reasons[:]
             try:
                 outcome = function(data)
-                key = outcome[1] if outcome[0] == "error" else outcome[0]
+                key = targets.error_class(outcome) if outcome[0] == "error" else outcome[0]
             except Exception as exc:   # FuzzFailure, or a bug in the target itself
                 key = "FAILURE"
                 message = "".join(traceback.format_exception_only(type(exc), exc)).strip()

@@ -6,8 +6,9 @@ extension and the pure-Python twin) and checks three things:
 * nothing but a :class:`~kproto.errors.DecodeError` escapes (an IndexError,
   struct.error, SystemError, MemoryError, RecursionError ... is a bug, and a
   crash or sanitizer report is a bug of the C code);
-* both implementations give the same result: equal values, or errors of the
-  same class (the *differential* check);
+* both implementations give the same result: equal values, or the same error:
+  class, reason, byte offset, field path and API (the *differential* check; a user
+  must get the same message whichever implementation is loaded);
 * the result is deterministic (the same implementation twice gives the same answer
   where that is cheap to check).
 
@@ -71,8 +72,14 @@ reasons: list[str] = []
 
 
 def error_outcome(exc: DecodeError):
+    """The comparable form of a DecodeError: everything a user reads in its message."""
     reasons.append(f"{type(exc).__name__}:{exc.reason}")
-    return ("error", type(exc).__name__)
+    return ("error", (type(exc).__name__, exc.reason, exc.offset, exc.path, exc.api_key, exc.api_version))
+
+
+def error_class(outcome) -> str:
+    """The error class name of an outcome error_outcome() made (the runner counts outcomes by it)."""
+    return outcome[1][0]
 
 
 def call(name: str, impl: str, function: Callable, *args):
