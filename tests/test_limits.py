@@ -10,8 +10,8 @@ import pytest
 
 from kproto import _impl, compression, framing, limits
 from kproto.errors import (
-    DecodeError, DecompressedSizeError, FrameTooLargeError, InvalidLengthError, LimitExceededError,
-    TruncatedError,
+    DecodeError, DecompressedSizeError, DecompressionError, FrameTooLargeError,
+    InvalidLengthError, LimitExceededError, TruncatedError,
 )
 
 MiB = 1024 * 1024
@@ -163,3 +163,72 @@ def test_a_compression_bomb_stops_at_the_configured_cap(impl, codec):
     assert len(record.value) == 4 * MiB
     with pytest.raises(DecompressedSizeError):
         compression.decompress(codec, compression.compress(codec, b"\x00" * (4 * MiB)), max_size=MiB)
+
+
+# ---------------------------------------------------------------- hostile record sets (issue 16)
+# Scaled down so each test takes well under a second; benchmarks/bench_hostile_records.py
+# and the slow test at the end run 1 MiB versions.
+from tests import hostile_records as hostile  # noqa: E402
+
+
+def best_seconds(function, repeat: int = 3) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def growth(make, decode, size: int) -> float:
+    """How much longer ``decode`` takes on an input four times larger: about 4 when linear, 16 quadratic."""
+    small, large = make(size), make(4 * size)
+    decode(small)
+    return best_seconds(lambda: decode(large)) / max(best_seconds(lambda: decode(small)), 1e-4)
+
+
+def consume(records_module, data, **options):
+    """Every record of every batch, and the Arrow table (errors propagate)."""
+    reader = records_module.Records(data, **options)
+    rows = sum(len(batch.records()) for batch in reader)
+    assert reader.to_arrow().num_rows == rows
+    return rows
+
+
+def test_many_empty_gzip_members_take_linear_time():
+    payload = lambda size: hostile.gzip_empty_members(size)[61:]   # noqa: E731  (the batch header off)
+    assert compression.decompress("gzip", payload(1000)) == b""
+    assert growth(payload, lambda data: compression.decompress("gzip", data), 128 * 1024) < 8
+
+
+def test_gzip_members_and_zero_padding_still_read_as_one_stream():
+    members = compression.compress("gzip", b"ab") + compression.compress("gzip", b"") + \
+        compression.compress("gzip", b"cd")
+    assert compression.decompress("gzip", members + b"\x00" * 100) == b"abcd"
+    with pytest.raises(DecodeError, match="gzip data is invalid"):
+        compression.decompress("gzip", members + b"\x00\x01")
+    with pytest.raises(DecompressedSizeError):
+        compression.decompress("gzip", members, max_size=3)
+    assert compression.decompress("gzip", members, max_size=4) == b"abcd"
+
+
+@pytest.mark.parametrize("make, codec", [(hostile.lz4_one_byte_blocks, "lz4"),
+                                         (hostile.lz4_empty_compressed_blocks, "lz4"),
+                                         (hostile.snappy_xerial_tiny_blocks, "snappy")])
+def test_tiny_lz4_and_snappy_blocks_take_linear_time(make, codec):
+    payload = lambda size: make(size)[61:]   # noqa: E731  (the batch header off)
+    assert growth(payload, lambda data: compression.decompress(codec, data), 256 * 1024) < 8
+
+
+@pytest.mark.parametrize("framing", ["xerial", "raw"])
+def test_a_snappy_block_cannot_announce_more_than_its_bytes_can_hold(impl, framing):
+    records = impl.load("records")
+    data = hostile.snappy_xerial_lying_block(255 * MiB)
+    if framing == "raw":   # the same block without the xerial framing
+        block = data[61 + 20:]
+        data = hostile.v2_batch(block, 1, compression.SNAPPY)
+    with pytest.raises(DecompressionError, match="announces 267386880 bytes, more than its 8 bytes"):
+        consume(records, data)
+    assert peak_allocation(lambda: consume(records, data)) < MiB
