@@ -28,7 +28,7 @@ from kproto._c._buffer cimport (
     ByteReader, ByteWriter, reader_init, read_int8, read_int64, read_varint, read_varlong,
     read_length32, raise_decode, raise_invalid_length, writer_init, writer_free, writer_reserve,
     writer_to_bytes, write_raw, write_int8, write_int32, write_varint, write_varlong,
-    unsigned_varint_size, as_int, kp_load_be16, kp_load_be32, kp_load_be64, kp_store_be32,
+    unsigned_varint_size, as_int, wrapping_add64, wrapping_sub64, kp_load_be16, kp_load_be32, kp_load_be64, kp_store_be32,
     kp_store_be16, kp_store_be64,
 )
 
@@ -37,9 +37,10 @@ import zlib
 
 
 from kproto import compression as _compression
+from kproto import limits as _limits
 from kproto._py import records as _twin
 from kproto.errors import (
-    CorruptRecordError, CrcMismatchError, DecodeError, DecompressionError, EncodeError,
+    CorruptRecordError, CrcMismatchError, DecodeError, DecompressionError, EncodeError, TooManyRecordsError,
 )
 
 cdef extern from "Python.h":
@@ -68,11 +69,14 @@ record_schema = _twin.record_schema
 cdef object _control_record = _twin._control_record
 cdef object _BATCH_COLUMNS = _twin._BATCH_COLUMNS
 cdef object _DEFAULT_MAX = _compression.DEFAULT_MAX_DECOMPRESSED_SIZE
+cdef object _DEFAULT_MAX_RECORDS = _limits.DEFAULT_MAX_RECORDS_PER_BATCH
+cdef Py_ssize_t _MIN_RECORD_SIZE = _limits.MIN_RECORD_SIZE
 
 cdef enum:
     LOG_OVERHEAD = 12
     V2_HEADER_SIZE = 61
     CRC_START = 21              # the CRC covers attributes .. end
+    RECORD_COUNT_AT = 57        # where records_count sits in the header
     ATTR_COMPRESSION = 0x07
     ATTR_TIMESTAMP_TYPE = 0x08
     ATTR_TRANSACTIONAL = 0x10
@@ -272,7 +276,8 @@ cdef class Records:
     corruption anywhere else raises :class:`~kproto.errors.CorruptRecordError`.
     Supports the buffer protocol (read-only), ``bytes()``, ``len()`` and ``==``.
     """
-    def __cinit__(self, data=b"", *, max_decompressed_size=_DEFAULT_MAX, bint verify_crc=True):
+    def __cinit__(self, data=b"", *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
+                  bint verify_crc=True):
         # Another Records is exported through its own buffer (its slice, kept alive by it).
         source = data
         PyObject_GetBuffer(source, &self._view, PyBUF_SIMPLE)
@@ -283,6 +288,7 @@ cdef class Records:
         self._shape[0] = self._size
         self._tail = -1
         self.max_decompressed_size = max_decompressed_size
+        self.max_records_per_batch = max_records_per_batch
         self.verify_crc = verify_crc
 
     def __dealloc__(self):
@@ -461,8 +467,10 @@ cdef class RecordBatch:
     cdef readonly int32_t base_sequence
     cdef readonly int32_t record_count
 
-    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, bint verify_crc=True):
-        cdef Records owner = Records(data, max_decompressed_size=max_decompressed_size, verify_crc=verify_crc)
+    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
+                 bint verify_crc=True):
+        cdef Records owner = Records(data, max_decompressed_size=max_decompressed_size,
+                                     max_records_per_batch=max_records_per_batch, verify_crc=verify_crc)
         cdef Py_ssize_t size = _batch_size(owner._data, owner._size, 0)
         if size <= 0:
             raise CorruptRecordError(f"record batch is truncated: {owner._size} bytes", 0)
@@ -497,11 +505,11 @@ cdef class RecordBatch:
 
     @property
     def last_offset(self):
-        return self.base_offset + self.last_offset_delta
+        return wrapping_add64(self.base_offset, self.last_offset_delta)
 
     @property
     def next_offset(self):
-        return self.base_offset + self.last_offset_delta + 1
+        return wrapping_add64(self.base_offset, <int64_t>self.last_offset_delta + 1)
 
     @property
     def size(self):
@@ -582,6 +590,7 @@ cdef class RecordBatch:
         cdef object payload
         if self._owner.verify_crc and not self._checked:
             self.verify_crc()
+        _check_record_limit(self)
         if not (self.attributes & ATTR_COMPRESSION):
             return _decode_v2(self, self._owner._data + self._start + V2_HEADER_SIZE,
                               self._end - self._start - V2_HEADER_SIZE, self._start + V2_HEADER_SIZE, False)
@@ -619,6 +628,25 @@ cdef class RecordBatch:
                           is_transactional, is_control, has_delete_horizon, producer_id, producer_epoch,
                           base_sequence, partition_leader_epoch, base_timestamp, max_timestamp,
                           last_offset_delta)
+
+
+cdef int _check_record_limit(RecordBatch batch) except -1:
+    # Before decompressing: the declared count decides what decoding will allocate.
+    if batch.record_count > batch._owner.max_records_per_batch:
+        raise TooManyRecordsError(
+            f"record batch declares {batch.record_count} records, more than the limit of "
+            f"{batch._owner.max_records_per_batch} (max_records_per_batch)",
+            batch._start + RECORD_COUNT_AT, base_offset=batch.base_offset)
+    return 0
+
+
+cdef int _check_record_count(RecordBatch batch, Py_ssize_t size) except -1:
+    """The declared record count against what `size` bytes of records can hold."""
+    cdef int32_t count = batch.record_count
+    if count < 0 or count > size // _MIN_RECORD_SIZE:
+        raise CorruptRecordError(f"record count {count} is invalid for {size} bytes of records",
+                                 batch._start, base_offset=batch.base_offset)
+    return 0
 
 
 cdef RecordBatch _record_batch_at(Records owner, Py_ssize_t start, Py_ssize_t end):
@@ -729,9 +757,7 @@ cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize
     cdef object key, value, headers
     cdef Record record
     reader_init(&r, data, size)
-    if count < 0 or (not compressed and count > size):
-        raise CorruptRecordError(f"record count {count} is invalid for {size} bytes of records",
-                                 batch._start, base_offset=base_offset)
+    _check_record_count(batch, size)
     outer_end = r.end
     for i in range(count):
         if r.p >= outer_end:
@@ -754,8 +780,8 @@ cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize
             raise_decode(&r, DecodeError, f"record has {record_end - r.p} bytes beyond its fields")
         r.end = outer_end
         record = Record.__new__(Record)
-        record._offset = base_offset + offset_delta
-        record._timestamp = max_timestamp if log_append else base_timestamp + timestamp_delta
+        record._offset = wrapping_add64(base_offset, offset_delta)
+        record._timestamp = max_timestamp if log_append else wrapping_add64(base_timestamp, timestamp_delta)
         record._timestamp_delta = timestamp_delta
         record._flags = HAS_OFFSET | HAS_TIMESTAMP | HAS_DELTA
         record.key = key
@@ -975,8 +1001,10 @@ cdef class LegacyBatch:
     is_transactional = False
     is_control = False
 
-    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, bint verify_crc=True):
-        cdef Records owner = Records(data, max_decompressed_size=max_decompressed_size, verify_crc=verify_crc)
+    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
+                 bint verify_crc=True):
+        cdef Records owner = Records(data, max_decompressed_size=max_decompressed_size,
+                                     max_records_per_batch=max_records_per_batch, verify_crc=verify_crc)
         cdef Py_ssize_t size = _batch_size(owner._data, owner._size, 0)
         if size <= 0:
             raise CorruptRecordError(f"message is truncated: {owner._size} bytes", 0)
@@ -1024,7 +1052,7 @@ cdef class LegacyBatch:
 
     @property
     def next_offset(self):
-        return self.offset + 1
+        return wrapping_add64(self.offset, 1)
 
     @property
     def size(self):
@@ -1086,7 +1114,9 @@ cdef class LegacyBatch:
     def _inner_records(self):
         cdef Records inner
         cdef Py_ssize_t pos = 0, size
+        cdef Py_ssize_t max_records = self._owner.max_records_per_batch
         cdef LegacyBatch message
+        cdef int64_t shift
         if self._value_len < 0:
             raise CorruptRecordError("compressed wrapper message has a null value", self._start,
                                      base_offset=self.offset)
@@ -1095,11 +1125,14 @@ cdef class LegacyBatch:
             inner = Records(_compression.decompress(self.attributes & ATTR_COMPRESSION, compressed,
                                                     max_size=self._owner.max_decompressed_size),
                             max_decompressed_size=self._owner.max_decompressed_size,
-                            verify_crc=self._owner.verify_crc)
+                            max_records_per_batch=max_records, verify_crc=self._owner.verify_crc)
         except DecompressionError as exc:
             raise type(exc)(f"{exc.reason} in wrapper message", self._start, base_offset=self.offset) from None
         records = []
         while pos < inner._size:
+            if len(records) == max_records:
+                raise TooManyRecordsError(f"wrapper message holds more than {max_records} records "
+                                          f"(max_records_per_batch)", self._start, base_offset=self.offset)
             try:
                 size = _batch_size(inner._data, inner._size, pos)
             except CorruptRecordError as exc:
@@ -1121,11 +1154,11 @@ cdef class LegacyBatch:
         if self.magic >= 1 and records:
             # A wrapper straight from a producer has offset 0 (the broker has not assigned
             # one yet): its inner offsets are then kept as written.
-            shift = self.offset - records[len(records) - 1].offset
+            shift = wrapping_sub64(self.offset, (<Record>records[len(records) - 1])._offset)
             log_append = self.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
             for record in records:
                 if shift >= 0:
-                    record.offset += shift
+                    (<Record>record)._offset = wrapping_add64((<Record>record)._offset, shift)
                 if log_append:
                     record.timestamp = self.timestamp
         return records
@@ -1264,9 +1297,7 @@ cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py
     cdef RecordSpan *span
     cdef HeaderSpan *header
     reader_init(&r, data, size)
-    if count < 0 or (not compressed and count > size):
-        raise CorruptRecordError(f"record count {count} is invalid for {size} bytes of records",
-                                 batch._start, base_offset=batch.base_offset)
+    _check_record_count(batch, size)
     outer_end = r.end
     for i in range(count):
         if r.p >= outer_end:
@@ -1280,8 +1311,8 @@ cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py
         read_int8(&r)
         timestamp_delta = read_varlong(&r)
         span = spans.add_record()
-        span.offset = batch.base_offset + read_varint(&r)
-        span.timestamp = batch.max_timestamp if log_append else batch.base_timestamp + timestamp_delta
+        span.offset = wrapping_add64(batch.base_offset, read_varint(&r))
+        span.timestamp = batch.max_timestamp if log_append else wrapping_add64(batch.base_timestamp, timestamp_delta)
         span.has_timestamp = True
         span.batch_index = batch_index
         span.key_len = _span_bytes(&r, &span.key, "key length")
@@ -1571,6 +1602,7 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
             first_header = spans.n_headers
             if v2._owner.verify_crc and not v2._checked:
                 v2.verify_crc()
+            _check_record_limit(v2)
             if not (v2.attributes & ATTR_COMPRESSION):
                 try:
                     _scan_v2(spans, v2, v2._owner._data + v2._start + V2_HEADER_SIZE,
