@@ -129,3 +129,26 @@ def test_harness_reports_implementations_that_disagree(monkeypatch):
 def test_decode_errors_are_outcomes_not_failures():
     assert issubclass(TruncatedError, DecodeError)
     assert targets.fuzz_request(b"\x00")[0] == "error"
+
+
+def test_the_records_target_compares_error_reasons_and_offsets(monkeypatch):
+    """Record sets must fail alike in both implementations: same class is not enough."""
+    if len(targets.IMPLEMENTATIONS) < 2:
+        pytest.skip("one implementation: nothing to compare")
+    from kproto._py import records as twin
+    from kproto.errors import CorruptRecordError
+    from tests import hostile_records as hostile
+
+    data = targets.records_options(verify_crc=True, small_cap=False) + hostile.v2_batch(hostile.TINY_RECORD, 2)
+    assert targets.fuzz_records(data)[0] == "ok"      # both: "record count 2 is invalid for 7 bytes"
+    real = twin._check_record_count
+
+    def reworded(batch, size):
+        try:
+            real(batch, size)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(exc.reason + " (reworded)", exc.offset) from None
+
+    monkeypatch.setattr(twin, "_check_record_count", reworded)
+    with pytest.raises(targets.FuzzFailure, match="disagree"):
+        targets.fuzz_records(data)

@@ -1325,6 +1325,8 @@ cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py
         for j in range(header_count):
             header = spans.add_header()
             header.key_len = _span_bytes(&r, &header.key, "header key length")
+            if header.key_len > 0 and not _valid_utf8(header.key, header.key_len):
+                _raise_bad_header_key(&r, header.key, header.key_len)
             header.value_len = _span_bytes(&r, &header.value, "header value length")
         if r.p != record_end:
             raise_decode(&r, DecodeError, f"record has {record_end - r.p} bytes beyond its fields")
@@ -1574,15 +1576,14 @@ cdef bint _valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept:
     return True
 
 
-cdef int _check_header_keys(_Spans spans, Py_ssize_t first, RecordBatch batch) except -1:
-    # Checked per batch, as the batch is scanned, so the first corrupt batch is the one
-    # reported (as iterating the records does).
-    cdef Py_ssize_t i
-    for i in range(first, spans.n_headers):
-        if spans.headers[i].key_len > 0 and not _valid_utf8(spans.headers[i].key, spans.headers[i].key_len):
-            raise CorruptRecordError("record batch is corrupt: invalid UTF-8 in a record header key",
-                                     batch._start, base_offset=batch.base_offset)
-    return 0
+cdef int _raise_bad_header_key(ByteReader *r, const unsigned char *key, int32_t n) except -1:
+    # The error _read_headers raises for the same key: the columnar reader words it alike.
+    r.p = key
+    try:
+        PyUnicode_DecodeUTF8(<const char *>key, n, NULL)
+    except UnicodeDecodeError as exc:
+        raise_decode(r, DecodeError, f"invalid UTF-8 in header key: {exc.reason}")
+    raise AssertionError("_valid_utf8 and Python's decoder disagree on a header key")
 
 
 def _columnar(batches, bint batch_columns, bint zero_copy=False):
@@ -1593,13 +1594,11 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
     cdef Py_buffer view
     cdef Py_ssize_t i, n
     cdef RecordSpan *span
-    cdef Py_ssize_t first_header
     cdef bint object_records = False
     batch_rows = []
     for batch in batches:
         if isinstance(batch, RecordBatch):
             v2 = <RecordBatch>batch
-            first_header = spans.n_headers
             if v2._owner.verify_crc and not v2._checked:
                 v2.verify_crc()
             _check_record_limit(v2)
@@ -1629,7 +1628,6 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
                         v2._start, base_offset=v2.base_offset) from None
                 finally:
                     PyBuffer_Release(&view)
-            _check_header_keys(spans, first_header, v2)
         else:
             _add_object_records(spans, batch.records(), batch_index)
             object_records = True

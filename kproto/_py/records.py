@@ -463,10 +463,9 @@ def _read_v2_records(batch: RecordBatch, reader: Reader, compressed: bool) -> li
             pairs = []
             for _ in range(header_count):
                 n = reader.read_varint()
-                if n < -1:
+                if n < -1 or n > reader.remaining:
                     raise reader.invalid_length(n, "header key length")
-                reader.need(n)
-                header_key = None if n < 0 else reader.read_str_body(n)
+                header_key = None if n < 0 else _read_header_key(reader, n)
                 pairs.append((header_key, _read_varint_bytes(reader, "header value")))
             headers = tuple(pairs)
         if reader.pos != end:
@@ -487,13 +486,24 @@ def _read_v2_records(batch: RecordBatch, reader: Reader, compressed: bool) -> li
 
 
 def _read_varint_bytes(reader: Reader, what: str):
+    # A length past the record's end is an invalid length (not a truncation), as in C.
     n = reader.read_varint()
     if n < 0:
         if n == -1:
             return None
         raise reader.invalid_length(n, f"{what} length")
-    reader.need(n)
+    if n > reader.remaining:
+        raise reader.invalid_length(n, f"{what} length")
     return reader.read_bytes_body(n)
+
+
+def _read_header_key(reader: Reader, n: int) -> str:
+    try:
+        key = str(reader.data[reader.pos:reader.pos + n], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise reader.error(DecodeError, f"invalid UTF-8 in header key: {exc.reason}") from None
+    reader.pos += n
+    return key
 
 
 def _as_record(item) -> Record:

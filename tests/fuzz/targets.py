@@ -7,7 +7,8 @@ extension and the pure-Python twin) and checks three things:
   struct.error, SystemError, MemoryError, RecursionError ... is a bug, and a
   crash or sanitizer report is a bug of the C code);
 * both implementations give the same result: equal values, or errors of the
-  same class (the *differential* check);
+  same class (the *differential* check); for record sets also the same
+  ``reason``, ``offset`` and ``path`` (the twins word every error alike);
 * the result is deterministic (the same implementation twice gives the same answer
   where that is cheap to check).
 
@@ -70,17 +71,20 @@ def plain(value):
 reasons: list[str] = []
 
 
-def error_outcome(exc: DecodeError):
+def error_outcome(exc: DecodeError, detailed: bool = False):
+    """An error as an outcome: its class, and with ``detailed`` its reason, offset and path."""
     reasons.append(f"{type(exc).__name__}:{exc.reason}")
+    if detailed:
+        return ("error", type(exc).__name__, exc.reason, exc.offset, exc.path)
     return ("error", type(exc).__name__)
 
 
-def call(name: str, impl: str, function: Callable, *args):
+def call(name: str, impl: str, function: Callable, *args, detailed: bool = False):
     """Run one decoder call; a DecodeError is an outcome, anything else a FuzzFailure."""
     try:
         return ("ok", function(*args))
     except DecodeError as exc:
-        return error_outcome(exc)
+        return error_outcome(exc, detailed)
     except RecursionError as exc:     # before Exception: it would be caught there anyway
         raise FuzzFailure(f"{name}[{impl}]: RecursionError: {exc}") from exc
     except Exception as exc:
@@ -184,11 +188,14 @@ _RECORDS = {impl: _impl.load("records", impl) for impl in IMPLEMENTATIONS}
 #: Decompressed-size caps the first input byte chooses from: a small one reaches the cap
 #: code with small inputs, the default one the normal path.
 RECORDS_CAPS = (1 << 12, 1 << 20)
+#: Record-count limits (max_records_per_batch) byte 0 chooses from: a small one reaches the limit.
+RECORDS_LIMITS = (3, 1 << 20)
 
 
-def records_options(verify_crc: bool, small_cap: bool, zero_copy: bool = False) -> bytes:
+def records_options(verify_crc: bool, small_cap: bool, zero_copy: bool = False, small_limit: bool = False) -> bytes:
     """The leading byte that makes fuzz_records read with these options."""
-    return bytes([(1 if verify_crc else 0) | (2 if small_cap else 0) | (4 if zero_copy else 0)])
+    return bytes([(1 if verify_crc else 0) | (2 if small_cap else 0) | (4 if zero_copy else 0)
+                  | (8 if small_limit else 0)])
 
 
 def _plain_record(record) -> tuple:
@@ -196,9 +203,11 @@ def _plain_record(record) -> tuple:
             tuple((k, plain(v)) for k, v in record.headers))
 
 
-def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bool = False):
+def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bool = False,
+                  max_records: int = RECORDS_LIMITS[1]):
     """Everything a reader can ask of a Records buffer, as plain data (errors in line)."""
-    records = module.Records(data, verify_crc=verify_crc, max_decompressed_size=cap)
+    records = module.Records(data, verify_crc=verify_crc, max_decompressed_size=cap,
+                             max_records_per_batch=max_records)
     out = []
     try:
         for batch in records:
@@ -206,33 +215,35 @@ def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bo
             try:
                 out.append((fields, [_plain_record(r) for r in batch.records()], batch.crc_valid))
             except DecodeError as exc:
-                out.append((fields, error_outcome(exc)))
+                out.append((fields, error_outcome(exc, detailed=True)))
     except DecodeError as exc:
-        out.append(error_outcome(exc))
+        out.append(error_outcome(exc, detailed=True))
     try:
         tail = (records.truncated_tail, records.complete_size)
     except DecodeError as exc:
-        tail = error_outcome(exc)
+        tail = error_outcome(exc, detailed=True)
     try:
         table = records.to_arrow(zero_copy=zero_copy)   # zero_copy: binary_view key / value columns
         columns = table.to_pydict()
     except DecodeError as exc:
-        columns = error_outcome(exc)
+        columns = error_outcome(exc, detailed=True)
     return (tuple(out), tail, columns)
 
 
 def fuzz_records(data: bytes):
-    """Record batches (magic 0, 1, 2, every codec): byte 0 picks CRC checking, the size cap
-    and zero-copy Arrow columns."""
+    """Record batches (magic 0, 1, 2, every codec): byte 0 picks CRC checking, the size cap,
+    zero-copy Arrow columns and the record-count limit."""
     if not data:
         return ("skip", None)
     verify_crc = bool(data[0] & 1)
     cap = RECORDS_CAPS[0] if data[0] & 2 else RECORDS_CAPS[1]
     zero_copy = bool(data[0] & 4)
+    max_records = RECORDS_LIMITS[0] if data[0] & 8 else RECORDS_LIMITS[1]
     body = data[1:]
     outcomes = {}
     for impl, module in _RECORDS.items():
-        outcomes[impl] = call("records", impl, _read_records, module, body, verify_crc, cap, zero_copy)
+        outcomes[impl] = call("records", impl, _read_records, module, body, verify_crc, cap, zero_copy,
+                              max_records, detailed=True)
     agree("records", outcomes)
     return outcomes[IMPLEMENTATIONS[0]]
 
