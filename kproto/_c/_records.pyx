@@ -28,8 +28,8 @@ from kproto._c._buffer cimport (
     ByteReader, ByteWriter, reader_init, read_int8, read_int64, read_varint, read_varlong,
     read_length32, raise_decode, raise_invalid_length, writer_init, writer_free, writer_reserve,
     writer_to_bytes, write_raw, write_int8, write_int32, write_varint, write_varlong,
-    unsigned_varint_size, as_int, wrapping_add64, wrapping_sub64, kp_load_be16, kp_load_be32, kp_load_be64, kp_store_be32,
-    kp_store_be16, kp_store_be64,
+    unsigned_varint_size, as_int, wrapping_add64, wrapping_sub64, kp_load_be16, kp_load_be32, kp_load_be64,
+    kp_store_be32, kp_store_be16, kp_store_be64,
 )
 
 import time
@@ -719,7 +719,7 @@ cdef object _read_headers(ByteReader *r, int32_t count):
 cdef list _decode_v2(RecordBatch batch, const unsigned char *data, Py_ssize_t size, Py_ssize_t base,
                      bint compressed):
     try:
-        return _decode_v2_records(batch, data, size, compressed)
+        return _decode_v2_records(batch, data, size)
     except CorruptRecordError:
         raise
     except DecodeError as exc:
@@ -730,18 +730,18 @@ cdef list _decode_v2(RecordBatch batch, const unsigned char *data, Py_ssize_t si
                                  base_offset=batch.base_offset) from None
 
 
-cdef list _decode_v2_records(RecordBatch batch, const unsigned char *data, Py_ssize_t size, bint compressed):
+cdef list _decode_v2_records(RecordBatch batch, const unsigned char *data, Py_ssize_t size):
     # Records are not GC-tracked, but a collection started by some other
     # allocation mid-batch would still scan everything young: paused meanwhile.
     cdef int was_enabled = PyGC_Disable()
     try:
-        return _decode_v2_loop(batch, data, size, compressed)
+        return _decode_v2_loop(batch, data, size)
     finally:
         if was_enabled:
             PyGC_Enable()
 
 
-cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize_t size, bint compressed):
+cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize_t size):
     cdef ByteReader r
     cdef int32_t count = batch.record_count
     cdef int64_t base_offset = batch.base_offset
@@ -1285,7 +1285,7 @@ cdef inline int32_t _span_bytes(ByteReader *r, const unsigned char **out, const 
 
 
 cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py_ssize_t size,
-                  bint compressed, int32_t batch_index) except -1:
+                  int32_t batch_index) except -1:
     """The columnar twin of _decode_v2_records: same checks, spans instead of objects."""
     cdef ByteReader r
     cdef int32_t count = batch.record_count
@@ -1605,7 +1605,7 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
             if not (v2.attributes & ATTR_COMPRESSION):
                 try:
                     _scan_v2(spans, v2, v2._owner._data + v2._start + V2_HEADER_SIZE,
-                             v2._end - v2._start - V2_HEADER_SIZE, False, batch_index)
+                             v2._end - v2._start - V2_HEADER_SIZE, batch_index)
                 except CorruptRecordError:
                     raise
                 except DecodeError as exc:
@@ -1619,7 +1619,7 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
                 spans.keep.append(payload)
                 PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
                 try:
-                    _scan_v2(spans, v2, <const unsigned char *>view.buf, view.len, True, batch_index)
+                    _scan_v2(spans, v2, <const unsigned char *>view.buf, view.len, batch_index)
                 except CorruptRecordError:
                     raise
                 except DecodeError as exc:

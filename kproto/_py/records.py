@@ -383,7 +383,7 @@ class RecordBatch:
         view = _byte_view(payload)
         reader = Reader(view, 0, len(view))
         try:
-            return _read_v2_records(self, reader, compressed)
+            return _read_v2_records(self, reader)
         except CorruptRecordError:
             raise
         except DecodeError as exc:
@@ -432,7 +432,7 @@ def _check_record_count(batch: RecordBatch, size: int) -> None:
                                  batch._start, base_offset=batch.base_offset)
 
 
-def _read_v2_records(batch: RecordBatch, reader: Reader, compressed: bool) -> list[Record]:
+def _read_v2_records(batch: RecordBatch, reader: Reader) -> list[Record]:
     count = batch.record_count
     _check_record_count(batch, reader.remaining)
     base_offset = batch.base_offset
