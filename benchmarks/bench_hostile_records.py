@@ -57,6 +57,8 @@ def cases(size: int) -> dict[str, bytes]:
         "gzip empty members": hostile.gzip_empty_members(size),
         "lz4 1-byte stored blocks": hostile.lz4_one_byte_blocks(size),
         "lz4 empty compressed blocks": hostile.lz4_empty_compressed_blocks(size),
+        "lz4 one frame a byte": hostile.lz4_tiny_frames(size),
+        "lz4 one frame a byte, magic 0 header checksums": hostile.lz4_tiny_frames(size, magic0_checksum=True),
         "snappy xerial block claiming 255 MiB": hostile.snappy_xerial_lying_block(255 * MiB),
         "snappy xerial one record a block": hostile.snappy_xerial_tiny_blocks(size),
     }

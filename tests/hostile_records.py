@@ -61,6 +61,19 @@ def lz4_one_byte_blocks(size: int) -> bytes:
     return v2_batch(_lz4_frame(blocks, 7), records, compression.LZ4)
 
 
+def lz4_tiny_frames(size: int, magic0_checksum: bool = False) -> bytes:
+    """An lz4 batch of tiny records, each byte in a frame of its own (16 bytes a frame); with
+    ``magic0_checksum`` the frame headers carry the checksum Kafka's magic 0 writer computed."""
+    records = max(1, size // (16 * len(TINY_RECORD)))
+    data = TINY_RECORD * records
+    descriptor = struct.pack("<IBB", 0x184D2204, 0x60, 0x40)
+    checksum = (compression.xxh32(descriptor if magic0_checksum else descriptor[4:]) >> 8) & 0xFF
+    header = descriptor + bytes([checksum])
+    frames = b"".join(header + struct.pack("<I", 0x80000001) + data[i:i + 1] + b"\x00\x00\x00\x00"
+                      for i in range(len(data)))
+    return v2_batch(frames, records, compression.LZ4)
+
+
 def lz4_empty_compressed_blocks(size: int) -> bytes:
     """An lz4 batch of no records: ``size`` bytes of compressed blocks that each decode to nothing."""
     empty_block = struct.pack("<I", 1) + b"\x00"          # one token: no literal, no match

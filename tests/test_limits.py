@@ -221,10 +221,31 @@ def test_gzip_members_and_zero_padding_still_read_as_one_stream():
 
 @pytest.mark.parametrize("make, codec", [(hostile.lz4_one_byte_blocks, "lz4"),
                                          (hostile.lz4_empty_compressed_blocks, "lz4"),
+                                         (hostile.lz4_tiny_frames, "lz4"),
                                          (hostile.snappy_xerial_tiny_blocks, "snappy")])
 def test_tiny_lz4_and_snappy_blocks_take_linear_time(make, codec):
     payload = lambda size: make(size)[61:]   # noqa: E731  (the batch header off)
     assert growth(payload, lambda data: compression.decompress(codec, data), 256 * 1024) < 8
+
+
+@pytest.mark.parametrize("magic0_checksum", [False, True])
+def test_a_stream_of_tiny_lz4_frames_costs_one_library_call(monkeypatch, magic0_checksum):
+    # A call (and a pure-Python header checksum) per frame cost about a microsecond a byte.
+    payload = hostile.lz4_tiny_frames(16 * 7 * 100, magic0_checksum)[61:]
+    lz4 = compression._cramjam.lz4
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(lz4, name)
+
+        def decompress(self, data):
+            calls.append(len(data))
+            return lz4.decompress(data)
+
+    monkeypatch.setattr(compression._cramjam, "lz4", Counting())
+    assert bytes(compression.decompress("lz4", payload)) == hostile.TINY_RECORD * 100
+    assert calls == [len(payload)]
 
 
 @pytest.mark.parametrize("framing", ["xerial", "raw"])
