@@ -662,9 +662,12 @@ cdef int _setup_batch(RecordBatch batch, Records owner, Py_ssize_t start, Py_ssi
     batch._end = end
     batch._checked = False
     batch.base_offset = <int64_t>kp_load_be64(p)
+    batch.magic = <int8_t>p[16]
+    if batch.magic != 2:    # before the header is read: a legacy message may be shorter than it
+        raise CorruptRecordError(f"magic {batch.magic} is not a record batch (magic 2)", start,
+                                 base_offset=batch.base_offset)
     batch.batch_length = <int32_t>kp_load_be32(p + 8)
     batch.partition_leader_epoch = <int32_t>kp_load_be32(p + 12)
-    batch.magic = <int8_t>p[16]
     batch.crc = kp_load_be32(p + 17)
     batch.attributes = <int16_t>kp_load_be16(p + 21)
     batch.last_offset_delta = <int32_t>kp_load_be32(p + 23)
@@ -674,9 +677,6 @@ cdef int _setup_batch(RecordBatch batch, Records owner, Py_ssize_t start, Py_ssi
     batch.producer_epoch = <int16_t>kp_load_be16(p + 51)
     batch.base_sequence = <int32_t>kp_load_be32(p + 53)
     batch.record_count = <int32_t>kp_load_be32(p + 57)
-    if batch.magic != 2:
-        raise CorruptRecordError(f"magic {batch.magic} is not a record batch (magic 2)", start,
-                                 base_offset=batch.base_offset)
     return 0
 
 

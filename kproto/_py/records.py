@@ -54,6 +54,7 @@ _MIN_LENGTH = {0: 14, 1: 22, 2: V2_HEADER_SIZE - LOG_OVERHEAD}  # smallest valid
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _INT64 = struct.Struct(">q")
+_INT8 = struct.Struct(">b")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _CONTROL_KEY = struct.Struct(">hh")
@@ -236,8 +237,8 @@ class RecordBatch:
                  max_records_per_batch: int = _DEFAULT_MAX_RECORDS, verify_crc: bool = True) -> None:
         view = _byte_view(data)
         size = _complete_size(view, 0)
-        if size < 0:
-            raise CorruptRecordError(f"record batch is truncated: {len(view)} bytes of {-size}", 0)
+        if size <= 0:     # worded as in C, which does not know the size a cut batch needs
+            raise CorruptRecordError(f"record batch is truncated: {len(view)} bytes", 0)
         self._setup(view, 0, size, _Limits(max_decompressed_size, max_records_per_batch, verify_crc))
 
     @classmethod
@@ -254,13 +255,14 @@ class RecordBatch:
         self._max_records = limits.max_records_per_batch
         self._verify = limits.verify_crc
         self._checked = False
+        base_offset, magic = _INT64.unpack_from(view, start)[0], _INT8.unpack_from(view, start + 16)[0]
+        if magic != 2:      # before the header is read: a legacy message may be shorter than it
+            raise CorruptRecordError(f"magic {magic} is not a record batch (magic 2)", start,
+                                     base_offset=base_offset)
         (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc,
          self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
          self.producer_id, self.producer_epoch, self.base_sequence,
          self.record_count) = _V2_HEADER.unpack_from(view, start)
-        if self.magic != 2:
-            raise CorruptRecordError(f"magic {self.magic} is not a record batch (magic 2)", start,
-                                     base_offset=self.base_offset)
 
     # ---- header facts
     @property
@@ -622,8 +624,8 @@ class LegacyBatch:
                  max_records_per_batch: int = _DEFAULT_MAX_RECORDS, verify_crc: bool = True) -> None:
         view = _byte_view(data)
         size = _complete_size(view, 0)
-        if size < 0:
-            raise CorruptRecordError(f"message is truncated: {len(view)} bytes of {-size}", 0)
+        if size <= 0:     # worded as in C, which does not know the size a cut batch needs
+            raise CorruptRecordError(f"message is truncated: {len(view)} bytes", 0)
         self._setup(view, 0, size, _Limits(max_decompressed_size, max_records_per_batch, verify_crc))
 
     @classmethod

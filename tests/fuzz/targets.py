@@ -227,7 +227,14 @@ def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bo
         columns = table.to_pydict()
     except DecodeError as exc:
         columns = error_outcome(exc, detailed=True)
-    return (tuple(out), tail, columns)
+    singles = []     # the first batch read on its own, as each class (one of them refuses it)
+    for cls in (module.RecordBatch, module.LegacyBatch):
+        try:
+            single = cls(data, verify_crc=verify_crc, max_decompressed_size=cap, max_records_per_batch=max_records)
+            singles.append(sorted(single.header_fields().items()))
+        except DecodeError as exc:
+            singles.append(error_outcome(exc, detailed=True))
+    return (tuple(out), tail, columns, tuple(singles))
 
 
 def fuzz_records(data: bytes):
