@@ -23,6 +23,7 @@ Errors are :class:`~kproto.errors.DecompressionError` (a ``DecodeError``).
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
 import zlib
@@ -147,29 +148,45 @@ def _decompress_capped(decompress_into, data, max_size: int) -> bytes:
 
 
 # ---------------------------------------------------------------- gzip
+# A member is fed in chunks that double from _GZIP_FIRST_CHUNK up to _GZIP_MAX_CHUNK:
+# at a member's end zlib copies the unread rest of its input into unused_data, so
+# feeding all the rest each time made many small members quadratic. This way the
+# copy is at most about the member's own size (or one chunk), and time is linear.
+_GZIP_FIRST_CHUNK = 64
+_GZIP_MAX_CHUNK = 1024 * 1024
+
+
 def _gzip_decompress(data, max_size: int) -> bytes:
+    view = memoryview(data).cast("B")
     pieces = []
     produced = 0
-    remaining = bytes(data) if not isinstance(data, bytes) else data
+    pos = 0
     while True:
         unpacker = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, detected
-        try:
-            piece = unpacker.decompress(remaining, max_size - produced + 1)
-        except zlib.error as exc:
-            raise DecompressionError(f"gzip data is invalid: {exc}") from None
-        produced += len(piece)
-        if produced > max_size:
-            raise _too_big(f"(more than {max_size} bytes)", max_size)
-        pieces.append(piece)
-        if not unpacker.eof:
-            if unpacker.unconsumed_tail:  # stopped at max_length with input left: over the cap
+        chunk = _GZIP_FIRST_CHUNK
+        while not unpacker.eof:
+            if pos >= len(view):
+                raise DecompressionError("gzip data is truncated")
+            fed = view[pos:pos + chunk]
+            pos += len(fed)
+            chunk = min(chunk * 2, _GZIP_MAX_CHUNK)
+            try:
+                # max_length one past the cap: reaching it means the output is over the cap
+                piece = unpacker.decompress(fed, max_size - produced + 1)
+            except zlib.error as exc:
+                raise DecompressionError(f"gzip data is invalid: {exc}") from None
+            produced += len(piece)
+            if produced > max_size:
                 raise _too_big(f"(more than {max_size} bytes)", max_size)
-            raise DecompressionError("gzip data is truncated")
-        remaining = unpacker.unused_data
+            if piece:
+                pieces.append(piece)
+        pos -= len(unpacker.unused_data)
         # Concatenated gzip members are one stream; trailing zero padding is ignored.
-        if not remaining or not remaining.strip(b"\x00"):
+        if pos == len(view) or (view[pos] == 0 and not view[pos:].tobytes().strip(b"\x00")):
             break
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    if len(pieces) == 1:
+        return pieces[0]
+    return b"".join(pieces)
 
 
 # ---------------------------------------------------------------- snappy
@@ -188,13 +205,30 @@ def _xerial_compress(cj, view: memoryview) -> bytes:
     return bytes(out)
 
 
+# A snappy element yields at most 64 bytes from 3 (a copy with a 2-byte offset), so a
+# block cannot expand past 64/3 of its size: a larger announced size is a lie, refused
+# before an output buffer of that size is allocated (and zero-filled).
+_SNAPPY_MAX_EXPANSION = (64, 3)
+
+
+def _snappy_announced_size(cj, block: bytes, where: int) -> int:
+    """The decompressed size a raw snappy block announces in its preamble, checked against its size."""
+    size = cj.snappy.decompress_raw_len(block)
+    most = len(block) * _SNAPPY_MAX_EXPANSION[0] // _SNAPPY_MAX_EXPANSION[1]
+    if size > most:
+        raise DecompressionError(
+            f"snappy block at byte {where} announces {size} bytes, more than its {len(block)} bytes can hold")
+    return size
+
+
 def _snappy_decompress(cj, data, max_size: int):
     view = memoryview(data).cast("B")
     if bytes(view[:8]) != _XERIAL_MAGIC:
-        size = cj.snappy.decompress_raw_len(bytes(view))
+        block = bytes(view)
+        size = _snappy_announced_size(cj, block, 0)
         if size > max_size:
             raise _too_big(f"of {size} bytes", max_size)
-        return cj.snappy.decompress_raw(bytes(view))
+        return cj.snappy.decompress_raw(block)
     if len(view) < 16:
         raise DecompressionError("xerial snappy header is truncated")
     blocks = []
@@ -209,7 +243,7 @@ def _snappy_decompress(cj, data, max_size: int):
             raise DecompressionError(f"xerial snappy block of {length} bytes overruns the data at byte {pos}")
         block = bytes(view[pos:pos + length])
         pos += length
-        total += cj.snappy.decompress_raw_len(block)  # read from the block's preamble
+        total += _snappy_announced_size(cj, block, pos - length)
         if total > max_size:
             raise _too_big(f"of at least {total} bytes", max_size)
         blocks.append(block)
@@ -263,6 +297,9 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     return acc
 
 
+# Remembered: xxh32 here is pure Python (several µs a call) and a stream of tiny frames
+# repeats the same few descriptors, so hashing each made 1 MiB of frames take seconds.
+@functools.lru_cache(maxsize=256)
 def _lz4_header_checksum(descriptor: bytes) -> int:
     return (xxh32(descriptor) >> 8) & 0xFF
 
@@ -293,7 +330,10 @@ def _lz4_frame_compress(cj, view: memoryview, broken_header_checksum: bool) -> b
 
 def _lz4_decompress(cj, data, max_size: int):
     view = memoryview(data).cast("B")
-    frames = []  # (start, end, corrected header or None, where the blocks start)
+    # The frames as the library gets them: corrected headers patched in, skippable frames
+    # left out. They go to it in one call: one call a frame cost microseconds each, so a
+    # stream of tiny frames took about a microsecond a byte.
+    stream = []
     bound = 0
     pos = 0
     while pos < len(view):
@@ -343,22 +383,22 @@ def _lz4_decompress(cj, data, max_size: int):
         pos += 4 if flg & 0x04 else 0
         if pos > len(view):
             raise DecompressionError("lz4 frame truncated in its content checksum")
-        frames.append((start, pos, patched, header_end + 1))
-    out = []
-    produced = 0
-    for start, end, patched, body in frames:
-        frame = (patched + bytes(view[body:end])) if patched is not None else bytes(view[start:end])
-        if produced + bound <= max_size:
-            piece = cj.lz4.decompress(frame)
+        if patched is not None:
+            stream.append(patched)
+            stream.append(view[header_end + 1:pos])
         else:
-            piece = _decompress_capped(cj.lz4.decompress_into, frame, max_size - produced)
-        produced += len(memoryview(piece))
-        if produced > max_size:
-            raise _too_big(f"of {produced} bytes", max_size)
-        out.append(piece)
-    if len(out) == 1:
-        return out[0]
-    return b"".join(bytes(piece) for piece in out)
+            stream.append(view[start:pos])
+    if not stream:
+        return b""
+    frames = b"".join(stream)
+    if bound <= max_size:
+        out = cj.lz4.decompress(frames)
+    else:
+        out = _decompress_capped(cj.lz4.decompress_into, frames, max_size)
+    produced = len(memoryview(out))
+    if produced > max_size:
+        raise _too_big(f"of {produced} bytes", max_size)
+    return out
 
 
 # ---------------------------------------------------------------- zstd

@@ -176,7 +176,12 @@ class DecompressedSizeError(DecompressionError, LimitExceededError):
     """Decompressed record data would exceed the configured cap (a compression bomb, or a cap set too low)."""
 
 
-__all__ += ["CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError"]
+class TooManyRecordsError(CorruptRecordError, LimitExceededError):
+    """A batch holds more records than the configured limit (``max_records_per_batch``) allows."""
+
+
+__all__ += ["CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError",
+            "TooManyRecordsError"]
 
 
 # ---------------------------------------------------------------- protocol error codes

@@ -19,6 +19,12 @@ frame size (framing, capture)          100 MiB          ``FrameReader(max_frame_
 frame size (kproto.batch)              512 MiB          ``decode_frames(max_frame_size=)``          row status BAD_LENGTH
 decompressed size per batch            256 MiB          ``Records(data, max_decompressed_size=)``,  DecompressedSizeError
                                                         ``compression.decompress(max_size=)``
+records per batch (or legacy wrapper)  1048576 (2**20)  ``Records(data, max_records_per_batch=)``,  TooManyRecordsError
+                                                        ``RecordBatch(..)``, ``LegacyBatch(..)``    (checked before
+                                                                                                    decompressing)
+records per batch, from its bytes      bytes / 7        not configurable: a record takes at least   CorruptRecordError
+                                                        7 bytes, so a larger declared count is
+                                                        rejected before any record is decoded
 capture: out-of-order bytes held       8 MiB per        ``CaptureReader(max_pending_bytes=)``       counted as a gap
                                        direction
 capture: connections tracked           65536            ``CaptureReader(max_connections=)``         oldest eighth evicted
@@ -36,12 +42,23 @@ from kproto.framing import DEFAULT_MAX_FRAME_SIZE
 __all__ = [
     "MAX_NESTING_DEPTH", "DEFAULT_MAX_FRAME_SIZE", "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "CAPTURE_MAX_PENDING_BYTES", "CAPTURE_MAX_CONNECTIONS", "CAPTURE_BYTE_LIMIT_CEILING",
-    "CAPTURE_MAX_RECORD_SIZE", "deepest_schema_nesting", "summary",
+    "CAPTURE_MAX_RECORD_SIZE", "DEFAULT_MAX_RECORDS_PER_BATCH", "MIN_RECORD_SIZE",
+    "deepest_schema_nesting", "summary",
 ]
 
 #: Structs nested deeper than this raise LimitExceededError (MAX_PATH_DEPTH in
 #: kproto/_c/_buffer.pxd, MAX_DEPTH in kproto/_py/codec.py; the tests check they agree).
 MAX_NESTING_DEPTH = 64
+
+#: Default cap on the records of one magic 2 batch (its declared count, checked before
+#: the batch is decompressed) or of one legacy compressed wrapper. Each record costs a
+#: Python object (about 100 bytes) or a row of Arrow columns, while a compressed batch
+#: of 7-byte records can declare tens of millions of them in a few kilobytes.
+DEFAULT_MAX_RECORDS_PER_BATCH = 1 << 20
+
+#: The smallest magic 2 record: a length varint, then attributes, timestamp delta,
+#: offset delta, key length, value length and header count, one byte each.
+MIN_RECORD_SIZE = 7
 
 #: Defaults of kproto.capture.CaptureReader.
 CAPTURE_MAX_PENDING_BYTES = 8 * 1024 * 1024
@@ -80,4 +97,5 @@ def summary() -> dict[str, int]:
         "capture_max_connections": CAPTURE_MAX_CONNECTIONS,
         "capture_byte_limit_ceiling": CAPTURE_BYTE_LIMIT_CEILING,
         "capture_max_record_size": CAPTURE_MAX_RECORD_SIZE,
+        "max_records_per_batch": DEFAULT_MAX_RECORDS_PER_BATCH,
     }

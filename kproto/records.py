@@ -16,8 +16,9 @@ over the bytes (never copied) that yields batches lazily::
 Magic 2 batches are :class:`RecordBatch`; magic 0 and 1 messages (including
 compressed wrappers) are :class:`LegacyBatch`. Errors are
 :class:`~kproto.errors.DecodeError` subclasses: :class:`CorruptRecordError`,
-:class:`CrcMismatchError` (both carry ``base_offset``), :class:`DecompressionError`
-and :class:`DecompressedSizeError`. See docs/records.md.
+:class:`CrcMismatchError` (both carry ``base_offset``), :class:`DecompressionError`,
+:class:`DecompressedSizeError` and :class:`TooManyRecordsError` (more records in a batch
+than ``max_records_per_batch``). See docs/records.md.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from typing import TYPE_CHECKING
 
 from kproto import _impl
 from kproto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
-from kproto.errors import CorruptRecordError, CrcMismatchError, DecompressedSizeError, DecompressionError
+from kproto.errors import (
+    CorruptRecordError, CrcMismatchError, DecompressedSizeError, DecompressionError, TooManyRecordsError,
+)
+from kproto.limits import DEFAULT_MAX_RECORDS_PER_BATCH
 
 if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
     from kproto._c import _records
@@ -52,6 +56,6 @@ __all__ = [
     "Record", "ControlRecord", "RecordBatch", "LegacyBatch", "Records",
     "crc32c", "encode_records", "encode_control_batch", "record_schema",
     "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "CONTROL_ABORT", "CONTROL_COMMIT",
-    "DEFAULT_MAX_DECOMPRESSED_SIZE",
-    "CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError",
+    "DEFAULT_MAX_DECOMPRESSED_SIZE", "DEFAULT_MAX_RECORDS_PER_BATCH",
+    "CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError", "TooManyRecordsError",
 ]

@@ -160,3 +160,26 @@ def test_harness_reports_errors_that_differ_in_more_than_class(monkeypatch, chan
     # past the seeds, which all decode: the mutants are what fail
     stats = run.fuzz("request", runs=len(corpus.seeds("request")) + 500, crash_dir=None, slow=float("inf"))
     assert stats.failures and "disagree" in stats.failures[0].message
+
+
+def test_the_records_target_compares_error_reasons_and_offsets(monkeypatch):
+    """Record sets must fail alike in both implementations: same class is not enough."""
+    if len(targets.IMPLEMENTATIONS) < 2:
+        pytest.skip("one implementation: nothing to compare")
+    from kproto._py import records as twin
+    from kproto.errors import CorruptRecordError
+    from tests import hostile_records as hostile
+
+    data = targets.records_options(verify_crc=True, small_cap=False) + hostile.v2_batch(hostile.TINY_RECORD, 2)
+    assert targets.fuzz_records(data)[0] == "ok"      # both: "record count 2 is invalid for 7 bytes"
+    real = twin._check_record_count
+
+    def reworded(batch, size):
+        try:
+            real(batch, size)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(exc.reason + " (reworded)", exc.offset) from None
+
+    monkeypatch.setattr(twin, "_check_record_count", reworded)
+    with pytest.raises(targets.FuzzFailure, match="disagree"):
+        targets.fuzz_records(data)

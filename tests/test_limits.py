@@ -3,6 +3,7 @@ raises the documented error, and can be changed where the documentation says it 
 
 from __future__ import annotations
 
+import json
 import struct
 import tracemalloc
 
@@ -10,8 +11,8 @@ import pytest
 
 from kproto import _impl, compression, framing, limits
 from kproto.errors import (
-    DecodeError, DecompressedSizeError, FrameTooLargeError, InvalidLengthError, LimitExceededError,
-    TruncatedError,
+    CorruptRecordError, DecodeError, DecompressedSizeError, DecompressionError, FrameTooLargeError,
+    InvalidLengthError, LimitExceededError, TooManyRecordsError, TruncatedError,
 )
 
 MiB = 1024 * 1024
@@ -41,6 +42,10 @@ def test_the_limits_are_the_ones_the_decoders_use():
     assert limits.DEFAULT_MAX_FRAME_SIZE == framing.DEFAULT_MAX_FRAME_SIZE == capture.DEFAULT_MAX_FRAME_SIZE
     assert limits.DEFAULT_MAX_DECOMPRESSED_SIZE == records.DEFAULT_MAX_DECOMPRESSED_SIZE
     assert limits.DEFAULT_MAX_DECOMPRESSED_SIZE == compression.DEFAULT_MAX_DECOMPRESSED_SIZE
+    assert limits.DEFAULT_MAX_RECORDS_PER_BATCH == records.DEFAULT_MAX_RECORDS_PER_BATCH
+    for name in _impl.available():
+        reader = _impl.load("records", name).Records(b"")
+        assert reader.max_records_per_batch == limits.DEFAULT_MAX_RECORDS_PER_BATCH
     assert limits.MAX_NESTING_DEPTH == _impl.load("codec", "py").MAX_DEPTH
     reader = capture.CaptureReader(b"", implementation="py")
     assert reader._engine.max_pending_bytes == limits.CAPTURE_MAX_PENDING_BYTES
@@ -163,3 +168,168 @@ def test_a_compression_bomb_stops_at_the_configured_cap(impl, codec):
     assert len(record.value) == 4 * MiB
     with pytest.raises(DecompressedSizeError):
         compression.decompress(codec, compression.compress(codec, b"\x00" * (4 * MiB)), max_size=MiB)
+
+
+# ---------------------------------------------------------------- hostile record sets (issue 16)
+# Scaled down so each test takes well under a second; benchmarks/bench_hostile_records.py
+# and the slow test at the end run 1 MiB versions.
+from tests import hostile_records as hostile  # noqa: E402
+
+
+def best_seconds(function, repeat: int = 3) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def growth(make, decode, size: int) -> float:
+    """How much longer ``decode`` takes on an input four times larger: about 4 when linear, 16 quadratic."""
+    small, large = make(size), make(4 * size)
+    decode(small)
+    return best_seconds(lambda: decode(large)) / max(best_seconds(lambda: decode(small)), 1e-4)
+
+
+def consume(records_module, data, **options):
+    """Every record of every batch, and the Arrow table (errors propagate)."""
+    reader = records_module.Records(data, **options)
+    rows = sum(len(batch.records()) for batch in reader)
+    assert reader.to_arrow().num_rows == rows
+    return rows
+
+
+def test_many_empty_gzip_members_take_linear_time():
+    payload = lambda size: hostile.gzip_empty_members(size)[61:]   # noqa: E731  (the batch header off)
+    assert compression.decompress("gzip", payload(1000)) == b""
+    assert growth(payload, lambda data: compression.decompress("gzip", data), 128 * 1024) < 8
+
+
+def test_gzip_members_and_zero_padding_still_read_as_one_stream():
+    members = compression.compress("gzip", b"ab") + compression.compress("gzip", b"") + \
+        compression.compress("gzip", b"cd")
+    assert compression.decompress("gzip", members + b"\x00" * 100) == b"abcd"
+    with pytest.raises(DecodeError, match="gzip data is invalid"):
+        compression.decompress("gzip", members + b"\x00\x01")
+    with pytest.raises(DecompressedSizeError):
+        compression.decompress("gzip", members, max_size=3)
+    assert compression.decompress("gzip", members, max_size=4) == b"abcd"
+
+
+@pytest.mark.parametrize("make, codec", [(hostile.lz4_one_byte_blocks, "lz4"),
+                                         (hostile.lz4_empty_compressed_blocks, "lz4"),
+                                         (hostile.lz4_tiny_frames, "lz4"),
+                                         (hostile.snappy_xerial_tiny_blocks, "snappy")])
+def test_tiny_lz4_and_snappy_blocks_take_linear_time(make, codec):
+    payload = lambda size: make(size)[61:]   # noqa: E731  (the batch header off)
+    assert growth(payload, lambda data: compression.decompress(codec, data), 256 * 1024) < 8
+
+
+@pytest.mark.parametrize("magic0_checksum", [False, True])
+def test_a_stream_of_tiny_lz4_frames_costs_one_library_call(monkeypatch, magic0_checksum):
+    # A call (and a pure-Python header checksum) per frame cost about a microsecond a byte.
+    payload = hostile.lz4_tiny_frames(16 * 7 * 100, magic0_checksum)[61:]
+    lz4 = compression._cramjam.lz4
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(lz4, name)
+
+        def decompress(self, data):
+            calls.append(len(data))
+            return lz4.decompress(data)
+
+    monkeypatch.setattr(compression._cramjam, "lz4", Counting())
+    assert bytes(compression.decompress("lz4", payload)) == hostile.TINY_RECORD * 100
+    assert calls == [len(payload)]
+
+
+@pytest.mark.parametrize("framing", ["xerial", "raw"])
+def test_a_snappy_block_cannot_announce_more_than_its_bytes_can_hold(impl, framing):
+    records = impl.load("records")
+    data = hostile.snappy_xerial_lying_block(255 * MiB)
+    if framing == "raw":   # the same block without the xerial framing
+        block = data[61 + 20:]
+        data = hostile.v2_batch(block, 1, compression.SNAPPY)
+    with pytest.raises(DecompressionError, match="announces 267386880 bytes, more than its 8 bytes"):
+        consume(records, data)
+    assert peak_allocation(lambda: consume(records, data)) < MiB
+
+
+def test_the_record_count_limit_is_checked_before_decompressing(impl):
+    records = impl.load("records")
+    # declares 36 million records (what fits in the 256 MiB cap) but holds ten: the
+    # limit, not the later count-against-bytes check, must be what fails
+    data = hostile.tiny_records_zstd(36_000_000, held=10)
+    for read in (lambda: [b.records() for b in records.Records(data)], lambda: records.Records(data).to_arrow(),
+                 lambda: records.RecordBatch(data).records()):
+        with pytest.raises(TooManyRecordsError) as info:
+            read()
+        assert isinstance(info.value, LimitExceededError) and isinstance(info.value, CorruptRecordError)
+        assert info.value.offset == 57 and info.value.base_offset == 0
+        assert info.value.reason.startswith(
+            f"record batch declares 36000000 records, more than the limit of {limits.DEFAULT_MAX_RECORDS_PER_BATCH}")
+    assert peak_allocation(lambda: records.Records(data).to_arrow()) < MiB
+
+
+def test_the_record_count_limit_is_configurable(impl):
+    records = impl.load("records")
+    data = hostile.tiny_records_zstd(2000)
+    assert consume(records, data) == 2000
+    assert consume(records, data, max_records_per_batch=2000) == 2000
+    assert len(records.RecordBatch(data, max_records_per_batch=2000).records()) == 2000
+    with pytest.raises(TooManyRecordsError, match="more than the limit of 1999"):
+        consume(records, data, max_records_per_batch=1999)
+    with pytest.raises(TooManyRecordsError):
+        records.RecordBatch(data, max_records_per_batch=1999).records()
+    assert records.Records(data).max_records_per_batch == limits.DEFAULT_MAX_RECORDS_PER_BATCH
+
+
+def test_a_legacy_wrapper_holds_at_most_the_record_limit(impl):
+    records = impl.load("records")
+    data = hostile.legacy_wrapper_of_messages(50)
+    assert consume(records, data) == 50
+    assert consume(records, data, max_records_per_batch=50) == 50
+    for read in (lambda: consume(records, data, max_records_per_batch=49),
+                 lambda: records.LegacyBatch(data, max_records_per_batch=49).records()):
+        with pytest.raises(TooManyRecordsError, match="wrapper message holds more than 49 records") as info:
+            read()
+        assert info.value.offset == 0 and info.value.base_offset == 49
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_record_count_the_bytes_cannot_hold_fails_before_decoding(impl, compressed):
+    records = impl.load("records")
+    payload = hostile.TINY_RECORD * 1000
+    if compressed:
+        data = hostile.v2_batch(compression.compress("zstd", payload), 1001, compression.ZSTD)
+    else:
+        data = hostile.v2_batch(payload, 1001)
+    assert consume(records, hostile.v2_batch(payload, 1000)) == 1000
+    with pytest.raises(CorruptRecordError, match="record count 1001 is invalid for 7000 bytes of records"):
+        records.RecordBatch(data).records()
+    with pytest.raises(CorruptRecordError, match="record count 1001 is invalid for 7000 bytes of records"):
+        records.Records(data).to_arrow()
+
+
+@pytest.mark.slow
+def test_1_mib_hostile_record_sets_stay_within_their_budget():
+    """The figures of docs/hardening.md: every 1 MiB case of the benchmark, in each implementation."""
+    import subprocess
+    import sys
+
+    from kproto import _impl
+
+    script = hostile.ROOT / "benchmarks" / "bench_hostile_records.py"
+    for impl in _impl.available():
+        done = subprocess.run([sys.executable, str(script), "--only", impl, "--json"], capture_output=True,
+                              text=True, timeout=1800, check=True)
+        for line in done.stdout.splitlines():
+            result = json.loads(line)
+            assert result["seconds"] <= (2 if impl == "c" else 60), result
+            if impl == "c":
+                assert result["rss_mib"] <= 512, result

@@ -501,3 +501,61 @@ def test_zero_copy_columns_of_legacy_message_sets(impl, magic):
         assert viewed.column("value").to_pylist() == copied.column("value").to_pylist()
         assert viewed.column("key").to_pylist() == copied.column("key").to_pylist()
         viewed.validate(full=True)
+
+
+# ---------------------------------------------------------------- int64 arithmetic and error parity
+INT64_MIN = -(1 << 63)
+
+
+@pytest.mark.parametrize("field", ["timestamp", "offset"])
+def test_int64_sums_wrap_like_java(impl, field):
+    from tests import hostile_records as hostile
+
+    R = impl.load("records")
+    data = hostile.overflowing_v2(field)
+    [record] = R.RecordBatch(data).records()
+    table = R.Records(data).to_arrow()
+    if field == "timestamp":          # INT64_MAX + 1 wraps to INT64_MIN, as Java's long does
+        assert record.timestamp == INT64_MIN and table.column("timestamp").to_pylist() == [INT64_MIN]
+    else:
+        assert record.offset == INT64_MIN and table.column("offset").to_pylist() == [INT64_MIN]
+        batch = R.RecordBatch(data)
+        assert batch.last_offset == INT64_MIN and batch.next_offset == INT64_MIN + 1
+
+
+def test_legacy_next_offset_and_wrapper_shift_wrap_like_java(impl):
+    from tests import hostile_records as hostile
+
+    R = impl.load("records")
+    top = hostile.legacy_message(hostile.INT64_MAX, b"v")
+    assert R.LegacyBatch(top).next_offset == INT64_MIN
+    # the wrapper puts its last record at INT64_MAX, the inner one at 1: offsets shift by INT64_MAX - 1,
+    # and the inner 5 passes INT64_MAX
+    inner = hostile.legacy_message(5, b"a") + hostile.legacy_message(1, b"b")
+    wrapper = hostile.legacy_message(hostile.INT64_MAX, compression.compress("gzip", inner),
+                                     attributes=compression.GZIP)
+    assert [r.offset for r in R.LegacyBatch(wrapper).records()] == [INT64_MIN + 3, hostile.INT64_MAX]
+    assert R.Records(wrapper).to_arrow().column("offset").to_pylist() == [INT64_MIN + 3, hostile.INT64_MAX]
+
+
+def error_of(function):
+    try:
+        function()
+    except DecodeError as exc:
+        return (type(exc).__name__, exc.reason, exc.offset, exc.path)
+    raise AssertionError("no DecodeError")
+
+
+def test_a_wrapper_reports_its_first_bad_inner_message_first(impl):
+    from tests import hostile_records as hostile
+
+    R = impl.load("records")
+    data = hostile.legacy_wrapper_bad_crc_then_zero_length()
+    expected = ("CrcMismatchError", "message CRC-32 mismatch: stored 0xb461472f, computed 0xb461472e "
+                "[batch base offset 0]", 0, None)
+    assert error_of(lambda: R.LegacyBatch(data).records()) == expected
+    assert error_of(lambda: R.Records(data).to_arrow()) == expected
+    # without CRC checks the zero length is next; every layer reports it the same way
+    assert error_of(lambda: R.Records(data, verify_crc=False).to_arrow()) == (
+        "CorruptRecordError", "inner message is corrupt: batch length 0 is too small [batch base offset 1]",
+        0, None)

@@ -194,6 +194,16 @@ cdef inline int64_t read_varlong(ByteReader *r) except? -1:
     return <int64_t>((u >> 1) ^ (-(<int64_t>(u & 1))))
 
 
+# ---- 64-bit arithmetic on wire values: wraps around as Java's long does (and without
+# the undefined behaviour of signed overflow in C); the twin's wrap_int64 does the same.
+cdef inline int64_t wrapping_add64(int64_t a, int64_t b) noexcept:
+    return <int64_t>(<uint64_t>a + <uint64_t>b)
+
+
+cdef inline int64_t wrapping_sub64(int64_t a, int64_t b) noexcept:
+    return <int64_t>(<uint64_t>a - <uint64_t>b)
+
+
 # ---- length prefixes: return -1 for null, else a length proven to fit in what is left ----
 cdef inline Py_ssize_t read_length16(ByteReader *r, bint nullable, const char *what) except -2:
     cdef int16_t n = read_int16(r)

@@ -9,6 +9,7 @@ cdef class Records:
     cdef Py_ssize_t _shape[1]
     cdef Py_ssize_t _tail
     cdef public Py_ssize_t max_decompressed_size
+    cdef public Py_ssize_t max_records_per_batch
     cdef public bint verify_crc
 
     cdef Py_ssize_t _scan(self) except -2

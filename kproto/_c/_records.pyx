@@ -28,8 +28,8 @@ from kproto._c._buffer cimport (
     ByteReader, ByteWriter, reader_init, read_int8, read_int64, read_varint, read_varlong,
     read_length32, raise_decode, raise_invalid_length, writer_init, writer_free, writer_reserve,
     writer_to_bytes, write_raw, write_int8, write_int32, write_varint, write_varlong,
-    unsigned_varint_size, as_int, kp_load_be16, kp_load_be32, kp_load_be64, kp_store_be32,
-    kp_store_be16, kp_store_be64,
+    unsigned_varint_size, as_int, wrapping_add64, wrapping_sub64, kp_load_be16, kp_load_be32, kp_load_be64,
+    kp_store_be32, kp_store_be16, kp_store_be64,
 )
 
 import time
@@ -37,9 +37,10 @@ import zlib
 
 
 from kproto import compression as _compression
+from kproto import limits as _limits
 from kproto._py import records as _twin
 from kproto.errors import (
-    CorruptRecordError, CrcMismatchError, DecodeError, DecompressionError, EncodeError,
+    CorruptRecordError, CrcMismatchError, DecodeError, DecompressionError, EncodeError, TooManyRecordsError,
 )
 
 cdef extern from "Python.h":
@@ -68,11 +69,14 @@ record_schema = _twin.record_schema
 cdef object _control_record = _twin._control_record
 cdef object _BATCH_COLUMNS = _twin._BATCH_COLUMNS
 cdef object _DEFAULT_MAX = _compression.DEFAULT_MAX_DECOMPRESSED_SIZE
+cdef object _DEFAULT_MAX_RECORDS = _limits.DEFAULT_MAX_RECORDS_PER_BATCH
+cdef Py_ssize_t _MIN_RECORD_SIZE = _limits.MIN_RECORD_SIZE
 
 cdef enum:
     LOG_OVERHEAD = 12
     V2_HEADER_SIZE = 61
     CRC_START = 21              # the CRC covers attributes .. end
+    RECORD_COUNT_AT = 57        # where records_count sits in the header
     ATTR_COMPRESSION = 0x07
     ATTR_TIMESTAMP_TYPE = 0x08
     ATTR_TRANSACTIONAL = 0x10
@@ -272,7 +276,8 @@ cdef class Records:
     corruption anywhere else raises :class:`~kproto.errors.CorruptRecordError`.
     Supports the buffer protocol (read-only), ``bytes()``, ``len()`` and ``==``.
     """
-    def __cinit__(self, data=b"", *, max_decompressed_size=_DEFAULT_MAX, bint verify_crc=True):
+    def __cinit__(self, data=b"", *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
+                  bint verify_crc=True):
         # Another Records is exported through its own buffer (its slice, kept alive by it).
         source = data
         PyObject_GetBuffer(source, &self._view, PyBUF_SIMPLE)
@@ -283,6 +288,7 @@ cdef class Records:
         self._shape[0] = self._size
         self._tail = -1
         self.max_decompressed_size = max_decompressed_size
+        self.max_records_per_batch = max_records_per_batch
         self.verify_crc = verify_crc
 
     def __dealloc__(self):
@@ -461,8 +467,10 @@ cdef class RecordBatch:
     cdef readonly int32_t base_sequence
     cdef readonly int32_t record_count
 
-    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, bint verify_crc=True):
-        cdef Records owner = Records(data, max_decompressed_size=max_decompressed_size, verify_crc=verify_crc)
+    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
+                 bint verify_crc=True):
+        cdef Records owner = Records(data, max_decompressed_size=max_decompressed_size,
+                                     max_records_per_batch=max_records_per_batch, verify_crc=verify_crc)
         cdef Py_ssize_t size = _batch_size(owner._data, owner._size, 0)
         if size <= 0:
             raise CorruptRecordError(f"record batch is truncated: {owner._size} bytes", 0)
@@ -497,11 +505,11 @@ cdef class RecordBatch:
 
     @property
     def last_offset(self):
-        return self.base_offset + self.last_offset_delta
+        return wrapping_add64(self.base_offset, self.last_offset_delta)
 
     @property
     def next_offset(self):
-        return self.base_offset + self.last_offset_delta + 1
+        return wrapping_add64(self.base_offset, <int64_t>self.last_offset_delta + 1)
 
     @property
     def size(self):
@@ -582,6 +590,7 @@ cdef class RecordBatch:
         cdef object payload
         if self._owner.verify_crc and not self._checked:
             self.verify_crc()
+        _check_record_limit(self)
         if not (self.attributes & ATTR_COMPRESSION):
             return _decode_v2(self, self._owner._data + self._start + V2_HEADER_SIZE,
                               self._end - self._start - V2_HEADER_SIZE, self._start + V2_HEADER_SIZE, False)
@@ -621,6 +630,25 @@ cdef class RecordBatch:
                           last_offset_delta)
 
 
+cdef int _check_record_limit(RecordBatch batch) except -1:
+    # Before decompressing: the declared count decides what decoding will allocate.
+    if batch.record_count > batch._owner.max_records_per_batch:
+        raise TooManyRecordsError(
+            f"record batch declares {batch.record_count} records, more than the limit of "
+            f"{batch._owner.max_records_per_batch} (max_records_per_batch)",
+            batch._start + RECORD_COUNT_AT, base_offset=batch.base_offset)
+    return 0
+
+
+cdef int _check_record_count(RecordBatch batch, Py_ssize_t size) except -1:
+    """The declared record count against what `size` bytes of records can hold."""
+    cdef int32_t count = batch.record_count
+    if count < 0 or count > size // _MIN_RECORD_SIZE:
+        raise CorruptRecordError(f"record count {count} is invalid for {size} bytes of records",
+                                 batch._start, base_offset=batch.base_offset)
+    return 0
+
+
 cdef RecordBatch _record_batch_at(Records owner, Py_ssize_t start, Py_ssize_t end):
     cdef RecordBatch batch = RecordBatch.__new__(RecordBatch)
     _setup_batch(batch, owner, start, end)
@@ -634,9 +662,12 @@ cdef int _setup_batch(RecordBatch batch, Records owner, Py_ssize_t start, Py_ssi
     batch._end = end
     batch._checked = False
     batch.base_offset = <int64_t>kp_load_be64(p)
+    batch.magic = <int8_t>p[16]
+    if batch.magic != 2:    # before the header is read: a legacy message may be shorter than it
+        raise CorruptRecordError(f"magic {batch.magic} is not a record batch (magic 2)", start,
+                                 base_offset=batch.base_offset)
     batch.batch_length = <int32_t>kp_load_be32(p + 8)
     batch.partition_leader_epoch = <int32_t>kp_load_be32(p + 12)
-    batch.magic = <int8_t>p[16]
     batch.crc = kp_load_be32(p + 17)
     batch.attributes = <int16_t>kp_load_be16(p + 21)
     batch.last_offset_delta = <int32_t>kp_load_be32(p + 23)
@@ -646,9 +677,6 @@ cdef int _setup_batch(RecordBatch batch, Records owner, Py_ssize_t start, Py_ssi
     batch.producer_epoch = <int16_t>kp_load_be16(p + 51)
     batch.base_sequence = <int32_t>kp_load_be32(p + 53)
     batch.record_count = <int32_t>kp_load_be32(p + 57)
-    if batch.magic != 2:
-        raise CorruptRecordError(f"magic {batch.magic} is not a record batch (magic 2)", start,
-                                 base_offset=batch.base_offset)
     return 0
 
 
@@ -691,7 +719,7 @@ cdef object _read_headers(ByteReader *r, int32_t count):
 cdef list _decode_v2(RecordBatch batch, const unsigned char *data, Py_ssize_t size, Py_ssize_t base,
                      bint compressed):
     try:
-        return _decode_v2_records(batch, data, size, compressed)
+        return _decode_v2_records(batch, data, size)
     except CorruptRecordError:
         raise
     except DecodeError as exc:
@@ -702,18 +730,18 @@ cdef list _decode_v2(RecordBatch batch, const unsigned char *data, Py_ssize_t si
                                  base_offset=batch.base_offset) from None
 
 
-cdef list _decode_v2_records(RecordBatch batch, const unsigned char *data, Py_ssize_t size, bint compressed):
+cdef list _decode_v2_records(RecordBatch batch, const unsigned char *data, Py_ssize_t size):
     # Records are not GC-tracked, but a collection started by some other
     # allocation mid-batch would still scan everything young: paused meanwhile.
     cdef int was_enabled = PyGC_Disable()
     try:
-        return _decode_v2_loop(batch, data, size, compressed)
+        return _decode_v2_loop(batch, data, size)
     finally:
         if was_enabled:
             PyGC_Enable()
 
 
-cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize_t size, bint compressed):
+cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize_t size):
     cdef ByteReader r
     cdef int32_t count = batch.record_count
     cdef int64_t base_offset = batch.base_offset
@@ -729,9 +757,7 @@ cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize
     cdef object key, value, headers
     cdef Record record
     reader_init(&r, data, size)
-    if count < 0 or (not compressed and count > size):
-        raise CorruptRecordError(f"record count {count} is invalid for {size} bytes of records",
-                                 batch._start, base_offset=base_offset)
+    _check_record_count(batch, size)
     outer_end = r.end
     for i in range(count):
         if r.p >= outer_end:
@@ -754,8 +780,8 @@ cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize
             raise_decode(&r, DecodeError, f"record has {record_end - r.p} bytes beyond its fields")
         r.end = outer_end
         record = Record.__new__(Record)
-        record._offset = base_offset + offset_delta
-        record._timestamp = max_timestamp if log_append else base_timestamp + timestamp_delta
+        record._offset = wrapping_add64(base_offset, offset_delta)
+        record._timestamp = max_timestamp if log_append else wrapping_add64(base_timestamp, timestamp_delta)
         record._timestamp_delta = timestamp_delta
         record._flags = HAS_OFFSET | HAS_TIMESTAMP | HAS_DELTA
         record.key = key
@@ -975,8 +1001,10 @@ cdef class LegacyBatch:
     is_transactional = False
     is_control = False
 
-    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, bint verify_crc=True):
-        cdef Records owner = Records(data, max_decompressed_size=max_decompressed_size, verify_crc=verify_crc)
+    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
+                 bint verify_crc=True):
+        cdef Records owner = Records(data, max_decompressed_size=max_decompressed_size,
+                                     max_records_per_batch=max_records_per_batch, verify_crc=verify_crc)
         cdef Py_ssize_t size = _batch_size(owner._data, owner._size, 0)
         if size <= 0:
             raise CorruptRecordError(f"message is truncated: {owner._size} bytes", 0)
@@ -1024,7 +1052,7 @@ cdef class LegacyBatch:
 
     @property
     def next_offset(self):
-        return self.offset + 1
+        return wrapping_add64(self.offset, 1)
 
     @property
     def size(self):
@@ -1086,7 +1114,9 @@ cdef class LegacyBatch:
     def _inner_records(self):
         cdef Records inner
         cdef Py_ssize_t pos = 0, size
+        cdef Py_ssize_t max_records = self._owner.max_records_per_batch
         cdef LegacyBatch message
+        cdef int64_t shift
         if self._value_len < 0:
             raise CorruptRecordError("compressed wrapper message has a null value", self._start,
                                      base_offset=self.offset)
@@ -1095,11 +1125,14 @@ cdef class LegacyBatch:
             inner = Records(_compression.decompress(self.attributes & ATTR_COMPRESSION, compressed,
                                                     max_size=self._owner.max_decompressed_size),
                             max_decompressed_size=self._owner.max_decompressed_size,
-                            verify_crc=self._owner.verify_crc)
+                            max_records_per_batch=max_records, verify_crc=self._owner.verify_crc)
         except DecompressionError as exc:
             raise type(exc)(f"{exc.reason} in wrapper message", self._start, base_offset=self.offset) from None
         records = []
         while pos < inner._size:
+            if len(records) == max_records:
+                raise TooManyRecordsError(f"wrapper message holds more than {max_records} records "
+                                          f"(max_records_per_batch)", self._start, base_offset=self.offset)
             try:
                 size = _batch_size(inner._data, inner._size, pos)
             except CorruptRecordError as exc:
@@ -1121,11 +1154,11 @@ cdef class LegacyBatch:
         if self.magic >= 1 and records:
             # A wrapper straight from a producer has offset 0 (the broker has not assigned
             # one yet): its inner offsets are then kept as written.
-            shift = self.offset - records[len(records) - 1].offset
+            shift = wrapping_sub64(self.offset, (<Record>records[len(records) - 1])._offset)
             log_append = self.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
             for record in records:
                 if shift >= 0:
-                    record.offset += shift
+                    (<Record>record)._offset = wrapping_add64((<Record>record)._offset, shift)
                 if log_append:
                     record.timestamp = self.timestamp
         return records
@@ -1252,7 +1285,7 @@ cdef inline int32_t _span_bytes(ByteReader *r, const unsigned char **out, const 
 
 
 cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py_ssize_t size,
-                  bint compressed, int32_t batch_index) except -1:
+                  int32_t batch_index) except -1:
     """The columnar twin of _decode_v2_records: same checks, spans instead of objects."""
     cdef ByteReader r
     cdef int32_t count = batch.record_count
@@ -1264,9 +1297,7 @@ cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py
     cdef RecordSpan *span
     cdef HeaderSpan *header
     reader_init(&r, data, size)
-    if count < 0 or (not compressed and count > size):
-        raise CorruptRecordError(f"record count {count} is invalid for {size} bytes of records",
-                                 batch._start, base_offset=batch.base_offset)
+    _check_record_count(batch, size)
     outer_end = r.end
     for i in range(count):
         if r.p >= outer_end:
@@ -1280,8 +1311,8 @@ cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py
         read_int8(&r)
         timestamp_delta = read_varlong(&r)
         span = spans.add_record()
-        span.offset = batch.base_offset + read_varint(&r)
-        span.timestamp = batch.max_timestamp if log_append else batch.base_timestamp + timestamp_delta
+        span.offset = wrapping_add64(batch.base_offset, read_varint(&r))
+        span.timestamp = batch.max_timestamp if log_append else wrapping_add64(batch.base_timestamp, timestamp_delta)
         span.has_timestamp = True
         span.batch_index = batch_index
         span.key_len = _span_bytes(&r, &span.key, "key length")
@@ -1294,6 +1325,8 @@ cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py
         for j in range(header_count):
             header = spans.add_header()
             header.key_len = _span_bytes(&r, &header.key, "header key length")
+            if header.key_len > 0 and not _valid_utf8(header.key, header.key_len):
+                _raise_bad_header_key(&r, header.key, header.key_len)
             header.value_len = _span_bytes(&r, &header.value, "header value length")
         if r.p != record_end:
             raise_decode(&r, DecodeError, f"record has {record_end - r.p} bytes beyond its fields")
@@ -1543,15 +1576,14 @@ cdef bint _valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept:
     return True
 
 
-cdef int _check_header_keys(_Spans spans, Py_ssize_t first, RecordBatch batch) except -1:
-    # Checked per batch, as the batch is scanned, so the first corrupt batch is the one
-    # reported (as iterating the records does).
-    cdef Py_ssize_t i
-    for i in range(first, spans.n_headers):
-        if spans.headers[i].key_len > 0 and not _valid_utf8(spans.headers[i].key, spans.headers[i].key_len):
-            raise CorruptRecordError("record batch is corrupt: invalid UTF-8 in a record header key",
-                                     batch._start, base_offset=batch.base_offset)
-    return 0
+cdef int _raise_bad_header_key(ByteReader *r, const unsigned char *key, int32_t n) except -1:
+    # The error _read_headers raises for the same key: the columnar reader words it alike.
+    r.p = key
+    try:
+        PyUnicode_DecodeUTF8(<const char *>key, n, NULL)
+    except UnicodeDecodeError as exc:
+        raise_decode(r, DecodeError, f"invalid UTF-8 in header key: {exc.reason}")
+    raise AssertionError("_valid_utf8 and Python's decoder disagree on a header key")
 
 
 def _columnar(batches, bint batch_columns, bint zero_copy=False):
@@ -1562,19 +1594,18 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
     cdef Py_buffer view
     cdef Py_ssize_t i, n
     cdef RecordSpan *span
-    cdef Py_ssize_t first_header
     cdef bint object_records = False
     batch_rows = []
     for batch in batches:
         if isinstance(batch, RecordBatch):
             v2 = <RecordBatch>batch
-            first_header = spans.n_headers
             if v2._owner.verify_crc and not v2._checked:
                 v2.verify_crc()
+            _check_record_limit(v2)
             if not (v2.attributes & ATTR_COMPRESSION):
                 try:
                     _scan_v2(spans, v2, v2._owner._data + v2._start + V2_HEADER_SIZE,
-                             v2._end - v2._start - V2_HEADER_SIZE, False, batch_index)
+                             v2._end - v2._start - V2_HEADER_SIZE, batch_index)
                 except CorruptRecordError:
                     raise
                 except DecodeError as exc:
@@ -1588,7 +1619,7 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
                 spans.keep.append(payload)
                 PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
                 try:
-                    _scan_v2(spans, v2, <const unsigned char *>view.buf, view.len, True, batch_index)
+                    _scan_v2(spans, v2, <const unsigned char *>view.buf, view.len, batch_index)
                 except CorruptRecordError:
                     raise
                 except DecodeError as exc:
@@ -1597,7 +1628,6 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
                         v2._start, base_offset=v2.base_offset) from None
                 finally:
                     PyBuffer_Release(&view)
-            _check_header_keys(spans, first_header, v2)
         else:
             _add_object_records(spans, batch.records(), batch_index)
             object_records = True

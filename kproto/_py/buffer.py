@@ -308,6 +308,12 @@ class Reader:
         return fields
 
 
+def wrap_int64(value: int) -> int:
+    """``value`` as a signed 64-bit integer, wrapped around as Java's long (and the
+    compiled twin's wrapping_add64 in _buffer.pxd) wraps it."""
+    return ((value + (1 << 63)) & 0xFFFFFFFFFFFFFFFF) - (1 << 63)
+
+
 def check_int(value, bounds: tuple[int, int], type_name: str) -> int:
     """The value as an int within bounds, or an EncodeError that says why not."""
     try:

@@ -22,14 +22,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 from kproto import compression as _compression
-from kproto._py.buffer import Reader, Writer
+from kproto._py.buffer import Reader, Writer, wrap_int64
 from kproto.errors import (
     CorruptRecordError,
     CrcMismatchError,
     DecodeError,
     DecompressionError,
     EncodeError,
+    TooManyRecordsError,
 )
+from kproto.limits import DEFAULT_MAX_RECORDS_PER_BATCH, MIN_RECORD_SIZE
 
 __all__ = [
     "Record", "ControlRecord", "RecordBatch", "LegacyBatch", "Records",
@@ -52,6 +54,7 @@ _MIN_LENGTH = {0: 14, 1: 22, 2: V2_HEADER_SIZE - LOG_OVERHEAD}  # smallest valid
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _INT64 = struct.Struct(">q")
+_INT8 = struct.Struct(">b")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _CONTROL_KEY = struct.Struct(">hh")
@@ -64,6 +67,9 @@ _ATTR_CONTROL = 0x20
 _ATTR_DELETE_HORIZON = 0x40
 
 _DEFAULT_MAX = _compression.DEFAULT_MAX_DECOMPRESSED_SIZE
+_DEFAULT_MAX_RECORDS = DEFAULT_MAX_RECORDS_PER_BATCH
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_RECORD_COUNT_AT = 57        # where records_count sits in the batch header
 
 
 # ---------------------------------------------------------------- checksums
@@ -202,6 +208,17 @@ def _control_record(record: Record, base_offset: int) -> ControlRecord:
 
 
 # ---------------------------------------------------------------- magic 2 batches
+class _Limits:
+    """The settings of the Records a batch was read from (one object shared by its batches)."""
+
+    __slots__ = ("max_decompressed_size", "max_records_per_batch", "verify_crc")
+
+    def __init__(self, max_decompressed_size: int, max_records_per_batch: int, verify_crc: bool) -> None:
+        self.max_decompressed_size = max_decompressed_size
+        self.max_records_per_batch = max_records_per_batch
+        self.verify_crc = verify_crc
+
+
 class RecordBatch:
     """A magic 2 record batch, read lazily from a buffer it does not copy.
 
@@ -211,38 +228,41 @@ class RecordBatch:
     ``RecordBatch(data)`` reads the batch at the start of ``data``.
     """
 
-    __slots__ = ("_view", "_start", "_end", "_max_size", "_verify", "_checked",
+    __slots__ = ("_view", "_start", "_end", "_max_size", "_max_records", "_verify", "_checked",
                  "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
                  "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
                  "producer_id", "producer_epoch", "base_sequence", "record_count")
 
-    def __init__(self, data, *, max_decompressed_size: int = _DEFAULT_MAX, verify_crc: bool = True) -> None:
+    def __init__(self, data, *, max_decompressed_size: int = _DEFAULT_MAX,
+                 max_records_per_batch: int = _DEFAULT_MAX_RECORDS, verify_crc: bool = True) -> None:
         view = _byte_view(data)
         size = _complete_size(view, 0)
-        if size < 0:
-            raise CorruptRecordError(f"record batch is truncated: {len(view)} bytes of {-size}", 0)
-        self._setup(view, 0, size, max_decompressed_size, verify_crc)
+        if size <= 0:     # worded as in C, which does not know the size a cut batch needs
+            raise CorruptRecordError(f"record batch is truncated: {len(view)} bytes", 0)
+        self._setup(view, 0, size, _Limits(max_decompressed_size, max_records_per_batch, verify_crc))
 
     @classmethod
-    def _at(cls, view, start, end, max_size, verify) -> RecordBatch:
+    def _at(cls, view, start, end, limits: _Limits) -> RecordBatch:
         batch = cls.__new__(cls)
-        batch._setup(view, start, end, max_size, verify)
+        batch._setup(view, start, end, limits)
         return batch
 
-    def _setup(self, view, start, end, max_size, verify) -> None:
+    def _setup(self, view, start, end, limits: _Limits) -> None:
         self._view = view
         self._start = start
         self._end = end
-        self._max_size = max_size
-        self._verify = verify
+        self._max_size = limits.max_decompressed_size
+        self._max_records = limits.max_records_per_batch
+        self._verify = limits.verify_crc
         self._checked = False
+        base_offset, magic = _INT64.unpack_from(view, start)[0], _INT8.unpack_from(view, start + 16)[0]
+        if magic != 2:      # before the header is read: a legacy message may be shorter than it
+            raise CorruptRecordError(f"magic {magic} is not a record batch (magic 2)", start,
+                                     base_offset=base_offset)
         (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc,
          self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
          self.producer_id, self.producer_epoch, self.base_sequence,
          self.record_count) = _V2_HEADER.unpack_from(view, start)
-        if self.magic != 2:
-            raise CorruptRecordError(f"magic {self.magic} is not a record batch (magic 2)", start,
-                                     base_offset=self.base_offset)
 
     # ---- header facts
     @property
@@ -273,11 +293,11 @@ class RecordBatch:
 
     @property
     def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
+        return wrap_int64(self.base_offset + self.last_offset_delta)
 
     @property
     def next_offset(self) -> int:
-        return self.last_offset + 1
+        return wrap_int64(self.base_offset + self.last_offset_delta + 1)
 
     @property
     def size(self) -> int:
@@ -346,15 +366,26 @@ class RecordBatch:
             raise type(exc)(f"{exc.reason} in record batch", self._start,
                             base_offset=self.base_offset) from None
 
+    def _check_record_limit(self) -> None:
+        # Before decompressing: the declared count decides what decoding will allocate.
+        if self.record_count > self._max_records:
+            raise TooManyRecordsError(
+                f"record batch declares {self.record_count} records, more than the limit of "
+                f"{self._max_records} (max_records_per_batch)",
+                self._start + _RECORD_COUNT_AT, base_offset=self.base_offset)
+
     def records(self) -> list[Record]:
         """Decode every record of the batch."""
         compressed = self.compression != 0
+        if self._verify and not self._checked:
+            self.verify_crc()
+        self._check_record_limit()
         payload = self.payload()
         base = 0 if compressed else self._start + V2_HEADER_SIZE  # for error offsets
         view = _byte_view(payload)
         reader = Reader(view, 0, len(view))
         try:
-            return _read_v2_records(self, reader, compressed)
+            return _read_v2_records(self, reader)
         except CorruptRecordError:
             raise
         except DecodeError as exc:
@@ -395,11 +426,17 @@ class RecordBatch:
                           last_offset_delta)
 
 
-def _read_v2_records(batch: RecordBatch, reader: Reader, compressed: bool) -> list[Record]:
+def _check_record_count(batch: RecordBatch, size: int) -> None:
+    """The declared record count against what ``size`` bytes of records can hold."""
     count = batch.record_count
-    if count < 0 or (not compressed and count > reader.remaining):
-        raise CorruptRecordError(f"record count {count} is invalid for {reader.remaining} bytes of records",
+    if count < 0 or count > size // MIN_RECORD_SIZE:
+        raise CorruptRecordError(f"record count {count} is invalid for {size} bytes of records",
                                  batch._start, base_offset=batch.base_offset)
+
+
+def _read_v2_records(batch: RecordBatch, reader: Reader) -> list[Record]:
+    count = batch.record_count
+    _check_record_count(batch, reader.remaining)
     base_offset = batch.base_offset
     base_timestamp = batch.base_timestamp
     log_append = batch.attributes & _ATTR_TIMESTAMP_TYPE
@@ -428,18 +465,22 @@ def _read_v2_records(batch: RecordBatch, reader: Reader, compressed: bool) -> li
             pairs = []
             for _ in range(header_count):
                 n = reader.read_varint()
-                if n < -1:
+                if n < -1 or n > reader.remaining:
                     raise reader.invalid_length(n, "header key length")
-                reader.need(n)
-                header_key = None if n < 0 else reader.read_str_body(n)
+                header_key = None if n < 0 else _read_header_key(reader, n)
                 pairs.append((header_key, _read_varint_bytes(reader, "header value")))
             headers = tuple(pairs)
         if reader.pos != end:
             raise reader.error(DecodeError, f"record has {end - reader.pos} bytes beyond its fields")
         reader.end = outer_end
+        # int64 sums wrap around, as in Java and the compiled twin
         timestamp = max_timestamp if log_append else base_timestamp + timestamp_delta
-        records.append(_new_record(base_offset + offset_delta, timestamp, key, value, headers,
-                                   attributes, timestamp_delta))
+        if timestamp > _INT64_MAX or timestamp < _INT64_MIN:
+            timestamp = wrap_int64(timestamp)
+        offset = base_offset + offset_delta
+        if offset > _INT64_MAX or offset < _INT64_MIN:
+            offset = wrap_int64(offset)
+        records.append(_new_record(offset, timestamp, key, value, headers, attributes, timestamp_delta))
     if reader.remaining:
         raise CorruptRecordError(f"{reader.remaining} bytes left after the {count} records of the batch",
                                  batch._start, base_offset=base_offset)
@@ -447,13 +488,24 @@ def _read_v2_records(batch: RecordBatch, reader: Reader, compressed: bool) -> li
 
 
 def _read_varint_bytes(reader: Reader, what: str):
+    # A length past the record's end is an invalid length (not a truncation), as in C.
     n = reader.read_varint()
     if n < 0:
         if n == -1:
             return None
         raise reader.invalid_length(n, f"{what} length")
-    reader.need(n)
+    if n > reader.remaining:
+        raise reader.invalid_length(n, f"{what} length")
     return reader.read_bytes_body(n)
+
+
+def _read_header_key(reader: Reader, n: int) -> str:
+    try:
+        key = str(reader.data[reader.pos:reader.pos + n], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise reader.error(DecodeError, f"invalid UTF-8 in header key: {exc.reason}") from None
+    reader.pos += n
+    return key
 
 
 def _as_record(item) -> Record:
@@ -565,25 +617,26 @@ class LegacyBatch:
     messages with absolute offsets. The CRC-32 is verified when records are read.
     """
 
-    __slots__ = ("_view", "_start", "_end", "_max_size", "_verify", "offset", "message_size", "crc",
+    __slots__ = ("_view", "_start", "_end", "_limits", "offset", "message_size", "crc",
                  "magic", "attributes", "timestamp", "_key_span", "_value_span")
 
-    def __init__(self, data, *, max_decompressed_size: int = _DEFAULT_MAX, verify_crc: bool = True) -> None:
+    def __init__(self, data, *, max_decompressed_size: int = _DEFAULT_MAX,
+                 max_records_per_batch: int = _DEFAULT_MAX_RECORDS, verify_crc: bool = True) -> None:
         view = _byte_view(data)
         size = _complete_size(view, 0)
-        if size < 0:
-            raise CorruptRecordError(f"message is truncated: {len(view)} bytes of {-size}", 0)
-        self._setup(view, 0, size, max_decompressed_size, verify_crc)
+        if size <= 0:     # worded as in C, which does not know the size a cut batch needs
+            raise CorruptRecordError(f"message is truncated: {len(view)} bytes", 0)
+        self._setup(view, 0, size, _Limits(max_decompressed_size, max_records_per_batch, verify_crc))
 
     @classmethod
-    def _at(cls, view, start, end, max_size, verify) -> LegacyBatch:
+    def _at(cls, view, start, end, limits: _Limits) -> LegacyBatch:
         batch = cls.__new__(cls)
-        batch._setup(view, start, end, max_size, verify)
+        batch._setup(view, start, end, limits)
         return batch
 
-    def _setup(self, view, start, end, max_size, verify) -> None:
+    def _setup(self, view, start, end, limits: _Limits) -> None:
         self._view, self._start, self._end = view, start, end
-        self._max_size, self._verify = max_size, verify
+        self._limits = limits
         self.offset, self.message_size, self.crc, self.magic, self.attributes = \
             _LEGACY_HEAD.unpack_from(view, start)
         if self.magic not in (0, 1):
@@ -644,7 +697,7 @@ class LegacyBatch:
 
     @property
     def next_offset(self) -> int:
-        return self.offset + 1
+        return wrap_int64(self.offset + 1)
 
     @property
     def size(self) -> int:
@@ -680,7 +733,7 @@ class LegacyBatch:
 
     # ---- records
     def records(self) -> list[Record]:
-        if self._verify:
+        if self._limits.verify_crc:
             self.verify_crc()
         if not self.is_wrapper:
             return [_new_record(self.offset, self.timestamp, self.key, self.value, (), self.attributes)]
@@ -705,41 +758,52 @@ class LegacyBatch:
         return _to_arrow([self], batch_columns, zero_copy)
 
     def _inner_records(self) -> list[Record]:
+        limits = self._limits
         if self._value_span is None:
             raise CorruptRecordError("compressed wrapper message has a null value", self._start,
                                      base_offset=self.offset)
         compressed = self._view[self._value_span[0]:self._value_span[1]]
         try:
-            inner = _byte_view(_compression.decompress(self.compression, compressed, max_size=self._max_size))
+            inner = _byte_view(_compression.decompress(self.compression, compressed,
+                                                       max_size=limits.max_decompressed_size))
         except DecompressionError as exc:
             raise type(exc)(f"{exc.reason} in wrapper message", self._start, base_offset=self.offset) from None
-        messages = []
+        # One inner message at a time, each checked before the next is looked at (as the
+        # compiled twin does), so both report the same first problem.
+        records = []
         pos = 0
         while pos < len(inner):
-            size = _complete_size(inner, pos)
+            if len(records) == limits.max_records_per_batch:
+                raise TooManyRecordsError(
+                    f"wrapper message holds more than {limits.max_records_per_batch} records "
+                    f"(max_records_per_batch)", self._start, base_offset=self.offset)
+            try:
+                size = _complete_size(inner, pos)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"inner message is corrupt: {exc.reason}", self._start,
+                                         base_offset=self.offset) from None
             if size <= 0:
                 raise CorruptRecordError(
                     f"inner message set is truncated at byte {pos} of the decompressed value",
                     self._start, base_offset=self.offset)
-            message = LegacyBatch._at(inner, pos, pos + size, self._max_size, self._verify)
+            message = LegacyBatch._at(inner, pos, pos + size, limits)
             if message.is_wrapper:
                 raise CorruptRecordError("wrapper message holds another compressed message", self._start,
                                          base_offset=self.offset)
             if message.magic != self.magic:
                 raise CorruptRecordError(f"inner message magic {message.magic} differs from wrapper "
                                          f"magic {self.magic}", self._start, base_offset=self.offset)
-            messages.append(message)
+            records.append(message.records()[0])
             pos += size
-        records = [message.records()[0] for message in messages]
         if self.magic >= 1 and records:
             # Inner offsets are relative; the wrapper holds the absolute offset of the last.
             # A wrapper straight from a producer has offset 0 (the broker has not assigned
-            # one yet): its inner offsets are then kept as written.
-            shift = self.offset - records[-1].offset
+            # one yet): its inner offsets are then kept as written. int64 sums wrap, as in Java.
+            shift = wrap_int64(self.offset - records[-1].offset)
             log_append = self.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
             for record in records:
                 if shift >= 0:
-                    record.offset += shift
+                    record.offset = wrap_int64(record.offset + shift)
                 if log_append:
                     record.timestamp = self.timestamp
         return records
@@ -876,11 +940,12 @@ class Records:
     corruption anywhere else raises :class:`~kproto.errors.CorruptRecordError`.
     """
 
-    __slots__ = ("_source", "_view", "max_decompressed_size", "verify_crc", "_tail")
+    __slots__ = ("_source", "_view", "max_decompressed_size", "max_records_per_batch", "verify_crc", "_tail")
     _source: Any          # the object the bytes came from, kept alive for the view
     _view: memoryview
 
-    def __init__(self, data=b"", *, max_decompressed_size: int = _DEFAULT_MAX, verify_crc: bool = True) -> None:
+    def __init__(self, data=b"", *, max_decompressed_size: int = _DEFAULT_MAX,
+                 max_records_per_batch: int = _DEFAULT_MAX_RECORDS, verify_crc: bool = True) -> None:
         if isinstance(data, Records):
             self._source = data._source
             self._view = data._view
@@ -888,6 +953,7 @@ class Records:
             self._source = data
             self._view = _byte_view(data)
         self.max_decompressed_size = max_decompressed_size
+        self.max_records_per_batch = max_records_per_batch
         self.verify_crc = verify_crc
         self._tail: int | None = None  # position where a cut-short batch starts, once known
 
@@ -927,6 +993,7 @@ class Records:
     def batches(self) -> Iterator[RecordBatch | LegacyBatch]:
         """The complete batches, read lazily (headers only; records on demand)."""
         view = self._view
+        limits = _Limits(self.max_decompressed_size, self.max_records_per_batch, self.verify_crc)
         pos = 0
         while True:
             size = _complete_size(view, pos)
@@ -937,7 +1004,7 @@ class Records:
                 self._tail = pos
                 return
             cls = RecordBatch if view[pos + 16] == 2 else LegacyBatch
-            yield cls._at(view, pos, pos + size, self.max_decompressed_size, self.verify_crc)
+            yield cls._at(view, pos, pos + size, limits)
             pos += size
 
     def _scan(self) -> int:

@@ -191,11 +191,14 @@ _RECORDS = {impl: _impl.load("records", impl) for impl in IMPLEMENTATIONS}
 #: Decompressed-size caps the first input byte chooses from: a small one reaches the cap
 #: code with small inputs, the default one the normal path.
 RECORDS_CAPS = (1 << 12, 1 << 20)
+#: Record-count limits (max_records_per_batch) byte 0 chooses from: a small one reaches the limit.
+RECORDS_LIMITS = (3, 1 << 20)
 
 
-def records_options(verify_crc: bool, small_cap: bool, zero_copy: bool = False) -> bytes:
+def records_options(verify_crc: bool, small_cap: bool, zero_copy: bool = False, small_limit: bool = False) -> bytes:
     """The leading byte that makes fuzz_records read with these options."""
-    return bytes([(1 if verify_crc else 0) | (2 if small_cap else 0) | (4 if zero_copy else 0)])
+    return bytes([(1 if verify_crc else 0) | (2 if small_cap else 0) | (4 if zero_copy else 0)
+                  | (8 if small_limit else 0)])
 
 
 def _plain_record(record) -> tuple:
@@ -203,9 +206,11 @@ def _plain_record(record) -> tuple:
             tuple((k, plain(v)) for k, v in record.headers))
 
 
-def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bool = False):
+def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bool = False,
+                  max_records: int = RECORDS_LIMITS[1]):
     """Everything a reader can ask of a Records buffer, as plain data (errors in line)."""
-    records = module.Records(data, verify_crc=verify_crc, max_decompressed_size=cap)
+    records = module.Records(data, verify_crc=verify_crc, max_decompressed_size=cap,
+                             max_records_per_batch=max_records)
     out = []
     try:
         for batch in records:
@@ -225,21 +230,30 @@ def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bo
         columns = table.to_pydict()
     except DecodeError as exc:
         columns = error_outcome(exc)
-    return (tuple(out), tail, columns)
+    singles = []     # the first batch read on its own, as each class (one of them refuses it)
+    for cls in (module.RecordBatch, module.LegacyBatch):
+        try:
+            single = cls(data, verify_crc=verify_crc, max_decompressed_size=cap, max_records_per_batch=max_records)
+            singles.append(sorted(single.header_fields().items()))
+        except DecodeError as exc:
+            singles.append(error_outcome(exc))
+    return (tuple(out), tail, columns, tuple(singles))
 
 
 def fuzz_records(data: bytes):
-    """Record batches (magic 0, 1, 2, every codec): byte 0 picks CRC checking, the size cap
-    and zero-copy Arrow columns."""
+    """Record batches (magic 0, 1, 2, every codec): byte 0 picks CRC checking, the size cap,
+    zero-copy Arrow columns and the record-count limit."""
     if not data:
         return ("skip", None)
     verify_crc = bool(data[0] & 1)
     cap = RECORDS_CAPS[0] if data[0] & 2 else RECORDS_CAPS[1]
     zero_copy = bool(data[0] & 4)
+    max_records = RECORDS_LIMITS[0] if data[0] & 8 else RECORDS_LIMITS[1]
     body = data[1:]
     outcomes = {}
     for impl, module in _RECORDS.items():
-        outcomes[impl] = call("records", impl, _read_records, module, body, verify_crc, cap, zero_copy)
+        outcomes[impl] = call("records", impl, _read_records, module, body, verify_crc, cap, zero_copy,
+                              max_records)
     agree("records", outcomes)
     return outcomes[IMPLEMENTATIONS[0]]
 
