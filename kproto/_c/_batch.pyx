@@ -828,7 +828,7 @@ cdef class CBuffer:
 
     On Linux columns are anonymous memory maps asking for huge pages: a million
     frames write tens of megabytes of fresh columns, and 4 KiB page faults would
-    cost more than decoding. They grow and shrink with mremap (pages move, bytes
+    cost more than decoding. They grow and shrink by remapping (pages move, bytes
     are not copied). Elsewhere they are malloc/realloc blocks (kp_platform.h).
     Either way they go to numpy / Arrow without a copy.
     """
@@ -1211,6 +1211,10 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
             pool_put(slots[k], mapped[k])
             owner = take_zeros(i * ELEMENT_SIZE[k])
         else:
+            if all_plain and ZERO_COLUMN[k]:
+                # No shared zeros (no mmap on this platform, or too many rows): the
+                # plain loop never wrote this column, so it gets its zeros here.
+                memset(slots[k], 0, i * ELEMENT_SIZE[k])
             owner = take_buffer(slots[k], i * ELEMENT_SIZE[k], mapped[k])
         slots[k] = NULL
         cols[COLUMN_NAMES[k]] = np.frombuffer(owner, dtype=COLUMN_TYPES[k])
