@@ -15,7 +15,6 @@ Apple's included, get -O3 -fno-strict-aliasing; MSVC gets /O2 (its -O3 does not 
 
 import glob
 import os
-import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext

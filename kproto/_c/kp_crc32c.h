@@ -101,7 +101,7 @@ static uint32_t kp_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t length_
 #define KP_CRC32C_HAVE_HW 1
 #include <nmmintrin.h>
 
-__attribute__((target("sse4.2")))
+__attribute__((target(KP_X86_CRC32_FEATURES)))
 static uint32_t kp_crc32c_hw_update(uint32_t crc, const unsigned char *p, size_t n) {
     uint64_t c = crc;
     while (n && ((uintptr_t)p & 7)) {
@@ -121,7 +121,7 @@ static uint32_t kp_crc32c_hw_update(uint32_t crc, const unsigned char *p, size_t
 }
 
 /* Three streams over thirds of the input, so the crc32 instructions overlap. */
-__attribute__((target("sse4.2")))
+__attribute__((target(KP_X86_CRC32_FEATURES)))
 static uint32_t kp_crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
     if (n < 4096)
         return ~kp_crc32c_hw_update(~crc, p, n);
@@ -183,7 +183,7 @@ static void kp_crc32c_fold_init(void) {
     }
 }
 
-#define KP_FOLD_TARGET __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2")))
+#define KP_FOLD_TARGET __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul," KP_X86_CRC32_FEATURES)))
 
 KP_FOLD_TARGET static inline __m128i kp_fold128(__m128i x, __m128i k, __m128i next) {
     return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)),

@@ -111,6 +111,13 @@ static inline uint64_t kp_mul_shr_u64(uint64_t a, uint64_t b, unsigned shift) {
      (defined(__clang__) && !defined(__apple_build_version__) && __clang_major__ >= 6) || \
      (!defined(__clang__) && __GNUC__ >= 8))
 #define KP_HAVE_X86_CRC32 1
+/* Clang 14+ (Apple clang 14+) gives the crc32 instruction a target feature of its
+   own, which target("sse4.2") no longer enables for its intrinsics; GCC knows it too. */
+#if !defined(__clang__) || __clang_major__ >= 14
+#define KP_X86_CRC32_FEATURES "sse4.2,crc32"
+#else
+#define KP_X86_CRC32_FEATURES "sse4.2"
+#endif
 #endif
 
 /* ---- column memory ---- */
