@@ -172,8 +172,12 @@ def compile_one(zig: list[str], target: str, module: str, source: Path, include:
                  "-fno-caret-diagnostics", *flags, *STRICT, *macros]
     for path in include:
         cmd += ["-I", str(path)]
+    # A cache of its own per run: on a hit of zig's global cache the compiler does not
+    # run and prints no diagnostics, so warnings would go uncounted.
+    cache = str(out_dir / "zig-cache")
+    env = dict(os.environ, ZIG_GLOBAL_CACHE_DIR=cache, ZIG_LOCAL_CACHE_DIR=cache)
     started = time.monotonic()
-    run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env,
                          preexec_fn=lambda: os.nice(19) if hasattr(os, "nice") else None)
     output = run.stdout + run.stderr
     errors = len(re.findall(r": (?:fatal )?error: ", output))
