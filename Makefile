@@ -1,7 +1,9 @@
 # The two commands of the README:
 #   make run    set up, then run the main job
 #   make test   set up, then run the tests (both implementations)
-.PHONY: run demo test setup bench clean
+#   make test-portable   (CI too) the suite on the forced-fallback build (KPROTO_PORTABLE=1)
+#   make portability     the cross-compile check, actionlint and cibuildwheel's build list, in full
+.PHONY: run demo test test-portable portability setup bench clean
 
 setup:
 	scripts/setup.sh
@@ -16,8 +18,19 @@ demo:
 	.venv/bin/python -m kproto.demo
 
 test:
-	scripts/setup.sh --spark --capture
+	scripts/setup.sh --spark --capture --portability
 	scripts/test.sh
+
+test-portable:
+	scripts/setup.sh --portability
+	scripts/test-portable.sh
+
+portability:
+	scripts/setup.sh --portability
+	.venv/bin/python tools/cross_compile_check.py --verbose
+	.venv/bin/actionlint .github/workflows/*.yml && echo "actionlint: workflows OK"
+	for platform in linux macos windows; do \
+	  echo "$$platform:" $$(.venv/bin/cibuildwheel --platform $$platform --print-build-identifiers); done
 
 bench:
 	scripts/setup.sh

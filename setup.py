@@ -2,23 +2,70 @@
 
 Environment:
   KPROTO_NO_EXTENSIONS=1  build a pure-Python package (no compiler needed).
+  KPROTO_PORTABLE=1       define KP_FORCE_PORTABLE: every platform-specific C path
+                          (mmap/mremap, __int128, SSE2/AVX-512/PCLMUL, byte-swap
+                          builtins, always_inline) takes its plain-C fallback, as on a
+                          platform that lacks them (kproto/_c/kp_platform.h).
   KPROTO_SANITIZE=1       build with AddressSanitizer + UndefinedBehaviorSanitizer.
   KPROTO_DEBUG=1          keep asserts and debug symbols, no optimisation.
+
+Compiler flags follow the compiler, not the OS (docs/packaging.md): GCC and Clang,
+Apple's included, get -O3 -fno-strict-aliasing; MSVC gets /O2 (its -O3 does not exist).
 """
 
 import glob
 import os
-import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+CYTHON_DIRECTIVES = {"language_level": "3", "boundscheck": False, "wraparound": False,
+                     "cdivision": True, "embedsignature": True}
 
 
-def module_macros(name):
+def define_macros(name, portable=None):
+    """C macros of one extension module (also used by tools/cross_compile_check.py)."""
+    if portable is None:
+        portable = os.environ.get("KPROTO_PORTABLE") == "1"
+    macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+    if portable:
+        macros.append(("KP_FORCE_PORTABLE", "1"))
     # The batch decoder's per-frame scan must be inlined into its loop; GCC's size
     # heuristics decline on their own (measured: ~30% of the header-only rate).
-    if name == "kproto._c._batch" and sys.platform != "win32":
-        return [("CYTHON_INLINE", "inline __attribute__((always_inline))")]
+    # kp_platform.h turns this into the compiler's force-inline, where it has one.
+    if name == "kproto._c._batch":
+        macros.append(("KP_CYTHON_ALWAYS_INLINE", "1"))
+    return macros
+
+
+def compile_args(compiler_type, environ=os.environ):
+    """Flags for a setuptools compiler type: "msvc", or "unix"/"mingw32"/... (GCC-like)."""
+    debug = environ.get("KPROTO_DEBUG") == "1"
+    if compiler_type == "msvc":
+        return ["/Od", "/Zi"] if debug else ["/O2"]
+    args = ["-O3", "-fno-strict-aliasing"]
+    if debug:
+        args += ["-O0", "-g"]
+    if environ.get("KPROTO_SANITIZE") == "1":
+        args += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
+    return args
+
+
+def link_args(compiler_type, environ=os.environ):
+    if compiler_type != "msvc" and environ.get("KPROTO_SANITIZE") == "1":
+        return ["-fsanitize=address,undefined"]
     return []
+
+
+class BuildExt(build_ext):
+    """Adds the flags of the compiler actually used (known only once it is chosen)."""
+
+    def build_extensions(self):
+        kind = self.compiler.compiler_type
+        for ext in self.extensions:
+            ext.extra_compile_args = compile_args(kind) + list(ext.extra_compile_args or [])
+            ext.extra_link_args = link_args(kind) + list(ext.extra_link_args or [])
+        super().build_extensions()
 
 
 def extensions():
@@ -27,15 +74,6 @@ def extensions():
     from Cython.Build import cythonize
     import numpy
 
-    compile_args, link_args = [], []
-    if sys.platform != "win32":
-        compile_args += ["-O3", "-fno-strict-aliasing"]
-        if os.environ.get("KPROTO_DEBUG") == "1":
-            compile_args += ["-O0", "-g"]
-        if os.environ.get("KPROTO_SANITIZE") == "1":
-            sanitize = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
-            compile_args += sanitize
-            link_args += sanitize
     modules = []
     for path in sorted(glob.glob("kproto/**/*.pyx", recursive=True)):
         name = path[:-4].replace("/", ".").replace("\\", ".")
@@ -43,16 +81,10 @@ def extensions():
             name,
             [path],
             include_dirs=["kproto/_c", numpy.get_include()],
-            extra_compile_args=compile_args,
-            extra_link_args=link_args,
-            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] + module_macros(name),
+            define_macros=define_macros(name),
         ))
-    return cythonize(
-        modules,
-        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
-                             "cdivision": True, "embedsignature": True},
-        include_path=["kproto/_c"],
-    )
+    return cythonize(modules, compiler_directives=CYTHON_DIRECTIVES, include_path=["kproto/_c"])
 
 
-setup(ext_modules=extensions())
+if __name__ == "__main__":
+    setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})

@@ -4,6 +4,8 @@
 #   scripts/setup.sh            virtualenv in .venv, build + test dependencies, the extension
 #   scripts/setup.sh --spark    also pyspark and a Java runtime (apt) for the Spark job
 #   scripts/setup.sh --capture  also tcpdump / tshark (apt) for the live-capture test
+#   scripts/setup.sh --portability  also zig, cibuildwheel and actionlint (PyPI) for the
+#                               cross-compile and workflow checks (tests/test_portability.py)
 #
 # Environment: PYTHON (interpreter to create the venv with, default python3).
 set -euo pipefail
@@ -11,10 +13,12 @@ cd "$(dirname "$0")/.."
 
 want_spark=0
 want_capture=0
+want_portability=0
 for arg in "$@"; do
   case "$arg" in
     --spark) want_spark=1 ;;
     --capture) want_capture=1 ;;
+    --portability) want_portability=1 ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -44,6 +48,9 @@ echo "setup: building the Cython extension"
 
 if [ "$want_capture" = 1 ] && [ -x scripts/install-capture-tools.sh ]; then
   scripts/install-capture-tools.sh || true
+fi
+if [ "$want_portability" = 1 ] && [ -x scripts/install-portability-tools.sh ]; then
+  scripts/install-portability-tools.sh
 fi
 if [ "$want_spark" = 1 ] && [ -x scripts/install-java.sh ]; then
   scripts/install-java.sh

@@ -106,6 +106,8 @@ def test_retriable_flags_agree_with_kafka_python():
     assert not differences
 
 
+@pytest.mark.skipif(not (ROOT / "tools" / "gen_stubs.py").is_file(),
+                    reason="needs the source tree's tools/ (the tests run beside an installed wheel)")
 def test_message_stubs_are_not_stale():
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_stubs.py"), "--check"],
                             capture_output=True, text=True)

@@ -22,13 +22,11 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcmp, memcpy, memset, strlen
 from libc.stdio cimport snprintf
 
-cdef extern from "<sys/mman.h>" nogil:
-    void *mmap(void *addr, size_t length, int prot, int flags, int fd, long offset)
-    int munmap(void *addr, size_t length)
-    void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
-    int madvise(void *addr, size_t length, int advice)
-    int PROT_READ, PROT_WRITE, MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE, MREMAP_MAYMOVE, MADV_HUGEPAGE
-    void *MAP_FAILED
+# Column memory: mmap/mremap on Linux, malloc/realloc elsewhere (kp_platform.h).
+cdef extern from "kp_platform.h" nogil:
+    void *kp_zero_map(size_t bytes)
+    void *kp_column_resize(void *p, size_t old_bytes, size_t new_bytes)
+    void kp_column_free(void *p, size_t bytes)
 
 from kproto._c._buffer cimport kp_load_be16, kp_load_be32, kp_load_be64, kp_load_le64, kp_load_be_double
 from kproto._c._codec cimport (
@@ -828,10 +826,11 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
 cdef class CBuffer:
     """Column memory owned by a Python object and exported with the buffer protocol.
 
-    Columns are anonymous memory maps asking for huge pages: a million frames
-    write tens of megabytes of fresh columns, and 4 KiB page faults would cost
-    more than decoding. They grow and shrink with mremap (pages move, bytes are
-    not copied) and go to numpy / Arrow without a copy.
+    On Linux columns are anonymous memory maps asking for huge pages: a million
+    frames write tens of megabytes of fresh columns, and 4 KiB page faults would
+    cost more than decoding. They grow and shrink by remapping (pages move, bytes
+    are not copied). Elsewhere they are malloc/realloc blocks (kp_platform.h).
+    Either way they go to numpy / Arrow without a copy.
     """
     cdef char *data
     cdef Py_ssize_t length
@@ -876,8 +875,8 @@ cdef void *zero_map() noexcept:
     global zero_map_ptr
     cdef void *p
     if zero_map_ptr == NULL:
-        p = mmap(NULL, ZERO_MAP_BYTES, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-        if p != MAP_FAILED:
+        p = kp_zero_map(ZERO_MAP_BYTES)
+        if p != NULL:
             zero_map_ptr = p
     return zero_map_ptr
 
@@ -926,7 +925,7 @@ cdef void pool_put(void *p, size_t size) noexcept:
                 pool_size[k] = size
                 pool_total += size
                 return
-    munmap(p, size)
+    kp_column_free(p, size)
 
 
 cdef void *pool_take(size_t want, size_t *got) noexcept:
@@ -970,18 +969,7 @@ cdef int columns_from_pool(Columns *c, size_t *mapped, Py_ssize_t capacity) noex
 
 cdef void *map_resize(void *p, size_t old_bytes, size_t new_bytes) noexcept nogil:
     """Map (p NULL) or remap a column to new_bytes (page-rounded); NULL when out of memory."""
-    cdef void *q
-    if p == NULL:
-        q = mmap(NULL, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-    elif new_bytes == old_bytes:
-        return p
-    else:
-        q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE)
-    if q == MAP_FAILED:
-        return NULL
-    if new_bytes >= (<size_t>2) << 20:
-        madvise(q, new_bytes, MADV_HUGEPAGE)
-    return q
+    return kp_column_resize(p, old_bytes, new_bytes)
 
 
 cdef enum:
@@ -1025,7 +1013,7 @@ cdef void columns_free(Columns *c, size_t *mapped) noexcept nogil:
     cdef int k
     for k in range(NCOLUMNS):
         if slots[k] != NULL:
-            munmap(slots[k], mapped[k])
+            kp_column_free(slots[k], mapped[k])
         slots[k] = NULL
 
 
@@ -1223,6 +1211,10 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
             pool_put(slots[k], mapped[k])
             owner = take_zeros(i * ELEMENT_SIZE[k])
         else:
+            if all_plain and ZERO_COLUMN[k]:
+                # No shared zeros (no mmap on this platform, or too many rows): the
+                # plain loop never wrote this column, so it gets its zeros here.
+                memset(slots[k], 0, i * ELEMENT_SIZE[k])
             owner = take_buffer(slots[k], i * ELEMENT_SIZE[k], mapped[k])
         slots[k] = NULL
         cols[COLUMN_NAMES[k]] = np.frombuffer(owner, dtype=COLUMN_TYPES[k])

@@ -32,6 +32,7 @@ cdef extern from *:
     """
     #include <stdint.h>
     #include <string.h>
+    #include "kp_platform.h"
     static inline uint16_t kpc_be16(const unsigned char *p) { return (uint16_t)((p[0] << 8) | p[1]); }
     static inline uint32_t kpc_be32(const unsigned char *p) {
         return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
@@ -41,7 +42,7 @@ cdef extern from *:
         return ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | p[0];
     }
     static inline int64_t kpc_binary_ts(uint64_t units, int exponent) {
-        return (int64_t)(uint64_t)(((unsigned __int128)units * 1000000000u) >> exponent);
+        return (int64_t)kp_mul_shr_u64(units, 1000000000u, (unsigned)exponent);
     }
     """
     uint16_t kpc_be16(const unsigned char *p) nogil

@@ -8,7 +8,8 @@
    - x86-64 with SSE4.2: the crc32 instruction, run as three independent streams
      over thirds of the input (the instruction has a latency of 3 cycles and a
      throughput of 1), whose results are then joined with crc_combine;
-   - everywhere else: slice-by-8 tables, built on first use.
+   - everywhere else (and in a KP_FORCE_PORTABLE build): slice-by-8 tables,
+     built on first use.
    Both compute the standard CRC (initial value and final xor 0xFFFFFFFF), and
    `crc` continues a previous result, so kp_crc32c(kp_crc32c(0, a), b) == crc(a || b). */
 #ifndef KP_CRC32C_H
@@ -16,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "kp_platform.h"   /* KP_HAVE_X86_CRC32 */
+#include "kp_endian.h"     /* kp_load_le64 */
 
 #define KP_CRC32C_POLY 0x82F63B78u /* reflected Castagnoli polynomial */
 
@@ -48,13 +51,8 @@ static uint32_t kp_crc32c_sw_update(uint32_t crc, const unsigned char *p, size_t
         n--;
     }
     while (n >= 8) {
-        uint32_t lo, hi;
-        memcpy(&lo, p, 4);
-        memcpy(&hi, p + 4, 4);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        lo = __builtin_bswap32(lo);
-        hi = __builtin_bswap32(hi);
-#endif
+        uint64_t word = kp_load_le64(p);
+        uint32_t lo = (uint32_t)word, hi = (uint32_t)(word >> 32);
         lo ^= crc;
         crc = kp_crc32c_table[7][lo & 0xFF] ^ kp_crc32c_table[6][(lo >> 8) & 0xFF] ^
               kp_crc32c_table[5][(lo >> 16) & 0xFF] ^ kp_crc32c_table[4][lo >> 24] ^
@@ -99,11 +97,11 @@ static uint32_t kp_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t length_
     return kp_crc32c_multiply(kp_crc32c_shift_factor(length_b), crc_a) ^ crc_b;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef KP_HAVE_X86_CRC32
 #define KP_CRC32C_HAVE_HW 1
 #include <nmmintrin.h>
 
-__attribute__((target("sse4.2")))
+__attribute__((target(KP_X86_CRC32_FEATURES)))
 static uint32_t kp_crc32c_hw_update(uint32_t crc, const unsigned char *p, size_t n) {
     uint64_t c = crc;
     while (n && ((uintptr_t)p & 7)) {
@@ -123,7 +121,7 @@ static uint32_t kp_crc32c_hw_update(uint32_t crc, const unsigned char *p, size_t
 }
 
 /* Three streams over thirds of the input, so the crc32 instructions overlap. */
-__attribute__((target("sse4.2")))
+__attribute__((target(KP_X86_CRC32_FEATURES)))
 static uint32_t kp_crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
     if (n < 4096)
         return ~kp_crc32c_hw_update(~crc, p, n);
@@ -185,7 +183,7 @@ static void kp_crc32c_fold_init(void) {
     }
 }
 
-#define KP_FOLD_TARGET __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2")))
+#define KP_FOLD_TARGET __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul," KP_X86_CRC32_FEATURES)))
 
 KP_FOLD_TARGET static inline __m128i kp_fold128(__m128i x, __m128i k, __m128i next) {
     return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)),

@@ -12,7 +12,9 @@
 #include <string.h>
 #include "kp_endian.h"   /* kp_load_le64: byte k of the word is frame k on any host */
 
-#if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
+#include "kp_platform.h" /* KP_HAVE_SSE2 */
+
+#ifdef KP_HAVE_SSE2
 #include <emmintrin.h>
 #define KP_FLAGS_SSE2 1
 #endif
