@@ -604,7 +604,7 @@ def _typed(value: Any, cls: type[schema.Message], plan: schema.StructPlan) -> di
 
 
 def _decode_bodies(frames: Any, batch: pa.RecordBatch, direction_of: np.ndarray, rows: np.ndarray):
-    """Yield (row, body object) for ``rows`` of a decoded batch whose bodies decode."""
+    """Yield (row, body object, version it was read as) for ``rows`` of a decoded batch whose bodies decode."""
     from kproto import api
     from kproto.errors import DecodeError
 
@@ -622,18 +622,12 @@ def _decode_bodies(frames: Any, batch: pa.RecordBatch, direction_of: np.ndarray,
             payload = view[int(offsets[i]) + 4:int(offsets[i]) + 4 + int(sizes[i])]
         try:
             if direction_of[i] == RESPONSE:
-                yield i, api.decode_response(payload, int(keys[i]), int(versions[i])).body
+                response = api.decode_response(payload, int(keys[i]), int(versions[i]))
+                yield i, response.body, response.api_version
             else:
-                yield i, api.decode_request(payload).body
+                yield i, api.decode_request(payload).body, int(versions[i])
         except DecodeError:
             continue
-
-
-def _read_version(body_obj: Any, version: int) -> int:
-    # KIP-511: an ApiVersions UNSUPPORTED_VERSION response is read as v0.
-    if type(body_obj)._message_name == "ApiVersionsResponse" and getattr(body_obj, "error_code", 0) == 35:
-        return 0
-    return version
 
 
 def decode_struct_column(frames: Any, message: str | int, *, directions: Any = None,
@@ -664,9 +658,8 @@ def decode_struct_column(frames: Any, message: str | int, *, directions: Any = N
     rows = np.flatnonzero((status == Status.OK) & (dirs == direction) & (keys == api_key))
     values: list[dict | None] = [None] * batch.num_rows
     cls = schema.message_class(name)
-    versions = batch["api_version"].fill_null(-1).to_numpy(zero_copy_only=False)
-    for i, body_obj in _decode_bodies(frames, batch, dirs, rows):
-        values[i] = _typed(body_obj, cls, schema.plan(name, _read_version(body_obj, int(versions[i]))))
+    for i, body_obj, version in _decode_bodies(frames, batch, dirs, rows):
+        values[i] = _typed(body_obj, cls, schema.plan(name, version))
     return pa.array(values, type=arrow_type)
 
 
