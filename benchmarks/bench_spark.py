@@ -31,8 +31,11 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 
-def make_capture(path: Path, megabytes: int) -> int:
+def make_capture(path: Path, megabytes: int, produce_version: int = 9) -> int:
     """A pcap of ``megabytes`` MB: a block of 16 connections written once, then copied.
+
+    Produce requests and responses are of ``produce_version`` (benchmarks/bench_dump.py
+    uses 8, the newest tshark 4.0 decodes).
 
     Each copy is 16 new connections (other client ports, later timestamps), so the
     file holds every frame once however big it is, and writing it takes seconds.
@@ -57,8 +60,9 @@ def make_capture(path: Path, megabytes: int) -> int:
     n = 0
     while size < block_mb * 1_000_000:
         for i, c in enumerate(conversations):
-            for side, frame in (("client", sc.request(sc.produce("bench", i % 8, value), 9, n, f"bench-{i}")),
-                                ("server", sc.response(sc.produce_ok("bench", i % 8), 9, n))):
+            for side, frame in (("client", sc.request(sc.produce("bench", i % 8, value), produce_version, n,
+                                                      f"bench-{i}")),
+                                ("server", sc.response(sc.produce_ok("bench", i % 8), produce_version, n))):
                 for p in c.data(side, frame, [1448]):
                     writer.add(ts, p.data)
                     size += 16 + len(p.data)

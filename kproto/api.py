@@ -25,7 +25,6 @@ __all__ = [
 
 header_version = schema.header_version
 _SIZE = struct.Struct(">i")
-_UNSUPPORTED_VERSION = 35
 _API_VERSIONS = 18
 
 
@@ -143,29 +142,34 @@ def encode_request(body: Message, *, version: int, correlation_id: int, client_i
 def decode_response(payload, api_key: int, api_version: int, *, size_prefixed: bool = False) -> Response:
     """Decode a response to a request of ``api_key`` / ``api_version``.
 
-    An ApiVersions response whose error code is UNSUPPORTED_VERSION is read as a
-    v0 body whatever version was asked (KIP-511): that is what brokers send.
+    ApiVersions responses are read as Java's client reads them (KIP-511): at the
+    version asked first; when that fails, as a v0 body, which is what a broker
+    that does not know the version asked sends (with UNSUPPORTED_VERSION).
+    ``Response.api_version`` is the version the body was read as. When neither
+    reads, the error is the one of the version asked.
     A response holding only a correlation id raises UnsupportedRequestError.
     """
     data = _payload(payload, size_prefixed)
-    read_version = api_version
-    if api_key == _API_VERSIONS and api_version > 0 and _api_versions_error(data) == _UNSUPPORTED_VERSION:
-        read_version = 0
     try:
-        plan = schema.api_plan(api_key, read_version, False)
+        return _decode_response_as(data, api_key, api_version)
+    except DecodeError as asked:
+        if api_key != _API_VERSIONS or api_version == 0:
+            raise
+        try:
+            return _decode_response_as(data, api_key, 0)
+        except DecodeError:
+            raise asked from None
+
+
+def _decode_response_as(data, api_key: int, api_version: int) -> Response:
+    try:
+        plan = schema.api_plan(api_key, api_version, False)
     except UnsupportedVersionError as exc:
         header, _hv, _off = _codec.decode_response_header(data, api_key, api_version)
         exc.header = header
         raise
-    header, hv, body = _codec.decode_response(data, api_key, read_version, plan)
-    return Response(header, hv, body, api_key, read_version)
-
-
-def _api_versions_error(data) -> int | None:
-    view = memoryview(data).cast("B")
-    if len(view) < 6:
-        return None
-    return struct.unpack_from(">h", view, 4)[0]  # after the v0 header's correlation id
+    header, hv, body = _codec.decode_response(data, api_key, api_version, plan)
+    return Response(header, hv, body, api_key, api_version)
 
 
 def decode_response_header(payload, api_key: int, api_version: int, *, size_prefixed: bool = False):

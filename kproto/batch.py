@@ -38,7 +38,7 @@ else:
 
 __all__ = [
     "Status", "PairStatus", "REQUEST", "RESPONSE", "DEFAULT_MAX_FRAME_SIZE",
-    "decode_frames", "frame_schema", "trailing_bytes", "pair", "pair_schema",
+    "decode_frames", "frame_schema", "trailing_bytes", "pair", "pair_schema", "pair_rows",
     "body_type", "decode_struct_column", "partitions", "partition_schema",
 ]
 
@@ -338,6 +338,37 @@ def occurrence_rank(*keys: np.ndarray, order_by: np.ndarray) -> np.ndarray:
     return rank
 
 
+def pair_rows(capture_codes: np.ndarray, connection_ids: np.ndarray, directions: np.ndarray,
+              correlation_ids: np.ndarray, correlation_valid: np.ndarray,
+              sequences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """kproto's pairing rule, on rows of frames (every argument: one value per row).
+
+    Per (capture, connection, correlation id), the n-th request pairs with the
+    n-th response in ``sequences`` order: Kafka answers in order on a connection,
+    and a client may reuse a correlation id. A frame whose correlation id could
+    not be read (``correlation_valid`` false) pairs with nothing.
+
+    Returns ``(request_rows, response_rows)``, int64, one entry per pair, per
+    request without a response and per response without a request; ``-1`` marks
+    the missing side. Their order is unspecified. Rows of other directions are left out.
+    """
+    rows = np.arange(len(directions), dtype=np.int64)
+    if not len(rows):
+        return rows, rows
+    is_request = directions == REQUEST
+    key = np.where(correlation_valid, correlation_ids.astype(np.int64),
+                   np.where(is_request, -(2**40), -(2**41)) - rows)
+    rank = occurrence_rank(capture_codes, connection_ids, directions.astype(np.int64), key, order_by=sequences)
+    req, resp = np.flatnonzero(is_request), np.flatnonzero(directions == RESPONSE)
+    left = pa.table({"k0": capture_codes[req], "k1": connection_ids[req], "k2": key[req], "k3": rank[req],
+                     "req": req})
+    right = pa.table({"k0": capture_codes[resp], "k1": connection_ids[resp], "k2": key[resp], "k3": rank[resp],
+                      "resp": resp})
+    joined = left.join(right, ["k0", "k1", "k2", "k3"], join_type="full outer")
+    return (joined["req"].fill_null(-1).to_numpy().astype(np.int64),
+            joined["resp"].fill_null(-1).to_numpy().astype(np.int64))
+
+
 def _acks_zero(payload: bytes) -> bool:
     """Whether a Produce request asks for no response (acks=0)."""
     from kproto import api
@@ -395,26 +426,22 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
     resp_corr_valid = resp_headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
     resp_corr = resp_headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
 
-    # Frames without a readable correlation id cannot pair: give them keys of their own.
-    req_key = np.where(req_corr_valid, req_corr, -(2**40) - req_rows)
-    resp_key = np.where(resp_corr_valid, resp_corr, -(2**41) - resp_rows)
-    req_rank = occurrence_rank(capture_codes[req_rows], connection[req_rows], req_key,
-                           order_by=sequence[req_rows])
-    resp_rank = occurrence_rank(capture_codes[resp_rows], connection[resp_rows], resp_key,
-                            order_by=sequence[resp_rows])
-    left = pa.table({"k0": capture_codes[req_rows], "k1": connection[req_rows], "k2": req_key,
-                     "k3": req_rank, "req": np.arange(len(req_rows))})
-    right = pa.table({"k0": capture_codes[resp_rows], "k1": connection[resp_rows], "k2": resp_key,
-                      "k3": resp_rank, "resp": np.arange(len(resp_rows))})
-    joined = left.join(right, ["k0", "k1", "k2", "k3"], join_type="full outer")
-    joined = joined.sort_by([("k0", "ascending"), ("k1", "ascending"), ("req", "ascending"),
-                             ("resp", "ascending")])
-    req_index = joined["req"].to_numpy(zero_copy_only=False)
-    resp_index = joined["resp"].to_numpy(zero_copy_only=False)
-    has_req = ~np.isnan(req_index) if req_index.dtype.kind == "f" else np.ones(len(req_index), bool)
-    has_resp = ~np.isnan(resp_index) if resp_index.dtype.kind == "f" else np.ones(len(resp_index), bool)
-    req_i = np.where(has_req, req_index, 0).astype(np.int64)
-    resp_i = np.where(has_resp, resp_index, 0).astype(np.int64)
+    corr = np.zeros(rows, np.int64)
+    corr_valid = np.zeros(rows, bool)
+    corr[req_rows], corr_valid[req_rows] = req_corr, req_corr_valid
+    corr[resp_rows], corr_valid[resp_rows] = resp_corr, resp_corr_valid
+    pair_req, pair_resp = pair_rows(capture_codes, connection, direction, corr, corr_valid, sequence)
+    has_req, has_resp = pair_req >= 0, pair_resp >= 0
+    # Each side's index among the requests / among the responses (0 where the side is missing).
+    position = np.zeros(rows, np.int64)
+    position[req_rows], position[resp_rows] = np.arange(len(req_rows)), np.arange(len(resp_rows))
+    req_i = np.where(has_req, position[np.maximum(pair_req, 0)], 0) if rows else pair_req
+    resp_i = np.where(has_resp, position[np.maximum(pair_resp, 0)], 0) if rows else pair_resp
+    # Per capture and connection: requests in order, then responses without a request.
+    owner = np.where(has_req, pair_req, pair_resp)
+    order = np.lexsort((np.where(has_resp, resp_i, rows), np.where(has_req, req_i, rows),
+                        connection[owner], capture_codes[owner])) if rows else owner
+    req_i, resp_i, has_req, has_resp = req_i[order], resp_i[order], has_req[order], has_resp[order]
     n = len(req_i)
 
     def pick(array: pa.Array, index: np.ndarray, present: np.ndarray) -> pa.Array:
@@ -604,7 +631,7 @@ def _typed(value: Any, cls: type[schema.Message], plan: schema.StructPlan) -> di
 
 
 def _decode_bodies(frames: Any, batch: pa.RecordBatch, direction_of: np.ndarray, rows: np.ndarray):
-    """Yield (row, body object) for ``rows`` of a decoded batch whose bodies decode."""
+    """Yield (row, body object, version it was read as) for ``rows`` of a decoded batch whose bodies decode."""
     from kproto import api
     from kproto.errors import DecodeError
 
@@ -622,18 +649,12 @@ def _decode_bodies(frames: Any, batch: pa.RecordBatch, direction_of: np.ndarray,
             payload = view[int(offsets[i]) + 4:int(offsets[i]) + 4 + int(sizes[i])]
         try:
             if direction_of[i] == RESPONSE:
-                yield i, api.decode_response(payload, int(keys[i]), int(versions[i])).body
+                response = api.decode_response(payload, int(keys[i]), int(versions[i]))
+                yield i, response.body, response.api_version
             else:
-                yield i, api.decode_request(payload).body
+                yield i, api.decode_request(payload).body, int(versions[i])
         except DecodeError:
             continue
-
-
-def _read_version(body_obj: Any, version: int) -> int:
-    # KIP-511: an ApiVersions UNSUPPORTED_VERSION response is read as v0.
-    if type(body_obj)._message_name == "ApiVersionsResponse" and getattr(body_obj, "error_code", 0) == 35:
-        return 0
-    return version
 
 
 def decode_struct_column(frames: Any, message: str | int, *, directions: Any = None,
@@ -664,9 +685,8 @@ def decode_struct_column(frames: Any, message: str | int, *, directions: Any = N
     rows = np.flatnonzero((status == Status.OK) & (dirs == direction) & (keys == api_key))
     values: list[dict | None] = [None] * batch.num_rows
     cls = schema.message_class(name)
-    versions = batch["api_version"].fill_null(-1).to_numpy(zero_copy_only=False)
-    for i, body_obj in _decode_bodies(frames, batch, dirs, rows):
-        values[i] = _typed(body_obj, cls, schema.plan(name, _read_version(body_obj, int(versions[i]))))
+    for i, body_obj, version in _decode_bodies(frames, batch, dirs, rows):
+        values[i] = _typed(body_obj, cls, schema.plan(name, version))
     return pa.array(values, type=arrow_type)
 
 

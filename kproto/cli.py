@@ -37,6 +37,7 @@ from kproto._version import __version__
 # Any other ``kproto.cli_*`` module is discovered and listed after these, so a
 # new subcommand needs no edit here (add it here only to choose its position).
 SUBCOMMANDS: tuple[tuple[str, str], ...] = (
+    ("dump", "kproto.cli_dump"),
     ("decode", "kproto.cli_decode"),
     ("analyze", "kproto.cli_analyze"),
     ("versions", "kproto.cli_versions"),

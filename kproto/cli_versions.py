@@ -198,7 +198,7 @@ def decode_api_versions_response(frame: bytes, version: int | None = None):
         except kproto.DecodeError as exc:
             failures.append(f"{form}: {exc}")
             continue
-        if response.api_version != attempt:  # an UNSUPPORTED_VERSION answer, read as v0
+        if response.api_version != attempt:  # read as v0 (KIP-511 fallback): an UNSUPPORTED_VERSION answer
             form = "v0 (an UNSUPPORTED_VERSION answer)"
         return response, form
     raise ValueError("not an ApiVersionsResponse in any wire form:\n  " + "\n  ".join(failures))

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 import kproto
-from kproto.errors import EncodeError, TruncatedError, UnsupportedRequestError, UnsupportedVersionError
+from kproto.errors import DecodeError, EncodeError, TruncatedError, UnsupportedRequestError, UnsupportedVersionError
 from kproto.messages import (
     ApiVersionsRequest, ApiVersionsResponse, FetchResponse, MetadataRequest, MetadataResponse,
     ProduceRequest,
@@ -67,6 +67,41 @@ def test_api_versions_unsupported_version_reads_v0_body():
     # Without the error, the asked version is used.
     ok = kproto.encode_response(ApiVersionsResponse(), version=3, correlation_id=5)
     assert kproto.decode_response(ok, 18, 3).api_version == 3
+
+
+def _v3_answer_with_error_35() -> ApiVersionsResponse:
+    # A KIP-511 broker that refuses the request's software name... or any v3 body with error 35.
+    return ApiVersionsResponse(
+        error_code=35, throttle_time_ms=7, finalized_features_epoch=3,
+        api_keys=[ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=3)],
+        supported_features=[ApiVersionsResponse.SupportedFeatureKey(name="f", min_version=1, max_version=2)])
+
+
+def test_api_versions_error_35_read_at_the_asked_version_when_it_parses():
+    # Java's client parses the version it asked first, and falls back to v0 only when that fails.
+    payload = kproto.encode_response(_v3_answer_with_error_35(), version=3, correlation_id=5)
+    response = kproto.decode_response(payload, 18, 3)
+    assert response.api_version == 3
+    assert response.body == _v3_answer_with_error_35()
+    assert response.body.throttle_time_ms == 7 and response.body.supported_features[0].name == "f"
+
+
+@pytest.mark.parametrize("asked", [1, 3, 4, 9])
+def test_api_versions_v0_fallback_when_the_asked_version_fails(asked):
+    # 9: a version kproto has no schema for; the v0 body still reads.
+    for keys in ([], [ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2),
+                      ApiVersionsResponse.ApiVersion(api_key=3, min_version=0, max_version=9)]):
+        payload = kproto.encode_response(ApiVersionsResponse(error_code=35, api_keys=keys), version=0,
+                                         correlation_id=5)
+        response = kproto.decode_response(payload, 18, asked)
+        assert response.api_version == 0 and response.body.api_keys == keys
+
+
+def test_api_versions_neither_version_reads_reports_the_asked_version():
+    payload = kproto.encode_response(_v3_answer_with_error_35(), version=3, correlation_id=5)[:-3]
+    with pytest.raises(DecodeError) as info:
+        kproto.decode_response(payload, 18, 3)
+    assert info.value.api_version == 3
 
 
 def test_correlation_id_only_response_is_unsupported_request():

@@ -19,6 +19,7 @@ import kproto.batch as kb
 from kproto import api, schema
 from kproto import messages as m
 from kproto.batch import Status
+from kproto.errors import DecodeError
 from kproto.records import Record, RecordBatch
 from tests.strategies import struct_strategy
 
@@ -305,6 +306,26 @@ def test_api_versions_unsupported_version_body_reads_as_v0(loops):
                              request_api_versions=3, body="json")
     assert batch["status"].to_pylist() == [Status.OK]
     assert json.loads(batch["body"][0].as_py())["error_code"] == 35
+
+
+def test_api_versions_error_35_at_the_asked_version_keeps_its_fields(loops):
+    body = m.ApiVersionsResponse(error_code=35, throttle_time_ms=7, api_keys=[
+        m.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=3)],
+        supported_features=[m.ApiVersionsResponse.SupportedFeatureKey(name="f", min_version=1, max_version=2)])
+    v0 = api.encode_response(m.ApiVersionsResponse(error_code=35, api_keys=[
+        m.ApiVersionsResponse.ApiVersion(api_key=3, min_version=0, max_version=9)]), version=0, correlation_id=5)
+    v3 = api.encode_response(body, version=3, correlation_id=4)
+    broken = v3[:-3]
+    batch = kb.decode_frames(prefixed(v3, v0, broken), directions=1, request_api_keys=18,
+                             request_api_versions=3, body="json")
+    assert json.loads(batch["body"][0].as_py()) == body.to_dict()
+    assert json.loads(batch["body"][1].as_py())["api_keys"] == [{"api_key": 3, "min_version": 0,
+                                                                  "max_version": 9}]
+    # Neither v3 nor v0 reads the cut body: the error is the one of v3, as kproto.api gives it.
+    with pytest.raises(DecodeError) as info:
+        api.decode_response(broken, 18, 3)
+    assert batch["status"].to_pylist()[2] == Status.TRUNCATED and batch["body"][2].as_py() is None
+    assert batch["error_offset"][2].as_py() == info.value.offset
 
 
 def capture_table(requests: list[bytes], responses: list[bytes], connection: int = 1) -> pa.Table:

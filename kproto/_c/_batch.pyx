@@ -2002,7 +2002,8 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
     cdef Out out
     cdef JCtx x
     cdef JPlan *jp
-    cdef int version
+    cdef int version, first_status
+    cdef Py_ssize_t first_error
     cdef bint no_memory = False
 
     # Plans for every (direction, api, version) present, built with the GIL held.
@@ -2024,16 +2025,26 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
                 jctx_start(&x, <const unsigned char *>view.buf + start, size[i], body_offset[i], &out,
                            records_summary, NULL)
                 version = api_version[i]
-                # KIP-511: an ApiVersions error UNSUPPORTED_VERSION comes as a v0 body.
-                if direction[i] == 1 and api_key[i] == API_VERSIONS and version > 0 \
-                        and x.end - x.p >= 2 and <int16_t>kp_load_be16(x.p) == UNSUPPORTED_VERSION_ERROR:
-                    version = 0
                 jp = table_plan(direction[i], api_key[i], version)
                 if jp == NULL:
                     continue
                 row_start = out.length
                 if jstruct(&x, jp) == 0 and x.p != x.end:
                     jfail(&x, ST_BAD_LENGTH)
+                # ApiVersions responses as kproto.api.decode_response reads them (KIP-511, as
+                # Java does): at the version asked, else as v0; neither: the first error.
+                if x.status != ST_OK and x.status != ST_NO_MEMORY and direction[i] == 1 \
+                        and api_key[i] == API_VERSIONS and version > 0:
+                    first_status = x.status
+                    first_error = x.error
+                    out.length = row_start
+                    jctx_start(&x, <const unsigned char *>view.buf + start, size[i], body_offset[i], &out,
+                               records_summary, NULL)
+                    if jstruct(&x, table_plan(1, API_VERSIONS, 0)) == 0 and x.p != x.end:
+                        jfail(&x, ST_BAD_LENGTH)
+                    if x.status != ST_OK and x.status != ST_NO_MEMORY:
+                        x.status = first_status
+                        x.error = first_error
                 if x.status != ST_OK:
                     out.length = row_start
                     if x.status == ST_NO_MEMORY:
@@ -2052,7 +2063,6 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
 
 cdef enum:
     API_VERSIONS = 18
-    UNSUPPORTED_VERSION_ERROR = 35
 
 
 # ------------------------------------------------------------------ the partition pass

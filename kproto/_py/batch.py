@@ -34,7 +34,6 @@ STATUS_NUMBERS = {
 _BE16 = struct.Struct(">h")
 _BE32 = struct.Struct(">i")
 _API_VERSIONS = 18
-_UNSUPPORTED_VERSION_ERROR = 35
 
 
 # ------------------------------------------------------------------ protocol facts
@@ -307,12 +306,9 @@ _ERROR_STATUS = (
 )
 
 
-def body_plan(direction: int, api_key: int, version: int, body: memoryview):
-    """The plan a body is read with: its API's at its version (KIP-511 aside)."""
+def body_plan(direction: int, api_key: int, version: int):
+    """The plan a body is read with: its API's at its version."""
     name = schema.response_name(api_key) if direction == 1 else schema.request_name(api_key)
-    if direction == 1 and api_key == _API_VERSIONS and version > 0 and len(body) >= 2 \
-            and _BE16.unpack_from(body, 0)[0] == _UNSUPPORTED_VERSION_ERROR:
-        version = 0   # brokers answer an unknown ApiVersions version with a v0 body
     if name is None:   # the KeyError schema.plan raises for an unknown name
         raise KeyError(f"unknown Kafka message {name!r}")
     return schema.plan(name, version)
@@ -378,6 +374,21 @@ def _summarized_dict(message: Any) -> dict:
     return out
 
 
+def _decode_body(payload: memoryview, body_at: int, direction: int, api_key: int, version: int):
+    """One body as an object. ApiVersions responses as kproto.api.decode_response reads
+    them (KIP-511, as Java does): at the version asked, else as v0; neither: the first error."""
+    try:
+        return _codec.decode_struct(payload, body_plan(direction, api_key, version), body_at)
+    except DecodeError as exc:
+        if not (direction == 1 and api_key == _API_VERSIONS and version > 0):
+            raise
+        first = exc
+    try:
+        return _codec.decode_struct(payload, body_plan(direction, api_key, 0), body_at)
+    except DecodeError:
+        raise first from None
+
+
 def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False) -> tuple[np.ndarray, bytes]:
     """JSON text of every frame whose header read OK: (int64 offsets, UTF-8 data).
 
@@ -401,9 +412,8 @@ def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False) -
         payload = view[start:start + int(cols["size"][i])]
         body_at = int(cols["body_offset"][i])
         try:
-            plan = body_plan(int(cols["direction"][i]), int(cols["api_key"][i]),
-                             int(cols["api_version"][i]), payload[body_at:])
-            obj = _codec.decode_struct(payload, plan, body_at)
+            obj = _decode_body(payload, body_at, int(cols["direction"][i]), int(cols["api_key"][i]),
+                               int(cols["api_version"][i]))
         except DecodeError as exc:
             status = next(s for cls, s in _ERROR_STATUS if isinstance(exc, cls))
             cols["status"][i] = status
@@ -451,8 +461,8 @@ def partition_rows(data, cols: dict, offsets=None) -> dict:
         payload = view[start:start + int(cols["size"][i])]
         body_at = int(cols["body_offset"][i])
         try:
-            obj = _codec.decode_struct(payload, body_plan(direction, key, int(cols["api_version"][i]),
-                                                          payload[body_at:]), body_at)
+            obj = _codec.decode_struct(payload, body_plan(direction, key, int(cols["api_version"][i])),
+                                       body_at)
         except DecodeError:
             continue   # a body that does not decode has no rows
         produce = key == _PRODUCE

@@ -857,22 +857,9 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
         if n else np.zeros(0, np.int64)
     connection = frames["connection_id"].to_numpy().astype(np.int64)
     sequence = frames["sequence"].to_numpy().astype(np.int64)
-    rows = np.arange(n, dtype=np.int64)
     corr_valid = headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
     corr = headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
-    is_request = directions == kb.REQUEST
-    # Frames without a readable correlation id cannot pair: give them keys of their own.
-    key = np.where(corr_valid, corr, np.where(is_request, -(2**40), -(2**41)) - rows)
-    rank = occurrence_rank(capture_codes, connection, directions.astype(np.int64), key, order_by=sequence)
-    req_rows = np.flatnonzero(is_request)
-    resp_rows = np.flatnonzero(~is_request)
-    left = pa.table({"k0": capture_codes[req_rows], "k1": connection[req_rows], "k2": key[req_rows],
-                     "k3": rank[req_rows], "req": req_rows})
-    right = pa.table({"k0": capture_codes[resp_rows], "k1": connection[resp_rows], "k2": key[resp_rows],
-                      "k3": rank[resp_rows], "resp": resp_rows})
-    joined = left.join(right, ["k0", "k1", "k2", "k3"], join_type="full outer")
-    req = joined["req"].fill_null(-1).to_numpy().astype(np.int64)
-    resp = joined["resp"].fill_null(-1).to_numpy().astype(np.int64)
+    req, resp = kb.pair_rows(capture_codes, connection, directions, corr, corr_valid, sequence)
     has_req, has_resp = req >= 0, resp >= 0
     owner_row = np.where(has_req, req, resp)
     # Requests in order, then responses without a request, per connection (kproto.batch.pair's order).

@@ -1,0 +1,107 @@
+"""Print the frames of captures as JSON Lines or a readable tree (no Spark needed).
+
+    kproto dump broker.pcap | jq .
+    kproto dump broker.pcapng --api Metadata --direction response --format tree
+    tcpdump -w - 'tcp port 9092' | kproto dump - --client-id my-app
+
+Reads pcap, pcapng and size-prefixed frame dumps ("-" for stdin) a batch at a
+time, so memory stays flat on any size. Responses are decoded with the API and
+version of their request (paired within the stream). See docs/dump.md.
+
+Exit status: 0 when every input was read completely; 3 when an input could not
+be read completely (the frames before the problem are printed, then the problem
+on stderr: file, byte offset, reason); 2 for usage errors and missing inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+HELP = "Print the frames of captures as JSON Lines or a readable tree (no Spark needed)"
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3     # some input could not be read completely
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help='capture files (pcap, pcapng, size-prefixed frame dumps); "-" for stdin')
+    parser.add_argument("--format", choices=("jsonl", "tree"), default=None,
+                        help="JSON Lines (the default when stdout is not a terminal) or an indented tree")
+    parser.add_argument("--api", action="append", default=[], metavar="API",
+                        help="only this API, by name (Metadata, FetchRequest) or key (repeatable)")
+    parser.add_argument("--api-version", type=int, action="append", default=[], metavar="N",
+                        help="only this API version (repeatable)")
+    parser.add_argument("--client-id", action="append", default=[], metavar="ID",
+                        help="only frames of this client id; a response goes with its request (repeatable)")
+    parser.add_argument("--connection", type=int, action="append", default=[], metavar="ID",
+                        help="only this connection id (numbered per capture from 0; repeatable)")
+    parser.add_argument("--direction", choices=("request", "response"), default=None)
+    parser.add_argument("--status", choices=("ok", "error"), default=None,
+                        help="only frames that decoded (ok) or did not (error)")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="stop after N frames")
+    parser.add_argument("--broker-port", type=int, action="append", metavar="PORT",
+                        help="a broker port, to tell requests from responses (repeatable; default 9092)")
+    parser.add_argument("--records-base64", action="store_true",
+                        help="record sets as base64 of their bytes (default: a summary: batches, records, "
+                             "bytes, compression)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kproto import batch as kb
+    from kproto import versions
+    from kproto.dump import Filters, Input, jsonl_lines, record_batches, tree_lines
+
+    try:
+        apis = {versions.api_key_of(api) for api in args.api}
+    except KeyError as exc:
+        print(f"kproto dump: {exc.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.limit is not None and args.limit < 0:
+        print("kproto dump: --limit must be 0 or more", file=sys.stderr)
+        return EXIT_USAGE
+    missing = [p for p in args.paths if p != "-" and not os.path.isfile(p)]
+    if missing:
+        print(f"kproto dump: no such file: {', '.join(missing)}", file=sys.stderr)
+        return EXIT_USAGE
+    filters = Filters(apis=apis, api_versions=set(args.api_version), client_ids=set(args.client_id),
+                      connections=set(args.connection),
+                      direction=None if args.direction is None else
+                      (kb.RESPONSE if args.direction == "response" else kb.REQUEST),
+                      status=args.status)
+    output_format = args.format or ("tree" if sys.stdout.isatty() else "jsonl")
+    lines_of = tree_lines if output_format == "tree" else jsonl_lines
+    records = "base64" if args.records_base64 else "summary"
+    left = args.limit
+    status = EXIT_OK
+    for path in args.paths:
+        if left == 0:
+            break
+        source = Input(path, broker_ports=tuple(args.broker_port or (9092,)))
+        batches = record_batches(source, filters, records=records)
+        try:
+            for frames, decoded, client_id in batches:
+                if left is not None and frames.num_rows > left:
+                    frames, decoded, client_id = frames.slice(0, left), decoded.slice(0, left), client_id[:left]
+                sys.stdout.write("".join(lines_of(frames, decoded, client_id)))
+                if left is not None:
+                    left -= frames.num_rows
+                    if left == 0:
+                        break
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise   # the reader left: kproto.cli ends quietly
+            sys.stdout.flush()
+            print(f"kproto dump: {source.name}: {exc}", file=sys.stderr)
+            status = EXIT_INCOMPLETE
+            continue
+        finally:
+            batches.close()
+        if source.error is not None and left != 0:
+            sys.stdout.flush()
+            print(f"kproto dump: {source.error}", file=sys.stderr)
+            status = EXIT_INCOMPLETE
+    return status

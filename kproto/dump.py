@@ -1,0 +1,458 @@
+"""Frames of a capture as records, streamed: what ``kproto dump`` writes (docs/dump.md).
+
+Memory stays flat whatever the input's size: frames are read in batches
+(:class:`kproto.capture.CaptureReader`, or chunks of a size-prefixed frame
+dump), each batch is decoded with :mod:`kproto.batch`, turned into records and
+dropped. What is kept from one batch to the next are the requests still waiting
+for their response (:class:`OpenRequests`), so that a response is decoded with
+its request's API and version.
+
+::
+
+    from kproto.dump import Filters, records
+
+    source = Input("broker.pcap")
+    for record in records(source, Filters(apis={3})):     # dicts, one per frame
+        ...
+    source.error        # None, or an InputProblem: where reading stopped and why
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+import kproto.batch as kb
+from kproto import versions
+from kproto.capture import (DEFAULT_BROKER_PORTS, DEFAULT_MAX_FRAME_SIZE, CaptureReader, frame_schema,
+                            read_frame_file)
+from kproto.errors import FrameTooLargeError, TruncatedError
+
+__all__ = ["Input", "InputProblem", "Filters", "OpenRequests", "records", "record_batches",
+           "FRAME_DUMP_CHUNK", "MAX_OPEN_REQUESTS"]
+
+PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+FRAME_DUMP_CHUNK = 4 * 1024 * 1024
+#: Requests waiting for their response that are remembered (the oldest are forgotten
+#: beyond this: their responses then decode as NO_REQUEST_INFO).
+MAX_OPEN_REQUESTS = 100_000
+STATUS_NAMES = {int(s): s.name for s in kb.Status}
+
+
+@dataclass
+class InputProblem:
+    """Why an input was not read completely: where (byte offset in the input), which kind, why."""
+
+    capture: str
+    offset: int
+    category: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.capture}: byte offset {self.offset:,}: {self.category}: {self.reason}"
+
+
+class _Prefixed(io.RawIOBase):
+    """A stream whose first bytes were already read (to tell its format): those, then the rest."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            if size is None or size < 0:
+                return head + self._rest.read()
+            return head if len(head) >= size else head + self._rest.read(size - len(head))
+        return self._rest.read(size)
+
+
+def _read_head(handle: BinaryIO, count: int) -> bytes:
+    head = b""
+    while len(head) < count:
+        more = handle.read(count - len(head))
+        if not more:
+            break
+        head += more
+    return head
+
+
+class Input:
+    """One input (a path, or ``"-"`` for stdin): its frames in the kproto.capture shape.
+
+    pcap and pcapng go through :class:`~kproto.capture.CaptureReader`; anything
+    else is read as size-prefixed frames back to back (one pseudo-connection of
+    requests, no timestamps, as ``kproto analyze`` reads it). Iterate once; then
+    ``error`` is None or the :class:`InputProblem` where reading stopped.
+    """
+
+    def __init__(self, path: str, *, broker_ports: tuple[int, ...] = DEFAULT_BROKER_PORTS,
+                 batch_frames: int = 65536, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.path = path
+        self.name = "<stdin>" if path == "-" else os.fspath(path)
+        self.broker_ports = tuple(broker_ports)
+        self.batch_frames = batch_frames
+        self.max_frame_size = max_frame_size
+        self.format: str | None = None
+        self.error: InputProblem | None = None
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        handle = sys.stdin.buffer if self.path == "-" else open(self.path, "rb")
+        try:
+            head = _read_head(handle, 4)
+            if head in PCAP_MAGICS or head == PCAPNG_MAGIC:
+                self.format = "pcapng" if head == PCAPNG_MAGIC else "pcap"
+                if self.path == "-":
+                    source: Any = _Prefixed(head, handle)
+                else:   # the reader maps the file itself
+                    handle.close()
+                    source = self.path
+                yield from self._capture(source)
+            else:
+                self.format = "frames"
+                yield from self._frame_dump(_Prefixed(head, handle))
+        finally:
+            if handle is not sys.stdin.buffer:
+                handle.close()
+
+    def _capture(self, source: Any) -> Iterator[pa.RecordBatch]:
+        reader = CaptureReader(source, name=self.name, broker_ports=self.broker_ports, on_error="keep",
+                               batch_frames=self.batch_frames, max_frame_size=self.max_frame_size)
+        yield from reader
+        stopped = reader.error
+        counters = reader.counters
+        if stopped is not None:
+            self.error = InputProblem(self.name, stopped.offset, stopped.category, stopped.reason)
+        elif counters["trailing_bytes"]:
+            left = counters["trailing_bytes"]
+            self.error = InputProblem(self.name, counters["input_bytes"] - left, "truncated_record",
+                                      f"incomplete record: {left} bytes at the end of the file")
+
+    def _frame_dump(self, handle: BinaryIO) -> Iterator[pa.RecordBatch]:
+        """Size-prefixed frames, a chunk at a time; a frame a chunk cuts short waits for the next."""
+        carried = b""     # the start of a frame cut by the end of the previous chunk
+        base = 0          # the input offset of carried's first byte
+        sequence = 0
+        while True:
+            chunk = handle.read(FRAME_DUMP_CHUNK)
+            data = carried + chunk if carried else chunk
+            carried = b""
+            try:
+                for frames in read_frame_file(data, max_frame_size=self.max_frame_size,
+                                              batch_frames=self.batch_frames):
+                    yield self._as_capture_frames(frames, sequence)
+                    sequence += frames.num_rows
+            except TruncatedError as exc:
+                carried = data[exc.offset:]
+            except FrameTooLargeError as exc:
+                offset = base + (exc.offset or 0)
+                category = "not_a_capture" if offset == 0 else "bad_frame_size"
+                reason = exc.reason if offset else (f"neither a pcap or pcapng file nor size-prefixed frames "
+                                                    f"(first bytes 0x{bytes(data[:4]).hex()}: {exc.reason})")
+                self.error = InputProblem(self.name, offset, category, reason)
+                return
+            base += len(data) - len(carried)
+            if not chunk:
+                break
+        if carried:
+            self.error = InputProblem(self.name, base, "not_a_capture" if base == 0 else "truncated_record",
+                                      f"incomplete frame: {len(carried)} bytes at the end of the input")
+
+    def _as_capture_frames(self, frames: pa.RecordBatch, sequence: int) -> pa.RecordBatch:
+        n = frames.num_rows
+        return pa.RecordBatch.from_arrays([
+            pa.repeat(pa.scalar(self.name, pa.string()), n), pa.array(np.zeros(n, np.int64)),
+            pa.array(np.zeros(n, np.int8)), pa.array(np.arange(sequence, sequence + n, dtype=np.int64)),
+            pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()), frames["size"], frames["payload"],
+        ], schema=frame_schema())
+
+
+class OpenRequests:
+    """Requests of one input still waiting for their response, across its batches.
+
+    :func:`kproto.batch.pair_rows` pairs the requests held here and a batch's
+    frames; what it leaves unanswered is held for the next batch, except
+    Produce requests with acks=0 (no response comes, by design). At most
+    ``limit`` are held (the oldest go first).
+    """
+
+    def __init__(self, limit: int = MAX_OPEN_REQUESTS) -> None:
+        self.limit = limit
+        self.connection = np.zeros(0, np.int64)
+        self.correlation_id = np.zeros(0, np.int64)
+        self.sequence = np.zeros(0, np.int64)
+        self.api_key = np.zeros(0, np.int16)
+        self.api_version = np.zeros(0, np.int16)
+        self.client_id = np.zeros(0, object)
+
+    def __len__(self) -> int:
+        return len(self.connection)
+
+    def match(self, frames: pa.RecordBatch, headers: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per frame of the batch: the API key, version and client id of its request.
+
+        Requests give their own; a response its request's (-1, -1, None without one).
+        ``headers``: ``kb.decode_frames`` of the batch's payloads and directions.
+        """
+        held = len(self)
+        n = frames.num_rows
+        directions = frames["direction"].to_numpy()
+        corr = headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
+        corr_valid = headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
+        api_key = np.where(directions == kb.REQUEST, headers["api_key"].fill_null(-1).to_numpy(), -1).astype(np.int16)
+        api_version = np.where(directions == kb.REQUEST, headers["api_version"].fill_null(-1).to_numpy(),
+                               -1).astype(np.int16)
+        client_id = np.array(headers["client_id"].to_pylist(), object)
+        all_key = np.concatenate([self.api_key, api_key])
+        all_version = np.concatenate([self.api_version, api_version])
+        all_client = np.concatenate([self.client_id, client_id])
+        connection = np.concatenate([self.connection, frames["connection_id"].to_numpy()])
+        sequence = np.concatenate([self.sequence, frames["sequence"].to_numpy()])
+        all_corr = np.concatenate([self.correlation_id, corr])
+        all_valid = np.concatenate([np.ones(held, bool), corr_valid])
+        req, resp = kb.pair_rows(np.zeros(held + n, np.int64), connection,
+                                 np.concatenate([np.zeros(held, np.int8), directions]), all_corr, all_valid,
+                                 sequence)
+        answered = (req >= 0) & (resp >= 0)
+        rows = resp[answered] - held
+        api_key[rows], api_version[rows], client_id[rows] = all_key[req[answered]], all_version[req[answered]], \
+            all_client[req[answered]]
+        waiting = np.sort(req[(req >= 0) & (resp < 0) & all_valid[np.maximum(req, 0)]])
+        payload = frames["payload"]
+        waiting = np.array([i for i in waiting.tolist() if i < held or all_key[i] != 0
+                            or not kb._acks_zero(payload[i - held].as_py())], np.int64)[-self.limit:]
+        self.connection, self.correlation_id, self.sequence = connection[waiting], all_corr[waiting], sequence[waiting]
+        self.api_key, self.api_version, self.client_id = all_key[waiting], all_version[waiting], all_client[waiting]
+        return api_key, api_version, client_id
+
+
+@dataclass
+class Filters:
+    """Which frames to show; an empty set means any. A response matches the API, version and
+    client id of its request."""
+
+    apis: set[int] = field(default_factory=set)
+    api_versions: set[int] = field(default_factory=set)
+    client_ids: set[str] = field(default_factory=set)
+    connections: set[int] = field(default_factory=set)
+    direction: int | None = None      # kb.REQUEST or kb.RESPONSE
+    status: str | None = None         # "ok" or "error"
+
+    def header_mask(self, frames: pa.RecordBatch, api_key: np.ndarray, api_version: np.ndarray,
+                    client_id: np.ndarray) -> np.ndarray:
+        """The frames that pass every filter that needs no body."""
+        keep = np.ones(frames.num_rows, bool)
+        if self.apis:
+            keep &= np.isin(api_key, list(self.apis))
+        if self.api_versions:
+            keep &= np.isin(api_version, list(self.api_versions))
+        if self.client_ids:
+            keep &= np.array([c in self.client_ids for c in client_id.tolist()], bool)
+        if self.connections:
+            keep &= np.isin(frames["connection_id"].to_numpy(), list(self.connections))
+        if self.direction is not None:
+            keep &= frames["direction"].to_numpy() == self.direction
+        return keep
+
+    def status_mask(self, status: np.ndarray) -> np.ndarray:
+        if self.status is None:
+            return np.ones(len(status), bool)
+        return (status == kb.Status.OK) == (self.status == "ok")
+
+
+def record_batches(source: Input, filters: Filters | None = None, *,
+                   records: str = "summary") -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch, np.ndarray]]:
+    """Per batch of ``source``: (frames, decoded, client ids) of the frames ``filters`` keep.
+
+    ``decoded`` is ``kb.decode_frames(..., body="json")`` of those frames, responses
+    with their request's API and version; ``client ids`` those of the requests.
+    """
+    filters = filters or Filters()
+    open_requests = OpenRequests()
+    for frames in source:
+        if not frames.num_rows:
+            continue
+        directions = frames["direction"].to_numpy()
+        headers = kb.decode_frames(frames["payload"], directions=directions)
+        api_key, api_version, client_id = open_requests.match(frames, headers)
+        keep = filters.header_mask(frames, api_key, api_version, client_id)
+        if not keep.all():
+            mask = pa.array(keep)
+            frames, directions = frames.filter(mask), directions[keep]
+            api_key, api_version, client_id = api_key[keep], api_version[keep], client_id[keep]
+        if not frames.num_rows:
+            continue
+        decoded = kb.decode_frames(frames["payload"], directions=directions, request_api_keys=api_key,
+                                   request_api_versions=api_version, body="json", records=records)
+        keep = filters.status_mask(decoded["status"].to_numpy())
+        if not keep.all():
+            mask = pa.array(keep)
+            frames, decoded, client_id = frames.filter(mask), decoded.filter(mask), client_id[keep]
+        if frames.num_rows:
+            yield frames, decoded, client_id
+
+
+def records(source: Input, filters: Filters | None = None, *, records: str = "summary") -> Iterator[dict]:
+    """One dict per frame (the shape of ``kproto dump --format jsonl``; the body parsed)."""
+    import json
+
+    for frames, decoded, client_id in record_batches(source, filters, records=records):
+        for line in jsonl_lines(frames, decoded, client_id):
+            yield json.loads(line)
+
+
+# ------------------------------------------------------------------ output
+_API_NAMES: dict[int, str] = {}
+
+
+def api_name(api_key: int) -> str:
+    name = _API_NAMES.get(api_key)
+    if name is None:
+        name = _API_NAMES[api_key] = versions.api_name(api_key)
+    return name
+
+
+def _columns(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.ndarray) -> dict[str, list]:
+    return {
+        "capture": frames["capture"].to_pylist(),
+        "connection": frames["connection_id"].to_pylist(),
+        "direction": frames["direction"].to_pylist(),
+        "sequence": frames["sequence"].to_pylist(),
+        "ts_first_ns": frames["ts_first_ns"].to_pylist(),
+        "ts_last_ns": frames["ts_last_ns"].to_pylist(),
+        "size": frames["size"].to_pylist(),
+        "api_key": decoded["api_key"].to_pylist(),
+        "api_version": decoded["api_version"].to_pylist(),
+        "correlation_id": decoded["correlation_id"].to_pylist(),
+        "client_id": client_id.tolist(),
+        "status": decoded["status"].to_pylist(),
+        "error_offset": decoded["error_offset"].to_pylist(),
+        "body": decoded["body"].to_pylist(),
+    }
+
+
+def jsonl_lines(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.ndarray) -> list[str]:
+    """The JSON Lines of a batch, one per frame (each ends with a newline).
+
+    The body is the batch decoder's JSON text, put in as it is.
+    """
+    import json
+
+    c = _columns(frames, decoded, client_id)
+    text: dict[Any, str] = {None: "null"}    # JSON of strings seen in this batch
+
+    def quoted(value: Any) -> str:
+        found = text.get(value)
+        if found is None:
+            found = text[value] = json.dumps(value, ensure_ascii=False)
+        return found
+
+    def number(value: int | None) -> str:
+        return "null" if value is None else str(value)
+
+    lines = []
+    for i in range(len(c["size"])):
+        key = c["api_key"][i]
+        lines.append(
+            f'{{"capture":{quoted(c["capture"][i])},"connection":{c["connection"][i]},'
+            f'"direction":"{"response" if c["direction"][i] == kb.RESPONSE else "request"}",'
+            f'"sequence":{c["sequence"][i]},"ts_first_ns":{number(c["ts_first_ns"][i])},'
+            f'"ts_last_ns":{number(c["ts_last_ns"][i])},"size":{c["size"][i]},'
+            f'"header":{{"api_key":{number(key)},"api":{"null" if key is None else quoted(api_name(key))},'
+            f'"api_version":{number(c["api_version"][i])},"correlation_id":{number(c["correlation_id"][i])},'
+            f'"client_id":{quoted(c["client_id"][i])}}},'
+            f'"status":"{STATUS_NAMES[c["status"][i]]}","error_offset":{number(c["error_offset"][i])},'
+            f'"body":{c["body"][i] or "null"}}}\n')
+    return lines
+
+
+def tree_lines(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.ndarray) -> list[str]:
+    """The same records as readable indented text, one block per frame."""
+    import json
+    from datetime import datetime, timezone
+
+    c = _columns(frames, decoded, client_id)
+    out = []
+    for i in range(len(c["size"])):
+        direction = "response" if c["direction"][i] == kb.RESPONSE else "request"
+        key = c["api_key"][i]
+        api = f"{api_name(key)}({key}) v{c['api_version'][i]}" if key is not None else "unknown API"
+        out.append(f"{c['capture'][i]}  connection {c['connection'][i]}  {direction} #{c['sequence'][i]}  "
+                   f"{api}\n")
+        ts = c["ts_first_ns"][i]
+        if ts is not None:
+            when = datetime.fromtimestamp(ts // 1_000_000_000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+            span = (c["ts_last_ns"][i] - ts) / 1000
+            out.append(f"  time            {when}.{ts % 1_000_000_000:09d}Z (+{span:g} µs to the last byte)\n")
+        out.append(f"  size            {c['size'][i]}\n")
+        out.append(f"  correlation_id  {c['correlation_id'][i]}\n")
+        if c["client_id"][i] is not None:
+            out.append(f"  client_id       {c['client_id'][i]!r}\n")
+        status = STATUS_NAMES[c["status"][i]]
+        if c["error_offset"][i] is not None:
+            status += f" at byte {c['error_offset'][i]}"
+        out.append(f"  status          {status}\n")
+        if c["body"][i] is not None:
+            out.append("  body\n")
+            out.extend(tree_of(json.loads(c["body"][i]), "    "))
+        out.append("\n")
+    return out
+
+
+def tree_of(value: Any, indent: str) -> list[str]:
+    """A JSON value as indented ``name: value`` lines; list items start with ``- ``."""
+    lines = []
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if isinstance(item, (dict, list)) and item and _inline(item) is None:
+                lines.append(f"{indent}{name}:\n")
+                lines.extend(tree_of(item, indent + "  "))
+            else:
+                lines.append(f"{indent}{name}: {_scalar(item)}\n")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, (dict, list)) and item and _inline(item) is None:
+                nested = tree_of(item, indent + "  ")
+                nested[0] = f"{indent}- {nested[0][len(indent) + 2:]}"
+                lines.extend(nested)
+            else:
+                lines.append(f"{indent}- {_scalar(item)}\n")
+    else:
+        lines.append(f"{indent}{_scalar(value)}\n")
+    return lines
+
+
+def _inline(value: dict | list) -> str | None:
+    """A struct or list of scalars on one line (``{api_key: 0, max_version: 11}``, ``[1, 2]``), when short."""
+    items = value.values() if isinstance(value, dict) else value
+    if any(isinstance(v, (dict, list)) and v for v in items):
+        return None
+    if isinstance(value, dict):
+        text = "{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in value.items()) + "}"
+    else:
+        text = "[" + ", ".join(_scalar(v) for v in value) + "]"
+    return text if len(text) <= 100 else None
+
+
+def _scalar(value: Any) -> str:
+    import json
+
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):
+        return _inline(value) or "{}"
+    if isinstance(value, list):
+        return _inline(value) or "[]"
+    return json.dumps(value)
