@@ -46,6 +46,9 @@ def whole_set_cases(size: int) -> dict[str, bytes]:
         "whole set: zstd batches declaring the limit, holding 36M": lying * (size // len(lying)),
         "whole set: zstd batches declaring 1 record, holding 36M": lying_one * (size // len(lying_one)),
         "whole set: zstd batches of one 255 MiB value": big_value * (size // len(big_value)),
+        # 2 x 2^19 records of 57-59 bytes (59 MiB): about as much as both per-set limits allow, valid
+        "whole set: about the most both set limits allow (2^20 records of 50-byte values)":
+            hostile.values_zstd(limits.DEFAULT_MAX_RECORDS_PER_SET // 2, 50) * 2,
     }
 
 

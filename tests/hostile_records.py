@@ -46,6 +46,12 @@ def one_big_value_zstd(size: int) -> bytes:
     return RecordBatch.encode([Record(value=bytes(size), timestamp=0)], compression="zstd")
 
 
+def values_zstd(count: int, value_size: int) -> bytes:
+    """A zstd batch of ``count`` records, each a ``value_size``-byte zero value and no key."""
+    from kproto._py.records import Record, RecordBatch
+    return RecordBatch.encode([Record(value=bytes(value_size), timestamp=0)] * count, compression="zstd")
+
+
 def gzip_empty_members(size: int) -> bytes:
     """A gzip batch of no records whose payload is ``size`` bytes of empty gzip members."""
     member = gzip.compress(b"", mtime=0)
