@@ -10,8 +10,9 @@ Run:  nice -n 19 .venv/bin/python benchmarks/bench_hostile_records.py [--size 10
       [--timeout 120] [--only c|py] [--cases NAME,NAME] [--json]
 
 Per batch, the cost is bounded by the decompressed-size cap and the record limit;
-a record set of many batches costs the sum: ``--whole-set`` adds 1 MiB sets of
-batches that each use the whole of both (docs/hardening.md has the figures). Each
+per record set, by the set's record and decompressed-size limits: ``--whole-set``
+adds 1 MiB sets of batches that each use as much of the per-batch limits as they
+allow (docs/hardening.md has the figures). Each
 child runs under an address-space limit (``--memory-limit``, 3 GiB), so a case
 that would take more fails with MemoryError instead of the machine's memory.
 """
@@ -38,9 +39,16 @@ def whole_set_cases(size: int) -> dict[str, bytes]:
     """Record sets of ``size`` bytes made of batches that each cost as much as the limits allow."""
     at_limit = hostile.tiny_records_zstd(limits.DEFAULT_MAX_RECORDS_PER_BATCH)
     lying = hostile.tiny_records_zstd(limits.DEFAULT_MAX_RECORDS_PER_BATCH, 36_000_000)
+    lying_one = hostile.tiny_records_zstd(1, 36_000_000)
+    big_value = hostile.one_big_value_zstd(255 * MiB)
     return {
         "whole set: zstd batches at the record limit": at_limit * (size // len(at_limit)),
         "whole set: zstd batches declaring the limit, holding 36M": lying * (size // len(lying)),
+        "whole set: zstd batches declaring 1 record, holding 36M": lying_one * (size // len(lying_one)),
+        "whole set: zstd batches of one 255 MiB value": big_value * (size // len(big_value)),
+        # 2 x 2^19 records of 57-59 bytes (59 MiB): about as much as both per-set limits allow, valid
+        "whole set: about the most both set limits allow (2^20 records of 50-byte values)":
+            hostile.values_zstd(limits.DEFAULT_MAX_RECORDS_PER_SET // 2, 50) * 2,
     }
 
 
@@ -54,6 +62,7 @@ def cases(size: int) -> dict[str, bytes]:
         "zstd 36M tiny records, batches to size": bomb * max(1, size // len(bomb)),
         "zstd declares 1M, holds 36M": hostile.tiny_records_zstd(1 << 20, 36_000_000),
         "zstd as many tiny records as the limit allows (one batch)": at_limit,
+        "zstd one record of a 255 MiB value (one batch)": hostile.one_big_value_zstd(255 * MiB),
         "gzip empty members": hostile.gzip_empty_members(size),
         "lz4 1-byte stored blocks": hostile.lz4_one_byte_blocks(size),
         "lz4 empty compressed blocks": hostile.lz4_empty_compressed_blocks(size),

@@ -177,7 +177,7 @@ class DecompressedSizeError(DecompressionError, LimitExceededError):
 
 
 class TooManyRecordsError(CorruptRecordError, LimitExceededError):
-    """A batch holds more records than the configured limit (``max_records_per_batch``) allows."""
+    """A batch (``max_records_per_batch``) or record set (``max_records_per_set``) holds too many records."""
 
 
 __all__ += ["CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError",

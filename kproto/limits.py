@@ -22,6 +22,12 @@ decompressed size per batch            256 MiB          ``Records(data, max_deco
 records per batch (or legacy wrapper)  1048576 (2**20)  ``Records(data, max_records_per_batch=)``,  TooManyRecordsError
                                                         ``RecordBatch(..)``, ``LegacyBatch(..)``    (checked before
                                                                                                     decompressing)
+records per record set (one Records)   1048576 (2**20)  ``Records(data, max_records_per_set=)``     TooManyRecordsError
+                                                        (a batch read on its own: its per-batch     (checked before
+                                                        limit)                                      decompressing)
+decompressed size per record set       64 MiB           ``Records(data,                             DecompressedSizeError
+                                                        max_decompressed_size_per_set=)`` (a batch  (a failed decompression
+                                                        read on its own: its per-batch cap)         uses up its allowance)
 records per batch, from its bytes      bytes / 7        not configurable: a record takes at least   CorruptRecordError
                                                         7 bytes, so a larger declared count is
                                                         rejected before any record is decoded
@@ -42,7 +48,8 @@ from kproto.framing import DEFAULT_MAX_FRAME_SIZE
 __all__ = [
     "MAX_NESTING_DEPTH", "DEFAULT_MAX_FRAME_SIZE", "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "CAPTURE_MAX_PENDING_BYTES", "CAPTURE_MAX_CONNECTIONS", "CAPTURE_BYTE_LIMIT_CEILING",
-    "CAPTURE_MAX_RECORD_SIZE", "DEFAULT_MAX_RECORDS_PER_BATCH", "MIN_RECORD_SIZE",
+    "CAPTURE_MAX_RECORD_SIZE", "DEFAULT_MAX_RECORDS_PER_BATCH", "DEFAULT_MAX_RECORDS_PER_SET",
+    "DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET", "MIN_RECORD_SIZE",
     "deepest_schema_nesting", "summary",
 ]
 
@@ -55,6 +62,21 @@ MAX_NESTING_DEPTH = 64
 #: Python object (about 100 bytes) or a row of Arrow columns, while a compressed batch
 #: of 7-byte records can declare tens of millions of them in a few kilobytes.
 DEFAULT_MAX_RECORDS_PER_BATCH = 1 << 20
+
+#: Default cap on the records read from one Records (the sum of its batches' declared
+#: counts, plus legacy messages as they are read), checked before the batch that would
+#: pass it is decompressed. The per-batch limit alone lets a 1 MiB set of 752-byte batches
+#: hold 1.46 billion records. C's to_arrow() costs about 200 MiB per 2**20 records (2**21
+#: peaked at 530 MiB, over the 512 MiB budget of docs/hardening.md), so the set gets 2**20.
+DEFAULT_MAX_RECORDS_PER_SET = 1 << 20
+
+#: Default cap on the bytes decompressed for one Records, all its batches together (it
+#: binds before the per-batch cap of 256 MiB). A batch of one 255 MiB value compresses to
+#: 8 KB: without it a 1 MiB set made a reader decompress 32 GiB, and one such batch took
+#: 624 MiB in C's to_arrow() (payload kept, values copied). With 2**20 records this leaves
+#: to_arrow() at about 420 MiB. A batch whose decompression fails is charged all it was
+#: allowed, since how much work it caused is not known.
+DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET = 64 * 1024 * 1024
 
 #: The smallest magic 2 record: a length varint, then attributes, timestamp delta,
 #: offset delta, key length, value length and header count, one byte each.
@@ -98,4 +120,6 @@ def summary() -> dict[str, int]:
         "capture_byte_limit_ceiling": CAPTURE_BYTE_LIMIT_CEILING,
         "capture_max_record_size": CAPTURE_MAX_RECORD_SIZE,
         "max_records_per_batch": DEFAULT_MAX_RECORDS_PER_BATCH,
+        "max_records_per_set": DEFAULT_MAX_RECORDS_PER_SET,
+        "max_decompressed_size_per_set": DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET,
     }

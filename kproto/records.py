@@ -18,7 +18,7 @@ compressed wrappers) are :class:`LegacyBatch`. Errors are
 :class:`~kproto.errors.DecodeError` subclasses: :class:`CorruptRecordError`,
 :class:`CrcMismatchError` (both carry ``base_offset``), :class:`DecompressionError`,
 :class:`DecompressedSizeError` and :class:`TooManyRecordsError` (more records in a batch
-than ``max_records_per_batch``). See docs/records.md.
+than ``max_records_per_batch``, or in a record set than ``max_records_per_set``). See docs/records.md.
 """
 
 from __future__ import annotations
@@ -30,7 +30,11 @@ from kproto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kproto.errors import (
     CorruptRecordError, CrcMismatchError, DecompressedSizeError, DecompressionError, TooManyRecordsError,
 )
-from kproto.limits import DEFAULT_MAX_RECORDS_PER_BATCH
+from kproto.limits import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET,
+    DEFAULT_MAX_RECORDS_PER_BATCH,
+    DEFAULT_MAX_RECORDS_PER_SET,
+)
 
 if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
     from kproto._c import _records
@@ -56,6 +60,7 @@ __all__ = [
     "Record", "ControlRecord", "RecordBatch", "LegacyBatch", "Records",
     "crc32c", "encode_records", "encode_control_batch", "record_schema",
     "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "CONTROL_ABORT", "CONTROL_COMMIT",
-    "DEFAULT_MAX_DECOMPRESSED_SIZE", "DEFAULT_MAX_RECORDS_PER_BATCH",
+    "DEFAULT_MAX_DECOMPRESSED_SIZE", "DEFAULT_MAX_RECORDS_PER_BATCH", "DEFAULT_MAX_RECORDS_PER_SET",
+    "DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET",
     "CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError", "TooManyRecordsError",
 ]

@@ -33,10 +33,23 @@ def v2_batch(payload: bytes, record_count: int, codec: int = 0, *, base_offset: 
     return bytes(header)
 
 
-def tiny_records_zstd(declared: int, held: int | None = None) -> bytes:
+def tiny_records_zstd(declared: int, held: int | None = None, *, base_offset: int = 0) -> bytes:
     """A zstd batch holding ``held`` 7-byte records and declaring ``declared`` of them."""
     held = declared if held is None else held
-    return v2_batch(compression.compress("zstd", TINY_RECORD * held), declared, compression.ZSTD)
+    return v2_batch(compression.compress("zstd", TINY_RECORD * held), declared, compression.ZSTD,
+                    base_offset=base_offset)
+
+
+def one_big_value_zstd(size: int) -> bytes:
+    """A valid zstd batch of one record whose value is ``size`` zero bytes (8 KB for 255 MiB)."""
+    from kproto._py.records import Record, RecordBatch
+    return RecordBatch.encode([Record(value=bytes(size), timestamp=0)], compression="zstd")
+
+
+def values_zstd(count: int, value_size: int) -> bytes:
+    """A zstd batch of ``count`` records, each a ``value_size``-byte zero value and no key."""
+    from kproto._py.records import Record, RecordBatch
+    return RecordBatch.encode([Record(value=bytes(value_size), timestamp=0)] * count, compression="zstd")
 
 
 def gzip_empty_members(size: int) -> bytes:

@@ -46,6 +46,8 @@ def test_the_limits_are_the_ones_the_decoders_use():
     for name in _impl.available():
         reader = _impl.load("records", name).Records(b"")
         assert reader.max_records_per_batch == limits.DEFAULT_MAX_RECORDS_PER_BATCH
+        assert reader.max_records_per_set == limits.DEFAULT_MAX_RECORDS_PER_SET
+        assert reader.max_decompressed_size_per_set == limits.DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET
     assert limits.MAX_NESTING_DEPTH == _impl.load("codec", "py").MAX_DEPTH
     reader = capture.CaptureReader(b"", implementation="py")
     assert reader._engine.max_pending_bytes == limits.CAPTURE_MAX_PENDING_BYTES
@@ -299,6 +301,110 @@ def test_a_legacy_wrapper_holds_at_most_the_record_limit(impl):
         with pytest.raises(TooManyRecordsError, match="wrapper message holds more than 49 records") as info:
             read()
         assert info.value.offset == 0 and info.value.base_offset == 49
+
+
+def batches_of(*batches: bytes) -> tuple[bytes, list[int]]:
+    """A record set of these batches, and where each starts."""
+    starts, pos = [], 0
+    for batch in batches:
+        starts.append(pos)
+        pos += len(batch)
+    return b"".join(batches), starts
+
+
+def every_reading(records, data, **options):
+    """Each way of reading all records of a set, as a function that returns the count."""
+    return (lambda: sum(len(batch.records()) for batch in records.Records(data, **options)),
+            lambda: sum(1 for _ in records.Records(data, **options).records()),
+            lambda: records.Records(data, **options).to_arrow().num_rows)
+
+
+def test_a_record_set_holds_at_most_max_records_per_set(impl):
+    records = impl.load("records")
+    # the batch that crosses the limit has a payload zstd rejects: the limit must fail first
+    garbage = hostile.v2_batch(b"not zstd at all", 10, compression.ZSTD, base_offset=20)
+    data, starts = batches_of(hostile.v2_batch(hostile.TINY_RECORD * 10, 10),
+                              hostile.tiny_records_zstd(10, base_offset=10), garbage)
+    for read in every_reading(records, data[:starts[2]], max_records_per_set=20):
+        assert read() == 20
+    for read in every_reading(records, data, max_records_per_set=20):
+        with pytest.raises(TooManyRecordsError) as info:
+            read()
+        assert isinstance(info.value, LimitExceededError) and isinstance(info.value, CorruptRecordError)
+        assert info.value.offset == starts[2] and info.value.base_offset == 20
+        assert info.value.reason == (f"record set holds more than 20 records (max_records_per_set): "
+                                     f"the batch at byte {starts[2]} brings 20 to 30 [batch base offset 20]")
+    for read in every_reading(records, data, max_records_per_set=30):
+        with pytest.raises(DecompressionError):
+            read()
+
+
+def test_the_record_set_limit_counts_each_batch_once_per_pass(impl):
+    records = impl.load("records")
+    data = hostile.tiny_records_zstd(10) + hostile.v2_batch(hostile.TINY_RECORD * 5, 5)
+    reader = records.Records(data, max_records_per_set=15)
+    first, second = list(reader)
+    assert [len(first.records()) for _ in range(3)] + [len(second.records())] == [10, 10, 10, 5]
+    assert reader.to_arrow().num_rows == reader.to_arrow().num_rows == 15     # each pass counts anew
+    with pytest.raises(TooManyRecordsError, match="brings 10 to 15"):
+        records.Records(data, max_records_per_set=14).to_arrow()
+    # a batch read on its own is limited by its own limit only
+    assert len(records.RecordBatch(hostile.tiny_records_zstd(10), max_records_per_batch=10).records()) == 10
+
+
+def test_legacy_messages_count_toward_the_record_set_limit(impl):
+    records = impl.load("records")
+    wrapper = hostile.legacy_wrapper_of_messages(50)
+    data, starts = batches_of(wrapper, wrapper)
+    for read in every_reading(records, data, max_records_per_set=100):
+        assert read() == 100
+    for read in every_reading(records, data, max_records_per_set=99):
+        with pytest.raises(TooManyRecordsError) as info:
+            read()
+        assert info.value.offset == starts[1] and info.value.base_offset == 49
+        assert info.value.reason.startswith(f"record set holds more than 99 records (max_records_per_set): "
+                                            f"the batch at byte {starts[1]} brings 99 to 100")
+    plain = hostile.legacy_message(7, b"v")
+    data, starts = batches_of(plain, plain, plain)
+    for read in every_reading(records, data, max_records_per_set=2):
+        with pytest.raises(TooManyRecordsError, match=f"the batch at byte {starts[2]} brings 2 to 3"):
+            read()
+
+
+def test_a_record_set_decompresses_at_most_max_decompressed_size_per_set(impl):
+    records = impl.load("records")
+    batch = hostile.tiny_records_zstd(100)          # 700 bytes decompressed
+    data, starts = batches_of(batch, batch, batch)
+    for read in every_reading(records, data, max_decompressed_size_per_set=2100):
+        assert read() == 300
+    for read in every_reading(records, data, max_decompressed_size_per_set=2099):
+        with pytest.raises(DecompressedSizeError) as info:
+            read()
+        assert info.value.offset == starts[2] and info.value.base_offset == 0
+        assert info.value.reason == (
+            f"record set decompresses to more than 2099 bytes (max_decompressed_size_per_set): 1400 before "
+            f"the record batch at byte {starts[2]} [batch base offset 0]")
+    wrapper = hostile.legacy_wrapper_of_messages(20)
+    data, starts = batches_of(wrapper, wrapper)
+    inner = len(compression.decompress("gzip", records.LegacyBatch(wrapper).value))
+    assert consume(records, data, max_decompressed_size_per_set=2 * inner) == 40
+    with pytest.raises(DecompressedSizeError, 
+                       match=f"{inner} before the wrapper message at byte {starts[1]}"):
+        consume(records, data, max_decompressed_size_per_set=2 * inner - 1)
+
+
+def test_a_batch_that_fails_to_decompress_is_charged_all_it_was_allowed(impl):
+    records = impl.load("records")
+    # how much work a failed decompression did is not known: it uses up its allowance
+    data, starts = batches_of(hostile.v2_batch(b"not zstd at all", 1, compression.ZSTD),
+                              hostile.tiny_records_zstd(100))
+    reader = records.Records(data, max_decompressed_size=1000, max_decompressed_size_per_set=1500)
+    first, second = list(reader)
+    with pytest.raises(DecompressionError, match="in record batch"):
+        first.records()
+    with pytest.raises(DecompressedSizeError, match=f"1000 before the record batch at byte {starts[1]}"):
+        second.records()
+    assert len(records.Records(data[starts[1]:], max_decompressed_size_per_set=700).to_arrow()) == 100
 
 
 @pytest.mark.parametrize("compressed", [False, True])

@@ -10,6 +10,8 @@ cdef class Records:
     cdef Py_ssize_t _tail
     cdef public Py_ssize_t max_decompressed_size
     cdef public Py_ssize_t max_records_per_batch
+    cdef public Py_ssize_t max_records_per_set
+    cdef public Py_ssize_t max_decompressed_size_per_set
     cdef public bint verify_crc
 
     cdef Py_ssize_t _scan(self) except -2

@@ -221,9 +221,12 @@ class Records:
 
     max_decompressed_size: int
     max_records_per_batch: int
+    max_records_per_set: int
+    max_decompressed_size_per_set: int
     verify_crc: bool
     def __new__(cls, data: Buffer = b"", *, max_decompressed_size: int = ...,
-                 max_records_per_batch: int = ..., verify_crc: bool = True) -> Self: ...
+                 max_records_per_batch: int = ..., max_records_per_set: int = ...,
+                 max_decompressed_size_per_set: int = ..., verify_crc: bool = True) -> Self: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
     @property
     def raw(self) -> memoryview: ...

@@ -40,7 +40,8 @@ from kproto import compression as _compression
 from kproto import limits as _limits
 from kproto._py import records as _twin
 from kproto.errors import (
-    CorruptRecordError, CrcMismatchError, DecodeError, DecompressionError, EncodeError, TooManyRecordsError,
+    CorruptRecordError, CrcMismatchError, DecodeError, DecompressedSizeError, DecompressionError, EncodeError,
+    TooManyRecordsError,
 )
 
 cdef extern from "Python.h":
@@ -70,6 +71,8 @@ cdef object _control_record = _twin._control_record
 cdef object _BATCH_COLUMNS = _twin._BATCH_COLUMNS
 cdef object _DEFAULT_MAX = _compression.DEFAULT_MAX_DECOMPRESSED_SIZE
 cdef object _DEFAULT_MAX_RECORDS = _limits.DEFAULT_MAX_RECORDS_PER_BATCH
+cdef object _DEFAULT_MAX_RECORDS_PER_SET = _limits.DEFAULT_MAX_RECORDS_PER_SET
+cdef object _DEFAULT_MAX_PER_SET = _limits.DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET
 cdef Py_ssize_t _MIN_RECORD_SIZE = _limits.MIN_RECORD_SIZE
 
 cdef enum:
@@ -277,7 +280,8 @@ cdef class Records:
     Supports the buffer protocol (read-only), ``bytes()``, ``len()`` and ``==``.
     """
     def __cinit__(self, data=b"", *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
-                  bint verify_crc=True):
+                  max_records_per_set=_DEFAULT_MAX_RECORDS_PER_SET,
+                  max_decompressed_size_per_set=_DEFAULT_MAX_PER_SET, bint verify_crc=True):
         # Another Records is exported through its own buffer (its slice, kept alive by it).
         source = data
         PyObject_GetBuffer(source, &self._view, PyBUF_SIMPLE)
@@ -289,6 +293,8 @@ cdef class Records:
         self._tail = -1
         self.max_decompressed_size = max_decompressed_size
         self.max_records_per_batch = max_records_per_batch
+        self.max_records_per_set = max_records_per_set
+        self.max_decompressed_size_per_set = max_decompressed_size_per_set
         self.verify_crc = verify_crc
 
     def __dealloc__(self):
@@ -352,7 +358,11 @@ cdef class Records:
         return _BatchIterator(self)
 
     def batches(self):
-        """The complete batches, read lazily (headers only; records on demand)."""
+        """The complete batches, read lazily (headers only; records on demand).
+
+        The records and decompressed bytes read from the batches of one pass count
+        toward ``max_records_per_set`` and ``max_decompressed_size_per_set``.
+        """
         return _BatchIterator(self)
 
     cdef Py_ssize_t _scan(self) except -2:
@@ -410,13 +420,70 @@ cdef bint _same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t
     return memcmp(a, b, n) == 0
 
 
+cdef class _SetCount:
+    """What one pass over a Records has read so far (shared by the batches of the pass)."""
+    cdef Py_ssize_t records_read
+    cdef Py_ssize_t bytes_decompressed
+
+
+cdef int _count_records(Records owner, _SetCount totals, Py_ssize_t count, Py_ssize_t start,
+                        int64_t base_offset) except -1:
+    """Add a batch's records to the set's, raising before the set passes its limit."""
+    cdef Py_ssize_t before = totals.records_read
+    if before + count > owner.max_records_per_set:
+        raise TooManyRecordsError(
+            f"record set holds more than {owner.max_records_per_set} records (max_records_per_set): "
+            f"the batch at byte {start} brings {before} to {before + count}", start,
+            base_offset=base_offset)
+    totals.records_read = before + count
+    return 0
+
+
+cdef object _decompress(Records owner, _SetCount totals, int codec, object data, bint charged, str what,
+                        Py_ssize_t start, int64_t base_offset):
+    """Decompress a batch's payload within the caps of the batch and of the set.
+
+    A batch is charged once (``charged`` says it was): its output, or all it was
+    allowed when decompression fails (the work it caused is not known).
+    """
+    cdef Py_ssize_t allowed = owner.max_decompressed_size
+    cdef Py_ssize_t left = owner.max_decompressed_size_per_set - totals.bytes_decompressed
+    cdef bint set_binds = not charged and left < allowed
+    if set_binds:
+        allowed = max(left, 0)
+    try:
+        out = _compression.decompress(codec, data, max_size=allowed)
+    except DecompressionError as exc:
+        if not charged:
+            totals.bytes_decompressed += allowed
+        if set_binds and isinstance(exc, DecompressedSizeError):
+            raise DecompressedSizeError(
+                f"record set decompresses to more than {owner.max_decompressed_size_per_set} bytes "
+                f"(max_decompressed_size_per_set): {owner.max_decompressed_size_per_set - left} before "
+                f"the {what} at byte {start}", start, base_offset=base_offset) from None
+        raise type(exc)(f"{exc.reason} in {what}", start, base_offset=base_offset) from None
+    if not charged:
+        totals.bytes_decompressed += len(out)
+    return out
+
+
+cdef Records _single_batch_records(object data, object max_decompressed_size, object max_records_per_batch,
+                                   bint verify_crc):
+    # A batch read on its own is a set of one: its own limits are the set's.
+    return Records(data, max_decompressed_size=max_decompressed_size,
+                   max_records_per_batch=max_records_per_batch, max_records_per_set=max_records_per_batch,
+                   max_decompressed_size_per_set=max_decompressed_size, verify_crc=verify_crc)
+
+
 cdef class _BatchIterator:
     cdef Records records
+    cdef _SetCount totals
     cdef Py_ssize_t pos
     cdef bint done
 
     def __cinit__(self, Records records):
         self.records = records
+        self.totals = _SetCount()
         self.pos = 0
         self.done = False
 
@@ -436,8 +503,8 @@ cdef class _BatchIterator:
         start = self.pos
         self.pos += size
         if records._data[start + 16] == 2:
-            return _record_batch_at(records, start, start + size)
-        return _legacy_at(records, start, start + size)
+            return _record_batch_at(records, self.totals, start, start + size)
+        return _legacy_at(records, self.totals, start, start + size)
 
 
 # ---------------------------------------------------------------- magic 2 batches
@@ -450,9 +517,12 @@ cdef class RecordBatch:
     ``RecordBatch(data)`` reads the batch at the start of ``data``.
     """
     cdef Records _owner
+    cdef _SetCount _totals
     cdef Py_ssize_t _start
     cdef Py_ssize_t _end
     cdef bint _checked
+    cdef bint _counted      # its records added to the set's (once, however often read)
+    cdef bint _charged      # its decompressed bytes added to the set's
     cdef readonly int64_t base_offset
     cdef readonly int32_t batch_length
     cdef readonly int32_t partition_leader_epoch
@@ -469,12 +539,12 @@ cdef class RecordBatch:
 
     def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
                  bint verify_crc=True):
-        cdef Records owner = Records(data, max_decompressed_size=max_decompressed_size,
-                                     max_records_per_batch=max_records_per_batch, verify_crc=verify_crc)
+        cdef Records owner = _single_batch_records(data, max_decompressed_size, max_records_per_batch,
+                                                   verify_crc)
         cdef Py_ssize_t size = _batch_size(owner._data, owner._size, 0)
         if size <= 0:
             raise CorruptRecordError(f"record batch is truncated: {owner._size} bytes", 0)
-        _setup_batch(self, owner, 0, size)
+        _setup_batch(self, owner, _SetCount(), 0, size)
 
     # ---- header facts
     @property
@@ -577,12 +647,9 @@ cdef class RecordBatch:
         body = memoryview(self._owner)[self._start + V2_HEADER_SIZE:self._end]
         if not (self.attributes & ATTR_COMPRESSION):
             return body
-        try:
-            return _compression.decompress(self.attributes & ATTR_COMPRESSION, body,
-                                           max_size=self._owner.max_decompressed_size)
-        except DecompressionError as exc:
-            raise type(exc)(f"{exc.reason} in record batch", self._start,
-                            base_offset=self.base_offset) from None
+        charged, self._charged = self._charged, True
+        return _decompress(self._owner, self._totals, self.attributes & ATTR_COMPRESSION, body, charged,
+                           "record batch", self._start, self.base_offset)
 
     def records(self):
         """Decode every record of the batch into a list of Record."""
@@ -637,6 +704,11 @@ cdef int _check_record_limit(RecordBatch batch) except -1:
             f"record batch declares {batch.record_count} records, more than the limit of "
             f"{batch._owner.max_records_per_batch} (max_records_per_batch)",
             batch._start + RECORD_COUNT_AT, base_offset=batch.base_offset)
+    if not batch._counted:
+        batch._counted = True
+        # a negative count is corrupt (raised when decoding), not a credit
+        _count_records(batch._owner, batch._totals, max(batch.record_count, 0), batch._start,
+                       batch.base_offset)
     return 0
 
 
@@ -649,18 +721,22 @@ cdef int _check_record_count(RecordBatch batch, Py_ssize_t size) except -1:
     return 0
 
 
-cdef RecordBatch _record_batch_at(Records owner, Py_ssize_t start, Py_ssize_t end):
+cdef RecordBatch _record_batch_at(Records owner, _SetCount totals, Py_ssize_t start, Py_ssize_t end):
     cdef RecordBatch batch = RecordBatch.__new__(RecordBatch)
-    _setup_batch(batch, owner, start, end)
+    _setup_batch(batch, owner, totals, start, end)
     return batch
 
 
-cdef int _setup_batch(RecordBatch batch, Records owner, Py_ssize_t start, Py_ssize_t end) except -1:
+cdef int _setup_batch(RecordBatch batch, Records owner, _SetCount totals, Py_ssize_t start,
+                      Py_ssize_t end) except -1:
     cdef const unsigned char *p = owner._data + start
     batch._owner = owner
+    batch._totals = totals
     batch._start = start
     batch._end = end
     batch._checked = False
+    batch._counted = False
+    batch._charged = False
     batch.base_offset = <int64_t>kp_load_be64(p)
     batch.magic = <int8_t>p[16]
     if batch.magic != 2:    # before the header is read: a legacy message may be shorter than it
@@ -988,8 +1064,11 @@ cdef class LegacyBatch:
     messages with absolute offsets. The CRC-32 is verified when records are read.
     """
     cdef Records _owner
+    cdef _SetCount _totals
     cdef Py_ssize_t _start
     cdef Py_ssize_t _end
+    cdef bint _counted      # its records added to the set's (once, however often read)
+    cdef bint _charged      # its decompressed bytes added to the set's
     cdef readonly int64_t offset
     cdef readonly int32_t message_size
     cdef readonly uint32_t crc
@@ -1003,12 +1082,12 @@ cdef class LegacyBatch:
 
     def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
                  bint verify_crc=True):
-        cdef Records owner = Records(data, max_decompressed_size=max_decompressed_size,
-                                     max_records_per_batch=max_records_per_batch, verify_crc=verify_crc)
+        cdef Records owner = _single_batch_records(data, max_decompressed_size, max_records_per_batch,
+                                                   verify_crc)
         cdef Py_ssize_t size = _batch_size(owner._data, owner._size, 0)
         if size <= 0:
             raise CorruptRecordError(f"message is truncated: {owner._size} bytes", 0)
-        _setup_legacy(self, owner, 0, size)
+        _setup_legacy(self, owner, _SetCount(), 0, size)
 
     @property
     def compression(self):
@@ -1086,12 +1165,23 @@ cdef class LegacyBatch:
                 self._start, base_offset=self.offset, stored_crc=self.crc, computed_crc=computed)
 
     def records(self):
+        cdef Record record
+        if not self.is_wrapper:
+            record = self._plain_record()
+            if not self._counted:
+                self._counted = True
+                _count_records(self._owner, self._totals, 1, self._start, self.offset)
+            return [record]
         if self._owner.verify_crc:
             self.verify_crc()
-        if not self.is_wrapper:
-            return [_new_record(self.offset, self.timestamp if self.magic == 1 else 0, self.magic == 1,
-                                self.key, self.value, (), self.attributes)]
         return self._inner_records()
+
+    cdef Record _plain_record(self):
+        # Not counted here: an inner message is counted by its wrapper.
+        if self._owner.verify_crc:
+            self.verify_crc()
+        return _new_record(self.offset, self.timestamp if self.magic == 1 else 0, self.magic == 1,
+                           self.key, self.value, (), self.attributes)
 
     def __iter__(self):
         return iter(self.records())
@@ -1121,18 +1211,18 @@ cdef class LegacyBatch:
             raise CorruptRecordError("compressed wrapper message has a null value", self._start,
                                      base_offset=self.offset)
         compressed = memoryview(self._owner)[self._value_start:self._value_start + self._value_len]
-        try:
-            inner = Records(_compression.decompress(self.attributes & ATTR_COMPRESSION, compressed,
-                                                    max_size=self._owner.max_decompressed_size),
-                            max_decompressed_size=self._owner.max_decompressed_size,
-                            max_records_per_batch=max_records, verify_crc=self._owner.verify_crc)
-        except DecompressionError as exc:
-            raise type(exc)(f"{exc.reason} in wrapper message", self._start, base_offset=self.offset) from None
+        charged, self._charged = self._charged, True
+        inner = Records(_decompress(self._owner, self._totals, self.attributes & ATTR_COMPRESSION, compressed,
+                                    charged, "wrapper message", self._start, self.offset),
+                        verify_crc=self._owner.verify_crc)
+        counting, self._counted = not self._counted, True
         records = []
         while pos < inner._size:
             if len(records) == max_records:
                 raise TooManyRecordsError(f"wrapper message holds more than {max_records} records "
                                           f"(max_records_per_batch)", self._start, base_offset=self.offset)
+            if counting:
+                _count_records(self._owner, self._totals, 1, self._start, self.offset)
             try:
                 size = _batch_size(inner._data, inner._size, pos)
             except CorruptRecordError as exc:
@@ -1142,14 +1232,14 @@ cdef class LegacyBatch:
                 raise CorruptRecordError(
                     f"inner message set is truncated at byte {pos} of the decompressed value",
                     self._start, base_offset=self.offset)
-            message = _legacy_at(inner, pos, pos + size)
+            message = _legacy_at(inner, self._totals, pos, pos + size)
             if message.is_wrapper:
                 raise CorruptRecordError("wrapper message holds another compressed message", self._start,
                                          base_offset=self.offset)
             if message.magic != self.magic:
                 raise CorruptRecordError(f"inner message magic {message.magic} differs from wrapper "
                                          f"magic {self.magic}", self._start, base_offset=self.offset)
-            records.append(message.records()[0])
+            records.append(message._plain_record())
             pos += size
         if self.magic >= 1 and records:
             # A wrapper straight from a producer has offset 0 (the broker has not assigned
@@ -1171,16 +1261,20 @@ cdef class LegacyBatch:
                                     timestamp_type, timestamp, _as_record_py)
 
 
-cdef LegacyBatch _legacy_at(Records owner, Py_ssize_t start, Py_ssize_t end):
+cdef LegacyBatch _legacy_at(Records owner, _SetCount totals, Py_ssize_t start, Py_ssize_t end):
     cdef LegacyBatch batch = LegacyBatch.__new__(LegacyBatch)
-    _setup_legacy(batch, owner, start, end)
+    _setup_legacy(batch, owner, totals, start, end)
     return batch
 
 
-cdef int _setup_legacy(LegacyBatch batch, Records owner, Py_ssize_t start, Py_ssize_t end) except -1:
+cdef int _setup_legacy(LegacyBatch batch, Records owner, _SetCount totals, Py_ssize_t start,
+                       Py_ssize_t end) except -1:
     cdef const unsigned char *p = owner._data + start
     cdef ByteReader r
     batch._owner = owner
+    batch._totals = totals
+    batch._counted = False
+    batch._charged = False
     batch._start = start
     batch._end = end
     batch.offset = <int64_t>kp_load_be64(p)

@@ -27,11 +27,17 @@ from kproto.errors import (
     CorruptRecordError,
     CrcMismatchError,
     DecodeError,
+    DecompressedSizeError,
     DecompressionError,
     EncodeError,
     TooManyRecordsError,
 )
-from kproto.limits import DEFAULT_MAX_RECORDS_PER_BATCH, MIN_RECORD_SIZE
+from kproto.limits import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET,
+    DEFAULT_MAX_RECORDS_PER_BATCH,
+    DEFAULT_MAX_RECORDS_PER_SET,
+    MIN_RECORD_SIZE,
+)
 
 __all__ = [
     "Record", "ControlRecord", "RecordBatch", "LegacyBatch", "Records",
@@ -209,14 +215,63 @@ def _control_record(record: Record, base_offset: int) -> ControlRecord:
 
 # ---------------------------------------------------------------- magic 2 batches
 class _Limits:
-    """The settings of the Records a batch was read from (one object shared by its batches)."""
+    """The settings of the Records a batch was read from, and what one pass over its batches
+    has read so far (one object shared by the batches of a pass)."""
 
-    __slots__ = ("max_decompressed_size", "max_records_per_batch", "verify_crc")
+    __slots__ = ("max_decompressed_size", "max_records_per_batch", "verify_crc", "max_records_per_set",
+                 "max_decompressed_size_per_set", "records_read", "bytes_decompressed")
 
-    def __init__(self, max_decompressed_size: int, max_records_per_batch: int, verify_crc: bool) -> None:
+    def __init__(self, max_decompressed_size: int, max_records_per_batch: int, verify_crc: bool,
+                 max_records_per_set: int, max_decompressed_size_per_set: int) -> None:
         self.max_decompressed_size = max_decompressed_size
         self.max_records_per_batch = max_records_per_batch
         self.verify_crc = verify_crc
+        self.max_records_per_set = max_records_per_set
+        self.max_decompressed_size_per_set = max_decompressed_size_per_set
+        self.records_read = 0
+        self.bytes_decompressed = 0
+
+    def count_records(self, count: int, start: int, base_offset: int) -> None:
+        """Add a batch's records to the set's, raising before the set passes its limit."""
+        before = self.records_read
+        if before + count > self.max_records_per_set:
+            raise TooManyRecordsError(
+                f"record set holds more than {self.max_records_per_set} records (max_records_per_set): "
+                f"the batch at byte {start} brings {before} to {before + count}", start,
+                base_offset=base_offset)
+        self.records_read = before + count
+
+    def decompress(self, codec: int, data, charged: bool, what: str, start: int, base_offset: int):
+        """Decompress a batch's payload within the caps of the batch and of the set.
+
+        A batch is charged once (``charged`` says it was): its output, or all it was
+        allowed when decompression fails (the work it caused is not known).
+        """
+        allowed = self.max_decompressed_size
+        left = self.max_decompressed_size_per_set - self.bytes_decompressed
+        set_binds = not charged and left < allowed
+        if set_binds:
+            allowed = max(left, 0)
+        try:
+            out = _compression.decompress(codec, data, max_size=allowed)
+        except DecompressionError as exc:
+            if not charged:
+                self.bytes_decompressed += allowed
+            if set_binds and isinstance(exc, DecompressedSizeError):
+                raise DecompressedSizeError(
+                    f"record set decompresses to more than {self.max_decompressed_size_per_set} bytes "
+                    f"(max_decompressed_size_per_set): {self.max_decompressed_size_per_set - left} before "
+                    f"the {what} at byte {start}", start, base_offset=base_offset) from None
+            raise type(exc)(f"{exc.reason} in {what}", start, base_offset=base_offset) from None
+        if not charged:
+            self.bytes_decompressed += len(out)
+        return out
+
+
+def _single_batch_limits(max_decompressed_size: int, max_records_per_batch: int, verify_crc: bool) -> _Limits:
+    # A batch read on its own is a set of one: its own limits are the set's.
+    return _Limits(max_decompressed_size, max_records_per_batch, verify_crc, max_records_per_batch,
+                   max_decompressed_size)
 
 
 class RecordBatch:
@@ -228,8 +283,8 @@ class RecordBatch:
     ``RecordBatch(data)`` reads the batch at the start of ``data``.
     """
 
-    __slots__ = ("_view", "_start", "_end", "_max_size", "_max_records", "_verify", "_checked",
-                 "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
+    __slots__ = ("_view", "_start", "_end", "_limits", "_max_records", "_verify", "_checked", "_counted",
+                 "_charged", "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
                  "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
                  "producer_id", "producer_epoch", "base_sequence", "record_count")
 
@@ -239,7 +294,8 @@ class RecordBatch:
         size = _complete_size(view, 0)
         if size <= 0:     # worded as in C, which does not know the size a cut batch needs
             raise CorruptRecordError(f"record batch is truncated: {len(view)} bytes", 0)
-        self._setup(view, 0, size, _Limits(max_decompressed_size, max_records_per_batch, verify_crc))
+        limits = _single_batch_limits(max_decompressed_size, max_records_per_batch, verify_crc)
+        self._setup(view, 0, size, limits)
 
     @classmethod
     def _at(cls, view, start, end, limits: _Limits) -> RecordBatch:
@@ -251,10 +307,12 @@ class RecordBatch:
         self._view = view
         self._start = start
         self._end = end
-        self._max_size = limits.max_decompressed_size
+        self._limits = limits
         self._max_records = limits.max_records_per_batch
         self._verify = limits.verify_crc
         self._checked = False
+        self._counted = False    # its records added to the set's (once, however often read)
+        self._charged = False    # its decompressed bytes added to the set's
         base_offset, magic = _INT64.unpack_from(view, start)[0], _INT8.unpack_from(view, start + 16)[0]
         if magic != 2:      # before the header is read: a legacy message may be shorter than it
             raise CorruptRecordError(f"magic {magic} is not a record batch (magic 2)", start,
@@ -360,11 +418,9 @@ class RecordBatch:
         body = self._view[self._start + V2_HEADER_SIZE:self._end]
         if self.compression == 0:
             return body
-        try:
-            return _compression.decompress(self.compression, body, max_size=self._max_size)
-        except DecompressionError as exc:
-            raise type(exc)(f"{exc.reason} in record batch", self._start,
-                            base_offset=self.base_offset) from None
+        charged, self._charged = self._charged, True
+        return self._limits.decompress(self.compression, body, charged, "record batch", self._start,
+                                       self.base_offset)
 
     def _check_record_limit(self) -> None:
         # Before decompressing: the declared count decides what decoding will allocate.
@@ -373,6 +429,10 @@ class RecordBatch:
                 f"record batch declares {self.record_count} records, more than the limit of "
                 f"{self._max_records} (max_records_per_batch)",
                 self._start + _RECORD_COUNT_AT, base_offset=self.base_offset)
+        if not self._counted:
+            self._counted = True
+            # a negative count is corrupt (raised when decoding), not a credit
+            self._limits.count_records(max(self.record_count, 0), self._start, self.base_offset)
 
     def records(self) -> list[Record]:
         """Decode every record of the batch."""
@@ -617,8 +677,8 @@ class LegacyBatch:
     messages with absolute offsets. The CRC-32 is verified when records are read.
     """
 
-    __slots__ = ("_view", "_start", "_end", "_limits", "offset", "message_size", "crc",
-                 "magic", "attributes", "timestamp", "_key_span", "_value_span")
+    __slots__ = ("_view", "_start", "_end", "_limits", "_counted", "_charged", "offset", "message_size",
+                 "crc", "magic", "attributes", "timestamp", "_key_span", "_value_span")
 
     def __init__(self, data, *, max_decompressed_size: int = _DEFAULT_MAX,
                  max_records_per_batch: int = _DEFAULT_MAX_RECORDS, verify_crc: bool = True) -> None:
@@ -626,7 +686,8 @@ class LegacyBatch:
         size = _complete_size(view, 0)
         if size <= 0:     # worded as in C, which does not know the size a cut batch needs
             raise CorruptRecordError(f"message is truncated: {len(view)} bytes", 0)
-        self._setup(view, 0, size, _Limits(max_decompressed_size, max_records_per_batch, verify_crc))
+        limits = _single_batch_limits(max_decompressed_size, max_records_per_batch, verify_crc)
+        self._setup(view, 0, size, limits)
 
     @classmethod
     def _at(cls, view, start, end, limits: _Limits) -> LegacyBatch:
@@ -637,6 +698,8 @@ class LegacyBatch:
     def _setup(self, view, start, end, limits: _Limits) -> None:
         self._view, self._start, self._end = view, start, end
         self._limits = limits
+        self._counted = False    # its records added to the set's (once, however often read)
+        self._charged = False    # its decompressed bytes added to the set's
         self.offset, self.message_size, self.crc, self.magic, self.attributes = \
             _LEGACY_HEAD.unpack_from(view, start)
         if self.magic not in (0, 1):
@@ -733,11 +796,21 @@ class LegacyBatch:
 
     # ---- records
     def records(self) -> list[Record]:
+        if not self.is_wrapper:
+            record = self._plain_record()
+            if not self._counted:
+                self._counted = True
+                self._limits.count_records(1, self._start, self.offset)
+            return [record]
         if self._limits.verify_crc:
             self.verify_crc()
-        if not self.is_wrapper:
-            return [_new_record(self.offset, self.timestamp, self.key, self.value, (), self.attributes)]
         return self._inner_records()
+
+    def _plain_record(self) -> Record:
+        # Not counted here: an inner message is counted by its wrapper.
+        if self._limits.verify_crc:
+            self.verify_crc()
+        return _new_record(self.offset, self.timestamp, self.key, self.value, (), self.attributes)
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
@@ -763,11 +836,10 @@ class LegacyBatch:
             raise CorruptRecordError("compressed wrapper message has a null value", self._start,
                                      base_offset=self.offset)
         compressed = self._view[self._value_span[0]:self._value_span[1]]
-        try:
-            inner = _byte_view(_compression.decompress(self.compression, compressed,
-                                                       max_size=limits.max_decompressed_size))
-        except DecompressionError as exc:
-            raise type(exc)(f"{exc.reason} in wrapper message", self._start, base_offset=self.offset) from None
+        charged, self._charged = self._charged, True
+        inner = _byte_view(limits.decompress(self.compression, compressed, charged, "wrapper message",
+                                             self._start, self.offset))
+        counting, self._counted = not self._counted, True
         # One inner message at a time, each checked before the next is looked at (as the
         # compiled twin does), so both report the same first problem.
         records = []
@@ -777,6 +849,8 @@ class LegacyBatch:
                 raise TooManyRecordsError(
                     f"wrapper message holds more than {limits.max_records_per_batch} records "
                     f"(max_records_per_batch)", self._start, base_offset=self.offset)
+            if counting:
+                limits.count_records(1, self._start, self.offset)
             try:
                 size = _complete_size(inner, pos)
             except CorruptRecordError as exc:
@@ -793,7 +867,7 @@ class LegacyBatch:
             if message.magic != self.magic:
                 raise CorruptRecordError(f"inner message magic {message.magic} differs from wrapper "
                                          f"magic {self.magic}", self._start, base_offset=self.offset)
-            records.append(message.records()[0])
+            records.append(message._plain_record())
             pos += size
         if self.magic >= 1 and records:
             # Inner offsets are relative; the wrapper holds the absolute offset of the last.
@@ -940,12 +1014,16 @@ class Records:
     corruption anywhere else raises :class:`~kproto.errors.CorruptRecordError`.
     """
 
-    __slots__ = ("_source", "_view", "max_decompressed_size", "max_records_per_batch", "verify_crc", "_tail")
+    __slots__ = ("_source", "_view", "max_decompressed_size", "max_records_per_batch", "max_records_per_set",
+                 "max_decompressed_size_per_set", "verify_crc", "_tail")
     _source: Any          # the object the bytes came from, kept alive for the view
     _view: memoryview
 
     def __init__(self, data=b"", *, max_decompressed_size: int = _DEFAULT_MAX,
-                 max_records_per_batch: int = _DEFAULT_MAX_RECORDS, verify_crc: bool = True) -> None:
+                 max_records_per_batch: int = _DEFAULT_MAX_RECORDS,
+                 max_records_per_set: int = DEFAULT_MAX_RECORDS_PER_SET,
+                 max_decompressed_size_per_set: int = DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET,
+                 verify_crc: bool = True) -> None:
         if isinstance(data, Records):
             self._source = data._source
             self._view = data._view
@@ -954,6 +1032,8 @@ class Records:
             self._view = _byte_view(data)
         self.max_decompressed_size = max_decompressed_size
         self.max_records_per_batch = max_records_per_batch
+        self.max_records_per_set = max_records_per_set
+        self.max_decompressed_size_per_set = max_decompressed_size_per_set
         self.verify_crc = verify_crc
         self._tail: int | None = None  # position where a cut-short batch starts, once known
 
@@ -991,9 +1071,14 @@ class Records:
         return self.batches()
 
     def batches(self) -> Iterator[RecordBatch | LegacyBatch]:
-        """The complete batches, read lazily (headers only; records on demand)."""
+        """The complete batches, read lazily (headers only; records on demand).
+
+        The records and decompressed bytes read from the batches of one pass count
+        toward ``max_records_per_set`` and ``max_decompressed_size_per_set``.
+        """
         view = self._view
-        limits = _Limits(self.max_decompressed_size, self.max_records_per_batch, self.verify_crc)
+        limits = _Limits(self.max_decompressed_size, self.max_records_per_batch, self.verify_crc,
+                         self.max_records_per_set, self.max_decompressed_size_per_set)
         pos = 0
         while True:
             size = _complete_size(view, pos)

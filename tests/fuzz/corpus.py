@@ -131,6 +131,9 @@ def record_seeds() -> tuple[bytes, ...]:
     seeds += [targets.records_options(verify_crc=True, small_cap=False) + data for data in encodings[8:14]]
     seeds += [targets.records_options(verify_crc=True, small_cap=False, zero_copy=True) + data
               for data in encodings]
+    # sets of several batches (and wrappers of several messages) reach the per-set limits
+    seeds += [targets.records_options(verify_crc=True, small_cap=False, small_set_limits=True) + data
+              for data in encodings[:4] + encodings[-3:] + [encodings[10] + encodings[12]]]
     return tuple(seeds)
 
 

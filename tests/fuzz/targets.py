@@ -29,7 +29,7 @@ import struct
 import uuid
 from collections.abc import Callable
 
-from kproto import _impl, schema
+from kproto import _impl, limits, schema
 from kproto.errors import DecodeError
 
 IMPLEMENTATIONS = _impl.available()
@@ -193,12 +193,17 @@ _RECORDS = {impl: _impl.load("records", impl) for impl in IMPLEMENTATIONS}
 RECORDS_CAPS = (1 << 12, 1 << 20)
 #: Record-count limits (max_records_per_batch) byte 0 chooses from: a small one reaches the limit.
 RECORDS_LIMITS = (3, 1 << 20)
+#: Per-set limits (max_records_per_set, max_decompressed_size_per_set) byte 0 chooses from:
+#: small ones reach them within a few batches.
+RECORDS_SET_LIMITS = ((5, 1 << 7),
+                      (limits.DEFAULT_MAX_RECORDS_PER_SET, limits.DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET))
 
 
-def records_options(verify_crc: bool, small_cap: bool, zero_copy: bool = False, small_limit: bool = False) -> bytes:
+def records_options(verify_crc: bool, small_cap: bool, zero_copy: bool = False, small_limit: bool = False,
+                    small_set_limits: bool = False) -> bytes:
     """The leading byte that makes fuzz_records read with these options."""
     return bytes([(1 if verify_crc else 0) | (2 if small_cap else 0) | (4 if zero_copy else 0)
-                  | (8 if small_limit else 0)])
+                  | (8 if small_limit else 0) | (16 if small_set_limits else 0)])
 
 
 def _plain_record(record) -> tuple:
@@ -207,10 +212,11 @@ def _plain_record(record) -> tuple:
 
 
 def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bool = False,
-                  max_records: int = RECORDS_LIMITS[1]):
+                  max_records: int = RECORDS_LIMITS[1], set_limits: tuple[int, int] = RECORDS_SET_LIMITS[1]):
     """Everything a reader can ask of a Records buffer, as plain data (errors in line)."""
     records = module.Records(data, verify_crc=verify_crc, max_decompressed_size=cap,
-                             max_records_per_batch=max_records)
+                             max_records_per_batch=max_records, max_records_per_set=set_limits[0],
+                             max_decompressed_size_per_set=set_limits[1])
     out = []
     try:
         for batch in records:
@@ -242,18 +248,19 @@ def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bo
 
 def fuzz_records(data: bytes):
     """Record batches (magic 0, 1, 2, every codec): byte 0 picks CRC checking, the size cap,
-    zero-copy Arrow columns and the record-count limit."""
+    zero-copy Arrow columns, the record-count limit and the per-set limits."""
     if not data:
         return ("skip", None)
     verify_crc = bool(data[0] & 1)
     cap = RECORDS_CAPS[0] if data[0] & 2 else RECORDS_CAPS[1]
     zero_copy = bool(data[0] & 4)
     max_records = RECORDS_LIMITS[0] if data[0] & 8 else RECORDS_LIMITS[1]
+    set_limits = RECORDS_SET_LIMITS[0] if data[0] & 16 else RECORDS_SET_LIMITS[1]
     body = data[1:]
     outcomes = {}
     for impl, module in _RECORDS.items():
         outcomes[impl] = call("records", impl, _read_records, module, body, verify_crc, cap, zero_copy,
-                              max_records)
+                              max_records, set_limits)
     agree("records", outcomes)
     return outcomes[IMPLEMENTATIONS[0]]
 
