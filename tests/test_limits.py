@@ -204,10 +204,35 @@ def consume(records_module, data, **options):
     return rows
 
 
+@pytest.mark.slow   # a timing ratio: run by hand (-m slow), never in the normal suite
 def test_many_empty_gzip_members_take_linear_time():
     payload = lambda size: hostile.gzip_empty_members(size)[61:]   # noqa: E731  (the batch header off)
     assert compression.decompress("gzip", payload(1000)) == b""
     assert growth(payload, lambda data: compression.decompress("gzip", data), 128 * 1024) < 8
+
+
+def test_many_empty_gzip_members_feed_zlib_each_byte_a_bounded_number_of_times(monkeypatch):
+    # The quadratic version handed zlib the whole rest of the input for every member.
+    fed = []
+    real = compression.zlib.decompressobj
+
+    class Counting:
+        def __init__(self, *args):
+            self.inner = real(*args)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def decompress(self, data, *args):
+            fed.append(len(data))
+            return self.inner.decompress(data, *args)
+
+    monkeypatch.setattr(compression.zlib, "decompressobj", Counting)
+    for size in (16 * 1024, 64 * 1024):
+        fed.clear()
+        payload = hostile.gzip_empty_members(size)[61:]
+        assert compression.decompress("gzip", payload) == b""
+        assert sum(fed) <= 4 * len(payload), (size, sum(fed), len(payload))
 
 
 def test_gzip_members_and_zero_padding_still_read_as_one_stream():
@@ -225,6 +250,7 @@ def test_gzip_members_and_zero_padding_still_read_as_one_stream():
                                          (hostile.lz4_empty_compressed_blocks, "lz4"),
                                          (hostile.lz4_tiny_frames, "lz4"),
                                          (hostile.snappy_xerial_tiny_blocks, "snappy")])
+@pytest.mark.slow   # a timing ratio: run by hand (-m slow); benchmarks/bench_hostile_records.py measures it
 def test_tiny_lz4_and_snappy_blocks_take_linear_time(make, codec):
     payload = lambda size: make(size)[61:]   # noqa: E731  (the batch header off)
     assert growth(payload, lambda data: compression.decompress(codec, data), 256 * 1024) < 8
