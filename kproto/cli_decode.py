@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
             record = {"direction": "request", "size_prefixed": size_prefixed, "header": header,
                       "body": request.body.to_dict()}
         else:
+            assert args.api_version is not None   # checked with the arguments above
             response = kproto.decode_response(data, api_key, args.api_version, size_prefixed=size_prefixed)
             header = {"api_key": api_key, "api": versions.api_name(api_key), "api_version": response.api_version,
                       "correlation_id": response.correlation_id}

@@ -333,7 +333,7 @@ def _lz4_decompress(cj, data, max_size: int):
     # The frames as the library gets them: corrected headers patched in, skippable frames
     # left out. They go to it in one call: one call a frame cost microseconds each, so a
     # stream of tiny frames took about a microsecond a byte.
-    stream = []
+    stream: list[bytes | memoryview] = []
     bound = 0
     pos = 0
     while pos < len(view):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -140,7 +140,7 @@ class Input:
             self.error = InputProblem(self.name, counters["input_bytes"] - left, "truncated_record",
                                       f"incomplete record: {left} bytes at the end of the file")
 
-    def _frame_dump(self, handle: BinaryIO) -> Iterator[pa.RecordBatch]:
+    def _frame_dump(self, handle: BinaryIO | io.RawIOBase) -> Iterator[pa.RecordBatch]:
         """Size-prefixed frames, a chunk at a time; a frame a chunk cuts short waits for the next."""
         carried = b""     # the start of a frame cut by the end of the previous chunk
         base = 0          # the input offset of carried's first byte
@@ -273,7 +273,7 @@ class Filters:
 
 
 def record_batches(source: Input, filters: Filters | None = None, *,
-                   records: str = "summary") -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch, np.ndarray]]:
+                   records: str = "summary") -> Generator[tuple[pa.RecordBatch, pa.RecordBatch, np.ndarray], None, None]:
     """Per batch of ``source``: (frames, decoded, client ids) of the frames ``filters`` keep.
 
     ``decoded`` is ``kb.decode_frames(..., body="json")`` of those frames, responses

@@ -414,7 +414,7 @@ def test_a_record_set_decompresses_at_most_max_decompressed_size_per_set(impl):
     data, starts = batches_of(wrapper, wrapper)
     inner = len(compression.decompress("gzip", records.LegacyBatch(wrapper).value))
     assert consume(records, data, max_decompressed_size_per_set=2 * inner) == 40
-    with pytest.raises(DecompressedSizeError, 
+    with pytest.raises(DecompressedSizeError,
                        match=f"{inner} before the wrapper message at byte {starts[1]}"):
         consume(records, data, max_decompressed_size_per_set=2 * inner - 1)
 

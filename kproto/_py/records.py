@@ -842,7 +842,7 @@ class LegacyBatch:
         counting, self._counted = not self._counted, True
         # One inner message at a time, each checked before the next is looked at (as the
         # compiled twin does), so both report the same first problem.
-        records = []
+        records: list[Record] = []
         pos = 0
         while pos < len(inner):
             if len(records) == limits.max_records_per_batch:
@@ -876,7 +876,7 @@ class LegacyBatch:
             shift = wrap_int64(self.offset - records[-1].offset)
             log_append = self.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
             for record in records:
-                if shift >= 0:
+                if shift >= 0 and record.offset is not None:   # inner records always have one
                     record.offset = wrap_int64(record.offset + shift)
                 if log_append:
                     record.timestamp = self.timestamp
