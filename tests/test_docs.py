@@ -227,10 +227,28 @@ def claimed_value(lines: list[str], statement: ast.stmt):
     text = " ".join(following) if following else inline[1:].strip() if inline.startswith("#") else ""
     if not text:
         return None
+    partial = text.endswith(", ...}")       # "{0: 11, 1: 17, ...}": these items, among others
+    if partial:
+        text = text[: -len(", ...}")] + "}"
     try:
-        return (ast.literal_eval(text),)
+        value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
+    return (Partial(value) if partial else value,)
+
+
+class Partial:
+    """A claimed dict given with "...": equal to a dict holding at least its items."""
+
+    def __init__(self, items: dict) -> None:
+        self.items = items
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, dict) and all(key in other and other[key] == value
+                                               for key, value in self.items.items())
+
+    def __repr__(self) -> str:
+        return repr(self.items)[:-1] + ", ...}"
 
 
 def run_block(block: Block, ns: dict) -> int:
@@ -316,3 +334,13 @@ def test_claims_are_checked():
     wrong = Block("x.md", 1, "1 + 1   # 3\n", "run", "")
     with pytest.raises(AssertionError, match="the doc claims 3"):
         run_block(wrong, {})
+    partial = Block("x.md", 1, "dict(a=1, b=2)   # {'a': 1, ...}\n", "run", "")
+    assert run_block(partial, {}) == 1
+    with pytest.raises(AssertionError):
+        run_block(Block("x.md", 1, "dict(a=1, b=2)   # {'a': 2, ...}\n", "run", ""), {})
+
+
+def test_doctest_blocks():
+    assert run_block(Block("x.md", 1, ">>> x = 2\n>>> x + 1\n3\n", "run", ""), {}) == 2
+    with pytest.raises(AssertionError, match="doctest failed"):
+        run_block(Block("x.md", 1, ">>> 1 + 1\n3\n", "run", ""), {})
