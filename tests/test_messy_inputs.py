@@ -33,8 +33,9 @@ def analyse(paths, **options):
     table = pa.Table.from_batches(parts, schema=W.PARTS_SCHEMA)
     accounting = [r for r in table.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                   if r["kind"] in ("capture", "counts", "connection")]
-    summary = {r["capture"]: r for r in jobs.summary_rows(accounting)}
-    return sink.table("frames"), summary, jobs.error_rows(accounting)
+    errors = jobs.error_rows(accounting)
+    summary = {r["capture"]: r for r in jobs.summary_rows(accounting, errors)}
+    return sink.table("frames"), summary, errors
 
 
 def assert_bytes_add_up(row):
@@ -192,14 +193,14 @@ def test_unexplained_loss_is_not_accounted():
     info = {"input_bytes": 100, "file_bytes": 60, "trailing_bytes": 0, "unread_bytes": 40, "errors": [],
             "format": "pcap", "split_count": 1}
     rows = [{"kind": "capture", "capture": "x", "connection_id": None, "info": json.dumps(info)}]
-    (row, _total) = jobs.summary_rows(rows)
+    (row, _total) = jobs.summary_rows(rows, jobs.error_rows(rows))
     assert not row["accounted"]
     info["errors"] = [{"category": "oversized_record", "offset": 60, "reason": "r", "unread_bytes": 40}]
     rows[0]["info"] = json.dumps(info)
-    assert jobs.summary_rows(rows)[0]["accounted"]
+    assert jobs.summary_rows(rows, jobs.error_rows(rows))[0]["accounted"]
     info["file_bytes"] = 50       # ten bytes nowhere
     rows[0]["info"] = json.dumps(info)
-    assert not jobs.summary_rows(rows)[0]["accounted"]
+    assert not jobs.summary_rows(rows, jobs.error_rows(rows))[0]["accounted"]
 
 
 def test_exit_status_says_complete_incomplete_or_nothing():

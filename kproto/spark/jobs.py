@@ -174,12 +174,12 @@ def list_inputs(spark, paths: Sequence[str]) -> Inputs:
 
 
 def local_input_bytes(paths: Sequence[str]) -> int | None:
-    """The bytes of the input files when every path is local and exists, else None (without raising)."""
-    if any(W.local_path(p) != p for p in paths):
+    """The bytes of the capture files when every path is a local capture that exists, else None
+    (without raising). Parquet inputs give None: their frames go through the JVM, whatever their size."""
+    if any(W.local_path(p) != p or _is_parquet(p) for p in paths):
         return None
     try:
-        return sum(os.path.getsize(p) for p in _list_local([p for p in paths if not _is_parquet(p)])) + sum(
-            1 << 40 for p in paths if _is_parquet(p))   # Parquet inputs go through the JVM: not small
+        return sum(os.path.getsize(p) for p in _list_local(paths))
     except OSError:
         return None
 
@@ -436,11 +436,12 @@ def build_tables(spark, parts) -> dict[str, Any]:
     return {"connections": connections, "clients": clients, "topics": topics}
 
 
-def summary_rows(accounting: Iterable[Any]) -> list[dict]:
+def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
     """One row per capture and a total row ("*"): every frame read, and where it went.
 
     ``accounting``: the compact rows of kinds capture, counts and connection
-    (a list of anything indexable by kind, capture, connection_id and info).
+    (anything indexable by kind, capture, connection_id and info); ``errors``:
+    the errors table's rows (:func:`error_rows` of the same rows).
     """
     rows: dict[str, dict] = {}
 
@@ -485,7 +486,7 @@ def summary_rows(accounting: Iterable[Any]) -> list[dict]:
                                    ("unsupported_link_packets", "unsupported_link")):
             if isinstance(info.get(name), int):
                 target[summary_name] = target.get(summary_name, 0) + info[name]
-    for error in error_rows(accounting):
+    for error in errors:
         target = row(error["capture"])
         target["errors"] = target.get("errors", 0) + 1
         if not target.get("error"):
@@ -607,11 +608,11 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             tables = W.combine(collected)
             accounting = [r for r in collected.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                           if r["kind"] in ("capture", "counts", "connection")]
-            summary = summary_rows(accounting)
+            errors = error_rows(accounting)
+            summary = summary_rows(accounting, errors)
             tables["summary"] = pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA)
             for name in ("connections", "clients", "topics", "summary"):
                 write_table(tables[name], out_text, name)
-            errors = error_rows(accounting)
         else:
             from pyspark.sql import functions as F
 
@@ -622,11 +623,11 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             show.step("writing summary")
             accounting = parts.filter(F.col("kind").isin("capture", "counts", "connection")) \
                 .select("kind", "capture", "connection_id", "info").collect()
-            summary = summary_rows(accounting)
+            errors = error_rows(accounting)
+            summary = summary_rows(accounting, errors)
             summary_df = spark.createDataFrame([tuple(r.get(name) for name in SUMMARY_SCHEMA.names)
                                                 for r in summary], SUMMARY_DDL)
             summary_df.coalesce(1).write.mode("overwrite").parquet(f"{out_text}/summary")
-            errors = error_rows(accounting)
         write_table(pa.Table.from_pylist(errors, schema=ERRORS_SCHEMA), out_text, "errors")
         facts = None
         if options.report:

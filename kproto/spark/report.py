@@ -199,8 +199,7 @@ def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_error
     retries = with_address.filter(pc.and_(is_api_versions, pc.equal(with_address["error_code"], 0))) \
         .select(["capture", "connection_id", "api_version"]).rename_columns(["capture", "connection_id",
                                                                              "retry_version"])
-    refused = refused.select([n for n in refused.column_names if n != "retry_version"]) \
-        .join(retries, ["capture", "connection_id"], join_type="left outer")
+    refused = refused.join(retries, ["capture", "connection_id"], join_type="left outer")
     raw["fallbacks"] = counted(grouped(refused, FALLBACK_KEYS, [([], "count_all")]), name="connections")
 
     invalid = requests.filter(pc.is_valid(requests["software_problems"]))

@@ -578,9 +578,9 @@ def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseExce
     if stopped is not None:
         offset = _file_offset(split, stopped.offset)
         owned = split.start <= offset < split.end or split.split_count == 1
-        if owned or counters.get("unread_bytes", 0):
-            errors.append(_error(stopped.category, offset, stopped.reason, counters.get("unread_bytes", 0)))
-    if counters.get("trailing_bytes"):
+        if owned or counters["unread_bytes"]:
+            errors.append(_error(stopped.category, offset, stopped.reason, counters["unread_bytes"]))
+    if counters["trailing_bytes"]:
         offset = split.end - counters["trailing_bytes"]
         errors.append(_error("truncated_record", offset, f"incomplete record: {counters['trailing_bytes']} bytes "
                              "at the end of the file", counters["trailing_bytes"]))
@@ -667,10 +667,15 @@ def _whole_file_counters(split: Split, reader: Any, failure: BaseException | Non
     """A whole file's accounting: the reader's counters, the bytes left unread by a failure, the errors."""
     counters = reader.counters
     if failure is not None:
-        read = counters["file_bytes"] + counters["trailing_bytes"] + counters["unread_bytes"]
-        counters["unread_bytes"] += max(0, counters["input_bytes"] - read)
+        _count_unreached(counters)
     counters["errors"] = _capture_errors(split, reader, counters, failure)
     return counters
+
+
+def _count_unreached(counters: dict) -> None:
+    """After a reader failed: the input bytes it never reached are unread (the byte identity holds again)."""
+    reached = counters["file_bytes"] + counters["trailing_bytes"] + counters["unread_bytes"]
+    counters["unread_bytes"] += max(0, counters["input_bytes"] - reached)
 
 
 def _checked(split: Split, counters: dict, connections: pa.Table, fail_fast: bool) -> list[pa.RecordBatch]:
@@ -733,9 +738,7 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
     counters = {name: value - start.get(name, 0) for name, value in end.items()}
     counters["input_bytes"] = (source.size if last else split.end) - (split.start if split.split_index else 0)
     if failure is not None:
-        # Bytes of the share the reader never reached.
-        counters["unread_bytes"] += max(0, counters["input_bytes"] - counters["file_bytes"]
-                                        - counters["trailing_bytes"] - counters["unread_bytes"])
+        _count_unreached(counters)
     counters["errors"] = _capture_errors(split, reader, counters, failure)
     yield from _checked(split, counters, connections, fail_fast)
 
