@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -27,6 +28,26 @@ def test_generator_is_deterministic(shared_protocol_dir, tmp_path):
                         str(shared_protocol_dir), "--output", str(out)], check=True, capture_output=True)
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
+
+
+def test_generated_table_reads_as_one_line_per_field():
+    """A Kafka upgrade must be a reviewable diff: each field is its own line, and
+    no line carries a whole message."""
+    text = (ROOT / "kproto" / "schema" / "_messages.py").read_text(encoding="utf-8")
+    longest = max(text.splitlines(), key=len)
+    assert len(longest) <= 200, longest
+    fields = 0
+
+    def count(entries):
+        nonlocal fields
+        for entry in entries:
+            fields += 1
+            count(entry[schema.F_CHILDREN])
+
+    for facts in schema.MESSAGES.values():
+        for _versions, _origin, entries in facts["layers"]:
+            count(entries)
+    assert len(re.findall(r"^ +field\(", text, flags=re.MULTILINE)) == fields
 
 
 def test_every_definition_file_is_covered(shared_protocol_dir):

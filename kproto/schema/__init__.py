@@ -40,9 +40,11 @@ KIND_OF_TYPE = {
 }
 KIND_NAMES = {v: k for k, v in KIND_OF_TYPE.items()} | {STRUCT: "struct", ARRAY: "array"}
 
-# Field tuple positions in _messages (see its docstring).
-F_NAME, F_KAFKA_NAME, F_TYPE, F_VERSIONS, F_NULLABLE, F_TAG, F_TAGGED, F_FLEXIBLE, F_DEFAULT, \
-    F_IGNORABLE, F_MAP_KEY, F_ENTITY, F_STRUCT, F_CHILDREN = range(14)
+# Field tuple positions in _messages (the layout is written once, in _shapes).
+from kproto.schema._shapes import (  # noqa: E402
+    F_CHILDREN, F_DEFAULT, F_FLEXIBLE, F_IGNORABLE, F_NAME,
+    F_NULLABLE, F_STRUCT, F_TAG, F_TAGGED, F_TYPE, F_VERSIONS,
+)
 
 ZERO_UUID = _uuid.UUID(int=0)
 
