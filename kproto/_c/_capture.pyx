@@ -19,14 +19,28 @@ import numpy as np
 
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
-from kproto._py.capture import (CAPTURE_COUNTERS, CLOSED_BY, CONNECTION_COLUMNS, DIRECTION_SOURCE,
-                                FRAME_COLUMNS, HALF_COUNTERS)
+from kproto._common import capture as _shapes
+from kproto._common.capture import (CAPTURE_COUNTERS, CLOSED_BY, CONNECTION_COLUMNS, DIRECTION_REQUEST,
+                                    DIRECTION_RESPONSE, DIRECTION_SOURCE, FRAME_COLUMNS, HALF_COUNTERS)
 
 __all__ = ["Engine", "scan_frames", "DIRECTION_REQUEST", "DIRECTION_RESPONSE", "FRAME_COLUMNS",
            "CONNECTION_COLUMNS", "CAPTURE_COUNTERS"]
 
-DIRECTION_REQUEST = 0
-DIRECTION_RESPONSE = 1
+# File magics and link types, read once from kproto/_common/capture.py (their one definition).
+cdef uint32_t PCAP_MAGIC_US = _shapes.PCAP_MAGIC_US
+cdef uint32_t PCAP_MAGIC_NS = _shapes.PCAP_MAGIC_NS
+cdef uint32_t PCAPNG_SHB = _shapes.PCAPNG_SHB
+cdef uint32_t PCAPNG_BOM = _shapes.PCAPNG_BOM
+cdef uint32_t LINK_NULL = _shapes.LINK_NULL
+cdef uint32_t LINK_ETHERNET = _shapes.LINK_ETHERNET
+cdef uint32_t LINK_LOOP = _shapes.LINK_LOOP
+cdef uint32_t LINK_RAW = _shapes.LINK_RAW
+cdef uint32_t LINK_RAW_DLT = _shapes.LINK_RAW_DLT
+cdef uint32_t LINK_RAW_DLT_OPENBSD = _shapes.LINK_RAW_DLT_OPENBSD
+cdef uint32_t LINK_SLL = _shapes.LINK_SLL
+cdef uint32_t LINK_SLL2 = _shapes.LINK_SLL2
+cdef uint32_t LINK_IPV4 = _shapes.LINK_IPV4
+cdef uint32_t LINK_IPV6 = _shapes.LINK_IPV6
 
 cdef extern from *:
     """
@@ -428,13 +442,14 @@ cdef class Engine:
                 return 0
             magic_le = kpc_le32(p)
             magic_be = kpc_be32(p)
-            if magic_le == 0x0A0D0D0A:
+            if magic_le == PCAPNG_SHB:
                 self.format = FORMAT_PCAPNG
-            elif magic_le in (0xA1B2C3D4, 0xA1B23C4D) or magic_be in (0xA1B2C3D4, 0xA1B23C4D):
+            elif (magic_le == PCAP_MAGIC_US or magic_le == PCAP_MAGIC_NS
+                  or magic_be == PCAP_MAGIC_US or magic_be == PCAP_MAGIC_NS):
                 if n < 24:
                     return 0
-                self.big_endian = not (magic_le in (0xA1B2C3D4, 0xA1B23C4D))
-                self.pcap_nanos = (magic_be if self.big_endian else magic_le) == 0xA1B23C4D
+                self.big_endian = not (magic_le == PCAP_MAGIC_US or magic_le == PCAP_MAGIC_NS)
+                self.pcap_nanos = (magic_be if self.big_endian else magic_le) == PCAP_MAGIC_NS
                 self.linktype = self._u32(p + 20) & 0xFFFF
                 self.format = FORMAT_PCAP
                 pos = 24
@@ -483,10 +498,10 @@ cdef class Engine:
         cdef uint32_t block_type, length
         while end - pos >= 12 and not self._batch_ready():
             block_type = self._u32(p + pos)
-            if block_type == 0x0A0D0D0A:
-                if kpc_le32(p + pos + 8) == 0x1A2B3C4D:
+            if block_type == PCAPNG_SHB:
+                if kpc_le32(p + pos + 8) == PCAPNG_BOM:
                     self.big_endian = False
-                elif kpc_be32(p + pos + 8) == 0x1A2B3C4D:
+                elif kpc_be32(p + pos + 8) == PCAPNG_BOM:
                     self.big_endian = True
                 else:
                     self._stop("bad_block", "pcapng section header with a bad byte-order magic", pos)
@@ -583,7 +598,7 @@ cdef class Engine:
             origlen = self._u32(body)
             caplen = <uint32_t>min(<Py_ssize_t>origlen, n - 4)
             self._packet(self.interfaces[0].linktype, body + 4, caplen, origlen, 0)
-        elif block_type != 0x0A0D0D0A:
+        elif block_type != PCAPNG_SHB:
             self.cnt[C_SKIPPED_BLOCKS] += 1
         return 1
 
@@ -598,7 +613,7 @@ cdef class Engine:
         cdef int addr_len
         cdef uint16_t payload_len
         self.cnt[C_PACKETS] += 1
-        if linktype == 1:
+        if linktype == LINK_ETHERNET:
             if n < 14:
                 self.cnt[C_MALFORMED] += 1
                 return 0
@@ -610,35 +625,35 @@ cdef class Engine:
                     return 0
                 ethertype = kpc_be16(pkt + off + 2)
                 off += 4
-        elif linktype == 113:
+        elif linktype == LINK_SLL:
             if n < 16:
                 self.cnt[C_MALFORMED] += 1
                 return 0
             ethertype = kpc_be16(pkt + 14)
             off = 16
-        elif linktype == 276:
+        elif linktype == LINK_SLL2:
             if n < 20:
                 self.cnt[C_MALFORMED] += 1
                 return 0
             ethertype = kpc_be16(pkt)
             off = 20
-        elif linktype == 0 or linktype == 108:
+        elif linktype == LINK_NULL or linktype == LINK_LOOP:
             if n < 4:
                 self.cnt[C_MALFORMED] += 1
                 return 0
-            family = kpc_le32(pkt) if linktype == 0 else kpc_be32(pkt)
-            if linktype == 0 and family > 0xFFFF:
+            family = kpc_le32(pkt) if linktype == LINK_NULL else kpc_be32(pkt)
+            if linktype == LINK_NULL and family > 0xFFFF:
                 family = kpc_be32(pkt)
             ethertype = 0x0800 if family == 2 else (0x86DD if family in (10, 24, 28, 30) else 0)
             off = 4
-        elif linktype == 101 or linktype == 12 or linktype == 14:
+        elif linktype == LINK_RAW or linktype == LINK_RAW_DLT or linktype == LINK_RAW_DLT_OPENBSD:
             version = pkt[0] >> 4 if n else 0
             ethertype = 0x0800 if version == 4 else (0x86DD if version == 6 else 0)
             off = 0
-        elif linktype == 228:
+        elif linktype == LINK_IPV4:
             ethertype = 0x0800
             off = 0
-        elif linktype == 229:
+        elif linktype == LINK_IPV6:
             ethertype = 0x86DD
             off = 0
         else:

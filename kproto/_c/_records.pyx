@@ -38,7 +38,10 @@ import zlib
 
 from kproto import compression as _compression
 from kproto import limits as _limits
-from kproto._py import records as _twin
+from kproto._c._buffer import Writer as _Writer
+from kproto._common import records as _common
+from kproto._common.records import (CONTROL_ABORT, CONTROL_COMMIT, TIMESTAMP_CREATE_TIME,
+                                    TIMESTAMP_LOG_APPEND_TIME, ControlRecord, record_schema)
 from kproto.errors import (
     CorruptRecordError, CrcMismatchError, DecodeError, DecompressedSizeError, DecompressionError, EncodeError,
     TooManyRecordsError,
@@ -59,16 +62,10 @@ __all__ = [
 ]
 
 IMPLEMENTATION = "c"
-TIMESTAMP_CREATE_TIME = 0
-TIMESTAMP_LOG_APPEND_TIME = 1
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
 
-# Plain helpers that are not hot are shared with the pure twin.
-ControlRecord = _twin.ControlRecord
-record_schema = _twin.record_schema
-cdef object _control_record = _twin._control_record
-cdef object _BATCH_COLUMNS = _twin._BATCH_COLUMNS
+# Plain helpers that are not hot are shared with the pure twin (kproto/_common/records.py).
+cdef object _control_record = _common.control_record
+cdef object _BATCH_COLUMNS = _common.BATCH_COLUMNS
 cdef object _DEFAULT_MAX = _compression.DEFAULT_MAX_DECOMPRESSED_SIZE
 cdef object _DEFAULT_MAX_RECORDS = _limits.DEFAULT_MAX_RECORDS_PER_BATCH
 cdef object _DEFAULT_MAX_RECORDS_PER_SET = _limits.DEFAULT_MAX_RECORDS_PER_SET
@@ -191,7 +188,7 @@ cdef class Record:
 
     def __repr__(self):
         return (f"Record(offset={self.offset!r}, timestamp={self.timestamp!r}, key={self.key!r}, "
-                f"value={_twin._short(self.value)}, headers={self.headers!r})")
+                f"value={_common.short_repr(self.value)}, headers={self.headers!r})")
 
     def _fields(self):
         return (self.offset, self.timestamp, self.key, self.value, self.headers, self.attributes)
@@ -409,11 +406,11 @@ cdef class Records:
     def to_numpy(self):
         """Fixed-width columns as numpy arrays (timestamp -1 where there is none; key_length and
         value_length -1 for null), plus the batch columns."""
-        return _twin._to_numpy(self.to_arrow())
+        return _common.to_numpy(self.to_arrow())
 
     def batch_table(self):
         """One row per batch, read from the headers only (nothing decompressed): a pyarrow.Table."""
-        return _twin._batch_table(_BatchIterator(self))
+        return _common.batch_table(_BatchIterator(self))
 
 
 cdef bint _same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept:
@@ -1042,7 +1039,7 @@ def encode_control_batch(kind, *, producer_id, producer_epoch, base_offset=0, ti
     code = kinds.get(kind, kind) if isinstance(kind, str) else kind
     if code not in (CONTROL_ABORT, CONTROL_COMMIT):
         raise EncodeError(f"control batch kind must be 'commit' or 'abort', got {kind!r}")
-    record = Record(key=_twin._CONTROL_KEY.pack(0, code), value=_twin._CONTROL_VALUE.pack(0, coordinator_epoch),
+    record = Record(key=_common.CONTROL_KEY.pack(0, code), value=_common.CONTROL_VALUE.pack(0, coordinator_epoch),
                     timestamp=timestamp)
     return RecordBatch.encode([record], base_offset=base_offset, is_transactional=True, is_control=True,
                               producer_id=producer_id, producer_epoch=producer_epoch,
@@ -1257,8 +1254,8 @@ cdef class LegacyBatch:
     def encode(records, *, int magic=1, base_offset=0, compression=None, compression_level=None,
                int timestamp_type=TIMESTAMP_CREATE_TIME, timestamp=None):
         """A magic 0/1 message set: one message per record, or one compressed wrapper holding them."""
-        return _twin._encode_legacy(records, magic, base_offset, compression, compression_level,
-                                    timestamp_type, timestamp, _as_record_py)
+        return _common.encode_legacy(records, magic, base_offset, compression, compression_level,
+                                     timestamp_type, timestamp, _as_record_py, _Writer)
 
 
 cdef LegacyBatch _legacy_at(Records owner, _SetCount totals, Py_ssize_t start, Py_ssize_t end):
@@ -1726,7 +1723,7 @@ def _columnar(batches, bint batch_columns, bint zero_copy=False):
             _add_object_records(spans, batch.records(), batch_index)
             object_records = True
         if batch_columns:
-            batch_rows.append(_twin._batch_values(batch))
+            batch_rows.append(_common.batch_values(batch))
         batch_index += 1
 
     n = spans.n_records

@@ -38,6 +38,28 @@ from collections import deque
 
 import numpy as np
 
+from kproto._common.capture import (
+    CAPTURE_COUNTERS,
+    CLOSED_BY,
+    CONNECTION_COLUMNS,
+    DIRECTION_REQUEST,
+    DIRECTION_RESPONSE,
+    DIRECTION_SOURCE,
+    FRAME_COLUMNS,
+    HALF_COUNTERS,
+    LINK_ETHERNET,
+    LINK_IPV4,
+    LINK_IPV6,
+    LINK_LOOP,
+    LINK_NULL,
+    LINK_SLL,
+    LINK_SLL2,
+    PCAPNG_BOM,
+    PCAPNG_SHB,
+    PCAP_MAGIC_NS,
+    PCAP_MAGIC_US,
+    RAW_LINKS,
+)
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
 __all__ = [
@@ -49,72 +71,6 @@ __all__ = [
     "CONNECTION_COLUMNS",
     "CAPTURE_COUNTERS",
 ]
-
-DIRECTION_REQUEST = 0
-DIRECTION_RESPONSE = 1
-
-FRAME_COLUMNS = ("connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size", "payload")
-
-# Per connection; the per-direction counters come twice, prefixed "request_" and "response_".
-HALF_COUNTERS = (
-    "packets",            # TCP segments carrying payload in this direction
-    "payload_bytes",      # captured TCP payload bytes, copies included
-    "duplicate_bytes",    # bytes already received (retransmissions, overlaps)
-    "retransmitted_segments",
-    "conflicting_segments",  # a duplicate whose bytes differ from the held first copy
-    "stream_bytes",       # unique bytes that entered the stream
-    "frames",
-    "frame_bytes",        # 4-byte size prefixes included
-    "skipped_bytes",      # discarded to find a frame boundary (mid-stream start, after a gap)
-    "resyncs",            # times a boundary had to be searched for
-    "gaps",
-    "gap_bytes",          # bytes never captured
-    "tail_bytes",         # incomplete frame at the end
-    "truncated_packets",  # payload cut by the capture's snap length (the rest counts as a gap)
-)
-CONNECTION_COLUMNS = (
-    ("connection_id", "client_ip", "client_port", "server_ip", "server_port", "first_ts_ns", "last_ts_ns",
-     "handshake_seen", "closed_by", "direction_source")
-    + tuple("request_" + name for name in HALF_COUNTERS)
-    + tuple("response_" + name for name in HALF_COUNTERS)
-)
-
-CAPTURE_COUNTERS = (
-    "file_bytes",          # bytes of capture file consumed
-    "packets",             # packet records read
-    "unsupported_link",    # link types or ethertypes that carry no IP
-    "non_tcp",             # IP packets of another protocol
-    "ip_fragments",        # IPv4 / IPv6 fragments: counted, not reassembled
-    "malformed",           # headers that do not fit or do not parse
-    "tcp_packets",
-    "tcp_payload_bytes",
-    "tcp_without_connection",  # payload-less segments of connections never opened (stray ACK / FIN / RST)
-    "connections",
-    "evicted_connections",  # closed early to respect max_connections
-    "skipped_blocks",      # pcapng blocks that carry no packets (statistics, name resolution, ...)
-    "trailing_bytes",      # an incomplete record at the end of the file
-    "unread_bytes",        # not read: from a record that cannot be framed (``Engine.error``) to the end
-)
-
-# Why a connection stopped being tracked.
-CLOSED_BY = ("end", "fin", "rst", "evicted", "reused")
-# How the request direction was known.
-DIRECTION_SOURCE = ("port", "syn", "correlation", "guess")
-
-_PCAP_MAGIC_US = 0xA1B2C3D4
-_PCAP_MAGIC_NS = 0xA1B23C4D
-_PCAPNG_SHB = 0x0A0D0D0A
-_PCAPNG_BOM = 0x1A2B3C4D
-
-LINK_NULL = 0
-LINK_ETHERNET = 1
-LINK_RAW = 101
-LINK_LOOP = 108
-LINK_SLL = 113
-LINK_IPV4 = 228
-LINK_IPV6 = 229
-LINK_SLL2 = 276
-_RAW_LINKS = (LINK_RAW, 12, 14)
 
 _TCP_FIN = 0x01
 _TCP_SYN = 0x02
@@ -286,13 +242,13 @@ class Engine:
                 return 0
             magic_le = struct.unpack_from("<I", view, 0)[0]
             magic_be = struct.unpack_from(">I", view, 0)[0]
-            if magic_le == _PCAPNG_SHB:
+            if magic_le == PCAPNG_SHB:
                 self.format = "pcapng"
-            elif magic_le in (_PCAP_MAGIC_US, _PCAP_MAGIC_NS) or magic_be in (_PCAP_MAGIC_US, _PCAP_MAGIC_NS):
+            elif magic_le in (PCAP_MAGIC_US, PCAP_MAGIC_NS) or magic_be in (PCAP_MAGIC_US, PCAP_MAGIC_NS):
                 if len(view) < 24:
                     return 0
-                self.order = "<" if magic_le in (_PCAP_MAGIC_US, _PCAP_MAGIC_NS) else ">"
-                self.pcap_nanos = struct.unpack_from(self.order + "I", view, 0)[0] == _PCAP_MAGIC_NS
+                self.order = "<" if magic_le in (PCAP_MAGIC_US, PCAP_MAGIC_NS) else ">"
+                self.pcap_nanos = struct.unpack_from(self.order + "I", view, 0)[0] == PCAP_MAGIC_NS
                 self.linktype = struct.unpack_from(self.order + "I", view, 20)[0] & 0xFFFF
                 self.format = "pcap"
                 pos = 24
@@ -334,11 +290,11 @@ class Engine:
         end = len(view)
         while end - pos >= 12 and not self.batch_ready():
             block_type = struct.unpack_from(self.order + "I", view, pos)[0]
-            if block_type == _PCAPNG_SHB:
+            if block_type == PCAPNG_SHB:
                 bom_le = struct.unpack_from("<I", view, pos + 8)[0]
-                if bom_le == _PCAPNG_BOM:
+                if bom_le == PCAPNG_BOM:
                     self.order = "<"
-                elif struct.unpack_from(">I", view, pos + 8)[0] == _PCAPNG_BOM:
+                elif struct.unpack_from(">I", view, pos + 8)[0] == PCAPNG_BOM:
                     self.order = ">"
                 else:
                     self._stop("bad_block", "pcapng section header with a bad byte-order magic", pos)
@@ -402,7 +358,7 @@ class Engine:
             origlen = struct.unpack_from(order + "I", body, 0)[0]
             caplen = min(origlen, len(body) - 4)
             self._packet(self.interfaces[0][0], body[4: 4 + caplen], origlen, 0)
-        elif block_type != _PCAPNG_SHB:
+        elif block_type != PCAPNG_SHB:
             self.counters["skipped_blocks"] += 1
         return True
 
@@ -445,7 +401,7 @@ class Engine:
                 family = _BE32.unpack_from(pkt, 0)[0]
             ethertype = 0x0800 if family == 2 else 0x86DD if family in (10, 24, 28, 30) else 0
             off = 4
-        elif linktype in _RAW_LINKS:
+        elif linktype in RAW_LINKS:
             ethertype = 0x0800 if n and pkt[0] >> 4 == 4 else 0x86DD if n and pkt[0] >> 4 == 6 else 0
             off = 0
         elif linktype == LINK_IPV4:

@@ -22,6 +22,35 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 from kproto import compression as _compression
+from kproto._common.records import (
+    ATTR_COMPRESSION,
+    ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    BATCH_COLUMNS,
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    CONTROL_KEY,
+    CONTROL_VALUE,
+    LOG_OVERHEAD,
+    MAGIC_AT,
+    MIN_LENGTH_BY_MAGIC,
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    V2_ATTRIBUTES_AT,
+    V2_HEADER_SIZE,
+    V2_RECORDS_COUNT_AT,
+    ControlRecord,
+    arrow_type,
+    batch_table,
+    batch_values,
+    control_record,
+    encode_legacy,
+    record_schema,
+    short_repr,
+    to_numpy,
+)
 from kproto._py.buffer import Reader, Writer, wrap_int64
 from kproto.errors import (
     CorruptRecordError,
@@ -48,34 +77,18 @@ __all__ = [
 
 IMPLEMENTATION = "py"
 
-TIMESTAMP_CREATE_TIME = 0
-TIMESTAMP_LOG_APPEND_TIME = 1
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-_CONTROL_KINDS = {CONTROL_ABORT: "abort", CONTROL_COMMIT: "commit"}
 
-LOG_OVERHEAD = 12            # base offset (8) + length (4), before every batch or message
-V2_HEADER_SIZE = 61          # the whole RecordBatch header, up to and including records_count
-_MIN_LENGTH = {0: 14, 1: 22, 2: V2_HEADER_SIZE - LOG_OVERHEAD}  # smallest valid length field per magic
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _INT64 = struct.Struct(">q")
 _INT8 = struct.Struct(">b")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
-_CONTROL_KEY = struct.Struct(">hh")
-_CONTROL_VALUE = struct.Struct(">hi")
 
-_ATTR_COMPRESSION = 0x07
-_ATTR_TIMESTAMP_TYPE = 0x08
-_ATTR_TRANSACTIONAL = 0x10
-_ATTR_CONTROL = 0x20
-_ATTR_DELETE_HORIZON = 0x40
 
 _DEFAULT_MAX = _compression.DEFAULT_MAX_DECOMPRESSED_SIZE
 _DEFAULT_MAX_RECORDS = DEFAULT_MAX_RECORDS_PER_BATCH
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_RECORD_COUNT_AT = 57        # where records_count sits in the batch header
 
 
 # ---------------------------------------------------------------- checksums
@@ -144,7 +157,7 @@ class Record:
 
     def __repr__(self) -> str:
         return (f"Record(offset={self.offset!r}, timestamp={self.timestamp!r}, key={self.key!r}, "
-                f"value={_short(self.value)}, headers={self.headers!r})")
+                f"value={short_repr(self.value)}, headers={self.headers!r})")
 
     def _fields(self):
         return (self.offset, self.timestamp, self.key, self.value, self.headers, self.attributes)
@@ -157,10 +170,6 @@ class Record:
     __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable (object's __hash__ is a method)
 
 
-def _short(value) -> str:
-    if value is None or len(value) <= 32:
-        return repr(value)
-    return f"{bytes(value[:29])!r}...({len(value)} bytes)"
 
 
 def _new_record(offset, timestamp, key, value, headers, attributes, timestamp_delta=None) -> Record:
@@ -175,42 +184,6 @@ def _new_record(offset, timestamp, key, value, headers, attributes, timestamp_de
     return record
 
 
-class ControlRecord:
-    """The marker a control batch holds: a transaction's commit or abort."""
-
-    __slots__ = ("kind", "type", "version", "coordinator_epoch", "offset", "timestamp")
-
-    def __init__(self, type: int, version: int = 0, coordinator_epoch: int | None = None,
-                 offset: int | None = None, timestamp: int | None = None) -> None:
-        self.type = type
-        self.kind = _CONTROL_KINDS.get(type, "unknown")
-        self.version = version
-        self.coordinator_epoch = coordinator_epoch
-        self.offset = offset
-        self.timestamp = timestamp
-
-    def __repr__(self) -> str:
-        return (f"ControlRecord(kind={self.kind!r}, version={self.version}, "
-                f"coordinator_epoch={self.coordinator_epoch}, offset={self.offset})")
-
-    def __eq__(self, other):
-        if not isinstance(other, ControlRecord):
-            return NotImplemented
-        return ((self.type, self.version, self.coordinator_epoch, self.offset, self.timestamp)
-                == (other.type, other.version, other.coordinator_epoch, other.offset, other.timestamp))
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable (object's __hash__ is a method)
-
-
-def _control_record(record: Record, base_offset: int) -> ControlRecord:
-    key = record.key
-    if key is None or len(key) < 4:
-        raise CorruptRecordError("control record key is shorter than 4 bytes", base_offset=base_offset)
-    version, kind = _CONTROL_KEY.unpack_from(key)
-    coordinator_epoch = None
-    if record.value is not None and len(record.value) >= 6:
-        coordinator_epoch = _CONTROL_VALUE.unpack_from(record.value)[1]
-    return ControlRecord(kind, version, coordinator_epoch, record.offset, record.timestamp)
 
 
 # ---------------------------------------------------------------- magic 2 batches
@@ -326,7 +299,7 @@ class RecordBatch:
     @property
     def compression(self) -> int:
         """Codec code from the attributes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
-        return self.attributes & _ATTR_COMPRESSION
+        return self.attributes & ATTR_COMPRESSION
 
     @property
     def compression_name(self) -> str:
@@ -335,19 +308,19 @@ class RecordBatch:
     @property
     def timestamp_type(self) -> int:
         """0: create time (set by the producer); 1: log-append time (set by the broker)."""
-        return (self.attributes & _ATTR_TIMESTAMP_TYPE) >> 3
+        return (self.attributes & ATTR_TIMESTAMP_TYPE) >> 3
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _ATTR_TRANSACTIONAL)
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _ATTR_CONTROL)
+        return bool(self.attributes & ATTR_CONTROL)
 
     @property
     def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & _ATTR_DELETE_HORIZON)
+        return bool(self.attributes & ATTR_DELETE_HORIZON)
 
     @property
     def last_offset(self) -> int:
@@ -395,7 +368,7 @@ class RecordBatch:
     # ---- checksum
     @property
     def computed_crc(self) -> int:
-        return crc32c(self._view[self._start + 21:self._end])
+        return crc32c(self._view[self._start + V2_ATTRIBUTES_AT:self._end])
 
     @property
     def crc_valid(self) -> bool:
@@ -428,7 +401,7 @@ class RecordBatch:
             raise TooManyRecordsError(
                 f"record batch declares {self.record_count} records, more than the limit of "
                 f"{self._max_records} (max_records_per_batch)",
-                self._start + _RECORD_COUNT_AT, base_offset=self.base_offset)
+                self._start + V2_RECORDS_COUNT_AT, base_offset=self.base_offset)
         if not self._counted:
             self._counted = True
             # a negative count is corrupt (raised when decoding), not a credit
@@ -465,7 +438,7 @@ class RecordBatch:
         records = self.records()
         if not records:
             raise CorruptRecordError("control batch has no record", self._start, base_offset=self.base_offset)
-        return _control_record(records[0], self.base_offset)
+        return control_record(records[0], self.base_offset)
 
     def to_arrow(self, batch_columns: bool = True, zero_copy: bool = False):
         """This batch's records as a pyarrow.Table (see Records.to_arrow)."""
@@ -499,7 +472,7 @@ def _read_v2_records(batch: RecordBatch, reader: Reader) -> list[Record]:
     _check_record_count(batch, reader.remaining)
     base_offset = batch.base_offset
     base_timestamp = batch.base_timestamp
-    log_append = batch.attributes & _ATTR_TIMESTAMP_TYPE
+    log_append = batch.attributes & ATTR_TIMESTAMP_TYPE
     max_timestamp = batch.max_timestamp
     records: list[Record] = []
     for _ in range(count):
@@ -639,9 +612,9 @@ def _encode_v2(records, base_offset, compression, compression_level, timestamp_t
     payload = body.getvalue()
     if codec:
         payload = _compression.compress(codec, payload, level=compression_level, magic=2)
-    attributes = (codec | (_ATTR_TIMESTAMP_TYPE if timestamp_type else 0)
-                  | (_ATTR_TRANSACTIONAL if is_transactional else 0) | (_ATTR_CONTROL if is_control else 0)
-                  | (_ATTR_DELETE_HORIZON if has_delete_horizon else 0))
+    attributes = (codec | (ATTR_TIMESTAMP_TYPE if timestamp_type else 0)
+                  | (ATTR_TRANSACTIONAL if is_transactional else 0) | (ATTR_CONTROL if is_control else 0)
+                  | (ATTR_DELETE_HORIZON if has_delete_horizon else 0))
     batch_length = V2_HEADER_SIZE - LOG_OVERHEAD + len(payload)
     try:
         header = bytearray(_V2_HEADER.pack(
@@ -662,7 +635,7 @@ def encode_control_batch(kind, *, producer_id: int, producer_epoch: int, base_of
     code = kinds.get(kind, kind) if isinstance(kind, str) else kind
     if code not in (CONTROL_ABORT, CONTROL_COMMIT):
         raise EncodeError(f"control batch kind must be 'commit' or 'abort', got {kind!r}")
-    record = Record(key=_CONTROL_KEY.pack(0, code), value=_CONTROL_VALUE.pack(0, coordinator_epoch),
+    record = Record(key=CONTROL_KEY.pack(0, code), value=CONTROL_VALUE.pack(0, coordinator_epoch),
                     timestamp=timestamp)
     return RecordBatch.encode([record], base_offset=base_offset, is_transactional=True, is_control=True,
                               producer_id=producer_id, producer_epoch=producer_epoch,
@@ -720,7 +693,7 @@ class LegacyBatch:
     # ---- header facts
     @property
     def compression(self) -> int:
-        return self.attributes & _ATTR_COMPRESSION
+        return self.attributes & ATTR_COMPRESSION
 
     @property
     def compression_name(self) -> str:
@@ -728,7 +701,7 @@ class LegacyBatch:
 
     @property
     def timestamp_type(self) -> int:
-        return (self.attributes & _ATTR_TIMESTAMP_TYPE) >> 3 if self.magic == 1 else 0
+        return (self.attributes & ATTR_TIMESTAMP_TYPE) >> 3 if self.magic == 1 else 0
 
     @property
     def is_wrapper(self) -> bool:
@@ -888,8 +861,8 @@ class LegacyBatch:
                compression_level: int | None = None, timestamp_type: int = TIMESTAMP_CREATE_TIME,
                timestamp: int | None = None) -> bytes:
         """A magic 0/1 message set: one message per record, or one compressed wrapper holding them."""
-        return _encode_legacy(records, magic, base_offset, compression, compression_level,
-                              timestamp_type, timestamp, _as_record)
+        return encode_legacy(records, magic, base_offset, compression, compression_level,
+                             timestamp_type, timestamp, _as_record, Writer)
 
 
 def _read_span(reader: Reader, what: str):
@@ -901,61 +874,6 @@ def _read_span(reader: Reader, what: str):
     return (start, start + n)
 
 
-def _legacy_message(out: bytearray, magic: int, offset: int, attributes: int, timestamp, key, value) -> None:
-    body = Writer()
-    body.write_int8(magic)
-    body.write_int8(attributes)
-    if magic == 1:
-        body.write_int64(-1 if timestamp is None else timestamp)
-    try:
-        body.write_nullable_bytes(key)
-        body.write_nullable_bytes(value)
-    except EncodeError as exc:
-        raise EncodeError(f"record key/value: {exc.reason}") from None
-    out += _INT64.pack(offset)
-    out += _INT32.pack(len(body.buf) + 4)
-    out += _UINT32.pack(zlib.crc32(body.buf))
-    out += body.buf
-
-
-def _encode_legacy(records, magic, base_offset, compression, compression_level, timestamp_type,
-                   wrapper_timestamp, as_record) -> bytes:
-    if magic not in (0, 1):
-        raise EncodeError(f"legacy message sets have magic 0 or 1, not {magic!r}")
-    codec = _compression.codec_id(compression)
-    if codec == _compression.ZSTD:
-        raise EncodeError("zstd needs magic 2 record batches")
-    items = [as_record(item) for item in records]
-    type_bit = _ATTR_TIMESTAMP_TYPE if (magic == 1 and timestamp_type) else 0
-    now = int(time.time() * 1000)
-    out = bytearray()
-    if not codec:
-        for index, item in enumerate(items):
-            offset = base_offset + index if item.offset is None else item.offset
-            stamp = (now if item.timestamp is None else item.timestamp) if magic == 1 else None
-            _legacy_message(out, magic, offset, (item.attributes & ~_ATTR_COMPRESSION) | type_bit, stamp,
-                            item.key, item.value)
-        return bytes(out)
-    if not items:
-        return b""
-    inner = bytearray()
-    highest = -1
-    for index, item in enumerate(items):
-        # magic 1 writes offsets relative to the wrapper; magic 0 carries absolute ones.
-        if item.offset is None:
-            offset = index if magic == 1 else base_offset + index
-        else:
-            offset = item.offset - base_offset if magic == 1 else item.offset
-        stamp = (now if item.timestamp is None else item.timestamp) if magic == 1 else None
-        if stamp is not None:
-            highest = max(highest, stamp)
-        _legacy_message(inner, magic, offset, (item.attributes & ~_ATTR_COMPRESSION) | type_bit, stamp,
-                        item.key, item.value)
-    last_offset = base_offset + len(items) - 1 if items[-1].offset is None else items[-1].offset
-    value = _compression.compress(codec, bytes(inner), level=compression_level, magic=magic)
-    stamp = (highest if wrapper_timestamp is None else wrapper_timestamp) if magic == 1 else None
-    _legacy_message(out, magic, last_offset, codec | type_bit, stamp, None, value)
-    return bytes(out)
 
 
 def encode_records(records: Iterable, *, magic: int = 2, **options) -> bytes:
@@ -989,11 +907,11 @@ def _complete_size(view: memoryview, pos: int) -> int:
     if length < 0:
         raise CorruptRecordError(f"batch length {length} is negative", pos + 8, base_offset=base_offset)
     if left >= 17:
-        magic = view[pos + 16]
+        magic = view[pos + MAGIC_AT]
         if magic > 2:
-            raise CorruptRecordError(f"unknown magic {magic - 256 if magic > 127 else magic}", pos + 16,
+            raise CorruptRecordError(f"unknown magic {magic - 256 if magic > 127 else magic}", pos + MAGIC_AT,
                                      base_offset=base_offset)
-        if length < _MIN_LENGTH[magic]:
+        if length < MIN_LENGTH_BY_MAGIC[magic]:
             raise CorruptRecordError(f"batch length {length} is too small for magic {magic}", pos + 8,
                                      base_offset=base_offset)
     if LOG_OVERHEAD + length > left:
@@ -1088,7 +1006,7 @@ class Records:
             if size < 0:
                 self._tail = pos
                 return
-            cls = RecordBatch if view[pos + 16] == 2 else LegacyBatch
+            cls = RecordBatch if view[pos + MAGIC_AT] == 2 else LegacyBatch
             yield cls._at(view, pos, pos + size, limits)
             pos += size
 
@@ -1137,88 +1055,13 @@ class Records:
     def to_numpy(self) -> dict:
         """Fixed-width columns as numpy arrays (timestamp -1 where there is none; key_length and
         value_length -1 for null), plus the batch columns."""
-        return _to_numpy(self.to_arrow())
+        return to_numpy(self.to_arrow())
 
     def batch_table(self):
         """One row per batch, read from the headers only (nothing decompressed): a pyarrow.Table."""
-        return _batch_table(self.batches())
+        return batch_table(self.batches())
 
 
-def _batch_table(batches):
-    """One row per batch from the headers alone (see Records.batch_table)."""
-    import pyarrow as pa
-
-    rows: dict[str, list] = {name: [] for name, _ in _BATCH_TABLE_FIELDS}
-    for batch in batches:
-        legacy = batch.magic < 2
-        rows["position"].append(batch.position)
-        rows["size"].append(batch.size)
-        rows["magic"].append(batch.magic)
-        # a legacy wrapper's offset is its last record's; its first is known only inside
-        rows["base_offset"].append((None if batch.is_wrapper else batch.offset) if legacy else batch.base_offset)
-        rows["last_offset"].append(batch.last_offset)
-        rows["record_count"].append(None if legacy else batch.record_count)
-        rows["compression"].append(batch.compression)
-        rows["timestamp_type"].append(batch.timestamp_type)
-        rows["is_transactional"].append(batch.is_transactional)
-        rows["is_control"].append(batch.is_control)
-        rows["partition_leader_epoch"].append(None if legacy else batch.partition_leader_epoch)
-        rows["producer_id"].append(None if legacy else batch.producer_id)
-        rows["producer_epoch"].append(None if legacy else batch.producer_epoch)
-        rows["base_sequence"].append(None if legacy else batch.base_sequence)
-        rows["base_timestamp"].append(batch.timestamp if legacy else batch.base_timestamp)
-        rows["max_timestamp"].append(batch.timestamp if legacy else batch.max_timestamp)
-        rows["crc"].append(batch.crc)
-    return pa.table({name: pa.array(rows[name], type=_arrow_type(kind))
-                     for name, kind in _BATCH_TABLE_FIELDS})
-
-
-_BATCH_TABLE_FIELDS = [
-    ("position", "int64"), ("size", "int32"), ("magic", "int8"), ("base_offset", "int64"),
-    ("last_offset", "int64"), ("record_count", "int32"), ("compression", "int8"),
-    ("timestamp_type", "int8"), ("is_transactional", "bool"), ("is_control", "bool"),
-    ("partition_leader_epoch", "int32"), ("producer_id", "int64"), ("producer_epoch", "int16"),
-    ("base_sequence", "int32"), ("base_timestamp", "int64"), ("max_timestamp", "int64"), ("crc", "uint32"),
-]
-
-# Per-record columns that repeat a field of the record's batch.
-_BATCH_COLUMNS = [
-    ("batch_base_offset", "int64"), ("partition_leader_epoch", "int32"), ("producer_id", "int64"),
-    ("producer_epoch", "int16"), ("base_sequence", "int32"), ("is_transactional", "bool"),
-    ("is_control", "bool"), ("timestamp_type", "int8"), ("compression", "int8"), ("magic", "int8"),
-]
-
-
-def _arrow_type(kind: str):
-    import pyarrow as pa
-
-    return getattr(pa, "bool_" if kind == "bool" else kind)()
-
-
-def record_schema(batch_columns: bool = True):
-    """The pyarrow schema of Records.to_arrow()."""
-    import pyarrow as pa
-
-    fields = [
-        pa.field("offset", pa.int64(), nullable=False),
-        pa.field("timestamp", pa.int64()),
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("header_count", pa.int32(), nullable=False),
-        pa.field("headers", pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))),
-    ]
-    if batch_columns:
-        fields += [pa.field(name, _arrow_type(kind)) for name, kind in _BATCH_COLUMNS]
-    return pa.schema(fields)
-
-
-def _batch_values(batch) -> tuple:
-    if batch.magic < 2:
-        return (batch.base_offset, None, None, None, None, False, False, batch.timestamp_type,
-                batch.compression, batch.magic)
-    return (batch.base_offset, batch.partition_leader_epoch, batch.producer_id, batch.producer_epoch,
-            batch.base_sequence, batch.is_transactional, batch.is_control, batch.timestamp_type,
-            batch.compression, batch.magic)
 
 
 def _to_arrow(batches, batch_columns: bool, zero_copy: bool = False):
@@ -1226,7 +1069,7 @@ def _to_arrow(batches, batch_columns: bool, zero_copy: bool = False):
 
     columns: dict[str, list] = {name: [] for name in ("offset", "timestamp", "key", "value", "header_count",
                                                       "headers")}
-    batch_rows: dict[str, list] = {name: [] for name, _ in _BATCH_COLUMNS}
+    batch_rows: dict[str, list] = {name: [] for name, _ in BATCH_COLUMNS}
     for batch in batches:
         records = batch.records()
         for record in records:
@@ -1237,7 +1080,7 @@ def _to_arrow(batches, batch_columns: bool, zero_copy: bool = False):
             columns["header_count"].append(len(record.headers))
             columns["headers"].append([{"key": k, "value": v} for k, v in record.headers])
         if batch_columns:
-            for (name, _), value in zip(_BATCH_COLUMNS, _batch_values(batch)):
+            for (name, _), value in zip(BATCH_COLUMNS, batch_values(batch)):
                 batch_rows[name].extend([value] * len(records))
     schema = record_schema(batch_columns)
     if zero_copy:
@@ -1245,25 +1088,6 @@ def _to_arrow(batches, batch_columns: bool, zero_copy: bool = False):
     arrays = [pa.array(columns[name], type=schema.field(name).type)
               for name in ("offset", "timestamp", "key", "value", "header_count", "headers")]
     if batch_columns:
-        arrays += [pa.array(batch_rows[name], type=_arrow_type(kind)) for name, kind in _BATCH_COLUMNS]
+        arrays += [pa.array(batch_rows[name], type=arrow_type(kind)) for name, kind in BATCH_COLUMNS]
     return pa.Table.from_arrays(arrays, schema=schema)
 
-
-def _to_numpy(table) -> dict:
-    import numpy as np
-    import pyarrow.compute as pc
-
-    out = {
-        "offset": table.column("offset").to_numpy(),
-        "timestamp": pc.fill_null(table.column("timestamp"), -1).to_numpy(),
-        "key_length": pc.fill_null(pc.binary_length(table.column("key")), -1).to_numpy().astype(np.int32),
-        "value_length": pc.fill_null(pc.binary_length(table.column("value")), -1).to_numpy().astype(np.int32),
-        "header_count": table.column("header_count").to_numpy(),
-    }
-    for name, kind in _BATCH_COLUMNS:
-        if name in table.column_names:
-            column = table.column(name)
-            if kind != "bool":
-                column = pc.fill_null(column, -1)
-            out[name] = column.to_numpy()
-    return out

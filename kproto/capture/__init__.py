@@ -39,6 +39,7 @@ from typing import Any, BinaryIO
 from collections.abc import Generator, Iterable, Iterator
 
 from kproto import _impl
+from kproto._common.capture import CONNECTION_COLUMNS, DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS
 from kproto.errors import CorruptCaptureError
 
 __all__ = [
@@ -57,8 +58,6 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
 ]
 
-DIRECTION_REQUEST = 0
-DIRECTION_RESPONSE = 1
 #: Why a capture stopped being read before its end (CorruptCaptureError.category), and
 #: the other ways its bytes go unread, as the ``errors`` table of ``kproto analyze`` names them.
 ERROR_CATEGORIES = {
@@ -134,24 +133,16 @@ def _pa():
 @functools.lru_cache(maxsize=1)
 def frame_schema():
     pa = _pa()
-    return pa.schema([
-        ("capture", pa.string()),
-        ("connection_id", pa.int64()),
-        ("direction", pa.int8()),
-        ("sequence", pa.int64()),
-        ("ts_first_ns", pa.int64()),
-        ("ts_last_ns", pa.int64()),
-        ("size", pa.int32()),
-        ("payload", pa.binary()),
-    ])
+    types = {"connection_id": pa.int64(), "direction": pa.int8(), "sequence": pa.int64(),
+             "ts_first_ns": pa.int64(), "ts_last_ns": pa.int64(), "size": pa.int32(), "payload": pa.binary()}
+    return pa.schema([("capture", pa.string())] + [(name, types[name]) for name in FRAME_COLUMNS])
 
 
 @functools.lru_cache(maxsize=1)
 def connection_schema():
     pa = _pa()
-    engine = _impl.load("capture", "py")  # the column names are the same in both
     fields = [("capture", pa.string())]
-    for name in engine.CONNECTION_COLUMNS:
+    for name in CONNECTION_COLUMNS:
         if name in ("client_ip", "server_ip", "closed_by", "direction_source"):
             fields.append((name, pa.string()))
         elif name == "handshake_seen":

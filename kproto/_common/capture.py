@@ -1,0 +1,77 @@
+"""Captures: the output shapes and file-format constants both capture engines share.
+
+The Cython engine (kproto/_c/_capture.pyx) and the pure twin (kproto/_py/capture.py)
+import these; kproto.capture builds its Arrow schemas from them.
+"""
+
+from __future__ import annotations
+
+DIRECTION_REQUEST = 0
+DIRECTION_RESPONSE = 1
+
+FRAME_COLUMNS = ("connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size", "payload")
+
+# Per connection; the per-direction counters come twice, prefixed "request_" and "response_".
+HALF_COUNTERS = (
+    "packets",            # TCP segments carrying payload in this direction
+    "payload_bytes",      # captured TCP payload bytes, copies included
+    "duplicate_bytes",    # bytes already received (retransmissions, overlaps)
+    "retransmitted_segments",
+    "conflicting_segments",  # a duplicate whose bytes differ from the held first copy
+    "stream_bytes",       # unique bytes that entered the stream
+    "frames",
+    "frame_bytes",        # 4-byte size prefixes included
+    "skipped_bytes",      # discarded to find a frame boundary (mid-stream start, after a gap)
+    "resyncs",            # times a boundary had to be searched for
+    "gaps",
+    "gap_bytes",          # bytes never captured
+    "tail_bytes",         # incomplete frame at the end
+    "truncated_packets",  # payload cut by the capture's snap length (the rest counts as a gap)
+)
+CONNECTION_COLUMNS = (
+    ("connection_id", "client_ip", "client_port", "server_ip", "server_port", "first_ts_ns", "last_ts_ns",
+     "handshake_seen", "closed_by", "direction_source")
+    + tuple("request_" + name for name in HALF_COUNTERS)
+    + tuple("response_" + name for name in HALF_COUNTERS)
+)
+
+CAPTURE_COUNTERS = (
+    "file_bytes",          # bytes of capture file consumed
+    "packets",             # packet records read
+    "unsupported_link",    # link types or ethertypes that carry no IP
+    "non_tcp",             # IP packets of another protocol
+    "ip_fragments",        # IPv4 / IPv6 fragments: counted, not reassembled
+    "malformed",           # headers that do not fit or do not parse
+    "tcp_packets",
+    "tcp_payload_bytes",
+    "tcp_without_connection",  # payload-less segments of connections never opened (stray ACK / FIN / RST)
+    "connections",
+    "evicted_connections",  # closed early to respect max_connections
+    "skipped_blocks",      # pcapng blocks that carry no packets (statistics, name resolution, ...)
+    "trailing_bytes",      # an incomplete record at the end of the file
+    "unread_bytes",        # not read: from a record that cannot be framed (``Engine.error``) to the end
+)
+
+# Why a connection stopped being tracked.
+CLOSED_BY = ("end", "fin", "rst", "evicted", "reused")
+# How the request direction was known.
+DIRECTION_SOURCE = ("port", "syn", "correlation", "guess")
+
+# File magics: pcap (microsecond or nanosecond timestamps), pcapng section header and byte order.
+PCAP_MAGIC_US = 0xA1B2C3D4
+PCAP_MAGIC_NS = 0xA1B23C4D
+PCAPNG_SHB = 0x0A0D0D0A
+PCAPNG_BOM = 0x1A2B3C4D
+
+# Link types (tcpdump.org/linktypes.html) the engines take apart.
+LINK_NULL = 0
+LINK_ETHERNET = 1
+LINK_RAW = 101
+LINK_LOOP = 108
+LINK_SLL = 113
+LINK_IPV4 = 228
+LINK_IPV6 = 229
+LINK_SLL2 = 276
+LINK_RAW_DLT = 12            # raw IP as written by hosts that store the DLT number
+LINK_RAW_DLT_OPENBSD = 14    # the same on OpenBSD
+RAW_LINKS = (LINK_RAW, LINK_RAW_DLT, LINK_RAW_DLT_OPENBSD)
