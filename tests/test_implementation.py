@@ -5,6 +5,8 @@ import os
 import kproto
 from kproto import _impl
 
+from .conftest import ROOT
+
 
 def test_extension_loaded_unless_disabled():
     if os.environ.get("KPROTO_NO_EXTENSIONS", "") not in ("", "0"):
@@ -16,3 +18,21 @@ def test_extension_loaded_unless_disabled():
         assert kproto.extension_loaded(), "the Cython extension was expected but did not load"
         assert _impl.load("codec").__name__ == "kproto._c._codec"
         assert _impl.available() == ("c", "py")
+
+
+def test_the_implementations_import_only_the_neutral_modules_not_each_other():
+    """kproto/_c never imports kproto/_py (nor the reverse), and kproto/_common, which both
+    import, imports neither: only kproto._impl chooses between them."""
+    import re
+
+    package = ROOT / "kproto"
+    pattern = r"^\s*(?:from|import|cimport)\s+kproto\.{}\b|^\s*from\s+kproto\s+(?:c?import)\s+{}\b"
+    rules = {"_c": ("_py",), "_py": ("_c",), "_common": ("_c", "_py")}
+    for folder, forbidden in rules.items():
+        for path in sorted((package / folder).iterdir()):
+            if path.suffix not in (".py", ".pyx", ".pxd"):
+                continue
+            text = path.read_text(encoding="utf-8")
+            for other in forbidden:
+                hits = re.findall(pattern.format(other, other), text, flags=re.MULTILINE)
+                assert not hits, f"{path.relative_to(ROOT)} imports kproto.{other}: {hits}"
