@@ -8,6 +8,8 @@ from the start of the buffer handed to the decoder.
 
 from __future__ import annotations
 
+from kproto._common.error_codes import ERROR_CODES
+
 __all__ = [
     "KprotoError",
     "DecodeError",
@@ -216,8 +218,6 @@ class ErrorCode:
 
 
 def _load_error_codes() -> None:
-    from kproto.schema._messages import ERROR_CODES
-
     for code, name, retriable in ERROR_CODES:
         entry = ErrorCode(code, name, retriable)
         ErrorCode._by_code[code] = entry

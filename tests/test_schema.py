@@ -23,10 +23,11 @@ def test_committed_tables_are_not_stale(shared_protocol_dir):
 def test_generator_is_deterministic(shared_protocol_dir, tmp_path):
     outputs = []
     for i in range(2):
-        out = tmp_path / f"m{i}.py"
+        package = tmp_path / f"run{i}"
         subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schema.py"), "--source",
-                        str(shared_protocol_dir), "--output", str(out)], check=True, capture_output=True)
-        outputs.append(out.read_bytes())
+                        str(shared_protocol_dir), "--package", str(package)], check=True, capture_output=True)
+        outputs.append({str(path.relative_to(package)): path.read_bytes() for path in package.rglob("*.py")})
+    assert sorted(outputs[0]) == ["_common/error_codes.py", "schema/_messages.py"]
     assert outputs[0] == outputs[1]
 
 

@@ -18,7 +18,9 @@ from functools import cache
 from typing import Any, cast
 
 from kproto.schema import _messages
-from kproto.schema._messages import ALIASES, BROKER_API_VERSIONS, ERROR_CODES, OPEN
+from kproto._common.error_codes import ERROR_CODES
+from kproto.errors import UnsupportedVersionError
+from kproto.schema._messages import ALIASES, BROKER_API_VERSIONS, OPEN
 
 # The generated table, typed for the checker: each message is a dict of heterogeneous
 # facts (strings, version ranges, nested field tuples), so its values are Any.
@@ -110,8 +112,6 @@ def api_plan(api_key: int, api_version: int, is_request: bool, *, header: Any = 
              offset: int = 0) -> StructPlan:
     """The body plan of a request or response; UnsupportedVersionError (carrying the
     header already read, if any) when kproto has no schema for the API or version."""
-    from kproto.errors import UnsupportedVersionError
-
     name = request_name(api_key) if is_request else response_name(api_key)
     if name is None:
         raise UnsupportedVersionError(f"unknown api_key {api_key}", offset, None, api_key, api_version,
