@@ -184,31 +184,3 @@ def encode_response(body: Message, *, version: int, correlation_id: int,
     plan = _message_plan(body, version, "response")
     return _prefix(_codec.encode_response(body, plan, correlation_id, header_tags), size_prefixed)
 
-
-# ------------------------------------------------------------------ methods on message classes
-def _decode(cls, buf, version: int):
-    """Decode a body of this message at ``version`` from a buffer holding exactly that body."""
-    if cls._struct_name != cls._message_name:
-        raise TypeError(f"{cls.__qualname__} is a nested struct; decode its message instead")
-    try:
-        plan = schema.plan(cls._message_name, version)
-    except KeyError as exc:
-        info = schema.spec(cls._message_name)
-        raise UnsupportedVersionError(str(exc.args[0]), 0, None, info["api_key"], version) from None
-    return _codec.decode_struct(buf, plan)
-
-
-def _encode(self, version: int) -> bytes:
-    """Encode this message's body (no header) at ``version``."""
-    cls = type(self)
-    if cls._struct_name != cls._message_name:
-        raise TypeError(f"{cls.__qualname__} is a nested struct; encode its message instead")
-    try:
-        plan = schema.plan(cls._message_name, version)
-    except KeyError as exc:
-        raise EncodeError(str(exc.args[0])) from None
-    return _codec.encode_struct(self, plan)
-
-
-Message.decode = classmethod(_decode)  # type: ignore[attr-defined]
-Message.encode = _encode  # type: ignore[attr-defined]

@@ -19,7 +19,8 @@ from typing import Any, cast
 
 from kproto.schema import _messages
 from kproto._common.error_codes import ERROR_CODES
-from kproto.errors import UnsupportedVersionError
+from kproto import _impl
+from kproto.errors import EncodeError, UnsupportedVersionError
 from kproto.schema._messages import ALIASES, BROKER_API_VERSIONS, OPEN
 
 # The generated table, typed for the checker: each message is a dict of heterogeneous
@@ -177,7 +178,28 @@ class Message:
                                     for t, v in sorted(self._unknown_tags.items())}
         return out
 
-    # encode / decode are attached by kproto.codec (they need the active implementation).
+    @classmethod
+    def decode(cls, buf: Any, version: int) -> Any:
+        """Decode a body of this message at ``version`` from a buffer holding exactly that body."""
+        if cls._struct_name != cls._message_name:
+            raise TypeError(f"{cls.__qualname__} is a nested struct; decode its message instead")
+        try:
+            body_plan = plan(cls._message_name, version)
+        except KeyError as exc:
+            info = spec(cls._message_name)
+            raise UnsupportedVersionError(str(exc.args[0]), 0, None, info["api_key"], version) from None
+        return _impl.load("codec").decode_struct(buf, body_plan)
+
+    def encode(self, version: int) -> bytes:
+        """Encode this message's body (no header) at ``version``."""
+        cls = type(self)
+        if cls._struct_name != cls._message_name:
+            raise TypeError(f"{cls.__qualname__} is a nested struct; encode its message instead")
+        try:
+            body_plan = plan(cls._message_name, version)
+        except KeyError as exc:
+            raise EncodeError(str(exc.args[0])) from None
+        return cast(bytes, _impl.load("codec").encode_struct(self, body_plan))
 
 
 def _fresh(default: Any, kind: int, child: Any) -> Any:
