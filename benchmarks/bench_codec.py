@@ -9,9 +9,14 @@ Cases (issue figures in brackets):
 * MetadataResponse v12, 100 topics x 10 partitions                [decode >= 10x kio, encode >= 20x kafka-python]
 * ApiVersionsResponse v3, ProduceRequest v9 (10 x 10 x 1 KiB records),
   FetchResponse v12 (10 x 10 x 4 KiB records)                     [decode and encode >= 5x the faster peer]
+* decode and read everything (issue 18): MetadataResponse v12 reading every partition
+  [>= 3x kio], Fetch v12 / Produce v9 reading every record set's bytes [>= 3x kio], and
+  the whole Metadata message materialised against the same objects built by hand
 
 Run:  .venv/bin/python -m pytest benchmarks/bench_codec.py --benchmark-only
       .venv/bin/python benchmarks/bench_codec.py        (a table of times and ratios)
+      .venv/bin/python benchmarks/bench_codec.py --rounds 9 metadata_v12_decode_and_walk
+          (medians over rounds, each round timing every peer in turn; groups by name)
 """
 
 from __future__ import annotations
@@ -93,6 +98,9 @@ BODIES = {key: obj.encode(version) for key, (obj, version, _k, _n) in MESSAGES.i
 
 
 def kafka_python_class(name: str):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if root not in sys.path:   # run as a script, only benchmarks/ is on the path
+        sys.path.insert(0, root)
     from tests.test_kafka_python_crosscheck import THEIRS  # noqa: PLC0415
 
     return THEIRS[name]
@@ -168,6 +176,120 @@ def decode_and_walk_cases():
     return cases
 
 
+def read_record_sets(topics, partitions_of, buffer_of) -> int:
+    """Take a buffer over every partition's record set and count its bytes."""
+    total = 0
+    for topic in topics:
+        for partition in partitions_of(topic):
+            total += buffer_of(partition.records).nbytes
+    return total
+
+
+def kproto_records_buffer(records):
+    return records.raw   # a read-only memoryview over the decoded bytes, in both implementations
+
+
+RECORD_WALKS = {
+    "fetch_v12": lambda body, buffer_of: read_record_sets(body.responses, lambda t: t.partitions, buffer_of),
+    "produce_v9": lambda body, buffer_of: read_record_sets(body.topic_data, lambda t: t.partition_data,
+                                                           buffer_of),
+}
+
+
+def decode_and_read_records_cases(key: str):
+    """Fetch / Produce decoded and every record set's bytes taken: what a consumer or broker does."""
+    _obj, version, kio_class, name = MESSAGES[key]
+    body = BODIES[key]
+    plan = schema.plan(name, version)
+    walk = RECORD_WALKS[key]
+    cases = {f"kproto_{impl}": (lambda c: lambda: walk(c.decode_struct(body, plan), kproto_records_buffer))(codec)
+             for impl, codec in CODECS.items()}
+    reader = kio_serial.entity_reader(kio_class)
+    cases["kio"] = lambda: walk(reader(body, 0)[0], memoryview)
+    return cases
+
+
+def materialise(obj):
+    """Read every field of the message: reading an outer struct array builds everything under it."""
+    for name in obj._field_names:
+        getattr(obj, name)
+    return obj
+
+
+def hand_built_metadata(names, uuids, hosts, racks):
+    """The objects of metadata_response(), made directly: __new__ and slot writes, no __init__.
+
+    The fastest way Python code has to build them; values that decoding has to make
+    (strings, UUIDs) are made once outside, so this is a floor for the objects alone.
+    """
+    T, P = MetadataResponse.MetadataResponseTopic, MetadataResponse.MetadataResponsePartition
+    B = MetadataResponse.MetadataResponseBroker
+    new = object.__new__
+    brokers = []
+    for i in range(3):
+        b = new(B)
+        b.node_id = i
+        b.host = hosts[i]
+        b.port = 9092
+        b.rack = racks[i]
+        b._unknown_tags = None
+        brokers.append(b)
+    topics = []
+    for t in range(100):
+        partitions = []
+        for p in range(10):
+            part = new(P)
+            part.error_code = 0
+            part.partition_index = p
+            part.leader_id = p % 3
+            part.leader_epoch = 5
+            part.replica_nodes = [0, 1, 2]
+            part.isr_nodes = [0, 1, 2]
+            part.offline_replicas = []
+            part._unknown_tags = None
+            partitions.append(part)
+        topic = new(T)
+        topic.error_code = 0
+        topic.name = names[t]
+        topic.topic_id = uuids[t]
+        topic.is_internal = False
+        topic.partitions = partitions
+        topic.topic_authorized_operations = -2147483648
+        topic._unknown_tags = None
+        topics.append(topic)
+    m = new(MetadataResponse)
+    m.throttle_time_ms = 0
+    m.brokers = brokers
+    m.cluster_id = "Xf3k9cluster"
+    m.controller_id = 1
+    m.topics = topics
+    m.cluster_authorized_operations = -2147483648
+    m.error_code = 0
+    m._unknown_tags = None
+    return m
+
+
+def materialise_cases():
+    """The whole Metadata v12 message as objects: kproto decoding and materialising it, the
+    same objects built by hand, and kio's decode (eager, its own objects)."""
+    body = BODIES["metadata_v12"]
+    plan = schema.plan("MetadataResponse", 12)
+    decoded = CODECS["c" if "c" in CODECS else "py"].decode_struct(body, plan)
+    names = [t.name for t in decoded.topics]
+    uuids = [t.topic_id for t in decoded.topics]
+    hosts = [b.host for b in decoded.brokers]
+    racks = [b.rack for b in decoded.brokers]
+    built = hand_built_metadata(names, uuids, hosts, racks)
+    if built != decoded or built.encode(12) != body:
+        raise AssertionError("the hand-built peer does not build the decoded message")
+    cases = {f"kproto_{impl}": (lambda c: lambda: materialise(c.decode_struct(body, plan)))(codec)
+             for impl, codec in CODECS.items()}
+    cases["hand_built"] = lambda: hand_built_metadata(names, uuids, hosts, racks)
+    reader = kio_serial.entity_reader(KioMetadataResponse)
+    cases["kio"] = lambda: reader(body, 0)
+    return cases
+
+
 def encode_cases(key: str):
     obj, version, kio_class, name = MESSAGES[key]
     body = BODIES[key]
@@ -216,6 +338,9 @@ GROUPS = {
     "primitives": primitive_cases,
     **{f"{key}_decode": (lambda k: lambda: decode_cases(k))(key) for key in MESSAGES},
     "metadata_v12_decode_and_walk": decode_and_walk_cases,
+    "metadata_v12_materialise": materialise_cases,
+    **{f"{key}_decode_and_read_records": (lambda k: lambda: decode_and_read_records_cases(k))(key)
+       for key in RECORD_WALKS},
     **{f"{key}_encode": (lambda k: lambda: encode_cases(k))(key) for key in MESSAGES},
 }
 
@@ -233,41 +358,70 @@ def test_codec(benchmark, group, case):
 
 
 # ------------------------------------------------------------------ standalone table
-def measure(fn, min_time: float = 0.4) -> float:
-    """Best per-call time (seconds) over repeated timed batches."""
+def calls_per_batch(fn, target: float = 0.05) -> int:
+    """How many calls make a timed batch of about ``target`` seconds."""
     fn()
     n = 1
     while True:
         start = time.perf_counter()
         for _ in range(n):
             fn()
-        elapsed = time.perf_counter() - start
-        if elapsed > 0.05:
-            break
-        n *= 4
-    best = elapsed / n
-    deadline = time.perf_counter() + min_time
-    while time.perf_counter() < deadline:
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - start) / n)
-    return best
+        if time.perf_counter() - start > target:
+            return n
+        n *= 2
 
 
-def main() -> None:
+def time_batch(fn, n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - start) / n
+
+
+def measure_group(cases: dict, rounds: int, batches: int = 3) -> dict[str, list[float]]:
+    """Per-call seconds of every case, ``rounds`` times; each round times the peers one after
+    another (best of a few batches), so load on the machine hits all of them alike."""
+    sizes = {case: calls_per_batch(fn) for case, fn in cases.items()}
+    times: dict[str, list[float]] = {case: [] for case in cases}
+    for _ in range(rounds):
+        for case, fn in cases.items():
+            times[case].append(min(time_batch(fn, sizes[case]) for _ in range(batches)))
+    return times
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values) * 1e6:.1f}-{max(values) * 1e6:.1f}"
+
+
+def main(argv: list[str]) -> None:
+    import argparse
+    import statistics
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per case (default 5)")
+    parser.add_argument("groups", nargs="*", help=f"groups to run (default all): {', '.join(GROUPS)}")
+    args = parser.parse_args(argv)
+    unknown = set(args.groups) - set(GROUPS)
+    if unknown:
+        parser.error(f"unknown group(s): {', '.join(sorted(unknown))}")
     gc.collect()
-    print(f"{'case':34} {'time':>12} {'vs kio':>8} {'vs kafka-python':>16}")
-    for group, make in GROUPS.items():
-        times = {case: measure(fn) for case, fn in make().items()}
-        for case, t in times.items():
-            kio = times.get("kio")
-            kp = times.get("kafka_python")
-            print(f"{group + ' ' + case:34} {t * 1e6:10.2f}us "
-                  f"{(kio / t if kio else float('nan')):8.2f}x {(kp / t if kp else float('nan')):15.2f}x")
+    print(f"{args.rounds} rounds; time = median (min-max) per call in us; ratios = peer median / case median")
+    print(f"{'case':50} {'median':>10} {'min-max':>17} {'vs kio':>8} {'kio ratio min-max':>18} "
+          f"{'vs kafka-python':>16}")
+    for group in args.groups or GROUPS:
+        times = measure_group(GROUPS[group](), args.rounds)
+        medians = {case: statistics.median(ts) for case, ts in times.items()}
+        for case, ts in times.items():
+            t = medians[case]
+            kio = medians.get("kio")
+            kp = medians.get("kafka_python")
+            per_round = [k / c for k, c in zip(times["kio"], ts)] if kio else []
+            rounds_text = f"{min(per_round):.2f}-{max(per_round):.2f}x" if per_round else "-"
+            print(f"{group + ' ' + case:50} {t * 1e6:10.1f} {spread(ts):>17} "
+                  f"{(kio / t if kio else float('nan')):7.2f}x {rounds_text:>18} "
+                  f"{(kp / t if kp else float('nan')):15.2f}x")
         print()
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    main()
+    main(sys.argv[1:])

@@ -36,6 +36,9 @@ cdef extern from "Python.h":
     object PyType_GenericAlloc(PyTypeObject *tp, Py_ssize_t nitems)
     int PyGC_Disable() noexcept
     int PyGC_Enable() noexcept
+    int PyObject_GC_IsTracked(PyObject *op) noexcept
+    void PyObject_GC_UnTrack(void *op) noexcept
+    void PyObject_GC_Track(void *op) noexcept
     ctypedef struct PyMemberDef:
         const char *name
         int type
@@ -159,9 +162,59 @@ cdef inline PyObject *get_slot(object obj, Py_ssize_t offset) noexcept:
     return (<PyObject **>((<char *><PyObject *>obj) + offset))[0]
 
 
+# ------------------------------------------------------------------ the cyclic GC
+# What a decode builds is a tree: structs, lists, UUIDs, record views, holding
+# ints, str, bytes and each other. A tree has no cycles, yet CPython's GC scans
+# every tracked container at least once (the first collection after the decode)
+# and again in older generations while it lives: for a 1,000-partition Metadata
+# response that was more than the building itself. So, as CPython does for
+# tuples and dicts of atomic values, a container is untracked once built when
+# nothing it holds is tracked; parents of tracked values stay tracked. The
+# classes have __slots__ and no __dict__, so a cycle through decoded objects can
+# only be made by storing an object inside its own subtree; such a cycle is
+# leaked, never freed twice (as for records, see _records.pyx). Assigning a
+# struct array through its attribute tracks the object again.
+
+cdef inline bint is_tracked(object value) noexcept:
+    return PyObject_GC_IsTracked(<PyObject *>value)
+
+
+cdef inline void untrack(object container) noexcept:
+    # Only for instances of GC types (lists, structs, UUIDs, views); a no-op when untracked.
+    PyObject_GC_UnTrack(<PyObject *>container)
+
+
+cdef bint ops_hold_tracked(object obj, FieldOp *ops, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    cdef PyObject *value
+    cdef int kind
+    for i in range(n):
+        kind = ops[i].kind
+        # ints, floats, bools, str and bytes are never tracked: only look at containers.
+        if kind == K_ARRAY or kind == K_STRUCT or kind == K_UUID or kind == K_RECORDS:
+            value = get_slot(obj, ops[i].offset)
+            if value != NULL and PyObject_GC_IsTracked(value):
+                return True
+    return False
+
+
+cdef void untrack_struct_if_acyclic(object obj, CPlan plan) noexcept:
+    cdef PyObject *unknown = get_slot(obj, plan.unknown_tags_offset)
+    if unknown != NULL and PyObject_GC_IsTracked(unknown):
+        return
+    if ops_hold_tracked(obj, plan.fields, plan.nfields) or ops_hold_tracked(obj, plan.tagged, plan.ntagged) \
+            or ops_hold_tracked(obj, plan.absent, plan.nabsent):
+        return
+    untrack(obj)
+
+
 cdef object fresh_default(FieldOp *op):
     if op.kind == K_ARRAY:
-        return None if <object>op.default is None else []
+        if <object>op.default is None:
+            return None
+        empty = []
+        untrack(empty)
+        return empty
     if op.kind == K_STRUCT:
         if <object>op.default is None:
             return None
@@ -181,10 +234,12 @@ cdef class DefaultMaker:
     cdef tuple defaults
     cdef tuple kinds
     cdef tuple children
+    cdef int *kind_codes        # kinds as C ints, for the allocation loop
     cdef Py_ssize_t unknown_offset
 
     def __dealloc__(self):
         PyMem_Free(self.offsets)
+        PyMem_Free(self.kind_codes)
 
 
 cdef dict default_makers = {}
@@ -199,13 +254,15 @@ cdef DefaultMaker default_maker(object cls):
     names = cls._field_names
     m.n = len(names)
     m.offsets = <Py_ssize_t *>PyMem_Malloc(sizeof(Py_ssize_t) * (m.n if m.n else 1))
-    if m.offsets == NULL:
+    m.kind_codes = <int *>PyMem_Malloc(sizeof(int) * (m.n if m.n else 1))
+    if m.offsets == NULL or m.kind_codes == NULL:
         raise MemoryError()
     cdef Py_ssize_t i
-    for i in range(m.n):
-        m.offsets[i] = slot_offset(cls, names[i])
     m.defaults = tuple(cls._field_defaults)
     m.kinds = tuple(cls._field_kinds)
+    for i in range(m.n):
+        m.offsets[i] = slot_offset(cls, names[i])
+        m.kind_codes[i] = m.kinds[i]
     m.children = tuple(cls._field_struct)
     m.unknown_offset = slot_offset(cls, "_unknown_tags")
     default_makers[cls] = m
@@ -217,16 +274,27 @@ cdef object new_default_struct(object cls):
     cdef object obj = PyType_GenericAlloc(<PyTypeObject *>cls, 0)
     cdef Py_ssize_t i
     cdef int kind
+    cdef bint holds_tracked = False
+    cdef object default
     for i in range(m.n):
-        kind = m.kinds[i]
-        default = m.defaults[i]
+        kind = m.kind_codes[i]
+        default = <object>PyTuple_GET_ITEM(m.defaults, i)
         if kind == K_ARRAY:
-            set_slot(obj, m.offsets[i], None if default is None else [])
+            value = None
+            if default is not None:
+                value = []
+                untrack(value)
         elif kind == K_STRUCT:
-            set_slot(obj, m.offsets[i], None if default is None else new_default_struct(m.children[i]))
+            value = None
+            if default is not None:
+                value = new_default_struct(<object>PyTuple_GET_ITEM(m.children, i))
+                holds_tracked |= is_tracked(value)
         else:
-            set_slot(obj, m.offsets[i], default)
+            value = default    # immutable scalars, never tracked
+        set_slot(obj, m.offsets[i], value)
     set_slot(obj, m.unknown_offset, None)
+    if not holds_tracked:
+        untrack(obj)
     return obj
 
 
@@ -250,12 +318,16 @@ cdef object read_value(ByteReader *r, FieldOp *op, int kind, bint nullable, Path
         if op.elem_kind == K_STRUCT and not r.prevalidated:
             return pending_struct_array(r, op, n, frame, source)
         out = PyList_New(n)
+        holds_tracked = False
         for i in range(n):
             frame.index = i
             item = read_value(r, op, op.elem_kind, False, frame, source)
+            holds_tracked |= is_tracked(item)
             Py_INCREF(item)
             PyList_SET_ITEM(out, i, item)
         frame.index = -1
+        if not holds_tracked:
+            untrack(out)
         return out
     if kind == K_STRUCT:
         if nullable:
@@ -270,7 +342,9 @@ cdef object read_value(ByteReader *r, FieldOp *op, int kind, bint nullable, Path
     if kind == K_BOOL:
         return read_bool(r) != 0
     if kind == K_UUID:
-        return read_uuid(r)
+        value = read_uuid(r)
+        untrack(value)   # immutable: it can never hold anything
+        return value
     if kind == K_BYTES:
         return read_bytes_value(r, op.compact, nullable)
     if kind == K_RECORDS:
@@ -283,7 +357,10 @@ cdef object read_value(ByteReader *r, FieldOp *op, int kind, bint nullable, Path
         i = r.p - r.start
         r.p += n
         # A lazy, zero-copy view of the input: batches are parsed only when asked for.
-        return records_view_over((<Source>source).obj, i, n)
+        value = records_view_over((<Source>source).obj, i, n)
+        if PyBytes_CheckExact((<Source>source).obj):
+            untrack(value)   # holds only the immutable input (another owner could refer back)
+        return value
     if kind == K_UINT16:
         return PyLong_FromLong(read_uint16(r))
     if kind == K_UINT32:
@@ -327,6 +404,7 @@ cdef object read_struct(ByteReader *r, CPlan plan, object source):
         set_slot(obj, plan.unknown_tags_offset, read_tagged(r, plan, obj, frame, source))
     else:
         set_slot(obj, plan.unknown_tags_offset, None)
+    untrack_struct_if_acyclic(obj, plan)
     r.depth = depth
     return obj
 
@@ -347,6 +425,7 @@ cdef object read_int32_array(ByteReader *r, FieldOp *op, PathFrame *frame):
         r.p += 4
         Py_INCREF(item)
         PyList_SET_ITEM(out, i, item)
+    untrack(out)
     return out
 
 
@@ -460,12 +539,16 @@ cdef object materialize(PendingArray pending):
     cdef int was_enabled = PyGC_Disable()
     try:
         out = PyList_New(pending.count)
+        holds_tracked = False
         for i in range(pending.count):
             r.path[0].index = i
             r.depth = 1
             item = read_struct(&r, pending.elem, pending.src)
+            holds_tracked |= is_tracked(item)
             Py_INCREF(item)
             PyList_SET_ITEM(out, i, item)
+        if not holds_tracked:
+            untrack(out)
     finally:
         if was_enabled:
             PyGC_Enable()
@@ -493,6 +576,9 @@ cdef class LazyField:
 
     def __set__(self, obj, value):
         set_slot(obj, self.offset, value)
+        # A decoded struct may be untracked; a list put here may come to hold it.
+        if is_tracked(value) and not is_tracked(obj):
+            PyObject_GC_Track(<PyObject *>obj)
 
     def __delete__(self, obj):
         cdef PyObject **slot = <PyObject **>((<char *><PyObject *>obj) + self.offset)
