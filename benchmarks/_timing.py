@@ -5,6 +5,11 @@ A single best-of figure hides how much a measurement moves on a shared machine.
 next to each other. ``paired`` times two callables in alternation, one of each
 per round, so a ratio is taken between runs made under the same load: the ratio's
 spread is that of the per-round ratios, not of two independent medians.
+
+Times are the process's CPU time (``time.process_time``: user + system, page
+faults included), not wall time: on a machine shared with other jobs, time spent
+waiting for a core is noise that wall clocks add and CPU time does not. Code
+that waits (I/O, other processes) must be timed with a wall clock instead.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class Spread:
 
 
 def timed(fn: Callable[[], object]) -> float:
+    """CPU seconds of one call of ``fn`` (see the module's docstring)."""
     start = time.process_time()
     fn()
     return time.process_time() - start
