@@ -6,15 +6,27 @@ Figures (issue 6), all ratios measured in the same run:
 * the same against a per-frame loop over kio's header reader            [>= 60x]
 * JSON body column of MetadataResponse v12 vs kio decode + json.dumps    [>= 10x]
 
+and, for issue 18, header-only decoding as the number of distinct client ids grows:
+1 M mixed v1/v2 requests whose ids are drawn, in random order, uniformly or
+Zipf-distributed from 1, 50, 1,000 or 100,000 ids, each against the C loop
+writing into warm preallocated arrays over the same buffer
+[>= 100 M frames/s and >= 0.5x with 50 ids; >= 0.4x with 100,000 Zipf ids].
+
+Every figure is a median over repeated runs with its spread (see _timing.py and
+docs/benchmarks.md); a ratio is the median of per-round ratios, the two sides
+timed one after the other in each round.
+
 The C reference loop (benchmarks/c_reference/header_loop.c) is compiled here with
 the system C compiler, at benchmark time. Run either way:
 
     .venv/bin/python benchmarks/bench_batch.py          # prints the figures and ratios
+    .venv/bin/python benchmarks/bench_batch.py --only ids --runs 21   # the client-id shapes only
     .venv/bin/python -m pytest benchmarks/bench_batch.py --benchmark-only
 """
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import dataclasses
 import json
@@ -23,7 +35,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -38,6 +49,9 @@ kio_serial = pytest.importorskip("kio.serial")
 from kio.schema.metadata.v12.response import MetadataResponse as KioMetadataResponse  # noqa: E402
 from kio.schema.request_header.v1.header import RequestHeader as KioRequestHeaderV1  # noqa: E402
 from kio.schema.request_header.v2.header import RequestHeader as KioRequestHeaderV2  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # _timing, under pytest too
+from _timing import Spread, paired, repeat  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FRAMES = 1_000_000
@@ -59,6 +73,45 @@ def request_frames(count: int) -> tuple[bytes, list[bytes]]:
         struct.pack_into(">i", frame, 4, i)   # distinct correlation ids
         payloads.append(bytes(frame))
     return b"".join(struct.pack(">i", len(p)) + p for p in payloads), payloads
+
+
+# ---------------------------------------------------------------- many client ids (issue 18)
+ID_COUNTS = (1, 50, 1_000, 100_000)
+ZIPF_EXPONENT = 1.0
+ID_SHAPES = [(1, "uniform")] + [(ids, dist) for ids in ID_COUNTS[1:] for dist in ("uniform", "zipf")]
+
+
+def client_id_name(k: int) -> str:
+    """Id number k: short ids (up to 14 bytes) and longer Java-style ones, alternating."""
+    return f"producer-{k}" if k % 2 == 0 else f"consumer-orders-{k}"
+
+
+def id_draws(count: int, ids: int, distribution: str, seed: int = 18) -> np.ndarray:
+    """Which id each of ``count`` frames carries: uniform, or Zipf over ``ids`` (rank r has
+    weight 1 / r ** ZIPF_EXPONENT, ranks given to ids at random); random order either way."""
+    rng = np.random.default_rng(seed)
+    if distribution == "uniform":
+        return rng.integers(0, ids, count)
+    weights = 1.0 / np.arange(1, ids + 1) ** ZIPF_EXPONENT
+    ranks = rng.choice(ids, size=count, p=weights / weights.sum())
+    return rng.permutation(ids)[ranks]
+
+
+def id_shape_frames(count: int, ids: int, distribution: str) -> bytes:
+    """``count`` size-prefixed requests of request_frames' four kinds (header v1 and v2 in turn),
+    with client ids drawn by id_draws and distinct correlation ids."""
+    # Each kind split around its (empty) client id: api key and version | correlation id | the rest.
+    templates = []
+    for frame in request_frames(4)[1]:
+        assert frame[8:10] == b"\x00\x0a"   # "consumer-1" / "producer-7"
+        templates.append((frame[:4], frame[20:]))
+    names = [struct.pack(">h", len(raw)) + raw for raw in (client_id_name(k).encode() for k in range(ids))]
+    parts = []
+    for i, k in enumerate(id_draws(count, ids, distribution).tolist()):
+        head, rest = templates[i % 4]
+        name = names[k]
+        parts.append(struct.pack(">i", 8 + len(name) + len(rest)) + head + struct.pack(">i", i) + name + rest)
+    return b"".join(parts)
 
 
 def metadata_response_payload() -> bytes:
@@ -129,15 +182,6 @@ def kio_json(bodies: list[bytes]) -> list[str]:
     return [json.dumps(_plain(KIO_METADATA(body, 0)[0])) for body in bodies]
 
 
-def best_of(fn, repeat: int = 7) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 # ---------------------------------------------------------------- pytest-benchmark
 @pytest.fixture(scope="module")
 def frames():
@@ -181,34 +225,94 @@ def test_metadata_json_kio(benchmark):
     benchmark(kio_json, [body] * 200)
 
 
+_id_frames_cache: dict[tuple[int, str], bytes] = {}
+
+
+@pytest.fixture(params=ID_SHAPES, ids=[f"{ids}-{dist}" for ids, dist in ID_SHAPES])
+def id_frames(request):
+    if request.param not in _id_frames_cache:
+        _id_frames_cache.clear()   # one shape's megabytes at a time
+        _id_frames_cache[request.param] = id_shape_frames(FRAMES, *request.param)
+    return _id_frames_cache[request.param]
+
+
+def test_header_ids_kproto(benchmark, id_frames):
+    batch = benchmark(kb.decode_frames, id_frames)
+    assert batch.num_rows == FRAMES
+
+
+def test_header_ids_c_reference_arrays_reused(benchmark, id_frames):
+    lib = build_reference()
+    reused = c_reference_arrays(FRAMES)
+    assert benchmark(c_reference_decode, lib, id_frames, FRAMES, reused) == FRAMES
+
+
 # ---------------------------------------------------------------- standalone figures
-def main() -> None:
+def rate(spread: Spread) -> str:
+    """Seconds per 1 M-frame call as M frames/s: median [IQR] (min-max)."""
+    return spread.map(lambda s: FRAMES / s / 1e6).show(digits=1)
+
+
+def header_figures(runs: int) -> None:
     buf, payloads = request_frames(FRAMES)
     lib = build_reference()
-    kproto_s = best_of(lambda: kb.decode_frames(buf))
-    c_s = best_of(lambda: c_reference_decode(lib, buf, FRAMES))
     reused = c_reference_arrays(FRAMES)
-    c_reused_s = best_of(lambda: c_reference_decode(lib, buf, FRAMES, reused))
-    kio_s = best_of(lambda: kio_header_loop(payloads[:KIO_FRAMES]), repeat=3) * FRAMES / KIO_FRAMES
-    print(f"header-only, {FRAMES:,} mixed v1/v2 request frames ({len(buf) / FRAMES:.1f} B each), "
-          f"implementation {kb._batch.IMPLEMENTATION}")
-    print(f"  kproto.batch       {kproto_s * 1e3:8.2f} ms  {FRAMES / kproto_s / 1e6:7.1f} M frames/s")
-    print(f"  C reference        {c_s * 1e3:8.2f} ms  {FRAMES / c_s / 1e6:7.1f} M frames/s"
-          f"   kproto/C rate = {c_s / kproto_s:.2f}")
-    print(f"  C, arrays reused   {c_reused_s * 1e3:8.2f} ms  {FRAMES / c_reused_s / 1e6:7.1f} M frames/s"
-          f"   kproto/C rate = {c_reused_s / kproto_s:.2f}")
-    print(f"  kio per frame      {kio_s * 1e3:8.2f} ms  {FRAMES / kio_s / 1e6:7.3f} M frames/s"
-          f"   kproto/kio = {kio_s / kproto_s:.0f}x")
+    decode = lambda: kb.decode_frames(buf)  # noqa: E731
+    print(f"header-only, {FRAMES:,} mixed v1/v2 request frames ({len(buf) / FRAMES:.1f} B each, 2 client ids), "
+          f"implementation {kb._batch.IMPLEMENTATION}, {runs} runs: median [IQR] (min-max)")
+    kproto_s, c_s, c_ratio = paired(decode, lambda: c_reference_decode(lib, buf, FRAMES), runs)
+    _, warm_s, warm_ratio = paired(decode, lambda: c_reference_decode(lib, buf, FRAMES, reused), runs)
+    kio_runs = max(3, runs // 5)
+    kio_s = repeat(lambda: kio_header_loop(payloads[:KIO_FRAMES]), kio_runs).map(lambda s: s * FRAMES / KIO_FRAMES)
+    print(f"  kproto.batch       {rate(kproto_s)} M frames/s")
+    print(f"  C reference        {rate(c_s)} M frames/s   kproto/C rate {c_ratio.show()}")
+    print(f"  C, arrays reused   {rate(warm_s)} M frames/s   kproto/C rate {warm_ratio.show()}")
+    print(f"  kio per frame      {rate(kio_s)} M frames/s   ({kio_runs} runs of {KIO_FRAMES:,} frames, scaled)"
+          f"   kproto/kio = {kio_s.median / kproto_s.median:.0f}x (medians)")
 
+
+def id_figures(runs: int) -> None:
+    lib = build_reference()
+    reused = c_reference_arrays(FRAMES)
+    print(f"header-only, {FRAMES:,} mixed v1/v2 request frames by client ids (uniform or Zipf s={ZIPF_EXPONENT}), "
+          f"vs the C loop into warm arrays, {runs} runs: median [IQR] (min-max)")
+    print(f"  {'ids':>7} {'draw':8} {'distinct':>8}  {'kproto M frames/s':34} {'C warm M frames/s':34} kproto/C rate")
+    for ids, distribution in ID_SHAPES:
+        buf = id_shape_frames(FRAMES, ids, distribution)
+        distinct = len(np.unique(id_draws(FRAMES, ids, distribution)))
+        kproto_s, warm_s, ratio = paired(lambda buf=buf: kb.decode_frames(buf),
+                                         lambda buf=buf: c_reference_decode(lib, buf, FRAMES, reused), runs)
+        print(f"  {ids:>7,} {distribution:8} {distinct:>8,}  {rate(kproto_s):34} {rate(warm_s):34} {ratio.show()}",
+              flush=True)
+
+
+def json_figures(runs: int) -> None:
     payload = metadata_response_payload()
     copies = 200
     mbuf = (struct.pack(">i", len(payload)) + payload) * copies
-    json_s = best_of(lambda: kb.decode_frames(mbuf, directions=1, request_api_keys=3,
-                                              request_api_versions=12, body="json"))
-    kio_json_s = best_of(lambda: kio_json([payload[5:]] * copies), repeat=3)
+    json_s = repeat(lambda: kb.decode_frames(mbuf, directions=1, request_api_keys=3,
+                                             request_api_versions=12, body="json"), runs)
+    kio_runs = max(3, runs // 5)
+    kio_json_s = repeat(lambda: kio_json([payload[5:]] * copies), kio_runs)
     print(f"JSON body column, MetadataResponse v12 (100 topics x 10 partitions, {len(payload):,} B), {copies} frames")
-    print(f"  kproto.batch       {json_s / copies * 1e6:8.1f} us/frame")
-    print(f"  kio + json         {kio_json_s / copies * 1e6:8.1f} us/frame   kproto/kio = {kio_json_s / json_s:.1f}x")
+    print(f"  kproto.batch       {json_s.show(1e6 / copies, 1)} us/frame ({runs} runs)")
+    print(f"  kio + json         {kio_json_s.show(1e6 / copies, 1)} us/frame ({kio_runs} runs)"
+          f"   kproto/kio = {kio_json_s.median / json_s.median:.1f}x (medians)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=15, help="timed runs per figure (default 15)")
+    parser.add_argument("--only", choices=("headers", "ids", "json"), action="append",
+                        help="run only these groups of figures (repeatable)")
+    args = parser.parse_args()
+    groups = args.only or ["headers", "ids", "json"]
+    if "headers" in groups:
+        header_figures(args.runs)
+    if "ids" in groups:
+        id_figures(args.runs)
+    if "json" in groups:
+        json_figures(args.runs)
 
 
 if __name__ == "__main__":

@@ -166,6 +166,13 @@ def _array(arrow_type: pa.DataType, count: int, values: np.ndarray, bitmap: np.n
                                  null_count=-1)
 
 
+def _client_id_dictionary(offsets: np.ndarray, data: bytes) -> pa.Array:
+    """The client id dictionary from the loops' offsets (int64) and text, already checked UTF-8."""
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise ValueError("the distinct client ids of one call take over 2 GiB: decode fewer frames at a time")
+    return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
+
+
 def _bool_array(count: int, bits: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.bool_(), count, [None, pa.py_buffer(bits)], null_count=0)
 
@@ -214,7 +221,7 @@ def decode_frames(
         # Bodies that failed now have an error offset too.
         cols["has_error"] = np.packbits(cols["status"] != Status.OK, bitorder="little")
 
-    client_ids = pa.array([raw.decode("utf-8") for raw in cols["client_ids"]], pa.string())
+    client_ids = _client_id_dictionary(cols["client_id_offsets"], cols["client_id_data"])
     client_indices = _array(pa.int32(), count, cols["client_id"], cols["has_client_id"])
     arrays = [
         pa.array(cols["offset"]),

@@ -524,3 +524,54 @@ def test_pair_with_one_side_only(direction):
     assert pairs.num_rows == 2
     expected = kb.PairStatus.UNPAIRED_REQUEST if direction == 0 else kb.PairStatus.UNPAIRED_RESPONSE
     assert set(pairs.column("pair_status").to_pylist()) == {expected}
+
+
+def _first_appearance(ids: list[str | None]) -> list[str]:
+    return list(dict.fromkeys(i for i in ids if i is not None))
+
+
+def test_header_loop_thousands_of_client_ids_zipf(loops):
+    """Thousands of ids (the id table grows several times), Zipf-drawn in random order,
+    of lengths around every word boundary of the table's keys (14, 22 and 24 bytes of
+    text) and sharing long prefixes: every row keeps its id, the dictionary is in order
+    of first appearance, and the loops agree (header v1 and v2 frames interleaved)."""
+    rng = np.random.default_rng(18)
+    stems = ["c", "producer-", "consumer-orders-app-", "x" * 21, "x" * 22, "x" * 30, "\u00e9t\u00e9-"]
+    ids = [f"{stems[k % len(stems)]}{k}" for k in range(5000)]
+    weights = 1.0 / np.arange(1, len(ids) + 1)
+    order = [ids[k] for k in rng.choice(len(ids), size=20_000, p=weights / weights.sum())]
+    order += ids   # and every id at least once, the last ones new near the end
+    data = prefixed(*(metadata_request(12 if k % 2 else 4, k, client_id) for k, client_id in enumerate(order)))
+    batch = kb.decode_frames(data)
+    assert batch["client_id"].to_pylist() == order
+    assert batch["client_id"].dictionary.to_pylist() == _first_appearance(order)
+    assert set(batch["status"].to_pylist()) == {Status.OK}
+
+
+# Ids that differ only where the table's key words end or past them: in byte 14
+# (the last of word 1), 22 (the last of word 2), in the tail kept in the input, in
+# length alone, or only by the byte after them.
+_EDGE_IDS = ["a" * 14, "a" * 13 + "b", "a" * 15, "a" * 22, "a" * 21 + "b", "a" * 23, "a" * 24,
+             "a" * 23 + "b", "a" * 40, "a" * 39 + "b", "b" + "a" * 39, "a" * 13, "", "a"]
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(frames=st.lists(st.tuples(st.one_of(st.sampled_from(_EDGE_IDS), st.none(),
+                                           st.text(max_size=30),
+                                           st.integers(0, 3000).map(lambda k: f"consumer-orders-{k}")),
+                                 st.sampled_from(["v1", "v2", "tagged"])), max_size=300))
+def test_c_and_python_agree_on_many_client_ids(frames):
+    """Many ids at once (past the first table size), any text, both loops: same rows, same dictionary."""
+    pytest.importorskip("kproto._c._batch")
+    payloads = []
+    for k, (client_id, kind) in enumerate(frames):
+        if kind == "tagged" and client_id is not None:
+            payloads.append(_tagged_request(k, client_id))
+        else:
+            payloads.append(metadata_request(12 if kind != "v1" else 4, k, client_id))
+    data = prefixed(*payloads)
+    c, py = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data))
+    assert c.to_pylist() == py.to_pylist()
+    assert c["client_id"].dictionary.to_pylist() == py["client_id"].dictionary.to_pylist()
+    assert c["client_id"].to_pylist() == [client_id for client_id, _ in frames]
+    assert c["client_id"].dictionary.to_pylist() == _first_appearance([client_id for client_id, _ in frames])

@@ -179,94 +179,92 @@ assert all(info["valid_versions"][1] < MAX_VERSION for info in schema.MESSAGES.v
 
 
 # ------------------------------------------------------------------ client id dictionary
-# Client ids repeat: an open-addressing table of distinct byte spans (pointing into
-# the input, which outlives the call) numbers them for the dictionary column.
-cdef struct Span:
-    const unsigned char *ptr
-    int32_t length
-    int32_t index
+# Every distinct client id of a call lives in one open-addressing hash table that is
+# also the dictionary column: an id's slot holds its dictionary index (order of first
+# appearance). It is not a cache: an id leaves the header loop's fast path once, the
+# first time it is seen, however many ids there are. The table doubles when half
+# full, so its size follows the distinct ids (at most 64 bytes of slots an id).
+#
+# The key is the id as on the wire, its int16 length and its text. Its first 24
+# bytes are kept in the slot as three words, bytes past the id zero: the header loop
+# checks an id of up to 22 bytes (and the empty tag byte after it) with three masked
+# word loads and compares, touching nothing but its slot. Longer ids also compare the
+# rest of their bytes, in the input (which outlives the call).
+#
+# Slots are picked by the top bits of a multiplicative hash of every byte of the key,
+# keyed by seeds drawn per process at import: without the seeds, the bytes of a
+# capture cannot be chosen to pile ids onto one probe run.
+cdef enum:
+    ID_FIRST_SLOTS = 256   # a power of two: 8 KiB of slots, grown from there
+    ID_FIRST_SHIFT = 56    # 64 - log2(ID_FIRST_SLOTS)
+    ID_WORD_BYTES = 24     # key bytes kept in a slot: the length and 22 bytes of text
+    ID_SLOT_TEXT = 22
 
+# A free slot's word0: impossible in a key, whose byte 0 is the high byte of a length <= 0x7FFF.
+cdef uint64_t ID_FREE = ~(<uint64_t>0)
 
-cdef struct SpanTable:
-    Span *slots
-    Py_ssize_t capacity     # a power of two
-    Py_ssize_t count
-    Span *order             # distinct spans in order of first appearance
+cdef struct IdSlot:
+    uint64_t word0         # bytes 0-7 of "length + text" (little-endian), bytes past the id zero
+    uint64_t word1         # bytes 8-15
+    uint64_t word2         # bytes 16-23
+    int32_t index          # the id's dictionary index
+
+cdef struct IdTable:
+    IdSlot *slots
+    uint64_t mask          # slot count - 1
+    int shift              # 64 - log2(slot count): a hash's top bits pick its slot
+    Py_ssize_t count       # distinct ids = dictionary length
+    const unsigned char **order   # each id's key in the input (its length prefix), by index
     Py_ssize_t order_capacity
+    uint64_t seed0
+    uint64_t seed1
+
+# WORD_MASK[k][n]: keep the bytes of word k that are among bytes 0..n-1 of the key (n = 0..24).
+cdef uint64_t WORD_MASK[3][ID_WORD_BYTES + 1]
+for _k in range(3):
+    for _n in range(ID_WORD_BYTES + 1):
+        WORD_MASK[_k][_n] = (1 << (8 * min(max(_n - 8 * _k, 0), 8))) - 1
+
+import os as _os
+cdef uint64_t ID_SEED0 = int.from_bytes(_os.urandom(8), "little")
+cdef uint64_t ID_SEED1 = int.from_bytes(_os.urandom(8), "little")
+
+# Odd multipliers (golden ratio; splitmix64's): a product's top bits depend on every
+# bit of the multiplicand.
+cdef extern from *:
+    """
+    #define KP_ID_K0 0x9E3779B97F4A7C15ULL
+    #define KP_ID_K1 0xBF58476D1CE4E5B9ULL
+    """
+    const uint64_t ID_K0 "KP_ID_K0"
+    const uint64_t ID_K1 "KP_ID_K1"
 
 
-cdef inline uint64_t hash_bytes(const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    cdef uint64_t h = 1469598103934665603ULL
-    cdef Py_ssize_t i
-    for i in range(n):
-        h = (h ^ p[i]) * 1099511628211ULL
-    return h
+cdef inline uint64_t id_hash_words(const IdTable *t, uint64_t word0, uint64_t word1,
+                                   uint64_t word2) noexcept nogil:
+    """Hash of a key of at most 24 bytes, from its three words (its slot: the top bits).
+    A product of the seeded first two words (the second made odd, so for one word1
+    distinct word0 never collide) plus an independent product of the third: a few
+    instructions on the header loop's hot path, no chain of multiplies."""
+    return (word0 ^ t.seed0) * (((word1 ^ t.seed1) << 1) | 1) + (word2 ^ t.seed0) * ID_K0
 
 
-cdef int span_table_init(SpanTable *t) noexcept nogil:
-    t.capacity = 64
-    t.count = 0
-    t.slots = <Span *>calloc(t.capacity, sizeof(Span))
-    t.order_capacity = 32
-    t.order = <Span *>malloc(t.order_capacity * sizeof(Span))
-    return 0 if t.slots != NULL and t.order != NULL else -1
-
-
-cdef void span_table_free(SpanTable *t) noexcept nogil:
-    free(t.slots)
-    free(t.order)
-    t.slots = NULL
-    t.order = NULL
-
-
-cdef int span_table_grow(SpanTable *t) noexcept nogil:
-    cdef Py_ssize_t new_capacity = t.capacity * 2
-    cdef Span *slots = <Span *>calloc(new_capacity, sizeof(Span))
-    cdef Py_ssize_t i, j
-    if slots == NULL:
-        return -1
-    for i in range(t.count):
-        j = <Py_ssize_t>(hash_bytes(t.order[i].ptr, t.order[i].length) & <uint64_t>(new_capacity - 1))
-        while slots[j].ptr != NULL:
-            j = (j + 1) & (new_capacity - 1)
-        slots[j] = t.order[i]
-    free(t.slots)
-    t.slots = slots
-    t.capacity = new_capacity
-    return 0
-
-
-cdef int32_t span_index(SpanTable *t, const unsigned char *p, int32_t n) noexcept nogil:
-    """Index of the span's text in the dictionary, adding it if new; -1 when out of memory."""
-    # An empty string still needs a non-NULL pointer to mark its slot as used.
-    cdef const unsigned char *key = p if n > 0 else <const unsigned char *>""
-    cdef Py_ssize_t j = <Py_ssize_t>(hash_bytes(p, n) & <uint64_t>(t.capacity - 1))
-    cdef Span *order
-    while t.slots[j].ptr != NULL:
-        if t.slots[j].length == n and memcmp(t.slots[j].ptr, key, n) == 0:
-            return t.slots[j].index
-        j = (j + 1) & (t.capacity - 1)
-    if t.count == t.order_capacity:
-        order = <Span *>realloc(t.order, 2 * t.order_capacity * sizeof(Span))
-        if order == NULL:
-            return -1
-        t.order = order
-        t.order_capacity *= 2
-    t.slots[j].ptr = key
-    t.slots[j].length = n
-    t.slots[j].index = <int32_t>t.count
-    t.order[t.count] = t.slots[j]
-    t.count += 1
-    if 2 * t.count > t.capacity and span_table_grow(t) < 0:
-        return -1
-    return <int32_t>(t.count - 1)
+cdef uint64_t id_hash_long(const IdTable *t, uint64_t word0, uint64_t word1, uint64_t word2,
+                           const unsigned char *q, Py_ssize_t total) noexcept nogil:
+    """Hash of a key over 24 bytes (``total`` of them at q): its words, then 8 bytes at
+    a time, the last 8 overlapping the ones before (the length in word0 tells them apart)."""
+    cdef uint64_t h = id_hash_words(t, word0, word1, word2)
+    cdef Py_ssize_t i = ID_WORD_BYTES
+    while total - i > 8:
+        h = (h ^ (h >> 29) ^ kp_load_le64(q + i) ^ t.seed1) * ID_K1
+        i += 8
+    return (h ^ (h >> 29) ^ kp_load_le64(q + total - 8) ^ t.seed1) * ID_K1
 
 
 cdef inline bint same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
-    # Client ids are short: eight bytes at a time beats a call to memcmp, and the
-    # last word overlaps the one before it instead of a loop over the leftover bytes.
+    # Eight bytes at a time beats a call to memcmp, and the last word overlaps the one
+    # before it instead of a loop over the leftover bytes (n >= 1: ids over 22 bytes).
     cdef uint64_t x, y
-    cdef uint32_t u, v
     cdef Py_ssize_t i = 0
     if n >= 8:
         while n - i > 8:
@@ -278,97 +276,137 @@ cdef inline bint same_bytes(const unsigned char *a, const unsigned char *b, Py_s
         memcpy(&x, a + n - 8, 8)
         memcpy(&y, b + n - 8, 8)
         return x == y
-    if n >= 4:
-        memcpy(&u, a, 4)
-        memcpy(&v, b, 4)
-        if u != v:
-            return False
-        memcpy(&u, a + n - 4, 4)
-        memcpy(&v, b + n - 4, 4)
-        return u == v
-    while i < n:
-        if a[i] != b[i]:
-            return False
-        i += 1
-    return True
+    return memcmp(a, b, n) == 0
 
 
-# Client ids seen in this call, checked before the dictionary: a direct-mapped
-# cache keyed by the first 16 bytes of the id on the wire (its int16 length and up
-# to 14 bytes of text), so the header loop compares an id with two word loads,
-# two masks and two compares instead of a byte loop. Longer ids also compare
-# their remaining bytes, and their last 8 bytes go into the hash (Java clients name
-# themselves "consumer-<group>-<n>": the first 14 bytes often agree).
-cdef enum:
-    ID_SLOTS = 256         # a power of two; 32 bytes a slot, on the stack
-    ID_WORD_BYTES = 16     # bytes the two words cover: the length and 14 bytes of text
-
-cdef struct IdSlot:
-    uint64_t word0         # bytes 0-7 of "length + text", bytes past the id zero
-    uint64_t word1         # bytes 8-15
-    const unsigned char *tail   # ids over 14 bytes: their bytes after the first 14 (in the input)
-    int32_t index          # the id's dictionary index
-
-cdef struct IdCache:
-    IdSlot slot[ID_SLOTS]
-
-# WORD0_MASK[n] / WORD1_MASK[n]: keep bytes 0..n-1 of the 16 (n = 0..16).
-cdef uint64_t WORD0_MASK[ID_WORD_BYTES + 1]
-cdef uint64_t WORD1_MASK[ID_WORD_BYTES + 1]
-for _n in range(ID_WORD_BYTES + 1):
-    WORD0_MASK[_n] = (1 << (8 * min(_n, 8))) - 1
-    WORD1_MASK[_n] = (1 << (8 * max(_n - 8, 0))) - 1
-
-
-cdef void id_cache_init(IdCache *cache) noexcept nogil:
-    cdef int k
-    for k in range(ID_SLOTS):
-        # An impossible key: byte 0 of a real one is the high byte of a length <= 0x7FFF.
-        cache.slot[k].word0 = ~(<uint64_t>0)
-        cache.slot[k].word1 = 0
-
-
-cdef inline Py_ssize_t id_hash(uint64_t word0, uint64_t word1) noexcept nogil:
-    return <Py_ssize_t>(((word0 ^ word1) * 0x9E3779B97F4A7C15ULL) >> 56)   # top 8 bits: ID_SLOTS
-
-
-cdef inline IdSlot *id_slot(IdCache *cache, const unsigned char *q, int32_t n,
-                            uint64_t *word0, uint64_t *word1) noexcept nogil:
-    """The slot an id maps to, and its key words. ``q`` is the id's length prefix, n >= 0
-    its length; only q[0 .. 2 + n) is read."""
-    cdef unsigned char short_id[ID_WORD_BYTES]
-    cdef uint64_t hashed
-    if n >= ID_WORD_BYTES - 2:
-        word0[0] = kp_load_le64(q)
-        word1[0] = kp_load_le64(q + 8)
-        hashed = word1[0] ^ (kp_load_le64(q + 2 + n - 8) if n > ID_WORD_BYTES - 2 else 0)
+cdef inline void id_key(const unsigned char *q, int32_t n, uint64_t *words) noexcept nogil:
+    """The three key words of the id whose length prefix is at q (n >= 0 its length;
+    only q[0 .. 2 + n) is read)."""
+    cdef unsigned char short_key[ID_WORD_BYTES]
+    if n >= ID_SLOT_TEXT:
+        words[0] = kp_load_le64(q)
+        words[1] = kp_load_le64(q + 8)
+        words[2] = kp_load_le64(q + 16)
     else:
-        memset(short_id, 0, ID_WORD_BYTES)
-        memcpy(short_id, q, 2 + n)
-        word0[0] = kp_load_le64(short_id)
-        word1[0] = kp_load_le64(short_id + 8)
-        hashed = word1[0]
-    return &cache.slot[id_hash(word0[0], hashed)]
+        memset(short_key, 0, ID_WORD_BYTES)
+        memcpy(short_key, q, 2 + n)
+        words[0] = kp_load_le64(short_key)
+        words[1] = kp_load_le64(short_key + 8)
+        words[2] = kp_load_le64(short_key + 16)
 
 
-cdef inline int32_t id_lookup(IdCache *cache, const unsigned char *q, int32_t n) noexcept nogil:
-    """The dictionary index of a cached id (see id_slot for q and n), or -1."""
-    cdef uint64_t word0, word1
-    cdef IdSlot *s = id_slot(cache, q, n, &word0, &word1)
-    if s.word0 != word0 or s.word1 != word1:
+cdef inline uint64_t id_hash(const IdTable *t, const unsigned char *q, int32_t n,
+                             const uint64_t *words) noexcept nogil:
+    if n > ID_SLOT_TEXT:
+        return id_hash_long(t, words[0], words[1], words[2], q, 2 + n)
+    return id_hash_words(t, words[0], words[1], words[2])
+
+
+cdef int32_t id_find(const IdTable *t, uint64_t h, uint64_t word0, uint64_t word1, uint64_t word2,
+                     const unsigned char *q, int32_t n) noexcept nogil:
+    """The dictionary index of the key (q, n, its words and hash), or -1 if absent. For
+    a key of at most 22 bytes of text only the words are compared, and q is not read."""
+    cdef uint64_t j = h >> t.shift
+    cdef const IdSlot *s
+    while True:
+        s = &t.slots[j]
+        if s.word0 == word0 and s.word1 == word1 and s.word2 == word2:
+            if n <= ID_SLOT_TEXT or same_bytes(q + ID_WORD_BYTES, t.order[s.index] + ID_WORD_BYTES,
+                                               n - ID_SLOT_TEXT):
+                return s.index
+        elif s.word0 == ID_FREE:
+            return -1
+        j = (j + 1) & t.mask
+
+
+cdef inline int32_t id_lookup(const IdTable *t, const unsigned char *q, int32_t n) noexcept nogil:
+    """The dictionary index of the id whose length prefix is at q (n >= 0), or -1."""
+    cdef uint64_t words[3]
+    id_key(q, n, words)
+    return id_find(t, id_hash(t, q, n, words), words[0], words[1], words[2], q, n)
+
+
+cdef IdSlot *id_slots_new(uint64_t count) noexcept nogil:
+    cdef IdSlot *slots = <IdSlot *>malloc(count * sizeof(IdSlot))
+    cdef uint64_t j
+    if slots != NULL:
+        for j in range(count):
+            slots[j].word0 = ID_FREE
+    return slots
+
+
+cdef int id_table_init(IdTable *t) noexcept nogil:
+    t.mask = ID_FIRST_SLOTS - 1
+    t.shift = ID_FIRST_SHIFT
+    t.count = 0
+    t.seed0 = ID_SEED0
+    t.seed1 = ID_SEED1
+    t.slots = id_slots_new(ID_FIRST_SLOTS)
+    t.order_capacity = 64
+    t.order = <const unsigned char **>malloc(t.order_capacity * sizeof(const unsigned char *))
+    return 0 if t.slots != NULL and t.order != NULL else -1
+
+
+cdef void id_table_free(IdTable *t) noexcept nogil:
+    free(t.slots)
+    free(t.order)
+    t.slots = NULL
+    t.order = NULL
+
+
+cdef inline void id_place(IdTable *t, uint64_t h, const uint64_t *words, int32_t index) noexcept nogil:
+    """Put a key known to be absent in the first free slot of its probe run."""
+    cdef uint64_t j = h >> t.shift
+    while t.slots[j].word0 != ID_FREE:
+        j = (j + 1) & t.mask
+    t.slots[j].word0 = words[0]
+    t.slots[j].word1 = words[1]
+    t.slots[j].word2 = words[2]
+    t.slots[j].index = index
+
+
+cdef int id_table_grow(IdTable *t) noexcept nogil:
+    """Double the slots and place every id again: -1 when out of memory (table unchanged)."""
+    cdef uint64_t old_count = t.mask + 1
+    cdef IdSlot *old = t.slots
+    cdef IdSlot *slots = id_slots_new(2 * old_count)
+    cdef uint64_t j
+    cdef const unsigned char *q
+    cdef uint64_t words[3]
+    if slots == NULL:
         return -1
-    if n > ID_WORD_BYTES - 2 and not same_bytes(q + ID_WORD_BYTES, s.tail, n - (ID_WORD_BYTES - 2)):
+    t.slots = slots
+    t.mask = 2 * old_count - 1
+    t.shift -= 1
+    for j in range(old_count):
+        if old[j].word0 != ID_FREE:
+            words[0] = old[j].word0
+            words[1] = old[j].word1
+            words[2] = old[j].word2
+            q = t.order[old[j].index]
+            id_place(t, id_hash(t, q, kp_load_be16(q), words), words, old[j].index)
+    free(old)
+    return 0
+
+
+cdef int32_t id_add(IdTable *t, const unsigned char *q, int32_t n) noexcept nogil:
+    """Add an id known to be absent (q its length prefix, n >= 0): its new dictionary
+    index, or -1 when out of memory."""
+    cdef uint64_t words[3]
+    cdef const unsigned char **order
+    if t.count == t.order_capacity:
+        order = <const unsigned char **>realloc(t.order, 2 * t.order_capacity * sizeof(const unsigned char *))
+        if order == NULL:
+            return -1
+        t.order = order
+        t.order_capacity *= 2
+    if 2 * (t.count + 1) > <Py_ssize_t>(t.mask + 1) and id_table_grow(t) < 0:
         return -1
-    return s.index
-
-
-cdef inline void id_insert(IdCache *cache, const unsigned char *q, int32_t n, int32_t index) noexcept nogil:
-    cdef uint64_t word0, word1
-    cdef IdSlot *s = id_slot(cache, q, n, &word0, &word1)
-    s.word0 = word0
-    s.word1 = word1
-    s.tail = q + ID_WORD_BYTES
-    s.index = index
+    id_key(q, n, words)
+    id_place(t, id_hash(t, q, n, words), words, <int32_t>t.count)
+    t.order[t.count] = q
+    t.count += 1
+    return <int32_t>(t.count - 1)
 
 
 # ------------------------------------------------------------------ UTF-8
@@ -521,22 +559,18 @@ cdef inline void api_checks(Columns *c, Py_ssize_t i, int d, int key, int versio
         set_bit(c, i, F_REMOVED)
 
 
-cdef int32_t new_client(SpanTable *clients, IdCache *ids, const unsigned char *q,
-                        int32_t length) noexcept nogil:
-    """Dictionary index of a client id not in the cache (q: its length prefix):
+cdef int32_t new_client(IdTable *ids, const unsigned char *q, int32_t length) noexcept nogil:
+    """Dictionary index of a client id not in the table yet (q: its length prefix):
     -1 not UTF-8, -2 out of memory."""
     cdef int32_t index
     if not valid_utf8(q + 2, length):
         return -1
-    index = span_index(clients, q + 2, length)
-    if index < 0:
-        return -2
-    id_insert(ids, q, length, index)
-    return index
+    index = id_add(ids, q, length)
+    return -2 if index < 0 else index
 
 
 cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
-                              SpanTable *clients, IdCache *ids) noexcept nogil:
+                              IdTable *ids) noexcept nogil:
     # The common path stays small so the compiler inlines it into the loop; the
     # rare ones (errors, new client ids, non-empty tag sections) are calls.
     cdef Py_ssize_t pos = 8
@@ -573,10 +607,9 @@ cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, 
                 c.present[i] = flags
                 fail(c, i, ST_TRUNCATED, pos)
                 return
-            # Clients send the same id on every request: the cache knows most of them.
             index = id_lookup(ids, p + pos - 2, length)
             if index < 0:
-                index = new_client(clients, ids, p + pos - 2, length)
+                index = new_client(ids, p + pos - 2, length)
                 if index < 0:
                     c.present[i] = flags
                     fail(c, i, ST_MALFORMED if index == -1 else ST_NO_MEMORY, pos)
@@ -643,8 +676,7 @@ cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p,
 
 
 cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
-                            int direction, int key, int version, SpanTable *clients,
-                            IdCache *ids) noexcept nogil:
+                            int direction, int key, int version, IdTable *ids) noexcept nogil:
     if direction == 1:
         clear_row(c, i)
         scan_response(c, i, p, n, key, version)
@@ -656,7 +688,7 @@ cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py
         c.client_id[i] = 0
         c.tag_count[i] = 0
         c.body_offset[i] = -1
-        scan_request(c, i, p, n, clients, ids)
+        scan_request(c, i, p, n, ids)
 
 
 cdef inline void clear_zero_columns_of(Columns *c, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
@@ -712,10 +744,10 @@ cdef inline void general_row_done(Columns *c, Py_ssize_t i, bint *zeros_written,
 
 cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                            const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                           Py_ssize_t max_frame_size, IdCache *ids,
+                                           Py_ssize_t max_frame_size, const IdTable *ids,
                                            bint body_offsets, bint clear_zero_columns) noexcept nogil:
     """The common case in a loop of its own: size-prefixed requests, whole, of a valid
-    API version, with a client id in the cache (or null) and no tagged fields.
+    API version, with a client id seen before (or null) and no tagged fields.
 
     Returns the row count at the first frame that is anything else (or at ``limit``,
     or near the end of the buffer); the general loop takes that frame, then comes
@@ -737,7 +769,7 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
 
 cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                         const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                        Py_ssize_t max_frame_size, IdCache *ids,
+                                        Py_ssize_t max_frame_size, const IdTable *ids,
                                         bint body_offsets) noexcept nogil:
     """Rows [i, limit) of scan_plain_requests, as far as they go. Column pointers
     are copied into locals first: a store through a one-byte column may alias any
@@ -753,12 +785,12 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
     cdef int32_t *body_offset = c.body_offset
     cdef uint8_t *present = c.present
     cdef Py_ssize_t pos = pos_io[0], next_pos, body
-    # The loop reads 16 bytes at every frame's client id (p + 8) before it knows the
-    # frame is that long: it leaves frames in the last 28 bytes to the general loop.
+    # The loop reads 24 bytes at every frame's client id (p + 8) before it knows the
+    # frame is that long: it leaves frames in the last 36 bytes to the general loop.
     cdef Py_ssize_t last_pos = length - (4 + 8 + ID_WORD_BYTES)
     cdef const unsigned char *p
     cdef uint32_t size, key_version, plain, tag, id_length, covered
-    cdef uint64_t word0, word1
+    cdef uint64_t word0, word1, word2
     cdef const IdSlot *s
     cdef int32_t index
     cdef uint8_t flags
@@ -778,14 +810,22 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
         id_length = kp_load_be16(p + 8)
         covered = id_length + 2 + tag              # the length prefix, the id and the tag byte
         if covered <= ID_WORD_BYTES:
-            # One masked compare checks the id and the tag byte: a cached key is zero
-            # past its id, so a hit also proves the tag section empty.
-            word0 = kp_load_le64(p + 8) & WORD0_MASK[covered]
-            word1 = kp_load_le64(p + 16) & WORD1_MASK[covered]
-            s = &ids.slot[id_hash(word0, word1)]
-            if (word0 ^ s.word0) | (word1 ^ s.word1):
-                break
-            index = s.index
+            # One masked compare checks the id and the tag byte: a key in the table is
+            # zero past its id, so a match also proves the tag section empty.
+            word0 = kp_load_le64(p + 8) & WORD_MASK[0][covered]
+            word1 = kp_load_le64(p + 16) & WORD_MASK[1][covered]
+            word2 = kp_load_le64(p + 24) & WORD_MASK[2][covered]
+            s = &ids.slots[id_hash_words(ids, word0, word1, word2) >> ids.shift]
+            if (word0 ^ s.word0) | (word1 ^ s.word1) | (word2 ^ s.word2):
+                # Another id in the slot, or none: the rest of the probe run (-1: a new
+                # id, or a tag byte that is not 0). The hash is made again, not kept
+                # in a register across the loop.
+                index = id_find(ids, id_hash_words(ids, word0, word1, word2), word0, word1, word2,
+                                p + 8, <int32_t>id_length)
+                if index < 0:
+                    break
+            else:
+                index = s.index
             body = 10 + id_length + tag
             flags = <uint8_t>plain | F_CLIENT_ID
         elif id_length == 0xFFFF:                  # a null client id (p[10] is in the buffer)
@@ -1054,6 +1094,27 @@ cdef inline const void *array_ptr(object arr):
     return NULL if arr is None else <const void *><Py_ssize_t>arr.ctypes.data
 
 
+cdef tuple id_dictionary(const IdTable *t):
+    """The ids' text by dictionary index, as Arrow string offsets (int64, count + 1)
+    and data (bytes): no Python object per id. Reads the input (the ids live there)."""
+    cdef Py_ssize_t k, total = 0, n
+    for k in range(t.count):
+        total += kp_load_be16(t.order[k])
+    offsets = np.empty(t.count + 1, np.int64)
+    data = PyBytes_FromStringAndSize(NULL, total)
+    cdef int64_t *off = <int64_t *><Py_ssize_t>offsets.ctypes.data
+    cdef char *out = PyBytes_AS_STRING(data)
+    with nogil:
+        total = 0
+        for k in range(t.count):
+            off[k] = total
+            n = kp_load_be16(t.order[k])
+            memcpy(out + total, t.order[k] + 2, n)
+            total += n
+        off[t.count] = total
+    return offsets, data
+
+
 def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, request_keys=None,
          request_versions=None, Py_ssize_t max_frame_size=0x7FFFFFFF, int default_direction=0,
          int default_key=-1, int default_version=-1, bint body_offsets=True):
@@ -1069,10 +1130,9 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     """
     cdef Py_buffer view
     cdef Columns c
-    cdef SpanTable clients
     cdef Py_ssize_t i = 0, pos = 0, framed = 0, start, n, capacity, limit
     cdef int32_t size
-    cdef IdCache ids
+    cdef IdTable ids
     cdef bint wide = False, prefixed = offsets is None, no_memory = False, plain_requests, shared_zeros
     cdef bint zeros_written = False
     cdef Py_ssize_t zero_from = 0
@@ -1106,10 +1166,9 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     # general_row_done).
     shared_zeros = plain_requests and not body_offsets
     memset(&c, 0, sizeof(c))
-    id_cache_init(&ids)
     memset(mapped, 0, sizeof(mapped))
-    if span_table_init(&clients) < 0:
-        span_table_free(&clients)
+    if id_table_init(&ids) < 0:
+        id_table_free(&ids)
         raise MemoryError()
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     cdef const unsigned char *buf = <const unsigned char *>view.buf
@@ -1162,7 +1221,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                     n = length - pos - 4
                     if n > size:
                         n = size
-                    scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &clients, &ids)
+                    scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &ids)
                     if n < size:
                         # The buffer ends inside this frame, whatever its header said.
                         if c.status[i] != ST_TRUNCATED:
@@ -1183,7 +1242,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                         clear_row(&c, i)
                         fail(&c, i, ST_NULL_FRAME if n >= 0 else ST_BAD_LENGTH, 0)
                     else:
-                        scan_frame(&c, i, buf + start, n, direction, key, version, &clients, &ids)
+                        scan_frame(&c, i, buf + start, n, direction, key, version, &ids)
                 if c.status[i] == ST_NO_MEMORY:
                     no_memory = True
                 if shared_zeros:
@@ -1193,14 +1252,13 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                 clear_zero_columns_of(&c, zero_from, i)
         if no_memory:
             raise MemoryError()
-        client_ids = [PyBytes_FromStringAndSize(<const char *>clients.order[k].ptr, clients.order[k].length)
-                      for k in range(clients.count)]
+        client_id_offsets, client_id_data = id_dictionary(&ids)
     except BaseException:
         columns_free(&c, mapped)
         raise
     finally:
         PyBuffer_Release(&view)
-        span_table_free(&clients)
+        id_table_free(&ids)
 
     # Hand the columns over to numpy (no copy), then split the flags into bitmaps.
     cdef void **slots = column_slots(&c)
@@ -1229,7 +1287,8 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
         # A validity bitmap with every bit set is no bitmap at all (Arrow: no nulls).
         all_set = (every_frame_has >> k) & 1 and k < 6
         cols[BITMAP_NAMES[k]] = None if all_set else arrays[k]
-    cols["client_ids"] = client_ids
+    cols["client_id_offsets"] = client_id_offsets
+    cols["client_id_data"] = client_id_data
     cols["count"] = i
     cols["framed"] = framed
     if not body_offsets:

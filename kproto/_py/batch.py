@@ -287,7 +287,8 @@ def scan(data, count: int = -1, offsets=None, valid=None, directions=None, reque
         "has_error": bits("error_offset"),
         "deprecated": bits("deprecated", bool),
         "removed": bits("removed", bool),
-        "client_ids": list(clients),
+        "client_id_offsets": np.cumsum([0] + [len(raw) for raw in clients], dtype=np.int64),
+        "client_id_data": b"".join(clients),
         "count": count,
         "framed": framed,
     }
