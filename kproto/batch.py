@@ -24,8 +24,12 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
-import pyarrow as pa
+try:
+    import numpy as np
+    import pyarrow as pa
+except ImportError as _missing:
+    raise ImportError(f"kproto.batch needs numpy and pyarrow ({_missing.name} is missing): "
+                      "pip install 'kproto[arrow]'", name=_missing.name) from _missing
 
 from kproto import _impl, schema
 from kproto import compression as _compression

@@ -124,10 +124,13 @@ def _request_versions() -> tuple[int, ...]:
 
 
 def _pa():
+    """pyarrow, once numpy is known to be there too: the engines hand their columns over as numpy arrays."""
     try:
+        import numpy  # noqa: F401
         import pyarrow
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("kproto.capture needs pyarrow: pip install 'kproto[arrow]'") from exc
+    except ImportError as exc:
+        raise ImportError(f"kproto.capture needs numpy and pyarrow ({exc.name} is missing): "
+                          "pip install 'kproto[arrow]'", name=exc.name) from exc
     return pyarrow
 
 
@@ -201,6 +204,7 @@ class CaptureReader:
             name = "<stdin>" if source == "-" else (
                 os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<memory>")
         self.name = name
+        _pa()   # a clear error naming the extra, before the engine's own imports fail
         module = _impl.load("capture", implementation)
         self._engine = module.Engine(
             request_versions(), broker_ports=tuple(broker_ports), max_frame_size=max_frame_size,
