@@ -38,4 +38,4 @@ bench:
 	.venv/bin/python -m pytest benchmarks --benchmark-columns=min,median,ops -q
 
 clean:
-	rm -rf build .venv kproto/_c/*.c kproto/_c/*.so kproto/**/*.so
+	rm -rf build .build .venv kproto/_c/*.c kproto/_c/*.so kproto/**/*.so

@@ -18,6 +18,12 @@ import os
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+
+# Where setuptools builds (build_ext's temporaries, wheels' staging). Not "build": a
+# build/ folder in the checkout shadows the `build` package, so `python -m build` there
+# failed. A name with a dot is no importable module, so it can shadow nothing.
+BUILD_BASE = ".build"
 
 CYTHON_DIRECTIVES = {"language_level": "3", "boundscheck": False, "wraparound": False,
                      "cdivision": True, "embedsignature": True}
@@ -68,8 +74,35 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+def pure_build(environ=os.environ):
+    """True when this build makes the pure-Python package (no extension to compile)."""
+    return environ.get("KPROTO_NO_EXTENSIONS") == "1"
+
+
+def build_info_source(pure):
+    """The text of kproto/_build_info.py as installed: how the package was built."""
+    return (
+        '"""Written by setup.py when the package was built; not in the source tree."""\n\n'
+        "#: False when the package was built without its compiled extension on purpose\n"
+        "#: (KPROTO_NO_EXTENSIONS=1 at install time): kproto then runs pure Python quietly.\n"
+        f"EXTENSION_BUILT = {not pure}\n"
+    )
+
+
+class BuildPy(build_py):
+    """Records in the built package whether it carries the extension (kproto/_impl.py reads it)."""
+
+    def run(self):
+        super().run()
+        # An editable install runs the source tree, which has no _build_info: it expects the extension.
+        if not self.dry_run and not getattr(self, "editable_mode", False):
+            target = os.path.join(self.build_lib, "kproto", "_build_info.py")
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(build_info_source(pure_build()))
+
+
 def extensions():
-    if os.environ.get("KPROTO_NO_EXTENSIONS") == "1":
+    if pure_build():
         return []
     from Cython.Build import cythonize
     import numpy
@@ -87,4 +120,5 @@ def extensions():
 
 
 if __name__ == "__main__":
-    setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})
+    setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
+          options={"build": {"build_base": BUILD_BASE}})

@@ -24,11 +24,16 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
-import pyarrow as pa
+try:
+    import numpy as np
+    import pyarrow as pa
+except ImportError as _missing:
+    raise ImportError(f"kproto.batch needs numpy and pyarrow ({_missing.name} is missing): "
+                      "pip install 'kproto[arrow]'", name=_missing.name) from _missing
 
-from kproto import _impl, schema
+from kproto import _deprecation, _impl, schema
 from kproto import compression as _compression
+from kproto.limits import DEFAULT_MAX_FRAME_SIZE as _DEFAULT_MAX_FRAME_SIZE
 
 if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
     from kproto._c import _batch
@@ -37,14 +42,13 @@ else:
     _batch = _impl.load("batch")
 
 __all__ = [
-    "Status", "PairStatus", "REQUEST", "RESPONSE", "DEFAULT_MAX_FRAME_SIZE",
+    "Status", "PairStatus", "REQUEST", "RESPONSE",
     "decode_frames", "frame_schema", "trailing_bytes", "pair", "pair_schema", "pair_rows",
     "body_type", "decode_struct_column", "partitions", "partition_schema",
 ]
 
 REQUEST = 0
 RESPONSE = 1
-DEFAULT_MAX_FRAME_SIZE = 512 * 1024 * 1024   # same cap as kproto.capture: fits Arrow int32 offsets
 
 
 class Status(enum.IntEnum):
@@ -184,7 +188,7 @@ def decode_frames(
     request_api_keys: Any = None,
     request_api_versions: Any = None,
     body: str | None = None,
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
     records: str = "base64",
 ) -> pa.RecordBatch:
     """Decode the headers (and optionally bodies) of many frames into one RecordBatch.
@@ -387,7 +391,7 @@ def _acks_zero(payload: bytes) -> bool:
 
 
 def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
-         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
+         max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
     """Pair requests with their responses: one row per request, plus one per orphan response.
 
     ``frames`` has the shape of ``kproto.capture`` output: ``connection_id``,
@@ -666,7 +670,7 @@ def _decode_bodies(frames: Any, batch: pa.RecordBatch, direction_of: np.ndarray,
 
 def decode_struct_column(frames: Any, message: str | int, *, directions: Any = None,
                          request_api_keys: Any = None, request_api_versions: Any = None,
-                         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> pa.StructArray:
+                         max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE) -> pa.StructArray:
     """A typed struct column (:func:`body_type`) of one message, one row per frame.
 
     Rows that are not that message (other API or direction), or whose status is
@@ -721,7 +725,7 @@ def partition_schema() -> pa.Schema:
 
 def partitions(frames: Any, *, directions: Any = None, request_api_keys: Any = None,
                request_api_versions: Any = None,
-               max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
+               max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
     """Produce requests and Fetch responses flattened: one row per topic-partition.
 
     ``frame`` is the row of the frame in :func:`decode_frames`' output. Record
@@ -817,3 +821,9 @@ def _partition_row(records: Any) -> dict:
     if codecs:
         row["compression"] = codecs.pop() if len(codecs) == 1 else "mixed"
     return row
+
+
+# Old names, kept for one release (docs/api.md).
+__getattr__ = _deprecation.module_getattr("kproto.batch", {
+    "DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", _DEFAULT_MAX_FRAME_SIZE),
+})

@@ -69,6 +69,8 @@ def implementation_description() -> str:
         return "Cython extension"
     if _impl.NO_EXTENSIONS:
         return "pure Python (KPROTO_NO_EXTENSIONS is set)"
+    if _impl.PURE_INSTALL:
+        return "pure Python (installed without the compiled extension)"
     return "pure Python (compiled extension not available)"
 
 

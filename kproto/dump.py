@@ -31,9 +31,10 @@ import pyarrow as pa
 
 import kproto.batch as kb
 from kproto import versions
-from kproto.capture import (DEFAULT_BROKER_PORTS, DEFAULT_MAX_FRAME_SIZE, CaptureReader, frame_schema,
+from kproto.capture import (DEFAULT_BROKER_PORTS, CaptureReader, frame_schema,
                             read_frame_file)
 from kproto.errors import FrameTooLargeError, TruncatedError
+from kproto.limits import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["Input", "InputProblem", "Filters", "OpenRequests", "records", "record_batches",
            "FRAME_DUMP_CHUNK", "MAX_OPEN_REQUESTS"]

@@ -13,8 +13,7 @@ import struct
 from collections.abc import Iterator
 
 from kproto.errors import FrameTooLargeError, InvalidLengthError, TruncatedError
-
-DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+from kproto.limits import DEFAULT_MAX_FRAME_SIZE
 _SIZE = struct.Struct(">i")
 
 __all__ = ["DEFAULT_MAX_FRAME_SIZE", "FrameReader", "iter_frames", "frame"]

@@ -12,11 +12,11 @@ struct nesting depth                   64               fixed (a C array size; K
 array / string / bytes / tagged-field  the bytes left   not configurable: a count larger than the   InvalidLengthError
 count                                                   bytes that remain is rejected before any
                                                         allocation (each element takes >= 1 byte)
-frame size (framing, capture)          100 MiB          ``FrameReader(max_frame_size=)``,           FrameTooLargeError (capture:
-                                                        ``iter_frames(.., max_frame_size)``,        not a frame boundary)
-                                                        ``read_frame_file(max_frame_size=)``,
-                                                        ``CaptureReader(max_frame_size=)``
-frame size (kproto.batch)              512 MiB          ``decode_frames(max_frame_size=)``          row status BAD_LENGTH
+frame size (framing, capture, batch)   100 MiB          ``FrameReader(max_frame_size=)``,           FrameTooLargeError (capture:
+                                                        ``iter_frames(.., max_frame_size)``,        not a frame boundary;
+                                                        ``read_frame_file(max_frame_size=)``,       kproto.batch: row status
+                                                        ``CaptureReader(max_frame_size=)``,         BAD_LENGTH)
+                                                        ``decode_frames(max_frame_size=)``
 decompressed size per batch            256 MiB          ``Records(data, max_decompressed_size=)``,  DecompressedSizeError
                                                         ``compression.decompress(max_size=)``
 records per batch (or legacy wrapper)  1048576 (2**20)  ``Records(data, max_records_per_batch=)``,  TooManyRecordsError
@@ -43,7 +43,6 @@ pcap / pcapng record                   64 MiB           fixed                   
 from __future__ import annotations
 
 from kproto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
-from kproto.framing import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
     "MAX_NESTING_DEPTH", "DEFAULT_MAX_FRAME_SIZE", "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -52,6 +51,13 @@ __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET", "MIN_RECORD_SIZE",
     "deepest_schema_nesting", "summary",
 ]
+
+#: Default cap on one frame's size prefix, for every reader of frames: FrameReader and
+#: iter_frames, kproto.capture (CaptureReader, read_frame_file) and kproto.batch
+#: (decode_frames, pair, partitions, decode_struct_column). 100 MiB is the broker's own
+#: default request cap (socket.request.max.bytes). kproto.batch had 512 MiB, the Arrow
+#: int32 ceiling (CAPTURE_BYTE_LIMIT_CEILING): a limit, not a sensible default.
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 
 #: Structs nested deeper than this raise LimitExceededError (MAX_PATH_DEPTH in
 #: kproto/_c/_buffer.pxd, MAX_DEPTH in kproto/_py/codec.py; the tests check they agree).

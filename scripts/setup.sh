@@ -24,26 +24,66 @@ for arg in "$@"; do
 done
 
 PYTHON=${PYTHON:-python3}
+setup_started=$SECONDS
+log=.venv/setup.log
+
+# step NAME COMMAND...: run quietly, its output in $log; say how long it took, or show
+# the log's end and stop when it fails.
+step() {
+  local name=$1 started=$SECONDS
+  shift
+  echo "setup: $name ..."
+  echo "== $name: $*" >>"$log"
+  if ! "$@" >>"$log" 2>&1; then
+    echo "setup: $name FAILED after $((SECONDS - started)) s; the end of $log:" >&2
+    tail -n 40 "$log" >&2
+    exit 1
+  fi
+  echo "setup: $name done ($((SECONDS - started)) s)"
+}
+
 if [ ! -x .venv/bin/python ]; then
-  echo "setup: creating .venv with $PYTHON"
+  echo "setup: creating .venv with $PYTHON (the first run also installs the dependencies and"
+  echo "       compiles the extension: a few minutes; later runs only do what changed)"
   "$PYTHON" -m venv .venv
 fi
-PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
+: >"$log"
+PIP=(.venv/bin/python -m pip --disable-pip-version-check)
 
-# Reinstall dependencies only when pyproject.toml changed since the last run.
+# The stamp holds pyproject.toml's hash and the extras installed with it. A changed
+# pyproject reinstalls the package with every extra recorded plus the ones asked for; an
+# unchanged one installs only the requirements of extras not installed yet.
 stamp=.venv/.kproto-deps
-extras="test"
-[ "$want_spark" = 1 ] && extras="$extras,spark"
-wanted="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
-  echo "setup: installing build and test dependencies"
-  "${PIP[@]}" install --upgrade pip setuptools wheel "Cython>=3.0.8" "numpy>=2.0"
-  "${PIP[@]}" install --no-build-isolation -e ".[$extras]"
-  echo "$wanted" > "$stamp"
+wanted_extras="test"
+[ "$want_spark" = 1 ] && wanted_extras="$wanted_extras spark"
+pyproject_hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
+installed_hash=""
+installed_extras=""
+if [ -f "$stamp" ]; then
+  installed_hash=$(sed -n 1p "$stamp")
+  installed_extras=$(sed -n 2p "$stamp")
+fi
+new_extras=""
+for extra in $wanted_extras; do
+  case " $installed_extras " in *" $extra "*) ;; *) new_extras="$new_extras $extra" ;; esac
+done
+all_extras=$(echo $installed_extras $new_extras)
+if [ "$installed_hash" != "$pyproject_hash" ]; then
+  step "installing build tools" "${PIP[@]}" install --upgrade pip "setuptools>=77" wheel "Cython>=3.0.8" "numpy>=2.0"
+  step "installing kproto and its extras (${all_extras// /, })" \
+    env KPROTO_NO_EXTENSIONS=1 "${PIP[@]}" install --no-build-isolation -e ".[${all_extras// /,}]"
+  printf '%s\n%s\n' "$pyproject_hash" "$all_extras" >"$stamp"
+elif [ -n "$new_extras" ]; then
+  requirement_lines=$(.venv/bin/python scripts/extra_requirements.py $new_extras)
+  mapfile -t requirements <<<"$requirement_lines"
+  step "installing the new extras ($(echo $new_extras | sed 's/ /, /g'))" "${PIP[@]}" install "${requirements[@]}"
+  printf '%s\n%s\n' "$pyproject_hash" "$all_extras" >"$stamp"
 fi
 
-echo "setup: building the Cython extension"
-.venv/bin/python setup.py -q build_ext --inplace 2>&1 | grep -Ev "^(warning|  )|Wmaybe-uninitialized|note:" || true
+# The editable install above compiles nothing (KPROTO_NO_EXTENSIONS=1): the extension is
+# built once, here, in place. The compiler's output goes to the log: warnings from Cython-generated C are not ours to
+# read on every run, and a failure shows the log's end.
+step "building the Cython extension" .venv/bin/python setup.py build_ext --inplace
 .venv/bin/python -c "import kproto, sys; sys.exit(0 if kproto.extension_loaded() else 'kproto extension failed to load')"
 
 if [ "$want_capture" = 1 ] && [ -x scripts/install-capture-tools.sh ]; then
@@ -55,4 +95,4 @@ fi
 if [ "$want_spark" = 1 ] && [ -x scripts/install-java.sh ]; then
   scripts/install-java.sh
 fi
-echo "setup: ready (.venv)"
+echo "setup: ready (.venv, $((SECONDS - setup_started)) s; log: $log)"

@@ -39,7 +39,7 @@ def peak_allocation(function) -> int:
 def test_the_limits_are_the_ones_the_decoders_use():
     from kproto import capture, records
 
-    assert limits.DEFAULT_MAX_FRAME_SIZE == framing.DEFAULT_MAX_FRAME_SIZE == capture.DEFAULT_MAX_FRAME_SIZE
+    assert limits.DEFAULT_MAX_FRAME_SIZE == framing.DEFAULT_MAX_FRAME_SIZE == 100 * 1024 * 1024
     assert limits.DEFAULT_MAX_DECOMPRESSED_SIZE == records.DEFAULT_MAX_DECOMPRESSED_SIZE
     assert limits.DEFAULT_MAX_DECOMPRESSED_SIZE == compression.DEFAULT_MAX_DECOMPRESSED_SIZE
     assert limits.DEFAULT_MAX_RECORDS_PER_BATCH == records.DEFAULT_MAX_RECORDS_PER_BATCH

@@ -10,6 +10,7 @@ install into a compiler-free environment, run the tests there) is
 from __future__ import annotations
 
 import importlib.machinery
+import importlib.util
 import importlib.metadata
 import os
 import re
@@ -252,3 +253,127 @@ def test_full_build_proof() -> None:
                           capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0, (done.stdout[-5000:], done.stderr[-5000:])
     assert "build proof passed" in done.stdout
+
+
+# --- a quiet, incremental set-up -----------------------------------------------------------------
+
+@needs_source_tree
+def test_license_is_an_spdx_expression_without_classifiers() -> None:
+    """PEP 639 metadata: setuptools prints deprecation banners for the table form and classifiers."""
+    pyproject = _pyproject()
+    project = pyproject["project"]
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]
+    # setuptools reads the SPDX string and license-files from 77.0 on.
+    requires = pyproject["build-system"]["requires"]
+    assert "setuptools>=77" in requires, requires
+
+
+def _setup_module() -> types.ModuleType:
+    """setup.py as a module (its setup() call is behind ``__name__ == "__main__"``)."""
+    spec = importlib.util.spec_from_file_location("kproto_setup_py", ROOT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@needs_source_tree
+def test_build_folder_cannot_shadow_a_package() -> None:
+    """`python -m build` in the checkout must find the build package, not setuptools' folder."""
+    build_base = _setup_module().BUILD_BASE
+    assert not build_base.isidentifier(), build_base
+    assert ("prune " + build_base) in (ROOT / "MANIFEST.in").read_text(encoding="utf-8")
+
+
+@needs_source_tree
+@pytest.mark.parametrize("pure", [True, False])
+def test_build_info_records_how_the_package_was_built(pure: bool) -> None:
+    setup_py = _setup_module()
+    assert setup_py.pure_build({"KPROTO_NO_EXTENSIONS": "1"}) and not setup_py.pure_build({})
+    namespace: dict = {}
+    exec(setup_py.build_info_source(pure), namespace)
+    assert namespace["EXTENSION_BUILT"] is (not pure)
+
+
+_IMPORT_WITHOUT_EXTENSION = """
+import sys, types, warnings
+sys.modules["kproto._c._buffer"] = None          # the extension cannot be imported
+if sys.argv[1] == "pure":
+    info = types.ModuleType("kproto._build_info")
+    info.EXTENSION_BUILT = False
+    sys.modules["kproto._build_info"] = info
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import kproto
+    from kproto import _impl
+print(kproto.extension_loaded(), _impl.PURE_INSTALL, [str(w.message) for w in caught])
+"""
+
+
+@pytest.mark.parametrize("installed", ["pure", "with-extension"])
+def test_pure_install_does_not_warn_but_a_broken_extension_does(installed: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("KPROTO_NO_EXTENSIONS", "PYTHONWARNINGS")}
+    done = subprocess.run([sys.executable, "-c", _IMPORT_WITHOUT_EXTENSION, installed],
+                          capture_output=True, text=True, env=env, timeout=120,
+                          cwd=Path(kproto.__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    loaded, pure, messages = done.stdout.strip().split(" ", 2)
+    assert loaded == "False"
+    if installed == "pure":
+        assert (pure, messages) == ("True", "[]")
+    else:
+        assert pure == "False" and "compiled extension not available" in messages
+
+
+_CAPTURE_WITHOUT_NUMPY = """
+import sys
+sys.modules["numpy"] = None
+sys.modules["pyarrow"] = None
+from kproto.capture import CaptureReader, read_capture   # importing needs neither
+for call in (lambda: read_capture(b""), lambda: CaptureReader(b"", implementation="py")):
+    try:
+        call()
+    except ImportError as exc:
+        print(exc)
+try:
+    import kproto.batch
+except ImportError as exc:
+    print(exc)
+"""
+
+
+def test_capture_and_batch_without_numpy_name_the_extra() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    done = subprocess.run([sys.executable, "-c", _CAPTURE_WITHOUT_NUMPY], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=Path(kproto.__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines == [
+        "kproto.capture needs numpy and pyarrow (numpy is missing): pip install 'kproto[arrow]'",
+        "kproto.capture needs numpy and pyarrow (numpy is missing): pip install 'kproto[arrow]'",
+        "kproto.batch needs numpy and pyarrow (numpy is missing): pip install 'kproto[arrow]'",
+    ]
+
+
+def _extra_requirements_module() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("kproto_extra_requirements", ROOT / "scripts" / "extra_requirements.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@needs_source_tree
+def test_extra_requirements_lists_only_the_extras_asked_for() -> None:
+    extras = _extra_requirements_module()
+    pyproject = {"project": {"optional-dependencies": {"a": ["x>=1", "y"], "b": ["y", "z"], "c": ["w"]}}}
+    assert extras.extra_requirements(pyproject, ["b"]) == ["y", "z"]
+    assert extras.extra_requirements(pyproject, ["a", "b"]) == ["x>=1", "y", "z"]
+    with pytest.raises(KeyError, match="no extra nope"):
+        extras.extra_requirements(pyproject, ["nope"])
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "extra_requirements.py"), "spark"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == _pyproject()["project"]["optional-dependencies"]["spark"]

@@ -198,7 +198,7 @@ cdef bytes writer_to_bytes(ByteWriter *w):
 
 cdef int64_t as_int(object value, int64_t lo, int64_t hi, const char *type_name) except? -1:
     # bool is an int in Python; Kafka ints are not booleans, but True/False still fit.
-    cdef int64_t v
+    cdef int64_t v = 0  # set: the compiler cannot see that raise_encode_range never returns
     try:
         v = value
     except OverflowError:

@@ -1442,10 +1442,18 @@ cdef int _add_object_records(_Spans spans, list records, int32_t batch_index) ex
         span.batch_index = batch_index
         span.header_start = spans.n_headers
         span.header_count = 0
-        span.key_len = -1 if record.key is None else <int32_t>PyBytes_GET_SIZE(record.key)
-        span.key = NULL if record.key is None else <const unsigned char *>PyBytes_AS_STRING(record.key)
-        span.value_len = -1 if record.value is None else <int32_t>PyBytes_GET_SIZE(record.value)
-        span.value = NULL if record.value is None else <const unsigned char *>PyBytes_AS_STRING(record.value)
+        # if/else, not a conditional expression: Cython gives that a non-const temporary,
+        # and the C compiler warns about the const it drops.
+        span.key_len = -1
+        span.key = NULL
+        if record.key is not None:
+            span.key_len = <int32_t>PyBytes_GET_SIZE(record.key)
+            span.key = <const unsigned char *>PyBytes_AS_STRING(record.key)
+        span.value_len = -1
+        span.value = NULL
+        if record.value is not None:
+            span.value_len = <int32_t>PyBytes_GET_SIZE(record.value)
+            span.value = <const unsigned char *>PyBytes_AS_STRING(record.value)
     return 0
 
 

@@ -35,14 +35,16 @@ import io
 import mmap
 import os
 import sys
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 from collections.abc import Generator, Iterable, Iterator
 
-from kproto import _impl
+from kproto import _deprecation, _impl
 from kproto._common.capture import CONNECTION_COLUMNS, DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS
 from kproto.errors import CorruptCaptureError
+from kproto.limits import DEFAULT_MAX_FRAME_SIZE as _DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
+    "Capture",
     "CaptureReader",
     "Chunks",
     "read_capture",
@@ -55,7 +57,6 @@ __all__ = [
     "DIRECTION_RESPONSE",
     "ERROR_CATEGORIES",
     "DEFAULT_BROKER_PORTS",
-    "DEFAULT_MAX_FRAME_SIZE",
 ]
 
 #: Why a capture stopped being read before its end (CorruptCaptureError.category), and
@@ -69,7 +70,6 @@ ERROR_CATEGORIES = {
     "read_failed": "the input could not be read (an I/O error, or an error of kproto itself)",
 }
 DEFAULT_BROKER_PORTS = (9092,)
-DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 # Keys the broker-api-versions table knows but that have no message definitions
 # yet: plausible, with versions up to this.
 _UNDEFINED_KEY_MAX_VERSION = 10
@@ -123,10 +123,13 @@ def _request_versions() -> tuple[int, ...]:
 
 
 def _pa():
+    """pyarrow, once numpy is known to be there too: the engines hand their columns over as numpy arrays."""
     try:
+        import numpy  # noqa: F401
         import pyarrow
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("kproto.capture needs pyarrow: pip install 'kproto[arrow]'") from exc
+    except ImportError as exc:
+        raise ImportError(f"kproto.capture needs numpy and pyarrow ({exc.name} is missing): "
+                          "pip install 'kproto[arrow]'", name=exc.name) from exc
     return pyarrow
 
 
@@ -181,7 +184,7 @@ class CaptureReader:
 
     def __init__(self, source: Source, *, name: str | None = None,
                  broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_pending_bytes: int = 8 * 1024 * 1024,
+                 max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE, max_pending_bytes: int = 8 * 1024 * 1024,
                  max_connections: int = 65536, batch_frames: int = 65536, batch_bytes: int = 64 * 1024 * 1024,
                  on_error: str = "raise", implementation: str | None = None) -> None:
         if on_error not in ("raise", "keep"):
@@ -192,6 +195,7 @@ class CaptureReader:
             name = "<stdin>" if source == "-" else (
                 os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<memory>")
         self.name = name
+        _pa()   # a clear error naming the extra, before the engine's own imports fail
         module = _impl.load("capture", implementation)
         self._engine = module.Engine(
             request_versions(), broker_ports=tuple(broker_ports), max_frame_size=max_frame_size,
@@ -389,18 +393,37 @@ class CaptureReader:
         return CorruptCaptureError(reason, offset, category=category)
 
 
-def read_capture(source: Source, **options):
-    """Read a whole capture: (frames table, connections table, counters dict)."""
+class Capture(NamedTuple):
+    """A whole capture read at once: what a :class:`CaptureReader` gives at its end.
+
+    A tuple, so ``frames, connections, counters = read_capture(path)`` keeps working.
+    """
+
+    #: pyarrow.Table of frames (``frame_schema()``): the reader's batches, concatenated.
+    frames: Any
+    #: pyarrow.Table, one row per TCP connection (``connection_schema()``).
+    connections: Any
+    #: Capture-level accounting (``CaptureReader.counters``).
+    counters: dict
+
+
+def read_capture(source: Source, **options) -> Capture:
+    """Read a whole capture: a :class:`Capture` (frames and connections tables, counters).
+
+    ``options`` are :class:`CaptureReader`'s.
+    """
     reader = CaptureReader(source, **options)
     frames = reader.read_all()
-    return frames, reader.connections(), reader.counters
+    return Capture(frames, reader.connections(), reader.counters)
 
 
-def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, *, max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
                     batch_frames: int = 65536, implementation: str | None = None) -> Iterator:
     """Batches (offset, size, payload) of a plain file of concatenated size-prefixed frames.
 
-    ``offset`` is the payload's byte offset in the file. A size prefix that is
+    ``offset`` is the frame's byte offset in the file: where its 4-byte size prefix
+    starts (the payload follows at ``offset + 4``), as in kproto.batch.decode_frames
+    and in the offsets errors name. A size prefix that is
     negative or above ``max_frame_size`` raises FrameTooLargeError / DecodeError
     naming its offset; an incomplete last frame raises TruncatedError.
     """
@@ -423,7 +446,9 @@ def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, 
                 np.cumsum(sizes, out=offsets[1:])
                 payload = pa.Array.from_buffers(pa.binary(), len(sizes),
                                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-                yield pa.RecordBatch.from_arrays([pa.array(starts + pos), pa.array(sizes), payload], schema=schema)
+                # scan_frames gives where payloads start; a frame starts 4 bytes earlier, at its size.
+                yield pa.RecordBatch.from_arrays([pa.array(starts + (pos - 4)), pa.array(sizes), payload],
+                                                 schema=schema)
             pos += used
             if error is not None:
                 raise FrameTooLargeError(error, pos)
@@ -448,3 +473,9 @@ def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, 
                     raise TruncatedError(f"incomplete frame: {len(view) - end} bytes left", end)
             finally:
                 view.release()
+
+
+# Old names, kept for one release (docs/api.md).
+__getattr__ = _deprecation.module_getattr("kproto.capture", {
+    "DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", _DEFAULT_MAX_FRAME_SIZE),
+})

@@ -1,0 +1,78 @@
+"""The API review's decisions (docs/api.md) hold in the code: one default per limit,
+one return type per kind of result, and old names that warn for one release."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+
+import kproto.batch as kb  # noqa: E402
+from kproto import capture, dump, framing, limits  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "sample.pcap"
+
+
+def _max_frame_size_defaults() -> dict[str, int]:
+    found = {}
+    for module in (framing, capture, kb, dump):
+        for name, obj in vars(module).items():
+            if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__ or not callable(obj):
+                continue
+            try:
+                parameters = inspect.signature(obj).parameters
+            except (TypeError, ValueError):
+                continue
+            if "max_frame_size" in parameters:
+                found[f"{module.__name__}.{name}"] = parameters["max_frame_size"].default
+    return found
+
+
+def test_every_frame_reader_defaults_to_the_one_limit() -> None:
+    defaults = _max_frame_size_defaults()
+    # The readers docs/api.md names, at least: a reader that lost its parameter fails here.
+    for name in ("kproto.framing.FrameReader", "kproto.framing.iter_frames", "kproto.capture.CaptureReader",
+                 "kproto.capture.read_frame_file", "kproto.batch.decode_frames", "kproto.batch.pair",
+                 "kproto.batch.partitions", "kproto.batch.decode_struct_column"):
+        assert name in defaults, name
+    assert set(defaults.values()) == {limits.DEFAULT_MAX_FRAME_SIZE}, defaults
+    assert framing.DEFAULT_MAX_FRAME_SIZE is limits.DEFAULT_MAX_FRAME_SIZE
+
+
+@pytest.mark.parametrize("module", [kb, capture], ids=["batch", "capture"])
+def test_old_frame_size_names_warn_and_give_the_one_value(module) -> None:
+    with pytest.warns(DeprecationWarning, match=r"DEFAULT_MAX_FRAME_SIZE is deprecated.*kproto\.limits"):
+        assert module.DEFAULT_MAX_FRAME_SIZE == limits.DEFAULT_MAX_FRAME_SIZE
+    with pytest.raises(AttributeError):
+        module.NO_SUCH_NAME  # noqa: B018
+
+
+def test_docs_api_lists_the_deprecated_names_that_exist() -> None:
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"`(kproto\.(?:batch|capture)\.DEFAULT_MAX_FRAME_SIZE)`", text))
+    assert listed == {"kproto.batch.DEFAULT_MAX_FRAME_SIZE", "kproto.capture.DEFAULT_MAX_FRAME_SIZE"}
+    for name in listed:
+        module_name, attribute = name.rsplit(".", 1)
+        module = {"kproto.batch": kb, "kproto.capture": capture}[module_name]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            getattr(module, attribute)
+        assert [w.category for w in caught] == [DeprecationWarning]
+
+
+def test_return_types_follow_docs_api() -> None:
+    result = capture.read_capture(str(SAMPLE))
+    assert isinstance(result, capture.Capture)
+    frames, connections, counters = result            # still a 3-tuple
+    assert result.frames is frames and result.counters is counters
+    assert isinstance(frames, pa.Table) and isinstance(connections, pa.Table) and isinstance(counters, dict)
+    assert all(isinstance(b, pa.RecordBatch) for b in capture.CaptureReader(str(SAMPLE)))
+    assert isinstance(kb.pair(frames), pa.Table)
+    assert isinstance(kb.partitions(frames["payload"], directions=frames["direction"]), pa.Table)
+    assert isinstance(kb.decode_frames(frames["payload"], directions=frames["direction"]), pa.RecordBatch)
