@@ -18,11 +18,12 @@
 from __future__ import annotations
 
 import struct
+import uuid
 
 import kproto
 from kproto import versions as kv
-from kproto.messages import (ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, ProduceRequest,
-                             ProduceResponse)
+from kproto.messages import (ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, MetadataRequest,
+                             MetadataResponse, ProduceRequest, ProduceResponse)
 from kproto.records import RecordBatch
 from tests.pcapwriter import Conversation, PcapWriter
 
@@ -125,3 +126,64 @@ def big_capture(connections: int = 6, exchanges: int = 40) -> bytes:
     for c in conversations:
         t.add(c.close())
     return t.getvalue()
+
+
+# ---------------------------------------------------------------- topic IDs (KIP-516)
+ORDERS_ID = "0f0e0d0c-0b0a-4908-8706-050403020100"     # named by a Metadata response in the other file
+PAYMENTS_ID = "11111111-2222-4333-8444-555555555555"   # named by a Metadata response on another connection
+GHOST_ID = "99999999-8888-4777-8666-555555555555"      # named by no response at all
+
+
+def fetch_by_id(topic_id: str, partition: int):
+    return FetchRequest(max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, topics=[FetchRequest.FetchTopic(
+        topic_id=uuid.UUID(topic_id), partitions=[FetchRequest.FetchPartition(partition=partition)])])
+
+
+def fetched_by_id(topic_id: str, partition: int, data: bytes):
+    return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
+        topic_id=uuid.UUID(topic_id),
+        partitions=[FetchResponse.PartitionData(partition_index=partition, records=data)])])
+
+
+def metadata_naming(*topics: tuple[str, str]):
+    return MetadataResponse(topics=[MetadataResponse.MetadataResponseTopic(name=name, topic_id=uuid.UUID(topic_id))
+                                    for name, topic_id in topics])
+
+
+def topic_id_captures() -> tuple[bytes, bytes]:
+    """Two pcaps of one run: Fetch v16 by topic ID in the first, the names elsewhere.
+
+    First file: connection 10.0.1.1 (``fraud-detector``) fetches ``ORDERS_ID``
+    partition 0 (4 records), ``PAYMENTS_ID`` partition 1 (2 records) and
+    ``GHOST_ID`` partition 2 (1 record); connection 10.0.1.2 (``admin``) gets a
+    Metadata v12 response naming ``PAYMENTS_ID`` ``payments``. Second file:
+    connection 10.0.2.1 (``admin``) gets a Metadata v12 response naming
+    ``ORDERS_ID`` ``orders`` and produces 3 records to ``orders`` by name (v9).
+    """
+    fraud = Conversation(client=("10.0.1.1", 40100), server=("10.0.0.9", 9092))
+    admin = Conversation(client=("10.0.1.2", 40101), server=("10.0.0.9", 9092), client_isn=3000, server_isn=70000)
+    t = Timeline()
+    t.add(fraud.handshake())
+    t.add(admin.handshake())
+    for correlation_id, (topic_id, partition, count) in enumerate(
+            [(ORDERS_ID, 0, 4), (PAYMENTS_ID, 1, 2), (GHOST_ID, 2, 1)], start=1):
+        t.add(fraud.data("client", request(fetch_by_id(topic_id, partition), 16, correlation_id, "fraud-detector"),
+                         [1000]))
+        t.add(fraud.data("server", response(fetched_by_id(topic_id, partition, records(count)), 16, correlation_id),
+                         [1000]))
+    t.add(admin.data("client", request(MetadataRequest(topics=None), 12, 1, "admin"), [1000]))
+    t.add(admin.data("server", response(metadata_naming(("payments", PAYMENTS_ID)), 12, 1), [1000]))
+    t.add(fraud.close())
+    t.add(admin.close())
+    first = t.getvalue()
+
+    other = Conversation(client=("10.0.2.1", 40200), server=("10.0.0.9", 9092))
+    t = Timeline()
+    t.ts += 10 * 1_000_000_000
+    t.add(other.handshake())
+    t.add(other.data("client", request(MetadataRequest(topics=None), 12, 1, "admin"), [1000]))
+    t.add(other.data("server", response(metadata_naming(("orders", ORDERS_ID)), 12, 1), [1000]))
+    t.add(other.data("client", request(produce("orders", 0, records(3)), 9, 2, "admin"), [1000]))
+    t.add(other.data("server", response(produce_ok("orders", 0), 9, 2), [1000]))
+    t.add(other.close())
+    return first, t.getvalue()

@@ -271,3 +271,40 @@ def test_report_facts_alike_from_spark_and_from_pyarrow(spark, analysis):
         facts.pop("generated_at")
     assert json.loads(json.dumps(by_arrow, default=str)) == json.loads(json.dumps(by_spark, default=str))
     assert by_arrow["latency"] and by_arrow["brokers"] and by_arrow["undecodable_frames"]
+
+
+# ---------------------------------------------------------------- topic IDs (KIP-516)
+@pytest.fixture(scope="module")
+def topic_id_runs(spark, tmp_path_factory):
+    """sc.topic_id_captures as one run, combined and reported in the driver, then by Spark."""
+    data = tmp_path_factory.mktemp("topic-ids")
+    paths = []
+    for name, capture in zip(("a.pcap", "b.pcap"), sc.topic_id_captures()):
+        (data / name).write_bytes(capture)
+        paths.append(str(data / name))
+    out, by_spark = tmp_path_factory.mktemp("ids-driver"), tmp_path_factory.mktemp("ids-spark")
+    analyze(paths, str(out), spark=spark, progress=False)
+    analyze(paths, str(by_spark), spark=spark, options=Options(driver_rows=0, driver_report_frames=0),
+            progress=False)
+    return out, by_spark
+
+
+def test_topic_ids_named_in_another_file_by_both_engines(topic_id_runs):
+    for out in topic_id_runs:
+        rows = [(r["topic"], r["topic_id"], r["partition"], r["produce_records"], r["fetch_records"])
+                for r in _table(out, "topics").to_pylist()]
+        assert rows == [(None, sc.GHOST_ID, 2, 0, 1), ("orders", sc.ORDERS_ID, 0, 3, 4),
+                        ("payments", sc.PAYMENTS_ID, 1, 0, 2)], out
+
+
+def test_an_id_never_named_stays_an_id_and_the_report_says_why(topic_id_runs):
+    facts = []
+    for out in topic_id_runs:
+        report = json.loads((out / "report.json").read_text())
+        assert report["unnamed_topic_ids"] == [sc.GHOST_ID]
+        markdown = (out / "report.md").read_text()
+        assert f"Topic IDs never named in this capture: {sc.GHOST_ID} — no Metadata v10+" in markdown
+        assert f"id:{sc.GHOST_ID}" in markdown and "| orders | 0 |" in markdown
+        report.pop("generated_at")
+        facts.append(report)
+    assert facts[0] == facts[1]   # the pyarrow facts and the Spark queries' facts

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -187,3 +188,61 @@ def test_local_listing_expands_globs_and_directories(tmp_path):
         _list_local([str(tmp_path / "missing.pcap")])
     with pytest.raises(FileNotFoundError):
         _list_local([str(tmp_path / "*.pcapng")])
+
+
+# ---------------------------------------------------------------- topic IDs (KIP-516)
+@pytest.fixture(scope="module")
+def topic_id_run(tmp_path_factory):
+    """The two files of sc.topic_id_captures, read as one run: (sinks by file, compact rows of both)."""
+    directory = tmp_path_factory.mktemp("topic-ids")
+    sinks, parts = {}, []
+    for name, data in zip(("a.pcap", "b.pcap"), sc.topic_id_captures()):
+        path = directory / name
+        path.write_bytes(data)
+        sinks[name], rows = _tables(W.plan_file(str(path), len(data))[0])
+        parts.append(rows)
+    return sinks, pa.concat_tables(parts)
+
+
+def test_responses_naming_topic_ids_give_topic_name_rows(topic_id_run):
+    _sinks, parts = topic_id_run
+    named = _kind(parts.to_batches(), "topic_name").select(["topic_id", "topic", "messages"]).to_pylist()
+    assert sorted(tuple(r.values()) for r in named) == [(sc.ORDERS_ID, "orders", 1), (sc.PAYMENTS_ID, "payments", 1)]
+
+
+def test_topic_ids_are_named_from_other_connections_and_files(topic_id_run):
+    _sinks, parts = topic_id_run
+    topics = W.combine(parts)["topics"]
+    assert topics.schema == W.TOPICS_SCHEMA
+    rows = [(r["topic"], r["topic_id"], r["partition"], r["produce_records"], r["fetch_records"])
+            for r in topics.to_pylist()]
+    # orders: fetched by ID in a.pcap, named and produced to by name in b.pcap: one row.
+    assert rows == [(None, sc.GHOST_ID, 2, 0, 1), ("orders", sc.ORDERS_ID, 0, 3, 4),
+                    ("payments", sc.PAYMENTS_ID, 1, 0, 2)]
+
+
+def test_exchanges_carry_the_topic_their_frames_name(topic_id_run):
+    sinks, _parts = topic_id_run
+    fetches = sinks["a.pcap"].table("exchanges").filter(pc.equal(sinks["a.pcap"].table("exchanges")["api_key"], 1))
+    assert [(r["topic"], r["topic_id"]) for r in fetches.to_pylist()] == [
+        (None, sc.ORDERS_ID), (None, sc.PAYMENTS_ID), (None, sc.GHOST_ID)]
+    by_name = sinks["b.pcap"].table("exchanges").to_pylist()
+    assert [(r["api_key"], r["topic"], r["topic_id"]) for r in by_name] == [(3, None, None), (0, "orders", None)]
+
+
+def test_an_id_named_twice_takes_one_name_and_a_recreated_name_gets_no_id():
+    names, ids = W.resolve_topic_ids([{"topic_id": "a", "topic": "y"}, {"topic_id": "a", "topic": "x"},
+                                      {"topic_id": "b", "topic": "z"}, {"topic_id": "c", "topic": "z"}])
+    assert names == {"a": "x", "b": "z", "c": "z"} and ids == {"x": "a"}
+
+
+def test_sample_capture_names_every_topic_it_fetches_by_id():
+    sample = Path(__file__).resolve().parents[1] / "samples" / "sample.pcap"
+    _sink, parts = _tables(W.plan_file(str(sample), 0)[0])
+    by_id = _kind(parts.to_batches(), "topic").filter(pc.is_null(_kind(parts.to_batches(), "topic")["topic"]))
+    assert by_id.num_rows and set(by_id["topic_id"].to_pylist()) == {"08d54946-e234-5fc2-9c59-d53e4cf610d0"}
+    topics = W.combine(parts)["topics"].to_pylist()
+    assert all(t["topic"] is not None for t in topics)
+    orders = next(t for t in topics if t["topic"] == "orders")
+    # Fetch v11 (by name) twice, and fraud-detector's Fetch v16 (by ID) twice.
+    assert (orders["topic_id"], orders["fetch_responses"]) == ("08d54946-e234-5fc2-9c59-d53e4cf610d0", 4)

@@ -420,7 +420,17 @@ def build_tables(spark, parts) -> dict[str, Any]:
     def when(condition, value):
         return F.when(condition, value).otherwise(F.lit(0))
 
-    topics = parts.filter(kind == "topic").groupBy("topic", "partition").agg(
+    # A topic named by its ID takes the name a response of the run gave that ID, and a topic named
+    # by name the ID when the run names exactly one for it (worker.resolve_topic_ids, the same rule).
+    named = parts.filter(kind == "topic_name").groupBy("topic_id").agg(F.min("topic").alias("_name_of_id"))
+    unique_ids = named.groupBy(F.col("_name_of_id").alias("_name")).agg(
+        F.count(F.lit(1)).alias("_ids"), F.min("topic_id").alias("_id_of_name")) \
+        .filter(F.col("_ids") == 1).drop("_ids")
+    topic_rows = parts.filter(kind == "topic").join(named, "topic_id", "left") \
+        .join(unique_ids, F.col("topic") == F.col("_name"), "left") \
+        .withColumn("topic", F.coalesce(F.col("topic"), F.col("_name_of_id"))) \
+        .withColumn("topic_id", F.coalesce(F.col("topic_id"), F.col("_id_of_name")))
+    topics = topic_rows.groupBy("topic", "topic_id", "partition").agg(
         F.sum(when(is_produce, F.col("messages"))).alias("produce_requests"),
         F.sum(when(is_produce, F.col("bytes"))).alias("produce_bytes"),
         F.sum(when(is_produce, F.col("records"))).alias("produce_records"),
@@ -432,7 +442,7 @@ def build_tables(spark, parts) -> dict[str, Any]:
         F.array_join(F.sort_array(F.collect_set("compression")), ",").alias("compression"),
         F.sum("records_errors").alias("records_errors"),
         F.min("first_ns").alias("first_ts_ns"), F.max("last_ns").alias("last_ts_ns"),
-    ).orderBy("topic", "partition")
+    ).orderBy("topic", "topic_id", "partition")
     return {"connections": connections, "clients": clients, "topics": topics}
 
 

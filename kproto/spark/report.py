@@ -66,6 +66,8 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
     with_address = tables["with_address"]
     requests = with_address.filter(F.col("request_sequence").isNotNull())
     raw: dict[str, list[dict]] = {"clients": _rows(tables["clients"]), "topics": _rows(tables["topics"])}
+    raw["unnamed_topic_ids"] = _rows(tables["topics"].filter(F.col("topic").isNull() & F.col("topic_id").isNotNull())
+                                     .select("topic_id").distinct().orderBy("topic_id"))
 
     raw["api_versions"] = _rows(requests.groupBy("api_key", "api_version").agg(
         F.count(F.lit(1)).alias("requests"),
@@ -142,6 +144,9 @@ def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_error
     requests = with_address.filter(pc.is_valid(with_address["request_sequence"]))
     raw: dict[str, list[dict]] = {"clients": tables["clients"].slice(0, LIMIT).to_pylist(),
                                   "topics": tables["topics"].slice(0, LIMIT).to_pylist()}
+    topics = tables["topics"]
+    unnamed = topics.filter(pc.and_(pc.is_null(topics["topic"]), pc.is_valid(topics["topic_id"])))
+    raw["unnamed_topic_ids"] = [{"topic_id": v} for v in sorted(set(unnamed["topic_id"].to_pylist()))][:LIMIT]
 
     def grouped(table, keys, aggregations, order=None, limit=LIMIT):
         """Rows of a group-by, ordered as Spark orders them (ascending, nulls first)."""
@@ -319,6 +324,8 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
         t["fetch_bytes_per_s"] = t["fetch_bytes"] / span if span > 0 else None
         t["first_seen"], t["last_seen"] = _iso(t.pop("first_ts_ns")), _iso(t.pop("last_ts_ns"))
     facts["topics"] = topics
+    # KIP-516: IDs no captured response named (the topics table keeps them with topic null).
+    facts["unnamed_topic_ids"] = [r["topic_id"] for r in raw["unnamed_topic_ids"]]
     facts["undecodable_frames"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["undecodable_frames"]]
     facts["unpaired"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["unpaired"]]
     return facts
@@ -363,6 +370,21 @@ LOSSES = (
     ("malformed_packets", "malformed packets"),
     ("ip_fragments", "IP fragments (not reassembled)"),
 )
+
+
+def _topic_naming_responses() -> str:
+    """The responses that name topic IDs, as the report explains them (from the message definitions)."""
+    import kproto.batch as kb
+
+    return " / ".join(f"{_api(key)} v{min(versions)}+" if min(versions) else _api(key)
+                      for key, versions in sorted(kb.topic_naming_versions().items()))
+
+
+def _topic_label(topic: dict) -> str:
+    """A topic's name, else its ID (a topic only ever addressed by an ID no response named)."""
+    if topic["topic"] is not None:
+        return str(topic["topic"])
+    return f"id:{topic['topic_id']}" if topic.get("topic_id") is not None else "-"
 
 
 def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
@@ -449,11 +471,14 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                 ["API", "exchanges", "p50 ms", "p99 ms", "max ms"],
                 [[r["api_name"], _fmt(r["exchanges"]), f"{r['p50_ms']:.3f}", f"{r['p99_ms']:.3f}",
                   f"{r['max_ms']:.3f}"] for r in facts["latency"]]))
+    unnamed = facts.get("unnamed_topic_ids", [])
     out.append(("Produce and fetch throughput by topic", "Record-set bytes (as sent, compressed) over the "
-                "span between the first and last frame of the topic-partition.",
+                "span between the first and last frame of the topic-partition."
+                + (f" Topic IDs never named in this capture: {', '.join(unnamed)} — no {_topic_naming_responses()} "
+                   "response carrying them was captured, so they are shown as their ID." if unnamed else ""),
                 ["topic", "partition", "produce MB", "produce records", "produce MB/s", "fetch MB",
                  "fetch records", "fetch MB/s", "compression"],
-                [[_fmt(t["topic"]), str(t["partition"]), _mb(t["produce_bytes"]), _fmt(t["produce_records"]),
+                [[_topic_label(t), str(t["partition"]), _mb(t["produce_bytes"]), _fmt(t["produce_records"]),
                   _mb(t["produce_bytes_per_s"]), _mb(t["fetch_bytes"]), _fmt(t["fetch_records"]),
                   _mb(t["fetch_bytes_per_s"]), _fmt(t["compression"])] for t in facts["topics"]]))
     out.append(("Undecodable frames", "Frames whose header or body did not decode, and why.",
@@ -538,7 +563,7 @@ def charts(facts: dict) -> dict[str, str]:
                                      [("p50", [r["p50_ms"] for r in latency]),
                                       ("p99", [r["p99_ms"] for r in latency])], " ms"),
         "Produce and fetch throughput by topic": bar_chart(
-            "Bytes per topic-partition (MB)", [f"{t['topic']}-{t['partition']}" for t in topics],
+            "Bytes per topic-partition (MB)", [f"{_topic_label(t)}-{t['partition']}" for t in topics],
             [("produce", [t["produce_bytes"] / 1e6 for t in topics]),
              ("fetch", [t["fetch_bytes"] / 1e6 for t in topics])], " MB"),
         "Clients and their software (KIP-511)": bar_chart(

@@ -65,7 +65,8 @@ UNSUPPORTED_VERSION = 35
 # file per task); what goes back to Spark are a few compact rows per task, in one
 # schema for every kind:
 #   usage       requests per (capture, connection, client_id, API version, client software)
-#   topic       Produce requests / Fetch responses per (topic, partition, API, compression)
+#   topic       Produce requests / Fetch responses per (topic, topic ID, partition, API, compression)
+#   topic_name  topic IDs and the names responses gave them (KIP-516), resolved on the driver
 #   connection  one connection's accounting (JSON in ``info``)
 #   capture     one split's accounting and frame / exchange counts (JSON in ``info``)
 #   raw         frames on their way to the grouping step (ranges of pcapng, Parquet inputs)
@@ -97,6 +98,7 @@ def parts_schema() -> pa.Schema:
         ("last_ns", pa.int64()),
         # topic
         ("topic", pa.string()),
+        ("topic_id", pa.string()),
         ("partition", pa.int32()),
         ("compression", pa.string()),
         ("messages", pa.int64()),
@@ -138,6 +140,8 @@ def exchanges_schema() -> pa.Schema:
         ("deprecated", pa.bool_()), ("removed_in_4x", pa.bool_()),
         ("client_software_name", pa.string()), ("client_software_version", pa.string()),
         ("software_problems", pa.string()),
+        # Produce / Fetch: the one topic the request and response address, as the frames name it.
+        ("topic", pa.string()), ("topic_id", pa.string()),
     ])
 
 
@@ -826,6 +830,8 @@ class Decoded:
     exchange_frame: np.ndarray    # row of the request (else the response) of each exchange
     partitions: pa.Table          # Produce requests and Fetch responses per topic-partition
     partition_frame: np.ndarray   # row of each partition's frame
+    topic_names: pa.Table         # topic IDs and the names responses give them (topic_id, topic)
+    topic_name_frame: np.ndarray  # row of each name's frame
 
 
 def _masked(values: np.ndarray, index: np.ndarray, present: np.ndarray, type_: pa.DataType) -> pa.Array:
@@ -895,7 +901,13 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
         frame_columns["body"] = bodies
     frame_table = pa.Table.from_batches([_conform(FRAMES_SCHEMA, frame_columns, n)])
 
-    # 3. Exchanges.
+    # 3. Produce requests and Fetch responses, per topic-partition (record batch headers only).
+    parts = kb.partitions(payload, directions=directions, request_api_keys=key_of,
+                          request_api_versions=version_of)
+    partition_frame = parts["frame"].to_numpy().astype(np.int64) if parts.num_rows else np.zeros(0, np.int64)
+    exchange_topic, exchange_topic_id = _exchange_topics(parts, partition_frame, req, resp, n)
+
+    # 4. Exchanges.
     pair_status = np.full(m, kb.PairStatus.PAIRED, np.uint8)
     pair_status[has_req & ~has_resp] = kb.PairStatus.UNPAIRED_REQUEST
     pair_status[~has_req] = kb.PairStatus.UNPAIRED_RESPONSE
@@ -947,17 +959,50 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
         "deprecated": decoded["deprecated"].take(req_index),
         "removed_in_4x": decoded["removed_in_4x"].take(req_index),
         "client_software_name": names, "client_software_version": versions, "software_problems": problems,
+        "topic": exchange_topic, "topic_id": exchange_topic_id,
     }, m)])
 
-    # 4. Produce requests and Fetch responses, per topic-partition (record batch headers only),
-    # of the frames this task owns (taking the owned payloads first would copy them all).
-    parts = kb.partitions(payload, directions=directions, request_api_keys=key_of,
-                          request_api_versions=version_of)
-    partition_frame = parts["frame"].to_numpy().astype(np.int64) if parts.num_rows else np.zeros(0, np.int64)
+    # 5. Topic IDs and names from the responses that carry both (Metadata v10+, CreateTopics v7+ ...):
+    # only those responses are decoded again, as message objects.
+    naming = kb.topic_naming_versions()
+    candidates = np.flatnonzero((directions == kb.RESPONSE) & (status == kb.Status.OK)
+                                & np.isin(key_of, sorted(naming))) if n else np.zeros(0, np.int64)
+    names_table = kb.topic_names(payload.take(pa.array(candidates, pa.int64())), directions=kb.RESPONSE,
+                                 request_api_keys=key_of[candidates], request_api_versions=version_of[candidates])
+    name_frame = candidates[names_table["frame"].to_numpy().astype(np.int64)] if names_table.num_rows \
+        else np.zeros(0, np.int64)
+    names_table = names_table.drop_columns(["frame"])
+    if owned is not None and names_table.num_rows:
+        keep = owned[name_frame]
+        names_table, name_frame = names_table.filter(pa.array(keep)), name_frame[keep]
+
+    # Of the frames this task owns (taking the owned payloads first would copy them all).
     if owned is not None and parts.num_rows:
         keep = owned[partition_frame]
         parts, partition_frame = parts.filter(pa.array(keep)), partition_frame[keep]
-    return Decoded(frame_table, exchange_table, owner_row, parts, partition_frame)
+    return Decoded(frame_table, exchange_table, owner_row, parts, partition_frame, names_table, name_frame)
+
+
+def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarray, resp: np.ndarray,
+                     n: int) -> tuple[pa.Array, pa.Array]:
+    """(topic, topic_id) of each exchange whose request and response address exactly one topic, else null."""
+    m = len(req)
+    exchange_of = np.full(n, -1, np.int64)
+    exchange_of[req[req >= 0]] = np.flatnonzero(req >= 0)
+    exchange_of[resp[resp >= 0]] = np.flatnonzero(resp >= 0)
+    addressed = pa.table({"exchange": pa.array(exchange_of[partition_frame], pa.int64()),
+                          "topic": parts["topic"], "topic_id": parts["topic_id"]})
+    distinct = addressed.group_by(["exchange", "topic", "topic_id"]).aggregate([])
+    counts = distinct.group_by("exchange").aggregate([([], "count_all"), ("topic", "min"),
+                                                      ("topic_id", "min")])
+    single = counts.filter(pc.equal(counts["count_all"], 1))
+    topic: list[str | None] = [None] * m
+    topic_id: list[str | None] = [None] * m
+    for row, name, id_ in zip(single["exchange"].to_pylist(), single["topic_min"].to_pylist(),
+                              single["topic_id_min"].to_pylist()):
+        if row >= 0:   # a frame in no exchange (no correlation id) addresses nothing here
+            topic[row], topic_id[row] = name, id_
+    return pa.array(topic, pa.string()), pa.array(topic_id, pa.string())
 
 
 def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink, owned: np.ndarray | None = None,
@@ -968,16 +1013,20 @@ def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink, owne
     decoded = decode_frames_table(frames, body=body, records=records, owned=owned)
     frame_table, exchanges, partitions = decoded.frames, decoded.exchanges, decoded.partitions
     partition_ts = frames["ts_first_ns"].take(pa.array(decoded.partition_frame))
+    names = decoded.topic_names.append_column(
+        "ts_first_ns", frames["ts_first_ns"].take(pa.array(decoded.topic_name_frame)))
     if owned is not None:
         frame_table = frame_table.filter(pa.array(owned))
         exchanges = exchanges.filter(pa.array(owned[decoded.exchange_frame]))
     sink.add("frames", frame_table)
     sink.add("exchanges", exchanges)
-    yield from summarize(frame_table, exchanges, partitions.append_column("ts_first_ns", partition_ts))
+    yield from summarize(frame_table, exchanges, partitions.append_column("ts_first_ns", partition_ts), names)
 
 
-def summarize(frames: pa.Table, exchanges: pa.Table, partitions: pa.Table) -> Iterator[pa.RecordBatch]:
-    """The compact rows Spark combines: counts per capture, usage per client and API, topics."""
+def summarize(frames: pa.Table, exchanges: pa.Table, partitions: pa.Table,
+              topic_names: pa.Table | None = None) -> Iterator[pa.RecordBatch]:
+    """The compact rows Spark combines: counts per capture, usage per client and API, topics,
+    and the topic IDs responses named (``topic_names``: kproto.batch.topic_names' rows with ts_first_ns)."""
     # Frame and exchange counts per capture (the summary's accounting).
     status = frames["status"]
     direction = frames["direction"]
@@ -1029,7 +1078,7 @@ def summarize(frames: pa.Table, exchanges: pa.Table, partitions: pa.Table) -> It
 
     # Produce requests and Fetch responses per topic-partition.
     if partitions.num_rows:
-        keys = ["topic", "partition", "api_key", "compression"]
+        keys = ["topic", "topic_id", "partition", "api_key", "compression"]
         topics = pa.table({
             **{name: partitions[name] for name in keys},
             "bytes": partitions["bytes"].cast(pa.int64()), "records": partitions["record_count"].cast(pa.int64()),
@@ -1042,6 +1091,15 @@ def summarize(frames: pa.Table, exchanges: pa.Table, partitions: pa.Table) -> It
             "bytes": topics["bytes_sum"], "records": topics["records_sum"], "batches": topics["batches_sum"],
             "records_errors": topics["errors_sum"], "first_ns": topics["ts_min"], "last_ns": topics["ts_max"],
         }, topics.num_rows)
+
+    # Topic IDs and their names, from every response that carries both (combined over the run).
+    if topic_names is not None and topic_names.num_rows:
+        named = topic_names.group_by(["topic_id", "topic"]).aggregate(
+            [([], "count_all"), ("ts_first_ns", "min"), ("ts_first_ns", "max")])
+        yield as_parts("topic_name", {
+            "topic_id": named["topic_id"], "topic": named["topic"], "messages": named["count_all"],
+            "first_ns": named["ts_first_ns_min"], "last_ns": named["ts_first_ns_max"],
+        }, named.num_rows)
 
 
 PAIR_COUNTS = {"PAIRED": "exchanges_paired", "NO_RESPONSE_EXPECTED": "no_response_expected",
@@ -1146,12 +1204,16 @@ def combine(parts: pa.Table) -> dict[str, pa.Table]:
     } for (ip, client_id), c in sorted(clients.items(), key=lambda item: nulls_first(item[0]))]
     clients_table = pa.Table.from_pylist(client_rows, schema=CLIENTS_SCHEMA)
 
-    # Topics: Produce requests and Fetch responses per topic-partition.
+    # Topics: Produce requests and Fetch responses per topic-partition, a topic named by its ID
+    # under the name a response of the run gave that ID (and the reverse: see resolve_topic_ids).
+    name_of, id_of = resolve_topic_ids(rows_of("topic_name", ["topic_id", "topic"]))
     topics: dict[tuple, dict] = {}
-    for t in rows_of("topic", ["topic", "partition", "api_key", "compression", "messages", "bytes", "records",
-                               "batches", "records_errors", "first_ns", "last_ns"]):
-        row = topics.setdefault((t["topic"], t["partition"]), {"codecs": set(), "first": [], "last": [],
-                                                               "records_errors": None})
+    for t in rows_of("topic", ["topic", "topic_id", "partition", "api_key", "compression", "messages", "bytes",
+                               "records", "batches", "records_errors", "first_ns", "last_ns"]):
+        topic = t["topic"] if t["topic"] is not None else name_of.get(t["topic_id"])
+        topic_id = t["topic_id"] if t["topic_id"] is not None else id_of.get(t["topic"])
+        row = topics.setdefault((topic, topic_id, t["partition"]), {"codecs": set(), "first": [], "last": [],
+                                                                    "records_errors": None})
         side = {0: "produce", 1: "fetch"}.get(t["api_key"])
         for prefix in ("produce", "fetch"):
             for name, value in ((f"{prefix}_{'requests' if prefix == 'produce' else 'responses'}", t["messages"]),
@@ -1167,14 +1229,30 @@ def combine(parts: pa.Table) -> dict[str, pa.Table]:
         row["first"].append(t["first_ns"])
         row["last"].append(t["last_ns"])
     topic_rows = []
-    for (topic, partition), row in sorted(topics.items(), key=lambda item: nulls_first(item[0])):
-        out = {"topic": topic, "partition": partition}
+    for (topic, topic_id, partition), row in sorted(topics.items(), key=lambda item: nulls_first(item[0])):
+        out = {"topic": topic, "topic_id": topic_id, "partition": partition}
         out.update({name: (None if row[name] is _UNSET else row[name]) for name in TOPIC_SUMS})
         out.update({"compression": ",".join(sorted(row["codecs"])), "records_errors": row["records_errors"],
                     "first_ts_ns": _least(*row["first"]), "last_ts_ns": _most(*row["last"])})
         topic_rows.append(out)
     topics_table = pa.Table.from_pylist(topic_rows, schema=TOPICS_SCHEMA)
     return {"connections": connections, "clients": clients_table, "topics": topics_table}
+
+
+def resolve_topic_ids(rows: Iterable[dict]) -> tuple[dict[str, str], dict[str, str]]:
+    """(name of each topic ID, the ID of each name that has exactly one) from ``topic_name`` rows.
+
+    An ID named differently by two responses takes the least name (Spark's min);
+    a name with several IDs (a topic deleted and created again) gets none.
+    """
+    names: dict[str, str] = {}
+    for r in rows:
+        if r["topic_id"] is not None and r["topic"] is not None:
+            names[r["topic_id"]] = min(r["topic"], names.get(r["topic_id"], r["topic"]))
+    ids: dict[str, list[str]] = {}
+    for topic_id, name in names.items():
+        ids.setdefault(name, []).append(topic_id)
+    return names, {name: found[0] for name, found in ids.items() if len(found) == 1}
 
 
 class _Unset:
@@ -1200,7 +1278,7 @@ def _most(*values: int | None) -> int | None:
 
 TOPIC_SUMS = ("produce_requests", "produce_bytes", "produce_records", "produce_batches", "fetch_responses",
               "fetch_bytes", "fetch_records", "fetch_batches")
-TOPICS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32())]
+TOPICS_SCHEMA = pa.schema([("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32())]
                           + [(name, pa.int64()) for name in TOPIC_SUMS]
                           + [("compression", pa.string()), ("records_errors", pa.int64()),
                              ("first_ts_ns", pa.int64()), ("last_ts_ns", pa.int64())])
