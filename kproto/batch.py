@@ -881,7 +881,7 @@ def topic_names_schema() -> pa.Schema:
 
 
 def topic_names(frames: Any, *, directions: Any = None, request_api_keys: Any = None,
-                request_api_versions: Any = None, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
+                request_api_versions: Any = None, max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
     """Topic IDs and the names responses give them: one row per (frame, topic ID, name) a response carries.
 
     Inputs are those of :func:`decode_frames`. Only OK responses of the versions
