@@ -21,7 +21,6 @@ reported in the schema metadata (:func:`trailing_bytes`).
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING, Any, cast
 
 try:
@@ -32,6 +31,8 @@ except ImportError as _missing:
                       "pip install 'kproto[arrow]'", name=_missing.name) from _missing
 
 from kproto import _deprecation, _impl, schema
+from kproto._common.batch import PairStatus, Status
+from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE
 from kproto import compression as _compression
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE as _DEFAULT_MAX_FRAME_SIZE
 
@@ -48,59 +49,9 @@ __all__ = [
     "topic_names", "topic_names_schema", "topic_naming_versions",
 ]
 
-REQUEST = 0
-RESPONSE = 1
+# Directions, as the capture engines number them.
+REQUEST, RESPONSE = DIRECTION_REQUEST, DIRECTION_RESPONSE
 
-
-class Status(enum.IntEnum):
-    """Why a frame (row) did not decode; ``OK`` when it did.
-
-    The ``error_offset`` column says where, in bytes from the start of the
-    frame's payload (after the 4-byte size prefix; -4 is the prefix itself).
-    """
-
-    OK = 0
-    #: The frame, or a field inside it, needs more bytes than there are (including
-    #: a last frame cut short by the end of the buffer).
-    TRUNCATED = 1
-    #: A size prefix that is negative or above ``max_frame_size`` (framing stops
-    #: there), a negative length or a count larger than the bytes left, or a body
-    #: that does not end where its frame does.
-    BAD_LENGTH = 2
-    #: An API key kproto has no schema for (the header is still read, as v1).
-    UNKNOWN_API = 3
-    #: A version outside the API's valid versions.
-    UNSUPPORTED_VERSION = 4
-    #: A response holding only a correlation id: what a broker sends back for a
-    #: request it does not support.
-    EMPTY_RESPONSE = 5
-    #: Invalid varint, tagged fields out of order, bad nullable-struct marker,
-    #: invalid UTF-8 in a string.
-    MALFORMED = 6
-    #: A response without its request's api_key / api_version: only the
-    #: correlation id can be read.
-    NO_REQUEST_INFO = 7
-    #: A null entry in an Arrow input array.
-    NULL_FRAME = 8
-    #: Structs nested deeper than 64 levels.
-    LIMIT_EXCEEDED = 9
-
-
-class PairStatus(enum.IntEnum):
-    """How a row of :func:`pair` came about."""
-
-    #: A request and its response.
-    PAIRED = 0
-    #: A request that gets no response by design: Produce with acks=0.
-    NO_RESPONSE_EXPECTED = 1
-    #: A request whose response was not captured (or has not come yet).
-    UNPAIRED_REQUEST = 2
-    #: A response whose request was not captured.
-    UNPAIRED_RESPONSE = 3
-
-
-for _name, _number in _batch.STATUS_NUMBERS.items():
-    assert Status[_name] == _number, (_name, _number)
 
 _DIRECTION_TYPE = pa.int8()
 

@@ -40,11 +40,12 @@ import json as _json
 import numpy as np
 
 from kproto import schema
+from kproto._common.batch import Status
 from kproto.schema import _plain
 
 IMPLEMENTATION = "c"
 
-# Status codes: the numbers of kproto.batch.Status (kept in one place there; checked on import).
+# Status codes: compile-time copies of kproto._common.batch.Status (checked below, at import).
 cdef enum:
     ST_OK = 0
     ST_TRUNCATED = 1
@@ -65,6 +66,9 @@ STATUS_NUMBERS = {
     "NO_REQUEST_INFO": ST_NO_REQUEST_INFO, "NULL_FRAME": ST_NULL_FRAME,
     "LIMIT_EXCEEDED": ST_LIMIT_EXCEEDED,
 }
+# The C constants mirror the one definition; a mismatch must stop the import, not mislabel rows.
+if STATUS_NUMBERS != {status.name: int(status) for status in Status}:
+    raise ImportError("kproto/_c/_batch.pyx: ST_* constants differ from kproto._common.batch.Status")
 
 cdef enum:
     MAX_KEY = 256

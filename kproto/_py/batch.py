@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from kproto import schema
+from kproto._common.batch import Status
 from kproto._py import codec as _codec
 from kproto.errors import (
     DecodeError, InvalidLengthError, InvalidVarintError, LimitExceededError, TruncatedError,
@@ -21,15 +22,9 @@ from kproto.errors import (
 
 IMPLEMENTATION = "py"
 
-# Same numbers as kproto.batch.Status (checked there on import).
 OK, TRUNCATED, BAD_LENGTH, UNKNOWN_API, UNSUPPORTED_VERSION, EMPTY_RESPONSE, MALFORMED, \
-    NO_REQUEST_INFO, NULL_FRAME, LIMIT_EXCEEDED = range(10)
-STATUS_NUMBERS = {
-    "OK": OK, "TRUNCATED": TRUNCATED, "BAD_LENGTH": BAD_LENGTH, "UNKNOWN_API": UNKNOWN_API,
-    "UNSUPPORTED_VERSION": UNSUPPORTED_VERSION, "EMPTY_RESPONSE": EMPTY_RESPONSE,
-    "MALFORMED": MALFORMED, "NO_REQUEST_INFO": NO_REQUEST_INFO, "NULL_FRAME": NULL_FRAME,
-    "LIMIT_EXCEEDED": LIMIT_EXCEEDED,
-}
+    NO_REQUEST_INFO, NULL_FRAME, LIMIT_EXCEEDED = (int(status) for status in Status)
+STATUS_NUMBERS = {status.name: int(status) for status in Status}
 
 _BE16 = struct.Struct(">h")
 _BE32 = struct.Struct(">i")
