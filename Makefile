@@ -25,6 +25,13 @@ test-portable:
 	scripts/setup.sh --portability
 	scripts/test-portable.sh
 
+# A Spark standalone master and two workers on 127.0.0.1 (tools/spark_cluster.py), executors in a
+# virtualenv holding a wheel of this checkout; the tables must equal local mode's (tests/test_spark_cluster.py).
+.PHONY: test-cluster
+test-cluster:
+	scripts/setup.sh --spark
+	.venv/bin/python -m pytest -q -m cluster tests/test_spark_cluster.py
+
 portability:
 	scripts/setup.sh --portability
 	.venv/bin/python tools/cross_compile_check.py --verbose
