@@ -413,6 +413,98 @@ cdef int32_t id_add(IdTable *t, const unsigned char *q, int32_t n) noexcept nogi
     return <int32_t>(t.count - 1)
 
 
+# The ids met last, checked before the table: a direct-mapped
+# cache keyed by the first 16 bytes of the id on the wire (its int16 length and up
+# to 14 bytes of text), so the header loop compares an id with two word loads,
+# two masks and two compares instead of a byte loop. Longer ids also compare
+# their remaining bytes, and their last 8 bytes go into the hash (Java clients name
+# themselves "consumer-<group>-<n>": the first 14 bytes often agree).
+cdef enum:
+    CACHE_SLOTS = 256         # a power of two; 32 bytes a slot, on the stack
+    CACHE_WORD_BYTES = 16     # bytes the two words cover: the length and 14 bytes of text
+
+cdef struct CacheSlot:
+    uint64_t word0         # bytes 0-7 of "length + text", bytes past the id zero
+    uint64_t word1         # bytes 8-15
+    const unsigned char *tail   # ids over 14 bytes: their bytes after the first 14 (in the input)
+    int32_t index          # the id's dictionary index
+
+cdef struct IdCache:
+    CacheSlot slot[CACHE_SLOTS]
+
+# CACHE_MASK0[n] / CACHE_MASK1[n]: keep bytes 0..n-1 of the 16 (n = 0..16).
+cdef uint64_t CACHE_MASK0[CACHE_WORD_BYTES + 1]
+cdef uint64_t CACHE_MASK1[CACHE_WORD_BYTES + 1]
+for _n in range(CACHE_WORD_BYTES + 1):
+    CACHE_MASK0[_n] = (1 << (8 * min(_n, 8))) - 1
+    CACHE_MASK1[_n] = (1 << (8 * max(_n - 8, 0))) - 1
+
+
+cdef void id_cache_init(IdCache *cache) noexcept nogil:
+    cdef int k
+    for k in range(CACHE_SLOTS):
+        # An impossible key: byte 0 of a real one is the high byte of a length <= 0x7FFF.
+        cache.slot[k].word0 = ~(<uint64_t>0)
+        cache.slot[k].word1 = 0
+
+
+cdef inline Py_ssize_t cache_hash(uint64_t word0, uint64_t word1) noexcept nogil:
+    return <Py_ssize_t>(((word0 ^ word1) * 0x9E3779B97F4A7C15ULL) >> 56)   # top 8 bits: CACHE_SLOTS
+
+
+cdef inline CacheSlot *cache_slot(IdCache *cache, const unsigned char *q, int32_t n,
+                            uint64_t *word0, uint64_t *word1) noexcept nogil:
+    """The slot an id maps to, and its key words. ``q`` is the id's length prefix, n >= 0
+    its length; only q[0 .. 2 + n) is read."""
+    cdef unsigned char short_id[CACHE_WORD_BYTES]
+    cdef uint64_t hashed
+    if n >= CACHE_WORD_BYTES - 2:
+        word0[0] = kp_load_le64(q)
+        word1[0] = kp_load_le64(q + 8)
+        hashed = word1[0] ^ (kp_load_le64(q + 2 + n - 8) if n > CACHE_WORD_BYTES - 2 else 0)
+    else:
+        memset(short_id, 0, CACHE_WORD_BYTES)
+        memcpy(short_id, q, 2 + n)
+        word0[0] = kp_load_le64(short_id)
+        word1[0] = kp_load_le64(short_id + 8)
+        hashed = word1[0]
+    return &cache.slot[cache_hash(word0[0], hashed)]
+
+
+cdef inline int32_t cache_lookup(IdCache *cache, const unsigned char *q, int32_t n) noexcept nogil:
+    """The dictionary index of a cached id (see cache_slot for q and n), or -1."""
+    cdef uint64_t word0, word1
+    cdef CacheSlot *s = cache_slot(cache, q, n, &word0, &word1)
+    if s.word0 != word0 or s.word1 != word1:
+        return -1
+    if n > CACHE_WORD_BYTES - 2 and not same_bytes(q + CACHE_WORD_BYTES, s.tail, n - (CACHE_WORD_BYTES - 2)):
+        return -1
+    return s.index
+
+
+cdef inline void cache_insert(IdCache *cache, const unsigned char *q, int32_t n, int32_t index) noexcept nogil:
+    cdef uint64_t word0, word1
+    cdef CacheSlot *s = cache_slot(cache, q, n, &word0, &word1)
+    s.word0 = word0
+    s.word1 = word1
+    s.tail = q + CACHE_WORD_BYTES
+    s.index = index
+
+
+cdef int32_t cache_miss(const IdTable *table, IdCache *cache, const unsigned char *q, int32_t n,
+                        uint32_t tag) noexcept nogil:
+    """The header loop's way past a cache miss (q: the id's length prefix, whole in the
+    frame; tag: 1 when a tag byte follows, which must be 0): the id's index from the
+    table, now cached too, or -1 when the id is new or the tag byte is not 0."""
+    cdef int32_t index
+    if tag and q[2 + n] != 0:
+        return -1
+    index = id_lookup(table, q, n)
+    if index >= 0:
+        cache_insert(cache, q, n, index)
+    return index
+
+
 # ------------------------------------------------------------------ UTF-8
 cdef inline bint valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i = 0
@@ -748,7 +840,7 @@ cdef inline void general_row_done(Columns *c, Py_ssize_t i, bint *zeros_written,
 
 cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                            const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                           Py_ssize_t max_frame_size, const IdTable *ids,
+                                           Py_ssize_t max_frame_size, const IdTable *ids, IdCache *cache,
                                            bint body_offsets, bint clear_zero_columns) noexcept nogil:
     """The common case in a loop of its own: size-prefixed requests, whole, of a valid
     API version, with a client id seen before (or null) and no tagged fields.
@@ -765,7 +857,7 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
         block_end = i + 4096 if limit - i > 4096 else limit
         if clear_zero_columns:
             clear_zero_columns_of(c, i, block_end)
-        i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, body_offsets)
+        i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache, body_offsets)
         if i < block_end:
             break
     return i
@@ -773,7 +865,7 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
 
 cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                         const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                        Py_ssize_t max_frame_size, const IdTable *ids,
+                                        Py_ssize_t max_frame_size, const IdTable *ids, IdCache *cache,
                                         bint body_offsets) noexcept nogil:
     """Rows [i, limit) of scan_plain_requests, as far as they go. Column pointers
     are copied into locals first: a store through a one-byte column may alias any
@@ -789,13 +881,13 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
     cdef int32_t *body_offset = c.body_offset
     cdef uint8_t *present = c.present
     cdef Py_ssize_t pos = pos_io[0], next_pos, body
-    # The loop reads 24 bytes at every frame's client id (p + 8) before it knows the
-    # frame is that long: it leaves frames in the last 36 bytes to the general loop.
-    cdef Py_ssize_t last_pos = length - (4 + 8 + ID_WORD_BYTES)
+    # The loop reads 16 bytes at every frame's client id (p + 8) before it knows the
+    # frame is that long: it leaves frames in the last 28 bytes to the general loop.
+    cdef Py_ssize_t last_pos = length - (4 + 8 + CACHE_WORD_BYTES)
     cdef const unsigned char *p
     cdef uint32_t size, key_version, plain, tag, id_length, covered
-    cdef uint64_t word0, word1, word2
-    cdef const IdSlot *s
+    cdef uint64_t word0, word1
+    cdef const CacheSlot *s
     cdef int32_t index
     cdef uint8_t flags
     while i < limit and pos <= last_pos:
@@ -813,19 +905,16 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
         tag = plain >> 8                           # 1: header v2, whose tag section must be the byte 0
         id_length = kp_load_be16(p + 8)
         covered = id_length + 2 + tag              # the length prefix, the id and the tag byte
-        if covered <= ID_WORD_BYTES:
-            # One masked compare checks the id and the tag byte: a key in the table is
-            # zero past its id, so a match also proves the tag section empty.
-            word0 = kp_load_le64(p + 8) & WORD_MASK[0][covered]
-            word1 = kp_load_le64(p + 16) & WORD_MASK[1][covered]
-            word2 = kp_load_le64(p + 24) & WORD_MASK[2][covered]
-            s = &ids.slots[id_hash_words(ids, word0, word1, word2) >> ids.shift]
-            if (word0 ^ s.word0) | (word1 ^ s.word1) | (word2 ^ s.word2):
-                # Another id in the slot, or none: the rest of the probe run (-1: a new
-                # id, or a tag byte that is not 0). The hash is made again, not kept
-                # in a register across the loop.
-                index = id_find(ids, id_hash_words(ids, word0, word1, word2), word0, word1, word2,
-                                p + 8, <int32_t>id_length)
+        if covered <= CACHE_WORD_BYTES:
+            # One masked compare checks the id and the tag byte: a cached key is zero
+            # past its id, so a hit also proves the tag section empty.
+            word0 = kp_load_le64(p + 8) & CACHE_MASK0[covered]
+            word1 = kp_load_le64(p + 16) & CACHE_MASK1[covered]
+            s = &cache.slot[cache_hash(word0, word1)]
+            if (word0 ^ s.word0) | (word1 ^ s.word1):
+                # Not the id met last in this slot: the table knows every id seen
+                # (-1: a new id, or a tag byte that is not 0; the general loop's).
+                index = cache_miss(ids, cache, p + 8, <int32_t>id_length, tag)
                 if index < 0:
                     break
             else:
@@ -842,7 +931,9 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
             body = 10 + id_length + tag
             if body > <Py_ssize_t>size:
                 break
-            index = id_lookup(ids, p + 8, <int32_t>id_length)
+            index = cache_lookup(cache, p + 8, <int32_t>id_length)
+            if index < 0:
+                index = cache_miss(ids, cache, p + 8, <int32_t>id_length, tag)
             if index < 0 or (tag and p[10 + id_length] != 0):
                 break
             flags = <uint8_t>plain | F_CLIENT_ID
@@ -1137,6 +1228,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     cdef Py_ssize_t i = 0, pos = 0, framed = 0, start, n, capacity, limit
     cdef int32_t size
     cdef IdTable ids
+    cdef IdCache cache
     cdef bint wide = False, prefixed = offsets is None, no_memory = False, plain_requests, shared_zeros
     cdef bint zeros_written = False
     cdef Py_ssize_t zero_from = 0
@@ -1171,6 +1263,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     shared_zeros = plain_requests and not body_offsets
     memset(&c, 0, sizeof(c))
     memset(mapped, 0, sizeof(mapped))
+    id_cache_init(&cache)
     if id_table_init(&ids) < 0:
         id_table_free(&ids)
         raise MemoryError()
@@ -1189,10 +1282,10 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                     limit = capacity if count < 0 else min(capacity, count)
                     # Constant flags: one specialized loop each (see scan_plain_requests).
                     if shared_zeros:       # header-only: no body offsets, zeros left to general_row_done
-                        i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids,
+                        i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids, &cache,
                                                 False, False)
                     else:                  # body offsets (for the body passes), zeros block by block
-                        i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids,
+                        i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids, &cache,
                                                 True, True)
                     framed = pos
                 if count >= 0 and i >= count:
