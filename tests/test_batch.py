@@ -259,19 +259,24 @@ def _tagged_request(correlation_id: int, client_id: str) -> bytes:
             + m.MetadataRequest(topics=None).encode(12))
 
 
-@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
-@given(frames=st.lists(st.tuples(st.one_of(st.sampled_from(_ID_STEMS), st.none(),
-                                           st.integers(0, 600).map(lambda k: f"client-{k}")),
-                                 st.sampled_from(["v1", "v2", "tagged"])), max_size=80))
-def test_header_loop_client_ids_are_exact(frames):
-    """Every frame's client id, header version and tag count come out as sent, on both loops."""
+def _header_frames(frames) -> bytes:
+    """Size-prefixed requests from (client id, "v1" | "v2" | "tagged") pairs."""
     payloads = []
     for k, (client_id, kind) in enumerate(frames):
         if kind == "tagged" and client_id is not None:
             payloads.append(_tagged_request(k, client_id))
         else:
             payloads.append(metadata_request(12 if kind != "v1" else 4, k, client_id))
-    data = prefixed(*payloads)
+    return prefixed(*payloads)
+
+
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
+@given(frames=st.lists(st.tuples(st.one_of(st.sampled_from(_ID_STEMS), st.none(),
+                                           st.integers(0, 600).map(lambda k: f"client-{k}")),
+                                 st.sampled_from(["v1", "v2", "tagged"])), max_size=80))
+def test_header_loop_client_ids_are_exact(frames):
+    """Every frame's client id, header version and tag count come out as sent, on both loops."""
+    data = _header_frames(frames)
     names = ["py"] + (["c"] if kproto.extension_loaded() else [])
     results = on_each_implementation(names, lambda: kb.decode_frames(data).to_pylist())
     expected = [{"client_id": client_id, "correlation_id": k, "header_version": 1 if kind == "v1" else 2,
@@ -563,13 +568,7 @@ _EDGE_IDS = ["a" * 14, "a" * 13 + "b", "a" * 15, "a" * 22, "a" * 21 + "b", "a" *
 def test_c_and_python_agree_on_many_client_ids(frames):
     """Many ids at once (past the first table size), any text, both loops: same rows, same dictionary."""
     pytest.importorskip("kproto._c._batch")
-    payloads = []
-    for k, (client_id, kind) in enumerate(frames):
-        if kind == "tagged" and client_id is not None:
-            payloads.append(_tagged_request(k, client_id))
-        else:
-            payloads.append(metadata_request(12 if kind != "v1" else 4, k, client_id))
-    data = prefixed(*payloads)
+    data = _header_frames(frames)
     c, py = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data))
     assert c.to_pylist() == py.to_pylist()
     assert c["client_id"].dictionary.to_pylist() == py["client_id"].dictionary.to_pylist()
