@@ -87,6 +87,15 @@ cdef enum:
     HAS_TIMESTAMP = 2
     HAS_DELTA = 4
 
+# The layout constants above are compile-time copies of kproto/_common/records.py; a mismatch
+# must stop the import, not misread batches.
+if (LOG_OVERHEAD, V2_HEADER_SIZE, CRC_START, RECORD_COUNT_AT, ATTR_COMPRESSION, ATTR_TIMESTAMP_TYPE,
+        ATTR_TRANSACTIONAL, ATTR_CONTROL, ATTR_DELETE_HORIZON) != (
+        _common.LOG_OVERHEAD, _common.V2_HEADER_SIZE, _common.V2_ATTRIBUTES_AT, _common.V2_RECORDS_COUNT_AT,
+        _common.ATTR_COMPRESSION, _common.ATTR_TIMESTAMP_TYPE, _common.ATTR_TRANSACTIONAL,
+        _common.ATTR_CONTROL, _common.ATTR_DELETE_HORIZON):
+    raise ImportError("kproto/_c/_records.pyx: layout constants differ from kproto._common.records")
+
 
 cdef char *_FORMAT_BYTES = "B"
 

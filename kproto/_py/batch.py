@@ -15,6 +15,8 @@ import numpy as np
 
 from kproto import schema
 from kproto._common.batch import Status
+from kproto._common.records import (ATTR_COMPRESSION, LOG_OVERHEAD, MAGIC_AT, MIN_LENGTH_BY_MAGIC,
+                                    V2_ATTRIBUTES_AT, V2_RECORDS_COUNT_AT)
 from kproto._py import codec as _codec
 from kproto.errors import (
     DecodeError, InvalidLengthError, InvalidVarintError, LimitExceededError, TruncatedError,
@@ -321,20 +323,20 @@ def summarize_records(raw: bytes) -> dict:
     pos = batches = records = 0
     records_known = True
     codec = -1
-    while n - pos >= 17:
+    while n - pos > MAGIC_AT:
         length = struct.unpack_from(">i", raw, pos + 8)[0]
-        if length < 5 or length > n - pos - 12:
+        if length < 5 or length > n - pos - LOG_OVERHEAD:
             break
-        magic = raw[pos + 16]
+        magic = raw[pos + MAGIC_AT]
         if magic == 2:
-            if length < 49:
+            if length < MIN_LENGTH_BY_MAGIC[2]:
                 break
-            this_codec = struct.unpack_from(">H", raw, pos + 21)[0] & 7
-            records += struct.unpack_from(">i", raw, pos + 57)[0]
+            this_codec = struct.unpack_from(">H", raw, pos + V2_ATTRIBUTES_AT)[0] & ATTR_COMPRESSION
+            records += struct.unpack_from(">i", raw, pos + V2_RECORDS_COUNT_AT)[0]
         elif magic in (0, 1):
             if length < 6:
                 break
-            this_codec = raw[pos + 17] & 7
+            this_codec = raw[pos + MAGIC_AT + 1] & ATTR_COMPRESSION   # legacy attributes follow the magic
             if this_codec == 0:
                 records += 1
             else:
@@ -343,7 +345,7 @@ def summarize_records(raw: bytes) -> dict:
             break
         codec = this_codec if codec in (-1, this_codec) else 8
         batches += 1
-        pos += 12 + length
+        pos += LOG_OVERHEAD + length
     names = ("none", "gzip", "snappy", "lz4", "zstd")
     compression = None if codec == -1 else "mixed" if codec == 8 else \
         names[codec] if codec < len(names) else f"unknown({codec})"
