@@ -21,6 +21,7 @@ reported in the schema metadata (:func:`trailing_bytes`).
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, cast
 
 try:
@@ -800,9 +801,7 @@ def _names_topic_ids(plan: schema.StructPlan) -> bool:
     return any(op.child is not None and _names_topic_ids(op.child) for op in plan.fields + plan.tagged)
 
 
-_NAMING_VERSIONS: dict[int, frozenset[int]] | None = None
-
-
+@functools.cache
 def topic_naming_versions() -> dict[int, frozenset[int]]:
     """api_key -> the response versions with a struct that carries a topic ID and its name.
 
@@ -810,19 +809,16 @@ def topic_naming_versions() -> dict[int, frozenset[int]]:
     DescribeTopicPartitions, DeleteTopics v6+, ConsumerGroupDescribe ...), so a
     new definition that names topic IDs is found without a list kept here.
     """
-    global _NAMING_VERSIONS
-    if _NAMING_VERSIONS is None:
-        found: dict[int, frozenset[int]] = {}
-        for api_key in schema.api_keys():
-            name = schema.response_name(api_key)
-            if name is None:
-                continue
-            lo, hi = schema.spec(name)["valid_versions"]
-            versions = frozenset(v for v in range(lo, hi + 1) if _names_topic_ids(schema.plan(name, v)))
-            if versions:
-                found[api_key] = versions
-        _NAMING_VERSIONS = found
-    return _NAMING_VERSIONS
+    found: dict[int, frozenset[int]] = {}
+    for api_key in schema.api_keys():
+        name = schema.response_name(api_key)
+        if name is None:
+            continue
+        lo, hi = schema.spec(name)["valid_versions"]
+        versions = frozenset(v for v in range(lo, hi + 1) if _names_topic_ids(schema.plan(name, v)))
+        if versions:
+            found[api_key] = versions
+    return found
 
 
 def topic_names_schema() -> pa.Schema:

@@ -996,13 +996,13 @@ def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarr
     counts = distinct.group_by("exchange").aggregate([([], "count_all"), ("topic", "min"),
                                                       ("topic_id", "min")])
     single = counts.filter(pc.equal(counts["count_all"], 1))
-    topic: list[str | None] = [None] * m
-    topic_id: list[str | None] = [None] * m
-    for row, name, id_ in zip(single["exchange"].to_pylist(), single["topic_min"].to_pylist(),
-                              single["topic_id_min"].to_pylist()):
-        if row >= 0:   # a frame in no exchange (no correlation id) addresses nothing here
-            topic[row], topic_id[row] = name, id_
-    return pa.array(topic, pa.string()), pa.array(topic_id, pa.string())
+    exchange = single["exchange"].to_numpy()
+    in_exchange = exchange >= 0   # a frame in no exchange (no correlation id) addresses nothing here
+    index = np.full(m, -1, np.int64)
+    index[exchange[in_exchange]] = np.flatnonzero(in_exchange)
+    pick = pa.array(index, mask=index < 0)
+    return (single["topic_min"].combine_chunks().take(pick).cast(pa.string()),
+            single["topic_id_min"].combine_chunks().take(pick).cast(pa.string()))
 
 
 def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink, owned: np.ndarray | None = None,
