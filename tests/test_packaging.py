@@ -270,13 +270,18 @@ def test_license_is_an_spdx_expression_without_classifiers() -> None:
     assert "setuptools>=77" in requires, requires
 
 
-def _setup_module() -> types.ModuleType:
-    """setup.py as a module (its setup() call is behind ``__name__ == "__main__"``)."""
-    spec = importlib.util.spec_from_file_location("kproto_setup_py", ROOT / "setup.py")
+def _module_from(path, name: str) -> types.ModuleType:
+    """A script of the checkout loaded as a module, without running it as a program."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _setup_module() -> types.ModuleType:
+    """setup.py as a module (its setup() call is behind ``__name__ == "__main__"``)."""
+    return _module_from(ROOT / "setup.py", "kproto_setup_py")
 
 
 @needs_source_tree
@@ -358,11 +363,7 @@ def test_capture_and_batch_without_numpy_name_the_extra() -> None:
 
 
 def _extra_requirements_module() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("kproto_extra_requirements", ROOT / "scripts" / "extra_requirements.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _module_from(ROOT / "scripts" / "extra_requirements.py", "kproto_extra_requirements")
 
 
 @needs_source_tree
