@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from kproto._deprecation import warn
+
 REQUEST_FIELDS = ("request_api_key", "request_api_version", "correlation_id", "client_id", "_unknown_tags")
 RESPONSE_FIELDS = ("correlation_id", "_unknown_tags")
 
@@ -63,12 +65,16 @@ class RequestHeader:
         self.client_id = client_id
         self._unknown_tags = _unknown_tags
 
+    # Kafka names the header fields request_api_key / request_api_version; the short
+    # properties go in the release after 1.0 (docs/api.md).
     @property
     def api_key(self) -> int:
+        warn("RequestHeader.api_key", "RequestHeader.request_api_key")
         return self.request_api_key
 
     @property
     def api_version(self) -> int:
+        warn("RequestHeader.api_version", "RequestHeader.request_api_version")
         return self.request_api_version
 
     to_dict = header_dict

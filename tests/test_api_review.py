@@ -76,3 +76,30 @@ def test_return_types_follow_docs_api() -> None:
     assert isinstance(kb.pair(frames), pa.Table)
     assert isinstance(kb.partitions(frames["payload"], directions=frames["direction"]), pa.Table)
     assert isinstance(kb.decode_frames(frames["payload"], directions=frames["direction"]), pa.RecordBatch)
+
+
+@pytest.mark.parametrize("short, kafka", [("api_key", "request_api_key"), ("api_version", "request_api_version")])
+def test_request_header_short_names_warn_at_the_callers_line(short, kafka) -> None:
+    import kproto
+
+    header = kproto.RequestHeader(request_api_key=3, request_api_version=12, correlation_id=7, client_id="c")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = getattr(header, short)
+    assert value == getattr(header, kafka)
+    [warning] = caught
+    assert warning.category is DeprecationWarning
+    assert str(warning.message) == (f"RequestHeader.{short} is deprecated and will be removed in the next release; "
+                                    f"use RequestHeader.{kafka}")
+    assert warning.filename == __file__       # the caller's line, in both implementations
+
+
+def test_records_records_is_a_list_as_a_batchs_is(impl) -> None:
+    R = impl.load("records")
+    first = R.RecordBatch.encode([R.Record(value=b"a"), R.Record(value=b"b")], base_offset=0)
+    second = R.RecordBatch.encode([R.Record(value=b"c")], base_offset=2)
+    records = R.Records(first + second)
+    listed = records.records()
+    assert isinstance(listed, list) and isinstance(R.RecordBatch(first).records(), list)
+    assert [(r.offset, r.value) for r in listed] == [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert [r.value for batch in records.batches() for r in batch.records()] == [b"a", b"b", b"c"]

@@ -162,7 +162,7 @@ def test_header_objects_compare_pickle_and_dict_across_implementations():
                for name in _impl.available()]
     for h in headers:
         assert h == headers[0] and pickle.loads(pickle.dumps(h)) == h
-        assert h.api_key == 3 and h.api_version == 12
+        assert h.request_api_key == 3 and h.request_api_version == 12
         assert h.to_dict() == {"request_api_key": 3, "request_api_version": 12, "correlation_id": 9,
                                "client_id": "c", "_unknown_tags": {"1": "eA=="}}
         assert "client_id='c'" in repr(h)

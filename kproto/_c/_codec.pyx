@@ -1190,12 +1190,16 @@ cdef class RequestHeader:
         self.client_id = client_id
         self._unknown_tags = _unknown_tags
 
+    # Deprecated short names (docs/api.md). A Cython property makes no Python frame, so
+    # the warning points one level up less than the twin's.
     @property
     def api_key(self):
+        _warn_deprecated("RequestHeader.api_key", "RequestHeader.request_api_key", stacklevel=2)
         return self.request_api_key
 
     @property
     def api_version(self):
+        _warn_deprecated("RequestHeader.api_version", "RequestHeader.request_api_version", stacklevel=2)
         return self.request_api_version
 
     def to_dict(self):
@@ -1237,6 +1241,7 @@ cdef class ResponseHeader:
 
 
 from kproto._headers import header_dict, header_eq, header_fields, header_rebuild, header_repr
+from kproto._deprecation import warn as _warn_deprecated
 
 
 cdef str REQUEST_HEADER_NAME = "RequestHeader"

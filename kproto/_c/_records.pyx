@@ -398,9 +398,12 @@ cdef class Records:
         return memoryview(self)[self._scan():]
 
     def records(self):
-        """Every record of every complete batch, in order."""
+        """Every record of every complete batch, in order, as a list (like a batch's
+        ``records()``); walk ``batches()`` to hold one batch's records at a time."""
+        cdef list out = []
         for batch in _BatchIterator(self):
-            yield from batch.records()
+            out.extend(batch.records())
+        return out
 
     def to_arrow(self, bint batch_columns=True, bint zero_copy=False):
         """All records as a pyarrow.Table: offset, timestamp, key, value, header_count, headers

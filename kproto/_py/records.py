@@ -1039,10 +1039,13 @@ class Records:
         """The bytes of the cut-short batch at the end (empty when there is none)."""
         return self._view[self._scan():]
 
-    def records(self) -> Iterator[Record]:
-        """Every record of every complete batch, in order."""
+    def records(self) -> list[Record]:
+        """Every record of every complete batch, in order, as a list (like a batch's
+        ``records()``); walk ``batches()`` to hold one batch's records at a time."""
+        out: list[Record] = []
         for batch in self.batches():
-            yield from batch.records()
+            out.extend(batch.records())
+        return out
 
     # ---- columns
     def to_arrow(self, batch_columns: bool = True, zero_copy: bool = False):
