@@ -4,6 +4,7 @@
 #   scripts/setup.sh            virtualenv in .venv, build + test dependencies, the extension
 #   scripts/setup.sh --spark    also pyspark and a Java runtime (apt) for the Spark job
 #   scripts/setup.sh --capture  also tcpdump / tshark (apt) for the live-capture test
+#   scripts/setup.sh --browser  also a headless Chromium (apt) for the report's browser tests
 #   scripts/setup.sh --portability  also zig, cibuildwheel and actionlint (PyPI) for the
 #                               cross-compile and workflow checks (tests/test_portability.py)
 #
@@ -13,11 +14,13 @@ cd "$(dirname "$0")/.."
 
 want_spark=0
 want_capture=0
+want_browser=0
 want_portability=0
 for arg in "$@"; do
   case "$arg" in
     --spark) want_spark=1 ;;
     --capture) want_capture=1 ;;
+    --browser) want_browser=1 ;;
     --portability) want_portability=1 ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
@@ -88,6 +91,9 @@ step "building the Cython extension" .venv/bin/python setup.py build_ext --inpla
 
 if [ "$want_capture" = 1 ] && [ -x scripts/install-capture-tools.sh ]; then
   scripts/install-capture-tools.sh || true
+fi
+if [ "$want_browser" = 1 ] && [ -x scripts/install-browser.sh ]; then
+  scripts/install-browser.sh || true
 fi
 if [ "$want_portability" = 1 ] && [ -x scripts/install-portability-tools.sh ]; then
   scripts/install-portability-tools.sh

@@ -186,6 +186,16 @@ def test_report(analysis):
     assert "## Kafka 4.x readiness (KIP-896)" in (out / "report.md").read_text()
 
 
+def test_report_fits_the_page_in_a_browser(analysis):
+    from .test_report_browser import screenshot_tool
+
+    if screenshot_tool.browser() is None:
+        pytest.skip("no headless Chromium (scripts/install-browser.sh installs one)")
+    _result, out, _small, _big = analysis
+    assert screenshot_tool.main([str(out / "report.html"), "--png", str(out / "report.png")]) == 0
+    assert (out / "report.png").stat().st_size > 50_000
+
+
 def test_cli_help_lists_analyze():
     output = subprocess.run([sys.executable, "-m", "kproto.cli", "analyze", "--help"], capture_output=True,
                             text=True, check=True).stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -356,6 +357,25 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _when(iso: str | None) -> str:
+    """An ISO time of the facts as a table shows it: UTC (said in the header), no zone suffix."""
+    if not iso:
+        return "-"
+    return iso.replace("T", " ").removesuffix("+00:00")
+
+
+_NUMBER = re.compile(r"-?[\d,]+(\.\d+)?")
+
+
+def _cell(text: str) -> str:
+    """A table cell: numbers right-aligned, short tokens (addresses, versions) kept whole."""
+    if _NUMBER.fullmatch(text):
+        return f"<td class='n'>{html.escape(text)}</td>"
+    if len(text) <= 16 and " " not in text:
+        return f"<td class='t'>{html.escape(text)}</td>"
+    return f"<td>{html.escape(text)}</td>"
+
+
 def _mb(value: float | None) -> str:
     return "-" if value is None else f"{value / 1e6:,.3f}"
 
@@ -387,9 +407,43 @@ def _topic_label(topic: dict) -> str:
     return f"id:{topic['topic_id']}" if topic.get("topic_id") is not None else "-"
 
 
+def capture_names(facts: dict) -> tuple[str | None, dict[str, str]]:
+    """The captures' common parent folder, and each capture's name relative to it.
+
+    Paths of a run usually share a long prefix (``/data/caps/broker-1/...``); the report
+    says it once and shows the rest. A single capture keeps its file name; names that
+    are not paths (``*``, Parquet table names) stay as they are.
+    """
+    names = sorted({r["capture"] for r in facts["summary"] if r["capture"] != "*"}
+                   | {e["capture"] for e in facts.get("input_errors", [])})
+    folders = [name.split("/")[:-1] for name in names if "/" in name]
+    if not folders or len(folders) != len(names):
+        return None, {name: name for name in names}
+    common = folders[0]
+    for parts in folders[1:]:
+        while parts[:len(common)] != common:
+            common = common[:-1]
+    if not common or common == [""]:
+        return None, {name: name for name in names}
+    parent = "/".join(common)
+    return parent, {name: name[len(parent) + 1:] for name in names}
+
+
+def _shown_capture(names: dict[str, str], capture: str) -> str:
+    return names.get(capture, capture)
+
+
+#: Why a topic's compression can say "mixed" (kproto.batch.partitions).
+MIXED_COMPRESSION = ("\"mixed\": one record set held batches with different codecs (each batch names its own: "
+                     "a producer that changed compression.type, or a fetch spanning segments written before and "
+                     "after such a change); the other codecs listed are the record sets that used one.")
+
+
 def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """(title, note, header, rows) of every table in the report, shared by Markdown and HTML."""
     out = []
+    parent, names = capture_names(facts)
+    relative = f" Captures are named relative to {parent}/." if parent else ""
     total: dict[str, Any] = next((r for r in facts["summary"] if r["capture"] == "*"), {})
     input_errors = facts.get("input_errors", [])
     out.append(("Inputs not read completely",
@@ -397,22 +451,24 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                 "frames before each were analysed; the bytes from it on were not read."
                 if input_errors else "Every input was read completely.",
                 ["capture", "problem", "byte offset", "reason", "bytes not read"],
-                [[e["capture"], e["category"], _fmt(e["offset"]), e["reason"], _fmt(e["unread_bytes"])]
-                 for e in input_errors]))
+                [[_shown_capture(names, e["capture"]), e["category"], _fmt(e["offset"]), e["reason"],
+                  _fmt(e["unread_bytes"])] for e in input_errors]))
     losses = [(name, label) for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
     out.append(("What is not in frames",
                 "Where the bytes and packets of every input went that are not in a frame: only the kinds of loss "
                 "that occurred have a column." if losses else "Every byte and packet read is in a frame "
                 "(or is traffic other than TCP).",
                 ["capture", "file bytes"] + [label for _, label in losses] + ["accounted"],
-                [[r["capture"], _fmt(r.get("file_bytes"))] + [_fmt(r.get(name)) for name, _ in losses]
+                [[_shown_capture(names, r["capture"]), _fmt(r.get("file_bytes"))]
+                 + [_fmt(r.get(name)) for name, _ in losses]
                  + [_fmt(r.get("accounted"))] for r in facts["summary"]] if losses else []))
     out.append(("Captures and accounting",
                 "Every frame read is either decoded or counted as undecodable; every request is paired, "
-                "expects no response (acks=0) or is unpaired; every response is paired or unpaired.",
+                "expects no response (acks=0) or is unpaired; every response is paired or unpaired." + relative,
                 ["capture", "format", "packets", "connections", "frames", "ok", "undecodable", "paired",
                  "acks=0", "unpaired req", "unpaired resp", "skipped bytes", "accounted"],
-                [[r["capture"], _fmt(r.get("format")), _fmt(r.get("packets")), _fmt(r.get("connections")),
+                [[_shown_capture(names, r["capture"]), _fmt(r.get("format")), _fmt(r.get("packets")),
+                  _fmt(r.get("connections")),
                   _fmt(r.get("frames")), _fmt(r.get("frames_ok")), _fmt(r.get("frames_undecodable")),
                   _fmt(r.get("exchanges_paired")), _fmt(r.get("no_response_expected")),
                   _fmt(r.get("unpaired_requests")), _fmt(r.get("unpaired_responses")),
@@ -421,20 +477,21 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     out.append(("Clients and their software (KIP-511)",
                 "One row per client address and client.id; software from ApiVersions v3+ requests.",
                 ["client", "client_id", "software", "version", "connections", "requests", "APIs used",
-                 "removed in 4.x", "first seen", "last seen"],
+                 "removed in 4.x", "first seen (UTC)", "last seen (UTC)"],
                 [[_fmt(c["client_ip"]), _fmt(c["client_id"]), _fmt(c["client_software_name"]),
                   _fmt(c["client_software_version"]), _fmt(c["connections"]), _fmt(c["requests"]),
-                  _fmt(c["apis"]), _fmt(c["removed_in_4x_requests"]), _fmt(c["first_seen"]),
-                  _fmt(c["last_seen"])] for c in facts["clients"]]))
+                  _fmt(c["apis"]), _fmt(c["removed_in_4x_requests"]), _when(c["first_seen"]),
+                  _when(c["last_seen"])] for c in facts["clients"]]))
     readiness = facts["readiness"]
     out.append(("Kafka 4.x readiness (KIP-896)",
                 f"{readiness['removed_in_4x_requests']:,} request(s) from "
                 f"{readiness['clients_sending_removed_versions']} client(s) use versions Kafka 4.x removed; "
                 f"{readiness['deprecated_requests']:,} deprecated request(s) in all (the count KIP-896 tells "
                 "operators to bring to zero before upgrading).",
-                ["client", "client_id", "software", "API", "version", "requests", "first seen", "last seen"],
+                ["client", "client_id", "software", "API", "version", "requests", "first seen (UTC)",
+                 "last seen (UTC)"],
                 [[_fmt(r["client_ip"]), _fmt(r["client_id"]), _fmt(r["software_name"]), r["api_name"],
-                  str(r["api_version"]), _fmt(r["requests"]), _fmt(r["first_seen"]), _fmt(r["last_seen"])]
+                  str(r["api_version"]), _fmt(r["requests"]), _when(r["first_seen"]), _when(r["last_seen"])]
                  for r in readiness["removed"]]))
     out.append(("Deprecated versions still served by 4.x",
                 "Deprecated by KIP-896 but not removed in 4.x: worth upgrading, not blocking.",
@@ -475,7 +532,9 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     out.append(("Produce and fetch throughput by topic", "Record-set bytes (as sent, compressed) over the "
                 "span between the first and last frame of the topic-partition."
                 + (f" Topic IDs never named in this capture: {', '.join(unnamed)} — no {_topic_naming_responses()} "
-                   "response carrying them was captured, so they are shown as their ID." if unnamed else ""),
+                   "response carrying them was captured, so they are shown as their ID." if unnamed else "")
+                + (" " + MIXED_COMPRESSION if any("mixed" in (t["compression"] or "").split(",")
+                                                  for t in facts["topics"]) else ""),
                 ["topic", "partition", "produce MB", "produce records", "produce MB/s", "fetch MB",
                  "fetch records", "fetch MB/s", "compression"],
                 [[_topic_label(t), str(t["partition"]), _mb(t["produce_bytes"]), _fmt(t["produce_records"]),
@@ -515,22 +574,31 @@ def markdown(facts: dict) -> str:
 
 
 # ---------------------------------------------------------------- HTML and charts
+CHART_LABEL_CHARS = 34   # what fits left of the bars at 12 px
+
+
+def short_label(label: str, limit: int = CHART_LABEL_CHARS) -> str:
+    """``label``, or its start and an ellipsis when it is longer than ``limit`` characters."""
+    return label if len(label) <= limit else label[:limit - 1] + "\u2026"
+
+
 def bar_chart(title: str, labels: list[str], series: list[tuple[str, list[float]]], unit: str = "") -> str:
     """A horizontal bar chart as inline SVG (one bar per label and series)."""
     if not labels:
         return ""
     colors = ["#3b6ea5", "#e07b39", "#5aa469", "#b04a5a"]
     peak = max((v for _, values in series for v in values if v), default=1) or 1
-    bar, gap, label_width, width = 14, 6, 230, 720
+    bar, gap, label_width, width = 14, 6, 260, 760
     group = bar * len(series) + gap
     height = 40 + group * len(labels) + 20 * len(series)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" '
              f'aria-label="{html.escape(title)}">',
              f'<text x="0" y="16" font-weight="bold" font-size="14">{html.escape(title)}</text>']
     for i, label in enumerate(labels):
         y = 30 + i * group
         parts.append(f'<text x="{label_width - 6}" y="{y + bar * len(series) / 2 + 4}" text-anchor="end" '
-                     f'font-size="12">{html.escape(label[:34])}</text>')
+                     f'font-size="12"><title>{html.escape(label)}</title>{html.escape(short_label(label))}</text>')
         for j, (_name, values) in enumerate(series):
             value = values[i] or 0
             length = (width - label_width - 110) * value / peak
@@ -554,6 +622,7 @@ def charts(facts: dict) -> dict[str, str]:
     topics = facts["topics"]
     summary = [r for r in facts["summary"] if r["capture"] != "*"]
     clients = facts["clients"]
+    _parent, names = capture_names(facts)
     return {
         "API versions in use": bar_chart(
             "Requests per API version", [f"{r['api_name']} v{r['api_version']}" + (" (removed in 4.x)"
@@ -571,18 +640,23 @@ def charts(facts: dict) -> dict[str, str]:
             [("requests", [c["requests"] for c in clients]),
              ("removed in 4.x", [c["removed_in_4x_requests"] for c in clients])]),
         "Captures and accounting": bar_chart(
-            "Frames per capture", [r["capture"][-34:] for r in summary],
+            "Frames per capture", [_shown_capture(names, r["capture"]) for r in summary],
             [("decoded", [r.get("frames_ok") or 0 for r in summary]),
              ("undecodable", [r.get("frames_undecodable") or 0 for r in summary])]),
     }
 
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 1200px; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; max-width: 100%; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }
+th { overflow-wrap: normal; }
+svg { max-width: 100%; height: auto; }
+.scroll { overflow-x: auto; }
 th { background: #f0f3f7; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.t { white-space: nowrap; }
 .note { color: #555; }
 .warn { background: #fff4e5; border-left: 4px solid #e07b39; padding: 0.5em 1em; }
 """
@@ -612,12 +686,10 @@ def html_report(facts: dict) -> str:
         if not rows:
             parts.append("<p>None.</p>")
             continue
-        parts.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
+        parts.append("<div class='scroll'><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
         for row in rows:
-            cells = "".join(
-                f"<td class='n'>{html.escape(c)}</td>" if c.replace(",", "").replace(".", "").isdigit()
-                else f"<td>{html.escape(c)}</td>" for c in row)
+            cells = "".join(_cell(c) for c in row)
             parts.append(f"<tr>{cells}</tr>")
-        parts.append("</table>")
+        parts.append("</table></div>")
     parts.append("</body></html>")
     return "\n".join(parts)
