@@ -169,3 +169,18 @@ def test_header_objects_compare_pickle_and_dict_across_implementations():
     responses = [_impl.load("codec", name).ResponseHeader(correlation_id=4) for name in _impl.available()]
     assert all(r == responses[0] and r.to_dict() == {"correlation_id": 4} for r in responses)
     assert kproto.RequestHeader is _impl.load("codec").RequestHeader
+
+
+def test_the_c_header_version_tables_answer_as_the_schema_rule():
+    """The compiled modules read header versions from _wire's tables, filled from
+    kproto.schema.header_version: every key, every version, and beyond the tables' bounds."""
+    if "c" not in _impl.available():
+        pytest.skip("extension not built")
+    from kproto._c import _codec, _wire
+
+    assert _codec.header_version is _wire.header_version
+    for key in (-1, *range(0, 300), 32767):
+        for version in (-1, 0, 1, 2, 3, 4, 9, 12, 13, 62, 63, 64, 65, 1000, 32767):
+            for is_request in (True, False):
+                assert _wire.header_version(key, version, is_request) == \
+                    schema.header_version(key, version, is_request), (key, version, is_request)

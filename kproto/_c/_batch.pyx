@@ -28,6 +28,7 @@ cdef extern from "kp_platform.h" nogil:
     void *kp_column_resize(void *p, size_t old_bytes, size_t new_bytes)
     void kp_column_free(void *p, size_t bytes)
 
+from kproto._c._wire cimport *
 from kproto._c._buffer cimport kp_load_be16, kp_load_be32, kp_load_be64, kp_load_le64, kp_load_be_double
 from kproto._c._codec cimport (
     CPlan, FieldOp, native_plan,
@@ -45,30 +46,8 @@ from kproto.schema import _plain
 
 IMPLEMENTATION = "c"
 
-# Status codes: compile-time copies of kproto._common.batch.Status (checked below, at import).
-cdef enum:
-    ST_OK = 0
-    ST_TRUNCATED = 1
-    ST_BAD_LENGTH = 2
-    ST_UNKNOWN_API = 3
-    ST_UNSUPPORTED_VERSION = 4
-    ST_EMPTY_RESPONSE = 5
-    ST_MALFORMED = 6
-    ST_NO_REQUEST_INFO = 7
-    ST_NULL_FRAME = 8
-    ST_LIMIT_EXCEEDED = 9
-    ST_NO_MEMORY = 250
-
-STATUS_NUMBERS = {
-    "OK": ST_OK, "TRUNCATED": ST_TRUNCATED, "BAD_LENGTH": ST_BAD_LENGTH,
-    "UNKNOWN_API": ST_UNKNOWN_API, "UNSUPPORTED_VERSION": ST_UNSUPPORTED_VERSION,
-    "EMPTY_RESPONSE": ST_EMPTY_RESPONSE, "MALFORMED": ST_MALFORMED,
-    "NO_REQUEST_INFO": ST_NO_REQUEST_INFO, "NULL_FRAME": ST_NULL_FRAME,
-    "LIMIT_EXCEEDED": ST_LIMIT_EXCEEDED,
-}
-# The C constants mirror the one definition; a mismatch must stop the import, not mislabel rows.
-if STATUS_NUMBERS != {status.name: int(status) for status in Status}:
-    raise ImportError("kproto/_c/_batch.pyx: ST_* constants differ from kproto._common.batch.Status")
+# Status numbers (ST_*) come from the wire layer, checked there against kproto._common.batch.Status.
+from kproto._c._wire import STATUS_NUMBERS
 
 cdef enum:
     MAX_KEY = 256
@@ -84,7 +63,6 @@ cdef int16_t valid_hi[2][MAX_KEY]
 cdef int16_t deprecated_lo[2][MAX_KEY]
 cdef int16_t deprecated_hi[2][MAX_KEY]
 cdef int16_t min_4x[2][MAX_KEY]
-cdef int16_t flexible_from[2][MAX_KEY]
 
 
 cdef void load_tables():
@@ -96,7 +74,6 @@ cdef void load_tables():
             deprecated_lo[d][key] = -1
             deprecated_hi[d][key] = -2
             min_4x[d][key] = -1
-            flexible_from[d][key] = -1
     for info in schema.MESSAGES.values():
         if info["type"] not in ("request", "response") or info["api_key"] is None:
             continue
@@ -112,8 +89,6 @@ cdef void load_tables():
                 break
         if info["min_version_4x"] is not None:
             min_4x[d][key] = info["min_version_4x"]
-        if info["flexible_versions"] is not None:
-            flexible_from[d][key] = info["flexible_versions"][0]
 
 
 # One byte per (direction, api_key, version) for the hot loop: header version and
@@ -156,23 +131,6 @@ cdef void load_info_table():
         for key in range(MAX_KEY):
             for version in range(MAX_VERSION):
                 info_table[d][key][version] = compute_info(d, key, version)
-
-
-# The header version rules of kproto.schema.header_version, as GIL-free lookups.
-cdef inline int request_header_version(int key, int version) noexcept nogil:
-    if key == 7 and version == 0:
-        return 0
-    if 0 <= key < MAX_KEY and flexible_from[0][key] >= 0 and version >= flexible_from[0][key]:
-        return 2
-    return 1
-
-
-cdef inline int response_header_version(int key, int version) noexcept nogil:
-    if key == 18:
-        return 0
-    if 0 <= key < MAX_KEY and flexible_from[1][key] >= 0 and version >= flexible_from[1][key]:
-        return 1
-    return 0
 
 
 load_tables()
@@ -505,40 +463,6 @@ cdef int32_t cache_miss(const IdTable *table, IdCache *cache, const unsigned cha
     return index
 
 
-# ------------------------------------------------------------------ UTF-8
-cdef inline bint valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i = 0
-    cdef unsigned char c, c1
-    while i < n:
-        c = p[i]
-        if c < 0x80:
-            i += 1
-            continue
-        if c < 0xC2 or c > 0xF4:
-            return False
-        if c < 0xE0:
-            if i + 1 >= n or (p[i + 1] & 0xC0) != 0x80:
-                return False
-            i += 2
-            continue
-        if i + 2 >= n:
-            return False
-        c1 = p[i + 1]
-        if (c1 & 0xC0) != 0x80 or (p[i + 2] & 0xC0) != 0x80:
-            return False
-        if c < 0xF0:
-            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
-                return False   # overlong, or a UTF-16 surrogate
-            i += 3
-            continue
-        if i + 3 >= n or (p[i + 3] & 0xC0) != 0x80:
-            return False
-        if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
-            return False       # overlong, or above U+10FFFF
-        i += 4
-    return True
-
-
 # ------------------------------------------------------------------ the header pass
 # Which optional values a frame has: one byte per frame while scanning, split into
 # Arrow validity bitmaps afterwards (cheaper than eight read-modify-writes per frame).
@@ -597,51 +521,6 @@ cdef inline void fail(Columns *c, Py_ssize_t i, int status, Py_ssize_t where) no
     set_bit(c, i, F_ERROR)
 
 
-cdef inline int read_uvarint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, uint32_t *out) noexcept nogil:
-    """0, or the status of the failure (the failing byte's offset left in *pos)."""
-    cdef uint32_t value = 0
-    cdef uint32_t b
-    cdef int shift = 0
-    while True:
-        if pos[0] >= n:
-            return ST_TRUNCATED
-        b = p[pos[0]]
-        if shift == 28 and (b & 0xF0):
-            return ST_MALFORMED
-        pos[0] += 1
-        value |= (b & 0x7F) << shift
-        if not (b & 0x80):
-            out[0] = value
-            return 0
-        shift += 7
-
-
-cdef inline int skip_tags(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, int32_t *count_out) noexcept nogil:
-    """Skip a tagged-field section: 0, or the status of the failure (offset in *pos)."""
-    cdef uint32_t count, k, tag, size
-    cdef int64_t previous = -1
-    cdef int st = read_uvarint(p, n, pos, &count)
-    if st:
-        return st
-    if count > <uint32_t>(n - pos[0]):
-        return ST_BAD_LENGTH
-    count_out[0] = <int32_t>count
-    for k in range(count):
-        st = read_uvarint(p, n, pos, &tag)
-        if st:
-            return st
-        if <int64_t>tag <= previous:
-            return ST_MALFORMED
-        previous = tag
-        st = read_uvarint(p, n, pos, &size)
-        if st:
-            return st
-        if size > <uint32_t>(n - pos[0]):
-            return ST_TRUNCATED
-        pos[0] += size
-    return 0
-
-
 cdef inline void api_checks(Columns *c, Py_ssize_t i, int d, int key, int version, Py_ssize_t body) noexcept nogil:
     if key < 0 or key >= MAX_KEY or valid_lo[d][key] < 0:
         fail(c, i, ST_UNKNOWN_API, body)
@@ -659,7 +538,7 @@ cdef int32_t new_client(IdTable *ids, const unsigned char *q, int32_t length) no
     """Dictionary index of a client id not in the table yet (q: its length prefix):
     -1 not UTF-8, -2 out of memory."""
     cdef int32_t index
-    if not valid_utf8(q + 2, length):
+    if not wire_utf8_valid(q + 2, length):
         return -1
     index = id_add(ids, q, length)
     return -2 if index < 0 else index
@@ -722,7 +601,7 @@ cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, 
             c.tag_count[i] = 0
             pos += 1
         else:
-            st = skip_tags(p, n, &pos, &c.tag_count[i])
+            st = wire_skip_tags(p, n, &pos, &c.tag_count[i])
             if st:
                 c.present[i] = flags
                 fail(c, i, st, pos)
@@ -754,7 +633,7 @@ cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p,
     c.api_key[i] = <int16_t>key
     c.api_version[i] = <int16_t>version
     set_bit(c, i, F_API)
-    hv = response_header_version(key, version)
+    hv = version_info(1, key, version) & I_HEADER_VERSION
     c.header_version[i] = <int8_t>hv
     set_bit(c, i, F_HEADER_VERSION)
     if n == 4:
@@ -762,7 +641,7 @@ cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p,
         fail(c, i, ST_EMPTY_RESPONSE, 4)
         return
     if hv >= 1:
-        st = skip_tags(p, n, &pos, &c.tag_count[i])
+        st = wire_skip_tags(p, n, &pos, &c.tag_count[i])
         if st:
             fail(c, i, st, pos)
             return
@@ -1714,7 +1593,7 @@ cdef int put_string(JCtx *x, const unsigned char *p, Py_ssize_t n) noexcept nogi
     cdef Py_ssize_t i, run = 0
     cdef unsigned char ch
     cdef char esc[6]
-    if not valid_utf8(p, n):
+    if not wire_utf8_valid(p, n):
         return jfail(x, ST_MALFORMED)
     if put_char(x, b'"') < 0:
         return -1
@@ -1752,7 +1631,7 @@ cdef inline int jneed(JCtx *x, Py_ssize_t n) noexcept nogil:
 
 cdef inline int juvarint(JCtx *x, uint32_t *out) noexcept nogil:
     cdef Py_ssize_t pos = x.p - x.start
-    cdef int st = read_uvarint(x.start, x.end - x.start, &pos, out)
+    cdef int st = wire_uvarint(x.start, x.end - x.start, &pos, out)
     x.p = x.start + pos
     if st:
         return jfail(x, st)
@@ -1944,7 +1823,7 @@ cdef inline Py_ssize_t length_at(const unsigned char *p, bint compact, bint wide
     cdef Py_ssize_t pos = 0
     cdef uint32_t u = 0
     if compact:
-        read_uvarint(p, 5, &pos, &u)
+        wire_uvarint(p, 5, &pos, &u)
         prefix[0] = pos
         return <Py_ssize_t>u - 1
     prefix[0] = 4 if wide else 2

@@ -9,6 +9,8 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
                           uint8_t, uint16_t, uint32_t, uint64_t)
 from libc.string cimport memcpy
 
+from kproto._c._wire cimport ST_TRUNCATED, wire_uvarint, wire_uvarlong
+
 cdef extern from "kp_endian.h":
     uint16_t kp_load_be16(const unsigned char *p) nogil
     uint32_t kp_load_be32(const unsigned char *p) nogil
@@ -149,39 +151,29 @@ cdef inline double read_float64(ByteReader *r) except? -1.0:
     return v
 
 
-# ---- varints: at most 5 bytes for 32 bits, 10 for 64; overflowing bits are an error ----
+# ---- varints: the wire layer's readers (_wire.pxd), raising at the failing byte ----
 cdef inline uint32_t read_unsigned_varint(ByteReader *r) except? 0xFFFFFFFF:
+    cdef Py_ssize_t pos = 0
     cdef uint32_t value = 0
-    cdef uint32_t b
-    cdef int shift = 0
-    while True:
-        if r.p >= r.end:
-            raise_truncated(r, 1)
-        b = r.p[0]
-        if shift == 28 and (b & 0xF0):
-            raise_invalid_varint(r, "unsigned varint longer than 5 bytes or above 32 bits")
-        r.p += 1
-        value |= (b & 0x7F) << shift
-        if not (b & 0x80):
-            return value
-        shift += 7
+    cdef int status = wire_uvarint(r.p, r.end - r.p, &pos, &value)
+    r.p += pos
+    if status == ST_TRUNCATED:
+        raise_truncated(r, 1)
+    elif status:
+        raise_invalid_varint(r, "unsigned varint longer than 5 bytes or above 32 bits")
+    return value
 
 
 cdef inline uint64_t read_unsigned_varlong(ByteReader *r) except? 0xFFFFFFFFFFFFFFFF:
+    cdef Py_ssize_t pos = 0
     cdef uint64_t value = 0
-    cdef uint64_t b
-    cdef int shift = 0
-    while True:
-        if r.p >= r.end:
-            raise_truncated(r, 1)
-        b = r.p[0]
-        if shift == 63 and (b & 0xFE):
-            raise_invalid_varint(r, "varlong longer than 10 bytes or above 64 bits")
-        r.p += 1
-        value |= (b & 0x7F) << shift
-        if not (b & 0x80):
-            return value
-        shift += 7
+    cdef int status = wire_uvarlong(r.p, r.end - r.p, &pos, &value)
+    r.p += pos
+    if status == ST_TRUNCATED:
+        raise_truncated(r, 1)
+    elif status:
+        raise_invalid_varint(r, "varlong longer than 10 bytes or above 64 bits")
+    return value
 
 
 cdef inline int32_t read_varint(ByteReader *r) except? -1:

@@ -13,6 +13,8 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, u
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memmove, memcmp
 
+from kproto._c._wire cimport request_header_version
+
 import ipaddress
 
 import numpy as np
@@ -42,27 +44,21 @@ cdef uint32_t LINK_SLL2 = _shapes.LINK_SLL2
 cdef uint32_t LINK_IPV4 = _shapes.LINK_IPV4
 cdef uint32_t LINK_IPV6 = _shapes.LINK_IPV6
 
+cdef extern from "kp_endian.h":
+    uint16_t kp_load_be16(const unsigned char *p) nogil
+    uint32_t kp_load_be32(const unsigned char *p) nogil
+    uint16_t kp_load_le16(const unsigned char *p) nogil
+    uint32_t kp_load_le32(const unsigned char *p) nogil
+
 cdef extern from *:
     """
     #include <stdint.h>
     #include <string.h>
     #include "kp_platform.h"
-    static inline uint16_t kpc_be16(const unsigned char *p) { return (uint16_t)((p[0] << 8) | p[1]); }
-    static inline uint32_t kpc_be32(const unsigned char *p) {
-        return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-    }
-    static inline uint16_t kpc_le16(const unsigned char *p) { return (uint16_t)((p[1] << 8) | p[0]); }
-    static inline uint32_t kpc_le32(const unsigned char *p) {
-        return ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | p[0];
-    }
     static inline int64_t kpc_binary_ts(uint64_t units, int exponent) {
         return (int64_t)kp_mul_shr_u64(units, 1000000000u, (unsigned)exponent);
     }
     """
-    uint16_t kpc_be16(const unsigned char *p) nogil
-    uint32_t kpc_be32(const unsigned char *p) nogil
-    uint16_t kpc_le16(const unsigned char *p) nogil
-    uint32_t kpc_le32(const unsigned char *p) nogil
     int64_t kpc_binary_ts(uint64_t units, int exponent) nogil
 
 # Indexes into the per-direction counters (same order as HALF_COUNTERS).
@@ -440,8 +436,8 @@ cdef class Engine:
         if self.error is None and self.format == FORMAT_NONE:
             if n < 4:
                 return 0
-            magic_le = kpc_le32(p)
-            magic_be = kpc_be32(p)
+            magic_le = kp_load_le32(p)
+            magic_be = kp_load_be32(p)
             if magic_le == PCAPNG_SHB:
                 self.format = FORMAT_PCAPNG
             elif (magic_le == PCAP_MAGIC_US or magic_le == PCAP_MAGIC_NS
@@ -470,10 +466,10 @@ cdef class Engine:
         self.error = (category, reason, self.cnt[C_FILE_BYTES] + pos)
 
     cdef inline uint32_t _u32(self, const unsigned char *p) noexcept:
-        return kpc_be32(p) if self.big_endian else kpc_le32(p)
+        return kp_load_be32(p) if self.big_endian else kp_load_le32(p)
 
     cdef inline uint16_t _u16(self, const unsigned char *p) noexcept:
-        return kpc_be16(p) if self.big_endian else kpc_le16(p)
+        return kp_load_be16(p) if self.big_endian else kp_load_le16(p)
 
     cdef Py_ssize_t _feed_pcap(self, const unsigned char *p, Py_ssize_t end, Py_ssize_t pos) except -1:
         cdef uint32_t seconds, fraction, caplen, origlen
@@ -499,9 +495,9 @@ cdef class Engine:
         while end - pos >= 12 and not self._batch_ready():
             block_type = self._u32(p + pos)
             if block_type == PCAPNG_SHB:
-                if kpc_le32(p + pos + 8) == PCAPNG_BOM:
+                if kp_load_le32(p + pos + 8) == PCAPNG_BOM:
                     self.big_endian = False
-                elif kpc_be32(p + pos + 8) == PCAPNG_BOM:
+                elif kp_load_be32(p + pos + 8) == PCAPNG_BOM:
                     self.big_endian = True
                 else:
                     self._stop("bad_block", "pcapng section header with a bad byte-order magic", pos)
@@ -617,33 +613,33 @@ cdef class Engine:
             if n < 14:
                 self.cnt[C_MALFORMED] += 1
                 return 0
-            ethertype = kpc_be16(pkt + 12)
+            ethertype = kp_load_be16(pkt + 12)
             off = 14
             while ethertype == 0x8100 or ethertype == 0x88A8 or ethertype == 0x9100:
                 if n - off < 4:
                     self.cnt[C_MALFORMED] += 1
                     return 0
-                ethertype = kpc_be16(pkt + off + 2)
+                ethertype = kp_load_be16(pkt + off + 2)
                 off += 4
         elif linktype == LINK_SLL:
             if n < 16:
                 self.cnt[C_MALFORMED] += 1
                 return 0
-            ethertype = kpc_be16(pkt + 14)
+            ethertype = kp_load_be16(pkt + 14)
             off = 16
         elif linktype == LINK_SLL2:
             if n < 20:
                 self.cnt[C_MALFORMED] += 1
                 return 0
-            ethertype = kpc_be16(pkt)
+            ethertype = kp_load_be16(pkt)
             off = 20
         elif linktype == LINK_NULL or linktype == LINK_LOOP:
             if n < 4:
                 self.cnt[C_MALFORMED] += 1
                 return 0
-            family = kpc_le32(pkt) if linktype == LINK_NULL else kpc_be32(pkt)
+            family = kp_load_le32(pkt) if linktype == LINK_NULL else kp_load_be32(pkt)
             if linktype == LINK_NULL and family > 0xFFFF:
-                family = kpc_be32(pkt)
+                family = kp_load_be32(pkt)
             ethertype = 0x0800 if family == 2 else (0x86DD if family in (10, 24, 28, 30) else 0)
             off = 4
         elif linktype == LINK_RAW or linktype == LINK_RAW_DLT or linktype == LINK_RAW_DLT_OPENBSD:
@@ -664,13 +660,13 @@ cdef class Engine:
                 self.cnt[C_MALFORMED] += 1
                 return 0
             ihl = (pkt[off] & 0x0F) * 4
-            total = kpc_be16(pkt + off + 2)
+            total = kp_load_be16(pkt + off + 2)
             if total == 0:
                 total = max(<Py_ssize_t>origlen, n) - off
             if ihl < 20 or total < ihl or n - off < ihl:
                 self.cnt[C_MALFORMED] += 1
                 return 0
-            if kpc_be16(pkt + off + 6) & 0x3FFF:
+            if kp_load_be16(pkt + off + 6) & 0x3FFF:
                 self.cnt[C_IP_FRAGMENTS] += 1
                 return 0
             if pkt[off + 9] != 6:
@@ -685,7 +681,7 @@ cdef class Engine:
             if n - off < 40 or pkt[off] >> 4 != 6:
                 self.cnt[C_MALFORMED] += 1
                 return 0
-            payload_len = kpc_be16(pkt + off + 4)
+            payload_len = kp_load_be16(pkt + off + 4)
             next_header = pkt[off + 6]
             src = pkt + off + 8
             dst = pkt + off + 24
@@ -704,7 +700,7 @@ cdef class Engine:
                     if n - tcp < 8:
                         self.cnt[C_MALFORMED] += 1
                         return 0
-                    if kpc_be16(pkt + tcp + 2) & 0xFFF9:
+                    if kp_load_be16(pkt + tcp + 2) & 0xFFF9:
                         self.cnt[C_IP_FRAGMENTS] += 1
                         return 0
                     next_header = pkt[tcp]
@@ -726,7 +722,7 @@ cdef class Engine:
         captured_end = min(n, ip_end)
         self.cnt[C_TCP_PACKETS] += 1
         self.cnt[C_TCP_PAYLOAD_BYTES] += captured_end - data_start
-        self._segment(src, dst, addr_len, kpc_be16(pkt + tcp), kpc_be16(pkt + tcp + 2), kpc_be32(pkt + tcp + 4),
+        self._segment(src, dst, addr_len, kp_load_be16(pkt + tcp), kp_load_be16(pkt + tcp + 2), kp_load_be32(pkt + tcp + 4),
                       pkt[tcp + 13], pkt + data_start, captured_end - data_start, ip_end - data_start, ts)
         return 0
 
@@ -922,7 +918,7 @@ cdef class Engine:
         half.c[H_GAPS] += 1
         half.c[H_GAP_BYTES] += hole_end - half.next_pos
         if half.synced and half.length >= 4:
-            size = <int32_t>kpc_be32(half.data())
+            size = <int32_t>kp_load_be32(half.data())
             if 0 <= size <= self.max_frame_size:
                 resume = half.buf_pos + 4 + size
         half.c[H_SKIPPED_BYTES] += half.length
@@ -943,17 +939,17 @@ cdef class Engine:
         cdef uint16_t api_key, version, client_id
         if size < 8 or avail < 8:
             return False
-        api_key = kpc_be16(p)
-        version = kpc_be16(p + 2)
+        api_key = kp_load_be16(p)
+        version = kp_load_be16(p + 2)
         if api_key >= self.n_versions or <int>version > self.versions[api_key]:
             return False
-        if <int32_t>kpc_be32(p + 4) < 0:
+        if <int32_t>kp_load_be32(p + 4) < 0:
             return False
-        if api_key == 7 and version == 0:
+        if request_header_version(api_key, version) == 0:   # no client id field
             return True
         if size < 10 or avail < 10:
             return False
-        client_id = kpc_be16(p + 8)
+        client_id = kp_load_be16(p + 8)
         if client_id >= 0x8000:
             return client_id == 0xFFFF
         return client_id <= size - 10
@@ -963,7 +959,7 @@ cdef class Engine:
         cdef int role
         if avail < 8:
             return -1
-        size = <int32_t>kpc_be32(p)
+        size = <int32_t>kp_load_be32(p)
         if size < 4 or size > self.max_frame_size:
             return 0
         if avail < min(14, 4 + <Py_ssize_t>size):
@@ -971,7 +967,7 @@ cdef class Engine:
         role = -1 if conn.client_side < 0 else (0 if conn.client_side == half.side else 1)
         if role != 1 and self._request_ok(p + 4, avail - 4, size):
             return 1
-        if role != 0 and <int32_t>kpc_be32(p + 4) >= 0:
+        if role != 0 and <int32_t>kp_load_be32(p + 4) >= 0:
             return 1
         return 0
 
@@ -990,8 +986,8 @@ cdef class Engine:
                     i = length
                 break
             if ok:
-                after = i + 4 + <int32_t>kpc_be32(buf + i)
-                confirmed = other.has_corr(<int32_t>kpc_be32(buf + i + 4))
+                after = i + 4 + <int32_t>kp_load_be32(buf + i)
+                confirmed = other.has_corr(<int32_t>kp_load_be32(buf + i + 4))
                 if not confirmed:
                     next_ok = self._header_ok(conn, half, buf + after, length - after) if after <= length else -1
                     if next_ok < 0:
@@ -1024,7 +1020,7 @@ cdef class Engine:
             if half.length < 4:
                 return 0
             buf = half.data()
-            size = <int32_t>kpc_be32(buf)
+            size = <int32_t>kp_load_be32(buf)
             if size < 4 or size > self.max_frame_size:
                 half.synced = False
                 half.c[H_RESYNCS] += 1
@@ -1045,7 +1041,7 @@ cdef class Engine:
             half.c[H_FRAMES] += 1
             half.c[H_FRAME_BYTES] += 4 + size
             if self._request_ok(buf + 4, size, size):
-                half.add_corr(<int32_t>kpc_be32(buf + 8))
+                half.add_corr(<int32_t>kp_load_be32(buf + 8))
                 conn.request_like[half.side] += 1
             if conn.client_side < 0:
                 self._infer(conn, half, half.sequence, first_ts, last_ts, size,
@@ -1059,7 +1055,7 @@ cdef class Engine:
                     int32_t size, bytes payload) except -1:
         conn.undecided.append((half.side, sequence, first_ts, last_ts, size, payload))
         cdef _Half other = conn.half(1 - half.side)
-        if size >= 4 and other.has_corr(<int32_t>kpc_be32(<const unsigned char *><char *>payload)):
+        if size >= 4 and other.has_corr(<int32_t>kp_load_be32(<const unsigned char *><char *>payload)):
             self._decide(conn, 1 - half.side, 2)
         elif len(conn.undecided) >= MAX_UNDECIDED_FRAMES:
             self._guess(conn)
@@ -1191,7 +1187,7 @@ def scan_frames(data, max_frame_size=100 * 1024 * 1024, max_frames=1 << 62):
         end = view.len
         # First pass: find the frames; second: copy their payloads.
         while end - pos >= 4 and count < max_count:
-            size = <int32_t>kpc_be32(p + pos)
+            size = <int32_t>kp_load_be32(p + pos)
             if size < 0 or size > max_size:
                 error = f"invalid frame size {size} (maximum {max_frame_size})"
                 break
@@ -1211,7 +1207,7 @@ def scan_frames(data, max_frame_size=100 * 1024 * 1024, max_frames=1 << 62):
         count = 0
         total = 0
         while pos < limit:
-            size = <int32_t>kpc_be32(p + pos)
+            size = <int32_t>kp_load_be32(p + pos)
             s_ptr[count] = pos + 4
             z_ptr[count] = size
             memcpy(d_ptr + total, p + pos + 4, size)

@@ -53,5 +53,3 @@ cdef class CPlan:
 cdef CPlan native_plan(object plan)
 cdef object read_struct(ByteReader *r, CPlan plan, object source)
 cdef object read_struct_top(ByteReader *r, CPlan plan, object source)
-cdef int request_header_version(int api_key, int api_version) noexcept
-cdef int response_header_version(int api_key, int api_version) noexcept

@@ -22,15 +22,13 @@ from libc.stdint cimport INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, INT32_MIN, IN
 from libc.string cimport memcmp, memcpy
 
 from kproto._c._buffer cimport *
+from kproto._c._wire cimport request_header_version, response_header_version, wire_utf8_valid
 
 from kproto import schema
 from kproto.errors import (
     DecodeError, EncodeError, InvalidLengthError, LimitExceededError,
     UnsupportedRequestError,
 )
-
-cdef extern from "kp_utf8.h":
-    int kp_utf8_valid(const unsigned char *p, Py_ssize_t n) nogil
 
 cdef extern from "Python.h":
     object PyType_GenericAlloc(PyTypeObject *tp, Py_ssize_t nitems)
@@ -52,7 +50,6 @@ assert (schema.BOOL, schema.INT32, schema.STRING, schema.RECORDS, schema.STRUCT,
 
 cdef enum:
     MAX_TAGGED_PER_STRUCT = 64
-    MAX_API_KEY = 256
 
 
 cdef Py_ssize_t slot_offset(object cls, str name) except -1:
@@ -600,7 +597,7 @@ cdef int skip_string(ByteReader *r, bint compact, bint nullable) except -1:
     else:
         n = read_length16(r, nullable, "string length")
     if n > 0:
-        if not r.prevalidated and not kp_utf8_valid(r.p, n):
+        if not r.prevalidated and not wire_utf8_valid(r.p, n):
             read_str_body(r, n)   # raises the decoder's own error, at the same offset
         r.p += n
     return 0
@@ -1121,50 +1118,8 @@ def encode_struct(obj, plan, writer=None):
 
 
 # ------------------------------------------------------------------ headers
-cdef signed char request_flexible_from[MAX_API_KEY]
-cdef signed char response_flexible_from[MAX_API_KEY]
-
-
-cdef void load_flexible_tables():
-    cdef int key
-    for key in range(MAX_API_KEY):
-        request_flexible_from[key] = -1
-        response_flexible_from[key] = -1
-    for name, info in schema.MESSAGES.items():
-        key = info["api_key"] if info["api_key"] is not None else -1
-        flex = info["flexible_versions"]
-        if key < 0 or key >= MAX_API_KEY or flex is None:
-            continue
-        if info["type"] == "request":
-            request_flexible_from[key] = flex[0]
-        elif info["type"] == "response":
-            response_flexible_from[key] = flex[0]
-
-
-load_flexible_tables()
-
-
-cdef int request_header_version(int api_key, int api_version) noexcept:
-    if api_key == 7 and api_version == 0:
-        return 0
-    if 0 <= api_key < MAX_API_KEY and request_flexible_from[api_key] >= 0 \
-            and api_version >= request_flexible_from[api_key]:
-        return 2
-    return 1
-
-
-cdef int response_header_version(int api_key, int api_version) noexcept:
-    if api_key == 18:
-        return 0
-    if 0 <= api_key < MAX_API_KEY and response_flexible_from[api_key] >= 0 \
-            and api_version >= response_flexible_from[api_key]:
-        return 1
-    return 0
-
-
-def header_version(int api_key, int api_version, bint is_request):
-    return request_header_version(api_key, api_version) if is_request \
-        else response_header_version(api_key, api_version)
+# The header-version rule is kproto.schema.header_version, read into C tables by _wire.
+from kproto._c._wire import header_version
 
 
 @cython.final

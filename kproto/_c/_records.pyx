@@ -24,6 +24,7 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, 
                           INT64_MIN, INT64_MAX)
 from libc.string cimport memcmp, memcpy, memset
 
+from kproto._c._wire cimport wire_utf8_valid
 from kproto._c._buffer cimport (
     ByteReader, ByteWriter, reader_init, read_int8, read_int64, read_varint, read_varlong,
     read_length32, raise_decode, raise_invalid_length, writer_init, writer_free, writer_reserve,
@@ -1428,7 +1429,7 @@ cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py
         for j in range(header_count):
             header = spans.add_header()
             header.key_len = _span_bytes(&r, &header.key, "header key length")
-            if header.key_len > 0 and not _valid_utf8(header.key, header.key_len):
+            if header.key_len > 0 and not wire_utf8_valid(header.key, header.key_len):
                 _raise_bad_header_key(&r, header.key, header.key_len)
             header.value_len = _span_bytes(&r, &header.value, "header value length")
         if r.p != record_end:
@@ -1652,41 +1653,6 @@ cdef object _view_schema(bint batch_columns, key_type, value_type):
     return schema
 
 
-cdef bint _valid_utf8(const unsigned char *p, Py_ssize_t n) noexcept:
-    # Strict UTF-8 (what Kafka's String header keys are): no overlong forms,
-    # no surrogates, nothing above U+10FFFF.
-    cdef Py_ssize_t i = 0
-    cdef unsigned char c
-    cdef int extra, k
-    cdef uint32_t code
-    while i < n:
-        c = p[i]
-        if c < 0x80:
-            i += 1
-            continue
-        if 0xC2 <= c <= 0xDF:
-            extra = 1
-            code = c & 0x1F
-        elif 0xE0 <= c <= 0xEF:
-            extra = 2
-            code = c & 0x0F
-        elif 0xF0 <= c <= 0xF4:
-            extra = 3
-            code = c & 0x07
-        else:
-            return False
-        if n - i <= extra:
-            return False
-        for k in range(1, extra + 1):
-            if (p[i + k] & 0xC0) != 0x80:
-                return False
-            code = (code << 6) | (p[i + k] & 0x3F)
-        if (extra == 2 and (code < 0x800 or 0xD800 <= code <= 0xDFFF)) or (extra == 3 and (code < 0x10000 or code > 0x10FFFF)):
-            return False
-        i += extra + 1
-    return True
-
-
 cdef int _raise_bad_header_key(ByteReader *r, const unsigned char *key, int32_t n) except -1:
     # The error _read_headers raises for the same key: the columnar reader words it alike.
     r.p = key
@@ -1694,7 +1660,7 @@ cdef int _raise_bad_header_key(ByteReader *r, const unsigned char *key, int32_t 
         PyUnicode_DecodeUTF8(<const char *>key, n, NULL)
     except UnicodeDecodeError as exc:
         raise_decode(r, DecodeError, f"invalid UTF-8 in header key: {exc.reason}")
-    raise AssertionError("_valid_utf8 and Python's decoder disagree on a header key")
+    raise AssertionError("wire_utf8_valid and Python's decoder disagree on a header key")
 
 
 def _columnar(batches, bint batch_columns, bint zero_copy=False):

@@ -75,6 +75,14 @@ static inline void kp_store_be64(unsigned char *p, uint64_t v) {
     kp_store_be32(p, (uint32_t)(v >> 32)); kp_store_be32(p + 4, (uint32_t)v);
 }
 #endif
+/* Little-endian 16/32-bit loads (pcap headers written by a little-endian host): byte by
+   byte on every host; compilers turn the pattern into one load where the order allows. */
+static inline uint16_t kp_load_le16(const unsigned char *p) {
+    return (uint16_t)(((unsigned)p[1] << 8) | p[0]);
+}
+static inline uint32_t kp_load_le32(const unsigned char *p) {
+    return ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | p[0];
+}
 static inline double kp_load_be_double(const unsigned char *p) {
     uint64_t bits = kp_load_be64(p); double d; memcpy(&d, &bits, 8); return d;
 }

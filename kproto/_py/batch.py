@@ -18,6 +18,7 @@ from kproto._common.batch import Status
 from kproto._common.records import (ATTR_COMPRESSION, LOG_OVERHEAD, MAGIC_AT, MIN_LENGTH_BY_MAGIC,
                                     V2_ATTRIBUTES_AT, V2_RECORDS_COUNT_AT)
 from kproto._py import codec as _codec
+from kproto._py.wire import WireError, skip_tags, utf8_valid
 from kproto.errors import (
     DecodeError, InvalidLengthError, InvalidVarintError, LimitExceededError, TruncatedError,
 )
@@ -51,46 +52,6 @@ def _facts() -> dict[tuple[int, int], tuple]:
 
 
 _FACTS = _facts()
-
-
-class _FrameError(Exception):
-    """A header problem: status and offset within the payload."""
-
-    def __init__(self, status: int, offset: int) -> None:
-        self.status = status
-        self.offset = offset
-
-
-def _uvarint(p: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(p):
-            raise _FrameError(TRUNCATED, pos)
-        b = p[pos]
-        if shift == 28 and b & 0xF0:
-            raise _FrameError(MALFORMED, pos)
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _skip_tags(p: memoryview, pos: int) -> tuple[int, int]:
-    count, pos = _uvarint(p, pos)
-    if count > len(p) - pos:
-        raise _FrameError(BAD_LENGTH, pos)
-    previous = -1
-    for _ in range(count):
-        tag, pos = _uvarint(p, pos)
-        if tag <= previous:
-            raise _FrameError(MALFORMED, pos)
-        previous = tag
-        size, pos = _uvarint(p, pos)
-        if size > len(p) - pos:
-            raise _FrameError(TRUNCATED, pos)
-        pos += size
-    return count, pos
 
 
 class _Row:
@@ -132,7 +93,7 @@ def _api_checks(row: _Row, d: int, key: int, version: int, body: int) -> None:
 def _scan_request(row: _Row, p: memoryview, clients: dict[bytes, int]) -> None:
     n = len(p)
     if n < 8:
-        raise _FrameError(TRUNCATED, 0 if n < 2 else (2 if n < 4 else 4))
+        raise WireError(TRUNCATED, 0 if n < 2 else (2 if n < 4 else 4))
     key, version = _BE16.unpack_from(p, 0)[0], _BE16.unpack_from(p, 2)[0]
     row.api_key, row.api_version = key, version
     row.correlation_id = _BE32.unpack_from(p, 4)[0]
@@ -140,23 +101,21 @@ def _scan_request(row: _Row, p: memoryview, clients: dict[bytes, int]) -> None:
     pos = 8
     if hv >= 1:
         if n - pos < 2:
-            raise _FrameError(TRUNCATED, pos)
+            raise WireError(TRUNCATED, pos)
         length = _BE16.unpack_from(p, pos)[0]
         pos += 2
         if length < -1:
-            raise _FrameError(BAD_LENGTH, pos)
+            raise WireError(BAD_LENGTH, pos)
         if length >= 0:
             if n - pos < length:
-                raise _FrameError(TRUNCATED, pos)
+                raise WireError(TRUNCATED, pos)
             raw = bytes(p[pos:pos + length])
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise _FrameError(MALFORMED, pos) from None
+            if not utf8_valid(raw):
+                raise WireError(MALFORMED, pos)
             row.client_id = clients.setdefault(raw, len(clients))
             pos += length
     if hv >= 2:
-        row.tag_count, pos = _skip_tags(p, pos)
+        row.tag_count, pos = skip_tags(p, pos)
     row.body_offset = pos
     _api_checks(row, 0, key, version, pos)
 
@@ -164,17 +123,17 @@ def _scan_request(row: _Row, p: memoryview, clients: dict[bytes, int]) -> None:
 def _scan_response(row: _Row, p: memoryview, key: int, version: int) -> None:
     n = len(p)
     if n < 4:
-        raise _FrameError(TRUNCATED, 0)
+        raise WireError(TRUNCATED, 0)
     row.correlation_id = _BE32.unpack_from(p, 0)[0]
     if key < 0:
-        raise _FrameError(NO_REQUEST_INFO, 4)
+        raise WireError(NO_REQUEST_INFO, 4)
     row.api_key, row.api_version = key, version
     hv = row.header_version = schema.header_version(key, version, False)
     if n == 4:
-        raise _FrameError(EMPTY_RESPONSE, 4)
+        raise WireError(EMPTY_RESPONSE, 4)
     pos = 4
     if hv >= 1:
-        row.tag_count, pos = _skip_tags(p, pos)
+        row.tag_count, pos = skip_tags(p, pos)
     row.body_offset = pos
     _api_checks(row, 1, key, version, pos)
 
@@ -186,7 +145,7 @@ def _scan_frame(p: memoryview, direction: int, key: int, version: int, clients: 
             _scan_response(row, p, key, version)
         else:
             _scan_request(row, p, clients)
-    except _FrameError as exc:
+    except WireError as exc:
         row.fail(exc.status, exc.offset)
         row.body_offset = -1
     return row

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 import uuid as _uuid
 
+from kproto._py import wire
 from kproto.errors import (
     DecodeError,
     EncodeError,
@@ -155,38 +156,24 @@ class Reader:
 
     # ------------------------------------------------------------ varints
     def read_unsigned_varint(self) -> int:
-        value = 0
-        shift = 0
-        data = self.data
-        while True:
-            if self.pos >= self.end:
-                raise self.truncated(1)
-            b = data[self.pos]
-            if shift == 28 and b & 0xF0:
-                raise self.error(InvalidVarintError,
-                                 "invalid varint: unsigned varint longer than 5 bytes or above 32 bits")
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
+        try:
+            value, self.pos = wire.uvarint(self.data, self.pos, self.end)
+        except wire.WireError as exc:
+            raise self._varint_error(exc, "unsigned varint longer than 5 bytes or above 32 bits") from None
+        return value
 
     def read_unsigned_varlong(self) -> int:
-        value = 0
-        shift = 0
-        data = self.data
-        while True:
-            if self.pos >= self.end:
-                raise self.truncated(1)
-            b = data[self.pos]
-            if shift == 63 and b & 0xFE:
-                raise self.error(InvalidVarintError,
-                                 "invalid varint: varlong longer than 10 bytes or above 64 bits")
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
+        try:
+            value, self.pos = wire.uvarlong(self.data, self.pos, self.end)
+        except wire.WireError as exc:
+            raise self._varint_error(exc, "varlong longer than 10 bytes or above 64 bits") from None
+        return value
+
+    def _varint_error(self, exc: wire.WireError, what: str):
+        self.pos = exc.offset
+        if exc.status == wire.TRUNCATED:
+            return self.truncated(1)
+        return self.error(InvalidVarintError, f"invalid varint: {what}")
 
     def read_varint(self) -> int:
         u = self.read_unsigned_varint()

@@ -1,0 +1,105 @@
+# The wire layer: the Kafka rules every C module reads bytes by, written once.
+#
+# Status-returning and GIL-free: a primitive returns 0, or the kproto.batch.Status
+# number of what went wrong with the failing byte's offset left in *pos. The batch
+# decoder stores the status in a row and goes on; the codec's readers in _buffer.pxd
+# are thin wrappers that turn a status into an exception with the field's path.
+# The twin's rules live in kproto/_py/buffer.py and kproto.schema.header_version.
+
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
+
+cdef extern from "kp_utf8.h":
+    int kp_utf8_valid(const unsigned char *p, Py_ssize_t n) nogil
+
+# Status numbers: compile-time copies of kproto._common.batch.Status (_wire.pyx checks
+# them at import; a mismatch stops the import).
+cdef enum:
+    ST_OK = 0
+    ST_TRUNCATED = 1
+    ST_BAD_LENGTH = 2
+    ST_UNKNOWN_API = 3
+    ST_UNSUPPORTED_VERSION = 4
+    ST_EMPTY_RESPONSE = 5
+    ST_MALFORMED = 6
+    ST_NO_REQUEST_INFO = 7
+    ST_NULL_FRAME = 8
+    ST_LIMIT_EXCEEDED = 9
+    ST_NO_MEMORY = 250
+
+cdef enum:
+    WIRE_MAX_API_KEY = 256     # API keys below this have table entries
+    WIRE_MAX_VERSION = 64      # versions at or above this read the entry of WIRE_MAX_VERSION - 1
+
+
+# ---- strings: strict UTF-8 as CPython decodes it (no overlong forms, no surrogates, <= U+10FFFF)
+cdef inline bint wire_utf8_valid(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    return kp_utf8_valid(p, n) != 0
+
+
+# ---- unsigned varints: at most 5 bytes for 32 bits, 10 for 64; bits beyond are MALFORMED
+cdef inline int wire_uvarint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, uint32_t *out) noexcept nogil:
+    cdef uint32_t value = 0
+    cdef uint32_t b
+    cdef int shift = 0
+    while True:
+        if pos[0] >= n:
+            return ST_TRUNCATED
+        b = p[pos[0]]
+        if shift == 28 and (b & 0xF0):
+            return ST_MALFORMED
+        pos[0] += 1
+        value |= (b & 0x7F) << shift
+        if not (b & 0x80):
+            out[0] = value
+            return ST_OK
+        shift += 7
+
+
+cdef inline int wire_uvarlong(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out) noexcept nogil:
+    cdef uint64_t value = 0
+    cdef uint64_t b
+    cdef int shift = 0
+    while True:
+        if pos[0] >= n:
+            return ST_TRUNCATED
+        b = p[pos[0]]
+        if shift == 63 and (b & 0xFE):
+            return ST_MALFORMED
+        pos[0] += 1
+        value |= (b & 0x7F) << shift
+        if not (b & 0x80):
+            out[0] = value
+            return ST_OK
+        shift += 7
+
+
+# ---- tagged fields (KIP-482): a count, then (tag, size, bytes) with tags strictly rising
+cdef inline int wire_skip_tags(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
+                               int32_t *count_out) noexcept nogil:
+    cdef uint32_t count, k, tag, size
+    cdef int64_t previous = -1
+    cdef int st = wire_uvarint(p, n, pos, &count)
+    if st:
+        return st
+    if count > <uint32_t>(n - pos[0]):
+        return ST_BAD_LENGTH
+    count_out[0] = <int32_t>count
+    for k in range(count):
+        st = wire_uvarint(p, n, pos, &tag)
+        if st:
+            return st
+        if <int64_t>tag <= previous:
+            return ST_MALFORMED
+        previous = tag
+        st = wire_uvarint(p, n, pos, &size)
+        if st:
+            return st
+        if size > <uint32_t>(n - pos[0]):
+            return ST_TRUNCATED
+        pos[0] += size
+    return ST_OK
+
+
+# ---- header versions: kproto.schema.header_version, read into a table at import (_wire.pyx)
+cdef int request_header_version(int api_key, int api_version) noexcept nogil
+cdef int response_header_version(int api_key, int api_version) noexcept nogil
