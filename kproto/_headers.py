@@ -52,7 +52,21 @@ def header_dict(header: Any) -> dict[str, Any]:
     return out
 
 
-class RequestHeader:
+class _Header:
+    """What both pure-Python header classes share: equality, repr, dict and pickling."""
+
+    __slots__ = ()
+
+    to_dict = header_dict
+    __eq__ = header_eq
+    __repr__ = header_repr
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (header_rebuild, (type(self), header_fields(self)))
+
+
+class RequestHeader(_Header):
     """A request header, v0, v1 or v2 (the version follows from the API key and version)."""
 
     __slots__ = REQUEST_FIELDS
@@ -77,16 +91,8 @@ class RequestHeader:
         warn("RequestHeader.api_version", "RequestHeader.request_api_version")
         return self.request_api_version
 
-    to_dict = header_dict
-    __eq__ = header_eq
-    __repr__ = header_repr
-    __hash__ = None  # type: ignore[assignment]
 
-    def __reduce__(self):
-        return (header_rebuild, (type(self), header_fields(self)))
-
-
-class ResponseHeader:
+class ResponseHeader(_Header):
     """A response header, v0 or v1: ``correlation_id`` and ``_unknown_tags`` (v1)."""
 
     __slots__ = RESPONSE_FIELDS
@@ -94,11 +100,3 @@ class ResponseHeader:
     def __init__(self, *, correlation_id: int = 0, _unknown_tags: dict[int, bytes] | None = None) -> None:
         self.correlation_id = correlation_id
         self._unknown_tags = _unknown_tags
-
-    to_dict = header_dict
-    __eq__ = header_eq
-    __repr__ = header_repr
-    __hash__ = None  # type: ignore[assignment]
-
-    def __reduce__(self):
-        return (header_rebuild, (type(self), header_fields(self)))

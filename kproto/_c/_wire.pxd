@@ -37,25 +37,9 @@ cdef inline bint wire_utf8_valid(const unsigned char *p, Py_ssize_t n) noexcept 
 
 
 # ---- unsigned varints: at most 5 bytes for 32 bits, 10 for 64; bits beyond are MALFORMED
-cdef inline int wire_uvarint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, uint32_t *out) noexcept nogil:
-    cdef uint32_t value = 0
-    cdef uint32_t b
-    cdef int shift = 0
-    while True:
-        if pos[0] >= n:
-            return ST_TRUNCATED
-        b = p[pos[0]]
-        if shift == 28 and (b & 0xF0):
-            return ST_MALFORMED
-        pos[0] += 1
-        value |= (b & 0x7F) << shift
-        if not (b & 0x80):
-            out[0] = value
-            return ST_OK
-        shift += 7
-
-
-cdef inline int wire_uvarlong(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out) noexcept nogil:
+cdef inline int wire_unsigned(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out,
+                              int last_shift, uint64_t overflow_bits) noexcept nogil:
+    # Seven bits a byte, low first; at the last allowed byte, bits beyond the width are an error.
     cdef uint64_t value = 0
     cdef uint64_t b
     cdef int shift = 0
@@ -63,7 +47,7 @@ cdef inline int wire_uvarlong(const unsigned char *p, Py_ssize_t n, Py_ssize_t *
         if pos[0] >= n:
             return ST_TRUNCATED
         b = p[pos[0]]
-        if shift == 63 and (b & 0xFE):
+        if shift == last_shift and (b & overflow_bits):
             return ST_MALFORMED
         pos[0] += 1
         value |= (b & 0x7F) << shift
@@ -71,6 +55,17 @@ cdef inline int wire_uvarlong(const unsigned char *p, Py_ssize_t n, Py_ssize_t *
             out[0] = value
             return ST_OK
         shift += 7
+
+
+cdef inline int wire_uvarint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, uint32_t *out) noexcept nogil:
+    cdef uint64_t value = 0
+    cdef int status = wire_unsigned(p, n, pos, &value, 28, 0xF0)
+    out[0] = <uint32_t>value
+    return status
+
+
+cdef inline int wire_uvarlong(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out) noexcept nogil:
+    return wire_unsigned(p, n, pos, out, 63, 0xFE)
 
 
 # ---- tagged fields (KIP-482): a count, then (tag, size, bytes) with tags strictly rising

@@ -1,0 +1,478 @@
+# Part of _batch.pyx (included there; one module split by responsibility).
+# The JSON pass, part 3: the walk over a body, and json_bodies, its entry point.
+
+cdef inline int jneed(JCtx *x, Py_ssize_t n) noexcept nogil:
+    if x.end - x.p < n:
+        return jfail(x, ST_TRUNCATED)
+    return 0
+
+
+cdef inline int juvarint(JCtx *x, uint32_t *out) noexcept nogil:
+    cdef Py_ssize_t pos = x.p - x.start
+    cdef int st = wire_uvarint(x.start, x.end - x.start, &pos, out)
+    x.p = x.start + pos
+    if st:
+        return jfail(x, st)
+    return 0
+
+
+cdef int jlength(JCtx *x, bint compact, bint wide, bint nullable, Py_ssize_t *n) noexcept nogil:
+    """A string / bytes length prefix: n = -1 for null; checked against the bytes left."""
+    cdef uint32_t u
+    cdef int64_t v
+    if compact:
+        if juvarint(x, &u) < 0:
+            return -1
+        if u == 0:
+            if nullable:
+                n[0] = -1
+                return 0
+            return jfail(x, ST_BAD_LENGTH)
+        if u - 1 > <uint32_t>0x7FFFFFFF:
+            return jfail(x, ST_BAD_LENGTH)
+        v = <int64_t>u - 1
+    else:
+        if jneed(x, 4 if wide else 2) < 0:
+            return -1
+        if wide:
+            v = <int32_t>kp_load_be32(x.p)
+            x.p += 4
+        else:
+            v = <int16_t>kp_load_be16(x.p)
+            x.p += 2
+        if v < 0:
+            if v == -1 and nullable:
+                n[0] = -1
+                return 0
+            return jfail(x, ST_BAD_LENGTH)
+    if x.end - x.p < v:
+        return jfail(x, ST_TRUNCATED)
+    n[0] = <Py_ssize_t>v
+    return 0
+
+
+cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
+    cdef Py_ssize_t n, i
+    cdef uint32_t u
+    cdef int64_t count
+    cdef int8_t marker
+    cdef uint64_t hi, lo
+    cdef char uuid_text[38]
+    cdef int k, w
+    if kind == K_INT32:
+        if jneed(x, 4) < 0:
+            return -1
+        x.p += 4
+        return put_int(x, <int32_t>kp_load_be32(x.p - 4))
+    if kind == K_STRING:
+        if jlength(x, f.compact, False, nullable, &n) < 0:
+            return -1
+        if n < 0:
+            return put(x, "null", 4)
+        if put_string(x, x.p, n) < 0:
+            return -1
+        x.p += n
+        return 0
+    if kind == K_INT16:
+        if jneed(x, 2) < 0:
+            return -1
+        x.p += 2
+        return put_int(x, <int16_t>kp_load_be16(x.p - 2))
+    if kind == K_INT64:
+        if jneed(x, 8) < 0:
+            return -1
+        x.p += 8
+        return put_int(x, <int64_t>kp_load_be64(x.p - 8))
+    if kind == K_ARRAY:
+        if f.compact:
+            if juvarint(x, &u) < 0:
+                return -1
+            count = <int64_t>u - 1
+        else:
+            if jneed(x, 4) < 0:
+                return -1
+            count = <int32_t>kp_load_be32(x.p)
+            x.p += 4
+        if count < 0:
+            if count == -1 and nullable:
+                return put(x, "null", 4)
+            return jfail(x, ST_BAD_LENGTH)
+        if count > x.end - x.p:
+            return jfail(x, ST_BAD_LENGTH)
+        if put_char(x, b'[') < 0:
+            return -1
+        for i in range(count):
+            if i and put_char(x, b',') < 0:
+                return -1
+            if jvalue(x, f, f.elem_kind, False) < 0:
+                return -1
+        return put_char(x, b']')
+    if kind == K_STRUCT:
+        if nullable:
+            if jneed(x, 1) < 0:
+                return -1
+            marker = <int8_t>x.p[0]
+            x.p += 1
+            if marker == -1:
+                return put(x, "null", 4)
+            if marker != 1:
+                return jfail(x, ST_MALFORMED)
+        return jstruct(x, <JPlan *>f.child)
+    if kind == K_INT8:
+        if jneed(x, 1) < 0:
+            return -1
+        x.p += 1
+        return put_int(x, <int8_t>x.p[-1])
+    if kind == K_BOOL:
+        if jneed(x, 1) < 0:
+            return -1
+        x.p += 1
+        return put(x, "true", 4) if x.p[-1] else put(x, "false", 5)
+    if kind == K_UUID:
+        if jneed(x, 16) < 0:
+            return -1
+        w = 0
+        uuid_text[w] = b'"'
+        w += 1
+        for k in range(16):
+            if k == 4 or k == 6 or k == 8 or k == 10:
+                uuid_text[w] = b'-'
+                w += 1
+            uuid_text[w] = HEX[x.p[k] >> 4]
+            uuid_text[w + 1] = HEX[x.p[k] & 15]
+            w += 2
+        uuid_text[w] = b'"'
+        x.p += 16
+        return put(x, uuid_text, 38)
+    if kind == K_BYTES or kind == K_RECORDS:
+        if jlength(x, f.compact, True, nullable, &n) < 0:
+            return -1
+        if n < 0:
+            return put(x, "null", 4)
+        if kind == K_RECORDS and x.records_summary:
+            if put_records_summary(x, x.p, n) < 0:
+                return -1
+            x.p += n
+            return 0
+        if put_base64(x, x.p, n) < 0:
+            return -1
+        x.p += n
+        return 0
+    if kind == K_UINT16:
+        if jneed(x, 2) < 0:
+            return -1
+        x.p += 2
+        return put_int(x, kp_load_be16(x.p - 2))
+    if kind == K_UINT32:
+        if jneed(x, 4) < 0:
+            return -1
+        x.p += 4
+        return put_int(x, kp_load_be32(x.p - 4))
+    if kind == K_FLOAT64:
+        if jneed(x, 8) < 0:
+            return -1
+        x.p += 8
+        return put_float(x, kp_load_be_double(x.p - 8))
+    return jfail(x, ST_MALFORMED)
+
+
+cdef inline int jkey(JCtx *x, bint *first, const char *key, Py_ssize_t n) noexcept nogil:
+    if not first[0] and put_char(x, b',') < 0:
+        return -1
+    first[0] = False
+    return put(x, key, n)
+
+
+cdef inline void part_enter(JCtx *x, int level) noexcept nogil:
+    # A topic starts afresh; a partition keeps its topic's name and id.
+    if level == 1:
+        x.current.topic = NULL
+        x.current.topic_len = 0
+        x.current.topic_id = NULL
+    x.current.partition = 0
+    x.current.error_code = 0
+    x.current.has_error_code = False
+    x.current.records = NULL
+    x.current.records_len = 0
+
+
+cdef inline Py_ssize_t length_at(const unsigned char *p, bint compact, bint wide, Py_ssize_t *prefix) noexcept nogil:
+    """A length prefix jvalue has already checked: the length (-1 null) and the prefix's size."""
+    cdef Py_ssize_t pos = 0
+    cdef uint32_t u = 0
+    if compact:
+        wire_uvarint(p, 5, &pos, &u)
+        prefix[0] = pos
+        return <Py_ssize_t>u - 1
+    prefix[0] = 4 if wide else 2
+    return <int32_t>kp_load_be32(p) if wide else <int16_t>kp_load_be16(p)
+
+
+cdef void part_note(JCtx *x, JField *f, const unsigned char *p) noexcept nogil:
+    """Take a marked field's value from its bytes (p: where it starts; jvalue read it whole)."""
+    cdef Py_ssize_t n, prefix
+    if f.role == R_TOPIC_NAME:
+        n = length_at(p, f.compact, False, &prefix)
+        x.current.topic = p + prefix if n > 0 else NULL   # an empty name reads as null
+        x.current.topic_len = <int32_t>n if n > 0 else 0
+    elif f.role == R_TOPIC_ID:
+        x.current.topic_id = p
+    elif f.role == R_PARTITION_INDEX:
+        x.current.partition = <int32_t>kp_load_be32(p)
+    elif f.role == R_ERROR_CODE:
+        x.current.error_code = <int16_t>kp_load_be16(p)
+        x.current.has_error_code = True
+    elif f.role == R_RECORDS:
+        n = length_at(p, f.compact, True, &prefix)
+        x.current.records = p + prefix if n >= 0 else NULL
+        x.current.records_len = n if n >= 0 else 0
+
+
+cdef int part_append(JCtx *x) noexcept nogil:
+    cdef PartRows *rows = x.parts
+    cdef PartRow *grown
+    cdef Py_ssize_t capacity
+    if rows.count == rows.capacity:
+        capacity = rows.capacity * 2 if rows.capacity else 1024
+        grown = <PartRow *>realloc(rows.rows, capacity * sizeof(PartRow))
+        if grown == NULL:
+            return jfail(x, ST_NO_MEMORY)
+        rows.rows = grown
+        rows.capacity = capacity
+    rows.rows[rows.count] = x.current
+    rows.count += 1
+    return 0
+
+
+cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
+    cdef bint first = True
+    cdef Py_ssize_t i, j
+    cdef uint32_t count, k, tag, size
+    cdef int64_t previous = -1
+    cdef uint64_t seen = 0
+    cdef bint unknown = False
+    cdef const unsigned char *section
+    cdef const unsigned char *outer_end
+    cdef JField *f
+    cdef const unsigned char *field_start
+    if x.depth >= MAX_DEPTH:
+        return jfail(x, ST_LIMIT_EXCEEDED)
+    x.depth += 1
+    if x.parts != NULL and jp.level:
+        part_enter(x, jp.level)
+    if put_char(x, b'{') < 0:
+        return -1
+    for i in range(jp.nfields):
+        f = &jp.fields[i]
+        field_start = x.p
+        if jkey(x, &first, f.key, f.key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
+            return -1
+        if f.role and x.parts != NULL:
+            part_note(x, f, field_start)
+    if jp.flexible:
+        section = x.p
+        if juvarint(x, &count) < 0:
+            return -1
+        if count > <uint32_t>(x.end - x.p):
+            return jfail(x, ST_BAD_LENGTH)
+        for k in range(count):
+            if juvarint(x, &tag) < 0:
+                return -1
+            if <int64_t>tag <= previous:
+                return jfail(x, ST_MALFORMED)
+            previous = tag
+            if juvarint(x, &size) < 0:
+                return -1
+            if size > <uint32_t>(x.end - x.p):
+                return jfail(x, ST_TRUNCATED)
+            f = NULL
+            for j in range(jp.ntagged):
+                if jp.tagged[j].tag == <int>tag:
+                    f = &jp.tagged[j]
+                    break
+            if f == NULL:
+                unknown = True
+                x.p += size
+                continue
+            seen |= (<uint64_t>1) << j
+            outer_end = x.end
+            x.end = x.p + size
+            if jkey(x, &first, f.key, f.key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
+                return -1
+            if x.p != x.end:
+                return jfail(x, ST_BAD_LENGTH)
+            x.end = outer_end
+        for j in range(jp.ntagged):
+            if not (seen >> j) & 1:
+                f = &jp.tagged[j]
+                if jkey(x, &first, f.key, f.key_len) < 0 or put(x, f.default_json, f.default_len) < 0:
+                    return -1
+    if jp.absent_len:
+        if not first and put_char(x, b',') < 0:
+            return -1
+        first = False
+        if put(x, jp.absent, jp.absent_len) < 0:
+            return -1
+    if unknown:
+        # Second walk over the (already checked) section for the tags no plan knows.
+        outer_end = x.p
+        x.p = section
+        juvarint(x, &count)
+        if jkey(x, &first, "\"_unknown_tags\":{", 17) < 0:
+            return -1
+        previous = 0   # now: "an entry was written"
+        for k in range(count):
+            juvarint(x, &tag)
+            juvarint(x, &size)
+            f = NULL
+            for j in range(jp.ntagged):
+                if jp.tagged[j].tag == <int>tag:
+                    f = &jp.tagged[j]
+                    break
+            if f == NULL:
+                if previous and put_char(x, b',') < 0:
+                    return -1
+                previous = 1
+                if put_char(x, b'"') < 0 or put_int(x, tag) < 0 or put(x, "\":", 2) < 0 \
+                        or put_base64(x, x.p, size) < 0:
+                    return -1
+            x.p += size
+        if put_char(x, b'}') < 0:
+            return -1
+        x.p = outer_end
+    x.depth -= 1
+    if x.parts != NULL and jp.level == 2 and part_append(x) < 0:
+        return -1
+    return put_char(x, b'}')
+
+
+cdef JPlan *table_plan(int direction, int key, int version) noexcept nogil:
+    if direction < 0 or direction > 1 or key < 0 or key >= MAX_KEY or version < 0 or version >= MAX_VERSION:
+        return NULL
+    return plan_table[direction][key][version]
+
+
+cdef int ensure_plan(int direction, int key, int version) except -1:
+    if table_plan(direction, key, version) != NULL:
+        return 0
+    name = schema.response_name(key) if direction == 1 else schema.request_name(key)
+    plan_table[direction][key][version] = json_plan(native_plan(schema.plan(name, version)))
+    return 0
+
+
+cdef list present_versions(dict cols, rows):
+    """The distinct (direction, api_key, api_version) of ``rows`` (a mask or indices)."""
+    codes = np.unique(cols["direction"][rows].astype(np.int64) * 1_000_000
+                      + cols["api_key"][rows].astype(np.int64) * 1000 + cols["api_version"][rows])
+    return [(code // 1_000_000, (code // 1000) % 1000, code % 1000) for code in codes.tolist()]
+
+
+cdef int out_init(Out *out, Py_ssize_t capacity) except -1:
+    out.capacity = capacity
+    out.length = 0
+    out.buf = <char *>malloc(capacity)
+    if out.buf == NULL:
+        raise MemoryError()
+    return 0
+
+
+cdef inline void jctx_start(JCtx *x, const unsigned char *payload, Py_ssize_t size, Py_ssize_t body,
+                            Out *out, bint records_summary, PartRows *parts) noexcept nogil:
+    """Set up the walk of one frame's body (payload: the frame after its size prefix)."""
+    x.start = payload
+    x.end = payload + size
+    x.p = payload + body
+    x.out = out
+    x.status = ST_OK
+    x.error = 0
+    x.depth = 0
+    x.records_summary = records_summary
+    x.parts = parts
+
+
+def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
+    """JSON text of the body of every frame whose header read OK: (int64 offsets, UTF-8 bytes).
+
+    ``records_summary``: records fields as a summary of their batch headers
+    (``{"batches","records","bytes","compression"}``) instead of base64.
+
+    A body that fails to decode gets its status and error offset written into
+    ``cols`` and no text (the caller marks it null).
+    """
+    cdef Py_buffer view
+    cdef Py_ssize_t count = len(cols["status"]), i, start, row_start
+    cdef uint8_t[::1] status = cols["status"]
+    cdef int32_t[::1] error_offset = cols["error_offset"]
+    cdef const int32_t[::1] body_offset = cols["body_offset"]
+    cdef const int64_t[::1] frame_offset = cols["offset"]
+    cdef const int32_t[::1] size = cols["size"]
+    cdef const int16_t[::1] api_key = cols["api_key"]
+    cdef const int16_t[::1] api_version = cols["api_version"]
+    cdef const int8_t[::1] direction = cols["direction"]
+    out_offsets = np.zeros(count + 1, np.int64)
+    cdef int64_t[::1] text_offset = out_offsets
+    cdef Py_ssize_t prefix = 4 if offsets is None else 0
+    cdef Out out
+    cdef JCtx x
+    cdef JPlan *jp
+    cdef int version, first_status
+    cdef Py_ssize_t first_error
+    cdef bint no_memory = False
+
+    # Plans for every (direction, api, version) present, built with the GIL held.
+    ok = (cols["status"] == ST_OK) & (cols["body_offset"] >= 0)
+    for d, key, version in present_versions(cols, ok):
+        ensure_plan(d, key, version)
+        if d == 1 and key == API_VERSIONS:
+            ensure_plan(1, API_VERSIONS, 0)
+
+    out_init(&out, 1 << 16)
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            for i in range(count):
+                text_offset[i] = out.length
+                if status[i] != ST_OK or body_offset[i] < 0:
+                    continue
+                start = frame_offset[i] + prefix
+                jctx_start(&x, <const unsigned char *>view.buf + start, size[i], body_offset[i], &out,
+                           records_summary, NULL)
+                version = api_version[i]
+                jp = table_plan(direction[i], api_key[i], version)
+                if jp == NULL:
+                    continue
+                row_start = out.length
+                if jstruct(&x, jp) == 0 and x.p != x.end:
+                    jfail(&x, ST_BAD_LENGTH)
+                # ApiVersions responses as kproto.api.decode_response reads them (KIP-511, as
+                # Java does): at the version asked, else as v0; neither: the first error.
+                if x.status != ST_OK and x.status != ST_NO_MEMORY and direction[i] == 1 \
+                        and api_key[i] == API_VERSIONS and version > 0:
+                    first_status = x.status
+                    first_error = x.error
+                    out.length = row_start
+                    jctx_start(&x, <const unsigned char *>view.buf + start, size[i], body_offset[i], &out,
+                               records_summary, NULL)
+                    if jstruct(&x, table_plan(1, API_VERSIONS, 0)) == 0 and x.p != x.end:
+                        jfail(&x, ST_BAD_LENGTH)
+                    if x.status != ST_OK and x.status != ST_NO_MEMORY:
+                        x.status = first_status
+                        x.error = first_error
+                if x.status != ST_OK:
+                    out.length = row_start
+                    if x.status == ST_NO_MEMORY:
+                        no_memory = True
+                        break
+                    status[i] = <uint8_t>x.status
+                    error_offset[i] = <int32_t>x.error
+            text_offset[count] = out.length
+        if no_memory:
+            raise MemoryError()
+        return out_offsets, PyBytes_FromStringAndSize(out.buf, out.length)
+    finally:
+        PyBuffer_Release(&view)
+        free(out.buf)
+
+
+cdef enum:
+    API_VERSIONS = 18

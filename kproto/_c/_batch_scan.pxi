@@ -1,0 +1,374 @@
+# Part of _batch.pyx (included there; one module split by responsibility).
+# The header pass: one frame's header into the column arrays, statuses instead of exceptions.
+
+# ------------------------------------------------------------------ the header pass
+# Which optional values a frame has: one byte per frame while scanning, split into
+# Arrow validity bitmaps afterwards (cheaper than eight read-modify-writes per frame).
+cdef enum:
+    F_API = 1
+    F_CORRELATION = 2
+    F_HEADER_VERSION = 4
+    F_CLIENT_ID = 8
+    F_TAG_COUNT = 16
+    F_ERROR = 32
+    F_DEPRECATED = 64
+    F_REMOVED = 128
+
+BITMAP_NAMES = ("has_api", "has_correlation", "has_header_version", "has_client_id",
+                "has_tag_count", "has_error", "deprecated", "removed")
+
+
+# Column pointers, all malloc'd with the same capacity (column_slots walks them as an array).
+cdef struct Columns:
+    int64_t *offset
+    int32_t *size
+    int8_t *header_version
+    int16_t *api_key
+    int16_t *api_version
+    int32_t *correlation_id
+    int32_t *client_id
+    int32_t *tag_count
+    uint8_t *status
+    int32_t *error_offset
+    int32_t *body_offset
+    int8_t *direction
+    uint8_t *present         # F_* flags per frame
+
+
+cdef inline void set_bit(Columns *c, Py_ssize_t i, uint8_t flag) noexcept nogil:
+    c.present[i] |= flag
+
+
+cdef inline void clear_row(Columns *c, Py_ssize_t i) noexcept nogil:
+    # Every slot gets a value, null or not: no stale heap bytes reach Arrow.
+    c.header_version[i] = 0
+    c.api_key[i] = 0
+    c.api_version[i] = 0
+    c.correlation_id[i] = 0
+    c.client_id[i] = 0
+    c.tag_count[i] = 0
+    c.status[i] = ST_OK
+    c.error_offset[i] = 0
+    c.body_offset[i] = -1
+    c.present[i] = 0
+
+
+cdef inline void fail(Columns *c, Py_ssize_t i, int status, Py_ssize_t where) noexcept nogil:
+    c.status[i] = <uint8_t>status
+    c.error_offset[i] = <int32_t>where
+    set_bit(c, i, F_ERROR)
+
+
+cdef inline void api_checks(Columns *c, Py_ssize_t i, int d, int key, int version, Py_ssize_t body) noexcept nogil:
+    if key < 0 or key >= MAX_KEY or valid_lo[d][key] < 0:
+        fail(c, i, ST_UNKNOWN_API, body)
+        return
+    if version < valid_lo[d][key] or version > valid_hi[d][key]:
+        fail(c, i, ST_UNSUPPORTED_VERSION, body)
+        return
+    if deprecated_lo[d][key] <= version <= deprecated_hi[d][key]:
+        set_bit(c, i, F_DEPRECATED)
+    if version < min_4x[d][key]:
+        set_bit(c, i, F_REMOVED)
+
+
+cdef int32_t new_client(IdTable *ids, const unsigned char *q, int32_t length) noexcept nogil:
+    """Dictionary index of a client id not in the table yet (q: its length prefix):
+    -1 not UTF-8, -2 out of memory."""
+    cdef int32_t index
+    if not wire_utf8_valid(q + 2, length):
+        return -1
+    index = id_add(ids, q, length)
+    return -2 if index < 0 else index
+
+
+cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
+                              IdTable *ids) noexcept nogil:
+    # The common path stays small so the compiler inlines it into the loop; the
+    # rare ones (errors, new client ids, non-empty tag sections) are calls.
+    cdef Py_ssize_t pos = 8
+    cdef int key, version, hv, st
+    cdef int16_t length
+    cdef int32_t index
+    cdef uint8_t info
+    cdef uint8_t flags = F_API | F_CORRELATION | F_HEADER_VERSION
+    if n < 8:
+        c.header_version[i] = 0
+        c.api_key[i] = 0
+        c.api_version[i] = 0
+        c.correlation_id[i] = 0
+        c.present[i] = 0
+        fail(c, i, ST_TRUNCATED, 0 if n < 2 else (2 if n < 4 else 4))
+        return
+    key = <int16_t>kp_load_be16(p)
+    version = <int16_t>kp_load_be16(p + 2)
+    info = version_info(0, key, version)
+    hv = info & I_HEADER_VERSION
+    c.api_key[i] = <int16_t>key
+    c.api_version[i] = <int16_t>version
+    c.correlation_id[i] = <int32_t>kp_load_be32(p + 4)
+    c.header_version[i] = <int8_t>hv
+    if hv >= 1:
+        if n - pos < 2:
+            c.present[i] = flags
+            fail(c, i, ST_TRUNCATED, pos)
+            return
+        length = <int16_t>kp_load_be16(p + pos)
+        pos += 2
+        if length >= 0:
+            if n - pos < length:
+                c.present[i] = flags
+                fail(c, i, ST_TRUNCATED, pos)
+                return
+            index = id_lookup(ids, p + pos - 2, length)
+            if index < 0:
+                index = new_client(ids, p + pos - 2, length)
+                if index < 0:
+                    c.present[i] = flags
+                    fail(c, i, ST_MALFORMED if index == -1 else ST_NO_MEMORY, pos)
+                    return
+            c.client_id[i] = index
+            flags |= F_CLIENT_ID
+            pos += length
+        elif length != -1:
+            c.present[i] = flags
+            fail(c, i, ST_BAD_LENGTH, pos)
+            return
+    if hv >= 2:
+        if pos < n and p[pos] == 0:   # no tagged fields: the usual case
+            c.tag_count[i] = 0
+            pos += 1
+        else:
+            st = wire_skip_tags(p, n, &pos, &c.tag_count[i])
+            if st:
+                c.present[i] = flags
+                fail(c, i, st, pos)
+                return
+        flags |= F_TAG_COUNT
+    c.body_offset[i] = <int32_t>pos
+    if info & I_DEPRECATED:
+        flags |= F_DEPRECATED
+    if info & I_REMOVED:
+        flags |= F_REMOVED
+    c.present[i] = flags
+    if not info & I_VALID:
+        fail(c, i, ST_UNSUPPORTED_VERSION if info & I_KNOWN else ST_UNKNOWN_API, pos)
+
+
+cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
+                               int key, int version) noexcept nogil:
+    cdef Py_ssize_t pos = 4
+    cdef int hv, st
+    if n < 4:
+        fail(c, i, ST_TRUNCATED, 0)
+        return
+    c.correlation_id[i] = <int32_t>kp_load_be32(p)
+    set_bit(c, i, F_CORRELATION)
+    if key < 0:
+        # Without the request's API and version the header's length is unknown.
+        fail(c, i, ST_NO_REQUEST_INFO, 4)
+        return
+    c.api_key[i] = <int16_t>key
+    c.api_version[i] = <int16_t>version
+    set_bit(c, i, F_API)
+    hv = version_info(1, key, version) & I_HEADER_VERSION
+    c.header_version[i] = <int8_t>hv
+    set_bit(c, i, F_HEADER_VERSION)
+    if n == 4:
+        # Only a correlation id: what a broker sends for a request it does not support.
+        fail(c, i, ST_EMPTY_RESPONSE, 4)
+        return
+    if hv >= 1:
+        st = wire_skip_tags(p, n, &pos, &c.tag_count[i])
+        if st:
+            fail(c, i, st, pos)
+            return
+        set_bit(c, i, F_TAG_COUNT)
+    c.body_offset[i] = <int32_t>pos
+    api_checks(c, i, 1, key, version, pos)
+
+
+cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
+                            int direction, int key, int version, IdTable *ids) noexcept nogil:
+    if direction == 1:
+        clear_row(c, i)
+        scan_response(c, i, p, n, key, version)
+    else:
+        # Requests are the hot path: scan_request writes the header columns itself on
+        # every path, so only the columns it may leave untouched are reset here.
+        c.status[i] = ST_OK
+        c.error_offset[i] = 0
+        c.client_id[i] = 0
+        c.tag_count[i] = 0
+        c.body_offset[i] = -1
+        scan_request(c, i, p, n, ids)
+
+
+cdef inline void clear_zero_columns_of(Columns *c, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+    """Rows [start, end) of the columns a plain request leaves zero: tag count, status, error offset, direction."""
+    memset(c.tag_count + start, 0, (end - start) * sizeof(int32_t))
+    memset(c.status + start, ST_OK, (end - start) * sizeof(uint8_t))
+    memset(c.error_offset + start, 0, (end - start) * sizeof(int32_t))
+    memset(c.direction + start, 0, (end - start) * sizeof(int8_t))
+
+
+# What the plain-request loop needs to know of (api_key, api_version), at
+# [api_key * MAX_VERSION + api_version]: 0 when it cannot take the frame (unknown
+# API, unsupported version, header v0); else the row's flags (F_*) and, in bit 8,
+# whether the header is v2 (ends with a tagged-field section).
+cdef uint16_t plain_request[MAX_KEY * MAX_VERSION]
+
+
+cdef void load_plain_request_table():
+    cdef int key, version, hv
+    cdef uint8_t info
+    cdef uint16_t flags
+    for key in range(MAX_KEY):
+        for version in range(MAX_VERSION):
+            info = info_table[0][key][version]
+            hv = info & I_HEADER_VERSION
+            if not (info & I_VALID) or hv == 0:
+                plain_request[key * MAX_VERSION + version] = 0
+                continue
+            flags = F_API | F_CORRELATION | F_HEADER_VERSION
+            if hv == 2:
+                flags |= F_TAG_COUNT | 0x100
+            if info & I_DEPRECATED:
+                flags |= F_DEPRECATED
+            if info & I_REMOVED:
+                flags |= F_REMOVED
+            plain_request[key * MAX_VERSION + version] = flags
+
+
+load_plain_request_table()
+
+
+cdef inline void general_row_done(Columns *c, Py_ssize_t i, bint *zeros_written,
+                                  Py_ssize_t *zero_from) noexcept nogil:
+    """After a row of the general loop in a header-only decode (see scan): the first
+    row with a value in the four zero columns makes them real columns."""
+    if not zeros_written[0]:
+        if c.tag_count[i] == 0 and c.status[i] == ST_OK and c.error_offset[i] == 0 and c.direction[i] == 0:
+            return
+        zeros_written[0] = True
+        clear_zero_columns_of(c, 0, i)   # the plain rows so far (the general ones hold zeros already)
+    zero_from[0] = i + 1
+
+
+cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
+                                           const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
+                                           Py_ssize_t max_frame_size, const IdTable *ids, IdCache *cache,
+                                           bint body_offsets, bint clear_zero_columns) noexcept nogil:
+    """The common case in a loop of its own: size-prefixed requests, whole, of a valid
+    API version, with a client id seen before (or null) and no tagged fields.
+
+    Returns the row count at the first frame that is anything else (or at ``limit``,
+    or near the end of the buffer); the general loop takes that frame, then comes
+    back. The columns that are zero on this path are not written per row: a block
+    of rows at a time when ``clear_zero_columns``, else by the caller (see scan).
+    Callers pass ``body_offsets`` and ``clear_zero_columns`` as constants, so the
+    compiler makes a loop for each case with the test gone.
+    """
+    cdef Py_ssize_t block_end
+    while i < limit:
+        block_end = i + 4096 if limit - i > 4096 else limit
+        if clear_zero_columns:
+            clear_zero_columns_of(c, i, block_end)
+        i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache, body_offsets)
+        if i < block_end:
+            break
+    return i
+
+
+cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t limit,
+                                        const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
+                                        Py_ssize_t max_frame_size, const IdTable *ids, IdCache *cache,
+                                        bint body_offsets) noexcept nogil:
+    """Rows [i, limit) of scan_plain_requests, as far as they go. Column pointers
+    are copied into locals first: a store through a one-byte column may alias any
+    memory the compiler cannot see is private, and it would reload every pointer
+    after each such store."""
+    cdef int64_t *offset = c.offset
+    cdef int32_t *size_col = c.size
+    cdef int8_t *header_version = c.header_version
+    cdef int16_t *api_key = c.api_key
+    cdef int16_t *api_version = c.api_version
+    cdef int32_t *correlation_id = c.correlation_id
+    cdef int32_t *client_id = c.client_id
+    cdef int32_t *body_offset = c.body_offset
+    cdef uint8_t *present = c.present
+    cdef Py_ssize_t pos = pos_io[0], next_pos, body
+    # The loop reads 16 bytes at every frame's client id (p + 8) before it knows the
+    # frame is that long: it leaves frames in the last 28 bytes to the general loop.
+    cdef Py_ssize_t last_pos = length - (4 + 8 + CACHE_WORD_BYTES)
+    cdef const unsigned char *p
+    cdef uint32_t size, key_version, plain, tag, id_length, covered
+    cdef uint64_t word0, word1
+    cdef const CacheSlot *s
+    cdef int32_t index
+    cdef uint8_t flags
+    while i < limit and pos <= last_pos:
+        size = kp_load_be32(buf + pos)
+        next_pos = pos + 4 + <Py_ssize_t>size
+        if size > <uint32_t>max_frame_size or next_pos > length:
+            break
+        p = buf + pos + 4
+        key_version = kp_load_be32(p)             # api_key << 16 | api_version
+        if key_version & 0xFF00FFC0U:              # api_key >= 256 or api_version >= 64 (MAX_KEY, MAX_VERSION)
+            break
+        plain = plain_request[(key_version >> 10) + (key_version & 0x3F)]   # [api_key * 64 + api_version]
+        if plain == 0:
+            break
+        tag = plain >> 8                           # 1: header v2, whose tag section must be the byte 0
+        id_length = kp_load_be16(p + 8)
+        covered = id_length + 2 + tag              # the length prefix, the id and the tag byte
+        if covered <= CACHE_WORD_BYTES:
+            # One masked compare checks the id and the tag byte: a cached key is zero
+            # past its id, so a hit also proves the tag section empty.
+            word0 = kp_load_le64(p + 8) & CACHE_MASK0[covered]
+            word1 = kp_load_le64(p + 16) & CACHE_MASK1[covered]
+            s = &cache.slot[cache_hash(word0, word1)]
+            if (word0 ^ s.word0) | (word1 ^ s.word1):
+                # Not the id met last in this slot: the table knows every id seen
+                # (-1: a new id, or a tag byte that is not 0; the general loop's).
+                index = cache_miss(ids, cache, p + 8, <int32_t>id_length, tag)
+                if index < 0:
+                    break
+            else:
+                index = s.index
+            body = 10 + id_length + tag
+            flags = <uint8_t>plain | F_CLIENT_ID
+        elif id_length == 0xFFFF:                  # a null client id (p[10] is in the buffer)
+            body = 10 + tag
+            if tag and p[10] != 0:
+                break
+            index = 0
+            flags = <uint8_t>plain
+        elif id_length <= 0x7FFF:                  # a long id: its bytes are read only once known whole
+            body = 10 + id_length + tag
+            if body > <Py_ssize_t>size:
+                break
+            index = cache_lookup(cache, p + 8, <int32_t>id_length)
+            if index < 0:
+                index = cache_miss(ids, cache, p + 8, <int32_t>id_length, tag)
+            if index < 0 or (tag and p[10 + id_length] != 0):
+                break
+            flags = <uint8_t>plain | F_CLIENT_ID
+        else:
+            break
+        if body > <Py_ssize_t>size:
+            break
+        offset[i] = pos
+        size_col[i] = <int32_t>size
+        header_version[i] = <int8_t>(1 + tag)
+        api_key[i] = <int16_t>(key_version >> 16)
+        api_version[i] = <int16_t>key_version
+        correlation_id[i] = <int32_t>kp_load_be32(p + 4)
+        client_id[i] = index
+        if body_offsets:
+            body_offset[i] = <int32_t>body
+        present[i] = flags
+        pos = next_pos
+        i += 1
+    pos_io[0] = pos
+    return i
