@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
               "(or scripts/setup.sh --spark)", file=sys.stderr)
         return EXIT_USAGE
     from kproto.spark import Options, analyze, spark_session
+    from kproto.spark import jvm_archive
     from kproto.spark.jobs import local_input_bytes
 
     conf = {}
@@ -74,9 +75,15 @@ def run(args: argparse.Namespace) -> int:
                       records="base64" if args.records_base64 else "summary", report=not args.no_report,
                       fail_fast=args.fail_fast)
     try:
-        spark = spark_session(args.master, conf=conf, input_bytes=local_input_bytes(args.paths))
+        spark = spark_session(args.master, conf=conf, input_bytes=local_input_bytes(args.paths),
+                              record_jvm_archive=True)
+        archive = getattr(spark, "_kproto_jvm_archive", None)
+        if archive is not None and archive.action == "record" and not args.quiet:
+            print("kproto analyze: first run with this Java and Spark: recording the JVM's classes so that "
+                  f"later runs start faster (once; {archive.path})", file=sys.stderr)
         spark.sparkContext.setLogLevel("ERROR")
         result = analyze(args.paths, args.out, spark=spark, options=options, progress=not args.quiet)
+        jvm_archive.finish(spark)
     except FileNotFoundError as exc:
         print(f"kproto analyze: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kproto.spark import jvm_archive
 from kproto.spark import worker as W
 
 TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections", "errors")
@@ -30,7 +31,8 @@ LATENCY_INPUT_BYTES = 256 * 1024 * 1024
 
 
 def spark_session(master: str | None = None, *, app_name: str = "kproto analyze",
-                  conf: dict[str, str] | None = None, input_bytes: int | None = None):
+                  conf: dict[str, str] | None = None, input_bytes: int | None = None,
+                  record_jvm_archive: bool = False):
     """A SparkSession: the active one, the one spark-submit configured, or an embedded local one.
 
     Without ``master`` and outside spark-submit, Spark runs in this process
@@ -38,7 +40,9 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
     starts without the web UI (``--conf spark.ui.enabled=true`` brings it back);
     when ``input_bytes`` is known and under :data:`LATENCY_INPUT_BYTES`, its JVM
     also compiles with the quick JIT tier only, which halves the start-up and the
-    first job (docs/analyze.md, "Where the time goes").
+    first job (docs/analyze.md, "Where the time goes"). A local JVM maps the class-data
+    archive of :mod:`kproto.spark.jvm_archive` when there is one, or records it when
+    ``record_jvm_archive`` (then call ``jvm_archive.finish(session)`` at the end).
     """
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
@@ -70,15 +74,27 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "true",
     }
+    archive = None
     if master and master.startswith("local"):
         defaults["spark.ui.enabled"] = "false"
+        java_options = []
         if input_bytes is not None and input_bytes <= LATENCY_INPUT_BYTES:
             # The JVM only passes a few compact rows for small inputs: C2's optimised code
             # never pays for its compile time there.
-            defaults["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
+            java_options.append("-XX:TieredStopAtLevel=1")
+        from pyspark import SparkContext
+
+        # Only a JVM this call starts takes the options (and only without the user's own).
+        if SparkContext._gateway is None and "spark.driver.extraJavaOptions" not in (conf or {}):
+            archive = jvm_archive.plan(record=record_jvm_archive)
+            java_options.append(archive.java_options())
+        if any(java_options):
+            defaults["spark.driver.extraJavaOptions"] = " ".join(o for o in java_options if o)
     for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    # What jvm_archive.finish looks at (setattr: SparkSession declares no such attribute).
+    setattr(session, "_kproto_jvm_archive", archive)  # noqa: B010
     return session
 
 

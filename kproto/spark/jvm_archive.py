@@ -1,0 +1,185 @@
+"""A class-data-sharing archive for the embedded Spark JVM: start in half the time.
+
+Most of a small analysis is the JVM loading and verifying Spark's classes (about
+6 s to start the session and 5 s more for the first SQL job on a 2-core machine).
+The JDK can record the classes a run loaded into an archive (``-XX:ArchiveClassesAtExit``,
+JDK 13+) and map it at the next start (``-XX:SharedArchiveFile``): measured on
+``samples/sample.pcap``, 16 s -> 10 s of wall time (docs/analyze.md, "Where the time goes").
+
+How kproto uses it, for local masters only (a cluster's JVMs are not ours to tune):
+
+* ``kproto analyze`` with no archive yet records one: the JVM writes it to a
+  temporary file when it exits, and :func:`finish` renames it into place once the
+  JVM has exited cleanly, so a half-written archive is never used. That one run
+  takes about 10 s longer; ``scripts/setup.sh --spark`` makes the archive at set-up.
+* Every later local session maps it. An archive is named after the Java runtime and
+  the Spark jars it was made from, so a new JDK or pyspark makes a new one; the JVM
+  checks the classpath itself too and ignores an archive that does not match.
+* ``KPROTO_JVM_ARCHIVE=off`` turns it all off; ``KPROTO_CACHE_DIR`` moves the cache
+  (default ``$XDG_CACHE_HOME/kproto``, else ``~/.cache/kproto``). An archive is about
+  160 MB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+#: JVM logging of class-data sharing off: a signed jar it skips is not the user's concern.
+QUIET = "-Xlog:cds=off,cds+dynamic=off"
+ENV_SWITCH = "KPROTO_JVM_ARCHIVE"
+WAIT_FOR_JVM_S = 120
+
+
+@dataclass
+class Plan:
+    """What this session does with the archive: ``use`` it, ``record`` it, or nothing."""
+
+    action: str            # "use", "record" or "off"
+    path: Path | None      # the archive
+    recording: Path | None = None   # where the JVM writes it while recording
+
+    def java_options(self) -> str:
+        if self.action == "use":
+            return f"-XX:SharedArchiveFile={self.path} {QUIET}"
+        if self.action == "record":
+            return f"-XX:ArchiveClassesAtExit={self.recording} {QUIET}"
+        return ""
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("KPROTO_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kproto"
+
+
+def _java() -> Path | None:
+    home = os.environ.get("JAVA_HOME")
+    found = Path(home) / "bin" / "java" if home else None
+    if found is None or not found.exists():
+        which = shutil.which("java")
+        found = Path(which) if which else None
+    return found.resolve() if found else None
+
+
+def archive_path() -> Path | None:
+    """The archive for this Java runtime and these Spark jars (None without a java)."""
+    import pyspark
+
+    java = _java()
+    if java is None:
+        return None
+    jars = Path(pyspark.__file__).parent / "jars"
+    identity = hashlib.sha256()
+    for part in (str(java), str(java.stat().st_mtime_ns), pyspark.__version__):
+        identity.update(part.encode() + b"\0")
+    for jar in sorted(jars.glob("*.jar")) if jars.is_dir() else ():
+        identity.update(f"{jar.name}:{jar.stat().st_size}\0".encode())
+    return cache_dir() / f"spark-{pyspark.__version__}-{identity.hexdigest()[:16]}.jsa"
+
+
+def plan(*, record: bool) -> Plan:
+    """Use the archive when there is one; else record it when ``record`` (the CLI's runs)."""
+    if os.environ.get(ENV_SWITCH, "on").lower() in ("off", "0", "no", "false"):
+        return Plan("off", None)
+    try:
+        path = archive_path()
+    except OSError:
+        path = None
+    if path is None:
+        return Plan("off", None)
+    _remove_abandoned_recordings(path)
+    if path.is_file():
+        return Plan("use", path)
+    if not record:
+        return Plan("off", path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return Plan("off", path)
+    return Plan("record", path, path.with_name(f"{path.name}.{os.getpid()}.tmp"))
+
+
+def _remove_abandoned_recordings(path: Path) -> None:
+    """Recordings of runs that ended without :func:`finish` (a failed run, a kill): never
+    used, since the JVM may have stopped half-way through writing them."""
+    for stale in path.parent.glob(f"{path.name}.*.tmp"):
+        pid = stale.name[len(path.name) + 1:-len(".tmp")]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def finish(spark) -> bool:
+    """After a recording session: stop Spark, let the JVM exit (it writes the archive
+    then) and move a complete archive into place. True when an archive was made."""
+    chosen = getattr(spark, "_kproto_jvm_archive", None)
+    if chosen is None or chosen.action != "record" or chosen.recording is None or chosen.path is None:
+        return False
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if gateway is None or process is None:
+        return False
+    try:
+        gateway.shutdown()
+        if process.stdin is not None:
+            process.stdin.close()      # the gateway server exits cleanly when its stdin closes
+        code = process.wait(timeout=WAIT_FOR_JVM_S)
+    except (subprocess.TimeoutExpired, OSError):
+        code = None
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    made = code == 0 and chosen.recording.is_file() and chosen.recording.stat().st_size > 0
+    if made:
+        os.replace(chosen.recording, chosen.path)
+    else:
+        chosen.recording.unlink(missing_ok=True)
+    return made
+
+
+def prepare() -> int:
+    """Make the archive now (``python -m kproto.spark.jvm_archive``; scripts/setup.sh --spark
+    runs it): one local analysis of a few frames, recording. 0 when it is there after."""
+    import tempfile
+
+    import kproto
+    from kproto import messages
+    from kproto.spark import Options, analyze, spark_session
+
+    chosen = plan(record=True)
+    if chosen.action != "record":
+        print(f"kproto JVM archive: {chosen.action}{f' ({chosen.path})' if chosen.path else ''}")
+        return 0 if chosen.action in ("use", "off") else 1
+    with tempfile.TemporaryDirectory(prefix="kproto-jvm-archive-") as folder:
+        frames = Path(folder) / "frames.bin"
+        request = messages.MetadataRequest(topics=None)
+        frames.write_bytes(b"".join(kproto.encode_request(request, version=12, correlation_id=n, client_id="warm-up",
+                                                          size_prefixed=True) for n in range(4)))
+        spark = spark_session("local[2]", input_bytes=0, record_jvm_archive=True)
+        spark.sparkContext.setLogLevel("ERROR")
+        analyze([str(frames)], str(Path(folder) / "out"), spark=spark, options=Options(), progress=False)
+        made = finish(spark)
+    print(f"kproto JVM archive: {'made' if made else 'NOT made'} ({chosen.path})")
+    return 0 if made else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(prepare())
