@@ -22,7 +22,6 @@ GENERATED = {"kproto/schema/_messages.py", "kproto/_common/error_codes.py", "kpr
 STILL_TOO_LONG = {
     "kproto/_c/_capture.pyx": "the capture engine is one cdef class (Cython cannot include a file into a "
                               "class body): it needs splitting into reader, reassembly and framer classes",
-    "kproto/spark/worker.py": "to be split into planning, reading and combining modules",
 }
 
 _C_FUNCTION = re.compile(r"^(\s*)(?:async\s+def|def|cdef|cpdef)\s+(?:inline\s+)?[^=:]*?\b(\w+)\s*\(")

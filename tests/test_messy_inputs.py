@@ -18,6 +18,7 @@ import pytest
 
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 from kproto.spark import jobs
+from kproto.spark import planning as P
 from kproto.spark import worker as W
 from tests import spark_captures as sc
 from tests.pcapwriter import PcapngWriter
@@ -28,7 +29,7 @@ def analyse(paths, **options):
     sink = W.Sink()
     parts = []
     for path in paths:
-        for split in W.plan_file(str(path), 0, **options):
+        for split in P.plan_file(str(path), 0, **options):
             parts += list(W.process_split(split, sink=sink))
     table = pa.Table.from_batches(parts, schema=W.PARTS_SCHEMA)
     accounting = [r for r in table.select(["kind", "capture", "connection_id", "info"]).to_pylist()
@@ -147,7 +148,7 @@ def test_a_corrupt_record_inside_a_split_file_is_one_row(tmp_path):
     struct.pack_into("<I", data, bad + 8, 0x7FFFFFFF)
     path = tmp_path / "split.pcap"
     path.write_bytes(bytes(data))
-    splits = W.plan_file(str(path), 0, split_bytes=12_000, overlap=8_000)
+    splits = P.plan_file(str(path), 0, split_bytes=12_000, overlap=8_000)
     assert len(splits) > 3
     _, summary, errors = analyse([path], split_bytes=12_000, overlap=8_000)
     oversized = [e for e in errors if e["category"] == "oversized_record"]
@@ -172,7 +173,7 @@ def test_a_truncated_last_record_is_reported(tmp_path):
 def test_a_missing_file_is_a_read_failed_row(tmp_path):
     path = tmp_path / "gone.pcap"
     path.write_bytes(sc.small_capture())
-    (split,) = W.plan_file(str(path), 0)
+    (split,) = P.plan_file(str(path), 0)
     path.unlink()
     parts = pa.Table.from_batches(list(W.process_split(split)), schema=W.PARTS_SCHEMA)
     info = json.loads(parts.filter(pc.equal(parts["kind"], "capture"))["info"][0].as_py())
@@ -183,7 +184,7 @@ def test_fail_fast_names_the_file_offset_and_reason(tmp_path):
     path = tmp_path / "bad.pcap"
     data = sc.small_capture()
     path.write_bytes(data + struct.pack("<IIII", 1, 0, 0xFFFFFFFF, 0))
-    (split,) = W.plan_file(str(path), 0)
+    (split,) = P.plan_file(str(path), 0)
     with pytest.raises(W.InputError, match=f"{path}: byte offset {len(data)}: pcap record with captured length"):
         list(W.process_split(split, fail_fast=True))
 

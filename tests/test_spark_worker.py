@@ -10,6 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from kproto.spark import combine as C
+
+from kproto.spark import planning as P
+
 from kproto.spark import worker as W
 from tests import spark_captures as sc
 
@@ -34,7 +38,7 @@ def small(tmp_path_factory):
 
 
 def test_small_capture_exchanges_exactly(small):
-    (split,) = W.plan_file(small, 0)
+    (split,) = P.plan_file(small, 0)
     assert (split.mode, split.split_count, split.format) == ("decode", 1, "pcap")
     sink, _parts = _tables(split)
     rows = sink.table("exchanges").select(
@@ -55,7 +59,7 @@ def test_small_capture_exchanges_exactly(small):
 
 
 def test_small_capture_frames_and_compact_rows(small):
-    sink, out = _tables(W.plan_file(small, 0)[0])
+    sink, out = _tables(P.plan_file(small, 0)[0])
     frames = sink.table("frames")
     assert frames.num_rows == 10
     assert pc.value_counts(frames["status_name"]).to_pylist() == [
@@ -65,7 +69,7 @@ def test_small_capture_frames_and_compact_rows(small):
     produce = frames.filter(pc.and_(pc.equal(frames["api_key"], 0), pc.equal(frames["direction"], 0)))
     first = json.loads(produce["body"][0].as_py())["topic_data"][0]["partition_data"][0]["records"]
     assert first == {"batches": 1, "records": 3, "bytes": 103, "compression": "none"}
-    sink64, _ = _tables(W.plan_file(small, 0)[0], records="base64")
+    sink64, _ = _tables(P.plan_file(small, 0)[0], records="base64")
     same = {(r["connection_id"], r["direction"], r["sequence"]): r for r in sink64.table("frames").to_pylist()}
     key = (produce["connection_id"][0].as_py(), 0, produce["sequence"][0].as_py())
     raw = json.loads(same[key]["body"])["topic_data"][0]["partition_data"][0]["records"]
@@ -98,7 +102,7 @@ def test_error_code_is_the_first_nonzero_anywhere():
 def test_a_split_pcap_gives_the_same_frames_and_pairs_as_whole(tmp_path):
     path = tmp_path / "big.pcap"
     path.write_bytes(sc.big_capture(connections=4, exchanges=30))
-    splits = W.plan_file(str(path), 0, split_bytes=12_000, overlap=8_000)
+    splits = P.plan_file(str(path), 0, split_bytes=12_000, overlap=8_000)
     assert len(splits) > 3
     assert [s.split_index for s in splits] == list(range(len(splits)))
     assert all(a.end == b.start and a.ts_hi == b.ts_lo for a, b in zip(splits, splits[1:]))
@@ -108,7 +112,7 @@ def test_a_split_pcap_gives_the_same_frames_and_pairs_as_whole(tmp_path):
     ranges = W.Sink()
     parts = [b for s in splits for b in W.process_split(s, sink=ranges)]
     assert not any(b["kind"][0].as_py() == "raw" for b in parts if b.num_rows)
-    whole, _ = _tables(W.plan_file(str(path), 0)[0])
+    whole, _ = _tables(P.plan_file(str(path), 0)[0])
     split_frames, whole_frames = ranges.table("frames"), whole.table("frames")
     key = ["direction", "ts_first_ns", "size", "api_key", "correlation_id", "client_id", "status"]
 
@@ -138,8 +142,8 @@ def test_a_split_pcap_gives_the_same_frames_and_pairs_as_whole(tmp_path):
 def test_big_unsplittable_files_go_raw_to_the_grouping_step(tmp_path):
     path = tmp_path / "big.pcap"
     path.write_bytes(sc.big_capture(connections=2, exchanges=10))
-    whole, _ = _tables(W.plan_file(str(path), 0)[0])
-    (split,) = W.plan_file(str(path), 0)
+    whole, _ = _tables(P.plan_file(str(path), 0)[0])
+    (split,) = P.plan_file(str(path), 0)
     split.mode = "raw"      # as a pcapng file larger than the split size
     raw = [b for b in W.process_split(split) if b.num_rows and b["kind"][0].as_py() == "raw"]
     grouped = W.Sink()
@@ -152,22 +156,22 @@ def test_big_unsplittable_files_go_raw_to_the_grouping_step(tmp_path):
 
 def test_record_boundary_search_skips_mid_record_offsets(tmp_path):
     data = sc.big_capture(connections=2, exchanges=5)
-    boundary = W.find_record_boundary(data[100:], 100, "<", False, 262144,
+    boundary = P.find_record_boundary(data[100:], 100, "<", False, 262144,
                                       (sc.START_NS - 10**12, sc.START_NS + 10**12))
     assert boundary is not None
     offset, ts = boundary
     # The offset starts a record: walking the records from the file header reaches it.
-    pos = W.PCAP_HEADER_SIZE
+    pos = P.PCAP_HEADER_SIZE
     while pos < offset:
-        pos += W._pcap_record(data, pos, "<", False, 262144)[1]
-    assert pos == offset and W._pcap_record(data, pos, "<", False, 262144)[0] == ts
+        pos += P._pcap_record(data, pos, "<", False, 262144)[1]
+    assert pos == offset and P._pcap_record(data, pos, "<", False, 262144)[0] == ts
 
 
 def test_frame_files_are_one_connection_of_requests(tmp_path):
     path = tmp_path / "frames.bin"
     path.write_bytes(sc.request(sc.produce("t", 0, sc.records(1)), 9, 5, "dump")
                      + sc.request(sc.produce("t", 0, sc.records(1)), 9, 6, "dump"))
-    (split,) = W.plan_file(str(path), 0)
+    (split,) = P.plan_file(str(path), 0)
     assert split.format == "frames"
     sink, _parts = _tables(split)
     frames = sink.table("frames")
@@ -199,7 +203,7 @@ def topic_id_run(tmp_path_factory):
     for name, data in zip(("a.pcap", "b.pcap"), sc.topic_id_captures()):
         path = directory / name
         path.write_bytes(data)
-        sinks[name], rows = _tables(W.plan_file(str(path), len(data))[0])
+        sinks[name], rows = _tables(P.plan_file(str(path), len(data))[0])
         parts.append(rows)
     return sinks, pa.concat_tables(parts)
 
@@ -212,8 +216,8 @@ def test_responses_naming_topic_ids_give_topic_name_rows(topic_id_run):
 
 def test_topic_ids_are_named_from_other_connections_and_files(topic_id_run):
     _sinks, parts = topic_id_run
-    topics = W.combine(parts)["topics"]
-    assert topics.schema == W.TOPICS_SCHEMA
+    topics = C.combine(parts)["topics"]
+    assert topics.schema == C.TOPICS_SCHEMA
     rows = [(r["topic"], r["topic_id"], r["partition"], r["produce_records"], r["fetch_records"])
             for r in topics.to_pylist()]
     # orders: fetched by ID in a.pcap, named and produced to by name in b.pcap: one row.
@@ -231,17 +235,17 @@ def test_exchanges_carry_the_topic_their_frames_name(topic_id_run):
 
 
 def test_an_id_named_twice_takes_one_name_and_a_recreated_name_gets_no_id():
-    names, ids = W.resolve_topic_ids([{"topic_id": "a", "topic": "y"}, {"topic_id": "a", "topic": "x"},
+    names, ids = C.resolve_topic_ids([{"topic_id": "a", "topic": "y"}, {"topic_id": "a", "topic": "x"},
                                       {"topic_id": "b", "topic": "z"}, {"topic_id": "c", "topic": "z"}])
     assert names == {"a": "x", "b": "z", "c": "z"} and ids == {"x": "a"}
 
 
 def test_sample_capture_names_every_topic_it_fetches_by_id():
     sample = Path(__file__).resolve().parents[1] / "samples" / "sample.pcap"
-    _sink, parts = _tables(W.plan_file(str(sample), 0)[0])
+    _sink, parts = _tables(P.plan_file(str(sample), 0)[0])
     by_id = _kind(parts.to_batches(), "topic").filter(pc.is_null(_kind(parts.to_batches(), "topic")["topic"]))
     assert by_id.num_rows and set(by_id["topic_id"].to_pylist()) == {"08d54946-e234-5fc2-9c59-d53e4cf610d0"}
-    topics = W.combine(parts)["topics"].to_pylist()
+    topics = C.combine(parts)["topics"].to_pylist()
     assert all(t["topic"] is not None for t in topics)
     orders = next(t for t in topics if t["topic"] == "orders")
     # Fetch v11 (by name) twice, and fraud-detector's Fetch v16 (by ID) twice.

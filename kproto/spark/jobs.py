@@ -19,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from kproto.spark import jvm_archive
+from kproto.spark import combine as C
+from kproto.spark import planning as P
 from kproto.spark import worker as W
 
 TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections", "errors")
@@ -163,7 +165,7 @@ class Inputs:
 
 
 def _is_parquet(path: str) -> bool:
-    local = W.local_path(path)
+    local = P.local_path(path)
     if path.rstrip("/").endswith(".parquet"):
         return True
     return local is not None and os.path.isdir(local) and any(
@@ -176,7 +178,7 @@ def list_inputs(spark, paths: Sequence[str]) -> Inputs:
     captures: list[str] = []
     for path in paths:
         (inputs.parquet if _is_parquet(path) else captures).append(path)
-    if captures and spark.sparkContext.master.startswith("local") and all(W.local_path(p) == p for p in captures):
+    if captures and spark.sparkContext.master.startswith("local") and all(P.local_path(p) == p for p in captures):
         # Local mode, local paths: list them here, as Spark's binaryFile would (no job, no JVM warm-up).
         inputs.files = sorted((path, os.path.getsize(path)) for path in _list_local(captures))
         return inputs
@@ -192,7 +194,7 @@ def list_inputs(spark, paths: Sequence[str]) -> Inputs:
 def local_input_bytes(paths: Sequence[str]) -> int | None:
     """The bytes of the capture files when every path is a local capture that exists, else None
     (without raising). Parquet inputs give None: their frames go through the JVM, whatever their size."""
-    if any(W.local_path(p) != p or _is_parquet(p) for p in paths):
+    if any(P.local_path(p) != p or _is_parquet(p) for p in paths):
         return None
     try:
         return sum(os.path.getsize(p) for p in _list_local(paths))
@@ -220,18 +222,18 @@ def _list_local(paths: Sequence[str]) -> list[str]:
     return [os.path.abspath(path) for path in found]
 
 
-def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int) -> list[W.Split]:
+def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int) -> list[P.Split]:
     """Splits of every capture file, planned on the executors (they are the ones that see the files)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
     if not inputs.files:
         return []
-    local = [W.local_path(path) for path, _ in inputs.files]
+    local = [P.local_path(path) for path, _ in inputs.files]
     if spark.sparkContext.master.startswith("local") and all(p is not None and os.path.isfile(p) for p in local):
         # Local mode: the driver sees the files the tasks will read; no job needed.
         planned = [s for path, length in inputs.files
-                   for s in W.plan_file(path, length, capture=_capture_name(path), split_bytes=split_bytes,
+                   for s in P.plan_file(path, length, capture=_capture_name(path), split_bytes=split_bytes,
                                         overlap=overlap_bytes)]
         return sorted(planned, key=lambda s: (s.capture, s.split_index))
     files = spark.createDataFrame(
@@ -241,18 +243,18 @@ def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int) 
     def plan(batches):
         for batch in batches:
             for row in batch.to_pylist():
-                yield W.splits_to_batch(W.plan_file(row["path"], row["length"], capture=_capture_name(row["path"]),
+                yield P.splits_to_batch(P.plan_file(row["path"], row["length"], capture=_capture_name(row["path"]),
                                                     split_bytes=split_bytes, overlap=overlap_bytes))
 
-    rows = files.mapInArrow(plan, from_arrow_schema(W.SPLIT_SCHEMA)).collect()
-    splits = [W.Split(**row.asDict()) for row in rows]
+    rows = files.mapInArrow(plan, from_arrow_schema(P.SPLIT_SCHEMA)).collect()
+    splits = [P.Split(**row.asDict()) for row in rows]
     _ = pa
     return sorted(splits, key=lambda s: (s.capture, s.split_index))
 
 
 def _capture_name(path: str) -> str:
     """The ``capture`` column: the local path for ``file:`` URIs, else the URI."""
-    local = W.local_path(path)
+    local = P.local_path(path)
     return local if local is not None else path
 
 
@@ -261,7 +263,7 @@ def _capture_name(path: str) -> str:
 class Options:
     broker_ports: tuple[int, ...] = (9092,)
     split_bytes: int | None = None      # None: about one range per core, 32-256 MiB each
-    overlap_bytes: int = W.DEFAULT_OVERLAP_BYTES
+    overlap_bytes: int = P.DEFAULT_OVERLAP_BYTES
     body: str | None = "json"
     records: str = "summary"            # record sets in the JSON bodies: "summary" or "base64"
     fail_fast: bool = False             # an input that cannot be read completely fails the run
@@ -280,10 +282,10 @@ def split_size(options: Options, inputs: Inputs, parallelism: int) -> int:
         return options.split_bytes
     total = sum(length for _, length in inputs.files)
     per_core = -(-total // max(1, parallelism))
-    return max(MIN_AUTO_SPLIT, min(W.DEFAULT_SPLIT_BYTES, per_core))
+    return max(MIN_AUTO_SPLIT, min(P.DEFAULT_SPLIT_BYTES, per_core))
 
 
-def _part_name(split: W.Split) -> str:
+def _part_name(split: P.Split) -> str:
     """A file name for a split's tables: the same when a task is retried, distinct across captures."""
     digest = hashlib.blake2b(split.capture.encode(), digest_size=6).hexdigest()
     return f"{digest}-{split.split_index:05d}"
@@ -311,7 +313,7 @@ def finish_output(out: str) -> None:
             stream.write(b"")
 
 
-def compact_rows(spark, inputs: Inputs, splits: list[W.Split], options: Options, out: str):
+def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options, out: str):
     """Decode everything once; the tasks write ``frames`` / ``exchanges`` and return the compact rows."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -324,7 +326,7 @@ def compact_rows(spark, inputs: Inputs, splits: list[W.Split], options: Options,
 
     def read(batches):
         for batch in batches:
-            for split in W.splits_from_batch(batch):
+            for split in P.splits_from_batch(batch):
                 sink = W.ParquetSink(out, _part_name(split))
                 yield from W.process_split(split, broker_ports=ports, body=body, records=records, sink=sink,
                                            fail_fast=fail_fast)
@@ -342,9 +344,9 @@ def compact_rows(spark, inputs: Inputs, splits: list[W.Split], options: Options,
     raw_inputs = []
     stage1 = None
     if splits:
-        rows = [tuple(getattr(s, name) for name, _ in W.SPLIT_FIELDS) for s in splits]
+        rows = [tuple(getattr(s, name) for name, _ in P.SPLIT_FIELDS) for s in splits]
         split_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)),
-                                         from_arrow_schema(W.SPLIT_SCHEMA))
+                                         from_arrow_schema(P.SPLIT_SCHEMA))
         stage1 = split_df.mapInArrow(read, parts_type)
         if any(s.mode == "raw" for s in splits):
             stage1 = stage1.persist()
@@ -605,7 +607,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
     options = options or Options()
     spark = spark or spark_session(master)
     out_text = str(out).rstrip("/")
-    local_out = W.local_path(out_text)
+    local_out = P.local_path(out_text)
     if local_out is not None:
         local_out = os.path.abspath(local_out)
         out_text = local_out
@@ -631,7 +633,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             # Few compact rows (the usual case): combine them here, no Spark job per table.
             show.step(f"combining {compact_count:,} compact rows, writing the tables")
             collected = parts.toArrow()
-            tables = W.combine(collected)
+            tables = C.combine(collected)
             accounting = [r for r in collected.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                           if r["kind"] in ("capture", "counts", "connection")]
             errors = error_rows(accounting)

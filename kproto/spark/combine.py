@@ -1,0 +1,188 @@
+"""Combining the compact rows of every task into the small tables (in the driver).
+
+The tasks of kproto/spark/worker.py return compact rows (:data:`worker.PARTS_SCHEMA`);
+when there are few of them, :func:`combine` makes ``connections``, ``clients`` and
+``topics`` here with pyarrow instead of a Spark job per table (kproto/spark/jobs.py
+does the same with Spark SQL for many rows).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+
+
+
+# ---------------------------------------------------------------- combining compact rows (driver)
+def combine(parts: pa.Table) -> dict[str, pa.Table]:
+    """``connections``, ``clients`` and ``topics`` from the compact rows, as Spark SQL would combine them.
+
+    For runs whose compact rows fit the driver comfortably (a few per connection
+    and API version): the same tables as :func:`kproto.spark.jobs.build_tables`,
+    without a Spark job each.
+    """
+    from kproto import versions as kv
+    from kproto.capture import connection_schema
+
+    kinds = parts["kind"].to_pylist()
+
+    def rows_of(kind: str, columns: list[str]) -> list[dict]:
+        keep = pa.array([k == kind for k in kinds])
+        return parts.filter(keep).select(columns).to_pylist()
+
+    # Connections: one row per (capture, connection); ranges' counters add up.
+    schema = connection_schema()
+    counters = [f.name for f in schema if f.name.startswith(("request_", "response_"))]
+    merged: dict[tuple, dict] = {}
+    for r in sorted(rows_of("connection", ["capture", "split_index", "info"]), key=lambda r: r["split_index"]):
+        info = json.loads(r["info"])
+        key = (r["capture"], info["connection_id"])
+        row = merged.get(key)
+        if row is None:
+            merged[key] = dict(info, capture=r["capture"])
+            continue
+        row["first_ts_ns"] = _least(row["first_ts_ns"], info["first_ts_ns"])
+        row["last_ts_ns"] = _most(row["last_ts_ns"], info["last_ts_ns"])
+        row["handshake_seen"] = bool(row["handshake_seen"] or info["handshake_seen"])
+        row["closed_by"] = info["closed_by"] if info["closed_by"] is not None else row["closed_by"]
+        for name in counters:
+            row[name] = (row[name] or 0) + (info[name] or 0)
+    order = ["capture", "connection_id", "client_ip", "client_port", "server_ip", "server_port", "first_ts_ns",
+             "last_ts_ns", "handshake_seen", "closed_by", "direction_source", *counters]
+    connections = pa.Table.from_pylist(list(merged.values()), schema=pa.schema([schema.field(n) for n in order]))
+
+    # Clients: usage rows with their connection's client address.
+    client_ip = {key: row["client_ip"] for key, row in merged.items()}
+    names = {info.api_key: info.name for info in kv.api_table()}
+    clients: dict[tuple, dict] = {}
+    for u in rows_of("usage", ["capture", "connection_id", "client_id", "api_key", "api_version",
+                               "client_software_name", "client_software_version", "requests",
+                               "deprecated_requests", "removed_in_4x_requests", "error_responses",
+                               "first_ns", "last_ns"]):
+        key = (client_ip.get((u["capture"], u["connection_id"])), u["client_id"])
+        c = clients.setdefault(key, {"names": [], "versions": [], "software": set(), "connections": set(),
+                                     "requests": 0, "apis": set(), "deprecated": 0, "removed": 0, "errors": 0,
+                                     "first": [], "last": []})
+        c["names"].append(u["client_software_name"])
+        c["versions"].append(u["client_software_version"])
+        c["software"].add("/".join(v for v in (u["client_software_name"], u["client_software_version"])
+                                   if v is not None))
+        c["connections"].add((u["capture"], u["connection_id"]))
+        c["requests"] += u["requests"]
+        c["apis"].add((u["api_key"], u["api_version"]))
+        c["deprecated"] += u["deprecated_requests"]
+        c["removed"] += u["removed_in_4x_requests"]
+        c["errors"] += u["error_responses"]
+        c["first"].append(u["first_ns"])
+        c["last"].append(u["last_ns"])
+
+    def api(key: int | None, version: int | None) -> str | None:
+        if key is None or version is None:
+            return None
+        return f"{names.get(key, f'UNKNOWN({key})')} v{version}"
+
+    def nulls_first(value: tuple) -> tuple:
+        return tuple((v is not None, v if v is not None else 0) for v in value)
+
+    client_rows = [{
+        "client_ip": ip, "client_id": client_id,
+        "client_software_name": max((v for v in c["names"] if v is not None), default=None),
+        "client_software_version": max((v for v in c["versions"] if v is not None), default=None),
+        "client_software": sorted(c["software"]), "connections": len(c["connections"]),
+        "requests": c["requests"], "deprecated_requests": c["deprecated"],
+        "removed_in_4x_requests": c["removed"], "error_responses": c["errors"],
+        "first_seen_ns": _least(*c["first"]), "last_seen_ns": _most(*c["last"]),
+        "apis": [api(*v) for v in sorted(c["apis"], key=nulls_first)],
+    } for (ip, client_id), c in sorted(clients.items(), key=lambda item: nulls_first(item[0]))]
+    clients_table = pa.Table.from_pylist(client_rows, schema=CLIENTS_SCHEMA)
+
+    # Topics: Produce requests and Fetch responses per topic-partition, a topic named by its ID
+    # under the name a response of the run gave that ID (and the reverse: see resolve_topic_ids).
+    name_of, id_of = resolve_topic_ids(rows_of("topic_name", ["topic_id", "topic"]))
+    topics: dict[tuple, dict] = {}
+    for t in rows_of("topic", ["topic", "topic_id", "partition", "api_key", "compression", "messages", "bytes",
+                               "records", "batches", "records_errors", "first_ns", "last_ns"]):
+        topic = t["topic"] if t["topic"] is not None else name_of.get(t["topic_id"])
+        topic_id = t["topic_id"] if t["topic_id"] is not None else id_of.get(t["topic"])
+        row = topics.setdefault((topic, topic_id, t["partition"]), {"codecs": set(), "first": [], "last": [],
+                                                                    "records_errors": None})
+        side = {0: "produce", 1: "fetch"}.get(t["api_key"])
+        for prefix in ("produce", "fetch"):
+            for name, value in ((f"{prefix}_{'requests' if prefix == 'produce' else 'responses'}", t["messages"]),
+                                (f"{prefix}_bytes", t["bytes"]), (f"{prefix}_records", t["records"]),
+                                (f"{prefix}_batches", t["batches"])):
+                # Spark: sum(when(this API, value).otherwise(0)), a null value adds nothing.
+                contribution = value if side == prefix else 0
+                row[name] = _sum(row.get(name, _UNSET), contribution)
+        if t["compression"] is not None:
+            row["codecs"].add(t["compression"])
+        row["records_errors"] = _sum(row["records_errors"] if row["records_errors"] is not None else _UNSET,
+                                     t["records_errors"])
+        row["first"].append(t["first_ns"])
+        row["last"].append(t["last_ns"])
+    topic_rows = []
+    for (topic, topic_id, partition), row in sorted(topics.items(), key=lambda item: nulls_first(item[0])):
+        out = {"topic": topic, "topic_id": topic_id, "partition": partition}
+        out.update({name: (None if row[name] is _UNSET else row[name]) for name in TOPIC_SUMS})
+        out.update({"compression": ",".join(sorted(row["codecs"])), "records_errors": row["records_errors"],
+                    "first_ts_ns": _least(*row["first"]), "last_ts_ns": _most(*row["last"])})
+        topic_rows.append(out)
+    topics_table = pa.Table.from_pylist(topic_rows, schema=TOPICS_SCHEMA)
+    return {"connections": connections, "clients": clients_table, "topics": topics_table}
+
+
+def resolve_topic_ids(rows: Iterable[dict]) -> tuple[dict[str, str], dict[str, str]]:
+    """(name of each topic ID, the ID of each name that has exactly one) from ``topic_name`` rows.
+
+    An ID named differently by two responses takes the least name (Spark's min);
+    a name with several IDs (a topic deleted and created again) gets none.
+    """
+    names: dict[str, str] = {}
+    for r in rows:
+        if r["topic_id"] is not None and r["topic"] is not None:
+            names[r["topic_id"]] = min(r["topic"], names.get(r["topic_id"], r["topic"]))
+    ids: dict[str, list[str]] = {}
+    for topic_id, name in names.items():
+        ids.setdefault(name, []).append(topic_id)
+    return names, {name: found[0] for name, found in ids.items() if len(found) == 1}
+
+
+class _Unset:
+    """No value yet in a sum (Spark's sum of only nulls is null; of nothing at all, too)."""
+
+
+_UNSET: Any = _Unset()
+
+
+def _sum(total: Any, value: int | None) -> Any:
+    if value is None:
+        return total
+    return value if total is _UNSET or total is None else total + value
+
+
+def _least(*values: int | None) -> int | None:
+    return min((v for v in values if v is not None), default=None)
+
+
+def _most(*values: int | None) -> int | None:
+    return max((v for v in values if v is not None), default=None)
+
+
+TOPIC_SUMS = ("produce_requests", "produce_bytes", "produce_records", "produce_batches", "fetch_responses",
+              "fetch_bytes", "fetch_records", "fetch_batches")
+TOPICS_SCHEMA = pa.schema([("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32())]
+                          + [(name, pa.int64()) for name in TOPIC_SUMS]
+                          + [("compression", pa.string()), ("records_errors", pa.int64()),
+                             ("first_ts_ns", pa.int64()), ("last_ts_ns", pa.int64())])
+CLIENTS_SCHEMA = pa.schema([
+    ("client_ip", pa.string()), ("client_id", pa.string()), ("client_software_name", pa.string()),
+    # Element fields as Spark names them (collect_set never holds a null).
+    ("client_software_version", pa.string()),
+    ("client_software", pa.list_(pa.field("element", pa.string(), nullable=False))),
+    ("connections", pa.int64()), ("requests", pa.int64()), ("deprecated_requests", pa.int64()),
+    ("removed_in_4x_requests", pa.int64()), ("error_responses", pa.int64()), ("first_seen_ns", pa.int64()),
+    ("last_seen_ns", pa.int64()), ("apis", pa.list_(pa.field("element", pa.string()))),
+])
