@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 import kproto.batch as kb
+from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
 from kproto import versions
 from kproto.capture import (DEFAULT_BROKER_PORTS, CaptureReader, frame_schema,
                             read_frame_file)
@@ -39,8 +40,8 @@ from kproto.limits import DEFAULT_MAX_FRAME_SIZE
 __all__ = ["Input", "InputProblem", "Filters", "OpenRequests", "records", "record_batches",
            "FRAME_DUMP_CHUNK", "MAX_OPEN_REQUESTS"]
 
-PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+PCAP_MAGICS = tuple(PCAP_FILE_MAGICS)
+PCAPNG_MAGIC = PCAPNG_FILE_MAGIC
 FRAME_DUMP_CHUNK = 4 * 1024 * 1024
 #: Requests waiting for their response that are remembered (the oldest are forgotten
 #: beyond this: their responses then decode as NO_REQUEST_INFO).

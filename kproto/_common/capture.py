@@ -63,6 +63,14 @@ PCAP_MAGIC_NS = 0xA1B23C4D
 PCAPNG_SHB = 0x0A0D0D0A
 PCAPNG_BOM = 0x1A2B3C4D
 
+# The same magics as a file's first four bytes: pcap's byte order and timestamp unit,
+# and pcapng's section header (a palindrome, so one value in either order).
+PCAP_FILE_MAGICS = {
+    PCAP_MAGIC_US.to_bytes(4, "little"): ("<", False), PCAP_MAGIC_US.to_bytes(4, "big"): (">", False),
+    PCAP_MAGIC_NS.to_bytes(4, "little"): ("<", True), PCAP_MAGIC_NS.to_bytes(4, "big"): (">", True),
+}
+PCAPNG_FILE_MAGIC = PCAPNG_SHB.to_bytes(4, "big")
+
 # Link types (tcpdump.org/linktypes.html) the engines take apart.
 LINK_NULL = 0
 LINK_ETHERNET = 1

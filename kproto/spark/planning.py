@@ -21,6 +21,8 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
+from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
+
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -28,11 +30,8 @@ INT64_MAX = 2**63 - 1
 DEFAULT_SPLIT_BYTES = 256 * 1024 * 1024
 DEFAULT_OVERLAP_BYTES = 32 * 1024 * 1024
 
-PCAP_MAGICS = {
-    b"\xd4\xc3\xb2\xa1": ("<", False), b"\xa1\xb2\xc3\xd4": (">", False),
-    b"\x4d\x3c\xb2\xa1": ("<", True), b"\xa1\xb2\x3c\x4d": (">", True),
-}
-PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+PCAP_MAGICS = PCAP_FILE_MAGICS       # first four bytes -> (byte order, nanosecond timestamps)
+PCAPNG_MAGIC = PCAPNG_FILE_MAGIC
 PCAP_HEADER_SIZE = 24
 PCAP_RECORD_HEADER = 16
 _MAX_RECORD = 256 * 1024        # a plausible captured packet, for boundary search

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kproto.batch import occurrence_rank
+from kproto.capture import frame_schema
 from kproto.spark.planning import (INT64_MIN, PCAP_HEADER_SIZE, Split, _range_pieces, _RangeStream, _Source,
                                    local_path)
 
@@ -51,18 +52,14 @@ UNSUPPORTED_VERSION = 35
 #   raw         frames on their way to the grouping step (ranges of pcapng, Parquet inputs)
 def parts_schema() -> pa.Schema:
     """Columns of every compact row kind (Spark types only: no unsigned, no dictionaries)."""
+    frame = frame_schema()        # raw frames carry the capture's frame columns as they are
     return pa.schema([
         ("kind", pa.string()),
-        ("capture", pa.string()),
-        ("connection_id", pa.int64()),
+        frame.field("capture"),
+        frame.field("connection_id"),
         ("split_index", pa.int32()),
         # raw frames
-        ("direction", pa.int8()),
-        ("sequence", pa.int64()),
-        ("ts_first_ns", pa.int64()),
-        ("ts_last_ns", pa.int64()),
-        ("size", pa.int32()),
-        ("payload", pa.binary()),
+        *(frame.field(name) for name in ("direction", "sequence", "ts_first_ns", "ts_last_ns", "size", "payload")),
         # usage
         ("client_id", pa.string()),
         ("api_key", pa.int16()),
@@ -244,7 +241,7 @@ def _frames_of_frame_file(source: _Source, split: Split) -> tuple[list[pa.Record
     Returns the frame batches read before any problem and the accounting:
     ``input_bytes == file_bytes + trailing_bytes + unread_bytes``, and ``errors``.
     """
-    from kproto.capture import frame_schema, read_frame_file
+    from kproto.capture import read_frame_file
     from kproto.errors import DecodeError, TruncatedError
 
     data = source.read(0, source.size)
@@ -345,7 +342,7 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
     the errors (category, file offset, reason, bytes unread). With
     ``fail_fast`` the first such error raises :class:`InputError` instead.
     """
-    from kproto.capture import connection_schema, frame_schema
+    from kproto.capture import connection_schema
 
     ports = tuple(broker_ports)
     sink = sink if sink is not None else Sink()
@@ -426,7 +423,6 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
     writes the exchange. Connection ids are hashes of the addresses and
     sequences ``(owning split << 32) + rank``, which every range computes alike.
     """
-    from kproto.capture import frame_schema
 
     marks: dict[str, dict] = {}
     holder: list[Any] = []
@@ -835,8 +831,6 @@ PAIR_COUNTS = {"PAIRED": "exchanges_paired", "NO_RESPONSE_EXPECTED": "no_respons
 def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = "json", records: str = "summary",
                        sink: Sink | None = None) -> Iterator[pa.RecordBatch]:
     """The grouping step: raw frames of whole connections (any order) to compact rows; tables to ``sink``."""
-    from kproto.capture import frame_schema
-
     tables = [pa.Table.from_batches([b]).select(list(RAW_COLUMNS)) for b in batches if b.num_rows]
     if not tables:
         return
