@@ -256,6 +256,26 @@ class _OneBatch:
     def _setup(self, view, start, end, limits: _Limits) -> None:
         raise NotImplementedError
 
+    # Set by _setup: the buffer and where in it the batch lies.
+    _view: memoryview
+    _start: int
+    _end: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the batch takes on the wire, header included."""
+        return self._end - self._start
+
+    @property
+    def position(self) -> int:
+        """Where the batch starts in the buffer it was read from."""
+        return self._start
+
+    @property
+    def raw(self) -> memoryview:
+        """The batch's bytes, without copying them."""
+        return self._view[self._start:self._end]
+
 
 class RecordBatch(_OneBatch):
     """A magic 2 record batch, read lazily from a buffer it does not copy.
@@ -326,21 +346,6 @@ class RecordBatch(_OneBatch):
     @property
     def next_offset(self) -> int:
         return wrap_int64(self.base_offset + self.last_offset_delta + 1)
-
-    @property
-    def size(self) -> int:
-        """Bytes the batch takes on the wire, header included."""
-        return self._end - self._start
-
-    @property
-    def position(self) -> int:
-        """Where the batch starts in the buffer it was read from."""
-        return self._start
-
-    @property
-    def raw(self) -> memoryview:
-        """The batch's bytes, without copying them."""
-        return self._view[self._start:self._end]
 
     def __len__(self) -> int:
         return self.record_count

@@ -114,18 +114,6 @@ class LegacyBatch(_OneBatch):
     def next_offset(self) -> int:
         return wrap_int64(self.offset + 1)
 
-    @property
-    def size(self) -> int:
-        return self._end - self._start
-
-    @property
-    def position(self) -> int:
-        return self._start
-
-    @property
-    def raw(self) -> memoryview:
-        return self._view[self._start:self._end]
-
     def __repr__(self) -> str:
         return (f"LegacyBatch(magic={self.magic}, offset={self.offset}, "
                 f"compression={self.compression_name!r}, size={self.size})")
