@@ -95,20 +95,20 @@ cdef int put_records_summary(JCtx *x, const unsigned char *p, Py_ssize_t n) noex
     cdef int64_t records = 0
     cdef bint records_known = True
     cdef int codec = -1, this_codec, magic
-    while n - pos >= 17:
-        length = <int32_t>kp_load_be32(p + pos + 8)
-        if length < 5 or length > n - pos - 12:
+    while n - pos > MAGIC_AT:
+        length = <int32_t>kp_load_be32(p + pos + LENGTH_AT)
+        if length < 5 or length > n - pos - LOG_OVERHEAD:
             break
-        magic = p[pos + 16]
+        magic = p[pos + MAGIC_AT]
         if magic == 2:
-            if length < 49:
+            if length < V2_HEADER_SIZE - LOG_OVERHEAD:
                 break
-            this_codec = kp_load_be16(p + pos + 21) & 7
-            records += <int32_t>kp_load_be32(p + pos + 57)
+            this_codec = kp_load_be16(p + pos + V2_ATTRIBUTES_AT) & ATTR_COMPRESSION
+            records += <int32_t>kp_load_be32(p + pos + V2_RECORDS_COUNT_AT)
         elif magic == 0 or magic == 1:
             if length < 6:
                 break
-            this_codec = p[pos + 17] & 7
+            this_codec = p[pos + LEGACY_ATTRIBUTES_AT] & ATTR_COMPRESSION
             if this_codec == 0:
                 records += 1
             else:
@@ -117,7 +117,7 @@ cdef int put_records_summary(JCtx *x, const unsigned char *p, Py_ssize_t n) noex
             break
         codec = this_codec if codec == -1 or codec == this_codec else 8
         batches += 1
-        pos += 12 + length
+        pos += LOG_OVERHEAD + length
     if put(x, "{\"batches\":", 11) < 0 or put_int(x, batches) < 0 or put(x, ",\"records\":", 11) < 0:
         return -1
     if (put_int(x, records) if records_known else put(x, "null", 4)) < 0:

@@ -80,30 +80,30 @@ cdef void summarize_v2(const unsigned char *p, Py_ssize_t n, RecordsSummary *s) 
     s.fallback = False
     while True:
         left = n - pos
-        if left < 12:
+        if left < LOG_OVERHEAD:
             return            # the end, or a cut-short tail (not an error)
-        length = <int32_t>kp_load_be32(p + pos + 8)
+        length = <int32_t>kp_load_be32(p + pos + LENGTH_AT)
         if length < 0:
             s.fallback = True
             return
-        if left >= 17:
-            magic = p[pos + 16]
-            if magic != 2 or length < 49:
+        if left > MAGIC_AT:
+            magic = p[pos + MAGIC_AT]
+            if magic != 2 or length < V2_HEADER_SIZE - LOG_OVERHEAD:
                 s.fallback = True   # legacy, unknown magic or too short: the records module says
                 return
-        if 12 + <Py_ssize_t>length > left:
+        if LOG_OVERHEAD + <Py_ssize_t>length > left:
             return            # cut short
-        codec = kp_load_be16(p + pos + 21) & 7
+        codec = kp_load_be16(p + pos + V2_ATTRIBUTES_AT) & ATTR_COMPRESSION
         if codec > 4:
             s.fallback = True
             return
         if s.batches == 0:
-            s.producer_id = <int64_t>kp_load_be64(p + pos + 43)
+            s.producer_id = <int64_t>kp_load_be64(p + pos + V2_PRODUCER_ID_AT)
             s.has_producer_id = True
         s.batches += 1
-        s.records += <int32_t>kp_load_be32(p + pos + 57)
+        s.records += <int32_t>kp_load_be32(p + pos + V2_RECORDS_COUNT_AT)
         s.codec = codec if s.codec == -1 or s.codec == codec else CODEC_MIXED
-        pos += 12 + length
+        pos += LOG_OVERHEAD + length
 
 
 def partition_rows(data, dict cols, offsets=None):

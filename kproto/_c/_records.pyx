@@ -24,7 +24,10 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, 
                           INT64_MIN, INT64_MAX)
 from libc.string cimport memcmp, memcpy, memset
 
-from kproto._c._wire cimport wire_utf8_valid
+from kproto._c._wire cimport (
+    ATTR_COMPRESSION, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, LENGTH_AT,
+    LOG_OVERHEAD, V2_ATTRIBUTES_AT, V2_HEADER_SIZE, V2_RECORDS_COUNT_AT, wire_utf8_valid,
+)
 from kproto._c._buffer cimport (
     ByteReader, ByteWriter, reader_init, read_int8, read_int64, read_varint, read_varlong,
     read_length32, raise_decode, raise_invalid_length, writer_init, writer_free, writer_reserve,
@@ -73,30 +76,12 @@ cdef object _DEFAULT_MAX_RECORDS_PER_SET = _limits.DEFAULT_MAX_RECORDS_PER_SET
 cdef object _DEFAULT_MAX_PER_SET = _limits.DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET
 cdef Py_ssize_t _MIN_RECORD_SIZE = _limits.MIN_RECORD_SIZE
 
+# The record-batch layout (LOG_OVERHEAD, V2_ATTRIBUTES_AT, ATTR_*, ...) is the wire layer's (_wire.pxd).
 cdef enum:
-    LOG_OVERHEAD = 12
-    V2_HEADER_SIZE = 61
-    CRC_START = 21              # the CRC covers attributes .. end
-    RECORD_COUNT_AT = 57        # where records_count sits in the header
-    ATTR_COMPRESSION = 0x07
-    ATTR_TIMESTAMP_TYPE = 0x08
-    ATTR_TRANSACTIONAL = 0x10
-    ATTR_CONTROL = 0x20
-    ATTR_DELETE_HORIZON = 0x40
     # Record._flags
     HAS_OFFSET = 1
     HAS_TIMESTAMP = 2
     HAS_DELTA = 4
-
-# The layout constants above are compile-time copies of kproto/_common/records.py; a mismatch
-# must stop the import, not misread batches.
-if (LOG_OVERHEAD, V2_HEADER_SIZE, CRC_START, RECORD_COUNT_AT, ATTR_COMPRESSION, ATTR_TIMESTAMP_TYPE,
-        ATTR_TRANSACTIONAL, ATTR_CONTROL, ATTR_DELETE_HORIZON) != (
-        _common.LOG_OVERHEAD, _common.V2_HEADER_SIZE, _common.V2_ATTRIBUTES_AT, _common.V2_RECORDS_COUNT_AT,
-        _common.ATTR_COMPRESSION, _common.ATTR_TIMESTAMP_TYPE, _common.ATTR_TRANSACTIONAL,
-        _common.ATTR_CONTROL, _common.ATTR_DELETE_HORIZON):
-    raise ImportError("kproto/_c/_records.pyx: layout constants differ from kproto._common.records")
-
 
 cdef char *_FORMAT_BYTES = "B"
 

@@ -223,7 +223,7 @@ cdef int _setup_legacy(LegacyBatch batch, Records owner, _SetCount totals, Py_ss
     batch._start = start
     batch._end = end
     batch.offset = <int64_t>kp_load_be64(p)
-    batch.message_size = <int32_t>kp_load_be32(p + 8)
+    batch.message_size = <int32_t>kp_load_be32(p + LENGTH_AT)
     batch.crc = kp_load_be32(p + 12)
     batch.magic = <int8_t>p[16]
     batch.attributes = <int8_t>p[17]

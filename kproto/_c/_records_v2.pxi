@@ -113,8 +113,8 @@ cdef class RecordBatch:
     # ---- checksum
     @property
     def computed_crc(self):
-        cdef const unsigned char *p = self._owner._data + self._start + CRC_START
-        cdef size_t n = self._end - self._start - CRC_START
+        cdef const unsigned char *p = self._owner._data + self._start + V2_ATTRIBUTES_AT
+        cdef size_t n = self._end - self._start - V2_ATTRIBUTES_AT
         cdef uint32_t crc
         with nogil:
             crc = kp_crc32c(0, p, n)
@@ -197,7 +197,7 @@ cdef int _check_record_limit(RecordBatch batch) except -1:
         raise TooManyRecordsError(
             f"record batch declares {batch.record_count} records, more than the limit of "
             f"{batch._owner.max_records_per_batch} (max_records_per_batch)",
-            batch._start + RECORD_COUNT_AT, base_offset=batch.base_offset)
+            batch._start + V2_RECORDS_COUNT_AT, base_offset=batch.base_offset)
     if not batch._counted:
         batch._counted = True
         # a negative count is corrupt (raised when decoding), not a credit
@@ -236,10 +236,10 @@ cdef int _setup_batch(RecordBatch batch, Records owner, _SetCount totals, Py_ssi
     if batch.magic != 2:    # before the header is read: a legacy message may be shorter than it
         raise CorruptRecordError(f"magic {batch.magic} is not a record batch (magic 2)", start,
                                  base_offset=batch.base_offset)
-    batch.batch_length = <int32_t>kp_load_be32(p + 8)
+    batch.batch_length = <int32_t>kp_load_be32(p + LENGTH_AT)
     batch.partition_leader_epoch = <int32_t>kp_load_be32(p + 12)
     batch.crc = kp_load_be32(p + 17)
-    batch.attributes = <int16_t>kp_load_be16(p + 21)
+    batch.attributes = <int16_t>kp_load_be16(p + V2_ATTRIBUTES_AT)
     batch.last_offset_delta = <int32_t>kp_load_be32(p + 23)
     batch.base_timestamp = <int64_t>kp_load_be64(p + 27)
     batch.max_timestamp = <int64_t>kp_load_be64(p + 35)
@@ -522,7 +522,7 @@ def _encode_v2(records, base_offset, compression, compression_level, int timesta
         kp_store_be32(h + 53, <uint32_t><int32_t>as_int(base_sequence, INT32_MIN, INT32_MAX, "base sequence"))
         kp_store_be32(h + 57, <uint32_t>n)
         with nogil:
-            crc = kp_crc32c(0, h + CRC_START, w.length - CRC_START)
+            crc = kp_crc32c(0, h + V2_ATTRIBUTES_AT, w.length - V2_ATTRIBUTES_AT)
         kp_store_be32(h + 17, crc)
         return writer_to_bytes(&w)
     finally:

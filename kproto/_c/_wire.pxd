@@ -26,6 +26,22 @@ cdef enum:
     ST_LIMIT_EXCEEDED = 9
     ST_NO_MEMORY = 250
 
+# Record-batch layout: compile-time copies of kproto/_common/records.py (checked by _wire.pyx).
+cdef enum:
+    LOG_OVERHEAD = 12
+    LENGTH_AT = 8
+    MAGIC_AT = 16
+    LEGACY_ATTRIBUTES_AT = 17
+    V2_ATTRIBUTES_AT = 21       # the CRC-32C covers the bytes from here to the end
+    V2_PRODUCER_ID_AT = 43
+    V2_RECORDS_COUNT_AT = 57
+    V2_HEADER_SIZE = 61
+    ATTR_COMPRESSION = 0x07
+    ATTR_TIMESTAMP_TYPE = 0x08
+    ATTR_TRANSACTIONAL = 0x10
+    ATTR_CONTROL = 0x20
+    ATTR_DELETE_HORIZON = 0x40
+
 cdef enum:
     WIRE_MAX_API_KEY = 256     # API keys below this have table entries
     WIRE_MAX_VERSION = 64      # versions at or above this read the entry of WIRE_MAX_VERSION - 1

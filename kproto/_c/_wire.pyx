@@ -9,6 +9,7 @@ so the compiled modules read the same answer without a copy of the rule.
 from libc.stdint cimport int8_t
 
 from kproto import schema
+from kproto._common import records as _records_layout
 from kproto._common.batch import Status
 
 STATUS_NUMBERS = {
@@ -21,6 +22,14 @@ STATUS_NUMBERS = {
 # The C constants mirror the one definition; a mismatch must stop the import, not mislabel rows.
 if STATUS_NUMBERS != {status.name: int(status) for status in Status}:
     raise ImportError("kproto/_c/_wire.pxd: ST_* constants differ from kproto._common.batch.Status")
+
+_LAYOUT = ("LOG_OVERHEAD", "LENGTH_AT", "MAGIC_AT", "LEGACY_ATTRIBUTES_AT", "V2_ATTRIBUTES_AT", "V2_PRODUCER_ID_AT",
+           "V2_RECORDS_COUNT_AT", "V2_HEADER_SIZE", "ATTR_COMPRESSION", "ATTR_TIMESTAMP_TYPE", "ATTR_TRANSACTIONAL",
+           "ATTR_CONTROL", "ATTR_DELETE_HORIZON")
+if (LOG_OVERHEAD, LENGTH_AT, MAGIC_AT, LEGACY_ATTRIBUTES_AT, V2_ATTRIBUTES_AT, V2_PRODUCER_ID_AT, V2_RECORDS_COUNT_AT,
+        V2_HEADER_SIZE, ATTR_COMPRESSION, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, ATTR_CONTROL,
+        ATTR_DELETE_HORIZON) != tuple(getattr(_records_layout, name) for name in _LAYOUT):
+    raise ImportError("kproto/_c/_wire.pxd: record-batch layout constants differ from kproto._common.records")
 
 # [direction][api key][version]: direction 0 request, 1 response.
 cdef int8_t header_versions[2][WIRE_MAX_API_KEY][WIRE_MAX_VERSION]

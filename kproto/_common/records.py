@@ -25,9 +25,12 @@ CONTROL_VALUE = struct.Struct(">hi")
 
 # Where things sit in a batch or legacy message (Kafka's implementation notes).
 LOG_OVERHEAD = 12            # base offset (8) + length (4), before every batch or message
+LENGTH_AT = 8                # the batch / message length, after the base offset
 MAGIC_AT = 16                # the magic byte, at the same place in every format
+LEGACY_ATTRIBUTES_AT = 17    # a magic 0/1 message's attributes, right after its magic
 V2_HEADER_SIZE = 61          # the whole RecordBatch header, up to and including records_count
 V2_ATTRIBUTES_AT = 21        # the CRC-32C covers the bytes from here to the end
+V2_PRODUCER_ID_AT = 43
 V2_RECORDS_COUNT_AT = 57
 # Smallest valid length field per magic: the fixed fields after the length.
 MIN_LENGTH_BY_MAGIC = {0: 14, 1: 22, 2: V2_HEADER_SIZE - LOG_OVERHEAD}
