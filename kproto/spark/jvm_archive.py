@@ -81,6 +81,9 @@ def archive_path() -> Path | None:
         identity.update(part.encode() + b"\0")
     for jar in sorted(jars.glob("*.jar")) if jars.is_dir() else ():
         identity.update(f"{jar.name}:{jar.stat().st_size}\0".encode())
+    # The classes a run loads follow the plans kproto builds: another jobs.py, another archive
+    # (an archive recorded with older plans still maps, but misses the classes of the new ones).
+    identity.update(Path(__file__).with_name("jobs.py").read_bytes())
     return cache_dir() / f"spark-{pyspark.__version__}-{identity.hexdigest()[:16]}.jsa"
 
 
