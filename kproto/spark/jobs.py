@@ -588,7 +588,6 @@ SUMMARY_SCHEMA = pa.schema([("capture", pa.string()), ("format", pa.string()), (
                               ("accounted", pa.bool_()), ("error", pa.string())])
 
 
-
 @dataclass
 class Result:
     out: Path
