@@ -92,35 +92,36 @@ def make_capture(path: Path, megabytes: int, produce_version: int = 9) -> int:
     return path.stat().st_size
 
 
-def small_run(master: str, runs: int = 3) -> None:
-    """`kproto analyze samples/sample.pcap` as a user runs it: a new process each time, wall time and phases."""
+def small_run(master: str, runs: int = 3) -> float:
+    """`kproto analyze samples/sample.pcap --profile` as a user runs it: a new process each time;
+    wall time, the load average beside it, and the phases (``kproto.spark.profile``). Returns the median wall."""
     import re
     import statistics
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
     kproto = Path(sys.executable).with_name("kproto")
-    walls, phases = [], []
+    walls, loads, phases = [], [], []
     for _ in range(runs):
         out = tempfile.mkdtemp(prefix="kproto-small-")
+        loads.append(os.getloadavg()[0])
         started = time.perf_counter()
-        run = subprocess.run([str(kproto), "analyze", "samples/sample.pcap", "--out", out, "--master", master],
-                             cwd=root, capture_output=True, text=True, check=True)
+        run = subprocess.run([str(kproto), "analyze", "samples/sample.pcap", "--out", out, "--master", master,
+                              "--profile", "--quiet"], cwd=root, capture_output=True, text=True, check=True)
         wall = time.perf_counter() - started
         shutil.rmtree(out)
-        # Progress lines: "kproto analyze: <phase> (<seconds since the first phase> s)"
-        marks = [(m.group(1), float(m.group(2)))
-                 for m in re.finditer(r"kproto analyze: (.+) \((\d+\.\d) s\)", run.stderr)]
-        steps = {"session start and imports": wall - marks[-1][1]}
-        for (name, at), (_, then) in zip(marks, marks[1:]):
-            steps[name] = then - at
+        # The profile's table rows: "| <phase> | <seconds> | <jobs> | <tasks> |"
+        steps = {m.group(1): (float(m.group(2)), int(m.group(3)))
+                 for m in re.finditer(r"^\| (.+?) \| (\d+\.\d+) \| (\d+) \| \d+ \|$", run.stderr, re.M)}
+        steps["(process start and exit, outside the phases)"] = (wall - steps.pop("total")[0], 0)
         walls.append(wall)
         phases.append(steps)
     print(f"kproto analyze samples/sample.pcap --master {master}: wall {statistics.median(walls):.1f} s median "
-          f"of {runs} ({min(walls):.1f}-{max(walls):.1f})")
+          f"of {runs} ({min(walls):.1f}-{max(walls):.1f}), load average {statistics.median(loads):.1f}")
     for name in phases[0]:
-        values = [p.get(name, 0.0) for p in phases]
-        print(f"  {name[:60]:<60} {statistics.median(values):5.1f} s")
+        values = [p.get(name, (0.0, 0))[0] for p in phases]
+        print(f"  {name[:60]:<60} {statistics.median(values):5.2f} s, {phases[0][name][1]} Spark job(s)")
+    return statistics.median(walls)
 
 
 def main() -> int:

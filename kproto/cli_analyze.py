@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark configuration (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument("--profile", action="store_true",
+                        help="print the wall time and Spark jobs of each phase at the end (on stderr)")
     parser.add_argument("--fail-fast", action="store_true",
                         help="stop at the first input that cannot be read completely (default: analyse the "
                              "rest, list the problem in the errors table and exit with status 3)")
@@ -64,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from kproto.spark import Options, analyze, spark_session
     from kproto.spark import jvm_archive
     from kproto.spark.jobs import local_input_bytes
+    from kproto.spark.profile import PhaseProfile
 
     conf = {}
     for item in args.conf:
@@ -74,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
                       body=None if args.no_body else "json",
                       records="base64" if args.records_base64 else "summary", report=not args.no_report,
                       fail_fast=args.fail_fast)
+    profile = PhaseProfile() if args.profile else None
+    if profile is not None:
+        profile.mark("JVM and session start")
     try:
         spark = spark_session(args.master, conf=conf, input_bytes=local_input_bytes(args.paths),
                               record_jvm_archive=True)
@@ -82,7 +88,13 @@ def run(args: argparse.Namespace) -> int:
             print("kproto analyze: first run with this Java and Spark: recording the JVM's classes so that "
                   f"later runs start faster (once; {archive.path})", file=sys.stderr)
         spark.sparkContext.setLogLevel("ERROR")
-        result = analyze(args.paths, args.out, spark=spark, options=options, progress=not args.quiet)
+        if profile is not None:
+            profile.attach(spark)
+        result = analyze(args.paths, args.out, spark=spark, options=options, progress=not args.quiet,
+                         profile=profile)
+        if profile is not None:
+            profile.finish()
+            print(profile.table(), file=sys.stderr)
         jvm_archive.finish(spark)
     except FileNotFoundError as exc:
         print(f"kproto analyze: {exc}", file=sys.stderr)

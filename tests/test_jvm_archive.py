@@ -67,3 +67,14 @@ def test_finish_leaves_a_session_that_was_not_recording_alone():
 
     assert jvm_archive.finish(Session()) is False
     assert jvm_archive.finish(object()) is False
+
+
+def test_a_new_archive_replaces_the_ones_it_supersedes(cache):
+    path = jvm_archive.archive_path()
+    older = path.with_name(path.name.rsplit("-", 1)[0] + "-0123456789abcdef.jsa")
+    other_spark = path.with_name("spark-0.0.0-0123456789abcdef.jsa")
+    for old in (older, other_spark):
+        old.write_bytes(b"old")
+    path.write_bytes(b"new")
+    jvm_archive._remove_superseded(path)
+    assert path.exists() and not older.exists() and other_spark.exists()

@@ -104,10 +104,11 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
 class Progress:
     """Phases and task counts on stderr while Spark works (a live line on a terminal)."""
 
-    def __init__(self, spark, enabled: bool = True, stream=None) -> None:
+    def __init__(self, spark, enabled: bool = True, stream=None, profile=None) -> None:
         import threading
 
         self.spark = spark
+        self.profile = profile      # a kproto.spark.profile.PhaseProfile told of every phase, or None
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.phase = ""
@@ -133,6 +134,8 @@ class Progress:
 
         self.started = getattr(self, "started", None) or time.monotonic()
         self.phase = phase
+        if self.profile is not None:
+            self.profile.mark(phase)
         if self.enabled:
             self._write(f"kproto analyze: {phase} ({time.monotonic() - self.started:.1f} s)", final=not self._tty)
 
@@ -326,7 +329,7 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
 
     def read(batches):
         for batch in batches:
-            for split in P.splits_from_batch(batch):
+            for split in (split_list.value[index] for index in batch.column("id").to_pylist()):
                 sink = W.ParquetSink(out, _part_name(split))
                 yield from W.process_split(split, broker_ports=ports, body=body, records=records, sink=sink,
                                            fail_fast=fail_fast)
@@ -344,9 +347,11 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
     raw_inputs = []
     stage1 = None
     if splits:
-        rows = [tuple(getattr(s, name) for name, _ in P.SPLIT_FIELDS) for s in splits]
-        split_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)),
-                                         from_arrow_schema(P.SPLIT_SCHEMA))
+        # One task per split: a range of split numbers, each task looking its split up in a broadcast
+        # (read once per Python worker). A DataFrame of the split rows themselves would need a Python
+        # worker of its own in every task, and a second worker daemon started in the first one.
+        split_list = spark.sparkContext.broadcast(splits)
+        split_df = spark.range(0, len(splits), 1, len(splits))
         stage1 = split_df.mapInArrow(read, parts_type)
         if any(s.mode == "raw" for s in splits):
             stage1 = stage1.persist()
@@ -583,8 +588,6 @@ SUMMARY_SCHEMA = pa.schema([("capture", pa.string()), ("format", pa.string()), (
                            + [(name, pa.int64()) for name in SUMMARY_COUNTS]
                            + [("first_ts_ns", pa.int64()), ("last_ts_ns", pa.int64()),
                               ("accounted", pa.bool_()), ("error", pa.string())])
-SUMMARY_DDL = ("capture string, format string, splits int, " + ", ".join(f"{n} long" for n in SUMMARY_COUNTS)
-               + ", first_ts_ns long, last_ts_ns long, accounted boolean, error string")
 
 
 @dataclass
@@ -602,8 +605,10 @@ class Result:
 
 
 def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master: str | None = None,
-            options: Options | None = None, progress: bool | Callable = True) -> Result:
-    """Read captures and frame tables, write the Parquet tables and the report under ``out``."""
+            options: Options | None = None, progress: bool | Callable = True, profile=None) -> Result:
+    """Read captures and frame tables, write the Parquet tables and the report under ``out``.
+
+    ``profile``: a :class:`kproto.spark.profile.PhaseProfile` to time the phases in."""
     options = options or Options()
     spark = spark or spark_session(master)
     out_text = str(out).rstrip("/")
@@ -612,7 +617,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         local_out = os.path.abspath(local_out)
         out_text = local_out
         Path(local_out).mkdir(parents=True, exist_ok=True)
-    with Progress(spark, enabled=bool(progress)) as show:
+    with Progress(spark, enabled=bool(progress), profile=profile) as show:
         show.step("listing inputs")
         inputs = list_inputs(spark, paths)
         if not inputs.files and not inputs.parquet:
@@ -624,38 +629,30 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         prepare_output(out_text)
         parts, stage1 = compact_rows(spark, inputs, splits, options, out_text)
         parts = parts.persist()
-        # The one pass over the data: frames and exchanges are written now.
-        compact_count = parts.count()
+        # The one pass over the data: frames and exchanges are written now, and the compact rows
+        # come back to the driver in the same job (a count first would be a second job).
+        collected = parts.toArrow()
+        compact_count = collected.num_rows
         finish_output(out_text)
         written = {name: f"{out_text}/{name}"
                    for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")}
+        # The accounting (a row per connection and split) is in the driver whatever the run's size.
+        accounting = [r for r in collected.select(["kind", "capture", "connection_id", "info"]).to_pylist()
+                      if r["kind"] in ("capture", "counts", "connection")]
+        errors = error_rows(accounting)
+        summary = summary_rows(accounting, errors)
         if compact_count <= options.driver_rows:
             # Few compact rows (the usual case): combine them here, no Spark job per table.
             show.step(f"combining {compact_count:,} compact rows, writing the tables")
-            collected = parts.toArrow()
             tables = C.combine(collected)
-            accounting = [r for r in collected.select(["kind", "capture", "connection_id", "info"]).to_pylist()
-                          if r["kind"] in ("capture", "counts", "connection")]
-            errors = error_rows(accounting)
-            summary = summary_rows(accounting, errors)
-            tables["summary"] = pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA)
-            for name in ("connections", "clients", "topics", "summary"):
+            for name in ("connections", "clients", "topics"):
                 write_table(tables[name], out_text, name)
         else:
-            from pyspark.sql import functions as F
-
             tables = build_tables(spark, parts)
             for name in ("connections", "clients", "topics"):
                 show.step(f"writing {name}")
                 tables[name].write.mode("overwrite").parquet(f"{out_text}/{name}")
-            show.step("writing summary")
-            accounting = parts.filter(F.col("kind").isin("capture", "counts", "connection")) \
-                .select("kind", "capture", "connection_id", "info").collect()
-            errors = error_rows(accounting)
-            summary = summary_rows(accounting, errors)
-            summary_df = spark.createDataFrame([tuple(r.get(name) for name in SUMMARY_SCHEMA.names)
-                                                for r in summary], SUMMARY_DDL)
-            summary_df.coalesce(1).write.mode("overwrite").parquet(f"{out_text}/summary")
+        write_table(pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA), out_text, "summary")
         write_table(pa.Table.from_pylist(errors, schema=ERRORS_SCHEMA), out_text, "errors")
         facts = None
         if options.report:

@@ -12,9 +12,10 @@ How kproto uses it, for local masters only (a cluster's JVMs are not ours to tun
   temporary file when it exits, and :func:`finish` renames it into place once the
   JVM has exited cleanly, so a half-written archive is never used. That one run
   takes about 10 s longer; ``scripts/setup.sh --spark`` makes the archive at set-up.
-* Every later local session maps it. An archive is named after the Java runtime and
-  the Spark jars it was made from, so a new JDK or pyspark makes a new one; the JVM
-  checks the classpath itself too and ignores an archive that does not match.
+* Every later local session maps it. An archive is named after the Java runtime, the
+  Spark jars and kproto's plans (``jobs.py``) it was made from, so a new JDK, pyspark or
+  kproto records a new one, which replaces the old; the JVM checks the classpath itself
+  too and ignores an archive that does not match.
 * ``KPROTO_JVM_ARCHIVE=off`` turns it all off; ``KPROTO_CACHE_DIR`` moves the cache
   (default ``$XDG_CACHE_HOME/kproto``, else ``~/.cache/kproto``). An archive is about
   160 MB.
@@ -81,6 +82,9 @@ def archive_path() -> Path | None:
         identity.update(part.encode() + b"\0")
     for jar in sorted(jars.glob("*.jar")) if jars.is_dir() else ():
         identity.update(f"{jar.name}:{jar.stat().st_size}\0".encode())
+    # The classes a run loads follow the plans kproto builds: another jobs.py, another archive
+    # (an archive recorded with older plans still maps, but misses the classes of the new ones).
+    identity.update(Path(__file__).with_name("jobs.py").read_bytes())
     return cache_dir() / f"spark-{pyspark.__version__}-{identity.hexdigest()[:16]}.jsa"
 
 
@@ -113,6 +117,15 @@ def _remove_abandoned_recordings(path: Path) -> None:
         pid = stale.name[len(path.name) + 1:-len(".tmp")]
         if pid.isdigit() and not _alive(int(pid)):
             stale.unlink(missing_ok=True)
+
+
+def _remove_superseded(path: Path) -> None:
+    """Archives of the same pyspark made for another Java or another kproto: one is enough
+    (160 MB each); another interpreter with the same pyspark records its own again."""
+    prefix = path.name.rsplit("-", 1)[0] + "-"
+    for old in path.parent.glob(f"{prefix}*.jsa"):
+        if old != path:
+            old.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:
@@ -150,6 +163,7 @@ def finish(spark) -> bool:
     made = code == 0 and chosen.recording.is_file() and chosen.recording.stat().st_size > 0
     if made:
         os.replace(chosen.recording, chosen.path)
+        _remove_superseded(chosen.path)
     else:
         chosen.recording.unlink(missing_ok=True)
     return made
