@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 
 from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
+from kproto.spark.capture_sets import FileHead, read_head
 
 
 INT64_MIN = -(2**63)
@@ -56,12 +57,13 @@ class Split:
     ts_hi: int
     overlap: int = DEFAULT_OVERLAP_BYTES
     context_start: int = -1   # a range is read from here (a record boundary before start): context only
+    set_files: str = ""       # a capture set: the JSON list of its files, in capture order (kproto/spark/set_reader.py)
 
 
 SPLIT_FIELDS = (("path", pa.string()), ("capture", pa.string()), ("format", pa.string()),
                 ("mode", pa.string()), ("split_index", pa.int32()), ("split_count", pa.int32()),
                 ("start", pa.int64()), ("end", pa.int64()), ("ts_lo", pa.int64()), ("ts_hi", pa.int64()),
-                ("overlap", pa.int64()), ("context_start", pa.int64()))
+                ("overlap", pa.int64()), ("context_start", pa.int64()), ("set_files", pa.string()))
 SPLIT_SCHEMA = pa.schema(SPLIT_FIELDS)
 
 
@@ -232,6 +234,29 @@ def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: 
                                 points[index + 1][0] if index + 1 < count else size,
                                 ts, points[index + 1][1] if index + 1 < count else INT64_MAX, overlap, context))
         return splits
+    finally:
+        source.close()
+
+
+def plan_set(name: str, files: list[tuple[str, int]], fmt: str, *, split_bytes: int = DEFAULT_SPLIT_BYTES) -> Split:
+    """The one split of a capture set (its files as (path, size), in capture order): read by one task as
+    one capture; decoded there when it is no larger than ``split_bytes``, else sent to the grouping step."""
+    import json
+
+    total = sum(size for _, size in files)
+    return Split(files[0][0], name, fmt, "decode" if total <= split_bytes else "raw", 0, 1, 0, total,
+                 INT64_MIN, INT64_MAX, 0, 0, json.dumps([path for path, _ in files]))
+
+
+def file_head(path: str, size: int) -> FileHead:
+    """What set detection needs of one input file (kproto/spark/capture_sets.py); an unreadable file
+    is a "frames" head (never in a set: its own task reports why it cannot be read)."""
+    try:
+        source = _Source(path)
+    except OSError:
+        return FileHead(path, size, "frames")
+    try:
+        return read_head(path, source.size, source.read)
     finally:
         source.close()
 
