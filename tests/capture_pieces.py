@@ -64,3 +64,35 @@ def dumpcap_names(prefix: str, count: int, extension: str = ".pcap") -> list[str
 def tcpdump_size_names(name: str, count: int) -> list[str]:
     """tcpdump -C names: name, name1, name2, ..."""
     return [name] + [f"{name}{i}" for i in range(1, count)]
+
+
+#: Columns that name the input (a file or a set of files) or count its files and their headers:
+#: the only ones allowed to differ between a capture set and the unsplit capture.
+NAMING_COLUMNS = ("capture", "file", "files", "file_bytes", "record_bytes")
+
+
+def table_rows(table, drop=NAMING_COLUMNS) -> list[str]:
+    """A table's rows as sorted JSON texts, without the ``drop`` columns (comparable across runs)."""
+    import json
+
+    keep = [name for name in table.column_names if name not in drop]
+    return sorted(json.dumps(row, sort_keys=True, default=str) for row in table.select(keep).to_pylist())
+
+
+def analysed(splits) -> dict:
+    """Every table ``kproto analyze`` writes, for ``splits``, computed without Spark (as the driver combines them)."""
+    import pyarrow as pa
+
+    from kproto.spark import combine, jobs, worker
+
+    sink = worker.Sink()
+    parts = pa.Table.from_batches([b for s in splits for b in worker.process_split(s, sink=sink)],
+                                  schema=worker.PARTS_SCHEMA)
+    accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
+                  if r["kind"] in ("capture", "counts", "connection")]
+    errors = jobs.error_rows(accounting)
+    tables = combine.combine(parts)
+    tables.update(frames=sink.table("frames"), exchanges=sink.table("exchanges"),
+                  errors=pa.Table.from_pylist(errors, schema=jobs.ERRORS_SCHEMA),
+                  summary=pa.Table.from_pylist(jobs.summary_rows(accounting, errors), schema=jobs.SUMMARY_SCHEMA))
+    return tables

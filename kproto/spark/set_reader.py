@@ -69,8 +69,8 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
 
 
 def _stream(fmt: str, files: list[tuple[str, _Source]], segments: list, mark) -> Iterator[Any]:
-    """The bytes the reader is fed, file after file; ``mark()`` before each file's bytes (and at the end),
-    when the reader has read everything before them."""
+    """The bytes the reader is fed, file after file; ``mark()`` before each file's bytes, when the reader
+    has read everything before them (the last file's share ends with the reader's final counters)."""
     position = 0
     for index, (path, source) in enumerate(files):
         mark()
@@ -80,7 +80,6 @@ def _stream(fmt: str, files: list[tuple[str, _Source]], segments: list, mark) ->
             count = min(source.size - offset, _PIECE) if not source.mapped else source.size - offset
             yield source.view(offset, count) if source.mapped else source.read(offset, count)
         position += source.size - begin
-    mark()
 
 
 def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tuple[str, BaseException]],
