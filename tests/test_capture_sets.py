@@ -252,3 +252,23 @@ def test_cli_capture_set_arguments():
     assert (options.named_sets, options.capture_sets) == ((("a", "*.cap"), ("b", "/d/b-*")), False)
     with pytest.raises(ValueError, match="expected NAME=GLOB"):
         apply_capture_set_arguments(parser.parse_args(["x", "--out", "o", "--capture-set", "nameless"]), options)
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_files_read_in_pieces_not_mapped_give_the_same_tables(tmp_path, monkeypatch, captures, unsplit, fmt):
+    # Files behind a URI (hdfs:, s3a:) are read a piece at a time: records cut by a piece carry over.
+    from kproto.spark import set_reader
+
+    class Unmapped(P._Source):
+        @property
+        def mapped(self) -> bool:
+            return False
+
+    monkeypatch.setattr(set_reader, "_Source", Unmapped)
+    monkeypatch.setattr(set_reader, "_PIECE", 1000)
+    data = captures["spanning"].read_bytes()
+    cut = cp.cut_pcap(data, 5) if fmt == "pcap" else cp.cut_pcap_as_pcapng(data, 5)
+    tables = cp.analysed([_set_split(cp.write_pieces(tmp_path, cp.dumpcap_names("s", 5, "." + fmt), cut), fmt)])
+    drop = cp.NAMING_COLUMNS + ("format",)
+    for name in TABLES:
+        assert cp.table_rows(tables[name], drop) == cp.table_rows(unsplit["spanning"][name], drop), name

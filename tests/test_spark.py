@@ -384,3 +384,14 @@ def test_without_capture_sets_every_file_is_read_alone(rotated):
     assert sum(r["exchanges_paired"] for r in spanning) < whole["exchanges_paired"]
     assert sum(r["connections"] for r in spanning) > whole["connections"]
     assert summary["by-hand"]["exchanges_paired"] == reference["sample"]["summary"].to_pylist()[0]["exchanges_paired"]
+
+
+def test_file_heads_read_by_the_executors_equal_the_driver_s(spark, rotated, monkeypatch):
+    from kproto.spark import jobs
+
+    data = rotated[0]
+    files = sorted((str(p), p.stat().st_size) for p in data.iterdir())
+    in_driver = jobs.file_heads(spark, files)
+    monkeypatch.setattr(jobs, "_runs_locally", lambda spark, files: False)
+    assert sorted(jobs.file_heads(spark, files), key=lambda h: h.path) == sorted(in_driver, key=lambda h: h.path)
+    assert len(in_driver) == 10 and all(h.format == "pcap" and h.ends_on_record for h in in_driver)
