@@ -57,7 +57,7 @@ class Split:
     ts_hi: int
     overlap: int = DEFAULT_OVERLAP_BYTES
     context_start: int = -1   # a range is read from here (a record boundary before start): context only
-    set_files: str = ""       # a capture set: the JSON list of its files, in capture order (kproto/spark/set_reader.py)
+    set_files: str = ""       # a capture set: JSON [[path, size], ...] of its files in capture order (set_reader.py)
 
 
 SPLIT_FIELDS = (("path", pa.string()), ("capture", pa.string()), ("format", pa.string()),
@@ -245,7 +245,7 @@ def plan_set(name: str, files: list[tuple[str, int]], fmt: str, *, split_bytes: 
 
     total = sum(size for _, size in files)
     return Split(files[0][0], name, fmt, "decode" if total <= split_bytes else "raw", 0, 1, 0, total,
-                 INT64_MIN, INT64_MAX, 0, 0, json.dumps([path for path, _ in files]))
+                 INT64_MIN, INT64_MAX, 0, 0, json.dumps(files))
 
 
 def file_head(path: str, size: int) -> FileHead:

@@ -21,9 +21,9 @@ from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source
 _PIECE = 4 * 1024 * 1024      # bytes per read of a file that is not memory-mapped
 
 
-def set_files(split: Split) -> list[str]:
-    """The files of a set split, in capture order."""
-    return json.loads(split.set_files)
+def set_files(split: Split) -> list[tuple[str, int]]:
+    """The files of a set split, (path, size as listed), in capture order."""
+    return [(path, size) for path, size in json.loads(split.set_files)]
 
 
 def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None, records: str, sink: W.Sink,
@@ -31,17 +31,17 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
     """A set split: frames and exchanges to ``sink``; yields compact rows (raw frames when ``split.mode`` is raw)."""
     from kproto.capture import Chunks, frame_schema
 
-    paths = set_files(split)
+    listed = set_files(split)
     sources: list[_Source | None] = []
-    opened: list[tuple[str, BaseException]] = []
-    for path in paths:
+    opened: list[tuple[str, int, BaseException]] = []
+    for path, size in listed:
         try:
             sources.append(_Source(path))
         except OSError as exc:
             sources.append(None)
-            opened.append((path, exc))
+            opened.append((path, size, exc))
     try:
-        readable = [(p, s) for p, s in zip(paths, sources) if s is not None]
+        readable = [(path, s) for (path, _), s in zip(listed, sources) if s is not None]
         marks: list[dict] = []
         holder: list[Any] = []
         segments: list[tuple[int, str, int]] = []     # (stream offset, path, file offset) of each file's bytes
@@ -82,7 +82,7 @@ def _stream(fmt: str, files: list[tuple[str, _Source]], segments: list, mark) ->
         position += source.size - begin
 
 
-def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tuple[str, BaseException]],
+def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tuple[str, int, BaseException]],
                 reader: Any, marks: list[dict], segments: list, failure: BaseException | None,
                 fail_fast: bool) -> list[pa.RecordBatch]:
     """One accounting row per file (its own share of the counters, its errors) and the set's connections."""
@@ -94,14 +94,19 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
     elif failure is not None:
         stop_at = final["file_bytes"]
     names = [name for name in final if isinstance(final[name], int)]
+    # Bytes of a file's last record the reader had not finished when the next file began (a record the
+    # head check did not see cut): read on into the next file, they are counted in their own file.
+    carried = [0] + [max(0, segments[i][0] - marks[i]["file_bytes"] - marks[i]["unread_bytes"])
+                     if i < len(marks) and stop_at is None else 0 for i in range(1, len(files))] + [0]
     rows = []
     first_error = None
     for index, (path, source) in enumerate(files):
         begin = marks[index] if index < len(marks) else None
         end = marks[index + 1] if index + 1 < len(marks) else (final if begin is not None else None)
-        counters: dict[str, Any] = {name: (end[name] - begin.get(name, 0)) if begin is not None and end is not None else 0
-                    for name in names}
+        counters: dict[str, Any] = {name: (end[name] - begin.get(name, 0)) if begin is not None and end is not None
+                                    else 0 for name in names}
         counters["input_bytes"] = source.size
+        counters["file_bytes"] += carried[index + 1] - carried[index]
         stream_start = segments[index][0] if index < len(segments) else None
         skipped_header = split.format == "pcap" and index > 0
         reached = stream_start is not None and (stop_at is None or stop_at >= stream_start)
@@ -111,15 +116,21 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
         if stop_at is not None:
             W._count_unreached(counters)
         errors = _file_errors(path, source.size, index, segments, counters, stopped, failure, stop_at)
+        if carried[index + 1]:
+            errors.append(W._error("truncated_record", source.size - carried[index + 1],
+                                   f"incomplete record: {carried[index + 1]} bytes at the end of the file, read "
+                                   "on into the next file of its capture set", 0))
         counters["errors"] = errors
         first_error = first_error or (errors[0] if errors else None)
         info = dict(counters, split_index=0, split_count=1, format=split.format, file=path)
         rows.append(W.as_parts("capture", {"capture": [split.capture], "split_index": [0],
                                            "info": [json.dumps(info, sort_keys=True)]}, 1))
-    for path, exc in opened:
-        error = W._error("read_failed", 0, f"{type(exc).__name__}: {exc}", 0)
+    for path, size, exc in opened:
+        # A file of the set that could not be opened: the files around it are read on (a connection that
+        # crossed it shows the missing bytes as a gap).
+        error = W._error("read_failed", 0, f"{type(exc).__name__}: {exc}", size)
         first_error = first_error or error
-        info = {"input_bytes": 0, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": 0, "errors": [error],
+        info = {"input_bytes": size, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": size, "errors": [error],
                 "split_index": 0, "split_count": 1, "format": split.format, "file": path}
         rows.append(W.as_parts("capture", {"capture": [split.capture], "split_index": [0],
                                            "info": [json.dumps(info, sort_keys=True)]}, 1))
