@@ -7,6 +7,7 @@ capture, but for the columns that name or count the files (tests/capture_pieces.
 
 from __future__ import annotations
 
+import json
 import struct
 import subprocess
 import sys
@@ -301,3 +302,34 @@ def test_a_file_of_a_set_that_cannot_be_opened_is_a_row_and_the_others_are_read(
     assert (error["file"], error["offset"], error["unread_bytes"]) == (str(paths[1]), 0, size)
     (row, _total) = tables["summary"].to_pylist()
     assert row["files"] == 3 and row["unread_bytes"] == size and row["accounted"] and row["frames"] > 0
+
+
+def test_a_set_named_explicitly_keeps_its_name_with_one_file():
+    heads = [head("/c/k.pcap", 0, 9), head("/c/noon.cap", 30, 39)]
+    assert named(CS.detect_sets(heads, named=[("noon", "*.cap")])) == {"/c/k.pcap": ["/c/k.pcap"],
+                                                                      "noon": ["/c/noon.cap"]}
+
+
+def test_planning_a_run_of_sets_named_sets_and_lone_files(tmp_path):
+    from types import SimpleNamespace
+
+    from kproto.spark import jobs
+
+    sample = SAMPLE.read_bytes()
+    cp.write_pieces(tmp_path, cp.dumpcap_names("brokerA", 3), cp.cut_pcap(sample, 3))
+    cp.write_pieces(tmp_path, ["noon.cap", "other.pcap"], [sample, sample])
+    files = sorted((str(p), p.stat().st_size) for p in tmp_path.iterdir())
+    local = SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))   # the driver reads the heads
+
+    def plan(**options):
+        return sorted((s.capture, [path for path, _ in json.loads(s.set_files)] if s.set_files else s.path)
+                            for s in jobs.plan_splits(local, jobs.Inputs(files), split_bytes=1 << 20, overlap_bytes=0,
+                                                **options))
+
+    pieces = [str(tmp_path / name) for name in cp.dumpcap_names("brokerA", 3)]
+    noon, other = str(tmp_path / "noon.cap"), str(tmp_path / "other.pcap")
+    assert plan(named_sets=(("noon", "noon.cap"),)) == sorted([
+        (str(tmp_path / "brokerA_*_*.pcap"), pieces), ("noon", noon), (other, other)])
+    assert plan(capture_sets=False) == sorted((path, path) for path, _ in files)
+    assert plan(capture_sets=False, named_sets=(("a", "brokerA_*"),)) == sorted([
+        ("a", pieces), (noon, noon), (other, other)])

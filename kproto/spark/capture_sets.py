@@ -219,7 +219,7 @@ def detect_sets(heads: Sequence[FileHead], *, automatic: bool = True,
             raise CaptureSetError(f"capture set {name}: {', '.join(h.path for h in files)} are not pieces of "
                                   "one pcap or pcapng capture (format, byte order, link types or snaplen differ)")
         taken.update(h.path for h in files)
-        sets.extend(_cut_at_incomplete_files(name, _ordered(files)))
+        sets.extend(_cut_at_incomplete_files(name, _ordered(files), named=True))
     groups: dict[tuple, list[FileHead]] = {}
     for h in heads:
         if h.path in taken:
@@ -271,12 +271,13 @@ def _ordered(files: list[FileHead]) -> list[FileHead]:
     return sorted(files, key=order)
 
 
-def _cut_at_incomplete_files(name: str, files: list[FileHead]) -> list[CaptureSet]:
+def _cut_at_incomplete_files(name: str, files: list[FileHead], named: bool = False) -> list[CaptureSet]:
     """The files as one set, or several when a file but the last ends mid-record (its bytes
-    would run into the next file's records): the pieces after the first are named ``name#2``, ..."""
+    would run into the next file's records): the pieces after the first are named ``name#2``, ...
+    A detected piece of one file is named by its path; a named one keeps its name."""
     pieces = [CaptureSet(name)]
     for index, head in enumerate(files):
         pieces[-1].files.append(head)
         if not head.ends_on_record and index < len(files) - 1:
             pieces.append(CaptureSet(f"{name}#{len(pieces) + 1}"))
-    return [p if len(p.files) > 1 else CaptureSet(p.files[0].path, p.files) for p in pieces]
+    return [p if len(p.files) > 1 or named else CaptureSet(p.files[0].path, p.files) for p in pieces]

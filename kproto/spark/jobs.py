@@ -237,16 +237,19 @@ def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int, 
         return []
     files = inputs.files
     splits: list[P.Split] = []
-    if len(files) > 1 and (capture_sets or named_sets):
+    names: dict[str, str] = {}      # the capture names of files not named by their path
+    if len(files) > 1 and capture_sets or named_sets:
         sets = CS.detect_sets(file_heads(spark, files), automatic=capture_sets, named=named_sets)
         sizes = dict(files)
         for found in sets:
             if len(found.files) > 1:
                 splits.append(P.plan_set(_capture_name(found.name), [(h.path, sizes[h.path]) for h in found.files],
                                          found.files[0].format, split_bytes=split_bytes))
+            elif found.name != found.files[0].path:    # one file, named with --capture-set
+                names[found.files[0].path] = found.name
         in_sets = {h.path for found in sets if len(found.files) > 1 for h in found.files}
         files = [(path, length) for path, length in files if path not in in_sets]
-    splits += _plan_files(spark, files, split_bytes=split_bytes, overlap_bytes=overlap_bytes)
+    splits += _plan_files(spark, files, names, split_bytes=split_bytes, overlap_bytes=overlap_bytes)
     return sorted(splits, key=lambda s: (s.capture, s.split_index))
 
 
@@ -276,23 +279,25 @@ def file_heads(spark, files: list[tuple[str, int]]) -> list[CS.FileHead]:
     return [CS.FileHead(**json.loads(row["head"])) for row in frame.mapInArrow(heads, "head string").collect()]
 
 
-def _plan_files(spark, files: list[tuple[str, int]], *, split_bytes: int, overlap_bytes: int) -> list[P.Split]:
-    """Splits of capture files read on their own."""
+def _plan_files(spark, files: list[tuple[str, int]], names: dict[str, str], *, split_bytes: int,
+                overlap_bytes: int) -> list[P.Split]:
+    """Splits of capture files read on their own, ``capture`` named by ``names`` or by their path."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     if not files:
         return []
     if _runs_locally(spark, files):
         return [s for path, length in files
-                for s in P.plan_file(path, length, capture=_capture_name(path), split_bytes=split_bytes,
-                                     overlap=overlap_bytes)]
+                for s in P.plan_file(path, length, capture=names.get(path) or _capture_name(path),
+                                     split_bytes=split_bytes, overlap=overlap_bytes)]
     frame = spark.createDataFrame(spark.sparkContext.parallelize(files, max(1, min(len(files), 64))),
                                   "path string, length long")
 
     def plan(batches):
         for batch in batches:
             for row in batch.to_pylist():
-                yield P.splits_to_batch(P.plan_file(row["path"], row["length"], capture=_capture_name(row["path"]),
+                capture = names.get(row["path"]) or _capture_name(row["path"])
+                yield P.splits_to_batch(P.plan_file(row["path"], row["length"], capture=capture,
                                                     split_bytes=split_bytes, overlap=overlap_bytes))
 
     rows = frame.mapInArrow(plan, from_arrow_schema(P.SPLIT_SCHEMA)).collect()
