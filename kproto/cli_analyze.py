@@ -115,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"kproto analyze: {inputs} input(s) not read completely ({total['unread_bytes']:,} bytes not read, "
               f"{total['truncated_bytes']:,} in incomplete last records):", file=sys.stderr)
         for error in result.errors:
-            print(f"  {error['capture']}: byte offset {error['offset']:,}: {error['category']}: {error['reason']}",
+            where = error.get("file") or error["capture"]     # the file of a capture set the offset is in
+            print(f"  {where}: byte offset {error['offset']:,}: {error['category']}: {error['reason']}",
                   file=sys.stderr)
     print(f"{total['frames']:,} frames in {total['connections']:,} connections "
           f"({total['frames_ok']:,} decoded, {total['frames_undecodable']:,} undecodable), "
