@@ -238,7 +238,7 @@ def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int, 
     files = inputs.files
     splits: list[P.Split] = []
     names: dict[str, str] = {}      # the capture names of files not named by their path
-    if len(files) > 1 and capture_sets or named_sets:
+    if (len(files) > 1 and capture_sets) or named_sets:
         sets = CS.detect_sets(file_heads(spark, files), automatic=capture_sets, named=named_sets)
         sizes = dict(files)
         for found in sets:
