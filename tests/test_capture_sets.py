@@ -106,6 +106,8 @@ def test_detection_off_and_sets_named_explicitly():
         "/c/k.pcap": ["/c/k.pcap"], "/c/k.pcap1": ["/c/k.pcap1"], "day": ["/c/morning.cap", "/c/evening.cap"]}
     assert named(CS.detect_sets(heads, named=[("day", "/c/*ing.cap")])) == {
         "/c/k.pcap*": ["/c/k.pcap", "/c/k.pcap1"], "day": ["/c/morning.cap", "/c/evening.cap"]}
+    uris = [head("hdfs://nn/c/morning.cap", 30, 39), head("file:/c/evening.cap", 40, 49)]
+    assert named(CS.detect_sets(uris, named=[("day", "/c/*.cap")])) == {"day": [h.path for h in uris]}
     with pytest.raises(CS.CaptureSetError, match="no input file matches"):
         CS.detect_sets(heads, named=[("night", "*.pcapng")])
     with pytest.raises(CS.CaptureSetError, match="not pieces of one"):

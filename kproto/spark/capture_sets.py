@@ -19,6 +19,7 @@ import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlparse
 
 from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_BOM, PCAPNG_FILE_MAGIC
 from kproto._py.capture import _ts_converter
@@ -261,7 +262,10 @@ def _chains(files: list[FileHead]) -> list[list[FileHead]]:
 
 
 def _matches(path: str, pattern: str) -> bool:
-    return fnmatch.fnmatchcase(path if "/" in pattern else os.path.basename(path), pattern)
+    """A glob with ``/`` matches the whole path (of a URI: with or without its scheme and host), else the base name."""
+    if "/" not in pattern:
+        return fnmatch.fnmatchcase(os.path.basename(path), pattern)
+    return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(urlparse(path).path, pattern)
 
 
 def _ordered(files: list[FileHead]) -> list[FileHead]:
