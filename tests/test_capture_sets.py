@@ -335,3 +335,15 @@ def test_planning_a_run_of_sets_named_sets_and_lone_files(tmp_path):
     assert plan(capture_sets=False) == sorted((path, path) for path, _ in files)
     assert plan(capture_sets=False, named_sets=(("a", "brokerA_*"),)) == sorted([
         ("a", pieces), (noon, noon), (other, other)])
+
+
+def test_the_figure_in_the_docs_is_what_its_script_prints():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import capture_sets_figure
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "analyze.md").read_text()
+    shown = docs.split("<!-- capture-sets-figure -->\n", 1)[1].split("\n<!-- /capture-sets-figure -->", 1)[0]
+    assert shown == capture_sets_figure.figure()
+    rows = [line.split(" | ") for line in shown.splitlines()[2:]]
+    assert all(row[3] == "7 of 7" for row in rows if row[2] in ("one file", "one capture set"))
+    assert all(row[3] != "7 of 7" for row in rows if row[2] == "files alone")
