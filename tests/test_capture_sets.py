@@ -347,3 +347,13 @@ def test_the_figure_in_the_docs_is_what_its_script_prints():
     rows = [line.split(" | ") for line in shown.splitlines()[2:]]
     assert all(row[3] == "7 of 7" for row in rows if row[2] in ("one file", "one capture set"))
     assert all(row[3] != "7 of 7" for row in rows if row[2] == "files alone")
+
+
+def test_pieces_with_another_snaplen_link_type_or_format_are_not_one_capture(tmp_path):
+    pieces = cp.cut_pcap(SAMPLE.read_bytes(), 4)
+    pieces[1] = pieces[1][:16] + struct.pack("<I", 1500) + pieces[1][20:]          # another snaplen
+    pieces[2] = pieces[2][:20] + struct.pack("<I", 113) + pieces[2][24:]           # Linux cooked capture
+    pieces[3] = cp.cut_pcap_as_pcapng(pieces[3], 1)[0]                             # pcapng
+    paths = cp.write_pieces(tmp_path, cp.tcpdump_size_names("k.pcap", 4), pieces)
+    sets = CS.detect_sets([P.file_head(str(p), p.stat().st_size) for p in paths])
+    assert named(sets) == {str(p): [str(p)] for p in paths}
