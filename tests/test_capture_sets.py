@@ -357,3 +357,14 @@ def test_pieces_with_another_snaplen_link_type_or_format_are_not_one_capture(tmp
     paths = cp.write_pieces(tmp_path, cp.tcpdump_size_names("k.pcap", 4), pieces)
     sets = CS.detect_sets([P.file_head(str(p), p.stat().st_size) for p in paths])
     assert named(sets) == {str(p): [str(p)] for p in paths}
+
+
+def test_files_given_as_file_uris_are_named_by_their_paths(tmp_path):
+    # On a cluster Spark lists files as file: URIs; the tables name them as local mode does.
+    pieces = cp.cut_pcap(SAMPLE.read_bytes(), 2)
+    pieces[1] = pieces[1][:-10]
+    paths = cp.write_pieces(tmp_path, cp.tcpdump_size_names("k.pcap", 2), pieces)
+    uris = [(p.as_uri(), p.stat().st_size) for p in paths]
+    for splits in ([P.plan_set("k", uris, "pcap")], P.plan_file(uris[1][0], 0, capture=str(paths[1]))):
+        (error,) = cp.analysed(splits)["errors"].to_pylist()
+        assert (error["file"], error["category"]) == (str(paths[1]), "truncated_record")

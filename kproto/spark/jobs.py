@@ -243,7 +243,7 @@ def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int, 
         sizes = dict(files)
         for found in sets:
             if len(found.files) > 1:
-                splits.append(P.plan_set(_capture_name(found.name), [(h.path, sizes[h.path]) for h in found.files],
+                splits.append(P.plan_set(P.shown_path(found.name), [(h.path, sizes[h.path]) for h in found.files],
                                          found.files[0].format, split_bytes=split_bytes))
             elif found.name != found.files[0].path:    # one file, named with --capture-set
                 names[found.files[0].path] = found.name
@@ -288,7 +288,7 @@ def _plan_files(spark, files: list[tuple[str, int]], names: dict[str, str], *, s
         return []
     if _runs_locally(spark, files):
         return [s for path, length in files
-                for s in P.plan_file(path, length, capture=names.get(path) or _capture_name(path),
+                for s in P.plan_file(path, length, capture=names.get(path) or P.shown_path(path),
                                      split_bytes=split_bytes, overlap=overlap_bytes)]
     frame = spark.createDataFrame(spark.sparkContext.parallelize(files, max(1, min(len(files), 64))),
                                   "path string, length long")
@@ -296,18 +296,12 @@ def _plan_files(spark, files: list[tuple[str, int]], names: dict[str, str], *, s
     def plan(batches):
         for batch in batches:
             for row in batch.to_pylist():
-                capture = names.get(row["path"]) or _capture_name(row["path"])
+                capture = names.get(row["path"]) or P.shown_path(row["path"])
                 yield P.splits_to_batch(P.plan_file(row["path"], row["length"], capture=capture,
                                                     split_bytes=split_bytes, overlap=overlap_bytes))
 
     rows = frame.mapInArrow(plan, from_arrow_schema(P.SPLIT_SCHEMA)).collect()
     return [P.Split(**row.asDict()) for row in rows]
-
-
-def _capture_name(path: str) -> str:
-    """The ``capture`` column: the local path for ``file:`` URIs, else the URI."""
-    local = P.local_path(path)
-    return local if local is not None else path
 
 
 # ---------------------------------------------------------------- the pipeline

@@ -85,6 +85,12 @@ def local_path(path: str) -> str | None:
     return None
 
 
+def shown_path(path: str) -> str:
+    """How the tables name a file (``capture``, ``file``): the local path for ``file:`` URIs, else the URI."""
+    local = local_path(path)
+    return local if local is not None else path
+
+
 class _Source:
     """Random access to an input: a memory map of a local file, or a pyarrow filesystem file."""
 

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from kproto.spark import worker as W
-from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source
+from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, shown_path
 
 _PIECE = 4 * 1024 * 1024      # bytes per read of a file that is not memory-mapped
 
@@ -122,7 +122,7 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
                                    "on into the next file of its capture set", 0))
         counters["errors"] = errors
         first_error = first_error or (errors[0] if errors else None)
-        info = dict(counters, split_index=0, split_count=1, format=split.format, file=path)
+        info = dict(counters, split_index=0, split_count=1, format=split.format, file=shown_path(path))
         rows.append(W.as_parts("capture", {"capture": [split.capture], "split_index": [0],
                                            "info": [json.dumps(info, sort_keys=True)]}, 1))
     for path, size, exc in opened:
@@ -131,7 +131,7 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
         error = W._error("read_failed", 0, f"{type(exc).__name__}: {exc}", size)
         first_error = first_error or error
         info = {"input_bytes": size, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": size, "errors": [error],
-                "split_index": 0, "split_count": 1, "format": split.format, "file": path}
+                "split_index": 0, "split_count": 1, "format": split.format, "file": shown_path(path)}
         rows.append(W.as_parts("capture", {"capture": [split.capture], "split_index": [0],
                                            "info": [json.dumps(info, sort_keys=True)]}, 1))
     if fail_fast and first_error is not None:
@@ -155,8 +155,9 @@ def _file_errors(path: str, size: int, index: int, segments: list, counters: dic
         if where[1] == path:
             errors.append(W._error(category, offset, reason, counters["unread_bytes"]))
         else:
-            errors.append(W._error(category, 0, f"not read: reading its capture set stopped in {where[1]} at byte "
-                                   f"offset {offset} ({reason})", counters["unread_bytes"]))
+            errors.append(W._error(category, 0, f"not read: reading its capture set stopped in "
+                                   f"{shown_path(where[1])} at byte offset {offset} ({reason})",
+                                   counters["unread_bytes"]))
     if counters["trailing_bytes"]:
         errors.append(W._error("truncated_record", size - counters["trailing_bytes"],
                                f"incomplete record: {counters['trailing_bytes']} bytes at the end of the file",
