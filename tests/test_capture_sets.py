@@ -368,3 +368,27 @@ def test_files_given_as_file_uris_are_named_by_their_paths(tmp_path):
     for splits in ([P.plan_set("k", uris, "pcap")], P.plan_file(uris[1][0], 0, capture=str(paths[1]))):
         (error,) = cp.analysed(splits)["errors"].to_pylist()
         assert (error["file"], error["category"]) == (str(paths[1]), "truncated_record")
+
+
+def test_cli_a_set_that_cannot_be_one_capture_is_a_usage_error(monkeypatch, capsys):
+    pytest.importorskip("pyspark", reason="kproto analyze needs pyspark")
+    import argparse
+    from types import SimpleNamespace
+
+    import kproto.spark
+    from kproto import cli_analyze
+
+    def refuse(*args, **kwargs):
+        raise CS.CaptureSetError("capture set day: a.cap, b.cap are not pieces of one pcap or pcapng capture")
+
+    monkeypatch.setattr(kproto.spark, "spark_session", lambda *a, **k: SimpleNamespace(
+        sparkContext=SimpleNamespace(setLogLevel=lambda level: None)))
+    monkeypatch.setattr(kproto.spark, "analyze", refuse)
+    parser = argparse.ArgumentParser()
+    cli_analyze.add_arguments(parser)
+    assert cli_analyze.run(parser.parse_args(["caps", "--out", "o", "--capture-set", "day=*.cap"])) \
+        == cli_analyze.EXIT_USAGE
+    assert "are not pieces of one pcap or pcapng capture" in capsys.readouterr().err
+    assert cli_analyze.run(parser.parse_args(["caps", "--out", "o", "--capture-set", "day"])) \
+        == cli_analyze.EXIT_USAGE
+    assert "expected NAME=GLOB" in capsys.readouterr().err
