@@ -27,6 +27,7 @@ from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
 PCAP_HEADER_SIZE = 24
 PCAP_RECORD_HEADER = 16
+_MAX_RECORD = 256 * 1024      # a plausible captured packet, when records are looked for mid-file
 HEAD_BYTES = 64 * 1024        # enough for a pcapng section header, its interfaces and a first packet
 TAIL_BYTES = 1024 * 1024      # where a large pcap's last record boundary is looked for
 _TAIL_CHAIN = 8               # plausible records ending exactly at the end of the file
@@ -72,37 +73,65 @@ def read_head(path: str, size: int, read) -> FileHead:
 def _pcap_head(path: str, size: int, head: bytes, read) -> FileHead:
     order, nanos = PCAP_FILE_MAGICS[head[:4]]
     snaplen, linktype = struct.unpack_from(order + "II", head, 16)
-    first = None
-    if len(head) >= PCAP_HEADER_SIZE + PCAP_RECORD_HEADER:
-        seconds, fraction = struct.unpack_from(order + "II", head, PCAP_HEADER_SIZE)
-        first = seconds * 1_000_000_000 + fraction * (1 if nanos else 1000)
-    last = _pcap_last_record(size, order, read)
+    first = pcap_record(head, PCAP_HEADER_SIZE, order, nanos, snaplen)
+    last = _pcap_last_record(size, order, nanos, snaplen, first[0] if first else None, read)
     last_ts = None
     if last is not None and last >= 0:
         seconds, fraction = struct.unpack_from(order + "II", read(last, 8), 0)
         last_ts = seconds * 1_000_000_000 + fraction * (1 if nanos else 1000)
-    return FileHead(path, size, "pcap", repr(("pcap", order, nanos, linktype & 0xFFFF, snaplen)), first, last_ts,
-                    last is not None)
+    first_ts = None
+    if len(head) >= PCAP_HEADER_SIZE + PCAP_RECORD_HEADER:
+        seconds, fraction = struct.unpack_from(order + "II", head, PCAP_HEADER_SIZE)
+        first_ts = seconds * 1_000_000_000 + fraction * (1 if nanos else 1000)
+    return FileHead(path, size, "pcap", repr(("pcap", order, nanos, linktype & 0xFFFF, snaplen)), first_ts,
+                    last_ts, last is not None)
 
 
-def _pcap_last_record(size: int, order: str, read) -> int | None:
+def pcap_record(data: bytes, pos: int, order: str, nanos: bool, snaplen: int) -> tuple[int, int] | None:
+    """(timestamp ns, record length) of a plausible pcap record header at ``pos``, else None."""
+    if pos + PCAP_RECORD_HEADER > len(data):
+        return None
+    seconds, fraction, captured, original = struct.unpack_from(order + "IIII", data, pos)
+    if fraction >= (1_000_000_000 if nanos else 1_000_000):
+        return None
+    if captured > original or captured > max(snaplen, 65535) or captured > _MAX_RECORD or captured < 14:
+        return None
+    return seconds * 1_000_000_000 + fraction * (1 if nanos else 1000), PCAP_RECORD_HEADER + captured
+
+
+def plausible_window(first_ts_ns: int) -> tuple[int, int]:
+    """Timestamps a record of a capture that began at ``first_ts_ns`` may have: from a day before to a year after."""
+    return first_ts_ns - 86400 * 10**9, first_ts_ns + 86400 * 10**9 * 365
+
+
+def _pcap_last_record(size: int, order: str, nanos: bool, snaplen: int, first_ts: int | None,
+                      read) -> int | None:
     """Where the last record of a pcap starts (-1: no record) when its records end exactly at its end, else None.
 
-    Walked from the header when the file is small, else from the first position of its
-    last megabyte that starts a chain of plausible records ending there.
+    A small file is walked from its header (every record the reader would take); in a
+    large one, the first chain of plausible records (:func:`pcap_record`, timestamps near
+    the first record's) in its last megabyte is followed: the records either end at the
+    end of the file or they do not.
     """
     base = PCAP_HEADER_SIZE if size <= TAIL_BYTES + PCAP_HEADER_SIZE else size - TAIL_BYTES
     data = read(base, size - base)
-    whole = base == PCAP_HEADER_SIZE
-    for start in [0] if whole else range(0, max(0, len(data) - PCAP_RECORD_HEADER)):
-        pos, last, chain = start, -1, 0
+    if base == PCAP_HEADER_SIZE:
+        pos, last = 0, -1
         while pos + PCAP_RECORD_HEADER <= len(data):
-            captured, original = struct.unpack_from(order + "II", data, pos + 8)
-            if captured > CAPTURE_MAX_RECORD_SIZE or (captured > original and not whole):
-                break
-            pos, last, chain = pos + PCAP_RECORD_HEADER + captured, pos, chain + 1
-        if pos == len(data) and (whole or chain >= _TAIL_CHAIN):
-            return base + last if last >= 0 else -1
+            captured = struct.unpack_from(order + "I", data, pos + 8)[0]
+            if captured > CAPTURE_MAX_RECORD_SIZE:
+                return None
+            pos, last = pos + PCAP_RECORD_HEADER + captured, pos
+        return (base + last if last >= 0 else -1) if pos == len(data) else None
+    if first_ts is None:
+        return None
+    low, high = plausible_window(first_ts)
+    for start in range(0, max(0, len(data) - PCAP_RECORD_HEADER)):
+        pos, last, chain = start, -1, 0
+        while (record := pcap_record(data, pos, order, nanos, snaplen)) is not None and low <= record[0] <= high:
+            pos, last, chain = pos + record[1], pos, chain + 1
+        if chain >= _TAIL_CHAIN or pos == len(data) and chain:
+            return base + last if pos == len(data) else None
     return None
 
 

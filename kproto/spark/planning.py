@@ -22,7 +22,9 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 
 from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
-from kproto.spark.capture_sets import FileHead, read_head
+from kproto.spark.capture_sets import (PCAP_HEADER_SIZE, PCAP_RECORD_HEADER, FileHead,
+                                       plausible_window, read_head)
+from kproto.spark.capture_sets import pcap_record as _pcap_record
 
 
 INT64_MIN = -(2**63)
@@ -33,9 +35,6 @@ DEFAULT_OVERLAP_BYTES = 32 * 1024 * 1024
 
 PCAP_MAGICS = PCAP_FILE_MAGICS       # first four bytes -> (byte order, nanosecond timestamps)
 PCAPNG_MAGIC = PCAPNG_FILE_MAGIC
-PCAP_HEADER_SIZE = 24
-PCAP_RECORD_HEADER = 16
-_MAX_RECORD = 256 * 1024        # a plausible captured packet, for boundary search
 _BOUNDARY_CHAIN = 8             # consecutive valid record headers that make a boundary
 _BOUNDARY_SEARCH = 4 * 1024 * 1024
 
@@ -145,18 +144,6 @@ def detect_format(head: bytes) -> str:
     return "frames"
 
 
-def _pcap_record(data: bytes, pos: int, order: str, nanos: bool, snaplen: int) -> tuple[int, int] | None:
-    """(timestamp ns, record length) of a plausible pcap record header at ``pos``, else None."""
-    if pos + PCAP_RECORD_HEADER > len(data):
-        return None
-    seconds, fraction, captured, original = struct.unpack_from(order + "IIII", data, pos)
-    if fraction >= (1_000_000_000 if nanos else 1_000_000):
-        return None
-    if captured > original or captured > max(snaplen, 65535) or captured > _MAX_RECORD or captured < 14:
-        return None
-    return seconds * 1_000_000_000 + fraction * (1 if nanos else 1000), PCAP_RECORD_HEADER + captured
-
-
 def find_record_boundary(data: bytes, base: int, order: str, nanos: bool, snaplen: int,
                          ts_window: tuple[int, int]) -> tuple[int, int] | None:
     """The first safe split point in ``data`` (file bytes from offset ``base``).
@@ -213,8 +200,7 @@ def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: 
         first = _pcap_record(source.read(PCAP_HEADER_SIZE, PCAP_RECORD_HEADER), 0, order, nanos, snaplen)
         if first is None:
             return whole
-        # Records more than a day away from the first are not plausible neighbours.
-        window = (first[0] - 86400 * 10**9, first[0] + 86400 * 10**9 * 365)
+        window = plausible_window(first[0])
 
         def boundary(offset: int) -> tuple[int, int] | None:
             return find_record_boundary(source.read(offset, _BOUNDARY_SEARCH), offset, order, nanos, snaplen,
