@@ -54,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-fast", action="store_true",
                         help="stop at the first input that cannot be read completely (default: analyse the "
                              "rest, list the problem in the errors table and exit with status 3)")
+    add_capture_set_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from kproto.spark import Options, analyze, spark_session
     from kproto.spark import jvm_archive
+    from kproto.spark.capture_sets import CaptureSetError
     from kproto.spark.jobs import local_input_bytes
     from kproto.spark.profile import PhaseProfile
 
@@ -77,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
                       body=None if args.no_body else "json",
                       records="base64" if args.records_base64 else "summary", report=not args.no_report,
                       fail_fast=args.fail_fast)
+    try:
+        apply_capture_set_arguments(args, options)
+    except ValueError as exc:
+        print(f"kproto analyze: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     profile = PhaseProfile() if args.profile else None
     if profile is not None:
         profile.mark("JVM and session start")
@@ -96,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             profile.finish()
             print(profile.table(), file=sys.stderr)
         jvm_archive.finish(spark)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, CaptureSetError) as exc:
         print(f"kproto analyze: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:   # Spark reports most failures as Py4J / analysis exceptions
@@ -108,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"kproto analyze: {inputs} input(s) not read completely ({total['unread_bytes']:,} bytes not read, "
               f"{total['truncated_bytes']:,} in incomplete last records):", file=sys.stderr)
         for error in result.errors:
-            print(f"  {error['capture']}: byte offset {error['offset']:,}: {error['category']}: {error['reason']}",
+            where = error.get("file") or error["capture"]     # the file of a capture set the offset is in
+            print(f"  {where}: byte offset {error['offset']:,}: {error['category']}: {error['reason']}",
                   file=sys.stderr)
     print(f"{total['frames']:,} frames in {total['connections']:,} connections "
           f"({total['frames_ok']:,} decoded, {total['frames_undecodable']:,} undecodable), "
@@ -141,3 +149,25 @@ def failure_message(exc: BaseException) -> str:
         return found.group(1).strip()
     lines = text.strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+# ---------------------------------------------------------------- capture sets (kproto/spark/capture_sets.py)
+def add_capture_set_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--capture-set", action="append", default=[], metavar="NAME=GLOB",
+                        help="read the input files GLOB matches (the path, or the base name for a GLOB without /) "
+                             "as the consecutive pieces of one capture named NAME (repeatable)")
+    parser.add_argument("--no-capture-sets", action="store_true",
+                        help="read every file as a capture of its own: no automatic capture sets (rotated "
+                             "tcpdump -C / -G files and dumpcap ring buffers are detected by default)")
+
+
+def apply_capture_set_arguments(args: argparse.Namespace, options) -> None:
+    """--capture-set and --no-capture-sets into ``options``; ValueError for a malformed NAME=GLOB."""
+    named = []
+    for item in args.capture_set:
+        name, equals, pattern = item.partition("=")
+        if not equals or not name or not pattern:
+            raise ValueError(f"--capture-set {item}: expected NAME=GLOB")
+        named.append((name, pattern))
+    options.named_sets = tuple(named)
+    options.capture_sets = not args.no_capture_sets

@@ -63,7 +63,7 @@ def test_a_bad_pcap_among_good_ones_keeps_everything_readable(tmp_path, good_pca
     assert frames_of(frames, bad).num_rows == frames_of(frames, good_pcap).num_rows == 10
     assert errors == [{"capture": str(bad), "category": "oversized_record", "offset": len(data),
                        "reason": f"pcap record with captured length 4294967295 (limit {CAPTURE_MAX_RECORD_SIZE})",
-                       "unread_bytes": 116}]
+                       "unread_bytes": 116, "file": str(bad)}]
     assert summary[str(bad)]["errors"] == 1 and summary[str(good_pcap)]["errors"] == 0
     for row in summary.values():
         assert_bytes_add_up(row)

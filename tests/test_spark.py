@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,10 +20,13 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (scrip
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no Java runtime (scripts/install-java.sh installs one)", allow_module_level=True)
 
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute  # noqa: E402,F401
 import pyarrow.parquet as pq  # noqa: E402
 
 from kproto.capture import read_capture  # noqa: E402
 from kproto.spark import Options, analyze  # noqa: E402
+from kproto.spark import planning as P  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -318,3 +322,76 @@ def test_an_id_never_named_stays_an_id_and_the_report_says_why(topic_id_runs):
         report.pop("generated_at")
         facts.append(report)
     assert facts[0] == facts[1]   # the pyarrow facts and the Spark queries' facts
+
+
+# ---------------------------------------------------------------- capture sets (kproto/spark/capture_sets.py)
+@pytest.fixture(scope="module")
+def rotated(spark, tmp_path_factory):
+    """Two brokers' rotated captures in one directory (dumpcap ring names, tcpdump -C names) and two
+    files named by hand, analysed with capture sets (the sets larger than the split size: the grouping
+    step) and without (the hand-named set alone, read in its task)."""
+    from tests import capture_pieces as cp
+
+    sample = (Path(__file__).resolve().parents[1] / "samples" / "sample.pcap").read_bytes()
+    spanning = sc.big_capture(connections=3, exchanges=10)
+    data = tmp_path_factory.mktemp("rotated")
+    unsplit = tmp_path_factory.mktemp("unsplit")
+    (unsplit / "sample.pcap").write_bytes(sample)
+    (unsplit / "spanning.pcap").write_bytes(spanning)
+    cp.write_pieces(data, cp.dumpcap_names("brokerA", 5), cp.cut_pcap(sample, 5))
+    cp.write_pieces(data, cp.tcpdump_size_names("brokerB.pcap", 3), cp.cut_pcap(spanning, 3))
+    cp.write_pieces(data, ["morning.cap", "evening.cap"], cp.cut_pcap(sample, 2))
+    with_sets, without = tmp_path_factory.mktemp("with-sets"), tmp_path_factory.mktemp("without-sets")
+    analyze([str(data)], str(with_sets), spark=spark, progress=False,
+            options=Options(split_bytes=16_000, named_sets=(("by-hand", "*.cap"),), report=False))
+    analyze([str(data)], str(without), spark=spark, progress=False,
+            options=Options(capture_sets=False, named_sets=(("by-hand", "*.cap"),), report=False))
+    reference = {name: cp.analysed(P.plan_file(str(unsplit / f"{name}.pcap"), 0)) for name in ("sample", "spanning")}
+    return data, with_sets, without, reference
+
+
+def test_rotated_captures_are_one_capture_each_and_give_the_unsplit_tables(rotated):
+    from tests import capture_pieces as cp
+
+    data, out, _without, reference = rotated
+    summary = {r["capture"]: r for r in _table(out, "summary").to_pylist()}
+    sets = {"sample": str(data / "brokerA_*_*.pcap"), "spanning": str(data / "brokerB.pcap*")}
+    assert set(summary) == {*sets.values(), "by-hand", "*"}
+    assert [summary[c]["files"] for c in (*sets.values(), "by-hand", "*")] == [5, 3, 2, 10]
+    assert all(r["accounted"] for r in summary.values())
+    for name, capture in sets.items():
+        for table in ("frames", "exchanges", "connections", "summary", "errors"):
+            written = _table(out, table)
+            if "capture" in written.column_names:
+                written = written.filter(pa.compute.equal(written["capture"], capture))
+            rows = cp.table_rows(written)
+            expected = reference[name][table]
+            if table == "summary":
+                rows = [r for r in rows if '"*"' not in r]
+                expected = expected.slice(0, 1)
+            assert rows == cp.table_rows(expected), (name, table)
+    assert cp.table_rows(_table(out, "frames").filter(pa.compute.equal(_table(out, "frames")["capture"], "by-hand"))) \
+        == cp.table_rows(reference["sample"]["frames"])
+
+
+def test_without_capture_sets_every_file_is_read_alone(rotated):
+    data, _with_sets, out, reference = rotated
+    summary = {r["capture"]: r for r in _table(out, "summary").to_pylist()}
+    assert len(summary) == 5 + 3 + 1 + 1 and summary["by-hand"]["files"] == 2
+    brokers = [r for c, r in summary.items() if c.startswith(str(data / "broker"))]
+    whole = reference["spanning"]["summary"].to_pylist()[0]
+    spanning = [r for r in brokers if "brokerB" in r["capture"]]
+    assert sum(r["exchanges_paired"] for r in spanning) < whole["exchanges_paired"]
+    assert sum(r["connections"] for r in spanning) > whole["connections"]
+    assert summary["by-hand"]["exchanges_paired"] == reference["sample"]["summary"].to_pylist()[0]["exchanges_paired"]
+
+
+def test_file_heads_read_by_the_executors_equal_the_driver_s(spark, rotated, monkeypatch):
+    from kproto.spark import jobs
+
+    data = rotated[0]
+    files = sorted((str(p), p.stat().st_size) for p in data.iterdir())
+    in_driver = jobs.file_heads(spark, files)
+    monkeypatch.setattr(jobs, "_runs_locally", lambda spark, files: False)
+    assert sorted(jobs.file_heads(spark, files), key=lambda h: h.path) == sorted(in_driver, key=lambda h: h.path)
+    assert len(in_driver) == 10 and all(h.format == "pcap" and h.ends_on_record for h in in_driver)

@@ -5,8 +5,9 @@ A master and two workers (1 core each) started from pyspark's own spark-class on
 wheel built from this checkout (docs/analyze.md, "Local mode, clusters and
 spark-submit", 2a), never the source tree. The same inputs - a small pcap, a pcap cut
 into ranges (the shuffle by connection), a Parquet table of frames, a pcap with a bad
-record and a file that is no capture - are analysed with ``--master local[2]`` and with
-``--master spark://...``; every table's sorted rows and the report's facts must match.
+record, a file that is no capture and a capture set of three rotated files - are
+analysed with ``--master local[2]`` and with ``--master spark://...``; every table's
+sorted rows and the report's facts must match.
 
 Run with ``make test-cluster`` (marked ``cluster`` and ``slow``: ``make test`` skips it).
 """
@@ -63,6 +64,11 @@ def inputs(tmp_path_factory) -> list[str]:
     (data / "b-big.pcap").write_bytes(sc.big_capture(connections=8, exchanges=900))     # ~2.7 MB: 3 ranges
     (data / "c-bad.pcap").write_bytes(good + struct.pack("<IIII", 1_700_000_100, 0, 0xFFFFFFFF, 0xFFFFFFFF))
     (data / "d-notes.pcap").write_text("These are my notes, not a capture.\n" * 20)
+    # A capture set (tcpdump -C names): its file heads are read by a job of the executors.
+    from tests import capture_pieces
+
+    capture_pieces.write_pieces(data, capture_pieces.tcpdump_size_names("e-rotated.pcap", 3),
+                                capture_pieces.cut_pcap(sc.big_capture(connections=2, exchanges=20), 3))
     frames, _connections, _counters = read_capture(str(data / "a-small.pcap"), name="from-parquet")
     tables = tmp_path_factory.mktemp("tables")
     pq.write_table(frames, tables / "frames.parquet")
@@ -140,9 +146,11 @@ def test_tables_on_the_cluster_equal_local_mode(local_run, cluster_run):
     assert local.returncode == 3, local.stderr[-4000:]
     assert remote.returncode == 3, remote.stderr[-4000:]
     expected = checksums(local_out)
-    assert expected["frames"][0] == 2 * 8 * 900 + 3 * 10 and expected["errors"][0] == 2
+    assert expected["frames"][0] == 2 * 8 * 900 + 3 * 10 + 2 * 2 * 20 and expected["errors"][0] == 2
     summary = {os.path.basename(r["capture"]): r for r in pq.read_table(local_out / "summary").to_pylist()}
     assert summary["b-big.pcap"]["splits"] == 3 and summary["*"]["accounted"]
+    rotated = summary["e-rotated.pcap*"]
+    assert (rotated["files"], rotated["connections"], rotated["exchanges_paired"]) == (3, 2, 40)
     assert checksums(remote_out) == expected
     # The console names the same bad inputs in both modes.
     assert [line for line in remote.stderr.splitlines() if "byte offset" in line] \

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from kproto.spark import jvm_archive
+from kproto.spark import capture_sets as CS
 from kproto.spark import combine as C
 from kproto.spark import planning as P
 from kproto.spark import worker as W
@@ -225,40 +226,82 @@ def _list_local(paths: Sequence[str]) -> list[str]:
     return [os.path.abspath(path) for path in found]
 
 
-def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int) -> list[P.Split]:
-    """Splits of every capture file, planned on the executors (they are the ones that see the files)."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import from_arrow_schema
+def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int, capture_sets: bool = True,
+                named_sets: Sequence[tuple[str, str]] = ()) -> list[P.Split]:
+    """Splits of every capture file, planned on the executors (they are the ones that see the files).
 
+    The consecutive files of a capture set (kproto/spark/capture_sets.py) make one split;
+    ``capture_sets`` False leaves each file alone but for the sets ``named_sets`` names.
+    """
     if not inputs.files:
         return []
-    local = [P.local_path(path) for path, _ in inputs.files]
-    if spark.sparkContext.master.startswith("local") and all(p is not None and os.path.isfile(p) for p in local):
-        # Local mode: the driver sees the files the tasks will read; no job needed.
-        planned = [s for path, length in inputs.files
-                   for s in P.plan_file(path, length, capture=_capture_name(path), split_bytes=split_bytes,
-                                        overlap=overlap_bytes)]
-        return sorted(planned, key=lambda s: (s.capture, s.split_index))
-    files = spark.createDataFrame(
-        spark.sparkContext.parallelize([(p, n) for p, n in inputs.files], max(1, min(len(inputs.files), 64))),
-        "path string, length long")
+    files = inputs.files
+    splits: list[P.Split] = []
+    names: dict[str, str] = {}      # the capture names of files not named by their path
+    if (len(files) > 1 and capture_sets) or named_sets:
+        sets = CS.detect_sets(file_heads(spark, files), automatic=capture_sets, named=named_sets)
+        sizes = dict(files)
+        for found in sets:
+            if len(found.files) > 1:
+                splits.append(P.plan_set(P.shown_path(found.name), [(h.path, sizes[h.path]) for h in found.files],
+                                         found.files[0].format, split_bytes=split_bytes))
+            elif found.name != found.files[0].path:    # one file, named with --capture-set
+                names[found.files[0].path] = found.name
+        in_sets = {h.path for found in sets if len(found.files) > 1 for h in found.files}
+        files = [(path, length) for path, length in files if path not in in_sets]
+    splits += _plan_files(spark, files, names, split_bytes=split_bytes, overlap_bytes=overlap_bytes)
+    return sorted(splits, key=lambda s: (s.capture, s.split_index))
+
+
+def _runs_locally(spark, files: list[tuple[str, int]]) -> bool:
+    """Local mode with local files: the driver sees the files the tasks will read (no job needed)."""
+    local = [P.local_path(path) for path, _ in files]
+    return spark.sparkContext.master.startswith("local") and all(p is not None and os.path.isfile(p) for p in local)
+
+
+def file_heads(spark, files: list[tuple[str, int]]) -> list[CS.FileHead]:
+    """The heads of the capture files (set detection), read in the driver or by one job on the executors."""
+    import dataclasses
+
+    if _runs_locally(spark, files):
+        return [P.file_head(path, length) for path, length in files]
+    frame = spark.createDataFrame(spark.sparkContext.parallelize(files, max(1, min(len(files), 64))),
+                                  "path string, length long")
+
+    def heads(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            found = [json.dumps(dataclasses.asdict(P.file_head(r["path"], r["length"])))
+                     for r in batch.to_pylist()]
+            yield pa.RecordBatch.from_pydict({"head": found})
+
+    return [CS.FileHead(**json.loads(row["head"])) for row in frame.mapInArrow(heads, "head string").collect()]
+
+
+def _plan_files(spark, files: list[tuple[str, int]], names: dict[str, str], *, split_bytes: int,
+                overlap_bytes: int) -> list[P.Split]:
+    """Splits of capture files read on their own, ``capture`` named by ``names`` or by their path."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if not files:
+        return []
+    if _runs_locally(spark, files):
+        return [s for path, length in files
+                for s in P.plan_file(path, length, capture=names.get(path) or P.shown_path(path),
+                                     split_bytes=split_bytes, overlap=overlap_bytes)]
+    frame = spark.createDataFrame(spark.sparkContext.parallelize(files, max(1, min(len(files), 64))),
+                                  "path string, length long")
 
     def plan(batches):
         for batch in batches:
             for row in batch.to_pylist():
-                yield P.splits_to_batch(P.plan_file(row["path"], row["length"], capture=_capture_name(row["path"]),
+                capture = names.get(row["path"]) or P.shown_path(row["path"])
+                yield P.splits_to_batch(P.plan_file(row["path"], row["length"], capture=capture,
                                                     split_bytes=split_bytes, overlap=overlap_bytes))
 
-    rows = files.mapInArrow(plan, from_arrow_schema(P.SPLIT_SCHEMA)).collect()
-    splits = [P.Split(**row.asDict()) for row in rows]
-    _ = pa
-    return sorted(splits, key=lambda s: (s.capture, s.split_index))
-
-
-def _capture_name(path: str) -> str:
-    """The ``capture`` column: the local path for ``file:`` URIs, else the URI."""
-    local = P.local_path(path)
-    return local if local is not None else path
+    rows = frame.mapInArrow(plan, from_arrow_schema(P.SPLIT_SCHEMA)).collect()
+    return [P.Split(**row.asDict()) for row in rows]
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -274,6 +317,8 @@ class Options:
     driver_rows: int = 200_000          # compact rows combined in the driver up to this many, else by Spark
     driver_report_frames: int = 250_000  # the report's facts computed in the driver (pyarrow) up to this many
                                          # frames, else by Spark queries
+    capture_sets: bool = True           # consecutive files of one rotated capture read as one (capture_sets.py)
+    named_sets: tuple[tuple[str, str], ...] = ()   # (name, glob): files read as one capture set, named so
 
 
 MIN_AUTO_SPLIT = 32 * 1024 * 1024
@@ -482,6 +527,7 @@ def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
         return rows.setdefault(capture, {"capture": capture})
 
     seen: dict[str, set] = {}
+    files: dict[str, set] = {}       # the files of each capture (several for a capture set)
     streams_add_up: dict[str, bool] = {}
     for r in accounting:
         info = json.loads(r["info"])
@@ -510,6 +556,8 @@ def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
             continue
         target["format"] = info.get("format")
         target["splits"] = info.get("split_count", 1)
+        files.setdefault(r["capture"], set()).add(info.get("file", r["capture"]))
+        target["files"] = len(files[r["capture"]])
         # Each split's counters are its own share of the file: they add up.
         for summary_name, name in (("file_bytes", "input_bytes"), ("record_bytes", "file_bytes"),
                                    ("truncated_bytes", "trailing_bytes"), ("unread_bytes", "unread_bytes"),
@@ -533,6 +581,7 @@ def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
     total: dict[str, Any] = {"capture": "*"}
     for name in SUMMARY_COUNTS:
         total[name] = sum(r.get(name) or 0 for r in out)
+    total["files"] = sum(r.get("files") or 0 for r in out)
     total["first_ts_ns"] = min((r["first_ts_ns"] for r in out if r.get("first_ts_ns") is not None), default=None)
     total["last_ts_ns"] = max((r["last_ts_ns"] for r in out if r.get("last_ts_ns") is not None), default=None)
     out.append(total)
@@ -563,9 +612,11 @@ def error_rows(accounting: Iterable[Any]) -> list[dict]:
     for r in accounting:
         if r["kind"] != "capture":
             continue
-        for error in json.loads(r["info"]).get("errors") or []:
-            key = (r["capture"], error["offset"], error["category"], error["reason"])
-            row = merged.setdefault(key, {"capture": r["capture"], "category": error["category"],
+        info = json.loads(r["info"])
+        file = info.get("file", r["capture"])
+        for error in info.get("errors") or []:
+            key = (r["capture"], file, error["offset"], error["category"], error["reason"])
+            row = merged.setdefault(key, {"capture": r["capture"], "file": file, "category": error["category"],
                                           "offset": error["offset"], "reason": error["reason"],
                                           "unread_bytes": 0})
             row["unread_bytes"] += error["unread_bytes"]
@@ -573,7 +624,8 @@ def error_rows(accounting: Iterable[Any]) -> list[dict]:
 
 
 ERRORS_SCHEMA = pa.schema([("capture", pa.string()), ("category", pa.string()), ("offset", pa.int64()),
-                           ("reason", pa.string()), ("unread_bytes", pa.int64())])
+                           ("reason", pa.string()), ("unread_bytes", pa.int64()),
+                           ("file", pa.string())])   # the file ``offset`` is in (a capture set has several)
 
 
 SUMMARY_COUNTS = (
@@ -584,7 +636,8 @@ SUMMARY_COUNTS = (
     "no_response_expected", "unpaired_requests", "unpaired_responses", "skipped_bytes", "gap_bytes",
     "tail_bytes", "duplicate_bytes",
 )
-SUMMARY_SCHEMA = pa.schema([("capture", pa.string()), ("format", pa.string()), ("splits", pa.int32())]
+SUMMARY_SCHEMA = pa.schema([("capture", pa.string()), ("format", pa.string()), ("splits", pa.int32()),
+                            ("files", pa.int32())]
                            + [(name, pa.int64()) for name in SUMMARY_COUNTS]
                            + [("first_ts_ns", pa.int64()), ("last_ts_ns", pa.int64()),
                               ("accounted", pa.bool_()), ("error", pa.string())])
@@ -624,7 +677,8 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             raise FileNotFoundError(f"no input files in {', '.join(paths)}")
         split_bytes = split_size(options, inputs, spark.sparkContext.defaultParallelism)
         show.step(f"planning {len(inputs.files)} capture file(s)")
-        splits = plan_splits(spark, inputs, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes)
+        splits = plan_splits(spark, inputs, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes,
+                             capture_sets=options.capture_sets, named_sets=options.named_sets)
         show.step(f"reading, decoding and writing {len(splits)} split(s), {len(inputs.parquet)} frame table(s)")
         prepare_output(out_text)
         parts, stage1 = compact_rows(spark, inputs, splits, options, out_text)

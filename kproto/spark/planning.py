@@ -22,6 +22,9 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 
 from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
+from kproto.spark.capture_sets import (PCAP_HEADER_SIZE, PCAP_RECORD_HEADER, FileHead,
+                                       plausible_window, read_head)
+from kproto.spark.capture_sets import pcap_record as _pcap_record
 
 
 INT64_MIN = -(2**63)
@@ -32,9 +35,6 @@ DEFAULT_OVERLAP_BYTES = 32 * 1024 * 1024
 
 PCAP_MAGICS = PCAP_FILE_MAGICS       # first four bytes -> (byte order, nanosecond timestamps)
 PCAPNG_MAGIC = PCAPNG_FILE_MAGIC
-PCAP_HEADER_SIZE = 24
-PCAP_RECORD_HEADER = 16
-_MAX_RECORD = 256 * 1024        # a plausible captured packet, for boundary search
 _BOUNDARY_CHAIN = 8             # consecutive valid record headers that make a boundary
 _BOUNDARY_SEARCH = 4 * 1024 * 1024
 
@@ -56,12 +56,13 @@ class Split:
     ts_hi: int
     overlap: int = DEFAULT_OVERLAP_BYTES
     context_start: int = -1   # a range is read from here (a record boundary before start): context only
+    set_files: str = ""       # a capture set: JSON [[path, size], ...] of its files in capture order (set_reader.py)
 
 
 SPLIT_FIELDS = (("path", pa.string()), ("capture", pa.string()), ("format", pa.string()),
                 ("mode", pa.string()), ("split_index", pa.int32()), ("split_count", pa.int32()),
                 ("start", pa.int64()), ("end", pa.int64()), ("ts_lo", pa.int64()), ("ts_hi", pa.int64()),
-                ("overlap", pa.int64()), ("context_start", pa.int64()))
+                ("overlap", pa.int64()), ("context_start", pa.int64()), ("set_files", pa.string()))
 SPLIT_SCHEMA = pa.schema(SPLIT_FIELDS)
 
 
@@ -81,6 +82,12 @@ def local_path(path: str) -> str | None:
     if parsed.scheme == "file":
         return unquote(parsed.path)
     return None
+
+
+def shown_path(path: str) -> str:
+    """How the tables name a file (``capture``, ``file``): the local path for ``file:`` URIs, else the URI."""
+    local = local_path(path)
+    return local if local is not None else path
 
 
 class _Source:
@@ -135,18 +142,6 @@ def detect_format(head: bytes) -> str:
     if head[:4] == PCAPNG_MAGIC:
         return "pcapng"
     return "frames"
-
-
-def _pcap_record(data: bytes, pos: int, order: str, nanos: bool, snaplen: int) -> tuple[int, int] | None:
-    """(timestamp ns, record length) of a plausible pcap record header at ``pos``, else None."""
-    if pos + PCAP_RECORD_HEADER > len(data):
-        return None
-    seconds, fraction, captured, original = struct.unpack_from(order + "IIII", data, pos)
-    if fraction >= (1_000_000_000 if nanos else 1_000_000):
-        return None
-    if captured > original or captured > max(snaplen, 65535) or captured > _MAX_RECORD or captured < 14:
-        return None
-    return seconds * 1_000_000_000 + fraction * (1 if nanos else 1000), PCAP_RECORD_HEADER + captured
 
 
 def find_record_boundary(data: bytes, base: int, order: str, nanos: bool, snaplen: int,
@@ -205,8 +200,7 @@ def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: 
         first = _pcap_record(source.read(PCAP_HEADER_SIZE, PCAP_RECORD_HEADER), 0, order, nanos, snaplen)
         if first is None:
             return whole
-        # Records more than a day away from the first are not plausible neighbours.
-        window = (first[0] - 86400 * 10**9, first[0] + 86400 * 10**9 * 365)
+        window = plausible_window(first[0])
 
         def boundary(offset: int) -> tuple[int, int] | None:
             return find_record_boundary(source.read(offset, _BOUNDARY_SEARCH), offset, order, nanos, snaplen,
@@ -232,6 +226,29 @@ def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: 
                                 points[index + 1][0] if index + 1 < count else size,
                                 ts, points[index + 1][1] if index + 1 < count else INT64_MAX, overlap, context))
         return splits
+    finally:
+        source.close()
+
+
+def plan_set(name: str, files: list[tuple[str, int]], fmt: str, *, split_bytes: int = DEFAULT_SPLIT_BYTES) -> Split:
+    """The one split of a capture set (its files as (path, size), in capture order): read by one task as
+    one capture; decoded there when it is no larger than ``split_bytes``, else sent to the grouping step."""
+    import json
+
+    total = sum(size for _, size in files)
+    return Split(files[0][0], name, fmt, "decode" if total <= split_bytes else "raw", 0, 1, 0, total,
+                 INT64_MIN, INT64_MAX, 0, 0, json.dumps(files))
+
+
+def file_head(path: str, size: int) -> FileHead:
+    """What set detection needs of one input file (kproto/spark/capture_sets.py); an unreadable file
+    is a "frames" head (never in a set: its own task reports why it cannot be read)."""
+    try:
+        source = _Source(path)
+    except OSError:
+        return FileHead(path, size, "frames")
+    try:
+        return read_head(path, source.size, source.read)
     finally:
         source.close()
 

@@ -433,6 +433,13 @@ def _shown_capture(names: dict[str, str], capture: str) -> str:
     return names.get(capture, capture)
 
 
+def _shown_error_input(names: dict[str, str], error: dict) -> str:
+    """The capture of an error, and the file its offset is in when that is one file of a capture set."""
+    shown = _shown_capture(names, error["capture"])
+    file = error.get("file")
+    return shown if not file or file == error["capture"] else f"{shown}: {file.rsplit('/', 1)[-1]}"
+
+
 #: Why a topic's compression can say "mixed" (kproto.batch.partitions).
 MIXED_COMPRESSION = ("\"mixed\": one record set held batches with different codecs (each batch names its own: "
                      "a producer that changed compression.type, or a fetch spanning segments written before and "
@@ -451,7 +458,7 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                 "frames before each were analysed; the bytes from it on were not read."
                 if input_errors else "Every input was read completely.",
                 ["capture", "problem", "byte offset", "reason", "bytes not read"],
-                [[_shown_capture(names, e["capture"]), e["category"], _fmt(e["offset"]), e["reason"],
+                [[_shown_error_input(names, e), e["category"], _fmt(e["offset"]), e["reason"],
                   _fmt(e["unread_bytes"])] for e in input_errors]))
     losses = [(name, label) for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
     out.append(("What is not in frames",

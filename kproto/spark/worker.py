@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from kproto.batch import occurrence_rank
 from kproto.capture import frame_schema
 from kproto.spark.planning import (INT64_MIN, PCAP_HEADER_SIZE, Split, _range_pieces, _RangeStream, _Source,
-                                   local_path)
+                                   local_path, shown_path)
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
@@ -315,7 +315,8 @@ def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseExce
 
 
 def _accounting_rows(split: Split, counters: dict, connections: pa.Table) -> list[pa.RecordBatch]:
-    info = dict(counters, split_index=split.split_index, split_count=split.split_count, format=split.format)
+    info = dict(counters, split_index=split.split_index, split_count=split.split_count, format=split.format,
+                file=shown_path(split.path))
     rows = [as_parts("capture", {"capture": [split.capture], "split_index": [split.split_index],
                                  "info": [json.dumps(info, sort_keys=True)]}, 1)]
     if connections.num_rows:
@@ -346,6 +347,11 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
 
     ports = tuple(broker_ports)
     sink = sink if sink is not None else Sink()
+    if split.set_files:
+        from kproto.spark.set_reader import process_set
+
+        yield from process_set(split, broker_ports=ports, body=body, records=records, sink=sink, fail_fast=fail_fast)
+        return
     try:
         source = _Source(split.path)
     except OSError as exc:
