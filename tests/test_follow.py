@@ -1,0 +1,87 @@
+"""The parts of ``kproto analyze --follow`` that need no Spark: which files are closed, the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from kproto.capture import ERROR_CATEGORIES  # noqa: E402
+from kproto.spark import follow as F  # noqa: E402
+from kproto.spark.jobs import Options  # noqa: E402
+
+
+def _write(path, data: bytes, age: float) -> None:
+    path.write_bytes(data)
+    then = time.time() - age
+    os.utime(path, (then, then))
+
+
+def test_a_file_is_closed_once_unmodified_for_the_settle_time(tmp_path):
+    _write(tmp_path / "old.pcap", b"x" * 10, age=120)
+    _write(tmp_path / "new.pcap", b"y" * 20, age=0)
+    _write(tmp_path / ".hidden.pcap", b"z", age=120)
+    _write(tmp_path / "_tmp.pcap", b"z", age=120)
+    closed, still_open = F.scan([str(tmp_path)], settle=60)
+    assert [(f.path, f.size) for f in closed] == [(str(tmp_path / "old.pcap"), 10)]
+    assert [(f.path, f.size) for f in still_open] == [(str(tmp_path / "new.pcap"), 20)]
+    # The same files a while later: the new one is closed too.
+    closed, still_open = F.scan([str(tmp_path)], settle=60, now=time.time() + 61)
+    assert [f.path for f in closed] == [str(tmp_path / "new.pcap"), str(tmp_path / "old.pcap")]
+    assert still_open == []
+
+
+def test_an_empty_or_missing_input_is_not_an_error_while_following(tmp_path):
+    assert F.scan([str(tmp_path), str(tmp_path / "*.pcap"), str(tmp_path / "later")], settle=1) == ([], [])
+
+
+def test_uncommitted_batches_are_discarded(tmp_path):
+    out = tmp_path / "out"
+    checkpoint = F.Checkpoint(str(tmp_path / "ck"), F.fingerprint(Options()))
+    checkpoint.state["next_batch"] = 2
+    for name in ("frames", "exchanges"):
+        (out / name).mkdir(parents=True)
+        for batch in (0, 1, 2, 3):
+            (out / name / f"part-b{batch:06d}-abc-00000.parquet").write_bytes(b"")
+        (out / name / "part-empty.parquet").write_bytes(b"")
+    for batch in (1, 2):
+        checkpoint.rows_path(batch).write_bytes(b"")
+    os.makedirs(checkpoint.staging)
+    checkpoint.discard_uncommitted(str(out))
+    assert sorted(p.name for p in (out / "frames").iterdir()) == [
+        "part-b000000-abc-00000.parquet", "part-b000001-abc-00000.parquet", "part-empty.parquet"]
+    assert [p.name for p in (tmp_path / "ck" / "rows").iterdir()] == ["batch-000001.parquet"]
+    assert not os.path.exists(checkpoint.staging)
+
+
+def test_a_checkpoint_resumes_only_with_the_same_options(tmp_path):
+    checkpoint = F.Checkpoint(str(tmp_path), F.fingerprint(Options()))
+    checkpoint.commit(0, [F.SeenFile("/x.pcap", 10, 5)], started=time.time())
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["next_batch"] == 1 and state["files"]["/x.pcap"]["size"] == 10
+    assert F.Checkpoint(str(tmp_path), F.fingerprint(Options())).files["/x.pcap"]["batch"] == 0
+    with pytest.raises(F.FollowSetupError, match="other options"):
+        F.Checkpoint(str(tmp_path), F.fingerprint(Options(broker_ports=(9094,))))
+
+
+def test_a_file_changed_after_it_was_read_gets_an_errors_row(tmp_path):
+    checkpoint = F.Checkpoint(str(tmp_path), F.fingerprint(Options()))
+    checkpoint.commit(0, [F.SeenFile("/a.pcap", 100, 5), F.SeenFile("/b.pcap", 50, 5)], started=time.time())
+    assert not checkpoint.note_changes({"/a.pcap": F.SeenFile("/a.pcap", 100, 5)})
+    assert checkpoint.change_errors() == []
+    assert checkpoint.note_changes({"/a.pcap": F.SeenFile("/a.pcap", 160, 9)})
+    assert not checkpoint.note_changes({"/a.pcap": F.SeenFile("/a.pcap", 160, 9)})   # noted once
+    [row] = checkpoint.change_errors()
+    assert (row["capture"], row["category"], row["offset"], row["unread_bytes"]) == \
+        ("/a.pcap", "changed_after_read", 100, 60)
+    assert "grew by 60 bytes" in row["reason"]
+    assert row["category"] in ERROR_CATEGORIES
+
+
+def test_follow_reads_local_paths_only(tmp_path):
+    with pytest.raises(F.FollowSetupError, match="local paths"):
+        F.follow(["hdfs:///captures"], str(tmp_path), spark=None)
