@@ -85,3 +85,25 @@ def test_a_file_changed_after_it_was_read_gets_an_errors_row(tmp_path):
 def test_follow_reads_local_paths_only(tmp_path):
     with pytest.raises(F.FollowSetupError, match="local paths"):
         F.follow(["hdfs:///captures"], str(tmp_path), spark=None)
+
+
+def test_one_follower_per_checkpoint(tmp_path):
+    checkpoint = F.Checkpoint(str(tmp_path), F.fingerprint(Options()))
+    with checkpoint.locked():
+        with pytest.raises(F.FollowSetupError, match="another follower"):
+            with F.Checkpoint(str(tmp_path), F.fingerprint(Options())).locked():
+                pass
+    with checkpoint.locked():       # released when the first one stopped
+        pass
+
+
+def test_the_size_recorded_is_the_bytes_the_tasks_read():
+    import pyarrow as pa
+
+    rows = pa.Table.from_pylist([
+        {"kind": "capture", "capture": "/a.pcap", "info": json.dumps({"input_bytes": 700})},
+        {"kind": "capture", "capture": "/a.pcap", "info": json.dumps({"input_bytes": 300})},   # a second range
+        {"kind": "connection", "capture": "/a.pcap", "info": json.dumps({"input_bytes": 5})},
+        {"kind": "capture", "capture": "/b.pcap", "info": json.dumps({"input_bytes": 0})},
+    ])
+    assert F.bytes_read(rows) == {"/a.pcap": 1000, "/b.pcap": 0}

@@ -22,9 +22,11 @@ import pyarrow.parquet as pq  # noqa: E402
 from kproto.spark import Options, analyze  # noqa: E402
 from kproto.spark import follow as F  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
-from tests.test_spark import spark  # noqa: E402,F401  (the session fixture)
+from tests import test_spark  # noqa: E402
 
 pytestmark = pytest.mark.spark
+
+spark = test_spark.spark    # the one Spark session of the test run (tests/test_spark.py)
 
 TABLES = ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")
 OPTIONS = Options(split_bytes=16_000, overlap_bytes=8_000)   # the big capture is cut into ranges
@@ -89,7 +91,7 @@ def test_followed_in_two_runs_equals_a_plain_analysis(spark, captures, plain, tm
     for name in names[:3]:
         _write(data / name, captures[name])
     first = F.follow([str(data)], out, spark=spark, options=OPTIONS, follow_options=F.FollowOptions(once=True))
-    assert set(first.summary[i]["capture"] for i in range(3)) == {str(data / n) for n in names[:3]}
+    assert {first.summary[i]["capture"] for i in range(3)} == {str(data / n) for n in names[:3]}
     for name in names[3:]:
         _write(data / name, captures[name])
     # A new run resumes from the checkpoint: only the two new files are read.
@@ -114,6 +116,7 @@ def test_a_stop_between_the_data_and_the_commit_is_replayed_once(spark, captures
     data.mkdir()
     for name, content in captures.items():
         _write(data / name, content)
+    _write(data / "x-gone.pcap", captures["a-small.pcap"])     # deleted before the restart
 
     def crash(*_args):
         raise RuntimeError("stopped before the commit")
@@ -123,6 +126,7 @@ def test_a_stop_between_the_data_and_the_commit_is_replayed_once(spark, captures
         F.follow([str(data)], out, spark=spark, options=OPTIONS, follow_options=F.FollowOptions(once=True))
     assert any((out / "frames").glob("part-b000000-*"))     # the data was written, not committed
     monkeypatch.undo()
+    (data / "x-gone.pcap").unlink()     # its parts must go: the batch that wrote them was not committed
     F.follow([str(data)], out, spark=spark, options=OPTIONS, follow_options=F.FollowOptions(once=True))
     assert _state(out)["next_batch"] == 1
     _same_tables(out, plain_out, data, plain_data)

@@ -128,6 +128,18 @@ class Checkpoint:
     def rows_path(self, batch: int) -> Path:
         return self.directory / "rows" / f"batch-{batch:06d}.parquet"
 
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Held while following: a second follower of the same checkpoint is refused."""
+        import fcntl
+
+        with open(self.directory / "lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise FollowSetupError(f"another follower is using the checkpoint {self.directory}") from None
+            yield
+
     def discard_uncommitted(self, out: str) -> None:
         """Delete the parts and rows of batches the state does not record (a stop before their commit)."""
         import shutil
@@ -219,7 +231,9 @@ def process_files(spark, files: Sequence[SeenFile], options: J.Options, staging:
             inputs.parquet.append(f.path)
         else:
             inputs.files.append((f.path, f.size))
-    split_bytes = J.split_size(options, inputs, spark.sparkContext.defaultParallelism)
+    # Not J.split_size: a file's ranges (and so its connection ids) must not depend on which
+    # batch it lands in; 256 MiB is what a plain analysis of a large directory uses.
+    split_bytes = options.split_bytes or P.DEFAULT_SPLIT_BYTES
     splits = J.plan_splits(spark, inputs, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes)
     J.prepare_output(staging)
     parts, stage1 = J.compact_rows(spark, inputs, splits, options, staging)
@@ -234,12 +248,24 @@ def run_batch(spark, batch: int, files: Sequence[SeenFile], options: J.Options, 
     """Process ``files`` as batch number ``batch`` and commit it (the order the module docstring gives)."""
     started = time.time()
     rows = process_files(spark, files, options, checkpoint.staging)
+    # The size recorded is what the tasks read (a file can grow between the listing and the read).
+    read = bytes_read(rows)
+    files = [SeenFile(f.path, read.get(f.path, f.size), f.mtime_ns) for f in files]
     checkpoint.save_rows(batch, rows)
     for name in ("frames", "exchanges"):
         staged = Path(checkpoint.staging) / name
         for part in sorted(staged.glob("part-*.parquet")):
             os.replace(part, Path(out) / name / f"part-b{batch:06d}-{part.name[len('part-'):]}")
     checkpoint.commit(batch, files, started)
+
+
+def bytes_read(rows: pa.Table) -> dict[str, int]:
+    """The bytes of each capture file its tasks read (the ``input_bytes`` of its splits' accounting rows)."""
+    read: dict[str, int] = {}
+    for r in rows.select(["kind", "capture", "info"]).to_pylist():
+        if r["kind"] == "capture":
+            read[r["capture"]] = read.get(r["capture"], 0) + json.loads(r["info"]).get("input_bytes", 0)
+    return read
 
 
 # ---------------------------------------------------------------- the tables and the report
@@ -310,14 +336,21 @@ def follow(paths: Sequence[str], out: str | os.PathLike, *, spark, options: J.Op
     for name in ("frames", "exchanges"):
         Path(out_text, name).mkdir(parents=True, exist_ok=True)
     checkpoint = Checkpoint(how.checkpoint or os.path.join(out_text, "_follow"), fingerprint(options))
+    with checkpoint.locked():
+        return _follow(paths, out_text, spark, options, how, checkpoint, stop or threading.Event(),
+                       log or (lambda _text: None))
+
+
+def _follow(paths: Sequence[str], out_text: str, spark, options: J.Options, how: FollowOptions,
+            checkpoint: Checkpoint, stop: threading.Event, say) -> J.Result:
+    """The loop of :func:`follow`, the checkpoint locked."""
     checkpoint.discard_uncommitted(out_text)
-    say = log or (lambda _text: None)
     result = None
     tables_stale = True         # the small tables do not show every committed batch yet
     report_current = False      # the report shows the tables as written
     last_report = None
     batches = 0
-    with stop_on_signals(stop or threading.Event()) as stopping:
+    with stop_on_signals(stop) as stopping:
         while True:
             tick = time.monotonic()
             if not stopping.is_set():
