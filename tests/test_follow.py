@@ -107,3 +107,18 @@ def test_the_size_recorded_is_the_bytes_the_tasks_read():
         {"kind": "capture", "capture": "/b.pcap", "info": json.dumps({"input_bytes": 0})},
     ])
     assert F.bytes_read(rows) == {"/a.pcap": 1000, "/b.pcap": 0}
+
+
+def test_a_new_checkpoint_refuses_output_it_did_not_write(tmp_path):
+    (tmp_path / "out" / "frames").mkdir(parents=True)
+    (tmp_path / "out" / "frames" / "part-empty.parquet").write_bytes(b"")
+    (tmp_path / "out" / "frames" / "part-1a2b3c-00000.parquet").write_bytes(b"")   # a plain run's part
+    with pytest.raises(F.FollowSetupError, match="did not write"):
+        F.Checkpoint(str(tmp_path / "ck"), F.fingerprint(Options())).claim_output(str(tmp_path / "out"))
+    assert not (tmp_path / "ck" / "state.json").exists()
+    (tmp_path / "out" / "frames" / "part-1a2b3c-00000.parquet").unlink()
+    F.Checkpoint(str(tmp_path / "ck"), F.fingerprint(Options())).claim_output(str(tmp_path / "out"))
+    assert json.loads((tmp_path / "ck" / "state.json").read_text())["next_batch"] == 0
+    # Resuming: its own parts (committed or not) are its business.
+    (tmp_path / "out" / "frames" / "part-b000000-1a2b3c-00000.parquet").write_bytes(b"")
+    F.Checkpoint(str(tmp_path / "ck"), F.fingerprint(Options())).claim_output(str(tmp_path / "out"))

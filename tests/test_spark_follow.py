@@ -153,6 +153,24 @@ def test_open_files_wait_and_files_changed_after_reading_are_reported(spark, cap
     assert summary[str(data / "closed.pcap")]["errors"] == 1
 
 
+def test_a_file_deleted_before_its_batch_reads_it_gets_an_errors_row(spark, captures, tmp_path, monkeypatch):
+    data, out = tmp_path / "in", tmp_path / "out"
+    data.mkdir()
+    _write(data / "here.pcap", captures["a-small.pcap"])
+    listed = F.scan
+
+    def listing_then_deleted(paths, settle):
+        closed, still_open = listed(paths, settle)
+        return closed + [F.SeenFile(str(data / "gone.pcap"), 500, time.time_ns())], still_open
+
+    monkeypatch.setattr(F, "scan", listing_then_deleted)
+    result = F.follow([str(data)], out, spark=spark, options=OPTIONS, follow_options=F.FollowOptions(once=True))
+    assert [(e["capture"], e["category"], e["unread_bytes"]) for e in result.errors] == \
+        [(str(data / "gone.pcap"), "read_failed", 500)]
+    summary = _summary(out)
+    assert summary[str(data / "here.pcap")]["frames"] == 10 and summary["*"]["accounted"]
+
+
 def test_a_new_file_is_added_within_two_trigger_intervals(spark, captures, tmp_path):
     data, out = tmp_path / "in", tmp_path / "out"
     data.mkdir()

@@ -140,6 +140,20 @@ class Checkpoint:
                 raise FollowSetupError(f"another follower is using the checkpoint {self.directory}") from None
             yield
 
+    def claim_output(self, out: str) -> None:
+        """A new checkpoint takes only an output without parts (others would be counted with its own)
+        and records itself at once; an existing one resumes whatever it wrote, committed or not."""
+        if self.state_path.exists():
+            return
+        for name in ("frames", "exchanges"):
+            table = Path(out) / name
+            written = [p.name for p in table.glob("part-*.parquet") if p.name != "part-empty.parquet"] \
+                if table.is_dir() else []
+            if written:
+                raise FollowSetupError(f"{table} already holds parts this checkpoint ({self.directory}) did not "
+                                       "write: follow into an empty --out, or give the checkpoint that wrote them")
+        self.write()
+
     def discard_uncommitted(self, out: str) -> None:
         """Delete the parts and rows of batches the state does not record (a stop before their commit)."""
         import shutil
@@ -202,7 +216,8 @@ class Checkpoint:
             size, _mtime = entry["changed_to"]
             grew = size > entry["size"]
             reason = (f"the file grew by {size - entry['size']:,} bytes after it was read as closed"
-                      if grew else "the file was rewritten after it was read as closed")
+                      if grew else "the file was rewritten after it was read as closed (a name reused by "
+                      "the writer's ring buffer?)")
             rows.append({"capture": path, "category": "changed_after_read", "offset": entry["size"],
                          "reason": reason + " (not read again: raise --settle)",
                          "unread_bytes": max(0, size - entry["size"])})
@@ -337,6 +352,7 @@ def follow(paths: Sequence[str], out: str | os.PathLike, *, spark, options: J.Op
         Path(out_text, name).mkdir(parents=True, exist_ok=True)
     checkpoint = Checkpoint(how.checkpoint or os.path.join(out_text, "_follow"), fingerprint(options))
     with checkpoint.locked():
+        checkpoint.claim_output(out_text)
         return _follow(paths, out_text, spark, options, how, checkpoint, stop or threading.Event(),
                        log or (lambda _text: None))
 
