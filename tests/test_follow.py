@@ -122,3 +122,27 @@ def test_a_new_checkpoint_refuses_output_it_did_not_write(tmp_path):
     # Resuming: its own parts (committed or not) are its business.
     (tmp_path / "out" / "frames" / "part-b000000-1a2b3c-00000.parquet").write_bytes(b"")
     F.Checkpoint(str(tmp_path / "ck"), F.fingerprint(Options())).claim_output(str(tmp_path / "out"))
+
+
+def test_a_batch_failing_after_a_stop_ends_the_run_without_a_commit(tmp_path, monkeypatch):
+    import threading
+
+    _write(tmp_path / "in.pcap", b"x" * 10, age=120)
+    stop = threading.Event()
+
+    def interrupted(*_args):
+        stop.set()              # Ctrl-C: the handler sets stop, and the workers' tasks fail
+        raise RuntimeError("Python worker exited unexpectedly")
+
+    monkeypatch.setattr(F, "process_files", interrupted)
+    said = []
+    result = F.follow([str(tmp_path / "in.pcap")], tmp_path / "out", spark=None, stop=stop,
+                      options=Options(report=False), log=said.append)
+    assert result.summary == [r for r in result.summary if r["capture"] == "*"]
+    state = json.loads((tmp_path / "out" / "_follow" / "state.json").read_text())
+    assert state["next_batch"] == 0 and state["files"] == {}
+    assert any("not committed" in line for line in said)
+    # Without a stop, a failing batch is an error.
+    with pytest.raises(RuntimeError, match="exited unexpectedly"):
+        F.follow([str(tmp_path / "in.pcap")], tmp_path / "out", spark=None, options=Options(report=False),
+                 follow_options=F.FollowOptions(once=True))

@@ -238,6 +238,15 @@ def test_sigterm_stops_after_the_current_batch(spark, captures, tmp_path):
     assert next(r for r in result.summary if r["capture"] == "*")["frames"] == 10
 
 
+def test_an_empty_directory_gives_empty_tables_and_a_report(spark, tmp_path):
+    (tmp_path / "in").mkdir()
+    result = F.follow([str(tmp_path / "in")], tmp_path / "out", spark=spark, options=OPTIONS,
+                      follow_options=F.FollowOptions(once=True))
+    assert [r["capture"] for r in result.summary] == ["*"] and result.summary[0]["frames"] == 0
+    assert all(pq.read_table(tmp_path / "out" / name).num_rows == 0 for name in TABLES if name != "summary")
+    assert (tmp_path / "out" / "report.html").exists()
+
+
 def test_the_command_line_follows_once(spark, captures, tmp_path, capsys):
     from kproto import cli
 

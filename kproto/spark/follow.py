@@ -378,9 +378,17 @@ def _follow(paths: Sequence[str], out_text: str, spark, options: J.Options, how:
                 if new:
                     batch = checkpoint.next_batch
                     say(f"batch {batch}: {len(new)} new closed file(s), {len(still_open)} still open")
-                    run_batch(spark, batch, new, options, out_text, checkpoint)
-                    batches += 1
-                    tables_stale = True
+                    try:
+                        run_batch(spark, batch, new, options, out_text, checkpoint)
+                    except Exception:
+                        if not stopping.is_set():
+                            raise
+                        # Ctrl-C in a terminal reaches Spark's Python workers too, failing their tasks.
+                        say(f"batch {batch} was interrupted by the stop: not committed, its files are read "
+                            "again at the next start")
+                    else:
+                        batches += 1
+                        tables_stale = True
             finishing = how.once or stopping.is_set() or (how.max_batches is not None
                                                           and batches >= how.max_batches)
             report_current = report_current and not tables_stale
