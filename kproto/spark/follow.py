@@ -9,7 +9,7 @@ are *closed* and not processed yet, and runs one batch on them:
 2. the batch's compact rows are saved in the checkpoint (``rows/batch-NNNNNN.parquet``);
 3. the staged parts move into the output tables as ``part-bNNNNNN-*.parquet``
    (new files next to the old ones: nothing already written is rewritten);
-4. ``state.json`` records the batch and its files (path, size, mtime), written
+4. ``state.json`` records the batch and its files (path, bytes read, mtime), written
    atomically: this is the commit.
 
 A stop anywhere before step 4 leaves parts and rows of a batch the state does not
@@ -51,7 +51,8 @@ STATE_VERSION = 1
 
 
 class FollowSetupError(ValueError):
-    """Following cannot start as asked: remote paths, or a checkpoint written with other options."""
+    """Following cannot start as asked: remote paths, a checkpoint of other options or in use by another
+    follower, an output holding tables the checkpoint did not write."""
 
 
 @dataclass
@@ -105,6 +106,7 @@ class Checkpoint:
         self.state_path = self.directory / STATE_FILE
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "rows").mkdir(exist_ok=True)
+        self._rows: dict[int, pa.Table] = {}     # compact rows of committed batches read so far
         if self.state_path.exists():
             self.state = json.loads(self.state_path.read_text())
             if self.state.get("options") != fingerprint:
@@ -174,8 +176,11 @@ class Checkpoint:
         os.replace(hidden, self.rows_path(batch))
 
     def all_rows(self) -> pa.Table:
-        """The compact rows of every committed batch."""
-        tables = [pq.read_table(self.rows_path(batch)) for batch in range(self.next_batch)]
+        """The compact rows of every committed batch (each file read once per run, then kept)."""
+        for batch in range(self.next_batch):
+            if batch not in self._rows:
+                self._rows[batch] = pq.read_table(self.rows_path(batch))
+        tables = [self._rows[batch] for batch in range(self.next_batch)]
         return pa.concat_tables(tables, promote_options="default") if tables else W.PARTS_SCHEMA.empty_table()
 
     def commit(self, batch: int, files: Sequence[SeenFile], started: float) -> None:
