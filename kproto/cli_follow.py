@@ -16,6 +16,20 @@ class UsageError(Exception):
     """Following cannot start as asked (remote paths, a checkpoint of other options): exit status 2."""
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "following a directory",
@@ -29,11 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="like --follow, but process the files closed now and exit")
     group.add_argument("--max-batches", type=int, default=None, metavar="N",
                        help="like --follow, but exit after N batches")
-    group.add_argument("--trigger", type=float, default=10.0, metavar="SECONDS",
+    group.add_argument("--trigger", type=_positive_seconds, default=10.0, metavar="SECONDS",
                        help="seconds between listings of the inputs (default 10)")
-    group.add_argument("--settle", type=float, default=30.0, metavar="SECONDS",
+    group.add_argument("--settle", type=_seconds, default=30.0, metavar="SECONDS",
                        help="a file not modified for this long is closed and taken (default 30)")
-    group.add_argument("--report-interval", type=float, default=60.0, metavar="SECONDS",
+    group.add_argument("--report-interval", type=_seconds, default=60.0, metavar="SECONDS",
                        help="rewrite the report at most this often (default 60; the tables are rewritten "
                             "after every batch, the report also at exit)")
     group.add_argument("--checkpoint", default=None, metavar="DIR",
@@ -43,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def wanted(args: argparse.Namespace) -> bool:
     """The command line asks to follow."""
-    return bool(args.follow or args.once or args.max_batches)
+    return bool(args.follow or args.once or args.max_batches is not None)
 
 
 def run(args: argparse.Namespace, spark, options):
