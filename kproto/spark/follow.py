@@ -254,7 +254,12 @@ def process_files(spark, files: Sequence[SeenFile], options: J.Options, staging:
     # Not J.split_size: a file's ranges (and so its connection ids) must not depend on which
     # batch it lands in; 256 MiB is what a plain analysis of a large directory uses.
     split_bytes = options.split_bytes or P.DEFAULT_SPLIT_BYTES
-    splits = J.plan_splits(spark, inputs, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes)
+    # Planned here file by file (the files are local), each its own capture named by its path,
+    # as J.plan_splits names a plain run's files.
+    splits = sorted((s for path, size in inputs.files
+                     for s in P.plan_file(path, size, capture=path, split_bytes=split_bytes,
+                                          overlap=options.overlap_bytes)),
+                    key=lambda s: (s.capture, s.split_index))
     J.prepare_output(staging)
     parts, stage1 = J.compact_rows(spark, inputs, splits, options, staging)
     rows = parts.toArrow()
