@@ -83,3 +83,16 @@ LINK_SLL2 = 276
 LINK_RAW_DLT = 12            # raw IP as written by hosts that store the DLT number
 LINK_RAW_DLT_OPENBSD = 14    # the same on OpenBSD
 RAW_LINKS = (LINK_RAW, LINK_RAW_DLT, LINK_RAW_DLT_OPENBSD)
+
+
+def pcapng_ts_converter(resolution_byte: int, offset_seconds: int):
+    """(units -> ns) for a pcapng if_tsresol value, plus the if_tsoffset (the C engine: _capture.pyx)."""
+    exponent = resolution_byte & 0x7F
+    offset_ns = offset_seconds * 1_000_000_000
+    if resolution_byte & 0x80:
+        return lambda units: ((units * 1_000_000_000) >> exponent) + offset_ns
+    if exponent <= 9:
+        factor = 10 ** (9 - exponent)
+        return lambda units: units * factor + offset_ns
+    divisor = 10 ** (exponent - 9)
+    return lambda units: units // divisor + offset_ns

@@ -59,6 +59,7 @@ from kproto._common.capture import (
     PCAP_MAGIC_NS,
     PCAP_MAGIC_US,
     RAW_LINKS,
+    pcapng_ts_converter,
 )
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
@@ -83,19 +84,6 @@ _BE32S = struct.Struct(">i")
 _MAX_CORRS = 256
 _MAX_UNDECIDED_FRAMES = 64
 _LIMIT = 512 * 1024 * 1024  # cap of max_frame_size, max_pending_bytes and batch_bytes
-
-
-def _ts_converter(resolution_byte: int, offset_seconds: int):
-    """(units -> ns) for a pcapng if_tsresol value, plus the if_tsoffset."""
-    exponent = resolution_byte & 0x7F
-    offset_ns = offset_seconds * 1_000_000_000
-    if resolution_byte & 0x80:
-        return lambda units: ((units * 1_000_000_000) >> exponent) + offset_ns
-    if exponent <= 9:
-        factor = 10 ** (9 - exponent)
-        return lambda units: units * factor + offset_ns
-    divisor = 10 ** (exponent - 9)
-    return lambda units: units // divisor + offset_ns
 
 
 def _wrap64(value: int) -> int:
@@ -335,7 +323,7 @@ class Engine:
                 elif code == 14 and olen >= 8 and len(value) >= 8:
                     offset = struct.unpack_from(order + "q", value, 0)[0]
                 opt += 4 + ((olen + 3) & ~3)
-            self.interfaces.append((linktype, _ts_converter(resolution, offset)))
+            self.interfaces.append((linktype, pcapng_ts_converter(resolution, offset)))
         elif block_type == 6 or block_type == 2:  # enhanced packet / obsolete packet
             if len(body) < 20:
                 self._stop("bad_block", "short pcapng packet block", pos)

@@ -68,6 +68,7 @@ ERROR_CATEGORIES = {
     "truncated_record": "an incomplete record (or frame, in a frame dump) at the end of the input",
     "bad_frame_size": "a frame dump's size prefix that is negative or above the frame size limit",
     "read_failed": "the input could not be read (an I/O error, or an error of kproto itself)",
+    "changed_after_read": "a followed file that grew or changed after it was read as closed (analyze --follow)",
 }
 DEFAULT_BROKER_PORTS = (9092,)
 # Keys the broker-api-versions table knows but that have no message definitions

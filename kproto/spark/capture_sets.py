@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_BOM, PCAPNG_FILE_MAGIC
-from kproto._py.capture import _ts_converter
+from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_BOM, PCAPNG_FILE_MAGIC, pcapng_ts_converter
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
 PCAP_HEADER_SIZE = 24
@@ -150,7 +149,7 @@ def _pcapng_head(path: str, size: int, head: bytes, read) -> FileHead:
             linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", body, 0)
             options = _pcapng_options(body[8:], order)
             interfaces.append((linktype, snaplen, options.get(2, b"").rstrip(b"\0").decode("utf-8", "replace")))
-            converters.append(_ts_converter(options.get(9, b"\x06")[0],
+            converters.append(pcapng_ts_converter(options.get(9, b"\x06")[0],
                                             struct.unpack(order + "q", options[14])[0] if len(options.get(14, b""))
                                             == 8 else 0))
         elif block_type == 6 and len(body) >= 20:

@@ -30,7 +30,7 @@ def combine(parts: pa.Table) -> dict[str, pa.Table]:
     kinds = parts["kind"].to_pylist()
 
     def rows_of(kind: str, columns: list[str]) -> list[dict]:
-        keep = pa.array([k == kind for k in kinds])
+        keep = pa.array([k == kind for k in kinds], type=pa.bool_())    # typed: no rows at all is fine too
         return parts.filter(keep).select(columns).to_pylist()
 
     # Connections: one row per (capture, connection); ranges' counters add up.
