@@ -392,12 +392,24 @@ def _api_name_column(column):
     return F.coalesce(names[column], F.concat(F.lit("UNKNOWN("), column.cast("string"), F.lit(")")))
 
 
+def _fingerprint_udf():
+    """kproto.fingerprint.classify_row as a Spark UDF (the clients table is small: one row per client)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from kproto import fingerprint as FP
+
+    result = T.StructType([T.StructField(name, T.StringType()) for name in FP.FINGERPRINT_COLUMNS])
+    return F.udf(FP.classify_row, result)
+
+
 def build_tables(spark, parts) -> dict[str, Any]:
     """DataFrames of the aggregate tables (connections, clients, topics), from the compact rows."""
     import pyarrow as pa
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    from kproto import fingerprint as FP
     from kproto.capture import connection_schema
 
     kind = F.col("kind")
@@ -432,10 +444,24 @@ def build_tables(spark, parts) -> dict[str, Any]:
         F.sum("error_responses").alias("error_responses"),
         F.min("first_ns").alias("first_seen_ns"), F.max("last_ns").alias("last_seen_ns"),
     )
-    clients = clients.withColumn(
-        "apis", F.transform("_versions", lambda v: F.concat(_api_name_column(v["api_key"]), F.lit(" v"),
-                                                              v["api_version"].cast("string")))
-    ).drop("_versions").orderBy("client_ip", "client_id")
+    # The order of first use of each (API, version): what the fingerprint reads (kproto.fingerprint).
+    first_use = usage.filter(F.col("api_key").isNotNull() & F.col("api_version").isNotNull()) \
+        .groupBy("client_ip", "client_id", "api_key", "api_version").agg(F.min("first_ns").alias("first_ns")) \
+        .groupBy("client_ip", "client_id").agg(
+            F.sort_array(F.collect_list(F.struct("first_ns", "api_key", "api_version"))).alias("_order"))
+    clients = clients.join(first_use, ["client_ip", "client_id"], "left")
+
+    def label(v):
+        return F.concat(_api_name_column(v["api_key"]), F.lit(" v"), v["api_version"].cast("string"))
+
+    clients = clients.withColumn("apis", F.transform("_versions", label)) \
+        .withColumn("api_order", F.coalesce(F.transform("_order", label), F.array().cast("array<string>"))) \
+        .drop("_versions", "_order")
+    fingerprint = _fingerprint_udf()(F.col("client_id"), F.col("api_order"), F.col("client_software_name"),
+                                     F.col("client_software_version"))
+    clients = clients.withColumn("_fingerprint", fingerprint) \
+        .select("*", *[F.col("_fingerprint")[name].alias(name) for name in FP.FINGERPRINT_COLUMNS]) \
+        .drop("_fingerprint").orderBy("client_ip", "client_id")
 
     is_produce = F.col("api_key") == 0
     is_fetch = F.col("api_key") == 1
