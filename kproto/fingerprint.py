@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, cache
 
 Pair = tuple[int, int]
 
@@ -158,7 +158,7 @@ class Table:
         elif len(libraries) == 1:
             library = next(iter(libraries))
         elif libraries:
-            counts = {lib: sum(1 for l, _ in fits if l == lib) for lib in libraries}
+            counts = {lib: sum(1 for found, _ in fits if found == lib) for lib in libraries}
             library = max(sorted(libraries), key=lambda lib: counts[lib])
             level = LOW
         else:
@@ -214,7 +214,7 @@ class Table:
         if candidates and all(not self.uses_removed(library, r) for r in candidates):
             return (f"an api_version pin: {library} {verdict.range_text} negotiates supported versions by "
                     f"itself, yet this client sent removed ones ({removed_text})",
-                    f"remove the api_version setting (or set it to the broker's release)")
+                    "remove the api_version setting (or set it to the broker's release)")
         fix = f"upgrade {library} to {first} or later" if first else \
             f"no recorded {library} release avoids them: replace the library"
         return f"removed versions ({removed_text}) in {library} {verdict.range_text}", fix
@@ -228,7 +228,7 @@ class Table:
         return (before[-1],) if before else ()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _removed(pair: Pair) -> bool:
     from kproto import versions as kv
 
