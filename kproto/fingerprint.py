@@ -11,7 +11,7 @@ software name and version when its ApiVersions request carried them.
 The request header version follows from (API, version), so it tells nothing the
 pairs do not. What tells libraries and releases apart: the versions each
 release asks for (a newer release asks for newer versions where the broker has
-them), the request it opens with (ApiVersions v0 / v3, or Metadata), and the
+them), the requests it opens with (ApiVersions v0 / v3, or Metadata first), and the
 default client.id (``kafka-python-producer-1``, ``aiokafka-0.12.0``,
 ``rdkafka``).
 """
@@ -55,7 +55,7 @@ class Run:
     broker: str
     pinned: bool
     pairs: frozenset[Pair]          # every (API, version) any of its clients used
-    firsts: frozenset[Pair]         # the first request of each of its clients
+    openings: frozenset[tuple[Pair, ...]]   # the first requests of each of its clients, in order
     default_ids: tuple[str, ...]    # the client.id the library chose when given none
     software: tuple[tuple[str, str], ...]   # KIP-511 (name, version) it announced
 
@@ -69,6 +69,7 @@ class Verdict:
     confidence: str | None          # high / medium / low, or KIP-511 when the client named itself
     versions: str | None = None     # the version text shown (a range, or the KIP-511 version)
     mismatch: str | None = None     # KIP-511 name and wire disagree: what each says
+    pinned: bool = False            # only runs pinned to an old api_version sent these pairs
 
     @property
     def range_text(self) -> str | None:
@@ -123,32 +124,35 @@ class Table:
                 return library, exact
         return None, set()
 
-    def candidates(self, observed: set[Pair], first: Pair | None) -> tuple[set[tuple[str, str]], str]:
-        """The releases the pairs fit, and how well: recorded, interpolated or partial."""
-        fits = {(r.library, r.release) for r in self.runs if observed <= r.pairs}
-        level = HIGH
-        if not fits:
-            within = {key for key, span in self.span.items()
-                      if all(api in span and span[api][0] <= v <= span[api][1] for api, v in observed)}
-            if within:
-                # Between two recorded broker releases: the releases whose own newest versions it hits most.
-                score = {key: sum(self.top[key].get(api) == v for api, v in observed) for key in within}
-                fits, level = {k for k in within if score[k] == max(score.values())}, MEDIUM
-            else:
-                score = {key: sum(api in span and span[api][0] <= v <= span[api][1] for api, v in observed)
-                         for key, span in self.span.items()}
-                best = max(score.values(), default=0)
-                fits, level = ({k for k in score if score[k] == best} if best else set()), LOW
-        opening = {(r.library, r.release) for r in self.runs if first in r.firsts}
-        if fits & opening:
-            fits = fits & opening
-        return fits, level
+    def candidates(self, order: Sequence[Pair]) -> tuple[set[tuple[str, str]], str]:
+        """The releases the pairs fit, and how well: recorded (high), interpolated (medium) or partial (low).
+
+        Among the recorded runs that used every pair, those whose clients opened the same way (the
+        longest common start of the first requests) win: libraries that share a protocol layer
+        (aiokafka on kafka-python's) ask for the same versions but not in the same order.
+        """
+        observed = set(order)
+        fitting = [r for r in self.runs if observed <= r.pairs]
+        if fitting:
+            opening = {id(r): max((_common_start(order, o) for o in r.openings), default=0) for r in fitting}
+            best = max(opening.values())
+            return {(r.library, r.release) for r in fitting if opening[id(r)] == best}, HIGH
+        within = {key for key, span in self.span.items()
+                  if all(api in span and span[api][0] <= v <= span[api][1] for api, v in observed)}
+        if within:
+            # Between two recorded broker releases: the releases whose own newest versions it hits most.
+            score = {key: sum(self.top[key].get(api) == v for api, v in observed) for key in within}
+            return {k for k in within if score[k] == max(score.values())}, MEDIUM
+        score = {key: sum(api in span and span[api][0] <= v <= span[api][1] for api, v in observed)
+                 for key, span in self.span.items()}
+        best = max(score.values(), default=0)
+        return ({k for k in score if score[k] == best} if best else set()), LOW
 
     def classify_wire(self, client_id: str | None, order: Sequence[Pair]) -> Verdict:
         """The verdict from the client.id and the pairs alone (no KIP-511 name)."""
         if not order:
             return Verdict(None, (), None)
-        fits, level = self.candidates(set(order), order[0])
+        fits, level = self.candidates(order)
         hint, exact = self.id_hint(client_id)
         libraries = {library for library, _ in fits}
         if hint is not None and (hint in libraries or not libraries):
@@ -168,7 +172,10 @@ class Table:
             releases = {r for lib, r in exact if lib == library and r in releases}
         if len(libraries) > 1 and hint == library and level == HIGH:
             level = MEDIUM
-        return Verdict(library, self.ordered(library, releases), level)
+        observed = set(order)
+        fitting = [r for r in self.runs if r.library == library and r.release in releases and observed <= r.pairs]
+        pinned = bool(fitting) and all(r.pinned for r in fitting)
+        return Verdict(library, self.ordered(library, releases), level, pinned=pinned)
 
     def classify(self, client_id: str | None, order: Sequence[Pair], software_name: str | None = None,
                  software_version: str | None = None) -> Verdict:
@@ -178,8 +185,8 @@ class Table:
             return wire
         library = self.names.get(software_name, software_name)
         named = Verdict(library, (), KIP511, software_version)
-        if wire.library is None or wire.confidence == LOW:
-            return named
+        if wire.library is None or wire.confidence == LOW or library not in self.releases:
+            return named   # nothing to check a name against that the table does not know
         said = f"KIP-511 says {software_name} {software_version}; the wire looks like {wire.library} " \
                f"{wire.range_text}"
         if wire.library != library:
@@ -211,13 +218,18 @@ class Table:
                     "upgrade the client to a release that negotiates versions Kafka 2.1+ serves")
         first = self.first_ready(library)
         candidates = verdict.releases or self._releases_near(library, verdict.versions)
-        if candidates and all(not self.uses_removed(library, r) for r in candidates):
-            return (f"an api_version pin: {library} {verdict.range_text} negotiates supported versions by "
-                    f"itself, yet this client sent removed ones ({removed_text})",
-                    "remove the api_version setting (or set it to the broker's release)")
-        fix = f"upgrade {library} to {first} or later" if first else \
+        ready = [r for r in candidates if not self.uses_removed(library, r)]
+        upgrade = f"upgrade {library} to {first} or later" if first else \
             f"no recorded {library} release avoids them: replace the library"
-        return f"removed versions ({removed_text}) in {library} {verdict.range_text}", fix
+        if ready and (verdict.pinned or len(ready) == len(candidates)):
+            who = "it" if len(ready) == len(candidates) else f"{ready[0]} and later"
+            cause = (f"an api_version pin: {library} {verdict.range_text} sends these ({removed_text}) only when "
+                     f"pinned to an old broker version; {who} negotiates supported versions by itself")
+            fix = "remove the api_version setting (or set it to the broker's release)"
+            if len(ready) < len(candidates):
+                fix += f"; on a release before {first}, also {upgrade}"
+            return cause, fix
+        return f"removed versions ({removed_text}): {library} {verdict.range_text} sends them", upgrade
 
     def _releases_near(self, library: str, version: str | None) -> tuple[str, ...]:
         """The recorded release a KIP-511 version names, or the newest recorded one before it."""
@@ -226,6 +238,15 @@ class Table:
             return ()
         before = [r for r in self.releases[library] if release_key(r) and release_key(r) <= wanted]
         return (before[-1],) if before else ()
+
+
+def _common_start(order: Sequence[Pair], opening: tuple[Pair, ...]) -> int:
+    count = 0
+    for seen, recorded in zip(order, opening):
+        if tuple(seen) != recorded:
+            break
+        count += 1
+    return count
 
 
 @cache
@@ -243,9 +264,9 @@ def table() -> Table:
     """The recorded table (kproto.fingerprint_data)."""
     from kproto import fingerprint_data as data
 
-    return Table([Run(lib, rel, broker, pinned, frozenset(pairs), frozenset(firsts), tuple(ids),
+    return Table([Run(lib, rel, broker, pinned, frozenset(pairs), frozenset(openings), tuple(ids),
                       tuple(tuple(s) for s in software))
-                  for lib, rel, broker, pinned, pairs, firsts, ids, software in data.RUNS], data.RELEASES)
+                  for lib, rel, broker, pinned, pairs, openings, ids, software in data.RUNS], data.RELEASES)
 
 
 def order_of_use(first_seen: dict[Pair, int | None]) -> list[Pair]:
@@ -261,25 +282,32 @@ def classify_row(client_id: str | None, api_order: Sequence[str] | None, softwar
             "fingerprint_confidence": verdict.confidence, "fingerprint_mismatch": verdict.mismatch}
 
 
-def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None) -> dict:
-    """How the wire verdict (KIP-511 names ignored) does on clients of known truth.
+def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip511: bool = True) -> dict:
+    """How the verdicts do on clients of known truth.
 
     ``clients``: (library, release, broker, client_id, pairs in order, software) rows.
-    A version range is right when the true release lies between its ends.
+    ``kip511``: the verdict the clients table shows (a KIP-511 name wins), or, False, the
+    wire's fingerprint alone. A version range is right when the true release lies between its
+    ends; a KIP-511 version when it names the true release.
     """
     fingerprints = fingerprints or table()
     confusion: dict[str, dict[str, int]] = {}
     wrong = []
     right_library = right_range = total = 0
-    for library, release, broker, client_id, order, _software in clients:
-        verdict = fingerprints.classify_wire(client_id, [tuple(p) for p in order])
+    for library, release, broker, client_id, order, software in clients:
+        pairs = [tuple(p) for p in order]
+        verdict = fingerprints.classify(client_id, pairs, *software) if kip511 and software else \
+            fingerprints.classify_wire(client_id, pairs)
         predicted = verdict.library or "none"
         row = confusion.setdefault(library, {})
         row[predicted] = row.get(predicted, 0) + 1
         total += 1
         ranked = fingerprints.releases.get(library, ())
-        in_range = predicted == library and bool(verdict.releases) and release in ranked and \
-            ranked.index(verdict.releases[0]) <= ranked.index(release) <= ranked.index(verdict.releases[-1])
+        if verdict.releases:
+            in_range = predicted == library and release in ranked and \
+                ranked.index(verdict.releases[0]) <= ranked.index(release) <= ranked.index(verdict.releases[-1])
+        else:
+            in_range = predicted == library and release_key(verdict.versions or "") == release_key(release)
         right_library += predicted == library
         right_range += in_range
         if not in_range:

@@ -22,7 +22,9 @@ def test_the_table_spans_each_family():
     assert recorded["kafka-python"][0].startswith("1.4")
     assert len(recorded["aiokafka"]) >= 5 and recorded["aiokafka"][-1] == "0.14.0"
     assert len(recorded["confluent-kafka"]) >= 5 and recorded["confluent-kafka"][0].startswith("2.0")
-    assert recorded["kproto"] == ("tree",)
+    from kproto._version import __version__
+
+    assert recorded["kproto"] == (__version__,)
     assert len(set(data.BROKERS)) >= 2
     # What could not be installed is said, not dropped.
     for library, releases in recorded.items():
@@ -39,18 +41,35 @@ def test_evaluation_recorded_apart_from_the_table():
     assert own_ids and all(i.startswith("eval") for i in own_ids)
 
 
+def _never_sure_when_wrong(result: dict) -> None:
+    for library, release, broker, client_id, named, versions, confidence in result["wrong"]:
+        assert confidence == FP.LOW, (library, release, broker, client_id, named, versions, confidence)
+
+
 def test_evaluation_figures():
-    """The right library for every evaluation client, the right version range for at least 90 %."""
+    """As the clients table names them: the right library for 99 % of the evaluation clients (the rest are
+    kafka-python 1.4 consumers whose every request matches aiokafka's), the right versions for at least 90 %;
+    a wrong verdict is never more than low confidence."""
     result = FP.evaluate(evaluation.CLIENTS)
-    assert result["clients"] >= 100
-    assert result["right_library"] == result["clients"], result["wrong"]
+    assert result["clients"] >= 300
+    assert result["right_library"] >= 0.99 * result["clients"], result["wrong"]
     assert result["right_range"] >= 0.9 * result["clients"], result["wrong"]
+    _never_sure_when_wrong(result)
 
 
-def test_the_documented_confusion_table_is_the_current_one():
-    """docs/analyze.md shows the confusion table the committed data gives (the test fails when it goes stale)."""
+def test_evaluation_figures_of_the_wire_alone():
+    """KIP-511 names ignored: the fingerprint alone still names at least 95 % right, library and range."""
+    result = FP.evaluate(evaluation.CLIENTS, kip511=False)
+    assert result["right_library"] >= 0.95 * result["clients"], result["wrong"]
+    assert result["right_range"] >= 0.9 * result["clients"], result["wrong"]
+    _never_sure_when_wrong(result)
+
+
+def test_the_documented_confusion_tables_are_the_current_ones():
+    """docs/analyze.md shows the confusion tables the committed data gives (the test fails when they go stale)."""
     text = (ROOT / "docs" / "analyze.md").read_text()
     assert FP.confusion_markdown(FP.evaluate(evaluation.CLIENTS)) in text
+    assert FP.confusion_markdown(FP.evaluate(evaluation.CLIENTS, kip511=False)) in text
 
 
 def test_evaluation_can_fail():
@@ -62,8 +81,8 @@ def test_evaluation_can_fail():
 
 
 # ---------------------------------------------------------------- the classifier, on a small made-up table
-def _run(library, release, pairs, firsts=None, ids=(), software=(), broker="3.9", pinned=False):
-    return FP.Run(library, release, broker, pinned, frozenset(pairs), frozenset(firsts or pairs[:1]),
+def _run(library, release, pairs, ids=(), software=(), broker="3.9", pinned=False):
+    return FP.Run(library, release, broker, pinned, frozenset(pairs), frozenset([tuple(pairs[:3])]),
                   tuple(ids), tuple(software))
 
 
@@ -71,7 +90,7 @@ SMALL = FP.Table([
     _run("lib-a", "1.0", [(18, 0), (3, 1), (0, 2)], ids=("lib-a-producer-1",)),
     _run("lib-a", "2.0", [(18, 0), (3, 5), (0, 7)], ids=("lib-a-producer-1",)),
     _run("lib-a", "2.0", [(18, 0), (3, 1), (0, 2)], pinned=True),
-    _run("lib-a", "2.0", [(18, 0), (3, 4), (0, 6)], broker="2.3"),
+    _run("lib-a", "2.0", [(18, 0), (3, 4), (0, 6)], broker="2.3", software=[("lib-a-name", "2.0")]),
     _run("lib-b", "0.5", [(18, 3), (3, 9), (0, 8)], ids=("rd",), software=[("lib-b-name", "0.5.0")]),
 ], {"lib-a": ("1.0", "2.0"), "lib-b": ("0.5",)})
 
@@ -103,8 +122,15 @@ def test_kip511_name_wins_and_a_contradiction_is_reported():
     assert (named.library, named.range_text, named.confidence, named.mismatch) == ("lib-b", "0.5.0", FP.KIP511, None)
     liar = SMALL.classify("x", [(18, 0), (3, 5), (0, 7)], "lib-b-name", "0.5.0")
     assert liar.library == "lib-b" and "the wire looks like lib-a 2.0" in liar.mismatch
-    old = SMALL.classify("x", [(18, 0), (3, 5), (0, 7)], "lib-a-name-unknown", "9")
-    assert old.library == "lib-a-name-unknown" and old.mismatch
+    too_new = SMALL.classify("x", [(18, 0), (3, 1), (0, 2)], "lib-b-name", "0.5.0")
+    assert "the wire looks like lib-a 1.0 .. 2.0" in too_new.mismatch
+    # The right library, a version the wire rules out; a version newer than any recorded is no contradiction.
+    older = SMALL.classify("x", [(18, 0), (3, 5), (0, 7)], "lib-a-name", "0.1")
+    assert older.library == "lib-a" and "lib-a 2.0" in older.mismatch
+    assert SMALL.classify("x", [(18, 0), (3, 5), (0, 7)], "lib-a-name", "3.5").mismatch is None
+    # A name the table does not know is taken as sent: nothing to check it against.
+    unknown = SMALL.classify("x", [(18, 0), (3, 5), (0, 7)], "my-app", "9")
+    assert (unknown.library, unknown.mismatch) == ("my-app", None)
 
 
 def test_advice_tells_a_pin_from_an_old_release():
@@ -121,7 +147,7 @@ def test_advice_tells_a_pin_from_an_old_release():
 def test_order_of_use_and_labels():
     assert FP.order_of_use({(3, 1): 20, (18, 0): 10, (0, 2): None, (1, 4): 20}) == [(0, 2), (18, 0), (1, 4), (3, 1)]
     assert FP.api_pairs(["Metadata v12", "UNKNOWN(999) v0"]) == [(3, 12), (999, 0)]
-    assert FP.release_key("2.0.10") > FP.release_key("2.0.2") and FP.release_key("tree") == ()
+    assert FP.release_key("2.0.10") > FP.release_key("2.0.2") and FP.release_key("main") == ()
 
 
 # ---------------------------------------------------------------- in the clients table

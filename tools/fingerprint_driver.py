@@ -22,6 +22,7 @@ import sys
 import time
 
 STEP_SECONDS = 3.0
+GROUP_SECONDS = 7.0    # past the default 3 s heartbeat interval, so every group run heartbeats
 PINNED = (0, 10, 1)
 
 
@@ -56,7 +57,7 @@ def kafka_python(bootstrap: str, prefix: str, topic: str, count: int, pinned: bo
         consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, client_id=prefix + "-group",
                                  group_id=prefix + "-readers", auto_offset_reset="earliest",
                                  fetch_max_wait_ms=50, session_timeout_ms=10000, **pin)
-        deadline = time.monotonic() + STEP_SECONDS
+        deadline = time.monotonic() + GROUP_SECONDS
         while time.monotonic() < deadline:
             consumer.poll(200)
         consumer.close(autocommit=False)
@@ -88,14 +89,14 @@ def aiokafka(bootstrap: str, prefix: str, topic: str, count: int, pinned: bool) 
         try:
             if "group_id" not in options:
                 consumer.assign([TopicPartition(topic, 0)])
-            deadline = time.monotonic() + STEP_SECONDS
+            deadline = time.monotonic() + (GROUP_SECONDS if "group_id" in options else STEP_SECONDS)
             while time.monotonic() < deadline:
                 await consumer.getmany(timeout_ms=200)
         finally:
             await consumer.stop()
 
     def run(coroutine) -> None:
-        asyncio.run(asyncio.wait_for(coroutine, STEP_SECONDS * 3))
+        asyncio.run(asyncio.wait_for(coroutine, GROUP_SECONDS * 2))
 
     return [("producer", lambda: run(produce(client_id=prefix + "-producer"))),
             ("consumer", lambda: run(consume(client_id=prefix + "-consumer", enable_auto_commit=False))),
@@ -121,7 +122,7 @@ def confluent_kafka(bootstrap: str, prefix: str, topic: str, count: int, pinned:
             consumer.subscribe([topic])
         else:
             consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + STEP_SECONDS
+        deadline = time.monotonic() + (GROUP_SECONDS if subscribe else STEP_SECONDS)
         while time.monotonic() < deadline:
             consumer.poll(0.2)
         consumer.close()
@@ -140,17 +141,18 @@ def kproto_client(bootstrap: str, prefix: str, topic: str, count: int, pinned: b
 
     host, port = bootstrap.rsplit(":", 1)
 
-    def metadata(client_id: str) -> None:
+    def metadata(**ids) -> None:
+        client_id = ids.get("client_id", "kproto")
         with socket.create_connection((host, int(port)), timeout=STEP_SECONDS) as sock:
             exchange = kv.socket_exchange(sock)
-            result = kv.handshake(exchange, client_id=client_id)
+            result = kv.handshake(exchange, **ids)
             version = kv.negotiate(None, result.response)[3]
             request = kproto.messages.MetadataRequest(topics=[kproto.messages.MetadataRequest.MetadataRequestTopic(
                 name=topic)])
             exchange(kproto.encode_request(request, version=version, correlation_id=100,
                                            client_id=client_id, size_prefixed=True))
 
-    return [("metadata", lambda: metadata(prefix + "-producer"))]
+    return [("metadata", lambda: metadata(client_id=prefix + "-producer")), ("default-id metadata", metadata)]
 
 
 LIBRARIES = {"kafka-python": kafka_python, "aiokafka": aiokafka, "confluent-kafka": confluent_kafka,

@@ -38,6 +38,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT))
 
+def _kproto_version() -> str:
+    namespace: dict = {}
+    exec((ROOT / "kproto" / "_version.py").read_text(), namespace)
+    return namespace["__version__"]
+
+
 CACHE = Path(os.environ.get("KPROTO_FINGERPRINT_CACHE", Path.home() / ".cache" / "kproto-fingerprints"))
 DRIVER = ROOT / "tools" / "fingerprint_driver.py"
 # The first and last release of each minor line we cover, oldest first.
@@ -47,7 +53,7 @@ RELEASES = {
     "aiokafka": ("0.7.2", "0.8.0", "0.8.1", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0"),
     "confluent-kafka": ("1.9.2", "2.0.2", "2.2.0", "2.4.0", "2.6.1", "2.8.0", "2.10.1", "2.12.2", "2.14.2",
                         "2.16.1"),
-    "kproto": ("tree",),
+    "kproto": (_kproto_version(),),   # this tree, as it announces itself
 }
 IMPORT_NAMES = {"kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka"}
 # Dependencies a release needs at the version of its time (aiokafka 0.8 imports kafka-python 2.0's modules).
@@ -55,7 +61,8 @@ EXTRA_REQUIREMENTS = {("aiokafka", "0.8.0"): ("kafka-python==2.0.2",), ("aiokafk
 PINNABLE = ("kafka-python", "aiokafka")
 BROKERS = ("4.0", "3.9", "2.3")
 EVALUATION_BROKERS = ("4.0", "2.3", "2.8")
-RUN_SECONDS = 90
+RUN_SECONDS = 120
+OPENING = 3   # the first requests of each client kept in the table, in order
 
 
 # ---------------------------------------------------------------- environments
@@ -200,7 +207,7 @@ def table_module(results: list[dict], unavailable: dict[str, str], stamp: str) -
     lines = [HEADER.format(what="Client fingerprints: what each recorded library release sent to each fake broker.",
                            flag="", stamp=stamp,
                            more="Each run: (library, release, broker release, pinned to api_version (0, 10, 1),\n"
-                                "every (API, version) its clients used, the first request of each client,\n"
+                                "every (API, version) its clients used, the first requests of each client,\n"
                                 "the client.id it chose when given none, the KIP-511 (name, version) it sent).\n"),
              f"BROKERS = {BROKERS!r}",
              f"NOT_RECORDED = {dict(sorted(unavailable.items()))!r}", "RUNS = ("]
@@ -212,12 +219,12 @@ def table_module(results: list[dict], unavailable: dict[str, str], stamp: str) -
         if r["release"] not in recorded[r["library"]]:
             recorded[r["library"]].append(r["release"])
         pairs = sorted({tuple(p) for c in clients for p in c["api_order"]})
-        firsts = sorted({tuple(c["api_order"][0]) for c in clients if c["api_order"]})
+        openings = sorted({tuple(tuple(p) for p in c["api_order"][:OPENING]) for c in clients if c["api_order"]})
         ids = sorted({c["client_id"] for c in clients if c["client_id"] is not None
                       and not c["client_id"].startswith(r["prefix"])})
         software = sorted({tuple(c["software"]) for c in clients if c["software"]})
         lines.append(f"    ({r['library']!r}, {r['release']!r}, {r['broker']!r}, {r['pinned']!r}, {_pairs(pairs)}, "
-                     f"{_pairs(firsts)}, {tuple(ids)!r}, {tuple(software)!r}),")
+                     f"({''.join(_pairs(o) + ', ' for o in openings)}), {tuple(ids)!r}, {tuple(software)!r}),")
     lines.append(")")
     ordered = {lib: tuple(rel for rel in RELEASES[lib] if rel in recorded.get(lib, ())) for lib in RELEASES}
     lines.append(f"RELEASES = {ordered!r}")
