@@ -265,7 +265,7 @@ def table() -> Table:
     from kproto import fingerprint_data as data
 
     return Table([Run(lib, rel, broker, pinned, frozenset(pairs), frozenset(openings), tuple(ids),
-                      tuple(tuple(s) for s in software))
+                      tuple((name, version) for name, version in software))
                   for lib, rel, broker, pinned, pairs, openings, ids, software in data.RUNS], data.RELEASES)
 
 

@@ -400,7 +400,10 @@ def _fingerprint_udf():
     from kproto import fingerprint as FP
 
     result = T.StructType([T.StructField(name, T.StringType()) for name in FP.FINGERPRINT_COLUMNS])
-    return F.udf(FP.classify_row, result)
+    def classify(client_id, api_order, software_name, software_version):   # no hints: a plain row UDF
+        return FP.classify_row(client_id, api_order, software_name, software_version)
+
+    return F.udf(classify, result)
 
 
 def build_tables(spark, parts) -> dict[str, Any]:
@@ -443,20 +446,19 @@ def build_tables(spark, parts) -> dict[str, Any]:
         F.sum("removed_in_4x_requests").alias("removed_in_4x_requests"),
         F.sum("error_responses").alias("error_responses"),
         F.min("first_ns").alias("first_seen_ns"), F.max("last_ns").alias("last_seen_ns"),
+        F.sort_array(F.collect_list(F.struct("first_ns", "api_key", "api_version"))).alias("_order"),
     )
-    # The order of first use of each (API, version): what the fingerprint reads (kproto.fingerprint).
-    first_use = usage.filter(F.col("api_key").isNotNull() & F.col("api_version").isNotNull()) \
-        .groupBy("client_ip", "client_id", "api_key", "api_version").agg(F.min("first_ns").alias("first_ns")) \
-        .groupBy("client_ip", "client_id").agg(
-            F.sort_array(F.collect_list(F.struct("first_ns", "api_key", "api_version"))).alias("_order"))
-    clients = clients.join(first_use, ["client_ip", "client_id"], "left")
 
     def label(v):
         return F.concat(_api_name_column(v["api_key"]), F.lit(" v"), v["api_version"].cast("string"))
 
+    # The order of first use of each (API, version), what the fingerprint reads (kproto.fingerprint):
+    # sorted by time, the first occurrence of each pair is its first use (array_distinct keeps it).
+    known = F.filter("_order", lambda v: v["api_key"].isNotNull() & v["api_version"].isNotNull())
+    first_use = F.array_distinct(F.transform(known, lambda v: F.struct(v["api_key"].alias("api_key"),
+                                                                        v["api_version"].alias("api_version"))))
     clients = clients.withColumn("apis", F.transform("_versions", label)) \
-        .withColumn("api_order", F.coalesce(F.transform("_order", label), F.array().cast("array<string>"))) \
-        .drop("_versions", "_order")
+        .withColumn("api_order", F.transform(first_use, label)).drop("_versions", "_order")
     fingerprint = _fingerprint_udf()(F.col("client_id"), F.col("api_order"), F.col("client_software_name"),
                                      F.col("client_software_version"))
     clients = clients.withColumn("_fingerprint", fingerprint) \

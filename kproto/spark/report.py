@@ -644,7 +644,8 @@ def charts(facts: dict) -> dict[str, str]:
             [("produce", [t["produce_bytes"] / 1e6 for t in topics]),
              ("fetch", [t["fetch_bytes"] / 1e6 for t in topics])], " MB"),
         "Clients and their software (KIP-511)": bar_chart(
-            "Requests per client", [f"{c['client_id']} ({c['client_software_name'] or '?'})" for c in clients],
+            "Requests per client",
+            [f"{c['client_id']} ({c['client_software_name'] or c.get('likely_software') or '?'})" for c in clients],
             [("requests", [c["requests"] for c in clients]),
              ("removed in 4.x", [c["removed_in_4x_requests"] for c in clients])]),
         "Captures and accounting": bar_chart(
