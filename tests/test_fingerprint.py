@@ -20,7 +20,7 @@ def test_the_table_spans_each_family():
     recorded = FP.table().releases
     assert len(recorded["kafka-python"]) >= 8 and recorded["kafka-python"][-1].startswith("3.")
     assert recorded["kafka-python"][0].startswith("1.4")
-    assert len(recorded["aiokafka"]) >= 5 and recorded["aiokafka"][-1] == "0.14.0"
+    assert recorded["aiokafka"][0].startswith("0.7") and recorded["aiokafka"][-1] == "0.14.0"
     assert len(recorded["confluent-kafka"]) >= 5 and recorded["confluent-kafka"][0].startswith("2.0")
     from kproto._version import __version__
 
@@ -47,12 +47,13 @@ def _never_sure_when_wrong(result: dict) -> None:
 
 
 def test_evaluation_figures():
-    """As the clients table names them: the right library for 99 % of the evaluation clients (the rest are
-    kafka-python 1.4 consumers whose every request matches aiokafka's), the right versions for at least 90 %;
-    a wrong verdict is never more than low confidence."""
+    """As the clients table names them: the right library for 98 % of the evaluation clients (the rest are
+    kafka-python 1.4.4 clients whose every request matches aiokafka 0.7's), the right versions for at least
+    90 %; a wrong verdict is never more than low confidence."""
     result = FP.evaluate(evaluation.CLIENTS)
     assert result["clients"] >= 300
-    assert result["right_library"] >= 0.99 * result["clients"], result["wrong"]
+    assert result["right_library"] >= 0.98 * result["clients"], result["wrong"]
+    assert {(w[0], w[1], w[4]) for w in result["wrong"]} <= {("kafka-python", "1.4.4", "aiokafka")}
     assert result["right_range"] >= 0.9 * result["clients"], result["wrong"]
     _never_sure_when_wrong(result)
 

@@ -6,7 +6,8 @@
 Each library release gets its own virtual environment under
 ``~/.cache/kproto-fingerprints/<library>-<release>`` (kept and reused; wheels
 only, as a release without a wheel for this Python would need a compiler and
-its C dependencies). A release that cannot be installed or imported is written
+its C dependencies; a release without a wheel for this Python is built from its source,
+but for confluent-kafka, see WHEELS_ONLY). A release that cannot be installed or imported is written
 to the output as such, with the reason. Each release then runs
 tools/fingerprint_driver.py (connect, metadata, produce, consume, join a group,
 produce under the default client.id) against a fresh fake broker of each
@@ -48,16 +49,19 @@ CACHE = Path(os.environ.get("KPROTO_FINGERPRINT_CACHE", Path.home() / ".cache" /
 DRIVER = ROOT / "tools" / "fingerprint_driver.py"
 # The first and last release of each minor line we cover, oldest first.
 RELEASES = {
-    "kafka-python": ("1.4.4", "1.4.7", "2.0.0", "2.0.2", "2.0.6", "2.1.0", "2.1.6", "2.2.0", "2.2.21",
+    "kafka-python": ("1.4.0", "1.4.4", "1.4.7", "2.0.0", "2.0.2", "2.0.6", "2.1.0", "2.1.6", "2.2.0", "2.2.21",
                      "2.3.0", "3.0.0", "3.0.12"),
-    "aiokafka": ("0.7.2", "0.8.0", "0.8.1", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0"),
+    "aiokafka": ("0.7.0", "0.7.2", "0.8.0", "0.8.1", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0"),
     "confluent-kafka": ("1.9.2", "2.0.2", "2.2.0", "2.4.0", "2.6.1", "2.8.0", "2.10.1", "2.12.2", "2.14.2",
                         "2.16.1"),
     "kproto": (_kproto_version(),),   # this tree, as it announces itself
 }
 IMPORT_NAMES = {"kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka"}
 # Dependencies a release needs at the version of its time (aiokafka 0.8 imports kafka-python 2.0's modules).
-EXTRA_REQUIREMENTS = {("aiokafka", "0.8.0"): ("kafka-python==2.0.2",), ("aiokafka", "0.8.1"): ("kafka-python==2.0.2",)}
+EXTRA_REQUIREMENTS = {("aiokafka", release): ("kafka-python==2.0.2",) for release in ("0.7.0", "0.7.2", "0.8.0", "0.8.1")}
+# Built from source, confluent-kafka would link the system's librdkafka: the wire would be that
+# librdkafka's, not the release's. Only its wheels (which bundle their own librdkafka) are recorded.
+WHEELS_ONLY = ("confluent-kafka",)
 PINNABLE = ("kafka-python", "aiokafka")
 BROKERS = ("4.0", "3.9", "2.3")
 EVALUATION_BROKERS = ("4.0", "2.3", "2.8")
@@ -83,6 +87,11 @@ def environment(library: str, release: str) -> tuple[Path | None, str | None]:
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
                               "--only-binary", ":all:", f"{library}=={release}",
                               *EXTRA_REQUIREMENTS.get((library, release), ())], capture_output=True, text=True)
+    if install.returncode != 0 and library not in WHEELS_ONLY:
+        # No wheel for this Python: the release's own source, when it builds (dependencies still as wheels).
+        install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                                  "--prefer-binary", f"{library}=={release}",
+                                  *EXTRA_REQUIREMENTS.get((library, release), ())], capture_output=True, text=True)
     problem = None
     if install.returncode != 0:
         lines = [line for line in install.stderr.splitlines() if "ERROR" in line]
