@@ -75,3 +75,36 @@ def test_bar_chart_scales_to_the_largest_value():
     widths = [float(part.split('"')[0]) for part in svg.split('width="')[2:]]
     assert widths[1] == 4 * widths[0]
     assert report.bar_chart("t", [], []) == ""
+
+
+def test_next_steps_come_first_ranked_by_requests():
+    """Clients not ready for 4.x, most requests first, with cause and fix; brokers and 4.x clients."""
+    from kproto.spark import next_steps
+
+    data = facts()
+    quiet = dict(data["clients"][0], client_id="quiet", requests=1, client_software_name=None,
+                 client_software_version=None, api_order=["Metadata v1", "Produce v2"])
+    data["clients"].append(quiet)
+    removed = data["readiness"]["removed"] + [dict(data["readiness"]["removed"][0], client_id="quiet")]
+    brokers = [{"broker": "b:9092", "release": None, "exact": [], "closest": ["0.10.2"],
+                "ranges": {"Produce": "0-2", "Fetch": "0-5", "Metadata": "0-2", "ApiVersions": "0-1"}},
+               {"broker": "c:9092", "release": "3.9", "exact": ["3.9"], "closest": [],
+                "ranges": {name: f"{lo}-{hi}" for name, (lo, hi) in _release_ranges("3.9").items()}}]
+    data["next_steps"] = {"clients": next_steps.client_steps(data["clients"], removed),
+                          "brokers": next_steps.broker_steps(brokers)}
+    assert [s["client_id"] for s in data["next_steps"]["clients"]] == ["app", "quiet"]
+    app, quiet_step = data["next_steps"]["clients"]
+    assert app["confidence"] == "KIP-511" and "Produce v2" in app["cause"] and app["fix"]
+    assert quiet_step["software"] == "kafka-python" and "api_version pin" in quiet_step["cause"]
+    old, new = data["next_steps"]["brokers"]
+    assert (old["talks_to_4x_clients"], new["talks_to_4x_clients"]) == (False, True)
+    assert "2.1 or later" in old["why"] and old["release"] == "0.10.2"
+    text = report.markdown(data)
+    assert text.index("## Next steps: clients not ready for Kafka 4.x") < text.index("## Inputs not read completely")
+    assert "| b:9092 | 0.10.2 | no |" in text and "| c:9092 | 3.9 | yes |" in text
+
+
+def _release_ranges(release: str) -> dict:
+    from kproto import versions as kv
+
+    return {kv.api_name(key): span for key, span in kv.release_table(release).items()}

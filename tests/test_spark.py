@@ -149,6 +149,10 @@ def test_clients_table(analysis):
     assert (shop["client_software_name"], shop["client_software_version"], shop["connections"],
             shop["requests"], shop["apis"], shop["removed_in_4x_requests"]) \
         == ("shop-app", "2.0", 1, 3, ["Produce v9", "Metadata v12", "ApiVersions v3"], 0)
+    # The fingerprint columns: a KIP-511 name wins (kproto.fingerprint); api_order is apis by first use.
+    assert (shop["likely_software"], shop["likely_versions"], shop["fingerprint_confidence"]) \
+        == ("shop-app", "2.0", "KIP-511")
+    assert sorted(shop["api_order"]) == sorted(shop["apis"]) and shop["api_order"][0] == "ApiVersions v3"
     old = clients[("10.0.0.2", "old")]
     assert (old["client_software_name"], old["requests"], old["removed_in_4x_requests"], old["error_responses"]) \
         == ("bad name", 3, 1, 1)

@@ -141,7 +141,8 @@ class FakeBroker:
         self._stopping = False
         self._handlers: dict[int, Callable] = {
             0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
-            10: self._find_coordinator, 18: self._api_versions, 22: self._init_producer_id,
+            10: self._find_coordinator, 11: self._join_group, 14: self._sync_group, 18: self._api_versions,
+            22: self._init_producer_id,
         }
 
     # -- lifecycle
@@ -324,6 +325,24 @@ class FakeBroker:
         return response(coordinators=[
             response.Coordinator(key=key, node_id=self.node_id, host="127.0.0.1", port=self.port, error_code=NONE)
             for key in request.body.coordinator_keys])
+
+    def _join_group(self, request):
+        """Every joiner is the only member and the leader of a new generation, with its first protocol."""
+        response = _response_class(11)
+        body = request.body
+        member_id = body.member_id or f"{request.header.client_id or 'member'}-{uuid.uuid4()}"
+        protocol = body.protocols[0] if body.protocols else None
+        return response(error_code=NONE, generation_id=1, protocol_type=body.protocol_type,
+                        protocol_name=protocol.name if protocol else None, leader=member_id, member_id=member_id,
+                        members=[response.JoinGroupResponseMember(member_id=member_id,
+                                                                  metadata=protocol.metadata if protocol else b"")])
+
+    def _sync_group(self, request):
+        """The leader's assignment for itself, handed back."""
+        body = request.body
+        mine = next((a.assignment for a in body.assignments if a.member_id == body.member_id), b"")
+        return _response_class(14)(error_code=NONE, protocol_type=body.protocol_type,
+                                   protocol_name=body.protocol_name, assignment=mine)
 
     def _init_producer_id(self, request):
         return _response_class(22)(error_code=NONE, producer_id=4242, producer_epoch=0)

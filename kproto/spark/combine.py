@@ -17,13 +17,17 @@ import pyarrow as pa
 
 
 # ---------------------------------------------------------------- combining compact rows (driver)
-def combine(parts: pa.Table) -> dict[str, pa.Table]:
+def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]:
     """``connections``, ``clients`` and ``topics`` from the compact rows, as Spark SQL would combine them.
+
+    ``fingerprint=False`` leaves the fingerprint columns null (tools/record_fingerprints.py
+    records the table they are computed from).
 
     For runs whose compact rows fit the driver comfortably (a few per connection
     and API version): the same tables as :func:`kproto.spark.jobs.build_tables`,
     without a Spark job each.
     """
+    from kproto import fingerprint as FP
     from kproto import versions as kv
     from kproto.capture import connection_schema
 
@@ -65,7 +69,7 @@ def combine(parts: pa.Table) -> dict[str, pa.Table]:
         key = (client_ip.get((u["capture"], u["connection_id"])), u["client_id"])
         c = clients.setdefault(key, {"names": [], "versions": [], "software": set(), "connections": set(),
                                      "requests": 0, "apis": set(), "deprecated": 0, "removed": 0, "errors": 0,
-                                     "first": [], "last": []})
+                                     "first": [], "last": [], "seen": {}})
         c["names"].append(u["client_software_name"])
         c["versions"].append(u["client_software_version"])
         c["software"].add("/".join(v for v in (u["client_software_name"], u["client_software_version"])
@@ -73,6 +77,9 @@ def combine(parts: pa.Table) -> dict[str, pa.Table]:
         c["connections"].add((u["capture"], u["connection_id"]))
         c["requests"] += u["requests"]
         c["apis"].add((u["api_key"], u["api_version"]))
+        pair = (u["api_key"], u["api_version"])
+        if None not in pair:
+            c["seen"][pair] = _least(c["seen"].get(pair), u["first_ns"])
         c["deprecated"] += u["deprecated_requests"]
         c["removed"] += u["removed_in_4x_requests"]
         c["errors"] += u["error_responses"]
@@ -87,7 +94,7 @@ def combine(parts: pa.Table) -> dict[str, pa.Table]:
     def nulls_first(value: tuple) -> tuple:
         return tuple((v is not None, v if v is not None else 0) for v in value)
 
-    client_rows = [{
+    client_rows = [_with_fingerprint(fingerprint, {
         "client_ip": ip, "client_id": client_id,
         "client_software_name": max((v for v in c["names"] if v is not None), default=None),
         "client_software_version": max((v for v in c["versions"] if v is not None), default=None),
@@ -96,7 +103,8 @@ def combine(parts: pa.Table) -> dict[str, pa.Table]:
         "removed_in_4x_requests": c["removed"], "error_responses": c["errors"],
         "first_seen_ns": _least(*c["first"]), "last_seen_ns": _most(*c["last"]),
         "apis": [api(*v) for v in sorted(c["apis"], key=nulls_first)],
-    } for (ip, client_id), c in sorted(clients.items(), key=lambda item: nulls_first(item[0]))]
+        "api_order": [api(*v) for v in FP.order_of_use(c["seen"])],
+    }) for (ip, client_id), c in sorted(clients.items(), key=lambda item: nulls_first(item[0]))]
     clients_table = pa.Table.from_pylist(client_rows, schema=CLIENTS_SCHEMA)
 
     # Topics: Produce requests and Fetch responses per topic-partition, a topic named by its ID
@@ -132,6 +140,17 @@ def combine(parts: pa.Table) -> dict[str, pa.Table]:
         topic_rows.append(out)
     topics_table = pa.Table.from_pylist(topic_rows, schema=TOPICS_SCHEMA)
     return {"connections": connections, "clients": clients_table, "topics": topics_table}
+
+
+def _with_fingerprint(wanted: bool, row: dict) -> dict:
+    from kproto import fingerprint as FP
+
+    if wanted:
+        row.update(FP.classify_row(row["client_id"], row["api_order"], row["client_software_name"],
+                                   row["client_software_version"]))
+    else:
+        row.update(dict.fromkeys(FP.FINGERPRINT_COLUMNS))
+    return row
 
 
 def resolve_topic_ids(rows: Iterable[dict]) -> tuple[dict[str, str], dict[str, str]]:
@@ -185,4 +204,8 @@ CLIENTS_SCHEMA = pa.schema([
     ("connections", pa.int64()), ("requests", pa.int64()), ("deprecated_requests", pa.int64()),
     ("removed_in_4x_requests", pa.int64()), ("error_responses", pa.int64()), ("first_seen_ns", pa.int64()),
     ("last_seen_ns", pa.int64()), ("apis", pa.list_(pa.field("element", pa.string()))),
+    # Every (API, version) in the order the client first used it: what kproto.fingerprint reads.
+    ("api_order", pa.list_(pa.field("element", pa.string()))),
+    ("likely_software", pa.string()), ("likely_versions", pa.string()), ("fingerprint_confidence", pa.string()),
+    ("fingerprint_mismatch", pa.string()),
 ])

@@ -437,12 +437,27 @@ def _api_name_column(column):
     return F.coalesce(names[column], F.concat(F.lit("UNKNOWN("), column.cast("string"), F.lit(")")))
 
 
+def _fingerprint_udf():
+    """kproto.fingerprint.classify_row as a Spark UDF (the clients table is small: one row per client)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from kproto import fingerprint as FP
+
+    result = T.StructType([T.StructField(name, T.StringType()) for name in FP.FINGERPRINT_COLUMNS])
+    def classify(client_id, api_order, software_name, software_version):   # no hints: a plain row UDF
+        return FP.classify_row(client_id, api_order, software_name, software_version)
+
+    return F.udf(classify, result)
+
+
 def build_tables(spark, parts) -> dict[str, Any]:
     """DataFrames of the aggregate tables (connections, clients, topics), from the compact rows."""
     import pyarrow as pa
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    from kproto import fingerprint as FP
     from kproto.capture import connection_schema
 
     kind = F.col("kind")
@@ -476,11 +491,24 @@ def build_tables(spark, parts) -> dict[str, Any]:
         F.sum("removed_in_4x_requests").alias("removed_in_4x_requests"),
         F.sum("error_responses").alias("error_responses"),
         F.min("first_ns").alias("first_seen_ns"), F.max("last_ns").alias("last_seen_ns"),
+        F.sort_array(F.collect_list(F.struct("first_ns", "api_key", "api_version"))).alias("_order"),
     )
-    clients = clients.withColumn(
-        "apis", F.transform("_versions", lambda v: F.concat(_api_name_column(v["api_key"]), F.lit(" v"),
-                                                              v["api_version"].cast("string")))
-    ).drop("_versions").orderBy("client_ip", "client_id")
+
+    def label(v):
+        return F.concat(_api_name_column(v["api_key"]), F.lit(" v"), v["api_version"].cast("string"))
+
+    # The order of first use of each (API, version), what the fingerprint reads (kproto.fingerprint):
+    # sorted by time, the first occurrence of each pair is its first use (array_distinct keeps it).
+    known = F.filter("_order", lambda v: v["api_key"].isNotNull() & v["api_version"].isNotNull())
+    first_use = F.array_distinct(F.transform(known, lambda v: F.struct(v["api_key"].alias("api_key"),
+                                                                        v["api_version"].alias("api_version"))))
+    clients = clients.withColumn("apis", F.transform("_versions", label)) \
+        .withColumn("api_order", F.transform(first_use, label)).drop("_versions", "_order")
+    fingerprint = _fingerprint_udf()(F.col("client_id"), F.col("api_order"), F.col("client_software_name"),
+                                     F.col("client_software_version"))
+    clients = clients.withColumn("_fingerprint", fingerprint) \
+        .select("*", *[F.col("_fingerprint")[name].alias(name) for name in FP.FINGERPRINT_COLUMNS]) \
+        .drop("_fingerprint").orderBy("client_ip", "client_id")
 
     is_produce = F.col("api_key") == 0
     is_fetch = F.col("api_key") == 1

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kproto import versions as kv
+from kproto.spark import next_steps
 
 LIMIT = 1000   # rows per report section; the tables hold everything
 
@@ -297,6 +298,8 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
             "ranges": {_api(k): f"{lo}-{hi}" for k, (lo, hi) in sorted(ranges.items())},
         })
     facts["brokers"] = sorted(brokers, key=lambda b: b["broker"])
+    facts["next_steps"] = {"clients": next_steps.client_steps(clients, removed),
+                           "brokers": next_steps.broker_steps(facts["brokers"])}
 
     # KIP-511 fallbacks: ApiVersions refused with UNSUPPORTED_VERSION, and the retry that followed.
     fallbacks = []
@@ -448,7 +451,7 @@ MIXED_COMPRESSION = ("\"mixed\": one record set held batches with different code
 
 def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """(title, note, header, rows) of every table in the report, shared by Markdown and HTML."""
-    out = []
+    out = next_steps.section_rows(facts)
     parent, names = capture_names(facts)
     relative = f" Captures are named relative to {parent}/." if parent else ""
     total: dict[str, Any] = next((r for r in facts["summary"] if r["capture"] == "*"), {})
@@ -482,11 +485,16 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                   _fmt(r.get("skipped_bytes")), _fmt(r.get("accounted"))] for r in facts["summary"]]))
     _ = total
     out.append(("Clients and their software (KIP-511)",
-                "One row per client address and client.id; software from ApiVersions v3+ requests.",
-                ["client", "client_id", "software", "version", "connections", "requests", "APIs used",
-                 "removed in 4.x", "first seen (UTC)", "last seen (UTC)"],
+                "One row per client address and client.id; software from ApiVersions v3+ requests; the likely "
+                "library and versions from the KIP-511 name when sent, else from the client's fingerprint "
+                "(the versions it asks for, its first request, its default client.id).",
+                ["client", "client_id", "software", "version", "likely software", "likely versions",
+                 "confidence", "connections", "requests", "APIs used", "removed in 4.x", "first seen (UTC)",
+                 "last seen (UTC)"],
                 [[_fmt(c["client_ip"]), _fmt(c["client_id"]), _fmt(c["client_software_name"]),
-                  _fmt(c["client_software_version"]), _fmt(c["connections"]), _fmt(c["requests"]),
+                  _fmt(c["client_software_version"]), _fmt(c.get("likely_software")),
+                  _fmt(c.get("likely_versions")), _fmt(c.get("fingerprint_confidence")),
+                  _fmt(c["connections"]), _fmt(c["requests"]),
                   _fmt(c["apis"]), _fmt(c["removed_in_4x_requests"]), _when(c["first_seen"]),
                   _when(c["last_seen"])] for c in facts["clients"]]))
     readiness = facts["readiness"]
@@ -643,7 +651,8 @@ def charts(facts: dict) -> dict[str, str]:
             [("produce", [t["produce_bytes"] / 1e6 for t in topics]),
              ("fetch", [t["fetch_bytes"] / 1e6 for t in topics])], " MB"),
         "Clients and their software (KIP-511)": bar_chart(
-            "Requests per client", [f"{c['client_id']} ({c['client_software_name'] or '?'})" for c in clients],
+            "Requests per client",
+            [f"{c['client_id']} ({c['client_software_name'] or c.get('likely_software') or '?'})" for c in clients],
             [("requests", [c["requests"] for c in clients]),
              ("removed in 4.x", [c["removed_in_4x_requests"] for c in clients])]),
         "Captures and accounting": bar_chart(
