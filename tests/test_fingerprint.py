@@ -185,3 +185,22 @@ def test_every_sample_client_is_named():
     assert by_id["legacy-auditor"]["likely_software"] == "kafka-python"
     assert by_id["inventory-sync"]["likely_software"] == "aiokafka"
     assert re.fullmatch(r"[\w.]+( \.\. [\w.]+)?", by_id["legacy-auditor"]["likely_versions"])
+
+
+def test_api_versions_per_connection_is_the_most_on_one_connection():
+    """A connection's ApiVersions requests add up over its usage rows (versions, ranges of a split
+    capture); the column is the most on any one connection, null for a client that sent none."""
+    from kproto.spark import combine as C
+    from kproto.spark import worker as W
+
+    rows = [  # (connection, client_id, api_key, api_version, requests)
+        (1, "old", 18, 3, 1), (1, "old", 18, 0, 1), (1, "old", 18, 0, 1), (1, "old", 3, 1, 4),
+        (2, "old", 18, 0, 2), (3, "new", 18, 3, 1), (4, "mid", 3, 12, 6)]
+    columns = dict(zip(("connection_id", "client_id", "api_key", "api_version", "requests"), zip(*rows)))
+    zeros = [0] * len(rows)
+    parts = pa.Table.from_batches([W.as_parts("usage", dict(
+        {name: list(values) for name, values in columns.items()}, capture=["x.pcap"] * len(rows),
+        deprecated_requests=zeros, removed_in_4x_requests=zeros, error_responses=zeros,
+        first_ns=list(range(len(rows))), last_ns=list(range(len(rows)))), len(rows))], schema=W.PARTS_SCHEMA)
+    clients = {c["client_id"]: c["api_versions_per_connection"] for c in C.combine(parts)["clients"].to_pylist()}
+    assert clients == {"old": 3, "new": 1, "mid": None}
