@@ -13,7 +13,10 @@ pairs do not. What tells libraries and releases apart: the versions each
 release asks for (a newer release asks for newer versions where the broker has
 them), the requests it opens with (ApiVersions v0 / v3, or Metadata first), and the
 default client.id (``kafka-python-producer-1``, ``aiokafka-0.12.0``,
-``rdkafka``).
+``rdkafka``), and how many ApiVersions requests it sends on one connection
+(kafka-python 1.4 asks twice on the connection it then uses; aiokafka 0.7, built on
+kafka-python 1.4's protocol classes and otherwise sending the same pairs in the same
+order, asks once per connection).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class Run:
     openings: frozenset[tuple[Pair, ...]]   # the first requests of each of its clients, in order
     default_ids: tuple[str, ...]    # the client.id the library chose when given none
     software: tuple[tuple[str, str], ...]   # KIP-511 (name, version) it announced
+    handshakes: frozenset[int] = frozenset()   # its clients' most ApiVersions requests on one connection
 
 
 @dataclass(frozen=True)
@@ -124,15 +128,20 @@ class Table:
                 return library, exact
         return None, set()
 
-    def candidates(self, order: Sequence[Pair]) -> tuple[set[tuple[str, str]], str]:
+    def candidates(self, order: Sequence[Pair], handshakes: int | None = None) -> tuple[set[tuple[str, str]], str]:
         """The releases the pairs fit, and how well: recorded (high), interpolated (medium) or partial (low).
 
         Among the recorded runs that used every pair, those whose clients opened the same way (the
         longest common start of the first requests) win: libraries that share a protocol layer
-        (aiokafka on kafka-python's) ask for the same versions but not in the same order.
+        (aiokafka on kafka-python's) ask for the same versions but not in the same order. Before
+        that, when the client's most ApiVersions requests on one connection (``handshakes``) is
+        known and some of those runs had a client do the same, only they stay.
         """
         observed = set(order)
         fitting = [r for r in self.runs if observed <= r.pairs]
+        same_handshakes = [r for r in fitting if handshakes in r.handshakes]
+        if same_handshakes:
+            fitting = same_handshakes
         if fitting:
             opening = {id(r): max((_common_start(order, o) for o in r.openings), default=0) for r in fitting}
             best = max(opening.values())
@@ -148,11 +157,11 @@ class Table:
         best = max(score.values(), default=0)
         return ({k for k in score if score[k] == best} if best else set()), LOW
 
-    def classify_wire(self, client_id: str | None, order: Sequence[Pair]) -> Verdict:
-        """The verdict from the client.id and the pairs alone (no KIP-511 name)."""
+    def classify_wire(self, client_id: str | None, order: Sequence[Pair], handshakes: int | None = None) -> Verdict:
+        """The verdict from the client.id, the pairs and the ApiVersions requests per connection (no KIP-511 name)."""
         if not order:
             return Verdict(None, (), None)
-        fits, level = self.candidates(order)
+        fits, level = self.candidates(order, handshakes)
         hint, exact = self.id_hint(client_id)
         libraries = {library for library, _ in fits}
         if hint is not None and (hint in libraries or not libraries):
@@ -174,13 +183,15 @@ class Table:
             level = MEDIUM
         observed = set(order)
         fitting = [r for r in self.runs if r.library == library and r.release in releases and observed <= r.pairs]
+        if any(handshakes in r.handshakes for r in fitting):
+            fitting = [r for r in fitting if handshakes in r.handshakes]
         pinned = bool(fitting) and all(r.pinned for r in fitting)
         return Verdict(library, self.ordered(library, releases), level, pinned=pinned)
 
     def classify(self, client_id: str | None, order: Sequence[Pair], software_name: str | None = None,
-                 software_version: str | None = None) -> Verdict:
+                 software_version: str | None = None, handshakes: int | None = None) -> Verdict:
         """The verdict: a KIP-511 name wins; the wire's verdict cross-checks it."""
-        wire = self.classify_wire(client_id, order)
+        wire = self.classify_wire(client_id, order, handshakes)
         if not software_name:
             return wire
         library = self.names.get(software_name, software_name)
@@ -265,8 +276,9 @@ def table() -> Table:
     from kproto import fingerprint_data as data
 
     return Table([Run(lib, rel, broker, pinned, frozenset(pairs), frozenset(openings), tuple(ids),
-                      tuple((name, version) for name, version in software))
-                  for lib, rel, broker, pinned, pairs, openings, ids, software in data.RUNS], data.RELEASES)
+                      tuple((name, version) for name, version in software), frozenset(handshakes))
+                  for lib, rel, broker, pinned, pairs, openings, ids, software, handshakes in data.RUNS],
+                 data.RELEASES)
 
 
 def order_of_use(first_seen: dict[Pair, int | None]) -> list[Pair]:
@@ -275,9 +287,10 @@ def order_of_use(first_seen: dict[Pair, int | None]) -> list[Pair]:
 
 
 def classify_row(client_id: str | None, api_order: Sequence[str] | None, software_name: str | None,
-                 software_version: str | None) -> dict:
+                 software_version: str | None, api_versions_per_connection: int | None = None) -> dict:
     """The fingerprint columns of one ``clients`` row (both engines call this)."""
-    verdict = table().classify(client_id, api_pairs(api_order or ()), software_name, software_version)
+    verdict = table().classify(client_id, api_pairs(api_order or ()), software_name, software_version,
+                               api_versions_per_connection)
     return {"likely_software": verdict.library, "likely_versions": verdict.range_text,
             "fingerprint_confidence": verdict.confidence, "fingerprint_mismatch": verdict.mismatch}
 
@@ -285,7 +298,8 @@ def classify_row(client_id: str | None, api_order: Sequence[str] | None, softwar
 def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip511: bool = True) -> dict:
     """How the verdicts do on clients of known truth.
 
-    ``clients``: (library, release, broker, client_id, pairs in order, software) rows.
+    ``clients``: (library, release, broker, client_id, pairs in order, software, most ApiVersions
+    requests on one connection) rows.
     ``kip511``: the verdict the clients table shows (a KIP-511 name wins), or, False, the
     wire's fingerprint alone. A version range is right when the true release lies between its
     ends; a KIP-511 version when it names the true release.
@@ -294,10 +308,12 @@ def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip
     confusion: dict[str, dict[str, int]] = {}
     wrong = []
     right_library = right_range = total = 0
-    for library, release, broker, client_id, order, software in clients:
+    for library, release, broker, client_id, order, software, handshakes in clients:
         pairs = [tuple(p) for p in order]
-        verdict = fingerprints.classify(client_id, pairs, *software) if kip511 and software else \
-            fingerprints.classify_wire(client_id, pairs)
+        if kip511 and software:
+            verdict = fingerprints.classify(client_id, pairs, software[0], software[1], handshakes)
+        else:
+            verdict = fingerprints.classify_wire(client_id, pairs, handshakes)
         predicted = verdict.library or "none"
         row = confusion.setdefault(library, {})
         row[predicted] = row.get(predicted, 0) + 1

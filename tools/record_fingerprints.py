@@ -149,7 +149,8 @@ def clients_of(pcap: bytes) -> list[dict]:
     clients = C.combine(parts, fingerprint=False)["clients"].to_pylist()
     return [{"client_id": c["client_id"], "api_order": FP.api_pairs(c["api_order"]),
              "software": [c["client_software_name"], c["client_software_version"]]
-             if c["client_software_name"] else None} for c in clients]
+             if c["client_software_name"] else None,
+             "handshakes": c["api_versions_per_connection"]} for c in clients]
 
 
 # ---------------------------------------------------------------- the two recordings
@@ -217,7 +218,8 @@ def table_module(results: list[dict], unavailable: dict[str, str], stamp: str) -
                            flag="", stamp=stamp,
                            more="Each run: (library, release, broker release, pinned to api_version (0, 10, 1),\n"
                                 "every (API, version) its clients used, the first requests of each client,\n"
-                                "the client.id it chose when given none, the KIP-511 (name, version) it sent).\n"),
+                                "the client.id it chose when given none, the KIP-511 (name, version) it sent,\n"
+                                "its clients' most ApiVersions requests on one connection).\n"),
              f"BROKERS = {BROKERS!r}",
              f"NOT_RECORDED = {dict(sorted(unavailable.items()))!r}", "RUNS = ("]
     for r in results:
@@ -232,8 +234,10 @@ def table_module(results: list[dict], unavailable: dict[str, str], stamp: str) -
         ids = sorted({c["client_id"] for c in clients if c["client_id"] is not None
                       and not c["client_id"].startswith(r["prefix"])})
         software = sorted({tuple(c["software"]) for c in clients if c["software"]})
+        handshakes = sorted({c["handshakes"] for c in clients if c["handshakes"] is not None})
         lines.append(f"    ({r['library']!r}, {r['release']!r}, {r['broker']!r}, {r['pinned']!r}, {_pairs(pairs)}, "
-                     f"({''.join(_pairs(o) + ', ' for o in openings)}), {tuple(ids)!r}, {tuple(software)!r}),")
+                     f"({''.join(_pairs(o) + ', ' for o in openings)}), {tuple(ids)!r}, {tuple(software)!r}, "
+                     f"{tuple(handshakes)!r}),")
     lines.append(")")
     ordered = {lib: tuple(rel for rel in RELEASES[lib] if rel in recorded.get(lib, ())) for lib in RELEASES}
     lines.append(f"RELEASES = {ordered!r}")
@@ -245,14 +249,15 @@ def evaluation_module(results: list[dict], unavailable: dict[str, str], stamp: s
     lines = [HEADER.format(what="Client fingerprints, evaluation set: clients of known library release, "
                                 "recorded apart from the table.", flag=" --evaluate", stamp=stamp,
                            more="Each client: (library, release, broker release, client.id, (API, version) "
-                                "pairs in order of first use,\nKIP-511 (name, version) or None).\n"),
+                                "pairs in order of first use,\nKIP-511 (name, version) or None, the most "
+                                "ApiVersions requests on one connection).\n"),
              f"BROKERS = {EVALUATION_BROKERS!r}",
              f"NOT_RECORDED = {dict(sorted(unavailable.items()))!r}", "CLIENTS = ("]
     for r in results:
         for c in r["clients"]:
             software = tuple(c["software"]) if c["software"] else None
             lines.append(f"    ({r['library']!r}, {r['release']!r}, {r['broker']!r}, {c['client_id']!r}, "
-                         f"{_pairs(c['api_order'])}, {software!r}),")
+                         f"{_pairs(c['api_order'])}, {software!r}, {c['handshakes']!r}),")
     lines.append(")")
     return "\n".join(lines) + "\n"
 

@@ -69,7 +69,7 @@ def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]
         key = (client_ip.get((u["capture"], u["connection_id"])), u["client_id"])
         c = clients.setdefault(key, {"names": [], "versions": [], "software": set(), "connections": set(),
                                      "requests": 0, "apis": set(), "deprecated": 0, "removed": 0, "errors": 0,
-                                     "first": [], "last": [], "seen": {}})
+                                     "first": [], "last": [], "seen": {}, "handshakes": {}})
         c["names"].append(u["client_software_name"])
         c["versions"].append(u["client_software_version"])
         c["software"].add("/".join(v for v in (u["client_software_name"], u["client_software_version"])
@@ -80,6 +80,9 @@ def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]
         pair = (u["api_key"], u["api_version"])
         if None not in pair:
             c["seen"][pair] = _least(c["seen"].get(pair), u["first_ns"])
+        if u["api_key"] == kv.API_VERSIONS_KEY:
+            connection = (u["capture"], u["connection_id"])
+            c["handshakes"][connection] = _sum(c["handshakes"].get(connection, _UNSET), u["requests"])
         c["deprecated"] += u["deprecated_requests"]
         c["removed"] += u["removed_in_4x_requests"]
         c["errors"] += u["error_responses"]
@@ -104,6 +107,7 @@ def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]
         "first_seen_ns": _least(*c["first"]), "last_seen_ns": _most(*c["last"]),
         "apis": [api(*v) for v in sorted(c["apis"], key=nulls_first)],
         "api_order": [api(*v) for v in FP.order_of_use(c["seen"])],
+        "api_versions_per_connection": _most(*(n for n in c["handshakes"].values() if n is not _UNSET)),
     }) for (ip, client_id), c in sorted(clients.items(), key=lambda item: nulls_first(item[0]))]
     clients_table = pa.Table.from_pylist(client_rows, schema=CLIENTS_SCHEMA)
 
@@ -147,7 +151,7 @@ def _with_fingerprint(wanted: bool, row: dict) -> dict:
 
     if wanted:
         row.update(FP.classify_row(row["client_id"], row["api_order"], row["client_software_name"],
-                                   row["client_software_version"]))
+                                   row["client_software_version"], row["api_versions_per_connection"]))
     else:
         row.update(dict.fromkeys(FP.FINGERPRINT_COLUMNS))
     return row
@@ -206,6 +210,8 @@ CLIENTS_SCHEMA = pa.schema([
     ("last_seen_ns", pa.int64()), ("apis", pa.list_(pa.field("element", pa.string()))),
     # Every (API, version) in the order the client first used it: what kproto.fingerprint reads.
     ("api_order", pa.list_(pa.field("element", pa.string()))),
+    # The most ApiVersions requests it sent on one connection (kafka-python 1.4 asks twice): the fingerprint reads it.
+    ("api_versions_per_connection", pa.int64()),
     ("likely_software", pa.string()), ("likely_versions", pa.string()), ("fingerprint_confidence", pa.string()),
     ("fingerprint_mismatch", pa.string()),
 ])

@@ -445,8 +445,9 @@ def _fingerprint_udf():
     from kproto import fingerprint as FP
 
     result = T.StructType([T.StructField(name, T.StringType()) for name in FP.FINGERPRINT_COLUMNS])
-    def classify(client_id, api_order, software_name, software_version):   # no hints: a plain row UDF
-        return FP.classify_row(client_id, api_order, software_name, software_version)
+    def classify(client_id, api_order, software_name, software_version, api_versions_per_connection):
+        # no hints: a plain row UDF
+        return FP.classify_row(client_id, api_order, software_name, software_version, api_versions_per_connection)
 
     return F.udf(classify, result)
 
@@ -458,6 +459,7 @@ def build_tables(spark, parts) -> dict[str, Any]:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from kproto import fingerprint as FP
+    from kproto import versions as kv
     from kproto.capture import connection_schema
 
     kind = F.col("kind")
@@ -502,10 +504,17 @@ def build_tables(spark, parts) -> dict[str, Any]:
     known = F.filter("_order", lambda v: v["api_key"].isNotNull() & v["api_version"].isNotNull())
     first_use = F.array_distinct(F.transform(known, lambda v: F.struct(v["api_key"].alias("api_key"),
                                                                         v["api_version"].alias("api_version"))))
+    # The most ApiVersions requests the client sent on one connection (combine.py: the same rule).
+    per_connection = usage.groupBy("client_ip", "client_id", "capture", "connection_id").agg(
+        F.sum(F.when(F.col("api_key") == kv.API_VERSIONS_KEY, F.col("requests"))).alias("_handshakes"))
+    handshakes = per_connection.groupBy(F.col("client_ip").alias("_ip"), F.col("client_id").alias("_id")).agg(
+        F.max("_handshakes").alias("api_versions_per_connection"))
+    same_client = F.col("client_ip").eqNullSafe(F.col("_ip")) & F.col("client_id").eqNullSafe(F.col("_id"))
     clients = clients.withColumn("apis", F.transform("_versions", label)) \
-        .withColumn("api_order", F.transform(first_use, label)).drop("_versions", "_order")
+        .withColumn("api_order", F.transform(first_use, label)).drop("_versions", "_order") \
+        .join(handshakes, same_client, "left").drop("_ip", "_id")
     fingerprint = _fingerprint_udf()(F.col("client_id"), F.col("api_order"), F.col("client_software_name"),
-                                     F.col("client_software_version"))
+                                     F.col("client_software_version"), F.col("api_versions_per_connection"))
     clients = clients.withColumn("_fingerprint", fingerprint) \
         .select("*", *[F.col("_fingerprint")[name].alias(name) for name in FP.FINGERPRINT_COLUMNS]) \
         .drop("_fingerprint").orderBy("client_ip", "client_id")

@@ -34,7 +34,8 @@ def client_steps(clients: list[dict], removed: list[dict]) -> list[dict]:
         if not c["removed_in_4x_requests"] or key not in removed_by_client:
             continue
         verdict = table.classify(c["client_id"], FP.api_pairs(c.get("api_order") or ()),
-                                 c["client_software_name"], c["client_software_version"])
+                                 c["client_software_name"], c["client_software_version"],
+                                 c.get("api_versions_per_connection"))
         cause, fix = table.advice(verdict, removed_by_client[key])
         steps.append({"client_ip": c["client_ip"], "client_id": c["client_id"], "requests": c["requests"],
                       "removed_in_4x_requests": c["removed_in_4x_requests"], "software": verdict.library,
