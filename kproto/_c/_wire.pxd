@@ -6,7 +6,7 @@
 # are thin wrappers that turn a status into an exception with the field's path.
 # The twin's rules live in kproto/_py/buffer.py and kproto.schema.header_version.
 
-from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint32_t, uint64_t
 
 cdef extern from "kp_utf8.h":
     int kp_utf8_valid(const unsigned char *p, Py_ssize_t n) nogil
@@ -114,3 +114,39 @@ cdef inline int wire_skip_tags(const unsigned char *p, Py_ssize_t n, Py_ssize_t 
 # ---- header versions: kproto.schema.header_version, read into a table at import (_wire.pyx)
 cdef int request_header_version(int api_key, int api_version) noexcept nogil
 cdef int response_header_version(int api_key, int api_version) noexcept nogil
+
+
+# ---- request and response headers (defined in _wire.pyx, the one parser of their layout)
+# Which part of a header a status is about: a raising reader re-reads that part to
+# describe the error with the part's own path (see _codec_headers.pxi).
+cdef enum:
+    WIRE_PART_FIXED = 0         # api key, api version, correlation id (a response: correlation id)
+    WIRE_PART_CLIENT_ID = 1     # from the client id's length prefix
+    WIRE_PART_TAGS = 2          # from the tagged-field section's count
+
+cdef struct WireHeader:
+    int16_t api_key             # requests only
+    int16_t api_version
+    int32_t correlation_id
+    int8_t version              # the header version (0, 1, 2; a response 0 or 1)
+    int8_t part                 # the part being read: on a status, the part that broke
+    int32_t client_id_length    # -1: null, or no client id field (header v0)
+    Py_ssize_t client_id_at     # the client id's first byte (after its length prefix)
+    Py_ssize_t tags_at          # the tagged-field section's first byte; -1: none
+    int32_t tag_count
+    Py_ssize_t end              # one past the header: the body's first byte
+
+# Offsets are from p; the header starts at *pos and the bytes end at n. On a status,
+# *pos is the failing byte's offset and the fields read so far are filled in.
+cdef int wire_request_header(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
+                             WireHeader *h) noexcept nogil
+# Its first part alone: api key, api version, correlation id and the header version
+# (for a reader that has only a frame's first bytes, as the capture engine's resync).
+cdef int wire_request_fixed(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
+                            WireHeader *h) noexcept nogil
+# version: response_header_version() of the request's API, or -1 when the request is
+# unknown (ST_NO_REQUEST_INFO after the correlation id: the header's length is unknown).
+# empty_is_error: a header of only a correlation id is ST_EMPTY_RESPONSE (the batch
+# decoder's rule, before the tagged fields are read; the codec says it after the header).
+cdef int wire_response_header(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, int version,
+                              bint empty_is_error, WireHeader *h) noexcept nogil

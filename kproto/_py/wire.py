@@ -4,16 +4,29 @@ A primitive returns its value and the next position, or raises :class:`WireError
 carrying a ``kproto.batch.Status`` number and the failing byte's offset. The batch
 decoder stores the status in a row and goes on; ``Reader`` (buffer.py) turns it into
 the codec's exception with the field's path. The header-version rule is
-:func:`kproto.schema.header_version`.
+:func:`kproto.schema.header_version`; the header layouts are parsed once, here, by
+:func:`request_header` and :func:`response_header`.
 """
 
 from __future__ import annotations
 
+import struct
+
+from kproto import schema
 from kproto._common.batch import Status
 
 TRUNCATED = int(Status.TRUNCATED)
 BAD_LENGTH = int(Status.BAD_LENGTH)
 MALFORMED = int(Status.MALFORMED)
+EMPTY_RESPONSE = int(Status.EMPTY_RESPONSE)
+NO_REQUEST_INFO = int(Status.NO_REQUEST_INFO)
+
+# Which part of a header a status is about (WIRE_PART_* in _wire.pxd).
+PART_FIXED, PART_CLIENT_ID, PART_TAGS = 0, 1, 2
+
+_REQUEST_FIXED = struct.Struct(">hhi")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
 
 
 class WireError(Exception):
@@ -59,19 +72,107 @@ def _unsigned(p, pos: int, end: int, last_shift: int, overflow_bits: int) -> tup
         shift += 7
 
 
-def skip_tags(p, pos: int) -> tuple[int, int]:
+def skip_tags(p, pos: int, end: int | None = None) -> tuple[int, int]:
     """Skip a tagged-field section (KIP-482): (field count, next position)."""
-    count, pos = uvarint(p, pos)
-    if count > len(p) - pos:
+    end = len(p) if end is None else end
+    count, pos = uvarint(p, pos, end)
+    if count > end - pos:
         raise WireError(BAD_LENGTH, pos)
     previous = -1
     for _ in range(count):
-        tag, pos = uvarint(p, pos)
+        tag, pos = uvarint(p, pos, end)
         if tag <= previous:
             raise WireError(MALFORMED, pos)
         previous = tag
-        size, pos = uvarint(p, pos)
-        if size > len(p) - pos:
+        size, pos = uvarint(p, pos, end)
+        if size > end - pos:
             raise WireError(TRUNCATED, pos)
         pos += size
     return count, pos
+
+
+# ------------------------------------------------------------------ headers
+class WireHeader:
+    """What a header parser read (the WireHeader struct of _wire.pxd); on a WireError,
+    the fields read before it and ``part``, the part that broke."""
+
+    __slots__ = ("api_key", "api_version", "correlation_id", "version", "part", "client_id_length",
+                 "client_id_at", "tags_at", "tag_count", "end")
+
+    def __init__(self) -> None:
+        self.api_key = self.api_version = self.correlation_id = self.version = 0
+        self.part = PART_FIXED
+        self.client_id_length = -1    # -1: null, or no client id field (header v0)
+        self.client_id_at = 0         # the client id's first byte (after its length prefix)
+        self.tags_at = -1             # the tagged-field section's first byte; -1: none
+        self.tag_count = 0
+        self.end = 0                  # the body's first byte
+
+
+def _nullable_string(p, pos: int, end: int) -> tuple[int, int]:
+    """An int16 length (-1: null) and that many bytes of strict UTF-8: (length, next position)."""
+    if end - pos < 2:
+        raise WireError(TRUNCATED, pos)
+    length = _INT16.unpack_from(p, pos)[0]
+    pos += 2
+    if length < -1:
+        raise WireError(BAD_LENGTH, pos)
+    if length < 0:
+        return length, pos
+    if end - pos < length:
+        raise WireError(TRUNCATED, pos)
+    if not utf8_valid(p[pos:pos + length]):
+        raise WireError(MALFORMED, pos)
+    return length, pos + length
+
+
+def _header_tags(p, pos: int, end: int, h: WireHeader) -> int:
+    h.part = PART_TAGS
+    h.tags_at = pos
+    h.tag_count, pos = skip_tags(p, pos, end)
+    return pos
+
+
+def request_fixed(p, h: WireHeader, pos: int = 0, end: int | None = None) -> int:
+    """The request header's first part into ``h``: api key, api version, correlation id
+    and the header version; the next offset, or WireError."""
+    end = len(p) if end is None else end
+    if end - pos < 8:
+        raise WireError(TRUNCATED, pos + (0 if end - pos < 2 else (2 if end - pos < 4 else 4)))
+    h.api_key, h.api_version, h.correlation_id = _REQUEST_FIXED.unpack_from(p, pos)
+    h.version = schema.header_version(h.api_key, h.api_version, True)
+    return pos + 8
+
+
+def request_header(p, h: WireHeader, pos: int = 0, end: int | None = None) -> int:
+    """Parse the request header at ``pos`` into ``h``: the body's offset, or WireError."""
+    end = len(p) if end is None else end
+    pos = request_fixed(p, h, pos, end)
+    if h.version >= 1:
+        h.part = PART_CLIENT_ID
+        length, pos = _nullable_string(p, pos, end)
+        h.client_id_length, h.client_id_at = length, pos - max(length, 0)
+    if h.version >= 2:
+        pos = _header_tags(p, pos, end, h)
+    h.end = pos
+    return pos
+
+
+def response_header(p, h: WireHeader, version: int, empty_is_error: bool, pos: int = 0,
+                    end: int | None = None) -> int:
+    """Parse a response header at ``pos`` into ``h`` (see wire_response_header in _wire.pxd
+    for ``version`` and ``empty_is_error``): the body's offset, or WireError."""
+    end = len(p) if end is None else end
+    if end - pos < 4:
+        raise WireError(TRUNCATED, pos)
+    h.correlation_id = _INT32.unpack_from(p, pos)[0]
+    pos += 4
+    if version < 0:
+        raise WireError(NO_REQUEST_INFO, pos)
+    h.version = version
+    if empty_is_error and pos == end:
+        raise WireError(EMPTY_RESPONSE, pos)
+    if version >= 1:
+        pos = _header_tags(p, pos, end, h)
+    h.end = pos
+    return pos
