@@ -6,10 +6,14 @@
 # are thin wrappers that turn a status into an exception with the field's path.
 # The twin's rules live in kproto/_py/buffer.py and kproto.schema.header_version.
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 
 cdef extern from "kp_utf8.h":
     int kp_utf8_valid(const unsigned char *p, Py_ssize_t n) nogil
+
+cdef extern from "kp_endian.h":   # named apart from _buffer.pxd's declarations, which cimport this file
+    uint16_t wire_load_be16 "kp_load_be16"(const unsigned char *p) nogil
+    uint32_t wire_load_be32 "kp_load_be32"(const unsigned char *p) nogil
 
 # Status numbers: compile-time copies of kproto._common.batch.Status (_wire.pyx checks
 # them at import; a mismatch stops the import).
@@ -116,7 +120,7 @@ cdef int request_header_version(int api_key, int api_version) noexcept nogil
 cdef int response_header_version(int api_key, int api_version) noexcept nogil
 
 
-# ---- request and response headers (defined in _wire.pyx, the one parser of their layout)
+# ---- request and response headers: the one parser of their layouts
 # Which part of a header a status is about: a raising reader re-reads that part to
 # describe the error with the part's own path (see _codec_headers.pxi).
 cdef enum:
@@ -138,15 +142,109 @@ cdef struct WireHeader:
 
 # Offsets are from p; the header starts at *pos and the bytes end at n. On a status,
 # *pos is the failing byte's offset and the fields read so far are filled in.
-cdef int wire_request_header(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
-                             WireHeader *h) noexcept nogil
-# Its first part alone: api key, api version, correlation id and the header version
-# (for a reader that has only a frame's first bytes, as the capture engine's resync).
-cdef int wire_request_fixed(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
-                            WireHeader *h) noexcept nogil
+
+cdef inline void wire_header_init(WireHeader *h) noexcept nogil:
+    h.api_key = 0
+    h.api_version = 0
+    h.correlation_id = 0
+    h.version = 0
+    h.part = WIRE_PART_FIXED
+    h.client_id_length = -1
+    h.client_id_at = 0
+    h.tags_at = -1
+    h.tag_count = 0
+    h.end = 0
+
+
+cdef inline int wire_nullable_string(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
+                                     int32_t *length_out) noexcept nogil:
+    # An int16 length (-1: null) and that many bytes of strict UTF-8.
+    cdef int16_t length
+    if n - pos[0] < 2:
+        return ST_TRUNCATED
+    length = <int16_t>wire_load_be16(p + pos[0])
+    pos[0] += 2
+    if length < -1:
+        return ST_BAD_LENGTH
+    length_out[0] = length
+    if length < 0:
+        return ST_OK
+    if n - pos[0] < length:
+        return ST_TRUNCATED
+    if not wire_utf8_valid(p + pos[0], length):
+        return ST_MALFORMED
+    pos[0] += length
+    return ST_OK
+
+
+cdef inline int wire_header_tags(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
+                                 WireHeader *h) noexcept nogil:
+    h.part = WIRE_PART_TAGS
+    h.tags_at = pos[0]
+    if pos[0] < n and p[pos[0]] == 0:   # no tagged fields: the usual case
+        pos[0] += 1
+        return ST_OK
+    return wire_skip_tags(p, n, pos, &h.tag_count)
+
+
+# The request header's first part alone: api key, api version, correlation id and the
+# header version (for a reader that has only a frame's first bytes: the capture resync).
+cdef inline int wire_request_fixed(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
+                                   WireHeader *h) noexcept nogil:
+    cdef Py_ssize_t start = pos[0]
+    wire_header_init(h)
+    if n - start < 8:
+        pos[0] = start + (0 if n - start < 2 else (2 if n - start < 4 else 4))
+        return ST_TRUNCATED
+    h.api_key = <int16_t>wire_load_be16(p + start)
+    h.api_version = <int16_t>wire_load_be16(p + start + 2)
+    h.correlation_id = <int32_t>wire_load_be32(p + start + 4)
+    h.version = <int8_t>request_header_version(h.api_key, h.api_version)
+    pos[0] = start + 8
+    return ST_OK
+
+
+cdef inline int wire_request_header(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
+                                    WireHeader *h) noexcept nogil:
+    cdef int st = wire_request_fixed(p, n, pos, h)
+    if st:
+        return st
+    if h.version >= 1:
+        h.part = WIRE_PART_CLIENT_ID
+        st = wire_nullable_string(p, n, pos, &h.client_id_length)
+        if st:
+            h.client_id_length = -1
+            return st
+        h.client_id_at = pos[0] - (h.client_id_length if h.client_id_length > 0 else 0)
+    if h.version >= 2:
+        st = wire_header_tags(p, n, pos, h)
+        if st:
+            return st
+    h.end = pos[0]
+    return ST_OK
+
+
 # version: response_header_version() of the request's API, or -1 when the request is
 # unknown (ST_NO_REQUEST_INFO after the correlation id: the header's length is unknown).
 # empty_is_error: a header of only a correlation id is ST_EMPTY_RESPONSE (the batch
 # decoder's rule, before the tagged fields are read; the codec says it after the header).
-cdef int wire_response_header(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, int version,
-                              bint empty_is_error, WireHeader *h) noexcept nogil
+cdef inline int wire_response_header(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, int version,
+                                     bint empty_is_error, WireHeader *h) noexcept nogil:
+    cdef Py_ssize_t start = pos[0]
+    cdef int st
+    wire_header_init(h)
+    if n - start < 4:
+        return ST_TRUNCATED
+    h.correlation_id = <int32_t>wire_load_be32(p + start)
+    pos[0] = start + 4
+    if version < 0:
+        return ST_NO_REQUEST_INFO
+    h.version = <int8_t>version
+    if empty_is_error and pos[0] == n:
+        return ST_EMPTY_RESPONSE
+    if version >= 1:
+        st = wire_header_tags(p, n, pos, h)
+        if st:
+            return st
+    h.end = pos[0]
+    return ST_OK

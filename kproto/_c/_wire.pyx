@@ -4,14 +4,10 @@
 The header-version rule is written once, in :func:`kproto.schema.header_version`;
 this module asks it for every API key and version below the table's bounds at
 import, so the compiled modules read the same answer without a copy of the rule.
-The request and response header layouts are parsed here, once, for every module.
+The request and response header parsers are inline functions in _wire.pxd.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, uint16_t, uint32_t
-
-cdef extern from "kp_endian.h":
-    uint16_t kp_load_be16(const unsigned char *p) nogil
-    uint32_t kp_load_be32(const unsigned char *p) nogil
+from libc.stdint cimport int8_t
 
 from kproto import schema
 from kproto._common import records as _records_layout
@@ -78,107 +74,3 @@ def header_version(int api_key, int api_version, bint is_request):
     """The C tables' answer (tests compare it with kproto.schema.header_version)."""
     return request_header_version(api_key, api_version) if is_request \
         else response_header_version(api_key, api_version)
-
-
-# ---------------------------------------------------------------- headers
-# The one parser of the request and response header layouts (see _wire.pxd): the batch
-# decoder stores its status in a row, the codec's raising readers turn it into an error.
-
-cdef inline void header_init(WireHeader *h) noexcept nogil:
-    h.api_key = 0
-    h.api_version = 0
-    h.correlation_id = 0
-    h.version = 0
-    h.part = WIRE_PART_FIXED
-    h.client_id_length = -1
-    h.client_id_at = 0
-    h.tags_at = -1
-    h.tag_count = 0
-    h.end = 0
-
-
-cdef inline int nullable_string(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
-                                int32_t *length_out) noexcept nogil:
-    # An int16 length (-1: null) and that many bytes of strict UTF-8.
-    cdef int16_t length
-    if n - pos[0] < 2:
-        return ST_TRUNCATED
-    length = <int16_t>kp_load_be16(p + pos[0])
-    pos[0] += 2
-    if length < -1:
-        return ST_BAD_LENGTH
-    length_out[0] = length
-    if length < 0:
-        return ST_OK
-    if n - pos[0] < length:
-        return ST_TRUNCATED
-    if not wire_utf8_valid(p + pos[0], length):
-        return ST_MALFORMED
-    pos[0] += length
-    return ST_OK
-
-
-cdef inline int header_tags(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, WireHeader *h) noexcept nogil:
-    h.part = WIRE_PART_TAGS
-    h.tags_at = pos[0]
-    if pos[0] < n and p[pos[0]] == 0:   # no tagged fields: the usual case
-        pos[0] += 1
-        return ST_OK
-    return wire_skip_tags(p, n, pos, &h.tag_count)
-
-
-cdef int wire_request_fixed(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
-                            WireHeader *h) noexcept nogil:
-    cdef Py_ssize_t start = pos[0]
-    header_init(h)
-    if n - start < 8:
-        pos[0] = start + (0 if n - start < 2 else (2 if n - start < 4 else 4))
-        return ST_TRUNCATED
-    h.api_key = <int16_t>kp_load_be16(p + start)
-    h.api_version = <int16_t>kp_load_be16(p + start + 2)
-    h.correlation_id = <int32_t>kp_load_be32(p + start + 4)
-    h.version = <int8_t>request_header_version(h.api_key, h.api_version)
-    pos[0] = start + 8
-    return ST_OK
-
-
-cdef int wire_request_header(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
-                             WireHeader *h) noexcept nogil:
-    cdef int st = wire_request_fixed(p, n, pos, h)
-    if st:
-        return st
-    if h.version >= 1:
-        h.part = WIRE_PART_CLIENT_ID
-        st = nullable_string(p, n, pos, &h.client_id_length)
-        if st:
-            h.client_id_length = -1
-            return st
-        h.client_id_at = pos[0] - (h.client_id_length if h.client_id_length > 0 else 0)
-    if h.version >= 2:
-        st = header_tags(p, n, pos, h)
-        if st:
-            return st
-    h.end = pos[0]
-    return ST_OK
-
-
-cdef int wire_response_header(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, int version,
-                              bint empty_is_error, WireHeader *h) noexcept nogil:
-    cdef Py_ssize_t start = pos[0]
-    cdef int st
-    header_init(h)
-    if n - start < 4:
-        return ST_TRUNCATED
-    h.correlation_id = <int32_t>kp_load_be32(p + start)
-    pos[0] = start + 4
-    if version < 0:
-        return ST_NO_REQUEST_INFO
-    h.version = <int8_t>version
-    if empty_is_error and pos[0] == n:
-        return ST_EMPTY_RESPONSE
-    if version >= 1:
-        st = header_tags(p, n, pos, h)
-        if st:
-            return st
-    h.end = pos[0]
-    return ST_OK
