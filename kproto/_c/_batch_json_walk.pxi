@@ -16,6 +16,20 @@ cdef inline int juvarint(JCtx *x, uint32_t *out) noexcept nogil:
     return 0
 
 
+cdef inline int jtag_count(JCtx *x, uint32_t *count) noexcept nogil:
+    cdef Py_ssize_t pos = x.p - x.start
+    cdef int st = wire_tag_count(x.start, x.end - x.start, &pos, count)
+    x.p = x.start + pos
+    return jfail(x, st) if st else 0
+
+
+cdef inline int jtag_entry(JCtx *x, WireTag *t) noexcept nogil:
+    cdef Py_ssize_t pos = x.p - x.start
+    cdef int st = wire_tag_entry(x.start, x.end - x.start, &pos, t)
+    x.p = x.start + pos
+    return jfail(x, st) if st else 0
+
+
 cdef int jlength(JCtx *x, bint compact, bint wide, bint nullable, Py_ssize_t *n) noexcept nogil:
     """A string / bytes length prefix: n = -1 for null; checked against the bytes left."""
     cdef uint32_t u
@@ -248,7 +262,8 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
     cdef bint first = True
     cdef Py_ssize_t i, j
     cdef uint32_t count, k, tag, size
-    cdef int64_t previous = -1
+    cdef int64_t previous
+    cdef WireTag t
     cdef uint64_t seen = 0
     cdef bint unknown = False
     cdef const unsigned char *section
@@ -271,32 +286,24 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
             part_note(x, f, field_start)
     if jp.flexible:
         section = x.p
-        if juvarint(x, &count) < 0:
+        if jtag_count(x, &count) < 0:
             return -1
-        if count > <uint32_t>(x.end - x.p):
-            return jfail(x, ST_BAD_LENGTH)
+        t.previous = -1
         for k in range(count):
-            if juvarint(x, &tag) < 0:
+            if jtag_entry(x, &t) < 0:
                 return -1
-            if <int64_t>tag <= previous:
-                return jfail(x, ST_MALFORMED)
-            previous = tag
-            if juvarint(x, &size) < 0:
-                return -1
-            if size > <uint32_t>(x.end - x.p):
-                return jfail(x, ST_TRUNCATED)
             f = NULL
             for j in range(jp.ntagged):
-                if jp.tagged[j].tag == <int>tag:
+                if jp.tagged[j].tag == <int>t.tag:
                     f = &jp.tagged[j]
                     break
             if f == NULL:
                 unknown = True
-                x.p += size
+                x.p += t.size
                 continue
             seen |= (<uint64_t>1) << j
             outer_end = x.end
-            x.end = x.p + size
+            x.end = x.p + t.size
             if jkey(x, &first, f.key, f.key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
                 return -1
             if x.p != x.end:

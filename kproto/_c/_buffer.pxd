@@ -9,7 +9,7 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
                           uint8_t, uint16_t, uint32_t, uint64_t)
 from libc.string cimport memcpy
 
-from kproto._c._wire cimport ST_TRUNCATED, wire_uvarint, wire_uvarlong
+from kproto._c._wire cimport ST_BAD_LENGTH, ST_TRUNCATED, WireTag, wire_tag_count, wire_tag_entry, wire_uvarint, wire_uvarlong
 
 cdef extern from "kp_endian.h":
     uint16_t kp_load_be16(const unsigned char *p) nogil
@@ -55,6 +55,8 @@ cdef struct ByteWriter:
 cdef int raise_truncated(ByteReader *r, Py_ssize_t need) except -1
 cdef int raise_invalid_length(ByteReader *r, int64_t length, const char *what) except -1
 cdef int raise_invalid_varint(ByteReader *r, const char *what) except -1
+cdef int raise_varint_status(ByteReader *r, int status, const char *what) except -1
+cdef int raise_tag_status(ByteReader *r, int status, const WireTag *t) except -1
 cdef int raise_decode(ByteReader *r, object exc_type, str reason) except -1
 cdef str format_path(ByteReader *r)
 cdef int writer_grow(ByteWriter *w, Py_ssize_t extra) except -1
@@ -152,15 +154,16 @@ cdef inline double read_float64(ByteReader *r) except? -1.0:
 
 
 # ---- varints: the wire layer's readers (_wire.pxd), raising at the failing byte ----
+cdef extern from *:
+    const char *UVARINT_ERROR "\"unsigned varint longer than 5 bytes or above 32 bits\""
+
 cdef inline uint32_t read_unsigned_varint(ByteReader *r) except? 0xFFFFFFFF:
     cdef Py_ssize_t pos = 0
     cdef uint32_t value = 0
     cdef int status = wire_uvarint(r.p, r.end - r.p, &pos, &value)
     r.p += pos
-    if status == ST_TRUNCATED:
-        raise_truncated(r, 1)
-    elif status:
-        raise_invalid_varint(r, "unsigned varint longer than 5 bytes or above 32 bits")
+    if status:
+        raise_varint_status(r, status, UVARINT_ERROR)
     return value
 
 
@@ -169,11 +172,33 @@ cdef inline uint64_t read_unsigned_varlong(ByteReader *r) except? 0xFFFFFFFFFFFF
     cdef uint64_t value = 0
     cdef int status = wire_uvarlong(r.p, r.end - r.p, &pos, &value)
     r.p += pos
-    if status == ST_TRUNCATED:
-        raise_truncated(r, 1)
-    elif status:
-        raise_invalid_varint(r, "varlong longer than 10 bytes or above 64 bits")
+    if status:
+        raise_varint_status(r, status, "varlong longer than 10 bytes or above 64 bits")
     return value
+
+
+# ---- tagged-field sections: the wire layer's rules (_wire.pxd), raising as the codec does ----
+cdef inline uint32_t read_tag_count(ByteReader *r) except? 0xFFFFFFFF:
+    cdef Py_ssize_t pos = 0
+    cdef uint32_t count = 0
+    cdef int status = wire_tag_count(r.p, r.end - r.p, &pos, &count)
+    r.p += pos
+    if status == ST_BAD_LENGTH:
+        raise_invalid_length(r, count, "tagged field count")
+    elif status:
+        raise_varint_status(r, status, UVARINT_ERROR)
+    return count
+
+
+cdef inline int read_tag_entry(ByteReader *r, WireTag *t) except -1:
+    """The next tag and size into t (t.previous: the tag before, -1 at the first); r is
+    left at the value's first byte."""
+    cdef Py_ssize_t pos = 0
+    cdef int status = wire_tag_entry(r.p, r.end - r.p, &pos, t)
+    r.p += pos
+    if status:
+        raise_tag_status(r, status, t)
+    return 0
 
 
 cdef inline int32_t read_varint(ByteReader *r) except? -1:

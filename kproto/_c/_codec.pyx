@@ -23,7 +23,7 @@ from libc.string cimport memcmp, memcpy
 
 from kproto._c._buffer cimport *
 from kproto._c._wire cimport (
-    WIRE_PART_CLIENT_ID, WIRE_PART_FIXED, WireHeader, request_header_version, response_header_version,
+    WIRE_PART_CLIENT_ID, WIRE_PART_FIXED, WireHeader, WireTag, request_header_version, response_header_version,
     wire_request_header, wire_response_header, wire_utf8_valid,
 )
 

@@ -89,29 +89,66 @@ cdef inline int wire_uvarlong(const unsigned char *p, Py_ssize_t n, Py_ssize_t *
 
 
 # ---- tagged fields (KIP-482): a count, then (tag, size, bytes) with tags strictly rising
-cdef inline int wire_skip_tags(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
-                               int32_t *count_out) noexcept nogil:
-    cdef uint32_t count, k, tag, size
-    cdef int64_t previous = -1
-    cdef int st = wire_uvarint(p, n, pos, &count)
+cdef inline int wire_tag_count(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
+                               uint32_t *count) noexcept nogil:
+    # A field takes at least two bytes, so a count above the bytes left is a lie (BAD_LENGTH).
+    cdef int st = wire_uvarint(p, n, pos, count)
     if st:
         return st
-    if count > <uint32_t>(n - pos[0]):
+    if count[0] > <uint32_t>(n - pos[0]):
         return ST_BAD_LENGTH
+    return ST_OK
+
+
+# Which step of a tag entry a status is about (a raising reader words its error by it).
+cdef enum:
+    WIRE_TAG_ID = 0         # the tag's varint
+    WIRE_TAG_ORDER = 1      # the tag is not above the one before (ST_MALFORMED)
+    WIRE_TAG_SIZE = 2       # the size's varint
+    WIRE_TAG_BOUND = 3      # the size is over the bytes left (ST_TRUNCATED)
+
+cdef struct WireTag:
+    uint32_t tag
+    uint32_t size
+    int64_t previous        # the tag before (-1 at the first); the new one once in order
+    int8_t step
+
+
+cdef inline int wire_tag_entry(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, WireTag *t) noexcept nogil:
+    """One tag and its size; *pos is left at the value's first byte."""
+    cdef int st
+    t.step = WIRE_TAG_ID
+    st = wire_uvarint(p, n, pos, &t.tag)
+    if st:
+        return st
+    if <int64_t>t.tag <= t.previous:
+        t.step = WIRE_TAG_ORDER
+        return ST_MALFORMED
+    t.previous = t.tag
+    t.step = WIRE_TAG_SIZE
+    st = wire_uvarint(p, n, pos, &t.size)
+    if st:
+        return st
+    if t.size > <uint32_t>(n - pos[0]):
+        t.step = WIRE_TAG_BOUND
+        return ST_TRUNCATED
+    return ST_OK
+
+
+cdef inline int wire_skip_tags(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
+                               int32_t *count_out) noexcept nogil:
+    cdef uint32_t count, k
+    cdef WireTag t
+    cdef int st = wire_tag_count(p, n, pos, &count)
+    if st:
+        return st
     count_out[0] = <int32_t>count
+    t.previous = -1
     for k in range(count):
-        st = wire_uvarint(p, n, pos, &tag)
+        st = wire_tag_entry(p, n, pos, &t)
         if st:
             return st
-        if <int64_t>tag <= previous:
-            return ST_MALFORMED
-        previous = tag
-        st = wire_uvarint(p, n, pos, &size)
-        if st:
-            return st
-        if size > <uint32_t>(n - pos[0]):
-            return ST_TRUNCATED
-        pos[0] += size
+        pos[0] += t.size
     return ST_OK
 
 

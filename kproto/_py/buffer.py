@@ -18,6 +18,7 @@ from kproto.errors import (
     TruncatedError,
 )
 
+_UVARINT_ERROR = "unsigned varint longer than 5 bytes or above 32 bits"
 _INT16 = struct.Struct(">h")
 _UINT16 = struct.Struct(">H")
 _INT32 = struct.Struct(">i")
@@ -159,7 +160,7 @@ class Reader:
         try:
             value, self.pos = wire.uvarint(self.data, self.pos, self.end)
         except wire.WireError as exc:
-            raise self._varint_error(exc, "unsigned varint longer than 5 bytes or above 32 bits") from None
+            raise self._varint_error(exc, _UVARINT_ERROR) from None
         return value
 
     def read_unsigned_varlong(self) -> int:
@@ -277,21 +278,36 @@ class Reader:
     def read_compact_nullable_bytes(self) -> bytes | None:
         return self.read_bytes_value(True, True)
 
+    def read_tag_count(self) -> int:
+        """A tagged-field section's count (the wire layer's rule, raising)."""
+        try:
+            count, self.pos = wire.tag_count(self.data, self.pos, self.end)
+        except wire.WireError as exc:
+            if exc.status == wire.BAD_LENGTH:
+                self.pos = exc.offset
+                raise self.invalid_length(exc.value, "tagged field count") from None
+            raise self._varint_error(exc, _UVARINT_ERROR) from None
+        return count
+
+    def read_tag_entry(self, t: wire.WireTag) -> None:
+        """The next tag and size into ``t``; the reader is left at the value's first byte."""
+        try:
+            self.pos = wire.tag_entry(self.data, self.pos, self.end, t)
+        except wire.WireError as exc:
+            self.pos = exc.offset
+            if t.step == wire.TAG_ORDER:
+                raise self.error(DecodeError, f"tagged field {t.tag} out of order (after {t.previous})") from None
+            if t.step == wire.TAG_BOUND:
+                raise self.truncated(t.size) from None
+            raise self._varint_error(exc, _UVARINT_ERROR) from None
+
     def read_tagged_fields(self) -> dict[int, bytes]:
         """A tagged-field section as {tag: raw bytes}, tags strictly ascending."""
-        count = self.read_unsigned_varint()
-        if count > self.end - self.pos:
-            raise self.invalid_length(count, "tagged field count")
         fields: dict[int, bytes] = {}
-        previous = -1
-        for _ in range(count):
-            tag = self.read_unsigned_varint()
-            if tag <= previous:
-                raise self.error(DecodeError, f"tagged field {tag} out of order (after {previous})")
-            previous = tag
-            size = self.read_unsigned_varint()
-            self.need(size)
-            fields[tag] = self.read_bytes_body(size)
+        t = wire.WireTag()
+        for _ in range(self.read_tag_count()):
+            self.read_tag_entry(t)
+            fields[t.tag] = self.read_bytes_body(t.size)
         return fields
 
 

@@ -110,17 +110,10 @@ def _read_tagged(r: Reader, plan: StructPlan, obj, frame: list):
     seen = set()
     unknown = None
     frame[0] = "<tagged fields>"
-    count = r.read_unsigned_varint()
-    if count > r.end - r.pos:
-        raise r.invalid_length(count, "tagged field count")
-    previous = -1
-    for _ in range(count):
-        tag = r.read_unsigned_varint()
-        if tag <= previous:
-            raise r.error(DecodeError, f"tagged field {tag} out of order (after {previous})")
-        previous = tag
-        size = r.read_unsigned_varint()
-        r.need(size)
+    t = wire.WireTag()
+    for _ in range(r.read_tag_count()):
+        r.read_tag_entry(t)
+        tag, size = t.tag, t.size
         op = plan.tag_map.get(tag)
         if op is None:
             if unknown is None:

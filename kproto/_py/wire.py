@@ -30,12 +30,14 @@ _INT32 = struct.Struct(">i")
 
 
 class WireError(Exception):
-    """A wire rule broken: ``status`` (a ``Status`` number) at byte ``offset``."""
+    """A wire rule broken: ``status`` (a ``Status`` number) at byte ``offset``; ``value``,
+    the length or count refused, where there is one."""
 
-    def __init__(self, status: int, offset: int) -> None:
+    def __init__(self, status: int, offset: int, value: int | None = None) -> None:
         super().__init__(status, offset)
         self.status = status
         self.offset = offset
+        self.value = value
 
 
 def utf8_valid(data) -> bool:
@@ -72,22 +74,54 @@ def _unsigned(p, pos: int, end: int, last_shift: int, overflow_bits: int) -> tup
         shift += 7
 
 
-def skip_tags(p, pos: int, end: int | None = None) -> tuple[int, int]:
-    """Skip a tagged-field section (KIP-482): (field count, next position)."""
-    end = len(p) if end is None else end
+def tag_count(p, pos: int, end: int) -> tuple[int, int]:
+    """A tagged-field section's count (KIP-482): (count, next position). A field takes at
+    least two bytes, so a count above the bytes left is a lie (BAD_LENGTH)."""
     count, pos = uvarint(p, pos, end)
     if count > end - pos:
-        raise WireError(BAD_LENGTH, pos)
-    previous = -1
+        raise WireError(BAD_LENGTH, pos, count)
+    return count, pos
+
+
+# Which step of a tag entry a WireError is about (WIRE_TAG_* in _wire.pxd).
+TAG_ID, TAG_ORDER, TAG_SIZE, TAG_BOUND = 0, 1, 2, 3
+
+
+class WireTag:
+    """One tag entry as tag_entry read it (the WireTag struct of _wire.pxd)."""
+
+    __slots__ = ("tag", "size", "previous", "step")
+
+    def __init__(self) -> None:
+        self.tag = self.size = 0
+        self.previous = -1   # the tag before (-1 at the first); the new one once in order
+        self.step = TAG_ID
+
+
+def tag_entry(p, pos: int, end: int, t: WireTag) -> int:
+    """One tag and its size into ``t``, tags strictly rising and the size within the bytes
+    left: the value's first position, or WireError with ``t.step`` saying which step broke."""
+    t.step = TAG_ID
+    t.tag, pos = uvarint(p, pos, end)
+    if t.tag <= t.previous:
+        t.step = TAG_ORDER
+        raise WireError(MALFORMED, pos)
+    t.previous = t.tag
+    t.step = TAG_SIZE
+    t.size, pos = uvarint(p, pos, end)
+    if t.size > end - pos:
+        t.step = TAG_BOUND
+        raise WireError(TRUNCATED, pos)
+    return pos
+
+
+def skip_tags(p, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Skip a tagged-field section: (field count, next position)."""
+    end = len(p) if end is None else end
+    count, pos = tag_count(p, pos, end)
+    t = WireTag()
     for _ in range(count):
-        tag, pos = uvarint(p, pos, end)
-        if tag <= previous:
-            raise WireError(MALFORMED, pos)
-        previous = tag
-        size, pos = uvarint(p, pos, end)
-        if size > end - pos:
-            raise WireError(TRUNCATED, pos)
-        pos += size
+        pos = tag_entry(p, pos, end, t) + t.size
     return count, pos
 
 
