@@ -32,35 +32,12 @@ cdef inline int jtag_entry(JCtx *x, WireTag *t) noexcept nogil:
 
 cdef int jlength(JCtx *x, bint compact, bint wide, bint nullable, Py_ssize_t *n) noexcept nogil:
     """A string / bytes length prefix: n = -1 for null; checked against the bytes left."""
-    cdef uint32_t u
+    cdef Py_ssize_t pos = x.p - x.start
     cdef int64_t v
-    if compact:
-        if juvarint(x, &u) < 0:
-            return -1
-        if u == 0:
-            if nullable:
-                n[0] = -1
-                return 0
-            return jfail(x, ST_BAD_LENGTH)
-        if u - 1 > <uint32_t>0x7FFFFFFF:
-            return jfail(x, ST_BAD_LENGTH)
-        v = <int64_t>u - 1
-    else:
-        if jneed(x, 4 if wide else 2) < 0:
-            return -1
-        if wide:
-            v = <int32_t>kp_load_be32(x.p)
-            x.p += 4
-        else:
-            v = <int16_t>kp_load_be16(x.p)
-            x.p += 2
-        if v < 0:
-            if v == -1 and nullable:
-                n[0] = -1
-                return 0
-            return jfail(x, ST_BAD_LENGTH)
-    if x.end - x.p < v:
-        return jfail(x, ST_TRUNCATED)
+    cdef int st = wire_length(x.start, x.end - x.start, &pos, compact, wide, nullable, &v)
+    x.p = x.start + pos
+    if st:
+        return jfail(x, st)
     n[0] = <Py_ssize_t>v
     return 0
 

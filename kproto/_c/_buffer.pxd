@@ -9,7 +9,9 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
                           uint8_t, uint16_t, uint32_t, uint64_t)
 from libc.string cimport memcpy
 
-from kproto._c._wire cimport ST_BAD_LENGTH, ST_TRUNCATED, WireTag, wire_tag_count, wire_tag_entry, wire_uvarint, wire_uvarlong
+from kproto._c._wire cimport (
+    ST_BAD_LENGTH, ST_TRUNCATED, WireTag, wire_length, wire_tag_count, wire_tag_entry, wire_uvarint, wire_uvarlong,
+)
 
 cdef extern from "kp_endian.h":
     uint16_t kp_load_be16(const unsigned char *p) nogil
@@ -57,6 +59,8 @@ cdef int raise_invalid_length(ByteReader *r, int64_t length, const char *what) e
 cdef int raise_invalid_varint(ByteReader *r, const char *what) except -1
 cdef int raise_varint_status(ByteReader *r, int status, const char *what) except -1
 cdef int raise_tag_status(ByteReader *r, int status, const WireTag *t) except -1
+cdef int raise_length_status(ByteReader *r, int status, Py_ssize_t pos, bint compact, bint wide, int64_t length,
+                             const char *what) except -1
 cdef int raise_decode(ByteReader *r, object exc_type, str reason) except -1
 cdef str format_path(ByteReader *r)
 cdef int writer_grow(ByteWriter *w, Py_ssize_t extra) except -1
@@ -222,40 +226,27 @@ cdef inline int64_t wrapping_sub64(int64_t a, int64_t b) noexcept:
 
 
 # ---- length prefixes: return -1 for null, else a length proven to fit in what is left ----
+cdef inline Py_ssize_t read_length(ByteReader *r, bint compact, bint wide, bint nullable,
+                                   const char *what) except -2:
+    cdef Py_ssize_t pos = 0
+    cdef int64_t n
+    cdef int status = wire_length(r.p, r.end - r.p, &pos, compact, wide, nullable, &n)
+    if status:
+        raise_length_status(r, status, pos, compact, wide, n, what)
+    r.p += pos
+    return <Py_ssize_t>n
+
+
 cdef inline Py_ssize_t read_length16(ByteReader *r, bint nullable, const char *what) except -2:
-    cdef int16_t n = read_int16(r)
-    if n < 0:
-        if n == -1 and nullable:
-            return -1
-        raise_invalid_length(r, n, what)
-    if r.end - r.p < n:
-        raise_truncated(r, n)
-    return n
+    return read_length(r, False, False, nullable, what)
 
 
 cdef inline Py_ssize_t read_length32(ByteReader *r, bint nullable, const char *what) except -2:
-    cdef int32_t n = read_int32(r)
-    if n < 0:
-        if n == -1 and nullable:
-            return -1
-        raise_invalid_length(r, n, what)
-    if r.end - r.p < n:
-        raise_truncated(r, n)
-    return n
+    return read_length(r, False, True, nullable, what)
 
 
 cdef inline Py_ssize_t read_compact_length(ByteReader *r, bint nullable, const char *what) except -2:
-    # Compact forms store N + 1; 0 means null.
-    cdef uint32_t u = read_unsigned_varint(r)
-    if u == 0:
-        if nullable:
-            return -1
-        raise_invalid_length(r, -1, what)
-    if u - 1 > <uint32_t>0x7FFFFFFF:
-        raise_invalid_length(r, <int64_t>u - 1, what)
-    if r.end - r.p < <Py_ssize_t>(u - 1):
-        raise_truncated(r, u - 1)
-    return <Py_ssize_t>(u - 1)
+    return read_length(r, True, False, nullable, what)
 
 
 cdef inline Py_ssize_t read_array_count(ByteReader *r, bint compact, bint nullable) except -2:

@@ -10,7 +10,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from kproto._c._wire cimport WIRE_TAG_BOUND, WIRE_TAG_ORDER
+from kproto._c._wire cimport WIRE_NO_LENGTH, WIRE_TAG_BOUND, WIRE_TAG_ORDER
 from libc.stdint cimport INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX
 
 import uuid as _uuid_module
@@ -81,6 +81,19 @@ cdef int raise_tag_status(ByteReader *r, int status, const WireTag *t) except -1
     if t.step == WIRE_TAG_BOUND:
         return raise_truncated(r, t.size)
     return raise_varint_status(r, status, UVARINT_ERROR)
+
+
+cdef int raise_length_status(ByteReader *r, int status, Py_ssize_t pos, bint compact, bint wide, int64_t length,
+                             const char *what) except -1:
+    """The error of a length prefix wire_length refused (pos: where it stopped, from r.p)."""
+    if length == WIRE_NO_LENGTH and not compact:                # a fixed-width prefix cut short
+        return raise_truncated(r, 4 if wide else 2)
+    r.p += pos
+    if length == WIRE_NO_LENGTH:                                # a compact prefix's varint
+        return raise_varint_status(r, status, UVARINT_ERROR)
+    if status == ST_BAD_LENGTH:
+        return raise_invalid_length(r, length, what)
+    return raise_truncated(r, length)
 
 
 cdef int raise_encode_range(object value, const char *type_name) except -1:

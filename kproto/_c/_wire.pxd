@@ -88,6 +88,48 @@ cdef inline int wire_uvarlong(const unsigned char *p, Py_ssize_t n, Py_ssize_t *
     return wire_unsigned(p, n, pos, out, 63, 0xFE)
 
 
+# ---- length prefixes of strings and bytes: int16 / int32 (-1 null) or compact (N + 1, 0 null)
+cdef extern from *:   # no length read: outside every prefix's range (a C enum is only an int)
+    const int64_t WIRE_NO_LENGTH "(-(int64_t)0x100000000)"
+
+cdef inline int wire_length(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, bint compact, bint wide,
+                            bint nullable, int64_t *out) noexcept nogil:
+    """The length after a prefix, proven to fit in the bytes left (-1: null). On a status,
+    *out is the refused length (BAD_LENGTH, or TRUNCATED with *pos after the prefix), or
+    WIRE_NO_LENGTH when the prefix itself is cut short or malformed (*pos: the failing byte)."""
+    cdef uint32_t u
+    cdef int64_t v
+    cdef int st
+    out[0] = WIRE_NO_LENGTH
+    if compact:
+        st = wire_uvarint(p, n, pos, &u)
+        if st:
+            return st
+        if u == 0:
+            out[0] = -1
+            return ST_OK if nullable else ST_BAD_LENGTH
+        v = <int64_t>u - 1
+        if v > 0x7FFFFFFF:
+            out[0] = v
+            return ST_BAD_LENGTH
+    else:
+        if n - pos[0] < (4 if wide else 2):
+            return ST_TRUNCATED
+        if wide:
+            v = <int32_t>wire_load_be32(p + pos[0])
+            pos[0] += 4
+        else:
+            v = <int16_t>wire_load_be16(p + pos[0])
+            pos[0] += 2
+        out[0] = v
+        if v < 0:
+            return ST_OK if v == -1 and nullable else ST_BAD_LENGTH
+    out[0] = v
+    if n - pos[0] < v:
+        return ST_TRUNCATED
+    return ST_OK
+
+
 # ---- tagged fields (KIP-482): a count, then (tag, size, bytes) with tags strictly rising
 cdef inline int wire_tag_count(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
                                uint32_t *count) noexcept nogil:
@@ -196,21 +238,15 @@ cdef inline void wire_header_init(WireHeader *h) noexcept nogil:
 cdef inline int wire_nullable_string(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
                                      int32_t *length_out) noexcept nogil:
     # An int16 length (-1: null) and that many bytes of strict UTF-8.
-    cdef int16_t length
-    if n - pos[0] < 2:
-        return ST_TRUNCATED
-    length = <int16_t>wire_load_be16(p + pos[0])
-    pos[0] += 2
-    if length < -1:
-        return ST_BAD_LENGTH
-    length_out[0] = length
-    if length < 0:
-        return ST_OK
-    if n - pos[0] < length:
-        return ST_TRUNCATED
-    if not wire_utf8_valid(p + pos[0], length):
-        return ST_MALFORMED
-    pos[0] += length
+    cdef int64_t length
+    cdef int st = wire_length(p, n, pos, False, False, True, &length)
+    if st:
+        return st
+    length_out[0] = <int32_t>length
+    if length > 0:
+        if not wire_utf8_valid(p + pos[0], length):
+            return ST_MALFORMED
+        pos[0] += length
     return ST_OK
 
 

@@ -185,34 +185,29 @@ class Reader:
         return (u >> 1) ^ -(u & 1)
 
     # ------------------------------------------------------------ lengths
-    def read_length16(self, nullable: bool, what: str) -> int:
-        n = self.read_int16()
-        if n < 0:
-            if n == -1 and nullable:
-                return -1
-            raise self.invalid_length(n, what)
-        self.need(n)
+    def read_length(self, compact: bool, wide: bool, nullable: bool, what: str) -> int:
+        """A length prefix (the wire layer's rule): -1 for null, else a length that fits."""
+        try:
+            n, self.pos = wire.length(self.data, self.pos, self.end, compact, wide, nullable)
+        except wire.WireError as exc:
+            if exc.value is None:
+                if not compact:        # a fixed-width prefix cut short
+                    raise self.truncated(4 if wide else 2) from None
+                raise self._varint_error(exc, _UVARINT_ERROR) from None
+            self.pos = exc.offset
+            if exc.status == wire.BAD_LENGTH:
+                raise self.invalid_length(exc.value, what) from None
+            raise self.truncated(exc.value) from None
         return n
+
+    def read_length16(self, nullable: bool, what: str) -> int:
+        return self.read_length(False, False, nullable, what)
 
     def read_length32(self, nullable: bool, what: str) -> int:
-        n = self.read_int32()
-        if n < 0:
-            if n == -1 and nullable:
-                return -1
-            raise self.invalid_length(n, what)
-        self.need(n)
-        return n
+        return self.read_length(False, True, nullable, what)
 
     def read_compact_length(self, nullable: bool, what: str) -> int:
-        u = self.read_unsigned_varint()
-        if u == 0:
-            if nullable:
-                return -1
-            raise self.invalid_length(-1, what)
-        if u - 1 > 0x7FFFFFFF:
-            raise self.invalid_length(u - 1, what)
-        self.need(u - 1)
-        return u - 1
+        return self.read_length(True, False, nullable, what)
 
     def read_array_count(self, compact: bool = False, nullable: bool = True):
         """Element count of an array (None for null), checked against the bytes left."""

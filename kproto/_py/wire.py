@@ -74,6 +74,35 @@ def _unsigned(p, pos: int, end: int, last_shift: int, overflow_bits: int) -> tup
         shift += 7
 
 
+def length(p, pos: int, end: int, compact: bool, wide: bool, nullable: bool) -> tuple[int, int]:
+    """A string / bytes length prefix, int16 / int32 (-1 null) or compact (N + 1, 0 null):
+    (length, next position), the length proven to fit in the bytes left. A WireError's
+    ``value`` is the refused length (BAD_LENGTH, or TRUNCATED at the position after the
+    prefix), or None when the prefix itself is cut short or malformed."""
+    if compact:
+        u, pos = uvarint(p, pos, end)
+        if u == 0:
+            if nullable:
+                return -1, pos
+            raise WireError(BAD_LENGTH, pos, -1)
+        n = u - 1
+        if n > 0x7FFFFFFF:
+            raise WireError(BAD_LENGTH, pos, n)
+    else:
+        fmt = _INT32 if wide else _INT16
+        if end - pos < fmt.size:
+            raise WireError(TRUNCATED, pos)
+        n = fmt.unpack_from(p, pos)[0]
+        pos += fmt.size
+        if n < 0:
+            if n == -1 and nullable:
+                return -1, pos
+            raise WireError(BAD_LENGTH, pos, n)
+    if end - pos < n:
+        raise WireError(TRUNCATED, pos, n)
+    return n, pos
+
+
 def tag_count(p, pos: int, end: int) -> tuple[int, int]:
     """A tagged-field section's count (KIP-482): (count, next position). A field takes at
     least two bytes, so a count above the bytes left is a lie (BAD_LENGTH)."""
@@ -145,19 +174,12 @@ class WireHeader:
 
 def _nullable_string(p, pos: int, end: int) -> tuple[int, int]:
     """An int16 length (-1: null) and that many bytes of strict UTF-8: (length, next position)."""
-    if end - pos < 2:
-        raise WireError(TRUNCATED, pos)
-    length = _INT16.unpack_from(p, pos)[0]
-    pos += 2
-    if length < -1:
-        raise WireError(BAD_LENGTH, pos)
-    if length < 0:
-        return length, pos
-    if end - pos < length:
-        raise WireError(TRUNCATED, pos)
-    if not utf8_valid(p[pos:pos + length]):
-        raise WireError(MALFORMED, pos)
-    return length, pos + length
+    n, pos = length(p, pos, end, False, False, True)
+    if n > 0:
+        if not utf8_valid(p[pos:pos + n]):
+            raise WireError(MALFORMED, pos)
+        pos += n
+    return n, pos
 
 
 def _header_tags(p, pos: int, end: int, h: WireHeader) -> int:
