@@ -43,7 +43,8 @@ cdef int jlength(JCtx *x, bint compact, bint wide, bint nullable, Py_ssize_t *n)
 
 
 cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
-    cdef Py_ssize_t n, i
+    cdef Py_ssize_t n, i, pos
+    cdef int st
     cdef uint32_t u
     cdef int64_t count
     cdef int8_t marker
@@ -75,21 +76,13 @@ cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
         x.p += 8
         return put_int(x, <int64_t>kp_load_be64(x.p - 8))
     if kind == K_ARRAY:
-        if f.compact:
-            if juvarint(x, &u) < 0:
-                return -1
-            count = <int64_t>u - 1
-        else:
-            if jneed(x, 4) < 0:
-                return -1
-            count = <int32_t>kp_load_be32(x.p)
-            x.p += 4
+        pos = x.p - x.start
+        st = wire_array_count(x.start, x.end - x.start, &pos, f.compact, nullable, &count)
+        x.p = x.start + pos
+        if st:
+            return jfail(x, st)
         if count < 0:
-            if count == -1 and nullable:
-                return put(x, "null", 4)
-            return jfail(x, ST_BAD_LENGTH)
-        if count > x.end - x.p:
-            return jfail(x, ST_BAD_LENGTH)
+            return put(x, "null", 4)
         if put_char(x, b'[') < 0:
             return -1
         for i in range(count):

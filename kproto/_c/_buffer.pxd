@@ -10,7 +10,7 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
 from libc.string cimport memcpy
 
 from kproto._c._wire cimport (
-    ST_BAD_LENGTH, ST_TRUNCATED, WireTag, wire_length, wire_tag_count, wire_tag_entry, wire_uvarint, wire_uvarlong,
+    ST_BAD_LENGTH, ST_TRUNCATED, WireTag, wire_array_count, wire_length, wire_tag_count, wire_tag_entry, wire_uvarint, wire_uvarlong,
 )
 
 cdef extern from "kp_endian.h":
@@ -250,19 +250,13 @@ cdef inline Py_ssize_t read_compact_length(ByteReader *r, bint nullable, const c
 
 
 cdef inline Py_ssize_t read_array_count(ByteReader *r, bint compact, bint nullable) except -2:
-    # An element takes at least one byte, so a count above the bytes left is a lie:
-    # refuse it before anything is allocated.
+    cdef Py_ssize_t pos = 0
     cdef int64_t n
-    if compact:
-        n = <int64_t>read_unsigned_varint(r) - 1
-    else:
-        n = read_int32(r)
-    if n < 0:
-        if n == -1 and nullable:
-            return -1
-        raise_invalid_length(r, n, "array count")
-    if n > r.end - r.p:
-        raise_invalid_length(r, n, "array count (more elements than bytes left)")
+    cdef int status = wire_array_count(r.p, r.end - r.p, &pos, compact, nullable, &n)
+    if status:
+        raise_length_status(r, status, pos, compact, True, n,
+                            "array count" if n < 0 else "array count (more elements than bytes left)")
+    r.p += pos
     return <Py_ssize_t>n
 
 

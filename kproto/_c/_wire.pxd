@@ -130,6 +130,34 @@ cdef inline int wire_length(const unsigned char *p, Py_ssize_t n, Py_ssize_t *po
     return ST_OK
 
 
+# ---- array counts: int32 (-1 null) or compact (N + 1, 0 null)
+cdef inline int wire_array_count(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, bint compact,
+                                 bint nullable, int64_t *out) noexcept nogil:
+    """The element count after a prefix (-1: null). An element takes at least one byte, so
+    a count above the bytes left is a lie: BAD_LENGTH, refused before anything is
+    allocated. *out as wire_length leaves it."""
+    cdef uint32_t u
+    cdef int64_t count
+    cdef int st
+    out[0] = WIRE_NO_LENGTH
+    if compact:
+        st = wire_uvarint(p, n, pos, &u)
+        if st:
+            return st
+        count = <int64_t>u - 1
+    else:
+        if n - pos[0] < 4:
+            return ST_TRUNCATED
+        count = <int32_t>wire_load_be32(p + pos[0])
+        pos[0] += 4
+    out[0] = count
+    if count < 0:
+        return ST_OK if count == -1 and nullable else ST_BAD_LENGTH
+    if count > n - pos[0]:
+        return ST_BAD_LENGTH
+    return ST_OK
+
+
 # ---- tagged fields (KIP-482): a count, then (tag, size, bytes) with tags strictly rising
 cdef inline int wire_tag_count(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
                                uint32_t *count) noexcept nogil:

@@ -190,15 +190,19 @@ class Reader:
         try:
             n, self.pos = wire.length(self.data, self.pos, self.end, compact, wide, nullable)
         except wire.WireError as exc:
-            if exc.value is None:
-                if not compact:        # a fixed-width prefix cut short
-                    raise self.truncated(4 if wide else 2) from None
-                raise self._varint_error(exc, _UVARINT_ERROR) from None
-            self.pos = exc.offset
-            if exc.status == wire.BAD_LENGTH:
-                raise self.invalid_length(exc.value, what) from None
-            raise self.truncated(exc.value) from None
+            raise self._length_error(exc, compact, wide, what) from None
         return n
+
+    def _length_error(self, exc: wire.WireError, compact: bool, wide: bool, what: str):
+        """The error of a length or count prefix the wire layer refused."""
+        if exc.value is None:
+            if not compact:        # a fixed-width prefix cut short
+                return self.truncated(4 if wide else 2)
+            return self._varint_error(exc, _UVARINT_ERROR)
+        self.pos = exc.offset
+        if exc.status == wire.BAD_LENGTH:
+            return self.invalid_length(exc.value, what)
+        return self.truncated(exc.value)
 
     def read_length16(self, nullable: bool, what: str) -> int:
         return self.read_length(False, False, nullable, what)
@@ -211,14 +215,12 @@ class Reader:
 
     def read_array_count(self, compact: bool = False, nullable: bool = True):
         """Element count of an array (None for null), checked against the bytes left."""
-        n = self.read_unsigned_varint() - 1 if compact else self.read_int32()
-        if n < 0:
-            if n == -1 and nullable:
-                return None
-            raise self.invalid_length(n, "array count")
-        if n > self.end - self.pos:
-            raise self.invalid_length(n, "array count (more elements than bytes left)")
-        return n
+        try:
+            n, self.pos = wire.array_count(self.data, self.pos, self.end, compact, nullable)
+        except wire.WireError as exc:
+            raise self._length_error(exc, compact, True, "array count" if exc.value is None or exc.value < 0
+                                     else "array count (more elements than bytes left)") from None
+        return None if n < 0 else n
 
     # ------------------------------------------------------------ strings and bytes
     def read_str_body(self, n: int) -> str:

@@ -103,6 +103,27 @@ def length(p, pos: int, end: int, compact: bool, wide: bool, nullable: bool) -> 
     return n, pos
 
 
+def array_count(p, pos: int, end: int, compact: bool, nullable: bool) -> tuple[int, int]:
+    """An array's element count, int32 (-1 null) or compact (N + 1, 0 null): (count, next
+    position). An element takes at least one byte, so a count above the bytes left is a
+    lie (BAD_LENGTH). A WireError's ``value`` as :func:`length` sets it."""
+    if compact:
+        u, pos = uvarint(p, pos, end)
+        count = u - 1
+    else:
+        if end - pos < 4:
+            raise WireError(TRUNCATED, pos)
+        count = _INT32.unpack_from(p, pos)[0]
+        pos += 4
+    if count < 0:
+        if count == -1 and nullable:
+            return -1, pos
+        raise WireError(BAD_LENGTH, pos, count)
+    if count > end - pos:
+        raise WireError(BAD_LENGTH, pos, count)
+    return count, pos
+
+
 def tag_count(p, pos: int, end: int) -> tuple[int, int]:
     """A tagged-field section's count (KIP-482): (count, next position). A field takes at
     least two bytes, so a count above the bytes left is a lie (BAD_LENGTH)."""
