@@ -162,7 +162,12 @@ cdef inline int wire_array_count(const unsigned char *p, Py_ssize_t n, Py_ssize_
 cdef inline int wire_tag_count(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos,
                                uint32_t *count) noexcept nogil:
     # A field takes at least two bytes, so a count above the bytes left is a lie (BAD_LENGTH).
-    cdef int st = wire_uvarint(p, n, pos, count)
+    cdef int st
+    if pos[0] < n and p[pos[0]] == 0:   # no tagged fields: the usual case
+        pos[0] += 1
+        count[0] = 0
+        return ST_OK
+    st = wire_uvarint(p, n, pos, count)
     if st:
         return st
     if count[0] > <uint32_t>(n - pos[0]):
@@ -282,9 +287,6 @@ cdef inline int wire_header_tags(const unsigned char *p, Py_ssize_t n, Py_ssize_
                                  WireHeader *h) noexcept nogil:
     h.part = WIRE_PART_TAGS
     h.tags_at = pos[0]
-    if pos[0] < n and p[pos[0]] == 0:   # no tagged fields: the usual case
-        pos[0] += 1
-        return ST_OK
     return wire_skip_tags(p, n, pos, &h.tag_count)
 
 
