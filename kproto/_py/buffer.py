@@ -279,11 +279,8 @@ class Reader:
         """A tagged-field section's count (the wire layer's rule, raising)."""
         try:
             count, self.pos = wire.tag_count(self.data, self.pos, self.end)
-        except wire.WireError as exc:
-            if exc.status == wire.BAD_LENGTH:
-                self.pos = exc.offset
-                raise self.invalid_length(exc.value, "tagged field count") from None
-            raise self._varint_error(exc, _UVARINT_ERROR) from None
+        except wire.WireError as exc:   # a varint prefix, as a compact length's
+            raise self._length_error(exc, True, False, "tagged field count") from None
         return count
 
     def read_tag_entry(self, t: wire.WireTag) -> None:
