@@ -10,7 +10,7 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
 from libc.string cimport memcpy
 
 from kproto._c._wire cimport (
-    ST_BAD_LENGTH, ST_TRUNCATED, WireTag, wire_array_count, wire_length, wire_tag_count, wire_tag_entry, wire_uvarint, wire_uvarlong,
+    ST_BAD_LENGTH, ST_TRUNCATED, WireTag, wire_array_count, wire_length, wire_varint_length, wire_tag_count, wire_tag_entry, wire_uvarint, wire_uvarlong,
 )
 
 cdef extern from "kp_endian.h":
@@ -247,6 +247,17 @@ cdef inline Py_ssize_t read_length32(ByteReader *r, bint nullable, const char *w
 
 cdef inline Py_ssize_t read_compact_length(ByteReader *r, bint nullable, const char *what) except -2:
     return read_length(r, True, False, nullable, what)
+
+
+cdef inline int32_t read_varint_length(ByteReader *r, bint nullable, const char *what) except -2:
+    """A record field's zigzag-varint length or count (-1: null), within the bytes left."""
+    cdef Py_ssize_t pos = 0
+    cdef int64_t n
+    cdef int status = wire_varint_length(r.p, r.end - r.p, &pos, nullable, &n)
+    if status:
+        raise_length_status(r, status, pos, True, False, n, what)
+    r.p += pos
+    return <int32_t>n
 
 
 cdef inline Py_ssize_t read_array_count(ByteReader *r, bint compact, bint nullable) except -2:

@@ -130,6 +130,27 @@ cdef inline int wire_length(const unsigned char *p, Py_ssize_t n, Py_ssize_t *po
     return ST_OK
 
 
+# ---- record fields' lengths and counts: a zigzag varint (-1 null where nullable)
+cdef inline int wire_varint_length(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, bint nullable,
+                                   int64_t *out) noexcept nogil:
+    """A record's key, value or header length, or a record's length or header count: over
+    the bytes left is BAD_LENGTH (not a truncation). *out as wire_length leaves it."""
+    cdef uint32_t u
+    cdef int32_t v
+    cdef int st
+    out[0] = WIRE_NO_LENGTH
+    st = wire_uvarint(p, n, pos, &u)
+    if st:
+        return st
+    v = <int32_t>((u >> 1) ^ (-(<int32_t>(u & 1))))
+    out[0] = v
+    if v < 0:
+        return ST_OK if v == -1 and nullable else ST_BAD_LENGTH
+    if v > n - pos[0]:
+        return ST_BAD_LENGTH
+    return ST_OK
+
+
 # ---- array counts: int32 (-1 null) or compact (N + 1, 0 null)
 cdef inline int wire_array_count(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, bint compact,
                                  bint nullable, int64_t *out) noexcept nogil:

@@ -213,6 +213,14 @@ class Reader:
     def read_compact_length(self, nullable: bool, what: str) -> int:
         return self.read_length(True, False, nullable, what)
 
+    def read_varint_length(self, nullable: bool, what: str) -> int:
+        """A record field's zigzag-varint length or count (-1: null), within the bytes left."""
+        try:
+            n, self.pos = wire.varint_length(self.data, self.pos, self.end, nullable)
+        except wire.WireError as exc:
+            raise self._length_error(exc, True, False, what) from None
+        return n
+
     def read_array_count(self, compact: bool = False, nullable: bool = True):
         """Element count of an array (None for null), checked against the bytes left."""
         try:

@@ -103,6 +103,21 @@ def length(p, pos: int, end: int, compact: bool, wide: bool, nullable: bool) -> 
     return n, pos
 
 
+def varint_length(p, pos: int, end: int, nullable: bool) -> tuple[int, int]:
+    """A record's key, value or header length, or a record's length or header count: a
+    zigzag varint (-1 null where nullable); over the bytes left is BAD_LENGTH (not a
+    truncation). A WireError's ``value`` as :func:`length` sets it."""
+    u, pos = uvarint(p, pos, end)
+    n = (u >> 1) ^ -(u & 1)
+    if n < 0:
+        if n == -1 and nullable:
+            return -1, pos
+        raise WireError(BAD_LENGTH, pos, n)
+    if n > end - pos:
+        raise WireError(BAD_LENGTH, pos, n)
+    return n, pos
+
+
 def array_count(p, pos: int, end: int, compact: bool, nullable: bool) -> tuple[int, int]:
     """An array's element count, int32 (-1 null) or compact (N + 1, 0 null): (count, next
     position). An element takes at least one byte, so a count above the bytes left is a
