@@ -26,6 +26,8 @@ RULES = {
         (r"\(b & 0x7F\) << shift", {WIRE_C, WIRE_PY}),
     "varint: bits beyond 32 / 64 are malformed":
         (r"shift == last_shift", {WIRE_C, WIRE_PY}),
+    "zigzag: the sign of varints and varlongs":
+        (r"\(u >> 1\) \^", {WIRE_C, WIRE_PY}),
     "length prefix: -1 is null where nullable":
         (r"== -1 and nullable", {WIRE_C, WIRE_PY}),
     "tagged fields: tags strictly rising":

@@ -10,7 +10,8 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
 from libc.string cimport memcpy
 
 from kproto._c._wire cimport (
-    ST_BAD_LENGTH, ST_TRUNCATED, WireTag, wire_array_count, wire_length, wire_varint_length, wire_tag_count, wire_tag_entry, wire_uvarint, wire_uvarlong,
+    ST_BAD_LENGTH, ST_TRUNCATED, WireTag, wire_array_count, wire_length, wire_varint_length,
+    wire_zigzag32, wire_zigzag64, wire_tag_count, wire_tag_entry, wire_uvarint, wire_uvarlong,
 )
 
 cdef extern from "kp_endian.h":
@@ -207,12 +208,12 @@ cdef inline int read_tag_entry(ByteReader *r, WireTag *t) except -1:
 
 cdef inline int32_t read_varint(ByteReader *r) except? -1:
     cdef uint32_t u = read_unsigned_varint(r)
-    return <int32_t>((u >> 1) ^ (-(<int32_t>(u & 1))))
+    return wire_zigzag32(u)
 
 
 cdef inline int64_t read_varlong(ByteReader *r) except? -1:
     cdef uint64_t u = read_unsigned_varlong(r)
-    return <int64_t>((u >> 1) ^ (-(<int64_t>(u & 1))))
+    return wire_zigzag64(u)
 
 
 # ---- 64-bit arithmetic on wire values: wraps around as Java's long does (and without

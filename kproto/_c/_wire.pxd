@@ -130,6 +130,15 @@ cdef inline int wire_length(const unsigned char *p, Py_ssize_t n, Py_ssize_t *po
     return ST_OK
 
 
+# ---- zigzag: signed varints and varlongs carry (n << 1) ^ (n >> 31 or 63)
+cdef inline int32_t wire_zigzag32(uint32_t u) noexcept nogil:
+    return <int32_t>((u >> 1) ^ (-(<int32_t>(u & 1))))
+
+
+cdef inline int64_t wire_zigzag64(uint64_t u) noexcept nogil:
+    return <int64_t>((u >> 1) ^ (-(<int64_t>(u & 1))))
+
+
 # ---- record fields' lengths and counts: a zigzag varint (-1 null where nullable)
 cdef inline int wire_varint_length(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, bint nullable,
                                    int64_t *out) noexcept nogil:
@@ -142,7 +151,7 @@ cdef inline int wire_varint_length(const unsigned char *p, Py_ssize_t n, Py_ssiz
     st = wire_uvarint(p, n, pos, &u)
     if st:
         return st
-    v = <int32_t>((u >> 1) ^ (-(<int32_t>(u & 1))))
+    v = wire_zigzag32(u)
     out[0] = v
     if v < 0:
         return ST_OK if v == -1 and nullable else ST_BAD_LENGTH

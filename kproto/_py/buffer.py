@@ -178,11 +178,11 @@ class Reader:
 
     def read_varint(self) -> int:
         u = self.read_unsigned_varint()
-        return (u >> 1) ^ -(u & 1)
+        return wire.zigzag(u)
 
     def read_varlong(self) -> int:
         u = self.read_unsigned_varlong()
-        return (u >> 1) ^ -(u & 1)
+        return wire.zigzag(u)
 
     # ------------------------------------------------------------ lengths
     def read_length(self, compact: bool, wide: bool, nullable: bool, what: str) -> int:

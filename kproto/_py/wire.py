@@ -103,12 +103,17 @@ def length(p, pos: int, end: int, compact: bool, wide: bool, nullable: bool) -> 
     return n, pos
 
 
+def zigzag(u: int) -> int:
+    """The signed value of a zigzag varint or varlong: (n << 1) ^ (n >> 31 or 63)."""
+    return (u >> 1) ^ -(u & 1)
+
+
 def varint_length(p, pos: int, end: int, nullable: bool) -> tuple[int, int]:
     """A record's key, value or header length, or a record's length or header count: a
     zigzag varint (-1 null where nullable); over the bytes left is BAD_LENGTH (not a
     truncation). A WireError's ``value`` as :func:`length` sets it."""
     u, pos = uvarint(p, pos, end)
-    n = (u >> 1) ^ -(u & 1)
+    n = zigzag(u)
     if n < 0:
         if n == -1 and nullable:
             return -1, pos
