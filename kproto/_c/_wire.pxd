@@ -139,6 +139,14 @@ cdef inline int64_t wire_zigzag64(uint64_t u) noexcept nogil:
     return <int64_t>((u >> 1) ^ (-(<int64_t>(u & 1))))
 
 
+# ---- counts and record lengths that must fit: -1 is null where nullable; any other
+# negative, or more than the bytes left (an element takes at least one), is BAD_LENGTH
+cdef inline int wire_count_fits(int64_t count, bint nullable, Py_ssize_t left) noexcept nogil:
+    if count < 0:
+        return ST_OK if count == -1 and nullable else ST_BAD_LENGTH
+    return ST_BAD_LENGTH if count > left else ST_OK
+
+
 # ---- record fields' lengths and counts: a zigzag varint (-1 null where nullable)
 cdef inline int wire_varint_length(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, bint nullable,
                                    int64_t *out) noexcept nogil:
@@ -153,11 +161,7 @@ cdef inline int wire_varint_length(const unsigned char *p, Py_ssize_t n, Py_ssiz
         return st
     v = wire_zigzag32(u)
     out[0] = v
-    if v < 0:
-        return ST_OK if v == -1 and nullable else ST_BAD_LENGTH
-    if v > n - pos[0]:
-        return ST_BAD_LENGTH
-    return ST_OK
+    return wire_count_fits(v, nullable, n - pos[0])
 
 
 # ---- array counts: int32 (-1 null) or compact (N + 1, 0 null)
@@ -181,11 +185,7 @@ cdef inline int wire_array_count(const unsigned char *p, Py_ssize_t n, Py_ssize_
         count = <int32_t>wire_load_be32(p + pos[0])
         pos[0] += 4
     out[0] = count
-    if count < 0:
-        return ST_OK if count == -1 and nullable else ST_BAD_LENGTH
-    if count > n - pos[0]:
-        return ST_BAD_LENGTH
-    return ST_OK
+    return wire_count_fits(count, nullable, n - pos[0])
 
 
 # ---- tagged fields (KIP-482): a count, then (tag, size, bytes) with tags strictly rising

@@ -108,19 +108,20 @@ def zigzag(u: int) -> int:
     return (u >> 1) ^ -(u & 1)
 
 
+def _count_fits(count: int, nullable: bool, pos: int, end: int) -> int:
+    """-1 is null where nullable; any other negative, or more than the bytes left (an
+    element takes at least one), is BAD_LENGTH."""
+    if count < 0 and not (count == -1 and nullable) or count > end - pos:
+        raise WireError(BAD_LENGTH, pos, count)
+    return count
+
+
 def varint_length(p, pos: int, end: int, nullable: bool) -> tuple[int, int]:
     """A record's key, value or header length, or a record's length or header count: a
     zigzag varint (-1 null where nullable); over the bytes left is BAD_LENGTH (not a
     truncation). A WireError's ``value`` as :func:`length` sets it."""
     u, pos = uvarint(p, pos, end)
-    n = zigzag(u)
-    if n < 0:
-        if n == -1 and nullable:
-            return -1, pos
-        raise WireError(BAD_LENGTH, pos, n)
-    if n > end - pos:
-        raise WireError(BAD_LENGTH, pos, n)
-    return n, pos
+    return _count_fits(zigzag(u), nullable, pos, end), pos
 
 
 def array_count(p, pos: int, end: int, compact: bool, nullable: bool) -> tuple[int, int]:
@@ -135,13 +136,7 @@ def array_count(p, pos: int, end: int, compact: bool, nullable: bool) -> tuple[i
             raise WireError(TRUNCATED, pos)
         count = _INT32.unpack_from(p, pos)[0]
         pos += 4
-    if count < 0:
-        if count == -1 and nullable:
-            return -1, pos
-        raise WireError(BAD_LENGTH, pos, count)
-    if count > end - pos:
-        raise WireError(BAD_LENGTH, pos, count)
-    return count, pos
+    return _count_fits(count, nullable, pos, end), pos
 
 
 def tag_count(p, pos: int, end: int) -> tuple[int, int]:
