@@ -92,40 +92,42 @@ cdef inline int wire_uvarlong(const unsigned char *p, Py_ssize_t n, Py_ssize_t *
 cdef extern from *:   # no length read: outside every prefix's range (a C enum is only an int)
     const int64_t WIRE_NO_LENGTH "(-(int64_t)0x100000000)"
 
-cdef inline int wire_length(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, bint compact, bint wide,
-                            bint nullable, int64_t *out) noexcept nogil:
-    """The length after a prefix, proven to fit in the bytes left (-1: null). On a status,
-    *out is the refused length (BAD_LENGTH, or TRUNCATED with *pos after the prefix), or
-    WIRE_NO_LENGTH when the prefix itself is cut short or malformed (*pos: the failing byte)."""
+cdef inline int wire_prefix(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, bint compact, bint wide,
+                            int64_t *out) noexcept nogil:
+    # The value of a length or count prefix: compact N + 1 as N (so 0 is -1, null), else a
+    # signed int16 / int32. *out stays WIRE_NO_LENGTH when the prefix is cut short or malformed.
     cdef uint32_t u
-    cdef int64_t v
     cdef int st
     out[0] = WIRE_NO_LENGTH
     if compact:
         st = wire_uvarint(p, n, pos, &u)
         if st:
             return st
-        if u == 0:
-            out[0] = -1
-            return ST_OK if nullable else ST_BAD_LENGTH
-        v = <int64_t>u - 1
-        if v > 0x7FFFFFFF:
-            out[0] = v
-            return ST_BAD_LENGTH
+        out[0] = <int64_t>u - 1
+    elif n - pos[0] < (4 if wide else 2):
+        return ST_TRUNCATED
+    elif wide:
+        out[0] = <int32_t>wire_load_be32(p + pos[0])
+        pos[0] += 4
     else:
-        if n - pos[0] < (4 if wide else 2):
-            return ST_TRUNCATED
-        if wide:
-            v = <int32_t>wire_load_be32(p + pos[0])
-            pos[0] += 4
-        else:
-            v = <int16_t>wire_load_be16(p + pos[0])
-            pos[0] += 2
-        out[0] = v
-        if v < 0:
-            return ST_OK if v == -1 and nullable else ST_BAD_LENGTH
-    out[0] = v
-    if n - pos[0] < v:
+        out[0] = <int16_t>wire_load_be16(p + pos[0])
+        pos[0] += 2
+    return ST_OK
+
+
+cdef inline int wire_length(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, bint compact, bint wide,
+                            bint nullable, int64_t *out) noexcept nogil:
+    """The length after a prefix, proven to fit in the bytes left (-1: null). On a status,
+    *out is the refused length (BAD_LENGTH, or TRUNCATED with *pos after the prefix), or
+    WIRE_NO_LENGTH when the prefix itself is cut short or malformed (*pos: the failing byte)."""
+    cdef int st = wire_prefix(p, n, pos, compact, wide, out)
+    if st:
+        return st
+    if out[0] < 0:
+        return ST_OK if out[0] == -1 and nullable else ST_BAD_LENGTH
+    if out[0] > 0x7FFFFFFF:   # a compact length above int32
+        return ST_BAD_LENGTH
+    if n - pos[0] < out[0]:
         return ST_TRUNCATED
     return ST_OK
 
@@ -170,22 +172,10 @@ cdef inline int wire_array_count(const unsigned char *p, Py_ssize_t n, Py_ssize_
     """The element count after a prefix (-1: null). An element takes at least one byte, so
     a count above the bytes left is a lie: BAD_LENGTH, refused before anything is
     allocated. *out as wire_length leaves it."""
-    cdef uint32_t u
-    cdef int64_t count
-    cdef int st
-    out[0] = WIRE_NO_LENGTH
-    if compact:
-        st = wire_uvarint(p, n, pos, &u)
-        if st:
-            return st
-        count = <int64_t>u - 1
-    else:
-        if n - pos[0] < 4:
-            return ST_TRUNCATED
-        count = <int32_t>wire_load_be32(p + pos[0])
-        pos[0] += 4
-    out[0] = count
-    return wire_count_fits(count, nullable, n - pos[0])
+    cdef int st = wire_prefix(p, n, pos, compact, True, out)
+    if st:
+        return st
+    return wire_count_fits(out[0], nullable, n - pos[0])
 
 
 # ---- tagged fields (KIP-482): a count, then (tag, size, bytes) with tags strictly rising

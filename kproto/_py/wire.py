@@ -74,30 +74,30 @@ def _unsigned(p, pos: int, end: int, last_shift: int, overflow_bits: int) -> tup
         shift += 7
 
 
+def _prefix(p, pos: int, end: int, compact: bool, wide: bool) -> tuple[int, int]:
+    """The value of a length or count prefix: compact N + 1 as N (so 0 is -1, null), else a
+    signed int16 / int32; a WireError without a value when the prefix is cut short."""
+    if compact:
+        u, pos = uvarint(p, pos, end)
+        return u - 1, pos
+    fmt = _INT32 if wide else _INT16
+    if end - pos < fmt.size:
+        raise WireError(TRUNCATED, pos)
+    return fmt.unpack_from(p, pos)[0], pos + fmt.size
+
+
 def length(p, pos: int, end: int, compact: bool, wide: bool, nullable: bool) -> tuple[int, int]:
     """A string / bytes length prefix, int16 / int32 (-1 null) or compact (N + 1, 0 null):
     (length, next position), the length proven to fit in the bytes left. A WireError's
     ``value`` is the refused length (BAD_LENGTH, or TRUNCATED at the position after the
     prefix), or None when the prefix itself is cut short or malformed."""
-    if compact:
-        u, pos = uvarint(p, pos, end)
-        if u == 0:
-            if nullable:
-                return -1, pos
-            raise WireError(BAD_LENGTH, pos, -1)
-        n = u - 1
-        if n > 0x7FFFFFFF:
-            raise WireError(BAD_LENGTH, pos, n)
-    else:
-        fmt = _INT32 if wide else _INT16
-        if end - pos < fmt.size:
-            raise WireError(TRUNCATED, pos)
-        n = fmt.unpack_from(p, pos)[0]
-        pos += fmt.size
-        if n < 0:
-            if n == -1 and nullable:
-                return -1, pos
-            raise WireError(BAD_LENGTH, pos, n)
+    n, pos = _prefix(p, pos, end, compact, wide)
+    if n < 0:
+        if n == -1 and nullable:
+            return -1, pos
+        raise WireError(BAD_LENGTH, pos, n)
+    if n > 0x7FFFFFFF:   # a compact length above int32
+        raise WireError(BAD_LENGTH, pos, n)
     if end - pos < n:
         raise WireError(TRUNCATED, pos, n)
     return n, pos
@@ -128,14 +128,7 @@ def array_count(p, pos: int, end: int, compact: bool, nullable: bool) -> tuple[i
     """An array's element count, int32 (-1 null) or compact (N + 1, 0 null): (count, next
     position). An element takes at least one byte, so a count above the bytes left is a
     lie (BAD_LENGTH). A WireError's ``value`` as :func:`length` sets it."""
-    if compact:
-        u, pos = uvarint(p, pos, end)
-        count = u - 1
-    else:
-        if end - pos < 4:
-            raise WireError(TRUNCATED, pos)
-        count = _INT32.unpack_from(p, pos)[0]
-        pos += 4
+    count, pos = _prefix(p, pos, end, compact, True)
     return _count_fits(count, nullable, pos, end), pos
 
 
