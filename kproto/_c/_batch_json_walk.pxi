@@ -16,43 +16,35 @@ cdef inline int juvarint(JCtx *x, uint32_t *out) noexcept nogil:
     return 0
 
 
+cdef inline int jtag_count(JCtx *x, uint32_t *count) noexcept nogil:
+    cdef Py_ssize_t pos = x.p - x.start
+    cdef int st = wire_tag_count(x.start, x.end - x.start, &pos, count)
+    x.p = x.start + pos
+    return jfail(x, st) if st else 0
+
+
+cdef inline int jtag_entry(JCtx *x, WireTag *t) noexcept nogil:
+    cdef Py_ssize_t pos = x.p - x.start
+    cdef int st = wire_tag_entry(x.start, x.end - x.start, &pos, t)
+    x.p = x.start + pos
+    return jfail(x, st) if st else 0
+
+
 cdef int jlength(JCtx *x, bint compact, bint wide, bint nullable, Py_ssize_t *n) noexcept nogil:
     """A string / bytes length prefix: n = -1 for null; checked against the bytes left."""
-    cdef uint32_t u
+    cdef Py_ssize_t pos = x.p - x.start
     cdef int64_t v
-    if compact:
-        if juvarint(x, &u) < 0:
-            return -1
-        if u == 0:
-            if nullable:
-                n[0] = -1
-                return 0
-            return jfail(x, ST_BAD_LENGTH)
-        if u - 1 > <uint32_t>0x7FFFFFFF:
-            return jfail(x, ST_BAD_LENGTH)
-        v = <int64_t>u - 1
-    else:
-        if jneed(x, 4 if wide else 2) < 0:
-            return -1
-        if wide:
-            v = <int32_t>kp_load_be32(x.p)
-            x.p += 4
-        else:
-            v = <int16_t>kp_load_be16(x.p)
-            x.p += 2
-        if v < 0:
-            if v == -1 and nullable:
-                n[0] = -1
-                return 0
-            return jfail(x, ST_BAD_LENGTH)
-    if x.end - x.p < v:
-        return jfail(x, ST_TRUNCATED)
+    cdef int st = wire_length(x.start, x.end - x.start, &pos, compact, wide, nullable, &v)
+    x.p = x.start + pos
+    if st:
+        return jfail(x, st)
     n[0] = <Py_ssize_t>v
     return 0
 
 
 cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
-    cdef Py_ssize_t n, i
+    cdef Py_ssize_t n, i, pos
+    cdef int st
     cdef uint32_t u
     cdef int64_t count
     cdef int8_t marker
@@ -84,21 +76,13 @@ cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
         x.p += 8
         return put_int(x, <int64_t>kp_load_be64(x.p - 8))
     if kind == K_ARRAY:
-        if f.compact:
-            if juvarint(x, &u) < 0:
-                return -1
-            count = <int64_t>u - 1
-        else:
-            if jneed(x, 4) < 0:
-                return -1
-            count = <int32_t>kp_load_be32(x.p)
-            x.p += 4
+        pos = x.p - x.start
+        st = wire_array_count(x.start, x.end - x.start, &pos, f.compact, nullable, &count)
+        x.p = x.start + pos
+        if st:
+            return jfail(x, st)
         if count < 0:
-            if count == -1 and nullable:
-                return put(x, "null", 4)
-            return jfail(x, ST_BAD_LENGTH)
-        if count > x.end - x.p:
-            return jfail(x, ST_BAD_LENGTH)
+            return put(x, "null", 4)
         if put_char(x, b'[') < 0:
             return -1
         for i in range(count):
@@ -248,7 +232,8 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
     cdef bint first = True
     cdef Py_ssize_t i, j
     cdef uint32_t count, k, tag, size
-    cdef int64_t previous = -1
+    cdef int64_t previous
+    cdef WireTag t
     cdef uint64_t seen = 0
     cdef bint unknown = False
     cdef const unsigned char *section
@@ -271,32 +256,24 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
             part_note(x, f, field_start)
     if jp.flexible:
         section = x.p
-        if juvarint(x, &count) < 0:
+        if jtag_count(x, &count) < 0:
             return -1
-        if count > <uint32_t>(x.end - x.p):
-            return jfail(x, ST_BAD_LENGTH)
+        t.previous = -1
         for k in range(count):
-            if juvarint(x, &tag) < 0:
+            if jtag_entry(x, &t) < 0:
                 return -1
-            if <int64_t>tag <= previous:
-                return jfail(x, ST_MALFORMED)
-            previous = tag
-            if juvarint(x, &size) < 0:
-                return -1
-            if size > <uint32_t>(x.end - x.p):
-                return jfail(x, ST_TRUNCATED)
             f = NULL
             for j in range(jp.ntagged):
-                if jp.tagged[j].tag == <int>tag:
+                if jp.tagged[j].tag == <int>t.tag:
                     f = &jp.tagged[j]
                     break
             if f == NULL:
                 unknown = True
-                x.p += size
+                x.p += t.size
                 continue
             seen |= (<uint64_t>1) << j
             outer_end = x.end
-            x.end = x.p + size
+            x.end = x.p + t.size
             if jkey(x, &first, f.key, f.key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
                 return -1
             if x.p != x.end:

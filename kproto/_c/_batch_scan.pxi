@@ -72,80 +72,41 @@ cdef inline void api_checks(Columns *c, Py_ssize_t i, int d, int key, int versio
         set_bit(c, i, F_REMOVED)
 
 
-cdef int32_t new_client(IdTable *ids, const unsigned char *q, int32_t length) noexcept nogil:
-    """Dictionary index of a client id not in the table yet (q: its length prefix):
-    -1 not UTF-8, -2 out of memory."""
-    cdef int32_t index
-    if not wire_utf8_valid(q + 2, length):
-        return -1
-    index = id_add(ids, q, length)
-    return -2 if index < 0 else index
-
-
 cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
                               IdTable *ids) noexcept nogil:
-    # The common path stays small so the compiler inlines it into the loop; the
-    # rare ones (errors, new client ids, non-empty tag sections) are calls.
-    cdef Py_ssize_t pos = 8
-    cdef int key, version, hv, st
-    cdef int16_t length
-    cdef int32_t index
+    # The wire layer parses the header (wire_request_header, the one parser); this
+    # puts what it read into the row: the fields read before a failure stay in it.
+    cdef WireHeader h
+    cdef Py_ssize_t pos = 0
+    cdef int32_t index = 0
     cdef uint8_t info
     cdef uint8_t flags = F_API | F_CORRELATION | F_HEADER_VERSION
-    if n < 8:
-        c.header_version[i] = 0
-        c.api_key[i] = 0
-        c.api_version[i] = 0
-        c.correlation_id[i] = 0
-        c.present[i] = 0
-        fail(c, i, ST_TRUNCATED, 0 if n < 2 else (2 if n < 4 else 4))
-        return
-    key = <int16_t>kp_load_be16(p)
-    version = <int16_t>kp_load_be16(p + 2)
-    info = version_info(0, key, version)
-    hv = info & I_HEADER_VERSION
-    c.api_key[i] = <int16_t>key
-    c.api_version[i] = <int16_t>version
-    c.correlation_id[i] = <int32_t>kp_load_be32(p + 4)
-    c.header_version[i] = <int8_t>hv
-    if hv >= 1:
-        if n - pos < 2:
-            c.present[i] = flags
-            fail(c, i, ST_TRUNCATED, pos)
-            return
-        length = <int16_t>kp_load_be16(p + pos)
-        pos += 2
-        if length >= 0:
-            if n - pos < length:
-                c.present[i] = flags
-                fail(c, i, ST_TRUNCATED, pos)
-                return
-            index = id_lookup(ids, p + pos - 2, length)
+    cdef int st = wire_request_header(p, n, &pos, &h)
+    c.header_version[i] = h.version
+    c.api_key[i] = h.api_key
+    c.api_version[i] = h.api_version
+    c.correlation_id[i] = h.correlation_id
+    c.tag_count[i] = h.tag_count
+    if st == ST_OK or h.part == WIRE_PART_TAGS:
+        if h.client_id_length >= 0:
+            # the table keys an id by its bytes with their length prefix
+            index = id_lookup(ids, p + h.client_id_at - 2, h.client_id_length)
             if index < 0:
-                index = new_client(ids, p + pos - 2, length)
+                index = id_add(ids, p + h.client_id_at - 2, h.client_id_length)
                 if index < 0:
-                    c.present[i] = flags
-                    fail(c, i, ST_MALFORMED if index == -1 else ST_NO_MEMORY, pos)
-                    return
-            c.client_id[i] = index
-            flags |= F_CLIENT_ID
-            pos += length
-        elif length != -1:
-            c.present[i] = flags
-            fail(c, i, ST_BAD_LENGTH, pos)
-            return
-    if hv >= 2:
-        if pos < n and p[pos] == 0:   # no tagged fields: the usual case
-            c.tag_count[i] = 0
-            pos += 1
-        else:
-            st = wire_skip_tags(p, n, &pos, &c.tag_count[i])
-            if st:
-                c.present[i] = flags
-                fail(c, i, st, pos)
-                return
+                    st = ST_NO_MEMORY
+                    pos = h.client_id_at
+            if index >= 0:
+                c.client_id[i] = index
+                flags |= F_CLIENT_ID
+    if st:
+        c.present[i] = flags if h.part != WIRE_PART_FIXED else 0
+        fail(c, i, st, pos)
+        return
+    if h.tags_at >= 0:
         flags |= F_TAG_COUNT
     c.body_offset[i] = <int32_t>pos
+    info = version_info(0, h.api_key, h.api_version)
     if info & I_DEPRECATED:
         flags |= F_DEPRECATED
     if info & I_REMOVED:
@@ -157,32 +118,28 @@ cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, 
 
 cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
                                int key, int version) noexcept nogil:
-    cdef Py_ssize_t pos = 4
-    cdef int hv, st
-    if n < 4:
-        fail(c, i, ST_TRUNCATED, 0)
+    cdef WireHeader h
+    cdef Py_ssize_t pos = 0
+    cdef int st = wire_response_header(p, n, &pos, -1 if key < 0 else version_info(1, key, version) & I_HEADER_VERSION,
+                                       True, &h)
+    if pos == 0:
+        fail(c, i, st, 0)   # not even a correlation id
         return
-    c.correlation_id[i] = <int32_t>kp_load_be32(p)
+    c.correlation_id[i] = h.correlation_id
     set_bit(c, i, F_CORRELATION)
-    if key < 0:
-        # Without the request's API and version the header's length is unknown.
-        fail(c, i, ST_NO_REQUEST_INFO, 4)
+    if st == ST_NO_REQUEST_INFO:
+        fail(c, i, st, pos)
         return
     c.api_key[i] = <int16_t>key
     c.api_version[i] = <int16_t>version
     set_bit(c, i, F_API)
-    hv = version_info(1, key, version) & I_HEADER_VERSION
-    c.header_version[i] = <int8_t>hv
+    c.header_version[i] = h.version
     set_bit(c, i, F_HEADER_VERSION)
-    if n == 4:
-        # Only a correlation id: what a broker sends for a request it does not support.
-        fail(c, i, ST_EMPTY_RESPONSE, 4)
+    c.tag_count[i] = h.tag_count
+    if st:
+        fail(c, i, st, pos)
         return
-    if hv >= 1:
-        st = wire_skip_tags(p, n, &pos, &c.tag_count[i])
-        if st:
-            fail(c, i, st, pos)
-            return
+    if h.tags_at >= 0:
         set_bit(c, i, F_TAG_COUNT)
     c.body_offset[i] = <int32_t>pos
     api_checks(c, i, 1, key, version, pos)

@@ -9,7 +9,10 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
                           uint8_t, uint16_t, uint32_t, uint64_t)
 from libc.string cimport memcpy
 
-from kproto._c._wire cimport ST_TRUNCATED, wire_uvarint, wire_uvarlong
+from kproto._c._wire cimport (
+    ST_BAD_LENGTH, ST_TRUNCATED, WireTag, wire_array_count, wire_length, wire_varint_length,
+    wire_zigzag32, wire_zigzag64, wire_tag_count, wire_tag_entry, wire_uvarint, wire_uvarlong,
+)
 
 cdef extern from "kp_endian.h":
     uint16_t kp_load_be16(const unsigned char *p) nogil
@@ -55,6 +58,10 @@ cdef struct ByteWriter:
 cdef int raise_truncated(ByteReader *r, Py_ssize_t need) except -1
 cdef int raise_invalid_length(ByteReader *r, int64_t length, const char *what) except -1
 cdef int raise_invalid_varint(ByteReader *r, const char *what) except -1
+cdef int raise_varint_status(ByteReader *r, int status, const char *what) except -1
+cdef int raise_tag_status(ByteReader *r, int status, const WireTag *t) except -1
+cdef int raise_length_status(ByteReader *r, int status, Py_ssize_t pos, bint compact, bint wide, int64_t length,
+                             const char *what) except -1
 cdef int raise_decode(ByteReader *r, object exc_type, str reason) except -1
 cdef str format_path(ByteReader *r)
 cdef int writer_grow(ByteWriter *w, Py_ssize_t extra) except -1
@@ -152,15 +159,16 @@ cdef inline double read_float64(ByteReader *r) except? -1.0:
 
 
 # ---- varints: the wire layer's readers (_wire.pxd), raising at the failing byte ----
+cdef extern from *:
+    const char *UVARINT_ERROR "\"unsigned varint longer than 5 bytes or above 32 bits\""
+
 cdef inline uint32_t read_unsigned_varint(ByteReader *r) except? 0xFFFFFFFF:
     cdef Py_ssize_t pos = 0
     cdef uint32_t value = 0
     cdef int status = wire_uvarint(r.p, r.end - r.p, &pos, &value)
     r.p += pos
-    if status == ST_TRUNCATED:
-        raise_truncated(r, 1)
-    elif status:
-        raise_invalid_varint(r, "unsigned varint longer than 5 bytes or above 32 bits")
+    if status:
+        raise_varint_status(r, status, UVARINT_ERROR)
     return value
 
 
@@ -169,21 +177,43 @@ cdef inline uint64_t read_unsigned_varlong(ByteReader *r) except? 0xFFFFFFFFFFFF
     cdef uint64_t value = 0
     cdef int status = wire_uvarlong(r.p, r.end - r.p, &pos, &value)
     r.p += pos
-    if status == ST_TRUNCATED:
-        raise_truncated(r, 1)
-    elif status:
-        raise_invalid_varint(r, "varlong longer than 10 bytes or above 64 bits")
+    if status:
+        raise_varint_status(r, status, "varlong longer than 10 bytes or above 64 bits")
     return value
+
+
+# ---- tagged-field sections: the wire layer's rules (_wire.pxd), raising as the codec does ----
+cdef inline uint32_t read_tag_count(ByteReader *r) except? 0xFFFFFFFF:
+    cdef Py_ssize_t pos = 0
+    cdef uint32_t count = 0
+    cdef int status = wire_tag_count(r.p, r.end - r.p, &pos, &count)
+    r.p += pos
+    if status == ST_BAD_LENGTH:
+        raise_invalid_length(r, count, "tagged field count")
+    elif status:
+        raise_varint_status(r, status, UVARINT_ERROR)
+    return count
+
+
+cdef inline int read_tag_entry(ByteReader *r, WireTag *t) except -1:
+    """The next tag and size into t (t.previous: the tag before, -1 at the first); r is
+    left at the value's first byte."""
+    cdef Py_ssize_t pos = 0
+    cdef int status = wire_tag_entry(r.p, r.end - r.p, &pos, t)
+    r.p += pos
+    if status:
+        raise_tag_status(r, status, t)
+    return 0
 
 
 cdef inline int32_t read_varint(ByteReader *r) except? -1:
     cdef uint32_t u = read_unsigned_varint(r)
-    return <int32_t>((u >> 1) ^ (-(<int32_t>(u & 1))))
+    return wire_zigzag32(u)
 
 
 cdef inline int64_t read_varlong(ByteReader *r) except? -1:
     cdef uint64_t u = read_unsigned_varlong(r)
-    return <int64_t>((u >> 1) ^ (-(<int64_t>(u & 1))))
+    return wire_zigzag64(u)
 
 
 # ---- 64-bit arithmetic on wire values: wraps around as Java's long does (and without
@@ -197,56 +227,48 @@ cdef inline int64_t wrapping_sub64(int64_t a, int64_t b) noexcept:
 
 
 # ---- length prefixes: return -1 for null, else a length proven to fit in what is left ----
+cdef inline Py_ssize_t read_length(ByteReader *r, bint compact, bint wide, bint nullable,
+                                   const char *what) except -2:
+    cdef Py_ssize_t pos = 0
+    cdef int64_t n
+    cdef int status = wire_length(r.p, r.end - r.p, &pos, compact, wide, nullable, &n)
+    if status:
+        raise_length_status(r, status, pos, compact, wide, n, what)
+    r.p += pos
+    return <Py_ssize_t>n
+
+
 cdef inline Py_ssize_t read_length16(ByteReader *r, bint nullable, const char *what) except -2:
-    cdef int16_t n = read_int16(r)
-    if n < 0:
-        if n == -1 and nullable:
-            return -1
-        raise_invalid_length(r, n, what)
-    if r.end - r.p < n:
-        raise_truncated(r, n)
-    return n
+    return read_length(r, False, False, nullable, what)
 
 
 cdef inline Py_ssize_t read_length32(ByteReader *r, bint nullable, const char *what) except -2:
-    cdef int32_t n = read_int32(r)
-    if n < 0:
-        if n == -1 and nullable:
-            return -1
-        raise_invalid_length(r, n, what)
-    if r.end - r.p < n:
-        raise_truncated(r, n)
-    return n
+    return read_length(r, False, True, nullable, what)
 
 
 cdef inline Py_ssize_t read_compact_length(ByteReader *r, bint nullable, const char *what) except -2:
-    # Compact forms store N + 1; 0 means null.
-    cdef uint32_t u = read_unsigned_varint(r)
-    if u == 0:
-        if nullable:
-            return -1
-        raise_invalid_length(r, -1, what)
-    if u - 1 > <uint32_t>0x7FFFFFFF:
-        raise_invalid_length(r, <int64_t>u - 1, what)
-    if r.end - r.p < <Py_ssize_t>(u - 1):
-        raise_truncated(r, u - 1)
-    return <Py_ssize_t>(u - 1)
+    return read_length(r, True, False, nullable, what)
+
+
+cdef inline int32_t read_varint_length(ByteReader *r, bint nullable, const char *what) except -2:
+    """A record field's zigzag-varint length or count (-1: null), within the bytes left."""
+    cdef Py_ssize_t pos = 0
+    cdef int64_t n
+    cdef int status = wire_varint_length(r.p, r.end - r.p, &pos, nullable, &n)
+    if status:
+        raise_length_status(r, status, pos, True, False, n, what)
+    r.p += pos
+    return <int32_t>n
 
 
 cdef inline Py_ssize_t read_array_count(ByteReader *r, bint compact, bint nullable) except -2:
-    # An element takes at least one byte, so a count above the bytes left is a lie:
-    # refuse it before anything is allocated.
+    cdef Py_ssize_t pos = 0
     cdef int64_t n
-    if compact:
-        n = <int64_t>read_unsigned_varint(r) - 1
-    else:
-        n = read_int32(r)
-    if n < 0:
-        if n == -1 and nullable:
-            return -1
-        raise_invalid_length(r, n, "array count")
-    if n > r.end - r.p:
-        raise_invalid_length(r, n, "array count (more elements than bytes left)")
+    cdef int status = wire_array_count(r.p, r.end - r.p, &pos, compact, nullable, &n)
+    if status:
+        raise_length_status(r, status, pos, compact, True, n,
+                            "array count" if n < 0 else "array count (more elements than bytes left)")
+    r.p += pos
     return <Py_ssize_t>n
 
 

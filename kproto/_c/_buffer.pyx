@@ -10,6 +10,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from kproto._c._wire cimport WIRE_NO_LENGTH, WIRE_TAG_BOUND, WIRE_TAG_ORDER
 from libc.stdint cimport INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX
 
 import uuid as _uuid_module
@@ -66,6 +67,33 @@ cdef int raise_invalid_length(ByteReader *r, int64_t length, const char *what) e
 
 cdef int raise_invalid_varint(ByteReader *r, const char *what) except -1:
     return raise_decode(r, InvalidVarintError, f"invalid varint: {what.decode()}")
+
+
+cdef int raise_varint_status(ByteReader *r, int status, const char *what) except -1:
+    if status == ST_TRUNCATED:
+        return raise_truncated(r, 1)
+    return raise_invalid_varint(r, what)
+
+
+cdef int raise_tag_status(ByteReader *r, int status, const WireTag *t) except -1:
+    if t.step == WIRE_TAG_ORDER:
+        return raise_decode(r, DecodeError, f"tagged field {t.tag} out of order (after {t.previous})")
+    if t.step == WIRE_TAG_BOUND:
+        return raise_truncated(r, t.size)
+    return raise_varint_status(r, status, UVARINT_ERROR)
+
+
+cdef int raise_length_status(ByteReader *r, int status, Py_ssize_t pos, bint compact, bint wide, int64_t length,
+                             const char *what) except -1:
+    """The error of a length prefix wire_length refused (pos: where it stopped, from r.p)."""
+    if length == WIRE_NO_LENGTH and not compact:                # a fixed-width prefix cut short
+        return raise_truncated(r, 4 if wide else 2)
+    r.p += pos
+    if length == WIRE_NO_LENGTH:                                # a compact prefix's varint
+        return raise_varint_status(r, status, UVARINT_ERROR)
+    if status == ST_BAD_LENGTH:
+        return raise_invalid_length(r, length, what)
+    return raise_truncated(r, length)
 
 
 cdef int raise_encode_range(object value, const char *type_name) except -1:
@@ -128,25 +156,17 @@ cdef object read_bytes_value(ByteReader *r, bint compact, bint nullable):
 
 
 cdef dict read_raw_tagged_fields(ByteReader *r):
-    """A tagged-field section kept raw: {tag: bytes}, or None when it is empty.
-    Tags must strictly ascend; each size must fit in the bytes left."""
-    cdef uint32_t count = read_unsigned_varint(r)
-    cdef uint32_t i, tag, size
-    cdef int64_t previous = -1
+    """A tagged-field section kept raw: {tag: bytes}, or None when it is empty."""
+    cdef uint32_t count = read_tag_count(r)
+    cdef uint32_t i
+    cdef WireTag t
     if count == 0:
         return None
-    if count > <uint32_t>(r.end - r.p):
-        raise_invalid_length(r, count, "tagged field count")
     fields = {}
+    t.previous = -1
     for i in range(count):
-        tag = read_unsigned_varint(r)
-        if <int64_t>tag <= previous:
-            raise_decode(r, DecodeError, f"tagged field {tag} out of order (after {previous})")
-        previous = tag
-        size = read_unsigned_varint(r)
-        if size > <uint32_t>(r.end - r.p):
-            raise_truncated(r, size)
-        fields[tag] = read_bytes_body(r, size)
+        read_tag_entry(r, &t)
+        fields[t.tag] = read_bytes_body(r, t.size)
     return fields
 
 

@@ -13,7 +13,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, u
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memmove, memcmp
 
-from kproto._c._wire cimport request_header_version
+from kproto._c._wire cimport WireHeader, wire_request_fixed
 
 import ipaddress
 
@@ -936,16 +936,19 @@ cdef class Engine:
 
     # ------------------------------------------------------------------ frames
     cdef bint _request_ok(self, const unsigned char *p, Py_ssize_t avail, int64_t size) noexcept:
-        cdef uint16_t api_key, version, client_id
-        if size < 8 or avail < 8:
+        # Plausible as a request's first bytes: the wire layer reads the fixed part; the
+        # client id's bytes may not have arrived yet, so only its length is checked.
+        cdef WireHeader h
+        cdef Py_ssize_t pos = 0
+        cdef uint16_t client_id
+        if wire_request_fixed(p, min(avail, size), &pos, &h):
             return False
-        api_key = kp_load_be16(p)
-        version = kp_load_be16(p + 2)
-        if api_key >= self.n_versions or <int>version > self.versions[api_key]:
+        if h.api_key < 0 or h.api_key >= self.n_versions or h.api_version < 0 \
+                or h.api_version > self.versions[h.api_key]:
             return False
-        if <int32_t>kp_load_be32(p + 4) < 0:
+        if h.correlation_id < 0:
             return False
-        if request_header_version(api_key, version) == 0:   # no client id field
+        if h.version == 0:   # no client id field
             return True
         if size < 10 or avail < 10:
             return False

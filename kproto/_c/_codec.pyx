@@ -22,7 +22,10 @@ from libc.stdint cimport INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, INT32_MIN, IN
 from libc.string cimport memcmp, memcpy
 
 from kproto._c._buffer cimport *
-from kproto._c._wire cimport request_header_version, response_header_version, wire_utf8_valid
+from kproto._c._wire cimport (
+    WIRE_PART_CLIENT_ID, WIRE_PART_FIXED, WireHeader, WireTag, request_header_version, response_header_version,
+    wire_request_header, wire_response_header, wire_utf8_valid,
+)
 
 from kproto import schema
 from kproto.errors import (

@@ -92,58 +92,76 @@ cdef bytes last_client_id_raw = b""
 cdef str last_client_id = ""
 
 
-cdef str read_client_id(ByteReader *r):
+cdef str client_id_of(const unsigned char *p, Py_ssize_t n):
+    """The str of a client id the wire layer checked (n bytes of strict UTF-8 at p)."""
     global last_client_id_raw, last_client_id
-    cdef Py_ssize_t n = read_length16(r, True, "string length")
-    if n < 0:
-        return None
-    if n == PyBytes_GET_SIZE(last_client_id_raw) and \
-            memcmp(r.p, PyBytes_AS_STRING(last_client_id_raw), n) == 0:
-        r.p += n
+    if n == PyBytes_GET_SIZE(last_client_id_raw) and memcmp(p, PyBytes_AS_STRING(last_client_id_raw), n) == 0:
         return last_client_id
-    cdef const unsigned char *start = r.p
-    s = read_str_body(r, n)
+    s = PyUnicode_DecodeUTF8(<const char *>p, n, NULL)
     if n <= 256:
-        last_client_id_raw = (<char *>start)[:n]
+        last_client_id_raw = (<char *>p)[:n]
         last_client_id = s
     return s
 
 
+cdef int raise_header_error(ByteReader *r, const WireHeader *h, Py_ssize_t start, bint request) except -1:
+    """The exception for a header the wire layer refused (start: the header's offset): the
+    raising readers re-read the part that broke, so the error has that part's path,
+    offset and message."""
+    r.root_name = <PyObject *>(REQUEST_HEADER_NAME if request else RESPONSE_HEADER_NAME)
+    r.p = r.start + start
+    if h.part == WIRE_PART_FIXED:
+        if request:
+            read_int16(r)
+            read_int16(r)
+        read_int32(r)
+    else:
+        r.depth = 1
+        r.path[0].index = -1
+        if h.part == WIRE_PART_CLIENT_ID:
+            r.path[0].name = <PyObject *>CLIENT_ID_NAME
+            r.p += 8
+            read_string_value(r, False, True)
+        else:
+            r.path[0].name = <PyObject *>TAGGED_SECTION
+            r.p = r.start + h.tags_at
+            read_raw_tagged_fields(r)
+    raise SystemError("kproto: the wire layer refused a header its readers accept")
+
+
 cdef object read_request_header(ByteReader *r, int *version_out):
-    r.root_name = <PyObject *>REQUEST_HEADER_NAME
-    cdef int api_key = read_int16(r)
-    cdef int api_version = read_int16(r)
-    cdef int32_t correlation_id = read_int32(r)
-    cdef int version = request_header_version(api_key, api_version)
-    cdef RequestHeader h = RequestHeader.__new__(RequestHeader)
-    h.request_api_key = api_key
-    h.request_api_version = api_version
-    h.correlation_id = correlation_id
-    r.depth = 1
-    r.path[0].name = <PyObject *>CLIENT_ID_NAME
-    r.path[0].index = -1
-    if version >= 1:
-        h.client_id = read_client_id(r)
-    r.path[0].name = <PyObject *>TAGGED_SECTION
-    if version >= 2:
-        h._unknown_tags = read_raw_tagged_fields(r)
-    r.depth = 0
-    r.root_name = NULL
-    version_out[0] = version
-    return h
+    cdef WireHeader h
+    cdef Py_ssize_t start = r.p - r.start, pos = start
+    if wire_request_header(r.start, r.end - r.start, &pos, &h):
+        raise_header_error(r, &h, start, True)
+    cdef RequestHeader header = RequestHeader.__new__(RequestHeader)
+    header.request_api_key = h.api_key
+    header.request_api_version = h.api_version
+    header.correlation_id = h.correlation_id
+    if h.client_id_length >= 0:
+        header.client_id = client_id_of(r.start + h.client_id_at, h.client_id_length)
+    if h.tag_count:
+        r.p = r.start + h.tags_at
+        header._unknown_tags = read_raw_tagged_fields(r)
+    r.p = r.start + h.end
+    version_out[0] = h.version
+    return header
 
 
 cdef object read_response_header(ByteReader *r, int api_key, int api_version, int *version_out):
-    r.root_name = <PyObject *>RESPONSE_HEADER_NAME
-    cdef int32_t correlation_id = read_int32(r)
-    cdef int version = response_header_version(api_key, api_version)
-    cdef ResponseHeader h = ResponseHeader.__new__(ResponseHeader)
-    h.correlation_id = correlation_id
-    if version >= 1:
-        h._unknown_tags = read_raw_tagged_fields(r)
-    r.root_name = NULL
-    version_out[0] = version
-    return h
+    cdef WireHeader h
+    cdef Py_ssize_t start = r.p - r.start, pos = start
+    if wire_response_header(r.start, r.end - r.start, &pos, response_header_version(api_key, api_version),
+                            False, &h):
+        raise_header_error(r, &h, start, False)
+    cdef ResponseHeader header = ResponseHeader.__new__(ResponseHeader)
+    header.correlation_id = h.correlation_id
+    if h.tag_count:
+        r.p = r.start + h.tags_at
+        header._unknown_tags = read_raw_tagged_fields(r)
+    r.p = r.start + h.end
+    version_out[0] = h.version
+    return header
 
 
 def decode_request_header_info(buf):

@@ -109,44 +109,32 @@ cdef int skip_struct(ByteReader *r, CPlan plan) except -1:
 
 
 cdef int skip_tagged(ByteReader *r, CPlan plan, PathFrame *frame) except -1:
-    cdef uint32_t count, k, tag, size
-    cdef int64_t previous = -1
+    cdef uint32_t count, k
+    cdef WireTag t
     cdef Py_ssize_t j
     cdef const unsigned char *outer_end
     count = read_tagged_count(r, frame)
+    t.previous = -1
     for k in range(count):
-        j = read_tag_entry(r, plan, &previous, &tag, &size)
+        read_tag_entry(r, &t)
+        j = find_tagged(plan, t.tag)
         if j < 0:
-            r.p += size
+            r.p += t.size
             continue
-        outer_end = enter_tagged_value(r, &plan.tagged[j], size, frame)
+        outer_end = enter_tagged_value(r, &plan.tagged[j], t.size, frame)
         skip_value(r, &plan.tagged[j], plan.tagged[j].kind, plan.tagged[j].nullable, frame)
-        leave_tagged_value(r, outer_end, tag, size, frame)
+        leave_tagged_value(r, outer_end, t.tag, t.size, frame)
     return 0
 
 
 # ---- the tagged-field section, shared by the eager read and the validating scan
 cdef uint32_t read_tagged_count(ByteReader *r, PathFrame *frame) except? 0xFFFFFFFF:
     frame.name = <PyObject *>TAGGED_SECTION
-    cdef uint32_t count = read_unsigned_varint(r)
-    if count > <uint32_t>(r.end - r.p):
-        raise_invalid_length(r, count, "tagged field count")
-    return count
+    return read_tag_count(r)
 
 
-cdef Py_ssize_t read_tag_entry(ByteReader *r, CPlan plan, int64_t *previous, uint32_t *tag_out,
-                               uint32_t *size_out) except -2:
-    """One tag and size, in strictly ascending tag order, the size within the bytes left.
-    Returns the index of the known tagged field, or -1 for a tag this plan does not know."""
-    cdef uint32_t tag = read_unsigned_varint(r)
-    if <int64_t>tag <= previous[0]:
-        raise_decode(r, DecodeError, f"tagged field {tag} out of order (after {previous[0]})")
-    previous[0] = tag
-    cdef uint32_t size = read_unsigned_varint(r)
-    if size > <uint32_t>(r.end - r.p):
-        raise_truncated(r, size)
-    tag_out[0] = tag
-    size_out[0] = size
+cdef Py_ssize_t find_tagged(CPlan plan, uint32_t tag) noexcept:
+    """The index of the plan's tagged field with this tag, or -1 for a tag it does not know."""
     cdef Py_ssize_t j
     for j in range(plan.ntagged):
         if plan.tagged[j].tag == <int>tag:
@@ -178,24 +166,26 @@ cdef str TAGGED_SECTION = "<tagged fields>"
 
 cdef object read_tagged(ByteReader *r, CPlan plan, object obj, PathFrame *frame, object source):
     cdef char seen[MAX_TAGGED_PER_STRUCT]
-    cdef uint32_t count, k, tag, size
-    cdef int64_t previous = -1
+    cdef uint32_t count, k
+    cdef WireTag t
     cdef Py_ssize_t j
     cdef const unsigned char *outer_end
     cdef dict unknown = None
     count = read_tagged_count(r, frame)
     for j in range(plan.ntagged):
         seen[j] = 0
+    t.previous = -1
     for k in range(count):
-        j = read_tag_entry(r, plan, &previous, &tag, &size)
+        read_tag_entry(r, &t)
+        j = find_tagged(plan, t.tag)
         if j < 0:
             if unknown is None:
                 unknown = {}
-            unknown[tag] = read_bytes_body(r, size)
+            unknown[t.tag] = read_bytes_body(r, t.size)
             continue
-        outer_end = enter_tagged_value(r, &plan.tagged[j], size, frame)
+        outer_end = enter_tagged_value(r, &plan.tagged[j], t.size, frame)
         value = read_value(r, &plan.tagged[j], plan.tagged[j].kind, plan.tagged[j].nullable, frame, source)
-        leave_tagged_value(r, outer_end, tag, size, frame)
+        leave_tagged_value(r, outer_end, t.tag, t.size, frame)
         set_slot(obj, plan.tagged[j].offset, value)
         seen[j] = 1
     for j in range(plan.ntagged):

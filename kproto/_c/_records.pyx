@@ -29,7 +29,7 @@ from kproto._c._wire cimport (
     LOG_OVERHEAD, V2_ATTRIBUTES_AT, V2_HEADER_SIZE, V2_RECORDS_COUNT_AT, wire_utf8_valid,
 )
 from kproto._c._buffer cimport (
-    ByteReader, ByteWriter, reader_init, read_int8, read_int64, read_varint, read_varlong,
+    ByteReader, ByteWriter, reader_init, read_int8, read_int64, read_varint, read_varint_length, read_varlong,
     read_length32, raise_decode, raise_invalid_length, writer_init, writer_free, writer_reserve,
     writer_to_bytes, write_raw, write_int8, write_int32, write_varint, write_varlong,
     unsigned_varint_size, as_int, wrapping_add64, wrapping_sub64, kp_load_be16, kp_load_be32, kp_load_be64,

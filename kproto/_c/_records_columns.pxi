@@ -60,14 +60,10 @@ cdef class _Spans:
 
 
 cdef inline int32_t _span_bytes(ByteReader *r, const unsigned char **out, const char *what) except -2:
-    cdef int32_t n = read_varint(r)
+    cdef int32_t n = read_varint_length(r, True, what)
     if n < 0:
-        if n != -1:
-            raise_invalid_length(r, n, what)
         out[0] = NULL
         return -1
-    if r.end - r.p < n:
-        raise_invalid_length(r, n, what)
     out[0] = r.p
     r.p += n
     return n
@@ -92,9 +88,7 @@ cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py
         if r.p >= outer_end:
             raise CorruptRecordError(f"records end after {i} of {count}", batch._start,
                                      base_offset=batch.base_offset)
-        length = read_varint(&r)
-        if length < 0 or length > r.end - r.p:
-            raise_invalid_length(&r, length, "record length")
+        length = read_varint_length(&r, False, "record length")
         record_end = r.p + length
         r.end = record_end
         read_int8(&r)
@@ -106,9 +100,7 @@ cdef int _scan_v2(_Spans spans, RecordBatch batch, const unsigned char *data, Py
         span.batch_index = batch_index
         span.key_len = _span_bytes(&r, &span.key, "key length")
         span.value_len = _span_bytes(&r, &span.value, "value length")
-        header_count = read_varint(&r)
-        if header_count < 0 or header_count > r.end - r.p:
-            raise_invalid_length(&r, header_count, "header count")
+        header_count = read_varint_length(&r, False, "header count")
         span.header_start = spans.n_headers
         span.header_count = header_count
         for j in range(header_count):

@@ -251,14 +251,10 @@ cdef int _setup_batch(RecordBatch batch, Records owner, _SetCount totals, Py_ssi
 
 
 cdef inline object _varint_bytes(ByteReader *r, const char *what):
-    cdef int32_t n = read_varint(r)
+    cdef int32_t n = read_varint_length(r, True, what)
     cdef object out
     if n < 0:
-        if n == -1:
-            return None
-        raise_invalid_length(r, n, what)
-    if r.end - r.p < n:
-        raise_invalid_length(r, n, what)
+        return None
     out = PyBytes_FromStringAndSize(<const char *>r.p, n)
     r.p += n
     return out
@@ -269,14 +265,10 @@ cdef object _read_headers(ByteReader *r, int32_t count):
     cdef int32_t i, n
     cdef object key
     for i in range(count):
-        n = read_varint(r)
+        n = read_varint_length(r, True, "header key length")
         if n < 0:
-            if n != -1:
-                raise_invalid_length(r, n, "header key length")
             key = None
         else:
-            if r.end - r.p < n:
-                raise_invalid_length(r, n, "header key length")
             try:
                 key = PyUnicode_DecodeUTF8(<const char *>r.p, n, NULL)
             except UnicodeDecodeError as exc:
@@ -332,9 +324,7 @@ cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize
     for i in range(count):
         if r.p >= outer_end:
             raise CorruptRecordError(f"records end after {i} of {count}", batch._start, base_offset=base_offset)
-        length = read_varint(&r)
-        if length < 0 or length > r.end - r.p:
-            raise_invalid_length(&r, length, "record length")
+        length = read_varint_length(&r, False, "record length")
         record_end = r.p + length
         r.end = record_end          # a record may not read past its own length
         attributes = read_int8(&r)
@@ -342,9 +332,7 @@ cdef list _decode_v2_loop(RecordBatch batch, const unsigned char *data, Py_ssize
         offset_delta = read_varint(&r)
         key = _varint_bytes(&r, "key length")
         value = _varint_bytes(&r, "value length")
-        header_count = read_varint(&r)
-        if header_count < 0 or header_count > r.end - r.p:
-            raise_invalid_length(&r, header_count, "header count")
+        header_count = read_varint_length(&r, False, "header count")
         headers = _read_headers(&r, header_count) if header_count else ()
         if r.p != record_end:
             raise_decode(&r, DecodeError, f"record has {record_end - r.p} bytes beyond its fields")

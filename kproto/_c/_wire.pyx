@@ -1,9 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The wire layer's tables (see _wire.pxd): the header-version rule as C lookups.
+"""The wire layer's tables and header parsers (see _wire.pxd).
 
-The rule itself is written once, in :func:`kproto.schema.header_version`; this
-module asks it for every API key and version below the table's bounds at import,
-so the compiled modules read the same answer without a copy of the rule.
+The header-version rule is written once, in :func:`kproto.schema.header_version`;
+this module asks it for every API key and version below the table's bounds at
+import, so the compiled modules read the same answer without a copy of the rule.
+The request and response header parsers are inline functions in _wire.pxd.
 """
 
 from libc.stdint cimport int8_t

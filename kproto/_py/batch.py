@@ -18,7 +18,8 @@ from kproto._common.batch import Status
 from kproto._common.records import (ATTR_COMPRESSION, LOG_OVERHEAD, MAGIC_AT, MIN_LENGTH_BY_MAGIC,
                                     V2_ATTRIBUTES_AT, V2_RECORDS_COUNT_AT)
 from kproto._py import codec as _codec
-from kproto._py.wire import WireError, skip_tags, utf8_valid
+from kproto._py import wire
+from kproto._py.wire import WireError, WireHeader
 from kproto.errors import (
     DecodeError, InvalidLengthError, InvalidVarintError, LimitExceededError, TruncatedError,
 )
@@ -29,7 +30,6 @@ OK, TRUNCATED, BAD_LENGTH, UNKNOWN_API, UNSUPPORTED_VERSION, EMPTY_RESPONSE, MAL
     NO_REQUEST_INFO, NULL_FRAME, LIMIT_EXCEEDED = (int(status) for status in Status)
 STATUS_NUMBERS = {status.name: int(status) for status in Status}
 
-_BE16 = struct.Struct(">h")
 _BE32 = struct.Struct(">i")
 _API_VERSIONS = 18
 
@@ -91,49 +91,40 @@ def _api_checks(row: _Row, d: int, key: int, version: int, body: int) -> None:
 
 
 def _scan_request(row: _Row, p: memoryview, clients: dict[bytes, int]) -> None:
-    n = len(p)
-    if n < 8:
-        raise WireError(TRUNCATED, 0 if n < 2 else (2 if n < 4 else 4))
-    key, version = _BE16.unpack_from(p, 0)[0], _BE16.unpack_from(p, 2)[0]
-    row.api_key, row.api_version = key, version
-    row.correlation_id = _BE32.unpack_from(p, 4)[0]
-    hv = row.header_version = schema.header_version(key, version, True)
-    pos = 8
-    if hv >= 1:
-        if n - pos < 2:
-            raise WireError(TRUNCATED, pos)
-        length = _BE16.unpack_from(p, pos)[0]
-        pos += 2
-        if length < -1:
-            raise WireError(BAD_LENGTH, pos)
-        if length >= 0:
-            if n - pos < length:
-                raise WireError(TRUNCATED, pos)
-            raw = bytes(p[pos:pos + length])
-            if not utf8_valid(raw):
-                raise WireError(MALFORMED, pos)
-            row.client_id = clients.setdefault(raw, len(clients))
-            pos += length
-    if hv >= 2:
-        row.tag_count, pos = skip_tags(p, pos)
+    h = WireHeader()
+    try:
+        pos = wire.request_header(p, h)
+    except WireError:
+        if h.part != wire.PART_FIXED:   # what was read before the failure stays in the row
+            _request_fields(row, h, p, clients)
+        raise
+    _request_fields(row, h, p, clients)
+    if h.tags_at >= 0:
+        row.tag_count = h.tag_count
     row.body_offset = pos
-    _api_checks(row, 0, key, version, pos)
+    _api_checks(row, 0, h.api_key, h.api_version, pos)
+
+
+def _request_fields(row: _Row, h: WireHeader, p: memoryview, clients: dict[bytes, int]) -> None:
+    row.api_key, row.api_version, row.correlation_id = h.api_key, h.api_version, h.correlation_id
+    row.header_version = h.version
+    if h.client_id_length >= 0:
+        raw = bytes(p[h.client_id_at:h.client_id_at + h.client_id_length])
+        row.client_id = clients.setdefault(raw, len(clients))
 
 
 def _scan_response(row: _Row, p: memoryview, key: int, version: int) -> None:
-    n = len(p)
-    if n < 4:
-        raise WireError(TRUNCATED, 0)
-    row.correlation_id = _BE32.unpack_from(p, 0)[0]
-    if key < 0:
-        raise WireError(NO_REQUEST_INFO, 4)
-    row.api_key, row.api_version = key, version
-    hv = row.header_version = schema.header_version(key, version, False)
-    if n == 4:
-        raise WireError(EMPTY_RESPONSE, 4)
-    pos = 4
-    if hv >= 1:
-        row.tag_count, pos = skip_tags(p, pos)
+    h = WireHeader()
+    hv = -1 if key < 0 else schema.header_version(key, version, False)
+    try:
+        pos = wire.response_header(p, h, hv, True)
+    finally:
+        if len(p) >= 4:
+            row.correlation_id = h.correlation_id
+        if key >= 0 and len(p) >= 4:
+            row.api_key, row.api_version, row.header_version = key, version, hv
+    if h.tags_at >= 0:
+        row.tag_count = h.tag_count
     row.body_offset = pos
     _api_checks(row, 1, key, version, pos)
 

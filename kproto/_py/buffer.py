@@ -18,6 +18,7 @@ from kproto.errors import (
     TruncatedError,
 )
 
+_UVARINT_ERROR = "unsigned varint longer than 5 bytes or above 32 bits"
 _INT16 = struct.Struct(">h")
 _UINT16 = struct.Struct(">H")
 _INT32 = struct.Struct(">i")
@@ -159,7 +160,7 @@ class Reader:
         try:
             value, self.pos = wire.uvarint(self.data, self.pos, self.end)
         except wire.WireError as exc:
-            raise self._varint_error(exc, "unsigned varint longer than 5 bytes or above 32 bits") from None
+            raise self._varint_error(exc, _UVARINT_ERROR) from None
         return value
 
     def read_unsigned_varlong(self) -> int:
@@ -177,52 +178,57 @@ class Reader:
 
     def read_varint(self) -> int:
         u = self.read_unsigned_varint()
-        return (u >> 1) ^ -(u & 1)
+        return wire.zigzag(u)
 
     def read_varlong(self) -> int:
         u = self.read_unsigned_varlong()
-        return (u >> 1) ^ -(u & 1)
+        return wire.zigzag(u)
 
     # ------------------------------------------------------------ lengths
-    def read_length16(self, nullable: bool, what: str) -> int:
-        n = self.read_int16()
-        if n < 0:
-            if n == -1 and nullable:
-                return -1
-            raise self.invalid_length(n, what)
-        self.need(n)
+    def read_length(self, compact: bool, wide: bool, nullable: bool, what: str) -> int:
+        """A length prefix (the wire layer's rule): -1 for null, else a length that fits."""
+        try:
+            n, self.pos = wire.length(self.data, self.pos, self.end, compact, wide, nullable)
+        except wire.WireError as exc:
+            raise self._length_error(exc, compact, wide, what) from None
         return n
+
+    def _length_error(self, exc: wire.WireError, compact: bool, wide: bool, what: str):
+        """The error of a length or count prefix the wire layer refused."""
+        if exc.value is None:
+            if not compact:        # a fixed-width prefix cut short
+                return self.truncated(4 if wide else 2)
+            return self._varint_error(exc, _UVARINT_ERROR)
+        self.pos = exc.offset
+        if exc.status == wire.BAD_LENGTH:
+            return self.invalid_length(exc.value, what)
+        return self.truncated(exc.value)
+
+    def read_length16(self, nullable: bool, what: str) -> int:
+        return self.read_length(False, False, nullable, what)
 
     def read_length32(self, nullable: bool, what: str) -> int:
-        n = self.read_int32()
-        if n < 0:
-            if n == -1 and nullable:
-                return -1
-            raise self.invalid_length(n, what)
-        self.need(n)
-        return n
+        return self.read_length(False, True, nullable, what)
 
     def read_compact_length(self, nullable: bool, what: str) -> int:
-        u = self.read_unsigned_varint()
-        if u == 0:
-            if nullable:
-                return -1
-            raise self.invalid_length(-1, what)
-        if u - 1 > 0x7FFFFFFF:
-            raise self.invalid_length(u - 1, what)
-        self.need(u - 1)
-        return u - 1
+        return self.read_length(True, False, nullable, what)
+
+    def read_varint_length(self, nullable: bool, what: str) -> int:
+        """A record field's zigzag-varint length or count (-1: null), within the bytes left."""
+        try:
+            n, self.pos = wire.varint_length(self.data, self.pos, self.end, nullable)
+        except wire.WireError as exc:
+            raise self._length_error(exc, True, False, what) from None
+        return n
 
     def read_array_count(self, compact: bool = False, nullable: bool = True):
         """Element count of an array (None for null), checked against the bytes left."""
-        n = self.read_unsigned_varint() - 1 if compact else self.read_int32()
-        if n < 0:
-            if n == -1 and nullable:
-                return None
-            raise self.invalid_length(n, "array count")
-        if n > self.end - self.pos:
-            raise self.invalid_length(n, "array count (more elements than bytes left)")
-        return n
+        try:
+            n, self.pos = wire.array_count(self.data, self.pos, self.end, compact, nullable)
+        except wire.WireError as exc:
+            raise self._length_error(exc, compact, True, "array count" if exc.value is None or exc.value < 0
+                                     else "array count (more elements than bytes left)") from None
+        return None if n < 0 else n
 
     # ------------------------------------------------------------ strings and bytes
     def read_str_body(self, n: int) -> str:
@@ -277,21 +283,33 @@ class Reader:
     def read_compact_nullable_bytes(self) -> bytes | None:
         return self.read_bytes_value(True, True)
 
+    def read_tag_count(self) -> int:
+        """A tagged-field section's count (the wire layer's rule, raising)."""
+        try:
+            count, self.pos = wire.tag_count(self.data, self.pos, self.end)
+        except wire.WireError as exc:   # a varint prefix, as a compact length's
+            raise self._length_error(exc, True, False, "tagged field count") from None
+        return count
+
+    def read_tag_entry(self, t: wire.WireTag) -> None:
+        """The next tag and size into ``t``; the reader is left at the value's first byte."""
+        try:
+            self.pos = wire.tag_entry(self.data, self.pos, self.end, t)
+        except wire.WireError as exc:
+            self.pos = exc.offset
+            if t.step == wire.TAG_ORDER:
+                raise self.error(DecodeError, f"tagged field {t.tag} out of order (after {t.previous})") from None
+            if t.step == wire.TAG_BOUND:
+                raise self.truncated(t.size) from None
+            raise self._varint_error(exc, _UVARINT_ERROR) from None
+
     def read_tagged_fields(self) -> dict[int, bytes]:
         """A tagged-field section as {tag: raw bytes}, tags strictly ascending."""
-        count = self.read_unsigned_varint()
-        if count > self.end - self.pos:
-            raise self.invalid_length(count, "tagged field count")
         fields: dict[int, bytes] = {}
-        previous = -1
-        for _ in range(count):
-            tag = self.read_unsigned_varint()
-            if tag <= previous:
-                raise self.error(DecodeError, f"tagged field {tag} out of order (after {previous})")
-            previous = tag
-            size = self.read_unsigned_varint()
-            self.need(size)
-            fields[tag] = self.read_bytes_body(size)
+        t = wire.WireTag()
+        for _ in range(self.read_tag_count()):
+            self.read_tag_entry(t)
+            fields[t.tag] = self.read_bytes_body(t.size)
         return fields
 
 

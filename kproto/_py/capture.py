@@ -61,6 +61,7 @@ from kproto._common.capture import (
     RAW_LINKS,
     pcapng_ts_converter,
 )
+from kproto._py import wire
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
 __all__ = [
@@ -649,15 +650,18 @@ class Engine:
     # ------------------------------------------------------------------ frames
     def _request_ok(self, data, p: int, size: int) -> bool:
         """Does the frame payload at ``data[p:]`` (``size`` bytes long) start with a request header?"""
-        if size < 8 or len(data) - p < 8:
+        # The wire layer reads the fixed part; the client id's bytes may not have arrived
+        # yet, so only its length is checked.
+        h = wire.WireHeader()
+        try:
+            wire.request_fixed(data, h, p, p + min(len(data) - p, size))
+        except wire.WireError:
             return False
-        api_key = _BE16.unpack_from(data, p)[0]
-        version = _BE16.unpack_from(data, p + 2)[0]
-        if api_key >= len(self.request_versions) or version > self.request_versions[api_key]:
+        if not 0 <= h.api_key < len(self.request_versions) or not 0 <= h.api_version <= self.request_versions[h.api_key]:
             return False
-        if _BE32S.unpack_from(data, p + 4)[0] < 0:
+        if h.correlation_id < 0:
             return False
-        if api_key == 7 and version == 0:  # ControlledShutdown v0: header v0, no client id
+        if h.version == 0:  # no client id field
             return True
         if size < 10 or len(data) - p < 10:
             return False

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kproto import schema
+from kproto._py import wire
 from kproto._py.buffer import (
     INT8_RANGE, INT16_RANGE, INT32_RANGE, INT64_RANGE, UINT16_RANGE, UINT32_RANGE,
     Reader, Writer, check_int,
@@ -109,17 +110,10 @@ def _read_tagged(r: Reader, plan: StructPlan, obj, frame: list):
     seen = set()
     unknown = None
     frame[0] = "<tagged fields>"
-    count = r.read_unsigned_varint()
-    if count > r.end - r.pos:
-        raise r.invalid_length(count, "tagged field count")
-    previous = -1
-    for _ in range(count):
-        tag = r.read_unsigned_varint()
-        if tag <= previous:
-            raise r.error(DecodeError, f"tagged field {tag} out of order (after {previous})")
-        previous = tag
-        size = r.read_unsigned_varint()
-        r.need(size)
+    t = wire.WireTag()
+    for _ in range(r.read_tag_count()):
+        r.read_tag_entry(t)
+        tag, size = t.tag, t.size
         op = plan.tag_map.get(tag)
         if op is None:
             if unknown is None:
@@ -284,40 +278,65 @@ def encode_struct(obj, plan: StructPlan, writer: Writer | None = None) -> bytes:
 
 
 # ------------------------------------------------------------------ headers
-def _read_header_tags(r: Reader):
-    tags = r.read_tagged_fields()
-    return tags or None
+def _header_error(r: Reader, h: wire.WireHeader, start: int, root_name: str):
+    """The exception for a header the wire layer refused: the Reader re-reads the part
+    that broke, so the error has that part's path, offset and message."""
+    r.root_name = root_name
+    r.pos = start
+    if h.part == wire.PART_FIXED:
+        if root_name == "RequestHeader":
+            r.read_int16()
+            r.read_int16()
+        r.read_int32()
+    elif h.part == wire.PART_CLIENT_ID:
+        r.path.append(["client_id", -1])
+        r.pos = start + 8
+        r.read_string_value(False, True)
+    else:
+        r.path.append(["<tagged fields>", -1])
+        r.pos = h.tags_at
+        r.read_tagged_fields()
+    return SystemError("kproto: the wire layer refused a header its readers accept")
+
+
+def _header_tags(r: Reader, h: wire.WireHeader):
+    if not h.tag_count:
+        return None
+    r.pos = h.tags_at
+    return r.read_tagged_fields()
 
 
 def read_request_header(r: Reader):
     """Read a request header at the reader's position, choosing its version from the API."""
-    r.root_name = "RequestHeader"
-    api_key = r.read_int16()
-    api_version = r.read_int16()
-    correlation_id = r.read_int32()
-    version = schema.header_version(api_key, api_version, True)
-    h = RequestHeader.__new__(RequestHeader)
-    _set(h, "request_api_key", api_key)
-    _set(h, "request_api_version", api_version)
-    _set(h, "correlation_id", correlation_id)
-    r.path.append(["client_id", -1])
-    _set(h, "client_id", r.read_string_value(False, True) if version >= 1 else None)
-    r.path[-1][0] = "<tagged fields>"
-    _set(h, "_unknown_tags", _read_header_tags(r) if version >= 2 else None)
-    r.path.pop()
-    r.root_name = None
-    return h, version
+    h = wire.WireHeader()
+    start = r.pos
+    try:
+        wire.request_header(r.data, h, start, r.end)
+    except wire.WireError:
+        raise _header_error(r, h, start, "RequestHeader") from None
+    header = RequestHeader.__new__(RequestHeader)
+    _set(header, "request_api_key", h.api_key)
+    _set(header, "request_api_version", h.api_version)
+    _set(header, "correlation_id", h.correlation_id)
+    _set(header, "client_id", None if h.client_id_length < 0 else
+         str(r.data[h.client_id_at:h.client_id_at + h.client_id_length], "utf-8"))
+    _set(header, "_unknown_tags", _header_tags(r, h))
+    r.pos = h.end
+    return header, h.version
 
 
 def read_response_header(r: Reader, api_key: int, api_version: int):
-    r.root_name = "ResponseHeader"
-    correlation_id = r.read_int32()
-    version = schema.header_version(api_key, api_version, False)
-    h = ResponseHeader.__new__(ResponseHeader)
-    _set(h, "correlation_id", correlation_id)
-    _set(h, "_unknown_tags", _read_header_tags(r) if version >= 1 else None)
-    r.root_name = None
-    return h, version
+    h = wire.WireHeader()
+    start = r.pos
+    try:
+        wire.response_header(r.data, h, schema.header_version(api_key, api_version, False), False, start, r.end)
+    except wire.WireError:
+        raise _header_error(r, h, start, "ResponseHeader") from None
+    header = ResponseHeader.__new__(ResponseHeader)
+    _set(header, "correlation_id", h.correlation_id)
+    _set(header, "_unknown_tags", _header_tags(r, h))
+    r.pos = h.end
+    return header, h.version
 
 
 def decode_request_header_info(buf):

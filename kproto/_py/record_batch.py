@@ -481,27 +481,20 @@ def _read_v2_records(batch: RecordBatch, reader: Reader) -> list[Record]:
         if reader.remaining == 0:
             raise CorruptRecordError(f"records end after {len(records)} of {count}",
                                      batch._start, base_offset=base_offset)
-        length = reader.read_varint()
-        start = reader.pos
-        if length < 0 or length > reader.remaining:
-            raise reader.invalid_length(length, "record length")
-        end = start + length
+        length = reader.read_varint_length(False, "record length")
+        end = reader.pos + length
         reader.end, outer_end = end, reader.end  # a record may not read past its own length
         attributes = reader.read_int8()
         timestamp_delta = reader.read_varlong()
         offset_delta = reader.read_varint()
         key = _read_varint_bytes(reader, "key")
         value = _read_varint_bytes(reader, "value")
-        header_count = reader.read_varint()
-        if header_count < 0 or header_count > reader.remaining:
-            raise reader.invalid_length(header_count, "header count")
+        header_count = reader.read_varint_length(False, "header count")
         headers: tuple[tuple[str | None, bytes | None], ...] = ()
         if header_count:
             pairs = []
             for _ in range(header_count):
-                n = reader.read_varint()
-                if n < -1 or n > reader.remaining:
-                    raise reader.invalid_length(n, "header key length")
+                n = reader.read_varint_length(True, "header key length")
                 header_key = None if n < 0 else _read_header_key(reader, n)
                 pairs.append((header_key, _read_varint_bytes(reader, "header value")))
             headers = tuple(pairs)
@@ -524,14 +517,8 @@ def _read_v2_records(batch: RecordBatch, reader: Reader) -> list[Record]:
 
 def _read_varint_bytes(reader: Reader, what: str):
     # A length past the record's end is an invalid length (not a truncation), as in C.
-    n = reader.read_varint()
-    if n < 0:
-        if n == -1:
-            return None
-        raise reader.invalid_length(n, f"{what} length")
-    if n > reader.remaining:
-        raise reader.invalid_length(n, f"{what} length")
-    return reader.read_bytes_body(n)
+    n = reader.read_varint_length(True, f"{what} length")
+    return None if n < 0 else reader.read_bytes_body(n)
 
 
 def _read_header_key(reader: Reader, n: int) -> str:
