@@ -21,7 +21,7 @@ def test_the_table_spans_each_family():
     assert len(recorded["kafka-python"]) >= 8 and recorded["kafka-python"][-1].startswith("3.")
     assert recorded["kafka-python"][0].startswith("1.4")
     assert recorded["aiokafka"][0].startswith("0.7") and recorded["aiokafka"][-1] == "0.14.0"
-    assert len(recorded["confluent-kafka"]) >= 5 and recorded["confluent-kafka"][0].startswith("2.0")
+    assert len(recorded["confluent-kafka"]) >= 10 and recorded["confluent-kafka"][0].startswith("1.")
     from kproto._version import __version__
 
     assert recorded["kproto"] == (__version__,)

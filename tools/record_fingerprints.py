@@ -49,7 +49,7 @@ CACHE = Path(os.environ.get("KPROTO_FINGERPRINT_CACHE", Path.home() / ".cache" /
 DRIVER = ROOT / "tools" / "fingerprint_driver.py"
 # The first and last release of each minor line we cover, oldest first.
 RELEASES = {
-    "kafka-python": ("1.4.0", "1.4.3", "1.4.4", "1.4.7", "2.0.0", "2.0.2", "2.0.6", "2.1.0", "2.1.6", "2.2.0", "2.2.21",
+    "kafka-python": ("1.4.4", "1.4.7", "2.0.0", "2.0.2", "2.0.6", "2.1.0", "2.1.6", "2.2.0", "2.2.21",
                      "2.3.0", "3.0.0", "3.0.12"),
     "aiokafka": ("0.7.0", "0.7.2", "0.8.0", "0.8.1", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0"),
     "confluent-kafka": ("1.4.2", "1.5.0", "1.6.0", "1.7.0", "1.8.2", "1.9.2", "2.0.2", "2.2.0", "2.4.0", "2.6.1", "2.8.0", "2.10.1", "2.12.2", "2.14.2",
@@ -63,15 +63,17 @@ EXTRA_REQUIREMENTS = {("aiokafka", release): ("kafka-python==2.0.2",) for releas
 # librdkafka's, not the release's. Only its wheels (which bundle their own librdkafka) are recorded.
 WHEELS_ONLY = ("confluent-kafka",)
 # Releases this Python cannot run, with the Python they need (major.minor): confluent-kafka 1.x has
-# wheels for cp37 (to 1.5) or cp39 (1.6 to 1.9) at most, kafka-python before 1.4.4 uses `async` as a
-# name (a keyword from Python 3.7). That Python is taken from pyenv; without it the release is not recorded.
+# wheels for cp37 (to 1.5) or cp39 (1.6 to 1.9) at most. That Python is taken from pyenv; without it
+# the release is not recorded.
 OLD_PYTHONS = {
     **{("confluent-kafka", release): "3.7" for release in ("1.4.2", "1.5.0")},
     **{("confluent-kafka", release): "3.9" for release in ("1.6.0", "1.7.0", "1.8.2", "1.9.2")},
-    **{("kafka-python", release): "3.6" for release in ("1.4.0", "1.4.3")},
 }
-# Releases that install but cannot be recorded against the fake brokers, and why (seen with debug=protocol).
+# Releases left out of the recordings, and why.
 UNRECORDABLE = {
+    "kafka-python 1.4.0": "does not import on Python 3.7+ (`async` is a keyword); recorded on Python 3.6 (as 1.4.3), "
+                          "its producers and assign-only consumers send what aiokafka 0.7 sends (the same pairs, "
+                          "order and one ApiVersions request per connection), so their clients would be named aiokafka",
     "confluent-kafka 1.0.0": "librdkafka 1.0 (before KIP-511, which came with 1.4) sends ApiVersions v0 with 4 bytes "
                              "after its header; the fake broker answers INVALID_REQUEST and the client stops there",
 }
