@@ -11,9 +11,9 @@ the recording tells the steps apart; every step is bounded in time, and one
 step failing does not stop the next (the fake broker is not a real one).
 ``--pinned`` pins the library to ``api_version=(0, 10, 1)`` where it has such
 an option (kafka-python, aiokafka), the way old deployments did.
-"""
 
-from __future__ import annotations
+It runs on Python 3.6 and later (old releases need old Pythons), so no newer syntax.
+"""
 
 import asyncio
 import logging
@@ -26,7 +26,7 @@ GROUP_SECONDS = 7.0    # past the default 3 s heartbeat interval, so every group
 PINNED = (0, 10, 1)
 
 
-def _values(prefix: str, count: int) -> list[bytes]:
+def _values(prefix: str, count: int) -> list:
     return [f'{{"from":"{prefix}","n":{i}}}'.encode() for i in range(count)]
 
 
@@ -159,7 +159,7 @@ LIBRARIES = {"kafka-python": kafka_python, "aiokafka": aiokafka, "confluent-kafk
              "kproto": kproto_client}
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list) -> int:
     library, bootstrap, prefix, topic, count = argv[:5]
     pinned = "--pinned" in argv[5:]
     logging.basicConfig(level=logging.CRITICAL)   # the libraries complain loudly about the fake broker

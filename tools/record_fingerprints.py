@@ -49,10 +49,10 @@ CACHE = Path(os.environ.get("KPROTO_FINGERPRINT_CACHE", Path.home() / ".cache" /
 DRIVER = ROOT / "tools" / "fingerprint_driver.py"
 # The first and last release of each minor line we cover, oldest first.
 RELEASES = {
-    "kafka-python": ("1.4.0", "1.4.4", "1.4.7", "2.0.0", "2.0.2", "2.0.6", "2.1.0", "2.1.6", "2.2.0", "2.2.21",
+    "kafka-python": ("1.4.4", "1.4.7", "2.0.0", "2.0.2", "2.0.6", "2.1.0", "2.1.6", "2.2.0", "2.2.21",
                      "2.3.0", "3.0.0", "3.0.12"),
     "aiokafka": ("0.7.0", "0.7.2", "0.8.0", "0.8.1", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0"),
-    "confluent-kafka": ("1.9.2", "2.0.2", "2.2.0", "2.4.0", "2.6.1", "2.8.0", "2.10.1", "2.12.2", "2.14.2",
+    "confluent-kafka": ("1.4.2", "1.5.0", "1.6.0", "1.7.0", "1.8.2", "1.9.2", "2.0.2", "2.2.0", "2.4.0", "2.6.1", "2.8.0", "2.10.1", "2.12.2", "2.14.2",
                         "2.16.1"),
     "kproto": (_kproto_version(),),   # this tree, as it announces itself
 }
@@ -62,6 +62,22 @@ EXTRA_REQUIREMENTS = {("aiokafka", release): ("kafka-python==2.0.2",) for releas
 # Built from source, confluent-kafka would link the system's librdkafka: the wire would be that
 # librdkafka's, not the release's. Only its wheels (which bundle their own librdkafka) are recorded.
 WHEELS_ONLY = ("confluent-kafka",)
+# Releases this Python cannot run, with the Python they need (major.minor): confluent-kafka 1.x has
+# wheels for cp37 (to 1.5) or cp39 (1.6 to 1.9) at most. That Python is taken from pyenv; without it
+# the release is not recorded.
+OLD_PYTHONS = {
+    **{("confluent-kafka", release): "3.7" for release in ("1.4.2", "1.5.0")},
+    **{("confluent-kafka", release): "3.9" for release in ("1.6.0", "1.7.0", "1.8.2", "1.9.2")},
+}
+# Releases left out of the recordings, and why.
+UNRECORDABLE = {
+    "kafka-python 1.4.0": "does not import on Python 3.7+ (`async` is a keyword); recorded on Python 3.6 (as 1.4.3), "
+                          "its producers and assign-only consumers send what aiokafka 0.7 sends (the same pairs, "
+                          "order and one ApiVersions request per connection), so their clients would be named aiokafka",
+    "confluent-kafka 1.0.0": "librdkafka 1.0 (before KIP-511, which came with 1.4) sends ApiVersions v0 with 4 bytes "
+                             "after its header; the fake broker answers INVALID_REQUEST and the client stops there",
+}
+PYENV_VERSIONS = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 PINNABLE = ("kafka-python", "aiokafka")
 BROKERS = ("4.0", "3.9", "2.3")
 EVALUATION_BROKERS = ("4.0", "2.3", "2.8")
@@ -74,7 +90,11 @@ def environment(library: str, release: str) -> tuple[Path | None, str | None]:
     """(the Python of the release's environment, None) or (None, why it cannot be had)."""
     if library == "kproto":
         return Path(sys.executable), None
-    home = CACHE / f"{library}-{release}"
+    base, problem = interpreter(library, release)
+    if base is None:
+        return None, problem
+    version = OLD_PYTHONS.get((library, release))
+    home = CACHE / (f"{library}-{release}" + (f"-py{version}" if version else ""))
     python = home / "bin" / "python"
     marker = home / ".installed"
     failed = home / ".failed"
@@ -82,30 +102,49 @@ def environment(library: str, release: str) -> tuple[Path | None, str | None]:
         return python, None
     if failed.exists():
         return None, failed.read_text()
-    # A venv without pip of its own (ensurepip is the slow part); this Python's pip installs into it.
-    subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(home)], check=True)
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+    if version is None:
+        # A venv without pip of its own (ensurepip is the slow part); this Python's pip installs into it.
+        subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(home)], check=True)
+        pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    else:
+        # This pip does not run under an old Python: the venv gets that Python's own pip.
+        subprocess.run([str(base), "-m", "venv", "--clear", str(home)], check=True)
+        pip = [str(python), "-m", "pip"]
+    python_name = f"Python {version or '%d.%d' % sys.version_info[:2]}"
+    install = subprocess.run([*pip, "install", "-q",
                               "--only-binary", ":all:", f"{library}=={release}",
                               *EXTRA_REQUIREMENTS.get((library, release), ())], capture_output=True, text=True)
     if install.returncode != 0 and library not in WHEELS_ONLY:
         # No wheel for this Python: the release's own source, when it builds (dependencies still as wheels).
-        install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
-                                  "--prefer-binary", f"{library}=={release}",
+        install = subprocess.run([*pip, "install", "-q", "--prefer-binary", f"{library}=={release}",
                                   *EXTRA_REQUIREMENTS.get((library, release), ())], capture_output=True, text=True)
     problem = None
     if install.returncode != 0:
         lines = [line for line in install.stderr.splitlines() if "ERROR" in line]
-        problem = "no installable wheel for Python 3.11: " + (lines[0] if lines else install.stderr[-200:])
+        problem = f"no installable wheel for {python_name}: " + (lines[0] if lines else install.stderr[-200:])
     else:
         check = subprocess.run([str(python), "-c", f"import {IMPORT_NAMES[library]}"], capture_output=True,
                                text=True)
         if check.returncode != 0:
-            problem = "installs but does not import on Python 3.11: " + check.stderr.strip().splitlines()[-1]
+            problem = f"installs but does not import on {python_name}: " + check.stderr.strip().splitlines()[-1]
     if problem:
         failed.write_text(problem)
         return None, problem
     marker.write_text(release)
     return python, None
+
+
+def interpreter(library: str, release: str) -> tuple[Path | None, str | None]:
+    """(the Python to make the release's environment with, None) or (None, why there is none here)."""
+    version = OLD_PYTHONS.get((library, release))
+    if version is None:
+        return Path(sys.executable), None
+    # The newest patch release of that major.minor pyenv has (3.7.16 beats 3.7.9).
+    found = sorted(PYENV_VERSIONS.glob(f"{version}.*/bin/python"),
+                   key=lambda p: tuple(int(part) for part in p.parent.parent.name.split(".") if part.isdigit()))
+    if not found:
+        return None, f"needs Python {version} (no wheel or no import on newer ones), not found in {PYENV_VERSIONS}"
+    return found[-1], None
 
 
 # ---------------------------------------------------------------- one run
@@ -168,7 +207,7 @@ def plan(evaluate: bool) -> list[tuple[str, str, str, bool]]:
 
 def run_all(evaluate: bool, workers: int) -> tuple[list[dict], dict[str, str]]:
     """Every run's clients (with the run's truth), and the releases that could not be had, with why."""
-    unavailable: dict[str, str] = {}
+    unavailable: dict[str, str] = dict(UNRECORDABLE)
     pythons: dict[tuple[str, str], Path] = {}
     for library, releases in RELEASES.items():
         for release in releases:
