@@ -74,14 +74,10 @@ def _pcap_head(path: str, size: int, head: bytes, read) -> FileHead:
     snaplen, linktype = struct.unpack_from(order + "II", head, 16)
     first = pcap_record(head, PCAP_HEADER_SIZE, order, nanos, snaplen)
     last = _pcap_last_record(size, order, nanos, snaplen, first[0] if first else None, read)
-    last_ts = None
-    if last is not None and last >= 0:
-        seconds, fraction = struct.unpack_from(order + "II", read(last, 8), 0)
-        last_ts = seconds * 1_000_000_000 + fraction * (1 if nanos else 1000)
+    last_ts = pcap_record_ts(read(last, 8), 0, order, nanos) if last is not None and last >= 0 else None
     first_ts = None
     if len(head) >= PCAP_HEADER_SIZE + PCAP_RECORD_HEADER:
-        seconds, fraction = struct.unpack_from(order + "II", head, PCAP_HEADER_SIZE)
-        first_ts = seconds * 1_000_000_000 + fraction * (1 if nanos else 1000)
+        first_ts = pcap_record_ts(head, PCAP_HEADER_SIZE, order, nanos)
     return FileHead(path, size, "pcap", repr(("pcap", order, nanos, linktype & 0xFFFF, snaplen)), first_ts,
                     last_ts, last is not None)
 
@@ -90,12 +86,18 @@ def pcap_record(data: bytes, pos: int, order: str, nanos: bool, snaplen: int) ->
     """(timestamp ns, record length) of a plausible pcap record header at ``pos``, else None."""
     if pos + PCAP_RECORD_HEADER > len(data):
         return None
-    seconds, fraction, captured, original = struct.unpack_from(order + "IIII", data, pos)
+    _seconds, fraction, captured, original = struct.unpack_from(order + "IIII", data, pos)
     if fraction >= (1_000_000_000 if nanos else 1_000_000):
         return None
     if captured > original or captured > max(snaplen, 65535) or captured > _MAX_RECORD or captured < 14:
         return None
-    return seconds * 1_000_000_000 + fraction * (1 if nanos else 1000), PCAP_RECORD_HEADER + captured
+    return pcap_record_ts(data, pos, order, nanos), PCAP_RECORD_HEADER + captured
+
+
+def pcap_record_ts(data: bytes, pos: int, order: str, nanos: bool) -> int:
+    """The timestamp (ns) of the pcap record header at ``pos``: seconds, then micro- or nanoseconds."""
+    seconds, fraction = struct.unpack_from(order + "II", data, pos)
+    return seconds * 1_000_000_000 + fraction * (1 if nanos else 1000)
 
 
 def plausible_window(first_ts_ns: int) -> tuple[int, int]:

@@ -20,7 +20,7 @@ After each batch the small tables (``connections``, ``clients``, ``topics``,
 (no capture is read again), and the report is rewritten every ``report_interval``.
 
 A file is *closed* when it has not been modified for ``settle`` seconds (its mtime
-is that old). Each file is its own capture, as in a plain ``kproto analyze DIR``;
+is that old). Each file is its own capture, as in ``kproto analyze --no-capture-sets DIR``;
 :func:`process_files` is the one place that turns files into compact rows, where
 capture sets (rotated pieces read as one capture) can be plugged in.
 """
@@ -254,11 +254,9 @@ def process_files(spark, files: Sequence[SeenFile], options: J.Options, staging:
     # Not J.split_size: a file's ranges (and so its connection ids) must not depend on which
     # batch it lands in; 256 MiB is what a plain analysis of a large directory uses.
     split_bytes = options.split_bytes or P.DEFAULT_SPLIT_BYTES
-    # Planned here file by file (the files are local), each its own capture named by its path,
-    # as J.plan_splits names a plain run's files.
-    splits = sorted((s for path, size in inputs.files
-                     for s in P.plan_file(path, size, capture=path, split_bytes=split_bytes,
-                                          overlap=options.overlap_bytes)),
+    # Planned file by file, each its own capture named by its path: a plain run's planning of
+    # files outside capture sets.
+    splits = sorted(J._plan_files(spark, inputs.files, {}, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes),
                     key=lambda s: (s.capture, s.split_index))
     J.prepare_output(staging)
     parts, stage1 = J.compact_rows(spark, inputs, splits, options, staging)

@@ -259,14 +259,19 @@ def _runs_locally(spark, files: list[tuple[str, int]]) -> bool:
     return spark.sparkContext.master.startswith("local") and all(p is not None and os.path.isfile(p) for p in local)
 
 
+def _files_frame(spark, files: list[tuple[str, int]]):
+    """The input files as a DataFrame of (path, length), for a job that reads them on the executors."""
+    return spark.createDataFrame(spark.sparkContext.parallelize(files, max(1, min(len(files), 64))),
+                                 "path string, length long")
+
+
 def file_heads(spark, files: list[tuple[str, int]]) -> list[CS.FileHead]:
     """The heads of the capture files (set detection), read in the driver or by one job on the executors."""
     import dataclasses
 
     if _runs_locally(spark, files):
         return [P.file_head(path, length) for path, length in files]
-    frame = spark.createDataFrame(spark.sparkContext.parallelize(files, max(1, min(len(files), 64))),
-                                  "path string, length long")
+    frame = _files_frame(spark, files)
 
     def heads(batches):
         import pyarrow as pa
@@ -290,8 +295,7 @@ def _plan_files(spark, files: list[tuple[str, int]], names: dict[str, str], *, s
         return [s for path, length in files
                 for s in P.plan_file(path, length, capture=names.get(path) or P.shown_path(path),
                                      split_bytes=split_bytes, overlap=overlap_bytes)]
-    frame = spark.createDataFrame(spark.sparkContext.parallelize(files, max(1, min(len(files), 64))),
-                                  "path string, length long")
+    frame = _files_frame(spark, files)
 
     def plan(batches):
         for batch in batches:

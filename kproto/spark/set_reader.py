@@ -123,8 +123,7 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
         counters["errors"] = errors
         first_error = first_error or (errors[0] if errors else None)
         info = dict(counters, split_index=0, split_count=1, format=split.format, file=shown_path(path))
-        rows.append(W.as_parts("capture", {"capture": [split.capture], "split_index": [0],
-                                           "info": [json.dumps(info, sort_keys=True)]}, 1))
+        rows.append(W.capture_row(split, info))
     for path, size, exc in opened:
         # A file of the set that could not be opened: the files around it are read on (a connection that
         # crossed it shows the missing bytes as a gap).
@@ -132,15 +131,11 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
         first_error = first_error or error
         info = {"input_bytes": size, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": size, "errors": [error],
                 "split_index": 0, "split_count": 1, "format": split.format, "file": shown_path(path)}
-        rows.append(W.as_parts("capture", {"capture": [split.capture], "split_index": [0],
-                                           "info": [json.dumps(info, sort_keys=True)]}, 1))
+        rows.append(W.capture_row(split, info))
     if fail_fast and first_error is not None:
         raise W.InputError(f"{split.capture}: byte offset {first_error['offset']}: {first_error['reason']} "
                            f"({first_error['category']})")
-    connections = reader.connections()
-    if connections.num_rows:
-        rows += W._accounting_rows(split, {}, connections)[1:]
-    return rows
+    return rows + W.connection_rows(split, reader.connections())
 
 
 def _file_errors(path: str, size: int, index: int, segments: list, counters: dict, stopped: Any,

@@ -317,17 +317,26 @@ def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseExce
 def _accounting_rows(split: Split, counters: dict, connections: pa.Table) -> list[pa.RecordBatch]:
     info = dict(counters, split_index=split.split_index, split_count=split.split_count, format=split.format,
                 file=shown_path(split.path))
-    rows = [as_parts("capture", {"capture": [split.capture], "split_index": [split.split_index],
-                                 "info": [json.dumps(info, sort_keys=True)]}, 1)]
-    if connections.num_rows:
-        records = connections.to_pylist()
-        rows.append(as_parts("connection", {
-            "capture": [split.capture] * len(records),
-            "connection_id": [r["connection_id"] for r in records],
-            "split_index": [split.split_index] * len(records),
-            "info": [json.dumps(r, sort_keys=True) for r in records],
-        }, len(records)))
-    return rows
+    return [capture_row(split, info)] + connection_rows(split, connections)
+
+
+def capture_row(split: Split, info: dict) -> pa.RecordBatch:
+    """The ``capture`` compact row of one file's (or range's) accounting ``info``."""
+    return as_parts("capture", {"capture": [split.capture], "split_index": [split.split_index],
+                                "info": [json.dumps(info, sort_keys=True)]}, 1)
+
+
+def connection_rows(split: Split, connections: pa.Table) -> list[pa.RecordBatch]:
+    """The ``connection`` compact rows of the connections a reader saw (none: no row)."""
+    if not connections.num_rows:
+        return []
+    records = connections.to_pylist()
+    return [as_parts("connection", {
+        "capture": [split.capture] * len(records),
+        "connection_id": [r["connection_id"] for r in records],
+        "split_index": [split.split_index] * len(records),
+        "info": [json.dumps(r, sort_keys=True) for r in records],
+    }, len(records))]
 
 
 def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: str | None = "json",
