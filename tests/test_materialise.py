@@ -3,8 +3,12 @@ that building objects from the lazy arrays changes nothing a user can see."""
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
+import sys
 import uuid
+import weakref
 
 import pytest
 
@@ -129,12 +133,9 @@ class Alive:
 
 @needs_extension
 def test_freed_structs_release_their_values_and_their_class():
-    import sys
-    import weakref
-
     P = MetadataResponse.MetadataResponsePartition
     data = metadata_body().encode(12)
-    c_decode(metadata_body(), 12, data).topics   # the free list and the plans are warm
+    assert c_decode(metadata_body(), 12, data).topics   # the free list and the plans are warm
     gc.collect()    # earlier tests' garbage holds instances too: freed now, not mid-count
     before = sys.getrefcount(P)
     for _ in range(50):
@@ -151,11 +152,8 @@ def test_freed_structs_release_their_values_and_their_class():
 
 @needs_extension
 def test_a_subclass_of_a_generated_class_frees_its_own_attributes_and_the_slots():
-    import sys
-    import weakref
-
     B = MetadataResponse.MetadataResponseBroker
-    c_decode(metadata_body(), 12).brokers   # the class has the C deallocator now
+    assert c_decode(metadata_body(), 12).brokers   # the class has the C deallocator now
     gc.collect()
 
     class Broker(B):
@@ -175,8 +173,6 @@ def test_a_subclass_of_a_generated_class_frees_its_own_attributes_and_the_slots(
 
 @needs_extension
 def test_absent_struct_fields_are_built_on_first_read():
-    import sys
-
     L = FetchResponse.LeaderIdAndEpoch
     decoded = c_decode(fetch_body(), 12)
     partitions = decoded.responses[0].partitions
@@ -195,7 +191,7 @@ def test_unread_absent_structs_encode_as_their_defaults(version):
     decoded = c_decode(fetch_body(), 12, data)
     assert decoded.encode(12) == data   # untouched: the tagged fields stay out
     assert decoded.encode(version) == fetch_body().encode(version)
-    decoded.responses[0].partitions   # built, the default structs still unread
+    assert decoded.responses[0].partitions   # built, the default structs still unread
     assert decoded.encode(version) == fetch_body().encode(version)
     decoded.responses[0].partitions[2].current_leader.leader_id = 4
     expected = fetch_body()
@@ -206,9 +202,6 @@ def test_unread_absent_structs_encode_as_their_defaults(version):
 
 @needs_extension
 def test_copies_and_pickles_of_decoded_messages_carry_the_defaults():
-    import copy
-    import pickle
-
     decoded = c_decode(fetch_body(), 12)
     decoded.responses[0].partitions[0].records = b"\x00" * 20   # Records views do not pickle
     decoded.responses[0].partitions[1].records = b"\x00" * 20
