@@ -46,6 +46,7 @@ static int kp_struct_adopt(PyTypeObject *tp, Py_ssize_t declared_slots) {
     if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || !(tp->tp_flags & Py_TPFLAGS_HAVE_GC)
             || tp->tp_itemsize != 0 || tp->tp_dictoffset != 0 || tp->tp_weaklistoffset != 0
             || tp->tp_finalize != NULL || tp->tp_del != NULL
+            || declared_slots < 1   /* a dead object's first slot links the free list */
             || kp_struct_slots(tp) != declared_slots
             || tp->tp_free != PyObject_GC_Del)
         return 0;
