@@ -52,8 +52,6 @@ cdef uint32_t LINK_LOOP = _shapes.LINK_LOOP
 cdef uint32_t LINK_RAW = _shapes.LINK_RAW
 cdef uint32_t LINK_RAW_DLT = _shapes.LINK_RAW_DLT
 cdef uint32_t LINK_RAW_DLT_OPENBSD = _shapes.LINK_RAW_DLT_OPENBSD
-cdef uint32_t LINK_SLL = _shapes.LINK_SLL
-cdef uint32_t LINK_SLL2 = _shapes.LINK_SLL2
 cdef uint32_t LINK_IPV4 = _shapes.LINK_IPV4
 cdef uint32_t LINK_IPV6 = _shapes.LINK_IPV6
 

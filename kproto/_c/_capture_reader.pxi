@@ -24,6 +24,37 @@ cdef struct Interface:
     int64_t offset_ns
 
 
+# Link headers that carry an ethertype, and the VLAN tags' ethertypes, read once from
+# kproto/_common/capture.py (their one definition).
+cdef enum:
+    N_ETHERTYPE_LINKS = 3
+    N_VLAN_ETHERTYPES = 3
+cdef int ETHERTYPE_LINKS[N_ETHERTYPE_LINKS][3]   # link type, header length, ethertype offset
+cdef uint16_t VLAN_ETHERTYPES[N_VLAN_ETHERTYPES]
+assert len(_shapes.ETHERTYPE_LINKS) == N_ETHERTYPE_LINKS and len(_shapes.VLAN_ETHERTYPES) == N_VLAN_ETHERTYPES
+for _k, _link in enumerate(_shapes.ETHERTYPE_LINKS):
+    ETHERTYPE_LINKS[_k][0], ETHERTYPE_LINKS[_k][1], ETHERTYPE_LINKS[_k][2] = _link
+for _k, _ethertype in enumerate(_shapes.VLAN_ETHERTYPES):
+    VLAN_ETHERTYPES[_k] = _ethertype
+
+
+cdef inline int _ethertype_link(int linktype) noexcept:
+    # Index into ETHERTYPE_LINKS, or -1.
+    cdef int k
+    for k in range(N_ETHERTYPE_LINKS):
+        if ETHERTYPE_LINKS[k][0] == linktype:
+            return k
+    return -1
+
+
+cdef inline bint _is_vlan(uint32_t ethertype) noexcept:
+    cdef int k
+    for k in range(N_VLAN_ETHERTYPES):
+        if VLAN_ETHERTYPES[k] == ethertype:
+            return True
+    return False
+
+
 cdef class _Reader(_Reassembly):
     cdef int format
     cdef bint big_endian
@@ -219,36 +250,25 @@ cdef class _Reader(_Reassembly):
                      int64_t ts) except -1:
         cdef Py_ssize_t off, tcp, ip_end, ihl, total, doff, data_start, captured_end, ext_len
         cdef uint32_t family, ethertype
-        cdef int next_header, version
+        cdef int next_header, version, k
         cdef const unsigned char *src
         cdef const unsigned char *dst
         cdef int addr_len
         cdef uint16_t payload_len
         self.cnt[C_PACKETS] += 1
-        if linktype == LINK_ETHERNET:
-            if n < 14:
+        k = _ethertype_link(linktype)
+        if k >= 0:
+            off = ETHERTYPE_LINKS[k][1]
+            if n < off:
                 self.cnt[C_MALFORMED] += 1
                 return 0
-            ethertype = kp_load_be16(pkt + 12)
-            off = 14
-            while ethertype == 0x8100 or ethertype == 0x88A8 or ethertype == 0x9100:
+            ethertype = kp_load_be16(pkt + ETHERTYPE_LINKS[k][2])
+            while linktype == LINK_ETHERNET and _is_vlan(ethertype):
                 if n - off < 4:
                     self.cnt[C_MALFORMED] += 1
                     return 0
                 ethertype = kp_load_be16(pkt + off + 2)
                 off += 4
-        elif linktype == LINK_SLL:
-            if n < 16:
-                self.cnt[C_MALFORMED] += 1
-                return 0
-            ethertype = kp_load_be16(pkt + 14)
-            off = 16
-        elif linktype == LINK_SLL2:
-            if n < 20:
-                self.cnt[C_MALFORMED] += 1
-                return 0
-            ethertype = kp_load_be16(pkt)
-            off = 20
         elif linktype == LINK_NULL or linktype == LINK_LOOP:
             if n < 4:
                 self.cnt[C_MALFORMED] += 1

@@ -85,6 +85,10 @@ LINK_SLL2 = 276
 LINK_RAW_DLT = 12            # raw IP as written by hosts that store the DLT number
 LINK_RAW_DLT_OPENBSD = 14    # the same on OpenBSD
 RAW_LINKS = (LINK_RAW, LINK_RAW_DLT, LINK_RAW_DLT_OPENBSD)
+# Link headers that carry an ethertype: (link type, header length, the ethertype's offset).
+ETHERTYPE_LINKS = ((LINK_ETHERNET, 14, 12), (LINK_SLL, 16, 14), (LINK_SLL2, 20, 0))
+# Ethertypes of 802.1Q / QinQ tags, each 4 bytes between an Ethernet header and its ethertype.
+VLAN_ETHERTYPES = (0x8100, 0x88A8, 0x9100)
 
 
 # pcapng interface description options the readers use.

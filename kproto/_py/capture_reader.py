@@ -13,18 +13,18 @@ import struct
 import numpy as np
 
 from kproto._common.capture import (
+    ETHERTYPE_LINKS,
     LINK_ETHERNET,
     LINK_IPV4,
     LINK_IPV6,
     LINK_LOOP,
     LINK_NULL,
-    LINK_SLL,
-    LINK_SLL2,
     PCAPNG_BOM,
     PCAPNG_SHB,
     PCAP_MAGIC_NS,
     PCAP_MAGIC_US,
     RAW_LINKS,
+    VLAN_ETHERTYPES,
     pcapng_interface_clock,
     pcapng_options,
 )
@@ -33,6 +33,7 @@ from kproto._py.capture_reassembly import Reassembly
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
 _BE32 = struct.Struct(">I")
+_ETHERTYPE_LINKS = {link: (header, ethertype_at) for link, header, ethertype_at in ETHERTYPE_LINKS}
 
 
 def _wrap64(value: int) -> int:
@@ -178,30 +179,19 @@ class RecordReader(Reassembly):
         counters["packets"] += 1
         n = len(pkt)
         # Link layer -> (ethertype-ish family, offset of the IP header)
-        if linktype == LINK_ETHERNET:
-            if n < 14:
+        header = _ETHERTYPE_LINKS.get(linktype)
+        if header is not None:
+            off, ethertype_at = header
+            if n < off:
                 counters["malformed"] += 1
                 return
-            ethertype = _BE16.unpack_from(pkt, 12)[0]
-            off = 14
-            while ethertype in (0x8100, 0x88A8, 0x9100):  # 802.1Q / QinQ tags
+            ethertype = _BE16.unpack_from(pkt, ethertype_at)[0]
+            while linktype == LINK_ETHERNET and ethertype in VLAN_ETHERTYPES:
                 if n - off < 4:
                     counters["malformed"] += 1
                     return
                 ethertype = _BE16.unpack_from(pkt, off + 2)[0]
                 off += 4
-        elif linktype == LINK_SLL:
-            if n < 16:
-                counters["malformed"] += 1
-                return
-            ethertype = _BE16.unpack_from(pkt, 14)[0]
-            off = 16
-        elif linktype == LINK_SLL2:
-            if n < 20:
-                counters["malformed"] += 1
-                return
-            ethertype = _BE16.unpack_from(pkt, 0)[0]
-            off = 20
         elif linktype == LINK_NULL or linktype == LINK_LOOP:
             if n < 4:
                 counters["malformed"] += 1
