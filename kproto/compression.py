@@ -221,6 +221,14 @@ def _snappy_announced_size(cj, block: bytes, where: int) -> int:
     return size
 
 
+def _int32_at(view, pos: int, form: struct.Struct, truncated: str) -> int:
+    """The 4-byte integer at ``pos`` of a framed stream (snappy's xerial blocks, lz4's
+    frames); DecompressionError(truncated) when fewer bytes are left."""
+    if len(view) - pos < 4:
+        raise DecompressionError(truncated)
+    return form.unpack_from(view, pos)[0]
+
+
 def _snappy_decompress(cj, data, max_size: int):
     view = memoryview(data).cast("B")
     if bytes(view[:8]) != _XERIAL_MAGIC:
@@ -235,9 +243,7 @@ def _snappy_decompress(cj, data, max_size: int):
     total = 0
     pos = 16
     while pos < len(view):
-        if len(view) - pos < 4:
-            raise DecompressionError(f"xerial snappy block length truncated at byte {pos}")
-        length = _BE_INT32.unpack_from(view, pos)[0]
+        length = _int32_at(view, pos, _BE_INT32, f"xerial snappy block length truncated at byte {pos}")
         pos += 4
         if length < 0 or length > len(view) - pos:
             raise DecompressionError(f"xerial snappy block of {length} bytes overruns the data at byte {pos}")
@@ -260,6 +266,17 @@ def _snappy_decompress(cj, data, max_size: int):
 _LZ4_MAGIC = 0x184D2204
 _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 _LE_UINT32 = struct.Struct("<I")
+_SKIPPABLE_MAGICS = range(0x184D2A50, 0x184D2A60)   # lz4's and zstd's alike
+
+
+def _skippable_frame_end(view, pos: int, magic: int, truncated: str) -> int:
+    """Where the frame at ``pos`` ends when ``magic`` makes it a skippable frame (a
+    4-byte length, then that many bytes to pass over), else -1."""
+    if magic not in _SKIPPABLE_MAGICS:
+        return -1
+    if len(view) - pos < 8:
+        raise DecompressionError(truncated)
+    return pos + 8 + _LE_UINT32.unpack_from(view, pos + 4)[0]
 
 
 def xxh32(data: bytes, seed: int = 0) -> int:
@@ -337,13 +354,10 @@ def _lz4_decompress(cj, data, max_size: int):
     bound = 0
     pos = 0
     while pos < len(view):
-        if len(view) - pos < 4:
-            raise DecompressionError(f"lz4 frame magic truncated at byte {pos}")
-        magic = _LE_UINT32.unpack_from(view, pos)[0]
-        if 0x184D2A50 <= magic <= 0x184D2A5F:  # skippable frame
-            if len(view) - pos < 8:
-                raise DecompressionError(f"lz4 skippable frame truncated at byte {pos}")
-            pos += 8 + _LE_UINT32.unpack_from(view, pos + 4)[0]
+        magic = _int32_at(view, pos, _LE_UINT32, f"lz4 frame magic truncated at byte {pos}")
+        skipped_to = _skippable_frame_end(view, pos, magic, f"lz4 skippable frame truncated at byte {pos}")
+        if skipped_to >= 0:
+            pos = skipped_to
             continue
         if magic != _LZ4_MAGIC:
             raise DecompressionError(f"not an lz4 frame (magic {magic:#010x}) at byte {pos}")
@@ -369,9 +383,7 @@ def _lz4_decompress(cj, data, max_size: int):
         pos = header_end + 1
         block_checksum = 4 if flg & 0x10 else 0
         while True:
-            if len(view) - pos < 4:
-                raise DecompressionError("lz4 frame truncated before its end mark")
-            word = _LE_UINT32.unpack_from(view, pos)[0]
+            word = _int32_at(view, pos, _LE_UINT32, "lz4 frame truncated before its end mark")
             pos += 4
             if word == 0:
                 break
@@ -411,13 +423,10 @@ def _zstd_bound(view: memoryview) -> int:
     bound = 0
     pos = 0
     while pos < len(view):
-        if len(view) - pos < 4:
-            raise DecompressionError(f"zstd frame magic truncated at byte {pos}")
-        magic = _LE_UINT32.unpack_from(view, pos)[0]
-        if 0x184D2A50 <= magic <= 0x184D2A5F:
-            if len(view) - pos < 8:
-                raise DecompressionError("zstd skippable frame truncated")
-            pos += 8 + _LE_UINT32.unpack_from(view, pos + 4)[0]
+        magic = _int32_at(view, pos, _LE_UINT32, f"zstd frame magic truncated at byte {pos}")
+        skipped_to = _skippable_frame_end(view, pos, magic, "zstd skippable frame truncated")
+        if skipped_to >= 0:
+            pos = skipped_to
             continue
         if magic != _ZSTD_MAGIC:
             raise DecompressionError(f"not a zstd frame (magic {magic:#010x}) at byte {pos}")
