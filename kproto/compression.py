@@ -269,14 +269,22 @@ _LE_UINT32 = struct.Struct("<I")
 _SKIPPABLE_MAGICS = range(0x184D2A50, 0x184D2A60)   # lz4's and zstd's alike
 
 
-def _skippable_frame_end(view, pos: int, magic: int, truncated: str) -> int:
-    """Where the frame at ``pos`` ends when ``magic`` makes it a skippable frame (a
-    4-byte length, then that many bytes to pass over), else -1."""
-    if magic not in _SKIPPABLE_MAGICS:
-        return -1
-    if len(view) - pos < 8:
-        raise DecompressionError(truncated)
-    return pos + 8 + _LE_UINT32.unpack_from(view, pos + 4)[0]
+def _next_frame(view, pos: int, frame_magic: int, a_codec: str, *, skippable_at: bool) -> int:
+    """Where the next frame of lz4 or zstd (``a_codec``: "an lz4", "a zstd") starts at or
+    after ``pos``, skippable frames (their magic, a 4-byte length, that many bytes) passed
+    over; ``len(view)`` at the end. ``skippable_at``: the truncated-skippable-frame error
+    names its byte (lz4's wording)."""
+    codec = a_codec.split()[1]
+    while pos < len(view):
+        magic = _int32_at(view, pos, _LE_UINT32, f"{codec} frame magic truncated at byte {pos}")
+        if magic not in _SKIPPABLE_MAGICS:
+            if magic != frame_magic:
+                raise DecompressionError(f"not {a_codec} frame (magic {magic:#010x}) at byte {pos}")
+            return pos
+        if len(view) - pos < 8:
+            raise DecompressionError(f"{codec} skippable frame truncated" + (f" at byte {pos}" if skippable_at else ""))
+        pos += 8 + _LE_UINT32.unpack_from(view, pos + 4)[0]
+    return pos
 
 
 def xxh32(data: bytes, seed: int = 0) -> int:
@@ -352,15 +360,8 @@ def _lz4_decompress(cj, data, max_size: int):
     # stream of tiny frames took about a microsecond a byte.
     stream: list[bytes | memoryview] = []
     bound = 0
-    pos = 0
+    pos = _next_frame(view, 0, _LZ4_MAGIC, "an lz4", skippable_at=True)
     while pos < len(view):
-        magic = _int32_at(view, pos, _LE_UINT32, f"lz4 frame magic truncated at byte {pos}")
-        skipped_to = _skippable_frame_end(view, pos, magic, f"lz4 skippable frame truncated at byte {pos}")
-        if skipped_to >= 0:
-            pos = skipped_to
-            continue
-        if magic != _LZ4_MAGIC:
-            raise DecompressionError(f"not an lz4 frame (magic {magic:#010x}) at byte {pos}")
         start = pos
         if len(view) - pos < 7:
             raise DecompressionError("lz4 frame header truncated")
@@ -400,6 +401,7 @@ def _lz4_decompress(cj, data, max_size: int):
             stream.append(view[header_end + 1:pos])
         else:
             stream.append(view[start:pos])
+        pos = _next_frame(view, pos, _LZ4_MAGIC, "an lz4", skippable_at=True)
     if not stream:
         return b""
     frames = b"".join(stream)
@@ -421,15 +423,8 @@ _ZSTD_BLOCK_MAX = 128 * 1024
 def _zstd_bound(view: memoryview) -> int:
     """An upper bound of the decompressed size, from the frame and block headers."""
     bound = 0
-    pos = 0
+    pos = _next_frame(view, 0, _ZSTD_MAGIC, "a zstd", skippable_at=False)
     while pos < len(view):
-        magic = _int32_at(view, pos, _LE_UINT32, f"zstd frame magic truncated at byte {pos}")
-        skipped_to = _skippable_frame_end(view, pos, magic, "zstd skippable frame truncated")
-        if skipped_to >= 0:
-            pos = skipped_to
-            continue
-        if magic != _ZSTD_MAGIC:
-            raise DecompressionError(f"not a zstd frame (magic {magic:#010x}) at byte {pos}")
         if len(view) - pos < 5:
             raise DecompressionError("zstd frame header truncated")
         descriptor = view[pos + 4]
@@ -461,6 +456,7 @@ def _zstd_bound(view: memoryview) -> int:
             if last:
                 break
         pos += 4 if checksum else 0
+        pos = _next_frame(view, pos, _ZSTD_MAGIC, "a zstd", skippable_at=False)
     return bound
 
 

@@ -78,8 +78,6 @@ NOT_FOLDED_YET: dict[tuple[str, str], str] = {
         "common base",
     ("kproto/_py/record_batch.py", "kproto/_py/records_legacy.py"):
         "crc_valid / verify_crc in both batch classes: a common base (as for C)",
-    ("kproto/compression.py", "kproto/compression.py"):
-        "lz4 and zstd walk their frames alike (magic, skippable frames, header check): one frame walker",
 }
 
 _CYTHON_WORDS = {"cdef", "cpdef", "ctypedef", "cimport", "inline", "nogil", "noexcept", "struct", "enum",
