@@ -6,6 +6,7 @@
 
 
 cdef class _Framer:
+    """Frames out of each direction's stream into the output batch (settings: Engine)."""
     cdef int16_t *versions           # highest plausible request version per api key
     cdef Py_ssize_t n_versions
     cdef readonly int64_t max_frame_size

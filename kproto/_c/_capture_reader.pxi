@@ -56,6 +56,7 @@ cdef inline bint _is_vlan(uint32_t ethertype) noexcept:
 
 
 cdef class _Reader(_Reassembly):
+    """Records and packet layers (settings: Engine)."""
     cdef int format
     cdef bint big_endian
     cdef bint pcap_nanos

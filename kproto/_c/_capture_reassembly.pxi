@@ -6,6 +6,7 @@
 
 
 cdef class _Reassembly(_Framer):
+    """Segments into streams, connection endings (settings: Engine)."""
     cdef frozenset broker_ports
     cdef uint8_t port_is_broker[65536]
     cdef readonly int64_t max_pending_bytes
