@@ -427,3 +427,14 @@ def test_the_driver_plans_only_files_it_sees_at_their_listed_length(spark, tmp_p
     assert not jobs._runs_locally(spark, [(str(capture), size + 1)])      # not the file the listing saw
     assert not jobs._runs_locally(spark, [(str(tmp_path / "gone.pcap"), size)])
     assert not jobs._runs_locally(spark, [("hdfs://namenode/a.pcap", size)])
+
+
+def test_inputs_spark_lists_come_back_sorted_with_their_lengths(spark, tmp_path):
+    from kproto.spark import jobs
+
+    for name, frames in (("c.pcap", 3), ("a.pcap", 1), ("b.pcap", 2)):
+        (tmp_path / name).write_bytes(b"x" * frames * 100)
+    listed = jobs.list_inputs(spark, [tmp_path.as_uri()]).files      # a URI: listed by Spark's binaryFile
+    assert [(P.local_path(path), length) for path, length in listed] \
+        == [(str(tmp_path / n), size) for n, size in (("a.pcap", 100), ("b.pcap", 200), ("c.pcap", 300))]
+    assert jobs.list_inputs(spark, [str(tmp_path)]).files == [(P.local_path(p), n) for p, n in listed]
