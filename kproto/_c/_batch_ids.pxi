@@ -1,14 +1,15 @@
 # Part of _batch.pyx (included there; one module split by responsibility).
 # The client-id dictionary: a seeded open-addressing table of every distinct id of a call,
-# probed straight from the header loop (see scan_plain_block for how it hides the table's
-# memory latency).
+# a small cache in front of it while there are few ids, and the header loop's way of
+# looking ids up a block of frames at a time when there are many.
 
 # ------------------------------------------------------------------ client id dictionary
 # Every distinct client id of a call lives in one open-addressing hash table that is
 # also the dictionary column: an id's slot holds its dictionary index (order of first
-# appearance). It is not a cache: an id leaves the header loop's fast path once, the
-# first time it is seen, however many ids there are. The table doubles when half
-# full, so its size follows the distinct ids (at most 64 bytes of slots an id).
+# appearance). It is not a cache: the header loop's fast path adds new ids to it
+# itself, however many there are. The table doubles when half full, so its size
+# follows the distinct ids (at most 64 bytes of slots an id, plus 8 in ``order``:
+# memory grows with the ids the output's dictionary holds, not beyond).
 #
 # The key is the id as on the wire, its int16 length and its text. Its first 24
 # bytes are kept in the slot as three words, bytes past the id zero: the header loop
