@@ -1,13 +1,15 @@
 # Part of _batch.pyx (included there; one module split by responsibility).
 # The client-id dictionary: a seeded open-addressing table of every distinct id of a call,
-# with a small direct-mapped cache in front (the header pass's hot lookups).
+# a small cache in front of it while there are few ids, and the header loop's way of
+# looking ids up a block of frames at a time when there are many.
 
 # ------------------------------------------------------------------ client id dictionary
 # Every distinct client id of a call lives in one open-addressing hash table that is
 # also the dictionary column: an id's slot holds its dictionary index (order of first
-# appearance). It is not a cache: an id leaves the header loop's fast path once, the
-# first time it is seen, however many ids there are. The table doubles when half
-# full, so its size follows the distinct ids (at most 64 bytes of slots an id).
+# appearance). It is not a cache: the header loop's fast path adds new ids to it
+# itself, however many there are. The table doubles when half full, so its size
+# follows the distinct ids (at most 64 bytes of slots an id, plus 8 in ``order``:
+# memory grows with the ids the output's dictionary holds, not beyond).
 #
 # The key is the id as on the wire, its int16 length and its text. Its first 24
 # bytes are kept in the slot as three words, bytes past the id zero: the header loop
@@ -43,11 +45,12 @@ cdef struct IdTable:
     uint64_t seed0
     uint64_t seed1
 
-# WORD_MASK[k][n]: keep the bytes of word k that are among bytes 0..n-1 of the key (n = 0..24).
-cdef uint64_t WORD_MASK[3][ID_WORD_BYTES + 1]
-for _k in range(3):
-    for _n in range(ID_WORD_BYTES + 1):
-        WORD_MASK[_k][_n] = (1 << (8 * min(max(_n - 8 * _k, 0), 8))) - 1
+# WORD_MASK[n][k]: keep the bytes of word k that are among bytes 0..n-1 of the key (n = 0..24);
+# a row's three masks side by side, one cache line for the header loop's loads.
+cdef uint64_t WORD_MASK[ID_WORD_BYTES + 1][4]
+for _n in range(ID_WORD_BYTES + 1):
+    for _k in range(4):
+        WORD_MASK[_n][_k] = (1 << (8 * min(max(_n - 8 * _k, 0), 8))) - 1
 
 import os as _os
 cdef uint64_t ID_SEED0 = int.from_bytes(_os.urandom(8), "little")
@@ -64,13 +67,30 @@ cdef extern from *:
     const uint64_t ID_K1 "KP_ID_K1"
 
 
-cdef inline uint64_t id_hash_words(const IdTable *t, uint64_t word0, uint64_t word1,
-                                   uint64_t word2) noexcept nogil:
+# A hint to start loading a slot's cache line (no effect on what the code computes).
+cdef extern from *:
+    """
+    #if (defined(__GNUC__) || defined(__clang__)) && !defined(KP_FORCE_PORTABLE)
+    #define KP_PREFETCH(p) __builtin_prefetch((const void *)(p))
+    #else
+    #define KP_PREFETCH(p) ((void)(p))
+    #endif
+    """
+    void kp_prefetch "KP_PREFETCH"(const void *p) noexcept nogil
+
+
+cdef inline uint64_t id_hash_seeded(uint64_t seed0, uint64_t seed1, uint64_t word0, uint64_t word1,
+                                    uint64_t word2) noexcept nogil:
     """Hash of a key of at most 24 bytes, from its three words (its slot: the top bits).
     A product of the seeded first two words (the second made odd, so for one word1
     distinct word0 never collide) plus an independent product of the third: a few
     instructions on the header loop's hot path, no chain of multiplies."""
-    return (word0 ^ t.seed0) * (((word1 ^ t.seed1) << 1) | 1) + (word2 ^ t.seed0) * ID_K0
+    return (word0 ^ seed0) * (((word1 ^ seed1) << 1) | 1) + (word2 ^ seed0) * ID_K0
+
+
+cdef inline uint64_t id_hash_words(const IdTable *t, uint64_t word0, uint64_t word1,
+                                   uint64_t word2) noexcept nogil:
+    return id_hash_seeded(t.seed0, t.seed1, word0, word1, word2)
 
 
 cdef uint64_t id_hash_long(const IdTable *t, uint64_t word0, uint64_t word1, uint64_t word2,
@@ -197,6 +217,7 @@ cdef int id_table_grow(IdTable *t) noexcept nogil:
     cdef uint64_t j
     cdef const unsigned char *q
     cdef uint64_t words[3]
+    cdef int32_t n
     if slots == NULL:
         return -1
     t.slots = slots
@@ -207,16 +228,19 @@ cdef int id_table_grow(IdTable *t) noexcept nogil:
             words[0] = old[j].word0
             words[1] = old[j].word1
             words[2] = old[j].word2
-            q = t.order[old[j].index]
-            id_place(t, id_hash(t, q, kp_load_be16(q), words), words, old[j].index)
+            # The id's length is the key's first two bytes: only a long id's hash reads
+            # the input (a random read per id, a cache miss with 100,000s of ids).
+            n = <int32_t>(((words[0] & 0xFF) << 8) | ((words[0] >> 8) & 0xFF))
+            q = t.order[old[j].index] if n > ID_SLOT_TEXT else NULL
+            id_place(t, id_hash(t, q, n, words), words, old[j].index)
     free(old)
     return 0
 
 
-cdef int32_t id_add(IdTable *t, const unsigned char *q, int32_t n) noexcept nogil:
-    """Add an id known to be absent (q its length prefix, n >= 0): its new dictionary
-    index, or -1 when out of memory."""
-    cdef uint64_t words[3]
+cdef int32_t id_insert(IdTable *t, const unsigned char *q, uint64_t h, const uint64_t *words) noexcept nogil:
+    """Add an id known to be absent (q its length prefix in the input, which outlives
+    the call; h and words its hash and key words): its new dictionary index, or -1
+    when out of memory."""
     cdef const unsigned char **order
     if t.count == t.order_capacity:
         order = <const unsigned char **>realloc(t.order, 2 * t.order_capacity * sizeof(const unsigned char *))
@@ -226,100 +250,167 @@ cdef int32_t id_add(IdTable *t, const unsigned char *q, int32_t n) noexcept nogi
         t.order_capacity *= 2
     if 2 * (t.count + 1) > <Py_ssize_t>(t.mask + 1) and id_table_grow(t) < 0:
         return -1
-    id_key(q, n, words)
-    id_place(t, id_hash(t, q, n, words), words, <int32_t>t.count)
+    id_place(t, h, words, <int32_t>t.count)
     t.order[t.count] = q
     t.count += 1
     return <int32_t>(t.count - 1)
 
 
-# The ids met last, checked before the table: a direct-mapped
-# cache keyed by the first 16 bytes of the id on the wire (its int16 length and up
-# to 14 bytes of text), so the header loop compares an id with two word loads,
-# two masks and two compares instead of a byte loop. Longer ids also compare
-# their remaining bytes, and their last 8 bytes go into the hash (Java clients name
-# themselves "consumer-<group>-<n>": the first 14 bytes often agree).
+cdef int32_t id_add(IdTable *t, const unsigned char *q, int32_t n) noexcept nogil:
+    """id_insert for an id given by its length prefix alone (n >= 0 its length)."""
+    cdef uint64_t words[3]
+    id_key(q, n, words)
+    return id_insert(t, q, id_hash(t, q, n, words), words)
+
+
+# ------------------------------------------------------------------ the id cache
+# While the table is small, the header loop checks a direct-mapped cache of the ids met
+# last before it: keyed like the table (three words), but on the stack, with a hash of
+# one multiply and no probing, so a hit takes fewer instructions than a table lookup.
+# A miss goes to the table. The cache's hash is not seeded: input chosen to collide in
+# it costs a table lookup a frame, no more.
 cdef enum:
-    CACHE_SLOTS = 256         # a power of two; 32 bytes a slot, on the stack
-    CACHE_WORD_BYTES = 16     # bytes the two words cover: the length and 14 bytes of text
+    CACHE_SLOTS = 512     # a power of two: 16 KiB on the stack
+    CACHE_SHIFT = 55      # 64 - log2(CACHE_SLOTS)
 
 cdef struct CacheSlot:
-    uint64_t word0         # bytes 0-7 of "length + text", bytes past the id zero
-    uint64_t word1         # bytes 8-15
-    const unsigned char *tail   # ids over 14 bytes: their bytes after the first 14 (in the input)
-    int32_t index          # the id's dictionary index
+    uint64_t word0        # the key's words, as in IdSlot (ID_FREE: empty)
+    uint64_t word1
+    uint64_t word2
+    int32_t index
 
 cdef struct IdCache:
     CacheSlot slot[CACHE_SLOTS]
-
-# CACHE_MASK0[n] / CACHE_MASK1[n]: keep bytes 0..n-1 of the 16 (n = 0..16).
-cdef uint64_t CACHE_MASK0[CACHE_WORD_BYTES + 1]
-cdef uint64_t CACHE_MASK1[CACHE_WORD_BYTES + 1]
-for _n in range(CACHE_WORD_BYTES + 1):
-    CACHE_MASK0[_n] = (1 << (8 * min(_n, 8))) - 1
-    CACHE_MASK1[_n] = (1 << (8 * max(_n - 8, 0))) - 1
 
 
 cdef void id_cache_init(IdCache *cache) noexcept nogil:
     cdef int k
     for k in range(CACHE_SLOTS):
-        # An impossible key: byte 0 of a real one is the high byte of a length <= 0x7FFF.
-        cache.slot[k].word0 = ~(<uint64_t>0)
-        cache.slot[k].word1 = 0
+        cache.slot[k].word0 = ID_FREE
 
 
-cdef inline Py_ssize_t cache_hash(uint64_t word0, uint64_t word1) noexcept nogil:
-    return <Py_ssize_t>(((word0 ^ word1) * 0x9E3779B97F4A7C15ULL) >> 56)   # top 8 bits: CACHE_SLOTS
+cdef inline CacheSlot *cache_slot(IdCache *cache, uint64_t word0, uint64_t word1, uint64_t word2) noexcept nogil:
+    return &cache.slot[((word0 ^ word1 ^ word2) * ID_K0) >> CACHE_SHIFT]
 
 
-cdef inline CacheSlot *cache_slot(IdCache *cache, const unsigned char *q, int32_t n,
-                            uint64_t *word0, uint64_t *word1) noexcept nogil:
-    """The slot an id maps to, and its key words. ``q`` is the id's length prefix, n >= 0
-    its length; only q[0 .. 2 + n) is read."""
-    cdef unsigned char short_id[CACHE_WORD_BYTES]
-    cdef uint64_t hashed
-    if n >= CACHE_WORD_BYTES - 2:
-        word0[0] = kp_load_le64(q)
-        word1[0] = kp_load_le64(q + 8)
-        hashed = word1[0] ^ (kp_load_le64(q + 2 + n - 8) if n > CACHE_WORD_BYTES - 2 else 0)
-    else:
-        memset(short_id, 0, CACHE_WORD_BYTES)
-        memcpy(short_id, q, 2 + n)
-        word0[0] = kp_load_le64(short_id)
-        word1[0] = kp_load_le64(short_id + 8)
-        hashed = word1[0]
-    return &cache.slot[cache_hash(word0[0], hashed)]
-
-
-cdef inline int32_t cache_lookup(IdCache *cache, const unsigned char *q, int32_t n) noexcept nogil:
-    """The dictionary index of a cached id (see cache_slot for q and n), or -1."""
-    cdef uint64_t word0, word1
-    cdef CacheSlot *s = cache_slot(cache, q, n, &word0, &word1)
-    if s.word0 != word0 or s.word1 != word1:
-        return -1
-    if n > CACHE_WORD_BYTES - 2 and not same_bytes(q + CACHE_WORD_BYTES, s.tail, n - (CACHE_WORD_BYTES - 2)):
-        return -1
-    return s.index
-
-
-cdef inline void cache_insert(IdCache *cache, const unsigned char *q, int32_t n, int32_t index) noexcept nogil:
-    cdef uint64_t word0, word1
-    cdef CacheSlot *s = cache_slot(cache, q, n, &word0, &word1)
-    s.word0 = word0
-    s.word1 = word1
-    s.tail = q + CACHE_WORD_BYTES
-    s.index = index
-
-
-cdef int32_t cache_miss(const IdTable *table, IdCache *cache, const unsigned char *q, int32_t n,
+cdef int32_t cache_miss(IdTable *t, CacheSlot *cached, const unsigned char *q, uint32_t covered,
                         uint32_t tag) noexcept nogil:
-    """The header loop's way past a cache miss (q: the id's length prefix, whole in the
-    frame; tag: 1 when a tag byte follows, which must be 0): the id's index from the
-    table, now cached too, or -1 when the id is new or the tag byte is not 0."""
+    """The header loop's way past a cache miss for an id and tag byte of ``covered`` <= 24
+    bytes (q its length prefix; the 24 bytes at q are in the buffer): its index from the
+    table, the id added if new (see id_new_short), and cached; -1 for the general loop.
+    A call of its own, the words recomputed: the loop's hit path keeps nothing for it."""
+    cdef const uint64_t *masks = WORD_MASK[covered]
+    cdef uint64_t word0 = kp_load_le64(q) & masks[0]
+    cdef uint64_t word1 = kp_load_le64(q + 8) & masks[1]
+    cdef uint64_t word2 = kp_load_le64(q + 16) & masks[2]
+    cdef uint64_t h = id_hash_words(t, word0, word1, word2)
+    cdef int32_t index = id_probe(t.slots, t.mask, t.shift, h, word0, word1, word2)
+    if index < 0:
+        index = id_new_short(t, q, tag, h, word0, word1, word2)
+        if index < 0:
+            return -1
+    cached.word0 = word0
+    cached.word1 = word1
+    cached.word2 = word2
+    cached.index = index
+    return index
+
+
+# ------------------------------------------------------------------ ids in the header loop
+# The header loop reads a block of frames before it looks up their ids: for each it
+# computes the slot and asks the CPU to start loading it (a prefetch), then resolves the
+# block's ids in frame order. With 100,000s of ids the table is megabytes and a slot is
+# a trip to memory; the block keeps up to ID_PIPELINE of those trips in flight at once
+# instead of one after the other. With few ids the table is in the L1 cache and the
+# prefetches cost next to nothing.
+cdef enum:
+    ID_PIPELINE = 32     # frames read ahead of their id lookups
+
+cdef struct PendingIds:
+    uint64_t hash[ID_PIPELINE]      # short ids: the key's hash
+    uint64_t word0[ID_PIPELINE]     # short ids: the key's words (masked loads, tag byte included)
+    uint64_t word1[ID_PIPELINE]
+    uint64_t word2[ID_PIPELINE]
+    const unsigned char *key[ID_PIPELINE]   # the id's length prefix in the input; NULL: a null id
+    uint8_t tag[ID_PIPELINE]        # 1: header v2, whose tag section after the id must be the byte 0
+    uint8_t long_key[ID_PIPELINE]   # 1: the id and its tag byte pass 24 bytes (hash and words not set)
+
+
+cdef inline int32_t id_probe(const IdSlot *slots, uint64_t mask, int shift, uint64_t h,
+                             uint64_t word0, uint64_t word1, uint64_t word2) noexcept nogil:
+    """The index of a key of at most 24 bytes (its hash and words), or -1 if absent: the
+    header loop's lookup, with the table's fields in the caller's locals."""
+    cdef uint64_t j = h >> shift
+    while True:
+        if slots[j].word0 == word0 and slots[j].word1 == word1 and slots[j].word2 == word2:
+            return slots[j].index
+        if slots[j].word0 == ID_FREE:
+            return -1
+        j = (j + 1) & mask
+
+
+cdef int32_t id_new_short(IdTable *t, const unsigned char *q, uint32_t tag, uint64_t h, uint64_t word0,
+                          uint64_t word1, uint64_t word2) noexcept nogil:
+    """The header loop's id of at most 24 bytes with its tag byte that the table does not
+    hold (q its length prefix; h and the words as probed): added, unless the frame is the
+    general loop's (its tag byte is not 0, or the id is not UTF-8: a status to report)
+    or memory runs out (the general loop says so). Its index, or -1."""
+    cdef int32_t n = kp_load_be16(q)
+    cdef uint64_t words[3]
+    if (tag and q[2 + n] != 0) or not wire_utf8_valid(q + 2, n):
+        return -1
+    # tag byte 0: the masked words are the key's own
+    words[0] = word0
+    words[1] = word1
+    words[2] = word2
+    return id_insert(t, q, h, words)
+
+
+cdef int32_t id_long_in_loop(IdTable *t, const unsigned char *q, uint32_t tag) noexcept nogil:
+    """The header loop's id past 24 bytes with its tag byte (whole in the frame): its
+    index, the id added if new; -1 as in id_new_short."""
+    cdef int32_t n = kp_load_be16(q)
     cdef int32_t index
     if tag and q[2 + n] != 0:
         return -1
-    index = id_lookup(table, q, n)
+    index = id_lookup(t, q, n)
     if index >= 0:
-        cache_insert(cache, q, n, index)
-    return index
+        return index
+    if not wire_utf8_valid(q + 2, n):
+        return -1
+    return id_add(t, q, n)
+
+
+cdef inline int resolve_ids(IdTable *t, const PendingIds *pend, int count, int32_t *client_id) noexcept nogil:
+    """The dictionary indexes of a block's pending ids into client_id[0 .. count), in
+    frame order (so new ids get their indexes in order of first appearance). Returns
+    count, or the first k whose frame the general loop must take."""
+    cdef IdSlot *slots = t.slots
+    cdef uint64_t mask = t.mask
+    cdef int shift = t.shift
+    cdef const unsigned char *q
+    cdef int32_t index
+    cdef int k
+    for k in range(count):
+        q = pend.key[k]
+        if q == NULL:
+            client_id[k] = 0
+            continue
+        if not pend.long_key[k]:
+            # A slot's key is zero past its id: a match also proves the tag byte 0.
+            index = id_probe(slots, mask, shift, pend.hash[k], pend.word0[k], pend.word1[k], pend.word2[k])
+        else:
+            index = -1
+        if index < 0:
+            if pend.long_key[k]:
+                index = id_long_in_loop(t, q, pend.tag[k])
+            else:
+                index = id_new_short(t, q, pend.tag[k], pend.hash[k], pend.word0[k], pend.word1[k],
+                                     pend.word2[k])
+            if index < 0:
+                return k
+            slots = t.slots     # the table may have grown
+            mask = t.mask
+            shift = t.shift
+        client_id[k] = index
+    return count

@@ -212,12 +212,21 @@ cdef inline void general_row_done(Columns *c, Py_ssize_t i, bint *zeros_written,
     zero_from[0] = i + 1
 
 
+# From this many table slots (more ids than the cache has slots: it would miss most of
+# the time) the header loop reads a block of frames ahead of their id lookups,
+# prefetching the table slots, without the cache; below it, a frame's id is looked up
+# as the frame is read, in the cache first.
+cdef enum:
+    PIPELINE_FROM_SLOTS = 4 * CACHE_SLOTS    # the table doubles at half load: past 512 ids
+
+
 cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                            const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                           Py_ssize_t max_frame_size, const IdTable *ids, IdCache *cache,
+                                           Py_ssize_t max_frame_size, IdTable *ids, IdCache *cache,
                                            bint body_offsets, bint clear_zero_columns) noexcept nogil:
     """The common case in a loop of its own: size-prefixed requests, whole, of a valid
-    API version, with a client id seen before (or null) and no tagged fields.
+    API version, with a null client id or one the table holds or can add, and no
+    tagged fields.
 
     Returns the row count at the first frame that is anything else (or at ``limit``,
     or near the end of the buffer); the general loop takes that frame, then comes
@@ -231,7 +240,10 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
         block_end = i + 4096 if limit - i > 4096 else limit
         if clear_zero_columns:
             clear_zero_columns_of(c, i, block_end)
-        i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache, body_offsets)
+        if ids.mask + 1 >= PIPELINE_FROM_SLOTS:
+            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache, body_offsets, True)
+        else:
+            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache, body_offsets, False)
         if i < block_end:
             break
     return i
@@ -239,12 +251,15 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
 
 cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                         const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                        Py_ssize_t max_frame_size, const IdTable *ids, IdCache *cache,
-                                        bint body_offsets) noexcept nogil:
-    """Rows [i, limit) of scan_plain_requests, as far as they go. Column pointers
-    are copied into locals first: a store through a one-byte column may alias any
-    memory the compiler cannot see is private, and it would reload every pointer
-    after each such store."""
+                                        Py_ssize_t max_frame_size, IdTable *ids, IdCache *cache, bint body_offsets,
+                                        bint pipelined) noexcept nogil:
+    """Rows [i, limit) of scan_plain_requests, as far as they go. ``pipelined`` (a
+    constant at each call): ID_PIPELINE frames at a time, their headers into the
+    columns and their id slots prefetched, then their ids resolved (resolve_ids);
+    else each id looked up as its frame is read. Column pointers are copied into
+    locals first: a store through a one-byte column may alias any memory the
+    compiler cannot see is private, and it would reload every pointer after each
+    such store."""
     cdef int64_t *offset = c.offset
     cdef int32_t *size_col = c.size
     cdef int8_t *header_version = c.header_version
@@ -254,78 +269,117 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
     cdef int32_t *client_id = c.client_id
     cdef int32_t *body_offset = c.body_offset
     cdef uint8_t *present = c.present
-    cdef Py_ssize_t pos = pos_io[0], next_pos, body
-    # The loop reads 16 bytes at every frame's client id (p + 8) before it knows the
-    # frame is that long: it leaves frames in the last 28 bytes to the general loop.
-    cdef Py_ssize_t last_pos = length - (4 + 8 + CACHE_WORD_BYTES)
+    cdef Py_ssize_t pos = pos_io[0], next_pos, body, first
+    # The loop reads 24 bytes at every frame's client id (p + 8) before it knows the
+    # frame is that long: it leaves frames in the last 36 bytes to the general loop.
+    cdef Py_ssize_t last_pos = length - (4 + 8 + ID_WORD_BYTES)
     cdef const unsigned char *p
     cdef uint32_t size, key_version, plain, tag, id_length, covered
-    cdef uint64_t word0, word1
-    cdef const CacheSlot *s
-    cdef int32_t index
+    cdef uint64_t word0, word1, word2, h
+    cdef const uint64_t *masks
     cdef uint8_t flags
-    while i < limit and pos <= last_pos:
-        size = kp_load_be32(buf + pos)
-        next_pos = pos + 4 + <Py_ssize_t>size
-        if size > <uint32_t>max_frame_size or next_pos > length:
-            break
-        p = buf + pos + 4
-        key_version = kp_load_be32(p)             # api_key << 16 | api_version
-        if key_version & 0xFF00FFC0U:              # api_key >= 256 or api_version >= 64 (MAX_KEY, MAX_VERSION)
-            break
-        plain = plain_request[(key_version >> 10) + (key_version & 0x3F)]   # [api_key * 64 + api_version]
-        if plain == 0:
-            break
-        tag = plain >> 8                           # 1: header v2, whose tag section must be the byte 0
-        id_length = kp_load_be16(p + 8)
-        covered = id_length + 2 + tag              # the length prefix, the id and the tag byte
-        if covered <= CACHE_WORD_BYTES:
-            # One masked compare checks the id and the tag byte: a cached key is zero
-            # past its id, so a hit also proves the tag section empty.
-            word0 = kp_load_le64(p + 8) & CACHE_MASK0[covered]
-            word1 = kp_load_le64(p + 16) & CACHE_MASK1[covered]
-            s = &cache.slot[cache_hash(word0, word1)]
-            if (word0 ^ s.word0) | (word1 ^ s.word1):
-                # Not the id met last in this slot: the table knows every id seen
-                # (-1: a new id, or a tag byte that is not 0; the general loop's).
-                index = cache_miss(ids, cache, p + 8, <int32_t>id_length, tag)
-                if index < 0:
+    cdef int32_t index = 0
+    cdef PendingIds pend
+    cdef int k, resolved
+    cdef const IdSlot *slots = ids.slots
+    cdef int shift = ids.shift
+    cdef uint64_t seed0 = ids.seed0, seed1 = ids.seed1
+    cdef CacheSlot *cached
+    while True:
+        first = i
+        k = 0
+        # Unpipelined, the whole range is one block (the compiler drops k).
+        while (k < ID_PIPELINE or not pipelined) and i < limit and pos <= last_pos:
+            size = kp_load_be32(buf + pos)
+            next_pos = pos + 4 + <Py_ssize_t>size
+            if size > <uint32_t>max_frame_size or next_pos > length:
+                break
+            p = buf + pos + 4
+            key_version = kp_load_be32(p)             # api_key << 16 | api_version
+            if key_version & 0xFF00FFC0U:              # api_key >= 256 or api_version >= 64 (MAX_KEY, MAX_VERSION)
+                break
+            plain = plain_request[(key_version >> 10) + (key_version & 0x3F)]   # [api_key * 64 + api_version]
+            if plain == 0:
+                break
+            tag = plain >> 8                           # 1: header v2, whose tag section must be the byte 0
+            id_length = kp_load_be16(p + 8)
+            covered = id_length + 2 + tag              # the length prefix, the id and the tag byte
+            if covered <= ID_WORD_BYTES:
+                body = 10 + id_length + tag
+                if body > <Py_ssize_t>size:
                     break
+                # The key as the table holds it (zero past the id), if the tag byte is 0;
+                # a slot's key is zero past its id, so a match also proves the tag byte 0.
+                masks = WORD_MASK[covered]
+                word0 = kp_load_le64(p + 8) & masks[0]
+                word1 = kp_load_le64(p + 16) & masks[1]
+                word2 = kp_load_le64(p + 24) & masks[2]
+                if pipelined:
+                    h = id_hash_seeded(seed0, seed1, word0, word1, word2)
+                    kp_prefetch(&slots[h >> shift])
+                    pend.hash[k] = h
+                    pend.word0[k] = word0
+                    pend.word1[k] = word1
+                    pend.word2[k] = word2
+                    pend.key[k] = p + 8
+                    pend.tag[k] = <uint8_t>tag
+                    pend.long_key[k] = 0
+                else:
+                    cached = cache_slot(cache, word0, word1, word2)
+                    if (word0 ^ cached.word0) | (word1 ^ cached.word1) | (word2 ^ cached.word2):
+                        index = cache_miss(ids, cached, p + 8, covered, tag)
+                        if index < 0:
+                            break
+                    else:
+                        index = cached.index
+                flags = <uint8_t>plain | F_CLIENT_ID
+            elif id_length == 0xFFFF:                  # a null client id (p[10] is in the buffer)
+                body = 10 + tag
+                if tag and p[10] != 0:
+                    break
+                if pipelined:
+                    pend.key[k] = NULL
+                index = 0
+                flags = <uint8_t>plain
+            elif id_length <= 0x7FFF:                  # a long id: read once known whole in the frame
+                body = 10 + id_length + tag
+                if body > <Py_ssize_t>size:
+                    break
+                if pipelined:
+                    pend.key[k] = p + 8
+                    pend.tag[k] = <uint8_t>tag
+                    pend.long_key[k] = 1
+                else:
+                    index = id_long_in_loop(ids, p + 8, tag)
+                    if index < 0:
+                        break
+                flags = <uint8_t>plain | F_CLIENT_ID
             else:
-                index = s.index
-            body = 10 + id_length + tag
-            flags = <uint8_t>plain | F_CLIENT_ID
-        elif id_length == 0xFFFF:                  # a null client id (p[10] is in the buffer)
-            body = 10 + tag
-            if tag and p[10] != 0:
                 break
-            index = 0
-            flags = <uint8_t>plain
-        elif id_length <= 0x7FFF:                  # a long id: its bytes are read only once known whole
-            body = 10 + id_length + tag
-            if body > <Py_ssize_t>size:
+            offset[i] = pos
+            size_col[i] = <int32_t>size
+            header_version[i] = <int8_t>(1 + tag)
+            api_key[i] = <int16_t>(key_version >> 16)
+            api_version[i] = <int16_t>key_version
+            correlation_id[i] = <int32_t>kp_load_be32(p + 4)
+            if not pipelined:
+                client_id[i] = index
+            if body_offsets:
+                body_offset[i] = <int32_t>body
+            present[i] = flags
+            pos = next_pos
+            i += 1
+            k += 1
+        if pipelined:
+            resolved = resolve_ids(ids, &pend, k, client_id + first)
+            if resolved < k:
+                # a new id with a tag byte that is not 0 or not UTF-8, or no memory: the general loop's frame
+                i = first + resolved
+                pos = offset[i]
                 break
-            index = cache_lookup(cache, p + 8, <int32_t>id_length)
-            if index < 0:
-                index = cache_miss(ids, cache, p + 8, <int32_t>id_length, tag)
-            if index < 0 or (tag and p[10 + id_length] != 0):
-                break
-            flags = <uint8_t>plain | F_CLIENT_ID
-        else:
+            slots = ids.slots     # the table may have grown
+            shift = ids.shift
+        if k < ID_PIPELINE or not pipelined:
             break
-        if body > <Py_ssize_t>size:
-            break
-        offset[i] = pos
-        size_col[i] = <int32_t>size
-        header_version[i] = <int8_t>(1 + tag)
-        api_key[i] = <int16_t>(key_version >> 16)
-        api_version[i] = <int16_t>key_version
-        correlation_id[i] = <int32_t>kp_load_be32(p + 4)
-        client_id[i] = index
-        if body_offsets:
-            body_offset[i] = <int32_t>body
-        present[i] = flags
-        pos = next_pos
-        i += 1
     pos_io[0] = pos
     return i

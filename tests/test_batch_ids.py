@@ -1,0 +1,113 @@
+"""The header loop's client ids past the id cache (issue 18): the pipelined table lookups.
+
+Past 512 distinct ids the C header loop stops using its id cache and reads blocks of
+frames ahead of their id lookups, adding new ids without leaving the loop. These
+tests drive both paths, and frames the loop must hand to the general loop in the
+middle of a block (a new id that is not UTF-8, a tag section that is not empty),
+and check that the C and pure-Python loops give the same rows and dictionary.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import kproto.batch as kb
+from kproto import messages as m
+from kproto.batch import Status
+from tests.test_batch import _first_appearance, on_each_implementation, prefixed
+
+METADATA_V4 = m.MetadataRequest(topics=None).encode(4)
+METADATA_V12 = m.MetadataRequest(topics=None).encode(12)
+
+# Enough distinct ids to push the table past the cache's reach (4 x 512 slots).
+WARM_UP = [f"warm-{k}".encode() for k in range(700)]
+
+
+def raw_request(correlation_id: int, client_id: bytes | None, kind: str) -> bytes:
+    """A Metadata request with any client id bytes: kind "v1" (header v1), "v2" (an
+    empty tag section) or "tagged" (a tag section of one field)."""
+    if client_id is None:
+        head = struct.pack(">hhih", 3, 4 if kind == "v1" else 12, correlation_id, -1)
+    else:
+        head = struct.pack(">hhih", 3, 4 if kind == "v1" else 12, correlation_id, len(client_id)) + client_id
+    if kind == "v1":
+        return head + METADATA_V4
+    return head + (b"\x01\x05\x01z" if kind == "tagged" else b"\x00") + METADATA_V12
+
+
+def decode_both(frames: list[tuple[bytes | None, str]]):
+    pytest.importorskip("kproto._c._batch")
+    data = prefixed(*(raw_request(k, client_id, kind) for k, (client_id, kind) in enumerate(frames)))
+    return on_each_implementation(("c", "py"), lambda: kb.decode_frames(data))
+
+
+def expected_ids(frames: list[tuple[bytes | None, str]]) -> list[str | None]:
+    return [None if client_id is None else client_id.decode("utf-8", "replace") for client_id, _ in frames]
+
+
+# Ids around the table's key words (24 bytes with the length and the tag byte),
+# not UTF-8, or repeated at once (a second frame of a block with an id new in it).
+_IDS = st.one_of(
+    st.none(),
+    st.sampled_from([b"", b"a" * 21, b"a" * 22, b"a" * 23, b"a" * 40, b"\xff", b"ok\xc3", b"\xed\xa0\x80"]),
+    st.integers(0, 2000).map(lambda k: f"consumer-orders-{k}".encode()),
+    st.sampled_from(WARM_UP),
+    st.binary(max_size=30),
+)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(frames=st.lists(st.tuples(_IDS, st.sampled_from(["v1", "v2", "v2", "tagged"])), max_size=200))
+def test_c_and_python_agree_past_the_cache(frames):
+    """After 700 distinct ids (the pipelined loop), any ids, good or not, both loops agree."""
+    frames = [(client_id, "v2") for client_id in WARM_UP] + frames
+    c, py = decode_both(frames)
+    assert c.to_pylist() == py.to_pylist()
+    assert c["client_id"].dictionary.to_pylist() == py["client_id"].dictionary.to_pylist()
+
+
+@pytest.mark.parametrize("warm", [0, 700], ids=["cache", "pipelined"])
+def test_frames_the_loop_hands_over_mid_block(warm):
+    """New ids that are not UTF-8 or come with a tag section, amid a block of frames:
+    those frames get their status or tag count, every other row its id, in both paths."""
+    frames: list[tuple[bytes | None, str]] = [(client_id, "v2") for client_id in WARM_UP[:warm]]
+    for k in range(200):
+        frames.append((f"new-{k}".encode(), "v1"))
+        frames.append((f"new-{k}".encode(), "v2"))          # the same new id again, in the same block
+        if k % 7 == 0:
+            frames.append((f"tagged-{k}".encode(), "tagged"))
+        if k % 11 == 0:
+            frames.append((b"bad-\xff" + str(k).encode(), "v2"))
+        if k % 13 == 0:
+            frames.append((None, "v2"))
+            frames.append(((f"long-{k}-" + "x" * 30).encode(), "v1"))
+    c, py = decode_both(frames)
+    assert c.to_pylist() == py.to_pylist()
+    rows = c.to_pylist()
+    for row, (client_id, kind) in zip(rows, frames):
+        if client_id is not None and b"\xff" in client_id:
+            assert row["status"] == Status.MALFORMED
+        else:
+            assert row["status"] == Status.OK
+            assert row["client_id"] == (None if client_id is None else client_id.decode())
+            assert row["header_tag_count"] == (1 if kind == "tagged" else None if kind == "v1" else 0)
+    good = [None if client_id is None else client_id.decode() for client_id, _ in frames
+            if client_id is None or b"\xff" not in client_id]
+    assert c["client_id"].dictionary.to_pylist() == _first_appearance(good)
+
+
+def test_hundred_thousand_ids_in_the_pipelined_loop():
+    """100,000 distinct ids (the table grows ten times, mostly inside the fast loop),
+    each seen twice: every row keeps its id, in order of first appearance."""
+    pytest.importorskip("kproto._c._batch")
+    ids = [f"consumer-orders-{k}".encode() if k % 2 else f"producer-{k}".encode() for k in range(100_000)]
+    order = ids + ids[::-1]
+    frames = [(client_id, "v1" if k % 2 else "v2") for k, client_id in enumerate(order)]
+    c, = on_each_implementation(("c",), lambda: kb.decode_frames(
+        prefixed(*(raw_request(k, client_id, kind) for k, (client_id, kind) in enumerate(frames)))))
+    assert c["client_id"].to_pylist() == expected_ids(frames)
+    assert c["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
+    assert set(c["status"].to_pylist()) == {Status.OK}
