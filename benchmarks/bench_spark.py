@@ -4,6 +4,9 @@
 
 0. `kproto analyze samples/sample.pcap` in a new process, as a user runs it:
    wall time including session start, and its phases (median of 3).
+
+Steps 1 and 2 run ``--repeat`` times, each in a new process (a new session) on the same
+capture; ratios are taken within a run, then their median and range over the runs are shown.
 1. Decoding inside Spark against a ``mapInArrow`` that returns its input
    unchanged, on the same DataFrame of frames (cached, so both read the same
    in-memory data): the ratio says whether decoding is the bottleneck.
@@ -124,34 +127,39 @@ def small_run(master: str, runs: int = 3) -> float:
     return statistics.median(walls)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=int, default=1000)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--small-only", action="store_true", help="only the small-capture wall time")
-    args = parser.parse_args()
-    small_run(args.master)
-    if args.small_only:
-        return 0
-    cores = int(args.master[6:-1]) if args.master.startswith("local[") and args.master[6:-1].isdigit() else 1
-
+def session_run(work: Path, master: str, analysis_first: bool) -> dict:
+    """One process's figures on the capture in ``work``: a new session, the identity and decode
+    ``mapInArrow`` runs (best of 3), the first analysis of the process, the same again (warm) and
+    ``--no-body``. ``analysis_first``: the first analysis is the session's first job (what the
+    command line pays after the session start), else it comes after the identity and decode runs,
+    whose jobs have started the JVM's code paths and the Python workers already."""
     import pyspark
 
-    from kproto.capture import read_capture
     from kproto.spark import Options, analyze, spark_session
+    from kproto.spark.profile import PhaseProfile
 
-    work = Path(tempfile.mkdtemp(prefix="kproto-bench-"))
+    cores = int(master[6:-1]) if master.startswith("local[") and master[6:-1].isdigit() else 1
     pcap = work / "bench.pcap"
-    size = make_capture(pcap, args.mb)
-    frames, _, _ = read_capture(str(pcap))
-    frame_count = frames.num_rows
-    average = pa.compute.mean(frames["size"]).as_py() + 4
-    print(f"capture: {size / 1e6:.0f} MB, {frame_count:,} frames, {average:,.0f} B average frame")
-    pq.write_table(frames, work / "frames.parquet", row_group_size=100_000)
-
-    spark = spark_session(args.master, conf={"spark.sql.shuffle.partitions": str(cores),
-                                             "spark.ui.enabled": "false"})
+    size = pcap.stat().st_size
+    figures: dict = {"spark": pyspark.__version__, "size": size, "cores": cores, "load": os.getloadavg()[0]}
+    started = time.perf_counter()
+    spark = spark_session(master, conf={"spark.sql.shuffle.partitions": str(cores), "spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
+    figures["session start"] = time.perf_counter() - started
+
+    def analysis(label: str, options) -> None:
+        profile = PhaseProfile()
+        profile.attach(spark)
+        started = time.perf_counter()
+        result = analyze([str(pcap)], str(work / "out"), spark=spark, options=options, progress=False,
+                         profile=profile)
+        figures[label] = time.perf_counter() - started
+        profile.finish()
+        figures[f"{label} phases"] = [(p.name, p.seconds, p.jobs) for p in profile.phases]
+        assert result.summary[-1]["accounted"]
+
+    if analysis_first:
+        analysis("first analysis", Options(report=False))
     df = spark.read.parquet(str(work / "frames.parquet")).repartition(cores * 2).cache()
     df.count()
 
@@ -167,38 +175,103 @@ def main() -> int:
                                                  names=["api_key", "status"])
         return run
 
-    def timed(label, function, schema, repeat=3):
-        best = float("inf")
-        for _ in range(repeat):
+    def best_of_3(label, function, schema) -> None:
+        times = []
+        for _ in range(3):
             started = time.perf_counter()
             df.mapInArrow(function, schema).write.format("noop").mode("overwrite").save()
-            best = min(best, time.perf_counter() - started)
-        rate = frame_count / best
-        print(f"  {label:<40} {best:6.2f} s  {rate / 1e6:6.2f} M frames/s  {size / 1e6 / best:6.0f} MB/s")
-        return rate
+            times.append(time.perf_counter() - started)
+        figures[label] = min(times)
 
-    print(f"Spark {pyspark.__version__}, master {args.master}")
-    base = timed("mapInArrow identity", identity, df.schema)
-    headers = timed("mapInArrow decode_frames (headers)", decode(None), "api_key short, status short")
-    bodies = timed("mapInArrow decode_frames (JSON bodies)", decode("json"), "api_key short, status short")
-    print(f"  decode / identity: headers {headers / base:.2f}x, JSON bodies {bodies / base:.2f}x")
+    best_of_3("identity", identity, df.schema)
+    best_of_3("decode headers", decode(None), "api_key short, status short")
+    best_of_3("decode JSON bodies", decode("json"), "api_key short, status short")
     df.unpersist()
+    if not analysis_first:
+        analysis("first analysis", Options(report=False))
+    analysis("warm analysis", Options(report=False))
+    analysis("--no-body", Options(report=False, body=None))
+    spark.stop()
+    return figures
 
-    identity_mb_s = size / 1e6 / (frame_count / base)
-    del frames
-    # The first analysis of a session also pays one-time costs (JVM code paths, Python
-    # worker start); the JSON run is timed twice to show both.
-    for label, options in (("JSON bodies, first run", Options(report=False)),
-                           ("JSON bodies", Options(report=False)),
-                           ("--no-body", Options(report=False, body=None))):
-        started = time.perf_counter()
-        result = analyze([str(pcap)], str(work / "out"), spark=spark, options=options, progress=False)
-        seconds = time.perf_counter() - started
-        rate = size / 1e6 / seconds
-        assert result.summary[-1]["accounted"]
-        print(f"end to end, pcap -> Parquet tables ({label}): {seconds:.1f} s, {rate:.0f} MB/s, "
-              f"{rate / cores:.0f} MB/s per core; {rate / identity_mb_s:.2f}x the identity mapInArrow's MB/s")
-    shutil.rmtree(work)
+
+def report_runs(runs: list[dict]) -> None:
+    """Each run's figures, then the medians and ranges over the runs (ratios are taken within a run)."""
+    import statistics
+
+    size, cores = runs[0]["size"], runs[0]["cores"]
+    labels = ("identity", "decode headers", "decode JSON bodies", "first analysis", "warm analysis", "--no-body")
+
+    def ratio(run: dict, label: str) -> float:
+        return run["identity"] / run[label]          # MB/s against the identity's MB/s of the same run
+
+    print(f"Spark {runs[0]['spark']}: {len(runs)} run(s), each in a new process; load average "
+          + ", ".join(f"{r['load']:.1f}" for r in runs))
+    for label in ("session start",) + labels:
+        seconds = [r[label] for r in runs]
+        line = (f"  {label:<22} {statistics.median(seconds):6.2f} s ({min(seconds):.2f}-{max(seconds):.2f}), "
+                f"{size / 1e6 / statistics.median(seconds) / cores:5.0f} MB/s per core")
+        if label in labels[1:]:
+            ratios = [ratio(r, label) for r in runs]
+            line += (f"; {statistics.median(ratios):.2f}x identity ({min(ratios):.2f}-{max(ratios):.2f}): "
+                     + ", ".join(f"{v:.2f}" for v in ratios))
+        print(line)
+    for label in ("first analysis", "warm analysis"):
+        print(f"  phases of the {label} (median seconds):")
+        for index, (name, _, jobs) in enumerate(runs[0][f"{label} phases"]):
+            seconds = [r[f"{label} phases"][index][1] for r in runs]
+            print(f"    {name[:60]:<60} {statistics.median(seconds):5.2f} s, {jobs} Spark job(s)")
+
+
+def main() -> int:
+    import json
+    import subprocess
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=1000)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--small-only", action="store_true", help="only the small-capture wall time")
+    parser.add_argument("--skip-small", action="store_true", help="leave out the small-capture runs")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of the large capture, each in a new process")
+    parser.add_argument("--analysis-first", action="store_true",
+                        help="make the first analysis the first job of its process (before the identity)")
+    parser.add_argument("--work", help="a directory that keeps the generated capture between benches")
+    parser.add_argument("--session-run", metavar="WORK", help=argparse.SUPPRESS)   # one run, in this process
+    args = parser.parse_args()
+    if args.session_run:
+        print("RUN " + json.dumps(session_run(Path(args.session_run), args.master, args.analysis_first)))
+        return 0
+    if not args.skip_small:
+        small_run(args.master)
+    if args.small_only:
+        return 0
+
+    from kproto.capture import read_capture
+
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="kproto-bench-"))
+    try:
+        pcap = work / "bench.pcap"
+        if not (work / "frames.parquet").exists():     # --work keeps the capture for the next bench
+            work.mkdir(parents=True, exist_ok=True)
+            make_capture(pcap, args.mb)
+            pq.write_table(read_capture(str(pcap))[0], work / "frames.parquet", row_group_size=100_000)
+        frames = pq.read_table(work / "frames.parquet", columns=["size"])
+        print(f"capture: {pcap.stat().st_size / 1e6:.0f} MB, {frames.num_rows:,} frames, "
+              f"{pa.compute.mean(frames['size']).as_py() + 4:,.0f} B average frame; master {args.master}; "
+              "first analysis " + ("first in its process" if args.analysis_first
+                                   else "after the identity and decode runs"))
+        del frames
+        runs = []
+        for _ in range(args.repeat):
+            command = [sys.executable, __file__, "--session-run", str(work), "--master", args.master]
+            if args.analysis_first:
+                command.append("--analysis-first")
+            run = subprocess.run(command, capture_output=True, text=True, check=True)
+            runs.append(json.loads(next(line[4:] for line in run.stdout.splitlines() if line.startswith("RUN "))))
+        report_runs(runs)
+    finally:
+        if not args.work:
+            shutil.rmtree(work)
     return 0
 
 

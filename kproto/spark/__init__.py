@@ -17,6 +17,19 @@ See docs/analyze.md.
 
 from __future__ import annotations
 
-from kproto.spark.jobs import TABLES, Options, Result, analyze, spark_session
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kproto.spark.jobs import TABLES, Options, Result, analyze, spark_session
 
 __all__ = ["TABLES", "Options", "Result", "analyze", "spark_session"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the worker daemon (kproto.spark.daemon) must set its environment
+    # before pyarrow and numpy are imported, and importing this package must not import them.
+    if name in __all__:
+        from kproto.spark import jobs
+
+        return getattr(jobs, name)
+    raise AttributeError(f"module 'kproto.spark' has no attribute {name!r}")

@@ -40,7 +40,8 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
 
     Without ``master`` and outside spark-submit, Spark runs in this process
     (``local[*]``) with this interpreter for its Python workers. A local session
-    starts without the web UI (``--conf spark.ui.enabled=true`` brings it back);
+    starts without the web UI (``--conf spark.ui.enabled=true`` brings it back) and with
+    :mod:`kproto.spark.daemon` as its Python worker daemon;
     when ``input_bytes`` is known and under :data:`LATENCY_INPUT_BYTES`, its JVM
     also compiles with the quick JIT tier only, which halves the start-up and the
     first job (docs/analyze.md, "Where the time goes"). A local JVM maps the class-data
@@ -80,6 +81,9 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
     archive = None
     if master and master.startswith("local"):
         defaults["spark.ui.enabled"] = "false"
+        # The Python workers fork from a daemon that has imported kproto and pyarrow already:
+        # a session's first tasks do not import them once per worker (kproto/spark/daemon.py).
+        defaults["spark.python.daemon.module"] = "kproto.spark.daemon"
         java_options = []
         if input_bytes is not None and input_bytes <= LATENCY_INPUT_BYTES:
             # The JVM only passes a few compact rows for small inputs: C2's optimised code
