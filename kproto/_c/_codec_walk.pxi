@@ -163,6 +163,7 @@ cdef object walk_struct(Sink *s, ByteReader *r, CPlan plan):
     cdef object obj = None
     cdef Py_ssize_t i
     cdef FieldOp *op
+    cdef int kind
     if Sink is Build:
         obj = new_struct(plan)
     for i in range(plan.nfields):
@@ -171,7 +172,19 @@ cdef object walk_struct(Sink *s, ByteReader *r, CPlan plan):
         if Sink is Check:
             walk_value(s, r, op, op.kind, op.nullable, frame)
         else:
-            set_slot(obj, op.offset, build_field(s, r, op, frame))
+            # The eager read's fast paths: the commonest kinds without walk_value's dispatch.
+            kind = op.kind
+            if kind == K_INT32:
+                value = PyLong_FromLong(read_int32(r))
+            elif kind == K_INT16:
+                value = PyLong_FromLong(read_int16(r))
+            elif kind == K_STRING:
+                value = read_string_value(r, op.compact, op.nullable)
+            elif kind == K_ARRAY and op.elem_kind == K_INT32:
+                value = read_int32_array(r, op, frame)
+            else:
+                value = walk_value(s, r, op, kind, op.nullable, frame)
+            set_slot(obj, op.offset, value)
     if Sink is Build:
         set_absent_defaults(obj, plan)
     if plan.flexible:
@@ -184,20 +197,6 @@ cdef object walk_struct(Sink *s, ByteReader *r, CPlan plan):
         untrack_struct_if_acyclic(obj, plan)
     r.depth = depth
     return obj
-
-
-cdef inline object build_field(Build *s, ByteReader *r, FieldOp *op, PathFrame *frame):
-    # The eager read's fast paths: the commonest kinds without walk_value's dispatch.
-    cdef int kind = op.kind
-    if kind == K_INT32:
-        return PyLong_FromLong(read_int32(r))
-    if kind == K_INT16:
-        return PyLong_FromLong(read_int16(r))
-    if kind == K_STRING:
-        return read_string_value(r, op.compact, op.nullable)
-    if kind == K_ARRAY and op.elem_kind == K_INT32:
-        return read_int32_array(r, op, frame)
-    return walk_value(s, r, op, kind, op.nullable, frame)
 
 
 cdef object walk_tagged(Sink *s, ByteReader *r, CPlan plan, object obj, PathFrame *frame):
