@@ -16,7 +16,7 @@ from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong, PyLong_FromUnsig
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.memoryview cimport PyMemoryView_FromObject
 from cpython.object cimport PyObject_RichCompareBool, Py_EQ, PyTypeObject, PyObject_TypeCheck
-from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX
 from libc.string cimport memcmp, memcpy, memset
@@ -40,6 +40,7 @@ cdef extern from "Python.h":
     int PyObject_GC_IsTracked(PyObject *op) noexcept
     void PyObject_GC_UnTrack(void *op) noexcept
     void PyObject_GC_Track(void *op) noexcept
+    void list_set_item "PyList_SET_ITEM"(object list, Py_ssize_t i, PyObject *item) noexcept   # steals item
     ctypedef struct PyMemberDef:
         const char *name
         int type
@@ -53,6 +54,21 @@ assert (schema.BOOL, schema.INT32, schema.STRING, schema.RECORDS, schema.STRUCT,
 
 cdef enum:
     MAX_TAGGED_PER_STRUCT = 64
+
+
+# The plan walker's sinks (_codec_walk.pxi says what each makes).
+cdef struct Build:
+    PyObject *source        # the Source being decoded: records fields view it
+    PyObject *made          # the value a walk made: a new reference, until taken
+
+
+cdef struct Check:
+    char unused
+
+
+ctypedef fused Sink:
+    Build
+    Check
 
 
 cdef Py_ssize_t slot_offset(object cls, str name) except -1:
@@ -313,11 +329,35 @@ cdef inline void set_absent_defaults(object obj, CPlan plan):
         set_slot(obj, plan.absent[i].offset, fresh_default(&plan.absent[i]))
 
 
-cdef inline bint list_put(object out, Py_ssize_t i, object item) noexcept:
-    """Put item into a new list's slot i; whether it is GC-tracked (untracked lists stay so)."""
-    Py_INCREF(item)
-    PyList_SET_ITEM(out, i, item)
-    return is_tracked(item)
+# The walker's Build sink holds the value a walk made (a new reference) until the caller
+# takes it: into a slot, a list, or out of the walk.
+cdef inline int made(Build *s, object value) except -1:
+    Py_INCREF(value)
+    s.made = <PyObject *>value
+    return 0
+
+
+cdef inline object take_made(Build *s):
+    value = <object>s.made
+    Py_DECREF(value)   # the sink's reference, now value's
+    s.made = NULL
+    return value
+
+
+cdef inline void set_slot_made(object obj, Py_ssize_t offset, Build *s) noexcept:
+    cdef PyObject **slot = <PyObject **>((<char *><PyObject *>obj) + offset)
+    cdef PyObject *old = slot[0]
+    slot[0] = s.made   # the reference moves into the slot
+    s.made = NULL
+    Py_XDECREF(old)
+
+
+cdef inline bint list_put_made(object out, Py_ssize_t i, Build *s) noexcept:
+    """Move the made value into a new list's slot i; whether it is GC-tracked (untracked lists stay so)."""
+    cdef PyObject *item = s.made
+    s.made = NULL
+    list_set_item(out, i, item)
+    return PyObject_GC_IsTracked(item)
 
 
 cdef inline object build_uuid(ByteReader *r):
