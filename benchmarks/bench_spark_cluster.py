@@ -36,39 +36,62 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 CORES = 2
 
 
-def one_session(master: str, pcap: str, runs: int, out: str) -> dict:
-    """In a new driver process: start a session on ``master``, analyse ``pcap`` ``runs`` times; seconds."""
+def one_session(master: str, pcap: str, runs: int, out: str, event_log: str | None = None) -> dict:
+    """In a new driver process: start a session on ``master``, analyse ``pcap`` ``runs`` times; seconds.
+
+    With ``event_log`` (a directory), Spark logs its events there and the result holds each
+    analysis's breakdown (``spark_events.breakdown``)."""
     from kproto.spark import Options, analyze, spark_session
 
     started = time.perf_counter()
     conf = {"spark.ui.enabled": "false", "spark.executor.memory": "1g", "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             # What spark_session sets for local workers, given to the executors too: the same allocator set-up.
             "spark.executorEnv.MIMALLOC_LARGE_OS_PAGES": "1"}
+    if event_log:
+        conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log,
+                     "spark.eventLog.compress": "false"})
     spark = spark_session(master, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     spark.range(CORES).count()      # the cluster's executors registered: not counted as analysis
     session = time.perf_counter() - started
     seconds = []
+    windows = []
     for _ in range(runs):
         started = time.perf_counter()
+        started_ms = int(time.time() * 1000)
         result = analyze([pcap], out, spark=spark, options=Options(report=False), progress=False)
         seconds.append(time.perf_counter() - started)
+        windows.append((started_ms, int(time.time() * 1000)))
         assert result.summary[-1]["accounted"], result.summary[-1]
         frames = result.summary[-1]["frames"]
+    application = spark.sparkContext.applicationId
     spark.stop()
+    breakdowns = []
+    if event_log:
+        from spark_events import breakdown
+
+        # Spark 4 rolls event logs by default: a directory eventlog_v2_<app> of events_<n>_<app> files.
+        logs = sorted(Path(event_log).rglob(f"events_*_{application}"), key=lambda p: int(p.name.split("_")[1]))
+        breakdowns = [breakdown(logs, start, end) for start, end in windows]
     return {"session": session, "seconds": seconds, "frames": frames,
-            "parallelism": CORES, "splits": result.summary[0]["splits"]}
+            "parallelism": CORES, "splits": result.summary[0]["splits"], "breakdowns": breakdowns}
 
 
-def run_session(master: str, pcap: Path, runs: int, work: Path, executor_python: Path) -> dict:
+def run_session(master: str, pcap: Path, runs: int, work: Path, executor_python: Path,
+                breakdown: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "SPARK_HOME")}
     if not master.startswith("local"):
         env.pop("PYTHONPATH", None)
         env.update(PYSPARK_PYTHON=str(executor_python), SPARK_LOCAL_IP="127.0.0.1")
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
-    done = subprocess.run([sys.executable, __file__, "--session", master, "--pcap", str(pcap), "--runs", str(runs),
-                           "--out", str(out)], capture_output=True, text=True, env=env, cwd=work)
+    command = [sys.executable, __file__, "--session", master, "--pcap", str(pcap), "--runs", str(runs),
+               "--out", str(out)]
+    if breakdown:
+        events = work / "events"
+        events.mkdir(exist_ok=True)
+        command += ["--event-log", str(events)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=work)
     if done.returncode != 0:
         raise SystemExit(f"{master}: driver failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -83,12 +106,15 @@ def main() -> int:
     parser.add_argument("--mb", type=int, default=400)
     parser.add_argument("--repeat", type=int, default=3, help="driver processes per master")
     parser.add_argument("--runs", type=int, default=3, help="analyses per driver process")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="log Spark's events and print where each analysis's time went (jobs, stages, tasks)")
     parser.add_argument("--session", help=argparse.SUPPRESS)
+    parser.add_argument("--event-log", help=argparse.SUPPRESS)
     parser.add_argument("--pcap", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.session:
-        print(json.dumps(one_session(args.session, args.pcap, args.runs, args.out)))
+        print(json.dumps(one_session(args.session, args.pcap, args.runs, args.out, args.event_log)))
         return 0
 
     import pyspark
@@ -109,7 +135,7 @@ def main() -> int:
         for rep in range(args.repeat):
             order = list(masters) if rep % 2 == 0 else list(reversed(masters))
             for name in order:
-                result = run_session(masters[name], pcap, args.runs, work, executor_python)
+                result = run_session(masters[name], pcap, args.runs, work, executor_python, args.breakdown)
                 results[name].append(result)
                 rates = [size / 1e6 / s / CORES for s in result["seconds"]]
                 print(f"  rep {rep} {name:<15} session {result['session']:5.1f} s; analyses "
@@ -117,6 +143,8 @@ def main() -> int:
                       + " = " + ", ".join(f"{r:.0f}" for r in rates) + " MB/s per core"
                       + f"; {result['frames']:,} frames, {result['splits']} split(s); "
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
+                for run, lines in enumerate(result["breakdowns"]):
+                    print(f"   analysis {run + 1}:\n" + "\n".join(lines), flush=True)
         print(f"\nMB/s per core, median (min-max) of {args.repeat} driver processes; warm = median of runs 2..")
         for name in masters:
             first = [size / 1e6 / r["seconds"][0] / CORES for r in results[name]]

@@ -221,6 +221,14 @@ def _snappy_announced_size(cj, block: bytes, where: int) -> int:
     return size
 
 
+def _int32_at(view, pos: int, form: struct.Struct, truncated: str) -> int:
+    """The 4-byte integer at ``pos`` of a framed stream (snappy's xerial blocks, lz4's
+    frames); DecompressionError(truncated) when fewer bytes are left."""
+    if len(view) - pos < 4:
+        raise DecompressionError(truncated)
+    return form.unpack_from(view, pos)[0]
+
+
 def _snappy_decompress(cj, data, max_size: int):
     view = memoryview(data).cast("B")
     if bytes(view[:8]) != _XERIAL_MAGIC:
@@ -235,9 +243,7 @@ def _snappy_decompress(cj, data, max_size: int):
     total = 0
     pos = 16
     while pos < len(view):
-        if len(view) - pos < 4:
-            raise DecompressionError(f"xerial snappy block length truncated at byte {pos}")
-        length = _BE_INT32.unpack_from(view, pos)[0]
+        length = _int32_at(view, pos, _BE_INT32, f"xerial snappy block length truncated at byte {pos}")
         pos += 4
         if length < 0 or length > len(view) - pos:
             raise DecompressionError(f"xerial snappy block of {length} bytes overruns the data at byte {pos}")
@@ -260,6 +266,25 @@ def _snappy_decompress(cj, data, max_size: int):
 _LZ4_MAGIC = 0x184D2204
 _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 _LE_UINT32 = struct.Struct("<I")
+_SKIPPABLE_MAGICS = range(0x184D2A50, 0x184D2A60)   # lz4's and zstd's alike
+
+
+def _next_frame(view, pos: int, frame_magic: int, a_codec: str, *, skippable_at: bool) -> int:
+    """Where the next frame of lz4 or zstd (``a_codec``: "an lz4", "a zstd") starts at or
+    after ``pos``, skippable frames (their magic, a 4-byte length, that many bytes) passed
+    over; ``len(view)`` at the end. ``skippable_at``: the truncated-skippable-frame error
+    names its byte (lz4's wording)."""
+    codec = a_codec.split()[1]
+    while pos < len(view):
+        magic = _int32_at(view, pos, _LE_UINT32, f"{codec} frame magic truncated at byte {pos}")
+        if magic not in _SKIPPABLE_MAGICS:
+            if magic != frame_magic:
+                raise DecompressionError(f"not {a_codec} frame (magic {magic:#010x}) at byte {pos}")
+            return pos
+        if len(view) - pos < 8:
+            raise DecompressionError(f"{codec} skippable frame truncated" + (f" at byte {pos}" if skippable_at else ""))
+        pos += 8 + _LE_UINT32.unpack_from(view, pos + 4)[0]
+    return pos
 
 
 def xxh32(data: bytes, seed: int = 0) -> int:
@@ -335,18 +360,8 @@ def _lz4_decompress(cj, data, max_size: int):
     # stream of tiny frames took about a microsecond a byte.
     stream: list[bytes | memoryview] = []
     bound = 0
-    pos = 0
+    pos = _next_frame(view, 0, _LZ4_MAGIC, "an lz4", skippable_at=True)
     while pos < len(view):
-        if len(view) - pos < 4:
-            raise DecompressionError(f"lz4 frame magic truncated at byte {pos}")
-        magic = _LE_UINT32.unpack_from(view, pos)[0]
-        if 0x184D2A50 <= magic <= 0x184D2A5F:  # skippable frame
-            if len(view) - pos < 8:
-                raise DecompressionError(f"lz4 skippable frame truncated at byte {pos}")
-            pos += 8 + _LE_UINT32.unpack_from(view, pos + 4)[0]
-            continue
-        if magic != _LZ4_MAGIC:
-            raise DecompressionError(f"not an lz4 frame (magic {magic:#010x}) at byte {pos}")
         start = pos
         if len(view) - pos < 7:
             raise DecompressionError("lz4 frame header truncated")
@@ -369,9 +384,7 @@ def _lz4_decompress(cj, data, max_size: int):
         pos = header_end + 1
         block_checksum = 4 if flg & 0x10 else 0
         while True:
-            if len(view) - pos < 4:
-                raise DecompressionError("lz4 frame truncated before its end mark")
-            word = _LE_UINT32.unpack_from(view, pos)[0]
+            word = _int32_at(view, pos, _LE_UINT32, "lz4 frame truncated before its end mark")
             pos += 4
             if word == 0:
                 break
@@ -388,6 +401,7 @@ def _lz4_decompress(cj, data, max_size: int):
             stream.append(view[header_end + 1:pos])
         else:
             stream.append(view[start:pos])
+        pos = _next_frame(view, pos, _LZ4_MAGIC, "an lz4", skippable_at=True)
     if not stream:
         return b""
     frames = b"".join(stream)
@@ -409,18 +423,8 @@ _ZSTD_BLOCK_MAX = 128 * 1024
 def _zstd_bound(view: memoryview) -> int:
     """An upper bound of the decompressed size, from the frame and block headers."""
     bound = 0
-    pos = 0
+    pos = _next_frame(view, 0, _ZSTD_MAGIC, "a zstd", skippable_at=False)
     while pos < len(view):
-        if len(view) - pos < 4:
-            raise DecompressionError(f"zstd frame magic truncated at byte {pos}")
-        magic = _LE_UINT32.unpack_from(view, pos)[0]
-        if 0x184D2A50 <= magic <= 0x184D2A5F:
-            if len(view) - pos < 8:
-                raise DecompressionError("zstd skippable frame truncated")
-            pos += 8 + _LE_UINT32.unpack_from(view, pos + 4)[0]
-            continue
-        if magic != _ZSTD_MAGIC:
-            raise DecompressionError(f"not a zstd frame (magic {magic:#010x}) at byte {pos}")
         if len(view) - pos < 5:
             raise DecompressionError("zstd frame header truncated")
         descriptor = view[pos + 4]
@@ -452,6 +456,7 @@ def _zstd_bound(view: memoryview) -> int:
             if last:
                 break
         pos += 4 if checksum else 0
+        pos = _next_frame(view, pos, _ZSTD_MAGIC, "a zstd", skippable_at=False)
     return bound
 
 

@@ -91,6 +91,37 @@ def test_pcap_byte_orders_and_resolutions(impl, nanos, big_endian):
 
 
 @pytest.mark.parametrize("big_endian", [False, True])
+def test_pcapng_interface_options_repeated_empty_or_short(impl, big_endian, tmp_path):
+    """The last if_tsresol / if_tsoffset long enough to read sets an interface's clock, in
+    both engines and in capture-set detection (kproto._common.capture.pcapng_options);
+    an empty or short one is passed over; set detection names the interface by its first
+    if_name."""
+    from kproto.spark import capture_sets
+
+    writer = PcapngWriter(big_endian=big_endian)
+    order = writer.order
+    options = (writer._option(2, b"eth0") + writer._option(9, b"") + writer._option(9, bytes([9]))
+               + writer._option(14, struct.pack(order + "q", 3)) + writer._option(14, b"\x07\x00\x00\x00")
+               + writer._option(2, b"eth1") + writer._option(0, b""))
+    writer._block(1, struct.pack(order + "HHI", LINK_ETHERNET, 0, 0) + options)
+    writer.interfaces.append((9, 3))     # nanoseconds, 3 s offset: what the writer's units() must use
+    requests, responses = exchange(2)
+    ts = 1_700_000_000_123_456_789
+    first_ts = ts + 1
+    for packet in conversation_packets(Conversation(), requests, responses):
+        ts += 1
+        writer.add(0, ts, packet.data)
+    data = writer.getvalue()
+    frames, _connections, _counters = run(data, impl)
+    assert min(f["ts_first_ns"] for f in frames) == first_ts + 3    # the SYN, then the request's segment
+    path = tmp_path / "options.pcapng"
+    path.write_bytes(data)
+    head = capture_sets.read_head(str(path), len(data), lambda offset, count: data[offset: offset + count])
+    assert head.first_ts_ns == first_ts
+    assert "'eth0'" in head.layout and "eth1" not in head.layout
+
+
+@pytest.mark.parametrize("big_endian", [False, True])
 def test_pcapng_interfaces_with_their_own_resolution(impl, big_endian):
     requests, responses = exchange(3)
     writer = PcapngWriter(big_endian=big_endian)

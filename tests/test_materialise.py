@@ -3,8 +3,12 @@ that building objects from the lazy arrays changes nothing a user can see."""
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
+import sys
 import uuid
+import weakref
 
 import pytest
 
@@ -116,3 +120,92 @@ def test_bad_input_in_a_nested_array_still_fails_at_decode():
         errors.append((type(info.value), str(info.value), info.value.offset))
     assert "topics[3]" in errors[0][1]
     assert all(error == errors[0] for error in errors)
+
+
+# ------------------------------------------------------------------ allocation and freeing
+# The C decoder allocates structs from a free list and frees them with its own
+# deallocator (kproto/_c/kp_structs.h); every instance owns a reference to its class,
+# so the class's reference count tells whether instances were made and freed right.
+
+class Alive:
+    """A value whose weak reference says whether a slot released it."""
+
+
+@needs_extension
+def test_freed_structs_release_their_values_and_their_class():
+    P = MetadataResponse.MetadataResponsePartition
+    data = metadata_body().encode(12)
+    assert c_decode(metadata_body(), 12, data).topics   # the free list and the plans are warm
+    gc.collect()    # earlier tests' garbage holds instances too: freed now, not mid-count
+    before = sys.getrefcount(P)
+    for _ in range(50):
+        decoded = c_decode(metadata_body(), 12, data)
+        partitions = [p for t in decoded.topics for p in t.partitions]
+        assert sys.getrefcount(P) == before + len(partitions)
+        value = Alive()
+        partitions[0].replica_nodes = value
+        ref = weakref.ref(value)
+        del decoded, partitions, value
+        assert ref() is None
+        assert sys.getrefcount(P) == before
+
+
+@needs_extension
+def test_a_subclass_of_a_generated_class_frees_its_own_attributes_and_the_slots():
+    B = MetadataResponse.MetadataResponseBroker
+    assert c_decode(metadata_body(), 12).brokers   # the class has the C deallocator now
+    gc.collect()
+
+    class Broker(B):
+        pass   # a __dict__ and a __weakref__ slot of its own, past the generated slots
+
+    before = sys.getrefcount(Broker), sys.getrefcount(B)
+    for _ in range(3):
+        in_slot, in_dict = Alive(), Alive()
+        broker = Broker(node_id=1, host="h", port=1, rack=None)
+        broker.host = in_slot
+        broker.extra = in_dict
+        refs = weakref.ref(in_slot), weakref.ref(in_dict), weakref.ref(broker)
+        del in_slot, in_dict, broker
+        assert [ref() for ref in refs] == [None, None, None]
+    assert (sys.getrefcount(Broker), sys.getrefcount(B)) == before
+
+
+@needs_extension
+def test_absent_struct_fields_are_built_on_first_read():
+    L = FetchResponse.LeaderIdAndEpoch
+    decoded = c_decode(fetch_body(), 12)
+    partitions = decoded.responses[0].partitions
+    gc.collect()
+    before = sys.getrefcount(L)     # no LeaderIdAndEpoch made by the decode
+    leader = partitions[0].current_leader
+    assert sys.getrefcount(L) == before + 1
+    assert leader == L() and partitions[0].current_leader is leader
+    assert partitions[1].snapshot_id == FetchResponse.SnapshotId()
+
+
+@needs_extension
+@pytest.mark.parametrize("version", [12, 11, 13])
+def test_unread_absent_structs_encode_as_their_defaults(version):
+    data = fetch_body().encode(12)
+    decoded = c_decode(fetch_body(), 12, data)
+    assert decoded.encode(12) == data   # untouched: the tagged fields stay out
+    assert decoded.encode(version) == fetch_body().encode(version)
+    assert decoded.responses[0].partitions   # built, the default structs still unread
+    assert decoded.encode(version) == fetch_body().encode(version)
+    decoded.responses[0].partitions[2].current_leader.leader_id = 4
+    expected = fetch_body()
+    expected.responses[0].partitions[2].current_leader.leader_id = 4
+    assert decoded.encode(12) == expected.encode(12)
+    assert decoded == expected
+
+
+@needs_extension
+def test_copies_and_pickles_of_decoded_messages_carry_the_defaults():
+    decoded = c_decode(fetch_body(), 12)
+    decoded.responses[0].partitions[0].records = b"\x00" * 20   # Records views do not pickle
+    decoded.responses[0].partitions[1].records = b"\x00" * 20
+    decoded.responses[0].partitions[2].records = b"\x00" * 20
+    for other in (copy.deepcopy(decoded), pickle.loads(pickle.dumps(decoded))):
+        assert other == fetch_body()
+        assert other.responses[0].partitions[0].diverging_epoch == FetchResponse.EpochEndOffset()

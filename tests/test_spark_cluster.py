@@ -64,7 +64,7 @@ def inputs(tmp_path_factory) -> list[str]:
     (data / "b-big.pcap").write_bytes(sc.big_capture(connections=8, exchanges=900))     # ~2.7 MB: 3 ranges
     (data / "c-bad.pcap").write_bytes(good + struct.pack("<IIII", 1_700_000_100, 0, 0xFFFFFFFF, 0xFFFFFFFF))
     (data / "d-notes.pcap").write_text("These are my notes, not a capture.\n" * 20)
-    # A capture set (tcpdump -C names): its file heads are read by a job of the executors.
+    # A capture set (tcpdump -C names): the driver sees these files, so it reads their heads itself.
     from tests import capture_pieces
 
     capture_pieces.write_pieces(data, capture_pieces.tcpdump_size_names("e-rotated.pcap", 3),

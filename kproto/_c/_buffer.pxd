@@ -94,68 +94,45 @@ cdef inline int reader_need(ByteReader *r, Py_ssize_t n) except -1:
 
 
 # ---- fixed-width reads ----
+cdef inline const unsigned char *reader_take(ByteReader *r, Py_ssize_t n) except NULL:
+    # The n bytes at the cursor, which moves past them: the one bounds check of every
+    # fixed-width read (NULL only with TruncatedError raised).
+    cdef const unsigned char *at = r.p
+    reader_need(r, n)
+    r.p = at + n
+    return at
+
+
 cdef inline int8_t read_int8(ByteReader *r) except? -1:
-    if r.p >= r.end:
-        raise_truncated(r, 1)
-    cdef int8_t v = <int8_t>r.p[0]
-    r.p += 1
-    return v
+    return <int8_t>reader_take(r, 1)[0]
 
 
 cdef inline int read_bool(ByteReader *r) except -1:
-    if r.p >= r.end:
-        raise_truncated(r, 1)
-    cdef int v = r.p[0] != 0
-    r.p += 1
-    return v
+    return reader_take(r, 1)[0] != 0
 
 
 cdef inline int16_t read_int16(ByteReader *r) except? -1:
-    if r.end - r.p < 2:
-        raise_truncated(r, 2)
-    cdef int16_t v = <int16_t>kp_load_be16(r.p)
-    r.p += 2
-    return v
+    return <int16_t>kp_load_be16(reader_take(r, 2))
 
 
 cdef inline uint16_t read_uint16(ByteReader *r) except? 0xFFFF:
-    if r.end - r.p < 2:
-        raise_truncated(r, 2)
-    cdef uint16_t v = kp_load_be16(r.p)
-    r.p += 2
-    return v
+    return kp_load_be16(reader_take(r, 2))
 
 
 cdef inline int32_t read_int32(ByteReader *r) except? -1:
-    if r.end - r.p < 4:
-        raise_truncated(r, 4)
-    cdef int32_t v = <int32_t>kp_load_be32(r.p)
-    r.p += 4
-    return v
+    return <int32_t>kp_load_be32(reader_take(r, 4))
 
 
 cdef inline uint32_t read_uint32(ByteReader *r) except? 0xFFFFFFFF:
-    if r.end - r.p < 4:
-        raise_truncated(r, 4)
-    cdef uint32_t v = kp_load_be32(r.p)
-    r.p += 4
-    return v
+    return kp_load_be32(reader_take(r, 4))
 
 
 cdef inline int64_t read_int64(ByteReader *r) except? -1:
-    if r.end - r.p < 8:
-        raise_truncated(r, 8)
-    cdef int64_t v = <int64_t>kp_load_be64(r.p)
-    r.p += 8
-    return v
+    return <int64_t>kp_load_be64(reader_take(r, 8))
 
 
 cdef inline double read_float64(ByteReader *r) except? -1.0:
-    if r.end - r.p < 8:
-        raise_truncated(r, 8)
-    cdef double v = kp_load_be_double(r.p)
-    r.p += 8
-    return v
+    return kp_load_be_double(reader_take(r, 8))
 
 
 # ---- varints: the wire layer's readers (_wire.pxd), raising at the failing byte ----
@@ -287,38 +264,37 @@ cdef inline int write_raw(ByteWriter *w, const void *data, Py_ssize_t n) except 
     return 0
 
 
+cdef inline unsigned char *writer_put(ByteWriter *w, Py_ssize_t n) except NULL:
+    # Room for n bytes at the end, counted as written: the one reservation of every
+    # fixed-width write, which stores its value at the pointer returned.
+    writer_reserve(w, n)
+    cdef unsigned char *at = w.buf + w.length
+    w.length += n
+    return at
+
+
 cdef inline int write_int8(ByteWriter *w, int8_t v) except -1:
-    writer_reserve(w, 1)
-    w.buf[w.length] = <unsigned char>v
-    w.length += 1
+    writer_put(w, 1)[0] = <unsigned char>v
     return 0
 
 
 cdef inline int write_int16(ByteWriter *w, int16_t v) except -1:
-    writer_reserve(w, 2)
-    kp_store_be16(w.buf + w.length, <uint16_t>v)
-    w.length += 2
+    kp_store_be16(writer_put(w, 2), <uint16_t>v)
     return 0
 
 
 cdef inline int write_int32(ByteWriter *w, int32_t v) except -1:
-    writer_reserve(w, 4)
-    kp_store_be32(w.buf + w.length, <uint32_t>v)
-    w.length += 4
+    kp_store_be32(writer_put(w, 4), <uint32_t>v)
     return 0
 
 
 cdef inline int write_int64(ByteWriter *w, int64_t v) except -1:
-    writer_reserve(w, 8)
-    kp_store_be64(w.buf + w.length, <uint64_t>v)
-    w.length += 8
+    kp_store_be64(writer_put(w, 8), <uint64_t>v)
     return 0
 
 
 cdef inline int write_float64(ByteWriter *w, double v) except -1:
-    writer_reserve(w, 8)
-    kp_store_be_double(w.buf + w.length, v)
-    w.length += 8
+    kp_store_be_double(writer_put(w, 8), v)
     return 0
 
 

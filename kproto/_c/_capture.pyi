@@ -2,7 +2,7 @@
 
 The capture engine behind :mod:`kproto.capture`: pcap / pcapng bytes in, TCP
 reassembled into Kafka frames and per-connection accounting out. The pure twin is
-``kproto/_py/capture.py``; the column-name tables are the twin's own objects.
+``kproto/_py/capture.py``; the column-name tables are kproto._common.capture's.
 """
 
 from collections.abc import Iterable
@@ -11,12 +11,12 @@ from typing import Any, Final
 import numpy as np
 from typing_extensions import Buffer
 
-from kproto._py.capture import CAPTURE_COUNTERS as CAPTURE_COUNTERS
-from kproto._py.capture import CLOSED_BY as CLOSED_BY
-from kproto._py.capture import CONNECTION_COLUMNS as CONNECTION_COLUMNS
-from kproto._py.capture import DIRECTION_SOURCE as DIRECTION_SOURCE
-from kproto._py.capture import FRAME_COLUMNS as FRAME_COLUMNS
-from kproto._py.capture import HALF_COUNTERS as HALF_COUNTERS
+from kproto._common.capture import CAPTURE_COUNTERS as CAPTURE_COUNTERS
+from kproto._common.capture import CLOSED_BY as CLOSED_BY
+from kproto._common.capture import CONNECTION_COLUMNS as CONNECTION_COLUMNS
+from kproto._common.capture import DIRECTION_SOURCE as DIRECTION_SOURCE
+from kproto._common.capture import FRAME_COLUMNS as FRAME_COLUMNS
+from kproto._common.capture import HALF_COUNTERS as HALF_COUNTERS
 from kproto.errors import DecodeError as DecodeError
 
 __all__ = ["Engine", "scan_frames", "DIRECTION_REQUEST", "DIRECTION_RESPONSE", "FRAME_COLUMNS",

@@ -34,7 +34,6 @@ from kproto.errors import (
 )
 
 cdef extern from "Python.h":
-    object PyType_GenericAlloc(PyTypeObject *tp, Py_ssize_t nitems)
     int PyGC_Disable() noexcept
     int PyGC_Enable() noexcept
     int PyObject_GC_IsTracked(PyObject *op) noexcept
@@ -47,6 +46,11 @@ cdef extern from "Python.h":
         Py_ssize_t offset
     ctypedef struct PyMemberDescrObject:
         PyMemberDef *d_member
+
+cdef extern from "kp_structs.h":
+    # Instances of the generated classes: untracked, from a free list (see the header).
+    object kp_struct_new(PyTypeObject *tp)
+    int kp_struct_adopt(PyTypeObject *tp, Py_ssize_t declared_slots) noexcept
 
 # Field kinds (K_*) are declared in _codec.pxd with the same numbers as kproto.schema.
 assert (schema.BOOL, schema.INT32, schema.STRING, schema.RECORDS, schema.STRUCT, schema.ARRAY) == \
@@ -84,15 +88,22 @@ cdef Py_ssize_t slot_offset(object cls, str name) except -1:
     return (<PyMemberDescrObject *>descr).d_member.offset
 
 
-cdef int install_lazy_field(object cls, str name) except -1:
-    """Put a LazyField in front of a struct-array slot, once per class."""
+cdef int install_lazy_field(object cls, str name, object default_cls) except -1:
+    """Put a LazyField in front of a struct-array or struct slot, once per class.
+
+    ``default_cls`` is the class of a struct field whose absence leaves ABSENT_STRUCT
+    in the slot (None for a struct array)."""
+    cdef LazyField field
     descr = cls.__dict__.get(name)
     if type(descr) is LazyField:
-        return 0
-    cdef LazyField field = LazyField.__new__(LazyField)
-    field.offset = slot_offset(cls, name)
-    field.name = name
-    type.__setattr__(cls, name, field)
+        field = <LazyField>descr
+    else:
+        field = LazyField.__new__(LazyField)
+        field.offset = slot_offset(cls, name)
+        field.name = name
+        type.__setattr__(cls, name, field)
+    if default_cls is not None:
+        field.default_cls = default_cls
     return 0
 
 
@@ -129,7 +140,9 @@ cdef FieldOp *compile_ops(CPlan cp, tuple ops) except NULL:
         out[i].default = <PyObject *>op.default
         out[i].struct_cls = <PyObject *>op.struct_cls
         if op.kind == K_ARRAY and op.elem_kind == K_STRUCT:
-            install_lazy_field(cls, name)
+            install_lazy_field(cls, name, None)
+        elif op.kind == K_STRUCT and op.default is not None:
+            install_lazy_field(cls, name, op.struct_cls)
         if op.child is not None:
             child = native_plan(op.child)
             cp.keep.append(child)
@@ -142,12 +155,20 @@ cdef FieldOp *compile_ops(CPlan cp, tuple ops) except NULL:
 cdef object sys_intern = __import__("sys").intern
 
 
+cdef int adopt_struct_class(object cls) except -1:
+    # Its fields' slots and Message's _unknown_tags; a class laid out otherwise keeps
+    # CPython's deallocator (kp_struct_adopt checks).
+    kp_struct_adopt(<PyTypeObject *>cls, len(cls._field_names) + 1)
+    return 0
+
+
 cdef CPlan native_plan(object plan):
     """The compiled form of a StructPlan, made once and cached on the plan."""
     cached = plan.native
     if cached is not None:
         return <CPlan>cached
     cdef CPlan cp = CPlan.__new__(CPlan)
+    adopt_struct_class(plan.cls)
     cp.keep = [plan.cls]
     cp.plan = plan
     cp.cls = <PyTypeObject *>plan.cls
@@ -185,7 +206,8 @@ cdef inline PyObject *get_slot(object obj, Py_ssize_t offset) noexcept:
 # and again in older generations while it lives: for a 1,000-partition Metadata
 # response that was more than the building itself. So, as CPython does for
 # tuples and dicts of atomic values, a container is untracked once built when
-# nothing it holds is tracked; parents of tracked values stay tracked. The
+# nothing it holds is tracked; parents of tracked values stay tracked (structs are
+# made untracked, kp_structs.h, and tracked only then). The
 # classes have __slots__ and no __dict__, so a cycle through decoded objects can
 # only be made by storing an object inside its own subtree; such a cycle is
 # leaked, never freed twice (as for records, see _records.pyx). Assigning a
@@ -214,14 +236,17 @@ cdef bint ops_hold_tracked(object obj, FieldOp *ops, Py_ssize_t n) noexcept:
     return False
 
 
-cdef void untrack_struct_if_acyclic(object obj, CPlan plan) noexcept:
+cdef inline void track(object container) noexcept:
+    if not PyObject_GC_IsTracked(<PyObject *>container):
+        PyObject_GC_Track(<PyObject *>container)
+
+
+cdef void track_struct_if_holding_tracked(object obj, CPlan plan) noexcept:
     cdef PyObject *unknown = get_slot(obj, plan.unknown_tags_offset)
-    if unknown != NULL and PyObject_GC_IsTracked(unknown):
-        return
-    if ops_hold_tracked(obj, plan.fields, plan.nfields) or ops_hold_tracked(obj, plan.tagged, plan.ntagged) \
+    if (unknown != NULL and PyObject_GC_IsTracked(unknown)) \
+            or ops_hold_tracked(obj, plan.fields, plan.nfields) or ops_hold_tracked(obj, plan.tagged, plan.ntagged) \
             or ops_hold_tracked(obj, plan.absent, plan.nabsent):
-        return
-    untrack(obj)
+        track(obj)
 
 
 cdef object fresh_default(FieldOp *op):
@@ -234,8 +259,22 @@ cdef object fresh_default(FieldOp *op):
     if op.kind == K_STRUCT:
         if <object>op.default is None:
             return None
-        return new_default_struct(<object>op.struct_cls)
+        return ABSENT_STRUCT   # its LazyField builds the struct of defaults if it is read
     return <object>op.default
+
+
+cdef class AbsentStruct:
+    """Stands in a decoded struct's slot for a struct field the input did not carry.
+
+    Kafka fills such a field (an absent version's, a tagged one left out; e.g. each
+    FetchResponse partition's CurrentLeader, DivergingEpoch and SnapshotId) with a
+    struct of defaults. Most readers never look at them, so the slot's LazyField
+    builds that struct on first read, and the encoder takes it as the default. Never
+    seen by users; holds nothing, so the cyclic GC ignores it.
+    """
+
+
+cdef AbsentStruct ABSENT_STRUCT = AbsentStruct.__new__(AbsentStruct)
 
 
 cdef class DefaultMaker:
@@ -281,13 +320,14 @@ cdef DefaultMaker default_maker(object cls):
         m.kind_codes[i] = m.kinds[i]
     m.children = tuple(cls._field_struct)
     m.unknown_offset = slot_offset(cls, "_unknown_tags")
+    adopt_struct_class(cls)
     default_makers[cls] = m
     return m
 
 
 cdef object new_default_struct(object cls):
     cdef DefaultMaker m = default_maker(cls)
-    cdef object obj = PyType_GenericAlloc(<PyTypeObject *>cls, 0)
+    cdef object obj = kp_struct_new(<PyTypeObject *>cls)
     cdef Py_ssize_t i
     cdef int kind
     cdef bint holds_tracked = False
@@ -309,8 +349,8 @@ cdef object new_default_struct(object cls):
             value = default    # immutable scalars, never tracked
         set_slot(obj, m.offsets[i], value)
     set_slot(obj, m.unknown_offset, None)
-    if not holds_tracked:
-        untrack(obj)
+    if holds_tracked:
+        track(obj)
     return obj
 
 
@@ -319,7 +359,7 @@ cdef object new_default_struct(object cls):
 
 cdef inline object new_struct(CPlan plan):
     """An empty instance of the plan's class (slots filled by the walker, no __init__)."""
-    return PyType_GenericAlloc(plan.cls, 0)
+    return kp_struct_new(plan.cls)
 
 
 cdef inline void set_absent_defaults(object obj, CPlan plan):
@@ -528,9 +568,11 @@ cdef object materialize(PendingArray pending):
 
 
 cdef class LazyField:
-    """Descriptor for a struct-array slot: turns a PendingArray into a list on first read."""
+    """Descriptor for a struct-array or struct slot: turns a PendingArray into a list, and
+    ABSENT_STRUCT into a struct of defaults, on first read."""
     cdef Py_ssize_t offset
     cdef str name
+    cdef object default_cls   # the struct field's class, or None for a struct array
 
     def __get__(self, obj, objtype):
         if obj is None:
@@ -542,6 +584,12 @@ cdef class LazyField:
             items = materialize(<PendingArray>value)
             set_slot(obj, self.offset, items)
             return items
+        if value == <PyObject *>ABSENT_STRUCT:
+            default = new_default_struct(self.default_cls)
+            set_slot(obj, self.offset, default)
+            if is_tracked(default):
+                track(obj)
+            return default
         return <object>value
 
     def __set__(self, obj, value):

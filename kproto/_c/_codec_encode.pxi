@@ -30,7 +30,7 @@ cdef int is_default(FieldOp *op, object value) except -1:
     if op.kind == K_STRUCT:
         if default is None or value is None:
             return value is None and default is None
-        return is_default_struct(value, <object>op.struct_cls)
+        return value is ABSENT_STRUCT or is_default_struct(value, <object>op.struct_cls)
     return (<object>op.pyop).is_default(value)
 
 
@@ -61,7 +61,7 @@ cdef int is_default_struct(object value, object cls) except -1:
             if default is None or <object>field is None:
                 if not (default is None and <object>field is None):
                     return 0
-            elif not is_default_struct(<object>field, m.children[i]):
+            elif <object>field is not ABSENT_STRUCT and not is_default_struct(<object>field, m.children[i]):
                 return 0
         elif kind == K_BYTES or kind == K_RECORDS:
             if default is None or <object>field is None:
@@ -123,6 +123,8 @@ cdef int write_value(ByteWriter *w, FieldOp *op, int kind, bint nullable, object
         frame.index = -1
         return 0
     if kind == K_STRUCT:
+        if value is ABSENT_STRUCT:   # left by a decode: the struct of defaults
+            value = new_default_struct(<object>op.struct_cls)
         if nullable:
             if value is None:
                 return write_int8(w, -1)

@@ -182,7 +182,7 @@ cdef int walk_struct(Sink *s, ByteReader *r, CPlan plan) except -1:
             set_slot_made(obj, plan.unknown_tags_offset, s)
         else:
             set_slot(obj, plan.unknown_tags_offset, None)
-        untrack_struct_if_acyclic(obj, plan)
+        track_struct_if_holding_tracked(obj, plan)
         r.depth = depth
         return made(s, obj)
 

@@ -6,6 +6,8 @@ import these; kproto.capture builds its Arrow schemas from them.
 
 from __future__ import annotations
 
+import struct
+
 DIRECTION_REQUEST = 0
 DIRECTION_RESPONSE = 1
 
@@ -83,10 +85,47 @@ LINK_SLL2 = 276
 LINK_RAW_DLT = 12            # raw IP as written by hosts that store the DLT number
 LINK_RAW_DLT_OPENBSD = 14    # the same on OpenBSD
 RAW_LINKS = (LINK_RAW, LINK_RAW_DLT, LINK_RAW_DLT_OPENBSD)
+# Link headers that carry an ethertype: (link type, header length, the ethertype's offset).
+ETHERTYPE_LINKS = ((LINK_ETHERNET, 14, 12), (LINK_SLL, 16, 14), (LINK_SLL2, 20, 0))
+# Ethertypes of 802.1Q / QinQ tags, each 4 bytes between an Ethernet header and its ethertype.
+VLAN_ETHERTYPES = (0x8100, 0x88A8, 0x9100)
+
+
+# pcapng interface description options the readers use.
+PCAPNG_IF_NAME = 2
+PCAPNG_IF_TSRESOL = 9
+PCAPNG_IF_TSOFFSET = 14
+
+
+def pcapng_options(data, order: str, start: int = 0) -> list[tuple[int, bytes]]:
+    """(code, value) of each option of a pcapng block body, from ``start`` to the
+    end-of-options option or the end of ``data``; a value the data cuts short is kept
+    cut. The C engine walks the same layout in _capture_reader.pxi."""
+    options = []
+    pos = start
+    while len(data) - pos >= 4:
+        code, length = struct.unpack_from(order + "HH", data, pos)
+        if code == 0:
+            break
+        options.append((code, bytes(data[pos + 4: pos + 4 + length])))
+        pos += 4 + ((length + 3) & ~3)
+    return options
+
+
+def pcapng_interface_clock(options: list[tuple[int, bytes]], order: str):
+    """(units -> ns) of an interface from its options: the last if_tsresol and
+    if_tsoffset long enough to read count, as in the C engine (default: microseconds)."""
+    resolution, offset = 6, 0
+    for code, value in options:
+        if code == PCAPNG_IF_TSRESOL and len(value) >= 1:
+            resolution = value[0]
+        elif code == PCAPNG_IF_TSOFFSET and len(value) >= 8:
+            offset = struct.unpack_from(order + "q", value, 0)[0]
+    return pcapng_ts_converter(resolution, offset)
 
 
 def pcapng_ts_converter(resolution_byte: int, offset_seconds: int):
-    """(units -> ns) for a pcapng if_tsresol value, plus the if_tsoffset (the C engine: _capture.pyx)."""
+    """(units -> ns) for a pcapng if_tsresol value, plus the if_tsoffset (the C engine: _capture_reader.pxi)."""
     exponent = resolution_byte & 0x7F
     offset_ns = offset_seconds * 1_000_000_000
     if resolution_byte & 0x80:

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_BOM, PCAPNG_FILE_MAGIC, pcapng_ts_converter
+from kproto._common.capture import (PCAP_FILE_MAGICS, PCAPNG_BOM, PCAPNG_FILE_MAGIC, PCAPNG_IF_NAME,
+                                    pcapng_interface_clock, pcapng_options)
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
 PCAP_HEADER_SIZE = 24
@@ -149,11 +150,10 @@ def _pcapng_head(path: str, size: int, head: bytes, read) -> FileHead:
         body = head[pos + 8: pos + length - 4]
         if block_type == 1 and len(body) >= 8:
             linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", body, 0)
-            options = _pcapng_options(body[8:], order)
-            interfaces.append((linktype, snaplen, options.get(2, b"").rstrip(b"\0").decode("utf-8", "replace")))
-            converters.append(pcapng_ts_converter(options.get(9, b"\x06")[0],
-                                            struct.unpack(order + "q", options[14])[0] if len(options.get(14, b""))
-                                            == 8 else 0))
+            options = pcapng_options(body, order, 8)
+            name = next((value for code, value in options if code == PCAPNG_IF_NAME), b"")
+            interfaces.append((linktype, snaplen, name.rstrip(b"\0").decode("utf-8", "replace")))
+            converters.append(pcapng_interface_clock(options, order))
         elif block_type == 6 and len(body) >= 20:
             interface, high, low = struct.unpack_from(order + "III", body, 0)
             if interface < len(converters):
@@ -165,18 +165,6 @@ def _pcapng_head(path: str, size: int, head: bytes, read) -> FileHead:
         interface, high, low = struct.unpack_from(order + "III", last_packet, 0)
         last_ts = converters[interface]((high << 32) | low) if interface < len(converters) else None
     return FileHead(path, size, "pcapng", repr(("pcapng", order, tuple(interfaces))), first, last_ts, complete)
-
-
-def _pcapng_options(data: bytes, order: str) -> dict[int, bytes]:
-    options: dict[int, bytes] = {}
-    pos = 0
-    while pos + 4 <= len(data):
-        code, length = struct.unpack_from(order + "HH", data, pos)
-        if code == 0:
-            break
-        options.setdefault(code, data[pos + 4: pos + 4 + length])
-        pos += 4 + ((length + 3) & ~3)
-    return options
 
 
 def _pcapng_tail(size: int, order: str, read) -> tuple[bool, bytes | None]:

@@ -182,16 +182,22 @@ def list_inputs(spark, paths: Sequence[str]) -> Inputs:
     captures: list[str] = []
     for path in paths:
         (inputs.parquet if _is_parquet(path) else captures).append(path)
-    if captures and spark.sparkContext.master.startswith("local") and all(P.local_path(p) == p for p in captures):
-        # Local mode, local paths: list them here, as Spark's binaryFile would (no job, no JVM warm-up).
-        inputs.files = sorted((path, os.path.getsize(path)) for path in _list_local(captures))
-        return inputs
+    if captures and all(P.local_path(p) == p for p in captures):
+        # Local paths: list them here, as Spark's binaryFile would (no job, no JVM warm-up). On a
+        # cluster too when the driver sees them (a shared file system, one host): Spark's own
+        # listing of a few paths runs in the driver as well, and its job only returned the lengths.
+        try:
+            inputs.files = sorted((path, os.path.getsize(path)) for path in _list_local(captures))
+            return inputs
+        except FileNotFoundError:
+            if spark.sparkContext.master.startswith("local"):
+                raise
     if captures:
         resolved = [str(Path(p).resolve()) if "://" not in p and not p.startswith("file:") else p
                     for p in captures]
-        listing = (spark.read.format("binaryFile").load(resolved).select("path", "length")
-                   .orderBy("path").collect())
-        inputs.files = [(row["path"], int(row["length"])) for row in listing]
+        listing = spark.read.format("binaryFile").load(resolved).select("path", "length").collect()
+        # Sorted here: orderBy would add a sampling job and a shuffle to the listing's one job.
+        inputs.files = sorted((row["path"], int(row["length"])) for row in listing)
     return inputs
 
 
@@ -228,7 +234,7 @@ def _list_local(paths: Sequence[str]) -> list[str]:
 
 def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int, capture_sets: bool = True,
                 named_sets: Sequence[tuple[str, str]] = ()) -> list[P.Split]:
-    """Splits of every capture file, planned on the executors (they are the ones that see the files).
+    """Splits of every capture file, planned in the driver when it sees the files, else on the executors.
 
     The consecutive files of a capture set (kproto/spark/capture_sets.py) make one split;
     ``capture_sets`` False leaves each file alone but for the sets ``named_sets`` names.
@@ -254,9 +260,16 @@ def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int, 
 
 
 def _runs_locally(spark, files: list[tuple[str, int]]) -> bool:
-    """Local mode with local files: the driver sees the files the tasks will read (no job needed)."""
-    local = [P.local_path(path) for path, _ in files]
-    return spark.sparkContext.master.startswith("local") and all(p is not None and os.path.isfile(p) for p in local)
+    """Whether the driver plans: it sees every file the tasks will read, at its listed length.
+
+    In local mode, and on a cluster whose inputs are on a file system the driver shares (or on
+    the driver's host): a job on the executors would read the same bytes, and costs a task
+    launch and a Python worker's round trip per analysis."""
+    for path, length in files:
+        local = P.local_path(path)
+        if local is None or not os.path.isfile(local) or os.path.getsize(local) != length:
+            return False
+    return True
 
 
 def _files_frame(spark, files: list[tuple[str, int]]):

@@ -1,7 +1,7 @@
 """Planning the work: which files, in which byte ranges (*splits*), read how.
 
-Runs on the executors (the file heads are read there) and in tests; nothing here
-imports pyspark. :func:`plan_file` looks at one input file and cuts it into splits:
+Runs in the driver when it sees the input files, else on the executors (the file
+heads are read there), and in tests; nothing here imports pyspark. :func:`plan_file` looks at one input file and cuts it into splits:
 a pcap larger than ``split_bytes`` is cut at record boundaries (found by
 :func:`find_record_boundary`); each split owns the frames whose first byte was
 captured in ``[ts_lo, ts_hi)`` and is read with some context before and overlap

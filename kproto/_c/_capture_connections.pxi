@@ -1,0 +1,155 @@
+# Included by _capture.pyx: the state of one TCP connection and of each of its
+# directions (twin: kproto/_py/capture_connections.py).
+
+
+cdef struct Chunk:
+    int64_t end      # stream offset one past the chunk
+    int64_t ts
+
+
+cdef class _Half:
+    """One direction of one TCP connection (see the twin's _Half)."""
+    cdef int side
+    cdef bint started
+    cdef int64_t isn
+    cdef uint32_t next_seq
+    cdef int64_t next_pos
+    cdef unsigned char *buf          # allocation; live bytes are buf[head : head + length]
+    cdef Py_ssize_t head, length, capacity
+    cdef int64_t buf_pos             # stream offset of the first live byte
+    cdef Chunk *chunks
+    cdef Py_ssize_t chunk_head, chunk_count, chunk_capacity
+    cdef list pending                # out-of-order [start, bytes, ts], sorted, non-overlapping
+    cdef int64_t pending_bytes
+    cdef bint synced
+    cdef int64_t scan_from
+    cdef int64_t fin_pos
+    cdef int64_t sequence
+    cdef int32_t corrs[MAX_CORRS]    # ring of correlation ids of request-like frames
+    cdef int corr_count, corr_next
+    cdef int64_t c[H_COUNT]
+
+    def __cinit__(self, int side):
+        self.side = side
+        self.isn = -1
+        self.fin_pos = -1
+        self.pending = []
+
+    def __dealloc__(self):
+        free(self.buf)
+        free(self.chunks)
+
+    cdef inline unsigned char *data(self) noexcept:
+        return self.buf + self.head
+
+    cdef int append(self, const unsigned char *src, Py_ssize_t n, int64_t ts) except -1:
+        cdef Py_ssize_t need
+        cdef unsigned char *grown
+        cdef Chunk *more
+        if self.head + self.length + n > self.capacity:
+            if self.head:
+                memmove(self.buf, self.buf + self.head, self.length)
+                self.head = 0
+            need = self.length + n
+            if need > self.capacity:
+                need = max(need, self.capacity * 2, 4096)
+                grown = <unsigned char *>realloc(self.buf, need)
+                if grown == NULL:
+                    raise MemoryError()
+                self.buf = grown
+                self.capacity = need
+        memcpy(self.buf + self.head + self.length, src, n)
+        self.length += n
+        self.next_pos += n
+        self.next_seq = <uint32_t>(self.next_seq + <uint32_t>n)
+        self.c[H_STREAM_BYTES] += n
+        if self.chunk_head + self.chunk_count >= self.chunk_capacity:
+            if self.chunk_head:
+                memmove(self.chunks, self.chunks + self.chunk_head, self.chunk_count * sizeof(Chunk))
+                self.chunk_head = 0
+            if self.chunk_count >= self.chunk_capacity:
+                need = max(16, self.chunk_capacity * 2)
+                more = <Chunk *>realloc(self.chunks, need * sizeof(Chunk))
+                if more == NULL:
+                    raise MemoryError()
+                self.chunks = more
+                self.chunk_capacity = need
+        self.chunks[self.chunk_head + self.chunk_count].end = self.next_pos
+        self.chunks[self.chunk_head + self.chunk_count].ts = ts
+        self.chunk_count += 1
+        return 0
+
+    cdef void drop(self, Py_ssize_t n) noexcept:
+        self.head += n
+        self.length -= n
+        self.buf_pos += n
+        if self.length == 0:
+            self.head = 0
+            if self.capacity > (4 << 20):  # give back the room a big frame needed
+                free(self.buf)
+                self.buf = NULL
+                self.capacity = 0
+        while self.chunk_count and self.chunks[self.chunk_head].end <= self.buf_pos:
+            self.chunk_head += 1
+            self.chunk_count -= 1
+        if self.chunk_count == 0:
+            self.chunk_head = 0
+
+    cdef bint has_corr(self, int32_t corr) noexcept:
+        cdef int i
+        for i in range(self.corr_count):
+            if self.corrs[i] == corr:
+                return True
+        return False
+
+    cdef void add_corr(self, int32_t corr) noexcept:
+        self.corrs[self.corr_next] = corr
+        self.corr_next = (self.corr_next + 1) % MAX_CORRS
+        if self.corr_count < MAX_CORRS:
+            self.corr_count += 1
+
+    cdef dict counters(self):
+        return {name: self.c[i] for i, name in enumerate(HALF_COUNTERS)}
+
+
+cdef class _Connection:
+    cdef int64_t id
+    cdef bytes key
+    cdef unsigned char ep[2][17]     # family (4 / 6) + address, per side
+    cdef uint16_t port[2]
+    cdef _Half h0, h1
+    cdef int client_side
+    cdef int direction_source
+    cdef bint handshake_seen
+    cdef int64_t first_ts, last_ts
+    cdef list undecided
+    cdef int64_t request_like[2]
+    cdef bint closed
+
+    def __cinit__(self):
+        self.h0 = _Half(0)
+        self.h1 = _Half(1)
+        self.client_side = -1
+        self.direction_source = -1
+        self.undecided = []
+
+    cdef inline _Half half(self, int side):
+        return self.h0 if side == 0 else self.h1
+
+
+cdef inline int64_t _position(_Half h, uint32_t seq) noexcept:
+    return h.next_pos + <int32_t>(seq - h.next_seq)
+
+
+cdef inline void memset16(unsigned char *p) noexcept:
+    cdef int i
+    for i in range(12):
+        p[i] = 0
+
+
+cdef inline bint _same_endpoint(_Connection conn, int side, const unsigned char *ep) noexcept:
+    return memcmp(conn.ep[side], ep, 17) == 0 and conn.port[side] == ((ep[17] << 8) | ep[18])
+
+
+cdef str _format_ip(const unsigned char *ep):
+    return str(ipaddress.ip_address(PyBytes_FromStringAndSize(<const char *>ep + 1, ep[0])))

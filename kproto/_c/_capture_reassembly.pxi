@@ -1,0 +1,287 @@
+# Included by _capture.pyx: TCP segments into per-direction byte streams (twin:
+# kproto/_py/capture_reassembly.py): connections found by their endpoints, sequence
+# numbers to stream offsets, out-of-order segments held until the hole fills,
+# retransmissions counted, holes given up on as gaps, and the connection rows written
+# when a connection ends. Each direction's new bytes go to the framer.
+
+
+cdef class _Reassembly(_Framer):
+    """Segments into streams, connection endings (settings: Engine)."""
+    cdef frozenset broker_ports
+    cdef uint8_t port_is_broker[65536]
+    cdef readonly int64_t max_pending_bytes
+    cdef readonly Py_ssize_t max_connections
+    cdef int64_t cnt[C_COUNT]
+    cdef dict connections
+    cdef _Connection last
+    cdef int64_t next_conn_id
+    cdef bint finished
+    cdef list closed_rows
+
+    def __cinit__(self):
+        self.connections = {}
+        self.closed_rows = []
+
+    def take_connections(self):
+        rows, self.closed_rows = self.closed_rows, []
+        return rows
+
+    def open_connections(self):
+        return len(self.connections)
+
+    # ------------------------------------------------------------------ connections
+    cdef int _segment(self, const unsigned char *src, const unsigned char *dst, int addr_len, uint16_t sport,
+                      uint16_t dport, uint32_t seq, int flags, const unsigned char *payload, Py_ssize_t plen,
+                      int64_t wire_len, int64_t ts) except -1:
+        cdef unsigned char a[19]
+        cdef unsigned char b[19]
+        cdef int side = 0
+        cdef _Connection conn = None
+        cdef _Half half
+        cdef int cmp
+        cdef int64_t end
+        a[0] = addr_len
+        b[0] = addr_len
+        memcpy(a + 1, src, addr_len)
+        memcpy(b + 1, dst, addr_len)
+        if addr_len == 4:
+            memset16(a + 5)
+            memset16(b + 5)
+        a[17] = sport >> 8
+        a[18] = sport & 0xFF
+        b[17] = dport >> 8
+        b[18] = dport & 0xFF
+        # The previous packet's connection is the likeliest one.
+        if self.last is not None and not self.last.closed:
+            if _same_endpoint(self.last, 0, a) and _same_endpoint(self.last, 1, b):
+                conn = self.last
+                side = 0
+            elif _same_endpoint(self.last, 1, a) and _same_endpoint(self.last, 0, b):
+                conn = self.last
+                side = 1
+        if conn is None:
+            cmp = memcmp(a, b, 19)
+            key = PyBytes_FromStringAndSize(<char *>a, 19) + PyBytes_FromStringAndSize(<char *>b, 19) \
+                if cmp <= 0 else PyBytes_FromStringAndSize(<char *>b, 19) + PyBytes_FromStringAndSize(<char *>a, 19)
+            found = self.connections.get(key)
+            if found is not None:
+                conn = <_Connection>found
+                side = 0 if _same_endpoint(conn, 0, a) else 1
+        if conn is not None:
+            half = conn.half(side)
+            if flags & TCP_SYN and half.started and half.isn != <int64_t>seq:
+                self._close(conn, 4)
+                conn = None
+        if conn is None:
+            if plen == 0 and wire_len == 0 and not (flags & TCP_SYN):
+                self.cnt[C_TCP_WITHOUT_CONNECTION] += 1
+                return 0
+            cmp = memcmp(a, b, 19)
+            key = PyBytes_FromStringAndSize(<char *>a, 19) + PyBytes_FromStringAndSize(<char *>b, 19) \
+                if cmp <= 0 else PyBytes_FromStringAndSize(<char *>b, 19) + PyBytes_FromStringAndSize(<char *>a, 19)
+            conn = _Connection()
+            conn.id = self.next_conn_id
+            conn.key = key
+            memcpy(conn.ep[0], a, 17)
+            memcpy(conn.ep[1], b, 17)
+            conn.port[0] = sport
+            conn.port[1] = dport
+            conn.first_ts = ts
+            conn.last_ts = ts
+            self.next_conn_id += 1
+            self.cnt[C_CONNECTIONS] += 1
+            self.connections[key] = conn
+            if self.port_is_broker[sport] != self.port_is_broker[dport]:
+                conn.client_side = 1 if self.port_is_broker[sport] else 0
+                conn.direction_source = 0
+            side = 0
+            if len(self.connections) > self.max_connections:
+                self._evict(conn)
+        self.last = conn
+        conn.last_ts = ts
+        half = conn.half(side)
+        if flags & TCP_SYN:
+            if not half.started:
+                half.started = True
+                half.isn = seq
+                half.next_seq = seq + 1
+                half.synced = True
+                conn.handshake_seen = True
+                if not (flags & TCP_ACK) and conn.client_side < 0:
+                    conn.client_side = side
+                    conn.direction_source = 1
+            seq = seq + 1
+        if plen or wire_len:
+            self._data(conn, half, seq, payload, plen, wire_len, ts)
+        if flags & TCP_FIN:
+            if not half.started:
+                half.started = True
+                half.next_seq = seq
+            end = _position(half, <uint32_t>(seq + <uint32_t>wire_len))
+            if half.fin_pos < 0:
+                half.fin_pos = end
+        if flags & TCP_RST:
+            self._close(conn, 2)
+            return 0
+        if conn.h0.fin_pos >= 0 and conn.h1.fin_pos >= 0 and not conn.h0.pending and not conn.h1.pending:
+            self._close(conn, 1)
+        return 0
+
+    cdef int _data(self, _Connection conn, _Half half, uint32_t seq, const unsigned char *payload, Py_ssize_t plen,
+                   int64_t wire_len, int64_t ts) except -1:
+        cdef int64_t start, end, overlap_end, held_from, cut
+        cdef bint duplicate = False, conflict = False
+        half.c[H_PACKETS] += 1
+        half.c[H_PAYLOAD_BYTES] += plen
+        if not half.started:
+            half.started = True
+            half.next_seq = seq
+            half.scan_from = 0
+        if plen < wire_len:
+            half.c[H_TRUNCATED_PACKETS] += 1
+        start = _position(half, seq)
+        end = start + plen
+        if start < half.next_pos:
+            overlap_end = min(end, half.next_pos)
+            half.c[H_DUPLICATE_BYTES] += overlap_end - start
+            duplicate = True
+            held_from = max(start, half.buf_pos)
+            if held_from < overlap_end:
+                if memcmp(half.data() + (held_from - half.buf_pos), payload + (held_from - start),
+                          overlap_end - held_from) != 0:
+                    conflict = True
+            cut = min(half.next_pos - start, <int64_t>plen)
+            payload += cut
+            plen -= cut
+            start = half.next_pos
+        if start < end:
+            if not half.pending and start == half.next_pos:
+                half.append(payload, plen, ts)
+            else:
+                held = self._hold(half, start, PyBytes_FromStringAndSize(<const char *>payload, plen), ts)
+                duplicate = duplicate or held[0]
+                conflict = conflict or held[1]
+                self._drain(half)
+        if duplicate:
+            half.c[H_RETRANSMITTED_SEGMENTS] += 1
+        if conflict:
+            half.c[H_CONFLICTING_SEGMENTS] += 1
+        if half.pending_bytes > self.max_pending_bytes:
+            self._gap(half)
+            self._drain(half)
+        self._cut(conn, half, False)
+        return 0
+
+    cdef tuple _hold(self, _Half half, int64_t start, bytes data, int64_t ts):
+        cdef bint duplicate = False, conflict = False
+        cdef int64_t end = start + len(data)
+        cdef int64_t cursor = start, held_start, held_end, lo, hi
+        cdef list pieces = []
+        for entry in half.pending:
+            held_start = entry[0]
+            held = entry[1]
+            held_end = held_start + len(held)
+            if held_end <= cursor:
+                continue
+            if held_start >= end:
+                break
+            if held_start > cursor:
+                pieces.append((cursor, data[cursor - start: held_start - start]))
+            lo = max(cursor, held_start)
+            hi = min(end, held_end)
+            half.c[H_DUPLICATE_BYTES] += hi - lo
+            duplicate = True
+            if held[lo - held_start: hi - held_start] != data[lo - start: hi - start]:
+                conflict = True
+            cursor = hi
+        if cursor < end:
+            pieces.append((cursor, data[cursor - start:]))
+        cdef Py_ssize_t index
+        for piece_start, piece in pieces:
+            index = 0
+            while index < len(half.pending) and half.pending[index][0] < piece_start:
+                index += 1
+            half.pending.insert(index, [piece_start, piece, ts])
+            half.pending_bytes += len(piece)
+        return duplicate, conflict
+
+    cdef int _drain(self, _Half half) except -1:
+        cdef bytes data
+        while half.pending and half.pending[0][0] == half.next_pos:
+            entry = half.pending.pop(0)
+            data = entry[1]
+            half.pending_bytes -= len(data)
+            half.append(<const unsigned char *><char *>data, len(data), entry[2])
+        return 0
+
+    cdef int _gap(self, _Half half) except -1:
+        cdef int64_t hole_end = half.pending[0][0]
+        cdef int64_t resume = -1
+        cdef int32_t size
+        half.c[H_GAPS] += 1
+        half.c[H_GAP_BYTES] += hole_end - half.next_pos
+        if half.synced and half.length >= 4:
+            size = <int32_t>kp_load_be32(half.data())
+            if 0 <= size <= self.max_frame_size:
+                resume = half.buf_pos + 4 + size
+        half.c[H_SKIPPED_BYTES] += half.length
+        half.drop(half.length)
+        half.synced = False
+        half.c[H_RESYNCS] += 1
+        half.scan_from = max(resume, hole_end)
+        half.next_seq = <uint32_t>(half.next_seq + <uint32_t>(hole_end - half.next_pos))
+        half.next_pos = hole_end
+        half.buf_pos = hole_end
+        # drop() kept chunk bookkeeping relative to the old position; nothing is live now.
+        half.chunk_head = 0
+        half.chunk_count = 0
+        return 0
+    # ------------------------------------------------------------------ endings
+    cdef int _close(self, _Connection conn, int reason) except -1:
+        cdef _Half half
+        for half in (conn.h0, conn.h1):
+            while half.pending:
+                self._gap(half)
+                self._drain(half)
+                self._cut(conn, half, False)
+            self._cut(conn, half, True)
+            half.c[H_TAIL_BYTES] += half.length
+            half.drop(half.length)
+        if conn.client_side < 0:
+            self._guess(conn)
+        del self.connections[conn.key]
+        conn.closed = True
+        if self.last is conn:
+            self.last = None
+        cdef int cs = conn.client_side
+        row = {
+            "connection_id": conn.id,
+            "client_ip": _format_ip(conn.ep[cs]), "client_port": conn.port[cs],
+            "server_ip": _format_ip(conn.ep[1 - cs]), "server_port": conn.port[1 - cs],
+            "first_ts_ns": conn.first_ts, "last_ts_ns": conn.last_ts,
+            "handshake_seen": bool(conn.handshake_seen),
+            "closed_by": CLOSED_BY[reason],
+            "direction_source": DIRECTION_SOURCE[conn.direction_source],
+        }
+        for prefix, half in (("request_", conn.half(cs)), ("response_", conn.half(1 - cs))):
+            for name, value in half.counters().items():
+                row[prefix + name] = value
+        self.closed_rows.append(row)
+        return 0
+
+    cdef int _evict(self, _Connection keep) except -1:
+        victims = sorted((c for c in self.connections.values() if c is not keep),
+                         key=lambda c: ((<_Connection>c).last_ts, (<_Connection>c).id))
+        for conn in victims[: max(1, len(victims) // 8)]:
+            self.cnt[C_EVICTED] += 1
+            self._close(conn, 3)
+        return 0
+
+    def finish(self, remaining=0):
+        """The input ended: flush every connection, in the order they were opened."""
+        if self.finished:
+            return
+        self.finished = True
+        self.cnt[C_TRAILING_BYTES] += remaining
+        for conn in sorted(self.connections.values(), key=lambda c: (<_Connection>c).id):
+            self._close(conn, 0)

@@ -1,0 +1,62 @@
+"""The state of one TCP connection and of each of its directions (part of the capture
+engine, kproto/_py/capture.py; compiled: kproto/_c/_capture_connections.pxi)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from kproto._common.capture import HALF_COUNTERS
+
+
+class _Half:
+    """One direction of one TCP connection."""
+
+    def __init__(self, side: int) -> None:
+        self.side = side
+        self.started = False
+        self.isn = -1              # initial sequence number, when the SYN was seen
+        self.next_seq = 0          # sequence number of the next expected byte
+        self.next_pos = 0          # its stream offset
+        self.buf = bytearray()     # assembled bytes not yet cut into frames
+        self.buf_pos = 0           # stream offset of buf[0]
+        self.chunks: deque = deque()  # (stream end offset, ts) of the segments in buf
+        self.pending: list = []    # out-of-order [start, bytes, ts], sorted, non-overlapping
+        self.pending_bytes = 0
+        self.synced = False        # True when buf[0] is a frame boundary
+        self.scan_from = 0         # while not synced: no boundary before this offset
+        self.fin_pos = -1
+        self.sequence = 0
+        self.request_corrs: deque = deque()  # correlation ids of frames that read as requests
+        self.counters = dict.fromkeys(HALF_COUNTERS, 0)
+
+
+    def append(self, data, ts: int) -> None:
+        """In-order bytes: onto the end of the stream."""
+        self.buf += data
+        self.next_pos += len(data)
+        self.next_seq = (self.next_seq + len(data)) & 0xFFFFFFFF
+        self.counters["stream_bytes"] += len(data)
+        self.chunks.append((self.next_pos, ts))
+
+    def drop(self, count: int) -> None:
+        """The first ``count`` bytes are framed, skipped or lost: forget them."""
+        del self.buf[:count]
+        self.buf_pos += count
+        while self.chunks and self.chunks[0][0] <= self.buf_pos:
+            self.chunks.popleft()
+
+
+class _Connection:
+    def __init__(self, conn_id: int, key, endpoints, ts: int) -> None:
+        self.id = conn_id
+        self.key = key
+        self.endpoints = endpoints  # ((ip bytes, port) of side 0, of side 1)
+        self.halves = (_Half(0), _Half(1))
+        self.client_side = -1       # which side sends requests; -1 until known
+        self.direction_source = -1
+        self.handshake_seen = False
+        self.first_ts = ts
+        self.last_ts = ts
+        self.undecided: list = []   # frames waiting for the direction
+        self.request_like = [0, 0]
+

@@ -1,0 +1,253 @@
+"""TCP segments into per-direction byte streams (part of the capture engine,
+kproto/_py/capture.py; compiled: kproto/_c/_capture_reassembly.pxi).
+
+Connections are found by their endpoints; sequence numbers become stream offsets;
+out-of-order segments wait until the hole fills; retransmissions are counted; a hole
+is given up on as a gap; a connection that ends becomes a row. Each direction's new
+bytes go to the framer.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from kproto._common.capture import CLOSED_BY, DIRECTION_SOURCE, HALF_COUNTERS
+from kproto._py.capture_connections import _Connection, _Half
+from kproto._py.capture_framer import _BE32S, Framer
+
+_TCP_FIN = 0x01
+_TCP_SYN = 0x02
+_TCP_RST = 0x04
+_TCP_ACK = 0x10
+
+
+class Reassembly(Framer):
+    """Segments into streams, connection endings (settings: Engine)."""
+
+    broker_ports: frozenset[int]
+    max_pending_bytes: int
+    max_connections: int
+    counters: dict[str, int]
+    connections: dict
+    next_conn_id: int
+    finished: bool
+    _closed: list
+
+    def take_connections(self) -> list:
+        """Rows (dicts keyed by CONNECTION_COLUMNS) of connections closed since the last call."""
+        rows, self._closed = self._closed, []
+        return rows
+
+    def open_connections(self) -> int:
+        return len(self.connections)
+
+    # ------------------------------------------------------------------ connections
+    def _segment(self, src, sport, dst, dport, seq, flags, payload, wire_len, ts) -> None:
+        a, b = (src, sport), (dst, dport)
+        key = (a, b) if a <= b else (b, a)
+        conn = self.connections.get(key)
+        side = 0
+        if conn is not None:
+            side = 0 if conn.endpoints[0] == a else 1
+            half = conn.halves[side]
+            if flags & _TCP_SYN and half.started and half.isn != seq:
+                # A new connection on the same addresses and ports: the old one is over.
+                self._close(conn, 4)
+                conn = None
+        if conn is None:
+            if not payload and not wire_len and not flags & _TCP_SYN:
+                self.counters["tcp_without_connection"] += 1
+                return
+            conn = _Connection(self.next_conn_id, key, (a, b), ts)
+            self.next_conn_id += 1
+            self.counters["connections"] += 1
+            self.connections[key] = conn
+            a_broker, b_broker = sport in self.broker_ports, dport in self.broker_ports
+            if a_broker != b_broker:
+                conn.client_side = 1 if a_broker else 0
+                conn.direction_source = 0
+            side = 0
+            if len(self.connections) > self.max_connections:
+                self._evict(conn)
+        conn.last_ts = ts
+        half = conn.halves[side]
+        if flags & _TCP_SYN:
+            if not half.started:
+                half.started = True
+                half.isn = seq
+                half.next_seq = (seq + 1) & 0xFFFFFFFF
+                half.synced = True
+                conn.handshake_seen = True
+                if not flags & _TCP_ACK and conn.client_side < 0:
+                    conn.client_side = side
+                    conn.direction_source = 1
+            seq = (seq + 1) & 0xFFFFFFFF
+        if payload or wire_len:
+            self._data(conn, half, seq, payload, wire_len, ts)
+        if flags & _TCP_FIN:
+            if not half.started:
+                half.started = True
+                half.next_seq = seq
+            end = self._position(half, (seq + wire_len) & 0xFFFFFFFF)
+            if half.fin_pos < 0:
+                half.fin_pos = end
+        if flags & _TCP_RST:
+            self._close(conn, 2)
+            return
+        h0, h1 = conn.halves
+        if h0.fin_pos >= 0 and h1.fin_pos >= 0 and not h0.pending and not h1.pending:
+            self._close(conn, 1)
+
+    @staticmethod
+    def _position(half: _Half, seq: int) -> int:
+        delta = ((seq - half.next_seq + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+        return half.next_pos + delta
+
+    def _data(self, conn: _Connection, half: _Half, seq: int, payload, wire_len: int, ts: int) -> None:
+        c = half.counters
+        c["packets"] += 1
+        c["payload_bytes"] += len(payload)
+        if not half.started:  # the capture began mid-stream: this byte is offset 0
+            half.started = True
+            half.next_seq = seq
+            half.scan_from = 0
+        if len(payload) < wire_len:
+            c["truncated_packets"] += 1
+        start = self._position(half, seq)
+        end = start + len(payload)
+        duplicate = False
+        conflict = False
+        if start < half.next_pos:  # some or all of it arrived before
+            overlap_end = min(end, half.next_pos)
+            c["duplicate_bytes"] += overlap_end - start
+            duplicate = True
+            held_from = max(start, half.buf_pos)
+            if held_from < overlap_end:
+                old = half.buf[held_from - half.buf_pos: overlap_end - half.buf_pos]
+                if old != payload[held_from - start: overlap_end - start]:
+                    conflict = True
+            payload = payload[max(0, half.next_pos - start):]
+            start = max(start, half.next_pos)
+        if start < end:
+            if not half.pending and start == half.next_pos:
+                half.append(payload, ts)
+            else:
+                dup, conf = self._hold(half, start, payload, ts)
+                duplicate = duplicate or dup
+                conflict = conflict or conf
+                self._drain(half)
+        if duplicate:
+            c["retransmitted_segments"] += 1
+        if conflict:
+            c["conflicting_segments"] += 1
+        if half.pending_bytes > self.max_pending_bytes:
+            self._gap(half)
+            self._drain(half)
+        self._cut(conn, half, False)
+
+    def _hold(self, half: _Half, start: int, data, ts: int):
+        """Keep the parts of an out-of-order segment not already held (first copy wins)."""
+        duplicate = conflict = False
+        end = start + len(data)
+        pieces = []
+        cursor = start
+        for held_start, held, _ in half.pending:
+            held_end = held_start + len(held)
+            if held_end <= cursor:
+                continue
+            if held_start >= end:
+                break
+            if held_start > cursor:
+                pieces.append((cursor, data[cursor - start: held_start - start]))
+            lo, hi = max(cursor, held_start), min(end, held_end)
+            half.counters["duplicate_bytes"] += hi - lo
+            duplicate = True
+            if held[lo - held_start: hi - held_start] != data[lo - start: hi - start]:
+                conflict = True
+            cursor = hi
+        if cursor < end:
+            pieces.append((cursor, data[cursor - start:]))
+        for piece_start, piece in pieces:
+            entry = [piece_start, bytes(piece), ts]
+            index = 0
+            while index < len(half.pending) and half.pending[index][0] < piece_start:
+                index += 1
+            half.pending.insert(index, entry)
+            half.pending_bytes += len(piece)
+        return duplicate, conflict
+
+    def _drain(self, half: _Half) -> None:
+        while half.pending and half.pending[0][0] == half.next_pos:
+            _, data, ts = half.pending.pop(0)
+            half.pending_bytes -= len(data)
+            half.append(data, ts)
+
+    def _gap(self, half: _Half) -> None:
+        """Give up on the hole before the first held segment."""
+        hole_end = half.pending[0][0]
+        c = half.counters
+        c["gaps"] += 1
+        c["gap_bytes"] += hole_end - half.next_pos
+        resume = -1
+        if half.synced and len(half.buf) >= 4:
+            size = _BE32S.unpack_from(half.buf, 0)[0]
+            if 0 <= size <= self.max_frame_size:
+                resume = half.buf_pos + 4 + size  # the cut frame's end is a known boundary
+        c["skipped_bytes"] += len(half.buf)
+        half.drop(len(half.buf))
+        half.synced = False
+        c["resyncs"] += 1
+        half.scan_from = max(resume, hole_end)
+        half.next_seq = (half.next_seq + hole_end - half.next_pos) & 0xFFFFFFFF
+        half.next_pos = hole_end
+        half.buf_pos = hole_end
+
+    # ------------------------------------------------------------------ endings
+    def _close(self, conn: _Connection, reason: int) -> None:
+        for half in conn.halves:
+            while half.pending:
+                self._gap(half)
+                self._drain(half)
+                self._cut(conn, half, False)
+            self._cut(conn, half, True)
+            half.counters["tail_bytes"] += len(half.buf)
+            half.drop(len(half.buf))
+        if conn.client_side < 0:
+            self._guess(conn)
+        del self.connections[conn.key]
+        client = conn.endpoints[conn.client_side]
+        server = conn.endpoints[1 - conn.client_side]
+        row = {
+            "connection_id": conn.id,
+            "client_ip": _format_ip(client[0]), "client_port": client[1],
+            "server_ip": _format_ip(server[0]), "server_port": server[1],
+            "first_ts_ns": conn.first_ts, "last_ts_ns": conn.last_ts,
+            "handshake_seen": conn.handshake_seen,
+            "closed_by": CLOSED_BY[reason],
+            "direction_source": DIRECTION_SOURCE[conn.direction_source],
+        }
+        for prefix, half in (("request_", conn.halves[conn.client_side]),
+                             ("response_", conn.halves[1 - conn.client_side])):
+            for name in HALF_COUNTERS:
+                row[prefix + name] = half.counters[name]
+        self._closed.append(row)
+
+    def _evict(self, keep: _Connection) -> None:
+        victims = sorted((c for c in self.connections.values() if c is not keep), key=lambda c: (c.last_ts, c.id))
+        for conn in victims[: max(1, len(victims) // 8)]:
+            self.counters["evicted_connections"] += 1
+            self._close(conn, 3)
+
+    def finish(self, remaining: int = 0) -> None:
+        """The input ended (``remaining`` unconsumed bytes were an incomplete record):
+        flush every connection, in the order they were opened."""
+        if self.finished:
+            return
+        self.finished = True
+        self.counters["trailing_bytes"] += remaining
+        for conn in sorted(self.connections.values(), key=lambda c: c.id):
+            self._close(conn, 0)
+
+
+def _format_ip(raw: bytes) -> str:
+    return str(ipaddress.ip_address(raw))
