@@ -80,3 +80,47 @@ def test_a_second_copy_would_be_found():
     assert places(RULES["length prefix: -1 is null where nullable"][0], files) == {"copy.pxi"}
     assert places(RULES["header version of a request / response (flexible versions, KIP-511, "
                         "ControlledShutdown v0)"][0], files) == {"copy.pxi"}
+
+
+# ------------------------------------------------------------------ plan walkers
+#: The functions that branch on a field's kind to read (or write) a value: one per
+#: direction and implementation (the twin's encoder looks its integer kinds up in a table). C's eager read and validating scan are one walker
+#: (walk_value, specialised per sink); the JSON pass still walks on its own (issue 20,
+#: item 3: folding it needs a GIL-free plan type, see docs/architecture.md).
+KIND_DISPATCHERS = {
+    ("kproto/_c/_codec_walk.pxi", "walk_value"),       # decode: objects and validation only
+    ("kproto/_c/_codec_encode.pxi", "write_value"),    # encode
+    ("kproto/_c/_batch_json_walk.pxi", "jvalue"),      # JSON text and partition facts
+    ("kproto/_py/codec.py", "_read_value"),            # the twin's decode
+}
+KIND_NAMES = ("BOOL", "INT8", "INT16", "INT32", "INT64", "UINT16", "UINT32", "FLOAT64", "UUID",
+              "STRING", "BYTES", "RECORDS", "STRUCT", "ARRAY")
+FUNCTION_START = re.compile(r"^(?:cdef|cpdef|def)\s[^\n]*?(\w+)\(", re.MULTILINE)
+KIND_TEST = re.compile(r"\bkind == (?:K_)?(" + "|".join(KIND_NAMES) + r")\b")
+
+
+def kind_dispatchers(files: dict[str, str]) -> set[tuple[str, str]]:
+    """(file, function) of every top-level function that tests a value's kind against
+    the variable-length kinds and most of the others: a per-kind read or write."""
+    found = set()
+    for name, text in files.items():
+        starts = list(FUNCTION_START.finditer(text))
+        for i, start in enumerate(starts):
+            body = text[start.start():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
+            kinds = set(KIND_TEST.findall(body))
+            if {"STRING", "STRUCT", "ARRAY"} <= kinds and len(kinds) >= 10:
+                found.add((name, start.group(1)))
+    return found
+
+
+def test_field_kinds_are_dispatched_once_per_direction_and_implementation():
+    assert kind_dispatchers(sources()) == KIND_DISPATCHERS
+
+
+def test_a_second_kind_dispatch_would_be_found():
+    # The eager read and the validating scan before they were folded: two dispatchers.
+    kinds = ["STRING", "STRUCT", "ARRAY", "INT8", "INT16", "INT32", "INT64", "BOOL", "UUID", "BYTES"]
+    branches = "".join(f"    if kind == K_{k}:\n        pass\n" for k in kinds)
+    files = {"copy.pxi": f"cdef object read_value(ByteReader *r, int kind):\n{branches}\n"
+                         f"cdef int skip_value(ByteReader *r, int kind) except -1:\n{branches}"}
+    assert kind_dispatchers(files) == {("copy.pxi", "read_value"), ("copy.pxi", "skip_value")}

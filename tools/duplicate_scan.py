@@ -50,6 +50,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kproto/_c/_buffer.pyi", "kproto/_c/_records.pyi"): _STUB,
     ("kproto/_c/_records.pyi", "kproto/_c/_records.pyi"): _STUB,
     ("kproto/_py/codec.py", "kproto/_py/codec.py"): "the twin's walk: one branch per field kind, each one reader call",
+    ("kproto/_c/_codec_walk.pxi", "kproto/_c/_codec_walk.pxi"):
+        "the one plan walker: one branch per field kind, a line for each sink",
     ("kproto/batch.py", "kproto/batch.py"): "Arrow schemas: one pa.field per column",
 }
 
@@ -62,11 +64,9 @@ NOT_FOLDED_YET: dict[tuple[str, str], str] = {
         "both passes bind the same frame columns as typed views one by one: one struct of views (item 3)",
     ("kproto/_c/_batch_partitions.pxi", "kproto/_c/_batch_partitions.pxi"):
         "the partition pass binds its output columns one by one: one struct of views (item 3)",
-    ("kproto/_c/_codec.pyx", "kproto/_c/_codec_scan.pxi"):
-        "entering a nested struct (depth bound, path frame) in the read and the skip walk: the one "
-        "plan walker (item 3)",
-    ("kproto/_c/_codec_encode.pxi", "kproto/_c/_codec_scan.pxi"):
-        "entering a nested struct in the encode and the skip walk: the one plan walker (item 3)",
+    ("kproto/_c/_codec_encode.pxi", "kproto/_c/_codec_walk.pxi"):
+        "entering a nested struct (depth bound, path frame) in the encode and the plan walker: one "
+        "enter-struct helper",
     ("kproto/_c/_codec_headers.pxi", "kproto/_c/_codec_headers.pxi"):
         "the request and response header classes repeat their dunder methods: a common base class",
     ("kproto/_c/_records.pyx", "kproto/_c/_records.pyx"):

@@ -16,10 +16,10 @@ from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong, PyLong_FromUnsig
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.memoryview cimport PyMemoryView_FromObject
 from cpython.object cimport PyObject_RichCompareBool, Py_EQ, PyTypeObject, PyObject_TypeCheck
-from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 
 from kproto._c._buffer cimport *
 from kproto._c._wire cimport (
@@ -39,6 +39,7 @@ cdef extern from "Python.h":
     int PyObject_GC_IsTracked(PyObject *op) noexcept
     void PyObject_GC_UnTrack(void *op) noexcept
     void PyObject_GC_Track(void *op) noexcept
+    void list_set_item "PyList_SET_ITEM"(object list, Py_ssize_t i, PyObject *item) noexcept   # steals item
     ctypedef struct PyMemberDef:
         const char *name
         int type
@@ -57,6 +58,21 @@ assert (schema.BOOL, schema.INT32, schema.STRING, schema.RECORDS, schema.STRUCT,
 
 cdef enum:
     MAX_TAGGED_PER_STRUCT = 64
+
+
+# The plan walker's sinks (_codec_walk.pxi says what each makes).
+cdef struct Build:
+    PyObject *source        # the Source being decoded: records fields view it
+    PyObject *made          # the value a walk made: a new reference, until taken
+
+
+cdef struct Check:
+    char unused
+
+
+ctypedef fused Sink:
+    Build
+    Check
 
 
 cdef Py_ssize_t slot_offset(object cls, str name) except -1:
@@ -338,115 +354,73 @@ cdef object new_default_struct(object cls):
     return obj
 
 
-# ------------------------------------------------------------------ decoding
-cdef object read_value(ByteReader *r, FieldOp *op, int kind, bint nullable, PathFrame *frame,
-                       object source):
-    cdef Py_ssize_t n, i
-    cdef int8_t marker
-    if kind == K_INT32:
-        return PyLong_FromLong(read_int32(r))
-    if kind == K_STRING:
-        return read_string_value(r, op.compact, nullable)
-    if kind == K_INT16:
-        return PyLong_FromLong(read_int16(r))
-    if kind == K_INT64:
-        return PyLong_FromLongLong(read_int64(r))
-    if kind == K_ARRAY:
-        n = read_array_count(r, op.compact, nullable)
-        if n < 0:
-            return None
-        if op.elem_kind == K_STRUCT and not r.prevalidated:
-            return pending_struct_array(r, op, n, frame, source)
-        out = PyList_New(n)
-        holds_tracked = False
-        for i in range(n):
-            frame.index = i
-            item = read_value(r, op, op.elem_kind, False, frame, source)
-            holds_tracked |= is_tracked(item)
-            Py_INCREF(item)
-            PyList_SET_ITEM(out, i, item)
-        frame.index = -1
-        if not holds_tracked:
-            untrack(out)
-        return out
-    if kind == K_STRUCT:
-        if nullable:
-            marker = read_int8(r)
-            if marker == -1:
-                return None
-            if marker != 1:
-                raise_decode(r, DecodeError, f"invalid nullable struct marker {marker}")
-        return read_struct(r, <CPlan>op.child, source)
-    if kind == K_INT8:
-        return PyLong_FromLong(read_int8(r))
-    if kind == K_BOOL:
-        return read_bool(r) != 0
-    if kind == K_UUID:
-        value = read_uuid(r)
-        untrack(value)   # immutable: it can never hold anything
-        return value
-    if kind == K_BYTES:
-        return read_bytes_value(r, op.compact, nullable)
-    if kind == K_RECORDS:
-        if op.compact:
-            n = read_compact_length(r, nullable, "records length")
-        else:
-            n = read_length32(r, nullable, "records length")
-        if n < 0:
-            return None
-        i = r.p - r.start
-        r.p += n
-        # A lazy, zero-copy view of the input: batches are parsed only when asked for.
-        value = records_view_over((<Source>source).obj, i, n)
-        if PyBytes_CheckExact((<Source>source).obj):
-            untrack(value)   # holds only the immutable input (another owner could refer back)
-        return value
-    if kind == K_UINT16:
-        return PyLong_FromLong(read_uint16(r))
-    if kind == K_UINT32:
-        return PyLong_FromUnsignedLong(read_uint32(r))
-    if kind == K_FLOAT64:
-        return read_float64(r)
-    raise AssertionError(f"unknown field kind {kind}")
+# ------------------------------------------------------------------ the Build sink's objects
+# What the plan walker (_codec_walk.pxi) calls to make objects in the eager read.
+
+cdef inline object new_struct(CPlan plan):
+    """An empty instance of the plan's class (slots filled by the walker, no __init__)."""
+    return kp_struct_new(plan.cls)
 
 
-cdef object read_struct(ByteReader *r, CPlan plan, object source):
-    cdef int depth = r.depth
-    if depth >= MAX_PATH_DEPTH:
-        raise_decode(r, LimitExceededError, f"structs nested deeper than {MAX_PATH_DEPTH}")
-    cdef PathFrame *frame = &r.path[depth]
-    frame.name = NULL
-    frame.index = -1
-    r.depth = depth + 1
-    cdef object obj = kp_struct_new(plan.cls)
+cdef inline void set_absent_defaults(object obj, CPlan plan):
+    # Fields this version lacks hold their defaults, as cls() would give them.
     cdef Py_ssize_t i
-    cdef FieldOp *op
-    cdef int kind
-    for i in range(plan.nfields):
-        op = &plan.fields[i]
-        frame.name = op.name
-        kind = op.kind
-        # The common scalar kinds inline; everything else through read_value.
-        if kind == K_INT32:
-            set_slot(obj, op.offset, PyLong_FromLong(read_int32(r)))
-        elif kind == K_INT16:
-            set_slot(obj, op.offset, PyLong_FromLong(read_int16(r)))
-        elif kind == K_STRING:
-            set_slot(obj, op.offset, read_string_value(r, op.compact, op.nullable))
-        elif kind == K_ARRAY and op.elem_kind == K_INT32:
-            set_slot(obj, op.offset, read_int32_array(r, op, frame))
-        else:
-            set_slot(obj, op.offset, read_value(r, op, kind, op.nullable, frame, source))
     for i in range(plan.nabsent):
-        op = &plan.absent[i]
-        set_slot(obj, op.offset, fresh_default(op))
-    if plan.flexible:
-        set_slot(obj, plan.unknown_tags_offset, read_tagged(r, plan, obj, frame, source))
+        set_slot(obj, plan.absent[i].offset, fresh_default(&plan.absent[i]))
+
+
+# The walker's Build sink holds the value a walk made (a new reference) until the caller
+# takes it: into a slot, a list, or out of the walk.
+cdef inline int made(Build *s, object value) except -1:
+    Py_INCREF(value)
+    s.made = <PyObject *>value
+    return 0
+
+
+cdef inline object take_made(Build *s):
+    value = <object>s.made
+    Py_DECREF(value)   # the sink's reference, now value's
+    s.made = NULL
+    return value
+
+
+cdef inline void set_slot_made(object obj, Py_ssize_t offset, Build *s) noexcept:
+    cdef PyObject **slot = <PyObject **>((<char *><PyObject *>obj) + offset)
+    cdef PyObject *old = slot[0]
+    slot[0] = s.made   # the reference moves into the slot
+    s.made = NULL
+    Py_XDECREF(old)
+
+
+cdef inline bint list_put_made(object out, Py_ssize_t i, Build *s) noexcept:
+    """Move the made value into a new list's slot i; whether it is GC-tracked (untracked lists stay so)."""
+    cdef PyObject *item = s.made
+    s.made = NULL
+    list_set_item(out, i, item)
+    return PyObject_GC_IsTracked(item)
+
+
+cdef inline object build_uuid(ByteReader *r):
+    value = read_uuid(r)
+    untrack(value)   # immutable: it can never hold anything
+    return value
+
+
+cdef object build_records(ByteReader *r, bint compact, bint nullable, object source):
+    cdef Py_ssize_t n, start
+    if compact:
+        n = read_compact_length(r, nullable, "records length")
     else:
-        set_slot(obj, plan.unknown_tags_offset, None)
-    track_struct_if_holding_tracked(obj, plan)
-    r.depth = depth
-    return obj
+        n = read_length32(r, nullable, "records length")
+    if n < 0:
+        return None
+    start = r.p - r.start
+    r.p += n
+    # A lazy, zero-copy view of the input: batches are parsed only when asked for.
+    value = records_view_over((<Source>source).obj, start, n)
+    if PyBytes_CheckExact((<Source>source).obj):
+        untrack(value)   # holds only the immutable input (another owner could refer back)
+    return value
 
 
 cdef object read_int32_array(ByteReader *r, FieldOp *op, PathFrame *frame):
@@ -543,13 +517,9 @@ cdef class PendingArray:
         return f"<pending array of {self.count} {self.elem.plan.name}>"
 
 
-cdef object pending_struct_array(ByteReader *r, FieldOp *op, Py_ssize_t n, PathFrame *frame, object source):
-    cdef Py_ssize_t i
-    cdef const unsigned char *start = r.p
-    for i in range(n):
-        frame.index = i
-        skip_struct(r, <CPlan>op.child)
-    frame.index = -1
+cdef object pending_struct_array(ByteReader *r, FieldOp *op, Py_ssize_t n, const unsigned char *start,
+                                 object source):
+    """The n elements from start to r.p (already checked by the walker), to build on first read."""
     cdef PendingArray pending = PendingArray.__new__(PendingArray)
     pending.src = <Source>source
     pending.start = start - pending.src.base
@@ -637,6 +607,7 @@ cdef class LazyField:
         Py_XDECREF(old)
 
 
+include "_codec_walk.pxi"
 include "_codec_scan.pxi"
 include "_codec_encode.pxi"
 include "_codec_headers.pxi"
