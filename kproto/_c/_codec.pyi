@@ -32,6 +32,9 @@ class CPlan:
 class DefaultMaker: ...
 class Source: ...
 
+class AbsentStruct:
+    """A struct field the input did not carry; its LazyField builds the defaults on first read."""
+
 class PendingArray:
     def __len__(self) -> int: ...
 
