@@ -276,7 +276,11 @@ def test_crc_mismatch_names_the_base_offset(impl):
     with pytest.raises(CrcMismatchError) as info:
         batch.records()
     assert info.value.base_offset == 123_456 and "123456" in str(info.value)
+    assert info.value.reason.startswith("record batch CRC-32C mismatch: stored 0x")
     assert isinstance(info.value, DecodeError)
+    with pytest.raises(CrcMismatchError) as direct:
+        batch.verify_crc()
+    assert (direct.value.reason, direct.value.offset) == (info.value.reason, info.value.offset)
     with pytest.raises(CrcMismatchError):
         R.Records(bytes(data)).to_arrow()
     # opting out of the check reads the (mutated) value
@@ -287,6 +291,12 @@ def test_crc_mismatch_names_the_base_offset(impl):
     with pytest.raises(CrcMismatchError) as info:
         list(R.Records(bytes(legacy)).records())
     assert info.value.base_offset == 77
+    assert info.value.reason.startswith("message CRC-32 mismatch: stored 0x")
+    legacy_batch = R.LegacyBatch(bytes(legacy))
+    assert not legacy_batch.crc_valid
+    with pytest.raises(CrcMismatchError) as direct:
+        legacy_batch.verify_crc()
+    assert direct.value.base_offset == 77 and direct.value.reason == info.value.reason
 
 
 def test_truncated_tail_is_reported_not_raised(impl):

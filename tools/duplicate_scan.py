@@ -76,8 +76,6 @@ NOT_FOLDED_YET: dict[tuple[str, str], str] = {
     ("kproto/_c/_records_legacy.pxi", "kproto/_c/_records_v2.pxi"):
         "the legacy message-set and v2 batch classes share a constructor and header properties: a "
         "common base",
-    ("kproto/_py/record_batch.py", "kproto/_py/records_legacy.py"):
-        "crc_valid / verify_crc in both batch classes: a common base (as for C)",
 }
 
 _CYTHON_WORDS = {"cdef", "cpdef", "ctypedef", "cimport", "inline", "nogil", "noexcept", "struct", "enum",
