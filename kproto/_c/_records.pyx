@@ -145,41 +145,30 @@ cdef class Record:
         self.timestamp = timestamp
         self.offset = offset
 
+    # Optional int64 fields: each a value and a bit of _flags saying it is there (None when not).
     @property
     def offset(self):
-        return self._offset if self._flags & HAS_OFFSET else None
+        return _optional_int64(self._flags, HAS_OFFSET, self._offset)
 
     @offset.setter
     def offset(self, value):
-        if value is None:
-            self._flags &= ~HAS_OFFSET
-        else:
-            self._offset = value
-            self._flags |= HAS_OFFSET
+        _set_optional_int64(&self._flags, HAS_OFFSET, &self._offset, value)
 
     @property
     def timestamp(self):
-        return self._timestamp if self._flags & HAS_TIMESTAMP else None
+        return _optional_int64(self._flags, HAS_TIMESTAMP, self._timestamp)
 
     @timestamp.setter
     def timestamp(self, value):
-        if value is None:
-            self._flags &= ~HAS_TIMESTAMP
-        else:
-            self._timestamp = value
-            self._flags |= HAS_TIMESTAMP
+        _set_optional_int64(&self._flags, HAS_TIMESTAMP, &self._timestamp, value)
 
     @property
     def timestamp_delta(self):
-        return self._timestamp_delta if self._flags & HAS_DELTA else None
+        return _optional_int64(self._flags, HAS_DELTA, self._timestamp_delta)
 
     @timestamp_delta.setter
     def timestamp_delta(self, value):
-        if value is None:
-            self._flags &= ~HAS_DELTA
-        else:
-            self._timestamp_delta = value
-            self._flags |= HAS_DELTA
+        _set_optional_int64(&self._flags, HAS_DELTA, &self._timestamp_delta, value)
 
     def __repr__(self):
         return (f"Record(offset={self.offset!r}, timestamp={self.timestamp!r}, key={self.key!r}, "
@@ -198,6 +187,21 @@ cdef class Record:
     def __reduce__(self):
         return (_rebuild_record, (self.key, self.value, self.headers, self.timestamp, self.offset,
                                   self.attributes, self.timestamp_delta))
+
+
+cdef inline object _optional_int64(int flags, int flag, int64_t value):
+    """An optional field's value, or None when its flag is clear."""
+    return value if flags & flag else None
+
+
+cdef inline int _set_optional_int64(int *flags, int flag, int64_t *slot, object value) except -1:
+    """Set an optional field: None clears its flag, an int is stored and sets it."""
+    if value is None:
+        flags[0] &= ~flag
+    else:
+        slot[0] = value
+        flags[0] |= flag
+    return 0
 
 
 def _rebuild_record(key, value, headers, timestamp, offset, attributes, timestamp_delta):
