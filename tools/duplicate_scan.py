@@ -72,9 +72,6 @@ NOT_FOLDED_YET: dict[tuple[str, str], str] = {
         "enter-struct helper",
     ("kproto/_c/_codec_headers.pxi", "kproto/_c/_codec_headers.pxi"):
         "the request and response header classes repeat their dunder methods: a common base class",
-    ("kproto/_c/_records_legacy.pxi", "kproto/_c/_records_v2.pxi"):
-        "the legacy message-set and v2 batch classes share a constructor and header properties: a "
-        "common base",
 }
 
 _CYTHON_WORDS = {"cdef", "cpdef", "ctypedef", "cimport", "inline", "nogil", "noexcept", "struct", "enum",
