@@ -266,6 +266,25 @@ def test_legacy_sets_from_aiokafka(impl, codec_id):
         [(i, 1_700_000_000_000 + i, b"v%d" % i) for i in range(4)]
 
 
+def test_optional_record_fields_set_and_clear(impl):
+    """offset, timestamp and timestamp_delta: None until set, then the int, None again once cleared."""
+    import pickle
+
+    R = impl.load("records")
+    record = R.Record(b"k", b"v")
+    assert (record.offset, record.timestamp, record.timestamp_delta) == (None, None, None)
+    record.offset, record.timestamp, record.timestamp_delta = 2**63 - 1, -(2**63), 0
+    assert (record.offset, record.timestamp, record.timestamp_delta) == (2**63 - 1, -(2**63), 0)
+    copy = pickle.loads(pickle.dumps(record))
+    assert copy == record and copy.timestamp_delta == 0
+    record.timestamp = None
+    assert (record.offset, record.timestamp, record.timestamp_delta) == (2**63 - 1, None, 0)
+    assert record != copy
+    record.offset = record.timestamp_delta = None
+    assert (record.offset, record.timestamp, record.timestamp_delta) == (None, None, None)
+    assert R.Record(b"k", b"v", (), 7, 8) == R.Record(b"k", b"v", timestamp=7, offset=8)
+
+
 # ---------------------------------------------------------------- errors
 def test_crc_mismatch_names_the_base_offset(impl):
     R = impl.load("records")
@@ -276,7 +295,11 @@ def test_crc_mismatch_names_the_base_offset(impl):
     with pytest.raises(CrcMismatchError) as info:
         batch.records()
     assert info.value.base_offset == 123_456 and "123456" in str(info.value)
+    assert info.value.reason.startswith("record batch CRC-32C mismatch: stored 0x")
     assert isinstance(info.value, DecodeError)
+    with pytest.raises(CrcMismatchError) as direct:
+        batch.verify_crc()
+    assert (direct.value.reason, direct.value.offset) == (info.value.reason, info.value.offset)
     with pytest.raises(CrcMismatchError):
         R.Records(bytes(data)).to_arrow()
     # opting out of the check reads the (mutated) value
@@ -287,6 +310,12 @@ def test_crc_mismatch_names_the_base_offset(impl):
     with pytest.raises(CrcMismatchError) as info:
         list(R.Records(bytes(legacy)).records())
     assert info.value.base_offset == 77
+    assert info.value.reason.startswith("message CRC-32 mismatch: stored 0x")
+    legacy_batch = R.LegacyBatch(bytes(legacy))
+    assert not legacy_batch.crc_valid
+    with pytest.raises(CrcMismatchError) as direct:
+        legacy_batch.verify_crc()
+    assert direct.value.base_offset == 77 and direct.value.reason == info.value.reason
 
 
 def test_truncated_tail_is_reported_not_raised(impl):
@@ -434,6 +463,20 @@ def test_to_arrow_matches_record_objects(impl, mixed_buffer):
     heads = records.batch_table()
     assert heads.column("base_offset").to_pylist() == [0, 5, None, 11, 12]
     assert heads.column("record_count").to_pylist() == [5, 4, None, None, 1]
+
+
+def test_columns_past_the_first_span_allocations(impl):
+    """Record and header spans grow past their first 256 records and 64 headers (C) and
+    every record and header still lands in its own row."""
+    R = impl.load("records")
+    records = [R.Record(b"k%d" % i, b"v%d" % i, [("h", b"%d" % i), ("g", None)]) for i in range(700)]
+    data = R.RecordBatch.encode(records[:300], base_offset=0) + \
+        R.RecordBatch.encode(records[300:], base_offset=300)
+    table = R.Records(data).to_arrow()
+    assert table.column("offset").to_pylist() == list(range(700))
+    assert table.column("value").to_pylist() == [r.value for r in records]
+    assert table.column("headers").to_pylist() == [[{"key": "h", "value": b"%d" % i}, {"key": "g", "value": None}]
+                                                   for i in range(700)]
 
 
 def test_implementations_build_identical_tables(mixed_buffer):

@@ -145,41 +145,30 @@ cdef class Record:
         self.timestamp = timestamp
         self.offset = offset
 
+    # Optional int64 fields: each a value and a bit of _flags saying it is there (None when not).
     @property
     def offset(self):
-        return self._offset if self._flags & HAS_OFFSET else None
+        return _optional_int64(self._flags, HAS_OFFSET, self._offset)
 
     @offset.setter
     def offset(self, value):
-        if value is None:
-            self._flags &= ~HAS_OFFSET
-        else:
-            self._offset = value
-            self._flags |= HAS_OFFSET
+        _set_optional_int64(&self._flags, HAS_OFFSET, &self._offset, value)
 
     @property
     def timestamp(self):
-        return self._timestamp if self._flags & HAS_TIMESTAMP else None
+        return _optional_int64(self._flags, HAS_TIMESTAMP, self._timestamp)
 
     @timestamp.setter
     def timestamp(self, value):
-        if value is None:
-            self._flags &= ~HAS_TIMESTAMP
-        else:
-            self._timestamp = value
-            self._flags |= HAS_TIMESTAMP
+        _set_optional_int64(&self._flags, HAS_TIMESTAMP, &self._timestamp, value)
 
     @property
     def timestamp_delta(self):
-        return self._timestamp_delta if self._flags & HAS_DELTA else None
+        return _optional_int64(self._flags, HAS_DELTA, self._timestamp_delta)
 
     @timestamp_delta.setter
     def timestamp_delta(self, value):
-        if value is None:
-            self._flags &= ~HAS_DELTA
-        else:
-            self._timestamp_delta = value
-            self._flags |= HAS_DELTA
+        _set_optional_int64(&self._flags, HAS_DELTA, &self._timestamp_delta, value)
 
     def __repr__(self):
         return (f"Record(offset={self.offset!r}, timestamp={self.timestamp!r}, key={self.key!r}, "
@@ -198,6 +187,21 @@ cdef class Record:
     def __reduce__(self):
         return (_rebuild_record, (self.key, self.value, self.headers, self.timestamp, self.offset,
                                   self.attributes, self.timestamp_delta))
+
+
+cdef inline object _optional_int64(int flags, int flag, int64_t value):
+    """An optional field's value, or None when its flag is clear."""
+    return value if flags & flag else None
+
+
+cdef inline int _set_optional_int64(int *flags, int flag, int64_t *slot, object value) except -1:
+    """Set an optional field: None clears its flag, an int is stored and sets it."""
+    if value is None:
+        flags[0] &= ~flag
+    else:
+        slot[0] = value
+        flags[0] |= flag
+    return 0
 
 
 def _rebuild_record(key, value, headers, timestamp, offset, attributes, timestamp_delta):
@@ -497,9 +501,95 @@ cdef class _BatchIterator:
             raise StopIteration
         start = self.pos
         self.pos += size
+        cdef _OneBatch batch
         if records._data[start + 16] == 2:
-            return _record_batch_at(records, self.totals, start, start + size)
-        return _legacy_at(records, self.totals, start, start + size)
+            batch = RecordBatch.__new__(RecordBatch)
+        else:
+            batch = LegacyBatch.__new__(LegacyBatch)
+        batch._setup(records, self.totals, start, start + size)
+        return batch
+
+
+# ---------------------------------------------------------------- one batch
+cdef class _OneBatch:
+    """What a magic 2 batch and a legacy message share: where they lie in their Records,
+    how one is made from a buffer holding it (``RecordBatch(data)``), and the CRC check.
+    Each kind sets itself up (_setup), computes its CRC (computed_crc) and names both."""
+    cdef Records _owner
+    cdef _SetCount _totals
+    cdef Py_ssize_t _start
+    cdef Py_ssize_t _end
+    cdef bint _counted      # its records added to the set's (once, however often read)
+    cdef bint _charged      # its decompressed bytes added to the set's
+    cdef readonly int magic
+    cdef readonly uint32_t crc
+    cdef readonly int attributes
+
+    _WHAT = "batch"         # in the error for a buffer that ends inside it
+    _CRC_WHAT = "CRC"
+
+    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
+                 bint verify_crc=True):
+        cdef Records owner = _single_batch_records(data, max_decompressed_size, max_records_per_batch,
+                                                   verify_crc)
+        cdef Py_ssize_t size = _batch_size(owner._data, owner._size, 0)
+        if size <= 0:
+            raise CorruptRecordError(f"{self._WHAT} is truncated: {owner._size} bytes", 0)
+        self._setup(owner, _SetCount(), 0, size)
+
+    cdef int _setup(self, Records owner, _SetCount totals, Py_ssize_t start, Py_ssize_t end) except -1:
+        """Read the header of the batch at owner[start:end] (each kind its own)."""
+        raise NotImplementedError
+
+    cdef int _place(self, Records owner, _SetCount totals, Py_ssize_t start, Py_ssize_t end) except -1:
+        """Where the batch lies; nothing of it counted or charged yet."""
+        self._owner = owner
+        self._totals = totals
+        self._start = start
+        self._end = end
+        self._counted = False
+        self._charged = False
+        return 0
+
+    cdef int64_t _offset_in_errors(self):
+        """The offset an error about the batch names (read without decompressing)."""
+        return 0
+
+    @property
+    def compression(self):
+        """Codec code from the attributes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
+        return self.attributes & ATTR_COMPRESSION
+
+    @property
+    def compression_name(self):
+        return _compression.codec_name(self.attributes & ATTR_COMPRESSION)
+
+    @property
+    def size(self):
+        """Bytes the batch takes on the wire, header included."""
+        return self._end - self._start
+
+    @property
+    def position(self):
+        """Where the batch starts in the buffer it was read from."""
+        return self._start
+
+    @property
+    def raw(self):
+        """The batch's bytes, without copying them."""
+        return memoryview(self._owner)[self._start:self._end]
+
+    @property
+    def crc_valid(self):
+        return self.computed_crc == self.crc
+
+    def verify_crc(self):
+        """Raise CrcMismatchError (naming the base offset) unless the stored CRC matches."""
+        computed = self.computed_crc
+        if computed != self.crc:
+            raise CrcMismatchError(
+                f"{self._CRC_WHAT} mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
+                self._start, base_offset=self._offset_in_errors(), stored_crc=self.crc, computed_crc=computed)
 
 
 include "_records_v2.pxi"

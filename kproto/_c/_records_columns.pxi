@@ -36,27 +36,30 @@ cdef class _Spans:
         PyMem_Free(self.records)
         PyMem_Free(self.headers)
 
+    # The count check stays here, on every record's path; the rare growth is one helper.
     cdef RecordSpan *add_record(self) except NULL:
-        cdef void *grown
         if self.n_records == self.cap_records:
-            self.cap_records = self.cap_records * 2 + 256
-            grown = PyMem_Realloc(self.records, self.cap_records * sizeof(RecordSpan))
-            if grown == NULL:
-                raise MemoryError()
-            self.records = <RecordSpan *>grown
+            _grow_array(<void **>&self.records, &self.cap_records, sizeof(RecordSpan), 256)
         self.n_records += 1
         return &self.records[self.n_records - 1]
 
     cdef HeaderSpan *add_header(self) except NULL:
-        cdef void *grown
         if self.n_headers == self.cap_headers:
-            self.cap_headers = self.cap_headers * 2 + 64
-            grown = PyMem_Realloc(self.headers, self.cap_headers * sizeof(HeaderSpan))
-            if grown == NULL:
-                raise MemoryError()
-            self.headers = <HeaderSpan *>grown
+            _grow_array(<void **>&self.headers, &self.cap_headers, sizeof(HeaderSpan), 64)
         self.n_headers += 1
         return &self.headers[self.n_headers - 1]
+
+
+cdef int _grow_array(void **items, Py_ssize_t *capacity, size_t item_size, Py_ssize_t first) except -1:
+    """Make room in a PyMem array of capacity[0] items: double it, plus first (its size
+    when empty); the capacity changes only once the memory is there."""
+    cdef Py_ssize_t grown_capacity = capacity[0] * 2 + first
+    cdef void *grown = PyMem_Realloc(items[0], grown_capacity * item_size)
+    if grown == NULL:
+        raise MemoryError()
+    items[0] = grown
+    capacity[0] = grown_capacity
+    return 0
 
 
 cdef inline int32_t _span_bytes(ByteReader *r, const unsigned char **out, const char *what) except -2:

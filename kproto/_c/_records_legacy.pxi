@@ -2,45 +2,28 @@
 # Legacy message sets, magic 0 and 1 (LegacyBatch).
 
 # ---------------------------------------------------------------- legacy message sets
-cdef class LegacyBatch:
+cdef class LegacyBatch(_OneBatch):
     """One top-level message of a magic 0 or 1 message set (a plain message or a compressed wrapper).
 
     Iterating gives its records: the message itself, or for a wrapper the inner
     messages with absolute offsets. The CRC-32 is verified when records are read.
     """
-    cdef Records _owner
-    cdef _SetCount _totals
-    cdef Py_ssize_t _start
-    cdef Py_ssize_t _end
-    cdef bint _counted      # its records added to the set's (once, however often read)
-    cdef bint _charged      # its decompressed bytes added to the set's
     cdef readonly int64_t offset
     cdef readonly int32_t message_size
-    cdef readonly uint32_t crc
-    cdef readonly int magic
-    cdef readonly int attributes
     cdef readonly object timestamp
     cdef Py_ssize_t _key_start, _key_len, _value_start, _value_len   # len -1: null
 
     is_transactional = False
     is_control = False
 
-    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
-                 bint verify_crc=True):
-        cdef Records owner = _single_batch_records(data, max_decompressed_size, max_records_per_batch,
-                                                   verify_crc)
-        cdef Py_ssize_t size = _batch_size(owner._data, owner._size, 0)
-        if size <= 0:
-            raise CorruptRecordError(f"message is truncated: {owner._size} bytes", 0)
-        _setup_legacy(self, owner, _SetCount(), 0, size)
+    _WHAT = "message"
+    _CRC_WHAT = "message CRC-32"
 
-    @property
-    def compression(self):
-        return self.attributes & ATTR_COMPRESSION
+    cdef int _setup(self, Records owner, _SetCount totals, Py_ssize_t start, Py_ssize_t end) except -1:
+        return _setup_legacy(self, owner, totals, start, end)
 
-    @property
-    def compression_name(self):
-        return _compression.codec_name(self.attributes & ATTR_COMPRESSION)
+    cdef int64_t _offset_in_errors(self):
+        return self.offset
 
     @property
     def timestamp_type(self):
@@ -78,18 +61,6 @@ cdef class LegacyBatch:
     def next_offset(self):
         return wrapping_add64(self.offset, 1)
 
-    @property
-    def size(self):
-        return self._end - self._start
-
-    @property
-    def position(self):
-        return self._start
-
-    @property
-    def raw(self):
-        return memoryview(self._owner)[self._start:self._end]
-
     def __repr__(self):
         return (f"LegacyBatch(magic={self.magic}, offset={self.offset}, "
                 f"compression={self.compression_name!r}, size={self.size})")
@@ -97,17 +68,6 @@ cdef class LegacyBatch:
     @property
     def computed_crc(self):
         return zlib.crc32(memoryview(self._owner)[self._start + 16:self._end])
-
-    @property
-    def crc_valid(self):
-        return self.computed_crc == self.crc
-
-    def verify_crc(self):
-        computed = self.computed_crc
-        if computed != self.crc:
-            raise CrcMismatchError(
-                f"message CRC-32 mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
-                self._start, base_offset=self.offset, stored_crc=self.crc, computed_crc=computed)
 
     def records(self):
         cdef Record record
@@ -177,7 +137,8 @@ cdef class LegacyBatch:
                 raise CorruptRecordError(
                     f"inner message set is truncated at byte {pos} of the decompressed value",
                     self._start, base_offset=self.offset)
-            message = _legacy_at(inner, self._totals, pos, pos + size)
+            message = LegacyBatch.__new__(LegacyBatch)
+            _setup_legacy(message, inner, self._totals, pos, pos + size)
             if message.is_wrapper:
                 raise CorruptRecordError("wrapper message holds another compressed message", self._start,
                                          base_offset=self.offset)
@@ -206,22 +167,11 @@ cdef class LegacyBatch:
                                      timestamp_type, timestamp, _as_record_py, _Writer)
 
 
-cdef LegacyBatch _legacy_at(Records owner, _SetCount totals, Py_ssize_t start, Py_ssize_t end):
-    cdef LegacyBatch batch = LegacyBatch.__new__(LegacyBatch)
-    _setup_legacy(batch, owner, totals, start, end)
-    return batch
-
-
 cdef int _setup_legacy(LegacyBatch batch, Records owner, _SetCount totals, Py_ssize_t start,
                        Py_ssize_t end) except -1:
     cdef const unsigned char *p = owner._data + start
     cdef ByteReader r
-    batch._owner = owner
-    batch._totals = totals
-    batch._counted = False
-    batch._charged = False
-    batch._start = start
-    batch._end = end
+    batch._place(owner, totals, start, end)
     batch.offset = <int64_t>kp_load_be64(p)
     batch.message_size = <int32_t>kp_load_be32(p + LENGTH_AT)
     batch.crc = kp_load_be32(p + 12)

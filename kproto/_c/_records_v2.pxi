@@ -2,7 +2,7 @@
 # Magic 2 record batches: reading (RecordBatch) and encoding.
 
 # ---------------------------------------------------------------- magic 2 batches
-cdef class RecordBatch:
+cdef class RecordBatch(_OneBatch):
     """A magic 2 record batch, read lazily from a buffer it does not copy.
 
     The header fields are read when the batch is made; the records are
@@ -10,19 +10,10 @@ cdef class RecordBatch:
     ``to_arrow()``), and the CRC-32C is verified then (or by ``verify_crc()``).
     ``RecordBatch(data)`` reads the batch at the start of ``data``.
     """
-    cdef Records _owner
-    cdef _SetCount _totals
-    cdef Py_ssize_t _start
-    cdef Py_ssize_t _end
     cdef bint _checked
-    cdef bint _counted      # its records added to the set's (once, however often read)
-    cdef bint _charged      # its decompressed bytes added to the set's
     cdef readonly int64_t base_offset
     cdef readonly int32_t batch_length
     cdef readonly int32_t partition_leader_epoch
-    cdef readonly int magic
-    cdef readonly uint32_t crc
-    cdef readonly int attributes
     cdef readonly int32_t last_offset_delta
     cdef readonly int64_t base_timestamp
     cdef readonly int64_t max_timestamp
@@ -31,25 +22,16 @@ cdef class RecordBatch:
     cdef readonly int32_t base_sequence
     cdef readonly int32_t record_count
 
-    def __init__(self, data, *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
-                 bint verify_crc=True):
-        cdef Records owner = _single_batch_records(data, max_decompressed_size, max_records_per_batch,
-                                                   verify_crc)
-        cdef Py_ssize_t size = _batch_size(owner._data, owner._size, 0)
-        if size <= 0:
-            raise CorruptRecordError(f"record batch is truncated: {owner._size} bytes", 0)
-        _setup_batch(self, owner, _SetCount(), 0, size)
+    _WHAT = "record batch"
+    _CRC_WHAT = "record batch CRC-32C"
+
+    cdef int _setup(self, Records owner, _SetCount totals, Py_ssize_t start, Py_ssize_t end) except -1:
+        return _setup_batch(self, owner, totals, start, end)
+
+    cdef int64_t _offset_in_errors(self):
+        return self.base_offset
 
     # ---- header facts
-    @property
-    def compression(self):
-        """Codec code from the attributes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
-        return self.attributes & ATTR_COMPRESSION
-
-    @property
-    def compression_name(self):
-        return _compression.codec_name(self.attributes & ATTR_COMPRESSION)
-
     @property
     def timestamp_type(self):
         """0: create time (set by the producer); 1: log-append time (set by the broker)."""
@@ -74,21 +56,6 @@ cdef class RecordBatch:
     @property
     def next_offset(self):
         return wrapping_add64(self.base_offset, <int64_t>self.last_offset_delta + 1)
-
-    @property
-    def size(self):
-        """Bytes the batch takes on the wire, header included."""
-        return self._end - self._start
-
-    @property
-    def position(self):
-        """Where the batch starts in the buffer it was read from."""
-        return self._start
-
-    @property
-    def raw(self):
-        """The batch's bytes, without copying them."""
-        return memoryview(self._owner)[self._start:self._end]
 
     def __len__(self):
         return self.record_count
@@ -120,17 +87,9 @@ cdef class RecordBatch:
             crc = kp_crc32c(0, p, n)
         return crc
 
-    @property
-    def crc_valid(self):
-        return self.computed_crc == self.crc
-
     def verify_crc(self):
         """Raise CrcMismatchError (naming the base offset) unless the stored CRC-32C matches."""
-        cdef uint32_t computed = self.computed_crc
-        if computed != self.crc:
-            raise CrcMismatchError(
-                f"record batch CRC-32C mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
-                self._start, base_offset=self.base_offset, stored_crc=self.crc, computed_crc=computed)
+        _OneBatch.verify_crc(self)
         self._checked = True
 
     # ---- records
@@ -215,22 +174,11 @@ cdef int _check_record_count(RecordBatch batch, Py_ssize_t size) except -1:
     return 0
 
 
-cdef RecordBatch _record_batch_at(Records owner, _SetCount totals, Py_ssize_t start, Py_ssize_t end):
-    cdef RecordBatch batch = RecordBatch.__new__(RecordBatch)
-    _setup_batch(batch, owner, totals, start, end)
-    return batch
-
-
 cdef int _setup_batch(RecordBatch batch, Records owner, _SetCount totals, Py_ssize_t start,
                       Py_ssize_t end) except -1:
     cdef const unsigned char *p = owner._data + start
-    batch._owner = owner
-    batch._totals = totals
-    batch._start = start
-    batch._end = end
+    batch._place(owner, totals, start, end)
     batch._checked = False
-    batch._counted = False
-    batch._charged = False
     batch.base_offset = <int64_t>kp_load_be64(p)
     batch.magic = <int8_t>p[16]
     if batch.magic != 2:    # before the header is read: a legacy message may be shorter than it

@@ -276,6 +276,30 @@ class _OneBatch:
         """The batch's bytes, without copying them."""
         return self._view[self._start:self._end]
 
+    # ---- checksum: each kind computes its own (computed_crc) and names it (_CRC_WHAT)
+    _CRC_WHAT = "CRC"
+    crc: int
+
+    @property
+    def computed_crc(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def crc_valid(self) -> bool:
+        return self.computed_crc == self.crc
+
+    def verify_crc(self) -> None:
+        """Raise CrcMismatchError (naming the base offset) unless the stored CRC matches."""
+        computed = self.computed_crc
+        if computed != self.crc:
+            raise CrcMismatchError(
+                f"{self._CRC_WHAT} mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
+                self._start, base_offset=self._offset_in_errors(), stored_crc=self.crc, computed_crc=computed)
+
+    def _offset_in_errors(self) -> int:
+        """The offset an error about the batch names (read without decompressing)."""
+        raise NotImplementedError
+
 
 class RecordBatch(_OneBatch):
     """A magic 2 record batch, read lazily from a buffer it does not copy.
@@ -292,6 +316,7 @@ class RecordBatch(_OneBatch):
                  "producer_id", "producer_epoch", "base_sequence", "record_count")
 
     _WHAT = "record batch"
+    _CRC_WHAT = "record batch CRC-32C"
 
     def _setup(self, view, start, end, limits: _Limits) -> None:
         self._view = view
@@ -372,18 +397,13 @@ class RecordBatch(_OneBatch):
     def computed_crc(self) -> int:
         return crc32c(self._view[self._start + V2_ATTRIBUTES_AT:self._end])
 
-    @property
-    def crc_valid(self) -> bool:
-        return self.computed_crc == self.crc
-
     def verify_crc(self) -> None:
         """Raise CrcMismatchError (naming the base offset) unless the stored CRC-32C matches."""
-        computed = self.computed_crc
-        if computed != self.crc:
-            raise CrcMismatchError(
-                f"record batch CRC-32C mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
-                self._start, base_offset=self.base_offset, stored_crc=self.crc, computed_crc=computed)
+        super().verify_crc()
         self._checked = True
+
+    def _offset_in_errors(self) -> int:
+        return self.base_offset
 
     # ---- records
     def payload(self):

@@ -23,7 +23,6 @@ from kproto._common.records import (
 from kproto._py.buffer import Reader, Writer, wrap_int64
 from kproto.errors import (
     CorruptRecordError,
-    CrcMismatchError,
     DecodeError,
     TooManyRecordsError,
 )
@@ -46,6 +45,7 @@ class LegacyBatch(_OneBatch):
                  "crc", "magic", "attributes", "timestamp", "_key_span", "_value_span")
 
     _WHAT = "message"
+    _CRC_WHAT = "message CRC-32"
 
     def _setup(self, view, start, end, limits: _Limits) -> None:
         self._view, self._start, self._end = view, start, end
@@ -123,16 +123,8 @@ class LegacyBatch(_OneBatch):
     def computed_crc(self) -> int:
         return zlib.crc32(self._view[self._start + 16:self._end])
 
-    @property
-    def crc_valid(self) -> bool:
-        return self.computed_crc == self.crc
-
-    def verify_crc(self) -> None:
-        computed = self.computed_crc
-        if computed != self.crc:
-            raise CrcMismatchError(
-                f"message CRC-32 mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
-                self._start, base_offset=self.offset, stored_crc=self.crc, computed_crc=computed)
+    def _offset_in_errors(self) -> int:
+        return self.offset
 
     # ---- records
     def records(self) -> list[Record]:
