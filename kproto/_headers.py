@@ -28,6 +28,13 @@ def header_rebuild(cls: type, fields: dict[str, Any]) -> Any:
     return cls(**fields)
 
 
+# header_reduce and header_dict are the classes' __reduce__ and to_dict themselves (class
+# attributes in both implementations), so their parameter is named as a method's.
+def header_reduce(self: Any) -> tuple[Any, ...]:
+    """Pickling and copying: the class and its fields, rebuilt through the constructor."""
+    return (header_rebuild, (type(self), header_fields(self)))
+
+
 def header_eq(header: Any, other: Any) -> bool:
     """Headers are equal when their fields are, whichever implementation made them."""
     names = _fields_of(header)
@@ -44,11 +51,11 @@ def header_repr(header: Any) -> str:
     return f"{type(header).__name__}({parts})"
 
 
-def header_dict(header: Any) -> dict[str, Any]:
-    out = {n: getattr(header, n) for n in _fields_of(header) if n != "_unknown_tags"}
-    if header._unknown_tags:
+def header_dict(self: Any) -> dict[str, Any]:
+    out = {n: getattr(self, n) for n in _fields_of(self) if n != "_unknown_tags"}
+    if self._unknown_tags:
         out["_unknown_tags"] = {str(t): base64.b64encode(bytes(v)).decode("ascii")
-                                for t, v in sorted(header._unknown_tags.items())}
+                                for t, v in sorted(self._unknown_tags.items())}
     return out
 
 
@@ -61,9 +68,7 @@ class _Header:
     __eq__ = header_eq
     __repr__ = header_repr
     __hash__ = None  # type: ignore[assignment]
-
-    def __reduce__(self):
-        return (header_rebuild, (type(self), header_fields(self)))
+    __reduce__ = header_reduce
 
 
 class RequestHeader(_Header):

@@ -184,3 +184,44 @@ def test_the_c_header_version_tables_answer_as_the_schema_rule():
             for is_request in (True, False):
                 assert _wire.header_version(key, version, is_request) == \
                     schema.header_version(key, version, is_request), (key, version, is_request)
+
+
+def test_each_header_dunder_on_both_implementations(impl):
+    """Equality, hash, repr, to_dict, pickling and copying of both header classes: the C
+    classes name the shared kproto._headers functions one by one (no common base, for
+    their free lists), so each is checked here by itself."""
+    import copy
+    import pickle
+
+    codec = impl.load("codec")
+    request = codec.RequestHeader(request_api_key=3, request_api_version=12, correlation_id=9, client_id="c",
+                                  _unknown_tags={1: b"x"})
+    response = codec.ResponseHeader(correlation_id=4, _unknown_tags={2: b"y"})
+    assert repr(request) == ("RequestHeader(request_api_key=3, request_api_version=12, correlation_id=9, "
+                             "client_id='c', _unknown_tags={1: b'x'})")
+    assert repr(codec.RequestHeader()) == ("RequestHeader(request_api_key=0, request_api_version=0, "
+                                           "correlation_id=0, client_id=None)")
+    assert repr(response) == "ResponseHeader(correlation_id=4, _unknown_tags={2: b'y'})"
+    assert repr(codec.ResponseHeader(correlation_id=4)) == "ResponseHeader(correlation_id=4)"
+    assert response.to_dict() == {"correlation_id": 4, "_unknown_tags": {"2": "eQ=="}}
+    assert codec.RequestHeader(client_id="c").to_dict() == {
+        "request_api_key": 0, "request_api_version": 0, "correlation_id": 0, "client_id": "c"}
+    for header, other in ((request, codec.RequestHeader(request_api_key=3, request_api_version=12,
+                                                        correlation_id=9, client_id="d", _unknown_tags={1: b"x"})),
+                          (response, codec.ResponseHeader(correlation_id=5, _unknown_tags={2: b"y"}))):
+        assert header != other and not header == other
+        assert header.__eq__(object()) is NotImplemented and header != 4
+        assert (header == request) is (header is request)    # a request never equals a response
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(header)
+        rebuild, (cls, fields) = header.__reduce__()
+        assert cls is type(header) and rebuild(cls, fields) == header
+        for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+            back = pickle.loads(pickle.dumps(header, protocol))
+            assert type(back) is type(header) and back == header and repr(back) == repr(header)
+        for clone in (copy.copy(header), copy.deepcopy(header)):
+            assert type(clone) is type(header) and clone is not header and clone == header
+        assert copy.deepcopy(header)._unknown_tags is not header._unknown_tags
+    # No tags and empty tags are the same header.
+    assert codec.ResponseHeader(correlation_id=1, _unknown_tags={}) == codec.ResponseHeader(correlation_id=1)
+    assert not any(name.endswith("_cython__") for name in dir(request) + dir(response))

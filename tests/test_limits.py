@@ -11,7 +11,7 @@ import pytest
 
 from kproto import _impl, compression, framing, limits
 from kproto.errors import (
-    CorruptRecordError, DecodeError, DecompressedSizeError, DecompressionError, FrameTooLargeError,
+    CorruptRecordError, DecodeError, DecompressedSizeError, DecompressionError, EncodeError, FrameTooLargeError,
     InvalidLengthError, LimitExceededError, TooManyRecordsError, TruncatedError,
 )
 
@@ -78,6 +78,51 @@ def test_the_depth_limit_raises_limit_exceeded_naming_the_path(monkeypatch):
     with pytest.raises(LimitExceededError, match="nested deeper than 2") as info:
         codec.decode_struct(data, plan)
     assert info.value.path == "ProduceRequest.topic_data[0].partition_data[0]"
+
+
+def nested_plans(levels: int):
+    """A chain of ``levels`` plans, each a struct holding the next in one struct field
+    (non-nullable, so the innermost, with no fields, makes the whole chain zero bytes long),
+    and the matching chain of objects. Kafka's schemas never nest this deep."""
+    from kproto import schema
+    from kproto.messages import ConsumerGroupHeartbeatResponse as Cls
+
+    plans: list[schema.StructPlan] = [schema.StructPlan("Deep", Cls, 0, False, -1)]
+    for _ in range(levels - 1):
+        outer = schema.StructPlan("Deep", Cls, 0, False, -1)
+        outer.fields = (schema.FieldOp("assignment", schema.STRUCT, 0, False, False, plans[-1], -1, None, False,
+                                       Cls),)
+        plans.append(outer)
+    obj = Cls()
+    for _ in range(levels - 1):
+        obj = Cls(assignment=obj)
+    return plans[-1], obj
+
+
+def test_both_codecs_stop_structs_nested_past_the_depth_limit_alike():
+    """The decode walk and the encoder enter a struct through one helper in C (and the
+    twin's own check): the same error class, path, offset and message in both."""
+    errors = {}
+    for name in _impl.available():
+        codec = _impl.load("codec", name)
+        fits, fits_obj = nested_plans(limits.MAX_NESTING_DEPTH)
+        assert codec.encode_struct(fits_obj, fits) == b""
+        decoded = codec.decode_struct(b"", fits)
+        for _ in range(limits.MAX_NESTING_DEPTH - 1):
+            decoded = decoded.assignment
+        assert type(decoded) is type(fits_obj)
+        deep, deep_obj = nested_plans(limits.MAX_NESTING_DEPTH + 1)
+        with pytest.raises(LimitExceededError) as decoding:
+            codec.decode_struct(b"", deep)
+        with pytest.raises(EncodeError) as encoding:
+            codec.encode_struct(deep_obj, deep)
+        errors[name] = [(type(e.value), str(e.value), e.value.path, getattr(e.value, "offset", None))
+                        for e in (decoding, encoding)]
+        path = "Deep" + ".assignment" * limits.MAX_NESTING_DEPTH
+        assert decoding.value.path == encoding.value.path == path
+        assert str(decoding.value) == f"structs nested deeper than 64 (v0, at {path}, byte offset 0)"
+        assert str(encoding.value) == f"structs nested deeper than 64 (v0, at {path})"
+    assert all(found == next(iter(errors.values())) for found in errors.values()), errors
 
 
 # ---------------------------------------------------------------- counts against the bytes left

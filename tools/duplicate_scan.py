@@ -67,13 +67,6 @@ NOT_FOLDED_YET: dict[tuple[str, str], str] = {
         "both passes bind the same frame columns as typed views one by one: one struct of views (item 3)",
     ("kproto/_c/_batch_partitions.pxi", "kproto/_c/_batch_partitions.pxi"):
         "the partition pass binds its output columns one by one: one struct of views (item 3)",
-    ("kproto/_c/_codec_encode.pxi", "kproto/_c/_codec_walk.pxi"):
-        "entering a nested struct (depth bound, path frame) in the encode and the plan walker: one "
-        "enter-struct helper",
-    ("kproto/_c/_codec_headers.pxi", "kproto/_c/_codec_headers.pxi"):
-        "the request and response header classes repeat their dunder methods: a common base class "
-        "costs both their free lists (Cython allows none on a subtype; decode_request_header took "
-        "10-25% longer), so the fold wants a way to keep them",
 }
 
 _CYTHON_WORDS = {"cdef", "cpdef", "ctypedef", "cimport", "inline", "nogil", "noexcept", "struct", "enum",

@@ -607,6 +607,22 @@ cdef class LazyField:
         Py_XDECREF(old)
 
 
+# ------------------------------------------------------------------ struct depth
+# The decode walk and the encoder enter a nested struct alike; each raises its own error
+# (LimitExceededError with the reader's path, EncodeError) when this returns NULL.
+cdef inline PathFrame *enter_struct(PathFrame *path, int *depth) noexcept:
+    """The cleared path frame of a struct one level below depth[0], depth[0] moved onto it;
+    NULL, with nothing changed, when structs would nest deeper than MAX_PATH_DEPTH."""
+    cdef int level = depth[0]
+    if level >= MAX_PATH_DEPTH:
+        return NULL
+    cdef PathFrame *frame = &path[level]
+    frame.name = NULL
+    frame.index = -1
+    depth[0] = level + 1
+    return frame
+
+
 include "_codec_walk.pxi"
 include "_codec_scan.pxi"
 include "_codec_encode.pxi"

@@ -170,13 +170,10 @@ cdef int write_struct(ByteWriter *w, object obj, CPlan plan, EncodeState *st) ex
     cdef FieldOp *op
     if not PyObject_TypeCheck(obj, plan.cls):
         raise EncodeError(f"expected {(<object>plan.cls).__qualname__}, got {type(obj).__name__}")
-    if st.depth >= MAX_PATH_DEPTH:
-        raise EncodeError(f"structs nested deeper than {MAX_PATH_DEPTH}")
     cdef int depth = st.depth
-    cdef PathFrame *frame = &st.path[depth]
-    frame.name = NULL
-    frame.index = -1
-    st.depth = depth + 1
+    cdef PathFrame *frame = enter_struct(st.path, &st.depth)
+    if frame == NULL:
+        raise EncodeError(f"structs nested deeper than {MAX_PATH_DEPTH}")
     cdef PyObject *value
     for i in range(plan.nfields):
         op = &plan.fields[i]

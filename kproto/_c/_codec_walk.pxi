@@ -140,12 +140,9 @@ cdef int walk_array(Sink *s, ByteReader *r, FieldOp *op, Py_ssize_t n, PathFrame
 
 cdef int walk_struct(Sink *s, ByteReader *r, CPlan plan) except -1:
     cdef int depth = r.depth
-    if depth >= MAX_PATH_DEPTH:
+    cdef PathFrame *frame = enter_struct(r.path, &r.depth)
+    if frame == NULL:
         raise_decode(r, LimitExceededError, f"structs nested deeper than {MAX_PATH_DEPTH}")
-    cdef PathFrame *frame = &r.path[depth]
-    frame.name = NULL
-    frame.index = -1
-    r.depth = depth + 1
     cdef Py_ssize_t i
     cdef FieldOp *op
     cdef int kind
