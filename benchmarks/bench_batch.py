@@ -21,6 +21,7 @@ the system C compiler, at benchmark time. Run either way:
 
     .venv/bin/python benchmarks/bench_batch.py          # prints the figures and ratios
     .venv/bin/python benchmarks/bench_batch.py --only ids --runs 21   # the client-id shapes only
+    .venv/bin/python benchmarks/bench_batch.py --only idcost          # 100,000 ids: new vs known ids
     .venv/bin/python -m pytest benchmarks/bench_batch.py --benchmark-only
 """
 
@@ -100,18 +101,32 @@ def id_draws(count: int, ids: int, distribution: str, seed: int = 18) -> np.ndar
 def id_shape_frames(count: int, ids: int, distribution: str) -> bytes:
     """``count`` size-prefixed requests of request_frames' four kinds (header v1 and v2 in turn),
     with client ids drawn by id_draws and distinct correlation ids."""
+    return frames_with_ids(id_draws(count, ids, distribution).tolist())
+
+
+def frames_with_ids(id_numbers: list[int]) -> bytes:
+    """One size-prefixed request per entry, frame i carrying id number id_numbers[i]
+    (client_id_name), of request_frames' four kinds in turn, with distinct correlation ids."""
     # Each kind split around its (empty) client id: api key and version | correlation id | the rest.
     templates = []
     for frame in request_frames(4)[1]:
         assert frame[8:10] == b"\x00\x0a"   # "consumer-1" / "producer-7"
         templates.append((frame[:4], frame[20:]))
-    names = [struct.pack(">h", len(raw)) + raw for raw in (client_id_name(k).encode() for k in range(ids))]
+    names: dict[int, bytes] = {}
     parts = []
-    for i, k in enumerate(id_draws(count, ids, distribution).tolist()):
+    for i, k in enumerate(id_numbers):
         head, rest = templates[i % 4]
-        name = names[k]
+        name = names.get(k)
+        if name is None:
+            raw = client_id_name(k).encode()
+            name = names[k] = struct.pack(">h", len(raw)) + raw
         parts.append(struct.pack(">i", 8 + len(name) + len(rest)) + head + struct.pack(">i", i) + name + rest)
     return b"".join(parts)
+
+
+def first_appearances(id_numbers: list[int]) -> list[int]:
+    """Each distinct id number once, in order of first appearance (the dictionary's order)."""
+    return list(dict.fromkeys(id_numbers))
 
 
 def metadata_response_payload() -> bytes:
@@ -286,6 +301,42 @@ def id_figures(runs: int) -> None:
               flush=True)
 
 
+def id_cost_figures(runs: int) -> None:
+    """Where the 100,000-Zipf-id time goes: the shape's first appearances decoded alone
+    (every distinct id once, in dictionary order), and frames of one id of the same
+    counts, so the cost of adding the new ids and that of looking up the known ones
+    come apart; the 1,000-Zipf-id shape (a table that fits the L2 cache) beside them."""
+    draws = id_draws(FRAMES, 100_000, "zipf").tolist()
+    new = first_appearances(draws)
+    buffers = {
+        "100,000 Zipf ids, 1 M frames": frames_with_ids(draws),
+        f"its first appearances alone, {len(new):,} frames": frames_with_ids(new),
+        f"one id, {len(new):,} frames": frames_with_ids([new[0]] * len(new)),
+        "one id, 1 M frames": frames_with_ids([new[0]] * FRAMES),
+        "1,000 Zipf ids, 1 M frames": id_shape_frames(FRAMES, 1_000, "zipf"),
+    }
+    print(f"header-only decode by parts, {runs} runs: ms, median [IQR] (min-max)")
+    times = {}
+    for label, buf in buffers.items():
+        times[label] = repeat(lambda buf=buf: kb.decode_frames(buf), runs)
+        print(f"  {label:36} {times[label].show(1e3, 2)}", flush=True)
+    whole, firsts, one_few, one_all, mid = (s.median for s in times.values())
+    print(f"  per new id (first appearances minus one id, same frames): {(firsts - one_few) / len(new) * 1e9:.0f} ns")
+    known = FRAMES - len(new)
+    print(f"  per known-id frame, beyond one id: {((whole - firsts) - (one_all - one_few)) / known * 1e9:.1f} ns "
+          f"(100,000 Zipf); {(mid - one_all) / FRAMES * 1e9:.1f} ns (1,000 Zipf, table in cache)")
+
+
+def test_first_appearances_alone_make_the_same_dictionary():
+    """The id cost figures decode a shape's first appearances alone: they must give the
+    shape's whole dictionary, in its order."""
+    draws = id_draws(20_000, 5_000, "zipf").tolist()
+    whole = kb.decode_frames(frames_with_ids(draws))["client_id"].dictionary.to_pylist()
+    firsts = kb.decode_frames(frames_with_ids(first_appearances(draws)))["client_id"].dictionary.to_pylist()
+    assert firsts == whole == [client_id_name(k) for k in first_appearances(draws)]
+    assert len(whole) < len(draws)
+
+
 def json_figures(runs: int) -> None:
     payload = metadata_response_payload()
     copies = 200
@@ -303,7 +354,7 @@ def json_figures(runs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="timed runs per figure (default 15)")
-    parser.add_argument("--only", choices=("headers", "ids", "json"), action="append",
+    parser.add_argument("--only", choices=("headers", "ids", "idcost", "json"), action="append",
                         help="run only these groups of figures (repeatable)")
     args = parser.parse_args()
     groups = args.only or ["headers", "ids", "json"]
@@ -311,6 +362,8 @@ def main() -> None:
         header_figures(args.runs)
     if "ids" in groups:
         id_figures(args.runs)
+    if "idcost" in groups:
+        id_cost_figures(args.runs)
     if "json" in groups:
         json_figures(args.runs)
 
