@@ -315,6 +315,7 @@ def test_a_set_named_explicitly_keeps_its_name_with_one_file():
 def test_planning_a_run_of_sets_named_sets_and_lone_files(tmp_path):
     from types import SimpleNamespace
 
+    pytest.importorskip("pyspark", reason="kproto.spark.jobs imports pyspark")
     from kproto.spark import jobs
 
     sample = SAMPLE.read_bytes()
