@@ -153,9 +153,9 @@ cdef struct Frames:
 
 
 # The columns the body passes read, and those the JSON pass also writes (a body that fails).
-BODY_PASS_COLUMNS = ("offset", "size", "api_key", "api_version", "status", "error_offset", "body_offset",
-                     "direction")
-WRITTEN_COLUMNS = ("status", "error_offset")
+cdef tuple BODY_PASS_COLUMNS = ("offset", "size", "api_key", "api_version", "status", "error_offset",
+                               "body_offset", "direction")
+cdef tuple WRITTEN_COLUMNS = ("status", "error_offset")
 
 
 cdef int bind_frames(Frames *f, const unsigned char *data, dict cols, offsets, bint writes) except -1:

@@ -124,11 +124,11 @@ cdef struct PartColumns:
     uint8_t *producer_id_valid
 
 
-PART_COLUMNS = (("frame", np.int64, 0), ("api_key", np.int16, 0), ("direction", np.int8, 0),
-                ("partition", np.int32, 0), ("error_code", np.int16, 0), ("error_code_valid", np.bool_, 0),
-                ("batch_count", np.int32, 0), ("record_count", np.int64, 0),
-                ("record_count_valid", np.bool_, 1), ("bytes", np.int64, 0), ("codec", np.int8, -1),
-                ("producer_id", np.int64, 0), ("producer_id_valid", np.bool_, 0))
+cdef tuple PART_COLUMNS = (
+    ("frame", np.int64, 0), ("api_key", np.int16, 0), ("direction", np.int8, 0), ("partition", np.int32, 0),
+    ("error_code", np.int16, 0), ("error_code_valid", np.bool_, 0), ("batch_count", np.int32, 0),
+    ("record_count", np.int64, 0), ("record_count_valid", np.bool_, 1), ("bytes", np.int64, 0),
+    ("codec", np.int8, -1), ("producer_id", np.int64, 0), ("producer_id_valid", np.bool_, 0))
 if len(PART_COLUMNS) * sizeof(void *) != sizeof(PartColumns):
     raise ImportError("PART_COLUMNS and the PartColumns struct disagree")
 
