@@ -39,9 +39,6 @@ RULES = {
          {WIRE_C, WIRE_PY}),
     "request header: which part of it a status is about":
         (r"^\s*WIRE_PART_CLIENT_ID\s*=|^PART_FIXED, PART_CLIENT_ID", {WIRE_C, WIRE_PY}),
-    "a plan's field op (kind, element kind, JSON key and default, partition role): one C struct, "
-    "FieldOp, walked by the codec and the batch decoder's JSON pass alike":
-        (r"^\s+int elem_kind\b", {"kproto/_c/_codec.pxd"}),
     "strict UTF-8 (C: kp_utf8.h, called through the wire layer only)":
         (r"kp_utf8_valid\(", {WIRE_C, "kproto/_c/kp_utf8.h"}),
 }
@@ -77,23 +74,19 @@ def test_a_second_copy_would_be_found():
     old_reader = "        if n == -1 and nullable:\n"
     old_capture = "        if api_key == 7 and version == 0:\n"
     old_json_walk = "        if count > <uint32_t>(x.end - x.p):\n"
-    old_json_field = "cdef struct JField:\n    int kind\n    int elem_kind\n"
-    files = {"copy.pxi": old_batch_scan + old_reader + old_capture + old_json_walk + old_json_field}
+    files = {"copy.pxi": old_batch_scan + old_reader + old_capture + old_json_walk}
     assert places(RULES["tagged fields: a count above the bytes left is a lie"][0], files) == {"copy.pxi"}
     assert places(RULES["tagged fields: tags strictly rising"][0], files) == {"copy.pxi"}
     assert places(RULES["length prefix: -1 is null where nullable"][0], files) == {"copy.pxi"}
     assert places(RULES["header version of a request / response (flexible versions, KIP-511, "
                         "ControlledShutdown v0)"][0], files) == {"copy.pxi"}
-    field_op = next(rule for rule in RULES if rule.startswith("a plan's field op"))
-    assert places(RULES[field_op][0], files) == {"copy.pxi"}
 
 
 # ------------------------------------------------------------------ plan walkers
 #: The functions that branch on a field's kind to read (or write) a value: one per
 #: direction and implementation (the twin's encoder looks its integer kinds up in a table). C's eager read and validating scan are one walker
-#: (walk_value, specialised per sink); the JSON pass walks the same field ops (FieldOp) but
-#: with its own dispatch (issue 20, item 3: folding it needs a status-returning walker,
-#: see docs/architecture.md).
+#: (walk_value, specialised per sink); the JSON pass still walks on its own (issue 20,
+#: item 3: folding it needs a GIL-free plan type, see docs/architecture.md).
 KIND_DISPATCHERS = {
     ("kproto/_c/_codec_walk.pxi", "walk_value"),       # decode: objects and validation only
     ("kproto/_c/_codec_encode.pxi", "write_value"),    # encode

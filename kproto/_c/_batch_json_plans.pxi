@@ -9,12 +9,24 @@
 # "_unknown_tags"). Fields a version lacks appear with their defaults, as in
 # to_dict(); that text is rendered once per plan.
 
-# The JSON pass's view of a CPlan: its field ops (which carry their JSON key, default
-# text and partition role, see _codec.pxd), reachable without the GIL.
+cdef struct JField:
+    int kind
+    int elem_kind
+    bint nullable
+    bint compact
+    int tag
+    const char *key          # '"name":'
+    Py_ssize_t key_len
+    const char *default_json # for tagged fields that are absent
+    Py_ssize_t default_len
+    void *child              # JPlan of struct fields and struct arrays
+    int role                 # R_*: what the partition pass takes from this field (0: nothing)
+
+
 cdef struct JPlan:
-    FieldOp *fields          # the CPlan's arrays
+    JField *fields
     Py_ssize_t nfields
-    FieldOp *tagged
+    JField *tagged
     Py_ssize_t ntagged
     const char *absent       # '"a":0,"b":null' of the fields this version lacks
     Py_ssize_t absent_len
@@ -33,17 +45,23 @@ cdef const char *kept(bytes text):
     return <const char *>text
 
 
-cdef void fill_field(FieldOp *op) except *:
-    """The op's JSON key and default text (and its child's plan)."""
-    key = (_json.dumps(<str>op.name) + ":").encode()
-    op.json_key = kept(key)
-    op.json_key_len = len(key)
+cdef void fill_field(JField *f, FieldOp *op) except *:
+    name = <str>op.name
+    key = (_json.dumps(name) + ":").encode()
+    f.kind = op.kind
+    f.elem_kind = op.elem_kind
+    f.nullable = op.nullable
+    f.compact = op.compact
+    f.tag = op.tag
+    f.key = kept(key)
+    f.key_len = len(key)
     default = _json.dumps(_plain((<object>op.pyop).fresh_default()), separators=(",", ":"),
                           ensure_ascii=False).encode()
-    op.json_default = kept(default)
-    op.json_default_len = len(default)
+    f.default_json = kept(default)
+    f.default_len = len(default)
+    f.child = NULL
     if op.child != NULL:
-        op.json_child = json_plan(<CPlan>op.child)
+        f.child = json_plan(<CPlan>op.child)
 
 
 cdef JPlan *json_plan(CPlan cp) except NULL:
@@ -54,16 +72,18 @@ cdef JPlan *json_plan(CPlan cp) except NULL:
     cdef JPlan *jp = <JPlan *>calloc(1, sizeof(JPlan))
     if jp == NULL:
         raise MemoryError()
-    jp.fields = cp.fields
-    jp.tagged = cp.tagged
+    jp.fields = <JField *>calloc(cp.nfields + 1, sizeof(JField))
+    jp.tagged = <JField *>calloc(cp.ntagged + 1, sizeof(JField))
+    if jp.fields == NULL or jp.tagged == NULL:
+        raise MemoryError()
     jp.nfields = cp.nfields
     jp.ntagged = cp.ntagged
     jp.flexible = cp.flexible
     cdef Py_ssize_t i
     for i in range(cp.nfields):
-        fill_field(&cp.fields[i])
+        fill_field(&jp.fields[i], &cp.fields[i])
     for i in range(cp.ntagged):
-        fill_field(&cp.tagged[i])
+        fill_field(&jp.tagged[i], &cp.tagged[i])
     parts = []
     for i in range(cp.nabsent):
         op = <object>cp.absent[i].pyop

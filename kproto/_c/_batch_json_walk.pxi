@@ -47,7 +47,7 @@ cdef int jlength(JCtx *x, bint compact, bint wide, bint nullable, Py_ssize_t *n)
     return 0
 
 
-cdef inline int jlength_prefixed(JCtx *x, FieldOp *f, int kind, bint nullable) noexcept nogil:
+cdef inline int jlength_prefixed(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
     """A string (JSON text), bytes (base64) or records value (base64 or a summary). The
     cursor moves past the bytes once they are written: an error is at their start."""
     cdef Py_ssize_t n
@@ -68,7 +68,7 @@ cdef inline int jlength_prefixed(JCtx *x, FieldOp *f, int kind, bint nullable) n
     return 0
 
 
-cdef int jvalue(JCtx *x, FieldOp *f, int kind, bint nullable) noexcept nogil:
+cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
     cdef Py_ssize_t i, pos
     cdef int st
     cdef int64_t count
@@ -110,7 +110,7 @@ cdef int jvalue(JCtx *x, FieldOp *f, int kind, bint nullable) noexcept nogil:
                 return put(x, "null", 4)
             if at[0] != 1:
                 return jfail(x, ST_MALFORMED)
-        return jstruct(x, <JPlan *>f.json_child)
+        return jstruct(x, <JPlan *>f.child)
     if kind == K_INT8:
         at = jtake(x, 1)
         return put_int(x, <int8_t>at[0]) if at != NULL else -1
@@ -173,7 +173,7 @@ cdef inline Py_ssize_t length_at(const unsigned char *p, bint compact, bint wide
     return <int32_t>kp_load_be32(p) if wide else <int16_t>kp_load_be16(p)
 
 
-cdef void part_note(JCtx *x, FieldOp *f, const unsigned char *p) noexcept nogil:
+cdef void part_note(JCtx *x, JField *f, const unsigned char *p) noexcept nogil:
     """Take a marked field's value from its bytes (p: where it starts; jvalue read it whole)."""
     cdef Py_ssize_t n, prefix
     if f.role == R_TOPIC_NAME:
@@ -219,7 +219,7 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
     cdef bint unknown = False
     cdef const unsigned char *section
     cdef const unsigned char *outer_end
-    cdef FieldOp *f
+    cdef JField *f
     cdef const unsigned char *field_start
     if x.depth >= MAX_DEPTH:
         return jfail(x, ST_LIMIT_EXCEEDED)
@@ -231,7 +231,7 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
     for i in range(jp.nfields):
         f = &jp.fields[i]
         field_start = x.p
-        if jkey(x, &first, f.json_key, f.json_key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
+        if jkey(x, &first, f.key, f.key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
             return -1
         if f.role and x.parts != NULL:
             part_note(x, f, field_start)
@@ -255,7 +255,7 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
             seen |= (<uint64_t>1) << j
             outer_end = x.end
             x.end = x.p + t.size
-            if jkey(x, &first, f.json_key, f.json_key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
+            if jkey(x, &first, f.key, f.key_len) < 0 or jvalue(x, f, f.kind, f.nullable) < 0:
                 return -1
             if x.p != x.end:
                 return jfail(x, ST_BAD_LENGTH)
@@ -263,7 +263,7 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
         for j in range(jp.ntagged):
             if not (seen >> j) & 1:
                 f = &jp.tagged[j]
-                if jkey(x, &first, f.json_key, f.json_key_len) < 0 or put(x, f.json_default, f.json_default_len) < 0:
+                if jkey(x, &first, f.key, f.key_len) < 0 or put(x, f.default_json, f.default_len) < 0:
                     return -1
     if jp.absent_len:
         if not first and put_char(x, b',') < 0:

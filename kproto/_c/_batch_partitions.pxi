@@ -16,22 +16,22 @@ cdef enum:
 
 cdef void mark_roles(JPlan *jp, CPlan cp, int level, bint produce) except *:
     cdef Py_ssize_t i
-    cdef FieldOp *f
+    cdef JField *f
     for i in range(cp.nfields):
         name = <str>cp.fields[i].name
         f = &jp.fields[i]
         if level == 0:
-            if name == ("topic_data" if produce else "responses") and f.json_child != NULL:
-                (<JPlan *>f.json_child).level = 1
-                mark_roles(<JPlan *>f.json_child, <CPlan>cp.fields[i].child, 1, produce)
+            if name == ("topic_data" if produce else "responses") and f.child != NULL:
+                (<JPlan *>f.child).level = 1
+                mark_roles(<JPlan *>f.child, <CPlan>cp.fields[i].child, 1, produce)
         elif level == 1:
             if name == ("name" if produce else "topic"):
                 f.role = R_TOPIC_NAME
             elif name == "topic_id":
                 f.role = R_TOPIC_ID
-            elif name == ("partition_data" if produce else "partitions") and f.json_child != NULL:
-                (<JPlan *>f.json_child).level = 2
-                mark_roles(<JPlan *>f.json_child, <CPlan>cp.fields[i].child, 2, produce)
+            elif name == ("partition_data" if produce else "partitions") and f.child != NULL:
+                (<JPlan *>f.child).level = 2
+                mark_roles(<JPlan *>f.child, <CPlan>cp.fields[i].child, 2, produce)
         else:
             if name == ("index" if produce else "partition_index"):
                 f.role = R_PARTITION_INDEX

@@ -34,14 +34,6 @@ cdef struct FieldOp:
     PyObject *default       # default value (immutable kinds) or None
     PyObject *pyop          # the schema.FieldOp, for rare slow paths
     PyObject *struct_cls    # class of struct / struct-array fields, else None
-    # The batch decoder's JSON pass (kproto._c._batch) fills these the first time it walks
-    # the plan (zero until then): it walks these ops without the GIL.
-    const char *json_key    # '"name":'
-    Py_ssize_t json_key_len
-    const char *json_default    # the field's default as JSON (a tagged field left out)
-    Py_ssize_t json_default_len
-    void *json_child        # the JSON pass's plan of the child (struct / struct-array fields)
-    int role                # what the partition pass takes from this field (0: nothing)
 
 
 cdef class CPlan:

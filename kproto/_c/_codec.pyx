@@ -121,7 +121,6 @@ cdef FieldOp *compile_ops(CPlan cp, tuple ops) except NULL:
     cdef FieldOp *out = <FieldOp *>PyMem_Malloc(sizeof(FieldOp) * (n if n else 1))
     if out == NULL:
         raise MemoryError()
-    memset(out, 0, sizeof(FieldOp) * n)
     cdef Py_ssize_t i
     cdef object cls = <object>cp.cls
     for i in range(n):
