@@ -60,13 +60,6 @@ ALLOWED: dict[tuple[str, str], str] = {
 
 #: Real repeats not folded yet, with where the fold belongs; the list only shrinks.
 NOT_FOLDED_YET: dict[tuple[str, str], str] = {
-    ("kproto/_c/_batch_json_walk.pxi", "kproto/_c/_batch_json_walk.pxi"):
-        "the JSON walk's fixed-width reads check and advance by hand: a take-n-bytes helper, as "
-        "_buffer.pxd's reader_take (the one plan walker, issue 20 item 3)",
-    ("kproto/_c/_batch_json_walk.pxi", "kproto/_c/_batch_partitions.pxi"):
-        "both passes bind the same frame columns as typed views one by one: one struct of views (item 3)",
-    ("kproto/_c/_batch_partitions.pxi", "kproto/_c/_batch_partitions.pxi"):
-        "the partition pass binds its output columns one by one: one struct of views (item 3)",
 }
 
 _CYTHON_WORDS = {"cdef", "cpdef", "ctypedef", "cimport", "inline", "nogil", "noexcept", "struct", "enum",

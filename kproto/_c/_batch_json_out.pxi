@@ -79,6 +79,18 @@ cdef int put_float(JCtx *x, double v) noexcept nogil:
 
 
 cdef const char *HEX = "0123456789abcdef"
+
+
+cdef inline void uuid_text(const unsigned char *p, char *out) noexcept nogil:
+    """A 16-byte UUID as its canonical text: 36 characters, 8-4-4-4-12 hex digits."""
+    cdef int k, w = 0
+    for k in range(16):
+        if k == 4 or k == 6 or k == 8 or k == 10:
+            out[w] = b'-'
+            w += 1
+        out[w] = HEX[p[k] >> 4]
+        out[w + 1] = HEX[p[k] & 15]
+        w += 2
 cdef const char *CODEC_NAMES[5]
 CODEC_NAMES[:] = [b"none", b"gzip", b"snappy", b"lz4", b"zstd"]
 

@@ -141,3 +141,43 @@ cdef struct JCtx:
     bint records_summary   # records fields as {"batches","records","bytes","compression"}, not base64
     PartRows *parts        # the partition pass's rows (NULL in the JSON pass)
     PartRow current        # ... and the topic and partition being read
+
+
+# ---- the frames both body passes read: the header pass's columns (its Columns struct,
+# bound from the dict it returned in one loop) and the frames' bytes
+cdef struct Frames:
+    Columns c
+    const unsigned char *data
+    Py_ssize_t prefix        # 4: size-prefixed frames back to back; 0: payloads at offsets
+    Py_ssize_t count
+
+
+# The columns the body passes read, and those the JSON pass also writes (a body that fails).
+cdef tuple BODY_PASS_COLUMNS = ("offset", "size", "api_key", "api_version", "status", "error_offset",
+                               "body_offset", "direction")
+cdef tuple WRITTEN_COLUMNS = ("status", "error_offset")
+
+
+cdef int bind_frames(Frames *f, const unsigned char *data, dict cols, offsets, bint writes) except -1:
+    """Point f at the header columns in ``cols`` (as the header pass made them) and at ``data``;
+    ``writes``: the pass writes WRITTEN_COLUMNS, which must be writable."""
+    cdef void **slots = column_slots(&f.c)
+    memset(f, 0, sizeof(Frames))
+    f.data = data
+    f.prefix = 4 if offsets is None else 0
+    f.count = len(cols["status"])
+    for k in range(NCOLUMNS):
+        name = COLUMN_NAMES[k]
+        column = cols.get(name)
+        if column is None:
+            if name in BODY_PASS_COLUMNS:
+                raise KeyError(name)
+            continue
+        if column.dtype != COLUMN_TYPES[k] or not column.flags.c_contiguous or len(column) < f.count:
+            raise ValueError(f"column {name!r}: a contiguous {np.dtype(COLUMN_TYPES[k])} array of "
+                             f"{f.count} values expected")
+        if writes and name in WRITTEN_COLUMNS and not column.flags.writeable:
+            raise ValueError(f"column {name!r} is read-only")
+        slots[k] = <void *>array_ptr(column)
+    return 0
+

@@ -1,10 +1,15 @@
 # Part of _batch.pyx (included there; one module split by responsibility).
 # The JSON pass, part 3: the walk over a body, and json_bodies, its entry point.
 
-cdef inline int jneed(JCtx *x, Py_ssize_t n) noexcept nogil:
-    if x.end - x.p < n:
-        return jfail(x, ST_TRUNCATED)
-    return 0
+cdef inline const unsigned char *jtake(JCtx *x, Py_ssize_t n) noexcept nogil:
+    # The n bytes at the cursor, which moves past them: the one bounds check of every
+    # fixed-width read, as _buffer.pxd's reader_take (NULL with TRUNCATED stored).
+    cdef const unsigned char *at = x.p
+    if x.end - at < n:
+        jfail(x, ST_TRUNCATED)
+        return NULL
+    x.p = at + n
+    return at
 
 
 cdef inline int juvarint(JCtx *x, uint32_t *out) noexcept nogil:
@@ -42,39 +47,44 @@ cdef int jlength(JCtx *x, bint compact, bint wide, bint nullable, Py_ssize_t *n)
     return 0
 
 
-cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
-    cdef Py_ssize_t n, i, pos
+cdef inline int jlength_prefixed(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
+    """A string (JSON text), bytes (base64) or records value (base64 or a summary). The
+    cursor moves past the bytes once they are written: an error is at their start."""
+    cdef Py_ssize_t n
     cdef int st
-    cdef uint32_t u
-    cdef int64_t count
-    cdef int8_t marker
-    cdef uint64_t hi, lo
-    cdef char uuid_text[38]
-    cdef int k, w
-    if kind == K_INT32:
-        if jneed(x, 4) < 0:
-            return -1
-        x.p += 4
-        return put_int(x, <int32_t>kp_load_be32(x.p - 4))
+    if jlength(x, f.compact, kind != K_STRING, nullable, &n) < 0:
+        return -1
+    if n < 0:
+        return put(x, "null", 4)
     if kind == K_STRING:
-        if jlength(x, f.compact, False, nullable, &n) < 0:
-            return -1
-        if n < 0:
-            return put(x, "null", 4)
-        if put_string(x, x.p, n) < 0:
-            return -1
-        x.p += n
-        return 0
+        st = put_string(x, x.p, n)
+    elif kind == K_RECORDS and x.records_summary:
+        st = put_records_summary(x, x.p, n)
+    else:
+        st = put_base64(x, x.p, n)
+    if st < 0:
+        return -1
+    x.p += n
+    return 0
+
+
+cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
+    cdef Py_ssize_t i, pos
+    cdef int st
+    cdef int64_t count
+    cdef const unsigned char *at
+    cdef char quoted_uuid[38]
+    if kind == K_INT32:
+        at = jtake(x, 4)
+        return put_int(x, <int32_t>kp_load_be32(at)) if at != NULL else -1
+    if kind == K_STRING:
+        return jlength_prefixed(x, f, kind, nullable)
     if kind == K_INT16:
-        if jneed(x, 2) < 0:
-            return -1
-        x.p += 2
-        return put_int(x, <int16_t>kp_load_be16(x.p - 2))
+        at = jtake(x, 2)
+        return put_int(x, <int16_t>kp_load_be16(at)) if at != NULL else -1
     if kind == K_INT64:
-        if jneed(x, 8) < 0:
-            return -1
-        x.p += 8
-        return put_int(x, <int64_t>kp_load_be64(x.p - 8))
+        at = jtake(x, 8)
+        return put_int(x, <int64_t>kp_load_be64(at)) if at != NULL else -1
     if kind == K_ARRAY:
         pos = x.p - x.start
         st = wire_array_count(x.start, x.end - x.start, &pos, f.compact, nullable, &count)
@@ -93,70 +103,41 @@ cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
         return put_char(x, b']')
     if kind == K_STRUCT:
         if nullable:
-            if jneed(x, 1) < 0:
+            at = jtake(x, 1)
+            if at == NULL:
                 return -1
-            marker = <int8_t>x.p[0]
-            x.p += 1
-            if marker == -1:
+            if <int8_t>at[0] == -1:
                 return put(x, "null", 4)
-            if marker != 1:
+            if at[0] != 1:
                 return jfail(x, ST_MALFORMED)
         return jstruct(x, <JPlan *>f.child)
     if kind == K_INT8:
-        if jneed(x, 1) < 0:
-            return -1
-        x.p += 1
-        return put_int(x, <int8_t>x.p[-1])
+        at = jtake(x, 1)
+        return put_int(x, <int8_t>at[0]) if at != NULL else -1
     if kind == K_BOOL:
-        if jneed(x, 1) < 0:
+        at = jtake(x, 1)
+        if at == NULL:
             return -1
-        x.p += 1
-        return put(x, "true", 4) if x.p[-1] else put(x, "false", 5)
+        return put(x, "true", 4) if at[0] else put(x, "false", 5)
     if kind == K_UUID:
-        if jneed(x, 16) < 0:
+        at = jtake(x, 16)
+        if at == NULL:
             return -1
-        w = 0
-        uuid_text[w] = b'"'
-        w += 1
-        for k in range(16):
-            if k == 4 or k == 6 or k == 8 or k == 10:
-                uuid_text[w] = b'-'
-                w += 1
-            uuid_text[w] = HEX[x.p[k] >> 4]
-            uuid_text[w + 1] = HEX[x.p[k] & 15]
-            w += 2
-        uuid_text[w] = b'"'
-        x.p += 16
-        return put(x, uuid_text, 38)
+        quoted_uuid[0] = b'"'
+        uuid_text(at, quoted_uuid + 1)
+        quoted_uuid[37] = b'"'
+        return put(x, quoted_uuid, 38)
     if kind == K_BYTES or kind == K_RECORDS:
-        if jlength(x, f.compact, True, nullable, &n) < 0:
-            return -1
-        if n < 0:
-            return put(x, "null", 4)
-        if kind == K_RECORDS and x.records_summary:
-            if put_records_summary(x, x.p, n) < 0:
-                return -1
-            x.p += n
-            return 0
-        if put_base64(x, x.p, n) < 0:
-            return -1
-        x.p += n
-        return 0
+        return jlength_prefixed(x, f, kind, nullable)
     if kind == K_UINT16:
-        if jneed(x, 2) < 0:
-            return -1
-        x.p += 2
-        return put_int(x, kp_load_be16(x.p - 2))
+        at = jtake(x, 2)
+        return put_int(x, kp_load_be16(at)) if at != NULL else -1
     if kind == K_UINT32:
-        if jneed(x, 4) < 0:
-            return -1
-        x.p += 4
-        return put_int(x, kp_load_be32(x.p - 4))
+        at = jtake(x, 4)
+        return put_int(x, kp_load_be32(at)) if at != NULL else -1
     if kind == K_FLOAT64:
-        if jneed(x, 8) < 0:
-            return -1
-        x.p += 8
-        return put_float(x, kp_load_be_double(x.p - 8))
+        at = jtake(x, 8)
+        return put_float(x, kp_load_be_double(at)) if at != NULL else -1
     return jfail(x, ST_MALFORMED)
 
 
@@ -353,12 +334,12 @@ cdef int out_init(Out *out, Py_ssize_t capacity) except -1:
     return 0
 
 
-cdef inline void jctx_start(JCtx *x, const unsigned char *payload, Py_ssize_t size, Py_ssize_t body,
-                            Out *out, bint records_summary, PartRows *parts) noexcept nogil:
-    """Set up the walk of one frame's body (payload: the frame after its size prefix)."""
-    x.start = payload
-    x.end = payload + size
-    x.p = payload + body
+cdef inline void start_body(JCtx *x, Frames *f, Py_ssize_t i, Out *out, bint records_summary,
+                            PartRows *parts) noexcept nogil:
+    """Set up the walk of frame i's body (error offsets count from its payload, after the size prefix)."""
+    x.start = f.data + f.c.offset[i] + f.prefix
+    x.end = x.start + f.c.size[i]
+    x.p = x.start + f.c.body_offset[i]
     x.out = out
     x.status = ST_OK
     x.error = 0
@@ -377,18 +358,11 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
     ``cols`` and no text (the caller marks it null).
     """
     cdef Py_buffer view
-    cdef Py_ssize_t count = len(cols["status"]), i, start, row_start
-    cdef uint8_t[::1] status = cols["status"]
-    cdef int32_t[::1] error_offset = cols["error_offset"]
-    cdef const int32_t[::1] body_offset = cols["body_offset"]
-    cdef const int64_t[::1] frame_offset = cols["offset"]
-    cdef const int32_t[::1] size = cols["size"]
-    cdef const int16_t[::1] api_key = cols["api_key"]
-    cdef const int16_t[::1] api_version = cols["api_version"]
-    cdef const int8_t[::1] direction = cols["direction"]
-    out_offsets = np.zeros(count + 1, np.int64)
+    cdef Frames f
+    cdef Columns *c = &f.c
+    cdef Py_ssize_t i, row_start
+    out_offsets = np.zeros(len(cols["status"]) + 1, np.int64)
     cdef int64_t[::1] text_offset = out_offsets
-    cdef Py_ssize_t prefix = 4 if offsets is None else 0
     cdef Out out
     cdef JCtx x
     cdef JPlan *jp
@@ -406,16 +380,15 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
     out_init(&out, 1 << 16)
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
+        bind_frames(&f, <const unsigned char *>view.buf, cols, offsets, True)
         with nogil:
-            for i in range(count):
+            for i in range(f.count):
                 text_offset[i] = out.length
-                if status[i] != ST_OK or body_offset[i] < 0:
+                if c.status[i] != ST_OK or c.body_offset[i] < 0:
                     continue
-                start = frame_offset[i] + prefix
-                jctx_start(&x, <const unsigned char *>view.buf + start, size[i], body_offset[i], &out,
-                           records_summary, NULL)
-                version = api_version[i]
-                jp = table_plan(direction[i], api_key[i], version)
+                start_body(&x, &f, i, &out, records_summary, NULL)
+                version = c.api_version[i]
+                jp = table_plan(c.direction[i], c.api_key[i], version)
                 if jp == NULL:
                     continue
                 row_start = out.length
@@ -423,13 +396,12 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
                     jfail(&x, ST_BAD_LENGTH)
                 # ApiVersions responses as kproto.api.decode_response reads them (KIP-511, as
                 # Java does): at the version asked, else as v0; neither: the first error.
-                if x.status != ST_OK and x.status != ST_NO_MEMORY and direction[i] == 1 \
-                        and api_key[i] == API_VERSIONS and version > 0:
+                if x.status != ST_OK and x.status != ST_NO_MEMORY and c.direction[i] == 1 \
+                        and c.api_key[i] == API_VERSIONS and version > 0:
                     first_status = x.status
                     first_error = x.error
                     out.length = row_start
-                    jctx_start(&x, <const unsigned char *>view.buf + start, size[i], body_offset[i], &out,
-                               records_summary, NULL)
+                    start_body(&x, &f, i, &out, records_summary, NULL)
                     if jstruct(&x, table_plan(1, API_VERSIONS, 0)) == 0 and x.p != x.end:
                         jfail(&x, ST_BAD_LENGTH)
                     if x.status != ST_OK and x.status != ST_NO_MEMORY:
@@ -440,9 +412,9 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
                     if x.status == ST_NO_MEMORY:
                         no_memory = True
                         break
-                    status[i] = <uint8_t>x.status
-                    error_offset[i] = <int32_t>x.error
-            text_offset[count] = out.length
+                    c.status[i] = <uint8_t>x.status
+                    c.error_offset[i] = <int32_t>x.error
+            text_offset[f.count] = out.length
         if no_memory:
             raise MemoryError()
         return out_offsets, PyBytes_FromStringAndSize(out.buf, out.length)

@@ -106,6 +106,43 @@ cdef void summarize_v2(const unsigned char *p, Py_ssize_t n, RecordsSummary *s) 
         pos += LOG_OVERHEAD + length
 
 
+# The partition pass's output: one C array per column, made by partition_columns from
+# PART_COLUMNS (in the struct's order: name, type, the value a row starts with).
+cdef struct PartColumns:
+    int64_t *frame
+    int16_t *api_key
+    int8_t *direction
+    int32_t *partition
+    int16_t *error_code
+    uint8_t *error_code_valid
+    int32_t *batch_count
+    int64_t *record_count
+    uint8_t *record_count_valid
+    int64_t *bytes
+    int8_t *codec
+    int64_t *producer_id
+    uint8_t *producer_id_valid
+
+
+cdef tuple PART_COLUMNS = (
+    ("frame", np.int64, 0), ("api_key", np.int16, 0), ("direction", np.int8, 0), ("partition", np.int32, 0),
+    ("error_code", np.int16, 0), ("error_code_valid", np.bool_, 0), ("batch_count", np.int32, 0),
+    ("record_count", np.int64, 0), ("record_count_valid", np.bool_, 1), ("bytes", np.int64, 0),
+    ("codec", np.int8, -1), ("producer_id", np.int64, 0), ("producer_id_valid", np.bool_, 0))
+if len(PART_COLUMNS) * sizeof(void *) != sizeof(PartColumns):
+    raise ImportError("PART_COLUMNS and the PartColumns struct disagree")
+
+
+cdef dict partition_columns(PartColumns *out, Py_ssize_t n):
+    """The output columns as numpy arrays (by name), out pointing at their memory."""
+    cdef void **slots = <void **>out
+    columns = {}
+    for k, (name, dtype, start) in enumerate(PART_COLUMNS):
+        columns[name] = np.full(n, start, dtype)
+        slots[k] = <void *>array_ptr(columns[name])
+    return columns
+
+
 def partition_rows(data, dict cols, offsets=None):
     """Produce requests and Fetch responses per topic-partition, from the header columns.
 
@@ -116,19 +153,14 @@ def partition_rows(data, dict cols, offsets=None):
     records module must summarize. Frames whose body does not decode give no rows.
     """
     cdef Py_buffer view
-    cdef Py_ssize_t count = len(cols["status"]), i, j, n, start
-    cdef const uint8_t[::1] status = cols["status"]
-    cdef const int32_t[::1] body_offset = cols["body_offset"]
-    cdef const int64_t[::1] frame_offset = cols["offset"]
-    cdef const int32_t[::1] size = cols["size"]
-    cdef const int16_t[::1] api_key = cols["api_key"]
-    cdef const int16_t[::1] api_version = cols["api_version"]
-    cdef const int8_t[::1] direction = cols["direction"]
-    cdef Py_ssize_t prefix = 4 if offsets is None else 0
+    cdef Frames f
+    cdef Columns *c = &f.c
+    cdef Py_ssize_t i, j, n, start
     cdef Out out
     cdef JCtx x
     cdef JPlan *jp
     cdef PartRows parts
+    cdef PartColumns part_columns
     cdef Py_ssize_t row_start
     cdef bint no_memory = False
     cdef RecordsSummary *summaries = NULL
@@ -145,16 +177,15 @@ def partition_rows(data, dict cols, offsets=None):
     out_init(&out, 1 << 12)
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
+        bind_frames(&f, <const unsigned char *>view.buf, cols, offsets, False)
         with nogil:
             for j in range(nrows):
                 i = rows[j]
-                jp = table_plan(direction[i], api_key[i], api_version[i])
+                jp = table_plan(c.direction[i], c.api_key[i], c.api_version[i])
                 if jp == NULL:
                     continue
-                start = frame_offset[i] + prefix
                 # records summarized (skipped), not written out as base64
-                jctx_start(&x, <const unsigned char *>view.buf + start, size[i], body_offset[i], &out,
-                           True, &parts)
+                start_body(&x, &f, i, &out, True, &parts)
                 memset(&x.current, 0, sizeof(PartRow))
                 x.current.frame = i
                 out.length = 0
@@ -181,23 +212,16 @@ def partition_rows(data, dict cols, offsets=None):
             raise MemoryError()
 
         n = parts.count
-        columns = {
-            "frame": np.empty(n, np.int64), "api_key": np.empty(n, np.int16),
-            "direction": np.empty(n, np.int8), "partition": np.empty(n, np.int32),
-            "error_code": np.zeros(n, np.int16), "error_code_valid": np.zeros(n, np.bool_),
-            "batch_count": np.zeros(n, np.int32), "record_count": np.zeros(n, np.int64),
-            "record_count_valid": np.ones(n, np.bool_), "bytes": np.zeros(n, np.int64),
-            "codec": np.full(n, -1, np.int8), "producer_id": np.zeros(n, np.int64),
-            "producer_id_valid": np.zeros(n, np.bool_),
-        }
-        fill_partition_columns(parts.rows, summaries, n, api_key, direction, columns)
-        columns["topic"] = topic_column(parts.rows, n)
-        columns["topic_id"] = topic_id_column(parts.rows, n)
+        columns = partition_columns(&part_columns, n)
+        with nogil:
+            fill_partition_columns(&part_columns, parts.rows, summaries, n, c)
+        columns["topic"] = text_column(parts.rows, n, False)
+        columns["topic_id"] = text_column(parts.rows, n, True)
         frame_view = memoryview(data).cast("B")
         fallback = []
         for j in range(n):
             if summaries[j].fallback:
-                start = parts.rows[j].records - <const unsigned char *>view.buf
+                start = parts.rows[j].records - f.data
                 fallback.append((j, frame_view[start:start + parts.rows[j].records_len]))
         columns["fallback"] = fallback
         return columns
@@ -208,92 +232,59 @@ def partition_rows(data, dict cols, offsets=None):
         free(summaries)
 
 
-cdef void fill_partition_columns(PartRow *rows, RecordsSummary *summaries, Py_ssize_t n,
-                                 const int16_t[::1] api_key, const int8_t[::1] direction, dict columns):
-    cdef int64_t[::1] frame = columns["frame"]
-    cdef int16_t[::1] keys = columns["api_key"]
-    cdef int8_t[::1] dirs = columns["direction"]
-    cdef int32_t[::1] partition = columns["partition"]
-    cdef int16_t[::1] error_code = columns["error_code"]
-    cdef uint8_t[::1] error_code_valid = columns["error_code_valid"].view(np.uint8)
-    cdef int32_t[::1] batch_count = columns["batch_count"]
-    cdef int64_t[::1] record_count = columns["record_count"]
-    cdef int64_t[::1] nbytes = columns["bytes"]
-    cdef int8_t[::1] codec = columns["codec"]
-    cdef int64_t[::1] producer_id = columns["producer_id"]
-    cdef uint8_t[::1] producer_id_valid = columns["producer_id_valid"].view(np.uint8)
+cdef void fill_partition_columns(PartColumns *out, PartRow *rows, RecordsSummary *summaries, Py_ssize_t n,
+                                 Columns *frames) noexcept nogil:
     cdef Py_ssize_t j, i
-    with nogil:
-        for j in range(n):
-            i = rows[j].frame
-            frame[j] = i
-            keys[j] = api_key[i]
-            dirs[j] = direction[i]
-            partition[j] = rows[j].partition
-            if rows[j].has_error_code:
-                error_code[j] = rows[j].error_code
-                error_code_valid[j] = 1
-            nbytes[j] = rows[j].records_len
-            if summaries[j].fallback:
-                continue
-            batch_count[j] = summaries[j].batches
-            record_count[j] = summaries[j].records
-            codec[j] = <int8_t>summaries[j].codec
-            if summaries[j].has_producer_id:
-                producer_id[j] = summaries[j].producer_id
-                producer_id_valid[j] = 1
+    for j in range(n):
+        i = rows[j].frame
+        out.frame[j] = i
+        out.api_key[j] = frames.api_key[i]
+        out.direction[j] = frames.direction[i]
+        out.partition[j] = rows[j].partition
+        if rows[j].has_error_code:
+            out.error_code[j] = rows[j].error_code
+            out.error_code_valid[j] = 1
+        out.bytes[j] = rows[j].records_len
+        if summaries[j].fallback:
+            continue
+        out.batch_count[j] = summaries[j].batches
+        out.record_count[j] = summaries[j].records
+        out.codec[j] = <int8_t>summaries[j].codec
+        if summaries[j].has_producer_id:
+            out.producer_id[j] = summaries[j].producer_id
+            out.producer_id_valid[j] = 1
 
 
-cdef tuple topic_column(PartRow *rows, Py_ssize_t n):
-    """(int32 offsets, bytes, bool valid) of the topic names (null: NULL pointer)."""
+cdef inline bint is_topic_id(const unsigned char *p) noexcept nogil:
+    # Present and not the all-zero id (Kafka's "no id").
+    cdef int k
+    if p != NULL:
+        for k in range(16):
+            if p[k]:
+                return True
+    return False
+
+
+cdef tuple text_column(PartRow *rows, Py_ssize_t n, bint topic_ids):
+    """(int32 offsets, bytes, bool valid) of the topic names, or (topic_ids) of the topic ids as
+    canonical UUID text. Null: no name or id (a NULL pointer), or the all-zero id."""
     cdef Py_ssize_t j, total = 0
     offsets = np.zeros(n + 1, np.int32)
     valid = np.zeros(n, np.bool_)
     cdef int32_t[::1] off = offsets
     cdef uint8_t[::1] ok = valid.view(np.uint8)
     for j in range(n):
-        if rows[j].topic != NULL:
-            total += rows[j].topic_len
-            ok[j] = 1
+        ok[j] = is_topic_id(rows[j].topic_id) if topic_ids else rows[j].topic != NULL
+        if ok[j]:
+            total += 36 if topic_ids else rows[j].topic_len
         off[j + 1] = <int32_t>total
     text = PyBytes_FromStringAndSize(NULL, total)
     cdef char *w = PyBytes_AS_STRING(text)
     for j in range(n):
-        if rows[j].topic != NULL:
-            memcpy(w + off[j], rows[j].topic, rows[j].topic_len)
-    return offsets, text, valid
-
-
-cdef tuple topic_id_column(PartRow *rows, Py_ssize_t n):
-    """Topic ids as canonical UUID text; absent ones and the all-zero id (no id) null."""
-    cdef Py_ssize_t j, total = 0
-    cdef const unsigned char *p
-    cdef int k, w
-    offsets = np.zeros(n + 1, np.int32)
-    valid = np.zeros(n, np.bool_)
-    cdef int32_t[::1] off = offsets
-    cdef uint8_t[::1] ok = valid.view(np.uint8)
-    for j in range(n):
-        p = rows[j].topic_id
-        if p != NULL:
-            for k in range(16):
-                if p[k]:
-                    ok[j] = 1
-                    total += 36
-                    break
-        off[j + 1] = <int32_t>total
-    text = PyBytes_FromStringAndSize(NULL, total)
-    cdef char *out = PyBytes_AS_STRING(text)
-    for j in range(n):
         if not ok[j]:
             continue
-        p = rows[j].topic_id
-        w = off[j]
-        for k in range(16):
-            if k == 4 or k == 6 or k == 8 or k == 10:
-                out[w] = b'-'
-                w += 1
-            out[w] = HEX[p[k] >> 4]
-            out[w + 1] = HEX[p[k] & 15]
-            w += 2
+        if topic_ids:
+            uuid_text(rows[j].topic_id, w + off[j])
+        else:
+            memcpy(w + off[j], rows[j].topic, rows[j].topic_len)
     return offsets, text, valid
