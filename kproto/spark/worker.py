@@ -215,11 +215,12 @@ ONE_BATCH_BYTES = 1 << 30
 
 def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], fed_bytes: int | None = None):
     """A reader of ``source``; given the bytes it will be fed (a split that is decoded in its task),
-    one that gives all its frames in one batch: their payloads are then one buffer that decoding
-    reads in place, where batches of 64 MiB had to be joined into a copy of them all."""
+    one whose batches are as large as its input: a batch per piece fed (a whole local file: one; a
+    mapped range: the range and its overlap), which decoding reads in place or joins once, where
+    batches of 64 MiB were joined into a copy of them all."""
     from kproto.capture import CaptureReader
 
-    batching = {}
+    batching: dict[str, Any] = {}
     if fed_bytes is not None and fed_bytes <= ONE_BATCH_BYTES:
         # Payloads come from the bytes fed, and every frame takes at least its 4-byte size prefix.
         batching = {"batch_bytes": fed_bytes + 1, "batch_frames": fed_bytes // 4 + 1}
