@@ -79,6 +79,16 @@ def frame_schema(body: str | None = None) -> pa.Schema:
     return pa.schema(fields)
 
 
+def one_array(values: Any) -> Any:
+    """A ChunkedArray as one Array (other values as they are): a single chunk is used in place,
+    since ``combine_chunks`` copies even then (hundreds of MB for a split's payloads)."""
+    if not isinstance(values, pa.ChunkedArray):
+        return values
+    if values.num_chunks == 1:
+        return values.chunk(0)
+    return values.combine_chunks()
+
+
 def _per_frame(values: Any, count: int, dtype, name: str, fill: int) -> np.ndarray | None:
     """A per-frame input (None, a scalar, numpy or Arrow) as a contiguous numpy array."""
     if values is None:
@@ -213,8 +223,7 @@ def decode_frames(
 def _scan(frames: Any, directions: Any, request_api_keys: Any, request_api_versions: Any,
           max_frame_size: int, body_offsets: bool = True) -> tuple[Any, np.ndarray | None, dict]:
     """The header pass over ``frames``: (data, payload offsets or None, the column dict)."""
-    if isinstance(frames, pa.ChunkedArray):
-        frames = frames.combine_chunks()
+    frames = one_array(frames)
     defaults = {}
     for name, value in (("default_direction", directions), ("default_key", request_api_keys),
                         ("default_version", request_api_versions)):
@@ -377,8 +386,7 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
     direction = table["direction"].fill_null(0).to_numpy().astype(np.int8)
     sequence = table["sequence"].to_numpy().astype(np.int64)
     has_ts = "ts_first_ns" in names and "ts_last_ns" in names
-    payload = table["payload"].combine_chunks() if isinstance(table["payload"], pa.ChunkedArray) \
-        else table["payload"]
+    payload = one_array(table["payload"])
 
     req_rows = np.flatnonzero(direction == REQUEST)
     resp_rows = np.flatnonzero(direction == RESPONSE)

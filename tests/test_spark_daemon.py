@@ -23,6 +23,7 @@ pytest.importorskip("pyspark", reason="pyspark is not installed (scripts/setup.s
 import pyarrow.parquet as pq  # noqa: E402
 
 from kproto.spark import TABLES, Options, analyze  # noqa: E402
+from kproto.spark.jobs import WORKER_MEMORY_ENV  # noqa: E402
 from tests import test_spark  # noqa: E402
 
 spark = test_spark.spark    # the one Spark session of the test run (tests/test_spark.py)
@@ -66,8 +67,11 @@ def _rows(out: Path, name: str) -> list[str]:
 @pytest.mark.spark
 def test_a_local_session_s_workers_come_from_the_daemon_and_give_the_same_tables(spark, tmp_path):
     ours = tmp_path / "daemon"
+    # The workers' allocator settings, unless the user's environment has its own.
+    env = {k: v for k, v in os.environ.items() if k not in WORKER_MEMORY_ENV}
+    env["MALLOC_TOP_PAD_"] = "1234567"
     out = _python(f"""
-        import sys
+        import json, os, sys
         from kproto.spark import Options, analyze, spark_session
         spark = spark_session("local[1]", conf={{"spark.ui.showConsoleProgress": "false"}})
 
@@ -75,15 +79,23 @@ def test_a_local_session_s_workers_come_from_the_daemon_and_give_the_same_tables
             import pyarrow as pa
             for _ in batches:
                 loaded = "kproto.spark.jobs" in sys.modules
+                settings = {{k: v for k, v in os.environ.items() if k.startswith(("MALLOC_", "MIMALLOC_", "GLIBC_TUNABLES"))}}
                 yield pa.RecordBatch.from_pydict({{"name": [sys.modules["__main__"].__spec__.name],
-                                                   "kproto_loaded": [loaded]}})
+                                                   "kproto_loaded": [loaded], "env": [json.dumps(settings)]}})
 
-        row = spark.range(1, numPartitions=1).mapInArrow(main_module, "name string, kproto_loaded boolean").first()
+        row = spark.range(1, numPartitions=1).mapInArrow(main_module,
+                                                         "name string, kproto_loaded boolean, env string").first()
+        print(row["env"])
+        print("mine", json.dumps({{k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}}))
         print(row["name"], row["kproto_loaded"])
         analyze([{str(SAMPLE)!r}], {str(ours)!r}, spark=spark, options=Options(), progress=False)
         spark.stop()
-    """)
-    assert out.split()[-2:] == ["kproto.spark.daemon", "True"]
+    """, env=env)
+    lines = out.splitlines()
+    assert lines[-1].split() == ["kproto.spark.daemon", "True"]
+    assert json.loads(lines[-3]) == {**WORKER_MEMORY_ENV, "MALLOC_TOP_PAD_": "1234567",
+                                     "MIMALLOC_LARGE_OS_PAGES": "1"}
+    assert json.loads(lines[-2].split(" ", 1)[1]) == {"MALLOC_TOP_PAD_": "1234567"}   # not the driver's
     plain = tmp_path / "plain"
     analyze([str(SAMPLE)], str(plain), spark=spark, options=Options(), progress=False)
     for name in TABLES:

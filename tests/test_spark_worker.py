@@ -250,3 +250,30 @@ def test_sample_capture_names_every_topic_it_fetches_by_id():
     orders = next(t for t in topics if t["topic"] == "orders")
     # Fetch v11 (by name) twice, and fraud-detector's Fetch v16 (by ID) twice.
     assert (orders["topic_id"], orders["fetch_responses"]) == ("08d54946-e234-5fc2-9c59-d53e4cf610d0", 4)
+
+
+# ---------------------------------------------------------------- copies of the payloads
+SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "sample.pcap"
+
+
+def test_one_array_uses_a_single_chunk_in_place_and_joins_several():
+    from kproto.batch import one_array
+
+    values = pa.array([b"ab", b"cde", None], pa.binary())
+    alone = one_array(pa.chunked_array([values]))
+    assert alone.buffers()[2].address == values.buffers()[2].address     # not a copy
+    joined = one_array(pa.chunked_array([values, values]))
+    assert joined.to_pylist() == values.to_pylist() * 2
+    assert one_array(values) is values
+    assert one_array(pa.chunked_array([], pa.binary())).to_pylist() == []
+
+
+def test_a_decoded_split_s_reader_gives_its_frames_in_one_batch():
+    size = SAMPLE.stat().st_size
+    whole = list(W._capture_reader(str(SAMPLE), "s", (9092,), fed_bytes=size))
+    small_batches = list(W._capture_reader(str(SAMPLE), "s", (9092,), fed_bytes=1000))
+    assert len(whole) == 1 and len(small_batches) > 1
+    assert pa.Table.from_batches(whole).equals(pa.Table.from_batches(small_batches).combine_chunks())
+    batches = list(small_batches)
+    frames = W.frames_of(batches)
+    assert batches == [] and frames.equals(pa.Table.from_batches(whole))

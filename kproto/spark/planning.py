@@ -253,6 +253,13 @@ def file_head(path: str, size: int) -> FileHead:
         source.close()
 
 
+def range_bounds(split: Split, file_size: int) -> tuple[int, int]:
+    """The file bytes ``[first, stop)`` a range's reader is fed after the pcap header: its context,
+    the range and the overlap after it."""
+    first = split.context_start if split.context_start >= 0 else split.start
+    return first, min(file_size, split.end + split.overlap)
+
+
 class _RangeStream(io.RawIOBase):
     """A pcap header, then the records from ``context_start`` to ``end``, then up to ``overlap`` more bytes.
 
@@ -266,9 +273,8 @@ class _RangeStream(io.RawIOBase):
         super().__init__()
         self.source = source
         self.header = source.read(0, PCAP_HEADER_SIZE)
-        self.pos = split.context_start if split.context_start >= 0 else split.start
+        self.pos, self.stop = range_bounds(split, source.size)
         self.marks = [(split.start, "start"), (split.end, "end")]
-        self.stop = min(source.size, split.end + split.overlap)
         self.on_mark = on_mark
         self.header_sent = False
 
@@ -298,8 +304,7 @@ def _range_pieces(source: _Source, split: Split, on_mark: Callable[[str], None])
     start and end are record boundaries: marks fall exactly where the stream's do.
     """
     yield source.read(0, PCAP_HEADER_SIZE)
-    pos = split.context_start if split.context_start >= 0 else split.start
-    stop = min(source.size, split.end + split.overlap)
+    pos, stop = range_bounds(split, source.size)
     for boundary, name in ((split.start, "start"), (split.end, "end")):
         if pos < boundary:
             yield source.view(pos, boundary - pos)

@@ -29,7 +29,7 @@ def set_files(split: Split) -> list[tuple[str, int]]:
 def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None, records: str, sink: W.Sink,
                 fail_fast: bool) -> Iterator[pa.RecordBatch]:
     """A set split: frames and exchanges to ``sink``; yields compact rows (raw frames when ``split.mode`` is raw)."""
-    from kproto.capture import Chunks, frame_schema
+    from kproto.capture import Chunks
 
     listed = set_files(split)
     sources: list[_Source | None] = []
@@ -46,13 +46,13 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
         holder: list[Any] = []
         segments: list[tuple[int, str, int]] = []     # (stream offset, path, file offset) of each file's bytes
         pieces = _stream(split.format, readable, segments, lambda: marks.append(dict(holder[0].counters)))
-        reader = W._capture_reader(Chunks(pieces), split.capture, broker_ports)
+        fed_bytes = sum(source.size for _, source in readable) if split.mode == "decode" else None
+        reader = W._capture_reader(Chunks(pieces), split.capture, broker_ports, fed_bytes=fed_bytes)
         holder.append(reader)
         if split.mode == "decode":
             batches, failure = W._read_batches(iter(reader))
             rows = _accounting(split, readable, opened, reader, marks, segments, failure, fail_fast)
-            yield from W.decode_and_summarize(pa.Table.from_batches(batches, schema=frame_schema()), body=body,
-                                              sink=sink, records=records)
+            yield from W.decode_and_summarize(W.frames_of(batches), body=body, sink=sink, records=records)
         else:
             failure = None
             try:

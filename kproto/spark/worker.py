@@ -31,10 +31,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kproto.batch import occurrence_rank
+from kproto.batch import occurrence_rank, one_array
 from kproto.capture import frame_schema
 from kproto.spark.planning import (INT64_MIN, PCAP_HEADER_SIZE, Split, _range_pieces, _RangeStream, _Source,
-                                   local_path, shown_path)
+                                   local_path, range_bounds, shown_path)
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
@@ -209,10 +209,30 @@ def output_filesystem(out: str) -> tuple[Any, str]:
 
 
 # ---------------------------------------------------------------- reading a split
-def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...]):
+#: Bytes fed to a reader up to which a decoded split's frames come out in one batch.
+ONE_BATCH_BYTES = 1 << 30
+
+
+def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], fed_bytes: int | None = None):
+    """A reader of ``source``; given the bytes it will be fed (a split that is decoded in its task),
+    one whose batches are as large as its input: a batch per piece fed (a whole local file: one; a
+    mapped range: the range and its overlap), which decoding reads in place or joins once, where
+    batches of 64 MiB were joined into a copy of them all."""
     from kproto.capture import CaptureReader
 
-    return CaptureReader(source, name=name, broker_ports=broker_ports, on_error="keep")
+    batching: dict[str, Any] = {}
+    if fed_bytes is not None and fed_bytes <= ONE_BATCH_BYTES:
+        # Payloads come from the bytes fed, and every frame takes at least its 4-byte size prefix.
+        batching = {"batch_bytes": fed_bytes + 1, "batch_frames": fed_bytes // 4 + 1}
+    return CaptureReader(source, name=name, broker_ports=broker_ports, on_error="keep", **batching)
+
+
+def frames_of(batches: list[pa.RecordBatch]) -> pa.Table:
+    """The frame batches a reader gave, as one table (one chunk); ``batches`` is emptied, so the
+    reader's buffers are freed once they are joined (in place when there is one batch)."""
+    frames = pa.Table.from_batches(batches, schema=frame_schema()).combine_chunks()
+    batches.clear()
+    return frames
 
 
 class InputError(Exception):
@@ -374,8 +394,7 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
             batches, counters = _frames_of_frame_file(source, split)
             rows = _checked(split, counters, connection_schema().empty_table(), fail_fast)
             # One connection: decoded here whatever its size.
-            yield from decode_and_summarize(pa.Table.from_batches(batches, schema=frame_schema()),
-                                            body=body, sink=sink, records=records)
+            yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records)
             yield from rows
             return
         if split.split_count > 1:
@@ -383,13 +402,12 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
             return
         local = local_path(split.path)
         reader = _capture_reader(local if local is not None else source.read(0, source.size),
-                                 split.capture, ports)
+                                 split.capture, ports, fed_bytes=source.size if split.mode == "decode" else None)
         if split.mode == "decode":
             batches, failure = _read_batches(iter(reader))
             counters = _whole_file_counters(split, reader, failure)
             rows = _checked(split, counters, reader.connections(), fail_fast)
-            frames = pa.Table.from_batches(batches, schema=frame_schema())
-            yield from decode_and_summarize(frames, body=body, sink=sink, records=records)
+            yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records)
         else:
             # A big file that cannot be cut: frames stream out, the grouping step pairs them.
             failure = None
@@ -451,10 +469,11 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
         ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
     else:
         ranged = _RangeStream(source, split, on_mark)
-    reader = _capture_reader(ranged, split.capture, ports)
+    first, stop = range_bounds(split, source.size)
+    reader = _capture_reader(ranged, split.capture, ports, fed_bytes=PCAP_HEADER_SIZE + stop - first)
     holder.append(reader)
     batches, failure = _read_batches(iter(reader))
-    frames = pa.Table.from_batches(batches, schema=frame_schema())
+    frames = frames_of(batches)
     connections = reader.connections()
     global_ids = _global_connection_ids(connections)
     if frames.num_rows:
@@ -470,7 +489,9 @@ def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: 
                        owner, order_by=frames["sequence"].to_numpy())
     frames = frames.set_column(frames.schema.get_field_index("sequence"), "sequence",
                                pa.array((split.split_index + owner) * (1 << 32) + rank, pa.int64()))
-    yield from decode_and_summarize(frames, body=body, sink=sink, owned=owner == 0, records=records)
+    rows = decode_and_summarize(frames, body=body, sink=sink, owned=owner == 0, records=records)
+    del frames      # the generator holds the frames alone, and lets their payloads go once decoded
+    yield from rows
     # The range's own share of the counters: between the marks at its start and end (the
     # first range owns the file header too; the last one the end of the file).
     last = split.split_index == split.split_count - 1
@@ -536,8 +557,11 @@ def _error_names(codes: pa.Array) -> pa.Array:
 
 
 def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray, bodies: pa.Array | None,
-              present: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """ClientSoftwareName / Version of ApiVersions v3+ requests, and what is wrong with them."""
+              rows: np.ndarray, present: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """ClientSoftwareName / Version of ApiVersions v3+ requests, and what is wrong with them.
+
+    Per exchange: its request's API, version and status, and its row in ``bodies`` (the frames'
+    bodies: only the few ApiVersions ones are read, none copied)."""
     from kproto import versions as kv
 
     m = len(api_key)
@@ -547,7 +571,7 @@ def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray, 
     if bodies is not None:
         candidates = np.flatnonzero(present & (api_key == API_VERSIONS) & (api_version >= 3) & (status == 0))
         for i in candidates.tolist():
-            body = bodies[i].as_py()
+            body = bodies[int(rows[i])].as_py()
             if body is None:
                 continue
             fields = json.loads(body)
@@ -592,9 +616,7 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
 
     frames = frames.combine_chunks()
     n = frames.num_rows
-    payload = frames["payload"]
-    if isinstance(payload, pa.ChunkedArray):
-        payload = payload.combine_chunks() if payload.num_chunks else pa.array([], pa.binary())
+    payload = one_array(frames["payload"])
     directions = frames["direction"].fill_null(0).to_numpy().astype(np.int8)
     # 1. Headers only: API, version and correlation id of requests, correlation id of responses.
     headers = kb.decode_frames(payload, directions=directions)
@@ -671,7 +693,7 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
         names, versions, problems = _software(header_keys[np.where(has_req, req, 0)] if n else np.zeros(0),
                                               header_versions[np.where(has_req, req, 0)] if n else np.zeros(0),
                                               status[np.where(has_req, req, 0)] if n else np.zeros(0),
-                                              bodies.take(req_index), has_req)
+                                              bodies, np.where(has_req, req, 0), has_req)
     else:
         error_codes = pa.nulls(m, pa.int16())
         names = versions = problems = pa.nulls(m, pa.string())
@@ -747,11 +769,12 @@ def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink, owne
     """Decode and pair ``frames``; the owned frames and exchanges go to ``sink``; yield compact rows."""
     if frames.num_rows == 0:
         return
+    ts_first = frames["ts_first_ns"]
     decoded = decode_frames_table(frames, body=body, records=records, owned=owned)
+    del frames      # the payloads, the largest buffer of a task: free before the tables are written
     frame_table, exchanges, partitions = decoded.frames, decoded.exchanges, decoded.partitions
-    partition_ts = frames["ts_first_ns"].take(pa.array(decoded.partition_frame))
-    names = decoded.topic_names.append_column(
-        "ts_first_ns", frames["ts_first_ns"].take(pa.array(decoded.topic_name_frame)))
+    partition_ts = ts_first.take(pa.array(decoded.partition_frame))
+    names = decoded.topic_names.append_column("ts_first_ns", ts_first.take(pa.array(decoded.topic_name_frame)))
     if owned is not None:
         frame_table = frame_table.filter(pa.array(owned))
         exchanges = exchanges.filter(pa.array(owned[decoded.exchange_frame]))
@@ -850,7 +873,10 @@ def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = 
     if not tables:
         return
     raw = pa.concat_tables(tables).combine_chunks()
+    tables.clear()
     raw = raw.sort_by([("capture", "ascending"), ("connection_id", "ascending"), ("direction", "ascending"),
                        ("sequence", "ascending")])
     frames = raw.select([f.name for f in frame_schema()]).cast(frame_schema())
-    yield from decode_and_summarize(frames, body=body, sink=sink if sink is not None else Sink(), records=records)
+    rows = decode_and_summarize(frames, body=body, sink=sink if sink is not None else Sink(), records=records)
+    del raw, frames     # the generator holds the frames alone, and lets their payloads go once decoded
+    yield from rows
