@@ -666,34 +666,36 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
     partition_frame = parts["frame"].to_numpy().astype(np.int64) if parts.num_rows else np.zeros(0, np.int64)
     exchange_topic, exchange_topic_id = _exchange_topics(parts, partition_frame, req, resp, n)
 
-    # 4. Exchanges.
+    # 4. Exchanges. Each exchange's request and response frame rows (0 where it has none).
+    req_rows = np.where(has_req, req, 0)
+    resp_rows = np.where(has_resp, resp, 0)
     pair_status = np.full(m, kb.PairStatus.PAIRED, np.uint8)
     pair_status[has_req & ~has_resp] = kb.PairStatus.UNPAIRED_REQUEST
     pair_status[~has_req] = kb.PairStatus.UNPAIRED_RESPONSE
-    for i in np.flatnonzero(has_req & ~has_resp & (header_keys[np.where(has_req, req, 0)] == 0)).tolist():
+    for i in np.flatnonzero(has_req & ~has_resp & (header_keys[req_rows] == 0)).tolist():
         if kb._acks_zero(payload[int(req[i])].as_py()):
             pair_status[i] = kb.PairStatus.NO_RESPONSE_EXPECTED
     ts_first = frames["ts_first_ns"]
     ts_last = frames["ts_last_ns"]
-    req_ts_valid = has_req & ts_first.is_valid().to_numpy(zero_copy_only=False)[np.where(has_req, req, 0)] \
+    req_ts_valid = has_req & ts_first.is_valid().to_numpy(zero_copy_only=False)[req_rows] \
         if n else has_req
-    resp_ts_valid = has_resp & ts_last.is_valid().to_numpy(zero_copy_only=False)[np.where(has_resp, resp, 0)] \
+    resp_ts_valid = has_resp & ts_last.is_valid().to_numpy(zero_copy_only=False)[resp_rows] \
         if n else has_resp
     first = ts_first.fill_null(0).to_numpy().astype(np.int64)
     last = ts_last.fill_null(0).to_numpy().astype(np.int64)
-    request_ts = first[np.where(has_req, req, 0)] if n else np.zeros(m, np.int64)
-    response_ts = last[np.where(has_resp, resp, 0)] if n else np.zeros(m, np.int64)
+    request_ts = first[req_rows] if n else np.zeros(m, np.int64)
+    response_ts = last[resp_rows] if n else np.zeros(m, np.int64)
     sizes = frames["size"].to_numpy().astype(np.int32)
     request_key = _masked(header_keys, req, has_req, pa.int16())
     request_version = _masked(header_versions, req, has_req, pa.int16())
-    req_index = pa.array(np.where(has_req, req, 0), mask=~has_req)
-    resp_index = pa.array(np.where(has_resp, resp, 0), mask=~has_resp)
+    req_index = pa.array(req_rows, mask=~has_req)
+    resp_index = pa.array(resp_rows, mask=~has_resp)
     if bodies is not None:
         error_codes = _error_codes(bodies.take(resp_index))
-        names, versions, problems = _software(header_keys[np.where(has_req, req, 0)] if n else np.zeros(0),
-                                              header_versions[np.where(has_req, req, 0)] if n else np.zeros(0),
-                                              status[np.where(has_req, req, 0)] if n else np.zeros(0),
-                                              bodies, np.where(has_req, req, 0), has_req)
+        names, versions, problems = _software(header_keys[req_rows] if n else np.zeros(0),
+                                              header_versions[req_rows] if n else np.zeros(0),
+                                              status[req_rows] if n else np.zeros(0),
+                                              bodies, req_rows, has_req)
     else:
         error_codes = pa.nulls(m, pa.int16())
         names = versions = problems = pa.nulls(m, pa.string())
