@@ -9,9 +9,10 @@ batches are at most :data:`CHUNK_BYTES` of payloads:
    and sequences, and to pair every request of the range with its response, as if the range
    were one table. The payloads go with each batch.
 2. Bodies. The same batches again, one at a time: each is decoded with its responses'
-   request API and version (from the pairing), its owned ``frames`` rows go to the sink, its
-   partitions and topic names are summarized; what an exchange takes from a decoded frame
-   (status, client id, error code, client software, acks=0) is kept per frame, a few columns.
+   request API and version (from the pairing) and its owned ``frames`` rows go to the sink;
+   kept of it: what an exchange takes from a decoded frame (status, client id, error code,
+   client software, acks=0), the topics its frames address, and the columns the compact
+   rows count (no bodies).
 
 The exchanges are then built from the headers and those facts: the same rows, in the same
 order, as decoding the range as one table (``worker.decode_frames_table``).
@@ -33,6 +34,10 @@ from kproto.spark.planning import INT64_MIN, Split, _range_pieces, _RangeStream,
 #: the workers' mmap threshold (jobs.WORKER_MEMORY_ENV, 32 MiB), so a batch's buffers come
 #: from the heap and the next batch reuses them, where 32 MiB batches were mapped afresh each time.
 CHUNK_BYTES = 16 << 20
+
+
+#: The frame columns summarize reads (kept per batch until the range's compact rows are made).
+SUMMARIZED = ("capture", "direction", "size", "status", "ts_first_ns", "ts_last_ns")
 
 
 def _reader(split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any) -> Any:
@@ -135,6 +140,7 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
     connection_ids, sequences = frames["connection_id"], frames["sequence"]
     n = frames.num_rows
     facts, topics, topic_frames = [], [], []
+    counted, owned_partitions, owned_names = [], [], []     # what summarize reads: no bodies
     lo = 0
     for batch in _batches(_reader(split, source, ports, lambda name: None)):
         hi = lo + batch.num_rows
@@ -157,7 +163,9 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
         name_keep = keep[rows.topic_name_frame]
         names = rows.topic_names.filter(pa.array(name_keep)).append_column(
             "ts_first_ns", ts_first.take(pa.array(rows.topic_name_frame[name_keep])))
-        yield from W.summarize(frame_table, W.EXCHANGES_SCHEMA.empty_table(), partitions, names)
+        counted.append(frame_table.select(list(SUMMARIZED)))
+        owned_partitions.append(partitions)
+        owned_names.append(names)
         facts.append(rows.facts)
         topics.append(rows.partitions.select(["topic", "topic_id"]))
         topic_frames.append(rows.partition_frame + lo)
@@ -169,4 +177,5 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
                                   np.concatenate(topic_frames))
     exchanges = exchanges.filter(pa.array(owned[pairing.owner_row]))
     sink.add("exchanges", exchanges)
-    yield from W.summarize(W.FRAMES_SCHEMA.empty_table(), exchanges, pa.table({}))
+    yield from W.summarize(pa.concat_tables(counted), exchanges, pa.concat_tables(owned_partitions),
+                           pa.concat_tables(owned_names))
