@@ -8,12 +8,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from kproto.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
-from kproto.spark import combine as C
-from kproto.spark import jobs
 from kproto.spark import planning as P
 from kproto.spark import range_pipeline as R
 from kproto.spark import worker as W
 from tests import spark_captures as sc
+from tests.capture_pieces import analysed
 from tests.pcapwriter import Conversation
 
 
@@ -53,24 +52,13 @@ def mixed_capture(rounds: int = 16) -> bytes:
 
 
 def analysed_ranges(splits, chunk_bytes: int, monkeypatch) -> tuple[dict[str, pa.Table], int]:
-    """Every table of the splits (and their compact rows, ``parts``) decoded with chunks of
-    ``chunk_bytes``; and how many chunks were decoded."""
+    """Every table of the splits, decoded with chunks of ``chunk_bytes``; and how many chunks were decoded."""
     monkeypatch.setattr(R, "CHUNK_BYTES", chunk_bytes)
     chunks = []
     decode_chunk = W.decode_chunk
     monkeypatch.setattr(W, "decode_chunk", lambda frames, *args, **kwargs: chunks.append(frames.num_rows)
                         or decode_chunk(frames, *args, **kwargs))
-    sink = W.Sink()
-    parts = pa.Table.from_batches([b for s in splits for b in W.process_split(s, sink=sink)],
-                                  schema=W.PARTS_SCHEMA)
-    accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
-                  if r["kind"] in ("capture", "counts", "connection")]
-    errors = jobs.error_rows(accounting)
-    tables = C.combine(parts)
-    tables.update(frames=sink.table("frames"), exchanges=sink.table("exchanges"),
-                  summary=pa.Table.from_pylist(jobs.summary_rows(accounting, errors), schema=jobs.SUMMARY_SCHEMA),
-                  errors=pa.Table.from_pylist(errors, schema=jobs.ERRORS_SCHEMA), parts=parts)
-    return tables, len(chunks)
+    return analysed(splits), len(chunks)
 
 
 @pytest.fixture(scope="module")
