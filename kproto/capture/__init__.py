@@ -319,7 +319,9 @@ class CaptureReader:
                 batch = self._batch()
                 if batch is not None:
                     yield batch
-                if not engine.batch_ready():
+                # The engine stops feeding when a batch is full: go on until it takes nothing more
+                # (stopping once the batch was taken lost the rest of the last read at the end).
+                if not used and not engine.batch_ready():
                     break
             if eof:
                 break

@@ -31,10 +31,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kproto.batch import occurrence_rank, one_array
+from kproto.batch import one_array
 from kproto.capture import frame_schema
-from kproto.spark.planning import (INT64_MIN, PCAP_HEADER_SIZE, Split, _range_pieces, _RangeStream, _Source,
-                                   local_path, range_bounds, shown_path)
+from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, local_path, shown_path
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
@@ -173,29 +172,38 @@ class Sink:
 
 
 class ParquetSink(Sink):
-    """Writes each table as one Parquet file ``<out>/<name>/part-<part>.parquet`` when closed.
+    """Writes each table to one Parquet file ``<out>/<name>/part-<part>.parquet``, each add as it
+    comes (its own row groups), so a task holds no more than what it decodes at once.
 
-    The file is written under a hidden name and renamed, so a task that fails
-    leaves nothing Spark would read, and a retried task replaces its own file.
+    The file is written under a hidden name and renamed when the sink is closed, so a
+    task that fails leaves nothing Spark would read, and a retried task replaces its own file.
     """
 
     def __init__(self, out: str, part: str) -> None:
         super().__init__()
         self.out = out.rstrip("/")
         self.part = part
+        self.writers: dict[str, Any] = {}
 
-    def close(self) -> None:
+    def add(self, name: str, table: pa.Table) -> None:
         import pyarrow.parquet as pq
 
+        if not table.num_rows:
+            return
+        writer = self.writers.get(name)
+        if writer is None:
+            filesystem, base = output_filesystem(self.out)
+            writer = pq.ParquetWriter(f"{base}/{name}/.part-{self.part}.parquet.tmp", table.schema,
+                                      filesystem=filesystem)
+            self.writers[name] = writer
+        writer.write_table(table, row_group_size=256 * 1024)
+
+    def close(self) -> None:
         filesystem, base = output_filesystem(self.out)
-        for name in ("frames", "exchanges"):
-            if not self.tables[name]:
-                continue
-            final = f"{base}/{name}/part-{self.part}.parquet"
-            hidden = f"{base}/{name}/.part-{self.part}.parquet.tmp"
-            pq.write_table(self.table(name), hidden, filesystem=filesystem, row_group_size=256 * 1024)
-            filesystem.move(hidden, final)
-        self.tables = {"frames": [], "exchanges": []}
+        for name, writer in self.writers.items():
+            writer.close()
+            filesystem.move(f"{base}/{name}/.part-{self.part}.parquet.tmp", f"{base}/{name}/part-{self.part}.parquet")
+        self.writers = {}
 
 
 def output_filesystem(out: str) -> tuple[Any, str]:
@@ -398,7 +406,9 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
             yield from rows
             return
         if split.split_count > 1:
-            yield from _process_range(split, source, ports, body, records, sink, fail_fast)
+            from kproto.spark.range_pipeline import process_range
+
+            yield from process_range(split, source, ports, body, records, sink, fail_fast)
             return
         local = local_path(split.path)
         reader = _capture_reader(local if local is not None else source.read(0, source.size),
@@ -444,65 +454,6 @@ def _checked(split: Split, counters: dict, connections: pa.Table, fail_fast: boo
         first = counters["errors"][0]
         raise InputError(f"{split.capture}: byte offset {first['offset']}: {first['reason']} ({first['category']})")
     return _accounting_rows(split, counters, connections)
-
-
-def _process_range(split: Split, source: _Source, ports: tuple[int, ...], body: str | None, records: str,
-                   sink: Sink, fail_fast: bool) -> Iterator[pa.RecordBatch]:
-    """A range of a pcap, decoded and paired on its own, with its context and overlap.
-
-    Every range reads the same bytes around a boundary, so it reassembles and
-    pairs them alike: a request and its response pair in both ranges that see
-    them, and only the range that owns the request (or, alone, the response)
-    writes the exchange. Connection ids are hashes of the addresses and
-    sequences ``(owning split << 32) + rank``, which every range computes alike.
-    """
-
-    marks: dict[str, dict] = {}
-    holder: list[Any] = []
-
-    def on_mark(name: str) -> None:
-        marks[name] = dict(holder[0].counters)
-
-    if source.mapped:
-        from kproto.capture import Chunks
-
-        ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
-    else:
-        ranged = _RangeStream(source, split, on_mark)
-    first, stop = range_bounds(split, source.size)
-    reader = _capture_reader(ranged, split.capture, ports, fed_bytes=PCAP_HEADER_SIZE + stop - first)
-    holder.append(reader)
-    batches, failure = _read_batches(iter(reader))
-    frames = frames_of(batches)
-    connections = reader.connections()
-    global_ids = _global_connection_ids(connections)
-    if frames.num_rows:
-        local_ids = frames["connection_id"].to_numpy()
-        frames = frames.set_column(1, "connection_id", pa.array(global_ids[local_ids], pa.int64()))
-    connections = connections.set_column(
-        connections.schema.get_field_index("connection_id"), "connection_id",
-        pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()))
-    # The split that owns a frame holds the timestamp of its first byte: -1 before, 0 this, 1 after.
-    ts = frames["ts_first_ns"].fill_null(INT64_MIN).to_numpy()
-    owner = np.where(ts < split.ts_lo, -1, np.where(ts < split.ts_hi, 0, 1)).astype(np.int64)
-    rank = occurrence_rank(frames["connection_id"].to_numpy(), frames["direction"].to_numpy().astype(np.int64),
-                       owner, order_by=frames["sequence"].to_numpy())
-    frames = frames.set_column(frames.schema.get_field_index("sequence"), "sequence",
-                               pa.array((split.split_index + owner) * (1 << 32) + rank, pa.int64()))
-    rows = decode_and_summarize(frames, body=body, sink=sink, owned=owner == 0, records=records)
-    del frames      # the generator holds the frames alone, and lets their payloads go once decoded
-    yield from rows
-    # The range's own share of the counters: between the marks at its start and end (the
-    # first range owns the file header too; the last one the end of the file).
-    last = split.split_index == split.split_count - 1
-    end = reader.counters if last else marks.get("end", reader.counters)
-    start = marks.get("start", {}) if split.split_index else {}
-    counters = {name: value - start.get(name, 0) for name, value in end.items()}
-    counters["input_bytes"] = (source.size if last else split.end) - (split.start if split.split_index else 0)
-    if failure is not None:
-        _count_unreached(counters)
-    counters["errors"] = _capture_errors(split, reader, counters, failure)
-    yield from _checked(split, counters, connections, fail_fast)
 
 
 def _raw(batch: pa.RecordBatch, split: Split) -> pa.RecordBatch:
@@ -601,50 +552,110 @@ def _masked(values: np.ndarray, index: np.ndarray, present: np.ndarray, type_: p
     return pa.array(picked, type_, mask=~present)
 
 
-def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records: str = "summary",
-                        owned: np.ndarray | None = None) -> Decoded:
-    """Decode and pair a table of capture frames (whole connections).
+@dataclass
+class Heads:
+    """What the header pass gives, one value per frame: enough to pair the frames and build the exchanges."""
 
-    ``frames`` has the kproto.capture frame columns. Requests and responses
-    pair by (capture, connection, correlation id), the n-th request with an id
-    to the n-th response with it, in sequence order (as ``kproto.batch.pair``);
-    every frame is decoded once with its request's API and version. ``records``:
-    how JSON bodies show record sets ("summary" of the batch headers, or "base64").
-    ``owned`` (a mask of rows): the only frames whose partitions are wanted.
-    """
+    capture: pa.Array             # the capture's name ("" for none)
+    capture_codes: np.ndarray     # its code, for sorting and pairing
+    connection: np.ndarray
+    directions: np.ndarray        # int8
+    sequence: np.ndarray
+    corr: np.ndarray              # correlation id (0 where unread)
+    corr_valid: np.ndarray
+    keys: np.ndarray              # requests' API key and version (-1: none)
+    versions: np.ndarray
+    ts_first: pa.Array
+    ts_last: pa.Array
+    sizes: np.ndarray
+
+
+def frame_heads(frames: pa.Table, headers: pa.Table) -> Heads:
+    """``frames`` (capture frame columns, the payload not needed) and their ``kb.decode_frames`` headers."""
+    frames = frames.combine_chunks()
+    headers = headers.combine_chunks() if isinstance(headers, pa.Table) else headers
+    n = frames.num_rows
+    capture = one_array(frames["capture"].cast(pa.string()).fill_null(""))
+    return Heads(
+        capture=capture,
+        capture_codes=capture.dictionary_encode().indices.to_numpy().astype(np.int64) if n else np.zeros(0, np.int64),
+        connection=frames["connection_id"].to_numpy().astype(np.int64),
+        directions=frames["direction"].fill_null(0).to_numpy().astype(np.int8),
+        sequence=frames["sequence"].to_numpy().astype(np.int64),
+        corr=headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64),
+        corr_valid=headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False),
+        keys=headers["api_key"].fill_null(-1).to_numpy().astype(np.int16),
+        versions=headers["api_version"].fill_null(-1).to_numpy().astype(np.int16),
+        ts_first=one_array(frames["ts_first_ns"]), ts_last=one_array(frames["ts_last_ns"]),
+        sizes=frames["size"].to_numpy().astype(np.int32))
+
+
+@dataclass
+class Pairing:
+    """The exchanges of a set of frames (kproto.batch.pair's order) and what decoding responses needs."""
+
+    req: np.ndarray               # per exchange: its request's frame row, its response's (-1: none)
+    resp: np.ndarray
+    key_of: np.ndarray            # per frame: a paired response's request API key and version, else -1
+    version_of: np.ndarray
+
+    @property
+    def owner_row(self) -> np.ndarray:
+        """Each exchange's request row, else its response row."""
+        return np.where(self.req >= 0, self.req, self.resp)
+
+
+def pair_heads(h: Heads) -> Pairing:
+    """Requests and responses paired by (capture, connection, correlation id), n-th with n-th in sequence order."""
+    import kproto.batch as kb
+
+    n = len(h.directions)
+    req, resp = kb.pair_rows(h.capture_codes, h.connection, h.directions, h.corr, h.corr_valid, h.sequence)
+    has_req, has_resp = req >= 0, resp >= 0
+    owner_row = np.where(has_req, req, resp)
+    # Requests in order, then responses without a request, per connection (kproto.batch.pair's order).
+    order = np.lexsort((np.where(has_resp, resp, n), np.where(has_req, req, n), h.connection[owner_row],
+                        h.capture_codes[owner_row])) if len(owner_row) else np.zeros(0, np.int64)
+    req, resp = req[order], resp[order]
+    both = (req >= 0) & (resp >= 0)
+    key_of = np.full(n, -1, np.int16)
+    version_of = np.full(n, -1, np.int16)
+    key_of[resp[both]] = h.keys[req[both]]
+    version_of[resp[both]] = h.versions[req[both]]
+    return Pairing(req, resp, key_of, version_of)
+
+
+def unanswered_produce(h: Heads, p: Pairing) -> np.ndarray:
+    """Per frame: a Produce request without a response (acks=0 ones expect none)."""
+    rows = p.req[(p.req >= 0) & (p.resp < 0)]
+    mask = np.zeros(len(h.directions), bool)
+    mask[rows[h.keys[rows] == 0]] = True
+    return mask
+
+
+@dataclass
+class ChunkRows:
+    """The decoded rows of some of the frames (all of them, or a range's chunk), rows counted from its first."""
+
+    frames: pa.Table              # FRAMES_SCHEMA
+    facts: pa.Table               # per frame, what its exchange takes from the decoded frame (see decode_chunk)
+    partitions: pa.Table          # Produce requests and Fetch responses per topic-partition (every frame's)
+    partition_frame: np.ndarray
+    topic_names: pa.Table         # topic IDs and the names responses give them (topic_id, topic)
+    topic_name_frame: np.ndarray
+
+
+def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_of: np.ndarray,
+                 version_of: np.ndarray, unanswered: np.ndarray, *, body: str | None,
+                 records: str) -> ChunkRows:
+    """Decode frames once, responses with their request's API and version (``key_of`` / ``version_of``,
+    from the pairing); ``keys`` / ``versions``: the header pass's; ``unanswered``: see unanswered_produce."""
     import kproto.batch as kb
 
     frames = frames.combine_chunks()
     n = frames.num_rows
     payload = one_array(frames["payload"])
     directions = frames["direction"].fill_null(0).to_numpy().astype(np.int8)
-    # 1. Headers only: API, version and correlation id of requests, correlation id of responses.
-    headers = kb.decode_frames(payload, directions=directions)
-    capture = frames["capture"].cast(pa.string()).fill_null("")
-    capture_codes = capture.dictionary_encode().combine_chunks().indices.to_numpy().astype(np.int64) \
-        if n else np.zeros(0, np.int64)
-    connection = frames["connection_id"].to_numpy().astype(np.int64)
-    sequence = frames["sequence"].to_numpy().astype(np.int64)
-    corr_valid = headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
-    corr = headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
-    req, resp = kb.pair_rows(capture_codes, connection, directions, corr, corr_valid, sequence)
-    has_req, has_resp = req >= 0, resp >= 0
-    owner_row = np.where(has_req, req, resp)
-    # Requests in order, then responses without a request, per connection (kproto.batch.pair's order).
-    order = np.lexsort((np.where(has_resp, resp, n), np.where(has_req, req, n), connection[owner_row],
-                        capture_codes[owner_row])) if len(owner_row) else np.zeros(0, np.int64)
-    req, resp, has_req, has_resp, owner_row = req[order], resp[order], has_req[order], has_resp[order], \
-        owner_row[order]
-    m = len(req)
-
-    # 2. Every frame decoded once, responses with their request's API and version.
-    header_keys = headers["api_key"].fill_null(-1).to_numpy().astype(np.int16)
-    header_versions = headers["api_version"].fill_null(-1).to_numpy().astype(np.int16)
-    both = has_req & has_resp
-    key_of = np.full(n, -1, np.int16)
-    version_of = np.full(n, -1, np.int16)
-    key_of[resp[both]] = header_keys[req[both]]
-    version_of[resp[both]] = header_versions[req[both]]
     decoded = kb.decode_frames(payload, directions=directions, request_api_keys=key_of,
                                request_api_versions=version_of, body=body, records=records)
     status = decoded["status"].to_numpy()
@@ -660,70 +671,29 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
         frame_columns["body"] = bodies
     frame_table = pa.Table.from_batches([_conform(FRAMES_SCHEMA, frame_columns, n)])
 
-    # 3. Produce requests and Fetch responses, per topic-partition (record batch headers only).
-    parts = kb.partitions(payload, directions=directions, request_api_keys=key_of,
-                          request_api_versions=version_of)
+    # What an exchange takes from its frames: the error code of a response's body, the client
+    # software of an ApiVersions request, whether an unanswered Produce asked for no response.
+    responses = np.flatnonzero(directions == kb.RESPONSE)
+    error_code = pa.nulls(n, pa.int16())
+    if bodies is not None and len(responses):
+        index = np.full(n, -1, np.int64)
+        index[responses] = np.arange(len(responses))
+        error_code = _error_codes(bodies.take(pa.array(responses))).take(pa.array(index, mask=index < 0))
+    names, soft_versions, problems = _software(keys, versions, status, bodies, np.arange(n), np.ones(n, bool))
+    acks_zero = np.zeros(n, bool)
+    for i in np.flatnonzero(unanswered).tolist():
+        acks_zero[i] = kb._acks_zero(payload[i].as_py())
+    facts = pa.table({"status": decoded["status"], "client_id": decoded["client_id"],
+                      "deprecated": decoded["deprecated"], "removed_in_4x": decoded["removed_in_4x"],
+                      "error_code": error_code, "client_software_name": names,
+                      "client_software_version": soft_versions, "software_problems": problems,
+                      "acks_zero": pa.array(acks_zero)})
+
+    # Produce requests and Fetch responses, per topic-partition (record batch headers only).
+    parts = kb.partitions(payload, directions=directions, request_api_keys=key_of, request_api_versions=version_of)
     partition_frame = parts["frame"].to_numpy().astype(np.int64) if parts.num_rows else np.zeros(0, np.int64)
-    exchange_topic, exchange_topic_id = _exchange_topics(parts, partition_frame, req, resp, n)
 
-    # 4. Exchanges. Each exchange's request and response frame rows (0 where it has none).
-    req_rows = np.where(has_req, req, 0)
-    resp_rows = np.where(has_resp, resp, 0)
-    pair_status = np.full(m, kb.PairStatus.PAIRED, np.uint8)
-    pair_status[has_req & ~has_resp] = kb.PairStatus.UNPAIRED_REQUEST
-    pair_status[~has_req] = kb.PairStatus.UNPAIRED_RESPONSE
-    for i in np.flatnonzero(has_req & ~has_resp & (header_keys[req_rows] == 0)).tolist():
-        if kb._acks_zero(payload[int(req[i])].as_py()):
-            pair_status[i] = kb.PairStatus.NO_RESPONSE_EXPECTED
-    ts_first = frames["ts_first_ns"]
-    ts_last = frames["ts_last_ns"]
-    req_ts_valid = has_req & ts_first.is_valid().to_numpy(zero_copy_only=False)[req_rows] \
-        if n else has_req
-    resp_ts_valid = has_resp & ts_last.is_valid().to_numpy(zero_copy_only=False)[resp_rows] \
-        if n else has_resp
-    first = ts_first.fill_null(0).to_numpy().astype(np.int64)
-    last = ts_last.fill_null(0).to_numpy().astype(np.int64)
-    request_ts = first[req_rows] if n else np.zeros(m, np.int64)
-    response_ts = last[resp_rows] if n else np.zeros(m, np.int64)
-    sizes = frames["size"].to_numpy().astype(np.int32)
-    request_key = _masked(header_keys, req, has_req, pa.int16())
-    request_version = _masked(header_versions, req, has_req, pa.int16())
-    req_index = pa.array(req_rows, mask=~has_req)
-    resp_index = pa.array(resp_rows, mask=~has_resp)
-    if bodies is not None:
-        error_codes = _error_codes(bodies.take(resp_index))
-        names, versions, problems = _software(header_keys[req_rows] if n else np.zeros(0),
-                                              header_versions[req_rows] if n else np.zeros(0),
-                                              status[req_rows] if n else np.zeros(0),
-                                              bodies, req_rows, has_req)
-    else:
-        error_codes = pa.nulls(m, pa.int16())
-        names = versions = problems = pa.nulls(m, pa.string())
-    exchange_table = pa.Table.from_batches([_conform(EXCHANGES_SCHEMA, {
-        "capture": capture.take(pa.array(owner_row)) if n else None,
-        "connection_id": pa.array(connection[owner_row] if n else np.zeros(0, np.int64)),
-        "correlation_id": _masked(corr, owner_row, corr_valid[owner_row] if n else np.zeros(0, bool), pa.int32()),
-        "api_key": request_key, "api_version": request_version,
-        "client_id": decoded["client_id"].take(req_index),
-        "pair_status": pa.array(pair_status), "pair_status_name": _status_names(pa.array(pair_status),
-                                                                               kb.PairStatus),
-        "request_sequence": _masked(sequence, req, has_req, pa.int64()),
-        "response_sequence": _masked(sequence, resp, has_resp, pa.int64()),
-        "request_ts_ns": pa.array(request_ts, pa.int64(), mask=~req_ts_valid),
-        "response_ts_ns": pa.array(response_ts, pa.int64(), mask=~resp_ts_valid),
-        "latency_ns": pa.array(response_ts - request_ts, pa.int64(), mask=~(req_ts_valid & resp_ts_valid)),
-        "request_status": _masked(status, req, has_req, pa.int16()),
-        "response_status": _masked(status, resp, has_resp, pa.int16()),
-        "request_size": _masked(sizes, req, has_req, pa.int32()),
-        "response_size": _masked(sizes, resp, has_resp, pa.int32()),
-        "error_code": error_codes, "error_name": _error_names(error_codes),
-        "deprecated": decoded["deprecated"].take(req_index),
-        "removed_in_4x": decoded["removed_in_4x"].take(req_index),
-        "client_software_name": names, "client_software_version": versions, "software_problems": problems,
-        "topic": exchange_topic, "topic_id": exchange_topic_id,
-    }, m)])
-
-    # 5. Topic IDs and names from the responses that carry both (Metadata v10+, CreateTopics v7+ ...):
+    # Topic IDs and names from the responses that carry both (Metadata v10+, CreateTopics v7+ ...):
     # only those responses are decoded again, as message objects.
     naming = kb.topic_naming_versions()
     candidates = np.flatnonzero((directions == kb.RESPONSE) & (status == kb.Status.OK)
@@ -732,16 +702,101 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
                                  request_api_keys=key_of[candidates], request_api_versions=version_of[candidates])
     name_frame = candidates[names_table["frame"].to_numpy().astype(np.int64)] if names_table.num_rows \
         else np.zeros(0, np.int64)
-    names_table = names_table.drop_columns(["frame"])
+    return ChunkRows(frame_table, facts, parts, partition_frame, names_table.drop_columns(["frame"]), name_frame)
+
+
+def build_exchanges(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, partition_frame: np.ndarray) -> pa.Table:
+    """The exchanges table of paired frames: ``facts`` of every frame (decode_chunk's), and the
+    topic (``parts``: topic, topic_id of every frame's partitions, their frame rows) each addresses."""
+    import kproto.batch as kb
+
+    n, req, resp = len(h.directions), p.req, p.resp
+    facts = facts.combine_chunks()
+    fact = {name: one_array(facts[name]) for name in facts.column_names}
+    m = len(req)
+    has_req, has_resp = req >= 0, resp >= 0
+    owner_row = p.owner_row
+    exchange_topic, exchange_topic_id = _exchange_topics(parts, partition_frame, req, resp, n)
+    # Each exchange's request and response frame rows (0 where it has none).
+    req_rows = np.where(has_req, req, 0)
+    resp_rows = np.where(has_resp, resp, 0)
+    acks_zero = fact["acks_zero"].to_numpy(zero_copy_only=False)
+    pair_status = np.full(m, kb.PairStatus.PAIRED, np.uint8)
+    pair_status[has_req & ~has_resp] = kb.PairStatus.UNPAIRED_REQUEST
+    pair_status[~has_req] = kb.PairStatus.UNPAIRED_RESPONSE
+    if n:
+        pair_status[has_req & ~has_resp & acks_zero[req_rows]] = kb.PairStatus.NO_RESPONSE_EXPECTED
+    req_ts_valid = has_req & h.ts_first.is_valid().to_numpy(zero_copy_only=False)[req_rows] if n else has_req
+    resp_ts_valid = has_resp & h.ts_last.is_valid().to_numpy(zero_copy_only=False)[resp_rows] if n else has_resp
+    first = h.ts_first.fill_null(0).to_numpy().astype(np.int64)
+    last = h.ts_last.fill_null(0).to_numpy().astype(np.int64)
+    request_ts = first[req_rows] if n else np.zeros(m, np.int64)
+    response_ts = last[resp_rows] if n else np.zeros(m, np.int64)
+    status = fact["status"].to_numpy(zero_copy_only=False)
+    req_index = pa.array(req_rows, mask=~has_req)
+    resp_index = pa.array(resp_rows, mask=~has_resp)
+    error_codes = fact["error_code"].take(resp_index)
+    return pa.Table.from_batches([_conform(EXCHANGES_SCHEMA, {
+        "capture": h.capture.take(pa.array(owner_row)) if n else None,
+        "connection_id": pa.array(h.connection[owner_row] if n else np.zeros(0, np.int64)),
+        "correlation_id": _masked(h.corr, owner_row, h.corr_valid[owner_row] if n else np.zeros(0, bool),
+                                  pa.int32()),
+        "api_key": _masked(h.keys, req, has_req, pa.int16()),
+        "api_version": _masked(h.versions, req, has_req, pa.int16()),
+        "client_id": fact["client_id"].take(req_index),
+        "pair_status": pa.array(pair_status), "pair_status_name": _status_names(pa.array(pair_status),
+                                                                               kb.PairStatus),
+        "request_sequence": _masked(h.sequence, req, has_req, pa.int64()),
+        "response_sequence": _masked(h.sequence, resp, has_resp, pa.int64()),
+        "request_ts_ns": pa.array(request_ts, pa.int64(), mask=~req_ts_valid),
+        "response_ts_ns": pa.array(response_ts, pa.int64(), mask=~resp_ts_valid),
+        "latency_ns": pa.array(response_ts - request_ts, pa.int64(), mask=~(req_ts_valid & resp_ts_valid)),
+        "request_status": _masked(status, req, has_req, pa.int16()),
+        "response_status": _masked(status, resp, has_resp, pa.int16()),
+        "request_size": _masked(h.sizes, req, has_req, pa.int32()),
+        "response_size": _masked(h.sizes, resp, has_resp, pa.int32()),
+        "error_code": error_codes, "error_name": _error_names(error_codes),
+        "deprecated": fact["deprecated"].take(req_index),
+        "removed_in_4x": fact["removed_in_4x"].take(req_index),
+        **{name: fact[name].take(req_index)
+           for name in ("client_software_name", "client_software_version", "software_problems")},
+        "topic": exchange_topic, "topic_id": exchange_topic_id,
+    }, m)])
+
+
+def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records: str = "summary",
+                        owned: np.ndarray | None = None) -> Decoded:
+    """Decode and pair a table of capture frames (whole connections).
+
+    ``frames`` has the kproto.capture frame columns. Requests and responses
+    pair by (capture, connection, correlation id), the n-th request with an id
+    to the n-th response with it, in sequence order (as ``kproto.batch.pair``);
+    every frame is decoded once with its request's API and version. ``records``:
+    how JSON bodies show record sets ("summary" of the batch headers, or "base64").
+    ``owned`` (a mask of rows): the only frames whose partitions are wanted.
+    """
+    import kproto.batch as kb
+
+    frames = frames.combine_chunks()
+    payload = one_array(frames["payload"])
+    directions = frames["direction"].fill_null(0).to_numpy().astype(np.int8)
+    # 1. Headers only: API, version and correlation id of requests, correlation id of responses.
+    heads = frame_heads(frames, kb.decode_frames(payload, directions=directions))
+    pairing = pair_heads(heads)
+    # 2. Every frame decoded once, responses with their request's API and version; 3. the exchanges.
+    rows = decode_chunk(frames, heads.keys, heads.versions, pairing.key_of, pairing.version_of,
+                        unanswered_produce(heads, pairing), body=body, records=records)
+    exchanges = build_exchanges(heads, pairing, rows.facts, rows.partitions, rows.partition_frame)
+    parts, partition_frame = rows.partitions, rows.partition_frame
+    names_table, name_frame = rows.topic_names, rows.topic_name_frame
+    # Of the frames this task owns (taking the owned payloads first would copy them all).
     if owned is not None and names_table.num_rows:
         keep = owned[name_frame]
         names_table, name_frame = names_table.filter(pa.array(keep)), name_frame[keep]
-
-    # Of the frames this task owns (taking the owned payloads first would copy them all).
     if owned is not None and parts.num_rows:
         keep = owned[partition_frame]
         parts, partition_frame = parts.filter(pa.array(keep)), partition_frame[keep]
-    return Decoded(frame_table, exchange_table, owner_row, parts, partition_frame, names_table, name_frame)
+    return Decoded(rows.frames, exchanges, pairing.owner_row, parts, partition_frame, names_table, name_frame)
 
 
 def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarray, resp: np.ndarray,

@@ -1,0 +1,181 @@
+"""A range of a pcap decoded in bounded chunks, so that a task's memory does not grow with the range.
+
+The range is read twice, from the mapped file (page cache) or the stream, by readers whose
+batches are at most :data:`CHUNK_BYTES` of payloads:
+
+1. Headers only. Each batch's frames keep their columns without the payload, and the
+   headers of ``kproto.batch.decode_frames`` (API, version, correlation id): enough to give
+   frames their connection ids (the connections' addresses are known once the reader ends)
+   and sequences, and to pair every request of the range with its response, as if the range
+   were one table. The payloads go with each batch.
+2. Bodies. The same batches again, one at a time: each is decoded with its responses'
+   request API and version (from the pairing) and its owned ``frames`` rows go to the sink;
+   kept of it: what an exchange takes from a decoded frame (status, client id, error code,
+   client software, acks=0), the topics its frames address, and the columns the compact
+   rows count (no bodies).
+
+The exchanges are then built from the headers and those facts: the same rows, in the same
+order, as decoding the range as one table (``worker.decode_frames_table``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from kproto.batch import occurrence_rank
+from kproto.spark import worker as W
+from kproto.spark.planning import INT64_MIN, Split, _range_pieces, _RangeStream, _Source
+
+#: Payload bytes per batch of a range's readers: what a range's task decodes at once. Under
+#: the workers' mmap threshold (jobs.WORKER_MEMORY_ENV, 32 MiB), so a batch's buffers come
+#: from the heap and the next batch reuses them, where 32 MiB batches were mapped afresh each time.
+CHUNK_BYTES = 16 << 20
+
+
+#: The frame columns summarize reads (kept per batch until the range's compact rows are made).
+SUMMARIZED = ("capture", "direction", "size", "status", "ts_first_ns", "ts_last_ns")
+
+
+def _reader(split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any) -> Any:
+    """A reader of the range (with its context and overlap) in batches of at most CHUNK_BYTES of payloads."""
+    from kproto.capture import CaptureReader, Chunks
+
+    if source.mapped:
+        ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
+    else:
+        ranged = _RangeStream(source, split, on_mark)
+    # Every frame takes at least its 4-byte size prefix: batches are cut by bytes, not by count.
+    return CaptureReader(ranged, name=split.capture, broker_ports=ports, on_error="keep",
+                         batch_bytes=CHUNK_BYTES, batch_frames=CHUNK_BYTES // 4 + 1)
+
+
+def _batches(reader: Any) -> Iterator[pa.RecordBatch]:
+    """The reader's batches; a failure ends them and is kept in ``reader.failure``."""
+    reader.failure = None
+    try:
+        yield from reader
+    except Exception as exc:   # an input problem or a bug: reported in the errors table, never lost in silence
+        reader.failure = exc
+
+
+def _range_ids(frames: pa.Table, split: Split, global_ids: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """Frames with connection ids hashed from the addresses and sequences ``(owning split << 32) + rank``,
+    which every range computes alike; and each frame's owner (-1 the split before, 0 this one, 1 the next)."""
+    if frames.num_rows:
+        local_ids = frames["connection_id"].to_numpy()
+        frames = frames.set_column(1, "connection_id", pa.array(global_ids[local_ids], pa.int64()))
+    # The split that owns a frame holds the timestamp of its first byte.
+    ts = frames["ts_first_ns"].fill_null(INT64_MIN).to_numpy()
+    owner = np.where(ts < split.ts_lo, -1, np.where(ts < split.ts_hi, 0, 1)).astype(np.int64)
+    rank = occurrence_rank(frames["connection_id"].to_numpy(), frames["direction"].to_numpy().astype(np.int64),
+                           owner, order_by=frames["sequence"].to_numpy())
+    frames = frames.set_column(frames.schema.get_field_index("sequence"), "sequence",
+                               pa.array((split.split_index + owner) * (1 << 32) + rank, pa.int64()))
+    return frames, owner
+
+
+def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: str | None, records: str,
+                  sink: W.Sink, fail_fast: bool) -> Iterator[pa.RecordBatch]:
+    """A range of a pcap, decoded and paired on its own, with its context and overlap.
+
+    Every range reads the same bytes around a boundary, so it reassembles and
+    pairs them alike: a request and its response pair in both ranges that see
+    them, and only the range that owns the request (or, alone, the response)
+    writes the exchange.
+    """
+    import kproto.batch as kb
+
+    marks: dict[str, dict] = {}
+    holder: list[Any] = []
+
+    def on_mark(name: str) -> None:
+        marks[name] = dict(holder[0].counters)
+
+    # 1. Headers: every frame's columns but the payload, and its header.
+    reader = _reader(split, source, ports, on_mark)
+    holder.append(reader)
+    columns, headers = [], []
+    for batch in _batches(reader):
+        directions = batch.column("direction").fill_null(0).to_numpy().astype(np.int8)
+        headers.append(kb.decode_frames(batch.column("payload"), directions=directions))
+        columns.append(pa.Table.from_batches([batch]).drop_columns(["payload"]))
+        del batch
+    failure = reader.failure
+    connections = reader.connections()
+    global_ids = W._global_connection_ids(connections)
+    connections = connections.set_column(
+        connections.schema.get_field_index("connection_id"), "connection_id",
+        pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()))
+    frames = pa.concat_tables(columns).combine_chunks() if columns else None
+    columns.clear()
+    if frames is not None and frames.num_rows:
+        frames, owner = _range_ids(frames, split, global_ids)
+        yield from _decode_range(split, source, ports, frames, owner, pa.Table.from_batches(headers),
+                                 body=body, records=records, sink=sink)
+    # The range's own share of the counters: between the marks at its start and end (the
+    # first range owns the file header too; the last one the end of the file).
+    last = split.split_index == split.split_count - 1
+    end = reader.counters if last else marks.get("end", reader.counters)
+    start = marks.get("start", {}) if split.split_index else {}
+    counters = {name: value - start.get(name, 0) for name, value in end.items()}
+    counters["input_bytes"] = (source.size if last else split.end) - (split.start if split.split_index else 0)
+    if failure is not None:
+        W._count_unreached(counters)
+    counters["errors"] = W._capture_errors(split, reader, counters, failure)
+    yield from W._checked(split, counters, connections, fail_fast)
+
+
+def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames: pa.Table, owner: np.ndarray,
+                  headers: pa.Table, *, body: str | None, records: str, sink: W.Sink) -> Iterator[pa.RecordBatch]:
+    """2. The range read again, a batch at a time: its owned frames to ``sink``, compact rows out;
+    then the exchanges. ``frames``: every frame of the range without payloads, with its ids."""
+    heads = W.frame_heads(frames, headers)
+    pairing = W.pair_heads(heads)
+    unanswered = W.unanswered_produce(heads, pairing)
+    owned = owner == 0
+    connection_ids, sequences = frames["connection_id"], frames["sequence"]
+    n = frames.num_rows
+    facts, topics, topic_frames = [], [], []
+    counted, owned_partitions, owned_names = [], [], []     # what summarize reads: no bodies
+    lo = 0
+    for batch in _batches(_reader(split, source, ports, lambda name: None)):
+        hi = lo + batch.num_rows
+        if hi > n:
+            break
+        chunk = pa.Table.from_batches([batch])
+        del batch
+        chunk = chunk.set_column(1, "connection_id", connection_ids.slice(lo, hi - lo))
+        chunk = chunk.set_column(chunk.schema.get_field_index("sequence"), "sequence", sequences.slice(lo, hi - lo))
+        rows = W.decode_chunk(chunk, heads.keys[lo:hi], heads.versions[lo:hi], pairing.key_of[lo:hi],
+                              pairing.version_of[lo:hi], unanswered[lo:hi], body=body, records=records)
+        ts_first = chunk["ts_first_ns"]
+        del chunk       # the payloads: decoded
+        keep = owned[lo:hi]
+        frame_table = rows.frames if keep.all() else rows.frames.filter(pa.array(keep))   # a filter copies
+        sink.add("frames", frame_table)
+        part_keep = keep[rows.partition_frame]
+        partitions = rows.partitions.filter(pa.array(part_keep)).append_column(
+            "ts_first_ns", ts_first.take(pa.array(rows.partition_frame[part_keep])))
+        name_keep = keep[rows.topic_name_frame]
+        names = rows.topic_names.filter(pa.array(name_keep)).append_column(
+            "ts_first_ns", ts_first.take(pa.array(rows.topic_name_frame[name_keep])))
+        counted.append(frame_table.select(list(SUMMARIZED)))
+        owned_partitions.append(partitions)
+        owned_names.append(names)
+        facts.append(rows.facts)
+        topics.append(rows.partitions.select(["topic", "topic_id"]))
+        topic_frames.append(rows.partition_frame + lo)
+        lo = hi
+    if lo != n:
+        # The same bytes read the same way give the same frames: anything else is a bug, never hidden.
+        raise RuntimeError(f"{split.capture}: range {split.split_index} read {n} frames, then {lo}")
+    exchanges = W.build_exchanges(heads, pairing, pa.concat_tables(facts), pa.concat_tables(topics),
+                                  np.concatenate(topic_frames))
+    exchanges = exchanges.filter(pa.array(owned[pairing.owner_row]))
+    sink.add("exchanges", exchanges)
+    yield from W.summarize(pa.concat_tables(counted), exchanges, pa.concat_tables(owned_partitions),
+                           pa.concat_tables(owned_names))
