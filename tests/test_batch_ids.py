@@ -111,3 +111,15 @@ def test_hundred_thousand_ids_in_the_pipelined_loop():
     assert c["client_id"].to_pylist() == expected_ids(frames)
     assert c["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
     assert set(c["status"].to_pylist()) == {Status.OK}
+
+
+def test_long_ids_found_again_after_the_table_grows():
+    """Ids past the slot's 22 bytes of text, 3,000 of them (the table grows from 256 slots
+    to 16,384, placing each id again by the hash bits its slot keeps), then each again
+    in reverse: every later frame finds its id, the dictionary in order, as the twin."""
+    ids = [f"{k}-{'long-client-id-' * (1 + k % 4)}".encode() for k in range(3_000)]
+    frames = [(client_id, "v1" if k % 3 else "v2") for k, client_id in enumerate(ids + ids[::-1])]
+    c, py = decode_both(frames)
+    assert c["client_id"].to_pylist() == expected_ids(frames)
+    assert c["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
+    assert c.to_pylist() == py.to_pylist()

@@ -7,9 +7,12 @@
 # Every distinct client id of a call lives in one open-addressing hash table that is
 # also the dictionary column: an id's slot holds its dictionary index (order of first
 # appearance). It is not a cache: the header loop's fast path adds new ids to it
-# itself, however many there are. The table doubles when half full, so its size
-# follows the distinct ids (at most 64 bytes of slots an id, plus 8 in ``order``:
-# memory grows with the ids the output's dictionary holds, not beyond).
+# itself, however many there are. The table grows four times over when half full
+# (two doublings at once: a third of the ids placed again that doubling would
+# place), so its size follows the distinct ids: at most 256 bytes of slots an id
+# (2 to 8 slots of 32 bytes), plus 8 in ``order`` and the id's text and 8-byte
+# offset copied as it is added, which is the output's dictionary itself: memory
+# grows with the ids the dictionary holds, not beyond.
 #
 # The key is the id as on the wire, its int16 length and its text. Its first 24
 # bytes are kept in the slot as three words, bytes past the id zero: the header loop
@@ -23,6 +26,9 @@
 cdef enum:
     ID_FIRST_SLOTS = 256   # a power of two: 8 KiB of slots, grown from there
     ID_FIRST_SHIFT = 56    # 64 - log2(ID_FIRST_SLOTS)
+    ID_GROWTH_BITS = 2     # the table grows 2 ** ID_GROWTH_BITS times over
+    ID_GROW_AHEAD = 16     # slots read ahead of their placing when the table grows
+    ID_FIRST_TEXT = 1024   # bytes of id text first allocated
     ID_WORD_BYTES = 24     # key bytes kept in a slot: the length and 22 bytes of text
     ID_SLOT_TEXT = 22
 
@@ -34,6 +40,7 @@ cdef struct IdSlot:
     uint64_t word1         # bytes 8-15
     uint64_t word2         # bytes 16-23
     int32_t index          # the id's dictionary index
+    uint32_t hash_high     # the top 32 bits of the key's hash: growth places it without hashing again
 
 cdef struct IdTable:
     IdSlot *slots
@@ -42,6 +49,14 @@ cdef struct IdTable:
     Py_ssize_t count       # distinct ids = dictionary length
     const unsigned char **order   # each id's key in the input (its length prefix), by index
     Py_ssize_t order_capacity
+    # The dictionary column as it will be handed over (Arrow string offsets and data):
+    # each id's text copied when the id is added, its bytes in the cache then (read
+    # at the end, from a capture larger than the cache, they were a trip to memory
+    # an id). Id k is text[text_offsets[k] .. text_offsets[k + 1]).
+    int64_t *text_offsets          # order_capacity + 1 of them
+    char *text
+    Py_ssize_t text_size
+    Py_ssize_t text_capacity
     uint64_t seed0
     uint64_t seed1
 
@@ -176,6 +191,7 @@ cdef IdSlot *id_slots_new(uint64_t count) noexcept nogil:
     if slots != NULL:
         for j in range(count):
             slots[j].word0 = ID_FREE
+            slots[j].hash_high = 0    # read (never used) by the growth's look-ahead
     return slots
 
 
@@ -188,52 +204,98 @@ cdef int id_table_init(IdTable *t) noexcept nogil:
     t.slots = id_slots_new(ID_FIRST_SLOTS)
     t.order_capacity = 64
     t.order = <const unsigned char **>malloc(t.order_capacity * sizeof(const unsigned char *))
-    return 0 if t.slots != NULL and t.order != NULL else -1
+    t.text_offsets = <int64_t *>malloc((t.order_capacity + 1) * sizeof(int64_t))
+    t.text_capacity = ID_FIRST_TEXT
+    t.text_size = 0
+    t.text = <char *>malloc(t.text_capacity)
+    if t.slots == NULL or t.order == NULL or t.text_offsets == NULL or t.text == NULL:
+        return -1
+    t.text_offsets[0] = 0
+    return 0
 
 
 cdef void id_table_free(IdTable *t) noexcept nogil:
     free(t.slots)
     free(t.order)
+    free(t.text_offsets)
+    free(t.text)
     t.slots = NULL
     t.order = NULL
+    t.text_offsets = NULL
+    t.text = NULL
 
 
-cdef inline void id_place(IdTable *t, uint64_t h, const uint64_t *words, int32_t index) noexcept nogil:
-    """Put a key known to be absent in the first free slot of its probe run."""
-    cdef uint64_t j = h >> t.shift
+cdef inline void id_place_at(IdTable *t, uint64_t j, const uint64_t *words, int32_t index,
+                             uint32_t hash_high) noexcept nogil:
+    """Put a key known to be absent in the first free slot of its probe run, which starts at j."""
     while t.slots[j].word0 != ID_FREE:
         j = (j + 1) & t.mask
     t.slots[j].word0 = words[0]
     t.slots[j].word1 = words[1]
     t.slots[j].word2 = words[2]
     t.slots[j].index = index
+    t.slots[j].hash_high = hash_high
 
 
 cdef int id_table_grow(IdTable *t) noexcept nogil:
-    """Double the slots and place every id again: -1 when out of memory (table unchanged)."""
+    """Grow the slots 2 ** ID_GROWTH_BITS times over and place every id again: -1 when
+    out of memory (table unchanged). A slot keeps its hash's top 32 bits, which pick
+    its new slot (tables of up to 2 ** 32 slots), so no key is hashed or read again;
+    the new slots ID_GROW_AHEAD places ahead are prefetched, the table being megabytes."""
     cdef uint64_t old_count = t.mask + 1
     cdef IdSlot *old = t.slots
-    cdef IdSlot *slots = id_slots_new(2 * old_count)
+    cdef IdSlot *slots
     cdef uint64_t j
-    cdef const unsigned char *q
     cdef uint64_t words[3]
-    cdef int32_t n
+    cdef int shift_high = t.shift - ID_GROWTH_BITS - 32    # a hash's top 32 bits to its slot
+    if shift_high < 0:
+        return -1
+    slots = id_slots_new(old_count << ID_GROWTH_BITS)
     if slots == NULL:
         return -1
     t.slots = slots
-    t.mask = 2 * old_count - 1
-    t.shift -= 1
+    t.mask = (old_count << ID_GROWTH_BITS) - 1
+    t.shift -= ID_GROWTH_BITS
     for j in range(old_count):
+        if j + ID_GROW_AHEAD < old_count:
+            kp_prefetch(&slots[old[j + ID_GROW_AHEAD].hash_high >> shift_high])
         if old[j].word0 != ID_FREE:
             words[0] = old[j].word0
             words[1] = old[j].word1
             words[2] = old[j].word2
-            # The id's length is the key's first two bytes: only a long id's hash reads
-            # the input (a random read per id, a cache miss with 100,000s of ids).
-            n = <int32_t>(((words[0] & 0xFF) << 8) | ((words[0] >> 8) & 0xFF))
-            q = t.order[old[j].index] if n > ID_SLOT_TEXT else NULL
-            id_place(t, id_hash(t, q, n, words), words, old[j].index)
+            id_place_at(t, old[j].hash_high >> shift_high, words, old[j].index, old[j].hash_high)
     free(old)
+    return 0
+
+
+cdef int id_reserve(IdTable *t, Py_ssize_t text_bytes) noexcept nogil:
+    """Room for one more id of text_bytes bytes in order, text_offsets, text and the
+    slots (the slots at most half full): 0, or -1 when out of memory."""
+    cdef const unsigned char **order
+    cdef int64_t *offsets
+    cdef char *text
+    cdef Py_ssize_t capacity
+    if t.count == t.order_capacity:
+        order = <const unsigned char **>realloc(t.order, 2 * t.order_capacity * sizeof(const unsigned char *))
+        if order == NULL:
+            return -1
+        t.order = order
+        offsets = <int64_t *>realloc(t.text_offsets, (2 * t.order_capacity + 1) * sizeof(int64_t))
+        if offsets == NULL:
+            return -1
+        t.text_offsets = offsets
+        t.order_capacity *= 2
+    if t.text_size + text_bytes > t.text_capacity:
+        capacity = 2 * t.text_capacity
+        while t.text_size + text_bytes > capacity:
+            capacity *= 2
+        text = <char *>realloc(t.text, capacity)
+        if text == NULL:
+            return -1
+        t.text = text
+        t.text_capacity = capacity
+    if 2 * (t.count + 1) > <Py_ssize_t>(t.mask + 1) and id_table_grow(t) < 0:
+        return -1
     return 0
 
 
@@ -241,18 +303,15 @@ cdef int32_t id_insert(IdTable *t, const unsigned char *q, uint64_t h, const uin
     """Add an id known to be absent (q its length prefix in the input, which outlives
     the call; h and words its hash and key words): its new dictionary index, or -1
     when out of memory."""
-    cdef const unsigned char **order
-    if t.count == t.order_capacity:
-        order = <const unsigned char **>realloc(t.order, 2 * t.order_capacity * sizeof(const unsigned char *))
-        if order == NULL:
-            return -1
-        t.order = order
-        t.order_capacity *= 2
-    if 2 * (t.count + 1) > <Py_ssize_t>(t.mask + 1) and id_table_grow(t) < 0:
+    cdef int32_t n = kp_load_be16(q)
+    if id_reserve(t, n) < 0:
         return -1
-    id_place(t, h, words, <int32_t>t.count)
+    id_place_at(t, h >> t.shift, words, <int32_t>t.count, <uint32_t>(h >> 32))
     t.order[t.count] = q
+    memcpy(t.text + t.text_size, q + 2, n)
+    t.text_size += n
     t.count += 1
+    t.text_offsets[t.count] = t.text_size
     return <int32_t>(t.count - 1)
 
 
