@@ -42,6 +42,14 @@ cdef struct IdSlot:
     int32_t index          # the id's dictionary index
     uint32_t hash_high     # the top 32 bits of the key's hash: growth places it without hashing again
 
+# A slot of the id caches (see "the id caches" below).
+cdef struct CacheSlot:
+    uint64_t word0        # the key's words, as in IdSlot (ID_FREE: empty)
+    uint64_t word1
+    uint64_t word2
+    int32_t index
+
+
 cdef struct IdTable:
     IdSlot *slots
     uint64_t mask          # slot count - 1
@@ -57,6 +65,7 @@ cdef struct IdTable:
     char *text
     Py_ssize_t text_size
     Py_ssize_t text_capacity
+    CacheSlot *big_cache  # BIG_CACHE_SLOTS of them, from PIPELINE_FROM_SLOTS table slots on (see the id caches)
     uint64_t seed0
     uint64_t seed1
 
@@ -208,6 +217,7 @@ cdef int id_table_init(IdTable *t) noexcept nogil:
     t.text_capacity = ID_FIRST_TEXT
     t.text_size = 0
     t.text = <char *>malloc(t.text_capacity)
+    t.big_cache = NULL
     if t.slots == NULL or t.order == NULL or t.text_offsets == NULL or t.text == NULL:
         return -1
     t.text_offsets[0] = 0
@@ -219,6 +229,8 @@ cdef void id_table_free(IdTable *t) noexcept nogil:
     free(t.order)
     free(t.text_offsets)
     free(t.text)
+    free(t.big_cache)
+    t.big_cache = NULL
     t.slots = NULL
     t.order = NULL
     t.text_offsets = NULL
@@ -250,6 +262,11 @@ cdef int id_table_grow(IdTable *t) noexcept nogil:
     cdef int shift_high = t.shift - ID_GROWTH_BITS - 32    # a hash's top 32 bits to its slot
     if shift_high < 0:
         return -1
+    if (old_count << ID_GROWTH_BITS) >= PIPELINE_FROM_SLOTS and t.big_cache == NULL:
+        t.big_cache = <CacheSlot *>malloc(BIG_CACHE_SLOTS * sizeof(CacheSlot))
+        if t.big_cache == NULL:
+            return -1
+        id_cache_clear(t.big_cache, BIG_CACHE_SLOTS)
     slots = id_slots_new(old_count << ID_GROWTH_BITS)
     if slots == NULL:
         return -1
@@ -322,34 +339,43 @@ cdef int32_t id_add(IdTable *t, const unsigned char *q, int32_t n) noexcept nogi
     return id_insert(t, q, id_hash(t, q, n, words), words)
 
 
-# ------------------------------------------------------------------ the id cache
+# ------------------------------------------------------------------ the id caches
 # While the table is small, the header loop checks a direct-mapped cache of the ids met
-# last before it: keyed like the table (three words), but on the stack, with a hash of
-# one multiply and no probing, so a hit takes fewer instructions than a table lookup.
-# A miss goes to the table. The cache's hash is not seeded: input chosen to collide in
-# it costs a table lookup a frame, no more.
+# last before it: keyed like the table (three words), with a hash of one multiply and
+# no probing, so a hit takes fewer instructions than a table lookup. A miss goes to
+# the table. Up to 512 ids the cache is 512 slots on the stack; from there to 2,048
+# ids (tables of PIPELINE_FROM_SLOTS to BIG_CACHE_UNTIL_SLOTS) it is a 16,384-slot
+# cache on the heap (512 KiB, allocated once a call, as the table passes 512 ids),
+# which holds such ids with few collisions. Past that the loop looks ids up in blocks
+# (see "ids in the header loop"): a cache missed by most frames is a load and a branch
+# that cannot be predicted ahead of every table lookup. The caches' hash is not
+# seeded: input chosen to collide in one costs a table lookup a frame, no more.
 cdef enum:
     CACHE_SLOTS = 512     # a power of two: 16 KiB on the stack
     CACHE_SHIFT = 55      # 64 - log2(CACHE_SLOTS)
-
-cdef struct CacheSlot:
-    uint64_t word0        # the key's words, as in IdSlot (ID_FREE: empty)
-    uint64_t word1
-    uint64_t word2
-    int32_t index
+    BIG_CACHE_SLOTS = 16384     # a power of two
+    BIG_CACHE_SHIFT = 50        # 64 - log2(BIG_CACHE_SLOTS)
+    # Table sizes (the table grows 4x at half load): 1,024 slots up to 512 ids, 4,096 up to 2,048.
+    PIPELINE_FROM_SLOTS = 2048
+    BIG_CACHE_UNTIL_SLOTS = 4096
 
 cdef struct IdCache:
     CacheSlot slot[CACHE_SLOTS]
 
 
+cdef void id_cache_clear(CacheSlot *slots, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t k
+    for k in range(count):
+        slots[k].word0 = ID_FREE
+
+
 cdef void id_cache_init(IdCache *cache) noexcept nogil:
-    cdef int k
-    for k in range(CACHE_SLOTS):
-        cache.slot[k].word0 = ID_FREE
+    id_cache_clear(cache.slot, CACHE_SLOTS)
 
 
-cdef inline CacheSlot *cache_slot(IdCache *cache, uint64_t word0, uint64_t word1, uint64_t word2) noexcept nogil:
-    return &cache.slot[((word0 ^ word1 ^ word2) * ID_K0) >> CACHE_SHIFT]
+cdef inline CacheSlot *cache_slot(CacheSlot *slots, int shift, uint64_t word0, uint64_t word1,
+                                  uint64_t word2) noexcept nogil:
+    return &slots[((word0 ^ word1 ^ word2) * ID_K0) >> shift]
 
 
 cdef int32_t cache_miss(IdTable *t, CacheSlot *cached, const unsigned char *q, uint32_t covered,

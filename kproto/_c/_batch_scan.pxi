@@ -212,14 +212,6 @@ cdef inline void general_row_done(Columns *c, Py_ssize_t i, bint *zeros_written,
     zero_from[0] = i + 1
 
 
-# From this many table slots (more ids than the cache has slots: it would miss most of
-# the time) the header loop reads a block of frames ahead of their id lookups,
-# prefetching the table slots, without the cache; below it, a frame's id is looked up
-# as the frame is read, in the cache first.
-cdef enum:
-    PIPELINE_FROM_SLOTS = 4 * CACHE_SLOTS    # the table doubles at half load: past 512 ids
-
-
 cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                            const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
                                            Py_ssize_t max_frame_size, IdTable *ids, IdCache *cache,
@@ -240,10 +232,17 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
         block_end = i + 4096 if limit - i > 4096 else limit
         if clear_zero_columns:
             clear_zero_columns_of(c, i, block_end)
-        if ids.mask + 1 >= PIPELINE_FROM_SLOTS:
-            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache, body_offsets, True)
+        # The id lookups by the table's size (see "the id caches"); constant cache and
+        # mode arguments, one specialised loop each.
+        if ids.mask + 1 < PIPELINE_FROM_SLOTS:
+            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache.slot, CACHE_SHIFT,
+                                 body_offsets, False)
+        elif ids.mask + 1 <= BIG_CACHE_UNTIL_SLOTS:
+            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, ids.big_cache,
+                                 BIG_CACHE_SHIFT, body_offsets, False)
         else:
-            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache, body_offsets, False)
+            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, NULL, 0, body_offsets,
+                                 True)
         if i < block_end:
             break
     return i
@@ -251,12 +250,13 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
 
 cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                         const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                        Py_ssize_t max_frame_size, IdTable *ids, IdCache *cache, bint body_offsets,
-                                        bint pipelined) noexcept nogil:
+                                        Py_ssize_t max_frame_size, IdTable *ids, CacheSlot *cache, int cache_shift,
+                                        bint body_offsets, bint pipelined) noexcept nogil:
     """Rows [i, limit) of scan_plain_requests, as far as they go. ``pipelined`` (a
     constant at each call): ID_PIPELINE frames at a time, their headers into the
     columns and their id slots prefetched, then their ids resolved (resolve_ids);
-    else each id looked up as its frame is read. Column pointers are copied into
+    else each id looked up as its frame is read, in ``cache`` first (``cache_shift``
+    its hash's shift). Column pointers are copied into
     locals first: a store through a one-byte column may alias any memory the
     compiler cannot see is private, and it would reload every pointer after each
     such store."""
@@ -325,7 +325,7 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
                     pend.tag[k] = <uint8_t>tag
                     pend.long_key[k] = 0
                 else:
-                    cached = cache_slot(cache, word0, word1, word2)
+                    cached = cache_slot(cache, cache_shift, word0, word1, word2)
                     if (word0 ^ cached.word0) | (word1 ^ cached.word1) | (word2 ^ cached.word2):
                         index = cache_miss(ids, cached, p + 8, covered, tag)
                         if index < 0:
