@@ -409,16 +409,16 @@ cdef int32_t cache_miss(IdTable *t, CacheSlot *cached, const unsigned char *q, u
 # instead of one after the other. With few ids the table is in the L1 cache and the
 # prefetches cost next to nothing.
 cdef enum:
-    ID_PIPELINE = 32     # frames read ahead of their id lookups
+    ID_PIPELINE = 32     # frames read ahead of their id lookups (a power of two: a ring)
 
+# The ring of pending ids: entry k holds the frame pushed k-th, modulo ID_PIPELINE.
 cdef struct PendingIds:
     uint64_t hash[ID_PIPELINE]      # short ids: the key's hash
-    uint64_t word0[ID_PIPELINE]     # short ids: the key's words (masked loads, tag byte included)
+    uint64_t word0[ID_PIPELINE]     # short ids: the key's words (masked loads, tag byte included); ID_FREE: a long id
     uint64_t word1[ID_PIPELINE]
     uint64_t word2[ID_PIPELINE]
-    const unsigned char *key[ID_PIPELINE]   # the id's length prefix in the input; NULL: a null id
-    uint8_t tag[ID_PIPELINE]        # 1: header v2, whose tag section after the id must be the byte 0
-    uint8_t long_key[ID_PIPELINE]   # 1: the id and its tag byte pass 24 bytes (hash and words not set)
+    const unsigned char *key[ID_PIPELINE]   # the id's length prefix in the input
+    Py_ssize_t row[ID_PIPELINE]     # the frame's row
 
 
 cdef inline int32_t id_probe(const IdSlot *slots, uint64_t mask, int shift, uint64_t h,
@@ -466,36 +466,22 @@ cdef int32_t id_long_in_loop(IdTable *t, const unsigned char *q, uint32_t tag) n
     return id_add(t, q, n)
 
 
-cdef inline int resolve_ids(IdTable *t, const PendingIds *pend, int count, int32_t *client_id) noexcept nogil:
-    """The dictionary indexes of a block's pending ids into client_id[0 .. count), in
-    frame order (so new ids get their indexes in order of first appearance). Returns
-    count, or the first k whose frame the general loop must take."""
-    cdef IdSlot *slots = t.slots
-    cdef uint64_t mask = t.mask
-    cdef int shift = t.shift
-    cdef const unsigned char *q
+cdef inline int resolve_id(IdTable *t, const PendingIds *pend, int k, int32_t *client_id,
+                           const int8_t *header_version) noexcept nogil:
+    """The dictionary index of ring entry k's id into client_id[pend.row[k]], the id
+    added if new: 0, or -1 when its frame is the general loop's. Entries are resolved
+    in the order they were pushed (frame order), so new ids get their indexes in
+    order of first appearance."""
     cdef int32_t index
-    cdef int k
-    for k in range(count):
-        q = pend.key[k]
-        if q == NULL:
-            client_id[k] = 0
-            continue
-        if not pend.long_key[k]:
-            # A slot's key is zero past its id: a match also proves the tag byte 0.
-            index = id_probe(slots, mask, shift, pend.hash[k], pend.word0[k], pend.word1[k], pend.word2[k])
-        else:
-            index = -1
+    cdef uint32_t tag = header_version[pend.row[k]] - 1     # 1: header v2, its tag byte checked for a new id
+    if pend.word0[k] != ID_FREE:
+        # A slot's key is zero past its id: a match also proves the tag byte 0.
+        index = id_probe(t.slots, t.mask, t.shift, pend.hash[k], pend.word0[k], pend.word1[k], pend.word2[k])
         if index < 0:
-            if pend.long_key[k]:
-                index = id_long_in_loop(t, q, pend.tag[k])
-            else:
-                index = id_new_short(t, q, pend.tag[k], pend.hash[k], pend.word0[k], pend.word1[k],
-                                     pend.word2[k])
-            if index < 0:
-                return k
-            slots = t.slots     # the table may have grown
-            mask = t.mask
-            shift = t.shift
-        client_id[k] = index
-    return count
+            index = id_new_short(t, pend.key[k], tag, pend.hash[k], pend.word0[k], pend.word1[k], pend.word2[k])
+    else:
+        index = id_long_in_loop(t, pend.key[k], tag)
+    if index < 0:
+        return -1
+    client_id[pend.row[k]] = index
+    return 0
