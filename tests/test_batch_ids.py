@@ -1,9 +1,10 @@
-"""The header loop's client ids past the id cache (issue 18): the pipelined table lookups.
+"""The header loop's client ids past the stack cache (issue 18): the big cache and the pipelined table lookups.
 
-Past 512 distinct ids the C header loop stops using its id cache and reads blocks of
-frames ahead of their id lookups, adding new ids without leaving the loop. These
-tests drive both paths, and frames the loop must hand to the general loop in the
-middle of a block (a new id that is not UTF-8, a tag section that is not empty),
+Up to 512 distinct ids the C header loop checks a 512-slot cache on the stack first;
+up to 2,048 a 16,384-slot cache on the heap; past that it reads blocks of frames
+ahead of their id lookups. It adds new ids without leaving the loop in each mode.
+These tests drive the three, and frames the loop must hand to the general loop in
+the middle of a block (a new id that is not UTF-8, a tag section that is not empty),
 and check that the C and pure-Python loops give the same rows and dictionary.
 """
 
@@ -22,8 +23,10 @@ from tests.test_batch import _first_appearance, on_each_implementation, prefixed
 METADATA_V4 = m.MetadataRequest(topics=None).encode(4)
 METADATA_V12 = m.MetadataRequest(topics=None).encode(12)
 
-# Enough distinct ids to push the table past the cache's reach (4 x 512 slots).
-WARM_UP = [f"warm-{k}".encode() for k in range(700)]
+# Distinct ids that put the loop in each of its id modes: the stack cache (none), the
+# big cache (past 512 ids) and the pipelined lookups (past 2,048).
+WARM_UP = [f"warm-{k}".encode() for k in range(2100)]
+MODES = {"stack cache": 0, "big cache": 700, "pipelined": 2100}
 
 
 def raw_request(correlation_id: int, client_id: bytes | None, kind: str) -> bytes:
@@ -59,17 +62,19 @@ _IDS = st.one_of(
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("warm", [MODES["big cache"], MODES["pipelined"]], ids=["big cache", "pipelined"])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(frames=st.lists(st.tuples(_IDS, st.sampled_from(["v1", "v2", "v2", "tagged"])), max_size=200))
-def test_c_and_python_agree_past_the_cache(frames):
-    """After 700 distinct ids (the pipelined loop), any ids, good or not, both loops agree."""
-    frames = [(client_id, "v2") for client_id in WARM_UP] + frames
+def test_c_and_python_agree_past_the_cache(warm, frames):
+    """After 700 or 2,100 distinct ids (the big cache, the pipelined loop), any ids, good
+    or not: both loops agree."""
+    frames = [(client_id, "v2") for client_id in WARM_UP[:warm]] + frames
     c, py = decode_both(frames)
     assert c.to_pylist() == py.to_pylist()
     assert c["client_id"].dictionary.to_pylist() == py["client_id"].dictionary.to_pylist()
 
 
-@pytest.mark.parametrize("warm", [0, 700], ids=["cache", "pipelined"])
+@pytest.mark.parametrize("warm", list(MODES.values()), ids=list(MODES))
 def test_frames_the_loop_hands_over_mid_block(warm):
     """New ids that are not UTF-8 or come with a tag section, amid a block of frames:
     those frames get their status or tag count, every other row its id, in both paths."""
@@ -111,3 +116,15 @@ def test_hundred_thousand_ids_in_the_pipelined_loop():
     assert c["client_id"].to_pylist() == expected_ids(frames)
     assert c["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
     assert set(c["status"].to_pylist()) == {Status.OK}
+
+
+def test_long_ids_found_again_after_the_table_grows():
+    """Ids past the slot's 22 bytes of text, 3,000 of them (the table grows from 256 slots
+    to 16,384, placing each id again by the hash bits its slot keeps), then each again
+    in reverse: every later frame finds its id, the dictionary in order, as the twin."""
+    ids = [f"{k}-{'long-client-id-' * (1 + k % 4)}".encode() for k in range(3_000)]
+    frames = [(client_id, "v1" if k % 3 else "v2") for k, client_id in enumerate(ids + ids[::-1])]
+    c, py = decode_both(frames)
+    assert c["client_id"].to_pylist() == expected_ids(frames)
+    assert c["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
+    assert c.to_pylist() == py.to_pylist()

@@ -1,15 +1,18 @@
 # Part of _batch.pyx (included there; one module split by responsibility).
 # The client-id dictionary: a seeded open-addressing table of every distinct id of a call,
-# a small cache in front of it while there are few ids, and the header loop's way of
-# looking ids up a block of frames at a time when there are many.
+# caches in front of it while there are up to 2,048 ids, and the header loop's way of
+# looking ids up a fixed number of ids ahead (a ring) when there are many.
 
 # ------------------------------------------------------------------ client id dictionary
 # Every distinct client id of a call lives in one open-addressing hash table that is
 # also the dictionary column: an id's slot holds its dictionary index (order of first
 # appearance). It is not a cache: the header loop's fast path adds new ids to it
-# itself, however many there are. The table doubles when half full, so its size
-# follows the distinct ids (at most 64 bytes of slots an id, plus 8 in ``order``:
-# memory grows with the ids the output's dictionary holds, not beyond).
+# itself, however many there are. The table grows four times over when half full
+# (two doublings at once: a third of the ids placed again that doubling would
+# place), so its size follows the distinct ids: at most 256 bytes of slots an id
+# (2 to 8 slots of 32 bytes), plus 8 in ``order`` and the id's text and 8-byte
+# offset copied as it is added, which is the output's dictionary itself: memory
+# grows with the ids the dictionary holds, not beyond.
 #
 # The key is the id as on the wire, its int16 length and its text. Its first 24
 # bytes are kept in the slot as three words, bytes past the id zero: the header loop
@@ -23,6 +26,9 @@
 cdef enum:
     ID_FIRST_SLOTS = 256   # a power of two: 8 KiB of slots, grown from there
     ID_FIRST_SHIFT = 56    # 64 - log2(ID_FIRST_SLOTS)
+    ID_GROWTH_BITS = 2     # the table grows 2 ** ID_GROWTH_BITS times over
+    ID_GROW_AHEAD = 16     # slots read ahead of their placing when the table grows
+    ID_FIRST_TEXT = 1024   # bytes of id text first allocated
     ID_WORD_BYTES = 24     # key bytes kept in a slot: the length and 22 bytes of text
     ID_SLOT_TEXT = 22
 
@@ -34,6 +40,15 @@ cdef struct IdSlot:
     uint64_t word1         # bytes 8-15
     uint64_t word2         # bytes 16-23
     int32_t index          # the id's dictionary index
+    uint32_t hash_high     # the top 32 bits of the key's hash: growth places it without hashing again
+
+# A slot of the id caches (see "the id caches" below).
+cdef struct CacheSlot:
+    uint64_t word0        # the key's words, as in IdSlot (ID_FREE: empty)
+    uint64_t word1
+    uint64_t word2
+    int32_t index
+
 
 cdef struct IdTable:
     IdSlot *slots
@@ -42,6 +57,15 @@ cdef struct IdTable:
     Py_ssize_t count       # distinct ids = dictionary length
     const unsigned char **order   # each id's key in the input (its length prefix), by index
     Py_ssize_t order_capacity
+    # The dictionary column as it will be handed over (Arrow string offsets and data):
+    # each id's text copied when the id is added, its bytes in the cache then (read
+    # at the end, from a capture larger than the cache, they were a trip to memory
+    # an id). Id k is text[text_offsets[k] .. text_offsets[k + 1]).
+    int64_t *text_offsets          # order_capacity + 1 of them
+    char *text
+    Py_ssize_t text_size
+    Py_ssize_t text_capacity
+    CacheSlot *big_cache  # BIG_CACHE_SLOTS of them, from PIPELINE_FROM_SLOTS table slots on (see the id caches)
     uint64_t seed0
     uint64_t seed1
 
@@ -176,6 +200,7 @@ cdef IdSlot *id_slots_new(uint64_t count) noexcept nogil:
     if slots != NULL:
         for j in range(count):
             slots[j].word0 = ID_FREE
+            slots[j].hash_high = 0    # read (never used) by the growth's look-ahead
     return slots
 
 
@@ -188,52 +213,106 @@ cdef int id_table_init(IdTable *t) noexcept nogil:
     t.slots = id_slots_new(ID_FIRST_SLOTS)
     t.order_capacity = 64
     t.order = <const unsigned char **>malloc(t.order_capacity * sizeof(const unsigned char *))
-    return 0 if t.slots != NULL and t.order != NULL else -1
+    t.text_offsets = <int64_t *>malloc((t.order_capacity + 1) * sizeof(int64_t))
+    t.text_capacity = ID_FIRST_TEXT
+    t.text_size = 0
+    t.text = <char *>malloc(t.text_capacity)
+    t.big_cache = NULL
+    if t.slots == NULL or t.order == NULL or t.text_offsets == NULL or t.text == NULL:
+        return -1
+    t.text_offsets[0] = 0
+    return 0
 
 
 cdef void id_table_free(IdTable *t) noexcept nogil:
     free(t.slots)
     free(t.order)
+    free(t.text_offsets)
+    free(t.text)
+    free(t.big_cache)
+    t.big_cache = NULL
     t.slots = NULL
     t.order = NULL
+    t.text_offsets = NULL
+    t.text = NULL
 
 
-cdef inline void id_place(IdTable *t, uint64_t h, const uint64_t *words, int32_t index) noexcept nogil:
-    """Put a key known to be absent in the first free slot of its probe run."""
-    cdef uint64_t j = h >> t.shift
+cdef inline void id_place_at(IdTable *t, uint64_t j, const uint64_t *words, int32_t index,
+                             uint32_t hash_high) noexcept nogil:
+    """Put a key known to be absent in the first free slot of its probe run, which starts at j."""
     while t.slots[j].word0 != ID_FREE:
         j = (j + 1) & t.mask
     t.slots[j].word0 = words[0]
     t.slots[j].word1 = words[1]
     t.slots[j].word2 = words[2]
     t.slots[j].index = index
+    t.slots[j].hash_high = hash_high
 
 
 cdef int id_table_grow(IdTable *t) noexcept nogil:
-    """Double the slots and place every id again: -1 when out of memory (table unchanged)."""
+    """Grow the slots 2 ** ID_GROWTH_BITS times over and place every id again: -1 when
+    out of memory (table unchanged). A slot keeps its hash's top 32 bits, which pick
+    its new slot (tables of up to 2 ** 32 slots), so no key is hashed or read again;
+    the new slots ID_GROW_AHEAD places ahead are prefetched, the table being megabytes."""
     cdef uint64_t old_count = t.mask + 1
     cdef IdSlot *old = t.slots
-    cdef IdSlot *slots = id_slots_new(2 * old_count)
+    cdef IdSlot *slots
     cdef uint64_t j
-    cdef const unsigned char *q
     cdef uint64_t words[3]
-    cdef int32_t n
+    cdef int shift_high = t.shift - ID_GROWTH_BITS - 32    # a hash's top 32 bits to its slot
+    if shift_high < 0:
+        return -1
+    if (old_count << ID_GROWTH_BITS) >= PIPELINE_FROM_SLOTS and t.big_cache == NULL:
+        t.big_cache = <CacheSlot *>malloc(BIG_CACHE_SLOTS * sizeof(CacheSlot))
+        if t.big_cache == NULL:
+            return -1
+        id_cache_clear(t.big_cache, BIG_CACHE_SLOTS)
+    slots = id_slots_new(old_count << ID_GROWTH_BITS)
     if slots == NULL:
         return -1
     t.slots = slots
-    t.mask = 2 * old_count - 1
-    t.shift -= 1
+    t.mask = (old_count << ID_GROWTH_BITS) - 1
+    t.shift -= ID_GROWTH_BITS
     for j in range(old_count):
+        if j + ID_GROW_AHEAD < old_count:
+            kp_prefetch(&slots[old[j + ID_GROW_AHEAD].hash_high >> shift_high])
         if old[j].word0 != ID_FREE:
             words[0] = old[j].word0
             words[1] = old[j].word1
             words[2] = old[j].word2
-            # The id's length is the key's first two bytes: only a long id's hash reads
-            # the input (a random read per id, a cache miss with 100,000s of ids).
-            n = <int32_t>(((words[0] & 0xFF) << 8) | ((words[0] >> 8) & 0xFF))
-            q = t.order[old[j].index] if n > ID_SLOT_TEXT else NULL
-            id_place(t, id_hash(t, q, n, words), words, old[j].index)
+            id_place_at(t, old[j].hash_high >> shift_high, words, old[j].index, old[j].hash_high)
     free(old)
+    return 0
+
+
+cdef int id_reserve(IdTable *t, Py_ssize_t text_bytes) noexcept nogil:
+    """Room for one more id of text_bytes bytes in order, text_offsets, text and the
+    slots (the slots at most half full): 0, or -1 when out of memory."""
+    cdef const unsigned char **order
+    cdef int64_t *offsets
+    cdef char *text
+    cdef Py_ssize_t capacity
+    if t.count == t.order_capacity:
+        order = <const unsigned char **>realloc(t.order, 2 * t.order_capacity * sizeof(const unsigned char *))
+        if order == NULL:
+            return -1
+        t.order = order
+        offsets = <int64_t *>realloc(t.text_offsets, (2 * t.order_capacity + 1) * sizeof(int64_t))
+        if offsets == NULL:
+            return -1
+        t.text_offsets = offsets
+        t.order_capacity *= 2
+    if t.text_size + text_bytes > t.text_capacity:
+        capacity = 2 * t.text_capacity
+        while t.text_size + text_bytes > capacity:
+            capacity *= 2
+        text = <char *>realloc(t.text, capacity)
+        if text == NULL:
+            return -1
+        t.text = text
+        t.text_capacity = capacity
+    if 2 * (t.count + 1) > <Py_ssize_t>(t.mask + 1) and id_table_grow(t) < 0:
+        return -1
     return 0
 
 
@@ -241,18 +320,15 @@ cdef int32_t id_insert(IdTable *t, const unsigned char *q, uint64_t h, const uin
     """Add an id known to be absent (q its length prefix in the input, which outlives
     the call; h and words its hash and key words): its new dictionary index, or -1
     when out of memory."""
-    cdef const unsigned char **order
-    if t.count == t.order_capacity:
-        order = <const unsigned char **>realloc(t.order, 2 * t.order_capacity * sizeof(const unsigned char *))
-        if order == NULL:
-            return -1
-        t.order = order
-        t.order_capacity *= 2
-    if 2 * (t.count + 1) > <Py_ssize_t>(t.mask + 1) and id_table_grow(t) < 0:
+    cdef int32_t n = kp_load_be16(q)
+    if id_reserve(t, n) < 0:
         return -1
-    id_place(t, h, words, <int32_t>t.count)
+    id_place_at(t, h >> t.shift, words, <int32_t>t.count, <uint32_t>(h >> 32))
     t.order[t.count] = q
+    memcpy(t.text + t.text_size, q + 2, n)
+    t.text_size += n
     t.count += 1
+    t.text_offsets[t.count] = t.text_size
     return <int32_t>(t.count - 1)
 
 
@@ -263,34 +339,43 @@ cdef int32_t id_add(IdTable *t, const unsigned char *q, int32_t n) noexcept nogi
     return id_insert(t, q, id_hash(t, q, n, words), words)
 
 
-# ------------------------------------------------------------------ the id cache
+# ------------------------------------------------------------------ the id caches
 # While the table is small, the header loop checks a direct-mapped cache of the ids met
-# last before it: keyed like the table (three words), but on the stack, with a hash of
-# one multiply and no probing, so a hit takes fewer instructions than a table lookup.
-# A miss goes to the table. The cache's hash is not seeded: input chosen to collide in
-# it costs a table lookup a frame, no more.
+# last before it: keyed like the table (three words), with a hash of one multiply and
+# no probing, so a hit takes fewer instructions than a table lookup. A miss goes to
+# the table. Up to 512 ids the cache is 512 slots on the stack; from there to 2,048
+# ids (tables of PIPELINE_FROM_SLOTS to BIG_CACHE_UNTIL_SLOTS) it is a 16,384-slot
+# cache on the heap (512 KiB, allocated once a call, as the table passes 512 ids),
+# which holds such ids with few collisions. Past that the loop looks ids up a ring ahead
+# (see "ids in the header loop"): a cache missed by most frames is a load and a branch
+# that cannot be predicted ahead of every table lookup. The caches' hash is not
+# seeded: input chosen to collide in one costs a table lookup a frame, no more.
 cdef enum:
     CACHE_SLOTS = 512     # a power of two: 16 KiB on the stack
     CACHE_SHIFT = 55      # 64 - log2(CACHE_SLOTS)
-
-cdef struct CacheSlot:
-    uint64_t word0        # the key's words, as in IdSlot (ID_FREE: empty)
-    uint64_t word1
-    uint64_t word2
-    int32_t index
+    BIG_CACHE_SLOTS = 16384     # a power of two
+    BIG_CACHE_SHIFT = 50        # 64 - log2(BIG_CACHE_SLOTS)
+    # Table sizes (the table grows 4x at half load): 1,024 slots up to 512 ids, 4,096 up to 2,048.
+    PIPELINE_FROM_SLOTS = 2048
+    BIG_CACHE_UNTIL_SLOTS = 4096
 
 cdef struct IdCache:
     CacheSlot slot[CACHE_SLOTS]
 
 
+cdef void id_cache_clear(CacheSlot *slots, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t k
+    for k in range(count):
+        slots[k].word0 = ID_FREE
+
+
 cdef void id_cache_init(IdCache *cache) noexcept nogil:
-    cdef int k
-    for k in range(CACHE_SLOTS):
-        cache.slot[k].word0 = ID_FREE
+    id_cache_clear(cache.slot, CACHE_SLOTS)
 
 
-cdef inline CacheSlot *cache_slot(IdCache *cache, uint64_t word0, uint64_t word1, uint64_t word2) noexcept nogil:
-    return &cache.slot[((word0 ^ word1 ^ word2) * ID_K0) >> CACHE_SHIFT]
+cdef inline CacheSlot *cache_slot(CacheSlot *slots, int shift, uint64_t word0, uint64_t word1,
+                                  uint64_t word2) noexcept nogil:
+    return &slots[((word0 ^ word1 ^ word2) * ID_K0) >> shift]
 
 
 cdef int32_t cache_miss(IdTable *t, CacheSlot *cached, const unsigned char *q, uint32_t covered,
@@ -317,23 +402,24 @@ cdef int32_t cache_miss(IdTable *t, CacheSlot *cached, const unsigned char *q, u
 
 
 # ------------------------------------------------------------------ ids in the header loop
-# The header loop reads a block of frames before it looks up their ids: for each it
-# computes the slot and asks the CPU to start loading it (a prefetch), then resolves the
-# block's ids in frame order. With 100,000s of ids the table is megabytes and a slot is
-# a trip to memory; the block keeps up to ID_PIPELINE of those trips in flight at once
-# instead of one after the other. With few ids the table is in the L1 cache and the
-# prefetches cost next to nothing.
+# Past 2,048 ids the header loop looks an id up ID_PIPELINE ids after it reads its
+# frame: as it reads a frame it computes the id's slot, asks the CPU to start loading it
+# (a prefetch) and puts the id in a ring; then it resolves the ring's oldest id, in the
+# same loop, so ids are resolved in frame order. With 100,000s of ids the table is
+# megabytes and a slot is a trip to memory; the ring keeps up to ID_PIPELINE of those
+# trips in flight at once instead of one after the other. (Blocks of 32 frames read,
+# then their ids resolved in a second pass, were 10-30% slower at 100,000 ids.)
 cdef enum:
-    ID_PIPELINE = 32     # frames read ahead of their id lookups
+    ID_PIPELINE = 32     # ids read ahead of their lookups (a power of two: a ring)
 
+# The ring of pending ids: entry k holds the frame pushed k-th, modulo ID_PIPELINE.
 cdef struct PendingIds:
     uint64_t hash[ID_PIPELINE]      # short ids: the key's hash
-    uint64_t word0[ID_PIPELINE]     # short ids: the key's words (masked loads, tag byte included)
+    uint64_t word0[ID_PIPELINE]     # short ids: the key's words (masked loads, tag byte included); ID_FREE: a long id
     uint64_t word1[ID_PIPELINE]
     uint64_t word2[ID_PIPELINE]
-    const unsigned char *key[ID_PIPELINE]   # the id's length prefix in the input; NULL: a null id
-    uint8_t tag[ID_PIPELINE]        # 1: header v2, whose tag section after the id must be the byte 0
-    uint8_t long_key[ID_PIPELINE]   # 1: the id and its tag byte pass 24 bytes (hash and words not set)
+    const unsigned char *key[ID_PIPELINE]   # the id's length prefix in the input
+    Py_ssize_t row[ID_PIPELINE]     # the frame's row
 
 
 cdef inline int32_t id_probe(const IdSlot *slots, uint64_t mask, int shift, uint64_t h,
@@ -381,36 +467,22 @@ cdef int32_t id_long_in_loop(IdTable *t, const unsigned char *q, uint32_t tag) n
     return id_add(t, q, n)
 
 
-cdef inline int resolve_ids(IdTable *t, const PendingIds *pend, int count, int32_t *client_id) noexcept nogil:
-    """The dictionary indexes of a block's pending ids into client_id[0 .. count), in
-    frame order (so new ids get their indexes in order of first appearance). Returns
-    count, or the first k whose frame the general loop must take."""
-    cdef IdSlot *slots = t.slots
-    cdef uint64_t mask = t.mask
-    cdef int shift = t.shift
-    cdef const unsigned char *q
+cdef inline int resolve_id(IdTable *t, const PendingIds *pend, int k, int32_t *client_id,
+                           const int8_t *header_version) noexcept nogil:
+    """The dictionary index of ring entry k's id into client_id[pend.row[k]], the id
+    added if new: 0, or -1 when its frame is the general loop's. Entries are resolved
+    in the order they were pushed (frame order), so new ids get their indexes in
+    order of first appearance."""
     cdef int32_t index
-    cdef int k
-    for k in range(count):
-        q = pend.key[k]
-        if q == NULL:
-            client_id[k] = 0
-            continue
-        if not pend.long_key[k]:
-            # A slot's key is zero past its id: a match also proves the tag byte 0.
-            index = id_probe(slots, mask, shift, pend.hash[k], pend.word0[k], pend.word1[k], pend.word2[k])
-        else:
-            index = -1
+    cdef uint32_t tag = header_version[pend.row[k]] - 1     # 1: header v2, its tag byte checked for a new id
+    if pend.word0[k] != ID_FREE:
+        # A slot's key is zero past its id: a match also proves the tag byte 0.
+        index = id_probe(t.slots, t.mask, t.shift, pend.hash[k], pend.word0[k], pend.word1[k], pend.word2[k])
         if index < 0:
-            if pend.long_key[k]:
-                index = id_long_in_loop(t, q, pend.tag[k])
-            else:
-                index = id_new_short(t, q, pend.tag[k], pend.hash[k], pend.word0[k], pend.word1[k],
-                                     pend.word2[k])
-            if index < 0:
-                return k
-            slots = t.slots     # the table may have grown
-            mask = t.mask
-            shift = t.shift
-        client_id[k] = index
-    return count
+            index = id_new_short(t, pend.key[k], tag, pend.hash[k], pend.word0[k], pend.word1[k], pend.word2[k])
+    else:
+        index = id_long_in_loop(t, pend.key[k], tag)
+    if index < 0:
+        return -1
+    client_id[pend.row[k]] = index
+    return 0
