@@ -58,6 +58,8 @@ def main() -> int:
         return 1 if old else 0
     for walker, (path, _) in OUTPUTS.items():
         text = render(walker)
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue   # untouched: a rewrite would make the build recompile its module
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)} ({len(text.splitlines())} lines)")
     return 0

@@ -11,7 +11,7 @@ cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
         at = jtake(x, 4)
         return put_int(x, <int32_t>kp_load_be32(at)) if at != NULL else -1
     if kind == K_STRING:
-        return jlength_prefixed(x, f, kind, nullable)
+        return jlength_prefixed(x, f, nullable, TEXT_STRING)
     if kind == K_INT16:
         at = jtake(x, 2)
         return put_int(x, <int16_t>kp_load_be16(at)) if at != NULL else -1
@@ -54,9 +54,9 @@ cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
         at = jtake(x, 16)
         return put_uuid(x, at) if at != NULL else -1
     if kind == K_BYTES:
-        return jlength_prefixed(x, f, kind, nullable)
+        return jlength_prefixed(x, f, nullable, TEXT_BASE64)
     if kind == K_RECORDS:
-        return jlength_prefixed(x, f, kind, nullable)
+        return jlength_prefixed(x, f, nullable, TEXT_RECORDS)
     if kind == K_UINT16:
         at = jtake(x, 2)
         return put_int(x, kp_load_be16(at)) if at != NULL else -1

@@ -47,18 +47,25 @@ cdef int jlength(JCtx *x, bint compact, bint wide, bint nullable, Py_ssize_t *n)
     return 0
 
 
-cdef inline int jlength_prefixed(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
-    """A string (JSON text), bytes (base64) or records value (base64 or a summary). The
-    cursor moves past the bytes once they are written: an error is at their start."""
+cdef enum:
+    # How jlength_prefixed writes a value's bytes (each kind's row in _kinds.pxi.in says which).
+    TEXT_STRING = 0      # UTF-8 text, as a JSON string (16-bit length, or compact)
+    TEXT_BASE64 = 1      # base64, as a JSON string (32-bit length, or compact)
+    TEXT_RECORDS = 2     # a record set: base64, or its summary when the pass asks for one
+
+
+cdef inline int jlength_prefixed(JCtx *x, JField *f, bint nullable, int text) noexcept nogil:
+    """A string, bytes or records value, written as ``text`` says. The cursor moves past
+    the bytes once they are written: an error is at their start."""
     cdef Py_ssize_t n
     cdef int st
-    if jlength(x, f.compact, kind != K_STRING, nullable, &n) < 0:
+    if jlength(x, f.compact, text != TEXT_STRING, nullable, &n) < 0:
         return -1
     if n < 0:
         return put(x, "null", 4)
-    if kind == K_STRING:
+    if text == TEXT_STRING:
         st = put_string(x, x.p, n)
-    elif kind == K_RECORDS and x.records_summary:
+    elif text == TEXT_RECORDS and x.records_summary:
         st = put_records_summary(x, x.p, n)
     else:
         st = put_base64(x, x.p, n)
