@@ -92,15 +92,16 @@ def test_a_second_copy_would_be_found():
 #: The hand-written functions that branch on a field's kind to read (or write) a value:
 #: C's encoder and the twin's decoder (its encoder looks its integer kinds up in a table).
 #: C's decode dispatch is written once, in the template kproto/_c/_kinds.pxi.in, and
-#: generated into each walker (GENERATED_DISPATCHERS): the codec's walk_value (sinks Build
-#: and Check, which raise) and the JSON pass's jvalue (GIL-free, with the partition facts).
+#: rendered by tools/gen_walkers.py between marker lines of each walker's file
+#: (GENERATED_DISPATCHERS): the codec's walk_value (sinks Build and Check, which raise)
+#: and the JSON pass's jvalue (GIL-free, with the partition facts).
 KIND_DISPATCHERS = {
     ("kproto/_c/_codec_encode.pxi", "write_value"),    # encode
     ("kproto/_py/codec.py", "_read_value"),            # the twin's decode
 }
 GENERATED_DISPATCHERS = {
-    "codec": ("kproto/_c/_codec_kinds.pxi", "walk_value"),     # decode: objects and validation only
-    "json": ("kproto/_c/_batch_json_kinds.pxi", "jvalue"),     # JSON text and partition facts
+    "codec": ("kproto/_c/_codec_walk.pxi", "walk_value"),       # decode: objects and validation only
+    "json": ("kproto/_c/_batch_json_walk.pxi", "jvalue"),       # JSON text and partition facts
 }
 KIND_NAMES = ("BOOL", "INT8", "INT16", "INT32", "INT64", "UINT16", "UINT32", "FLOAT64", "UUID",
               "STRING", "BYTES", "RECORDS", "STRUCT", "ARRAY")
@@ -123,7 +124,8 @@ def kind_dispatchers(files: dict[str, str]) -> set[tuple[str, str]]:
 
 
 def hand_written(files: dict[str, str]) -> dict[str, str]:
-    return {name: text for name, text in files.items() if not text.startswith(gen_walkers.GENERATED)}
+    """The files with their generated regions left out."""
+    return {name: gen_walkers.without_regions(text) for name, text in files.items()}
 
 
 def test_field_kinds_are_dispatched_once_per_direction_and_implementation():
@@ -132,11 +134,14 @@ def test_field_kinds_are_dispatched_once_per_direction_and_implementation():
 
 def test_the_c_decode_dispatch_is_generated_from_one_template():
     assert gen_walkers.stale() == [], "run python tools/gen_walkers.py"
+    files = sources()
     for walker, (path, function) in GENERATED_DISPATCHERS.items():
-        assert (ROOT / path).read_text(encoding="utf-8").startswith(gen_walkers.GENERATED)
-        assert kind_dispatchers({path: gen_walkers.render(walker)}) == {(path, function)}
-    assert {path.relative_to(ROOT).as_posix() for path, _ in gen_walkers.OUTPUTS.values()} == \
-        {path for path, _ in GENERATED_DISPATCHERS.values()}
+        assert gen_walkers.OUTPUTS[walker] == ROOT / path
+        assert kind_dispatchers({path: gen_walkers.regions(files[path])[walker]}) == {(path, function)}
+        assert kind_dispatchers({path: files[path]}) == {(path, function)}
+    # The rendered regions are the only generated code: no other file has one.
+    holders = {name for name, text in files.items() if gen_walkers.regions(text)}
+    assert holders == {path.relative_to(ROOT).as_posix() for path in gen_walkers.OUTPUTS.values()}
 
 
 @pytest.mark.parametrize("walker", sorted(GENERATED_DISPATCHERS))
@@ -147,11 +152,15 @@ def test_every_schema_kind_reaches_every_walker(walker):
     assert missing == []
 
 
-def test_a_stale_walker_file_would_be_found():
+def test_a_stale_walker_region_would_be_found():
     template = gen_walkers.TEMPLATE.read_text(encoding="utf-8")
     changed = template.replace('fixed("K_INT8", 1,', 'fixed("K_INT8", 2,')
     assert changed != template
-    assert sorted(gen_walkers.stale(changed)) == sorted(path for path, _ in gen_walkers.OUTPUTS.values())
+    assert sorted(gen_walkers.stale(changed)) == sorted(gen_walkers.OUTPUTS.values())
+    # ... and a region edited by hand.
+    text = gen_walkers.OUTPUTS["json"].read_text(encoding="utf-8")
+    edited = gen_walkers.spliced(text, "json", gen_walkers.render("json").replace("K_INT8", "K_INT16"))
+    assert gen_walkers.regions(edited)["json"] != gen_walkers.render("json")
 
 
 def test_a_second_kind_dispatch_would_be_found():
@@ -162,6 +171,6 @@ def test_a_second_kind_dispatch_would_be_found():
                          f"cdef int skip_value(ByteReader *r, int kind) except -1:\n{branches}"}
     assert kind_dispatchers(files) == {("copy.pxi", "read_value"), ("copy.pxi", "skip_value")}
     # ... and so would a walker written by hand again (the JSON pass before the template):
-    # a render without its generated header counts as hand-written.
-    copied = {"copy.pxi": gen_walkers.render("json").split("\n", 2)[2]}
+    # outside the marker lines, a rendering counts as hand-written.
+    copied = {"copy.pxi": gen_walkers.render("json")}
     assert kind_dispatchers(hand_written(copied)) == {("copy.pxi", "jvalue")}

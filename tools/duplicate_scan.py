@@ -28,11 +28,9 @@ MIN_LINES = 6
 MAX_PLACES = 8
 SOURCE_SUFFIXES = (".py", ".pyi", ".pyx", ".pxi", ".pxd", ".h")
 
-#: Written by tools (gen_schema.py, gen_stubs.py, record_fingerprints.py, gen_walkers.py); never
-#: edited by hand.
+#: Written by tools (gen_schema.py, gen_stubs.py, record_fingerprints.py); never edited by hand.
 GENERATED = frozenset({"kproto/schema/_messages.py", "kproto/_common/error_codes.py", "kproto/messages.pyi",
-                       "kproto/fingerprint_data.py", "kproto/_c/_codec_kinds.pxi",
-                       "kproto/_c/_batch_json_kinds.pxi"})
+                       "kproto/fingerprint_data.py"})
 
 _MIRROR = "C / pure-Python twins: one rule in each implementation, kept alike line for line"
 _PUBLIC_TYPES = "public API: one method per Kafka type, each one call of the shared reader or writer"
@@ -52,6 +50,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kproto/_c/_buffer.pyi", "kproto/_c/_records.pyi"): _STUB,
     ("kproto/_c/_records.pyi", "kproto/_c/_records.pyi"): _STUB,
     ("kproto/_py/codec.py", "kproto/_py/codec.py"): "the twin's walk: one branch per field kind, each one reader call",
+    ("kproto/_c/_codec_walk.pxi", "kproto/_c/_codec_walk.pxi"):
+        "the one plan walker's kind dispatch (walk_value, rendered by tools/gen_walkers.py from "
+        "_kinds.pxi.in): one branch per field kind, a line for each sink",
     ("kproto/batch.py", "kproto/batch.py"): "Arrow schemas: one pa.field per column",
     ("kproto/_c/_records.pyx", "kproto/_c/_records.pyx"):
         "Record's optional fields: one property pair per field, each one call of the shared "

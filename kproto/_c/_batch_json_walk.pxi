@@ -75,9 +75,74 @@ cdef inline int jlength_prefixed(JCtx *x, JField *f, bint nullable, int text) no
     return 0
 
 
-# jvalue: the per-kind dispatch, generated with the codec's walk_value from one template
-# (tools/gen_walkers.py renders _kinds.pxi.in).
-include "_batch_json_kinds.pxi"
+# generated: begin json (tools/gen_walkers.py renders it from _kinds.pxi.in: edit that)
+cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
+    """One value of ``kind`` as JSON text (a failure stores its status and offset: jfail)."""
+    cdef Py_ssize_t i, pos
+    cdef int st
+    cdef int64_t count
+    cdef const unsigned char *at
+    if kind == K_INT32:
+        at = jtake(x, 4)
+        return put_int(x, <int32_t>kp_load_be32(at)) if at != NULL else -1
+    if kind == K_STRING:
+        return jlength_prefixed(x, f, nullable, TEXT_STRING)
+    if kind == K_INT16:
+        at = jtake(x, 2)
+        return put_int(x, <int16_t>kp_load_be16(at)) if at != NULL else -1
+    if kind == K_INT64:
+        at = jtake(x, 8)
+        return put_int(x, <int64_t>kp_load_be64(at)) if at != NULL else -1
+    if kind == K_ARRAY:
+        pos = x.p - x.start
+        st = wire_array_count(x.start, x.end - x.start, &pos, f.compact, nullable, &count)
+        x.p = x.start + pos
+        if st:
+            return jfail(x, st)
+        if count < 0:
+            return put(x, "null", 4)
+        if put_char(x, b'[') < 0:
+            return -1
+        for i in range(count):
+            if i and put_char(x, b',') < 0:
+                return -1
+            if jvalue(x, f, f.elem_kind, False) < 0:
+                return -1
+        return put_char(x, b']')
+    if kind == K_STRUCT:
+        if nullable:
+            at = jtake(x, 1)
+            if at == NULL:
+                return -1
+            if <int8_t>at[0] == -1:
+                return put(x, "null", 4)
+            if at[0] != 1:
+                return jfail(x, ST_MALFORMED)
+        return jstruct(x, <JPlan *>f.child)
+    if kind == K_INT8:
+        at = jtake(x, 1)
+        return put_int(x, <int8_t>at[0]) if at != NULL else -1
+    if kind == K_BOOL:
+        at = jtake(x, 1)
+        return (put(x, "true", 4) if at[0] else put(x, "false", 5)) if at != NULL else -1
+    if kind == K_UUID:
+        at = jtake(x, 16)
+        return put_uuid(x, at) if at != NULL else -1
+    if kind == K_BYTES:
+        return jlength_prefixed(x, f, nullable, TEXT_BASE64)
+    if kind == K_RECORDS:
+        return jlength_prefixed(x, f, nullable, TEXT_RECORDS)
+    if kind == K_UINT16:
+        at = jtake(x, 2)
+        return put_int(x, kp_load_be16(at)) if at != NULL else -1
+    if kind == K_UINT32:
+        at = jtake(x, 4)
+        return put_int(x, kp_load_be32(at)) if at != NULL else -1
+    if kind == K_FLOAT64:
+        at = jtake(x, 8)
+        return put_float(x, kp_load_be_double(at)) if at != NULL else -1
+    return jfail(x, ST_MALFORMED)
+# generated: end json
 
 
 cdef inline int jkey(JCtx *x, bint *first, const char *key, Py_ssize_t n) noexcept nogil:

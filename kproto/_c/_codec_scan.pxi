@@ -47,5 +47,18 @@ cdef int skip_fixed_array(ByteReader *r, Py_ssize_t n, Py_ssize_t width, PathFra
     frame.index = -1
     return 0
 
-
-# fixed_width(kind): generated from the kinds' widths, in _codec_kinds.pxi.
+# generated: begin widths (tools/gen_walkers.py renders it from _kinds.pxi.in: edit that)
+cdef Py_ssize_t fixed_width(int kind) noexcept:
+    """The size of a fixed-width kind's values, 0 for the others (arrays of them are skipped whole)."""
+    if kind == K_INT8 or kind == K_BOOL:
+        return 1
+    if kind == K_INT16 or kind == K_UINT16:
+        return 2
+    if kind == K_INT32 or kind == K_UINT32:
+        return 4
+    if kind == K_INT64 or kind == K_FLOAT64:
+        return 8
+    if kind == K_UUID:
+        return 16
+    return 0
+# generated: end widths

@@ -13,8 +13,7 @@
 #          input fails at decode time exactly where (and how) an eager read would.
 # The walks return 0 or raise (-1), never an object: a fused return type would make
 # Cython test PyErr_Occurred() after every call of the Check copy.
-# A new field kind is one row of _kinds.pxi.in, the template walk_value (and the JSON
-# pass's jvalue) is generated from by tools/gen_walkers.py, with a line for each sink.
+# A new field kind is one row of _kinds.pxi.in, which walk_value below is rendered from.
 # (The sinks' types are declared in _codec.pyx, before the Build sink's functions.)
 
 cdef inline int null_value(Sink *s) except -1:
@@ -24,10 +23,86 @@ cdef inline int null_value(Sink *s) except -1:
     else:
         return 0
 
-
-# walk_value: the per-kind dispatch, generated with the JSON pass's from one template.
-include "_codec_kinds.pxi"
-
+# generated: begin codec (tools/gen_walkers.py renders it from _kinds.pxi.in: edit that)
+cdef int walk_value(Sink *s, ByteReader *r, FieldOp *op, int kind, bint nullable, PathFrame *frame) except -1:
+    """One value of ``kind``, made into an object in the sink (Build) or only checked (Check)."""
+    cdef Py_ssize_t n
+    cdef int8_t marker
+    if kind == K_INT32:
+        if Sink is Check:
+            return skip_fixed(r, 4)
+        else:
+            return made(s, PyLong_FromLong(read_int32(r)))
+    if kind == K_STRING:
+        if Sink is Check:
+            return skip_string(r, op.compact, nullable)
+        else:
+            return made(s, read_string_value(r, op.compact, nullable))
+    if kind == K_INT16:
+        if Sink is Check:
+            return skip_fixed(r, 2)
+        else:
+            return made(s, PyLong_FromLong(read_int16(r)))
+    if kind == K_INT64:
+        if Sink is Check:
+            return skip_fixed(r, 8)
+        else:
+            return made(s, PyLong_FromLongLong(read_int64(r)))
+    if kind == K_ARRAY:
+        n = read_array_count(r, op.compact, nullable)
+        if n < 0:
+            return null_value(s)
+        return walk_array(s, r, op, n, frame)
+    if kind == K_STRUCT:
+        if nullable:
+            marker = read_int8(r)
+            if marker == -1:
+                return null_value(s)
+            if marker != 1:
+                raise_decode(r, DecodeError, f"invalid nullable struct marker {marker}")
+        return walk_struct(s, r, <CPlan>op.child)
+    if kind == K_INT8:
+        if Sink is Check:
+            return skip_fixed(r, 1)
+        else:
+            return made(s, PyLong_FromLong(read_int8(r)))
+    if kind == K_BOOL:
+        if Sink is Check:
+            return skip_fixed(r, 1)
+        else:
+            return made(s, read_bool(r) != 0)
+    if kind == K_UUID:
+        if Sink is Check:
+            return skip_fixed(r, 16)
+        else:
+            return made(s, build_uuid(r))
+    if kind == K_BYTES:
+        if Sink is Check:
+            return skip_length_prefixed(r, op.compact, nullable, "bytes length")
+        else:
+            return made(s, read_bytes_value(r, op.compact, nullable))
+    if kind == K_RECORDS:
+        if Sink is Check:
+            return skip_length_prefixed(r, op.compact, nullable, "records length")
+        else:
+            return made(s, build_records(r, op.compact, nullable, <object>s.source))
+    if kind == K_UINT16:
+        if Sink is Check:
+            return skip_fixed(r, 2)
+        else:
+            return made(s, PyLong_FromLong(read_uint16(r)))
+    if kind == K_UINT32:
+        if Sink is Check:
+            return skip_fixed(r, 4)
+        else:
+            return made(s, PyLong_FromUnsignedLong(read_uint32(r)))
+    if kind == K_FLOAT64:
+        if Sink is Check:
+            return skip_fixed(r, 8)
+        else:
+            return made(s, read_float64(r))
+    raise AssertionError(f"unknown field kind {kind}")
+# generated: end codec
 
 cdef int walk_array(Sink *s, ByteReader *r, FieldOp *op, Py_ssize_t n, PathFrame *frame) except -1:
     """The n elements of an array field (its count already read)."""
