@@ -10,11 +10,17 @@ style trips it; docs/architecture.md ("Where each rule lives") is the prose of t
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
+from kproto import schema
+
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import gen_walkers  # noqa: E402  (tools/ is no package)
+
 WIRE_C = "kproto/_c/_wire.pxd"
 WIRE_PY = "kproto/_py/wire.py"
 
@@ -83,15 +89,19 @@ def test_a_second_copy_would_be_found():
 
 
 # ------------------------------------------------------------------ plan walkers
-#: The functions that branch on a field's kind to read (or write) a value: one per
-#: direction and implementation (the twin's encoder looks its integer kinds up in a table). C's eager read and validating scan are one walker
-#: (walk_value, specialised per sink); the JSON pass still walks on its own (issue 20,
-#: item 3: folding it needs a GIL-free plan type, see docs/architecture.md).
+#: The hand-written functions that branch on a field's kind to read (or write) a value:
+#: C's encoder and the twin's decoder (its encoder looks its integer kinds up in a table).
+#: C's decode dispatch is written once, in the template kproto/_c/_kinds.pxi.in, and
+#: rendered by tools/gen_walkers.py between marker lines of each walker's file
+#: (GENERATED_DISPATCHERS): the codec's walk_value (sinks Build and Check, which raise)
+#: and the JSON pass's jvalue (GIL-free, with the partition facts).
 KIND_DISPATCHERS = {
-    ("kproto/_c/_codec_walk.pxi", "walk_value"),       # decode: objects and validation only
     ("kproto/_c/_codec_encode.pxi", "write_value"),    # encode
-    ("kproto/_c/_batch_json_walk.pxi", "jvalue"),      # JSON text and partition facts
     ("kproto/_py/codec.py", "_read_value"),            # the twin's decode
+}
+GENERATED_DISPATCHERS = {
+    "codec": ("kproto/_c/_codec_walk.pxi", "walk_value"),       # decode: objects and validation only
+    "json": ("kproto/_c/_batch_json_walk.pxi", "jvalue"),       # JSON text and partition facts
 }
 KIND_NAMES = ("BOOL", "INT8", "INT16", "INT32", "INT64", "UINT16", "UINT32", "FLOAT64", "UUID",
               "STRING", "BYTES", "RECORDS", "STRUCT", "ARRAY")
@@ -113,8 +123,44 @@ def kind_dispatchers(files: dict[str, str]) -> set[tuple[str, str]]:
     return found
 
 
+def hand_written(files: dict[str, str]) -> dict[str, str]:
+    """The files with their generated regions left out."""
+    return {name: gen_walkers.without_regions(text) for name, text in files.items()}
+
+
 def test_field_kinds_are_dispatched_once_per_direction_and_implementation():
-    assert kind_dispatchers(sources()) == KIND_DISPATCHERS
+    assert kind_dispatchers(hand_written(sources())) == KIND_DISPATCHERS
+
+
+def test_the_c_decode_dispatch_is_generated_from_one_template():
+    assert gen_walkers.stale() == [], "run python tools/gen_walkers.py"
+    files = sources()
+    for walker, (path, function) in GENERATED_DISPATCHERS.items():
+        assert gen_walkers.OUTPUTS[walker] == ROOT / path
+        assert kind_dispatchers({path: gen_walkers.regions(files[path])[walker]}) == {(path, function)}
+        assert kind_dispatchers({path: files[path]}) == {(path, function)}
+    # The rendered regions are the only generated code: no other file has one.
+    holders = {name for name, text in files.items() if gen_walkers.regions(text)}
+    assert holders == {path.relative_to(ROOT).as_posix() for path in gen_walkers.OUTPUTS.values()}
+
+
+@pytest.mark.parametrize("walker", sorted(GENERATED_DISPATCHERS))
+def test_every_schema_kind_reaches_every_walker(walker):
+    # A kind the schema knows and the template does not would be an "unknown kind" at run time.
+    text = gen_walkers.render(walker)
+    missing = [name for name in schema.KIND_NAMES.values() if f"    if kind == K_{name.upper()}:" not in text]
+    assert missing == []
+
+
+def test_a_stale_walker_region_would_be_found():
+    template = gen_walkers.TEMPLATE.read_text(encoding="utf-8")
+    changed = template.replace('fixed("K_INT8", 1,', 'fixed("K_INT8", 2,')
+    assert changed != template
+    assert sorted(gen_walkers.stale(changed)) == sorted(gen_walkers.OUTPUTS.values())
+    # ... and a region edited by hand.
+    text = gen_walkers.OUTPUTS["json"].read_text(encoding="utf-8")
+    edited = gen_walkers.spliced(text, "json", gen_walkers.render("json").replace("K_INT8", "K_INT16"))
+    assert gen_walkers.regions(edited)["json"] != gen_walkers.render("json")
 
 
 def test_a_second_kind_dispatch_would_be_found():
@@ -124,3 +170,7 @@ def test_a_second_kind_dispatch_would_be_found():
     files = {"copy.pxi": f"cdef object read_value(ByteReader *r, int kind):\n{branches}\n"
                          f"cdef int skip_value(ByteReader *r, int kind) except -1:\n{branches}"}
     assert kind_dispatchers(files) == {("copy.pxi", "read_value"), ("copy.pxi", "skip_value")}
+    # ... and so would a walker written by hand again (the JSON pass before the template):
+    # outside the marker lines, a rendering counts as hand-written.
+    copied = {"copy.pxi": gen_walkers.render("json")}
+    assert kind_dispatchers(hand_written(copied)) == {("copy.pxi", "jvalue")}

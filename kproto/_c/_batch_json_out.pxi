@@ -91,6 +91,17 @@ cdef inline void uuid_text(const unsigned char *p, char *out) noexcept nogil:
         out[w] = HEX[p[k] >> 4]
         out[w + 1] = HEX[p[k] & 15]
         w += 2
+
+
+cdef inline int put_uuid(JCtx *x, const unsigned char *p) noexcept nogil:
+    """A UUID value: its canonical text, quoted."""
+    cdef char quoted[38]
+    quoted[0] = b'"'
+    uuid_text(p, quoted + 1)
+    quoted[37] = b'"'
+    return put(x, quoted, 38)
+
+
 cdef const char *CODEC_NAMES[5]
 CODEC_NAMES[:] = [b"none", b"gzip", b"snappy", b"lz4", b"zstd"]
 

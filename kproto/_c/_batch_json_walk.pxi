@@ -47,18 +47,25 @@ cdef int jlength(JCtx *x, bint compact, bint wide, bint nullable, Py_ssize_t *n)
     return 0
 
 
-cdef inline int jlength_prefixed(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
-    """A string (JSON text), bytes (base64) or records value (base64 or a summary). The
-    cursor moves past the bytes once they are written: an error is at their start."""
+cdef enum:
+    # How jlength_prefixed writes a value's bytes (each kind's row in _kinds.pxi.in says which).
+    TEXT_STRING = 0      # UTF-8 text, as a JSON string (16-bit length, or compact)
+    TEXT_BASE64 = 1      # base64, as a JSON string (32-bit length, or compact)
+    TEXT_RECORDS = 2     # a record set: base64, or its summary when the pass asks for one
+
+
+cdef inline int jlength_prefixed(JCtx *x, JField *f, bint nullable, int text) noexcept nogil:
+    """A string, bytes or records value, written as ``text`` says. The cursor moves past
+    the bytes once they are written: an error is at their start."""
     cdef Py_ssize_t n
     cdef int st
-    if jlength(x, f.compact, kind != K_STRING, nullable, &n) < 0:
+    if jlength(x, f.compact, text != TEXT_STRING, nullable, &n) < 0:
         return -1
     if n < 0:
         return put(x, "null", 4)
-    if kind == K_STRING:
+    if text == TEXT_STRING:
         st = put_string(x, x.p, n)
-    elif kind == K_RECORDS and x.records_summary:
+    elif text == TEXT_RECORDS and x.records_summary:
         st = put_records_summary(x, x.p, n)
     else:
         st = put_base64(x, x.p, n)
@@ -68,17 +75,18 @@ cdef inline int jlength_prefixed(JCtx *x, JField *f, int kind, bint nullable) no
     return 0
 
 
+# generated: begin json (tools/gen_walkers.py renders it from _kinds.pxi.in: edit that)
 cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
+    """One value of ``kind`` as JSON text (a failure stores its status and offset: jfail)."""
     cdef Py_ssize_t i, pos
     cdef int st
     cdef int64_t count
     cdef const unsigned char *at
-    cdef char quoted_uuid[38]
     if kind == K_INT32:
         at = jtake(x, 4)
         return put_int(x, <int32_t>kp_load_be32(at)) if at != NULL else -1
     if kind == K_STRING:
-        return jlength_prefixed(x, f, kind, nullable)
+        return jlength_prefixed(x, f, nullable, TEXT_STRING)
     if kind == K_INT16:
         at = jtake(x, 2)
         return put_int(x, <int16_t>kp_load_be16(at)) if at != NULL else -1
@@ -116,19 +124,14 @@ cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
         return put_int(x, <int8_t>at[0]) if at != NULL else -1
     if kind == K_BOOL:
         at = jtake(x, 1)
-        if at == NULL:
-            return -1
-        return put(x, "true", 4) if at[0] else put(x, "false", 5)
+        return (put(x, "true", 4) if at[0] else put(x, "false", 5)) if at != NULL else -1
     if kind == K_UUID:
         at = jtake(x, 16)
-        if at == NULL:
-            return -1
-        quoted_uuid[0] = b'"'
-        uuid_text(at, quoted_uuid + 1)
-        quoted_uuid[37] = b'"'
-        return put(x, quoted_uuid, 38)
-    if kind == K_BYTES or kind == K_RECORDS:
-        return jlength_prefixed(x, f, kind, nullable)
+        return put_uuid(x, at) if at != NULL else -1
+    if kind == K_BYTES:
+        return jlength_prefixed(x, f, nullable, TEXT_BASE64)
+    if kind == K_RECORDS:
+        return jlength_prefixed(x, f, nullable, TEXT_RECORDS)
     if kind == K_UINT16:
         at = jtake(x, 2)
         return put_int(x, kp_load_be16(at)) if at != NULL else -1
@@ -139,6 +142,7 @@ cdef int jvalue(JCtx *x, JField *f, int kind, bint nullable) noexcept nogil:
         at = jtake(x, 8)
         return put_float(x, kp_load_be_double(at)) if at != NULL else -1
     return jfail(x, ST_MALFORMED)
+# generated: end json
 
 
 cdef inline int jkey(JCtx *x, bint *first, const char *key, Py_ssize_t n) noexcept nogil:

@@ -47,10 +47,10 @@ cdef int skip_fixed_array(ByteReader *r, Py_ssize_t n, Py_ssize_t width, PathFra
     frame.index = -1
     return 0
 
-
+# generated: begin widths (tools/gen_walkers.py renders it from _kinds.pxi.in: edit that)
 cdef Py_ssize_t fixed_width(int kind) noexcept:
     """The size of a fixed-width kind's values, 0 for the others (arrays of them are skipped whole)."""
-    if kind == K_BOOL or kind == K_INT8:
+    if kind == K_INT8 or kind == K_BOOL:
         return 1
     if kind == K_INT16 or kind == K_UINT16:
         return 2
@@ -61,3 +61,4 @@ cdef Py_ssize_t fixed_width(int kind) noexcept:
     if kind == K_UUID:
         return 16
     return 0
+# generated: end widths

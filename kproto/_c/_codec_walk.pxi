@@ -13,7 +13,7 @@
 #          input fails at decode time exactly where (and how) an eager read would.
 # The walks return 0 or raise (-1), never an object: a fused return type would make
 # Cython test PyErr_Occurred() after every call of the Check copy.
-# A new field kind is one branch in walk_value, with a line for each sink.
+# A new field kind is one row of _kinds.pxi.in, which walk_value below is rendered from.
 # (The sinks' types are declared in _codec.pyx, before the Build sink's functions.)
 
 cdef inline int null_value(Sink *s) except -1:
@@ -23,7 +23,7 @@ cdef inline int null_value(Sink *s) except -1:
     else:
         return 0
 
-
+# generated: begin codec (tools/gen_walkers.py renders it from _kinds.pxi.in: edit that)
 cdef int walk_value(Sink *s, ByteReader *r, FieldOp *op, int kind, bint nullable, PathFrame *frame) except -1:
     """One value of ``kind``, made into an object in the sink (Build) or only checked (Check)."""
     cdef Py_ssize_t n
@@ -102,7 +102,7 @@ cdef int walk_value(Sink *s, ByteReader *r, FieldOp *op, int kind, bint nullable
         else:
             return made(s, read_float64(r))
     raise AssertionError(f"unknown field kind {kind}")
-
+# generated: end codec
 
 cdef int walk_array(Sink *s, ByteReader *r, FieldOp *op, Py_ssize_t n, PathFrame *frame) except -1:
     """The n elements of an array field (its count already read)."""
