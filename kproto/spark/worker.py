@@ -507,12 +507,12 @@ def _error_names(codes: pa.Array) -> pa.Array:
     return pa.array(list(names.values()), pa.string()).take(index)
 
 
-def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray, bodies: pa.Array | None,
-              rows: np.ndarray, present: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
+def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray,
+              bodies: pa.Array | None) -> tuple[pa.Array, pa.Array, pa.Array]:
     """ClientSoftwareName / Version of ApiVersions v3+ requests, and what is wrong with them.
 
-    Per exchange: its request's API, version and status, and its row in ``bodies`` (the frames'
-    bodies: only the few ApiVersions ones are read, none copied)."""
+    Per frame: its header's API and version, its status and its body (only the few
+    ApiVersions ones are read, none copied)."""
     from kproto import versions as kv
 
     m = len(api_key)
@@ -520,9 +520,9 @@ def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray, 
     versions: list[str | None] = [None] * m
     problems: list[str | None] = [None] * m
     if bodies is not None:
-        candidates = np.flatnonzero(present & (api_key == API_VERSIONS) & (api_version >= 3) & (status == 0))
+        candidates = np.flatnonzero((api_key == API_VERSIONS) & (api_version >= 3) & (status == 0))
         for i in candidates.tolist():
-            body = bodies[int(rows[i])].as_py()
+            body = bodies[i].as_py()
             if body is None:
                 continue
             fields = json.loads(body)
@@ -535,11 +535,10 @@ def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray, 
 
 @dataclass
 class Decoded:
-    """The decoded rows of a set of whole connections, and the frame that owns each row."""
+    """The decoded rows of a set of whole connections, and the frame each partition and topic-name row comes from."""
 
     frames: pa.Table              # FRAMES_SCHEMA, one row per input frame
     exchanges: pa.Table           # EXCHANGES_SCHEMA
-    exchange_frame: np.ndarray    # row of the request (else the response) of each exchange
     partitions: pa.Table          # Produce requests and Fetch responses per topic-partition
     partition_frame: np.ndarray   # row of each partition's frame
     topic_names: pa.Table         # topic IDs and the names responses give them (topic_id, topic)
@@ -679,7 +678,7 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
         index = np.full(n, -1, np.int64)
         index[responses] = np.arange(len(responses))
         error_code = _error_codes(bodies.take(pa.array(responses))).take(pa.array(index, mask=index < 0))
-    names, soft_versions, problems = _software(keys, versions, status, bodies, np.arange(n), np.ones(n, bool))
+    names, soft_versions, problems = _software(keys, versions, status, bodies)
     acks_zero = np.zeros(n, bool)
     for i in np.flatnonzero(unanswered).tolist():
         acks_zero[i] = kb._acks_zero(payload[i].as_py())
@@ -764,8 +763,7 @@ def build_exchanges(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, part
     }, m)])
 
 
-def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records: str = "summary",
-                        owned: np.ndarray | None = None) -> Decoded:
+def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records: str = "summary") -> Decoded:
     """Decode and pair a table of capture frames (whole connections).
 
     ``frames`` has the kproto.capture frame columns. Requests and responses
@@ -773,7 +771,7 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
     to the n-th response with it, in sequence order (as ``kproto.batch.pair``);
     every frame is decoded once with its request's API and version. ``records``:
     how JSON bodies show record sets ("summary" of the batch headers, or "base64").
-    ``owned`` (a mask of rows): the only frames whose partitions are wanted.
+    (A range of a pcap, whose rows some other range owns, goes through kproto.spark.range_pipeline.)
     """
     import kproto.batch as kb
 
@@ -787,16 +785,8 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
     rows = decode_chunk(frames, heads.keys, heads.versions, pairing.key_of, pairing.version_of,
                         unanswered_produce(heads, pairing), body=body, records=records)
     exchanges = build_exchanges(heads, pairing, rows.facts, rows.partitions, rows.partition_frame)
-    parts, partition_frame = rows.partitions, rows.partition_frame
-    names_table, name_frame = rows.topic_names, rows.topic_name_frame
-    # Of the frames this task owns (taking the owned payloads first would copy them all).
-    if owned is not None and names_table.num_rows:
-        keep = owned[name_frame]
-        names_table, name_frame = names_table.filter(pa.array(keep)), name_frame[keep]
-    if owned is not None and parts.num_rows:
-        keep = owned[partition_frame]
-        parts, partition_frame = parts.filter(pa.array(keep)), partition_frame[keep]
-    return Decoded(rows.frames, exchanges, pairing.owner_row, parts, partition_frame, names_table, name_frame)
+    return Decoded(rows.frames, exchanges, rows.partitions, rows.partition_frame, rows.topic_names,
+                   rows.topic_name_frame)
 
 
 def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarray, resp: np.ndarray,
@@ -821,20 +811,17 @@ def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarr
             single["topic_id_min"].combine_chunks().take(pick).cast(pa.string()))
 
 
-def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink, owned: np.ndarray | None = None,
+def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink,
                          records: str = "summary") -> Iterator[pa.RecordBatch]:
-    """Decode and pair ``frames``; the owned frames and exchanges go to ``sink``; yield compact rows."""
+    """Decode and pair ``frames``; its frames and exchanges go to ``sink``; yield compact rows."""
     if frames.num_rows == 0:
         return
     ts_first = frames["ts_first_ns"]
-    decoded = decode_frames_table(frames, body=body, records=records, owned=owned)
+    decoded = decode_frames_table(frames, body=body, records=records)
     del frames      # the payloads, the largest buffer of a task: free before the tables are written
     frame_table, exchanges, partitions = decoded.frames, decoded.exchanges, decoded.partitions
     partition_ts = ts_first.take(pa.array(decoded.partition_frame))
     names = decoded.topic_names.append_column("ts_first_ns", ts_first.take(pa.array(decoded.topic_name_frame)))
-    if owned is not None:
-        frame_table = frame_table.filter(pa.array(owned))
-        exchanges = exchanges.filter(pa.array(owned[decoded.exchange_frame]))
     sink.add("frames", frame_table)
     sink.add("exchanges", exchanges)
     yield from summarize(frame_table, exchanges, partitions.append_column("ts_first_ns", partition_ts), names)
