@@ -42,15 +42,13 @@ SUMMARIZED = ("capture", "direction", "size", "status", "ts_first_ns", "ts_last_
 
 def _reader(split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any) -> Any:
     """A reader of the range (with its context and overlap) in batches of at most CHUNK_BYTES of payloads."""
-    from kproto.capture import CaptureReader, Chunks
+    from kproto.capture import Chunks
 
     if source.mapped:
         ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
     else:
         ranged = _RangeStream(source, split, on_mark)
-    # Every frame takes at least its 4-byte size prefix: batches are cut by bytes, not by count.
-    return CaptureReader(ranged, name=split.capture, broker_ports=ports, on_error="keep",
-                         batch_bytes=CHUNK_BYTES, batch_frames=CHUNK_BYTES // 4 + 1)
+    return W._capture_reader(ranged, split.capture, ports, CHUNK_BYTES)
 
 
 def _batches(reader: Any) -> Iterator[pa.RecordBatch]:

@@ -47,7 +47,7 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
         segments: list[tuple[int, str, int]] = []     # (stream offset, path, file offset) of each file's bytes
         pieces = _stream(split.format, readable, segments, lambda: marks.append(dict(holder[0].counters)))
         fed_bytes = sum(source.size for _, source in readable) if split.mode == "decode" else None
-        reader = W._capture_reader(Chunks(pieces), split.capture, broker_ports, fed_bytes=fed_bytes)
+        reader = W._capture_reader(Chunks(pieces), split.capture, broker_ports, W.one_batch_bytes(fed_bytes))
         holder.append(reader)
         if split.mode == "decode":
             batches, failure = W._read_batches(iter(reader))

@@ -221,17 +221,22 @@ def output_filesystem(out: str) -> tuple[Any, str]:
 ONE_BATCH_BYTES = 1 << 30
 
 
-def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], fed_bytes: int | None = None):
-    """A reader of ``source``; given the bytes it will be fed (a split that is decoded in its task),
-    one whose batches are as large as its input: a batch per piece fed (a whole local file: one; a
-    mapped range: the range and its overlap), which decoding reads in place or joins once, where
-    batches of 64 MiB were joined into a copy of them all."""
+def one_batch_bytes(fed_bytes: int | None) -> int | None:
+    """The batch size that gives a split decoded in its task its frames in one batch per piece
+    fed (a whole local file: one; a set: one per file), which decoding reads in place or joins
+    once, where batches of 64 MiB were joined into a copy of them all; None (the reader's
+    default) for raw splits and inputs over ONE_BATCH_BYTES."""
+    return fed_bytes + 1 if fed_bytes is not None and fed_bytes <= ONE_BATCH_BYTES else None
+
+
+def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], batch_bytes: int | None = None):
+    """A reader of ``source`` whose batches hold under ``batch_bytes`` of payloads (None: the reader's default)."""
     from kproto.capture import CaptureReader
 
     batching: dict[str, Any] = {}
-    if fed_bytes is not None and fed_bytes <= ONE_BATCH_BYTES:
-        # Payloads come from the bytes fed, and every frame takes at least its 4-byte size prefix.
-        batching = {"batch_bytes": fed_bytes + 1, "batch_frames": fed_bytes // 4 + 1}
+    if batch_bytes is not None:
+        # Every frame takes at least its 4-byte size prefix: batches are cut by bytes, not by count.
+        batching = {"batch_bytes": batch_bytes, "batch_frames": batch_bytes // 4 + 1}
     return CaptureReader(source, name=name, broker_ports=broker_ports, on_error="keep", **batching)
 
 
@@ -412,7 +417,8 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
             return
         local = local_path(split.path)
         reader = _capture_reader(local if local is not None else source.read(0, source.size),
-                                 split.capture, ports, fed_bytes=source.size if split.mode == "decode" else None)
+                                 split.capture, ports,
+                                 one_batch_bytes(source.size if split.mode == "decode" else None))
         if split.mode == "decode":
             batches, failure = _read_batches(iter(reader))
             counters = _whole_file_counters(split, reader, failure)
