@@ -128,3 +128,16 @@ def test_long_ids_found_again_after_the_table_grows():
     assert c["client_id"].to_pylist() == expected_ids(frames)
     assert c["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
     assert c.to_pylist() == py.to_pylist()
+
+
+def test_long_ids_that_differ_only_past_the_slot_s_bytes():
+    """Ids whose first 22 bytes of text are the same (their slot words collide), told apart
+    by the bytes past them, which the table compares with its copy of each id's text:
+    seen in every lookup mode (few, then past 512 and 2,048 ids), each found again."""
+    shared = "a-long-shared-prefix-of-the-id-"
+    ids = [f"{shared}{k}".encode() for k in range(3_000)]
+    frames = [(client_id, "v1" if k % 3 else "v2") for k, client_id in enumerate(ids + ids[::-1] + ids)]
+    c, py = decode_both(frames)
+    assert c["client_id"].to_pylist() == expected_ids(frames)
+    assert c["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
+    assert c.to_pylist() == py.to_pylist()

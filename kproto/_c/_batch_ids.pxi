@@ -10,15 +10,15 @@
 # itself, however many there are. The table grows four times over when half full
 # (two doublings at once: a third of the ids placed again that doubling would
 # place), so its size follows the distinct ids: at most 256 bytes of slots an id
-# (2 to 8 slots of 32 bytes), plus 8 in ``order`` and the id's text and 8-byte
-# offset copied as it is added, which is the output's dictionary itself: memory
-# grows with the ids the dictionary holds, not beyond.
+# (2 to 8 slots of 32 bytes), plus the id's text and 8-byte offset copied as it is
+# added, which is the output's dictionary itself: memory grows with the ids the
+# dictionary holds, not beyond.
 #
 # The key is the id as on the wire, its int16 length and its text. Its first 24
 # bytes are kept in the slot as three words, bytes past the id zero: the header loop
 # checks an id of up to 22 bytes (and the empty tag byte after it) with three masked
 # word loads and compares, touching nothing but its slot. Longer ids also compare the
-# rest of their bytes, in the input (which outlives the call).
+# rest of their bytes, with the table's copy of the id's text.
 #
 # Slots are picked by the top bits of a multiplicative hash of every byte of the key,
 # keyed by seeds drawn per process at import: without the seeds, the bytes of a
@@ -55,13 +55,12 @@ cdef struct IdTable:
     uint64_t mask          # slot count - 1
     int shift              # 64 - log2(slot count): a hash's top bits pick its slot
     Py_ssize_t count       # distinct ids = dictionary length
-    const unsigned char **order   # each id's key in the input (its length prefix), by index
-    Py_ssize_t order_capacity
+    Py_ssize_t capacity    # ids text_offsets has room for
     # The dictionary column as it will be handed over (Arrow string offsets and data):
     # each id's text copied when the id is added, its bytes in the cache then (read
     # at the end, from a capture larger than the cache, they were a trip to memory
     # an id). Id k is text[text_offsets[k] .. text_offsets[k + 1]).
-    int64_t *text_offsets          # order_capacity + 1 of them
+    int64_t *text_offsets          # capacity + 1 of them
     char *text
     Py_ssize_t text_size
     Py_ssize_t text_capacity
@@ -170,6 +169,11 @@ cdef inline uint64_t id_hash(const IdTable *t, const unsigned char *q, int32_t n
     return id_hash_words(t, words[0], words[1], words[2])
 
 
+cdef inline const unsigned char *id_text(const IdTable *t, int32_t index) noexcept nogil:
+    """The text of the id of dictionary index ``index`` (the table's copy)."""
+    return <const unsigned char *>t.text + t.text_offsets[index]
+
+
 cdef int32_t id_find(const IdTable *t, uint64_t h, uint64_t word0, uint64_t word1, uint64_t word2,
                      const unsigned char *q, int32_t n) noexcept nogil:
     """The dictionary index of the key (q, n, its words and hash), or -1 if absent. For
@@ -179,7 +183,7 @@ cdef int32_t id_find(const IdTable *t, uint64_t h, uint64_t word0, uint64_t word
     while True:
         s = &t.slots[j]
         if s.word0 == word0 and s.word1 == word1 and s.word2 == word2:
-            if n <= ID_SLOT_TEXT or same_bytes(q + ID_WORD_BYTES, t.order[s.index] + ID_WORD_BYTES,
+            if n <= ID_SLOT_TEXT or same_bytes(q + ID_WORD_BYTES, id_text(t, s.index) + ID_SLOT_TEXT,
                                                n - ID_SLOT_TEXT):
                 return s.index
         elif s.word0 == ID_FREE:
@@ -211,14 +215,13 @@ cdef int id_table_init(IdTable *t) noexcept nogil:
     t.seed0 = ID_SEED0
     t.seed1 = ID_SEED1
     t.slots = id_slots_new(ID_FIRST_SLOTS)
-    t.order_capacity = 64
-    t.order = <const unsigned char **>malloc(t.order_capacity * sizeof(const unsigned char *))
-    t.text_offsets = <int64_t *>malloc((t.order_capacity + 1) * sizeof(int64_t))
+    t.capacity = 64
+    t.text_offsets = <int64_t *>malloc((t.capacity + 1) * sizeof(int64_t))
     t.text_capacity = ID_FIRST_TEXT
     t.text_size = 0
     t.text = <char *>malloc(t.text_capacity)
     t.big_cache = NULL
-    if t.slots == NULL or t.order == NULL or t.text_offsets == NULL or t.text == NULL:
+    if t.slots == NULL or t.text_offsets == NULL or t.text == NULL:
         return -1
     t.text_offsets[0] = 0
     return 0
@@ -226,13 +229,11 @@ cdef int id_table_init(IdTable *t) noexcept nogil:
 
 cdef void id_table_free(IdTable *t) noexcept nogil:
     free(t.slots)
-    free(t.order)
     free(t.text_offsets)
     free(t.text)
     free(t.big_cache)
     t.big_cache = NULL
     t.slots = NULL
-    t.order = NULL
     t.text_offsets = NULL
     t.text = NULL
 
@@ -286,22 +287,17 @@ cdef int id_table_grow(IdTable *t) noexcept nogil:
 
 
 cdef int id_reserve(IdTable *t, Py_ssize_t text_bytes) noexcept nogil:
-    """Room for one more id of text_bytes bytes in order, text_offsets, text and the
-    slots (the slots at most half full): 0, or -1 when out of memory."""
-    cdef const unsigned char **order
+    """Room for one more id of text_bytes bytes in text_offsets, text and the slots
+    (the slots at most half full): 0, or -1 when out of memory."""
     cdef int64_t *offsets
     cdef char *text
     cdef Py_ssize_t capacity
-    if t.count == t.order_capacity:
-        order = <const unsigned char **>realloc(t.order, 2 * t.order_capacity * sizeof(const unsigned char *))
-        if order == NULL:
-            return -1
-        t.order = order
-        offsets = <int64_t *>realloc(t.text_offsets, (2 * t.order_capacity + 1) * sizeof(int64_t))
+    if t.count == t.capacity:
+        offsets = <int64_t *>realloc(t.text_offsets, (2 * t.capacity + 1) * sizeof(int64_t))
         if offsets == NULL:
             return -1
         t.text_offsets = offsets
-        t.order_capacity *= 2
+        t.capacity *= 2
     if t.text_size + text_bytes > t.text_capacity:
         capacity = 2 * t.text_capacity
         while t.text_size + text_bytes > capacity:
@@ -317,14 +313,13 @@ cdef int id_reserve(IdTable *t, Py_ssize_t text_bytes) noexcept nogil:
 
 
 cdef int32_t id_insert(IdTable *t, const unsigned char *q, uint64_t h, const uint64_t *words) noexcept nogil:
-    """Add an id known to be absent (q its length prefix in the input, which outlives
-    the call; h and words its hash and key words): its new dictionary index, or -1
-    when out of memory."""
+    """Add an id known to be absent (q its length prefix in the input; h and words its
+    hash and key words): its new dictionary index, or -1 when out of memory. Its text
+    is copied: a long id's bytes past the slot's words are compared there."""
     cdef int32_t n = kp_load_be16(q)
     if id_reserve(t, n) < 0:
         return -1
     id_place_at(t, h >> t.shift, words, <int32_t>t.count, <uint32_t>(h >> 32))
-    t.order[t.count] = q
     memcpy(t.text + t.text_size, q + 2, n)
     t.text_size += n
     t.count += 1
