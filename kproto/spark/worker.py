@@ -8,7 +8,8 @@ The pipeline (see docs/analyze.md):
 1. ``planning.plan_file`` (kproto/spark/planning.py) cuts each input file into
    *splits*: byte ranges of a large pcap, else the whole file.
 2. :func:`process_split` reads one split, decodes and pairs its frames
-   (:func:`decode_frames_table`) and hands the ``frames`` and ``exchanges`` rows
+   (:func:`decode_frames_table`; a range of a pcap in bounded batches,
+   kproto/spark/range_pipeline.py) and hands the ``frames`` and ``exchanges`` rows
    it owns to a :class:`Sink` (:class:`ParquetSink` in Spark tasks). A big
    file that cannot be cut is emitted as ``raw`` frames instead, which Spark
    groups by connection before :func:`decode_raw_batches` does the same.
@@ -324,7 +325,7 @@ def _file_offset(split: Split, stream_offset: int) -> int:
 def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseException | None) -> list[dict]:
     """The errors a capture split found: where reading stopped (and why), an incomplete last record.
 
-    ``counters`` are the split's own share (see _process_range). A range reports an error
+    ``counters`` are the split's own share (see range_pipeline.process_range). A range reports an error
     its neighbour owns only when bytes of its own share went unread because of it.
     """
     errors = []
