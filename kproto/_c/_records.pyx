@@ -75,6 +75,11 @@ cdef object _DEFAULT_MAX_RECORDS = _limits.DEFAULT_MAX_RECORDS_PER_BATCH
 cdef object _DEFAULT_MAX_RECORDS_PER_SET = _limits.DEFAULT_MAX_RECORDS_PER_SET
 cdef object _DEFAULT_MAX_PER_SET = _limits.DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET
 cdef Py_ssize_t _MIN_RECORD_SIZE = _limits.MIN_RECORD_SIZE
+# The same defaults as C values, for Records.__cinit__ (run once per partition decoded).
+cdef Py_ssize_t _DEFAULT_MAX_C = _DEFAULT_MAX
+cdef Py_ssize_t _DEFAULT_MAX_RECORDS_C = _DEFAULT_MAX_RECORDS
+cdef Py_ssize_t _DEFAULT_MAX_RECORDS_PER_SET_C = _DEFAULT_MAX_RECORDS_PER_SET
+cdef Py_ssize_t _DEFAULT_MAX_PER_SET_C = _DEFAULT_MAX_PER_SET
 
 # The record-batch layout (LOG_OVERHEAD, V2_ATTRIBUTES_AT, ATTR_*, ...) is the wire layer's (_wire.pxd).
 cdef enum:
@@ -267,6 +272,7 @@ cdef Py_ssize_t _batch_size(const unsigned char *data, Py_ssize_t size, Py_ssize
 cdef const unsigned char *EMPTY_RECORDS = <const unsigned char *>b""
 
 
+@cython.freelist(256)   # a Fetch or Produce decode makes one per partition and drops them together
 cdef class Records:
     """The records field of a Produce request or Fetch response: batches over a buffer it never copies.
 
@@ -284,10 +290,10 @@ cdef class Records:
         # it at bytes. A __cinit__ without arguments ignores the constructor's.
         self._data = EMPTY_RECORDS
         self._tail = -1
-        self.max_decompressed_size = _DEFAULT_MAX
-        self.max_records_per_batch = _DEFAULT_MAX_RECORDS
-        self.max_records_per_set = _DEFAULT_MAX_RECORDS_PER_SET
-        self.max_decompressed_size_per_set = _DEFAULT_MAX_PER_SET
+        self.max_decompressed_size = _DEFAULT_MAX_C
+        self.max_records_per_batch = _DEFAULT_MAX_RECORDS_C
+        self.max_records_per_set = _DEFAULT_MAX_RECORDS_PER_SET_C
+        self.max_decompressed_size_per_set = _DEFAULT_MAX_PER_SET_C
         self.verify_crc = True
 
     def __init__(self, data=b"", *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
