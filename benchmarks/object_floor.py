@@ -10,16 +10,17 @@ every other value (ints, strings, UUIDs, records) reused, nothing parsed or chec
 and the same reading loop runs over the copy. kio decodes and reads in the same
 process, so the figures compare as ratios:
 
-    floor ratio = kio (decode + read + free) / (floor build + loop + floor free)
+    kio / floor = kio (decode + read + free) / floor (copy + read + free)
 
 is the most any decoder of these objects can reach against kio; a target above it
-needs other objects, not a faster decoder. ``--immutable`` rows make every array a
-tuple (CPython's free list, one allocation) to show what that object model would allow.
+needs other objects, not a faster decoder. The "tuples" rows make every array a tuple
+(CPython's free list, one allocation) to show what that object model would allow; "loop
+alone" is the reading loop over objects already made (what no decoder can take off).
 
 kproto's own allocator is given to the message classes here, so kproto's decoder is
 not timed in this process (bench_codec and codec_phases time it).
 
-Run:  .venv/bin/python benchmarks/object_floor.py [--runs 300]
+Run:  .venv/bin/python benchmarks/object_floor.py [--rounds 9]
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -78,49 +78,23 @@ def materialised(codec, key: str):
     return message
 
 
-def cpu_phases(runs: int, *phases) -> list[Spread]:
-    """Each phase's CPU time (thread) per run; a phase takes the previous one's result."""
-    clock = time.thread_time
-    times: list[list[float]] = [[] for _ in phases]
-    for _ in range(runs):
-        value = None
-        for i, phase in enumerate(phases):
-            start = clock()
-            value = phase(value)
-            times[i].append(clock() - start)
-        del value
-    return [Spread(tuple(t)) for t in times]
-
-
-def floor_figures(floor, template, loop, immutable: bool, runs: int) -> dict[str, Spread]:
-    holder: list = []
-
-    def build(_):
-        holder.append(floor.copy_tree(template, Message, immutable))
-
-    def read(_):
-        loop(holder[0])
-
-    def free(_):
-        holder.clear()   # the copy's last reference: freeing it is timed here
-
-    built, read_t, freed = cpu_phases(runs, build, read, free)
-    return {"build": built, "loop": read_t, "free": freed}
-
-
-def kio_figure(key: str, runs: int) -> Spread:
+def cycle_cases(floor, key: str, template) -> dict:
+    """Each peer's whole cycle, as bench_codec times kproto's: make the objects, read every
+    partition, free them on return."""
+    loop = LOOPS[key]
     reader = bench.kio_serial.entity_reader(bench.MESSAGES[key][2])
-    body, loop = bench.BODIES[key], KIO_LOOPS[key]
-
-    def whole(_):
-        loop(reader(body, 0)[0])   # decoded, read, and freed on return
-
-    return cpu_phases(runs, whole)[0]
+    body, kio_loop = bench.BODIES[key], KIO_LOOPS[key]
+    return {
+        "floor, lists": lambda: loop(floor.copy_tree(template, Message, False)),
+        "floor, tuples": lambda: loop(floor.copy_tree(template, Message, True)),
+        "loop alone": lambda: loop(template),
+        "kio": lambda: kio_loop(reader(body, 0)[0]),
+    }
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=300, help="runs per figure (default 300)")
+    parser.add_argument("--rounds", type=int, default=9, help="timed rounds (default 9)")
     args = parser.parse_args(argv)
     codec = _impl.load("codec", "c")
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,22 +102,18 @@ def main(argv: list[str]) -> None:
         templates = {key: materialised(codec, key) for key in LOOPS}
         for template in templates.values():
             floor.adopt(template, Message)
-        print(f"CPU time per call, us: median [IQR] of {args.runs} runs; the ratio is kio's median over the "
-              "floor's (build + loop + free)")
-        print(f"{'message':14} {'arrays':9} {'build':>18} {'loop':>18} {'free':>18} {'kio':>20} {'floor/kio':>9}")
+        print(f"{args.rounds} rounds, as bench_codec: CPU time per call in us, median [IQR]; 'kio / case' is "
+              "the median [IQR] of the per-round ratios")
+        print(f"{'message':14} {'case':14} {'median':>9} {'IQR':>15} {'kio / case':>11} {'IQR':>13}")
         for key, template in templates.items():
-            kio = kio_figure(key, args.runs)
-            for immutable in (False, True):
-                figures = floor_figures(floor, template, LOOPS[key], immutable, args.runs)
-                total = sum(f.median for f in figures.values())
-                row = " ".join(f"{_short(f):>18}" for f in figures.values())
-                print(f"{key:14} {'tuples' if immutable else 'lists':9} {row} {_short(kio):>20} "
-                      f"{kio.median / total:8.2f}x")
-
-
-def _short(spread: Spread) -> str:
-    q1, q3 = spread.iqr
-    return f"{spread.median * 1e6:.1f} [{q1 * 1e6:.1f}-{q3 * 1e6:.1f}]"
+            times = bench.measure_group(cycle_cases(floor, key, template), args.rounds)
+            for case, values in times.items():
+                ratios = Spread(tuple(k / v for k, v in zip(times["kio"], values)))
+                mine = Spread(tuple(values))
+                q1, q3 = mine.iqr
+                r1, r3 = ratios.iqr
+                print(f"{key:14} {case:14} {mine.median * 1e6:9.1f} {q1 * 1e6:7.1f}-{q3 * 1e6:<7.1f} "
+                      f"{ratios.median:10.2f}x {r1:6.2f}-{r3:.2f}x")
 
 
 if __name__ == "__main__":

@@ -214,11 +214,19 @@ cdef enum:
     SMALL_INT_MIN = -5
     SMALL_INT_COUNT = 262
 cdef PyObject *small_ints[SMALL_INT_COUNT]
-cdef Py_ssize_t small_index
-for small_index in range(SMALL_INT_COUNT):
-    small_int = small_index + SMALL_INT_MIN
-    Py_INCREF(small_int)   # held for the life of the module
-    small_ints[small_index] = <PyObject *>small_int
+
+
+cdef int fill_small_ints() except -1:
+    cdef Py_ssize_t i
+    cdef object value   # an object: the table holds a reference to each
+    for i in range(SMALL_INT_COUNT):
+        value = i + SMALL_INT_MIN
+        Py_INCREF(value)   # held for the life of the module
+        small_ints[i] = <PyObject *>value
+    return 0
+
+
+fill_small_ints()
 
 
 cdef inline object int_object(long value):
