@@ -177,8 +177,14 @@ cdef int walk_struct(Sink *s, ByteReader *r, CPlan plan) except -1:
                 set_slot(obj, op.offset, int_object(read_int16(r)))
             elif kind == K_STRING:
                 set_slot(obj, op.offset, read_string_value(r, op.compact, op.nullable))
+            elif kind == K_INT64:
+                set_slot(obj, op.offset, int64_object(read_int64(r)))
             elif kind == K_ARRAY and op.elem_kind == K_INT32:
                 set_slot(obj, op.offset, read_int32_array(r, op, frame))
+            elif kind == K_RECORDS:
+                value = build_records(r, op.compact, op.nullable, <object>s.source)
+                holds_tracked |= is_tracked(value)
+                set_slot(obj, op.offset, value)
             else:
                 # (the fast paths above make ints, str and untracked lists: never tracked)
                 walk_value(s, r, op, kind, op.nullable, frame)
