@@ -73,3 +73,76 @@ def test_every_implementation_reads_back_what_was_written():
         assert decoded == body, name
         assert decoded.topics[1]._unknown_tags == {9: b"\x01\x02"}, name
         assert decoded.topics[0]._unknown_tags is None, name
+
+
+@needs_extension
+@pytest.mark.parametrize("name,version", [("MetadataResponse", 12), ("ApiVersionsResponse", 3), ("FetchResponse", 12)])
+def test_a_fixed_width_run_cut_anywhere_fails_as_field_by_field(name, version):
+    # The validating scan skips consecutive fixed-width fields (a Metadata partition's
+    # error code, index, leader and epoch) with one bounds check; cut inside such a run,
+    # the error must still be the twin's: same class, field path, offset and message.
+    if name == "MetadataResponse":
+        body = metadata_body()
+    elif name == "ApiVersionsResponse":
+        from kproto.messages import ApiVersionsResponse
+        body = ApiVersionsResponse(api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=0, max_version=k)
+                                             for k in range(4)])
+    else:
+        from kproto.messages import FetchResponse
+        body = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[
+            FetchResponse.PartitionData(partition_index=p, high_watermark=10 ** 12, records=b"")
+            for p in range(2)])])
+    plan = schema.plan(name, version)
+    data = body.encode(version)
+    c, py = _impl.load("codec", "c"), _impl.load("codec", "py")
+    for cut in range(len(data)):
+        errors = []
+        for codec in (c, py):
+            with pytest.raises(kproto.DecodeError) as info:
+                codec.decode_struct(data[:cut], plan)
+            errors.append((type(info.value), info.value.path, info.value.offset, str(info.value)))
+        assert errors[0] == errors[1], cut
+
+
+def test_decoded_uuids_are_whole_uuid_objects():
+    # The C decoder writes uuid.UUID's slots in place: the object must be a UUID like any other.
+    plan = schema.plan("MetadataResponse", 12)
+    body = metadata_body()
+    body.topics[0].topic_id = uuid.UUID("0123456789abcdef0123456789abcdef")
+    data = body.encode(12)
+    for name in _impl.available():
+        topic_id = _impl.load("codec", name).decode_struct(data, plan).topics[0].topic_id
+        assert type(topic_id) is uuid.UUID
+        assert topic_id == uuid.UUID("0123456789abcdef0123456789abcdef")
+        assert topic_id.int == 0x0123456789ABCDEF0123456789ABCDEF
+        assert topic_id.is_safe is uuid.SafeUUID.unknown
+        assert hash(topic_id) == hash(uuid.UUID(int=topic_id.int))
+        assert str(topic_id) == "01234567-89ab-cdef-0123-456789abcdef"
+        import pickle
+        assert pickle.loads(pickle.dumps(topic_id)) == topic_id
+        with pytest.raises(TypeError):
+            topic_id.int = 1   # still immutable
+
+
+def test_records_made_by_the_decoder_and_by_hand_behave_alike():
+    # The codec makes Records without the constructor (no argument parsing per partition):
+    # they carry the same default limits as Records(data), and the constructor still works.
+    from kproto.messages import ProduceRequest
+    from kproto.records import Record, RecordBatch, Records
+
+    batch = bytes(RecordBatch.encode([Record(key=None, value=b"v" * 10)], base_offset=0))
+    body = ProduceRequest(acks=-1, timeout_ms=1, topic_data=[ProduceRequest.TopicProduceData(
+        name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+    plan = schema.plan("ProduceRequest", 9)
+    by_hand = Records(batch)
+    for name in _impl.available():
+        records = _impl.load("codec", name).decode_struct(body.encode(9), plan).topic_data[0] \
+            .partition_data[0].records
+        assert records == by_hand and bytes(records) == batch and len(records) == len(batch)
+        for limit in ("max_decompressed_size", "max_records_per_batch", "max_records_per_set",
+                      "max_decompressed_size_per_set", "verify_crc"):
+            assert getattr(records, limit) == getattr(by_hand, limit), limit
+        assert [r.value for b in records for r in b] == [b"v" * 10]
+    limited = Records(batch, max_records_per_batch=7, verify_crc=False)
+    assert (limited.max_records_per_batch, limited.verify_crc) == (7, False)
+    assert Records() == b"" and len(Records()) == 0

@@ -28,6 +28,52 @@ cdef object ZERO_UUID = _uuid_module.UUID(int=0)
 cdef object _object_setattr = object.__setattr__
 cdef object _uuid_new = _uuid_module.UUID.__new__
 
+cdef extern from *:
+    """
+    /* A 128-bit big-endian unsigned integer as a Python int, in one call. */
+    static PyObject *kp_uint128_be(const unsigned char *p) {
+    #if PY_VERSION_HEX >= 0x030D0000
+        return PyLong_FromUnsignedNativeBytes(p, 16, Py_ASNATIVEBYTES_BIG_ENDIAN);
+    #else
+        return _PyLong_FromByteArray(p, 16, 0, 0);
+    #endif
+    }
+    /* An instance of the uuid.UUID class tp with its int and is_safe slots set. */
+    static PyObject *kp_uuid_with_slots(PyObject *tp, Py_ssize_t int_offset, Py_ssize_t safe_offset,
+                                        PyObject *value, PyObject *safe) {
+        PyObject *u = ((PyTypeObject *)tp)->tp_alloc((PyTypeObject *)tp, 0);
+        if (u == NULL)
+            return NULL;
+        Py_INCREF(value);
+        *(PyObject **)((char *)u + int_offset) = value;
+        Py_INCREF(safe);
+        *(PyObject **)((char *)u + safe_offset) = safe;
+        return u;
+    }
+    """
+    object kp_uint128_be(const unsigned char *p)
+    object kp_uuid_with_slots(PyObject *tp, Py_ssize_t int_offset, Py_ssize_t safe_offset, object value,
+                              object safe)
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+
+
+cdef Py_ssize_t uuid_slot_offset(str name):
+    """Where uuid.UUID keeps a slot, or -1 if it is not a plain slot (another uuid module)."""
+    descr = UUID.__dict__.get(name)
+    if descr is None or type(descr).__name__ != "member_descriptor":
+        return -1
+    return (<PyMemberDescrObject *>descr).d_member.offset
+
+
+# uuid.UUID is immutable through __setattr__, so uuid.py itself writes its two slots
+# with object.__setattr__; the decoder writes them in place (same objects, no call).
+cdef Py_ssize_t UUID_INT_OFFSET = uuid_slot_offset("int")
+cdef Py_ssize_t UUID_SAFE_OFFSET = uuid_slot_offset("is_safe")
+cdef bint UUID_SLOTS_KNOWN = UUID_INT_OFFSET > 0 and UUID_SAFE_OFFSET > 0
+
 
 # ---------------------------------------------------------------- errors
 cdef str format_path(ByteReader *r):
@@ -127,10 +173,17 @@ cdef object read_uuid(ByteReader *r):
     if hi == 0 and lo == 0:
         return ZERO_UUID
     # UUID(int=...) validates and is slow; build the immutable object directly.
+    if UUID_SLOTS_KNOWN:
+        return new_uuid(kp_uint128_be(r.p - 16))
     u = _uuid_new(UUID)
     _object_setattr(u, "int", (<object>hi << 64) | <object>lo)
     _object_setattr(u, "is_safe", SAFE_UNKNOWN)
     return u
+
+
+cdef inline object new_uuid(object value):
+    """A uuid.UUID holding value, its two slots written as object.__setattr__ would."""
+    return kp_uuid_with_slots(<PyObject *>UUID, UUID_INT_OFFSET, UUID_SAFE_OFFSET, value, SAFE_UNKNOWN)
 
 
 cdef object read_string_value(ByteReader *r, bint compact, bint nullable):

@@ -34,6 +34,8 @@ cdef struct FieldOp:
     PyObject *default       # default value (immutable kinds) or None
     PyObject *pyop          # the schema.FieldOp, for rare slow paths
     PyObject *struct_cls    # class of struct / struct-array fields, else None
+    Py_ssize_t run_width    # fields only: bytes of the fixed-width fields from this one on,
+    Py_ssize_t run_count    # and how many they are (0 when this field is not fixed-width)
 
 
 cdef class CPlan:

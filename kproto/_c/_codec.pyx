@@ -139,6 +139,8 @@ cdef FieldOp *compile_ops(CPlan cp, tuple ops) except NULL:
         out[i].pyop = <PyObject *>op
         out[i].default = <PyObject *>op.default
         out[i].struct_cls = <PyObject *>op.struct_cls
+        out[i].run_width = 0
+        out[i].run_count = 0
         if op.kind == K_ARRAY and op.elem_kind == K_STRUCT:
             install_lazy_field(cls, name, None)
         elif op.kind == K_STRUCT and op.default is not None:
@@ -153,6 +155,23 @@ cdef FieldOp *compile_ops(CPlan cp, tuple ops) except NULL:
 
 
 cdef object sys_intern = __import__("sys").intern
+
+
+cdef void mark_fixed_runs(FieldOp *ops, Py_ssize_t n) noexcept:
+    # The validating walk skips consecutive fixed-width fields with one bounds check
+    # (e.g. a Metadata partition's error code, index, leader and epoch: 14 bytes).
+    cdef Py_ssize_t i, width
+    cdef Py_ssize_t run_width = 0, run_count = 0
+    for i in range(n - 1, -1, -1):
+        width = fixed_width(ops[i].kind)
+        if width:
+            run_width += width
+            run_count += 1
+        else:
+            run_width = 0
+            run_count = 0
+        ops[i].run_width = run_width
+        ops[i].run_count = run_count
 
 
 cdef int adopt_struct_class(object cls) except -1:
@@ -178,12 +197,49 @@ cdef CPlan native_plan(object plan):
         raise ValueError(f"{plan.name} has more than {MAX_TAGGED_PER_STRUCT} tagged fields")
     cp.fields = compile_ops(cp, plan.fields)
     cp.nfields = len(plan.fields)
+    mark_fixed_runs(cp.fields, cp.nfields)
     cp.tagged = compile_ops(cp, plan.tagged)
     cp.ntagged = len(plan.tagged)
     cp.absent = compile_ops(cp, plan.absent)
     cp.nabsent = len(plan.absent)
     plan.native = cp   # only once complete: a failed compile must not leave half a plan
     return cp
+
+
+# ------------------------------------------------------------------ int values
+# Most integers a message holds are small (error codes, partition indexes, node ids,
+# epochs): CPython keeps one object for each of -5..256, and taking it here saves
+# PyLong_FromLong's call for each (a Metadata response has thousands).
+cdef enum:
+    SMALL_INT_MIN = -5
+    SMALL_INT_COUNT = 262
+cdef PyObject *small_ints[SMALL_INT_COUNT]
+
+
+cdef int fill_small_ints() except -1:
+    cdef Py_ssize_t i
+    cdef object value   # an object: the table holds a reference to each
+    for i in range(SMALL_INT_COUNT):
+        value = i + SMALL_INT_MIN
+        Py_INCREF(value)   # held for the life of the module
+        small_ints[i] = <PyObject *>value
+    return 0
+
+
+fill_small_ints()
+
+
+cdef inline object int_object(long value):
+    # Unsigned arithmetic: one compare for the range, no signed overflow at the extremes.
+    if <unsigned long>value + <unsigned long>(-SMALL_INT_MIN) < SMALL_INT_COUNT:
+        return <object>small_ints[value - SMALL_INT_MIN]
+    return PyLong_FromLong(value)
+
+
+cdef inline object int64_object(long long value):
+    if <unsigned long long>value + <unsigned long long>(-SMALL_INT_MIN) < SMALL_INT_COUNT:
+        return <object>small_ints[value - SMALL_INT_MIN]
+    return PyLong_FromLongLong(value)
 
 
 # ------------------------------------------------------------------ slots
@@ -228,8 +284,7 @@ cdef bint ops_hold_tracked(object obj, FieldOp *ops, Py_ssize_t n) noexcept:
     cdef int kind
     for i in range(n):
         kind = ops[i].kind
-        # ints, floats, bools, str and bytes are never tracked: only look at containers.
-        if kind == K_ARRAY or kind == K_STRUCT or kind == K_UUID or kind == K_RECORDS:
+        if is_container_kind(kind):
             value = get_slot(obj, ops[i].offset)
             if value != NULL and PyObject_GC_IsTracked(value):
                 return True
@@ -241,12 +296,22 @@ cdef inline void track(object container) noexcept:
         PyObject_GC_Track(<PyObject *>container)
 
 
-cdef void track_struct_if_holding_tracked(object obj, CPlan plan) noexcept:
+cdef inline bint is_container_kind(int kind) noexcept:
+    # ints, floats, bools, str and bytes are never tracked: only containers can be.
+    return kind == K_ARRAY or kind == K_STRUCT or kind == K_UUID or kind == K_RECORDS
+
+
+cdef inline bint made_is_tracked(Build *s, int kind) noexcept:
+    """Whether the value a walk just made (about to go into a slot) is tracked."""
+    return is_container_kind(kind) and PyObject_GC_IsTracked(s.made)
+
+
+cdef bint others_hold_tracked(object obj, CPlan plan) noexcept:
+    """Whether a built struct's tagged fields, absent fields' defaults or unknown tags hold
+    something tracked (its fields proper were looked at as they were set)."""
     cdef PyObject *unknown = get_slot(obj, plan.unknown_tags_offset)
-    if (unknown != NULL and PyObject_GC_IsTracked(unknown)) \
-            or ops_hold_tracked(obj, plan.fields, plan.nfields) or ops_hold_tracked(obj, plan.tagged, plan.ntagged) \
-            or ops_hold_tracked(obj, plan.absent, plan.nabsent):
-        track(obj)
+    return (unknown != NULL and PyObject_GC_IsTracked(unknown)) \
+        or ops_hold_tracked(obj, plan.tagged, plan.ntagged) or ops_hold_tracked(obj, plan.absent, plan.nabsent)
 
 
 cdef object fresh_default(FieldOp *op):
@@ -435,7 +500,7 @@ cdef object read_int32_array(ByteReader *r, FieldOp *op, PathFrame *frame):
         raise_truncated(r, 4)
     out = PyList_New(n)
     for i in range(n):
-        item = PyLong_FromLong(<int32_t>kp_load_be32(r.p))
+        item = int_object(<int32_t>kp_load_be32(r.p))
         r.p += 4
         Py_INCREF(item)
         PyList_SET_ITEM(out, i, item)

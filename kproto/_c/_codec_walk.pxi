@@ -32,7 +32,7 @@ cdef int walk_value(Sink *s, ByteReader *r, FieldOp *op, int kind, bint nullable
         if Sink is Check:
             return skip_fixed(r, 4)
         else:
-            return made(s, PyLong_FromLong(read_int32(r)))
+            return made(s, int_object(read_int32(r)))
     if kind == K_STRING:
         if Sink is Check:
             return skip_string(r, op.compact, nullable)
@@ -42,12 +42,12 @@ cdef int walk_value(Sink *s, ByteReader *r, FieldOp *op, int kind, bint nullable
         if Sink is Check:
             return skip_fixed(r, 2)
         else:
-            return made(s, PyLong_FromLong(read_int16(r)))
+            return made(s, int_object(read_int16(r)))
     if kind == K_INT64:
         if Sink is Check:
             return skip_fixed(r, 8)
         else:
-            return made(s, PyLong_FromLongLong(read_int64(r)))
+            return made(s, int64_object(read_int64(r)))
     if kind == K_ARRAY:
         n = read_array_count(r, op.compact, nullable)
         if n < 0:
@@ -65,7 +65,7 @@ cdef int walk_value(Sink *s, ByteReader *r, FieldOp *op, int kind, bint nullable
         if Sink is Check:
             return skip_fixed(r, 1)
         else:
-            return made(s, PyLong_FromLong(read_int8(r)))
+            return made(s, int_object(read_int8(r)))
     if kind == K_BOOL:
         if Sink is Check:
             return skip_fixed(r, 1)
@@ -90,7 +90,7 @@ cdef int walk_value(Sink *s, ByteReader *r, FieldOp *op, int kind, bint nullable
         if Sink is Check:
             return skip_fixed(r, 2)
         else:
-            return made(s, PyLong_FromLong(read_uint16(r)))
+            return made(s, int_object(read_uint16(r)))
     if kind == K_UINT32:
         if Sink is Check:
             return skip_fixed(r, 4)
@@ -147,31 +147,48 @@ cdef int walk_struct(Sink *s, ByteReader *r, CPlan plan) except -1:
     cdef FieldOp *op
     cdef int kind
     if Sink is Check:
-        for i in range(plan.nfields):
+        i = 0
+        while i < plan.nfields:
             op = &plan.fields[i]
+            if op.run_count > 1 and r.end - r.p >= op.run_width:
+                # Fixed-width fields that all fit: nothing in them to check.
+                r.p += op.run_width
+                i += op.run_count
+                continue
+            # (a run cut short goes field by field: its error names the field and offset)
             frame.name = op.name
             walk_value(s, r, op, op.kind, op.nullable, frame)
+            i += 1
         if plan.flexible:
             walk_tagged(s, r, plan, None, frame)
         r.depth = depth
         return 0
     else:
         obj = new_struct(plan)
+        holds_tracked = False   # whether a field's value is tracked by the cyclic GC
         for i in range(plan.nfields):
             op = &plan.fields[i]
             frame.name = op.name
             # The eager read's fast paths: the commonest kinds without walk_value's dispatch.
             kind = op.kind
             if kind == K_INT32:
-                set_slot(obj, op.offset, PyLong_FromLong(read_int32(r)))
+                set_slot(obj, op.offset, int_object(read_int32(r)))
             elif kind == K_INT16:
-                set_slot(obj, op.offset, PyLong_FromLong(read_int16(r)))
+                set_slot(obj, op.offset, int_object(read_int16(r)))
             elif kind == K_STRING:
                 set_slot(obj, op.offset, read_string_value(r, op.compact, op.nullable))
+            elif kind == K_INT64:
+                set_slot(obj, op.offset, int64_object(read_int64(r)))
             elif kind == K_ARRAY and op.elem_kind == K_INT32:
                 set_slot(obj, op.offset, read_int32_array(r, op, frame))
+            elif kind == K_RECORDS:
+                value = build_records(r, op.compact, op.nullable, <object>s.source)
+                holds_tracked |= is_tracked(value)
+                set_slot(obj, op.offset, value)
             else:
+                # (the fast paths above make ints, str and untracked lists: never tracked)
                 walk_value(s, r, op, kind, op.nullable, frame)
+                holds_tracked |= made_is_tracked(s, kind)
                 set_slot_made(obj, op.offset, s)
         set_absent_defaults(obj, plan)
         if plan.flexible:
@@ -179,7 +196,8 @@ cdef int walk_struct(Sink *s, ByteReader *r, CPlan plan) except -1:
             set_slot_made(obj, plan.unknown_tags_offset, s)
         else:
             set_slot(obj, plan.unknown_tags_offset, None)
-        track_struct_if_holding_tracked(obj, plan)
+        if holds_tracked or others_hold_tracked(obj, plan):
+            track(obj)
         r.depth = depth
         return made(s, obj)
 

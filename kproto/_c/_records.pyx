@@ -75,6 +75,11 @@ cdef object _DEFAULT_MAX_RECORDS = _limits.DEFAULT_MAX_RECORDS_PER_BATCH
 cdef object _DEFAULT_MAX_RECORDS_PER_SET = _limits.DEFAULT_MAX_RECORDS_PER_SET
 cdef object _DEFAULT_MAX_PER_SET = _limits.DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET
 cdef Py_ssize_t _MIN_RECORD_SIZE = _limits.MIN_RECORD_SIZE
+# The same defaults as C values, for Records.__cinit__ (run once per partition decoded).
+cdef Py_ssize_t _DEFAULT_MAX_C = _DEFAULT_MAX
+cdef Py_ssize_t _DEFAULT_MAX_RECORDS_C = _DEFAULT_MAX_RECORDS
+cdef Py_ssize_t _DEFAULT_MAX_RECORDS_PER_SET_C = _DEFAULT_MAX_RECORDS_PER_SET
+cdef Py_ssize_t _DEFAULT_MAX_PER_SET_C = _DEFAULT_MAX_PER_SET
 
 # The record-batch layout (LOG_OVERHEAD, V2_ATTRIBUTES_AT, ATTR_*, ...) is the wire layer's (_wire.pxd).
 cdef enum:
@@ -264,6 +269,10 @@ cdef Py_ssize_t _batch_size(const unsigned char *data, Py_ssize_t size, Py_ssize
     return LOG_OVERHEAD + length
 
 
+cdef const unsigned char *EMPTY_RECORDS = <const unsigned char *>b""
+
+
+@cython.freelist(256)   # a Fetch or Produce decode makes one per partition and drops them together
 cdef class Records:
     """The records field of a Produce request or Fetch response: batches over a buffer it never copies.
 
@@ -275,12 +284,28 @@ cdef class Records:
     corruption anywhere else raises :class:`~kproto.errors.CorruptRecordError`.
     Supports the buffer protocol (read-only), ``bytes()``, ``len()`` and ``==``.
     """
-    def __cinit__(self, data=b"", *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
-                  max_records_per_set=_DEFAULT_MAX_RECORDS_PER_SET,
-                  max_decompressed_size_per_set=_DEFAULT_MAX_PER_SET, bint verify_crc=True):
+    def __cinit__(self):
+        # Empty, with the default limits, until __init__ (or the codec's records_view_over,
+        # which makes one per partition and so skips __init__'s argument parsing) points
+        # it at bytes. A __cinit__ without arguments ignores the constructor's.
+        self._data = EMPTY_RECORDS
+        self._tail = -1
+        self.max_decompressed_size = _DEFAULT_MAX_C
+        self.max_records_per_batch = _DEFAULT_MAX_RECORDS_C
+        self.max_records_per_set = _DEFAULT_MAX_RECORDS_PER_SET_C
+        self.max_decompressed_size_per_set = _DEFAULT_MAX_PER_SET_C
+        self.verify_crc = True
+
+    def __init__(self, data=b"", *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
+                 max_records_per_set=_DEFAULT_MAX_RECORDS_PER_SET,
+                 max_decompressed_size_per_set=_DEFAULT_MAX_PER_SET, bint verify_crc=True):
+        cdef Py_buffer view
         # Another Records is exported through its own buffer (its slice, kept alive by it).
         source = data
-        PyObject_GetBuffer(source, &self._view, PyBUF_SIMPLE)
+        PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)
+        if self._has_view:   # __init__ called again: the new bytes replace the old
+            PyBuffer_Release(&self._view)
+        self._view = view
         self._has_view = True
         self._source = source
         self._data = <const unsigned char *>self._view.buf

@@ -483,10 +483,7 @@ cdef Records records_view_over(object owner, Py_ssize_t offset, Py_ssize_t size)
     For an immutable bytes owner the pointer is taken directly (no buffer export,
     no memoryview): the decoder makes one per partition of a Fetch or Produce.
     """
-    cdef Records view = Records.__new__(Records, b"")
-    cdef Py_buffer buf
-    PyBuffer_Release(&view._view)
-    view._has_view = False
+    cdef Records view = Records.__new__(Records)
     if PyBytes_CheckExact(owner):
         view._data = <const unsigned char *>PyBytes_AS_STRING(owner) + offset
     else:
