@@ -15,6 +15,9 @@ cdef class Records:
     cdef public bint verify_crc
 
     cdef Py_ssize_t _scan(self) except -2
+    cdef void _set_limits(self, Py_ssize_t max_decompressed_size, Py_ssize_t max_records_per_batch,
+                          Py_ssize_t max_records_per_set, Py_ssize_t max_decompressed_size_per_set,
+                          bint verify_crc) noexcept
 
 
 cdef Records records_view_over(object owner, Py_ssize_t offset, Py_ssize_t size)

@@ -290,11 +290,8 @@ cdef class Records:
         # it at bytes. A __cinit__ without arguments ignores the constructor's.
         self._data = EMPTY_RECORDS
         self._tail = -1
-        self.max_decompressed_size = _DEFAULT_MAX_C
-        self.max_records_per_batch = _DEFAULT_MAX_RECORDS_C
-        self.max_records_per_set = _DEFAULT_MAX_RECORDS_PER_SET_C
-        self.max_decompressed_size_per_set = _DEFAULT_MAX_PER_SET_C
-        self.verify_crc = True
+        self._set_limits(_DEFAULT_MAX_C, _DEFAULT_MAX_RECORDS_C, _DEFAULT_MAX_RECORDS_PER_SET_C,
+                         _DEFAULT_MAX_PER_SET_C, True)
 
     def __init__(self, data=b"", *, max_decompressed_size=_DEFAULT_MAX, max_records_per_batch=_DEFAULT_MAX_RECORDS,
                  max_records_per_set=_DEFAULT_MAX_RECORDS_PER_SET,
@@ -312,6 +309,12 @@ cdef class Records:
         self._size = self._view.len
         self._shape[0] = self._size
         self._tail = -1
+        self._set_limits(max_decompressed_size, max_records_per_batch, max_records_per_set,
+                         max_decompressed_size_per_set, verify_crc)
+
+    cdef void _set_limits(self, Py_ssize_t max_decompressed_size, Py_ssize_t max_records_per_batch,
+                          Py_ssize_t max_records_per_set, Py_ssize_t max_decompressed_size_per_set,
+                          bint verify_crc) noexcept:
         self.max_decompressed_size = max_decompressed_size
         self.max_records_per_batch = max_records_per_batch
         self.max_records_per_set = max_records_per_set
