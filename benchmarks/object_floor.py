@@ -78,6 +78,16 @@ def materialised(codec, key: str):
     return message
 
 
+def check_copy(floor, key: str, template) -> None:
+    """The floor must make the decoded message again, object for object, or it measures nothing."""
+    copy = floor.copy_tree(template, Message, False)
+    _obj, version, _kio, _name = bench.MESSAGES[key]
+    if copy is template or copy != template or copy.encode(version) != bench.BODIES[key]:
+        raise AssertionError(f"object_floor.c does not copy the decoded {key}")
+    if copy.__class__ is not template.__class__ or LOOPS[key](copy) != LOOPS[key](template):
+        raise AssertionError(f"object_floor.c's copy of {key} reads differently")
+
+
 def cycle_cases(floor, key: str, template) -> dict:
     """Each peer's whole cycle, as bench_codec times kproto's: make the objects, read every
     partition, free them on return."""
@@ -100,8 +110,9 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         floor = build_floor(Path(tmp))
         templates = {key: materialised(codec, key) for key in LOOPS}
-        for template in templates.values():
+        for key, template in templates.items():
             floor.adopt(template, Message)
+            check_copy(floor, key, template)
         print(f"{args.rounds} rounds, as bench_codec: CPU time per call in us, median [IQR]; 'kio / case' is "
               "the median [IQR] of the per-round ratios")
         print(f"{'message':14} {'case':14} {'median':>9} {'IQR':>15} {'kio / case':>11} {'IQR':>13}")
