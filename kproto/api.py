@@ -107,13 +107,14 @@ RequestHeader = _codec.RequestHeader
 ResponseHeader = _codec.ResponseHeader
 
 
-def decode_request(payload, *, size_prefixed: bool = False) -> Request:
+def decode_request(payload, *, size_prefixed: bool = False, lazy: bool = True) -> Request:
     """Decode a request; the header version is chosen from its API key and version.
 
     Raises UnsupportedVersionError (with ``.header``) for an API or version kproto
     has no schema for, and DecodeError subclasses naming field path and offset.
+    ``lazy`` as in :meth:`kproto.schema.Message.decode`.
     """
-    header, hv, body = _codec.decode_request(_payload(payload, size_prefixed))
+    header, hv, body = _codec.decode_request(_payload(payload, size_prefixed), lazy=lazy)
     return Request(header, hv, body)
 
 
@@ -139,7 +140,8 @@ def encode_request(body: Message, *, version: int, correlation_id: int, client_i
     return _prefix(_codec.encode_request(body, plan, correlation_id, client_id, header_tags), size_prefixed)
 
 
-def decode_response(payload, api_key: int, api_version: int, *, size_prefixed: bool = False) -> Response:
+def decode_response(payload, api_key: int, api_version: int, *, size_prefixed: bool = False,
+                    lazy: bool = True) -> Response:
     """Decode a response to a request of ``api_key`` / ``api_version``.
 
     ApiVersions responses are read as Java's client reads them (KIP-511): at the
@@ -148,27 +150,28 @@ def decode_response(payload, api_key: int, api_version: int, *, size_prefixed: b
     ``Response.api_version`` is the version the body was read as. When neither
     reads, the error is the one of the version asked.
     A response holding only a correlation id raises UnsupportedRequestError.
+    ``lazy`` as in :meth:`kproto.schema.Message.decode`.
     """
     data = _payload(payload, size_prefixed)
     try:
-        return _decode_response_as(data, api_key, api_version)
+        return _decode_response_as(data, api_key, api_version, lazy)
     except DecodeError as asked:
         if api_key != _API_VERSIONS or api_version == 0:
             raise
         try:
-            return _decode_response_as(data, api_key, 0)
+            return _decode_response_as(data, api_key, 0, lazy)
         except DecodeError:
             raise asked from None
 
 
-def _decode_response_as(data, api_key: int, api_version: int) -> Response:
+def _decode_response_as(data, api_key: int, api_version: int, lazy: bool) -> Response:
     try:
         plan = schema.api_plan(api_key, api_version, False)
     except UnsupportedVersionError as exc:
         header, _hv, _off = _codec.decode_response_header(data, api_key, api_version)
         exc.header = header
         raise
-    header, hv, body = _codec.decode_response(data, api_key, api_version, plan)
+    header, hv, body = _codec.decode_response(data, api_key, api_version, plan, lazy=lazy)
     return Response(header, hv, body, api_key, api_version)
 
 

@@ -84,7 +84,7 @@ def render_class(lines: list[str], cls_name: str, fields: dict[str, tuple], qual
     lines.append(f"{inner}def __init__(self, {star}_unknown_tags: dict[int, bytes] | None = ...) -> None: ...")
     if indent == "":
         lines.append(f"{inner}@classmethod")
-        lines.append(f"{inner}def decode(cls, buf: Buffer, version: int) -> Self: ...")
+        lines.append(f"{inner}def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...")
         lines.append(f"{inner}def encode(self, version: int) -> bytes: ...")
     lines.append("")
 

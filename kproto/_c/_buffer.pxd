@@ -45,6 +45,7 @@ cdef struct ByteReader:
     int api_version              # -1 when unknown
     int depth
     bint prevalidated            # the bytes passed a full scan already: read eagerly, skip UTF-8 checks
+    bint eager                   # build struct arrays as they are read (decode with lazy=False)
     PathFrame path[MAX_PATH_DEPTH]
 
 
@@ -77,6 +78,7 @@ cdef inline void reader_init(ByteReader *r, const unsigned char *data, Py_ssize_
     r.api_version = -1
     r.depth = 0
     r.prevalidated = 0
+    r.eager = 0
 
 
 cdef inline Py_ssize_t reader_offset(ByteReader *r) noexcept:

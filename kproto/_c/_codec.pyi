@@ -81,8 +81,11 @@ class ResponseHeader:
 def header_version(api_key: int, api_version: int, is_request: bool) -> int:
     """Header version of a request (0, 1, 2) or response (0, 1) for an API version."""
 
-def decode_struct(buf: Buffer, plan: StructPlan, offset: int = 0, end: int | None = None) -> Message:
-    """Decode one message body spanning exactly buf[offset:end]."""
+def decode_struct(
+    buf: Buffer, plan: StructPlan, offset: int = 0, end: int | None = None, *, lazy: bool = True
+) -> Message:
+    """Decode one message body spanning exactly buf[offset:end]; ``lazy=False`` builds its
+    struct arrays now instead of on first read (one pass instead of a scan, then a build)."""
 
 def encode_struct(obj: Message, plan: StructPlan, writer: object = None) -> bytes:
     """Encode a message body; EncodeErrors name the field path."""
@@ -96,11 +99,11 @@ def decode_request_header(payload: Buffer, *, size_prefixed: bool = False) -> Re
 def decode_response_header(buf: Buffer, api_key: int, api_version: int) -> tuple[ResponseHeader, int, int]:
     """(header, header_version, body_offset) of a response payload."""
 
-def decode_request(buf: Buffer) -> tuple[RequestHeader, int, Message]:
+def decode_request(buf: Buffer, *, lazy: bool = True) -> tuple[RequestHeader, int, Message]:
     """(header, header_version, body) of a request payload (no size prefix)."""
 
 def decode_response(
-    buf: Buffer, api_key: int, api_version: int, plan: StructPlan
+    buf: Buffer, api_key: int, api_version: int, plan: StructPlan, *, lazy: bool = True
 ) -> tuple[ResponseHeader, int, Message]:
     """(header, header_version, body) of a response payload, given the request's API and version."""
 

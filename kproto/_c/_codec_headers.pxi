@@ -240,7 +240,7 @@ cdef CPlan request_plan(int api_key, int api_version, object header, Py_ssize_t 
     return cp
 
 
-def decode_request(buf):
+def decode_request(buf, *, bint lazy=True):
     """(header, header_version, body) of a request payload (no size prefix)."""
     cdef ByteReader r
     cdef int version
@@ -250,12 +250,13 @@ def decode_request(buf):
     cp = request_plan((<RequestHeader>h).request_api_key, (<RequestHeader>h).request_api_version,
                       h, r.p - r.start)
     prepare(&r, cp)
+    r.eager = not lazy
     body = read_struct_top(&r, cp, src)
     check_consumed(&r, cp.plan)
     return h, version, body
 
 
-def decode_response(buf, int api_key, int api_version, plan):
+def decode_response(buf, int api_key, int api_version, plan, *, bint lazy=True):
     """(header, header_version, body) of a response payload, given the request's API and version."""
     cdef ByteReader r
     cdef int version
@@ -268,6 +269,7 @@ def decode_response(buf, int api_key, int api_version, plan):
             "response holds only a correlation id: the broker did not support the request",
             r.p - r.start, None, api_key, api_version)
     prepare(&r, cp)
+    r.eager = not lazy
     body = read_struct_top(&r, cp, src)
     check_consumed(&r, plan)
     return h, version, body

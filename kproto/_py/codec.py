@@ -143,8 +143,10 @@ def _prepare(r: Reader, plan: StructPlan) -> None:
     r.api_version = plan.version
 
 
-def decode_struct(buf, plan: StructPlan, offset: int = 0, end: int | None = None):
-    """Decode one message body spanning exactly buf[offset:end]."""
+def decode_struct(buf, plan: StructPlan, offset: int = 0, end: int | None = None, *, lazy: bool = True):
+    """Decode one message body spanning exactly buf[offset:end]. This implementation
+    always builds everything at once: ``lazy`` (the C decoder's choice between building
+    struct arrays on first read or now) changes nothing here."""
     r = Reader(buf, offset, end)
     _prepare(r, plan)
     obj = read_struct(r, plan)
@@ -394,8 +396,8 @@ def encode_request_header(header, header_version: int) -> bytes:
 
 
 # ------------------------------------------------------------------ whole frames
-def decode_request(buf):
-    """(header, header_version, body) of a request payload (no size prefix)."""
+def decode_request(buf, *, lazy: bool = True):
+    """(header, header_version, body) of a request payload (no size prefix); ``lazy`` as in decode_struct."""
     r = Reader(buf)
     header, header_version = read_request_header(r)
     api_key, api_version = header.request_api_key, header.request_api_version
@@ -407,8 +409,9 @@ def decode_request(buf):
     return header, header_version, body
 
 
-def decode_response(buf, api_key: int, api_version: int, plan: StructPlan):
-    """(header, header_version, body) of a response payload, given the request's API and version."""
+def decode_response(buf, api_key: int, api_version: int, plan: StructPlan, *, lazy: bool = True):
+    """(header, header_version, body) of a response payload, given the request's API and
+    version; ``lazy`` as in decode_struct."""
     r = Reader(buf)
     header, header_version = read_response_header(r, api_key, api_version)
     if r.pos == r.end:
