@@ -173,6 +173,8 @@ def decode_and_walk_cases():
     plan = schema.plan("MetadataResponse", 12)
     cases = {f"kproto_{impl}": (lambda c: lambda: walk_metadata(c.decode_struct(body, plan)))(codec)
              for impl, codec in CODECS.items()}
+    if "c" in CODECS:   # what a reader of every field asks for: one pass, no lazy arrays
+        cases["kproto_c_eager"] = lambda: walk_metadata(CODECS["c"].decode_struct(body, plan, lazy=False))
     reader = kio_serial.entity_reader(KioMetadataResponse)
     cases["kio"] = lambda: walk_metadata(reader(body, 0)[0])
     theirs = kafka_python_class("MetadataResponse")
@@ -208,6 +210,9 @@ def decode_and_read_records_cases(key: str):
     walk = RECORD_WALKS[key]
     cases = {f"kproto_{impl}": (lambda c: lambda: walk(c.decode_struct(body, plan), kproto_records_buffer))(codec)
              for impl, codec in CODECS.items()}
+    if "c" in CODECS:
+        cases["kproto_c_eager"] = lambda: walk(CODECS["c"].decode_struct(body, plan, lazy=False),
+                                               kproto_records_buffer)
     reader = kio_serial.entity_reader(kio_class)
     cases["kio"] = lambda: walk(reader(body, 0)[0], memoryview)
     return cases
