@@ -12,8 +12,9 @@ process, so the figures compare as ratios:
 
     kio / floor = kio (decode + read + free) / floor (copy + read + free)
 
-is the most any decoder of these objects can reach against kio; a target above it
-needs other objects, not a faster decoder. The "tuples" rows make every array a tuple
+is what making, reading and freeing these objects costs with nothing parsed: a decoder
+also parses and checks, so a target well above it needs other objects, not a faster
+decoder. The "tuples" rows make every array a tuple
 (CPython's free list, one allocation) to show what that object model would allow; "loop
 alone" is the reading loop over objects already made (what no decoder can take off).
 
