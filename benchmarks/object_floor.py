@@ -43,9 +43,10 @@ from _timing import Spread  # noqa: E402
 from kproto import _impl, schema  # noqa: E402
 from kproto.schema import Message  # noqa: E402
 
-#: message key -> (the benchmark's reading loop over a decoded message, kio's buffer maker)
+#: message key -> bench_codec's reading loop over a decoded message: over kproto's objects (LOOPS)
+#: and kio's (KIO_LOOPS), which differ only in how a record set becomes a memoryview
 LOOPS = {
-    "metadata_v12": lambda message: bench.walk_metadata(message),
+    "metadata_v12": bench.walk_metadata,
     "fetch_v12": lambda message: bench.RECORD_WALKS["fetch_v12"](message, bench.kproto_records_buffer),
     "produce_v9": lambda message: bench.RECORD_WALKS["produce_v9"](message, bench.kproto_records_buffer),
 }
@@ -81,7 +82,7 @@ def materialised(codec, key: str):
 
 def check_copy(floor, key: str, template) -> None:
     """The floor must make the decoded message again, object for object, or it measures nothing."""
-    copy = floor.copy_tree(template, Message, False)
+    copy = floor.copy_tree(template, False)
     _obj, version, _kio, _name = bench.MESSAGES[key]
     if copy is template or copy != template or copy.encode(version) != bench.BODIES[key]:
         raise AssertionError(f"object_floor.c does not copy the decoded {key}")
@@ -96,8 +97,8 @@ def cycle_cases(floor, key: str, template) -> dict:
     reader = bench.kio_serial.entity_reader(bench.MESSAGES[key][2])
     body, kio_loop = bench.BODIES[key], KIO_LOOPS[key]
     return {
-        "floor, lists": lambda: loop(floor.copy_tree(template, Message, False)),
-        "floor, tuples": lambda: loop(floor.copy_tree(template, Message, True)),
+        "floor, lists": lambda: loop(floor.copy_tree(template, False)),
+        "floor, tuples": lambda: loop(floor.copy_tree(template, True)),
         "loop alone": lambda: loop(template),
         "kio": lambda: kio_loop(reader(body, 0)[0]),
     }

@@ -1,6 +1,6 @@
 /* The floor of any decoder that returns kproto's objects (benchmarks/object_floor.py).
  *
- * copy_tree(message, base, immutable) makes a new copy of an already decoded message
+ * copy_tree(message, immutable) makes a new copy of an already decoded message
  * with the fewest operations C has: each struct from a free list with its slots
  * written directly (kproto's own allocator, kp_structs.h), each array a new list (or,
  * with immutable true, a tuple from CPython's free list), untracked by the cyclic GC
@@ -13,16 +13,16 @@
 
 #include "kp_structs.h"
 
-static PyObject *copy_value(PyObject *value, PyTypeObject *base, int immutable);
+static PyObject *copy_value(PyObject *value, int immutable);
 
-static PyObject *copy_array(PyObject *list, PyTypeObject *base, int immutable) {
+static PyObject *copy_array(PyObject *list, int immutable) {
     Py_ssize_t n = PyList_GET_SIZE(list), i;
     PyObject *out = immutable ? PyTuple_New(n) : PyList_New(n);
     int holds_tracked = 0;
     if (out == NULL)
         return NULL;
     for (i = 0; i < n; i++) {
-        PyObject *item = copy_value(PyList_GET_ITEM(list, i), base, immutable);
+        PyObject *item = copy_value(PyList_GET_ITEM(list, i), immutable);
         if (item == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -38,7 +38,7 @@ static PyObject *copy_array(PyObject *list, PyTypeObject *base, int immutable) {
     return out;
 }
 
-static PyObject *copy_struct(PyObject *obj, PyTypeObject *base, int immutable) {
+static PyObject *copy_struct(PyObject *obj, int immutable) {
     PyTypeObject *tp = Py_TYPE(obj);
     Py_ssize_t n = kp_struct_slots(tp), i;
     PyObject **from = kp_struct_slot_array(obj);
@@ -50,7 +50,7 @@ static PyObject *copy_struct(PyObject *obj, PyTypeObject *base, int immutable) {
     for (i = 0; i < n; i++) {
         if (from[i] == NULL)
             continue;
-        to[i] = copy_value(from[i], base, immutable);
+        to[i] = copy_value(from[i], immutable);
         if (to[i] == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -62,11 +62,12 @@ static PyObject *copy_struct(PyObject *obj, PyTypeObject *base, int immutable) {
     return out;
 }
 
-static PyObject *copy_value(PyObject *value, PyTypeObject *base, int immutable) {
+/* A struct is recognised by its deallocator: adopt() gave it this module's. */
+static PyObject *copy_value(PyObject *value, int immutable) {
     if (PyList_CheckExact(value))
-        return copy_array(value, base, immutable);
+        return copy_array(value, immutable);
     if (Py_TYPE(value)->tp_dealloc == kp_struct_dealloc)
-        return copy_struct(value, base, immutable);
+        return copy_struct(value, immutable);
     Py_INCREF(value);
     return value;
 }
@@ -104,11 +105,11 @@ static PyObject *adopt(PyObject *self, PyObject *args) {
 }
 
 static PyObject *copy_tree(PyObject *self, PyObject *args) {
-    PyObject *message, *base;
+    PyObject *message;
     int immutable;
-    if (!PyArg_ParseTuple(args, "OO!p", &message, &PyType_Type, &base, &immutable))
+    if (!PyArg_ParseTuple(args, "Op", &message, &immutable))
         return NULL;
-    return copy_value(message, (PyTypeObject *)base, immutable);
+    return copy_value(message, immutable);
 }
 
 static PyMethodDef methods[] = {

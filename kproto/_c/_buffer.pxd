@@ -336,6 +336,7 @@ cdef inline Py_ssize_t unsigned_varint_size(uint64_t v) noexcept:
 cdef object read_str_body(ByteReader *r, Py_ssize_t n)
 cdef object read_bytes_body(ByteReader *r, Py_ssize_t n)
 cdef object read_uuid(ByteReader *r)
+cdef Py_ssize_t member_slot_offset(object descr)
 cdef object read_string_value(ByteReader *r, bint compact, bint nullable)
 cdef object read_bytes_value(ByteReader *r, bint compact, bint nullable)
 cdef int write_string_value(ByteWriter *w, object value, bint compact, bint nullable) except -1

@@ -60,9 +60,9 @@ cdef extern from *:
         PyMemberDef *d_member
 
 
-cdef Py_ssize_t uuid_slot_offset(str name):
-    """Where uuid.UUID keeps a slot, or -1 if it is not a plain slot (another uuid module)."""
-    descr = UUID.__dict__.get(name)
+cdef Py_ssize_t member_slot_offset(object descr):
+    """The offset in its instances of the slot a class attribute describes, or -1 when
+    the attribute is not a slot's member descriptor."""
     if descr is None or type(descr).__name__ != "member_descriptor":
         return -1
     return (<PyMemberDescrObject *>descr).d_member.offset
@@ -70,8 +70,9 @@ cdef Py_ssize_t uuid_slot_offset(str name):
 
 # uuid.UUID is immutable through __setattr__, so uuid.py itself writes its two slots
 # with object.__setattr__; the decoder writes them in place (same objects, no call).
-cdef Py_ssize_t UUID_INT_OFFSET = uuid_slot_offset("int")
-cdef Py_ssize_t UUID_SAFE_OFFSET = uuid_slot_offset("is_safe")
+# (-1: not plain slots, another uuid module; then the decoder calls as uuid.py does.)
+cdef Py_ssize_t UUID_INT_OFFSET = member_slot_offset(UUID.__dict__.get("int"))
+cdef Py_ssize_t UUID_SAFE_OFFSET = member_slot_offset(UUID.__dict__.get("is_safe"))
 cdef bint UUID_SLOTS_KNOWN = UUID_INT_OFFSET > 0 and UUID_SAFE_OFFSET > 0
 
 

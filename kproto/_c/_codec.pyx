@@ -40,12 +40,6 @@ cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *op) noexcept
     void PyObject_GC_Track(void *op) noexcept
     void list_set_item "PyList_SET_ITEM"(object list, Py_ssize_t i, PyObject *item) noexcept   # steals item
-    ctypedef struct PyMemberDef:
-        const char *name
-        int type
-        Py_ssize_t offset
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef *d_member
 
 cdef extern from "kp_structs.h":
     # Instances of the generated classes: untracked, from a free list (see the header).
@@ -83,9 +77,10 @@ cdef Py_ssize_t slot_offset(object cls, str name) except -1:
             break
     if type(descr) is LazyField:
         return (<LazyField>descr).offset
-    if descr is None or type(descr).__name__ != "member_descriptor":
+    cdef Py_ssize_t offset = member_slot_offset(descr)
+    if offset < 0:
         raise TypeError(f"{cls.__name__}.{name} is not a slot")
-    return (<PyMemberDescrObject *>descr).d_member.offset
+    return offset
 
 
 cdef int install_lazy_field(object cls, str name, object default_cls) except -1:
@@ -229,14 +224,9 @@ cdef int fill_small_ints() except -1:
 fill_small_ints()
 
 
-cdef inline object int_object(long value):
+cdef inline object int_object(long long value):
+    """The int of any signed Kafka integer (int8 to int64, uint16)."""
     # Unsigned arithmetic: one compare for the range, no signed overflow at the extremes.
-    if <unsigned long>value + <unsigned long>(-SMALL_INT_MIN) < SMALL_INT_COUNT:
-        return <object>small_ints[value - SMALL_INT_MIN]
-    return PyLong_FromLong(value)
-
-
-cdef inline object int64_object(long long value):
     if <unsigned long long>value + <unsigned long long>(-SMALL_INT_MIN) < SMALL_INT_COUNT:
         return <object>small_ints[value - SMALL_INT_MIN]
     return PyLong_FromLongLong(value)

@@ -249,8 +249,7 @@ def decode_request(buf, *, bint lazy=True):
     h = read_request_header(&r, &version)
     cp = request_plan((<RequestHeader>h).request_api_key, (<RequestHeader>h).request_api_version,
                       h, r.p - r.start)
-    prepare(&r, cp)
-    r.eager = not lazy
+    prepare(&r, cp, lazy)
     body = read_struct_top(&r, cp, src)
     check_consumed(&r, cp.plan)
     return h, version, body
@@ -268,8 +267,7 @@ def decode_response(buf, int api_key, int api_version, plan, *, bint lazy=True):
         raise UnsupportedRequestError(
             "response holds only a correlation id: the broker did not support the request",
             r.p - r.start, None, api_key, api_version)
-    prepare(&r, cp)
-    r.eager = not lazy
+    prepare(&r, cp, lazy)
     body = read_struct_top(&r, cp, src)
     check_consumed(&r, plan)
     return h, version, body

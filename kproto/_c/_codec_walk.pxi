@@ -47,7 +47,7 @@ cdef int walk_value(Sink *s, ByteReader *r, FieldOp *op, int kind, bint nullable
         if Sink is Check:
             return skip_fixed(r, 8)
         else:
-            return made(s, int64_object(read_int64(r)))
+            return made(s, int_object(read_int64(r)))
     if kind == K_ARRAY:
         n = read_array_count(r, op.compact, nullable)
         if n < 0:
@@ -178,7 +178,7 @@ cdef int walk_struct(Sink *s, ByteReader *r, CPlan plan) except -1:
             elif kind == K_STRING:
                 set_slot(obj, op.offset, read_string_value(r, op.compact, op.nullable))
             elif kind == K_INT64:
-                set_slot(obj, op.offset, int64_object(read_int64(r)))
+                set_slot(obj, op.offset, int_object(read_int64(r)))
             elif kind == K_ARRAY and op.elem_kind == K_INT32:
                 set_slot(obj, op.offset, read_int32_array(r, op, frame))
             elif kind == K_RECORDS:
@@ -288,11 +288,14 @@ cdef object read_struct(ByteReader *r, CPlan plan, object source):
     return take_made(&build)
 
 
-cdef inline void prepare(ByteReader *r, CPlan cp):
+cdef inline void prepare(ByteReader *r, CPlan cp, bint lazy):
+    """Set a reader up to decode a body of the plan: its names for errors, and whether
+    struct arrays wait for their first read (lazy) or are built as they are met."""
     plan = cp.plan
     r.root_name = <PyObject *>plan.name
     r.api_key = plan.api_key
     r.api_version = plan.version
+    r.eager = not lazy
 
 
 cdef int check_consumed(ByteReader *r, object plan) except -1:
@@ -316,8 +319,7 @@ def decode_struct(buf, plan, Py_ssize_t offset=0, end=None, *, bint lazy=True):
     if offset < 0 or offset > r.end - r.start:
         raise ValueError("offset out of range")
     r.p = r.start + offset
-    prepare(&r, cp)
-    r.eager = not lazy
+    prepare(&r, cp, lazy)
     obj = read_struct_top(&r, cp, src)
     check_consumed(&r, plan)
     return obj
