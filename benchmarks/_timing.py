@@ -72,16 +72,28 @@ def repeat(fn: Callable[[], object], runs: int, warmup: int = 1) -> Spread:
     return Spread(tuple(timed(fn) for _ in range(runs)))
 
 
+def alternating(fns: list[Callable[[], object]], runs: int, warmup: int = 1) -> list[Spread]:
+    """Seconds per call of each of ``fns``, timed in turn, one call of each per round,
+    so runs of different callables at the same index were made side by side."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(runs):
+        for fn, out in zip(fns, times):
+            out.append(timed(fn))
+    return [Spread(tuple(t)) for t in times]
+
+
+def per_round(first: Spread, second: Spread) -> Spread:
+    """second / first of each round (see alternating): with times, how many times faster ``first`` runs."""
+    return Spread(tuple(y / x for x, y in zip(first.values, second.values)))
+
+
 def paired(first: Callable[[], object], second: Callable[[], object], runs: int,
            warmup: int = 1) -> tuple[Spread, Spread, Spread]:
     """(seconds of first, seconds of second, per-round ratio second / first): the two
     alternate, one call each per round, so each ratio compares runs made side by side.
     With times, second / first is how many times faster ``first`` runs."""
-    for _ in range(warmup):
-        first()
-        second()
-    a, b = [], []
-    for _ in range(runs):
-        a.append(timed(first))
-        b.append(timed(second))
-    return Spread(tuple(a)), Spread(tuple(b)), Spread(tuple(y / x for x, y in zip(a, b)))
+    a, b = alternating([first, second], runs, warmup)
+    return a, b, per_round(a, b)

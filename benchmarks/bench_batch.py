@@ -10,7 +10,9 @@ and, for issue 18, header-only decoding as the number of distinct client ids gro
 1 M mixed v1/v2 requests whose ids are drawn, in random order, uniformly or
 Zipf-distributed from 1, 50, 1,000 or 100,000 ids, each against the C loop
 writing into warm preallocated arrays over the same buffer
-[>= 100 M frames/s and >= 0.5x with 50 ids; >= 0.4x with 100,000 Zipf ids].
+[>= 100 M frames/s and >= 0.5x with 50 ids; >= 0.4x with 100,000 Zipf ids],
+and against the C loop that also looks each id up in a table already holding
+every id of the buffer (the least a hash-table dictionary costs on the machine).
 
 Every figure is a median over repeated runs with its spread (see _timing.py and
 docs/benchmarks.md); a ratio is the median of per-round ratios, the two sides
@@ -52,7 +54,7 @@ from kio.schema.request_header.v1.header import RequestHeader as KioRequestHeade
 from kio.schema.request_header.v2.header import RequestHeader as KioRequestHeaderV2  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # _timing, under pytest too
-from _timing import Spread, paired, repeat  # noqa: E402
+from _timing import Spread, alternating, paired, per_round, repeat  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FRAMES = 1_000_000
@@ -149,7 +151,8 @@ def build_reference() -> ctypes.CDLL:
     subprocess.run([compiler, "-O3", "-shared", "-fPIC", "-o", str(out),
                     str(HERE / "c_reference" / "header_loop.c")], check=True)
     lib = ctypes.CDLL(str(out))
-    lib.header_loop.restype = ctypes.c_int64
+    for name in ("header_loop", "header_loop_ids", "id_table_fill"):
+        getattr(lib, name).restype = ctypes.c_int64
     return lib
 
 
@@ -164,6 +167,34 @@ def c_reference_decode(lib: ctypes.CDLL, buf: bytes, count: int, arrays: list[np
     arrays = c_reference_arrays(count) if arrays is None else arrays
     return lib.header_loop(ctypes.c_char_p(buf), ctypes.c_int64(len(buf)), ctypes.c_int64(count),
                            *[a.ctypes.data_as(ctypes.c_void_p) for a in arrays])
+
+
+class CLookupLoop:
+    """The C loop that also turns each frame's id into its dictionary index through a
+    table already holding every id of ``buf`` (header_loop_ids): the least a hash-table
+    dictionary costs a frame, nothing added or checked. Its slots are as many as
+    kproto's table has for that many ids (a power of two, at most half full)."""
+
+    def __init__(self, lib: ctypes.CDLL, buf: bytes, distinct: int):
+        slot_count = 256
+        while slot_count < 2 * distinct:
+            slot_count *= 2
+        self.slots = np.full((slot_count, 4), np.iinfo(np.uint64).max, dtype=np.uint64)
+        self.shift = 64 - (slot_count.bit_length() - 1)
+        self.lib, self.buf = lib, buf
+        filled = lib.id_table_fill(ctypes.c_char_p(buf), ctypes.c_int64(len(buf)),
+                                   self.slots.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(self.shift))
+        assert filled == distinct, (filled, distinct)
+        self.arrays = [np.empty(FRAMES, t) for t in (np.int64, np.int32, np.int16, np.int16, np.int32, np.int32)]
+
+    def __call__(self) -> int:
+        return self.lib.header_loop_ids(ctypes.c_char_p(self.buf), ctypes.c_int64(len(self.buf)),
+                                        ctypes.c_int64(FRAMES),
+                                        *[a.ctypes.data_as(ctypes.c_void_p) for a in self.arrays],
+                                        self.slots.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(self.shift))
+
+    def client_ids(self) -> np.ndarray:
+        return self.arrays[5]
 
 
 KIO_V1 = kio_serial.entity_reader(KioRequestHeaderV1)
@@ -262,6 +293,11 @@ def test_header_ids_c_reference_arrays_reused(benchmark, id_frames):
     assert benchmark(c_reference_decode, lib, id_frames, FRAMES, reused) == FRAMES
 
 
+def test_header_ids_c_lookup(benchmark, id_frames):
+    distinct = kb.decode_frames(id_frames)["client_id"].dictionary
+    assert benchmark(CLookupLoop(build_reference(), id_frames, len(distinct))) == FRAMES
+
+
 # ---------------------------------------------------------------- standalone figures
 def rate(spread: Spread) -> str:
     """Seconds per 1 M-frame call as M frames/s: median [IQR] (min-max)."""
@@ -290,15 +326,31 @@ def id_figures(runs: int) -> None:
     lib = build_reference()
     reused = c_reference_arrays(FRAMES)
     print(f"header-only, {FRAMES:,} mixed v1/v2 request frames by client ids (uniform or Zipf s={ZIPF_EXPONENT}), "
-          f"vs the C loop into warm arrays, {runs} runs: median [IQR] (min-max)")
-    print(f"  {'ids':>7} {'draw':8} {'distinct':>8}  {'kproto M frames/s':34} {'C warm M frames/s':34} kproto/C rate")
+          f"vs the C loop into warm arrays and the C loop that also looks each id up in a table already "
+          f"holding them all, {runs} runs: median [IQR] (min-max)")
+    print(f"  {'ids':>7} {'draw':8} {'distinct':>8}  {'kproto M frames/s':34} {'C warm M frames/s':34} "
+          f"{'kproto/C rate':32} {'C lookup M frames/s':34} {'kproto/C-lookup rate':32} C-lookup/C rate")
     for ids, distribution in ID_SHAPES:
         buf = id_shape_frames(FRAMES, ids, distribution)
         distinct = len(np.unique(id_draws(FRAMES, ids, distribution)))
-        kproto_s, warm_s, ratio = paired(lambda buf=buf: kb.decode_frames(buf),
-                                         lambda buf=buf: c_reference_decode(lib, buf, FRAMES, reused), runs)
-        print(f"  {ids:>7,} {distribution:8} {distinct:>8,}  {rate(kproto_s):34} {rate(warm_s):34} {ratio.show()}",
+        lookup = CLookupLoop(lib, buf, distinct)
+        kproto_s, warm_s, lookup_s = alternating([lambda buf=buf: kb.decode_frames(buf),
+                                                  lambda buf=buf: c_reference_decode(lib, buf, FRAMES, reused),
+                                                  lookup], runs)
+        print(f"  {ids:>7,} {distribution:8} {distinct:>8,}  {rate(kproto_s):34} {rate(warm_s):34} "
+              f"{per_round(kproto_s, warm_s).show():32} {rate(lookup_s):34} {per_round(kproto_s, lookup_s).show():32} "
+              f"{per_round(lookup_s, warm_s).show()}",
               flush=True)
+
+
+def test_c_lookup_loop_gives_the_dictionary_indexes():
+    """The C lookup loop is a peer only if it does the work: its indexes are kproto's."""
+    lib = build_reference()
+    for ids, distribution in ((1, "uniform"), (3_000, "zipf")):
+        buf = id_shape_frames(FRAMES, ids, distribution)
+        lookup = CLookupLoop(lib, buf, len(np.unique(id_draws(FRAMES, ids, distribution))))
+        assert lookup() == FRAMES
+        assert (lookup.client_ids() == kb.decode_frames(buf)["client_id"].indices.to_numpy()).all()
 
 
 def id_cost_figures(runs: int) -> None:
