@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kproto import _impl
+from kproto import _impl, schema
 from kproto.errors import (
     DecodeError, EncodeError, InvalidLengthError, InvalidVarintError, TruncatedError,
 )
@@ -153,6 +153,37 @@ def test_invalid_utf8_is_a_decode_error(impl):
     with pytest.raises(DecodeError) as info:
         r.read_string()
     assert info.value.offset == 2
+
+
+# Sequences to put at every place of an ASCII string: valid ones of each length,
+# cut ones, overlong forms, a surrogate, one above U+10FFFF and stray bytes.
+UTF8_PIECES = [b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\xc3", b"\xe2\x82", b"\xf0\x9f\x98",
+               b"\xc0\xaf", b"\xe0\x80\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80", b"\xff"]
+
+
+def test_utf8_rule_is_pythons_at_every_place(impl):
+    """The message decoder's validator checks ASCII eight bytes at a time and may end on
+    the last eight bytes at once: a piece anywhere in strings of 0-24 bytes, around
+    those words' edges, is accepted exactly when Python's strict decoder accepts it.
+    The string is a topic name in MetadataRequest v1, inside an array that a lazy
+    decode builds on first read: the validator alone makes decode fail."""
+    codec = impl.load("codec")
+    plan = schema.plan("MetadataRequest", 1)
+    for piece in UTF8_PIECES:
+        for length in range(len(piece), 25):
+            for at in range(length - len(piece) + 1):
+                raw = b"a" * at + piece + b"b" * (length - len(piece) - at)
+                try:
+                    expected = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    expected = None
+                body = b"\x00\x00\x00\x01" + len(raw).to_bytes(2, "big") + raw
+                if expected is None:
+                    with pytest.raises(DecodeError) as info:
+                        codec.decode_struct(body, plan)
+                    assert info.value.offset == 6 and "topics[0].name" in str(info.value), raw
+                else:
+                    assert codec.decode_struct(body, plan).topics[0].name == expected, raw
 
 
 def test_arrays_classic_and_compact(impl):

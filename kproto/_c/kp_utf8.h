@@ -1,6 +1,9 @@
 /* Strict UTF-8 validation with the same rules as CPython's decoder (errors="strict"):
    no overlong forms, no surrogates (U+D800..U+DFFF), nothing above U+10FFFF.
-   ASCII runs are checked eight bytes at a time. Returns 1 when valid. */
+   ASCII runs are checked eight bytes at a time, and a string of at least eight bytes
+   whose last eight are ASCII ends with one more such check instead of a byte loop
+   (those bytes may overlap ones already checked: all ASCII, they end no sequence).
+   Returns 1 when valid. */
 #ifndef KP_UTF8_H
 #define KP_UTF8_H
 #include <stdint.h>
@@ -8,11 +11,16 @@
 
 static inline int kp_utf8_valid(const unsigned char *p, Py_ssize_t n) {
     const unsigned char *end = p + n;
+    uint64_t chunk;
+    int tail_checked = n < 8;
     while (p < end) {
         if (end - p >= 8) {
-            uint64_t chunk;
             memcpy(&chunk, p, 8);
             if ((chunk & 0x8080808080808080ULL) == 0) { p += 8; continue; }
+        } else if (!tail_checked) {
+            tail_checked = 1;
+            memcpy(&chunk, end - 8, 8);
+            if ((chunk & 0x8080808080808080ULL) == 0) return 1;
         }
         unsigned char c = *p;
         if (c < 0x80) { p++; continue; }
