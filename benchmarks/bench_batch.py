@@ -8,7 +8,7 @@ Figures (issue 6), all ratios measured in the same run:
 
 and, for issue 18, header-only decoding as the number of distinct client ids grows:
 1 M mixed v1/v2 requests whose ids are drawn, in random order, uniformly or
-Zipf-distributed from 1, 50, 1,000 or 100,000 ids, each against the C loop
+Zipf-distributed from 1, 50, 1,000, 10,000 or 100,000 ids, each against the C loop
 writing into warm preallocated arrays over the same buffer
 [>= 100 M frames/s and >= 0.5x with 50 ids; >= 0.4x with 100,000 Zipf ids],
 and against the C loop that also looks each id up in a table already holding
@@ -79,7 +79,7 @@ def request_frames(count: int) -> tuple[bytes, list[bytes]]:
 
 
 # ---------------------------------------------------------------- many client ids (issue 18)
-ID_COUNTS = (1, 50, 1_000, 100_000)
+ID_COUNTS = (1, 50, 1_000, 10_000, 100_000)
 ZIPF_EXPONENT = 1.0
 ID_SHAPES = [(1, "uniform")] + [(ids, dist) for ids in ID_COUNTS[1:] for dist in ("uniform", "zipf")]
 
@@ -173,12 +173,14 @@ class CLookupLoop:
     """The C loop that also turns each frame's id into its dictionary index through a
     table already holding every id of ``buf`` (header_loop_ids): the least a hash-table
     dictionary costs a frame, nothing added or checked. Its slots are as many as
-    kproto's table has for that many ids (a power of two, at most half full)."""
+    kproto's table has for that many ids (256, grown 4x over while more than half
+    full) unless ``slot_count`` says otherwise."""
 
-    def __init__(self, lib: ctypes.CDLL, buf: bytes, distinct: int):
-        slot_count = 256
-        while slot_count < 2 * distinct:
-            slot_count *= 2
+    def __init__(self, lib: ctypes.CDLL, buf: bytes, distinct: int, slot_count: int | None = None):
+        if slot_count is None:
+            slot_count = 256
+            while 2 * distinct > slot_count:
+                slot_count *= 4
         self.slots = np.full((slot_count, 4), np.iinfo(np.uint64).max, dtype=np.uint64)
         self.shift = 64 - (slot_count.bit_length() - 1)
         self.lib, self.buf = lib, buf

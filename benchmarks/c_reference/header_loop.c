@@ -99,7 +99,8 @@ static inline uint64_t id_slot(const uint64_t *w, int shift) {
 
 /* Put every distinct id of the buffer in slots (2**(64 - shift) of them, word 0 of
  * each all ones), indexes in order of first appearance: the count, or -1 when an id
- * is over 22 bytes or the table is over half full. */
+ * is over 22 bytes or the table is over three quarters full. (bench_batch sizes it
+ * as kproto's is sized, at most half full; denser tables are for experiments.) */
 int64_t id_table_fill(const unsigned char *buf, int64_t length, uint64_t *slots, int shift) {
     uint64_t mask = (~(uint64_t)0) >> shift, w[3], j;
     int64_t pos = 0, count = 0;
@@ -117,7 +118,7 @@ int64_t id_table_fill(const unsigned char *buf, int64_t length, uint64_t *slots,
             if (slots[4 * j] == w[0] && slots[4 * j + 1] == w[1] && slots[4 * j + 2] == w[2])
                 break;
         if (slots[4 * j] == FREE_WORD) {
-            if (2 * (uint64_t)(count + 1) > mask + 1)
+            if (4 * (uint64_t)(count + 1) > 3 * (mask + 1))
                 return -1;
             slots[4 * j] = w[0];
             slots[4 * j + 1] = w[1];
