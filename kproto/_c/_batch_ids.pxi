@@ -7,10 +7,11 @@
 # Every distinct client id of a call lives in one open-addressing hash table that is
 # also the dictionary column: an id's slot holds its dictionary index (order of first
 # appearance). It is not a cache: the header loop's fast path adds new ids to it
-# itself, however many there are. The table grows four times over when half full
-# (two doublings at once: a third of the ids placed again that doubling would
-# place), so its size follows the distinct ids: at most 256 bytes of slots an id
-# (2 to 8 slots of 32 bytes), plus the id's text and 8-byte offset copied as it is
+# itself, however many there are. The table grows four times over when five eighths
+# full (two doublings at once: a third of the ids placed again that doubling would
+# place; and a denser table than at half load, which keeps 10,000 ids in 512 KiB of
+# slots, not 2 MiB), so its size follows the distinct ids: at most 205 bytes of
+# slots an id (1.6 to 6.4 slots of 32 bytes), plus the id's text and 8-byte offset copied as it is
 # added, which is the output's dictionary itself: memory grows with the ids the
 # dictionary holds, not beyond.
 #
@@ -64,7 +65,7 @@ cdef struct IdTable:
     char *text
     Py_ssize_t text_size
     Py_ssize_t text_capacity
-    CacheSlot *big_cache  # BIG_CACHE_SLOTS of them, from PIPELINE_FROM_SLOTS table slots on (see the id caches)
+    CacheSlot *big_cache  # BIG_CACHE_SLOTS of them, made on first use past 512 ids (see the id caches)
     uint64_t seed0
     uint64_t seed1
 
@@ -263,11 +264,6 @@ cdef int id_table_grow(IdTable *t) noexcept nogil:
     cdef int shift_high = t.shift - ID_GROWTH_BITS - 32    # a hash's top 32 bits to its slot
     if shift_high < 0:
         return -1
-    if (old_count << ID_GROWTH_BITS) >= PIPELINE_FROM_SLOTS and t.big_cache == NULL:
-        t.big_cache = <CacheSlot *>malloc(BIG_CACHE_SLOTS * sizeof(CacheSlot))
-        if t.big_cache == NULL:
-            return -1
-        id_cache_clear(t.big_cache, BIG_CACHE_SLOTS)
     slots = id_slots_new(old_count << ID_GROWTH_BITS)
     if slots == NULL:
         return -1
@@ -288,7 +284,7 @@ cdef int id_table_grow(IdTable *t) noexcept nogil:
 
 cdef int id_reserve(IdTable *t, Py_ssize_t text_bytes) noexcept nogil:
     """Room for one more id of text_bytes bytes in text_offsets, text and the slots
-    (the slots at most half full): 0, or -1 when out of memory."""
+    (the slots at most five eighths full): 0, or -1 when out of memory."""
     cdef int64_t *offsets
     cdef char *text
     cdef Py_ssize_t capacity
@@ -307,7 +303,7 @@ cdef int id_reserve(IdTable *t, Py_ssize_t text_bytes) noexcept nogil:
             return -1
         t.text = text
         t.text_capacity = capacity
-    if 2 * (t.count + 1) > <Py_ssize_t>(t.mask + 1) and id_table_grow(t) < 0:
+    if 8 * (t.count + 1) > 5 * <Py_ssize_t>(t.mask + 1) and id_table_grow(t) < 0:
         return -1
     return 0
 
@@ -339,8 +335,8 @@ cdef int32_t id_add(IdTable *t, const unsigned char *q, int32_t n) noexcept nogi
 # last before it: keyed like the table (three words), with a hash of one multiply and
 # no probing, so a hit takes fewer instructions than a table lookup. A miss goes to
 # the table. Up to 512 ids the cache is 512 slots on the stack; from there to 2,048
-# ids (tables of PIPELINE_FROM_SLOTS to BIG_CACHE_UNTIL_SLOTS) it is a 16,384-slot
-# cache on the heap (512 KiB, allocated once a call, as the table passes 512 ids),
+# ids it is a 16,384-slot cache on the heap (512 KiB, allocated once a call, when
+# the table first holds over 512 ids; if memory runs out the loop does without it),
 # which holds such ids with few collisions. Past that the loop looks ids up a ring ahead
 # (see "ids in the header loop"): a cache missed by most frames is a load and a branch
 # that cannot be predicted ahead of every table lookup. The caches' hash is not
@@ -350,9 +346,9 @@ cdef enum:
     CACHE_SHIFT = 55      # 64 - log2(CACHE_SLOTS)
     BIG_CACHE_SLOTS = 16384     # a power of two
     BIG_CACHE_SHIFT = 50        # 64 - log2(BIG_CACHE_SLOTS)
-    # Table sizes (the table grows 4x at half load): 1,024 slots up to 512 ids, 4,096 up to 2,048.
-    PIPELINE_FROM_SLOTS = 2048
-    BIG_CACHE_UNTIL_SLOTS = 4096
+    # The cache a block of frames is read with, by the distinct ids before it.
+    STACK_CACHE_UNTIL_IDS = 512
+    BIG_CACHE_UNTIL_IDS = 2048
 
 cdef struct IdCache:
     CacheSlot slot[CACHE_SLOTS]
@@ -366,6 +362,15 @@ cdef void id_cache_clear(CacheSlot *slots, Py_ssize_t count) noexcept nogil:
 
 cdef void id_cache_init(IdCache *cache) noexcept nogil:
     id_cache_clear(cache.slot, CACHE_SLOTS)
+
+
+cdef CacheSlot *id_big_cache(IdTable *t) noexcept nogil:
+    """The table's 16,384-slot cache, made and emptied on first use: NULL when out of memory."""
+    if t.big_cache == NULL:
+        t.big_cache = <CacheSlot *>malloc(BIG_CACHE_SLOTS * sizeof(CacheSlot))
+        if t.big_cache != NULL:
+            id_cache_clear(t.big_cache, BIG_CACHE_SLOTS)
+    return t.big_cache
 
 
 cdef inline CacheSlot *cache_slot(CacheSlot *slots, int shift, uint64_t word0, uint64_t word1,

@@ -232,12 +232,12 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
         block_end = i + 4096 if limit - i > 4096 else limit
         if clear_zero_columns:
             clear_zero_columns_of(c, i, block_end)
-        # The id lookups by the table's size (see "the id caches"); constant cache and
-        # mode arguments, one specialised loop each.
-        if ids.mask + 1 < PIPELINE_FROM_SLOTS:
+        # The id lookups by the distinct ids so far (see "the id caches"); constant
+        # cache and mode arguments, one specialised loop each.
+        if ids.count <= STACK_CACHE_UNTIL_IDS:
             i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache.slot, CACHE_SHIFT,
                                  body_offsets, False)
-        elif ids.mask + 1 <= BIG_CACHE_UNTIL_SLOTS:
+        elif ids.count <= BIG_CACHE_UNTIL_IDS and id_big_cache(ids) != NULL:
             i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, ids.big_cache,
                                  BIG_CACHE_SHIFT, body_offsets, False)
         else:
