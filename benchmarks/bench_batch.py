@@ -173,13 +173,13 @@ class CLookupLoop:
     """The C loop that also turns each frame's id into its dictionary index through a
     table already holding every id of ``buf`` (header_loop_ids): the least a hash-table
     dictionary costs a frame, nothing added or checked. Its slots are as many as
-    kproto's table has for that many ids (256, grown 4x over while more than half
-    full) unless ``slot_count`` says otherwise."""
+    kproto's table has for that many ids (256, grown 4x over while more than five
+    eighths full: _batch_ids.pxi) unless ``slot_count`` says otherwise."""
 
     def __init__(self, lib: ctypes.CDLL, buf: bytes, distinct: int, slot_count: int | None = None):
         if slot_count is None:
             slot_count = 256
-            while 2 * distinct > slot_count:
+            while 8 * distinct > 5 * slot_count:
                 slot_count *= 4
         self.slots = np.full((slot_count, 4), np.iinfo(np.uint64).max, dtype=np.uint64)
         self.shift = 64 - (slot_count.bit_length() - 1)
