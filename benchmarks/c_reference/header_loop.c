@@ -16,22 +16,33 @@ static inline uint16_t be16(const unsigned char *p) {
     return (uint16_t)((p[0] << 8) | p[1]);
 }
 
+/* Frame n at pos: its size (at least min_size, whole in the buffer) and the first
+ * four header fields stored in row n; the size, or -1 when the frame does not fit. */
+static inline int32_t frame_header(const unsigned char *buf, int64_t length, int64_t pos, int32_t min_size,
+                                   int64_t n, int64_t *offset, int32_t *size, int16_t *api_key,
+                                   int16_t *api_version, int32_t *correlation_id) {
+    int32_t s = (int32_t)be32(buf + pos);
+    if (s < min_size || s > length - pos - 4)
+        return -1;
+    const unsigned char *p = buf + pos + 4;
+    offset[n] = pos;
+    size[n] = s;
+    api_key[n] = (int16_t)be16(p);
+    api_version[n] = (int16_t)be16(p + 2);
+    correlation_id[n] = (int32_t)be32(p + 4);
+    return s;
+}
+
 /* Returns the number of frames read (at most capacity). */
 int64_t header_loop(const unsigned char *buf, int64_t length, int64_t capacity,
                     int64_t *offset, int32_t *size, int16_t *api_key, int16_t *api_version,
                     int32_t *correlation_id, int16_t *client_id_length) {
     int64_t pos = 0, n = 0;
     while (length - pos >= 12 && n < capacity) {
-        int32_t s = (int32_t)be32(buf + pos);
-        if (s < 8 || s > length - pos - 4)
+        int32_t s = frame_header(buf, length, pos, 8, n, offset, size, api_key, api_version, correlation_id);
+        if (s < 0)
             break;
-        const unsigned char *p = buf + pos + 4;
-        offset[n] = pos;
-        size[n] = s;
-        api_key[n] = (int16_t)be16(p);
-        api_version[n] = (int16_t)be16(p + 2);
-        correlation_id[n] = (int32_t)be32(p + 4);
-        client_id_length[n] = s >= 10 ? (int16_t)be16(p + 8) : -1;
+        client_id_length[n] = s >= 10 ? (int16_t)be16(buf + pos + 12) : -1;
         pos += 4 + (int64_t)s;
         n++;
     }
@@ -148,15 +159,10 @@ int64_t header_loop_ids(const unsigned char *buf, int64_t length, int64_t capaci
     int64_t ring_row[ID_AHEAD];
     int64_t pos = 0, n = 0, pushed = 0, resolved = 0;
     while (length - pos >= 12 && n < capacity) {
-        int32_t s = (int32_t)be32(buf + pos);
-        if (s < 10 || s > length - pos - 4)
+        int32_t s = frame_header(buf, length, pos, 10, n, offset, size, api_key, api_version, correlation_id);
+        if (s < 0)
             break;
         const unsigned char *p = buf + pos + 4;
-        offset[n] = pos;
-        size[n] = s;
-        api_key[n] = (int16_t)be16(p);
-        api_version[n] = (int16_t)be16(p + 2);
-        correlation_id[n] = (int32_t)be32(p + 4);
         if (be16(p + 8) == 0xFFFF) {
             client_id[n] = -1;
         } else {
