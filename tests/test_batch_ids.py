@@ -141,3 +141,18 @@ def test_long_ids_that_differ_only_past_the_slot_s_bytes():
     assert c["client_id"].to_pylist() == expected_ids(frames)
     assert c["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
     assert c.to_pylist() == py.to_pylist()
+
+
+@pytest.mark.parametrize("count", [512, 513, 640, 641, 2048, 2049, 2560, 2561, 10_240, 10_241])
+def test_ids_around_the_mode_and_growth_counts(count):
+    """The id cache a block is read with changes at 512 and 2,048 distinct ids; the table
+    grows when over five eighths full (640, 2,560, 10,240 ids). Ids that reach each of
+    those counts, then every id again in reverse and once more in order, all in the
+    blocks right after the change: every row keeps its id, as the twin."""
+    ids = [f"consumer-orders-{k}".encode() if k % 2 else f"p-{k}".encode() for k in range(count)]
+    order = ids + ids[::-1] + ids
+    frames = [(client_id, "v1" if k % 3 else "v2") for k, client_id in enumerate(order)]
+    c, py = decode_both(frames)
+    assert c["client_id"].to_pylist() == expected_ids(frames)
+    assert c["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
+    assert c.to_pylist() == py.to_pylist()
