@@ -11,9 +11,9 @@
 # full (two doublings at once: a third of the ids placed again that doubling would
 # place; and a denser table than at half load, which keeps 10,000 ids in 512 KiB of
 # slots, not 2 MiB), so its size follows the distinct ids: at most 205 bytes of
-# slots an id (1.6 to 6.4 slots of 32 bytes), plus the id's text and 8-byte offset copied as it is
-# added, which is the output's dictionary itself: memory grows with the ids the
-# dictionary holds, not beyond.
+# slots an id (1.6 to 6.4 slots of 32 bytes), plus the id's text and 8-byte offset
+# copied as it is added, which is the output's dictionary itself: memory grows with
+# the ids the dictionary holds, not beyond.
 #
 # The key is the id as on the wire, its int16 length and its text. Its first 24
 # bytes are kept in the slot as three words, bytes past the id zero: the header loop
