@@ -15,7 +15,7 @@ and against the C loop that also looks each id up in a table already holding
 every id of the buffer (the least a hash-table dictionary costs on the machine).
 
 Every figure is a median over repeated runs with its spread (see _timing.py and
-docs/benchmarks.md); a ratio is the median of per-round ratios, the two sides
+docs/benchmarks.md); a ratio is the median of per-round ratios, the sides
 timed one after the other in each round.
 
 The C reference loop (benchmarks/c_reference/header_loop.c) is compiled here with
@@ -187,7 +187,8 @@ class CLookupLoop:
         filled = lib.id_table_fill(ctypes.c_char_p(buf), ctypes.c_int64(len(buf)),
                                    self.slots.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(self.shift))
         assert filled == distinct, (filled, distinct)
-        self.arrays = [np.empty(FRAMES, t) for t in (np.int64, np.int32, np.int16, np.int16, np.int32, np.int32)]
+        # The C loop's columns, the last holding each id's index instead of its length.
+        self.arrays = c_reference_arrays(FRAMES)[:5] + [np.empty(FRAMES, np.int32)]
 
     def __call__(self) -> int:
         return self.lib.header_loop_ids(ctypes.c_char_p(self.buf), ctypes.c_int64(len(self.buf)),

@@ -74,7 +74,8 @@ static inline uint64_t load_le64(const unsigned char *p) {
     return x;   /* the benchmark machines are little-endian */
 }
 
-/* KEY_MASK[n][k]: the bytes of key word k that are among the key's first n bytes. */
+/* KEY_MASK[n][k]: the bytes of key word k that are among the key's first n bytes
+ * (made by id_table_fill, which every table is filled by before its lookups). */
 static uint64_t KEY_MASK[25][3];
 
 static void key_masks_init(void) {
