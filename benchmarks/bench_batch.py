@@ -45,7 +45,7 @@ import numpy as np
 import pytest
 
 import kproto.batch as kb
-from kproto import api
+from kproto import _impl, api
 from kproto import messages as m
 
 kio_serial = pytest.importorskip("kio.serial")
@@ -173,14 +173,11 @@ class CLookupLoop:
     """The C loop that also turns each frame's id into its dictionary index through a
     table already holding every id of ``buf`` (header_loop_ids): the least a hash-table
     dictionary costs a frame, nothing added or checked. Its slots are as many as
-    kproto's table has for that many ids (256, grown 4x over while more than five
-    eighths full: _batch_ids.pxi) unless ``slot_count`` says otherwise."""
+    kproto's table has for that many ids unless ``slot_count`` says otherwise."""
 
     def __init__(self, lib: ctypes.CDLL, buf: bytes, distinct: int, slot_count: int | None = None):
         if slot_count is None:
-            slot_count = 256
-            while 8 * distinct > 5 * slot_count:
-                slot_count *= 4
+            slot_count = _impl.load("batch", "c").id_table_slots(distinct)
         self.slots = np.full((slot_count, 4), np.iinfo(np.uint64).max, dtype=np.uint64)
         self.shift = 64 - (slot_count.bit_length() - 1)
         self.lib, self.buf = lib, buf

@@ -24,6 +24,8 @@ class CBuffer:
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
+def id_table_slots(ids: int) -> int:
+    """The slot count of the client-id table once it holds ``ids`` distinct ids."""
 def count_frames(data: Buffer, max_frame_size: int) -> tuple[int, int]:
     """(frames, bytes framed) of a buffer of size-prefixed frames."""
 

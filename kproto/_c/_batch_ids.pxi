@@ -303,9 +303,23 @@ cdef int id_reserve(IdTable *t, Py_ssize_t text_bytes) noexcept nogil:
             return -1
         t.text = text
         t.text_capacity = capacity
-    if 8 * (t.count + 1) > 5 * <Py_ssize_t>(t.mask + 1) and id_table_grow(t) < 0:
+    if id_slots_full(t.count + 1, t.mask + 1) and id_table_grow(t) < 0:
         return -1
     return 0
+
+
+cdef inline bint id_slots_full(Py_ssize_t ids, uint64_t slot_count) noexcept nogil:
+    """Whether ids in slot_count slots are past the table's load (five eighths): it grows first."""
+    return 8 * ids > 5 * <Py_ssize_t>slot_count
+
+
+def id_table_slots(Py_ssize_t ids):
+    """The slot count of the client-id table once it holds ``ids`` distinct ids: for
+    benchmarks/bench_batch.py's C lookup loop, which sizes its table as this one."""
+    cdef uint64_t slot_count = ID_FIRST_SLOTS
+    while id_slots_full(ids, slot_count):
+        slot_count <<= ID_GROWTH_BITS
+    return slot_count
 
 
 cdef int32_t id_insert(IdTable *t, const unsigned char *q, uint64_t h, const uint64_t *words) noexcept nogil:
