@@ -156,3 +156,14 @@ def test_ids_around_the_mode_and_growth_counts(count):
     assert c["client_id"].to_pylist() == expected_ids(frames)
     assert c["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
     assert c.to_pylist() == py.to_pylist()
+
+
+def test_table_slots_follow_the_five_eighths_rule():
+    """The table's size for a count of ids (what bench_batch's C lookup loop is sized by):
+    256 slots, grown 4x whenever the ids would fill more than five eighths of them."""
+    batch = pytest.importorskip("kproto._c._batch")
+    assert [batch.id_table_slots(n) for n in (0, 160, 161, 640, 641, 10_240, 10_241, 80_577)] == [
+        256, 256, 1_024, 1_024, 4_096, 16_384, 65_536, 262_144]
+    for bad in (-1, 2**31):
+        with pytest.raises(ValueError, match="ids must be 0 to 2147483647"):
+            batch.id_table_slots(bad)

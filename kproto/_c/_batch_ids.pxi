@@ -317,6 +317,8 @@ def id_table_slots(Py_ssize_t ids):
     """The slot count of the client-id table once it holds ``ids`` distinct ids: for
     benchmarks/bench_batch.py's C lookup loop, which sizes its table as this one."""
     cdef uint64_t slot_count = ID_FIRST_SLOTS
+    if ids < 0 or ids > 2147483647:   # dictionary indexes are int32
+        raise ValueError(f"ids must be 0 to 2147483647, not {ids}")
     while id_slots_full(ids, slot_count):
         slot_count <<= ID_GROWTH_BITS
     return slot_count
