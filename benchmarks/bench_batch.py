@@ -12,7 +12,8 @@ Zipf-distributed from 1, 50, 1,000, 10,000 or 100,000 ids, each against the C lo
 writing into warm preallocated arrays over the same buffer
 [>= 100 M frames/s and >= 0.5x with 50 ids; >= 0.4x with 100,000 Zipf ids],
 and against the C loop that also looks each id up in a table already holding
-every id of the buffer (the least a hash-table dictionary costs on the machine).
+every id of the buffer (the least a hash-table dictionary costs on the machine),
+and with ``client_ids="string"`` (ids as text, no dictionary) against the warm loop.
 
 Every figure is a median over repeated runs with its spread (see _timing.py and
 docs/benchmarks.md); a ratio is the median of per-round ratios, the sides
@@ -287,6 +288,11 @@ def test_header_ids_kproto(benchmark, id_frames):
     assert batch.num_rows == FRAMES
 
 
+def test_header_ids_kproto_as_text(benchmark, id_frames):
+    batch = benchmark(kb.decode_frames, id_frames, client_ids="string")
+    assert batch.num_rows == FRAMES and str(batch["client_id"].type) == "string"
+
+
 def test_header_ids_c_reference_arrays_reused(benchmark, id_frames):
     lib = build_reference()
     reused = c_reference_arrays(FRAMES)
@@ -327,19 +333,21 @@ def id_figures(runs: int) -> None:
     reused = c_reference_arrays(FRAMES)
     print(f"header-only, {FRAMES:,} mixed v1/v2 request frames by client ids (uniform or Zipf s={ZIPF_EXPONENT}), "
           f"vs the C loop into warm arrays and the C loop that also looks each id up in a table already "
-          f"holding them all, {runs} runs: median [IQR] (min-max)")
+          f"holding them all; 'as text' is kproto with client_ids=\"string\" (no dictionary), "
+          f"{runs} runs: median [IQR] (min-max)")
     print(f"  {'ids':>7} {'draw':8} {'distinct':>8}  {'kproto M frames/s':34} {'C warm M frames/s':34} "
-          f"{'kproto/C rate':32} {'C lookup M frames/s':34} {'kproto/C-lookup rate':32} C-lookup/C rate")
+          f"{'kproto/C rate':32} {'C lookup M frames/s':34} {'kproto/C-lookup rate':32} {'C-lookup/C rate':32} "
+          f"{'as text M frames/s':34} as-text/C rate")
     for ids, distribution in ID_SHAPES:
         buf = id_shape_frames(FRAMES, ids, distribution)
         distinct = len(np.unique(id_draws(FRAMES, ids, distribution)))
         lookup = CLookupLoop(lib, buf, distinct)
-        kproto_s, warm_s, lookup_s = alternating([lambda buf=buf: kb.decode_frames(buf),
-                                                  lambda buf=buf: c_reference_decode(lib, buf, FRAMES, reused),
-                                                  lookup], runs)
+        kproto_s, warm_s, lookup_s, text_s = alternating(
+            [lambda buf=buf: kb.decode_frames(buf), lambda buf=buf: c_reference_decode(lib, buf, FRAMES, reused),
+             lookup, lambda buf=buf: kb.decode_frames(buf, client_ids="string")], runs)
         print(f"  {ids:>7,} {distribution:8} {distinct:>8,}  {rate(kproto_s):34} {rate(warm_s):34} "
               f"{per_round(kproto_s, warm_s).show():32} {rate(lookup_s):34} {per_round(kproto_s, lookup_s).show():32} "
-              f"{per_round(lookup_s, warm_s).show()}",
+              f"{per_round(lookup_s, warm_s).show():32} {rate(text_s):34} {per_round(text_s, warm_s).show()}",
               flush=True)
 
 

@@ -57,8 +57,12 @@ REQUEST, RESPONSE = DIRECTION_REQUEST, DIRECTION_RESPONSE
 _DIRECTION_TYPE = pa.int8()
 
 
-def frame_schema(body: str | None = None) -> pa.Schema:
+CLIENT_ID_TYPES = {"dictionary": pa.dictionary(pa.int32(), pa.string()), "string": pa.string()}
+
+
+def frame_schema(body: str | None = None, client_ids: str = "dictionary") -> pa.Schema:
     """The schema of :func:`decode_frames`' output (without its metadata)."""
+    _check_client_ids(client_ids)
     fields = [
         pa.field("offset", pa.int64(), False),
         pa.field("size", pa.int32(), False),
@@ -67,7 +71,7 @@ def frame_schema(body: str | None = None) -> pa.Schema:
         pa.field("api_key", pa.int16()),
         pa.field("api_version", pa.int16()),
         pa.field("correlation_id", pa.int32()),
-        pa.field("client_id", pa.dictionary(pa.int32(), pa.string())),
+        pa.field("client_id", CLIENT_ID_TYPES[client_ids]),
         pa.field("header_tag_count", pa.int32()),
         pa.field("status", pa.uint8(), False),
         pa.field("error_offset", pa.int32()),
@@ -133,11 +137,32 @@ def _array(arrow_type: pa.DataType, count: int, values: np.ndarray, bitmap: np.n
                                  null_count=-1)
 
 
+def _check_client_ids(client_ids: str) -> None:
+    if client_ids not in CLIENT_ID_TYPES:
+        raise ValueError(f"client_ids must be 'dictionary' or 'string', not {client_ids!r}")
+
+
 def _client_id_dictionary(offsets: np.ndarray, data: bytes) -> pa.Array:
     """The client id dictionary from the loops' offsets (int64) and text, already checked UTF-8."""
     if offsets[-1] > np.iinfo(np.int32).max:
         raise ValueError("the distinct client ids of one call take over 2 GiB: decode fewer frames at a time")
     return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
+
+
+def _client_id_column(count: int, cols: dict) -> pa.Array:
+    """The client_id column as the loops left it: dictionary indexes and the dictionary,
+    or (ids as text) each row's id length and the ids' text in row order."""
+    present = cols["has_client_id"]
+    if cols["client_id_offsets"] is not None:
+        client_ids = _client_id_dictionary(cols["client_id_offsets"], cols["client_id_data"])
+        client_indices = _array(pa.int32(), count, cols["client_id"], present)
+        return pa.DictionaryArray.from_arrays(client_indices, client_ids, safe=False)
+    offsets = cols["client_id_text_offsets"]   # int32, None past 2 GiB
+    if offsets is None:
+        raise ValueError("the client ids of one call take over 2 GiB: decode fewer frames at a time")
+    return pa.Array.from_buffers(pa.string(), count, [None if present is None else pa.py_buffer(present),
+                                                      pa.py_buffer(offsets), pa.py_buffer(cols["client_id_data"])],
+                                 null_count=0 if present is None else -1)
 
 
 def _bool_array(count: int, bits: np.ndarray) -> pa.Array:
@@ -153,6 +178,7 @@ def decode_frames(
     body: str | None = None,
     max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
     records: str = "base64",
+    client_ids: str = "dictionary",
 ) -> pa.RecordBatch:
     """Decode the headers (and optionally bodies) of many frames into one RecordBatch.
 
@@ -171,6 +197,10 @@ def decode_frames(
     ``{"batches", "records", "bytes", "compression"}`` from the batch headers
     instead of base64 of their bytes (nothing decompressed; ``records`` null when
     a legacy compressed wrapper hides the count).
+    ``client_ids="string"`` gives ``client_id`` as a plain ``string`` column
+    instead of a dictionary: no per-id table, so the decode's speed does not
+    depend on how many distinct ids there are (for captures with many thousands
+    of them, or where the ids are read as strings anyway, as Spark does).
 
     Columns: see :func:`frame_schema` and docs/batch.md. Never raises for bad
     frame bytes; raises TypeError / ValueError for bad arguments.
@@ -179,8 +209,9 @@ def decode_frames(
         raise ValueError(f"body must be None or 'json', not {body!r} (typed columns: decode_struct_column)")
     if records not in ("base64", "summary"):
         raise ValueError(f"records must be 'base64' or 'summary', not {records!r}")
+    _check_client_ids(client_ids)
     data, offsets, cols = _scan(frames, directions, request_api_keys, request_api_versions, max_frame_size,
-                                body_offsets=body == "json")
+                                body_offsets=body == "json", ids_as_text=client_ids == "string")
     count = cols["count"]
     json_offsets = json_data = None
     if body == "json":
@@ -188,8 +219,6 @@ def decode_frames(
         # Bodies that failed now have an error offset too.
         cols["has_error"] = np.packbits(cols["status"] != Status.OK, bitorder="little")
 
-    client_ids = _client_id_dictionary(cols["client_id_offsets"], cols["client_id_data"])
-    client_indices = _array(pa.int32(), count, cols["client_id"], cols["has_client_id"])
     arrays = [
         pa.array(cols["offset"]),
         pa.array(cols["size"]),
@@ -198,7 +227,7 @@ def decode_frames(
         _array(pa.int16(), count, cols["api_key"], cols["has_api"]),
         _array(pa.int16(), count, cols["api_version"], cols["has_api"]),
         _array(pa.int32(), count, cols["correlation_id"], cols["has_correlation"]),
-        pa.DictionaryArray.from_arrays(client_indices, client_ids, safe=False),
+        _client_id_column(count, cols),
         _array(pa.int32(), count, cols["tag_count"], cols["has_tag_count"]),
         pa.array(cols["status"]),
         _array(pa.int32(), count, cols["error_offset"], cols["has_error"]),
@@ -214,14 +243,15 @@ def decode_frames(
             b"kproto.trailing_offset": str(cols["framed"]).encode(),
             b"kproto.trailing_bytes": str(total - cols["framed"]).encode(),
         }
-    schema_ = frame_schema(body)
+    schema_ = frame_schema(body, client_ids)
     if metadata:
         schema_ = schema_.with_metadata(metadata)
     return pa.RecordBatch.from_arrays(arrays, schema=schema_)
 
 
 def _scan(frames: Any, directions: Any, request_api_keys: Any, request_api_versions: Any,
-          max_frame_size: int, body_offsets: bool = True) -> tuple[Any, np.ndarray | None, dict]:
+          max_frame_size: int, body_offsets: bool = True,
+          ids_as_text: bool = False) -> tuple[Any, np.ndarray | None, dict]:
     """The header pass over ``frames``: (data, payload offsets or None, the column dict)."""
     frames = one_array(frames)
     defaults = {}
@@ -241,7 +271,7 @@ def _scan(frames: Any, directions: Any, request_api_keys: Any, request_api_versi
     keys = _per_frame(request_api_keys, count, np.int16, "request_api_keys", -1)
     versions = _per_frame(request_api_versions, count, np.int16, "request_api_versions", -1)
     cols = _batch.scan(data, count, offsets, valid, dirs, keys, versions, max_frame_size, **defaults,
-                       body_offsets=body_offsets)
+                       body_offsets=body_offsets, ids_as_text=ids_as_text)
     return data, offsets, cols
 
 
@@ -390,7 +420,10 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
 
     req_rows = np.flatnonzero(direction == REQUEST)
     resp_rows = np.flatnonzero(direction == RESPONSE)
-    requests = decode_frames(payload.take(pa.array(req_rows)), body=body, max_frame_size=max_frame_size)
+    # Ids as text: the output's client_id is a string column, and a dictionary costs a
+    # table lookup a frame that grows with the capture's distinct ids.
+    requests = decode_frames(payload.take(pa.array(req_rows)), body=body, max_frame_size=max_frame_size,
+                             client_ids="string")
     req_corr_valid = requests["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
     req_corr = requests["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
     # A response's correlation id is its first 4 bytes, whatever the API.
@@ -457,7 +490,7 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
         "correlation_id": pa.array(correlation.astype(np.int32), mask=~correlation_valid),
         "api_key": api_key,
         "api_version": api_version,
-        "client_id": pick(requests["client_id"].cast(pa.string()), req_i, has_req),
+        "client_id": pick(requests["client_id"], req_i, has_req),
         "pair_status": pa.array(status),
         "request_row": request_row,
         "response_row": response_row,

@@ -206,6 +206,9 @@ def test_c_and_python_agree_on_broken_frames(frame, cut, flip):
     mutated[cut % len(mutated)] ^= flip
     data = prefixed(bytes(mutated), frame, base[:cut], base)
     results = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, body="json"))
+    as_text = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, client_ids="string"))
+    assert as_text[0].equals(as_text[1])
+    assert as_text[0].to_pylist() == kb.decode_frames(data).to_pylist()
     c_rows, py_rows = (r.to_pylist() for r in results)
     for c_row, py_row in zip(c_rows, py_rows):
         c_body, py_body = c_row.pop("body"), py_row.pop("body")
@@ -242,6 +245,10 @@ def test_c_and_python_agree_on_mixed_request_streams(order, cut):
     out = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data))
     assert out[0].to_pylist() == out[1].to_pylist()
     assert kb.trailing_bytes(out[0]) == kb.trailing_bytes(out[1])
+    # ids as text: the same rows (a dictionary's to_pylist gives its values), the same buffers in both loops
+    as_text = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, client_ids="string"))
+    assert as_text[0].equals(as_text[1]) and as_text[0].schema.equals(as_text[1].schema)
+    assert as_text[0].to_pylist() == out[0].to_pylist()
 
 
 # Client ids the header loop's id cache must tell apart: lengths on both sides of
@@ -279,6 +286,7 @@ def test_header_loop_client_ids_are_exact(frames):
     data = _header_frames(frames)
     names = ["py"] + (["c"] if kproto.extension_loaded() else [])
     results = on_each_implementation(names, lambda: kb.decode_frames(data).to_pylist())
+    results += on_each_implementation(names, lambda: kb.decode_frames(data, client_ids="string").to_pylist())
     expected = [{"client_id": client_id, "correlation_id": k, "header_version": 1 if kind == "v1" else 2,
                  "header_tag_count": None if kind == "v1" else (1 if kind == "tagged" and client_id is not None
                                                                  else 0),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -41,10 +42,10 @@ def raw_request(correlation_id: int, client_id: bytes | None, kind: str) -> byte
     return head + (b"\x01\x05\x01z" if kind == "tagged" else b"\x00") + METADATA_V12
 
 
-def decode_both(frames: list[tuple[bytes | None, str]]):
+def decode_both(frames: list[tuple[bytes | None, str]], client_ids: str = "dictionary"):
     pytest.importorskip("kproto._c._batch")
     data = prefixed(*(raw_request(k, client_id, kind) for k, (client_id, kind) in enumerate(frames)))
-    return on_each_implementation(("c", "py"), lambda: kb.decode_frames(data))
+    return on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, client_ids=client_ids))
 
 
 def expected_ids(frames: list[tuple[bytes | None, str]]) -> list[str | None]:
@@ -74,10 +75,9 @@ def test_c_and_python_agree_past_the_cache(warm, frames):
     assert c["client_id"].dictionary.to_pylist() == py["client_id"].dictionary.to_pylist()
 
 
-@pytest.mark.parametrize("warm", list(MODES.values()), ids=list(MODES))
-def test_frames_the_loop_hands_over_mid_block(warm):
-    """New ids that are not UTF-8 or come with a tag section, amid a block of frames:
-    those frames get their status or tag count, every other row its id, in both paths."""
+def mid_block_frames(warm: int) -> list[tuple[bytes | None, str]]:
+    """``warm`` distinct ids, then new ids amid frames the fast loop must hand over: ids
+    that are not UTF-8, tag sections that are not empty, null and long ids."""
     frames: list[tuple[bytes | None, str]] = [(client_id, "v2") for client_id in WARM_UP[:warm]]
     for k in range(200):
         frames.append((f"new-{k}".encode(), "v1"))
@@ -89,6 +89,14 @@ def test_frames_the_loop_hands_over_mid_block(warm):
         if k % 13 == 0:
             frames.append((None, "v2"))
             frames.append(((f"long-{k}-" + "x" * 30).encode(), "v1"))
+    return frames
+
+
+@pytest.mark.parametrize("warm", list(MODES.values()), ids=list(MODES))
+def test_frames_the_loop_hands_over_mid_block(warm):
+    """New ids that are not UTF-8 or come with a tag section, amid a block of frames:
+    those frames get their status or tag count, every other row its id, in both paths."""
+    frames = mid_block_frames(warm)
     c, py = decode_both(frames)
     assert c.to_pylist() == py.to_pylist()
     rows = c.to_pylist()
@@ -167,3 +175,73 @@ def test_table_slots_follow_the_five_eighths_rule():
     for bad in (-1, 2**31):
         with pytest.raises(ValueError, match="ids must be 0 to 2147483647"):
             batch.id_table_slots(bad)
+
+
+# ------------------------------------------------------------------ ids as text (client_ids="string")
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(frames=st.lists(st.tuples(_IDS, st.sampled_from(["v1", "v2", "v2", "tagged"])), max_size=200))
+def test_ids_as_text_are_the_dictionary_s_values(frames):
+    """client_ids="string": a plain string column, row for row the dictionary's values, every
+    other column the same; both loops give the same buffers."""
+    c, py = decode_both(frames, client_ids="string")
+    assert c.equals(py)
+    assert c.schema.equals(kb.frame_schema(client_ids="string"))
+    assert c.to_pylist() == decode_both(frames)[0].to_pylist()
+
+
+@pytest.mark.parametrize("warm", list(MODES.values()), ids=list(MODES))
+def test_ids_as_text_hand_over_the_same_frames(warm):
+    """The frames the fast loop hands to the general loop (not UTF-8, tagged, long, null):
+    with ids as text, the same statuses and ids as the dictionary gives."""
+    frames = mid_block_frames(warm)
+    c, py = decode_both(frames, client_ids="string")
+    assert c.equals(py)
+    assert c.to_pylist() == decode_both(frames)[0].to_pylist()
+
+
+def test_hundred_thousand_ids_as_text():
+    """100,000 distinct ids, each twice: every row its own id, with no table at all."""
+    pytest.importorskip("kproto._c._batch")
+    ids = [f"consumer-orders-{k}".encode() if k % 2 else f"producer-{k}".encode() for k in range(100_000)]
+    frames = [(client_id, "v1" if k % 2 else "v2") for k, client_id in enumerate(ids + ids[::-1])]
+    data = prefixed(*(raw_request(k, client_id, kind) for k, (client_id, kind) in enumerate(frames)))
+    c, = on_each_implementation(("c",), lambda: kb.decode_frames(data, client_ids="string"))
+    assert c["client_id"].type == pa.string()
+    assert c["client_id"].to_pylist() == expected_ids(frames)
+    assert set(c["status"].to_pylist()) == {Status.OK}
+
+
+def test_ids_as_text_from_arrow_input_grow_their_buffer():
+    """Arrow input (its frame count known) of ids far longer than the 16 bytes a frame the
+    text is first sized for, among null entries and null ids: the text grows, each row
+    keeps its id, as the twin."""
+    pytest.importorskip("kproto._c._batch")
+    payloads: list[bytes | None] = []
+    for k in range(3_000):
+        client_id = None if k % 7 == 0 else (f"{k}-" + "long-id-" * (k % 50)).encode()
+        payloads.append(None if k % 11 == 0 else raw_request(k, client_id, "v1" if k % 2 else "v2"))
+    for arrow_type in (pa.binary(), pa.large_binary()):
+        frames = pa.array(payloads, arrow_type)
+        c, py = on_each_implementation(("c", "py"), lambda frames=frames: kb.decode_frames(frames, client_ids="string"))
+        assert c.equals(py)
+        assert c.to_pylist() == kb.decode_frames(frames).to_pylist()
+    assert c["client_id"].to_pylist() == [
+        None if p is None or k % 7 == 0 else (f"{k}-" + "long-id-" * (k % 50)) for k, p in enumerate(payloads)]
+
+
+def test_client_ids_argument_is_checked():
+    with pytest.raises(ValueError, match="client_ids must be 'dictionary' or 'string', not 'dict'"):
+        kb.decode_frames(b"", client_ids="dict")
+    with pytest.raises(ValueError, match="client_ids must be"):
+        kb.frame_schema(client_ids="text")
+    empty = kb.decode_frames(b"", client_ids="string")
+    assert empty.num_rows == 0 and empty.schema.equals(kb.frame_schema(client_ids="string"))
+
+
+def test_ids_as_text_past_2_gib_are_refused():
+    """Arrow string offsets are int32: the loops give none past 2 GiB of id text, and
+    decode_frames says to decode fewer frames (made up columns: 2 GiB of ids is not a test)."""
+    cols = {"has_client_id": None, "client_id_offsets": None, "client_id_text_offsets": None,
+            "client_id_data": b"", "client_id": None}
+    with pytest.raises(ValueError, match="the client ids of one call take over 2 GiB"):
+        kb._client_id_column(0, cols)

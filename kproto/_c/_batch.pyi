@@ -42,6 +42,7 @@ def scan(
     default_key: int = -1,
     default_version: int = -1,
     body_offsets: bool = True,
+    ids_as_text: bool = False,
 ) -> dict[str, Any]:
     """Decode the headers of frames into column arrays (see kproto/batch.py)."""
 

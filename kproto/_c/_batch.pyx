@@ -186,6 +186,40 @@ cdef tuple id_dictionary(const IdTable *t):
     return offsets, PyBytes_FromStringAndSize(t.text, t.text_size)
 
 
+cdef void add_id_columns(dict cols, tuple client_ids, Py_ssize_t rows) except *:
+    """The client ids' entries of scan's columns: the dictionary's ``client_id_offsets``
+    (int64) and ``client_id_data``, ``client_id`` holding each row's index; or, ids as
+    text, ``client_id_offsets`` None, ``client_id`` each row's id length (0 without one),
+    ``client_id_data`` the ids' text in row order and ``client_id_text_offsets`` its
+    Arrow offsets (int32; None past 2 GiB)."""
+    cols["client_id_offsets"], cols["client_id_data"] = client_ids
+    cols["client_id_text_offsets"] = None
+    if client_ids[0] is None:
+        cols["client_id_text_offsets"] = id_text_offsets(<const int32_t *>array_ptr(cols["client_id"]), rows,
+                                                         len(client_ids[1]))
+
+
+cdef object id_text_offsets(const int32_t *lengths, Py_ssize_t rows, Py_ssize_t text_size):
+    """Ids as text: the Arrow string offsets (int32, rows + 1) from each row's id length
+    (0 for a row without one), in a pooled map; None when the text is past 2 GiB (the
+    caller says so)."""
+    cdef size_t got
+    cdef int32_t *offsets
+    cdef int32_t end = 0
+    cdef Py_ssize_t k
+    if text_size > 0x7FFFFFFF:
+        return None
+    offsets = <int32_t *>pool_map(page_round((rows + 1) * sizeof(int32_t)), &got)
+    if offsets == NULL:
+        raise MemoryError()
+    offsets[0] = 0
+    with nogil:
+        for k in range(rows):
+            end += lengths[k]
+            offsets[k + 1] = end
+    return np.frombuffer(take_buffer(offsets, (rows + 1) * sizeof(int32_t), got), dtype=np.int32)
+
+
 cdef bint wide_offsets(offsets, Py_ssize_t count) except -1:
     """True for int64 offsets, False for int32; ValueError unless there are count + 1."""
     if count < 0 or len(offsets) != count + 1:
@@ -229,7 +263,7 @@ cdef dict hand_over(Columns *c, size_t *mapped, Py_ssize_t rows, bint all_plain)
 
 def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, request_keys=None,
          request_versions=None, Py_ssize_t max_frame_size=0x7FFFFFFF, int default_direction=0,
-         int default_key=-1, int default_version=-1, bint body_offsets=True):
+         int default_key=-1, int default_version=-1, bint body_offsets=True, bint ids_as_text=False):
     """Decode the headers of frames into column arrays (see kproto/batch.py).
 
     ``offsets`` None: ``data`` holds size-prefixed frames back to back, read in
@@ -239,6 +273,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     None) marks null entries. Per-frame inputs are numpy arrays or None (then the
     ``default_*`` value applies to every frame). ``body_offsets`` False: no
     ``body_offset`` column (the header-only decode does not need where bodies start).
+    ``ids_as_text``: no client id dictionary (see add_id_columns).
     """
     cdef Py_buffer view
     cdef Columns c
@@ -275,14 +310,15 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     memset(&c, 0, sizeof(c))
     memset(mapped, 0, sizeof(mapped))
     id_cache_init(&cache)
-    if id_table_init(&ids) < 0:
-        id_table_free(&ids)
-        raise MemoryError()
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     cdef const unsigned char *buf = <const unsigned char *>view.buf
     cdef Py_ssize_t length = view.len
     # Requests take at least 12 bytes with their prefix: grow (by remapping) if not.
     capacity = count if count >= 0 else length // 16 + 64
+    if id_table_init(&ids) < 0 or (ids_as_text and id_text_in_map(&ids, capacity) < 0):
+        PyBuffer_Release(&view)
+        id_table_free(&ids)
+        raise MemoryError()
     columns_from_pool(&c, mapped, capacity)
     try:
         with nogil:
@@ -294,10 +330,10 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                     # Constant flags: one specialized loop each (see scan_plain_requests).
                     if shared_zeros:       # header-only: no body offsets, zeros left to general_row_done
                         i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids, &cache,
-                                                False, False)
+                                                False, False, ids_as_text)
                     else:                  # body offsets (for the body passes), zeros block by block
                         i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids, &cache,
-                                                True, True)
+                                                True, True, ids_as_text)
                     framed = pos
                 if count >= 0 and i >= count:
                     break
@@ -329,7 +365,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                     n = length - pos - 4
                     if n > size:
                         n = size
-                    scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &ids)
+                    scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &ids, ids_as_text)
                     if n < size:
                         # The buffer ends inside this frame, whatever its header said.
                         if c.status[i] != ST_TRUNCATED:
@@ -350,7 +386,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                         clear_row(&c, i)
                         fail(&c, i, ST_NULL_FRAME if n >= 0 else ST_BAD_LENGTH, 0)
                     else:
-                        scan_frame(&c, i, buf + start, n, direction, key, version, &ids)
+                        scan_frame(&c, i, buf + start, n, direction, key, version, &ids, ids_as_text)
                 if c.status[i] == ST_NO_MEMORY:
                     no_memory = True
                 if shared_zeros:
@@ -360,7 +396,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                 clear_zero_columns_of(&c, zero_from, i)
         if no_memory:
             raise MemoryError()
-        client_id_offsets, client_id_data = id_dictionary(&ids)
+        client_ids = (None, take_text(&ids)) if ids_as_text else id_dictionary(&ids)
     except BaseException:
         columns_free(&c, mapped)
         raise
@@ -369,8 +405,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
         id_table_free(&ids)
 
     cols = hand_over(&c, mapped, i, shared_zeros and not zeros_written)
-    cols["client_id_offsets"] = client_id_offsets
-    cols["client_id_data"] = client_id_data
+    add_id_columns(cols, client_ids, i)
     cols["count"] = i
     cols["framed"] = framed
     if not body_offsets:

@@ -132,6 +132,24 @@ cdef void *pool_take(size_t want, size_t *got) noexcept:
     return p
 
 
+cdef void *pool_map(size_t want, size_t *got) noexcept:
+    """A map of at least ``want`` bytes (page-rounded; its size in got), from the pool
+    where it has one, grown if need be (GIL held): NULL when out of memory."""
+    cdef void *p = pool_take(want, got)
+    cdef void *grown
+    if p == NULL:
+        got[0] = 0
+    if got[0] < want:
+        grown = map_resize(p, got[0], want)
+        if grown == NULL:
+            if p != NULL:
+                pool_put(p, got[0])
+            return NULL
+        p = grown
+        got[0] = want
+    return p
+
+
 cdef int columns_from_pool(Columns *c, size_t *mapped, Py_ssize_t capacity) noexcept:
     """Start the columns from pooled maps where there are some (GIL held)."""
     cdef void **slots = column_slots(c)

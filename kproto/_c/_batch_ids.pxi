@@ -65,6 +65,7 @@ cdef struct IdTable:
     char *text
     Py_ssize_t text_size
     Py_ssize_t text_capacity
+    size_t text_mapped     # 0: text is malloc'd; else a column map of that many bytes (ids as text)
     CacheSlot *big_cache  # BIG_CACHE_SLOTS of them, made on first use past 512 ids (see the id caches)
     uint64_t seed0
     uint64_t seed1
@@ -221,6 +222,7 @@ cdef int id_table_init(IdTable *t) noexcept nogil:
     t.text_capacity = ID_FIRST_TEXT
     t.text_size = 0
     t.text = <char *>malloc(t.text_capacity)
+    t.text_mapped = 0
     t.big_cache = NULL
     if t.slots == NULL or t.text_offsets == NULL or t.text == NULL:
         return -1
@@ -231,7 +233,11 @@ cdef int id_table_init(IdTable *t) noexcept nogil:
 cdef void id_table_free(IdTable *t) noexcept nogil:
     free(t.slots)
     free(t.text_offsets)
-    free(t.text)
+    if t.text_mapped:
+        kp_column_free(t.text, t.text_mapped)
+    else:
+        free(t.text)
+    t.text_mapped = 0
     free(t.big_cache)
     t.big_cache = NULL
     t.slots = NULL
@@ -282,30 +288,110 @@ cdef int id_table_grow(IdTable *t) noexcept nogil:
     return 0
 
 
+cdef int id_text_room(IdTable *t, Py_ssize_t text_bytes) noexcept nogil:
+    """Room for text_bytes more bytes in text (doubling): 0, or -1 when out of memory."""
+    cdef char *text
+    cdef Py_ssize_t capacity
+    if t.text_size + text_bytes <= t.text_capacity:
+        return 0
+    capacity = 2 * t.text_capacity
+    while t.text_size + text_bytes > capacity:
+        capacity *= 2
+    if t.text_mapped:
+        text = <char *>map_resize(t.text, t.text_mapped, page_round(capacity))
+        if text == NULL:
+            return -1
+        t.text_mapped = page_round(capacity)
+    else:
+        text = <char *>realloc(t.text, capacity)
+        if text == NULL:
+            return -1
+    t.text = text
+    t.text_capacity = capacity
+    return 0
+
+
 cdef int id_reserve(IdTable *t, Py_ssize_t text_bytes) noexcept nogil:
     """Room for one more id of text_bytes bytes in text_offsets, text and the slots
     (the slots at most five eighths full): 0, or -1 when out of memory."""
     cdef int64_t *offsets
-    cdef char *text
-    cdef Py_ssize_t capacity
     if t.count == t.capacity:
         offsets = <int64_t *>realloc(t.text_offsets, (2 * t.capacity + 1) * sizeof(int64_t))
         if offsets == NULL:
             return -1
         t.text_offsets = offsets
         t.capacity *= 2
-    if t.text_size + text_bytes > t.text_capacity:
-        capacity = 2 * t.text_capacity
-        while t.text_size + text_bytes > capacity:
-            capacity *= 2
-        text = <char *>realloc(t.text, capacity)
-        if text == NULL:
-            return -1
-        t.text = text
-        t.text_capacity = capacity
+    if id_text_room(t, text_bytes) < 0:
+        return -1
     if id_slots_full(t.count + 1, t.mask + 1) and id_table_grow(t) < 0:
         return -1
     return 0
+
+
+# ------------------------------------------------------------------ ids as text
+# With client_ids="string" the ids are not looked up at all: each frame's id is
+# checked as the dictionary would check it and its text appended to the table's
+# text in row order, the row's client_id holding its length (the Python layer makes
+# the Arrow offsets). No table, so no cost that grows with the number of distinct ids.
+cdef int id_text_in_map(IdTable *t, Py_ssize_t frames) noexcept:
+    """Ids as text: the text goes in a pooled column map (GIL held), not a malloc block,
+    sized for ``frames`` ids of 16 bytes: megabytes of fresh pages would cost a fault
+    each, and the map is handed over as the Arrow data buffer without a copy (take_text).
+    0, or -1 when out of memory (the table keeps its malloc block)."""
+    cdef size_t got
+    cdef void *p = pool_map(page_round(<size_t>frames * 16), &got)
+    if p == NULL:
+        return -1
+    free(t.text)
+    t.text = <char *>p
+    t.text_mapped = got
+    t.text_capacity = <Py_ssize_t>got
+    return 0
+
+
+cdef CBuffer take_text(IdTable *t):
+    """The ids' text as a buffer over its map (ids as text; GIL held): the table lets go of it."""
+    cdef CBuffer owner = take_buffer(t.text, t.text_size, t.text_mapped)
+    t.text = NULL
+    t.text_mapped = 0
+    return owner
+
+
+cdef int id_append_text(IdTable *t, const unsigned char *text, Py_ssize_t n) noexcept nogil:
+    """Append n bytes of id text (already checked): 0, or -1 when out of memory."""
+    if id_text_room(t, n) < 0:
+        return -1
+    memcpy(t.text + t.text_size, text, n)
+    t.text_size += n
+    return 0
+
+
+cdef inline int32_t id_text_short(IdTable *t, const unsigned char *q, uint32_t tag,
+                                  uint64_t key_bits) noexcept nogil:
+    """The header loop's id of up to 22 bytes with its tag byte, as text (q its length
+    prefix, 26 bytes readable at q; key_bits its key words or'ed): checked as
+    id_new_short checks a new id, then 24 bytes from its text copied in one fixed-size
+    copy (the bytes past the id are overwritten by the next). Its length, or -1 for
+    the general loop (a status to report, or out of memory)."""
+    cdef int32_t n = kp_load_be16(q)
+    if tag and q[2 + n] != 0:
+        return -1
+    # Up to 22 bytes of text: both length bytes are below 0x80, so a key with no high bit set is ASCII.
+    if key_bits & 0x8080808080808080ULL and not wire_utf8_valid(q + 2, n):
+        return -1
+    if t.text_size + ID_WORD_BYTES > t.text_capacity and id_text_room(t, ID_WORD_BYTES) < 0:
+        return -1
+    memcpy(t.text + t.text_size, q + 2, ID_WORD_BYTES)
+    t.text_size += n
+    return n
+
+
+cdef int32_t id_text_long(IdTable *t, const unsigned char *q, uint32_t tag) noexcept nogil:
+    """id_text_short for an id past 22 bytes (whole in the frame with its tag byte)."""
+    cdef int32_t n = kp_load_be16(q)
+    if (tag and q[2 + n] != 0) or not wire_utf8_valid(q + 2, n) or id_append_text(t, q + 2, n) < 0:
+        return -1
+    return n
 
 
 cdef inline bint id_slots_full(Py_ssize_t ids, uint64_t slot_count) noexcept nogil:

@@ -73,7 +73,7 @@ cdef inline void api_checks(Columns *c, Py_ssize_t i, int d, int key, int versio
 
 
 cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
-                              IdTable *ids) noexcept nogil:
+                              IdTable *ids, bint ids_as_text) noexcept nogil:
     # The wire layer parses the header (wire_request_header, the one parser); this
     # puts what it read into the row: the fields read before a failure stay in it.
     cdef WireHeader h
@@ -87,18 +87,23 @@ cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, 
     c.api_version[i] = h.api_version
     c.correlation_id[i] = h.correlation_id
     c.tag_count[i] = h.tag_count
-    if st == ST_OK or h.part == WIRE_PART_TAGS:
-        if h.client_id_length >= 0:
+    if (st == ST_OK or h.part == WIRE_PART_TAGS) and h.client_id_length >= 0:
+        if ids_as_text:
+            # the row's value is the id's length, its text appended (see "ids as text")
+            index = h.client_id_length
+            if id_append_text(ids, p + h.client_id_at, h.client_id_length) < 0:
+                index = -1
+        else:
             # the table keys an id by its bytes with their length prefix
             index = id_lookup(ids, p + h.client_id_at - 2, h.client_id_length)
             if index < 0:
                 index = id_add(ids, p + h.client_id_at - 2, h.client_id_length)
-                if index < 0:
-                    st = ST_NO_MEMORY
-                    pos = h.client_id_at
-            if index >= 0:
-                c.client_id[i] = index
-                flags |= F_CLIENT_ID
+        if index < 0:
+            st = ST_NO_MEMORY
+            pos = h.client_id_at
+        else:
+            c.client_id[i] = index
+            flags |= F_CLIENT_ID
     if st:
         c.present[i] = flags if h.part != WIRE_PART_FIXED else 0
         fail(c, i, st, pos)
@@ -146,7 +151,7 @@ cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p,
 
 
 cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
-                            int direction, int key, int version, IdTable *ids) noexcept nogil:
+                            int direction, int key, int version, IdTable *ids, bint ids_as_text) noexcept nogil:
     if direction == 1:
         clear_row(c, i)
         scan_response(c, i, p, n, key, version)
@@ -158,7 +163,7 @@ cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py
         c.client_id[i] = 0
         c.tag_count[i] = 0
         c.body_offset[i] = -1
-        scan_request(c, i, p, n, ids)
+        scan_request(c, i, p, n, ids, ids_as_text)
 
 
 cdef inline void clear_zero_columns_of(Columns *c, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
@@ -215,7 +220,8 @@ cdef inline void general_row_done(Columns *c, Py_ssize_t i, bint *zeros_written,
 cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                            const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
                                            Py_ssize_t max_frame_size, IdTable *ids, IdCache *cache,
-                                           bint body_offsets, bint clear_zero_columns) noexcept nogil:
+                                           bint body_offsets, bint clear_zero_columns,
+                                           bint ids_as_text) noexcept nogil:
     """The common case in a loop of its own: size-prefixed requests, whole, of a valid
     API version, with a null client id or one the table holds or can add, and no
     tagged fields.
@@ -225,7 +231,8 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
     back. The columns that are zero on this path are not written per row: a block
     of rows at a time when ``clear_zero_columns``, else by the caller (see scan).
     Callers pass ``body_offsets`` and ``clear_zero_columns`` as constants, so the
-    compiler makes a loop for each case with the test gone.
+    compiler makes a loop for each case with the test gone. ``ids_as_text``: ids
+    checked and their text appended, no lookup (see "ids as text").
     """
     cdef Py_ssize_t block_end
     while i < limit:
@@ -234,15 +241,18 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
             clear_zero_columns_of(c, i, block_end)
         # The id lookups by the distinct ids so far (see "the id caches"); constant
         # cache and mode arguments, one specialised loop each.
-        if ids.count <= STACK_CACHE_UNTIL_IDS:
+        if ids_as_text:
+            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, NULL, 0, body_offsets,
+                                 False, True)
+        elif ids.count <= STACK_CACHE_UNTIL_IDS:
             i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache.slot, CACHE_SHIFT,
-                                 body_offsets, False)
+                                 body_offsets, False, False)
         elif ids.count <= BIG_CACHE_UNTIL_IDS and id_big_cache(ids) != NULL:
             i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, ids.big_cache,
-                                 BIG_CACHE_SHIFT, body_offsets, False)
+                                 BIG_CACHE_SHIFT, body_offsets, False, False)
         else:
             i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, NULL, 0, body_offsets,
-                                 True)
+                                 True, False)
         if i < block_end:
             break
     return i
@@ -251,12 +261,13 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
 cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                         const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
                                         Py_ssize_t max_frame_size, IdTable *ids, CacheSlot *cache, int cache_shift,
-                                        bint body_offsets, bint pipelined) noexcept nogil:
+                                        bint body_offsets, bint pipelined, bint ids_as_text) noexcept nogil:
     """Rows [i, limit) of scan_plain_requests, as far as they go. ``pipelined`` (a
     constant at each call): a frame's id slot is prefetched as the frame is read and
     its id resolved ID_PIPELINE ids later, in the same loop (resolve_id); else each
     id looked up as its frame is read, in ``cache`` first (``cache_shift``
-    its hash's shift). Column pointers are copied into
+    its hash's shift). ``ids_as_text`` (a constant too): no lookup (see "ids as
+    text"). Column pointers are copied into
     locals first: a store through a one-byte column may alias any memory the
     compiler cannot see is private, and it would reload every pointer after each
     such store."""
@@ -270,9 +281,9 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
     cdef int32_t *body_offset = c.body_offset
     cdef uint8_t *present = c.present
     cdef Py_ssize_t pos = pos_io[0], next_pos, body
-    # The loop reads 24 bytes at every frame's client id (p + 8) before it knows the
-    # frame is that long: it leaves frames in the last 36 bytes to the general loop.
-    cdef Py_ssize_t last_pos = length - (4 + 8 + ID_WORD_BYTES)
+    # The loop reads 24 bytes at every frame's client id (p + 8) before it knows the frame
+    # is that long (26 as text): it leaves frames in the last 36 (38) bytes to the general loop.
+    cdef Py_ssize_t last_pos = length - (4 + 8 + ID_WORD_BYTES + (2 if ids_as_text else 0))
     cdef const unsigned char *p
     cdef uint32_t size, key_version, plain, tag, id_length, covered
     cdef uint64_t word0, word1, word2, h
@@ -311,7 +322,11 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
             word0 = kp_load_le64(p + 8) & masks[0]
             word1 = kp_load_le64(p + 16) & masks[1]
             word2 = kp_load_le64(p + 24) & masks[2]
-            if pipelined:
+            if ids_as_text:
+                index = id_text_short(ids, p + 8, tag, word0 | word1 | word2)
+                if index < 0:
+                    break
+            elif pipelined:
                 h = id_hash_seeded(seed0, seed1, word0, word1, word2)
                 kp_prefetch(&slots[h >> shift])
                 k = <int>(pushed & (ID_PIPELINE - 1))
@@ -340,7 +355,11 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
             body = 10 + id_length + tag
             if body > <Py_ssize_t>size:
                 break
-            if pipelined:
+            if ids_as_text:
+                index = id_text_long(ids, p + 8, tag)
+                if index < 0:
+                    break
+            elif pipelined:
                 k = <int>(pushed & (ID_PIPELINE - 1))
                 pend.word0[k] = ID_FREE
                 pend.key[k] = p + 8

@@ -662,8 +662,9 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
     n = frames.num_rows
     payload = one_array(frames["payload"])
     directions = frames["direction"].fill_null(0).to_numpy().astype(np.int8)
+    # client ids as text: the tables hold strings, and a dictionary's table costs more with more ids
     decoded = kb.decode_frames(payload, directions=directions, request_api_keys=key_of,
-                               request_api_versions=version_of, body=body, records=records)
+                               request_api_versions=version_of, body=body, records=records, client_ids="string")
     status = decoded["status"].to_numpy()
     frame_columns: dict[str, Any] = {name: frames[name] for name in (
         "capture", "connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size")}
