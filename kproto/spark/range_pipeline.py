@@ -99,7 +99,8 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     columns, headers = [], []
     for batch in _batches(reader):
         directions = batch.column("direction").fill_null(0).to_numpy().astype(np.int8)
-        headers.append(kb.decode_frames(batch.column("payload"), directions=directions))
+        # ids as text: a cost that does not grow with the capture's distinct client ids
+        headers.append(kb.decode_frames(batch.column("payload"), directions=directions, client_ids="string"))
         columns.append(pa.Table.from_batches([batch]).drop_columns(["payload"]))
         del batch
     failure = reader.failure

@@ -787,7 +787,7 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
     payload = one_array(frames["payload"])
     directions = frames["direction"].fill_null(0).to_numpy().astype(np.int8)
     # 1. Headers only: API, version and correlation id of requests, correlation id of responses.
-    heads = frame_heads(frames, kb.decode_frames(payload, directions=directions))
+    heads = frame_heads(frames, kb.decode_frames(payload, directions=directions, client_ids="string"))
     pairing = pair_heads(heads)
     # 2. Every frame decoded once, responses with their request's API and version; 3. the exchanges.
     rows = decode_chunk(frames, heads.keys, heads.versions, pairing.key_of, pairing.version_of,
