@@ -287,7 +287,7 @@ def record_batches(source: Input, filters: Filters | None = None, *,
         if not frames.num_rows:
             continue
         directions = frames["direction"].to_numpy()
-        headers = kb.decode_frames(frames["payload"], directions=directions)
+        headers = kb.decode_frames(frames["payload"], directions=directions, client_ids="string")   # read as str
         api_key, api_version, client_id = open_requests.match(frames, headers)
         keep = filters.header_mask(frames, api_key, api_version, client_id)
         if not keep.all():
