@@ -220,6 +220,22 @@ def test_c_and_python_agree_on_broken_frames(frame, cut, flip):
     assert kb.trailing_bytes(results[0]) == kb.trailing_bytes(results[1])
 
 
+@pytest.mark.parametrize("client_ids", ["dictionary", "string"])
+def test_empty_frame_whose_next_bytes_look_like_a_null_id_header(client_ids):
+    """An empty frame, then one of 7 bytes: read from the empty frame's payload on, the
+    bytes are a Produce v7 header (api key and version: the next size prefix, 00 00 00
+    07; correlation id 0x00030004; a null client id). The empty frame is TRUNCATED in
+    both loops. (The fast loop once took it: its null-id path did not check that the
+    header fits the frame.)"""
+    pytest.importorskip("kproto._c._batch")
+    after = [metadata_request(4, k, None) for k in range(8)]     # the fast loop leaves the last bytes alone
+    data = prefixed(b"", b"\x00\x03\x00\x04\xff\xff\x00", *after)
+    c, py = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, client_ids=client_ids))
+    assert c.to_pylist() == py.to_pylist()
+    assert c["status"].to_pylist() == [Status.TRUNCATED, Status.TRUNCATED] + [Status.OK] * 8
+    assert c["correlation_id"].to_pylist() == [None, None] + list(range(8))
+
+
 def _request_kinds() -> list[bytes]:
     """Requests the compiled header loop takes on different paths: its plain-request loop (recent
     client id, no tags), new client ids, null ids, header v0, tagged fields, unknown APIs, versions."""

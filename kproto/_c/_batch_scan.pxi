@@ -347,7 +347,7 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
             flags = <uint8_t>plain | F_CLIENT_ID
         elif id_length == 0xFFFF:                  # a null client id (p[10] is in the buffer)
             body = 10 + tag
-            if tag and p[10] != 0:
+            if body > <Py_ssize_t>size or (tag and p[10] != 0):    # a frame shorter than its header
                 break
             index = 0
             flags = <uint8_t>plain
