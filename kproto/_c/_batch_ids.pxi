@@ -331,7 +331,7 @@ cdef int id_reserve(IdTable *t, Py_ssize_t text_bytes) noexcept nogil:
 # ------------------------------------------------------------------ ids as text
 # With client_ids="string" the ids are not looked up at all: each frame's id is
 # checked as the dictionary would check it and its text appended to the table's
-# text in row order, the row's client_id holding its length (the Python layer makes
+# text in row order, the row's client_id holding its length (id_text_offsets makes
 # the Arrow offsets). No table, so no cost that grows with the number of distinct ids.
 cdef int id_text_in_map(IdTable *t, Py_ssize_t frames) noexcept:
     """Ids as text: the text goes in a pooled column map (GIL held), not a malloc block,
@@ -370,7 +370,8 @@ cdef inline int32_t id_text_short(IdTable *t, const unsigned char *q, uint32_t t
                                   uint64_t key_bits) noexcept nogil:
     """The header loop's id of up to 22 bytes with its tag byte, as text (q its length
     prefix, 26 bytes readable at q; key_bits its key words or'ed): checked as
-    id_new_short checks a new id, then 24 bytes from its text copied in one fixed-size
+    id_new_in_loop checks a new id (UTF-8 validation only when a byte is over 0x7F),
+    then 24 bytes from its text copied in one fixed-size
     copy (the bytes past the id are overwritten by the next). Its length, or -1 for
     the general loop (a status to report, or out of memory)."""
     cdef int32_t n = kp_load_be16(q)
@@ -389,7 +390,7 @@ cdef inline int32_t id_text_short(IdTable *t, const unsigned char *q, uint32_t t
 cdef int32_t id_text_long(IdTable *t, const unsigned char *q, uint32_t tag) noexcept nogil:
     """id_text_short for an id past 22 bytes (whole in the frame with its tag byte)."""
     cdef int32_t n = kp_load_be16(q)
-    if (tag and q[2 + n] != 0) or not wire_utf8_valid(q + 2, n) or id_append_text(t, q + 2, n) < 0:
+    if not id_new_in_loop(q, n, tag) or id_append_text(t, q + 2, n) < 0:
         return -1
     return n
 
@@ -537,6 +538,13 @@ cdef inline int32_t id_probe(const IdSlot *slots, uint64_t mask, int shift, uint
         j = (j + 1) & mask
 
 
+cdef inline bint id_new_in_loop(const unsigned char *q, int32_t n, uint32_t tag) noexcept nogil:
+    """Whether the header loop may take an id it has not met (q its length prefix, n its
+    length, tag 1 for header v2): its tag byte is 0 and its text UTF-8. Else the frame is
+    the general loop's, which reports it."""
+    return not (tag and q[2 + n] != 0) and wire_utf8_valid(q + 2, n)
+
+
 cdef int32_t id_new_short(IdTable *t, const unsigned char *q, uint32_t tag, uint64_t h, uint64_t word0,
                           uint64_t word1, uint64_t word2) noexcept nogil:
     """The header loop's id of at most 24 bytes with its tag byte that the table does not
@@ -545,7 +553,7 @@ cdef int32_t id_new_short(IdTable *t, const unsigned char *q, uint32_t tag, uint
     or memory runs out (the general loop says so). Its index, or -1."""
     cdef int32_t n = kp_load_be16(q)
     cdef uint64_t words[3]
-    if (tag and q[2 + n] != 0) or not wire_utf8_valid(q + 2, n):
+    if not id_new_in_loop(q, n, tag):
         return -1
     # tag byte 0: the masked words are the key's own
     words[0] = word0
