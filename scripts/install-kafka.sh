@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Fetches Apache Kafka releases from Maven Central into a cache outside the tree.
+#
+#   scripts/install-kafka.sh                  the broker releases the tests use (KAFKA_RELEASES below)
+#   scripts/install-kafka.sh 4.3.1 4.4.0      just these releases
+#   scripts/install-kafka.sh --clients-only [VERSION...]
+#                                             only the kafka-clients jar (the message definitions)
+#   scripts/install-kafka.sh --print-dir      the cache directory, then exit
+#
+# Layout, under ${KPROTO_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kproto}/kafka/<version>/:
+#   libs/          the broker's runtime classpath (kafka_2.13 and its dependencies)
+#   clients/       kafka-clients-<version>.jar alone
+#   .broker-ok, .clients-ok   written last, so a cut download is fetched again
+# Maven (mvn) resolves the artifacts with their dependencies; its own cache is ~/.m2.
+# Exits non-zero, naming what is missing, when mvn, Java or an artifact cannot be had.
+set -euo pipefail
+
+# The newest patch of each release line the project checks against (Maven Central).
+KAFKA_RELEASES=(3.9.2 4.0.2 4.1.2 4.2.2 4.3.1 4.4.0)
+
+say() { echo "install-kafka: $*" >&2; }
+
+cache_root=${KPROTO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kproto}
+kafka_root=$cache_root/kafka
+
+clients_only=0
+versions=()
+for arg in "$@"; do
+  case "$arg" in
+    --clients-only) clients_only=1 ;;
+    --print-dir) echo "$kafka_root"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -*) say "unknown option $arg"; exit 2 ;;
+    *) versions+=("$arg") ;;
+  esac
+done
+[ ${#versions[@]} -eq 0 ] && versions=("${KAFKA_RELEASES[@]}")
+
+if ! command -v mvn >/dev/null 2>&1; then
+  say "mvn (Apache Maven) is not on PATH: install it (Debian: apt-get install maven) and run again"
+  exit 1
+fi
+if ! command -v java >/dev/null 2>&1; then
+  say "java is not on PATH: Kafka needs a Java 17+ runtime (scripts/install-java.sh installs one)"
+  exit 1
+fi
+
+# fetch VERSION ARTIFACT DEST TRANSITIVE: copy org.apache.kafka:ARTIFACT:VERSION (with its
+# runtime dependencies when TRANSITIVE is true) into DEST through a throw-away pom.
+fetch() {
+  local version=$1 artifact=$2 dest=$3 transitive=$4 work
+  work=$(mktemp -d)
+  cat >"$work/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kproto.cache</groupId><artifactId>kafka-fetch</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>$artifact</artifactId>
+      <version>$version</version></dependency>
+  </dependencies>
+</project>
+POM
+  rm -rf "$dest.partial"
+  mkdir -p "$dest.partial"
+  if ! mvn -q -B -f "$work/pom.xml" dependency:copy-dependencies \
+      -DincludeScope=runtime -DexcludeTransitive="$([ "$transitive" = yes ] && echo false || echo true)" \
+      -DoutputDirectory="$dest.partial" >"$work/mvn.log" 2>&1; then
+    say "could not fetch org.apache.kafka:$artifact:$version from Maven Central; mvn said:"
+    grep -E "ERROR" "$work/mvn.log" | head -n 8 >&2 || tail -n 20 "$work/mvn.log" >&2
+    rm -rf "$work" "$dest.partial"
+    return 1
+  fi
+  rm -rf "$work" "$dest"
+  mv "$dest.partial" "$dest"
+}
+
+status=0
+for version in "${versions[@]}"; do
+  dir=$kafka_root/$version
+  mkdir -p "$dir"
+  if [ ! -f "$dir/.clients-ok" ]; then
+    say "kafka-clients $version ..."
+    if fetch "$version" kafka-clients "$dir/clients" no; then
+      touch "$dir/.clients-ok"
+    else
+      status=1; continue
+    fi
+  fi
+  [ "$clients_only" = 1 ] && continue
+  if [ ! -f "$dir/.broker-ok" ]; then
+    started=$SECONDS
+    say "broker kafka_2.13 $version with its dependencies ..."
+    if fetch "$version" kafka_2.13 "$dir/libs" yes; then
+      touch "$dir/.broker-ok"
+      say "broker $version: $(ls "$dir/libs" | wc -l) jars, $(du -sh "$dir/libs" | cut -f1) ($((SECONDS - started)) s)"
+    else
+      status=1
+    fi
+  fi
+done
+[ "$status" = 0 ] && say "ready: $kafka_root (${versions[*]})"
+exit $status
