@@ -23,7 +23,9 @@ class _Half:
         self.pending: list = []    # out-of-order [start, bytes, ts], sorted, non-overlapping
         self.pending_bytes = 0
         self.synced = False        # True when buf[0] is a frame boundary
-        self.scan_from = 0         # while not synced: no boundary before this offset
+        self.scan_from = 0         # while not synced: offsets before it were examined
+        self.candidates: list = []  # while not synced: offsets of plausible headers not yet decided
+        self.boundary = -1         # a frame boundary known ahead (the end of a frame a gap cut), or -1
         self.fin_pos = -1
         self.sequence = 0
         self.request_corrs: deque = deque()  # correlation ids of frames that read as requests

@@ -22,6 +22,8 @@ _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
 _MAX_CORRS = 256
 _MAX_UNDECIDED_FRAMES = 64
+_MAX_CANDIDATES = 32
+_CHAIN_CONFIRMS = 4
 
 
 class Framer:
@@ -97,53 +99,136 @@ class Framer:
             return 0
         if avail < min(14, 4 + size):
             return -1
-        role = -1 if conn.client_side < 0 else (DIRECTION_REQUEST if conn.client_side == half.side
-                                                 else DIRECTION_RESPONSE)
+        role = self._role(conn, half)
         if role != DIRECTION_RESPONSE and self._request_ok(data, i + 4, size):
             return 1
         if role != DIRECTION_REQUEST and _BE32S.unpack_from(data, i + 4)[0] >= 0:
             return 1
         return 0
 
-    def _scan(self, conn: _Connection, half: _Half, final: bool) -> bool:
-        """Drop bytes until buf starts at a plausible frame boundary; False if more bytes are needed.
+    @staticmethod
+    def _role(conn: _Connection, half: _Half) -> int:
+        if conn.client_side < 0:
+            return -1
+        return DIRECTION_REQUEST if conn.client_side == half.side else DIRECTION_RESPONSE
 
-        A candidate is confirmed by a correlation id the other direction sent as a
-        request, or by the next frame's header, or (at the end) by ending exactly
-        where the data does.
+    def _strong(self, conn: _Connection, half: _Half, data, i: int) -> int:
+        """1 when the plausible header at i is evidence of a boundary on its own: a whole
+        request header (key and version known, header version, client id in UTF-8, tags),
+        or a response to a request the other direction sent; 0 when not, -1 when the
+        request header's bytes have not all arrived."""
+        size = _BE32S.unpack_from(data, i)[0]
+        role = self._role(conn, half)
+        if role != DIRECTION_REQUEST and self._requested(conn.halves[1 - half.side], _BE32S.unpack_from(data, i + 4)[0]):
+            return 1
+        if role == DIRECTION_RESPONSE or not self._request_ok(data, i + 4, size):
+            return 0
+        end = i + 4 + size
+        try:
+            wire.request_header(data, wire.WireHeader(), i + 4, min(len(data), end))
+        except wire.WireError as exc:
+            return -1 if exc.status == wire.TRUNCATED and len(data) < end else 0
+        return 1
+
+    @staticmethod
+    def _requested(other: _Half, corr: int) -> bool:
+        """Did the other direction send a request with this correlation id: a frame cut,
+        the frame it is receiving, or one of its candidates?"""
+        if corr in other.request_corrs:
+            return True
+        buf = other.buf
+        starts = [c - other.buf_pos for c in other.candidates]
+        if other.synced:
+            starts.append(0)
+        return any(0 <= s and s + 12 <= len(buf) and _BE32S.unpack_from(buf, s + 8)[0] == corr for s in starts)
+
+    def _confirm(self, conn: _Connection, half: _Half, data, i: int, final: bool) -> int:
+        """Is the plausible header at i a frame boundary? 1 yes, 0 no, -1 more bytes needed.
+
+        Follows the chain of plausible headers, each at the size the one before
+        announced: yes when a header of it is strong evidence (the first candidate
+        confirmed wins, so a strong header is never passed over for one inside its
+        own payload), or the chain is _CHAIN_CONFIRMS headers long, or (at the end)
+        it ends exactly where the data does; no when a link is not plausible.
+        """
+        for _ in range(_CHAIN_CONFIRMS):
+            strong = self._strong(conn, half, data, i)
+            if strong > 0:
+                return 1
+            after = i + 4 + _BE32S.unpack_from(data, i)[0]
+            following = self._header_ok(conn, half, data, after) if after <= len(data) else -1
+            if following < 0 or strong < 0:
+                if final:
+                    return 1 if after == len(data) else 0
+                return -1
+            if not following:
+                return 0
+            i = after
+        return 1
+
+    def _scan(self, conn: _Connection, half: _Half, final: bool) -> bool:
+        """Drop bytes until buf starts at a confirmed frame boundary; False if more bytes are needed.
+
+        A known boundary (the end of a frame a gap cut) is taken as it is. Otherwise
+        every plausible header is a candidate, kept (up to _MAX_CANDIDATES) until the
+        bytes that decide it arrive, so a false one with a huge size holds up nothing:
+        the first candidate confirmed wins, the bytes before it are skipped.
         """
         buf = half.buf
-        i = min(max(0, half.scan_from - half.buf_pos), len(buf))
-        found = False
-        other = conn.halves[1 - half.side]
-        while i < len(buf):
-            ok = self._header_ok(conn, half, buf, i)
-            if ok < 0:
-                if final:
-                    i = len(buf)
-                break
-            if ok:
-                after = i + 4 + _BE32S.unpack_from(buf, i)[0]
-                confirmed = _BE32S.unpack_from(buf, i + 4)[0] in other.request_corrs
-                if not confirmed:
-                    next_ok = self._header_ok(conn, half, buf, after) if after <= len(buf) else -1
-                    if next_ok < 0:
-                        if not final:
-                            break  # wait for the bytes that decide
-                        confirmed = after <= len(buf)
-                    else:
-                        confirmed = next_ok == 1
-                if confirmed:
-                    found = True
-                    break
-            i += 1
-        half.scan_from = max(half.scan_from, half.buf_pos + i)
-        if i:
-            half.counters["skipped_bytes"] += i
-            half.drop(i)
-        if found:
+        base = half.buf_pos
+        if half.boundary >= 0:
+            skip = min(half.boundary - base, len(buf))
+            if skip:
+                half.counters["skipped_bytes"] += skip
+                half.drop(skip)
+            if half.boundary > half.buf_pos:
+                return False
+            half.boundary = -1
+            half.candidates = []
             half.synced = True
-        return found
+            return True
+        found = -1
+        waiting = []
+        for candidate in half.candidates:
+            decided = self._confirm(conn, half, buf, candidate - base, final)
+            if decided > 0:
+                found = candidate
+                break
+            if decided < 0:
+                waiting.append(candidate)
+        if found < 0:
+            i = min(max(0, half.scan_from - base), len(buf))
+            while i < len(buf):
+                ok = self._header_ok(conn, half, buf, i)
+                if ok < 0:
+                    if final:
+                        i = len(buf)
+                    break
+                if ok:
+                    decided = self._confirm(conn, half, buf, i, final)
+                    if decided > 0:
+                        found = base + i
+                        break
+                    if decided < 0:
+                        waiting.append(base + i)
+                        if len(waiting) > _MAX_CANDIDATES:
+                            # the one whose announced end is farthest is the likeliest false
+                            farthest = max(waiting, key=lambda c: (_BE32S.unpack_from(buf, c - base)[0] + c, c))
+                            waiting.remove(farthest)
+                i += 1
+            half.scan_from = base + i
+        if found >= 0:
+            half.candidates = []
+            keep_from = found
+        else:
+            half.candidates = waiting
+            keep_from = waiting[0] if waiting else half.scan_from
+        if keep_from > base:
+            half.counters["skipped_bytes"] += keep_from - base
+            half.drop(keep_from - base)
+        if found >= 0:
+            half.synced = True
+        return found >= 0
 
     def _cut(self, conn: _Connection, half: _Half, final: bool) -> None:
         """Cut complete frames off the front of buf."""

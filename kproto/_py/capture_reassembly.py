@@ -183,21 +183,28 @@ class Reassembly(Framer):
             half.append(data, ts)
 
     def _gap(self, half: _Half) -> None:
-        """Give up on the hole before the first held segment."""
+        """Give up on the hole before the first held segment.
+
+        The end of a frame the hole cuts is a known boundary (its size was read from a
+        confirmed start), kept across further gaps until reading reaches it, so the
+        frames after it are read without a search.
+        """
         hole_end = half.pending[0][0]
         c = half.counters
         c["gaps"] += 1
         c["gap_bytes"] += hole_end - half.next_pos
-        resume = -1
         if half.synced and len(half.buf) >= 4:
             size = _BE32S.unpack_from(half.buf, 0)[0]
-            if 0 <= size <= self.max_frame_size:
-                resume = half.buf_pos + 4 + size  # the cut frame's end is a known boundary
+            if 4 <= size <= self.max_frame_size:
+                half.boundary = half.buf_pos + 4 + size
         c["skipped_bytes"] += len(half.buf)
         half.drop(len(half.buf))
+        if half.boundary < hole_end:
+            half.boundary = -1      # the next frame's start was lost too: search for it
         half.synced = False
+        half.candidates = []
         c["resyncs"] += 1
-        half.scan_from = max(resume, hole_end)
+        half.scan_from = hole_end
         half.next_seq = (half.next_seq + hole_end - half.next_pos) & 0xFFFFFFFF
         half.next_pos = hole_end
         half.buf_pos = hole_end
