@@ -26,7 +26,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, u
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memmove, memcmp
 
-from kproto._c._wire cimport WireHeader, wire_request_fixed
+from kproto._c._wire cimport ST_TRUNCATED, WireHeader, wire_request_fixed, wire_request_header
 
 import ipaddress
 
@@ -101,6 +101,8 @@ cdef enum:
 cdef enum:
     MAX_CORRS = 256
     MAX_UNDECIDED_FRAMES = 64
+    MAX_CANDIDATES = 32
+    CHAIN_CONFIRMS = 4
     LIMIT = 512 * 1024 * 1024
     FORMAT_NONE = 0
     FORMAT_PCAP = 1

@@ -22,7 +22,10 @@ cdef class _Half:
     cdef list pending                # out-of-order [start, bytes, ts], sorted, non-overlapping
     cdef int64_t pending_bytes
     cdef bint synced
-    cdef int64_t scan_from
+    cdef int64_t scan_from           # while not synced: offsets before it were examined
+    cdef int64_t candidates[MAX_CANDIDATES]  # while not synced: plausible headers not yet decided
+    cdef int n_candidates
+    cdef int64_t boundary            # a frame boundary known ahead (the end of a frame a gap cut), or -1
     cdef int64_t fin_pos
     cdef int64_t sequence
     cdef int32_t corrs[MAX_CORRS]    # ring of correlation ids of request-like frames
@@ -33,6 +36,7 @@ cdef class _Half:
         self.side = side
         self.isn = -1
         self.fin_pos = -1
+        self.boundary = -1
         self.pending = []
 
     def __dealloc__(self):
@@ -107,6 +111,17 @@ cdef class _Half:
         self.corr_next = (self.corr_next + 1) % MAX_CORRS
         if self.corr_count < MAX_CORRS:
             self.corr_count += 1
+
+    cdef void answered(self, int32_t corr) noexcept:
+        # A response with this correlation id was read: blank the oldest slot holding it
+        # (the twin's _answered), so an old id in record bytes is no evidence.
+        cdef int k, slot
+        cdef int oldest = (self.corr_next - self.corr_count + MAX_CORRS) % MAX_CORRS
+        for k in range(self.corr_count):
+            slot = (oldest + k) % MAX_CORRS
+            if self.corrs[slot] == corr:
+                self.corrs[slot] = -1
+                return
 
     cdef dict counters(self):
         return {name: self.c[i] for i, name in enumerate(HALF_COUNTERS)}

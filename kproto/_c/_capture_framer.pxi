@@ -143,49 +143,126 @@ cdef class _Framer:
             return 0
         if avail < min(14, 4 + <Py_ssize_t>size):
             return -1
-        role = -1 if conn.client_side < 0 else (0 if conn.client_side == half.side else 1)
+        role = _role(conn, half)
         if role != 1 and self._request_ok(p + 4, avail - 4, size):
             return 1
         if role != 0 and <int32_t>kp_load_be32(p + 4) >= 0:
             return 1
         return 0
 
+    cdef int _strong(self, _Connection conn, _Half half, const unsigned char *p, Py_ssize_t avail) noexcept:
+        # 1 when the plausible header at p is evidence of a boundary on its own (a whole
+        # request header, or a response to a request the other side sent), 0 when not,
+        # -1 when the request header's bytes have not all arrived (see the twin).
+        cdef int32_t size = <int32_t>kp_load_be32(p)
+        cdef int role = _role(conn, half)
+        cdef WireHeader h
+        cdef Py_ssize_t pos = 0
+        cdef int st
+        if role != 0 and _requested(conn.half(1 - half.side), <int32_t>kp_load_be32(p + 4)):
+            return 1
+        if role == 1 or not self._request_ok(p + 4, avail - 4, size):
+            return 0
+        st = wire_request_header(p + 4, min(avail - 4, <Py_ssize_t>size), &pos, &h)
+        if st == 0:
+            return 1
+        return -1 if st == ST_TRUNCATED and avail - 4 < size else 0
+
+    cdef int _confirm(self, _Connection conn, _Half half, const unsigned char *buf, Py_ssize_t length,
+                      Py_ssize_t i, bint final) noexcept:
+        # Is the plausible header at i a frame boundary? 1 yes, 0 no, -1 more bytes needed (see the twin).
+        cdef int hop, strong, following
+        cdef Py_ssize_t after
+        for hop in range(CHAIN_CONFIRMS):
+            strong = self._strong(conn, half, buf + i, length - i)
+            if strong > 0:
+                return 1
+            after = i + 4 + <int32_t>kp_load_be32(buf + i)
+            following = self._header_ok(conn, half, buf + after, length - after) if after <= length else -1
+            if following < 0 or strong < 0:
+                if final:
+                    return 1 if after == length else 0
+                return -1
+            if not following:
+                return 0
+            i = after
+        return 1
+
     cdef bint _scan(self, _Connection conn, _Half half, bint final) except -1:
+        # Drop bytes until buf starts at a confirmed frame boundary; False if more bytes are
+        # needed. A known boundary is taken as it is; otherwise candidates wait in parallel
+        # for the bytes that decide them, the first confirmed wins (see the twin).
         cdef const unsigned char *buf = half.data()
         cdef Py_ssize_t length = half.length
-        cdef Py_ssize_t i = <Py_ssize_t>min(max(<int64_t>0, half.scan_from - half.buf_pos), <int64_t>length)
-        cdef Py_ssize_t after
-        cdef bint found = False, confirmed
-        cdef int ok, next_ok
-        cdef _Half other = conn.half(1 - half.side)
-        while i < length:
-            ok = self._header_ok(conn, half, buf + i, length - i)
-            if ok < 0:
-                if final:
-                    i = length
-                break
-            if ok:
-                after = i + 4 + <int32_t>kp_load_be32(buf + i)
-                confirmed = other.has_corr(<int32_t>kp_load_be32(buf + i + 4))
-                if not confirmed:
-                    next_ok = self._header_ok(conn, half, buf + after, length - after) if after <= length else -1
-                    if next_ok < 0:
-                        if not final:
-                            break
-                        confirmed = after <= length
-                    else:
-                        confirmed = next_ok == 1
-                if confirmed:
-                    found = True
-                    break
-            i += 1
-        half.scan_from = max(half.scan_from, half.buf_pos + i)
-        if i:
-            half.c[H_SKIPPED_BYTES] += i
-            half.drop(i)
-        if found:
+        cdef int64_t base = half.buf_pos
+        cdef int64_t found = -1, keep_from, farthest_end, end
+        cdef int64_t waiting[MAX_CANDIDATES + 1]
+        cdef int n_waiting = 0, k, farthest
+        cdef int decided, ok
+        cdef Py_ssize_t i, skip
+        if half.boundary >= 0:
+            skip = <Py_ssize_t>min(half.boundary - base, <int64_t>length)
+            if skip:
+                half.c[H_SKIPPED_BYTES] += skip
+                half.drop(skip)
+            if half.boundary > half.buf_pos:
+                return False
+            half.boundary = -1
+            half.n_candidates = 0
             half.synced = True
-        return found
+            return True
+        for k in range(half.n_candidates):
+            decided = self._confirm(conn, half, buf, length, <Py_ssize_t>(half.candidates[k] - base), final)
+            if decided > 0:
+                found = half.candidates[k]
+                break
+            if decided < 0:
+                waiting[n_waiting] = half.candidates[k]
+                n_waiting += 1
+        if found < 0:
+            i = <Py_ssize_t>min(max(<int64_t>0, half.scan_from - base), <int64_t>length)
+            while i < length:
+                ok = self._header_ok(conn, half, buf + i, length - i)
+                if ok < 0:
+                    if final:
+                        i = length
+                    break
+                if ok:
+                    decided = self._confirm(conn, half, buf, length, i, final)
+                    if decided > 0:
+                        found = base + i
+                        break
+                    if decided < 0:
+                        waiting[n_waiting] = base + i
+                        n_waiting += 1
+                        if n_waiting > MAX_CANDIDATES:
+                            # the one whose announced end is farthest is the likeliest false
+                            farthest = 0
+                            farthest_end = -1
+                            for k in range(n_waiting):
+                                end = waiting[k] + <int32_t>kp_load_be32(buf + (waiting[k] - base))
+                                if end >= farthest_end:
+                                    farthest_end = end
+                                    farthest = k
+                            for k in range(farthest, n_waiting - 1):
+                                waiting[k] = waiting[k + 1]
+                            n_waiting -= 1
+                i += 1
+            half.scan_from = base + i
+        if found >= 0:
+            half.n_candidates = 0
+            keep_from = found
+        else:
+            for k in range(n_waiting):
+                half.candidates[k] = waiting[k]
+            half.n_candidates = n_waiting
+            keep_from = waiting[0] if n_waiting else half.scan_from
+        if keep_from > base:
+            half.c[H_SKIPPED_BYTES] += keep_from - base
+            half.drop(<Py_ssize_t>(keep_from - base))
+        if found >= 0:
+            half.synced = True
+        return found >= 0
 
     cdef int _cut(self, _Connection conn, _Half half, bint final) except -1:
         cdef int32_t size
@@ -226,6 +303,8 @@ cdef class _Framer:
                 self._infer(conn, half, half.sequence, first_ts, last_ts, size,
                             PyBytes_FromStringAndSize(<const char *>buf + 4, size))
             else:
+                if conn.client_side != half.side and size >= 4:
+                    conn.half(1 - half.side).answered(<int32_t>kp_load_be32(buf + 4))
                 self._emit(conn, half.side, half.sequence, first_ts, last_ts, size, buf + 4)
             half.sequence += 1
             half.drop(4 + size)
@@ -256,6 +335,29 @@ cdef class _Framer:
             self._emit(conn, side, sequence, first_ts, last_ts, size, <const unsigned char *><char *>payload)
         conn.undecided = []
         return 0
+
+
+cdef inline int _role(_Connection conn, _Half half) noexcept:
+    if conn.client_side < 0:
+        return -1
+    return 0 if conn.client_side == half.side else 1
+
+
+cdef bint _requested(_Half other, int32_t corr) noexcept:
+    # Did the other direction send a request with this correlation id: a frame cut, the
+    # frame it is receiving, or one of its candidates?
+    cdef const unsigned char *buf = other.data()
+    cdef int k
+    cdef int64_t start
+    if other.has_corr(corr):
+        return True
+    if other.synced and other.length >= 12 and <int32_t>kp_load_be32(buf + 8) == corr:
+        return True
+    for k in range(other.n_candidates):
+        start = other.candidates[k] - other.buf_pos
+        if start >= 0 and start + 12 <= other.length and <int32_t>kp_load_be32(buf + start + 8) == corr:
+            return True
+    return False
 
 
 cdef object _copy_array(void *src, Py_ssize_t n, dtype):

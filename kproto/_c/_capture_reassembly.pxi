@@ -215,20 +215,23 @@ cdef class _Reassembly(_Framer):
         return 0
 
     cdef int _gap(self, _Half half) except -1:
+        # The end of a frame the hole cuts is a known boundary, kept across further gaps (see the twin).
         cdef int64_t hole_end = half.pending[0][0]
-        cdef int64_t resume = -1
         cdef int32_t size
         half.c[H_GAPS] += 1
         half.c[H_GAP_BYTES] += hole_end - half.next_pos
         if half.synced and half.length >= 4:
             size = <int32_t>kp_load_be32(half.data())
-            if 0 <= size <= self.max_frame_size:
-                resume = half.buf_pos + 4 + size
+            if 4 <= size <= self.max_frame_size:
+                half.boundary = half.buf_pos + 4 + size
         half.c[H_SKIPPED_BYTES] += half.length
         half.drop(half.length)
+        if half.boundary < hole_end:
+            half.boundary = -1
         half.synced = False
+        half.n_candidates = 0
         half.c[H_RESYNCS] += 1
-        half.scan_from = max(resume, hole_end)
+        half.scan_from = hole_end
         half.next_seq = <uint32_t>(half.next_seq + <uint32_t>(hole_end - half.next_pos))
         half.next_pos = hole_end
         half.buf_pos = hole_end
@@ -236,6 +239,7 @@ cdef class _Reassembly(_Framer):
         half.chunk_head = 0
         half.chunk_count = 0
         return 0
+
     # ------------------------------------------------------------------ endings
     cdef int _close(self, _Connection conn, int reason) except -1:
         cdef _Half half

@@ -269,6 +269,8 @@ class Framer:
             if conn.client_side < 0:
                 self._infer(conn, half, frame)
             else:
+                if conn.client_side != half.side and size >= 4:
+                    _answered(conn.halves[1 - half.side], _BE32S.unpack_from(payload, 0)[0])
                 self._emit(conn, half.side, frame)
 
     def _infer(self, conn: _Connection, half: _Half, frame) -> None:
@@ -305,3 +307,13 @@ class Framer:
         out["size"].append(size)
         out["payload"].append(payload)
         self.out_bytes += len(payload)
+
+
+def _answered(requests: _Half, corr: int) -> None:
+    """A response with this correlation id was read: its request is no longer outstanding
+    (its slot is blanked, as the compiled ring does), so record bytes that happen to
+    hold an old correlation id are no evidence of a boundary."""
+    for index, held in enumerate(requests.request_corrs):
+        if held == corr:
+            requests.request_corrs[index] = -1
+            return
