@@ -10,7 +10,9 @@ version of their request (paired within the stream). See docs/dump.md.
 
 Exit status: 0 when every input was read completely; 3 when an input could not
 be read completely (the frames before the problem are printed, then the problem
-on stderr: file, byte offset, reason); 2 for usage errors and missing inputs.
+on stderr: file, byte offset, reason); 4 when inputs were read completely but
+bytes of their TCP streams were lost or not framed (gaps, a mid-connection start,
+an incomplete last frame: summed on stderr); 2 for usage errors and missing inputs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ HELP = "Print the frames of captures as JSON Lines or a readable tree (no Spark 
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3     # some input could not be read completely
+EXIT_LOST_BYTES = 4     # read completely, but its TCP streams lost bytes (gaps) or bytes were not framed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,4 +107,12 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             print(f"kproto dump: {source.error}", file=sys.stderr)
             status = EXIT_INCOMPLETE
+        lost = source.losses
+        if left != 0 and (lost.get("gap_bytes") or lost.get("skipped_bytes") or lost.get("tail_bytes")):
+            sys.stdout.flush()
+            print(f"kproto dump: {source.name}: {lost['gap_bytes']:,} bytes never captured in {lost['gaps']:,} "
+                  f"gaps; {lost['skipped_bytes']:,} bytes skipped to find frame boundaries; "
+                  f"{lost['tail_bytes']:,} bytes of incomplete last frames", file=sys.stderr)
+            if status == EXIT_OK:   # an input not read completely (3) says more
+                status = EXIT_LOST_BYTES
     return status

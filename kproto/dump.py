@@ -109,6 +109,9 @@ class Input:
         self.max_frame_size = max_frame_size
         self.format: str | None = None
         self.error: InputProblem | None = None
+        #: Bytes of the capture's TCP streams lost ("gap_bytes", never captured) or not framed
+        #: ("skipped_bytes", "tail_bytes"), summed over connections and directions, once read.
+        self.losses: dict[str, int] = {}
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         handle = sys.stdin.buffer if self.path == "-" else open(self.path, "rb")
@@ -133,6 +136,9 @@ class Input:
         reader = CaptureReader(source, name=self.name, broker_ports=self.broker_ports, on_error="keep",
                                batch_frames=self.batch_frames, max_frame_size=self.max_frame_size)
         yield from reader
+        table = reader.connections()
+        self.losses = {name: sum(sum(table[side + name].to_pylist()) for side in ("request_", "response_"))
+                       for name in ("gaps", "gap_bytes", "skipped_bytes", "tail_bytes")}
         stopped = reader.error
         counters = reader.counters
         if stopped is not None:

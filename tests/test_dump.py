@@ -360,3 +360,24 @@ def test_decode_bad_input_names_api_version_path_and_offset(capsys):
 def test_decode_usage_errors(capsys, argv, message):
     status, _, err = decode(capsys, *argv)
     assert status == 2 and message in err
+
+
+def test_lost_bytes_are_summed_on_stderr_with_exit_status_4(tmp_path, capsys):
+    """A capture read completely whose streams lost bytes: its frames, then one line, exit 4."""
+    from tests.pcapwriter import Conversation, pcap_of, request_frame, response_frame
+
+    conv = Conversation()
+    packets = conv.handshake()
+    requests = [request_frame(3, 1, 10 + i, b"\x00" * 300) for i in range(4)]
+    for i, request in enumerate(requests):
+        packets += conv.data("client", request, (100,))
+        packets += conv.data("server", response_frame(10 + i, b"\x00" * 20), (100,))
+    client = [p for p in packets if p.sender == "client" and p.payload]
+    lost = client[5]                  # inside the second request
+    packets = [p for p in packets if p is not lost] + conv.close()
+    path = tmp_path / "lossy.pcap"
+    path.write_bytes(pcap_of(packets))
+    status, rows, err = run_cli(capsys, path)
+    assert status == 4
+    assert sum(r["direction"] == "request" for r in rows) == 3
+    assert f"lossy.pcap: {len(lost.payload)} bytes never captured in 1 gaps" in err
