@@ -32,7 +32,7 @@ import pyarrow as pa
 import kproto.batch as kb
 from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
 from kproto import versions
-from kproto.capture import (DEFAULT_BROKER_PORTS, CaptureReader, frame_schema,
+from kproto.capture import (DEFAULT_BROKER_PORTS, CaptureReader, frame_schema, not_captured,
                             read_frame_file)
 from kproto.errors import FrameTooLargeError, TruncatedError
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE
@@ -304,6 +304,9 @@ def record_batches(source: Input, filters: Filters | None = None, *,
             continue
         decoded = kb.decode_frames(frames["payload"], directions=directions, request_api_keys=api_key,
                                    request_api_versions=api_version, body="json", records=records)
+        status = not_captured(frames, decoded["status"])
+        if status is not decoded["status"]:
+            decoded = decoded.set_column(decoded.schema.get_field_index("status"), "status", status)
         keep = filters.status_mask(decoded["status"].to_numpy())
         if not keep.all():
             mask = pa.array(keep)

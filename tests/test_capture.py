@@ -459,7 +459,7 @@ def test_unsupported_link_type_counted(impl):
     assert counters["unsupported_link"] == 1 and counters["packets"] == 1
 
 
-def test_snap_length_truncation_counted_as_gap(impl):
+def test_snap_length_keeps_every_frame_start_and_counts_what_it_cut(impl):
     requests, responses = exchange(3, body=200)
     packets = conversation_packets(Conversation(), requests, responses, sizes=(150,))
     writer = PcapWriter(LINK_ETHERNET, snaplen=120)
@@ -468,7 +468,12 @@ def test_snap_length_truncation_counted_as_gap(impl):
     frames, connections, _ = run(writer.getvalue(), impl)
     row = connections[0]
     assert row["request_truncated_packets"] > 0
-    assert row["request_gap_bytes"] > 0
+    assert row["request_snapped_bytes"] > 0 and row["request_gap_bytes"] == 0 == row["request_gaps"]
+    # every frame's start was captured: each is a row with the bytes that were
+    for direction, sent in ((0, requests), (1, responses)):
+        got = [f for f in frames if f["direction"] == direction]
+        assert [f["size"] for f in got] == [len(r) - 4 for r in sent]
+        assert all(r[4:].startswith(f["payload"]) and f["payload"] for f, r in zip(got, sent))
     assert_accounted(connections)
 
 
@@ -535,16 +540,22 @@ def test_dropped_segment_gap_resumes_at_next_frame(impl):
     packets += conv.close()
     frames, connections, _ = run(pcap_of(packets), impl)
     row = connections[0]
-    got = payloads(frames, 0)
+    got = [f["payload"] for f in frames if f["direction"] == 0 and len(f["payload"]) == f["size"]]
     sent = [r[4:] for r in requests]
     stream_offset = (lost.seq - conv.client_isn - 1) & 0xFFFFFFFF
     hit = [i for i, r in enumerate(requests)
            if sum(map(len, requests[:i])) < stream_offset + len(lost.payload)
            and stream_offset < sum(map(len, requests[: i + 1]))]
     assert got == [s for i, s in enumerate(sent) if i not in hit]
-    assert [f["sequence"] for f in frames if f["direction"] == 0] == list(range(len(got)))
+    # the frame the gap cut, its start captured: a row with the bytes before the gap
+    first_hit_start = sum(map(len, requests[:hit[0]]))
+    cut = [f for f in frames if f["direction"] == 0 and len(f["payload"]) < f["size"]]
+    assert [(f["size"], f["payload"]) for f in cut] == [
+        (len(sent[hit[0]]), sent[hit[0]][: stream_offset - first_hit_start - 4])]
+    assert [f["sequence"] for f in frames if f["direction"] == 0] == list(range(len(got) + 1))
     assert row["request_gaps"] == 1 and row["request_gap_bytes"] == len(lost.payload)
-    assert row["request_skipped_bytes"] == sum(len(requests[i]) for i in hit) - len(lost.payload)
+    assert row["request_skipped_bytes"] == (sum(len(requests[i]) for i in hit) - len(lost.payload)
+                                            - (stream_offset - first_hit_start))
     assert payloads(frames, 1) == [r[4:] for r in responses]
     assert_accounted(connections)
 

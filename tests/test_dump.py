@@ -368,10 +368,12 @@ def test_lost_bytes_are_summed_on_stderr_with_exit_status_4(tmp_path, capsys):
 
     conv = Conversation()
     packets = conv.handshake()
-    requests = [request_frame(3, 1, 10 + i, b"\x00" * 300) for i in range(4)]
+    topic = struct.pack(">ih", 1, 290) + b"t" * 290       # Metadata v1: one topic, a long name
+    requests = [request_frame(3, 1, 10 + i, topic) for i in range(4)]
+    answer = struct.pack(">iiii", 0, -1, 0, 0)             # no brokers, no cluster id, controller 0, no topics
     for i, request in enumerate(requests):
         packets += conv.data("client", request, (100,))
-        packets += conv.data("server", response_frame(10 + i, b"\x00" * 20), (100,))
+        packets += conv.data("server", response_frame(10 + i, answer), (100,))
     client = [p for p in packets if p.sender == "client" and p.payload]
     lost = client[5]                  # inside the second request
     packets = [p for p in packets if p is not lost] + conv.close()
@@ -379,5 +381,8 @@ def test_lost_bytes_are_summed_on_stderr_with_exit_status_4(tmp_path, capsys):
     path.write_bytes(pcap_of(packets))
     status, rows, err = run_cli(capsys, path)
     assert status == 4
-    assert sum(r["direction"] == "request" for r in rows) == 3
+    requests_out = [r for r in rows if r["direction"] == "request"]
+    # the request the gap cut is there, its header read, its status saying why its body is not
+    assert [r["status"] for r in requests_out] == ["OK", "NOT_CAPTURED", "OK", "OK"]
+    assert [r["header"]["correlation_id"] for r in requests_out] == [10, 11, 12, 13]
     assert f"lossy.pcap: {len(lost.payload)} bytes never captured in 1 gaps" in err

@@ -78,6 +78,7 @@ cdef enum:
     H_GAP_BYTES
     H_TAIL_BYTES
     H_TRUNCATED_PACKETS
+    H_SNAPPED_BYTES
     H_COUNT
 
 # Capture counters (same order as CAPTURE_COUNTERS).

@@ -19,6 +19,7 @@ cdef class _Framer:
     cdef int64_t *o_first
     cdef int64_t *o_last
     cdef int32_t *o_size
+    cdef int32_t *o_captured         # payload bytes held (the size, or fewer when a gap cut the frame)
     cdef object out_data             # numpy uint8 array
     cdef unsigned char *out_ptr
     cdef Py_ssize_t out_len, out_data_capacity
@@ -31,6 +32,7 @@ cdef class _Framer:
         free(self.o_first)
         free(self.o_last)
         free(self.o_size)
+        free(self.o_captured)
 
     # ------------------------------------------------------------------ output
     cdef int _new_output(self) except -1:
@@ -51,6 +53,7 @@ cdef class _Framer:
         self.o_first = <int64_t *>_grow(self.o_first, cap * 8)
         self.o_last = <int64_t *>_grow(self.o_last, cap * 8)
         self.o_size = <int32_t *>_grow(self.o_size, cap * 4)
+        self.o_captured = <int32_t *>_grow(self.o_captured, cap * 4)
         self.out_capacity = cap
         return 0
 
@@ -68,19 +71,21 @@ cdef class _Framer:
         return 0
 
     cdef int _emit(self, _Connection conn, int side, int64_t sequence, int64_t first_ts, int64_t last_ts,
-                   int32_t size, const unsigned char *payload) except -1:
+                   int32_t size, Py_ssize_t captured, const unsigned char *payload) except -1:
+        # `captured` payload bytes of a frame of `size` (fewer when a gap cut it)
         cdef Py_ssize_t i = self.n_out
         if i >= self.out_capacity:
             self._grow_rows()
-        self._reserve_data(size)
+        self._reserve_data(captured)
         self.o_conn[i] = conn.id
         self.o_dir[i] = 0 if side == conn.client_side else 1
         self.o_seq[i] = sequence
         self.o_first[i] = first_ts
         self.o_last[i] = last_ts
         self.o_size[i] = size
-        memcpy(self.out_ptr + self.out_len, payload, size)
-        self.out_len += size
+        self.o_captured[i] = <int32_t>captured
+        memcpy(self.out_ptr + self.out_len, payload, captured)
+        self.out_len += captured
         self.n_out = i + 1
         return 0
 
@@ -96,7 +101,7 @@ cdef class _Framer:
             return None
         sizes = _copy_array(self.o_size, n, np.int32)
         offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(sizes, out=offsets[1:])
+        np.cumsum(_copy_array(self.o_captured, n, np.int32), out=offsets[1:])
         batch = {
             "connection_id": _copy_array(self.o_conn, n, np.int64),
             "direction": _copy_array(self.o_dir, n, np.int8),
@@ -266,10 +271,7 @@ cdef class _Framer:
 
     cdef int _cut(self, _Connection conn, _Half half, bint final) except -1:
         cdef int32_t size
-        cdef int64_t frame_end, first_ts, last_ts
-        cdef Py_ssize_t k
         cdef const unsigned char *buf
-        cdef bint have_first
         while True:
             if not half.synced and not self._scan(conn, half, final):
                 return 0
@@ -284,30 +286,38 @@ cdef class _Framer:
                 continue
             if half.length < 4 + <Py_ssize_t>size:
                 return 0
-            frame_end = half.buf_pos + 4 + size
-            first_ts = last_ts = 0
-            have_first = False
-            for k in range(half.chunk_head, half.chunk_head + half.chunk_count):
-                if not have_first and half.chunks[k].end > half.buf_pos:
-                    first_ts = half.chunks[k].ts
-                    have_first = True
-                if half.chunks[k].end >= frame_end:
-                    last_ts = half.chunks[k].ts
-                    break
-            half.c[H_FRAMES] += 1
-            half.c[H_FRAME_BYTES] += 4 + size
-            if self._request_ok(buf + 4, size, size):
-                half.add_corr(<int32_t>kp_load_be32(buf + 8))
-                conn.request_like[half.side] += 1
-            if conn.client_side < 0:
-                self._infer(conn, half, half.sequence, first_ts, last_ts, size,
-                            PyBytes_FromStringAndSize(<const char *>buf + 4, size))
-            else:
-                if conn.client_side != half.side and size >= 4:
-                    conn.half(1 - half.side).answered(<int32_t>kp_load_be32(buf + 4))
-                self._emit(conn, half.side, half.sequence, first_ts, last_ts, size, buf + 4)
-            half.sequence += 1
-            half.drop(4 + size)
+            self._frame(conn, half, size, size)
+
+    cdef int _frame(self, _Connection conn, _Half half, int32_t size, Py_ssize_t captured) except -1:
+        # Emit the frame at the front of buf (its size prefix and `captured` bytes of its
+        # payload: fewer than `size` when a gap cut it) and drop it (see the twin).
+        cdef const unsigned char *buf = half.data()
+        cdef int64_t frame_end = half.buf_pos + 4 + captured
+        cdef int64_t first_ts = 0, last_ts = 0
+        cdef bint have_first = False
+        cdef Py_ssize_t k
+        for k in range(half.chunk_head, half.chunk_head + half.chunk_count):
+            if not have_first and half.chunks[k].end > half.buf_pos:
+                first_ts = half.chunks[k].ts
+                have_first = True
+            if half.chunks[k].end >= frame_end:
+                last_ts = half.chunks[k].ts
+                break
+        half.c[H_FRAMES] += 1
+        half.c[H_FRAME_BYTES] += 4 + captured
+        if self._request_ok(buf + 4, captured, size):
+            half.add_corr(<int32_t>kp_load_be32(buf + 8))
+            conn.request_like[half.side] += 1
+        if conn.client_side < 0:
+            self._infer(conn, half, half.sequence, first_ts, last_ts, size,
+                        PyBytes_FromStringAndSize(<const char *>buf + 4, captured))
+        else:
+            if conn.client_side != half.side and captured >= 4:
+                conn.half(1 - half.side).answered(<int32_t>kp_load_be32(buf + 4))
+            self._emit(conn, half.side, half.sequence, first_ts, last_ts, size, captured, buf + 4)
+        half.sequence += 1
+        half.drop(4 + captured)
+        return 0
 
     cdef int _infer(self, _Connection conn, _Half half, int64_t sequence, int64_t first_ts, int64_t last_ts,
                     int32_t size, bytes payload) except -1:
@@ -332,7 +342,8 @@ cdef class _Framer:
         conn.client_side = client_side
         conn.direction_source = source
         for side, sequence, first_ts, last_ts, size, payload in conn.undecided:
-            self._emit(conn, side, sequence, first_ts, last_ts, size, <const unsigned char *><char *>payload)
+            self._emit(conn, side, sequence, first_ts, last_ts, size, len(payload),
+                       <const unsigned char *><char *>payload)
         conn.undecided = []
         return 0
 

@@ -129,7 +129,7 @@ cdef class _Reassembly(_Framer):
 
     cdef int _data(self, _Connection conn, _Half half, uint32_t seq, const unsigned char *payload, Py_ssize_t plen,
                    int64_t wire_len, int64_t ts) except -1:
-        cdef int64_t start, end, overlap_end, held_from, cut
+        cdef int64_t start, end, overlap_end, held_from, cut, lost_end
         cdef bint duplicate = False, conflict = False
         half.c[H_PACKETS] += 1
         half.c[H_PAYLOAD_BYTES] += plen
@@ -141,6 +141,7 @@ cdef class _Reassembly(_Framer):
             half.c[H_TRUNCATED_PACKETS] += 1
         start = _position(half, seq)
         end = start + plen
+        lost_end = start + wire_len
         if start < half.next_pos:
             overlap_end = min(end, half.next_pos)
             half.c[H_DUPLICATE_BYTES] += overlap_end - start
@@ -167,9 +168,13 @@ cdef class _Reassembly(_Framer):
         if conflict:
             half.c[H_CONFLICTING_SEGMENTS] += 1
         if half.pending_bytes > self.max_pending_bytes:
-            self._gap(half)
+            self._gap(conn, half, half.pending[0][0])
             self._drain(half)
         self._cut(conn, half, False)
+        if end < lost_end and half.next_pos == end and not half.pending:
+            # The snap length cut the packet: the rest of it is lost for certain, now.
+            self._gap(conn, half, lost_end, True)
+            self._cut(conn, half, False)
         return 0
 
     cdef tuple _hold(self, _Half half, int64_t start, bytes data, int64_t ts):
@@ -214,16 +219,22 @@ cdef class _Reassembly(_Framer):
             half.append(<const unsigned char *><char *>data, len(data), entry[2])
         return 0
 
-    cdef int _gap(self, _Half half) except -1:
-        # The end of a frame the hole cuts is a known boundary, kept across further gaps (see the twin).
-        cdef int64_t hole_end = half.pending[0][0]
+    cdef int _gap(self, _Connection conn, _Half half, int64_t hole_end, bint snapped=False) except -1:
+        # Give up on the bytes up to hole_end (a gap, or what the snap length cut off); a
+        # frame the hole cuts whose start was confirmed is emitted with its captured bytes,
+        # and its end is a known boundary kept across further gaps (see the twin).
         cdef int32_t size
-        half.c[H_GAPS] += 1
-        half.c[H_GAP_BYTES] += hole_end - half.next_pos
+        if snapped:
+            half.c[H_SNAPPED_BYTES] += hole_end - half.next_pos
+        else:
+            half.c[H_GAPS] += 1
+            half.c[H_GAP_BYTES] += hole_end - half.next_pos
         if half.synced and half.length >= 4:
             size = <int32_t>kp_load_be32(half.data())
             if 4 <= size <= self.max_frame_size:
                 half.boundary = half.buf_pos + 4 + size
+                if half.length > 4:
+                    self._frame(conn, half, size, half.length - 4)
         half.c[H_SKIPPED_BYTES] += half.length
         half.drop(half.length)
         if half.boundary < hole_end:
@@ -245,7 +256,7 @@ cdef class _Reassembly(_Framer):
         cdef _Half half
         for half in (conn.h0, conn.h1):
             while half.pending:
-                self._gap(half)
+                self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self._cut(conn, half, False)
             self._cut(conn, half, True)

@@ -28,6 +28,7 @@ cdef enum:
     ST_NO_REQUEST_INFO = 7
     ST_NULL_FRAME = 8
     ST_LIMIT_EXCEEDED = 9
+    ST_NOT_CAPTURED = 10
     ST_NO_MEMORY = 250
 
 # Record-batch layout: compile-time copies of kproto/_common/records.py (checked by _wire.pyx).

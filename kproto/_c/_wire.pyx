@@ -18,7 +18,7 @@ STATUS_NUMBERS = {
     "UNKNOWN_API": ST_UNKNOWN_API, "UNSUPPORTED_VERSION": ST_UNSUPPORTED_VERSION,
     "EMPTY_RESPONSE": ST_EMPTY_RESPONSE, "MALFORMED": ST_MALFORMED,
     "NO_REQUEST_INFO": ST_NO_REQUEST_INFO, "NULL_FRAME": ST_NULL_FRAME,
-    "LIMIT_EXCEEDED": ST_LIMIT_EXCEEDED,
+    "LIMIT_EXCEEDED": ST_LIMIT_EXCEEDED, "NOT_CAPTURED": ST_NOT_CAPTURED,
 }
 # The C constants mirror the one definition; a mismatch must stop the import, not mislabel rows.
 if STATUS_NUMBERS != {status.name: int(status) for status in Status}:

@@ -41,6 +41,11 @@ class Status(enum.IntEnum):
     NULL_FRAME = 8
     #: Structs nested deeper than 64 levels.
     LIMIT_EXCEEDED = 9
+    #: A capture's frame whose bytes were not all captured (the snap length cut its
+    #: packets, or a gap cut it): its payload is shorter than its size; the header
+    #: columns are read from the bytes that were. Set by the capture readers' users
+    #: (``kproto.capture.not_captured``), never by the decoder itself.
+    NOT_CAPTURED = 10
 
 
 class PairStatus(enum.IntEnum):

@@ -28,7 +28,8 @@ HALF_COUNTERS = (
     "gaps",
     "gap_bytes",          # bytes never captured
     "tail_bytes",         # incomplete frame at the end
-    "truncated_packets",  # payload cut by the capture's snap length (the rest counts as a gap)
+    "truncated_packets",  # payload cut by the capture's snap length
+    "snapped_bytes",      # bytes a snap length cut off those packets (never captured; not in gap_bytes)
 )
 CONNECTION_COLUMNS = (
     ("connection_id", "client_ip", "client_port", "server_ip", "server_port", "first_ts_ns", "last_ts_ns",

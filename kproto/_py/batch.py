@@ -27,7 +27,7 @@ from kproto.errors import (
 IMPLEMENTATION = "py"
 
 OK, TRUNCATED, BAD_LENGTH, UNKNOWN_API, UNSUPPORTED_VERSION, EMPTY_RESPONSE, MALFORMED, \
-    NO_REQUEST_INFO, NULL_FRAME, LIMIT_EXCEEDED = (int(status) for status in Status)
+    NO_REQUEST_INFO, NULL_FRAME, LIMIT_EXCEEDED, NOT_CAPTURED = (int(status) for status in Status)
 STATUS_NUMBERS = {status.name: int(status) for status in Status}
 
 _BE32 = struct.Struct(">i")

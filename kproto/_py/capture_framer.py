@@ -246,32 +246,38 @@ class Framer:
                 continue
             if len(buf) < 4 + size:
                 return
-            first_ts = last_ts = None
-            frame_end = half.buf_pos + 4 + size
-            for chunk_end, ts in half.chunks:
-                if first_ts is None and chunk_end > half.buf_pos:
-                    first_ts = ts
-                if chunk_end >= frame_end:
-                    last_ts = ts
-                    break
-            payload = bytes(buf[4: 4 + size])
-            half.drop(4 + size)
-            c = half.counters
-            c["frames"] += 1
-            c["frame_bytes"] += 4 + size
-            frame = (half.sequence, first_ts, last_ts, size, payload)
-            half.sequence += 1
-            if self._request_ok(payload, 0, size):
-                half.request_corrs.append(_BE32S.unpack_from(payload, 4)[0])
-                if len(half.request_corrs) > _MAX_CORRS:
-                    half.request_corrs.popleft()
-                conn.request_like[half.side] += 1
-            if conn.client_side < 0:
-                self._infer(conn, half, frame)
-            else:
-                if conn.client_side != half.side and size >= 4:
-                    _answered(conn.halves[1 - half.side], _BE32S.unpack_from(payload, 0)[0])
-                self._emit(conn, half.side, frame)
+            self._frame(conn, half, size, size)
+
+    def _frame(self, conn: _Connection, half: _Half, size: int, captured: int) -> None:
+        """Emit the frame at the front of buf (its size prefix and ``captured`` bytes of
+        its payload: fewer than ``size`` when a gap cut it) and drop it from buf."""
+        buf = half.buf
+        first_ts = last_ts = None
+        frame_end = half.buf_pos + 4 + captured
+        for chunk_end, ts in half.chunks:
+            if first_ts is None and chunk_end > half.buf_pos:
+                first_ts = ts
+            if chunk_end >= frame_end:
+                last_ts = ts
+                break
+        payload = bytes(buf[4: 4 + captured])
+        half.drop(4 + captured)
+        c = half.counters
+        c["frames"] += 1
+        c["frame_bytes"] += 4 + captured
+        frame = (half.sequence, first_ts, last_ts, size, payload)
+        half.sequence += 1
+        if self._request_ok(payload, 0, size):
+            half.request_corrs.append(_BE32S.unpack_from(payload, 4)[0])
+            if len(half.request_corrs) > _MAX_CORRS:
+                half.request_corrs.popleft()
+            conn.request_like[half.side] += 1
+        if conn.client_side < 0:
+            self._infer(conn, half, frame)
+        else:
+            if conn.client_side != half.side and captured >= 4:
+                _answered(conn.halves[1 - half.side], _BE32S.unpack_from(payload, 0)[0])
+            self._emit(conn, half.side, frame)
 
     def _infer(self, conn: _Connection, half: _Half, frame) -> None:
         conn.undecided.append((half.side, frame))

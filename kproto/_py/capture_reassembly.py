@@ -115,6 +115,7 @@ class Reassembly(Framer):
             c["truncated_packets"] += 1
         start = self._position(half, seq)
         end = start + len(payload)
+        lost_end = start + wire_len
         duplicate = False
         conflict = False
         if start < half.next_pos:  # some or all of it arrived before
@@ -141,9 +142,13 @@ class Reassembly(Framer):
         if conflict:
             c["conflicting_segments"] += 1
         if half.pending_bytes > self.max_pending_bytes:
-            self._gap(half)
+            self._gap(conn, half, half.pending[0][0])
             self._drain(half)
         self._cut(conn, half, False)
+        if end < lost_end and half.next_pos == end and not half.pending:
+            # The snap length cut the packet: the rest of it is lost for certain, now.
+            self._gap(conn, half, lost_end, True)
+            self._cut(conn, half, False)
 
     def _hold(self, half: _Half, start: int, data, ts: int):
         """Keep the parts of an out-of-order segment not already held (first copy wins)."""
@@ -182,21 +187,27 @@ class Reassembly(Framer):
             half.pending_bytes -= len(data)
             half.append(data, ts)
 
-    def _gap(self, half: _Half) -> None:
-        """Give up on the hole before the first held segment.
+    def _gap(self, conn: _Connection, half: _Half, hole_end: int, snapped: bool = False) -> None:
+        """Give up on the bytes up to ``hole_end``: a hole before held segments (a gap),
+        or the part of a packet the snap length cut off (``snapped``).
 
-        The end of a frame the hole cuts is a known boundary (its size was read from a
-        confirmed start), kept across further gaps until reading reaches it, so the
-        frames after it are read without a search.
+        A frame the hole cuts whose start was confirmed is emitted with the bytes that
+        were captured (its header columns can be read; its payload is shorter than its
+        size), and its end is a known boundary, kept across further gaps until reading
+        reaches it, so the frames after it are read without a search.
         """
-        hole_end = half.pending[0][0]
         c = half.counters
-        c["gaps"] += 1
-        c["gap_bytes"] += hole_end - half.next_pos
+        if snapped:
+            c["snapped_bytes"] += hole_end - half.next_pos
+        else:
+            c["gaps"] += 1
+            c["gap_bytes"] += hole_end - half.next_pos
         if half.synced and len(half.buf) >= 4:
             size = _BE32S.unpack_from(half.buf, 0)[0]
             if 4 <= size <= self.max_frame_size:
                 half.boundary = half.buf_pos + 4 + size
+                if len(half.buf) > 4:
+                    self._frame(conn, half, size, len(half.buf) - 4)
         c["skipped_bytes"] += len(half.buf)
         half.drop(len(half.buf))
         if half.boundary < hole_end:
@@ -213,7 +224,7 @@ class Reassembly(Framer):
     def _close(self, conn: _Connection, reason: int) -> None:
         for half in conn.halves:
             while half.pending:
-                self._gap(half)
+                self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self._cut(conn, half, False)
             self._cut(conn, half, True)

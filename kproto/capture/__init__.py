@@ -25,7 +25,9 @@ Frame columns (``FRAME_SCHEMA``):
 * ``ts_first_ns`` / ``ts_last_ns``: int64 capture timestamps (ns since the epoch)
   of the segments that carried the frame's first and last byte.
 * ``size``: int32, the frame's size prefix.
-* ``payload``: binary, the frame without its 4-byte size prefix (``size`` bytes).
+* ``payload``: binary, the frame without its 4-byte size prefix (``size`` bytes; fewer
+  when the capture did not hold all of it: a snap length or a gap cut it, see
+  :func:`not_captured`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ __all__ = [
     "read_capture",
     "read_frame_file",
     "request_versions",
+    "not_captured",
     "frame_schema",
     "connection_schema",
     "frame_file_schema",
@@ -161,6 +164,33 @@ def connection_schema():
 def frame_file_schema():
     pa = _pa()
     return pa.schema([("offset", pa.int64()), ("size", pa.int32()), ("payload", pa.binary())])
+
+
+def not_captured(frames, status=None):
+    """Where a capture's frames were not all captured: its payload is shorter than its
+    size (the snap length cut its packets, or a gap cut it; see docs/capture.md).
+
+    ``frames``: a batch or table with ``size`` and ``payload``. Without ``status``, a
+    boolean numpy mask; with the decoder's ``status`` column of the same frames, that
+    column with ``Status.NOT_CAPTURED`` in those rows (the decoder cannot tell: it sees
+    only the payload, which ends early).
+    """
+    import numpy as np
+    import pyarrow.compute as pc
+
+    pa = _pa()
+    lengths = pc.binary_length(frames["payload"])
+    mask = pc.less(lengths, frames["size"].cast(lengths.type)).to_numpy(zero_copy_only=False).astype(bool)
+    if status is None:
+        return mask
+    if not mask.any():
+        return status
+    from kproto._common.batch import Status
+
+    if isinstance(status, pa.ChunkedArray):
+        status = status.combine_chunks()
+    values = np.where(mask, int(Status.NOT_CAPTURED), status.to_numpy(zero_copy_only=False))
+    return pa.array(values, status.type)
 
 
 class CaptureReader:

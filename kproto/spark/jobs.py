@@ -616,8 +616,9 @@ def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
             # A connection read by several ranges is one connection; its counters add up.
             seen.setdefault(r["capture"], set()).add(r["connection_id"])
             target["connections"] = len(seen[r["capture"]])
-            for name in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes"):
-                target[name] = target.get(name, 0) + info[f"request_{name}"] + info[f"response_{name}"]
+            for name in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes", "snapped_bytes"):
+                # .get: connection rows written before a counter existed (a followed run's earlier parts)
+                target[name] = target.get(name, 0) + info.get(f"request_{name}", 0) + info.get(f"response_{name}", 0)
             # Every byte that entered a stream is in a frame, skipped to find a boundary, or a tail.
             streams_add_up[r["capture"]] = streams_add_up.get(r["capture"], True) and all(
                 info[f"{side}stream_bytes"] == info[f"{side}frame_bytes"] + info[f"{side}skipped_bytes"]
@@ -714,7 +715,7 @@ SUMMARY_COUNTS = (
     "unsupported_link_packets", "connections", "frames", "request_frames",
     "response_frames", "frame_bytes", "frames_ok", "frames_undecodable", "exchanges_paired",
     "no_response_expected", "unpaired_requests", "unpaired_responses", "skipped_bytes", "gap_bytes",
-    "tail_bytes", "duplicate_bytes",
+    "tail_bytes", "duplicate_bytes", "snapped_bytes",
 )
 SUMMARY_SCHEMA = pa.schema([("capture", pa.string()), ("format", pa.string()), ("splits", pa.int32()),
                             ("files", pa.int32())]

@@ -388,6 +388,7 @@ LOSSES = (
     ("unread_bytes", "bytes not read (after an error)"),
     ("truncated_bytes", "bytes in an incomplete last record"),
     ("gap_bytes", "bytes in TCP gaps (never captured)"),
+    ("snapped_bytes", "snap length: bodies not captured (bytes cut off)"),
     ("skipped_bytes", "bytes skipped to find a frame"),
     ("tail_bytes", "bytes in an incomplete last frame"),
     ("malformed_packets", "malformed packets"),

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kproto.batch import one_array
-from kproto.capture import frame_schema
+from kproto.capture import frame_schema, not_captured
 from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, local_path, shown_path
 
 API_VERSIONS = 18
@@ -665,14 +665,16 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
     # client ids as text: the tables hold strings, and a dictionary's table costs more with more ids
     decoded = kb.decode_frames(payload, directions=directions, request_api_keys=key_of,
                                request_api_versions=version_of, body=body, records=records, client_ids="string")
-    status = decoded["status"].to_numpy()
+    # a frame the capture did not hold all of reads as cut short: say why instead
+    decoded_status = not_captured(frames, decoded["status"])
+    status = decoded_status.to_numpy(zero_copy_only=False)
     frame_columns: dict[str, Any] = {name: frames[name] for name in (
         "capture", "connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size")}
     frame_columns.update({name: decoded[name] for name in (
         "header_version", "api_key", "api_version", "correlation_id", "client_id", "header_tag_count",
         "error_offset", "deprecated", "removed_in_4x")})
-    frame_columns["status"] = decoded["status"]
-    frame_columns["status_name"] = _status_names(decoded["status"], kb.Status)
+    frame_columns["status"] = decoded_status
+    frame_columns["status_name"] = _status_names(decoded_status, kb.Status)
     bodies = decoded["body"] if body == "json" else None
     if bodies is not None:
         frame_columns["body"] = bodies
@@ -690,7 +692,7 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
     acks_zero = np.zeros(n, bool)
     for i in np.flatnonzero(unanswered).tolist():
         acks_zero[i] = kb._acks_zero(payload[i].as_py())
-    facts = pa.table({"status": decoded["status"], "client_id": decoded["client_id"],
+    facts = pa.table({"status": decoded_status, "client_id": decoded["client_id"],
                       "deprecated": decoded["deprecated"], "removed_in_4x": decoded["removed_in_4x"],
                       "error_code": error_code, "client_software_name": names,
                       "client_software_version": soft_versions, "software_problems": problems,
