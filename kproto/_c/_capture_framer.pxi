@@ -10,6 +10,7 @@ cdef class _Framer:
     cdef int16_t *versions           # highest plausible request version per api key
     cdef Py_ssize_t n_versions
     cdef readonly int64_t max_frame_size
+    cdef Py_ssize_t needed           # where the last undecided _confirm waits for bytes
     cdef Py_ssize_t batch_frames, batch_bytes
     # output batch
     cdef Py_ssize_t n_out, out_capacity
@@ -157,16 +158,23 @@ cdef class _Framer:
 
     cdef int _strong(self, _Connection conn, _Half half, const unsigned char *p, Py_ssize_t avail) noexcept:
         # 1 when the plausible header at p is evidence of a boundary on its own (a whole
-        # request header, or a response to a request the other side sent), 0 when not,
-        # -1 when the request header's bytes have not all arrived (see the twin).
-        cdef int32_t size = <int32_t>kp_load_be32(p)
+        # request header, or a response to a request the other side sent and that is not
+        # answered), 0 when not, -1 when the request header's bytes have not all arrived.
         cdef int role = _role(conn, half)
+        if role != 0 and _requested(conn.half(1 - half.side), <int32_t>kp_load_be32(p + 4)):
+            return 1
+        if role == 1:
+            return 0
+        return self._whole_request_header(p, avail)
+
+    cdef int _whole_request_header(self, const unsigned char *p, Py_ssize_t avail) noexcept:
+        # 1 when the frame at p starts with a whole valid request header, 0 when not, -1
+        # when its bytes have not all arrived (see the twin).
+        cdef int32_t size = <int32_t>kp_load_be32(p)
         cdef WireHeader h
         cdef Py_ssize_t pos = 0
         cdef int st
-        if role != 0 and _requested(conn.half(1 - half.side), <int32_t>kp_load_be32(p + 4)):
-            return 1
-        if role == 1 or not self._request_ok(p + 4, avail - 4, size):
+        if not self._request_ok(p + 4, avail - 4, size):
             return 0
         st = wire_request_header(p + 4, min(avail - 4, <Py_ssize_t>size), &pos, &h)
         if st == 0:
@@ -175,33 +183,51 @@ cdef class _Framer:
 
     cdef int _confirm(self, _Connection conn, _Half half, const unsigned char *buf, Py_ssize_t length,
                       Py_ssize_t i, bint final) noexcept:
-        # Is the plausible header at i a frame boundary? 1 yes, 0 no, -1 more bytes needed (see the twin).
-        cdef int hop, strong, following
+        # Is the plausible header at i a frame boundary? 1 yes, 0 no, -1 more bytes needed
+        # (self.needed: the offset the decision waits for). See the twin.
+        cdef int hop, hops, strong, following
         cdef Py_ssize_t after
-        for hop in range(CHAIN_CONFIRMS):
+        hops = CHAIN_CONFIRMS if _role(conn, half) != 1 else RESPONSE_CHAIN_CONFIRMS
+        for hop in range(hops):
             strong = self._strong(conn, half, buf + i, length - i)
-            if strong > 0:
-                return 1
             after = i + 4 + <int32_t>kp_load_be32(buf + i)
             following = self._header_ok(conn, half, buf + after, length - after) if after <= length else -1
             if following < 0 or strong < 0:
                 if final:
                     return 1 if after == length else 0
+                self.needed = after
                 return -1
             if not following:
                 return 0
+            if strong > 0:
+                return 1
             i = after
         return 1
+
+    cdef bint _inside_strong(self, _Connection conn, _Half half, const int64_t *waiting, int n_waiting,
+                             int64_t position) noexcept:
+        # Is position inside the frame a waiting strong candidate announces? (see the twin)
+        cdef const unsigned char *buf = half.data()
+        cdef int k
+        cdef int64_t c
+        for k in range(n_waiting):
+            c = waiting[k]
+            if c < position < c + 4 + <int32_t>kp_load_be32(buf + (c - half.buf_pos)) \
+                    and self._strong(conn, half, buf + (c - half.buf_pos), half.length - (c - half.buf_pos)) == 1:
+                return True
+        return False
 
     cdef bint _scan(self, _Connection conn, _Half half, bint final) except -1:
         # Drop bytes until buf starts at a confirmed frame boundary; False if more bytes are
         # needed. A known boundary is taken as it is; otherwise candidates wait in parallel
-        # for the bytes that decide them, the first confirmed wins (see the twin).
+        # for the bytes that decide them, the first confirmed wins unless it lies inside the
+        # frame of a strong candidate still waiting (see the twin).
         cdef const unsigned char *buf = half.data()
         cdef Py_ssize_t length = half.length
         cdef int64_t base = half.buf_pos
-        cdef int64_t found = -1, keep_from, farthest_end, end
+        cdef int64_t found = -1, keep_from
         cdef int64_t waiting[MAX_CANDIDATES + 1]
+        cdef int64_t needs[MAX_CANDIDATES + 1]
         cdef int n_waiting = 0, k, farthest
         cdef int decided, ok
         cdef Py_ssize_t i, skip
@@ -218,11 +244,12 @@ cdef class _Framer:
             return True
         for k in range(half.n_candidates):
             decided = self._confirm(conn, half, buf, length, <Py_ssize_t>(half.candidates[k] - base), final)
-            if decided > 0:
+            if decided > 0 and not self._inside_strong(conn, half, waiting, n_waiting, half.candidates[k]):
                 found = half.candidates[k]
                 break
-            if decided < 0:
+            if decided:
                 waiting[n_waiting] = half.candidates[k]
+                needs[n_waiting] = base + self.needed if decided < 0 else half.candidates[k]
                 n_waiting += 1
         if found < 0:
             i = <Py_ssize_t>min(max(<int64_t>0, half.scan_from - base), <int64_t>length)
@@ -234,23 +261,23 @@ cdef class _Framer:
                     break
                 if ok:
                     decided = self._confirm(conn, half, buf, length, i, final)
-                    if decided > 0:
+                    if decided > 0 and not self._inside_strong(conn, half, waiting, n_waiting, base + i):
                         found = base + i
                         break
-                    if decided < 0:
+                    if decided:
                         waiting[n_waiting] = base + i
+                        needs[n_waiting] = base + self.needed if decided < 0 else base + i
                         n_waiting += 1
                         if n_waiting > MAX_CANDIDATES:
-                            # the one whose announced end is farthest is the likeliest false
+                            # the one waiting for the farthest byte is the likeliest false
                             farthest = 0
-                            farthest_end = -1
-                            for k in range(n_waiting):
-                                end = waiting[k] + <int32_t>kp_load_be32(buf + (waiting[k] - base))
-                                if end >= farthest_end:
-                                    farthest_end = end
+                            for k in range(1, n_waiting):
+                                if needs[k] > needs[farthest] or (needs[k] == needs[farthest]
+                                                                  and waiting[k] > waiting[farthest]):
                                     farthest = k
                             for k in range(farthest, n_waiting - 1):
                                 waiting[k] = waiting[k + 1]
+                                needs[k] = needs[k + 1]
                             n_waiting -= 1
                 i += 1
             half.scan_from = base + i
@@ -355,20 +382,11 @@ cdef inline int _role(_Connection conn, _Half half) noexcept:
 
 
 cdef bint _requested(_Half other, int32_t corr) noexcept:
-    # Did the other direction send a request with this correlation id: a frame cut, the
-    # frame it is receiving, or one of its candidates?
-    cdef const unsigned char *buf = other.data()
-    cdef int k
-    cdef int64_t start
+    # Did the other direction send a request with this correlation id, not answered yet:
+    # a frame cut there, or the one it is receiving (its start confirmed)?
     if other.has_corr(corr):
         return True
-    if other.synced and other.length >= 12 and <int32_t>kp_load_be32(buf + 8) == corr:
-        return True
-    for k in range(other.n_candidates):
-        start = other.candidates[k] - other.buf_pos
-        if start >= 0 and start + 12 <= other.length and <int32_t>kp_load_be32(buf + start + 8) == corr:
-            return True
-    return False
+    return other.synced and other.length >= 12 and <int32_t>kp_load_be32(other.data() + 8) == corr
 
 
 cdef object _copy_array(void *src, Py_ssize_t n, dtype):

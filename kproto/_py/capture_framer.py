@@ -22,8 +22,9 @@ _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
 _MAX_CORRS = 256
 _MAX_UNDECIDED_FRAMES = 64
-_MAX_CANDIDATES = 32
+_MAX_CANDIDATES = 64
 _CHAIN_CONFIRMS = 4
+_RESPONSE_CHAIN_CONFIRMS = 16
 
 
 class Framer:
@@ -31,6 +32,7 @@ class Framer:
 
     request_versions: list[int]
     max_frame_size: int
+    _needed = 0      # where the last undecided _confirm waits for bytes (offset in its data)
     batch_frames: int
     batch_bytes: int
     out: dict[str, list]
@@ -121,7 +123,16 @@ class Framer:
         role = self._role(conn, half)
         if role != DIRECTION_REQUEST and self._requested(conn.halves[1 - half.side], _BE32S.unpack_from(data, i + 4)[0]):
             return 1
-        if role == DIRECTION_RESPONSE or not self._request_ok(data, i + 4, size):
+        if role == DIRECTION_RESPONSE:
+            return 0
+        return self._whole_request_header(data, i)
+
+    def _whole_request_header(self, data, i: int) -> int:
+        """1 when the frame at i starts with a whole valid request header (key and
+        version known, header version, client id in UTF-8, tags), 0 when not, -1 when
+        its bytes have not all arrived."""
+        size = _BE32S.unpack_from(data, i)[0]
+        if not self._request_ok(data, i + 4, size):
             return 0
         end = i + 4 + size
         try:
@@ -132,47 +143,57 @@ class Framer:
 
     @staticmethod
     def _requested(other: _Half, corr: int) -> bool:
-        """Did the other direction send a request with this correlation id: a frame cut,
-        the frame it is receiving, or one of its candidates?"""
+        """Did the other direction send a request with this correlation id, not answered
+        yet: a frame cut there, or the one it is receiving (its start confirmed)?"""
         if corr in other.request_corrs:
             return True
         buf = other.buf
-        starts = [c - other.buf_pos for c in other.candidates]
-        if other.synced:
-            starts.append(0)
-        return any(0 <= s and s + 12 <= len(buf) and _BE32S.unpack_from(buf, s + 8)[0] == corr for s in starts)
+        return other.synced and len(buf) >= 12 and _BE32S.unpack_from(buf, 8)[0] == corr
 
     def _confirm(self, conn: _Connection, half: _Half, data, i: int, final: bool) -> int:
         """Is the plausible header at i a frame boundary? 1 yes, 0 no, -1 more bytes needed.
 
         Follows the chain of plausible headers, each at the size the one before
-        announced: yes when a header of it is strong evidence (the first candidate
-        confirmed wins, so a strong header is never passed over for one inside its
-        own payload), or the chain is _CHAIN_CONFIRMS headers long, or (at the end)
-        it ends exactly where the data does; no when a link is not plausible.
+        announced: yes when a header of it is strong evidence and the header after
+        it is plausible, or the chain is _CHAIN_CONFIRMS headers long
+        (_RESPONSE_CHAIN_CONFIRMS for responses), or (at the end) it ends exactly
+        where the data does; no when a link is not plausible.
         """
-        for _ in range(_CHAIN_CONFIRMS):
+        # a response header is only a size and an id: its chain must be longer
+        hops = _CHAIN_CONFIRMS if self._role(conn, half) != DIRECTION_RESPONSE else _RESPONSE_CHAIN_CONFIRMS
+        for _ in range(hops):
             strong = self._strong(conn, half, data, i)
-            if strong > 0:
-                return 1
             after = i + 4 + _BE32S.unpack_from(data, i)[0]
             following = self._header_ok(conn, half, data, after) if after <= len(data) else -1
             if following < 0 or strong < 0:
                 if final:
                     return 1 if after == len(data) else 0
+                self._needed = after
                 return -1
             if not following:
                 return 0
+            if strong > 0:
+                return 1
             i = after
         return 1
+
+    def _inside_strong(self, conn: _Connection, half: _Half, waiting: list, position: int) -> bool:
+        """Is ``position`` inside the frame a waiting strong candidate announces? Then it
+        cannot win before that candidate is decided: a real frame's payload must not be
+        read as frames because the frame's own end has not arrived yet."""
+        buf, base = half.buf, half.buf_pos
+        return any(c < position < c + 4 + _BE32S.unpack_from(buf, c - base)[0]
+                   and self._strong(conn, half, buf, c - base) == 1 for c, _ in waiting)
 
     def _scan(self, conn: _Connection, half: _Half, final: bool) -> bool:
         """Drop bytes until buf starts at a confirmed frame boundary; False if more bytes are needed.
 
         A known boundary (the end of a frame a gap cut) is taken as it is. Otherwise
-        every plausible header is a candidate, kept (up to _MAX_CANDIDATES) until the
-        bytes that decide it arrive, so a false one with a huge size holds up nothing:
-        the first candidate confirmed wins, the bytes before it are skipped.
+        every plausible header is a candidate, kept (up to _MAX_CANDIDATES; the one
+        waiting for the farthest byte goes first) until the bytes that decide it
+        arrive, so a false one with a huge size holds up nothing: the first candidate
+        confirmed wins, unless it lies inside the frame a strong candidate still
+        waiting announces. The bytes before the winner are skipped.
         """
         buf = half.buf
         base = half.buf_pos
@@ -188,14 +209,14 @@ class Framer:
             half.synced = True
             return True
         found = -1
-        waiting = []
+        waiting = []     # candidates still open, and the stream offset their decision waits for
         for candidate in half.candidates:
             decided = self._confirm(conn, half, buf, candidate - base, final)
-            if decided > 0:
+            if decided > 0 and not self._inside_strong(conn, half, waiting, candidate):
                 found = candidate
                 break
-            if decided < 0:
-                waiting.append(candidate)
+            if decided:
+                waiting.append((candidate, base + self._needed if decided < 0 else candidate))
         if found < 0:
             i = min(max(0, half.scan_from - base), len(buf))
             while i < len(buf):
@@ -206,23 +227,22 @@ class Framer:
                     break
                 if ok:
                     decided = self._confirm(conn, half, buf, i, final)
-                    if decided > 0:
+                    if decided > 0 and not self._inside_strong(conn, half, waiting, base + i):
                         found = base + i
                         break
-                    if decided < 0:
-                        waiting.append(base + i)
+                    if decided:
+                        waiting.append((base + i, base + self._needed if decided < 0 else base + i))
                         if len(waiting) > _MAX_CANDIDATES:
-                            # the one whose announced end is farthest is the likeliest false
-                            farthest = max(waiting, key=lambda c: (_BE32S.unpack_from(buf, c - base)[0] + c, c))
-                            waiting.remove(farthest)
+                            # the one waiting for the farthest byte is the likeliest false
+                            waiting.remove(max(waiting, key=lambda entry: (entry[1], entry[0])))
                 i += 1
             half.scan_from = base + i
         if found >= 0:
             half.candidates = []
             keep_from = found
         else:
-            half.candidates = waiting
-            keep_from = waiting[0] if waiting else half.scan_from
+            half.candidates = [candidate for candidate, _ in waiting]
+            keep_from = waiting[0][0] if waiting else half.scan_from
         if keep_from > base:
             half.counters["skipped_bytes"] += keep_from - base
             half.drop(keep_from - base)
