@@ -119,3 +119,25 @@ def test_c_and_python_agree_on_resync_with_loss():
         assert frames_c.equals(frames_py)
         assert conns_c.equals(conns_py)
         assert counters_c == counters_py
+
+
+def test_a_frame_between_two_holes_is_read(impl):
+    """A frame whose start follows a hole that swallowed the previous frame's start, and
+    whose end is where the next hole begins: its own header and its exact end confirm it."""
+    requests, responses = fetch_exchange(5)
+    conv = Conversation()
+    packets = conv.handshake()
+    lost = []
+    for i, (request, response) in enumerate(zip(requests, responses)):
+        packets += conv.data("client", request, (1448,))
+        segments = conv.data("server", response, (700,))
+        if i in (1, 3):
+            lost.append(segments[0])        # the response's first segment, with its size and id
+        packets += segments
+    packets += conv.close()
+    frames, connections, _ = read_capture(pcap_of([p for p in packets if p not in lost]),
+                                          implementation=impl.name)
+    got = [r["payload"] for r in frames.to_pylist() if r["direction"] == 1]
+    assert got == [responses[i][4:] for i in (0, 2, 4)]
+    row = connections.to_pylist()[0]
+    assert row["response_gaps"] == 2 and row["response_frames"] == 3

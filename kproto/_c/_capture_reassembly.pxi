@@ -222,8 +222,10 @@ cdef class _Reassembly(_Framer):
     cdef int _gap(self, _Connection conn, _Half half, int64_t hole_end, bint snapped=False) except -1:
         # Give up on the bytes up to hole_end (a gap, or what the snap length cut off); a
         # frame the hole cuts whose start was confirmed is emitted with its captured bytes,
-        # and its end is a known boundary kept across further gaps (see the twin).
+        # and its end is a known boundary kept across further gaps; candidates still waiting
+        # are decided first as at the end of the data (see the twin).
         cdef int32_t size
+        self._cut(conn, half, True)
         if snapped:
             half.c[H_SNAPPED_BYTES] += hole_end - half.next_pos
         else:

@@ -194,8 +194,11 @@ class Reassembly(Framer):
         A frame the hole cuts whose start was confirmed is emitted with the bytes that
         were captured (its header columns can be read; its payload is shorter than its
         size), and its end is a known boundary, kept across further gaps until reading
-        reaches it, so the frames after it are read without a search.
+        reaches it, so the frames after it are read without a search. Candidates still
+        waiting are decided first as at the end of the data: the hole is where the
+        bytes that would decide them stop.
         """
+        self._cut(conn, half, True)
         c = half.counters
         if snapped:
             c["snapped_bytes"] += hole_end - half.next_pos
