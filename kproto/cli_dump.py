@@ -108,10 +108,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"kproto dump: {source.error}", file=sys.stderr)
             status = EXIT_INCOMPLETE
         lost = source.losses
-        if left != 0 and (lost.get("gap_bytes") or lost.get("skipped_bytes") or lost.get("tail_bytes")):
+        if left != 0 and any(lost.get(name) for name in ("gap_bytes", "snapped_bytes", "skipped_bytes", "tail_bytes")):
             sys.stdout.flush()
-            print(f"kproto dump: {source.name}: {lost['gap_bytes']:,} bytes never captured in {lost['gaps']:,} "
-                  f"gaps; {lost['skipped_bytes']:,} bytes skipped to find frame boundaries; "
+            gaps = f"{lost['gaps']:,} gap" + ("" if lost["gaps"] == 1 else "s")
+            print(f"kproto dump: {source.name}: {lost['gap_bytes']:,} bytes never captured in {gaps}; "
+                  f"{lost['snapped_bytes']:,} bytes cut off by the snap length; "
+                  f"{lost['skipped_bytes']:,} bytes skipped to find frame boundaries; "
                   f"{lost['tail_bytes']:,} bytes of incomplete last frames", file=sys.stderr)
             if status == EXIT_OK:   # an input not read completely (3) says more
                 status = EXIT_LOST_BYTES

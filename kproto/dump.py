@@ -109,8 +109,9 @@ class Input:
         self.max_frame_size = max_frame_size
         self.format: str | None = None
         self.error: InputProblem | None = None
-        #: Bytes of the capture's TCP streams lost ("gap_bytes", never captured) or not framed
-        #: ("skipped_bytes", "tail_bytes"), summed over connections and directions, once read.
+        #: Bytes of the capture's TCP streams lost ("gap_bytes" in "gaps", never captured;
+        #: "snapped_bytes", cut off by the snap length) or not framed ("skipped_bytes",
+        #: "tail_bytes"), summed over connections and directions, once read.
         self.losses: dict[str, int] = {}
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
@@ -138,7 +139,7 @@ class Input:
         yield from reader
         table = reader.connections()
         self.losses = {name: sum(sum(table[side + name].to_pylist()) for side in ("request_", "response_"))
-                       for name in ("gaps", "gap_bytes", "skipped_bytes", "tail_bytes")}
+                       for name in ("gaps", "gap_bytes", "snapped_bytes", "skipped_bytes", "tail_bytes")}
         stopped = reader.error
         counters = reader.counters
         if stopped is not None:

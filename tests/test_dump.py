@@ -385,4 +385,4 @@ def test_lost_bytes_are_summed_on_stderr_with_exit_status_4(tmp_path, capsys):
     # the request the gap cut is there, its header read, its status saying why its body is not
     assert [r["status"] for r in requests_out] == ["OK", "NOT_CAPTURED", "OK", "OK"]
     assert [r["header"]["correlation_id"] for r in requests_out] == [10, 11, 12, 13]
-    assert f"lossy.pcap: {len(lost.payload)} bytes never captured in 1 gaps" in err
+    assert f"lossy.pcap: {len(lost.payload)} bytes never captured in 1 gap; 0 bytes cut off" in err

@@ -41,7 +41,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))   # after PYTHONPATH: the kproto measured is the one it names
 sys.path.insert(0, str(ROOT / "tools"))
 
 from tests.pcapwriter import Conversation, PcapWriter  # noqa: E402
@@ -77,18 +77,18 @@ def make_traffic(path: Path) -> None:
         consumer.assign([TopicPartition(topic, 0)])
         streams.append((topic, name, producer, consumer))
     sent = 0
-    for round_ in range(12):
-        for topic, name, producer, consumer in streams:
+    for _round in range(12):
+        for topic, name, producer, _consumer in streams:
             for i in range(sent, sent + 30):
                 producer.send(topic, value=value(name, i), key=f"key-{i % 17}".encode())
             producer.flush(10)
         sent += 30
-        for topic, name, producer, consumer in streams:
+        for *_, consumer in streams:
             seen = 0
             deadline = time.monotonic() + 3
             while seen < 30 and time.monotonic() < deadline:
                 seen += sum(len(batch) for batch in consumer.poll(100).values())
-    for topic, name, producer, consumer in streams:
+    for *_, producer, consumer in streams:
         producer.close(5)
         consumer.close()
     time.sleep(0.3)
@@ -106,9 +106,27 @@ class Traffic:
     """Connections and their frames in the order they were sent."""
 
     def __init__(self, path: Path) -> None:
+        if path.suffix in (".pcap", ".pcapng"):
+            self._from_capture(path)
+            return
         data = json.loads(path.read_text())
         self.clients = {c["id"]: tuple(c["client"]) for c in data["connections"]}
         self.events = [(ts, conn, sender, base64.b64decode(frame)) for ts, conn, sender, frame in data["events"]]
+        self.events.sort(key=lambda e: e[0])
+
+    def _from_capture(self, path: Path) -> None:
+        """The truth from a clean capture (every handshake and segment in it, as
+        samples/sample.pcap): its frames as kproto reads them."""
+        from kproto.capture import read_capture
+
+        frames, connections, _ = read_capture(str(path))
+        self.clients = {row["connection_id"]: (row["client_ip"], row["client_port"])
+                        for row in connections.to_pylist()}
+        self.events = [(ts, conn, "client" if direction == 0 else "server", struct.pack(">i", size) + payload)
+                       for ts, conn, direction, size, payload in zip(
+                           frames["ts_first_ns"].to_pylist(), frames["connection_id"].to_pylist(),
+                           frames["direction"].to_pylist(), frames["size"].to_pylist(),
+                           frames["payload"].to_pylist())]
         self.events.sort(key=lambda e: e[0])
 
     def frames_of(self, conn: int) -> list[tuple[str, bytes]]:
@@ -365,7 +383,8 @@ def table(results: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traffic", type=Path, default=CACHE / "traffic.json")
+    parser.add_argument("--traffic", type=Path, default=CACHE / "traffic.json",
+                        help="recorded traffic (made on first use), or a clean capture such as samples/sample.pcap")
     parser.add_argument("--impl", choices=("c", "py"), default="c")
     parser.add_argument("--no-tshark", action="store_true")
     parser.add_argument("--quick", action="store_true", help="no tshark on the start sweep")

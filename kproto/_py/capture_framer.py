@@ -119,7 +119,6 @@ class Framer:
         request header (key and version known, header version, client id in UTF-8, tags),
         or a response to a request the other direction sent; 0 when not, -1 when the
         request header's bytes have not all arrived."""
-        size = _BE32S.unpack_from(data, i)[0]
         role = self._role(conn, half)
         if role != DIRECTION_REQUEST and self._requested(conn.halves[1 - half.side], _BE32S.unpack_from(data, i + 4)[0]):
             return 1
