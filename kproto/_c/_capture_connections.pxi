@@ -30,6 +30,7 @@ cdef class _Half:
     cdef int64_t sequence
     cdef int32_t corrs[MAX_CORRS]    # ring of correlation ids of request-like frames
     cdef int corr_count, corr_next
+    cdef int corr_live               # slots older than this (by age) are blank: answered
     cdef int64_t c[H_COUNT]
 
     def __cinit__(self, int side):
@@ -107,6 +108,8 @@ cdef class _Half:
         return False
 
     cdef void add_corr(self, int32_t corr) noexcept:
+        if self.corr_count == MAX_CORRS and self.corr_live > 0:
+            self.corr_live -= 1      # the oldest slot, blank, is overwritten
         self.corrs[self.corr_next] = corr
         self.corr_next = (self.corr_next + 1) % MAX_CORRS
         if self.corr_count < MAX_CORRS:
@@ -114,13 +117,18 @@ cdef class _Half:
 
     cdef void answered(self, int32_t corr) noexcept:
         # A response with this correlation id was read: blank the oldest slot holding it
-        # (the twin's _answered), so an old id in record bytes is no evidence.
+        # (the twin's _answered), so an old id in record bytes is no evidence. The slots
+        # older than corr_live are all blank: responses come in order, so the search
+        # usually ends at once.
         cdef int k, slot
         cdef int oldest = (self.corr_next - self.corr_count + MAX_CORRS) % MAX_CORRS
-        for k in range(self.corr_count):
+        for k in range(self.corr_live, self.corr_count):
             slot = (oldest + k) % MAX_CORRS
             if self.corrs[slot] == corr:
                 self.corrs[slot] = -1
+                while self.corr_live < self.corr_count \
+                        and self.corrs[(oldest + self.corr_live) % MAX_CORRS] == -1:
+                    self.corr_live += 1
                 return
 
     cdef dict counters(self):
