@@ -1,8 +1,9 @@
 # Included by _capture.pyx: Kafka frames out of a direction's byte stream (twin:
 # kproto/_py/capture_framer.py). A frame is an int32 size and that many bytes; where a
-# stream's start was not captured or a gap cut a frame, the framer scans for the next
-# plausible frame header (resync). It also decides which side of a connection is the
-# client, and holds the output batch the frames are copied into.
+# stream's start was not captured or a gap swallowed a frame's start, the framer searches
+# for the next confirmed frame boundary (resync; see the twin's _confirm). It also decides
+# which side of a connection is the client, and holds the output batch the frames are
+# copied into.
 
 
 cdef class _Framer:

@@ -22,11 +22,14 @@ Reassembly rules (the contract the tests check):
   copy that differs from a still-held first copy counts as a conflict.
 * Segments ahead of the next expected byte wait (out of order) until the hole
   fills. When more than ``max_pending_bytes`` wait, or the stream ends, the hole
-  is declared a gap: its bytes are counted lost, the frame it cut is discarded
-  (counted skipped) and reading resumes at the next frame boundary that
-  validates.
-* A stream whose start was not captured (no SYN) is scanned for the first
-  plausible frame boundary; the bytes before it are counted skipped.
+  is declared a gap: its bytes are counted lost; the frame it cut, if its start
+  was confirmed, is emitted with the bytes captured before the hole (payload
+  shorter than size) and its end is a known boundary where reading resumes (kept
+  across further gaps); else reading resumes at the next confirmed boundary. The
+  bytes a snap length cut off a packet are such a hole at once (``snapped_bytes``).
+* A stream whose start was not captured (no SYN) is searched for the first
+  confirmed frame boundary (capture_framer.Framer._confirm: never a merely
+  plausible one); the bytes before it are counted skipped.
 * Per direction, after the end: ``stream_bytes == frame_bytes + skipped_bytes +
   tail_bytes`` (tail = an incomplete frame left at the end).
 

@@ -2,7 +2,9 @@
 kproto/_py/capture.py; compiled: kproto/_c/_capture_framer.pxi).
 
 A frame is an int32 size and that many bytes. Where a stream's start was not captured
-or a gap cut a frame, the framer scans for the next plausible frame header (resync).
+or a gap swallowed a frame's start, the framer searches for the next frame boundary
+(resync): plausible headers are candidates, and one is taken only when confirmed
+(``_confirm``), so record bytes that look like a header are never read as frames.
 It also decides which side of a connection is the client (a correlation id the other
 side sent, else which side sends request-like frames, else the higher port), and holds
 the output batch.
