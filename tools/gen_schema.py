@@ -29,7 +29,7 @@ types, version ranges, defaults, tags, error codes), no prose.
 
 Usage:
     python tools/gen_schema.py [--source ../shared/kafka-protocol] [--kafka-dir DIR]
-                               [--package DIR] [--check | --differences]
+                               [--package DIR] [--check | --differences | --origins]
 
 ``--check`` exits 1 when a committed output differs from what would be written.
 """
@@ -609,8 +609,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if the committed output is stale")
     parser.add_argument("--differences", action="store_true",
                         help="list every (message, version) whose wire layout differs between sources, then exit")
+    parser.add_argument("--origins", action="store_true",
+                        help="list, per message, the release each run of versions is taken from, then exit")
     args = parser.parse_args(argv)
     generator = Generator(args.source, args.kafka_dir)
+    if args.origins:
+        for name, facts in sorted(generator.build()["messages"].items()):
+            runs = ", ".join(f"v{lo}-{hi} {origin}" if lo != hi else f"v{lo} {origin}"
+                             for (lo, hi), origin, _fields in facts["layers"])
+            unstable = facts["unstable_versions"]
+            print(f"{name}: {runs}" + (f" (unstable v{unstable[0]}-{unstable[1]})" if unstable else ""))
+        return 0
     if args.differences:
         for name, version, older, older_unstable, newest, newest_unstable in generator.layout_differences():
             print(f"{name} v{version}: {older}{' (unstable)' * older_unstable} differs from "
