@@ -136,7 +136,10 @@ def test_frames_table(analysis):
     frames = [r for r in _table(out, "frames").to_pylist() if r["capture"] == small]
     assert len(frames) == 10
     by_key = {(r["connection_id"], r["direction"], r["sequence"]): r for r in frames}
-    assert by_key[(0, 0, 0)]["body"] == '{"client_software_name":"shop-app","client_software_version":"2.0"}'
+    # the shape of to_dict(): every field of the message (ApiVersions v5's cluster_id and
+    # node_id, absent in v3, at their defaults)
+    assert by_key[(0, 0, 0)]["body"] == ('{"client_software_name":"shop-app","client_software_version":"2.0",'
+                                         '"cluster_id":null,"node_id":-1}')
     assert by_key[(1, 0, 2)]["status_name"] == "UNKNOWN_API" and by_key[(1, 0, 2)]["body"] is None
     assert by_key[(1, 0, 1)]["removed_in_4x"] is True and by_key[(1, 0, 1)]["api_version"] == 2
     assert by_key[(0, 1, 1)]["api_key"] == 0   # a response carries its request's API
