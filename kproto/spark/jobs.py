@@ -618,10 +618,12 @@ def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
             target["connections"] = len(seen[r["capture"]])
             for name in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes"):
                 target[name] = target.get(name, 0) + info[f"request_{name}"] + info[f"response_{name}"]
-            # Every byte that entered a stream is in a frame, skipped to find a boundary, or a tail.
+            # Every byte that entered a stream is in a frame, skipped to find a boundary, a tail,
+            # a raw SASL token, or another protocol's (a connection that is not Kafka).
             streams_add_up[r["capture"]] = streams_add_up.get(r["capture"], True) and all(
                 info[f"{side}stream_bytes"] == info[f"{side}frame_bytes"] + info[f"{side}skipped_bytes"]
-                + info[f"{side}tail_bytes"] for side in ("request_", "response_"))
+                + info[f"{side}tail_bytes"] + info.get(f"{side}sasl_bytes", 0) + info.get(f"{side}other_bytes", 0)
+                for side in ("request_", "response_"))
             continue
         if r["kind"] == "counts":
             for name, value in info.items():

@@ -1,0 +1,154 @@
+"""Only Kafka is Kafka: other protocols on the host are counted by kind, SASL tokens as SASL.
+
+The captures (tests/protocol_captures.py) are built frame by frame, so every Kafka frame
+that must come back is known, and so is every byte that must not (ZooKeeper, HTTP, TLS,
+SASL tokens and the credentials in them).
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from kproto import _impl
+from kproto.capture import read_capture
+from tests.protocol_captures import host_capture, sasl_capture, zookeeper_frames, Interleaved, _talk
+from tests.pcapwriter import Conversation
+
+
+def read_both(data, **options):
+    """The capture's (frames, connections, counters), the compiled engine and its twin agreeing exactly."""
+    results = [read_capture(data, implementation=name, **options) for name in _impl.available()]
+    first = results[0]
+    for other in results[1:]:
+        assert other.frames.equals(first.frames)
+        assert other.connections.equals(first.connections)
+        assert other.counters == first.counters
+    return first.frames.to_pylist(), first.connections.to_pylist(), first.counters
+
+
+def kafka_frames(frames):
+    """Frames without their connection id (numbered per capture, so it differs between captures)."""
+    return [{k: v for k, v in f.items() if k not in ("connection_id", "ts_first_ns", "ts_last_ns")}
+            for f in frames]
+
+
+def assert_accounted(connections):
+    for row in connections:
+        for side in ("request_", "response_"):
+            assert row[side + "stream_bytes"] == sum(row[side + name] for name in (
+                "frame_bytes", "skipped_bytes", "tail_bytes", "sasl_bytes", "other_bytes")), row
+
+
+def test_host_capture_gives_the_kafka_frames_alone_and_counts_the_other_kinds():
+    data, requests, responses, kinds = host_capture()
+    frames, connections, _ = read_both(data)
+    alone, alone_connections, _ = read_both(host_capture(with_others=False)[0])
+    assert kafka_frames(frames) == kafka_frames(alone)
+    assert [f["payload"] for f in frames if f["direction"] == 0] == [r[4:] for r in requests]
+    assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses]
+    assert collections.Counter(row["kind"] for row in connections) == kinds
+    assert_accounted(connections)
+    for row in connections:
+        if row["kind"] == "kafka":
+            assert row["request_other_bytes"] == row["response_other_bytes"] == 0
+            assert row["request_frames"] == len(requests) and row["response_frames"] == len(responses)
+        else:   # every byte counted as the other protocol's, none framed
+            assert row["request_frames"] == row["response_frames"] == 0
+            for side in ("request_", "response_"):
+                assert row[side + "other_bytes"] == row[side + "stream_bytes"] > 0
+    tls = [row for row in connections if row["kind"] == "tls"]
+    assert {row["server_port"] for row in tls} == {9093}
+
+
+@pytest.mark.parametrize("mid_stream", [False, True])
+def test_zookeeper_is_not_produce(mid_stream):
+    """The issue's session: ZooKeeper requests read as "Produce v0...v40"; now no frame at all."""
+    client, server = zookeeper_frames(first_xid=1 if not mid_stream else 5000, connect=not mid_stream)
+    timeline = Interleaved()
+    conv = Conversation(client=("10.0.0.9", 40100), server=("10.0.0.20", 2181))
+    _talk(timeline, conv, client, server, handshake=not mid_stream)
+    frames, connections, _ = read_both(timeline.getvalue())
+    assert frames == []
+    assert [row["kind"] for row in connections] == ["zookeeper"]
+    assert_accounted(connections)
+
+
+def test_a_forced_port_is_kafka_whatever_it_carries():
+    client, server = zookeeper_frames()
+    timeline = Interleaved()
+    _talk(timeline, Conversation(client=("10.0.0.9", 40100), server=("10.0.0.20", 2181)), client, server)
+    frames, connections, _ = read_both(timeline.getvalue(), kafka_ports=[2181])
+    assert [row["kind"] for row in connections] == ["kafka"]
+    assert len(frames) == len(client) + len(server)
+    assert connections[0]["client_port"] == 40100      # a forced port is a broker port too
+
+
+def test_kafka_on_another_port_is_confirmed_by_its_frames():
+    from tests.protocol_captures import kafka_exchanges
+
+    requests, responses = kafka_exchanges()
+    timeline = Interleaved()
+    _talk(timeline, Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 19092)), requests, responses)
+    frames, connections, _ = read_both(timeline.getvalue())
+    assert [row["kind"] for row in connections] == ["kafka"]
+    assert [f["payload"] for f in frames if f["direction"] == 0] == [r[4:] for r in requests]
+    assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses]
+
+
+def test_an_unconfirmed_stream_on_another_port_is_other():
+    timeline = Interleaved()
+    conv = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 5432))
+    # length-prefixed, but no request / response pair
+    _talk(timeline, conv, [b"\x00\x00\x00\x08\x00\x03\x00\x00\x00\x00\x00\x01"], [b"\x00\x00\x00\x04\x00\x00\x00\x63"])
+    frames, connections, _ = read_both(timeline.getvalue())
+    assert frames == []
+    assert [row["kind"] for row in connections] == ["other"]
+    assert_accounted(connections)
+
+
+def test_tls_bytes_are_counted_and_dropped_as_they_come():
+    """A long TLS connection: counted as it goes, never held (the issue's memory growth)."""
+    from kproto.capture import CaptureReader
+    from tests.protocol_captures import tls_frames
+
+    client, server = tls_frames(records_each=200)
+    timeline = Interleaved()
+    _talk(timeline, Conversation(client=("10.0.0.6", 40300), server=("10.0.0.9", 9093)), client, server,
+          close=False)
+    for name in _impl.available():
+        reader = CaptureReader(timeline.getvalue(), implementation=name)
+        engine = reader._engine
+        assert list(reader) == []
+        # still open: nothing of its 6 MB is held by the engine
+        held = [len(half.buf) for conn in engine.connections.values() for half in conn.halves] \
+            if name == "py" else []
+        assert all(size == 0 for size in held)
+        rows = reader.connections().to_pylist()
+        assert [row["kind"] for row in rows] == ["tls"]
+        assert rows[0]["request_other_bytes"] > 3_000_000
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "GSSAPI"])
+@pytest.mark.parametrize("handshake_version", [0, 1])
+def test_sasl_frames_exact_tokens_counted(mechanism, handshake_version, coalesce):
+    if coalesce and handshake_version:
+        pytest.skip("coalescing is about raw tokens")
+    data, requests, responses, secrets = sasl_capture(mechanism, handshake_version, coalesce=coalesce)
+    frames, connections, _ = read_both(data)
+    assert [f["payload"] for f in frames if f["direction"] == 0] == [r[4:] for r in requests]
+    assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses]
+    for direction in (0, 1):
+        assert [f["sequence"] for f in frames if f["direction"] == direction] == list(range(len(requests)))
+    (row,) = connections
+    assert row["kind"] == "kafka"
+    assert_accounted(connections)
+    if handshake_version == 0:
+        assert row["request_sasl_tokens"] >= 1 and row["response_sasl_tokens"] >= 1
+        assert row["request_skipped_bytes"] == row["response_skipped_bytes"] == 0
+        for frame in frames:
+            assert not any(secret in frame["payload"] for secret in secrets)
+    else:
+        assert row["request_sasl_tokens"] == row["response_sasl_tokens"] == 0
