@@ -9,7 +9,6 @@ cdef enum:
     HELD_FRAMES = 1024
     TLS_MAX_RECORD = 18432
     TLS_REACH = 5 + TLS_MAX_RECORD
-    TLS_SEARCH = 2 * TLS_REACH + 5
     ZK_PASSWORD_MAX = 64
     SNIFF_BYTES = 8
 
@@ -80,11 +79,17 @@ cdef int _sniff(const unsigned char *p, Py_ssize_t n, bint at_start, bint final)
             if zk > 0:
                 return KIND_ZOOKEEPER_
         return 0
+    cdef bint pending = False
     for q in range(min(n - 4, <Py_ssize_t>TLS_REACH)):
         length = _tls_record(p + q, n - q)
-        if length >= 0 and _tls_record(p + q + 5 + length, n - q - 5 - length) >= 0:
-            return KIND_TLS_
-    return 0 if final or n >= TLS_SEARCH else -1
+        if length < 0:
+            continue
+        if q + 5 + length + 5 <= n:
+            if _tls_record(p + q + 5 + length, n - q - 5 - length) >= 0:
+                return KIND_TLS_
+        else:
+            pending = True
+    return -1 if pending and not final else 0
 
 
 cdef bint _kind_before(_Connection conn, _Half half, bint final) except -1:
@@ -95,14 +100,17 @@ cdef bint _kind_before(_Connection conn, _Half half, bint final) except -1:
         half.c[H_SKIPPED_BYTES] = 0
         half.drop(half.length)
         return True
+    cdef bint at_start
     if half.sniffed:
         return False
-    kind = _sniff(half.data(), half.length, half.isn >= 0 and half.buf_pos == 0, final)
+    at_start = half.isn >= 0 and half.buf_pos == 0
+    kind = _sniff(half.data(), half.length, at_start, final)
     if kind < 0:
         return True
-    half.sniffed = True
     if kind == 0:
+        half.sniffed = at_start     # mid-stream: looked at again with new bytes until known
         return False
+    half.sniffed = True
     _not_kafka(conn, kind)
     return True
 

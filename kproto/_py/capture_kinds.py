@@ -43,7 +43,6 @@ RUN_TO_CONFIRM = 4          # request headers in a row with rising correlation i
 HELD_FRAMES = 1024          # frames held without a confirmation before "other"
 TLS_MAX_RECORD = 18432      # 2^14 + 2048: the largest record length TLS allows (ciphertext)
 TLS_REACH = 5 + TLS_MAX_RECORD    # a record boundary is within this many bytes of any point
-TLS_SEARCH = 2 * TLS_REACH + 5    # enough bytes to see two chained records from there
 ZK_PASSWORD_MAX = 64
 SNIFF_BYTES = 8             # every Kafka frame is at least this long
 HTTP_STARTS = (b"GET ", b"POST ", b"PUT ", b"HEAD ", b"DELETE ", b"OPTIONS ", b"PATCH ", b"CONNECT ",
@@ -104,12 +103,19 @@ def sniff(data, at_start: bool, final: bool) -> int:
             if zk > 0:
                 return KIND_ZOOKEEPER
         return 0
-    # Mid-stream: two TLS records that chain, somewhere in the first record's reach.
+    # Mid-stream: two TLS records that chain, somewhere in the first record's reach; wait
+    # only while a record header's successor is beyond the bytes.
+    pending = False
     for p in range(min(n - 4, TLS_REACH)):
         length = tls_record(data, p)
-        if length >= 0 and tls_record(data, p + 5 + length) >= 0:
-            return KIND_TLS
-    return 0 if final or n >= TLS_SEARCH else -1
+        if length < 0:
+            continue
+        if p + 5 + length + 5 <= n:
+            if tls_record(data, p + 5 + length) >= 0:
+                return KIND_TLS
+        else:
+            pending = True
+    return -1 if pending and not final else 0
 
 
 class Kinds:
@@ -127,12 +133,16 @@ class Kinds:
             return True
         if half.sniffed:
             return False
-        kind = sniff(half.buf, half.isn >= 0 and half.buf_pos == 0, final)
+        at_start = half.isn >= 0 and half.buf_pos == 0
+        kind = sniff(half.buf, at_start, final)
         if kind < 0:
             return True
-        half.sniffed = True
         if kind == 0:
+            # A stream's start is looked at once; a stream caught mid-way again with each
+            # new bytes until the connection is known (a TLS record may begin further on).
+            half.sniffed = at_start
             return False
+        half.sniffed = True
         self._not_kafka(conn, kind)
         return True
 
