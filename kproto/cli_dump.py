@@ -46,6 +46,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--status", choices=("ok", "error"), default=None,
                         help="only frames that decoded (ok) or did not (error)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="stop after N frames")
+    add_connection_arguments(parser, "print them as they are")
+    parser.add_argument("--records-base64", action="store_true",
+                        help="record sets as base64 of their bytes (default: a summary: batches, records, "
+                             "bytes, compression)")
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser, show: str) -> None:
+    """--broker-port, --port and --show-credentials (kproto dump and kproto analyze); ``show``:
+    what --show-credentials does with them."""
     parser.add_argument("--broker-port", type=int, action="append", metavar="PORT",
                         help="a broker port, to tell requests from responses (repeatable; default 9092). "
                              "It does not filter: a connection is read as Kafka once its frames confirm it")
@@ -53,11 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read every connection on this port as Kafka, whatever it carries (repeatable; "
                              "for the rare case the frames cannot confirm it); also a broker port")
     parser.add_argument("--show-credentials", action="store_true",
-                        help="print SASL tokens, delegation token HMACs and SCRAM salts as they are "
-                             "(default: redacted)")
-    parser.add_argument("--records-base64", action="store_true",
-                        help="record sets as base64 of their bytes (default: a summary: batches, records, "
-                             "bytes, compression)")
+                        help=f"SASL tokens, delegation token HMACs and SCRAM salts are redacted by default: {show}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -130,12 +130,10 @@ def test_tls_bytes_are_counted_and_dropped_as_they_come():
         assert rows[0]["request_other_bytes"] > 3_000_000
 
 
-@pytest.mark.parametrize("coalesce", [False, True])
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "GSSAPI"])
-@pytest.mark.parametrize("handshake_version", [0, 1])
+@pytest.mark.parametrize("handshake_version, coalesce", [(0, False), (0, True), (1, False)])
 def test_sasl_frames_exact_tokens_counted(mechanism, handshake_version, coalesce):
-    if coalesce and handshake_version:
-        pytest.skip("coalescing is about raw tokens")
+    """``coalesce``: the client's last raw token and its next request in one segment (v0 only)."""
     data, requests, responses, secrets = sasl_capture(mechanism, handshake_version, coalesce=coalesce)
     frames, connections, _ = read_both(data)
     assert [f["payload"] for f in frames if f["direction"] == 0] == [r[4:] for r in requests]
@@ -152,3 +150,116 @@ def test_sasl_frames_exact_tokens_counted(mechanism, handshake_version, coalesce
             assert not any(secret in frame["payload"] for secret in secrets)
     else:
         assert row["request_sasl_tokens"] == row["response_sasl_tokens"] == 0
+
+
+# ---------------------------------------------------------------- dump and analyze (without Spark)
+def run_dump(capsys, *argv):
+    import json
+
+    from kproto.cli import main
+
+    status = main(["dump", *map(str, argv), "--format", "jsonl"])
+    out, err = capsys.readouterr()
+    return status, out, [json.loads(line) for line in out.splitlines()], err
+
+
+def test_dump_names_the_other_protocols_and_prints_only_kafka(tmp_path, capsys):
+    data, requests, responses, _ = host_capture()
+    path = tmp_path / "host.pcap"
+    path.write_bytes(data)
+    status, _, records, err = run_dump(capsys, path)
+    assert status == 0
+    assert len(records) == len(requests) + len(responses)
+    assert {r["connection"] for r in records} == {0}
+    assert "2 connections on port 9093 are TLS (its Kafka traffic cannot be read without keys), not Kafka" in err
+    assert "2 connections on port 2181 are ZooKeeper, not Kafka" in err
+    assert "1 connection on port 8080 is HTTP, not Kafka" in err
+    # --port forces: ZooKeeper's frames come out (as garbage Kafka), which is what the user asked for
+    status, _, forced, _ = run_dump(capsys, path, "--port", "2181")
+    assert len(forced) > len(records)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "GSSAPI"])
+@pytest.mark.parametrize("handshake_version", [0, 1])
+def test_dump_never_prints_credentials_unless_asked(tmp_path, capsys, mechanism, handshake_version):
+    import base64
+
+    data, requests, responses, secrets = sasl_capture(mechanism, handshake_version)
+    path = tmp_path / "sasl.pcap"
+    path.write_bytes(data)
+    for output in ("jsonl", "tree"):
+        from kproto.cli import main
+
+        assert main(["dump", str(path), "--format", output]) == 0
+        out, _ = capsys.readouterr()
+        for secret in secrets:
+            assert secret.decode("latin-1") not in out
+            assert base64.b64encode(secret).decode() not in out
+    status, _, records, _ = run_dump(capsys, path)
+    assert status == 0 and len(records) == len(requests) + len(responses)
+    assert not any(r["header"]["api_key"] == 97 for r in records)
+    if handshake_version:
+        auth = [r for r in records if r["header"]["api_key"] == 36]
+        assert auth and all(r["body"]["auth_bytes"].startswith("<redacted") for r in auth)
+        _, out, shown, _ = run_dump(capsys, path, "--show-credentials")
+        assert base64.b64encode(secrets[0]).decode() in out or any(
+            base64.b64encode(s).decode() in out for s in secrets)
+
+
+def timeless(value):
+    """``value`` without the times in it (first / last seen): interleaving other connections moves them."""
+    if isinstance(value, dict):
+        return {k: timeless(v) for k, v in value.items() if not (k.endswith("_ns") or "seen" in k)}
+    if isinstance(value, list):
+        return [timeless(v) for v in value]
+    return value
+
+
+def test_analyze_tables_of_the_host_capture_are_the_kafka_traffic_alone(tmp_path):
+    from kproto.spark import planning as P
+    from kproto.spark.report import collect_facts_arrow, markdown
+    from tests.capture_pieces import analysed, table_rows
+
+    data, _, _, _ = host_capture()
+    alone = host_capture(with_others=False)[0]
+    tables = {}
+    for name, capture in (("host", data), ("alone", alone)):
+        path = tmp_path / f"{name}.pcap"
+        path.write_bytes(capture)
+        tables[name] = analysed(P.plan_file(str(path), 0, split_bytes=1 << 30, overlap=0))
+    for table in ("frames", "exchanges", "clients", "topics"):
+        # timestamps differ: the other connections' packets come in between
+        drop = [n for n in tables["host"][table].column_names if n.endswith("_ns")] + ["capture"]
+        assert table_rows(tables["host"][table], drop) == table_rows(tables["alone"][table], drop), table
+    connections = tables["host"]["connections"].to_pylist()
+    assert collections.Counter(r["kind"] for r in connections) == host_capture()[3]
+    facts = {}
+    for name in ("host", "alone"):
+        t = tables[name]
+        facts[name] = collect_facts_arrow(t, t["summary"].to_pylist(), [])
+    for name in ("readiness", "next_steps", "clients"):
+        assert timeless(facts["host"][name]) == timeless(facts["alone"][name]), name
+    assert facts["alone"]["other_protocols"] == []
+    assert [(r["kind"], r["server_port"], r["connections"]) for r in facts["host"]["other_protocols"]] == [
+        ("http", 8080, 1), ("tls", 9093, 2), ("zookeeper", 2181, 2)]
+    report = markdown(facts["host"])
+    assert "2 connections on port 9093 are TLS" in report and "cannot be read without keys" in report
+    (total,) = [r for r in facts["host"]["summary"] if r["capture"] == "*"]
+    assert total["accounted"] and total["other_bytes"] > 0
+
+
+@pytest.mark.parametrize("show", [False, True])
+def test_analyze_frames_bodies_redact_sasl_authenticate(tmp_path, show):
+    import base64
+
+    from kproto.spark import planning as P
+    from tests.capture_pieces import analysed
+
+    data, _, _, secrets = sasl_capture("PLAIN", 1)
+    path = tmp_path / "sasl.pcap"
+    path.write_bytes(data)
+    tables = analysed(P.plan_file(str(path), 0, split_bytes=1 << 30, overlap=0), show_credentials=show)
+    bodies = " ".join(b for b in tables["frames"]["body"].to_pylist() if b)
+    encoded = base64.b64encode(b"\x00alice\x00" + secrets[0]).decode()
+    assert (encoded in bodies) == show
+    assert ("<redacted: " in bodies) != show

@@ -197,18 +197,15 @@ cdef int _kind_end(_Connection conn) except -1:
 
 cdef int _not_kafka(_Connection conn, int kind) except -1:
     cdef _Half half
+    cdef object k
     conn.kind = kind
     conn.undecided = []
     conn.held_bytes = 0
     for half in (conn.h0, conn.h1):
         half.c[H_OTHER_BYTES] += (half.c[H_FRAME_BYTES] + half.c[H_SKIPPED_BYTES] + half.c[H_TAIL_BYTES]
                                   + half.c[H_SASL_BYTES] + half.length)
-        half.c[H_FRAMES] = 0
-        half.c[H_FRAME_BYTES] = 0
-        half.c[H_SKIPPED_BYTES] = 0
-        half.c[H_TAIL_BYTES] = 0
-        half.c[H_SASL_TOKENS] = 0
-        half.c[H_SASL_BYTES] = 0
+        for k in (H_FRAMES, H_FRAME_BYTES, H_SKIPPED_BYTES, H_TAIL_BYTES, H_SASL_TOKENS, H_SASL_BYTES):
+            half.c[<int>k] = 0
         half.drop(half.length)
         half.synced = True
     return 0
