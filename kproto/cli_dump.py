@@ -25,8 +25,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3     # some input could not be read completely
 # How stderr names the connections that are not Kafka (the connections table's kind).
-KIND_NAMES = {"tls": "TLS (its Kafka traffic cannot be read without keys)", "zookeeper": "ZooKeeper",
-              "http": "HTTP", "other": "another protocol"}
+KIND_NAMES = {"tls": "TLS", "zookeeper": "ZooKeeper", "http": "HTTP", "other": "another protocol"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             print(f"kproto dump: {source.name}: {count} connection{'s' if count > 1 else ''} on port"
                   f"{'s' if len(ports) > 1 else ''} {', '.join(map(str, ports))} {'are' if count > 1 else 'is'} "
-                  f"{KIND_NAMES.get(kind, kind)}, not Kafka: {size:,} bytes counted, not decoded", file=sys.stderr)
+                  f"{KIND_NAMES.get(kind, kind)}, not Kafka: {size:,} bytes counted, not decoded"
+                  + (" (Kafka inside TLS cannot be read without keys)" if kind == "tls" else ""), file=sys.stderr)
         if source.error is not None and left != 0:
             sys.stdout.flush()
             print(f"kproto dump: {source.error}", file=sys.stderr)

@@ -171,7 +171,7 @@ def test_dump_names_the_other_protocols_and_prints_only_kafka(tmp_path, capsys):
     assert status == 0
     assert len(records) == len(requests) + len(responses)
     assert {r["connection"] for r in records} == {0}
-    assert "2 connections on port 9093 are TLS (its Kafka traffic cannot be read without keys), not Kafka" in err
+    assert "2 connections on port 9093 are TLS, not Kafka" in err and "cannot be read without keys" in err
     assert "2 connections on port 2181 are ZooKeeper, not Kafka" in err
     assert "1 connection on port 8080 is HTTP, not Kafka" in err
     # --port forces: ZooKeeper's frames come out (as garbage Kafka), which is what the user asked for

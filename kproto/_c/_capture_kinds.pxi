@@ -78,7 +78,6 @@ cdef int _sniff(const unsigned char *p, Py_ssize_t n, bint at_start, bint final)
                 return -1
             if zk > 0:
                 return KIND_ZOOKEEPER_
-        return 0
     cdef bint pending = False
     for q in range(min(n - 4, <Py_ssize_t>TLS_REACH)):
         length = _tls_record(p + q, n - q)

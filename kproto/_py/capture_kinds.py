@@ -102,9 +102,8 @@ def sniff(data, at_start: bool, final: bool) -> int:
                 return -1
             if zk > 0:
                 return KIND_ZOOKEEPER
-        return 0
-    # Mid-stream: two TLS records that chain, somewhere in the first record's reach; wait
-    # only while a record header's successor is beyond the bytes.
+    # Two TLS records that chain, somewhere in the first record's reach (a stream caught
+    # mid-way); wait only while a record header's successor is beyond the bytes.
     pending = False
     for p in range(min(n - 4, TLS_REACH)):
         length = tls_record(data, p)
