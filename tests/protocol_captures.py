@@ -106,11 +106,12 @@ def _talk(timeline: Interleaved, conv: Conversation, client, server, handshake: 
         timeline.add(conv.close())
 
 
-def host_capture(with_others: bool = True):
+def host_capture(with_others: bool = True, segment: int = 1400):
     """(pcap bytes, Kafka request frames, Kafka response frames, {kind: connections}).
 
     Without ``with_others``: the Kafka connection alone, the figure the host capture's
-    Kafka tables must equal."""
+    Kafka tables must equal. ``segment``: the largest TCP payload."""
+    sizes = (segment,)
     timeline = Interleaved()
     requests, responses = kafka_exchanges()
     kafka = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
@@ -126,22 +127,23 @@ def host_capture(with_others: bool = True):
         late_client, late_server = tls_frames()
         zk_late_client, zk_late_server = zookeeper_frames(first_xid=70000, connect=False)
         timeline.add(kafka.handshake())
-        _talk(timeline, zk, zk_client[:3], zk_server[:3], close=False)
-        timeline.add(kafka.data("client", requests[0], (1400,)) + kafka.data("server", responses[0], (1400,)))
+        _talk(timeline, zk, zk_client[:3], zk_server[:3], close=False, sizes=sizes)
+        timeline.add(kafka.data("client", requests[0], sizes) + kafka.data("server", responses[0], sizes))
         _talk(timeline, http, [b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n"],
-              [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"])
-        _talk(timeline, tls, tls_client, tls_server, close=False)
+              [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"], sizes=sizes)
+        _talk(timeline, tls, tls_client, tls_server, close=False, sizes=sizes)
         # mid-connection: the capture starts inside a record
-        _talk(timeline, tls_late, [late_client[1][7000:]], [late_server[1][3000:]], handshake=False)
-        _talk(timeline, zk_late, [b"".join(zk_late_client)[5:]], [b"".join(zk_late_server)[9:]], handshake=False)
+        _talk(timeline, tls_late, [late_client[1][7000:]], [late_server[1][3000:]], handshake=False, sizes=sizes)
+        _talk(timeline, zk_late, [b"".join(zk_late_client)[5:]], [b"".join(zk_late_server)[9:]], handshake=False,
+              sizes=sizes)
         for request_frame, response_frame in zip(requests[1:], responses[1:]):
-            timeline.add(kafka.data("client", request_frame, (1400,)) + kafka.data("server", response_frame, (1400,)))
-        _talk(timeline, zk, zk_client[3:], zk_server[3:], handshake=False)
+            timeline.add(kafka.data("client", request_frame, sizes) + kafka.data("server", response_frame, sizes))
+        _talk(timeline, zk, zk_client[3:], zk_server[3:], handshake=False, sizes=sizes)
         timeline.add(tls.close())
         timeline.add(kafka.close())
         others.update({"zookeeper": 2, "http": 1, "tls": 2})
     else:
-        _talk(timeline, kafka, requests, responses)
+        _talk(timeline, kafka, requests, responses, sizes=sizes)
     return timeline.getvalue(), requests, responses, others
 
 
@@ -172,11 +174,13 @@ def mechanism_tokens(mechanism: str):
     return gssapi_tokens()
 
 
-def sasl_capture(mechanism: str, handshake_version: int = 0, coalesce: bool = False):
+def sasl_capture(mechanism: str, handshake_version: int = 0, coalesce: bool = False, segment: int = 1400):
     """(pcap bytes, Kafka request frames, Kafka response frames, secrets: bytes no output may hold).
 
-    ``coalesce``: the client's last token and its next request leave in one segment."""
+    ``coalesce``: the client's last token and its next request leave in one segment;
+    ``segment``: the largest TCP payload (tokens and frames cut across segments below it)."""
     timeline = Interleaved()
+    sizes = (segment,)
     conv = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
     client_tokens, server_tokens = mechanism_tokens(mechanism)
     requests = [request(ApiVersionsRequest(), 0, 0, "app"),
@@ -185,7 +189,7 @@ def sasl_capture(mechanism: str, handshake_version: int = 0, coalesce: bool = Fa
                  response(SaslHandshakeResponse(error_code=0, mechanisms=[mechanism]), handshake_version, 1)]
     timeline.add(conv.handshake())
     for request_frame, response_frame in zip(requests, responses):
-        timeline.add(conv.data("client", request_frame, (1400,)) + conv.data("server", response_frame, (1400,)))
+        timeline.add(conv.data("client", request_frame, sizes) + conv.data("server", response_frame, sizes))
     after = [request(MetadataRequest(topics=None), 1, 10, "app"),
              request(produce("orders", 0, records(3)), 3, 11, "app")]
     after_responses = [response(MetadataResponse(brokers=[], topics=[]), 1, 10),
@@ -198,11 +202,11 @@ def sasl_capture(mechanism: str, handshake_version: int = 0, coalesce: bool = Fa
                 if coalesce and i == len(client_tokens) - 1 and i >= len(server_tokens):
                     pending = token
                 else:
-                    timeline.add(conv.data("client", token, (1400,)))
+                    timeline.add(conv.data("client", token, sizes))
             if i < len(server_tokens):
-                timeline.add(conv.data("server", _prefixed(server_tokens[i]), (1400,)))
+                timeline.add(conv.data("server", _prefixed(server_tokens[i]), sizes))
         first = pending + after[0]
-        timeline.add(conv.data("client", first, (1400,)))
+        timeline.add(conv.data("client", first, sizes))
     else:
         correlation = 2
         for i in range(max(len(client_tokens), len(server_tokens))):
@@ -212,11 +216,11 @@ def sasl_capture(mechanism: str, handshake_version: int = 0, coalesce: bool = Fa
                     error_code=0, auth_bytes=server_tokens[i] if i < len(server_tokens) else b""), 1, correlation)
                 requests.append(frame)
                 responses.append(answer)
-                timeline.add(conv.data("client", frame, (1400,)) + conv.data("server", answer, (1400,)))
+                timeline.add(conv.data("client", frame, sizes) + conv.data("server", answer, sizes))
                 correlation += 1
-        timeline.add(conv.data("client", after[0], (1400,)))
-    timeline.add(conv.data("server", after_responses[0], (1400,)))
-    timeline.add(conv.data("client", after[1], (1400,)) + conv.data("server", after_responses[1], (1400,)))
+        timeline.add(conv.data("client", after[0], sizes))
+    timeline.add(conv.data("server", after_responses[0], sizes))
+    timeline.add(conv.data("client", after[1], sizes) + conv.data("server", after_responses[1], sizes))
     timeline.add(conv.close())
     secrets = [SECRET] + [t for t in client_tokens + server_tokens if len(t) >= 8]
     return timeline.getvalue(), requests + after, responses + after_responses, secrets

@@ -41,10 +41,11 @@ def assert_accounted(connections):
                 "frame_bytes", "skipped_bytes", "tail_bytes", "sasl_bytes", "other_bytes")), row
 
 
-def test_host_capture_gives_the_kafka_frames_alone_and_counts_the_other_kinds():
-    data, requests, responses, kinds = host_capture()
+@pytest.mark.parametrize("segment", [1400, 61])
+def test_host_capture_gives_the_kafka_frames_alone_and_counts_the_other_kinds(segment):
+    data, requests, responses, kinds = host_capture(segment=segment)
     frames, connections, _ = read_both(data)
-    alone, alone_connections, _ = read_both(host_capture(with_others=False)[0])
+    alone, alone_connections, _ = read_both(host_capture(with_others=False, segment=segment)[0])
     assert kafka_frames(frames) == kafka_frames(alone)
     assert [f["payload"] for f in frames if f["direction"] == 0] == [r[4:] for r in requests]
     assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses]
@@ -130,11 +131,14 @@ def test_tls_bytes_are_counted_and_dropped_as_they_come():
         assert rows[0]["request_other_bytes"] > 3_000_000
 
 
+@pytest.mark.parametrize("segment", [1400, 7, 1])
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "GSSAPI"])
 @pytest.mark.parametrize("handshake_version, coalesce", [(0, False), (0, True), (1, False)])
-def test_sasl_frames_exact_tokens_counted(mechanism, handshake_version, coalesce):
-    """``coalesce``: the client's last raw token and its next request in one segment (v0 only)."""
-    data, requests, responses, secrets = sasl_capture(mechanism, handshake_version, coalesce=coalesce)
+def test_sasl_frames_exact_tokens_counted(mechanism, handshake_version, coalesce, segment):
+    """``coalesce``: the client's last raw token and its next request in one segment (v0 only);
+    ``segment``: tokens and frames cut into segments of at most this many bytes."""
+    data, requests, responses, secrets = sasl_capture(mechanism, handshake_version, coalesce=coalesce,
+                                                      segment=segment)
     frames, connections, _ = read_both(data)
     assert [f["payload"] for f in frames if f["direction"] == 0] == [r[4:] for r in requests]
     assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses]
