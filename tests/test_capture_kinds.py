@@ -253,17 +253,28 @@ def test_analyze_tables_of_the_host_capture_are_the_kafka_traffic_alone(tmp_path
 
 
 @pytest.mark.parametrize("show", [False, True])
-def test_analyze_frames_bodies_redact_sasl_authenticate(tmp_path, show):
+@pytest.mark.parametrize("mechanism, handshake_version", [("PLAIN", 0), ("PLAIN", 1), ("SCRAM-SHA-256", 0),
+                                                          ("SCRAM-SHA-256", 1), ("GSSAPI", 0), ("GSSAPI", 1)])
+def test_analyze_tables_of_sasl_have_no_phantom_and_no_credential(tmp_path, show, mechanism, handshake_version):
     import base64
 
     from kproto.spark import planning as P
     from tests.capture_pieces import analysed
 
-    data, _, _, secrets = sasl_capture("PLAIN", 1)
+    data, requests, responses, secrets = sasl_capture(mechanism, handshake_version)
     path = tmp_path / "sasl.pcap"
     path.write_bytes(data)
     tables = analysed(P.plan_file(str(path), 0, split_bytes=1 << 30, overlap=0), show_credentials=show)
-    bodies = " ".join(b for b in tables["frames"]["body"].to_pylist() if b)
-    encoded = base64.b64encode(b"\x00alice\x00" + secrets[0]).decode()
-    assert (encoded in bodies) == show
-    assert ("<redacted: " in bodies) != show
+    frames = tables["frames"].to_pylist()
+    assert len(frames) == len(requests) + len(responses)
+    assert all(f["status_name"] == "OK" for f in frames)
+    assert [(c["client_id"], c["requests"]) for c in tables["clients"].to_pylist()] == [("app", len(requests))]
+    (summary,) = [r for r in tables["summary"].to_pylist() if r["capture"] == "*"]
+    assert summary["accounted"] and summary["exchanges_paired"] == len(requests)
+    bodies = " ".join(f["body"] for f in frames if f["body"])
+    shown = [base64.b64encode(secret).decode() in bodies for secret in secrets]
+    if handshake_version == 0 or not show:    # raw tokens are never frames; SaslAuthenticate is redacted
+        assert not any(shown) and not any(secret.decode("latin-1") in bodies for secret in secrets)
+    if handshake_version == 1:
+        assert ("<redacted: " in bodies) != show
+        assert any(shown) == show
