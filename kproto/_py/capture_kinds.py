@@ -5,9 +5,10 @@ A connection is Kafka only once its frames confirm it; until then its frames are
 (with the frames waiting for the direction). The evidence, in order:
 
 * a signature of another protocol ends the question: TLS from its record layer
-  (content type 20-23, version 3.1-3.4, a length; at a stream's start a ClientHello or
-  ServerHello, elsewhere two records that chain), HTTP (a method or "HTTP/1." at a
-  stream's start), ZooKeeper (its connect request or response at a stream's start, or a
+  (content type 20-23, version 3.1-3.4, a length: a ClientHello or ServerHello at a
+  stream's start, or two records that chain; a stream caught mid-way is looked at again
+  with its new bytes while its connection is undecided), HTTP (a method or "HTTP/1." at
+  the front), ZooKeeper (its connect request or response at a stream's start, or a
   ping: xid -2). The connection's bytes are then counted as ``other_bytes`` and dropped
   as they come, so its buffers stay bounded.
 * Kafka is confirmed by a response whose correlation id is that of an ApiVersions or
@@ -40,7 +41,7 @@ _BE32S = struct.Struct(">i")
 API_SASL_HANDSHAKE = 17
 API_API_VERSIONS = 18
 RUN_TO_CONFIRM = 4          # request headers in a row with rising correlation ids
-HELD_FRAMES = 1024          # frames held without a confirmation before "other"
+HELD_FRAMES = 1024          # frames held without a confirmation before deciding as at the end
 TLS_MAX_RECORD = 18432      # 2^14 + 2048: the largest record length TLS allows (ciphertext)
 TLS_REACH = 5 + TLS_MAX_RECORD    # a record boundary is within this many bytes of any point
 ZK_PASSWORD_MAX = 64

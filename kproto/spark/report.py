@@ -499,11 +499,11 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     others = facts.get("other_protocols", [])
     out.append(("Other protocols",
                 " ".join(tls_lines(facts) + ["Connections whose bytes are not Kafka (told by their first bytes or "
-                                             "their frames: docs/analyze.md): counted here, never in frames, "
+                                             "their frames: docs/capture.md, "Other protocols"): counted here, never in frames, "
                                              "clients or readiness."]) if others
                 else "Every connection with data is Kafka.",
                 ["protocol", "server port", "connections", "packets", "bytes"],
-                [[KIND_LABELS.get(r["kind"], r["kind"]), _fmt(r["server_port"]), _fmt(r["connections"]),
+                [[KIND_LABELS.get(r["kind"], r["kind"]), str(r["server_port"]), _fmt(r["connections"]),
                   _fmt(r.get("packets")), _fmt(r["bytes"])] for r in others]))
     losses = [(name, label) for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
     out.append(("What is not in frames",
