@@ -499,8 +499,8 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     others = facts.get("other_protocols", [])
     out.append(("Other protocols",
                 " ".join(tls_lines(facts) + ["Connections whose bytes are not Kafka (told by their first bytes or "
-                                             "their frames: docs/capture.md, "Other protocols"): counted here, never in frames, "
-                                             "clients or readiness."]) if others
+                                             "their frames: docs/capture.md, 'Other protocols'): counted here, "
+                                             "never in frames, clients or readiness."]) if others
                 else "Every connection with data is Kafka.",
                 ["protocol", "server port", "connections", "packets", "bytes"],
                 [[KIND_LABELS.get(r["kind"], r["kind"]), str(r["server_port"]), _fmt(r["connections"]),
