@@ -21,7 +21,7 @@ import argparse
 import re
 import sys
 
-from kproto import cli_follow
+from kproto import cli_dump, cli_follow
 
 HELP = "Analyze captures with Spark: Parquet tables and a report (HTML, JSON, Markdown)"
 
@@ -38,8 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (a path or URI)")
     parser.add_argument("--master", default=None,
                         help="Spark master (default: the one spark-submit set, else local[*])")
-    parser.add_argument("--broker-port", type=int, action="append", metavar="PORT",
-                        help="a broker port, to tell requests from responses (repeatable; default 9092)")
+    cli_dump.add_connection_arguments(parser, "keep them in the frames table's bodies")
     parser.add_argument("--split-mb", type=int, default=None, metavar="MB",
                         help="cut pcap files larger than this into ranges read by separate tasks "
                              "(default: about one range per core, 32 to 256 MB each)")
@@ -78,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     for item in args.conf:
         key, _, value = item.partition("=")
         conf[key] = value
-    options = Options(broker_ports=tuple(args.broker_port or (9092,)),
+    options = Options(broker_ports=tuple(args.broker_port or (9092,)), kafka_ports=tuple(args.port),
+                      show_credentials=args.show_credentials,
                       split_bytes=args.split_mb * 1024 * 1024 if args.split_mb else None,
                       body=None if args.no_body else "json",
                       records="base64" if args.records_base64 else "summary", report=not args.no_report,

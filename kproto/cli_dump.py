@@ -24,6 +24,8 @@ HELP = "Print the frames of captures as JSON Lines or a readable tree (no Spark 
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3     # some input could not be read completely
+# How stderr names the connections that are not Kafka (the connections table's kind).
+KIND_NAMES = {"tls": "TLS", "zookeeper": "ZooKeeper", "http": "HTTP", "other": "another protocol"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,11 +45,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--status", choices=("ok", "error"), default=None,
                         help="only frames that decoded (ok) or did not (error)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="stop after N frames")
-    parser.add_argument("--broker-port", type=int, action="append", metavar="PORT",
-                        help="a broker port, to tell requests from responses (repeatable; default 9092)")
+    add_connection_arguments(parser, "print them as they are")
     parser.add_argument("--records-base64", action="store_true",
                         help="record sets as base64 of their bytes (default: a summary: batches, records, "
                              "bytes, compression)")
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser, show: str) -> None:
+    """--broker-port, --port and --show-credentials (kproto dump and kproto analyze); ``show``:
+    what --show-credentials does with them."""
+    parser.add_argument("--broker-port", type=int, action="append", metavar="PORT",
+                        help="a broker port, to tell requests from responses (repeatable; default 9092). "
+                             "It does not filter: a connection is read as Kafka once its frames confirm it")
+    parser.add_argument("--port", type=int, action="append", default=[], metavar="PORT",
+                        help="read every connection on this port as Kafka, whatever it carries (repeatable; "
+                             "for the rare case the frames cannot confirm it); also a broker port")
+    parser.add_argument("--show-credentials", action="store_true",
+                        help=f"SASL tokens, delegation token HMACs and SCRAM salts are redacted by default: {show}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
     for path in args.paths:
         if left == 0:
             break
-        source = Input(path, broker_ports=tuple(args.broker_port or (9092,)))
-        batches = record_batches(source, filters, records=records)
+        source = Input(path, broker_ports=tuple(args.broker_port or (9092,)), kafka_ports=tuple(args.port))
+        batches = record_batches(source, filters, records=records, show_credentials=args.show_credentials)
         try:
             for frames, decoded, client_id in batches:
                 if left is not None and frames.num_rows > left:
@@ -100,6 +114,14 @@ def run(args: argparse.Namespace) -> int:
             continue
         finally:
             batches.close()
+        for kind, (count, size, ports) in sorted(source.other_protocols.items()):
+            if kind == "empty":
+                continue
+            sys.stdout.flush()
+            print(f"kproto dump: {source.name}: {count} connection{'s' if count > 1 else ''} on port"
+                  f"{'s' if len(ports) > 1 else ''} {', '.join(map(str, ports))} {'are' if count > 1 else 'is'} "
+                  f"{KIND_NAMES.get(kind, kind)}, not Kafka: {size:,} bytes counted, not decoded"
+                  + (" (Kafka inside TLS cannot be read without keys)" if kind == "tls" else ""), file=sys.stderr)
         if source.error is not None and left != 0:
             sys.stdout.flush()
             print(f"kproto dump: {source.error}", file=sys.stderr)

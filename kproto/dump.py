@@ -34,6 +34,7 @@ from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
 from kproto import versions
 from kproto.capture import (DEFAULT_BROKER_PORTS, CaptureReader, frame_schema,
                             read_frame_file)
+from kproto.credentials import redact_bodies
 from kproto.errors import FrameTooLargeError, TruncatedError
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE
 
@@ -101,10 +102,14 @@ class Input:
     """
 
     def __init__(self, path: str, *, broker_ports: tuple[int, ...] = DEFAULT_BROKER_PORTS,
-                 batch_frames: int = 65536, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+                 kafka_ports: tuple[int, ...] = (), batch_frames: int = 65536,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.path = path
         self.name = "<stdin>" if path == "-" else os.fspath(path)
         self.broker_ports = tuple(broker_ports)
+        self.kafka_ports = tuple(kafka_ports)
+        #: After iteration: the connections that are not Kafka, per kind: (count, bytes, server ports).
+        self.other_protocols: dict[str, tuple[int, int, list[int]]] = {}
         self.batch_frames = batch_frames
         self.max_frame_size = max_frame_size
         self.format: str | None = None
@@ -130,9 +135,10 @@ class Input:
                 handle.close()
 
     def _capture(self, source: Any) -> Iterator[pa.RecordBatch]:
-        reader = CaptureReader(source, name=self.name, broker_ports=self.broker_ports, on_error="keep",
-                               batch_frames=self.batch_frames, max_frame_size=self.max_frame_size)
+        reader = CaptureReader(source, name=self.name, broker_ports=self.broker_ports, kafka_ports=self.kafka_ports,
+                               on_error="keep", batch_frames=self.batch_frames, max_frame_size=self.max_frame_size)
         yield from reader
+        self.other_protocols = other_protocols(reader.connections().to_pylist())
         stopped = reader.error
         counters = reader.counters
         if stopped is not None:
@@ -274,12 +280,26 @@ class Filters:
         return (status == kb.Status.OK) == (self.status == "ok")
 
 
-def record_batches(source: Input, filters: Filters | None = None, *,
-                   records: str = "summary") -> Generator[tuple[pa.RecordBatch, pa.RecordBatch, np.ndarray], None, None]:
+def other_protocols(connections: list[dict]) -> dict[str, tuple[int, int, list[int]]]:
+    """Connection rows that are not Kafka, per kind: (connections, bytes, server ports)."""
+    kinds: dict[str, tuple[int, int, list[int]]] = {}
+    for row in connections:
+        if row["kind"] == "kafka":
+            continue
+        count, size, ports = kinds.get(row["kind"], (0, 0, []))
+        kinds[row["kind"]] = (count + 1, size + row["request_other_bytes"] + row["response_other_bytes"],
+                              sorted(set(ports) | {row["server_port"]}))
+    return kinds
+
+
+def record_batches(source: Input, filters: Filters | None = None, *, records: str = "summary",
+                   show_credentials: bool = False,
+                   ) -> Generator[tuple[pa.RecordBatch, pa.RecordBatch, np.ndarray], None, None]:
     """Per batch of ``source``: (frames, decoded, client ids) of the frames ``filters`` keep.
 
     ``decoded`` is ``kb.decode_frames(..., body="json")`` of those frames, responses
-    with their request's API and version; ``client ids`` those of the requests.
+    with their request's API and version, credentials redacted (kproto.credentials)
+    unless ``show_credentials``; ``client ids`` those of the requests.
     """
     filters = filters or Filters()
     open_requests = OpenRequests()
@@ -298,6 +318,9 @@ def record_batches(source: Input, filters: Filters | None = None, *,
             continue
         decoded = kb.decode_frames(frames["payload"], directions=directions, request_api_keys=api_key,
                                    request_api_versions=api_version, body="json", records=records)
+        if not show_credentials:
+            decoded = decoded.set_column(decoded.schema.get_field_index("body"), "body",
+                                         redact_bodies(api_key, decoded["body"]))
         keep = filters.status_mask(decoded["status"].to_numpy())
         if not keep.all():
             mask = pa.array(keep)
@@ -306,11 +329,13 @@ def record_batches(source: Input, filters: Filters | None = None, *,
             yield frames, decoded, client_id
 
 
-def records(source: Input, filters: Filters | None = None, *, records: str = "summary") -> Iterator[dict]:
+def records(source: Input, filters: Filters | None = None, *, records: str = "summary",
+            show_credentials: bool = False) -> Iterator[dict]:
     """One dict per frame (the shape of ``kproto dump --format jsonl``; the body parsed)."""
     import json
 
-    for frames, decoded, client_id in record_batches(source, filters, records=records):
+    for frames, decoded, client_id in record_batches(source, filters, records=records,
+                                                     show_credentials=show_credentials):
         for line in jsonl_lines(frames, decoded, client_id):
             yield json.loads(line)
 

@@ -7,6 +7,7 @@ grouping path) and a Parquet table of frames.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -441,3 +442,43 @@ def test_inputs_spark_lists_come_back_sorted_with_their_lengths(spark, tmp_path)
     assert [(P.local_path(path), length) for path, length in listed] \
         == [(str(tmp_path / n), size) for n, size in (("a.pcap", 100), ("b.pcap", 200), ("c.pcap", 300))]
     assert jobs.list_inputs(spark, [str(tmp_path)]).files == [(P.local_path(p), n) for p, n in listed]
+
+
+# ---------------------------------------------------------------- other protocols, SASL (issue 35)
+@pytest.fixture(scope="module")
+def host_runs(spark, tmp_path_factory):
+    """A host capture (Kafka, ZooKeeper, HTTP, TLS) and a SASL one, in ranges that cut connections,
+    combined and reported in the driver, then by Spark."""
+    from tests.protocol_captures import host_capture, sasl_capture
+
+    data = tmp_path_factory.mktemp("host")
+    (data / "host.pcap").write_bytes(host_capture()[0])
+    sasl, _requests, _responses, secrets = sasl_capture("SCRAM-SHA-256", 1)
+    (data / "sasl.pcap").write_bytes(sasl)
+    paths = [str(data / "host.pcap"), str(data / "sasl.pcap")]
+    out, by_spark = tmp_path_factory.mktemp("host-driver"), tmp_path_factory.mktemp("host-spark")
+    options = {"split_bytes": 100_000, "overlap_bytes": 40_000}
+    result = analyze(paths, str(out), spark=spark, options=Options(**options), progress=False)
+    spark_result = analyze(paths, str(by_spark), spark=spark,
+                           options=Options(driver_rows=0, driver_report_frames=0, **options), progress=False)
+    return result, out, spark_result, by_spark, secrets
+
+
+def test_other_protocols_are_counted_alike_by_both_engines_and_named_in_the_report(host_runs):
+    result, out, spark_result, by_spark, secrets = host_runs
+    for name in ("connections", "frames", "summary"):
+        driver, spark_rows = (sorted(json.dumps(r, sort_keys=True, default=str) for r in _table(d, name).to_pylist())
+                              for d in (out, by_spark))
+        assert driver == spark_rows, name
+    kinds = sorted((r["capture"].rsplit("/", 1)[-1], r["kind"]) for r in _table(out, "connections").to_pylist())
+    assert kinds == [("host.pcap", "http"), ("host.pcap", "kafka"), ("host.pcap", "tls"), ("host.pcap", "tls"),
+                     ("host.pcap", "zookeeper"), ("host.pcap", "zookeeper"), ("sasl.pcap", "kafka")]
+    for facts in (result.facts, spark_result.facts):
+        assert [(r["kind"], r["server_port"], r["connections"]) for r in facts["other_protocols"]] == [
+            ("http", 8080, 1), ("tls", 9093, 2), ("zookeeper", 2181, 2)]
+    report = (out / "report.md").read_text()
+    assert "**TLS:** 2 connections on port 9093 are TLS" in report
+    bodies = " ".join(b for b in _table(out, "frames")["body"].to_pylist() if b)
+    assert "<redacted: " in bodies
+    assert not any(base64.b64encode(secret).decode() in bodies or secret.decode() in bodies for secret in secrets)
+    assert all(r["accounted"] for r in result.summary)

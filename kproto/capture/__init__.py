@@ -147,7 +147,7 @@ def connection_schema():
     pa = _pa()
     fields = [("capture", pa.string())]
     for name in CONNECTION_COLUMNS:
-        if name in ("client_ip", "server_ip", "closed_by", "direction_source"):
+        if name in ("client_ip", "server_ip", "closed_by", "direction_source", "kind"):
             fields.append((name, pa.string()))
         elif name == "handshake_seen":
             fields.append((name, pa.bool_()))
@@ -171,6 +171,10 @@ class CaptureReader:
         name: the ``capture`` column's value (default: the path).
         broker_ports: ports of brokers; the other end sends requests. Without a
             match the direction comes from the SYN, else from the traffic itself.
+        kafka_ports: ports whose connections are read as Kafka whatever they carry
+            (and are broker ports too). The others give frames only once their
+            frames confirm Kafka; TLS, ZooKeeper, HTTP and other protocols are
+            counted by kind in the connections table (its ``kind`` column).
         max_frame_size: larger size prefixes are not frame boundaries.
         max_pending_bytes: out-of-order bytes held per connection direction before
             the missing bytes are declared lost.
@@ -184,7 +188,7 @@ class CaptureReader:
     """
 
     def __init__(self, source: Source, *, name: str | None = None,
-                 broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
+                 broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS, kafka_ports: Iterable[int] = (),
                  max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE, max_pending_bytes: int = 8 * 1024 * 1024,
                  max_connections: int = 65536, batch_frames: int = 65536, batch_bytes: int = 64 * 1024 * 1024,
                  on_error: str = "raise", implementation: str | None = None) -> None:
@@ -199,7 +203,8 @@ class CaptureReader:
         _pa()   # a clear error naming the extra, before the engine's own imports fail
         module = _impl.load("capture", implementation)
         self._engine = module.Engine(
-            request_versions(), broker_ports=tuple(broker_ports), max_frame_size=max_frame_size,
+            request_versions(), broker_ports=tuple(broker_ports), kafka_ports=tuple(kafka_ports),
+            max_frame_size=max_frame_size,
             max_pending_bytes=max_pending_bytes, max_connections=max_connections,
             batch_frames=batch_frames, batch_bytes=batch_bytes,
         )

@@ -123,6 +123,11 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
         .orderBy("status_name", "api_key"))
     raw["unpaired"] = _rows(exchanges.filter(F.col("pair_status") != 0).groupBy("pair_status_name", "api_key")
                             .agg(F.count(F.lit(1)).alias("exchanges")).orderBy("pair_status_name", "api_key"))
+    others = tables["connections"].filter(~F.col("kind").isin("kafka", "empty"))
+    raw["other_protocols"] = _rows(others.groupBy("kind", "server_port").agg(
+        F.count(F.lit(1)).alias("connections"),
+        F.sum(F.col("request_other_bytes") + F.col("response_other_bytes")).alias("bytes"),
+        F.sum(F.col("request_packets") + F.col("response_packets")).alias("packets")).orderBy("kind", "server_port"))
     return _finish(raw, summary, input_errors, pyspark.__version__)
 
 
@@ -237,6 +242,14 @@ def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_error
     lonely = exchanges.filter(pc.not_equal(exchanges["pair_status"], 0))
     raw["unpaired"] = counted(grouped(lonely, ("pair_status_name", "api_key"), [([], "count_all")],
                                       ("pair_status_name", "api_key")), name="exchanges")
+    others = connections.filter(pc.invert(pc.is_in(connections["kind"], pa.array(["kafka", "empty"]))))
+    others = others.append_column("bytes", pc.add(others["request_other_bytes"], others["response_other_bytes"])) \
+        .append_column("packets", pc.add(others["request_packets"], others["response_packets"]))
+    raw["other_protocols"] = [
+        {"kind": r["kind"], "server_port": r["server_port"], "connections": r["count_all"], "bytes": r["bytes_sum"],
+         "packets": r["packets_sum"]}
+        for r in grouped(others, ("kind", "server_port"), [([], "count_all"), ("bytes", "sum"), ("packets", "sum")],
+                         ("kind", "server_port"))]
     return _finish(raw, summary, input_errors, spark_version)
 
 
@@ -332,7 +345,25 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
     facts["unnamed_topic_ids"] = [r["topic_id"] for r in raw["unnamed_topic_ids"]]
     facts["undecodable_frames"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["undecodable_frames"]]
     facts["unpaired"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["unpaired"]]
+    # Connections that are not Kafka (the connections table's kind): counted, never in frames.
+    facts["other_protocols"] = raw["other_protocols"]
     return facts
+
+
+#: How the report names a kind of connection that is not Kafka.
+KIND_LABELS = {"tls": "TLS", "zookeeper": "ZooKeeper", "http": "HTTP", "other": "another protocol"}
+
+
+def tls_lines(facts: dict) -> list[str]:
+    """One sentence per port whose connections are TLS: Kafka there is out of reach without keys."""
+    lines = []
+    for r in facts.get("other_protocols", []):
+        if r["kind"] == "tls":
+            many = r["connections"] != 1
+            lines.append(f"{r['connections']:,} connection{'s' if many else ''} on port {r['server_port']} "
+                         f"{'are' if many else 'is'} TLS ({_fmt(r['bytes'])} bytes): their Kafka traffic cannot be "
+                         "read without keys.")
+    return lines
 
 
 # ---------------------------------------------------------------- writing
@@ -390,6 +421,8 @@ LOSSES = (
     ("gap_bytes", "bytes in TCP gaps (never captured)"),
     ("skipped_bytes", "bytes skipped to find a frame"),
     ("tail_bytes", "bytes in an incomplete last frame"),
+    ("sasl_bytes", "bytes of raw SASL tokens (authentication, not frames)"),
+    ("other_bytes", "bytes of other protocols (see Other protocols)"),
     ("malformed_packets", "malformed packets"),
     ("ip_fragments", "IP fragments (not reassembled)"),
 )
@@ -463,6 +496,15 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                 ["capture", "problem", "byte offset", "reason", "bytes not read"],
                 [[_shown_error_input(names, e), e["category"], _fmt(e["offset"]), e["reason"],
                   _fmt(e["unread_bytes"])] for e in input_errors]))
+    others = facts.get("other_protocols", [])
+    out.append(("Other protocols",
+                " ".join(tls_lines(facts) + ["Connections whose bytes are not Kafka (told by their first bytes or "
+                                             "their frames: docs/capture.md, 'Other protocols'): counted here, "
+                                             "never in frames, clients or readiness."]) if others
+                else "Every connection with data is Kafka.",
+                ["protocol", "server port", "connections", "packets", "bytes"],
+                [[KIND_LABELS.get(r["kind"], r["kind"]), str(r["server_port"]), _fmt(r["connections"]),
+                  _fmt(r.get("packets")), _fmt(r["bytes"])] for r in others]))
     losses = [(name, label) for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
     out.append(("What is not in frames",
                 "Where the bytes and packets of every input went that are not in a frame: only the kinds of loss "
@@ -575,6 +617,8 @@ def markdown(facts: dict) -> str:
     if input_errors:
         lines += [f"**Not every input was read completely:** {len({e['capture'] for e in input_errors})} "
                   f"input(s), {sum(e['unread_bytes'] for e in input_errors):,} bytes not read.", ""]
+    for line in tls_lines(facts):
+        lines += [f"**TLS:** {line}", ""]
     for title, note, header, rows in sections(facts):
         lines += [f"## {title}", "", note, ""]
         if not rows:
@@ -691,6 +735,8 @@ def html_report(facts: dict) -> str:
         parts.append(f"<p class='warn'><b>Not every input was read completely:</b> "
                      f"{len({e['capture'] for e in input_errors})} input(s), {unread:,} bytes not read; "
                      "see the first table.</p>")
+    for line in tls_lines(facts):
+        parts.append(f"<p class='warn'><b>TLS:</b> {html.escape(line)}</p>")
     if readiness["removed_in_4x_requests"]:
         parts.append(f"<p class='warn'><b>Not ready for Kafka 4.x:</b> {readiness['removed_in_4x_requests']:,} "
                      f"request(s) from {readiness['clients_sending_removed_versions']} client(s) use API versions "
