@@ -4,13 +4,14 @@
 #   scripts/install-kafka.sh                  the broker releases the tests use (KAFKA_RELEASES below)
 #   scripts/install-kafka.sh 4.3.1 4.4.0      just these releases
 #   scripts/install-kafka.sh --clients-only [VERSION...]
-#                                             only the kafka-clients jar (the message definitions)
+#                                             only kafka-clients and its runtime jars (the message definitions, the error table)
 #   scripts/install-kafka.sh --print-dir      the cache directory, then exit
 #
 # Layout, under ${KPROTO_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kproto}/kafka/<version>/:
 #   libs/          the broker's runtime classpath (kafka_2.13 and its dependencies)
-#   clients/       kafka-clients-<version>.jar alone
-#   .broker-ok, .clients-ok   written last, so a cut download is fetched again
+#   clients/       kafka-clients-<version>.jar and its runtime dependencies (slf4j, codecs),
+#                  enough to load its classes (tools/gen_schema.py reads Kafka's error table)
+#   .broker-ok, .clients-runtime-ok   written last, so a cut download is fetched again
 # Maven (mvn) resolves the artifacts with their dependencies; its own cache is ~/.m2.
 # Exits non-zero, naming what is missing, when mvn, Java or an artifact cannot be had.
 set -euo pipefail
@@ -79,10 +80,10 @@ status=0
 for version in "${versions[@]}"; do
   dir=$kafka_root/$version
   mkdir -p "$dir"
-  if [ ! -f "$dir/.clients-ok" ]; then
-    say "kafka-clients $version ..."
-    if fetch "$version" kafka-clients "$dir/clients" no; then
-      touch "$dir/.clients-ok"
+  if [ ! -f "$dir/.clients-runtime-ok" ]; then
+    say "kafka-clients $version with its runtime dependencies ..."
+    if fetch "$version" kafka-clients "$dir/clients" yes; then
+      touch "$dir/.clients-runtime-ok"
     else
       status=1; continue
     fi

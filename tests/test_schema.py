@@ -191,7 +191,16 @@ def test_error_codes():
     assert ErrorCode.by_name("NOT_LEADER_OR_FOLLOWER").code == 6
     assert is_retriable(6) and not is_retriable(35) and not is_retriable(0)
     assert error_name(12345) == "UNKNOWN_CODE_12345"
-    assert len(ErrorCode.all()) >= 129
+    assert len(ErrorCode.all()) >= 138
+
+
+def test_error_codes_of_kafka_4_4_are_named():
+    """The codes only the 4.4.0 Errors table has (the reference TSV stops at 128; a 4.4.0
+    broker answers UnregisterController with 136), with Java's retriable flag."""
+    assert error_name(99) == "POSITION_OUT_OF_RANGE"
+    assert error_name(129) == "REBOOTSTRAP_REQUIRED"
+    assert error_name(136) == "CONTROLLER_ID_NOT_REGISTERED"
+    assert is_retriable(133) and not is_retriable(136)  # SHARE_SESSION_LIMIT_REACHED is retriable
 
 
 def test_retriable_flags_agree_with_kafka_python():

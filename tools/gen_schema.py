@@ -10,8 +10,12 @@ Sources, newest first (each (message, version) is taken from the first that defi
    naming that script, never a silent fallback.
 2. ``--source`` (default ``../shared/kafka-protocol``): ``message-4x/`` (a 4.1-era
    subset) and ``message/`` (late-2024 trunk, every version from 0). They rank below
-   every release and supply only what no jar defines; ``error-codes.tsv`` and
-   ``broker-api-versions.tsv`` come from there too.
+   every release and supply only what no jar defines; ``broker-api-versions.tsv``
+   comes from there too.
+3. Error codes: the newest release's own ``Errors`` table (name, and retriable when its
+   Java exception is a RetriableException), printed by ``tools/KafkaErrors.java`` run
+   against that jar (Java on PATH), joined with ``error-codes.tsv``, which must agree on
+   every code both name.
 
 The wire format of a stable (api, version) never changes between releases, so the
 newest definition stands for all; ``--differences`` lists every (message, version)
@@ -42,6 +46,7 @@ import inspect
 import json
 import pprint
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -83,19 +88,6 @@ PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "fl
               "string", "bytes", "uuid", "records"}
 INTEGER_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
 
-# Errors whose Java exception is a RetriableException (Kafka's Errors.java); the
-# error-codes table has codes and names only, so this fact is kept here.
-RETRIABLE_ERRORS = frozenset("""
-    CORRUPT_MESSAGE UNKNOWN_TOPIC_OR_PARTITION LEADER_NOT_AVAILABLE NOT_LEADER_OR_FOLLOWER
-    REQUEST_TIMED_OUT REPLICA_NOT_AVAILABLE NETWORK_EXCEPTION COORDINATOR_LOAD_IN_PROGRESS
-    COORDINATOR_NOT_AVAILABLE NOT_COORDINATOR NOT_ENOUGH_REPLICAS NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    NOT_CONTROLLER CONCURRENT_TRANSACTIONS KAFKA_STORAGE_ERROR FETCH_SESSION_ID_NOT_FOUND
-    INVALID_FETCH_SESSION_EPOCH LISTENER_NOT_FOUND FENCED_LEADER_EPOCH UNKNOWN_LEADER_EPOCH
-    OFFSET_NOT_AVAILABLE PREFERRED_LEADER_NOT_AVAILABLE ELIGIBLE_LEADERS_NOT_AVAILABLE
-    ELECTION_NOT_NEEDED UNSTABLE_OFFSET_COMMIT THROTTLING_QUOTA_EXCEEDED UNKNOWN_TOPIC_ID
-    INCONSISTENT_TOPIC_ID FETCH_SESSION_TOPIC_ID_ERROR SHARE_SESSION_NOT_FOUND
-    INVALID_SHARE_SESSION_EPOCH
-""".split())
 
 
 def parse_json(text: str) -> dict:
@@ -207,6 +199,29 @@ def default_kafka_dir() -> Path:
 
 def jar_path(kafka_dir: Path, release: str) -> Path:
     return kafka_dir / release / "clients" / f"kafka-clients-{release}.jar"
+
+
+KAFKA_ERRORS_PROGRAM = ROOT / "tools" / "KafkaErrors.java"
+
+
+def kafka_error_table(kafka_dir: Path, release: str) -> dict[int, tuple[str, bool]]:
+    """code -> (name, retriable), as the release's own Errors class says: the Java program
+    tools/KafkaErrors.java run against its kafka-clients jars (a JVM start, about a second)."""
+    clients = jar_path(kafka_dir, release).parent
+    java = shutil.which("java")
+    if java is None:
+        raise SystemExit("gen_schema: java is not on PATH; Kafka's error table is read from its jar "
+                         "(scripts/install-java.sh installs a runtime)")
+    result = subprocess.run([java, "-cp", str(clients / "*"), str(KAFKA_ERRORS_PROGRAM)],
+                            capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise SystemExit(f"gen_schema: reading Kafka {release}'s error table failed (run "
+                         f"scripts/install-kafka.sh --clients-only):\n{result.stderr.strip()[-2000:]}")
+    table = {}
+    for line in result.stdout.splitlines():
+        code, name, retriable = line.split("\t")
+        table[int(code)] = (name, retriable == "retriable")
+    return table
 
 
 def spec_key(spec: dict) -> tuple:
@@ -445,13 +460,24 @@ class Generator:
         return found
 
     def error_codes(self) -> tuple:
-        rows = []
-        lines = (self.source / "error-codes.tsv").read_text().splitlines()
-        for line in lines[1:]:
+        """(code, name, retriable) for every error: Kafka's own table, read from the newest
+        release's classes (Errors.values(), retriable when its exception is a Java
+        RetriableException), joined with ../shared's error-codes.tsv, which must agree with
+        it on every code both have (a code only the older table has is kept)."""
+        kafka = kafka_error_table(self.kafka_dir or default_kafka_dir(), KAFKA_RELEASES[-1])
+        shared = {}
+        for line in (self.source / "error-codes.tsv").read_text().splitlines()[1:]:
             if line.strip():
                 code, name = line.split("\t")[:2]
-                rows.append((int(code), name.strip(), name.strip() in RETRIABLE_ERRORS))
-        return tuple(rows)
+                shared[int(code)] = name.strip()
+        clashes = [(code, name, kafka[code][0]) for code, name in shared.items()
+                   if code in kafka and kafka[code][0] != name]
+        if clashes:
+            raise SystemExit(f"gen_schema: error-codes.tsv and Kafka {KAFKA_RELEASES[-1]} name codes "
+                             f"differently: {clashes}")
+        rows = {code: (code, name, False) for code, name in shared.items()}
+        rows.update((code, (code, name, retriable)) for code, (name, retriable) in kafka.items())
+        return tuple(rows[code] for code in sorted(rows))
 
     def broker_versions(self) -> tuple:
         rows = []
