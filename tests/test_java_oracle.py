@@ -76,14 +76,10 @@ def older_oracle():
         yield running
 
 
-def kproto_plan(api_key: int, version: int, direction: str):
+def api_case(api_key: int, version: int, direction: str) -> tuple[str, int, str]:
+    """(kproto's message name, version, the oracle's name for it) of an API body."""
     name = schema.request_name(api_key) if direction == "request" else schema.response_name(api_key)
-    if name is None:
-        return None
-    try:
-        return schema.plan(name, version)
-    except KeyError:
-        return None
+    return name, version, f"{api_key}:{direction}"
 
 
 def matrix(apis: list[dict]) -> tuple[list[tuple], list[tuple], list[tuple]]:
@@ -146,15 +142,16 @@ def has_unknown_tags(value) -> bool:
     return False
 
 
-def check_case(oracle: JavaOracle, codecs: dict, api_key: int, version: int, direction: str,
+def check_case(oracle: JavaOracle, codecs: dict, name: str, version: int, target: str,
                count: int) -> list[tuple[str, str]]:
-    """The disagreements of one (API, version, direction) over ``count`` messages."""
-    plan = kproto_plan(api_key, version, direction)
+    """(kind, text) of the disagreements over ``count`` messages of kproto's ``name`` at
+    ``version``, which the oracle knows as ``target``."""
+    plan = schema.plan(name, version)
     where = f"{plan.name} v{version}"
     problems: list[tuple[str, str]] = []
     expectations = []
     requests = []
-    for i, obj in enumerate(samples(plan, count, seed=zlib.crc32(f"{api_key} {version} {direction}".encode()))):
+    for i, obj in enumerate(samples(plan, count, seed=zlib.crc32(f"{target} {version}".encode()))):
         encoded = {name: codec.encode_struct(obj, plan) for name, codec in codecs.items()}
         data = next(iter(encoded.values()))
         if len(set(encoded.values())) != 1:
@@ -168,9 +165,9 @@ def check_case(oracle: JavaOracle, codecs: dict, api_key: int, version: int, dir
         bare = codecs[next(iter(codecs))].encode_struct(without_unknown_tags(obj), plan) \
             if has_unknown_tags(obj) else data
         expectations.append((i, data, fields, bare))
-        requests.append(("parse", api_key, version, direction, data.hex()))
+        requests.append(("parse", target, version, data.hex()))
         as_json = kafka_json(fields, plan, records_as_size=False, omit_default_tags=False)
-        requests.append(("encode", api_key, version, direction, json.dumps(as_json, separators=(",", ":"))))
+        requests.append(("encode", target, version, json.dumps(as_json, separators=(",", ":"))))
     answers = oracle.ask(requests)
     for (i, data, fields, bare), parsed, encoded in zip(expectations, answers[::2], answers[1::2]):
         problems += compare(f"{where} #{i}", plan, data, fields, bare, parsed, encoded)
@@ -227,17 +224,16 @@ def check_cases(oracle: JavaOracle, cases: list[tuple], differences: dict) -> tu
     problems: list[str] = []
     failing: set[tuple] = set()
     known: dict[tuple[str, int], int] = {}
-    for api_key, version, direction in cases:
-        found = check_case(oracle, codecs, api_key, version, direction, MESSAGES_PER_CASE)
-        name = kproto_plan(api_key, version, direction).name
+    for name, version, target in cases:
+        found = check_case(oracle, codecs, name, version, target, MESSAGES_PER_CASE)
         _reason, allowed = differences.get((name, version), ("", set()))
         if found and {kind for kind, _ in found} <= allowed:
             known[name, version] = len(found)
         elif found:
-            failing.add((api_key, version, direction))
+            failing.add((name, version))
             problems += [text for _, text in found]
     print(f"\nKafka {oracle.version} Java codec vs kproto ({', '.join(codecs)}), {MESSAGES_PER_CASE} messages "
-          f"per case: {len(cases) - len(failing) - len(known)} of {len(cases)} (API, version, direction) "
+          f"per case: {len(cases) - len(failing) - len(known)} of {len(cases)} (message, version) "
           f"cases agree both ways; {len(problems)} disagreements in {len(failing)} cases; "
           f"{len(known)} cases differ as TABLE_DIFFERENCES says ({sum(known.values())} disagreements).")
     return failing, problems, known
@@ -245,7 +241,7 @@ def check_cases(oracle: JavaOracle, cases: list[tuple], differences: dict) -> tu
 
 def test_kproto_agrees_with_kafkas_java_codec(oracle):
     both, jar_only, kproto_only = matrix(oracle.apis())
-    failing, problems, known = check_cases(oracle, both, TABLE_DIFFERENCES)
+    failing, problems, known = check_cases(oracle, [api_case(*c) for c in both], TABLE_DIFFERENCES)
     print(f"Not compared with Kafka {oracle.version}: {len(jar_only)} cases only its jar knows "
           f"({_summary(jar_only)}); {len(kproto_only)} only kproto knows ({_summary(kproto_only)}).")
     assert len(both) > 500, "too few cases in common: is the oracle listing the jar's APIs?"
@@ -261,11 +257,38 @@ def test_versions_kafka_4_removed_agree_with_kafka_3_9(oracle, older_oracle):
     _both, _jar_only, kproto_only = matrix(oracle.apis())
     older_both, _, _ = matrix(older_oracle.apis())
     cases = sorted(set(kproto_only) & set(older_both))
-    failing, problems, _known = check_cases(older_oracle, cases, {})
+    failing, problems, _known = check_cases(older_oracle, [api_case(*c) for c in cases], {})
     nowhere = sorted(set(kproto_only) - set(older_both))
     print(f"Of the {len(kproto_only)} cases Kafka {oracle.version} lacks, {len(cases)} were compared with "
           f"Kafka {older_oracle.version}; {len(nowhere)} are in neither jar ({_summary(nowhere)}).")
     assert len(cases) > 100, "too few cases: is the oracle listing the jar's APIs?"
+    assert not problems, f"{len(problems)} disagreements in {len(failing)} cases:\n" + \
+        "\n".join(problems[:SHOWN])
+
+
+def java_class(name: str) -> str:
+    """The class Kafka generates for a header or data type (RequestHeader -> RequestHeaderData)."""
+    return name + "Data" if schema.spec(name)["type"] == "header" else name
+
+
+def test_headers_and_data_types_agree_with_kafkas_java_codec(oracle):
+    # The request and response headers of every frame, and the data types kproto reads
+    # (group assignments, principals, KRaft control records): same checks, by class name.
+    cases, missing = [], []
+    for name, info in sorted(schema.MESSAGES.items()):
+        if info["type"] in ("request", "response"):
+            continue
+        java = oracle.versions(java_class(name))
+        lo, hi = info["valid_versions"]
+        for version in range(lo, hi + 1):
+            if java and java[0] <= version <= java[1]:
+                cases.append((name, version, java_class(name)))
+            else:
+                missing.append((name, version))
+    failing, problems, _known = check_cases(oracle, cases, {})
+    print(f"Headers and data types: {len(cases)} (message, version) cases compared; "
+          f"not in the Kafka {oracle.version} jar: {missing or 'none'}.")
+    assert {name for name, _, _ in cases} >= {"RequestHeader", "ResponseHeader", "ConsumerProtocolAssignment"}
     assert not problems, f"{len(problems)} disagreements in {len(failing)} cases:\n" + \
         "\n".join(problems[:SHOWN])
 
@@ -282,14 +305,17 @@ def _summary(cases: list[tuple]) -> str:
 def test_oracle_reports_bad_input_without_stopping(oracle):
     # Truncated, over-long and malformed input each answer an error line, and the JVM goes on.
     answers = oracle.ask([
-        ("parse", 18, 3, "request", "00"),                 # truncated
-        ("parse", 18, 0, "request", "00"),                 # a byte too many
-        ("parse", 18, 0, "request", "zz"),                 # not hex
-        ("parse", 9999, 0, "request", ""),                 # no such API
-        ("encode", 18, 3, "request", "{not json"),
-        ("parse", 18, 0, "request", ""),                   # and a good one after them
+        ("parse", "18:request", 3, "00"),                  # truncated
+        ("parse", "18:request", 0, "00"),                  # a byte too many
+        ("parse", "18:request", 0, "zz"),                  # not hex
+        ("parse", "9999:request", 0, ""),                  # no such API
+        ("parse", "NoSuchMessageData", 0, ""),             # no such class
+        ("parse", "18:request", 99, ""),                   # no such version
+        ("encode", "18:request", 3, "{not json"),
+        ("bogus",),
+        ("parse", "18:request", 0, ""),                    # and a good one after them
     ])
-    assert [a["ok"] for a in answers] == [False] * 5 + [True]
+    assert [a["ok"] for a in answers] == [False] * 8 + [True]
     assert answers[1]["error"] == "1 of 1 bytes left unread"
     assert answers[-1]["hex"] == "" and answers[-1]["json"] == {}
 

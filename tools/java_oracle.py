@@ -10,15 +10,19 @@ messages starts Java once::
 
     with JavaOracle() as oracle:
         apis = oracle.apis()                              # what the jar knows
-        [answer] = oracle.ask([("parse", 18, 3, "request", "0000")])
+        [answer] = oracle.ask([("parse", "18:request", 3, "0000")])
 
 Every answer is a dict: ``{"ok": True, "hex": ..., "json": ...}`` or
 ``{"ok": False, "stage": ..., "error": ...}``. A missing java, javac or jar is an
 :class:`OracleUnavailable` naming what to install; a JVM that stops answering is an
 :class:`OracleError` after ``timeout`` seconds, never a hang.
 
-From the command line: ``python tools/java_oracle.py list`` (the jar's APIs) or
-``python tools/java_oracle.py parse|encode API_KEY VERSION request|response PAYLOAD``.
+A message is ``API_KEY:request`` or ``API_KEY:response`` (an API's body), or the
+simple name of a generated class (``RequestHeaderData``, ``ConsumerProtocolAssignment``).
+
+From the command line: ``python tools/java_oracle.py list`` (the jar's APIs),
+``python tools/java_oracle.py describe CLASS`` (its versions), or
+``python tools/java_oracle.py parse|encode MESSAGE VERSION PAYLOAD``.
 """
 
 from __future__ import annotations
@@ -128,7 +132,7 @@ class JavaOracle:
         self._lines.put(None)   # end of output: the JVM is gone
 
     def ask(self, requests: list[tuple]) -> list[dict]:
-        """Answers to (command, api_key, version, "request"|"response", payload) requests, in order.
+        """Answers to (command, message, version, payload) requests, in order.
 
         Written from a thread while the answers are read, so a large batch cannot
         fill both pipes and stall.
@@ -176,6 +180,11 @@ class JavaOracle:
         if not answer["ok"]:
             raise OracleError(f"the Kafka {self.version} oracle could not list its APIs: {answer['error']}")
         return answer["apis"]
+
+    def versions(self, class_name: str) -> tuple[int, int] | None:
+        """(lowest, highest) version of a generated class, None if the jar has no such class."""
+        [answer] = self.ask([("describe", class_name)])
+        return (answer["lowest"], answer["highest"]) if answer["ok"] else None
 
     def close(self) -> None:
         if self._proc.poll() is None:
@@ -269,7 +278,7 @@ def _kafka_names(message: str) -> dict[tuple[str, str], str]:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("list", "parse", "encode"):
+    if not argv or argv[0] not in ("list", "describe", "parse", "encode"):
         print(__doc__.split("From the command line:")[1].strip(), file=sys.stderr)
         return 2
     with JavaOracle() as oracle:

@@ -3,13 +3,18 @@
 // Compiled and run by tools/java_oracle.py against an Apache Kafka release's jars; one JVM
 // answers any number of requests, one line in, one line of JSON out:
 //
-//   list                                    every API the jar knows: key, name, version range
-//   parse  <api_key> <version> <request|response> <hex>
-//          reads the body with Kafka's generated message class, checks every byte was read,
+//   list                       every API the jar knows: key, name, version range
+//   describe <class>           the version range of a generated class (RequestHeaderData,
+//                              ConsumerProtocolAssignment, ...)
+//   parse  <message> <version> <hex>
+//          reads the bytes with Kafka's generated message class, checks every byte was read,
 //          writes it back, and answers {"ok":true,"hex":<written>,"json":<Kafka's JSON form>}
-//   encode <api_key> <version> <request|response> <json on one line>
+//   encode <message> <version> <json on one line>
 //          reads Kafka's JSON form with the generated JsonConverter and writes the bytes:
 //          {"ok":true,"hex":<written>}
+//
+// <message> is "<api_key>:request" or "<api_key>:response" for an API's body, or the simple
+// name of a generated class in org.apache.kafka.common.message for a header or data type.
 //
 // Anything that fails answers {"ok":false,"stage":...,"error":...}; the loop never stops on
 // bad input. The JSON form is the JsonConverter's with records written as their size
@@ -83,18 +88,20 @@ public final class KafkaCodecOracle {
         if (line.equals("list")) {
             return list();
         }
-        String[] parts = line.split(" ", 5);
-        if (parts.length != 5) {
-            throw new Failure("request", "expected '<parse|encode> <api_key> <version> <request|response> <payload>'");
+        String[] parts = line.split(" ", 4);
+        if (parts[0].equals("describe") && parts.length == 2) {
+            return describe(parts[1]);
         }
-        short apiKey = Short.parseShort(parts[1]);
+        if (parts.length != 4) {
+            throw new Failure("request", "expected 'list', 'describe <class>' or '<parse|encode> <message> <version> <payload>'");
+        }
         short version = Short.parseShort(parts[2]);
-        ApiMessage message = newMessage(apiKey, version, parts[3]);
+        ApiMessage message = newMessage(parts[1], version);
         switch (parts[0]) {
             case "parse":
-                return parse(message, version, unhex(parts[4]));
+                return parse(message, version, unhex(parts[3]));
             case "encode":
-                return encode(message, version, parts[4]);
+                return encode(message, version, parts[3]);
             default:
                 throw new Failure("request", "unknown command " + parts[0]);
         }
@@ -123,15 +130,27 @@ public final class KafkaCodecOracle {
         return answer;
     }
 
-    private static ApiMessage newMessage(short apiKey, short version, String direction) throws Failure {
+    /** A new message: "API_KEY:request" or "API_KEY:response", or a generated class's simple name. */
+    private static ApiMessage newMessage(String name, short version) throws Failure {
+        ApiMessage message;
+        int colon = name.indexOf(':');
+        if (colon >= 0) {
+            message = newApiMessage(Short.parseShort(name.substring(0, colon)), name.substring(colon + 1));
+        } else {
+            message = newDataMessage(name);
+        }
+        if (version < message.lowestSupportedVersion() || version > message.highestSupportedVersion()) {
+            throw new Failure("request", name + " has no version " + version);
+        }
+        return message;
+    }
+
+    private static ApiMessage newApiMessage(short apiKey, String direction) throws Failure {
         ApiMessageType type;
         try {
             type = ApiMessageType.fromApiKey(apiKey);
         } catch (RuntimeException e) {
             throw new Failure("request", "unknown api_key " + apiKey);
-        }
-        if (version < type.lowestSupportedVersion() || version > type.highestSupportedVersion(true)) {
-            throw new Failure("request", type.name() + " has no version " + version);
         }
         switch (direction) {
             case "request":
@@ -141,6 +160,24 @@ public final class KafkaCodecOracle {
             default:
                 throw new Failure("request", "direction must be request or response, not " + direction);
         }
+    }
+
+    private static ApiMessage newDataMessage(String simpleName) throws Failure {
+        try {
+            Class<?> cls = Class.forName("org.apache.kafka.common.message." + simpleName);
+            return (ApiMessage) cls.getConstructor().newInstance();
+        } catch (ReflectiveOperationException | ClassCastException e) {
+            throw new Failure("request", "no generated message class " + simpleName + ": " + e);
+        }
+    }
+
+    private static JsonNode describe(String simpleName) throws Failure {
+        ApiMessage message = newDataMessage(simpleName);
+        ObjectNode answer = JsonNodeFactory.instance.objectNode();
+        answer.put("ok", true);
+        answer.put("lowest", message.lowestSupportedVersion());
+        answer.put("highest", message.highestSupportedVersion());
+        return answer;
     }
 
     private static JsonNode parse(ApiMessage message, short version, byte[] body) throws Exception {
