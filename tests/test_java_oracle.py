@@ -32,13 +32,19 @@ import json
 import math
 import os
 import sys
+import uuid
 import zlib
 from pathlib import Path
 
 import pytest
 
 from kproto import _impl, schema
-from kproto.schema import Message
+from kproto.errors import EncodeError
+from kproto.schema import (
+    ARRAY, BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, RECORDS, STRING, UINT16, UINT32,
+    UUID, Message,
+)
+from kproto.schema._shapes import F_CHILDREN, F_NAME, F_STRUCT, F_TYPE
 
 from .message_samples import samples
 
@@ -155,13 +161,13 @@ def check_case(oracle: JavaOracle, codecs: dict, name: str, version: int, target
         encoded = {name: codec.encode_struct(obj, plan) for name, codec in codecs.items()}
         data = next(iter(encoded.values()))
         if len(set(encoded.values())) != 1:
-            problems.append((BYTES, f"{where} #{i}: the implementations encode differently"))
+            problems.append((WIRE, f"{where} #{i}: the implementations encode differently"))
             continue
         fields = obj.to_dict()
         for name, codec in codecs.items():
             found = first_difference(fields, codec.decode_struct(data, plan).to_dict(), "")
             if found:
-                problems.append((BYTES, f"{where} #{i}: {name} decodes its encoding otherwise: {found}"))
+                problems.append((WIRE, f"{where} #{i}: {name} decodes its encoding otherwise: {found}"))
         bare = codecs[next(iter(codecs))].encode_struct(without_unknown_tags(obj), plan) \
             if has_unknown_tags(obj) else data
         expectations.append((i, data, fields, bare))
@@ -176,7 +182,7 @@ def check_case(oracle: JavaOracle, codecs: dict, name: str, version: int, target
 
 #: The kinds of disagreement: Java cannot read kproto's bytes or writes back others; the
 #: JSON forms differ; Java's encoding from the JSON form fails or differs.
-BYTES, JSON, JSON_ENCODE = "bytes", "json", "json-encode"
+WIRE, JSON, JSON_ENCODE = "wire", "json", "json-encode"
 
 #: Cases where kproto's message tables (the definitions of late 2024) and the newest
 #: jar's differ, with the kinds of disagreement that follows. Regenerating the tables
@@ -190,7 +196,7 @@ TABLE_DIFFERENCES: dict[tuple[str, int], tuple[str, set[str]]] = {
        for v in (0, 1)},
     ("ReadShareGroupStateSummaryResponse", 0): (
         "v0 (unstable in late 2024) gained PartitionResult.LeaderEpoch: kproto reads Kafka's v0 wrong",
-        {BYTES, JSON, JSON_ENCODE}),
+        {WIRE, JSON, JSON_ENCODE}),
 }
 
 
@@ -198,11 +204,11 @@ def compare(where: str, plan, data: bytes, fields: dict, bare: bytes, parsed: di
             encoded: dict) -> list[tuple[str, str]]:
     problems = []
     if not parsed["ok"]:
-        problems.append((BYTES, f"{where}: Java cannot read kproto's bytes ({parsed['stage']}: "
+        problems.append((WIRE, f"{where}: Java cannot read kproto's bytes ({parsed['stage']}: "
                                 f"{parsed['error']}); bytes {data.hex()}"))
     else:
         if parsed["hex"] != data.hex():
-            problems.append((BYTES, f"{where}: Java writes back other bytes: kproto {data.hex()}, "
+            problems.append((WIRE, f"{where}: Java writes back other bytes: kproto {data.hex()}, "
                                     f"Java {parsed['hex']}"))
         expected = kafka_json(fields, plan, records_as_size=True, omit_default_tags=True)
         found = first_difference(expected, parsed["json"], plan.name)
@@ -264,6 +270,87 @@ def test_versions_kafka_4_removed_agree_with_kafka_3_9(oracle, older_oracle):
     assert len(cases) > 100, "too few cases: is the oracle listing the jar's APIs?"
     assert not problems, f"{len(problems)} disagreements in {len(failing)} cases:\n" + \
         "\n".join(problems[:SHOWN])
+
+
+# A value other than each kind's usual default, for the fields a version lacks.
+_OTHER = {BOOL: True, INT8: 5, INT16: 5, INT32: 5, INT64: 5, UINT16: 5, UINT32: 5, FLOAT64: 1.5,
+          UUID: uuid.UUID(int=5), STRING: "x", BYTES: b"x", RECORDS: b"x"}
+
+
+def _other_value(op, element_type: str):
+    if op.kind == ARRAY:   # an absent field's plan has no element kind: take Kafka's type name
+        return [_OTHER[schema.KIND_OF_TYPE[element_type]]]
+    value = _OTHER[op.kind]
+    if value == op.default:
+        value = 6 if isinstance(value, int) and not isinstance(value, bool) else not value
+    return value
+
+
+def _field_types(message: str) -> dict[tuple[str, str], str]:
+    """(struct name, field name) -> Kafka's type name ("int32", "[]string"), over every version."""
+    types: dict[tuple[str, str], str] = {}
+
+    def walk(struct: str, fields: tuple) -> None:
+        for f in fields:
+            types[struct, f[F_NAME]] = f[F_TYPE]
+            if f[F_STRUCT] is not None:
+                walk(f[F_STRUCT], f[F_CHILDREN])
+
+    for _versions, _origin, fields in schema.spec(message)["layers"]:
+        walk(message, fields)
+    return types
+
+
+@pytest.mark.parametrize("release", ["newest", "older"])
+def test_fields_a_version_lacks_are_refused_or_dropped_as_kafka_does(oracle, older_oracle, release):
+    # Kafka refuses to write a non-default value in a field the version lacks unless the
+    # field is ignorable (then it drops it); kproto's encoder must decide the same way.
+    both, _, kproto_only = matrix(oracle.apis())
+    if release == "older":   # the versions Kafka 4 removed, against Kafka 3.9
+        oracle, both = older_oracle, sorted(set(kproto_only) & set(matrix(older_oracle.apis())[0]))
+    codecs = [_impl.load("codec", name) for name in _impl.available()]
+    checks, requests, problems = [], [], []
+    for name, version, target in [api_case(*c) for c in both]:
+        plan = schema.plan(name, version)
+        if release == "newest" and any(name == known for known, _ in TABLE_DIFFERENCES):
+            continue   # a renamed field's JSON name is the newest jar's
+        names = java_oracle._kafka_names(plan.cls._message_name)
+        types = _field_types(plan.cls._message_name)
+        base = kafka_json(plan.cls().to_dict(), plan, records_as_size=False, omit_default_tags=False)
+        for op in plan.absent:
+            if op.struct_cls is not None:
+                continue   # a struct of a version that lacks it has no JSON form
+            element = types[plan.name, op.name].removeprefix("[]")   # the type, or its elements'
+            obj = plan.cls(**{op.name: _other_value(op, element)})
+            ours = set()
+            for codec in codecs:
+                try:
+                    ours.add(codec.encode_struct(obj, plan).hex())
+                except EncodeError:
+                    ours.add(None)
+            if len(ours) != 1:
+                problems.append(f"{name} v{version} {op.name}: the implementations disagree: {ours}")
+                continue
+            ours = ours.pop()
+            value, kind = obj.to_dict()[op.name], schema.KIND_OF_TYPE[element]
+            as_json = dict(base)
+            as_json[names[plan.name, op.name]] = \
+                [java_oracle._kafka_value(op, kind, v, False, False) for v in value] if op.kind == ARRAY \
+                else java_oracle._kafka_value(op, kind, value, False, False)
+            checks.append((f"{name} v{version} {op.name} (ignorable: {op.ignorable})", ours))
+            requests.append(("encode", target, version, json.dumps(as_json, separators=(",", ":"))))
+    for (where, ours), answer in zip(checks, oracle.ask(requests)):
+        theirs = answer["hex"] if answer["ok"] else None
+        if not answer["ok"] and answer["stage"] != "write":
+            problems.append(f"{where}: Java cannot read the JSON form ({answer['error']})")
+        elif ours != theirs:
+            problems.append(f"{where}: kproto {'refuses' if ours is None else 'writes ' + ours}, "
+                            f"Java {'refuses: ' + answer['error'] if theirs is None else 'writes ' + theirs}")
+    refused = sum(ours is None for _, ours in checks)
+    print(f"Kafka {oracle.version}: fields a version lacks, given a non-default value: {len(checks)} checked, "
+          f"{refused} refused by both, {len(checks) - refused - len(problems)} dropped by both.")
+    assert len(checks) > 50 and refused > 0
+    assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:SHOWN])
 
 
 def java_class(name: str) -> str:
