@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import sys
 import uuid
 import zlib
@@ -39,7 +40,7 @@ from pathlib import Path
 import pytest
 
 from kproto import _impl, schema
-from kproto.errors import EncodeError
+from kproto.errors import DecodeError, EncodeError
 from kproto.schema import (
     ARRAY, BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, RECORDS, STRING, UINT16, UINT32,
     UUID, Message,
@@ -270,6 +271,101 @@ def test_versions_kafka_4_removed_agree_with_kafka_3_9(oracle, older_oracle):
     assert len(cases) > 100, "too few cases: is the oracle listing the jar's APIs?"
     assert not problems, f"{len(problems)} disagreements in {len(failing)} cases:\n" + \
         "\n".join(problems[:SHOWN])
+
+
+#: Damaged bodies per (API, version, direction): cut, one byte changed or one inserted.
+DAMAGED_PER_CASE = 60
+
+
+def _damage(data: bytes, rng: random.Random) -> bytes:
+    roll, at = rng.random(), rng.randrange(len(data) + 1)
+    if roll < 0.3:
+        return data[:at]
+    if roll < 0.8 and at < len(data):
+        return data[:at] + bytes([rng.randrange(256)]) + data[at + 1:]
+    return data[:at] + bytes([rng.randrange(256)]) + data[at:]
+
+
+def _kproto_reencodes(codecs: dict, data: bytes, plan) -> set:
+    """What each implementation (the C one lazily and eagerly) writes back: hex, or the
+    DecodeError's reason."""
+    out = set()
+    for name, codec in codecs.items():
+        for lazy in ((True, False) if name == "c" else (True,)):
+            try:
+                decoded = codec.decode_struct(data, plan, lazy=lazy)
+            except DecodeError as exc:
+                out.add(("refused", exc.reason))
+                continue
+            out.add(("wrote", codec.encode_struct(decoded, plan).hex()))
+    return out
+
+
+#: Java's refusals of bytes kproto reads and writes back unchanged, on purpose: an unknown
+#: tag that another version of the struct defines, and unknown tags out of order or above
+#: 2**31 - 1 (Java keeps tags in an int).
+JAVA_STRICTER = ("is not valid for version", "Invalid raw tag field list")
+
+
+def damage_verdict(data: bytes, ours: tuple[str, str], java: dict) -> str:
+    """How kproto and Kafka's codec judge a damaged body; a verdict in ``ACCEPTED`` or a problem.
+
+    Where only one codec reads the bytes, the one that writes them back unchanged decides:
+    bytes a codec reads and writes back as they were are a message, and the other must read
+    them (or be listed in ``JAVA_STRICTER``); bytes it reads but writes back otherwise (Java
+    reads any negative length as null, drops varint bits above 32, ignores a known tagged
+    field's size, replaces bad UTF-8) it read leniently, and the other may refuse them.
+    """
+    outcome, detail = ours
+    if outcome == "wrote" and java["ok"]:
+        return "both read" if detail == java["hex"] else f"both read, write back differently: kproto {detail}"
+    if outcome == "refused" and not java["ok"]:
+        return "both refuse"
+    if outcome == "refused":
+        return "Java reads leniently" if java["hex"] != data.hex() else \
+            f"kproto refuses ({detail}) bytes Java reads and writes back unchanged"
+    if detail != data.hex():
+        return "kproto reads leniently"
+    if any(k in java["error"] for k in JAVA_STRICTER):
+        return "Java refuses on purpose"
+    return f"Java refuses ({java['error']}) bytes kproto reads and writes back unchanged"
+
+
+ACCEPTED = ("both read", "both refuse", "Java reads leniently", "kproto reads leniently",
+            "Java refuses on purpose")
+
+
+@pytest.mark.parametrize("release", ["newest", "older"])
+def test_damaged_bytes_are_read_or_refused_as_kafka_does(oracle, older_oracle, release):
+    # Bytes kproto never wrote (cut, a byte changed or inserted), read by both codecs.
+    both, _, kproto_only = matrix(oracle.apis())
+    if release == "older":
+        oracle, both = older_oracle, sorted(set(kproto_only) & set(matrix(older_oracle.apis())[0]))
+    codecs = {name: _impl.load("codec", name) for name in _impl.available()}
+    counts: dict[str, int] = {}
+    problems = []
+    for name, version, target in [api_case(*c) for c in both]:
+        if (name, version) in TABLE_DIFFERENCES:
+            continue
+        plan = schema.plan(name, version)
+        rng = random.Random(zlib.crc32(f"damage {target} {version}".encode()))
+        bodies = [codecs[next(iter(codecs))].encode_struct(obj, plan)
+                  for obj in samples(plan, DAMAGED_PER_CASE // 3, seed=rng.randrange(2**32))]
+        damaged = [_damage(body, rng) for body in bodies for _ in range(3)]
+        answers = oracle.ask([("parse", target, version, data.hex()) for data in damaged])
+        for data, answer in zip(damaged, answers):
+            ours = _kproto_reencodes(codecs, data, plan)
+            if len(ours) != 1:
+                problems.append(f"{name} v{version} {data.hex()}: the implementations disagree: {ours}")
+                continue
+            verdict = damage_verdict(data, ours.pop(), answer)
+            if verdict in ACCEPTED:
+                counts[verdict] = counts.get(verdict, 0) + 1
+            else:
+                problems.append(f"{name} v{version} {data.hex()}: {verdict}")
+    print(f"Kafka {oracle.version}, damaged bodies: {counts}")
+    assert counts.get("both read", 0) > 1000 and counts.get("both refuse", 0) > 1000
+    assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:SHOWN])
 
 
 # A value other than each kind's usual default, for the fields a version lacks.
