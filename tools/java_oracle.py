@@ -118,9 +118,11 @@ class JavaOracle:
         self.timeout = timeout
         classes = compile_oracle(version)
         classpath = os.pathsep.join([str(classes), *map(str, kafka_libs(version))])
+        # A file, not a pipe: a JVM that writes much to stderr must not stall on a full pipe.
+        self._errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
         self._proc = subprocess.Popen(
             [_tool("java"), "-Xmx768m", "-XX:+UseSerialGC", "-Xss8m", "-cp", classpath, MAIN_CLASS],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors,
             text=True, encoding="utf-8", bufsize=1 << 16)
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -168,7 +170,8 @@ class JavaOracle:
 
     def _stderr(self) -> str:
         try:
-            return self._proc.stderr.read()[-2000:] if self._proc.stderr else ""
+            self._errors.seek(0)
+            return self._errors.read()[-2000:]
         except (OSError, ValueError):
             return ""
 
@@ -195,9 +198,9 @@ class JavaOracle:
             except (OSError, subprocess.TimeoutExpired):
                 self._proc.kill()
                 self._proc.wait(timeout=10)
-        for stream in (self._proc.stdout, self._proc.stderr):
-            if stream:
-                stream.close()
+        if self._proc.stdout:
+            self._proc.stdout.close()
+        self._errors.close()
 
     def __enter__(self) -> JavaOracle:
         return self
