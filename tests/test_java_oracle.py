@@ -1,9 +1,9 @@
 """kproto against Apache Kafka's own Java codec, message by message (issue 36).
 
 For every (API, version, request/response) that both the newest Kafka release's
-jar (``ApiMessageType``) and kproto's tables know, a few hundred seeded messages
-(tests/message_samples.py: edge values, nulls, empty and large arrays, unknown
-tagged fields) are encoded by kproto and sent to tools/oracle/KafkaCodecOracle.java:
+jar (``ApiMessageType``) and kproto's tables know, 100 seeded messages (more with
+KPROTO_ORACLE_MESSAGES; tests/message_samples.py: edge values, nulls, empty and
+large arrays, unknown tagged fields) are encoded by kproto and sent to tools/oracle/KafkaCodecOracle.java:
 
 * Kafka's generated class reads kproto's bytes, every one of them, and writes
   back exactly kproto's bytes;
