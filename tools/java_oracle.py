@@ -284,12 +284,16 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("list", "describe", "parse", "encode"):
         print(__doc__.split("From the command line:")[1].strip(), file=sys.stderr)
         return 2
-    with JavaOracle() as oracle:
-        if argv[0] == "list":
-            for api in oracle.apis():
-                print(json.dumps(api))
-        else:
-            print(json.dumps(oracle.ask([tuple(argv)])[0]))
+    try:
+        with JavaOracle() as oracle:
+            if argv[0] == "list":
+                for api in oracle.apis():
+                    print(json.dumps(api))
+            else:
+                print(json.dumps(oracle.ask([tuple(argv)])[0]))
+    except (OracleUnavailable, OracleError) as exc:
+        print(f"java_oracle: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
