@@ -17,8 +17,9 @@
 # Exits non-zero, naming what is missing, when mvn, Java or an artifact cannot be had.
 set -euo pipefail
 
-# The newest patch of each release line the project checks against (Maven Central).
-KAFKA_RELEASES=(3.9.2 4.0.2 4.1.2 4.2.2 4.3.1 4.4.0)
+# The newest patch of each release line the project checks against (Maven Central), and 4.0.0,
+# which advertises and serves fewer JoinGroup versions than the later 4.0 patches (v2-9, not v0-9).
+KAFKA_RELEASES=(3.9.2 4.0.0 4.0.2 4.1.2 4.2.2 4.3.1 4.4.0)
 
 say() { echo "install-kafka: $*" >&2; }
 

@@ -79,13 +79,14 @@ def release_key(release: str) -> tuple[int, ...]:
 
 
 def resolve(release: str) -> str:
-    """``"4.4"`` -> ``"4.4.0"``: a release of :func:`releases`, given whole or as its line."""
+    """``"4.4"`` -> ``"4.4.0"``: a release of :func:`releases`, given whole or as its line;
+    any other release given whole that scripts/install-kafka.sh has put in the cache (``4.0.0``)."""
     known = releases()
-    if release in known:
+    if release in known or (release.count(".") == 2 and (kafka_cache() / release / ".broker-ok").is_file()):
         return release
     matches = [r for r in known if r.startswith(release + ".")]
-    if len(matches) == 1:
-        return matches[0]
+    if matches:
+        return max(matches, key=release_key)    # the newest patch of the line
     raise BrokerError(f"no release {release!r} among {', '.join(known)} (scripts/install-kafka.sh KAFKA_RELEASES)")
 
 
@@ -208,8 +209,12 @@ def _die_with_parent() -> None:
 
 
 def new_cluster_id() -> str:
-    """A Kafka Uuid in its base64 form (what ``kafka-storage random-uuid`` prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka Uuid in its base64 form (what ``kafka-storage random-uuid`` prints); like Kafka's
+    Uuid.randomUuid never one beginning with '-', which StorageTool's parser would take for an option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 # ---------------------------------------------------------------- one broker
