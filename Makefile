@@ -18,7 +18,7 @@ demo:
 	.venv/bin/python -m kproto.demo
 
 test:
-	scripts/setup.sh --spark --capture --browser --portability
+	scripts/setup.sh --spark --capture --browser --portability --kafka-clients
 	scripts/test.sh
 
 test-portable:

@@ -10,6 +10,16 @@ from kproto.schema import Message as Message
 
 def __getattr__(name: str) -> Any: ...
 
+class AbortedTxn(Message):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    def __init__(self, *, producer_id: int = ..., first_offset: int = ..., last_offset: int = ..., last_stable_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
 class AddOffsetsToTxnRequest(Message):
     transactional_id: str
     producer_id: int
@@ -89,7 +99,8 @@ class AddRaftVoterRequest(Message):
     voter_id: int
     voter_directory_id: UUID
     listeners: list[AddRaftVoterRequest.Listener]
-    def __init__(self, *, cluster_id: str | None = ..., timeout_ms: int = ..., voter_id: int = ..., voter_directory_id: UUID = ..., listeners: list[AddRaftVoterRequest.Listener] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    ack_when_committed: bool
+    def __init__(self, *, cluster_id: str | None = ..., timeout_ms: int = ..., voter_id: int = ..., voter_directory_id: UUID = ..., listeners: list[AddRaftVoterRequest.Listener] = ..., ack_when_committed: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -241,10 +252,10 @@ class AlterPartitionReassignmentsResponse(Message):
 
 class AlterPartitionRequest(Message):
     class TopicData(Message):
-        topic_name: str
         topic_id: UUID
         partitions: list[AlterPartitionRequest.PartitionData]
-        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[AlterPartitionRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        topic_name: str
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[AlterPartitionRequest.PartitionData] = ..., topic_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
         partition_index: int
@@ -270,10 +281,10 @@ class AlterPartitionRequest(Message):
 
 class AlterPartitionResponse(Message):
     class TopicData(Message):
-        topic_name: str
         topic_id: UUID
         partitions: list[AlterPartitionResponse.PartitionData]
-        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[AlterPartitionResponse.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        topic_name: str
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[AlterPartitionResponse.PartitionData] = ..., topic_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
         partition_index: int
@@ -328,6 +339,46 @@ class AlterReplicaLogDirsResponse(Message):
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
+class AlterShareGroupOffsetsRequest(Message):
+    class AlterShareGroupOffsetsRequestTopic(Message):
+        topic_name: str
+        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]
+        def __init__(self, *, topic_name: str = ..., partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class AlterShareGroupOffsetsRequestPartition(Message):
+        partition_index: int
+        start_offset: int
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    group_id: str
+    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class AlterShareGroupOffsetsResponse(Message):
+    class AlterShareGroupOffsetsResponseTopic(Message):
+        topic_name: str
+        topic_id: UUID
+        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class AlterShareGroupOffsetsResponsePartition(Message):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
 class AlterUserScramCredentialsRequest(Message):
     class ScramCredentialDeletion(Message):
         name: str
@@ -366,7 +417,9 @@ class AlterUserScramCredentialsResponse(Message):
 class ApiVersionsRequest(Message):
     client_software_name: str
     client_software_version: str
-    def __init__(self, *, client_software_name: str = ..., client_software_version: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    cluster_id: str | None
+    node_id: int
+    def __init__(self, *, client_software_name: str = ..., client_software_version: str = ..., cluster_id: str | None = ..., node_id: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -511,7 +564,8 @@ class BrokerHeartbeatRequest(Message):
     want_fence: bool
     want_shut_down: bool
     offline_log_dirs: list[UUID]
-    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., current_metadata_offset: int = ..., want_fence: bool = ..., want_shut_down: bool = ..., offline_log_dirs: list[UUID] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    cordoned_log_dirs: list[UUID] | None
+    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., current_metadata_offset: int = ..., want_fence: bool = ..., want_shut_down: bool = ..., offline_log_dirs: list[UUID] = ..., cordoned_log_dirs: list[UUID] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -596,7 +650,8 @@ class ConsumerGroupDescribeResponse(Message):
         subscribed_topic_regex: str | None
         assignment: ConsumerGroupDescribeResponse.Assignment
         target_assignment: ConsumerGroupDescribeResponse.Assignment
-        def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., subscribed_topic_regex: str | None = ..., assignment: ConsumerGroupDescribeResponse.Assignment = ..., target_assignment: ConsumerGroupDescribeResponse.Assignment = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        member_type: int
+        def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., subscribed_topic_regex: str | None = ..., assignment: ConsumerGroupDescribeResponse.Assignment = ..., target_assignment: ConsumerGroupDescribeResponse.Assignment = ..., member_type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Assignment(Message):
         topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions]
@@ -683,6 +738,13 @@ class ConsumerProtocolSubscription(Message):
     generation_id: int
     rack_id: str | None
     def __init__(self, *, topics: list[str] = ..., user_data: bytes | None = ..., owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] = ..., generation_id: int = ..., rack_id: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class ControlRecordTypeSchema(Message):
+    type: int
+    def __init__(self, *, type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -953,7 +1015,8 @@ class DeleteGroupsResponse(Message):
     class DeletableGroupResult(Message):
         group_id: str
         error_code: int
-        def __init__(self, *, group_id: str = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        error_message: str | None
+        def __init__(self, *, group_id: str = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
     results: list[DeleteGroupsResponse.DeletableGroupResult]
@@ -995,6 +1058,35 @@ class DeleteRecordsResponse(Message):
     throttle_time_ms: int
     topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class DeleteShareGroupOffsetsRequest(Message):
+    class DeleteShareGroupOffsetsRequestTopic(Message):
+        topic_name: str
+        def __init__(self, *, topic_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    group_id: str
+    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class DeleteShareGroupOffsetsResponse(Message):
+    class DeleteShareGroupOffsetsResponseTopic(Message):
+        topic_name: str
+        topic_id: UUID
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -1199,12 +1291,12 @@ class DescribeConfigsResponse(Message):
         value: str | None
         read_only: bool
         config_source: int
-        is_default: bool
         is_sensitive: bool
         synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym]
         config_type: int
         documentation: str | None
-        def __init__(self, *, name: str = ..., value: str | None = ..., read_only: bool = ..., config_source: int = ..., is_default: bool = ..., is_sensitive: bool = ..., synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = ..., config_type: int = ..., documentation: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        is_default: bool
+        def __init__(self, *, name: str = ..., value: str | None = ..., read_only: bool = ..., config_source: int = ..., is_sensitive: bool = ..., synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = ..., config_type: int = ..., documentation: str | None = ..., is_default: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DescribeConfigsSynonym(Message):
         name: str
@@ -1438,6 +1530,53 @@ class DescribeQuorumResponse(Message):
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
+class DescribeShareGroupOffsetsRequest(Message):
+    class DescribeShareGroupOffsetsRequestGroup(Message):
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None
+        def __init__(self, *, group_id: str = ..., topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class DescribeShareGroupOffsetsRequestTopic(Message):
+        topic_name: str
+        partitions: list[int]
+        def __init__(self, *, topic_name: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup]
+    def __init__(self, *, groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class DescribeShareGroupOffsetsResponse(Message):
+    class DescribeShareGroupOffsetsResponseGroup(Message):
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic]
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, group_id: str = ..., topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class DescribeShareGroupOffsetsResponseTopic(Message):
+        topic_name: str
+        topic_id: UUID
+        partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition]
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class DescribeShareGroupOffsetsResponsePartition(Message):
+        partition_index: int
+        start_offset: int
+        leader_epoch: int
+        lag: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ..., leader_epoch: int = ..., lag: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    throttle_time_ms: int
+    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
 class DescribeTopicPartitionsRequest(Message):
     class TopicRequest(Message):
         name: str
@@ -1645,6 +1784,13 @@ class EndQuorumEpochResponse(Message):
     topics: list[EndQuorumEpochResponse.TopicData]
     node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint]
     def __init__(self, *, error_code: int = ..., topics: list[EndQuorumEpochResponse.TopicData] = ..., node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class EndTxnMarker(Message):
+    coordinator_epoch: int
+    def __init__(self, *, coordinator_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -2273,11 +2419,11 @@ class ListOffsetsResponse(Message):
     class ListOffsetsPartitionResponse(Message):
         partition_index: int
         error_code: int
-        old_style_offsets: list[int]
         timestamp: int
         offset: int
         leader_epoch: int
-        def __init__(self, *, partition_index: int = ..., error_code: int = ..., old_style_offsets: list[int] = ..., timestamp: int = ..., offset: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        old_style_offsets: list[int]
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., timestamp: int = ..., offset: int = ..., leader_epoch: int = ..., old_style_offsets: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
     topics: list[ListOffsetsResponse.ListOffsetsTopicResponse]
@@ -2412,9 +2558,9 @@ class OffsetCommitRequest(Message):
         partition_index: int
         committed_offset: int
         committed_leader_epoch: int
-        commit_timestamp: int
         committed_metadata: str | None
-        def __init__(self, *, partition_index: int = ..., committed_offset: int = ..., committed_leader_epoch: int = ..., commit_timestamp: int = ..., committed_metadata: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        commit_timestamp: int
+        def __init__(self, *, partition_index: int = ..., committed_offset: int = ..., committed_leader_epoch: int = ..., committed_metadata: str | None = ..., commit_timestamp: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
     generation_id_or_member_epoch: int
@@ -2750,8 +2896,10 @@ class ReadShareGroupStateSummaryResponse(Message):
         error_code: int
         error_message: str | None
         state_epoch: int
+        leader_epoch: int
         start_offset: int
-        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., state_epoch: int = ..., start_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        delivery_complete_count: int
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., state_epoch: int = ..., leader_epoch: int = ..., start_offset: int = ..., delivery_complete_count: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult]
     def __init__(self, *, results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
@@ -2863,8 +3011,9 @@ class ShareAcknowledgeRequest(Message):
     group_id: str | None
     member_id: str | None
     share_session_epoch: int
+    is_renew_ack: bool
     topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
-    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., is_renew_ack: bool = ..., topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -2897,9 +3046,10 @@ class ShareAcknowledgeResponse(Message):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
     node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., acquisition_lock_timeout_ms: int = ..., responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -2933,9 +3083,13 @@ class ShareFetchRequest(Message):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
+    max_records: int
+    batch_size: int
+    share_acquire_mode: int
+    is_renew_ack: bool
     topics: list[ShareFetchRequest.FetchTopic]
     forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
-    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., topics: list[ShareFetchRequest.FetchTopic] = ..., forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., max_records: int = ..., batch_size: int = ..., share_acquire_mode: int = ..., is_renew_ack: bool = ..., topics: list[ShareFetchRequest.FetchTopic] = ..., forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -2978,9 +3132,10 @@ class ShareFetchResponse(Message):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
     node_endpoints: list[ShareFetchResponse.NodeEndpoint]
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ..., node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., acquisition_lock_timeout_ms: int = ..., responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ..., node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -3130,6 +3285,290 @@ class StopReplicaResponse(Message):
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
+class StreamsGroupDescribeRequest(Message):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    include_topology_description: bool
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ..., include_topology_description: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class StreamsGroupDescribeResponse(Message):
+    class DescribedGroup(Message):
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        topology: StreamsGroupDescribeResponse.Topology | None
+        members: list[StreamsGroupDescribeResponse.Member]
+        authorized_operations: int
+        topology_description: StreamsGroupDescribeResponse.TopologyDescription | None
+        topology_description_status: int
+        assignor_name: str | None
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., topology: StreamsGroupDescribeResponse.Topology | None = ..., members: list[StreamsGroupDescribeResponse.Member] = ..., authorized_operations: int = ..., topology_description: StreamsGroupDescribeResponse.TopologyDescription | None = ..., topology_description_status: int = ..., assignor_name: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Topology(Message):
+        epoch: int
+        subtopologies: list[StreamsGroupDescribeResponse.Subtopology] | None
+        def __init__(self, *, epoch: int = ..., subtopologies: list[StreamsGroupDescribeResponse.Subtopology] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Subtopology(Message):
+        subtopology_id: str
+        source_topics: list[str]
+        repartition_sink_topics: list[str]
+        state_changelog_topics: list[StreamsGroupDescribeResponse.TopicInfo]
+        repartition_source_topics: list[StreamsGroupDescribeResponse.TopicInfo]
+        def __init__(self, *, subtopology_id: str = ..., source_topics: list[str] = ..., repartition_sink_topics: list[str] = ..., state_changelog_topics: list[StreamsGroupDescribeResponse.TopicInfo] = ..., repartition_source_topics: list[StreamsGroupDescribeResponse.TopicInfo] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopicInfo(Message):
+        name: str
+        partitions: int
+        replication_factor: int
+        topic_configs: list[StreamsGroupDescribeResponse.KeyValue]
+        def __init__(self, *, name: str = ..., partitions: int = ..., replication_factor: int = ..., topic_configs: list[StreamsGroupDescribeResponse.KeyValue] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class KeyValue(Message):
+        key: str
+        value: str
+        def __init__(self, *, key: str = ..., value: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Member(Message):
+        member_id: str
+        member_epoch: int
+        instance_id: str | None
+        rack_id: str | None
+        client_id: str
+        client_host: str
+        topology_epoch: int
+        process_id: str
+        user_endpoint: StreamsGroupDescribeResponse.Endpoint | None
+        client_tags: list[StreamsGroupDescribeResponse.KeyValue]
+        task_offsets: list[StreamsGroupDescribeResponse.TaskOffset]
+        task_end_offsets: list[StreamsGroupDescribeResponse.TaskOffset]
+        assignment: StreamsGroupDescribeResponse.Assignment
+        target_assignment: StreamsGroupDescribeResponse.Assignment
+        is_classic: bool
+        def __init__(self, *, member_id: str = ..., member_epoch: int = ..., instance_id: str | None = ..., rack_id: str | None = ..., client_id: str = ..., client_host: str = ..., topology_epoch: int = ..., process_id: str = ..., user_endpoint: StreamsGroupDescribeResponse.Endpoint | None = ..., client_tags: list[StreamsGroupDescribeResponse.KeyValue] = ..., task_offsets: list[StreamsGroupDescribeResponse.TaskOffset] = ..., task_end_offsets: list[StreamsGroupDescribeResponse.TaskOffset] = ..., assignment: StreamsGroupDescribeResponse.Assignment = ..., target_assignment: StreamsGroupDescribeResponse.Assignment = ..., is_classic: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Endpoint(Message):
+        host: str
+        port: int
+        def __init__(self, *, host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TaskOffset(Message):
+        subtopology_id: str
+        partition: int
+        offset: int
+        def __init__(self, *, subtopology_id: str = ..., partition: int = ..., offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Assignment(Message):
+        active_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        standby_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        warmup_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        def __init__(self, *, active_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ..., standby_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ..., warmup_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TaskIds(Message):
+        subtopology_id: str
+        partitions: list[int]
+        def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescription(Message):
+        subtopologies: list[StreamsGroupDescribeResponse.TopologyDescriptionSubtopology]
+        global_stores: list[StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore]
+        def __init__(self, *, subtopologies: list[StreamsGroupDescribeResponse.TopologyDescriptionSubtopology] = ..., global_stores: list[StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionSubtopology(Message):
+        subtopology_id: str
+        nodes: list[StreamsGroupDescribeResponse.TopologyDescriptionNode]
+        def __init__(self, *, subtopology_id: str = ..., nodes: list[StreamsGroupDescribeResponse.TopologyDescriptionNode] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionNode(Message):
+        name: str
+        node_type: int
+        source_topics: list[str]
+        sink_topic: str | None
+        stores: list[str]
+        successors: list[str]
+        def __init__(self, *, name: str = ..., node_type: int = ..., source_topics: list[str] = ..., sink_topic: str | None = ..., stores: list[str] = ..., successors: list[str] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionGlobalStore(Message):
+        source: StreamsGroupDescribeResponse.TopologyDescriptionNode
+        processor: StreamsGroupDescribeResponse.TopologyDescriptionNode
+        def __init__(self, *, source: StreamsGroupDescribeResponse.TopologyDescriptionNode = ..., processor: StreamsGroupDescribeResponse.TopologyDescriptionNode = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    throttle_time_ms: int
+    groups: list[StreamsGroupDescribeResponse.DescribedGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[StreamsGroupDescribeResponse.DescribedGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class StreamsGroupHeartbeatRequest(Message):
+    class Topology(Message):
+        epoch: int
+        subtopologies: list[StreamsGroupHeartbeatRequest.Subtopology]
+        def __init__(self, *, epoch: int = ..., subtopologies: list[StreamsGroupHeartbeatRequest.Subtopology] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Subtopology(Message):
+        subtopology_id: str
+        source_topics: list[str]
+        source_topic_regex: list[str]
+        state_changelog_topics: list[StreamsGroupHeartbeatRequest.TopicInfo]
+        repartition_sink_topics: list[str]
+        repartition_source_topics: list[StreamsGroupHeartbeatRequest.TopicInfo]
+        copartition_groups: list[StreamsGroupHeartbeatRequest.CopartitionGroup]
+        def __init__(self, *, subtopology_id: str = ..., source_topics: list[str] = ..., source_topic_regex: list[str] = ..., state_changelog_topics: list[StreamsGroupHeartbeatRequest.TopicInfo] = ..., repartition_sink_topics: list[str] = ..., repartition_source_topics: list[StreamsGroupHeartbeatRequest.TopicInfo] = ..., copartition_groups: list[StreamsGroupHeartbeatRequest.CopartitionGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopicInfo(Message):
+        name: str
+        partitions: int
+        replication_factor: int
+        topic_configs: list[StreamsGroupHeartbeatRequest.KeyValue]
+        def __init__(self, *, name: str = ..., partitions: int = ..., replication_factor: int = ..., topic_configs: list[StreamsGroupHeartbeatRequest.KeyValue] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class KeyValue(Message):
+        key: str
+        value: str
+        def __init__(self, *, key: str = ..., value: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class CopartitionGroup(Message):
+        source_topics: list[int]
+        source_topic_regex: list[int]
+        repartition_source_topics: list[int]
+        def __init__(self, *, source_topics: list[int] = ..., source_topic_regex: list[int] = ..., repartition_source_topics: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TaskIds(Message):
+        subtopology_id: str
+        partitions: list[int]
+        def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Endpoint(Message):
+        host: str
+        port: int
+        def __init__(self, *, host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TaskOffset(Message):
+        subtopology_id: str
+        partition: int
+        offset: int
+        def __init__(self, *, subtopology_id: str = ..., partition: int = ..., offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    endpoint_information_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    topology: StreamsGroupHeartbeatRequest.Topology | None
+    active_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    standby_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    warmup_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    process_id: str | None
+    user_endpoint: StreamsGroupHeartbeatRequest.Endpoint | None
+    client_tags: list[StreamsGroupHeartbeatRequest.KeyValue] | None
+    task_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None
+    task_end_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None
+    shutdown_application: bool
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., endpoint_information_epoch: int = ..., instance_id: str | None = ..., rack_id: str | None = ..., rebalance_timeout_ms: int = ..., topology: StreamsGroupHeartbeatRequest.Topology | None = ..., active_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ..., standby_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ..., warmup_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ..., process_id: str | None = ..., user_endpoint: StreamsGroupHeartbeatRequest.Endpoint | None = ..., client_tags: list[StreamsGroupHeartbeatRequest.KeyValue] | None = ..., task_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None = ..., task_end_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None = ..., shutdown_application: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class StreamsGroupHeartbeatResponse(Message):
+    class Status(Message):
+        status_code: int
+        status_detail: str
+        def __init__(self, *, status_code: int = ..., status_detail: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TaskIds(Message):
+        subtopology_id: str
+        partitions: list[int]
+        def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class EndpointToPartitions(Message):
+        user_endpoint: StreamsGroupHeartbeatResponse.Endpoint
+        active_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition]
+        standby_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition]
+        def __init__(self, *, user_endpoint: StreamsGroupHeartbeatResponse.Endpoint = ..., active_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition] = ..., standby_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Endpoint(Message):
+        host: str
+        port: int
+        def __init__(self, *, host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopicPartition(Message):
+        topic: str
+        partitions: list[int]
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    acceptable_recovery_lag_legacy: int
+    task_offset_interval_ms: int
+    acceptable_recovery_lag: int
+    status: list[StreamsGroupHeartbeatResponse.Status] | None
+    active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    topology_description_required: bool
+    endpoint_information_epoch: int
+    partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions] | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., member_id: str = ..., member_epoch: int = ..., heartbeat_interval_ms: int = ..., acceptable_recovery_lag_legacy: int = ..., task_offset_interval_ms: int = ..., acceptable_recovery_lag: int = ..., status: list[StreamsGroupHeartbeatResponse.Status] | None = ..., active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ..., standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ..., warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ..., topology_description_required: bool = ..., endpoint_information_epoch: int = ..., partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class StreamsGroupTopologyDescriptionUpdateRequest(Message):
+    class TopologyDescription(Message):
+        subtopologies: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionSubtopology]
+        global_stores: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionGlobalStore]
+        def __init__(self, *, subtopologies: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionSubtopology] = ..., global_stores: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionGlobalStore] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionSubtopology(Message):
+        subtopology_id: str
+        nodes: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode]
+        def __init__(self, *, subtopology_id: str = ..., nodes: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionNode(Message):
+        name: str
+        node_type: int
+        source_topics: list[str]
+        sink_topic: str | None
+        stores: list[str]
+        successors: list[str]
+        def __init__(self, *, name: str = ..., node_type: int = ..., source_topics: list[str] = ..., sink_topic: str | None = ..., stores: list[str] = ..., successors: list[str] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionGlobalStore(Message):
+        source: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode
+        processor: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode
+        def __init__(self, *, source: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode = ..., processor: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    group_id: str
+    member_id: str
+    topology_epoch: int
+    topology_description: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescription
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., topology_epoch: int = ..., topology_description: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescription = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class StreamsGroupTopologyDescriptionUpdateResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
 class SyncGroupRequest(Message):
     class SyncGroupRequestAssignment(Message):
         member_id: str
@@ -3162,8 +3601,9 @@ class SyncGroupResponse(Message):
 class TxnOffsetCommitRequest(Message):
     class TxnOffsetCommitRequestTopic(Message):
         name: str
+        topic_id: UUID
         partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
-        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        def __init__(self, *, name: str = ..., topic_id: UUID = ..., partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TxnOffsetCommitRequestPartition(Message):
         partition_index: int
@@ -3176,11 +3616,11 @@ class TxnOffsetCommitRequest(Message):
     group_id: str
     producer_id: int
     producer_epoch: int
-    generation_id: int
+    generation_id_or_member_epoch: int
     member_id: str
     group_instance_id: str | None
     topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic]
-    def __init__(self, *, transactional_id: str = ..., group_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., generation_id: int = ..., member_id: str = ..., group_instance_id: str | None = ..., topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    def __init__(self, *, transactional_id: str = ..., group_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., generation_id_or_member_epoch: int = ..., member_id: str = ..., group_instance_id: str | None = ..., topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
@@ -3188,8 +3628,9 @@ class TxnOffsetCommitRequest(Message):
 class TxnOffsetCommitResponse(Message):
     class TxnOffsetCommitResponseTopic(Message):
         name: str
+        topic_id: UUID
         partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
-        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        def __init__(self, *, name: str = ..., topic_id: UUID = ..., partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TxnOffsetCommitResponsePartition(Message):
         partition_index: int
@@ -3211,6 +3652,22 @@ class UnregisterBrokerRequest(Message):
     def encode(self, version: int) -> bytes: ...
 
 class UnregisterBrokerResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class UnregisterControllerRequest(Message):
+    controller_id: int
+    def __init__(self, *, controller_id: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class UnregisterControllerResponse(Message):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
@@ -3352,13 +3809,14 @@ class VoteRequest(Message):
 
     class PartitionData(Message):
         partition_index: int
-        candidate_epoch: int
-        candidate_id: int
-        candidate_directory_id: UUID
+        replica_epoch: int
+        replica_id: int
+        replica_directory_id: UUID
         voter_directory_id: UUID
         last_offset_epoch: int
         last_offset: int
-        def __init__(self, *, partition_index: int = ..., candidate_epoch: int = ..., candidate_id: int = ..., candidate_directory_id: UUID = ..., voter_directory_id: UUID = ..., last_offset_epoch: int = ..., last_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        pre_vote: bool
+        def __init__(self, *, partition_index: int = ..., replica_epoch: int = ..., replica_id: int = ..., replica_directory_id: UUID = ..., voter_directory_id: UUID = ..., last_offset_epoch: int = ..., last_offset: int = ..., pre_vote: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     cluster_id: str | None
     voter_id: int
@@ -3433,8 +3891,9 @@ class WriteShareGroupStateRequest(Message):
         state_epoch: int
         leader_epoch: int
         start_offset: int
+        delivery_complete_count: int
         state_batches: list[WriteShareGroupStateRequest.StateBatch]
-        def __init__(self, *, partition: int = ..., state_epoch: int = ..., leader_epoch: int = ..., start_offset: int = ..., state_batches: list[WriteShareGroupStateRequest.StateBatch] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        def __init__(self, *, partition: int = ..., state_epoch: int = ..., leader_epoch: int = ..., start_offset: int = ..., delivery_complete_count: int = ..., state_batches: list[WriteShareGroupStateRequest.StateBatch] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class StateBatch(Message):
         first_offset: int

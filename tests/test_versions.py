@@ -37,26 +37,28 @@ def test_api_table_has_every_request_with_its_facts():
 def test_api_table_rows_for_the_4x_baseline():
     produce = v.api_info("Produce")
     assert (produce.api_key, produce.versions, produce.flexible_from) == (0, (0, 13), 9)
-    assert produce.deprecated == (0, 6)          # KIP-896 marked 0-6 ...
-    assert produce.removed_in_4x == (0, 2)       # ... 4.x removed only 0-2
+    assert produce.deprecated == (0, 2)          # 3.9.0 marked 0-6; 3.9.1+ only 0-2 (KAFKA-18659) ...
+    assert produce.removed_in_4x == (0, 2)       # ... which is what 4.x removed
     assert v.api_info("Fetch").removed_in_4x == (0, 3)
     metadata = v.api_info(3)
     assert metadata.deprecated == (0, 3) and metadata.removed_in_4x is None   # kept by 4.x
     assert v.api_info("LeaderAndIsr").removed_in_4x == (0, 7)
     assert v.api_info("LeaderAndIsr").removed_source == "ZooKeeper-only"
     assert v.api_info("CreateDelegationToken").removed_in_4x == (0, 0)
-    assert v.api_info("CreateDelegationToken").removed_source == "4.x broker tables"
-    assert v.api_info("Vote").removed_source == "unknown"
+    assert v.api_info("CreateDelegationToken").removed_source == "4.x definitions"   # the 4.0 jar: 1-3
+    assert v.api_info("Vote").removed_source == "4.x definitions" and v.api_info("Vote").removed_in_4x is None
 
 
 def test_api_names_and_keys():
     assert v.api_key_of("ProduceRequest") == v.api_key_of("produce") == v.api_key_of(0) == 0
     assert v.api_key_of("ListClientMetricsResources") == 74     # the old name still resolves
-    assert v.api_label(0) == "Produce(0)" and v.api_label(90) == "UNKNOWN(90)"
+    assert v.api_label(0) == "Produce(0)" and v.api_label(90) == "DescribeShareGroupOffsets(90)"
+    assert v.api_label(200) == "UNKNOWN(200)"
     with pytest.raises(KeyError, match="unknown Kafka API"):
         v.api_key_of("NoSuchApi")
-    with pytest.raises(KeyError, match="newer than kproto"):
-        v.api_info(90)
+    assert v.api_info(90).name == "DescribeShareGroupOffsets"
+    with pytest.raises(KeyError, match="no definition for api_key 200'$"):
+        v.api_info(200)
 
 
 # ---------------------------------------------------------------- the release table
@@ -79,7 +81,7 @@ def test_real_tables_39_40_41():
     assert (t39[1], t40[1], t41[1]) == ((0, 17), (4, 17), (4, 18))
     assert 4 in t39 and 4 not in t40                    # LeaderAndIsr left with ZooKeeper
     assert (t39[11], t40[11], t41[11]) == ((0, 9), (2, 9), (0, 9))   # JoinGroup v0-1 came back in 4.1
-    assert v.KNOWN_UNKNOWN_API_KEYS == {88, 89, 90, 91, 92}
+    assert v.KNOWN_UNKNOWN_API_KEYS == frozenset()      # 88-92 have definitions since the 4.x jars
     assert {90, 91, 92} <= set(t41)
 
 
@@ -128,7 +130,8 @@ def test_4x_removals_were_deprecated_first_but_writetxnmarkers_v0():
             for version in range(info.removed_in_4x[0], info.removed_in_4x[1] + 1):
                 if not (info.deprecated and info.deprecated[0] <= version <= info.deprecated[1]):
                     undeprecated.append((info.name, version))
-    assert undeprecated == [("WriteTxnMarkers", 0)]     # inter-broker: 4.0 dropped it without a KIP-896 marker
+    # inter-broker: 4.0 dropped them without a KIP-896 marker
+    assert undeprecated == [("WriteTxnMarkers", 0), ("AlterPartition", 0), ("AlterPartition", 1)]
 
 
 # ---------------------------------------------------------------- per (api, version)
@@ -139,7 +142,7 @@ def test_version_info_produce():
     assert old.advertised_but_rejected == ("4.0", "4.1", "4.2", "4.3")
     assert any("KAFKA-18659" in n for n in old.notes)
     kept = v.version_info("Produce", 3)
-    assert kept.deprecated and kept.removed_in_4x is False
+    assert not kept.deprecated and kept.removed_in_4x is False   # 3.9.1+ deprecate only 0-2
     assert (kept.first_release, kept.in_latest_release) == ("0.11", True)
     newest = v.version_info("Produce", 13)
     assert newest.flexible and not newest.deprecated and newest.first_release == "4.1"
@@ -153,9 +156,10 @@ def test_version_info_gaps_and_unknowns():
     assert v.version_info("Metadata", 0).releases == v.RELEASES
     zk = v.version_info("LeaderAndIsr", 7)
     assert zk.removed_in_4x and zk.last_release == "3.9"
-    assert v.version_info("Vote", 0).removed_in_4x is None
-    unknown = v.version_info(90, 0)
-    assert not unknown.defined and unknown.first_release == "4.1"
+    assert v.version_info("Vote", 0).removed_in_4x is False      # the 4.x jars define Vote 0-2
+    share_offsets = v.version_info(90, 0)
+    assert share_offsets.defined and share_offsets.first_release == "4.1"
+    assert not v.version_info(200, 0).defined
     assert not v.version_info("Produce", 14).defined
 
 
@@ -280,7 +284,7 @@ def test_inference_states_differences_without_guessing():
     match = v.infer_release(table)
     assert match.release is None and match.exact == ()
     assert match.closest == ("4.1",)
-    assert match.differences["4.1"] == ("UNKNOWN(90): not advertised, release has v0",)
+    assert match.differences["4.1"] == ("DescribeShareGroupOffsets(90): not advertised, release has v0",)
     assert match.describe().startswith("no exact match; closest 4.1, 1 API(s) differ")
 
 
@@ -325,7 +329,7 @@ def test_changes_between_40_and_41_only_gain():
     assert all(not c.lost for c in changes)
     by_key = {c.api_key: c for c in changes}
     assert by_key[11].gained == [0, 1]
-    assert by_key[90].describe() == "+ UNKNOWN(90): new API, v0"
+    assert by_key[90].describe() == "+ DescribeShareGroupOffsets(90): new API, v0"
 
 
 def test_broker_api_versions_rows_are_well_formed():
