@@ -145,7 +145,8 @@ class CaptureCheck:
     batches: int = 0                 # record batches read back
     batches_exact: int = 0           # written back byte for byte, header and (compressed) payload
     batches_records_exact: int = 0   # the compressor differs; the uncompressed records are exact
-    unpaired: int = 0
+    records_exact_codecs: dict[str, int] = field(default_factory=dict)   # those batches, by codec
+    unanswered: list[str] = field(default_factory=list)   # requests the capture holds no answer to
     failures: list[str] = field(default_factory=list)
     frames_by_client: dict[str, int] = field(default_factory=dict)
     apis_by_client: dict[str, list[int]] = field(default_factory=dict)
@@ -187,6 +188,8 @@ def _check_records(body: Any, where: str, check: CaptureCheck) -> None:
             plain = RecordBatch(RecordBatch.encode(items, **{**fields, "compression": None}))
             if bytes(plain.payload()) == bytes(batch.payload()):
                 check.batches_records_exact += 1
+                codec = batch.compression_name
+                check.records_exact_codecs[codec] = check.records_exact_codecs.get(codec, 0) + 1
             else:
                 check.failures.append(f"{where}: the records of the {batch.compression_name} batch at offset "
                                       f"{batch.base_offset} written back differ")
@@ -241,8 +244,6 @@ def check_capture(path: str | Path, ports: list[int]) -> CaptureCheck:
     for row in pair(frames).to_pylist():
         request_row, response_row = row["request_row"], row["response_row"]
         where = f"connection {row['connection_id']} correlation {row['correlation_id']}"
-        if request_row is None or response_row is None:
-            check.unpaired += 1
         if request_row is None:
             check.failures.append(f"{where}: a response without its request")
             continue
@@ -254,6 +255,8 @@ def check_capture(path: str | Path, ports: list[int]) -> CaptureCheck:
             continue
         apis.setdefault(client, set()).add(request.api_key)
         where = f"{where} ({schema.request_name(request.api_key)} v{request.api_version})"
+        if response_row is None:
+            check.unanswered.append(f"{client}: {where}")
         if response_row is not None:
             check.exact += _check_response(payloads[response_row], request.api_key, request.api_version, where, check)
     check.frames_by_client = dict(sorted(clients.items()))

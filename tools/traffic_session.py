@@ -45,6 +45,8 @@ CLIENT_ID = "kproto-traffic"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: Error codes that say the broker could not read a well-formed request: findings, never facts.
 MEMBER_ID_REQUIRED = 79   # KIP-394: a classic group's first JoinGroup is answered with the member id
+NOT_LEADER_OR_FOLLOWER = 6
+RETRIABLE = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 PARSE_ERRORS = {2: "CORRUPT_MESSAGE", 42: "INVALID_REQUEST", 87: "INVALID_RECORD"}
 ANSWER_TIMEOUT = 30.0     # seconds; JoinGroup and Fetch wait on the broker's side at most a few
 FETCH_WAIT_MS = 100
@@ -180,7 +182,7 @@ class Link:
         try:
             self.sock.sendall(frame)
             payload = self._next_frame()
-        except socket.timeout:
+        except TimeoutError:
             exchange.outcome, exchange.detail = "timeout", f"no answer in {ANSWER_TIMEOUT:.0f} s"
             self.close()
             return None
@@ -309,6 +311,22 @@ class Session:
                 for item in body.topics:
                     if item.name == self.topic and item.topic_id.int:
                         self.topic_id = item.topic_id
+        self.wait_for_leader(names)
+
+    def wait_for_leader(self, names: list, timeout: float = 30.0) -> None:
+        """Metadata until the new topic's partition has a leader, as a client does before producing."""
+        version = self.version(3)
+        deadline = time.monotonic() + timeout
+        while version is not None and time.monotonic() < deadline:
+            body = self.link.call(message("MetadataRequest", topics=names, allow_auto_topic_creation=False), version)
+            topics = [t for t in body.topics if t.name == self.topic] if body is not None else []
+            if topics and not topics[0].error_code and topics[0].partitions and \
+                    not topics[0].partitions[0].error_code and topics[0].partitions[0].leader_id >= 0:
+                if topics[0].topic_id.int:
+                    self.topic_id = topics[0].topic_id
+                return
+            time.sleep(0.2)
+        self.log.notes.append(f"{self.topic} had no leader within {timeout:.0f} s")
 
     def produce_and_fetch(self) -> None:
         base = int(time.time() * 1000)
@@ -319,8 +337,16 @@ class Session:
                 part = sub("ProduceRequest", "topic_data.partition_data", index=0, records=batch)
                 data = sub("ProduceRequest", "topic_data", name=self.topic, topic_id=self.topic_id,
                            partition_data=[part])
-                self.call(0, lambda v: message("ProduceRequest", acks=-1, timeout_ms=10000, topic_data=[data]),
-                          versions=[produce] if produce is not None else [])
+                for _attempt in range(50):
+                    # a new partition's leader is in the metadata a moment before it takes writes:
+                    # NOT_LEADER_OR_FOLLOWER then, retried as Java's producer does
+                    answer = self.call(0, lambda v, data=data: message("ProduceRequest", acks=-1, timeout_ms=10000,
+                                                                       topic_data=[data]),
+                                       versions=[produce] if produce is not None else [])
+                    if answer is None or set(error_codes(answer)) - {NOT_LEADER_OR_FOLLOWER} or \
+                            not any(error_codes(answer)):
+                        break
+                    time.sleep(0.1)
 
         def fetch(version: int) -> schema.Message:
             part = sub("FetchRequest", "topics.partitions", partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
@@ -357,11 +383,16 @@ class Session:
                                           rebalance_timeout_ms=30000, member_id=member_id, protocol_type="consumer",
                                           protocols=[protocol]), join_v)
 
-        joined = join("")
-        if joined is not None and joined.error_code == MEMBER_ID_REQUIRED:
-            joined = join(joined.member_id)
+        joined = None
+        for _attempt in range(50):     # the coordinator may still be loading the group's partition
+            joined = join(joined.member_id if joined is not None else "")
+            if joined is None or joined.error_code not in (MEMBER_ID_REQUIRED, *RETRIABLE):
+                break
+            if joined.error_code != MEMBER_ID_REQUIRED:
+                time.sleep(0.2)
         if joined is None or joined.error_code:
-            self.log.notes.append("JoinGroup failed: the rest of the classic group skipped")
+            code = "no answer" if joined is None else error_name(joined.error_code)
+            self.log.notes.append(f"JoinGroup failed ({code}): the rest of the classic group skipped")
             return
         member, generation = joined.member_id, joined.generation_id
         assignment = struct.pack(">h", 3) + message("ConsumerProtocolAssignment", assigned_partitions=[
@@ -411,7 +442,7 @@ class Session:
 
         joined = beat(0)
         epoch = joined.member_epoch if joined is not None and not joined.error_code else 0
-        if fetch_v is not None and epoch:
+        if fetch_v is not None:     # sent even when the group could not be joined: its answer is a fact
             part = sub("ShareFetchRequest", "topics.partitions", partition_index=0, partition_max_bytes=1 << 20)
             self.link.call(message("ShareFetchRequest", group_id=group, member_id=member, share_session_epoch=0,
                                    max_wait_ms=FETCH_WAIT_MS, min_bytes=1, max_bytes=1 << 22, max_records=50,
@@ -426,7 +457,8 @@ class Session:
                                        share_session_epoch=1, topics=[sub(
                                            "ShareAcknowledgeRequest", "topics", topic_id=self.topic_id,
                                            partitions=[part])]), ack_v)
-        beat(-1)
+        if epoch:
+            beat(-1)
 
     def offset_fetch(self) -> None:
         def body(version: int) -> schema.Message:
@@ -462,7 +494,7 @@ class Session:
 
     def standalone(self) -> None:
         """Every API the broker advertises that the core steps did not send, with a harmless body."""
-        done = self.log.apis() | {17, 36}
+        done = self.log.apis() | {17, 20, 36}     # SASL: its own listener; DeleteTopics: at the end
         for key in sorted(self.log.advertised):
             if key in done or key not in schema.api_keys():
                 continue
@@ -559,6 +591,11 @@ STANDALONE: dict[int, Callable[[Session, int], schema.Message | None]] = {
                                  "AddRaftVoterRequest", "listeners", name="CONTROLLER", host="127.0.0.1", port=9)]),
     81: lambda s, v: message("RemoveRaftVoterRequest", cluster_id=None, voter_id=_NOBODY,
                              voter_directory_id=uuid.uuid4()),
+    83: lambda s, v: message("InitializeShareGroupStateRequest", group_id=f"{s.group}-share-never", topics=[]),
+    84: lambda s, v: message("ReadShareGroupStateRequest", group_id=f"{s.group}-share-never", topics=[]),
+    85: lambda s, v: message("WriteShareGroupStateRequest", group_id=f"{s.group}-share-never", topics=[]),
+    86: lambda s, v: message("DeleteShareGroupStateRequest", group_id=f"{s.group}-share-never", topics=[]),
+    87: lambda s, v: message("ReadShareGroupStateSummaryRequest", group_id=f"{s.group}-share-never", topics=[]),
     88: lambda s, v: message("StreamsGroupHeartbeatRequest", group_id=f"{s.group}-streams", member_id=str(uuid.uuid4()),
                              member_epoch=0, rebalance_timeout_ms=30000, process_id=str(uuid.uuid4()),
                              active_tasks=[], standby_tasks=[], warmup_tasks=[], topology=sub(
@@ -571,5 +608,6 @@ STANDALONE: dict[int, Callable[[Session, int], schema.Message | None]] = {
         "DescribeShareGroupOffsetsRequest", "groups", group_id=f"{s.group}-share", topics=None)]),
     91: lambda s, v: message("AlterShareGroupOffsetsRequest", group_id=f"{s.group}-share-never", topics=[]),
     92: lambda s, v: message("DeleteShareGroupOffsetsRequest", group_id=f"{s.group}-share-never", topics=[]),
+    93: lambda s, v: message("StreamsGroupTopologyDescriptionUpdateRequest", group_id=f"{s.group}-streams"),
     94: lambda s, v: message("UnregisterControllerRequest", controller_id=_NOBODY),
 }
