@@ -32,6 +32,7 @@ test-portable:
 test-kafka:
 	scripts/setup.sh
 	scripts/install-kafka.sh
+	scripts/install-capture-tools.sh
 	.venv/bin/python -m pytest -q -m kafka tests
 	KPROTO_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q -m kafka tests
 
