@@ -134,7 +134,11 @@ def test_java_client_traffic_is_byte_exact(kafka_broker, kafka_release, tmp_path
     assert {f"java-producer-{codec}" for codec in traffic_session.CODECS} | {"java-admin", "java-consumer-classic"} \
         <= set(java)
     apis = {key for client, keys in check.apis_by_client.items() if client.startswith("java-") for key in keys}
-    assert {0, 1, 3, 8, 9, 10, 11, 13, 14, 18, 19, 22} <= apis    # Heartbeat only if the session lasts
+    assert {0, 1, 3, 8, 9, 10, 11, 13, 14, 18, 19, 22, 26, 28} <= apis    # Heartbeat only if the session lasts
+    assert "java-producer-txn" in java
+    # the broker's own client writes the transaction markers to itself; Fetch brings them back
+    all_apis = {key for keys in check.apis_by_client.values() for key in keys}
+    assert 27 in all_apis and check.control_batches >= 2
     if release_key(kafka_release) >= (4, 0, 0):
         assert 68 in apis and "java-consumer-consumer" in java      # the KIP-848 consumer
     assert check.exact == check.frames

@@ -144,6 +144,7 @@ class CaptureCheck:
     exact: int = 0
     batches: int = 0                 # record batches read back
     batches_exact: int = 0           # written back byte for byte, header and (compressed) payload
+    control_batches: int = 0         # transaction markers among them
     batches_records_exact: int = 0   # the compressor differs; the uncompressed records are exact
     records_exact_codecs: dict[str, int] = field(default_factory=dict)   # those batches, by codec
     unanswered: list[str] = field(default_factory=list)   # requests the capture holds no answer to
@@ -176,6 +177,7 @@ def _check_records(body: Any, where: str, check: CaptureCheck) -> None:
                 check.failures.append(f"{where}: a magic {batch.magic} message set (the session writes magic 2)")
                 continue
             original = bytes(batch.raw)
+            check.control_batches += batch.is_control
             fields = batch.header_fields()
             items = batch.records()
             if RecordBatch.encode(items, **fields) == original:
@@ -394,8 +396,12 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         for release in args.releases or kafka_broker.releases():
-            with kafka_broker.start(release) as broker:
-                result = run_release(broker, workdir, java=not args.no_java, twin=not args.no_twin)
+            try:
+                with kafka_broker.start(release) as broker:
+                    result = run_release(broker, workdir, java=not args.no_java, twin=not args.no_twin)
+            except (TrafficError, kafka_broker.BrokerError) as error:
+                print(f"{release}: no result: {error}", file=sys.stderr)
+                return 2
             results.append(result)
             for finding in result.findings():
                 print(f"{result.release}: {finding}")

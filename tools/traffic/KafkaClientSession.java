@@ -12,8 +12,10 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -24,8 +26,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * A Java client session against one broker (issue 36, deliver 4): the release's own
- * kafka-clients admin client, producer (one per compression codec) and consumers in a
- * group, so that tools/real_traffic.py can check every frame they exchange with the
+ * kafka-clients admin client, producer (one per compression codec, and a transactional one
+ * that commits a transaction and aborts another) and consumers in a group (reading
+ * uncommitted, so they see the aborted records too), so that tools/real_traffic.py can check every frame they exchange with the
  * broker decodes and re-encodes byte-exact in kproto.
  *
  * Arguments: BOOTSTRAP TOPIC GROUP [consumer-protocol]. The last one adds a consumer of the
@@ -71,6 +74,7 @@ public final class KafkaClientSession {
                 producer.flush();
             }
         }
+        produced += transactions(common, topic, group);
         System.out.println("produced " + produced);
 
         consume(common, topic, group, "classic", produced);
@@ -88,6 +92,36 @@ public final class KafkaClientSession {
             admin.deleteTopics(List.of(topic)).all().get();
         }
         System.out.println("done");
+    }
+
+    /** A transactional producer: one transaction committed (with the group's offsets), one aborted. */
+    private static int transactions(Properties common, String topic, String group) {
+        Properties config = withId(common, "java-producer-txn");
+        config.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "java-txn-" + topic);
+        config.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4");
+        int sent = 0;
+        try (KafkaProducer<byte[], byte[]> producer =
+                 new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer())) {
+            producer.initTransactions();
+            for (boolean commit : new boolean[] {true, false}) {
+                producer.beginTransaction();
+                for (int i = 0; i < 3; i++) {
+                    producer.send(new ProducerRecord<>(topic, bytes("txn-" + commit + "-" + i), bytes("in a transaction")));
+                    sent++;
+                }
+                if (commit) {
+                    Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                    offsets.put(new TopicPartition(topic, 0), new OffsetAndMetadata(0));
+                    producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(group + "-txn"));
+                    producer.commitTransaction();
+                } else {
+                    producer.flush();   // on the broker before the abort, or they would never be sent
+                    producer.abortTransaction();
+                }
+            }
+        }
+        System.out.println("transactions " + sent);
+        return sent;
     }
 
     private static void consume(Properties common, String topic, String group, String protocol, int expected) {
