@@ -109,12 +109,22 @@ def test_a_report_of_long_names_fits_the_page(tmp_path):
 def test_the_check_sees_a_table_that_does_not_fit(tmp_path):
     html = report.write_report(long_facts(), tmp_path)["html"]
     # The same report without the rules that make it fit: the check must say so.
-    text = html.read_text().replace("overflow-wrap: anywhere;", "").replace("max-width: 100%;", "")
+    text = html.read_text().replace("overflow-wrap: break-word;", "").replace("max-width: 100%;", "")
     text = text.replace("<div class='scroll'>", "<div>")
     html.write_text(text.replace("white-space: nowrap;", "white-space: nowrap;", 1)
                     .replace("td.t {", "td {", 1).replace("td {", "td { white-space: nowrap; ", 1))
     found = screenshot_tool.problems(screenshot_tool.measure(html, width=900))
     assert any(p.startswith("the page is") for p in found) and any(p.startswith("table") for p in found)
+
+
+@needs_browser
+def test_the_check_sees_a_word_broken_mid_word(tmp_path):
+    """Words may wrap only between them: cells that let the browser break anywhere split
+    "ApiVersions" into "ApiVersio" / "ns" in a 900 px window, and the check says so."""
+    html = report.write_report(long_facts(), tmp_path)["html"]
+    html.write_text(html.read_text().replace("overflow-wrap: break-word;", "overflow-wrap: anywhere;"))
+    found = screenshot_tool.problems(screenshot_tool.measure(html, width=900), tables_may_scroll=True)
+    assert any(p.startswith("word ") and "broken across lines" in p for p in found), found
 
 
 @needs_browser

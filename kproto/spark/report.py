@@ -370,13 +370,28 @@ def _when(iso: str | None) -> str:
 _NUMBER = re.compile(r"-?[\d,]+(\.\d+)?")
 
 
+#: A run of letters and digits up to this long is a word, never broken across lines; a longer
+#: one (an id, a hash) may break, every LONG_RUN characters (tools/report_screenshot.py checks both).
+LONG_RUN = 24
+_SEPARATOR = re.compile(r"([/_.])(?=\w)")
+_LONG_RUN = re.compile(rf"[A-Za-z0-9]{{{LONG_RUN + 1},}}")
+
+
+def _breakable(text: str) -> str:
+    """Escaped cell text that may wrap after a path's or name's separators and inside long
+    ids, and nowhere else: CSS alone keeps words whole only if the table may overflow."""
+    text = _LONG_RUN.sub(lambda m: "\0".join(m[0][i:i + LONG_RUN] for i in range(0, len(m[0]), LONG_RUN)),
+                         text)
+    return html.escape(_SEPARATOR.sub("\\1\0", text)).replace("\0", "<wbr>")
+
+
 def _cell(text: str) -> str:
     """A table cell: numbers right-aligned, short tokens (addresses, versions) kept whole."""
     if _NUMBER.fullmatch(text):
         return f"<td class='n'>{html.escape(text)}</td>"
     if len(text) <= 16 and " " not in text:
         return f"<td class='t'>{html.escape(text)}</td>"
-    return f"<td>{html.escape(text)}</td>"
+    return f"<td>{_breakable(text)}</td>"
 
 
 def _mb(value: float | None) -> str:
@@ -665,8 +680,8 @@ def charts(facts: dict) -> dict[str, str]:
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 1200px; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; max-width: 100%; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top;
+         overflow-wrap: break-word; }
 th { overflow-wrap: normal; }
 svg { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; }
