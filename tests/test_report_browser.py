@@ -51,6 +51,18 @@ def long_facts() -> dict:
                                   for v in (3, 9, 12)],
                             first_seen="2026-11-24T01:25:54.600+00:00", last_seen="2026-11-24T01:25:58.609+00:00")
                        for n in range(12)]
+    brokers = [f"10.20.{n}.{n + 100}:9092" for n in range(3)]
+    data["next_steps"] = {
+        "clients": [{"client_ip": c["client_ip"], "client_id": c["client_id"], "brokers": brokers, "requests": 1200,
+                     "removed_in_4x_requests": 300, "software": "confluent-kafka-python", "versions": "2.0-2.3",
+                     "confidence": "KIP-511", "cause": "removed versions (ApiVersions v0, Produce v2): "
+                     "confluent-kafka-python 2.0-2.3 sends them", "fix": "upgrade confluent-kafka-python to 2.4"}
+                    for c in data["clients"][:3]],
+        "brokers": [{"broker": brokers[0], "release": "2.3", "talks_to_4x_clients": True,
+                     "why": "every API a client needs has a version Kafka 4.x clients send",
+                     "path_to_4x": "runs ZooKeeper mode (advertises LeaderAndIsr, StopReplica, UpdateMetadata): "
+                     "upgrade to a 3.x release from 3.4 on; migrate the cluster from ZooKeeper to KRaft, at the "
+                     "latest on 3.9 (the bridge); then upgrade to 4.x."}]}
     topic = data["topics"][0]
     data["topics"] = [dict(topic, topic=f"payments.{'settlement-' * 6}events.v{n}", compression="gzip,lz4,mixed")
                       for n in range(4)]

@@ -88,6 +88,8 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
 
     raw["removed"] = usage(F.col("removed_in_4x"))
     raw["deprecated"] = usage(F.col("deprecated") & ~F.col("removed_in_4x"))
+    raw["client_brokers"] = _rows(requests.select(*CLIENT_BROKER_KEYS).distinct().orderBy(*CLIENT_BROKER_KEYS),
+                                  LIMIT * 10)
 
     address = tables["connections"].select("capture", "connection_id", "server_ip", "server_port")
     api_responses = frames.filter((F.col("direction") == 1) & (F.col("api_key") == 18) & (F.col("status") == 0)) \
@@ -126,6 +128,7 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
     return _finish(raw, summary, input_errors, pyspark.__version__)
 
 
+CLIENT_BROKER_KEYS = ("client_ip", "client_id", "server_ip", "server_port")   # who sent requests to whom
 FALLBACK_KEYS = ("client_ip", "client_id", "server_ip", "server_port", "api_version", "retry_version", "body")
 INVALID_NAME_KEYS = ("client_ip", "client_id", "client_software_name", "client_software_version",
                      "software_problems")
@@ -189,6 +192,7 @@ def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_error
     removed = pc.fill_null(requests["removed_in_4x"], False)
     raw["removed"] = usage(removed)
     raw["deprecated"] = usage(pc.and_(pc.fill_null(requests["deprecated"], False), pc.invert(removed)))
+    raw["client_brokers"] = grouped(requests, CLIENT_BROKER_KEYS, [], CLIENT_BROKER_KEYS, LIMIT * 10)
 
     responses = frames.filter(pc.equal(frames["direction"], 1))
     answers = responses.filter(pc.and_(pc.equal(responses["api_key"], 18), pc.equal(responses["status"], 0)))
@@ -257,6 +261,11 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
     clients = raw["clients"]
     for c in clients:
         c["first_seen"], c["last_seen"] = _iso(c.pop("first_seen_ns")), _iso(c.pop("last_seen_ns"))
+    brokers_of: dict[tuple, list[str]] = {}
+    for r in raw.get("client_brokers", []):
+        brokers_of.setdefault((r["client_ip"], r["client_id"]), []).append(_address(r["server_ip"], r["server_port"]))
+    for c in clients:
+        c["brokers"] = sorted(set(brokers_of.get((c["client_ip"], c["client_id"]), [])))
     facts["clients"] = clients
 
     # Every API version in use.
