@@ -70,3 +70,14 @@ def test_docstrings_cost_nothing_at_import():
             "print(m.FetchRequest.__dict__['__doc__'].text is None)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "True"]
+
+
+def test_api_names_are_the_versions_modules():
+    """The docstrings name each API as kproto.versions.api_name does (the schema layer
+    cannot import that module, so the two are held together here)."""
+    from kproto import versions as kv
+
+    for name, info in MESSAGES.items():
+        if info["api_key"] is not None:
+            expected = f"the {kv.api_name(info['api_key'])} API (key {info['api_key']})"
+            assert expected in message_class(name).__doc__.splitlines()[0], name

@@ -292,6 +292,9 @@ def test_report_facts_alike_from_spark_and_from_pyarrow(spark, analysis):
         facts.pop("generated_at")
     assert json.loads(json.dumps(by_arrow, default=str)) == json.loads(json.dumps(by_spark, default=str))
     assert by_arrow["latency"] and by_arrow["brokers"] and by_arrow["undecodable_frames"]
+    # Each client's brokers (the report's Next steps names them) come from both engines alike.
+    assert all(c["brokers"] and all(":" in b for b in c["brokers"]) for c in by_arrow["clients"]), \
+        [(c["client_ip"], c["client_id"], c["requests"], c["brokers"]) for c in by_arrow["clients"]]
 
 
 # ---------------------------------------------------------------- topic IDs (KIP-516)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from kproto.schema import ALIASES, spec
+from kproto.schema import ALIASES, request_name, spec
 from kproto.schema._shapes import (
     F_CHILDREN, F_DEFAULT, F_NAME, F_NULLABLE, F_STRUCT, F_TAG, F_TAGGED, F_TYPE, F_VERSIONS,
 )
@@ -122,9 +122,10 @@ def field_line(facts: FieldFacts) -> str:
 
 
 def _api_words(info: dict) -> str:
-    from kproto.versions import api_name   # the API's name, one place
-
-    return f"the {api_name(info['api_key'])} API (key {info['api_key']})"
+    """"the Produce API (key 0)": the name of the API's request without "Request", as
+    kproto.versions.api_name gives it (that module is a layer above this one)."""
+    request = request_name(info["api_key"]) or f"UNKNOWN({info['api_key']})Request"
+    return f"the {request.removesuffix('Request')} API (key {info['api_key']})"
 
 
 def _origin_text(info: dict) -> str:
