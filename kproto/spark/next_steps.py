@@ -146,7 +146,7 @@ def section_rows(facts: dict[str, Any]) -> list[tuple[str, str, list[str], list[
 
 def capture_window(facts: dict[str, Any]) -> str:
     """The capture window: the first and the last packet's time over every input."""
-    total = next((r for r in facts.get("summary", []) if r.get("capture") == "*"), {})
+    total: dict[str, Any] = next((r for r in facts.get("summary", []) if r.get("capture") == "*"), {})
     first, last = total.get("first_seen"), total.get("last_seen")
     if first is None or last is None:
         return "packet times unknown"
