@@ -63,7 +63,7 @@ PIP=(.venv/bin/python -m pip --disable-pip-version-check)
 # pyproject reinstalls the package with every extra recorded plus the ones asked for; an
 # unchanged one installs only the requirements of extras not installed yet.
 stamp=.venv/.kproto-deps
-wanted_extras="test"
+wanted_extras="test docs"   # docs: mkdocs for the site build test (tests/test_docs_site.py)
 [ "$want_spark" = 1 ] && wanted_extras="$wanted_extras spark"
 pyproject_hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
 installed_hash=""

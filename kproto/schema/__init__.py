@@ -295,6 +295,8 @@ def _message_class(canonical: str) -> type[Message]:
 
     classes: dict[str | None, type[Message]] = {}
 
+    from kproto.schema._docs import LazyDoc   # not at import: the module needs this one
+
     def build(struct_name: str | None) -> type[Message]:
         if struct_name in classes:
             return classes[struct_name]
@@ -307,6 +309,7 @@ def _message_class(canonical: str) -> type[Message]:
             "__qualname__": cls_name if struct_name is None else f"{canonical}.{struct_name}",
             "_message_name": canonical,
             "_struct_name": cls_name,
+            "__doc__": LazyDoc(canonical, struct_name),
         }))
         classes[struct_name] = cls
         cls._field_names = tuple(f[F_NAME] for f in fields)

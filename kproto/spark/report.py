@@ -88,6 +88,8 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
 
     raw["removed"] = usage(F.col("removed_in_4x"))
     raw["deprecated"] = usage(F.col("deprecated") & ~F.col("removed_in_4x"))
+    raw["client_brokers"] = _rows(requests.select(*CLIENT_BROKER_KEYS).distinct().orderBy(*CLIENT_BROKER_KEYS),
+                                  LIMIT * 10)
 
     address = tables["connections"].select("capture", "connection_id", "server_ip", "server_port")
     api_responses = frames.filter((F.col("direction") == 1) & (F.col("api_key") == 18) & (F.col("status") == 0)) \
@@ -131,6 +133,7 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
     return _finish(raw, summary, input_errors, pyspark.__version__)
 
 
+CLIENT_BROKER_KEYS = ("client_ip", "client_id", "server_ip", "server_port")   # who sent requests to whom
 FALLBACK_KEYS = ("client_ip", "client_id", "server_ip", "server_port", "api_version", "retry_version", "body")
 INVALID_NAME_KEYS = ("client_ip", "client_id", "client_software_name", "client_software_version",
                      "software_problems")
@@ -194,6 +197,7 @@ def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_error
     removed = pc.fill_null(requests["removed_in_4x"], False)
     raw["removed"] = usage(removed)
     raw["deprecated"] = usage(pc.and_(pc.fill_null(requests["deprecated"], False), pc.invert(removed)))
+    raw["client_brokers"] = grouped(requests, CLIENT_BROKER_KEYS, [], CLIENT_BROKER_KEYS, LIMIT * 10)
 
     responses = frames.filter(pc.equal(frames["direction"], 1))
     answers = responses.filter(pc.and_(pc.equal(responses["api_key"], 18), pc.equal(responses["status"], 0)))
@@ -270,6 +274,11 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
     clients = raw["clients"]
     for c in clients:
         c["first_seen"], c["last_seen"] = _iso(c.pop("first_seen_ns")), _iso(c.pop("last_seen_ns"))
+    brokers_of: dict[tuple, list[str]] = {}
+    for r in raw.get("client_brokers", []):
+        brokers_of.setdefault((r["client_ip"], r["client_id"]), []).append(_address(r["server_ip"], r["server_port"]))
+    for c in clients:
+        c["brokers"] = sorted(set(brokers_of.get((c["client_ip"], c["client_id"]), [])))
     facts["clients"] = clients
 
     # Every API version in use.
@@ -401,13 +410,28 @@ def _when(iso: str | None) -> str:
 _NUMBER = re.compile(r"-?[\d,]+(\.\d+)?")
 
 
+#: A run of letters and digits up to this long is a word, never broken across lines; a longer
+#: one (an id, a hash) may break, every LONG_RUN characters (tools/report_screenshot.py checks both).
+LONG_RUN = 24
+_SEPARATOR = re.compile(r"([/_.])(?=\w)")
+_LONG_RUN = re.compile(rf"[A-Za-z0-9]{{{LONG_RUN + 1},}}")
+
+
+def _breakable(text: str) -> str:
+    """Escaped cell text that may wrap after a path's or name's separators and inside long
+    ids, and nowhere else: CSS alone keeps words whole only if the table may overflow."""
+    text = _LONG_RUN.sub(lambda m: "\0".join(m[0][i:i + LONG_RUN] for i in range(0, len(m[0]), LONG_RUN)),
+                         text)
+    return html.escape(_SEPARATOR.sub("\\1\0", text)).replace("\0", "<wbr>")
+
+
 def _cell(text: str) -> str:
     """A table cell: numbers right-aligned, short tokens (addresses, versions) kept whole."""
     if _NUMBER.fullmatch(text):
         return f"<td class='n'>{html.escape(text)}</td>"
     if len(text) <= 16 and " " not in text:
         return f"<td class='t'>{html.escape(text)}</td>"
-    return f"<td>{html.escape(text)}</td>"
+    return f"<td>{_breakable(text)}</td>"
 
 
 def _mb(value: float | None) -> str:
@@ -709,8 +733,8 @@ def charts(facts: dict) -> dict[str, str]:
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 1200px; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; max-width: 100%; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top;
+         overflow-wrap: break-word; }
 th { overflow-wrap: normal; }
 svg { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; }
