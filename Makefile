@@ -3,6 +3,7 @@
 #   make test   set up, then run the tests (both implementations)
 #   make test-portable   (CI too) the suite on the forced-fallback build (KPROTO_PORTABLE=1)
 #   make portability     the cross-compile check, actionlint and cibuildwheel's build list, in full
+#   make test-kafka      (CI too) the checks against real Apache Kafka brokers (3.9, 4.0-4.4)
 .PHONY: run demo test test-portable portability setup bench clean
 
 setup:
@@ -24,6 +25,15 @@ test:
 test-portable:
 	scripts/setup.sh --portability
 	scripts/test-portable.sh
+
+# Real Apache Kafka brokers (3.9 and every 4.x line, scripts/install-kafka.sh fetches them from Maven
+# Central into ~/.cache/kproto/kafka), started one at a time by tools/kafka_broker.py: the kafka-marked tests, on both implementations.
+.PHONY: test-kafka
+test-kafka:
+	scripts/setup.sh
+	scripts/install-kafka.sh
+	.venv/bin/python -m pytest -q -m kafka tests
+	KPROTO_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q -m kafka tests
 
 # A Spark standalone master and two workers on 127.0.0.1 (tools/spark_cluster.py), executors in a
 # virtualenv holding a wheel of this checkout; the tables must equal local mode's (tests/test_spark_cluster.py).

@@ -3,11 +3,18 @@
 The ``impl`` fixture runs a test once per implementation ("c" and "py"); use
 ``impl.load("buffer")`` to get that implementation's module. The whole suite is
 also run a second time with KPROTO_NO_EXTENSIONS=1 by the test command.
+
+The ``kafka_broker`` fixture gives a real Apache Kafka broker (tools/kafka_broker.py) of
+the release a test is parametrized with (``kafka_release``; ``kafka_brokers.get(release)``
+for any other); tests using it are marked
+``kafka`` and run by ``make test-kafka``. One broker is alive at a time, and the kafka
+tests are run grouped by release, so each release starts once per session.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +24,8 @@ from kproto import _impl
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "kafka-protocol"
+sys.path.insert(0, str(ROOT / "tools"))
+import kafka_broker as broker_tool  # noqa: E402  (tools/ is no package)
 
 settings.register_profile(
     "ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
@@ -49,3 +58,31 @@ def shared_protocol_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared/kafka-protocol is not beside the checkout")
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def kafka_brokers():
+    """One real broker at a time (kafka_broker.BrokerPool), all stopped at the end of the session."""
+    pool = broker_tool.BrokerPool()
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def kafka_broker(kafka_brokers, kafka_release):
+    """The running broker of ``kafka_release`` (a test parameter), started if need be."""
+    return kafka_brokers.get(kafka_release)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Kafka tests grouped by release (stable otherwise), so that each broker starts once."""
+    order = {release: index for index, release in enumerate(broker_tool.releases())}
+
+    def release_of(item) -> int:
+        callspec = getattr(item, "callspec", None)
+        release = callspec.params.get("kafka_release") if callspec else None
+        return order.get(release, -1)
+
+    positions = [i for i, item in enumerate(items) if item.get_closest_marker("kafka") and release_of(item) >= 0]
+    for position, item in zip(positions, sorted((items[i] for i in positions), key=release_of)):
+        items[position] = item
