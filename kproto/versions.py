@@ -328,6 +328,11 @@ class VersionInfo:
         return self.releases[-1] if self.releases else None
 
     @property
+    def not_served_by_4x(self) -> tuple[str, ...]:
+        """The 4.x releases of the table that do not serve it, e.g. ``("4.0.0",)`` for JoinGroup v0."""
+        return tuple(r for r in _RELEASES_4X if r not in self.releases)
+
+    @property
     def in_latest_release(self) -> bool:
         """Served by the newest release in the table."""
         return bool(self.releases) and self.releases[-1] == RELEASES[-1]
