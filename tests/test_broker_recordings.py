@@ -122,3 +122,32 @@ def test_cluster_ids_are_kafka_uuids_that_no_parser_takes_for_an_option():
 def test_free_ports_differ():
     ports = kafka_broker.free_ports(3)
     assert len(set(ports)) == 3 and all(1024 <= p < 65536 for p in ports)
+
+
+class _FakeProcess:
+    def __init__(self) -> None:
+        self.returncode = None
+
+    def poll(self):
+        return self.returncode
+
+
+def test_the_pool_keeps_one_broker_alive_and_notices_a_dead_one(tmp_path):
+    made, stopped = [], []
+
+    def starter(release):
+        broker = kafka_broker.Broker(release, tmp_path / release, 1, 2, 3, process=_FakeProcess())
+        broker.stop = lambda *a, **k: stopped.append(release)     # no process to end here
+        made.append(release)
+        return broker
+
+    pool = kafka_broker.BrokerPool(starter)
+    first = pool.get("4.4")
+    assert pool.get("4.4.0") is first and made == ["4.4.0"]
+    pool.get("3.9.2")
+    assert made == ["4.4.0", "3.9.2"] and stopped == ["4.4.0"]
+    pool.current.process.returncode = 1
+    with pytest.raises(kafka_broker.BrokerError, match="3.9.2 died during the tests"):
+        pool.get("3.9.2")
+    pool.close()
+    assert stopped == ["4.4.0", "3.9.2"] and pool.started == ["4.4.0", "3.9.2"]
