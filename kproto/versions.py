@@ -46,7 +46,7 @@ __all__ = [
     "InvalidClientSoftwareError", "FeatureCheck", "ReleaseMatch", "ReleaseChange",
     "RELEASES", "RECORDED_FROM", "KNOWN_UNKNOWN_API_KEYS", "ADVERTISED_BUT_REJECTED", "broker_api_versions",
     "api_table", "api_info", "api_key_of", "api_name", "api_label", "kproto_ranges",
-    "release_table", "resolve_release", "releases_between", "release_changes",
+    "release_table", "resolve_release", "releases_between", "release_changes", "release_mode",
     "as_ranges", "cluster_ranges", "baseline_4x", "negotiate", "usable_version", "check_features",
     "infer_release", "version_info", "format_releases",
     "CLIENT_SOFTWARE_PATTERN", "client_software_problems", "api_versions_request",
@@ -106,6 +106,16 @@ def _build_zookeeper_mode_tables() -> dict[str, Ranges]:
 
 
 _ZOOKEEPER_MODE_TABLES = _build_zookeeper_mode_tables()
+
+
+_KRAFT_API_KEY = 55      # DescribeQuorum: only KRaft brokers advertise it
+
+
+def release_mode(release: str) -> str:
+    """``"ZooKeeper"`` or ``"KRaft"``: the mode of the broker a release's table was read off (a
+    KRaft broker advertises DescribeQuorum and not LeaderAndIsr). 3.8 and older: ZooKeeper; 3.9 on: KRaft."""
+    table = _RELEASE_TABLES[resolve_release(release)]
+    return "KRaft" if _KRAFT_API_KEY in table and _ZOOKEEPER_API_KEY not in table else "ZooKeeper"
 
 #: Every broker release in the table, oldest first (``"0.8.0"`` ... ``"4.4"``).
 RELEASES: tuple[str, ...] = tuple(_RELEASE_TABLES)

@@ -80,7 +80,8 @@ def test_changes_between_releases(capsys):
     old, new = v.release_table("3.6"), v.release_table("4.0.0")
     changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     assert lines[0] == f"Kafka 3.6 -> 4.0.0: {len(changed)} API(s) changed"
-    body = lines[1:-1]
+    assert lines[-1].startswith("  note: the 3.6 table is a ZooKeeper-mode broker's and the 4.0.0 table a KRaft")
+    body = lines[1:-2]
     assert len(body) == len(changed)
     pattern = re.compile(r"  ([+~-]) (\w+)\((\d+)\): (.*)")
     seen = []
@@ -99,7 +100,7 @@ def test_changes_between_releases(capsys):
     versions = lambda r: set(range(r[0], r[1] + 1))  # noqa: E731
     gained = sum(len(versions(new[k]) - versions(old[k])) for k in both)
     lost = sum(len(versions(old[k]) - versions(new[k])) for k in both)
-    assert lines[-1] == (f"  summary: {sum(k not in old for k in changed)} new API(s), "
+    assert lines[-2] == (f"  summary: {sum(k not in old for k in changed)} new API(s), "
                          f"{sum(k not in new for k in changed)} API(s) gone, "
                          f"{gained} version(s) gained and {lost} lost in the others")
     assert (gained, lost) == (26, 26)
@@ -114,6 +115,16 @@ def test_three_releases_give_two_steps(capsys):
     assert lines.index(headers[1]) - lines.index(headers[0]) == 1 + first + 1 + 1   # changes, summary, blank
     assert "  ~ JoinGroup(11): v2-9 -> v0-9 (gained v0-1)" in lines
     assert "  + UNKNOWN(90): new API, v0" in lines
+
+
+def test_a_change_of_mode_is_said(capsys):
+    status, lines, _ = run(capsys, "--release", "3.8", "--release", "3.9")
+    assert status == 0
+    assert "  - LeaderAndIsr(4): API gone, was v0-7" in lines
+    assert lines[-1] == ("  note: the 3.8 table is a ZooKeeper-mode broker's and the 3.9 table a KRaft-mode "
+                         "broker's: the APIs of each mode show as gone or new")
+    assert [v.release_mode(r) for r in ("0.8.0", "3.8", "3.9", "4.0.0", "4.4")] == \
+        ["ZooKeeper", "ZooKeeper", "KRaft", "KRaft", "KRaft"]
 
 
 def test_bad_release_exits_2(capsys):
