@@ -470,6 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokerError as error:
         print(f"kafka_broker: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:     # during the start: start() has stopped the broker already
+        print("kafka_broker: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
