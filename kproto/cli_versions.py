@@ -156,6 +156,10 @@ def release_report(releases: list[str]) -> list[str]:
         lost = sum(len(c.lost) for c in changes if c.before is not None and c.after is not None)
         lines.append(f"  summary: {new_apis} new API(s), {gone_apis} API(s) gone, "
                      f"{gained} version(s) gained and {lost} lost in the others")
+        modes = (v.release_mode(before), v.release_mode(after))
+        if modes[0] != modes[1]:
+            lines.append(f"  note: the {before} table is a {modes[0]}-mode broker's and the {after} table a "
+                         f"{modes[1]}-mode broker's: the APIs of each mode show as gone or new")
     return lines
 
 

@@ -24,8 +24,6 @@ from kproto import _impl
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "kafka-protocol"
-sys.path.insert(0, str(ROOT / "tools"))
-import kafka_broker as broker_tool  # noqa: E402  (tools/ is no package)
 
 settings.register_profile(
     "ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
@@ -60,10 +58,21 @@ def shared_protocol_dir() -> Path:
     return SHARED
 
 
+def broker_tool():
+    """tools/kafka_broker.py, imported when a kafka test needs it: the wheel tests run a copy of
+    tests/ alone, without tools/, and deselect the kafka tests."""
+    tools = str(ROOT / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    import kafka_broker
+
+    return kafka_broker
+
+
 @pytest.fixture(scope="session")
 def kafka_brokers():
     """One real broker at a time (kafka_broker.BrokerPool), all stopped at the end of the session."""
-    pool = broker_tool.BrokerPool()
+    pool = broker_tool().BrokerPool()
     yield pool
     pool.close()
 
@@ -76,7 +85,10 @@ def kafka_broker(kafka_brokers, kafka_release):
 
 def pytest_collection_modifyitems(config, items):
     """Kafka tests grouped by release (stable otherwise), so that each broker starts once."""
-    order = {release: index for index, release in enumerate(broker_tool.releases())}
+    kafka_items = [item for item in items if item.get_closest_marker("kafka")]
+    if not kafka_items:
+        return
+    order = {release: index for index, release in enumerate(broker_tool().releases())}
 
     def release_of(item) -> int:
         callspec = getattr(item, "callspec", None)

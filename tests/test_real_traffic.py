@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import struct
 
+import sys
+from pathlib import Path
+
 import pytest
 
 import kproto
-import real_traffic
-import traffic_session
-from kafka_broker import release_key, releases
 from kproto import schema
 from kproto.messages import MetadataRequest, MetadataResponse
 from tests.pcapwriter import Conversation, pcap_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import real_traffic  # noqa: E402  (tools/ is no package)
+import traffic_session  # noqa: E402
+from kafka_broker import release_key, releases  # noqa: E402
 
 RELEASES = releases()
 _RESULTS: dict[str, real_traffic.ReleaseResult] = {}

@@ -122,7 +122,7 @@ def test_exchanges_table(analysis):
                   key=lambda r: (r["connection_id"], r["request_sequence"] is None, r["request_sequence"] or 0))
     assert [(r["connection_id"], r["api_key"], r["api_version"], r["pair_status_name"], r["error_code"],
              r["latency_ns"], r["request_size"], r["response_size"]) for r in mine] == [
-        (0, 18, 3, "PAIRED", 0, 1_000_000, 29, 446),
+        (0, 18, 3, "PAIRED", 0, 1_000_000, 29, 439),
         (0, 0, 9, "PAIRED", 0, 3_000_000, 142, 53),
         (0, 3, 12, "UNPAIRED_REQUEST", None, None, 19, None),
         (1, 18, 3, "PAIRED", 42, 1_000_000, 28, 12),

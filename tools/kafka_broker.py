@@ -6,7 +6,10 @@
 One node in KRaft mode, broker and controller combined, formatted with Kafka's own
 StorageTool and started as ``java -cp <libs>/* kafka.Kafka server.properties``: the
 jars scripts/install-kafka.sh puts in the cache are all we have (no shell scripts of
-the distribution). Three listeners on free ports of 127.0.0.1: PLAINTEXT, SASL_PLAINTEXT
+the distribution). 3.9 and 4.x take the same configuration and StorageTool command here:
+3.9 would default to ZooKeeper mode, which ``process.roles`` turns off, and the static
+``controller.quorum.voters`` quorum needs no ``--standalone`` (KIP-853, 3.9+) at format time;
+4.x has no ZooKeeper mode and still accepts a static quorum. Three listeners on free ports of 127.0.0.1: PLAINTEXT, SASL_PLAINTEXT
 (mechanism PLAIN, user :data:`SASL_USER`) and the controller's. Logs go to files in the
 broker's temporary directory (slf4j-simple at WARN, plus a quiet log4j2 configuration
 for the releases whose dependencies carry log4j-core); the directory is removed when
@@ -351,10 +354,23 @@ def wait_ready(broker: Broker, timeout: float = READY_TIMEOUT) -> None:
 
 def start(release: str, *, workdir: Path | None = None, keep_workdir: bool = False,
           ready_timeout: float = READY_TIMEOUT) -> Broker:
-    """Format and start a broker of ``release`` (e.g. ``"4.4.0"`` or ``"4.4"``); returns when it answers."""
+    """Format and start a broker of ``release`` (e.g. ``"4.4.0"`` or ``"4.4"``); returns when it answers.
+
+    A port taken by someone else between :func:`free_ports` and the broker's bind is the
+    one failure tried again, once, on new ports.
+    """
     release = resolve(release)
     classpath(release)   # fail before making anything when the release is not cached
     java()
+    try:
+        return _start_once(release, workdir, keep_workdir, ready_timeout)
+    except BrokerError as error:
+        if "Address already in use" not in str(error):
+            raise
+        return _start_once(release, workdir, keep_workdir, ready_timeout)
+
+
+def _start_once(release: str, workdir: Path | None, keep_workdir: bool, ready_timeout: float) -> Broker:
     base = Path(tempfile.mkdtemp(prefix=f"kproto-kafka-{release}-", dir=workdir))
     broker = Broker(release, base, *free_ports(3), keep_workdir=keep_workdir)
     _LIVE.add(broker)
@@ -454,6 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokerError as error:
         print(f"kafka_broker: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:     # during the start: start() has stopped the broker already
+        print("kafka_broker: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ Each release is started alone (tools/kafka_broker.py), asked, and stopped:
   max version; keys kproto has no definition for are kept as numbers). This is the
   broker-release table of :mod:`kproto.versions` for the releases recorded.
 * **Probes**: for every API kproto's tables say KIP-896 deprecated or Kafka 4.x removed,
-  each version from kproto's lowest up to the lowest one kept, encoded by kproto with a
+  each version from kproto's lowest up to the lowest one kept (and v0 of the consumer-group
+  APIs none of them touched, as a control), encoded by kproto with a
   minimal body and sent alone on a fresh connection (SaslHandshake to the SASL_PLAINTEXT
   listener, everything else to PLAINTEXT). What the broker did: ``answered`` (the error
   codes of its answer), ``unsupported`` (an answer carrying UNSUPPORTED_VERSION, 35),
@@ -52,6 +53,8 @@ BODY_FIELDS = {
                      "pattern_type_filter": (1, 1)},
 }
 SASL_APIS = {"SaslHandshake"}
+# Consumer-group APIs that neither KIP-896 nor 4.x touched: their v0 is probed too, as a control.
+ALSO_PROBED = ("Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups", "ListGroups")
 
 
 def table_name(release: str) -> str:
@@ -65,16 +68,18 @@ def table_name(release: str) -> str:
 # ---------------------------------------------------------------- what to probe
 def probe_plan() -> list[tuple[int, int]]:
     """(api_key, version) pairs: per API that KIP-896 deprecated or 4.x removed (by kproto's
-    tables), every version from kproto's lowest to the lowest one kept (the first above both)."""
+    tables), every version from kproto's lowest to the lowest one kept (the first above both);
+    and the lowest version of each API of :data:`ALSO_PROBED`."""
     from kproto import versions as v
 
     plan = []
     for info in v.api_table():
         marked = [r for r in (info.deprecated, info.removed_in_4x) if r is not None]
-        if not marked:
-            continue
-        last = min(max(hi for _lo, hi in marked) + 1, info.max_version)
-        plan += [(info.api_key, version) for version in range(info.min_version, last + 1)]
+        if marked:
+            last = min(max(hi for _lo, hi in marked) + 1, info.max_version)
+            plan += [(info.api_key, version) for version in range(info.min_version, last + 1)]
+        elif info.name in ALSO_PROBED:
+            plan.append((info.api_key, info.min_version))
     return plan
 
 

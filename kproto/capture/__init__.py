@@ -98,7 +98,7 @@ def request_versions() -> list[int]:
     """Highest plausible request version per api_key (list index); -1 for unknown keys.
 
     From the generated protocol facts: request messages' valid versions, widened by
-    the broker versions table (which also knows keys without definitions).
+    the broker-release table (which also knows keys without definitions).
     """
     return list(_request_versions())
 
@@ -106,14 +106,15 @@ def request_versions() -> list[int]:
 @functools.lru_cache(maxsize=1)
 def _request_versions() -> tuple[int, ...]:
     # computed once: a reader per small capture must not walk the schema each time
-    from kproto.schema import BROKER_API_VERSIONS, MESSAGES
+    from kproto.schema import MESSAGES
+    from kproto.versions import broker_api_versions
 
     highest: dict[int, int] = {}
     for message in MESSAGES.values():
         if message["type"] == "request":
             key = message["api_key"]
             highest[key] = max(highest.get(key, -1), message["valid_versions"][1])
-    for _release, key, _low, high in BROKER_API_VERSIONS:
+    for _release, key, _low, high in broker_api_versions():
         if key not in highest:
             highest[key] = _UNDEFINED_KEY_MAX_VERSION
         highest[key] = max(highest[key], high)

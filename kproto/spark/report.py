@@ -292,6 +292,8 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
         r["api_name"] = _api(r["api_key"])
         r["first_seen"], r["last_seen"] = _iso(r.pop("first_ns")), _iso(r.pop("last_ns"))
         r["software_name"] = r["software_name"] or software.get((r["client_ip"], r["client_id"]))
+    for r in deprecated:     # "not removed" holds for most 4.x releases: name those that refuse it
+        r["not_served_by_4x"] = list(kv.version_info(r["api_key"], r["api_version"]).not_served_by_4x)
     facts["readiness"] = {
         "removed_in_4x_requests": sum(r["requests"] for r in removed),
         "deprecated_requests": sum(r["requests"] for r in removed + deprecated),
@@ -575,10 +577,12 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                   str(r["api_version"]), _fmt(r["requests"]), _when(r["first_seen"]), _when(r["last_seen"])]
                  for r in readiness["removed"]]))
     out.append(("Deprecated versions still served by 4.x",
-                "Deprecated by KIP-896 but not removed in 4.x: worth upgrading, not blocking.",
-                ["client", "client_id", "API", "version", "requests"],
+                "Deprecated by KIP-896 but not removed in 4.x: worth upgrading, not blocking, except on "
+                "the 4.x releases that do not serve it (JoinGroup v0-1: 4.0.0, as a real 4.0.0 broker showed).",
+                ["client", "client_id", "API", "version", "requests", "not served by"],
                 [[_fmt(r["client_ip"]), _fmt(r["client_id"]), r["api_name"], str(r["api_version"]),
-                  _fmt(r["requests"])] for r in readiness["deprecated_not_removed"]]))
+                  _fmt(r["requests"]), ", ".join(r["not_served_by_4x"]) or "-"]
+                 for r in readiness["deprecated_not_removed"]]))
     out.append(("API versions in use", "Requests per API and version.",
                 ["API", "version", "requests", "clients", "deprecated", "removed in 4.x"],
                 [[r["api_name"], str(r["api_version"]), _fmt(r["requests"]), _fmt(r["clients"]),
