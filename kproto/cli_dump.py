@@ -2,15 +2,19 @@
 
     kproto dump broker.pcap | jq .
     kproto dump broker.pcapng --api Metadata --direction response --format tree
-    tcpdump -w - 'tcp port 9092' | kproto dump - --client-id my-app
+    tcpdump -U -w - 'tcp port 9092' | kproto dump - --client-id my-app
+    kproto dump growing.pcap --follow       # like tail -f: frames as tcpdump writes them
 
 Reads pcap, pcapng and size-prefixed frame dumps ("-" for stdin) a batch at a
-time, so memory stays flat on any size. Responses are decoded with the API and
-version of their request (paired within the stream). See docs/dump.md.
+time, so memory stays flat on any size; a pipe or a followed file is printed as
+it arrives. Responses are decoded with the API and version of their request
+(paired within the stream). See docs/dump.md.
 
-Exit status: 0 when every input was read completely; 3 when an input could not
-be read completely (the frames before the problem are printed, then the problem
-on stderr: file, byte offset, reason); 2 for usage errors and missing inputs.
+Exit status: 0 when every input was read completely (an input without Kafka
+frames says so on stderr); 3 when an input could not be read completely, or is
+empty (the frames before the problem are printed, then the problem on stderr:
+file, byte offset, reason); 2 for usage errors and missing inputs. Ctrl-C ends
+--follow with the status so far.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--direction", choices=("request", "response"), default=None)
     parser.add_argument("--status", choices=("ok", "error"), default=None,
                         help="only frames that decoded (ok) or did not (error)")
+    parser.add_argument("--follow", "-f", action="store_true",
+                        help="keep reading each file as it grows, like tail -f (until Ctrl-C); "
+                             "stdin is always read as it arrives")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="stop after N frames")
     parser.add_argument("--broker-port", type=int, action="append", metavar="PORT",
                         help="a broker port, to tell requests from responses (repeatable; default 9092)")
@@ -63,10 +70,11 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 0:
         print("kproto dump: --limit must be 0 or more", file=sys.stderr)
         return EXIT_USAGE
-    missing = [p for p in args.paths if p != "-" and not os.path.isfile(p)]
-    if missing:
-        print(f"kproto dump: no such file: {', '.join(missing)}", file=sys.stderr)
-        return EXIT_USAGE
+    for path in args.paths:
+        problem = input_problem(path)
+        if problem:
+            print(f"kproto dump: {path}: {problem}", file=sys.stderr)
+            return EXIT_USAGE
     filters = Filters(apis=apis, api_versions=set(args.api_version), client_ids=set(args.client_id),
                       connections=set(args.connection),
                       direction=None if args.direction is None else
@@ -77,31 +85,51 @@ def run(args: argparse.Namespace) -> int:
     records = "base64" if args.records_base64 else "summary"
     left = args.limit
     status = EXIT_OK
-    for path in args.paths:
-        if left == 0:
-            break
-        source = Input(path, broker_ports=tuple(args.broker_port or (9092,)))
-        batches = record_batches(source, filters, records=records)
-        try:
-            for frames, decoded, client_id in batches:
-                if left is not None and frames.num_rows > left:
-                    frames, decoded, client_id = frames.slice(0, left), decoded.slice(0, left), client_id[:left]
-                sys.stdout.write("".join(lines_of(frames, decoded, client_id)))
-                if left is not None:
-                    left -= frames.num_rows
-                    if left == 0:
-                        break
-        except OSError as exc:
-            if isinstance(exc, BrokenPipeError):
-                raise   # the reader left: kproto.cli ends quietly
-            sys.stdout.flush()
-            print(f"kproto dump: {source.name}: {exc}", file=sys.stderr)
-            status = EXIT_INCOMPLETE
-            continue
-        finally:
-            batches.close()
-        if source.error is not None and left != 0:
-            sys.stdout.flush()
-            print(f"kproto dump: {source.error}", file=sys.stderr)
-            status = EXIT_INCOMPLETE
+    try:
+        for path in args.paths:
+            if left == 0:
+                break
+            source = Input(path, broker_ports=tuple(args.broker_port or (9092,)), follow=args.follow)
+            batches = record_batches(source, filters, records=records)
+            try:
+                for frames, decoded, client_id in batches:
+                    if left is not None and frames.num_rows > left:
+                        frames, decoded, client_id = frames.slice(0, left), decoded.slice(0, left), client_id[:left]
+                    sys.stdout.write("".join(lines_of(frames, decoded, client_id)))
+                    sys.stdout.flush()      # a live input's frames are seen as they come
+                    if left is not None:
+                        left -= frames.num_rows
+                        if left == 0:
+                            break
+            except OSError as exc:
+                if isinstance(exc, BrokenPipeError):
+                    raise   # the reader left: kproto.cli ends quietly
+                sys.stdout.flush()
+                print(f"kproto dump: {source.name}: {exc}", file=sys.stderr)
+                status = EXIT_INCOMPLETE
+                continue
+            finally:
+                batches.close()
+            if source.error is not None and left != 0:
+                sys.stdout.flush()
+                print(f"kproto dump: {source.error}", file=sys.stderr)
+                status = EXIT_INCOMPLETE
+            elif source.frames_read == 0 and left != 0:
+                print(f"kproto dump: {source.name}: no Kafka frames ({source.format}, {source.bytes_read:,} bytes)",
+                      file=sys.stderr)
+    except KeyboardInterrupt:   # how --follow (or a live pipe) is ended
+        sys.stdout.flush()
     return status
+
+
+def input_problem(path: str) -> str:
+    """Why ``path`` cannot be read as an input ("" when it can)."""
+    if path == "-":
+        return ""
+    if os.path.isdir(path):
+        return "is a directory (give the capture files in it, e.g. DIR/*.pcap)"
+    if not os.path.exists(path):
+        return "no such file"
+    if not os.access(path, os.R_OK):
+        return "not readable (permission denied)"
+    return ""

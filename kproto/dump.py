@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -42,7 +43,9 @@ __all__ = ["Input", "InputProblem", "Filters", "OpenRequests", "records", "recor
 
 PCAP_MAGICS = tuple(PCAP_FILE_MAGICS)
 PCAPNG_MAGIC = PCAPNG_FILE_MAGIC
-FRAME_DUMP_CHUNK = 4 * 1024 * 1024
+FRAME_DUMP_CHUNK = 4 * 1024 * 1024     # the most read at once (a read returns what has arrived)
+#: Seconds between looks at a followed file's end (``--follow``): a new frame is printed within this.
+FOLLOW_INTERVAL = 0.05
 #: Requests waiting for their response that are remembered (the oldest are forgotten
 #: beyond this: their responses then decode as NO_REQUEST_INFO).
 MAX_OPEN_REQUESTS = 100_000
@@ -63,9 +66,13 @@ class InputProblem:
 
 
 class _Prefixed(io.RawIOBase):
-    """A stream whose first bytes were already read (to tell its format): those, then the rest."""
+    """A stream whose first bytes were already read (to tell its format): those, then the rest.
 
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+    A read returns what has arrived (``read1``), never waiting for a full block, so that
+    a pipe that stays open (``tcpdump -U -w - | kproto dump -``) is decoded as it comes.
+    """
+
+    def __init__(self, head: bytes, rest: Any) -> None:
         self._head = head
         self._rest = rest
 
@@ -75,16 +82,47 @@ class _Prefixed(io.RawIOBase):
     def read(self, size: int = -1) -> bytes:
         if self._head:
             head, self._head = self._head, b""
-            if size is None or size < 0:
-                return head + self._rest.read()
-            return head if len(head) >= size else head + self._rest.read(size - len(head))
-        return self._rest.read(size)
+            return head
+        if size is None or size < 0:
+            return self._rest.read()
+        return self._rest.read1(size)
 
 
-def _read_head(handle: BinaryIO, count: int) -> bytes:
+class _Following(io.RawIOBase):
+    """A growing file read as a stream that never ends (``--follow``): at the end of what
+    was written so far, wait ``interval`` seconds and look again, until interrupted."""
+
+    def __init__(self, handle: BinaryIO, interval: float = FOLLOW_INTERVAL) -> None:
+        self._handle = handle
+        self._interval = interval
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return self.read1(size)
+
+    def read1(self, size: int = -1) -> bytes:
+        while True:
+            data = self._handle.read1(size if size is not None and size > 0 else FRAME_DUMP_CHUNK)
+            if data:
+                return data
+            time.sleep(self._interval)
+
+
+def _first_frame_end(pending: bytearray, max_frame_size: int) -> int:
+    """How many bytes the first size-prefixed frame of ``pending`` needs (4 until its size is known;
+    a size that is no frame's is for the frame reader to refuse now, so it needs nothing more)."""
+    if len(pending) < 4:
+        return 4
+    size = int.from_bytes(pending[:4], "big", signed=True)
+    return 4 + size if 0 <= size <= max_frame_size else 0
+
+
+def _read_head(handle: Any, count: int) -> bytes:
     head = b""
     while len(head) < count:
-        more = handle.read(count - len(head))
+        more = handle.read1(count - len(head))
         if not more:
             break
         head += more
@@ -101,30 +139,41 @@ class Input:
     """
 
     def __init__(self, path: str, *, broker_ports: tuple[int, ...] = DEFAULT_BROKER_PORTS,
-                 batch_frames: int = 65536, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+                 batch_frames: int = 65536, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                 follow: bool = False) -> None:
         self.path = path
         self.name = "<stdin>" if path == "-" else os.fspath(path)
         self.broker_ports = tuple(broker_ports)
         self.batch_frames = batch_frames
         self.max_frame_size = max_frame_size
+        self.follow = follow and path != "-"     # stdin is read as it comes anyway
         self.format: str | None = None
         self.error: InputProblem | None = None
+        self.bytes_read = 0
+        self.frames_read = 0
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        handle = sys.stdin.buffer if self.path == "-" else open(self.path, "rb")
+        handle: Any = sys.stdin.buffer if self.path == "-" else open(self.path, "rb")
         try:
-            head = _read_head(handle, 4)
+            stream: Any = _Following(handle) if self.follow else handle
+            head = _read_head(stream, 4)
+            if not head:
+                self.error = InputProblem(self.name, 0, "not_a_capture", "empty input (0 bytes): nothing to read")
+                return
             if head in PCAP_MAGICS or head == PCAPNG_MAGIC:
                 self.format = "pcapng" if head == PCAPNG_MAGIC else "pcap"
-                if self.path == "-":
-                    source: Any = _Prefixed(head, handle)
+                if self.path == "-" or self.follow:
+                    source: Any = _Prefixed(head, stream)
                 else:   # the reader maps the file itself
                     handle.close()
                     source = self.path
-                yield from self._capture(source)
+                batches = self._capture(source)
             else:
                 self.format = "frames"
-                yield from self._frame_dump(_Prefixed(head, handle))
+                batches = self._frame_dump(_Prefixed(head, stream))
+            for batch in batches:
+                self.frames_read += batch.num_rows
+                yield batch
         finally:
             if handle is not sys.stdin.buffer:
                 handle.close()
@@ -135,6 +184,7 @@ class Input:
         yield from reader
         stopped = reader.error
         counters = reader.counters
+        self.bytes_read = counters["input_bytes"]
         if stopped is not None:
             self.error = InputProblem(self.name, stopped.offset, stopped.category, stopped.reason)
         elif counters["trailing_bytes"]:
@@ -143,34 +193,43 @@ class Input:
                                       f"incomplete record: {left} bytes at the end of the file")
 
     def _frame_dump(self, handle: BinaryIO | io.RawIOBase) -> Iterator[pa.RecordBatch]:
-        """Size-prefixed frames, a chunk at a time; a frame a chunk cuts short waits for the next."""
-        carried = b""     # the start of a frame cut by the end of the previous chunk
-        base = 0          # the input offset of carried's first byte
+        """Size-prefixed frames, as they arrive; a frame a read cuts short waits for the rest.
+
+        The bytes of a cut frame are only looked at again once its size has arrived, so a
+        large frame coming in small reads is not scanned over and over.
+        """
+        pending = bytearray()   # bytes read and not yet taken as frames
+        base = 0                # the input offset of pending's first byte
         sequence = 0
         while True:
             chunk = handle.read(FRAME_DUMP_CHUNK)
-            data = carried + chunk if carried else chunk
-            carried = b""
+            pending += chunk
+            self.bytes_read = base + len(pending)
+            if chunk and len(pending) < _first_frame_end(pending, self.max_frame_size):
+                continue
+            data = bytes(pending)
+            used = len(data)
             try:
                 for frames in read_frame_file(data, max_frame_size=self.max_frame_size,
                                               batch_frames=self.batch_frames):
                     yield self._as_capture_frames(frames, sequence)
                     sequence += frames.num_rows
             except TruncatedError as exc:
-                carried = data[exc.offset:]
+                used = exc.offset or 0
             except FrameTooLargeError as exc:
                 offset = base + (exc.offset or 0)
                 category = "not_a_capture" if offset == 0 else "bad_frame_size"
                 reason = exc.reason if offset else (f"neither a pcap or pcapng file nor size-prefixed frames "
-                                                    f"(first bytes 0x{bytes(data[:4]).hex()}: {exc.reason})")
+                                                    f"(first bytes 0x{data[:4].hex()}: {exc.reason})")
                 self.error = InputProblem(self.name, offset, category, reason)
                 return
-            base += len(data) - len(carried)
+            del pending[:used]
+            base += used
             if not chunk:
                 break
-        if carried:
+        if pending:
             self.error = InputProblem(self.name, base, "not_a_capture" if base == 0 else "truncated_record",
-                                      f"incomplete frame: {len(carried)} bytes at the end of the input")
+                                      f"incomplete frame: {len(pending)} bytes at the end of the input")
 
     def _as_capture_frames(self, frames: pa.RecordBatch, sequence: int) -> pa.RecordBatch:
         n = frames.num_rows
