@@ -28,8 +28,9 @@ try:
     import numpy as np
     import pyarrow as pa
 except ImportError as _missing:
+    from kproto._extras import install_hint
     raise ImportError(f"kproto.batch needs numpy and pyarrow ({_missing.name} is missing): "
-                      "pip install 'kproto[arrow]'", name=_missing.name) from _missing
+                      f"{install_hint('arrow')}", name=_missing.name) from _missing
 
 from kproto import _deprecation, _impl, schema
 from kproto._common.batch import PairStatus, Status

@@ -44,6 +44,8 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
 )
 
 _MODULE_PREFIX = "cli_"
+#: The exit status of a command whose optional package (an extra) is not installed.
+EXIT_MISSING_EXTRA = 2
 
 
 @dataclass
@@ -196,7 +198,16 @@ def _main(argv: Sequence[str] | None) -> int:
     if command.module is None:
         print(f"kproto {command.name}: unavailable: {command.import_error}", file=sys.stderr)
         return 2
-    status = command.module.run(args)
+    try:
+        status = command.module.run(args)
+    except ImportError as exc:
+        # An optional package this command needs is missing: one line naming the extra, no traceback.
+        from kproto._extras import missing_package_message
+        message = missing_package_message(exc.name)
+        if message is None:
+            raise
+        print(f"kproto {command.name}: {message}", file=sys.stderr)
+        return EXIT_MISSING_EXTRA
     return int(status or 0)
 
 

@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        print("kproto analyze: pyspark is not installed: pip install 'kproto[spark]' "
+        from kproto._extras import install_hint
+        print(f"kproto analyze: pyspark is not installed: {install_hint('spark')} "
               "(or scripts/setup.sh --spark)", file=sys.stderr)
         return EXIT_USAGE
     from kproto.spark import Options, analyze, spark_session

@@ -75,7 +75,7 @@ def has_size_prefix(data: bytes) -> bool:
 def run(args: argparse.Namespace) -> int:
     import kproto
     from kproto import versions
-    from kproto.dump import tree_of
+    from kproto._tree import tree_of
 
     api_key = None
     if args.api_key is not None:
