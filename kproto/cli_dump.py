@@ -45,7 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only this connection id (numbered per capture from 0; repeatable)")
     parser.add_argument("--direction", choices=("request", "response"), default=None)
     parser.add_argument("--status", choices=("ok", "error"), default=None,
-                        help="only frames that decoded (ok) or did not (error)")
+                        help="decode status: only frames that decoded (ok) or did not (error: truncated, "
+                             "unknown API, no request seen...); for Kafka error codes see --error")
+    parser.add_argument("--error", action="append", default=[], metavar="CODE",
+                        help="only frames whose body has an error_code (top level or nested) equal to this "
+                             "Kafka error, by name (UNKNOWN_TOPIC_OR_PARTITION) or number (3); repeatable")
     parser.add_argument("--follow", "-f", action="store_true",
                         help="keep reading each file as it grows, like tail -f (until Ctrl-C); "
                              "stdin is always read as it arrives")
@@ -67,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(f"kproto dump: {exc.args[0]}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        error_codes = {error_code_of(text) for text in args.error}
+    except KeyError as exc:
+        print(f"kproto dump: {exc.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
     if args.limit is not None and args.limit < 0:
         print("kproto dump: --limit must be 0 or more", file=sys.stderr)
         return EXIT_USAGE
@@ -79,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                       connections=set(args.connection),
                       direction=None if args.direction is None else
                       (kb.RESPONSE if args.direction == "response" else kb.REQUEST),
-                      status=args.status)
+                      status=args.status, error_codes=error_codes)
     output_format = args.format or ("tree" if sys.stdout.isatty() else "jsonl")
     lines_of = tree_lines if output_format == "tree" else jsonl_lines
     records = "base64" if args.records_base64 else "summary"
@@ -120,6 +129,21 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:   # how --follow (or a live pipe) is ended
         sys.stdout.flush()
     return status
+
+
+def error_code_of(text: str) -> int:
+    """A Kafka error code given by number or name (any case); KeyError naming the text otherwise."""
+    from kproto.errors import ErrorCode
+
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return ErrorCode.by_name(text.strip().upper().replace("-", "_")).code
+    except KeyError:
+        raise KeyError(f"--error {text}: not a Kafka error code name or number "
+                       "(e.g. UNKNOWN_TOPIC_OR_PARTITION or 3)") from None
 
 
 def input_problem(path: str) -> str:
