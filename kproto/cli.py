@@ -64,6 +64,15 @@ class Subcommand:
         text = getattr(self.module, "HELP", None) or (self.module.__doc__ or "").strip()
         return text.splitlines()[0] if text else ""
 
+    @property
+    def exit_statuses(self) -> str | None:
+        """The "Exit status: ..." paragraph of the module's docstring, shown at the end of its --help."""
+        doc = (self.module.__doc__ or "") if self.module is not None else ""
+        for paragraph in doc.split("\n\n"):
+            if paragraph.strip().startswith("Exit status"):
+                return " ".join(paragraph.split())
+        return None
+
 
 def implementation_description() -> str:
     """Which implementation is active, and why, in a few words."""
@@ -157,7 +166,8 @@ def build_parser(subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:
     if subcommands:
         sub = parser.add_subparsers(dest="command", metavar="COMMAND")
         for command in subcommands:
-            sub_parser = sub.add_parser(command.name, help=command.help, description=command.help)
+            sub_parser = sub.add_parser(command.name, help=command.help, description=command.help,
+                                        epilog=command.exit_statuses)
             if command.module is not None:
                 command.module.add_arguments(sub_parser)
             sub_parser.set_defaults(_subcommand=command)

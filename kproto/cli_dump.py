@@ -13,8 +13,8 @@ it arrives. Responses are decoded with the API and version of their request
 Exit status: 0 when every input was read completely (an input without Kafka
 frames says so on stderr); 3 when an input could not be read completely, or is
 empty (the frames before the problem are printed, then the problem on stderr:
-file, byte offset, reason); 2 for usage errors and missing inputs. Ctrl-C ends
---follow with the status so far.
+file, byte offset, reason); 2 for usage errors, missing inputs and a missing
+arrow extra. Ctrl-C ends --follow with the status so far.
 """
 
 from __future__ import annotations

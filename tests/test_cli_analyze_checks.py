@@ -80,3 +80,11 @@ def test_banner_patterns():
                                "for your platform... using builtin-java classes where applicable\n")
     assert jvm_noise.is_banner("Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties")
     assert not jvm_noise.is_banner("26/11/27 11:26:58 ERROR Executor: Exception in task 0.0")
+
+
+@pytest.mark.parametrize("command", ["analyze", "dump", "decode", "versions"])
+def test_help_ends_with_the_exit_statuses(command):
+    result = subprocess.run([sys.executable, "-m", "kproto.cli", command, "--help"], capture_output=True,
+                            text=True, timeout=60, check=True)
+    text = " ".join(result.stdout.split())
+    assert "Exit status: 0 " in text and " 2 for usage errors" in text

@@ -9,11 +9,11 @@ need a live capture and are not run; docs/dump.md's live pipe is tests/test_dump
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -65,6 +65,6 @@ def inputs(tmp_path_factory):
 def test_command_runs(path, number, line, inputs):
     script = f'kproto() {{ {shlex.quote(sys.executable)} -m kproto.cli "$@"; }}\nset -o pipefail\n{line}\n'
     result = subprocess.run(["bash", "-c", script], cwd=inputs, capture_output=True, text=True, timeout=300,
-                            env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, f"{path}:{number}: {line}\n{result.stderr}"
     assert result.stderr == "", f"{path}:{number}: {result.stderr}"
