@@ -369,7 +369,8 @@ def record_batches(source: Input, filters: Filters | None = None, *,
         if not frames.num_rows:
             continue
         decoded = kb.decode_frames(frames["payload"], directions=directions, request_api_keys=api_key,
-                                   request_api_versions=api_version, body="json", records=records)
+                                   request_api_versions=api_version, body="json", records=records,
+                                   body_fields="version")     # a body shows what its version has
         keep = filters.status_mask(decoded["status"].to_numpy()) & filters.error_mask(decoded["body"])
         if not keep.all():
             mask = pa.array(keep)
@@ -398,56 +399,6 @@ def api_name(api_key: int) -> str:
     return name
 
 
-_VERSION_FIELDS: dict[tuple[int, int, bool], Any] = {}
-
-
-def version_fields(api_key: int, api_version: int, is_request: bool) -> Any:
-    """The field names the message has at this version, as a tree (name -> the same for a struct
-    or array of structs, None for others); None when every version has every field (nothing to hide)."""
-    key = (api_key, api_version, is_request)
-    if key not in _VERSION_FIELDS:
-        from kproto import schema
-
-        name = schema.request_name(api_key) if is_request else schema.response_name(api_key)
-        try:
-            plan = schema.plan(name, api_version) if name else None
-        except KeyError:
-            plan = None
-
-        def tree(plan: Any) -> tuple[dict, bool]:
-            fields, lacks = {}, bool(plan.absent)
-            for op in plan.fields + plan.tagged:
-                child, child_lacks = tree(op.child) if op.child is not None else (None, False)
-                fields[op.name] = child
-                lacks = lacks or child_lacks
-            return fields, lacks
-
-        fields, lacks = tree(plan) if plan is not None else ({}, False)
-        _VERSION_FIELDS[key] = fields if lacks else None
-    return _VERSION_FIELDS[key]
-
-
-def only_version_fields(value: Any, fields: dict) -> Any:
-    """``value`` (a body as JSON data) without the fields its version does not have."""
-    if isinstance(value, list):
-        return [only_version_fields(item, fields) for item in value]
-    if not isinstance(value, dict):
-        return value
-    return {name: only_version_fields(item, fields[name]) if fields.get(name) and item is not None else item
-            for name, item in value.items() if name in fields or name.startswith("_")}
-
-
-def _body_text(body: str | None, api_key: int | None, api_version: int | None, direction: int) -> str | None:
-    """The body's JSON without the fields the frame's version lacks (the JSON pass writes every field)."""
-    if body is None or api_key is None or api_version is None:
-        return body
-    fields = version_fields(api_key, api_version, direction != kb.RESPONSE)
-    if fields is None:
-        return body
-    import json
-    return json.dumps(only_version_fields(json.loads(body), fields), ensure_ascii=False, separators=(",", ":"))
-
-
 def _columns(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.ndarray) -> dict[str, list]:
     return {
         "capture": frames["capture"].to_pylist(),
@@ -463,9 +414,7 @@ def _columns(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.ndar
         "client_id": client_id.tolist(),
         "status": decoded["status"].to_pylist(),
         "error_offset": decoded["error_offset"].to_pylist(),
-        "body": [_body_text(body, key, version, direction) for body, key, version, direction in zip(
-            decoded["body"].to_pylist(), decoded["api_key"].to_pylist(), decoded["api_version"].to_pylist(),
-            frames["direction"].to_pylist())],
+        "body": decoded["body"].to_pylist(),
     }
 
 

@@ -88,3 +88,23 @@ def test_help_ends_with_the_exit_statuses(command):
                             text=True, timeout=60, check=True)
     text = " ".join(result.stdout.split())
     assert "Exit status: 0 " in text and " 2 for usage errors" in text
+
+
+def test_progress_lines_give_durations():
+    import io
+    from types import SimpleNamespace
+
+    from kproto.spark.jobs import Progress
+
+    tracker = SimpleNamespace(getActiveStageIds=lambda: [])
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))
+    stream = io.StringIO()
+    with Progress(spark, stream=stream) as show:
+        show.step("listing inputs")
+        show.step("planning 1 capture file(s)")
+        show.done()
+    lines = stream.getvalue().splitlines()
+    assert [line.rsplit(":", 1)[0] for line in lines[:2]] == [
+        "kproto analyze: listing inputs", "kproto analyze: planning 1 capture file(s)"]
+    assert all(line.endswith(" s") for line in lines) and lines[2].startswith("kproto analyze: done in ")
+    assert len(lines) == 3

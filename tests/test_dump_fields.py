@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import kproto
 from kproto.cli import main
 from kproto.messages import MetadataRequest, ProduceResponse
@@ -51,3 +53,33 @@ def test_error_filter_by_name_and_number_nested(tmp_path, capsys):
     assert error_code_of("not_leader_or_follower") == error_code_of(str(code)) == code
     assert main(["dump", str(frames_file(tmp_path, [b"\x00" * 8])), "--error", "NOPE"]) == 2
     assert "not a Kafka error code" in capsys.readouterr().err
+
+
+def test_body_fields_version_on_both_loops(impl, monkeypatch):
+    """decode_frames(body_fields="version"): the twins give the same text, the fields of the version
+    only (nested too); "all" keeps to_dict()'s shape."""
+    import kproto.batch as kb
+    from kproto.messages import FetchRequest
+
+    monkeypatch.setattr(kb, "_batch", impl.load("batch"))
+    fetch = FetchRequest(topics=[FetchRequest.FetchTopic(topic="orders", partitions=[
+        FetchRequest.FetchPartition(partition=0, fetch_offset=5)])])
+    bodies = [(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="orders")]), v) for v in (0, 8, 12)]
+    bodies += [(fetch, 4), (fetch, 12), (fetch, 13)]
+    payloads = [kproto.encode_request(body, version=v, correlation_id=i, client_id="me")
+                for i, (body, v) in enumerate(bodies)]
+    data = b"".join(len(p).to_bytes(4, "big") + p for p in payloads)
+    shown = [json.loads(t) for t in kb.decode_frames(data, body="json", body_fields="version")["body"].to_pylist()]
+    full = [json.loads(t) for t in kb.decode_frames(data, body="json")["body"].to_pylist()]
+    assert full[1] == MetadataRequest.decode(payloads[1][payloads[1].index(b"me") + 2:], 8).to_dict()
+    assert shown[1] == {"topics": [{"name": "orders"}], "allow_auto_topic_creation": True,
+                        "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+    assert shown[0] == {"topics": [{"name": "orders"}]}
+    assert "topic_id" in full[1]["topics"][0]
+    assert "topic_id" not in shown[4]["topics"][0] and shown[5]["topics"][0]["topic_id"]
+    assert "topic" not in shown[5]["topics"][0] and "topic" in shown[4]["topics"][0]
+    assert "rack_id" not in shown[3] and "rack_id" in shown[4] and "isolation_level" in shown[3]
+    for s, f in zip(shown, full):    # dropping fields only: what is shown is as the full body has it
+        assert all(f[k] == v for k, v in s.items() if not isinstance(v, list))
+    with pytest.raises(ValueError, match="body_fields"):
+        kb.decode_frames(data, body="json", body_fields="some")
