@@ -132,8 +132,9 @@ def _pa():
         import numpy  # noqa: F401
         import pyarrow
     except ImportError as exc:
+        from kproto._extras import install_hint
         raise ImportError(f"kproto.capture needs numpy and pyarrow ({exc.name} is missing): "
-                          "pip install 'kproto[arrow]'", name=exc.name) from exc
+                          f"{install_hint('arrow')}", name=exc.name) from exc
     return pyarrow
 
 
