@@ -94,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
     records = "base64" if args.records_base64 else "summary"
     left = args.limit
     status = EXIT_OK
+    if args.follow or "-" in args.paths:
+        from kproto.dump import warm_up
+        warm_up()     # so that the first frame of a live input is not the one that waits for it
     try:
         for path in args.paths:
             if left == 0:

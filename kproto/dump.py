@@ -96,7 +96,7 @@ class _Following(io.RawIOBase):
     """A growing file read as a stream that never ends (``--follow``): at the end of what
     was written so far, wait ``interval`` seconds and look again, until interrupted."""
 
-    def __init__(self, handle: BinaryIO, interval: float = FOLLOW_INTERVAL) -> None:
+    def __init__(self, handle: io.BufferedIOBase, interval: float = FOLLOW_INTERVAL) -> None:
         self._handle = handle
         self._interval = interval
 
@@ -190,7 +190,7 @@ class Input:
         counters = reader.counters
         self.bytes_read = counters["input_bytes"]
         if stopped is not None:
-            self.error = InputProblem(self.name, stopped.offset, stopped.category, stopped.reason)
+            self.error = InputProblem(self.name, stopped.offset or 0, stopped.category, stopped.reason)
         elif counters["trailing_bytes"]:
             left = counters["trailing_bytes"]
             self.error = InputProblem(self.name, counters["input_bytes"] - left, "truncated_record",
@@ -377,6 +377,23 @@ def record_batches(source: Input, filters: Filters | None = None, *,
             frames, decoded, client_id = frames.filter(mask), decoded.filter(mask), client_id[keep]
         if frames.num_rows:
             yield frames, decoded, client_id
+
+
+def warm_up() -> None:
+    """Pay the one-time costs of the first batch now, before a live input's first frame arrives:
+    pyarrow imports pandas the first time it converts a numpy array (when pandas is installed)
+    and its dataset modules when pairing first filters a table, about a second together. The
+    whole path runs once on an ApiVersions v0 request and its response, and the output is dropped."""
+    request = b"\x00\x12\x00\x00\x00\x00\x00\x01\xff\xff"   # ApiVersions v0, correlation id 1, no client id
+    response = b"\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00"   # correlation id 1, error 0, no APIs
+    data = b"".join(len(p).to_bytes(4, "big") + p for p in (request, response))
+    (frames,) = read_frame_file(data)
+    batch = Input("<warm-up>")._as_capture_frames(frames, 0).to_pydict()
+    batch["direction"] = [kb.REQUEST, kb.RESPONSE]
+    batch["connection_id"] = [0, 0]
+    batch["sequence"] = [0, 0]
+    for found in record_batches([pa.RecordBatch.from_pydict(batch, schema=frame_schema())]):   # type: ignore[arg-type]
+        jsonl_lines(*found)
 
 
 def records(source: Input, filters: Filters | None = None, *, records: str = "summary") -> Iterator[dict]:

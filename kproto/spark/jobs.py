@@ -125,7 +125,7 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
     from pyspark import SparkContext
 
     # A JVM started here writes its start-up banners through kproto.spark.jvm_noise's filter.
-    starting = SparkContext._gateway is None and bool(master) and master.startswith("local")
+    starting = SparkContext._gateway is None and master is not None and master.startswith("local")
     with jvm_noise.banners_dropped() if starting else contextlib.nullcontext():
         session = builder.getOrCreate()
     # What jvm_archive.finish looks at (setattr: SparkSession declares no such attribute).
