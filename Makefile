@@ -13,6 +13,7 @@ run:
 	scripts/setup.sh --spark
 	.venv/bin/kproto analyze samples/sample.pcap --out out/sample
 	@echo "report: out/sample/report.html (also report.md, report.json); tables: out/sample/*/"
+	@echo "the kproto command: .venv/bin/kproto (or run: source .venv/bin/activate)"
 
 demo:
 	scripts/setup.sh

@@ -14,6 +14,7 @@ from kproto._impl import USE_EXTENSION as _USE_EXTENSION
 from kproto._version import __version__
 from kproto.api import (
     Request,
+    api_key_of,
     RequestHeader,
     Response,
     ResponseHeader,
@@ -26,6 +27,7 @@ from kproto.api import (
     header_version,
 )
 from kproto.errors import (
+    CodecUnavailableError,
     DecodeError,
     EncodeError,
     KprotoError,
@@ -40,6 +42,7 @@ __all__ = [
     "decode_request", "decode_request_header", "decode_response", "decode_response_header",
     "encode_request", "encode_response", "header_version", "FrameReader", "iter_frames",
     "KprotoError", "DecodeError", "EncodeError", "UnsupportedVersionError", "UnsupportedRequestError",
+    "CodecUnavailableError", "api_key_of",
 ]
 
 

@@ -7,6 +7,9 @@
                                               APIs and versions gained and lost from 3.6 to 4.0
     kproto versions --response FILE           a captured ApiVersionsResponse frame (binary or hex):
                                               the broker's listing, its release, what kproto negotiates
+
+Exit status: 0 when done; 2 for usage errors (an unknown API or release, a
+response that cannot be read).
 """
 
 from __future__ import annotations

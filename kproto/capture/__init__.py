@@ -35,13 +35,16 @@ import io
 import mmap
 import os
 import sys
-from typing import Any, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 from collections.abc import Generator, Iterable, Iterator
 
 from kproto import _deprecation, _impl
 from kproto._common.capture import CONNECTION_COLUMNS, DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS
 from kproto.errors import CorruptCaptureError
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE as _DEFAULT_MAX_FRAME_SIZE
+
+if TYPE_CHECKING:   # the public functions' types, for mypy --strict in user programs
+    import pyarrow as pa
 
 __all__ = [
     "Capture",
@@ -130,13 +133,14 @@ def _pa():
         import numpy  # noqa: F401
         import pyarrow
     except ImportError as exc:
+        from kproto._extras import install_hint
         raise ImportError(f"kproto.capture needs numpy and pyarrow ({exc.name} is missing): "
-                          "pip install 'kproto[arrow]'", name=exc.name) from exc
+                          f"{install_hint('arrow')}", name=exc.name) from exc
     return pyarrow
 
 
 @functools.lru_cache(maxsize=1)
-def frame_schema():
+def frame_schema() -> pa.Schema:
     pa = _pa()
     types = {"connection_id": pa.int64(), "direction": pa.int8(), "sequence": pa.int64(),
              "ts_first_ns": pa.int64(), "ts_last_ns": pa.int64(), "size": pa.int32(), "payload": pa.binary()}
@@ -144,7 +148,7 @@ def frame_schema():
 
 
 @functools.lru_cache(maxsize=1)
-def connection_schema():
+def connection_schema() -> pa.Schema:
     pa = _pa()
     fields = [("capture", pa.string())]
     for name in CONNECTION_COLUMNS:
@@ -159,7 +163,7 @@ def connection_schema():
     return pa.schema(fields)
 
 
-def frame_file_schema():
+def frame_file_schema() -> pa.Schema:
     pa = _pa()
     return pa.schema([("offset", pa.int64()), ("size", pa.int32()), ("payload", pa.binary())])
 
@@ -367,12 +371,12 @@ class CaptureReader:
         )
 
     # -------------------------------------------------------------- results
-    def read_all(self):
+    def read_all(self) -> pa.Table:
         """All frames as one pyarrow.Table."""
         pa = _pa()
         return pa.Table.from_batches(list(self), schema=frame_schema())
 
-    def connections(self):
+    def connections(self) -> pa.Table:
         """Per-connection accounting (pyarrow.Table), complete once iteration ended."""
         pa = _pa()
         schema = connection_schema()
@@ -392,7 +396,7 @@ class CaptureReader:
         return counters
 
     @property
-    def error(self):
+    def error(self) -> CorruptCaptureError | None:
         """None, or a CorruptCaptureError for the record where reading stopped (its
         ``offset`` in the input, its ``category``); the bytes from there are ``unread_bytes``."""
         stopped = self._engine.error

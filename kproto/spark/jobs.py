@@ -7,6 +7,7 @@ The Python work happens in :mod:`kproto.spark.worker` through ``mapInArrow``
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -18,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kproto.spark import jvm_archive
+from kproto.spark import jvm_archive, jvm_noise
 from kproto.spark import capture_sets as CS
 from kproto.spark import combine as C
 from kproto.spark import planning as P
@@ -121,7 +122,12 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
             defaults["spark.driver.extraJavaOptions"] = " ".join(o for o in java_options if o)
     for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    from pyspark import SparkContext
+
+    # A JVM started here writes its start-up banners through kproto.spark.jvm_noise's filter.
+    starting = SparkContext._gateway is None and master is not None and master.startswith("local")
+    with jvm_noise.banners_dropped() if starting else contextlib.nullcontext():
+        session = builder.getOrCreate()
     # What jvm_archive.finish looks at (setattr: SparkSession declares no such attribute).
     setattr(session, "_kproto_jvm_archive", archive)  # noqa: B010
     return session
@@ -153,22 +159,44 @@ class Progress:
         self._stop.set()
         if self.enabled:
             self._thread.join(2)
-            if self._tty:
-                self.stream.write("\n")
+            if self.phase and exc[0] is None:
+                self._finish_phase()
 
     def step(self, phase: str) -> None:
+        """A new phase starts: the one before it is printed with how long it took."""
         import time
 
-        self.started = getattr(self, "started", None) or time.monotonic()
+        if self.phase and self.enabled:
+            self._finish_phase()
         self.phase = phase
+        self.phase_started = time.monotonic()
+        self.run_started = getattr(self, "run_started", self.phase_started)
         if self.profile is not None:
             self.profile.mark(phase)
-        if self.enabled:
-            self._write(f"kproto analyze: {phase} ({time.monotonic() - self.started:.1f} s)", final=not self._tty)
+        if self.enabled and self._tty:
+            self._write(f"kproto analyze: {phase} ...", final=False)
+
+    def done(self) -> None:
+        """The last phase ended: it, then the whole run's time."""
+        import time
+
+        if self.profile is not None:
+            self.profile.mark("done")
+        if self.enabled and self.phase:
+            self._finish_phase()
+            self._write(f"kproto analyze: done in {time.monotonic() - self.run_started:.1f} s", final=True)
+        self.phase = ""
+
+    def _finish_phase(self) -> None:
+        import time
+
+        took = time.monotonic() - self.phase_started
+        self._write(f"kproto analyze: {self.phase}: {took:.1f} s", final=True)
 
     def _write(self, text: str, final: bool) -> None:
         if self._tty:
-            self.stream.write("\r" + text.ljust(len(self._last)))
+            self.stream.write("\r" + text.ljust(len(self._last)) + ("\n" if final else ""))
+            text = "" if final else text
         elif final:
             self.stream.write(text + "\n")
         self._last = text
@@ -779,7 +807,8 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         show.step(f"planning {len(inputs.files)} capture file(s)")
         splits = plan_splits(spark, inputs, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes,
                              capture_sets=options.capture_sets, named_sets=options.named_sets)
-        show.step(f"reading, decoding and writing {len(splits)} split(s), {len(inputs.parquet)} frame table(s)")
+        tables_read = f" and {len(inputs.parquet)} Parquet frame table(s)" if inputs.parquet else ""
+        show.step(f"reading, decoding and writing {len(splits)} split(s) of the captures{tables_read}")
         prepare_output(out_text)
         parts, stage1 = compact_rows(spark, inputs, splits, options, out_text)
         parts = parts.persist()
@@ -828,7 +857,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         parts.unpersist()
         if stage1 is not None and stage1.is_cached:
             stage1.unpersist()
-        show.step("done")
+        show.done()
     return Result(Path(local_out or out_text), summary, facts, written, errors)
 
 
