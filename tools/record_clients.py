@@ -44,6 +44,7 @@ DRIVERS = ROOT / "tools" / "clients"
 BROKERS = ("3.9.2", "4.0.2", "4.4.0")
 RUN_SECONDS = 120       # one driver run: four steps of at most ~20 s each, and the JVM's start
 MESSAGES = 5
+STEPS = ("producer", "group", "admin", "default-id-producer")    # every driver's, in this order
 OUTPUT_TAIL = 400       # characters of the client's own output (not its STEP lines) kept per run
 # Each library's version setting as old deployments set it (the "pin"), passed to its driver.
 PINS = {
@@ -165,7 +166,9 @@ def capture_run(broker, client: Client, pin: str | None, pcap: Path) -> tuple[st
     topic = f"rec-{client.slug}{'-pin' if pin else ''}"
     create_topic(broker, topic)
     pcap.parent.mkdir(parents=True, exist_ok=True)
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-U", "-s", "0", "-w", str(pcap),
+    # --immediate-mode: packets reach tcpdump as they come, not when a ring block times out, so a
+    # run shorter than that timeout is not lost when tcpdump is stopped.
+    dump = subprocess.Popen(["tcpdump", "-i", "lo", "--immediate-mode", "-U", "-s", "0", "-w", str(pcap),
                              f"tcp port {broker.plaintext_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert dump.stderr is not None
     dump.stderr.readline()        # "listening on lo ...": the capture runs
@@ -180,7 +183,7 @@ def capture_run(broker, client: Client, pin: str | None, pcap: Path) -> tuple[st
         output = ((timeout.stdout or b"").decode(errors="replace") if isinstance(timeout.stdout, bytes)
                   else (timeout.stdout or "")) + f"\nRUN TIMED OUT after {RUN_SECONDS}s"
     seconds = time.monotonic() - started
-    time.sleep(0.5)
+    time.sleep(1.0)
     dump.send_signal(signal.SIGINT)
     try:
         dump.wait(10)
@@ -227,13 +230,45 @@ def wire_facts(pcap: Path, port: int) -> dict:
                 # ApiVersions responses keep header v0 (KIP-511): the error code follows the correlation id.
                 if sequence in pending_api_versions.get(conn, ()) and len(payload) >= 6:
                     api_versions_errors.add(int.from_bytes(payload[4:6], "big", signed=True))
-    # A connection that ended with requests still unanswered: the broker closed it on them (the clients
-    # here all wait for their answers; the capture cannot tell which side sent the FIN first).
-    ended = {row["connection_id"] for row in reader.connections().to_pylist() if row["closed_by"]}
-    cut = {conn for conn, sent in requests.items() if conn in ended and len(sent) > answered.get(conn, 0)}
+    # A connection the broker closed first (its FIN or RST before the client's) with requests still
+    # unanswered: the broker refused them. (A client closing with a fetch in flight is not that.)
+    by_broker = closed_by_broker(pcap, port)
+    ports = {row["connection_id"]: row["client_port"] for row in reader.connections().to_pylist()}
+    cut = {conn for conn, sent in requests.items()
+           if ports.get(conn) in by_broker and len(sent) > answered.get(conn, 0)}
     unanswered = sorted({pair for conn in cut for pair in requests[conn][answered.get(conn, 0):]})
     return {"clients": clients, "unanswered": unanswered, "closed_unanswered": len(cut),
             "api_versions_errors": sorted(api_versions_errors - {0})}
+
+
+def closed_by_broker(pcap: Path, port: int) -> set[int]:
+    """Client ports of the TCP connections whose first FIN or RST came from the broker's side.
+
+    Reads the classic pcap tcpdump writes (Ethernet link type on the loopback, IPv4), just the
+    TCP flags: the pipeline's connection rows say a connection closed, not which side closed it.
+    """
+    import struct
+
+    data = pcap.read_bytes()
+    order = "<" if data[:4] == b"\xd4\xc3\xb2\xa1" else ">"
+    first_close: dict[int, bool] = {}
+    offset = 24
+    while offset + 16 <= len(data):
+        captured = struct.unpack_from(order + "I", data, offset + 8)[0]
+        packet = data[offset + 16: offset + 16 + captured]
+        offset += 16 + captured
+        if len(packet) < 14 + 20 or packet[12:14] != b"\x08\x00":
+            continue
+        ip = packet[14:]
+        header = (ip[0] & 0x0F) * 4
+        if ip[9] != 6 or len(ip) < header + 14:
+            continue
+        source, destination = struct.unpack_from(">HH", ip, header)
+        flags = ip[header + 13]
+        if flags & 0x05:                          # FIN or RST
+            client = destination if source == port else source
+            first_close.setdefault(client, source == port)
+    return {client for client, broker_first in first_close.items() if broker_first}
 
 
 def summarise(output: str) -> tuple[dict[str, str], str]:
@@ -246,8 +281,12 @@ def summarise(output: str) -> tuple[dict[str, str], str]:
             steps[match.group(1)] = "ok" if match.group(2) == "ok" else "FAILED " + match.group(3)[:200]
         elif line.strip():
             rest.append(line.strip())
-    if "RUN TIMED OUT" in output:
-        steps.setdefault("run", "FAILED the driver did not finish in time")
+    # The library's own complaints, where it made any, before the rest (interpreter noise at exit).
+    complaints = [line for line in rest if re.search(r"error|exception|fail|refused|closed|disconnect", line, re.I)]
+    rest = complaints or rest
+    for step in STEPS:     # a driver that died or timed out before a step
+        steps.setdefault(step, "FAILED the driver stopped before this step" +
+                         (" (timed out)" if "RUN TIMED OUT" in output else ""))
     return steps, " | ".join(rest)[-OUTPUT_TAIL:]
 
 
@@ -256,11 +295,12 @@ def record(releases: tuple[str, ...], only: list[str] | None,
     """Every run; ``save`` is called after each broker with the runs so far (a cut recording keeps them)."""
     import kafka_broker
 
-    clients, failed = installed()
-    if only:
-        clients = [c for c in clients if c.library in only or c.slug in only]
-    runs = []
+    runs: list[dict] = []
+    failed: dict[str, str] = {}
     for release in releases:
+        clients, failed = installed()      # again for each broker: installs may still be under way
+        if only:
+            clients = [c for c in clients if c.library in only or c.slug in only]
         print(f"broker {release}: starting", flush=True)
         broker = kafka_broker.start(release)
         try:
@@ -268,6 +308,7 @@ def record(releases: tuple[str, ...], only: list[str] | None,
                 for pin in (None, PINS.get(client.library)) if client.library in PINS else (None,):
                     pcap = CAPTURES / release / f"{client.slug}{'-pinned' if pin else ''}.pcap"
                     output, seconds = capture_run(broker, client, pin, pcap)
+                    pcap.with_suffix(".log").write_text(output)      # the whole output, beside the capture
                     steps, log = summarise(output)
                     facts = wire_facts(pcap, broker.plaintext_port)
                     run = {"library": client.library, "release": client.release, "pin": pin, "broker": release,
@@ -302,18 +343,125 @@ or None, the most ApiVersions requests on one connection).
 '''
 
 
-def data_module(runs: list[dict], failed: dict[str, str], stamp: str) -> str:
-    lines = [HEADER.format(stamp=stamp), f"BROKERS = {BROKERS!r}", f"PINS = {PINS!r}",
-             f"NOT_RECORDED = {dict(sorted(failed.items()))!r}", "RUNS = ("]
-    for r in runs:
-        clients = tuple((c["client_id"], tuple(c["order"]), c["software"], c["handshakes"]) for c in r["clients"])
-        lines.append(f"    ({r['library']!r}, {r['release']!r}, {r['pin']!r}, {r['broker']!r}, {r['works']!r},")
-        lines.append(f"     {r['steps']!r},")
-        lines.append(f"     {r['log']!r},")
-        lines.append(f"     {tuple(r['unanswered'])!r}, {r['closed_unanswered']!r}, {tuple(r['api_versions_errors'])!r},")
+def as_row(r: dict) -> tuple:
+    """One run as the data file keeps it (the RUNS tuple)."""
+    clients = tuple((c["client_id"], tuple(c["order"]), c["software"], c["handshakes"]) for c in r["clients"])
+    return (r["library"], r["release"], r["pin"], r["broker"], r["works"], r["steps"], r["log"],
+            tuple(r["unanswered"]), r["closed_unanswered"], tuple(r["api_versions_errors"]), clients)
+
+
+def merged(kept: list[tuple], new: list[tuple]) -> list[tuple]:
+    """The runs of an earlier recording that ``new`` does not run again, and ``new``; in a stable order."""
+    from kproto.fingerprint import release_key
+
+    redone = {row[:4] for row in new}
+    rows = [row for row in kept if row[:4] not in redone] + new
+    return sorted(rows, key=lambda r: (release_key(r[3]), r[0], release_key(r[1]), r[1], r[2] or ""))
+
+
+def data_module(rows: list[tuple], failed: dict[str, str], stamp: str) -> str:
+    lines = [HEADER.format(stamp=stamp), f"BROKERS = {tuple(sorted({r[3] for r in rows}, key=_key))!r}",
+             f"PINS = {PINS!r}", f"NOT_RECORDED = {dict(sorted(failed.items()))!r}", "RUNS = ("]
+    for library, release, pin, broker, works, steps, log, unanswered, cut, errors, clients in rows:
+        lines.append(f"    ({library!r}, {release!r}, {pin!r}, {broker!r}, {works!r},")
+        lines.append(f"     {steps!r},")
+        lines.append(f"     {log!r},")
+        lines.append(f"     {unanswered!r}, {cut!r}, {errors!r},")
         lines.append(f"     {clients!r}),")
     lines.append(")")
     return "\n".join(lines) + "\n"
+
+
+def _key(release: str) -> tuple[int, ...]:
+    from kproto.fingerprint import release_key
+
+    return release_key(release)
+
+
+# ---------------------------------------------------------------- the tables read from the recording
+def _api(pair) -> str:
+    from kproto import versions as kv
+
+    return f"{kv.api_name(pair[0])} v{pair[1]}"
+
+
+def broker_answer(run) -> str:
+    """What the broker did that the client did not expect: unanswered requests, ApiVersions errors."""
+    _lib, _rel, _pin, _broker, works, _steps, _log, unanswered, cut, av_errors, _clients = run
+    parts = []
+    if unanswered:
+        parts.append(f"closed {cut} connection(s) without answering " + ", ".join(_api(p) for p in unanswered))
+    if av_errors:
+        parts.append("ApiVersions error " + ", ".join(map(str, av_errors)))
+    return "; ".join(parts) or ("answered every request" if works else "answered every request (see the client)")
+
+
+def client_symptom(run) -> str:
+    """The first failing step and what the client said, or "works"."""
+    steps = run[5]
+    failing = [(step, outcome[len("FAILED "):]) for step, outcome in steps.items() if outcome != "ok"]
+    if not failing:
+        return "works"
+    step, why = failing[0]
+    more = f" (+{len(failing) - 1} more step(s))" if len(failing) > 1 else ""
+    return f"{step}: {why[:140]}{more}".replace("|", "/")
+
+
+def truth_rows(runs) -> list[tuple]:
+    """(library, release, pin, {broker: works}, the first 4.x broker's answer, the client's symptom there)."""
+    from kproto.fingerprint import release_key
+
+    table: dict[tuple, dict] = {}
+    for run in runs:
+        library, release, pin, broker = run[:4]
+        table.setdefault((library, release, pin), {})[broker] = run
+    rows = []
+    for (library, release, pin), by_broker in sorted(
+            table.items(), key=lambda item: (item[0][0], release_key(item[0][1]), item[0][2] or "")):
+        failing_4x = [by_broker[b] for b in sorted(by_broker, key=release_key) if b.startswith("4") and not by_broker[b][4]]
+        shown = failing_4x[0] if failing_4x else None
+        rows.append((library, release, pin, {b: r[4] for b, r in by_broker.items()},
+                     broker_answer(shown) if shown else "", client_symptom(shown) if shown else ""))
+    return rows
+
+
+def truth_markdown(runs, brokers=BROKERS) -> str:
+    """The KIP-896 truth table as Markdown: one row per client release and pin."""
+    lines = ["| client | release | pin | " + " | ".join(brokers) + " | the 4.x broker | the client |",
+             "|---" * (5 + len(brokers)) + "|"]
+    for library, release, pin, works, answer, symptom in truth_rows(runs):
+        cells = [("works" if works[b] else "**fails**") if b in works else "-" for b in brokers]
+        lines.append(f"| {library} | {release} | {pin or ''} | " + " | ".join(cells) + f" | {answer} | {symptom} |")
+    return "\n".join(lines) + "\n"
+
+
+# The name a library gives itself in KIP-511, where the fingerprint table knows it by that name
+# (kcat is librdkafka's command-line front end: naming it librdkafka is right).
+SELF_NAMES = {"kafka-clients": "apache-kafka-java", "franz-go": "kgo", "kcat": "librdkafka"}
+
+
+def fingerprint_rows(runs) -> list[tuple]:
+    """Every recorded client as (library, release, broker, client_id, pairs, software, handshakes) for
+    kproto.fingerprint.evaluate; the library as it names itself (``SELF_NAMES``), a pinned run's
+    broker column carrying its pin."""
+    return [(SELF_NAMES.get(library, library), release, broker if pin is None else f"{broker} pin {pin}", *client)
+            for library, release, pin, broker, *_rest, clients in runs for client in clients]
+
+
+def confusion_text(runs) -> str:
+    """The current fingerprint on the recording: as the clients table names them (KIP-511 first) and by
+    the wire alone, with the wrong verdicts that claim high confidence."""
+    from kproto import fingerprint as FP
+
+    rows = fingerprint_rows(runs)
+    parts = []
+    for title, kip511 in (("As the `clients` table names them (a KIP-511 name first):", True),
+                          ("By the fingerprint alone (KIP-511 names ignored):", False)):
+        result = FP.evaluate(rows, kip511=kip511)
+        sure = sorted({(w[0], w[4]) for w in result["wrong"] if w[4] != w[0] and w[6] == FP.HIGH})
+        parts.append(f"{title}\n\n{FP.confusion_markdown(result)}\nWrong library with `high` confidence: "
+                     + (", ".join(f"{true} named {named}" for true, named in sure) or "none") + ".\n")
+    return "\n".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,18 +471,35 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if kcat_run(bootstrap, prefix, topic, int(count), pin[0] if pin else "") else 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", nargs="+", default=BROKERS, help="broker releases (default: %(default)s)")
-    parser.add_argument("--only", nargs="+", help="libraries or client slugs; prints, writes no file")
+    parser.add_argument("--only", nargs="+", help="libraries or client slugs; prints, writes no file but "
+                        "with --append")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the runs of the existing file that this recording does not run again")
+    parser.add_argument("--tables", action="store_true",
+                        help="print the truth table and the current fingerprint's confusion from the recording")
     parser.add_argument("--out", type=Path, default=ROOT / "kproto" / "client_recordings.py")
     args = parser.parse_args(argv)
     started = time.monotonic()
+    if args.tables:
+        from kproto import client_recordings as R
+
+        print(truth_markdown(R.RUNS))
+        print(confusion_text(R.RUNS))
+        return 0
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
 
+    kept: list[tuple] = []
+    if args.append and args.out.exists():
+        import runpy
+
+        kept = list(runpy.run_path(str(args.out))["RUNS"])
+
     def save(runs: list[dict], failed: dict[str, str]) -> None:
-        if not args.only:
-            args.out.write_text(data_module(runs, failed, stamp))
+        if not args.only or args.append:
+            args.out.write_text(data_module(merged(kept, [as_row(r) for r in runs]), failed, stamp))
 
     runs, failed = record(tuple(args.brokers), args.only, save)
-    if args.only:
+    if args.only and not args.append:
         return 0
     print(f"wrote {args.out} ({len(runs)} runs, {time.monotonic() - started:.0f}s)")
     return 0

@@ -180,7 +180,10 @@ def main(argv):
         try:
             body()
             print("STEP %s ok %.1fs" % (label, time.monotonic() - started), flush=True)
-        except Exception as exc:   # one step failing must not lose the others' traffic
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:   # one step failing must not lose the others' traffic (asyncio's
+            # CancelledError, from a step's timeout, is a BaseException)
             failed += 1
             print("STEP %s FAILED %s: %s" % (label, type(exc).__name__, str(exc).replace("\n", " ")), flush=True)
     return 1 if failed else 0

@@ -67,8 +67,7 @@ func main() {
 	}
 	group := func(ctx context.Context) error {
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{bootstrap}, GroupID: prefix + "-readers",
-			Topic: topic, Dialer: dialer(prefix + "-group"), MaxWait: 50 * time.Millisecond,
-			StartOffset: kafka.FirstOffset})
+			Topic: topic, Dialer: dialer(prefix + "-group"), MaxWait: 50 * time.Millisecond}) // a new group starts at the first offset
 		defer r.Close()
 		for seen := 0; seen < count; seen++ {
 			m, err := r.FetchMessage(ctx)

@@ -82,6 +82,7 @@ func main() {
 		c.Producer.Retry.Max = 2
 		c.Consumer.Offsets.Initial = sarama.OffsetOldest
 		c.Consumer.Offsets.AutoCommit.Enable = false
+		c.Consumer.Return.Errors = true // a commit the broker refuses is reported here, not by Commit()
 		c.Consumer.MaxWaitTime = 50 * time.Millisecond
 		return c
 	}
@@ -120,7 +121,15 @@ func main() {
 		}()
 		select {
 		case <-h.done:
-			return nil
+			// Commit() returns nothing: its failure arrives on Errors(), if at all.
+			select {
+			case err := <-consumers.Errors():
+				return fmt.Errorf("commit: %v", err)
+			case <-time.After(2 * time.Second):
+				return nil
+			}
+		case err := <-consumers.Errors():
+			return err
 		case err := <-errs:
 			return err
 		case <-ctx.Done():
