@@ -30,7 +30,7 @@ SOURCE_SUFFIXES = (".py", ".pyi", ".pyx", ".pxi", ".pxd", ".h")
 
 #: Written by tools (gen_schema.py, gen_stubs.py, record_fingerprints.py); never edited by hand.
 GENERATED = frozenset({"kproto/schema/_messages.py", "kproto/_common/error_codes.py", "kproto/messages.pyi",
-                       "kproto/fingerprint_data.py"})
+                       "kproto/fingerprint_data.py", "kproto/client_recordings.py"})
 
 _MIRROR = "C / pure-Python twins: one rule in each implementation, kept alike line for line"
 _PUBLIC_TYPES = "public API: one method per Kafka type, each one call of the shared reader or writer"

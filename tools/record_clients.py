@@ -408,7 +408,8 @@ def client_symptom(run) -> str:
 
 
 def truth_rows(runs) -> list[tuple]:
-    """(library, release, pin, {broker: works}, the first 4.x broker's answer, the client's symptom there)."""
+    """(library, release, pin, {broker: the steps that failed, () when it worked}, the first failing 4.x
+    broker's answer, the client's symptom there)."""
     from kproto.fingerprint import release_key
 
     table: dict[tuple, dict] = {}
@@ -420,7 +421,8 @@ def truth_rows(runs) -> list[tuple]:
             table.items(), key=lambda item: (item[0][0], release_key(item[0][1]), item[0][2] or "")):
         failing_4x = [by_broker[b] for b in sorted(by_broker, key=release_key) if b.startswith("4") and not by_broker[b][4]]
         shown = failing_4x[0] if failing_4x else None
-        rows.append((library, release, pin, {b: r[4] for b, r in by_broker.items()},
+        failed = {b: tuple(step for step, outcome in r[5].items() if outcome != "ok") for b, r in by_broker.items()}
+        rows.append((library, release, pin, failed,
                      broker_answer(shown) if shown else "", client_symptom(shown) if shown else ""))
     return rows
 
@@ -429,8 +431,10 @@ def truth_markdown(runs, brokers=BROKERS) -> str:
     """The KIP-896 truth table as Markdown: one row per client release and pin."""
     lines = ["| client | release | pin | " + " | ".join(brokers) + " | the 4.x broker | the client |",
              "|---" * (5 + len(brokers)) + "|"]
-    for library, release, pin, works, answer, symptom in truth_rows(runs):
-        cells = [("works" if works[b] else "**fails**") if b in works else "-" for b in brokers]
+    for library, release, pin, failed, answer, symptom in truth_rows(runs):
+        cells = [("works" if not failed[b] else
+                  "**fails**: " + ("every step" if len(failed[b]) == len(STEPS) else ", ".join(failed[b])))
+                 if b in failed else "-" for b in brokers]
         lines.append(f"| {library} | {release} | {pin or ''} | " + " | ".join(cells) + f" | {answer} | {symptom} |")
     return "\n".join(lines) + "\n"
 
