@@ -6,8 +6,8 @@ with its library's version setting (``PINS`` of the recorder), against one real 
 release, through produce, a group consume and commit, an admin call and a default-id produce.
 
 RUNS: (library, release, pin, broker, works, steps {step: "ok" | "FAILED why"}, the tail of
-the client's own log, (API, version) requests the broker never answered before closing the
-connection, connections that ended with requests unanswered, ApiVersions error codes answered, clients).
+the client's own log, the (API, version) requests the broker closed a connection on (the first
+request it left unanswered on a connection it closed first), connections that ended with requests unanswered, ApiVersions error codes answered, clients).
 Each client: (client.id, (API, version) pairs in order of first use, KIP-511 (name, version)
 or None, the most ApiVersions requests on one connection).
 """
@@ -386,7 +386,7 @@ RUNS = (
     ('kafka-python', '1.4.7', '0.10.1', '4.0.2', False,
      {'producer': 'FAILED KafkaConnectionError: KafkaConnectionError: socket disconnected', 'group': 'FAILED RuntimeError: consumed 0 of 5 records', 'admin': "FAILED IncompatibleBrokerVersion: IncompatibleBrokerVersion: Kafka broker does not support the 'MetadataRequest_v0' Kafka protocol.", 'default-id-producer': 'FAILED KafkaConnectionError: KafkaConnectionError: socket disconnected'},
      '',
-     ((0, 2), (1, 3), (3, 1)), 152, (),
+     ((0, 2), (1, 3)), 152, (),
      (('kafka-python-producer-1', ((3, 1), (0, 2)), None, None), ('kp-kafka-python-1-4-7-pin-group', ((3, 1), (10, 0), (11, 1), (14, 0), (9, 1), (2, 1), (1, 3), (12, 0), (13, 0)), None, None), ('kp-kafka-python-1-4-7-pin-producer', ((3, 1), (0, 2)), None, None))),
     ('kafka-python', '2.0.2', None, '4.0.2', True,
      {'producer': 'ok', 'group': 'ok', 'admin': 'ok', 'default-id-producer': 'ok'},
@@ -396,7 +396,7 @@ RUNS = (
     ('kafka-python', '2.0.2', '0.10.1', '4.0.2', False,
      {'producer': 'FAILED KafkaConnectionError: KafkaConnectionError: socket disconnected', 'group': 'FAILED RuntimeError: consumed 0 of 5 records', 'admin': 'ok', 'default-id-producer': 'FAILED KafkaConnectionError: KafkaConnectionError: socket disconnected'},
      '',
-     ((0, 2), (1, 3), (3, 1)), 156, (),
+     ((0, 2), (1, 3)), 156, (),
      (('kafka-python-producer-1', ((3, 1), (0, 2)), None, None), ('kp-kafka-python-2-0-2-pin-admin', ((18, 0), (3, 0), (3, 1), (3, 5), (19, 3)), None, 1), ('kp-kafka-python-2-0-2-pin-group', ((3, 1), (10, 0), (11, 1), (14, 0), (9, 1), (2, 1), (1, 3), (12, 0), (13, 0)), None, None), ('kp-kafka-python-2-0-2-pin-producer', ((3, 1), (0, 2)), None, None))),
     ('kafka-python', '3.0.12', None, '4.0.2', True,
      {'producer': 'ok', 'group': 'ok', 'admin': 'ok', 'default-id-producer': 'ok'},
@@ -456,7 +456,7 @@ RUNS = (
     ('sarama', 'v1.61.1', '0.10.2.0', '4.0.2', False,
      {'producer': 'FAILED kafka: Failed to deliver 5 messages.', 'group': 'FAILED kafka: error while consuming rec-sarama-v1-61-1-pin/0: EOF', 'admin': 'FAILED kafka server: The version of API is not supported', 'default-id-producer': 'FAILED kafka: Failed to deliver 5 messages.'},
      '',
-     ((0, 2), (1, 3), (3, 2)), 9, (),
+     ((0, 2), (1, 3)), 9, (),
      (('kp-sarama-v1-61-1-pin-admin', ((18, 3), (3, 2)), ('sarama', 'v1.61.1'), 1), ('kp-sarama-v1-61-1-pin-group', ((18, 3), (3, 2), (10, 0), (11, 1), (14, 0), (9, 2), (12, 0), (2, 1), (1, 3), (13, 0)), ('sarama', 'v1.61.1'), 1), ('kp-sarama-v1-61-1-pin-producer', ((18, 3), (3, 2), (0, 2)), ('sarama', 'v1.61.1'), 1), ('sarama', ((18, 3), (3, 2), (0, 2)), ('sarama', 'v1.61.1'), 1))),
     ('aiokafka', '0.8.1', None, '4.4.0', True,
      {'producer': 'ok', 'group': 'ok', 'admin': 'ok', 'default-id-producer': 'ok'},
@@ -606,7 +606,7 @@ RUNS = (
     ('kafka-python', '1.4.7', '0.10.1', '4.4.0', False,
      {'producer': 'FAILED KafkaConnectionError: KafkaConnectionError: socket disconnected', 'group': 'FAILED RuntimeError: consumed 0 of 5 records', 'admin': "FAILED IncompatibleBrokerVersion: IncompatibleBrokerVersion: Kafka broker does not support the 'MetadataRequest_v0' Kafka protocol.", 'default-id-producer': 'FAILED KafkaConnectionError: KafkaConnectionError: socket disconnected'},
      '',
-     ((0, 2), (1, 3), (3, 1)), 153, (),
+     ((0, 2), (1, 3)), 153, (),
      (('kafka-python-producer-1', ((3, 1), (0, 2)), None, None), ('kp-kafka-python-1-4-7-pin-group', ((3, 1), (10, 0), (11, 1), (14, 0), (9, 1), (2, 1), (1, 3), (12, 0), (13, 0)), None, None), ('kp-kafka-python-1-4-7-pin-producer', ((3, 1), (0, 2)), None, None))),
     ('kafka-python', '2.0.2', None, '4.4.0', True,
      {'producer': 'ok', 'group': 'ok', 'admin': 'ok', 'default-id-producer': 'ok'},
@@ -616,7 +616,7 @@ RUNS = (
     ('kafka-python', '2.0.2', '0.10.1', '4.4.0', False,
      {'producer': 'FAILED KafkaConnectionError: KafkaConnectionError: socket disconnected', 'group': 'FAILED RuntimeError: consumed 0 of 5 records', 'admin': 'ok', 'default-id-producer': 'FAILED KafkaConnectionError: KafkaConnectionError: socket disconnected'},
      '',
-     ((0, 2), (1, 3), (3, 1)), 153, (),
+     ((0, 2), (1, 3)), 153, (),
      (('kafka-python-producer-1', ((3, 1), (0, 2)), None, None), ('kp-kafka-python-2-0-2-pin-admin', ((18, 0), (3, 0), (3, 1), (3, 5), (19, 3)), None, 1), ('kp-kafka-python-2-0-2-pin-group', ((3, 1), (10, 0), (11, 1), (14, 0), (9, 1), (2, 1), (1, 3), (12, 0), (13, 0)), None, None), ('kp-kafka-python-2-0-2-pin-producer', ((3, 1), (0, 2)), None, None))),
     ('kafka-python', '3.0.12', None, '4.4.0', True,
      {'producer': 'ok', 'group': 'ok', 'admin': 'ok', 'default-id-producer': 'ok'},
@@ -651,7 +651,7 @@ RUNS = (
     ('sarama', 'v1.27.2 (Shopify)', None, '4.4.0', False,
      {'producer': 'ok', 'group': 'FAILED commit: kafka: error while consuming rec-sarama-v1-27-2-shopify/0: EOF', 'admin': 'FAILED EOF', 'default-id-producer': 'ok'},
      '',
-     ((1, 4), (8, 1), (32, 0)), 6, (),
+     ((8, 1), (32, 0)), 6, (),
      (('kp-sarama-v1-27-2-shopify-admin', ((3, 5), (3, 0), (32, 0)), None, None), ('kp-sarama-v1-27-2-shopify-group', ((3, 5), (10, 0), (11, 1), (14, 0), (12, 0), (9, 1), (2, 1), (1, 4), (8, 1), (13, 0)), None, None), ('kp-sarama-v1-27-2-shopify-producer', ((3, 5), (0, 3)), None, None), ('sarama', ((3, 5), (0, 3)), None, None))),
     ('sarama', 'v1.27.2 (Shopify)', '0.10.2.0', '4.4.0', False,
      {'producer': 'FAILED kafka: Failed to deliver 5 messages.', 'group': 'FAILED kafka: error while consuming rec-sarama-v1-27-2-shopify-pin/0: EOF', 'admin': 'FAILED kafka server: The version of API is not supported.', 'default-id-producer': 'FAILED kafka: Failed to deliver 5 messages.'},
@@ -676,6 +676,6 @@ RUNS = (
     ('sarama', 'v1.61.1', '0.10.2.0', '4.4.0', False,
      {'producer': 'FAILED kafka: Failed to deliver 5 messages.', 'group': 'FAILED kafka: error while consuming rec-sarama-v1-61-1-pin/0: EOF', 'admin': 'FAILED kafka server: The version of API is not supported', 'default-id-producer': 'FAILED kafka: Failed to deliver 5 messages.'},
      '',
-     ((0, 2), (1, 3), (3, 2)), 9, (),
+     ((0, 2), (1, 3)), 9, (),
      (('kp-sarama-v1-61-1-pin-admin', ((18, 3), (3, 2)), ('sarama', 'v1.61.1'), 1), ('kp-sarama-v1-61-1-pin-group', ((18, 3), (3, 2), (10, 0), (11, 1), (14, 0), (9, 2), (12, 0), (2, 1), (1, 3), (13, 0)), ('sarama', 'v1.61.1'), 1), ('kp-sarama-v1-61-1-pin-producer', ((18, 3), (3, 2), (0, 2)), ('sarama', 'v1.61.1'), 1), ('sarama', ((18, 3), (3, 2), (0, 2)), ('sarama', 'v1.61.1'), 1))),
 )

@@ -236,22 +236,20 @@ def wire_facts(pcap: Path, port: int) -> dict:
     ports = {row["connection_id"]: row["client_port"] for row in reader.connections().to_pylist()}
     cut = {conn for conn, sent in requests.items()
            if ports.get(conn) in by_broker and len(sent) > answered.get(conn, 0)}
-    unanswered = sorted({pair for conn in cut for pair in requests[conn][answered.get(conn, 0):]})
+    # The request the broker closed on is the first it left unanswered (answers come in order);
+    # requests pipelined behind it were only caught in the close.
+    unanswered = sorted({requests[conn][answered.get(conn, 0)] for conn in cut})
     return {"clients": clients, "unanswered": unanswered, "closed_unanswered": len(cut),
             "api_versions_errors": sorted(api_versions_errors - {0})}
 
 
-def closed_by_broker(pcap: Path, port: int) -> set[int]:
-    """Client ports of the TCP connections whose first FIN or RST came from the broker's side.
-
-    Reads the classic pcap tcpdump writes (Ethernet link type on the loopback, IPv4), just the
-    TCP flags: the pipeline's connection rows say a connection closed, not which side closed it.
-    """
+def tcp_packets(pcap: Path):
+    """(source port, destination port, TCP flags) of each IPv4 TCP packet of a classic pcap as tcpdump
+    writes it on the loopback (Ethernet link type): what the pipeline's rows do not keep."""
     import struct
 
     data = pcap.read_bytes()
     order = "<" if data[:4] == b"\xd4\xc3\xb2\xa1" else ">"
-    first_close: dict[int, bool] = {}
     offset = 24
     while offset + 16 <= len(data):
         captured = struct.unpack_from(order + "I", data, offset + 8)[0]
@@ -261,14 +259,28 @@ def closed_by_broker(pcap: Path, port: int) -> set[int]:
             continue
         ip = packet[14:]
         header = (ip[0] & 0x0F) * 4
-        if ip[9] != 6 or len(ip) < header + 14:
-            continue
-        source, destination = struct.unpack_from(">HH", ip, header)
-        flags = ip[header + 13]
+        if ip[9] == 6 and len(ip) >= header + 14:
+            yield (*struct.unpack_from(">HH", ip, header), ip[header + 13])
+
+
+def closed_by_broker(pcap: Path, port: int) -> set[int]:
+    """Client ports of the TCP connections whose first FIN or RST came from the broker's side
+    (the pipeline's connection rows say a connection closed, not which side closed it)."""
+    first_close: dict[int, bool] = {}
+    for source, destination, flags in tcp_packets(pcap):
         if flags & 0x05:                          # FIN or RST
-            client = destination if source == port else source
-            first_close.setdefault(client, source == port)
+            first_close.setdefault(destination if source == port else source, source == port)
     return {client for client, broker_first in first_close.items() if broker_first}
+
+
+def broker_port(pcap: Path) -> int:
+    """The port in every packet of a recording (tcpdump's filter was that port)."""
+    common: set[int] | None = None
+    for source, destination, _flags in tcp_packets(pcap):
+        common = {source, destination} if common is None else common & {source, destination}
+    if not common or len(common) != 1:
+        raise SystemExit(f"{pcap}: no single broker port ({common}); record it again")
+    return common.pop()
 
 
 def summarise(output: str) -> tuple[dict[str, str], str]:
@@ -333,8 +345,8 @@ with its library's version setting (``PINS`` of the recorder), against one real 
 release, through produce, a group consume and commit, an admin call and a default-id produce.
 
 RUNS: (library, release, pin, broker, works, steps {{step: "ok" | "FAILED why"}}, the tail of
-the client's own log, (API, version) requests the broker never answered before closing the
-connection, connections that ended with requests unanswered, ApiVersions error codes answered, clients).
+the client's own log, the (API, version) requests the broker closed a connection on (the first
+request it left unanswered on a connection it closed first), connections that ended with requests unanswered, ApiVersions error codes answered, clients).
 Each client: (client.id, (API, version) pairs in order of first use, KIP-511 (name, version)
 or None, the most ApiVersions requests on one connection).
 """
@@ -390,7 +402,7 @@ def broker_answer(run) -> str:
     _lib, _rel, _pin, _broker, works, _steps, _log, unanswered, cut, av_errors, _clients = run
     parts = []
     if unanswered:
-        parts.append(f"closed {cut} connection(s) without answering " + ", ".join(_api(p) for p in unanswered))
+        parts.append(f"closed {cut} connection(s) on " + ", ".join(_api(p) for p in unanswered) + " without an answer")
     if av_errors:
         parts.append("ApiVersions error " + ", ".join(map(str, av_errors)))
     return "; ".join(parts) or ("answered every request" if works else "answered every request (see the client)")
@@ -468,6 +480,25 @@ def confusion_text(runs) -> str:
     return "\n".join(parts)
 
 
+def refresh(out: Path) -> int:
+    """The recording's wire facts read again from its cached captures; steps and logs kept."""
+    import runpy
+
+    namespace = runpy.run_path(str(out))
+    rows = []
+    for row in namespace["RUNS"]:
+        library, release, pin, broker = row[:4]
+        slug = Client(library, release, ()).slug
+        pcap = CAPTURES / broker / f"{slug}{'-pinned' if pin else ''}.pcap"
+        facts = wire_facts(pcap, broker_port(pcap))
+        rows.append(as_row({"library": library, "release": release, "pin": pin, "broker": broker,
+                            "works": row[4], "steps": row[5], "log": row[6], **facts}))
+    stamp = re.search(r"on (\d{4}-\d{2}-\d{2})", out.read_text()).group(1)
+    out.write_text(data_module(rows, namespace["NOT_RECORDED"], stamp))
+    print(f"wrote {out} ({len(rows)} runs, wire facts from {CAPTURES})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--kcat"]:
@@ -479,11 +510,15 @@ def main(argv: list[str] | None = None) -> int:
                         "with --append")
     parser.add_argument("--append", action="store_true",
                         help="keep the runs of the existing file that this recording does not run again")
+    parser.add_argument("--refresh", action="store_true",
+                        help="read the wire facts again from the cached captures (after a change to wire_facts)")
     parser.add_argument("--tables", action="store_true",
                         help="print the truth table and the current fingerprint's confusion from the recording")
     parser.add_argument("--out", type=Path, default=ROOT / "kproto" / "client_recordings.py")
     args = parser.parse_args(argv)
     started = time.monotonic()
+    if args.refresh:
+        return refresh(args.out)
     if args.tables:
         from kproto import client_recordings as R
 
