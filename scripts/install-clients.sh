@@ -18,7 +18,7 @@
 set -uo pipefail
 
 # The releases, one place: the recorder takes whatever this script installed.
-JAVA_RELEASES=(2.0.1 2.8.2 3.0.2 3.5.2 3.9.2 4.0.2 4.4.0)
+JAVA_RELEASES=(0.11.0.3 1.1.1 2.0.1 2.8.2 3.0.2 3.5.2 3.9.2 4.0.2 4.4.0)
 KAFKA_PYTHON_RELEASES=(1.4.7 2.0.2 3.0.12)
 AIOKAFKA_RELEASES=(0.8.1 0.11.0 0.14.0)
 CONFLUENT_KAFKA_RELEASES=(1.9.2 2.2.0 2.6.1 2.16.1)
@@ -51,6 +51,17 @@ failed() {   # failed DIR REASON
   mkdir -p "$1"; echo "$2" >"$1/.failed"; say "$(basename "$1"): FAILED: $2"; status=1
 }
 
+# java_driver RELEASE: ClientDriver.java for that release. Before 2.0 the consumer has poll(long) and
+# close(long, TimeUnit) only (4.0 removed those): the same steps, through the old calls.
+java_driver() {
+  case "$1" in
+    0.*|1.*) sed -e 's/consumer.poll(Duration.ofMillis(200))/consumer.poll(200L)/' \
+                 -e 's/consumer.close(Duration.ofSeconds(5))/consumer.close(5, TimeUnit.SECONDS)/' \
+                 "$ROOT/tools/clients/java/ClientDriver.java" ;;
+    *) cat "$ROOT/tools/clients/java/ClientDriver.java" ;;
+  esac
+}
+
 java_clients() {
   command -v mvn >/dev/null && command -v javac >/dev/null || { say "mvn and javac are needed for the Java clients"; status=1; return; }
   for v in "${JAVA_RELEASES[@]}"; do
@@ -73,7 +84,8 @@ POM
     if ! mvn -q -B -f "$work/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
         -DoutputDirectory="$dir/lib" >"$work/mvn.log" 2>&1; then
       failed "$dir" "Maven Central: $(grep -m1 ERROR "$work/mvn.log")"
-    elif ! javac -nowarn -d "$dir/classes" -cp "$dir/lib/*" "$ROOT/tools/clients/java/ClientDriver.java" >"$work/javac.log" 2>&1; then
+    elif ! java_driver "$v" >"$work/ClientDriver.java" ||
+         ! javac -nowarn -d "$dir/classes" -cp "$dir/lib/*" "$work/ClientDriver.java" >"$work/javac.log" 2>&1; then
       failed "$dir" "the driver does not compile against it: $(grep -m1 error "$work/javac.log")"
     else
       touch "$dir/.ok"

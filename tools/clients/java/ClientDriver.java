@@ -5,7 +5,8 @@
 // Steps (each bounded, each printed as "STEP <label> ok|FAILED <why>", one failing does not
 // stop the next): produce COUNT records, consume them in a group and commit, an admin call
 // (list topics, describe the cluster, create a topic), produce once more under the default client.id.
-// Written against the API every release from 2.0 to 4.x has (poll(Duration), AdminClient.create).
+// Written against the API every release from 2.0 to 4.x has (poll(Duration), AdminClient.create);
+// scripts/install-clients.sh swaps in poll(long) and close(long, TimeUnit) for the releases before 2.0.
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -71,6 +72,7 @@ public class ClientDriver {
 
     static void group(String bootstrap, String prefix, String topic, int count) throws Exception {
         Properties p = common(bootstrap, prefix + "-group");
+        p.put("request.timeout.ms", "15000");   // before 2.0 it must exceed session.timeout.ms (10 s)
         p.put("group.id", prefix + "-readers");
         p.put("auto.offset.reset", "earliest");
         p.put("enable.auto.commit", "false");
