@@ -211,34 +211,35 @@ def wire_facts(pcap: Path, port: int) -> dict:
                 if c["client_software_name"] else None,
                 "handshakes": c["api_versions_per_connection"]}
                for c in C.combine(parts, fingerprint=False)["clients"].to_pylist()]
-    # The broker's side, from the frames: requests in order per connection, responses pair up in order.
-    requests: dict[int, list[tuple[int, int]]] = {}
-    answered: dict[int, int] = {}
-    api_versions_errors: set[int] = set()
+    # The broker's side, from the frames: requests per connection in order, paired with responses by
+    # correlation id (a frame the capture lost must not shift the pairing).
+    requests: dict[int, list[tuple[tuple[int, int], int]]] = {}     # ((API, version), correlation id)
+    responses: dict[int, dict[int, bytes]] = {}                      # correlation id -> response
     reader = CaptureReader(str(pcap), broker_ports=[port])
-    pending_api_versions: dict[int, list[int]] = {}
     for batch in reader:
-        for conn, direction, sequence, payload in zip(*(batch.column(n).to_pylist() for n in
-                                                        ("connection_id", "direction", "sequence", "payload"))):
-            if direction == 0 and len(payload) >= 4:
+        for conn, direction, payload in zip(*(batch.column(n).to_pylist() for n in
+                                              ("connection_id", "direction", "payload"))):
+            if direction == 0 and len(payload) >= 8:
                 pair = (int.from_bytes(payload[0:2], "big", signed=True), int.from_bytes(payload[2:4], "big"))
-                requests.setdefault(conn, []).append(pair)
-                if pair[0] == 18:
-                    pending_api_versions.setdefault(conn, []).append(sequence)
-            elif direction == 1:
-                answered[conn] = answered.get(conn, 0) + 1
-                # ApiVersions responses keep header v0 (KIP-511): the error code follows the correlation id.
-                if sequence in pending_api_versions.get(conn, ()) and len(payload) >= 6:
-                    api_versions_errors.add(int.from_bytes(payload[4:6], "big", signed=True))
-    # A connection the broker closed first (its FIN or RST before the client's) with requests still
-    # unanswered: the broker refused them. (A client closing with a fetch in flight is not that.)
+                requests.setdefault(conn, []).append((pair, int.from_bytes(payload[4:8], "big", signed=True)))
+            elif direction == 1 and len(payload) >= 4:
+                responses.setdefault(conn, {})[int.from_bytes(payload[0:4], "big", signed=True)] = payload
+    # ApiVersions responses keep header v0 (KIP-511): the error code follows the correlation id.
+    api_versions_errors = {int.from_bytes(responses[conn][cid][4:6], "big", signed=True)
+                           for conn, sent in requests.items() for pair, cid in sent
+                           if pair[0] == 18 and len(responses.get(conn, {}).get(cid, b"")) >= 6}
+    # A connection the broker closed first (its FIN or RST before the client's) with a request left
+    # unanswered: the broker refused it. (A client closing with a fetch in flight is not that.) The
+    # refused request is the first unanswered one, of an (API, version) answered nowhere in the run:
+    # the broker closes as soon as it reads a refused request, so a served one read just before it,
+    # and those pipelined behind, lose their answers in the close too.
     by_broker = closed_by_broker(pcap, port)
     ports = {row["connection_id"]: row["client_port"] for row in reader.connections().to_pylist()}
-    cut = {conn for conn, sent in requests.items()
-           if ports.get(conn) in by_broker and len(sent) > answered.get(conn, 0)}
-    # The request the broker closed on is the first it left unanswered (answers come in order);
-    # requests pipelined behind it were only caught in the close.
-    unanswered = sorted({requests[conn][answered.get(conn, 0)] for conn in cut})
+    first_unanswered = {conn: next((pair for pair, cid in sent if cid not in responses.get(conn, {})), None)
+                        for conn, sent in requests.items() if ports.get(conn) in by_broker}
+    cut = {conn for conn, pair in first_unanswered.items() if pair is not None}
+    served = {pair for conn, sent in requests.items() for pair, cid in sent if cid in responses.get(conn, {})}
+    unanswered = sorted({first_unanswered[conn] for conn in cut} - served)
     return {"clients": clients, "unanswered": unanswered, "closed_unanswered": len(cut),
             "api_versions_errors": sorted(api_versions_errors - {0})}
 
