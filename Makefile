@@ -34,6 +34,7 @@ test-kafka:
 	scripts/setup.sh
 	scripts/install-kafka.sh
 	scripts/install-capture-tools.sh
+	scripts/install-clients.sh python node
 	.venv/bin/python -m pytest -q -m kafka tests
 	KPROTO_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q -m kafka tests
 
