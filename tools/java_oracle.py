@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import json
 import os
 import queue
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,6 +47,8 @@ NEWEST_KAFKA = "4.4.0"
 INSTALL_HINT = "scripts/install-kafka.sh"
 
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+import java_build  # noqa: E402  (tools/ is no package)
 from kproto.schema import ARRAY, RECORDS, STRUCT, UUID  # noqa: E402
 
 
@@ -78,36 +78,21 @@ def kafka_libs(version: str = NEWEST_KAFKA) -> list[Path]:
 
 
 def _tool(name: str) -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / name).exists():
-        return str(Path(home) / "bin" / name)
-    found = shutil.which(name)
-    if found is None:
-        raise OracleUnavailable(f"{name} is not on PATH (a JDK 17 or newer is needed; "
-                                f"scripts/install-java.sh installs one)")
-    return found
+    try:
+        return java_build.jdk_tool(name)
+    except java_build.JavaUnavailable as exc:
+        raise OracleUnavailable(str(exc)) from None
 
 
 def compile_oracle(version: str = NEWEST_KAFKA) -> Path:
     """The directory of the compiled oracle for a release, compiled now if the source changed."""
-    jars = kafka_libs(version)
-    source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source + _tool("javac").encode()).hexdigest()[:16]
-    out = cache_root() / "oracle" / version / digest
-    if (out / f"{MAIN_CLASS}.class").exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=out.parent))
-    done = subprocess.run([_tool("javac"), "-nowarn", "-d", str(work), "-cp", os.pathsep.join(map(str, jars)),
-                           str(SOURCE)], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        shutil.rmtree(work, ignore_errors=True)
-        raise OracleError(f"javac failed on {SOURCE} against Kafka {version}:\n{done.stderr}")
+    classpath = os.pathsep.join(map(str, kafka_libs(version)))
     try:
-        work.rename(out)   # whole or not at all, if two runs compile at once
-    except OSError:
-        shutil.rmtree(work, ignore_errors=True)
-    return out
+        return java_build.compiled(SOURCE, classpath, cache_root() / "oracle" / version, MAIN_CLASS)
+    except java_build.JavaUnavailable as exc:
+        raise OracleUnavailable(str(exc)) from None
+    except java_build.JavaBuildError as exc:
+        raise OracleError(f"the oracle against Kafka {version}: {exc}") from None
 
 
 class JavaOracle:

@@ -44,6 +44,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import java_build  # a sibling in tools/, which is on sys.path wherever this runs
+
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL_SCRIPT = ROOT / "scripts" / "install-kafka.sh"
 SASL_USER = "kproto"
@@ -115,14 +117,11 @@ def classpath(release: str) -> str:
 
 
 def java() -> str:
-    """The java executable: $JAVA_HOME/bin/java, else java on PATH; BrokerError naming the fix."""
-    home = os.environ.get("JAVA_HOME")
-    candidates = [os.path.join(home, "bin", "java")] if home else []
-    candidates.append(shutil.which("java") or "")
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise BrokerError("java is not on PATH (nor in $JAVA_HOME): Kafka brokers need a Java 17+ runtime")
+    """The java executable (java_build.jdk_tool: $JAVA_HOME/bin, else PATH); BrokerError naming the fix."""
+    try:
+        return java_build.jdk_tool("java")
+    except java_build.JavaUnavailable:
+        raise BrokerError("java is not on PATH (nor in $JAVA_HOME): Kafka brokers need a Java 17+ runtime") from None
 
 
 def free_ports(count: int) -> list[int]:

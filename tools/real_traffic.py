@@ -23,7 +23,6 @@ Exit status 1 when there is a finding.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -50,7 +49,8 @@ for path in (str(ROOT), str(TOOLS)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-import kafka_broker  # noqa: E402  (tools/ is no package)
+import java_build  # noqa: E402  (tools/ is no package)
+import kafka_broker  # noqa: E402
 import traffic_session  # noqa: E402
 
 import kproto  # noqa: E402
@@ -286,27 +286,11 @@ def compile_java(release: str) -> Path:
     under a digest of the source (compiled again when it changes)."""
     from kproto.spark.jvm_archive import cache_dir
 
-    javac = shutil.which("javac") if not os.environ.get("JAVA_HOME") else \
-        str(Path(os.environ["JAVA_HOME"]) / "bin" / "javac")
-    if not javac or not os.access(javac, os.X_OK):
-        raise TrafficError("javac is not on PATH (nor in $JAVA_HOME): the Java client session needs a JDK 17+")
-    classpath = kafka_broker.classpath(release)
-    digest = hashlib.sha256(JAVA_SOURCE.read_bytes()).hexdigest()[:16]
-    out = cache_dir() / "traffic-java" / release / digest
-    if (out / f"{JAVA_MAIN}.class").is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=out.parent))
-    done = subprocess.run([javac, "-nowarn", "-d", str(work), "-cp", classpath, str(JAVA_SOURCE)],
-                          capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        shutil.rmtree(work, ignore_errors=True)
-        raise TrafficError(f"javac failed on {JAVA_SOURCE} against Kafka {release}:\n{done.stderr[-3000:]}")
     try:
-        work.rename(out)      # whole or not at all, when two runs compile at once
-    except OSError:
-        shutil.rmtree(work, ignore_errors=True)
-    return out
+        return java_build.compiled(JAVA_SOURCE, kafka_broker.classpath(release),
+                                   cache_dir() / "traffic-java" / release, JAVA_MAIN)
+    except (java_build.JavaUnavailable, java_build.JavaBuildError) as exc:
+        raise TrafficError(f"the Java client session against Kafka {release}: {exc}") from None
 
 
 def java_session(broker: Any) -> str:
