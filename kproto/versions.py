@@ -108,6 +108,14 @@ def _build_zookeeper_mode_tables() -> dict[str, Ranges]:
 _ZOOKEEPER_MODE_TABLES = _build_zookeeper_mode_tables()
 
 
+def zookeeper_mode_table(release: str) -> Ranges | None:
+    """What a ZooKeeper-mode broker of this release advertises, for a release whose table
+    (:func:`release_table`) was recorded from a KRaft broker (3.9: the last release with both
+    modes); None for the others, whose one table is their only mode's."""
+    table = _ZOOKEEPER_MODE_TABLES.get(resolve_release(release))
+    return None if table is None else dict(table)
+
+
 _KRAFT_API_KEY = 55      # DescribeQuorum: only KRaft brokers advertise it
 
 

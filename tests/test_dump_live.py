@@ -17,24 +17,37 @@ import sys
 
 from tests.pcapwriter import Conversation, PcapWriter
 from tests import spark_captures as sc
-from kproto.messages import MetadataRequest
+from kproto.messages import MetadataRequest, MetadataResponse
 
 COMMAND = [sys.executable, "-m", "kproto.cli", "dump", "--format", "jsonl"]
 WAIT = 60.0     # seconds a line may take on a loaded machine: a hang fails, slowness does not
 
 
 def capture_parts() -> tuple[bytes, bytes]:
-    """A pcap cut in two: the file header, a handshake and one Metadata request; then the rest."""
+    """A pcap cut in two: the file header, a handshake, a Metadata request and its response;
+    then the next exchange. The response is there because a connection's frames are shown once
+    the connection is proven to be Kafka (an answered request, kproto.capture's kinds); after
+    that, each frame shows as it comes."""
     connection = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
-    first = connection.handshake() + connection.data(
-        "client", sc.request(MetadataRequest(topics=None), 12, 1, "live"), [1000])
-    second = connection.data("client", sc.request(MetadataRequest(topics=None), 12, 2, "live"), [1000])
+
+    def exchange(correlation_id: int) -> list:
+        return (connection.data("client", sc.request(MetadataRequest(topics=None), 12, correlation_id, "live"),
+                                [1000])
+                + connection.data("server", sc.response(MetadataResponse(topics=[]), 12, correlation_id), [1000]))
+
+    first = connection.handshake() + exchange(1)
+    second = exchange(2)
     writer = PcapWriter()
     for index, packet in enumerate(first + second):
         writer.add(sc.START_NS + index * 1000, packet.data)
     data = writer.getvalue()
     cut = len(data) - sum(16 + len(p.data) for p in second)
     return data[:cut], data[cut:]
+
+
+def read_record(process: subprocess.Popen) -> dict | None:
+    """The next JSON line of the process's stdout, parsed; None when none came in time."""
+    return json.loads(read_line(process) or "null")
 
 
 def read_line(process: subprocess.Popen) -> str:
@@ -59,13 +72,14 @@ def test_stdin_pipe_prints_frames_while_it_is_open():
     try:
         process.stdin.write(first)
         process.stdin.flush()
-        line = read_line(process)
-        assert line, "no frame printed while the pipe was open"
-        record = json.loads(line)
+        record = read_record(process)
+        assert record, "no frame printed while the pipe was open"
         assert record["header"]["correlation_id"] == 1 and record["header"]["client_id"] == "live"
+        assert read_record(process)["direction"] == "response"
         process.stdin.write(second)
         process.stdin.flush()
-        assert json.loads(read_line(process) or "null")["header"]["correlation_id"] == 2
+        assert read_record(process)["header"]["correlation_id"] == 2
+        assert read_record(process)["direction"] == "response"
         process.stdin.close()
         assert process.wait(WAIT) == 0
         assert process.stdout.read() == b""
@@ -101,10 +115,11 @@ def test_follow_prints_what_a_growing_file_gets(tmp_path):
     try:
         with path.open("ab") as out:
             out.write(first[10:])
-        assert json.loads(read_line(process) or "null")["header"]["correlation_id"] == 1
+        assert read_record(process)["header"]["correlation_id"] == 1
+        assert read_record(process)["direction"] == "response"
         with path.open("ab") as out:
             out.write(second)
-        assert json.loads(read_line(process) or "null")["header"]["correlation_id"] == 2
+        assert read_record(process)["header"]["correlation_id"] == 2
         assert process.poll() is None, "--follow ended at the end of the file"
         process.send_signal(signal.SIGINT)      # Ctrl-C ends following, quietly
         assert process.wait(WAIT) == 0

@@ -128,7 +128,7 @@ def test_a_brokers_own_path_to_4x_comes_from_the_tables():
     from kproto import versions as kv
     from kproto.spark import next_steps
 
-    assert next_steps._zookeeper_facts() == (("LeaderAndIsr", "StopReplica", "UpdateMetadata"), "3.9", "4.0", "3.4")
+    assert next_steps._zookeeper_facts() == (("LeaderAndIsr", "StopReplica", "UpdateMetadata"), "3.9", "4.0.0", "3.4")
     old = next_steps.path_to_4x("2.3", set(kv.release_table("2.3")))
     assert old.startswith("runs ZooKeeper mode (advertises LeaderAndIsr, StopReplica, UpdateMetadata)")
     assert "upgrade to a 3.x release from 3.4 on" in old and "at the latest on 3.9 (the bridge" in old

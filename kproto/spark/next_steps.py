@@ -73,7 +73,9 @@ def _zookeeper_facts() -> tuple[tuple[str, ...], str, str, str]:
     from kproto.schema._docs import field_facts
 
     zookeeper = [info for info in kv.api_table() if info.removed_source == "ZooKeeper-only"]
-    with_zookeeper = [r for r in kv.RELEASES if any(i.api_key in kv.release_table(r) for i in zookeeper)]
+    with_zookeeper = [r for r in kv.RELEASES
+                      if any(i.api_key in kv.release_table(r) or i.api_key in (kv.zookeeper_mode_table(r) or {})
+                             for i in zookeeper)]
     first_4x = next(r for r in kv.RELEASES if int(r.split(".")[0]) >= 4)
     kraft_version = min(field_facts("LeaderAndIsrRequest")[None]["is_k_raft_controller"].versions)
     leader_and_isr = kv.api_key_of("LeaderAndIsr")
