@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/bench_dump_live.py [--frames 30]
 
 A pcap goes into the command's stdin packet by packet, as `tcpdump -U -w -` writes it:
-the file header and a TCP handshake first (then a pause, as a capture starts before
-traffic does), then one Metadata request at a time; each time, the clock runs from the
-write of its last packet to the line on stdout. Prints the median and the largest delay.
+the file header, a TCP handshake and one answered Metadata request first (a connection's
+frames are shown once an answered request proves it is Kafka; then a pause, as a capture
+starts before traffic does), then one Metadata request at a time; each time, the clock
+runs from the write of its last packet to the line on stdout. Prints the median and the largest delay.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kproto.messages import MetadataRequest  # noqa: E402
+from kproto.messages import MetadataRequest, MetadataResponse  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
 from tests.pcapwriter import Conversation, PcapWriter  # noqa: E402
 
@@ -40,15 +41,19 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=30)
     args = parser.parse_args()
     connection = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
-    start = pcap_bytes(connection.handshake(), header=True)
+    proof = (connection.data("client", sc.request(MetadataRequest(topics=None), 12, 0, "live"), [1000])
+             + connection.data("server", sc.response(MetadataResponse(topics=[]), 12, 0), [1000]))
+    start = pcap_bytes(connection.handshake() + proof, header=True)
     requests = [pcap_bytes(connection.data("client", sc.request(MetadataRequest(topics=None), 12, i, "live"),
-                                           [1000]), header=False) for i in range(args.frames)]
+                                           [1000]), header=False) for i in range(1, args.frames + 1)]
     process = subprocess.Popen([sys.executable, "-m", "kproto.cli", "dump", "-", "--format", "jsonl"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write(start)
     time.sleep(3)
+    process.stdout.readline()      # the proving request and its response
+    process.stdout.readline()
     delays = []
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ)
