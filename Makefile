@@ -46,3 +46,38 @@ bench:
 
 clean:
 	rm -rf build .build .venv kproto/_c/*.c kproto/_c/*.so kproto/**/*.so
+
+# The inner loop, without Spark, Java, a browser or capture tools:
+#   make quicktest   the codec's tests (messages, headers, primitives, framing, records, versions)
+#                    on the Cython extension, under a minute; `make test` before you push
+#   make lint        ruff check, the generators' --check, the stub check and the repeat scan
+#                    (installs ruff and mypy, the dev extra, into .venv the first time)
+#   make distclean   what `make clean` removes, and kproto's cache directory (README, "Caches")
+.PHONY: quicktest lint distclean
+
+QUICKTEST = tests/test_primitives.py tests/test_headers.py tests/test_messages.py tests/test_schema.py \
+            tests/test_api.py tests/test_eager.py tests/test_materialise.py tests/test_plan_walker.py \
+            tests/test_framing.py tests/test_records.py tests/test_compression.py tests/test_versions.py
+
+quicktest:
+	scripts/setup.sh
+	.venv/bin/python -m pytest -q -m "not slow" $(QUICKTEST)
+
+lint:
+	scripts/setup.sh
+	@.venv/bin/python -c "import ruff, mypy" 2>/dev/null || { \
+	  echo "lint: installing ruff and mypy (the dev extra) into .venv ..."; \
+	  .venv/bin/python -m pip -q --disable-pip-version-check install $$(.venv/bin/python scripts/extra_requirements.py dev); }
+	.venv/bin/python -m ruff check kproto tools tests scripts setup.py
+	.venv/bin/python tools/gen_schema.py --check
+	.venv/bin/python tools/gen_walkers.py --check
+	.venv/bin/python tools/gen_stubs.py --check
+	.venv/bin/python tools/check_stubs.py
+	.venv/bin/python tools/duplicate_scan.py --check
+
+# The cache directory's rule lives in kproto/_common/cache.py (run as a plain file: no venv needed).
+distclean:
+	@cache=$$(python3 -c 'import runpy; print(runpy.run_path("kproto/_common/cache.py")["cache_root"]())') && \
+	  case "$$cache" in ""|/|"$$HOME"|"$$HOME/") echo "distclean: refusing to remove '$$cache'" >&2; exit 1 ;; esac && \
+	  echo "distclean: removing $$cache" && rm -rf "$$cache"
+	$(MAKE) clean

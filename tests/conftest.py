@@ -1,8 +1,9 @@
 """Shared test set-up.
 
 The ``impl`` fixture runs a test once per implementation ("c" and "py"); use
-``impl.load("buffer")`` to get that implementation's module. The whole suite is
-also run a second time with KPROTO_NO_EXTENSIONS=1 by the test command.
+``impl.load("buffer")`` to get that implementation's module. The test command runs
+the suite, then the test modules marked ``twin`` (chosen from their imports by
+tests/twin_selection.py) a second time with KPROTO_NO_EXTENSIONS=1.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from kproto import _impl
+
+from .twin_selection import is_twin_module
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "kafka-protocol"
@@ -49,3 +52,19 @@ def shared_protocol_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared/kafka-protocol is not beside the checkout")
     return SHARED
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "twin: run again on the pure-Python twin by scripts/test.sh (set from the "
+        "module's imports by tests/twin_selection.py, never by hand)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    twin_by_path: dict[Path, bool] = {}
+    for item in items:
+        path = Path(item.path)
+        if path not in twin_by_path:
+            twin_by_path[path] = path.suffix == ".py" and is_twin_module(path.read_text(encoding="utf-8"))
+        if twin_by_path[path]:
+            item.add_marker("twin")
