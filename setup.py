@@ -13,10 +13,11 @@ Compiler flags follow the compiler, not the OS (docs/packaging.md): GCC and Clan
 Apple's included, get -O3 -fno-strict-aliasing; MSVC gets /O2 (its -O3 does not exist).
 
 Where Cython writes its C (docs/packaging.md): under the build directory, never into kproto/.
-`setup.py build_ext --inplace` (scripts/setup.sh) keeps its C in .build/temp.*/cython, so the next
-in-place build redoes only what changed; package builds (pip install ., pip wheel .) keep theirs in
-.build/temp.*/cython-package, so a build with another Cython version (pip's isolated build) never
-makes `make` recompile. An sdist cythonizes nothing.
+`setup.py build_ext --inplace` (scripts/setup.sh) keeps its C in .build/temp.*/cython and its modules
+in .build/lib.*-inplace, so the next in-place build redoes only what changed; package builds (pip
+install ., pip wheel .) keep theirs in .build/temp.*/cython-package and .build/lib.*, so a build with
+another Cython version (pip's isolated build) never makes `make` recompile nor changes what it
+built. An sdist cythonizes nothing.
 """
 
 import glob
@@ -96,6 +97,13 @@ class BuildExt(build_ext):
     """Cythonizes (into the build directory), checks the C compiler first,
     adds the flags of the compiler actually used (known only once it is chosen), says how
     long each module took, and ends a failed compile with the pure-Python install."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        # setuptools builds in-place modules in build_lib too, then copies them into kproto/:
+        # a build_lib of their own, so a package build never hands its modules to the checkout.
+        if self.inplace:
+            self.build_lib = self.build_lib.rstrip("/\\") + "-inplace"
 
     def run(self):
         # setuptools clears `inplace` while it builds (it copies the modules into place after).
