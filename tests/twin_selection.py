@@ -23,8 +23,10 @@ import ast
 import functools
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "kproto"
+import kproto
+
+# The kproto under test: the checkout's, or an installed wheel's (cibuildwheel, ci.yml).
+PACKAGE_PARENT = Path(kproto.__file__).resolve().parent.parent
 CHOOSERS = ("kproto._impl", "kproto._c", "kproto._py")
 APPLICATION_ROOT = "kproto.spark"
 
@@ -67,7 +69,7 @@ def _absolute(stmt: ast.ImportFrom, package: str) -> str:
 
 def _module_path(name: str) -> Path | None:
     relative = Path(*name.split("."))
-    for candidate in (ROOT / relative.with_suffix(".py"), ROOT / relative / "__init__.py"):
+    for candidate in (PACKAGE_PARENT / relative.with_suffix(".py"), PACKAGE_PARENT / relative / "__init__.py"):
         if candidate.is_file():
             return candidate
     return None
