@@ -68,12 +68,13 @@ lint:
 	scripts/setup.sh
 	@.venv/bin/python -c "import ruff, mypy" 2>/dev/null || { \
 	  echo "lint: installing ruff and mypy (the dev extra) into .venv ..."; \
-	  .venv/bin/python -m pip -q --disable-pip-version-check install $$(.venv/bin/python scripts/extra_requirements.py dev); }
+	  .venv/bin/python scripts/extra_requirements.py dev | .venv/bin/python -m pip -q --disable-pip-version-check install -r /dev/stdin; }
 	.venv/bin/python -m ruff check kproto tools tests scripts setup.py
 	.venv/bin/python tools/gen_schema.py --check
 	.venv/bin/python tools/gen_walkers.py --check
 	.venv/bin/python tools/gen_stubs.py --check
-	.venv/bin/python tools/check_stubs.py
+	# mypy (inside check_stubs) must see this checkout's kproto as stubtest imports it: on the path.
+	PYTHONPATH=$(CURDIR) .venv/bin/python tools/check_stubs.py
 	.venv/bin/python tools/duplicate_scan.py --check
 
 # The cache directory's rule lives in kproto/_common/cache.py (run as a plain file: no venv needed).
