@@ -208,5 +208,6 @@ def cythonize_extensions(modules, c_dir):
 
 
 if __name__ == "__main__":
+    os.makedirs(BUILD_BASE, exist_ok=True)  # egg_info (metadata, sdists) writes there and needs it to exist
     setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
           options={"build": {"build_base": BUILD_BASE}, "egg_info": {"egg_base": BUILD_BASE}})
