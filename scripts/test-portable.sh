@@ -63,4 +63,4 @@ if not os.path.realpath(_batch.__file__).startswith(os.path.realpath(src)):
 print("== portable build loaded from", os.path.dirname(_batch.__file__))
 PY
 echo "== tests on the forced-fallback (KPROTO_PORTABLE=1) build"
-nice -n 19 "$py" -m pytest -q -m "not slow" -p no:cacheprovider "$@" tests
+nice -n 19 "$py" -m pytest -q -m "not slow and not kafka" -p no:cacheprovider "$@" tests

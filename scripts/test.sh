@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
 status=0
 echo "== tests on the Cython extension"
-.venv/bin/python -m pytest -q -m "not slow" "$@" tests || status=$?
+.venv/bin/python -m pytest -q -m "not slow and not kafka" "$@" tests || status=$?
 echo "== the twin-marked tests on the pure-Python implementation (KPROTO_NO_EXTENSIONS=1)"
-KPROTO_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q -m "twin and not slow" "$@" tests || status=$?
+KPROTO_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q -m "twin and not slow and not kafka" "$@" tests || status=$?
 exit $status

@@ -10,6 +10,7 @@ cdef class _Framer:
     cdef int16_t *versions           # highest plausible request version per api key
     cdef Py_ssize_t n_versions
     cdef readonly int64_t max_frame_size
+    cdef int64_t held_limit          # held bytes of an unconfirmed connection (_capture_kinds.pxi)
     cdef Py_ssize_t batch_frames, batch_bytes
     # output batch
     cdef Py_ssize_t n_out, out_capacity
@@ -192,14 +193,23 @@ cdef class _Framer:
         cdef int64_t frame_end, first_ts, last_ts
         cdef Py_ssize_t k
         cdef const unsigned char *buf
-        cdef bint have_first
+        cdef bint have_first, request_like
+        cdef int token
         while True:
+            if conn.kind != KIND_KAFKA_ and _kind_before(conn, half, final):
+                return 0
             if not half.synced and not self._scan(conn, half, final):
                 return 0
             if half.length < 4:
                 return 0
             buf = half.data()
             size = <int32_t>kp_load_be32(buf)
+            if half.sasl and 0 <= size <= self.max_frame_size:
+                token = _sasl_token(self, conn, half, size)
+                if token < 0:
+                    return 0
+                if token:
+                    continue
             if size < 4 or size > self.max_frame_size:
                 half.synced = False
                 half.c[H_RESYNCS] += 1
@@ -217,12 +227,16 @@ cdef class _Framer:
                 if half.chunks[k].end >= frame_end:
                     last_ts = half.chunks[k].ts
                     break
+            request_like = self._request_ok(buf + 4, size, size)
+            _kind_frame(conn, half, buf + 4, size, request_like)
+            if conn.kind > KIND_KAFKA_:
+                continue    # this frame showed another protocol: its bytes went with the rest
             half.c[H_FRAMES] += 1
             half.c[H_FRAME_BYTES] += 4 + size
-            if self._request_ok(buf + 4, size, size):
+            if request_like:
                 half.add_corr(<int32_t>kp_load_be32(buf + 8))
                 conn.request_like[half.side] += 1
-            if conn.client_side < 0:
+            if conn.client_side < 0 or conn.kind != KIND_KAFKA_ or conn.undecided:
                 self._infer(conn, half, half.sequence, first_ts, last_ts, size,
                             PyBytes_FromStringAndSize(<const char *>buf + 4, size))
             else:
@@ -233,11 +247,15 @@ cdef class _Framer:
     cdef int _infer(self, _Connection conn, _Half half, int64_t sequence, int64_t first_ts, int64_t last_ts,
                     int32_t size, bytes payload) except -1:
         conn.undecided.append((half.side, sequence, first_ts, last_ts, size, payload))
+        conn.held_bytes += size
         cdef _Half other = conn.half(1 - half.side)
-        if size >= 4 and other.has_corr(<int32_t>kp_load_be32(<const unsigned char *><char *>payload)):
-            self._decide(conn, 1 - half.side, 2)
-        elif len(conn.undecided) >= MAX_UNDECIDED_FRAMES:
-            self._guess(conn)
+        if conn.client_side < 0:
+            if size >= 4 and other.has_corr(<int32_t>kp_load_be32(<const unsigned char *><char *>payload)):
+                self._decide(conn, 1 - half.side, 2)
+            elif len(conn.undecided) >= MAX_UNDECIDED_FRAMES:
+                self._guess(conn)
+        _kind_held(conn, self.held_limit)
+        self._release(conn)
         return 0
 
     cdef int _guess(self, _Connection conn) except -1:
@@ -249,12 +267,19 @@ cdef class _Framer:
         return self._decide(conn, side, 3)
 
     cdef int _decide(self, _Connection conn, int client_side, int source) except -1:
-        cdef bytes payload
         conn.client_side = client_side
         conn.direction_source = source
+        return 0
+
+    cdef int _release(self, _Connection conn) except -1:
+        """Emit the held frames once the direction is known and the connection is Kafka."""
+        cdef bytes payload
+        if conn.client_side < 0 or conn.kind != KIND_KAFKA_ or not conn.undecided:
+            return 0
         for side, sequence, first_ts, last_ts, size, payload in conn.undecided:
             self._emit(conn, side, sequence, first_ts, last_ts, size, <const unsigned char *><char *>payload)
         conn.undecided = []
+        conn.held_bytes = 0
         return 0
 
 
