@@ -63,7 +63,7 @@ clean:
 	rm -rf build .build .venv kproto/_c/*.c kproto/_c/*.so kproto/**/*.so
 
 # The inner loop, without Spark, Java, a browser or capture tools:
-#   make quicktest   the codec's tests (messages, headers, primitives, framing, records, versions)
+#   make quicktest   the codec's tests (messages, headers, primitives, framing, records, versions, API names)
 #                    on the Cython extension, under a minute; `make test` before you push
 #   make lint        ruff check, the generators' --check, the stub check and the repeat scan
 #                    (installs ruff and mypy, the dev extra, into .venv the first time)
@@ -72,7 +72,8 @@ clean:
 
 QUICKTEST = tests/test_primitives.py tests/test_headers.py tests/test_messages.py tests/test_schema.py \
             tests/test_api.py tests/test_eager.py tests/test_materialise.py tests/test_plan_walker.py \
-            tests/test_framing.py tests/test_records.py tests/test_compression.py tests/test_versions.py
+            tests/test_framing.py tests/test_records.py tests/test_compression.py tests/test_versions.py \
+            tests/test_api_names.py tests/test_codec_unavailable.py tests/test_docstrings.py
 
 # Less the truncation-at-every-offset sweep (hypothesis searches: 3/4 of the CPU time; make test runs it).
 quicktest:
