@@ -44,7 +44,9 @@ step() {
   shift
   echo "setup: $name ..."
   echo "== $name: $*" >>"$log"
-  if ! "$@" 2>&1 | tee -a "$log" | { grep --line-buffered '^kproto build: ' | sed -u 's/^kproto build: /setup:   /'; true; }; then
+  if ! "$@" 2>&1 | tee -a "$log" | while IFS= read -r line; do
+      case "$line" in "kproto build: "*) echo "setup:   ${line#kproto build: }" ;; esac
+    done; then
     echo "setup: $name FAILED after $((SECONDS - started)) s; the end of $log:" >&2
     tail -n 40 "$log" >&2
     exit 1
