@@ -61,3 +61,41 @@ bench:
 
 clean:
 	rm -rf build .build .venv kproto/_c/*.c kproto/_c/*.so kproto/**/*.so
+
+# The inner loop, without Spark, Java, a browser or capture tools:
+#   make quicktest   the codec's tests (messages, headers, primitives, framing, records, versions, API names)
+#                    on the Cython extension, under a minute; `make test` before you push
+#   make lint        ruff check, the generators' --check, the stub check and the repeat scan
+#                    (installs ruff and mypy, the dev extra, into .venv the first time)
+#   make distclean   what `make clean` removes, and kproto's cache directory (README, "Caches")
+.PHONY: quicktest lint distclean
+
+QUICKTEST = tests/test_primitives.py tests/test_headers.py tests/test_messages.py tests/test_schema.py \
+            tests/test_api.py tests/test_eager.py tests/test_materialise.py tests/test_plan_walker.py \
+            tests/test_framing.py tests/test_records.py tests/test_compression.py tests/test_versions.py \
+            tests/test_api_names.py tests/test_codec_unavailable.py tests/test_docstrings.py
+
+# Less the truncation-at-every-offset sweep (hypothesis searches: 3/4 of the CPU time; make test runs it).
+quicktest:
+	scripts/setup.sh
+	.venv/bin/python -m pytest -q -m "not slow" -k "not truncation_at_every_offset" $(QUICKTEST)
+
+lint:
+	scripts/setup.sh
+	@.venv/bin/python -c "import ruff, mypy" 2>/dev/null || { \
+	  echo "lint: installing ruff and mypy (the dev extra) into .venv ..."; \
+	  .venv/bin/python scripts/extra_requirements.py dev | .venv/bin/python -m pip -q --disable-pip-version-check install -r /dev/stdin; }
+	.venv/bin/python -m ruff check kproto tools tests scripts setup.py
+	.venv/bin/python tools/gen_schema.py --check
+	.venv/bin/python tools/gen_walkers.py --check
+	.venv/bin/python tools/gen_stubs.py --check
+	# mypy (inside check_stubs) must see this checkout's kproto as stubtest imports it: on the path.
+	PYTHONPATH=$(CURDIR) .venv/bin/python tools/check_stubs.py
+	.venv/bin/python tools/duplicate_scan.py --check
+
+# The cache directory's rule lives in kproto/_common/cache.py (run as a plain file: no venv needed).
+distclean:
+	@cache=$$(python3 -c 'import runpy; print(runpy.run_path("kproto/_common/cache.py")["cache_root"]())') && \
+	  case "$$cache" in ""|/|"$$HOME"|"$$HOME/") echo "distclean: refusing to remove '$$cache'" >&2; exit 1 ;; esac && \
+	  echo "distclean: removing $$cache" && rm -rf "$$cache"
+	$(MAKE) clean

@@ -36,14 +36,17 @@ PYTHON=${PYTHON:-python3}
 setup_started=$SECONDS
 log=.venv/setup.log
 
-# step NAME COMMAND...: run quietly, its output in $log; say how long it took, or show
-# the log's end and stop when it fails.
+# step NAME COMMAND...: run quietly, its output in $log but for its progress lines (setup.py's
+# "kproto build: ..." per compiled module); say how long it took, or show the log's end and
+# stop when it fails.
 step() {
   local name=$1 started=$SECONDS
   shift
   echo "setup: $name ..."
   echo "== $name: $*" >>"$log"
-  if ! "$@" >>"$log" 2>&1; then
+  if ! "$@" 2>&1 | tee -a "$log" | while IFS= read -r line; do
+      case "$line" in "kproto build: "*) echo "setup:   ${line#kproto build: }" ;; esac
+    done; then
     echo "setup: $name FAILED after $((SECONDS - started)) s; the end of $log:" >&2
     tail -n 40 "$log" >&2
     exit 1

@@ -51,7 +51,6 @@ echo "  none of mmap, mremap, munmap, madvise, __cpu_model in $(ls "$src"/kproto
 
 cd "$src"
 export PYTHONPATH=$src PYTHONHASHSEED=0
-export KPROTO_CROSS_CACHE=$repo/.venv/kproto-cross   # the target headers the checkout already fetched
 "$py" - <<'PY'
 import os, sys
 import kproto

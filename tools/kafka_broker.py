@@ -46,6 +46,8 @@ from pathlib import Path
 
 import java_build  # a sibling in tools/, which is on sys.path wherever this runs
 
+from kproto._common.cache import cache_root  # the one cache rule (kproto is importable wherever this runs)
+
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL_SCRIPT = ROOT / "scripts" / "install-kafka.sh"
 SASL_USER = "kproto"
@@ -96,11 +98,8 @@ def resolve(release: str) -> str:
 
 
 def kafka_cache() -> Path:
-    """Where scripts/install-kafka.sh puts the releases (the same variables it reads)."""
-    root = os.environ.get("KPROTO_CACHE_DIR")
-    if not root:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kproto")
-    return Path(root) / "kafka"
+    """Where scripts/install-kafka.sh puts the releases: kafka/ under kproto's cache directory."""
+    return cache_root() / "kafka"
 
 
 def classpath(release: str) -> str:

@@ -38,7 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT))
 
-CACHE = Path(os.environ.get("KPROTO_CACHE_DIR", Path.home() / ".cache" / "kproto")) / "clients"
+from kproto._common.cache import cache_root  # noqa: E402  (the checkout's kproto, put on the path above)
+
+CACHE = cache_root() / "clients"
 CAPTURES = CACHE / "captures"
 DRIVERS = ROOT / "tools" / "clients"
 BROKERS = ("3.9.2", "4.0.2", "4.4.0")
