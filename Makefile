@@ -28,7 +28,7 @@ test-portable:
 	scripts/test-portable.sh
 
 # Real Apache Kafka brokers (3.9 and every 4.x line, scripts/install-kafka.sh fetches them from Maven
-# Central into ~/.cache/kproto/kafka), started one at a time by tools/kafka_broker.py: the kafka-marked tests, on both implementations.
+# Central into ~/.cache/kproto/kafka), started one at a time by tools/kafka_broker.py: the kafka-marked tests.
 .PHONY: test-kafka
 test-kafka:
 	scripts/setup.sh
