@@ -11,12 +11,24 @@ Environment:
 
 Compiler flags follow the compiler, not the OS (docs/packaging.md): GCC and Clang,
 Apple's included, get -O3 -fno-strict-aliasing; MSVC gets /O2 (its -O3 does not exist).
+
+Where Cython writes its C (docs/packaging.md): under the build directory, never into kproto/.
+`setup.py build_ext --inplace` (scripts/setup.sh) keeps its C in .build/temp.*/cython and its modules
+in .build/lib.*-inplace, so the next in-place build redoes only what changed; package builds (pip
+install ., pip wheel .) keep theirs in .build/temp.*/cython-package and .build/lib.*, so a build with
+another Cython version (pip's isolated build) never makes `make` recompile nor changes what it
+built. An sdist cythonizes nothing.
 """
 
 import glob
 import os
+import sys
+import tempfile
+import time
 
 from setuptools import Extension, setup
+from setuptools.errors import CCompilerError, CompileError, ExecError, LinkError
+from setuptools.modified import newer_group
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
@@ -63,15 +75,82 @@ def link_args(compiler_type, environ=os.environ):
     return []
 
 
+#: The last line of a failed compile: how to install without a C compiler.
+PURE_INSTALL_HINT = (
+    "kproto: the compiled extension could not be built ({what}). kproto also runs without it, "
+    "as pure Python (slower, same results): KPROTO_NO_EXTENSIONS=1 pip install ."
+)
+
+
+def compile_failed(what, exc):
+    """The compiler's error, then the hint as the build's last word (setuptools prints it as "error: ...")."""
+    progress(f"{what} failed: {exc}")
+    return CompileError(PURE_INSTALL_HINT.format(what=what))
+
+
+def progress(text):
+    """One line of build progress; scripts/setup.sh shows the lines starting "kproto build:"."""
+    print(f"kproto build: {text}", file=sys.stderr, flush=True)
+
+
 class BuildExt(build_ext):
-    """Adds the flags of the compiler actually used (known only once it is chosen)."""
+    """Cythonizes (into the build directory), checks the C compiler first,
+    adds the flags of the compiler actually used (known only once it is chosen), says how
+    long each module took, and ends a failed compile with the pure-Python install."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        # setuptools builds in-place modules in build_lib too, then copies them into kproto/:
+        # a build_lib of their own, so a package build never hands its modules to the checkout.
+        if self.inplace:
+            self.build_lib = self.build_lib.rstrip("/\\") + "-inplace"
+
+    def run(self):
+        # setuptools clears `inplace` while it builds (it copies the modules into place after).
+        self.for_checkout = bool(self.inplace or getattr(self, "editable_mode", False))
+        super().run()
 
     def build_extensions(self):
         kind = self.compiler.compiler_type
+        self.check_compiler()
+        # Cython regenerates C made by another Cython version, and pip's isolated build may
+        # bring one: package builds get C files of their own, so the checkout's stay current.
+        c_dir = os.path.join(self.build_temp, "cython" if getattr(self, "for_checkout", True) else "cython-package")
+        started = time.monotonic()
+        # The same Extension objects keep their setuptools bookkeeping; only the sources change.
+        generated = {ext.name: ext.sources for ext in cythonize_extensions(self.extensions, c_dir)}
+        for ext in self.extensions:
+            ext.sources = generated[ext.name]
+        progress(f"cythonized {len(self.extensions)} modules ({time.monotonic() - started:.0f} s)")
         for ext in self.extensions:
             ext.extra_compile_args = compile_args(kind) + list(ext.extra_compile_args or [])
             ext.extra_link_args = link_args(kind) + list(ext.extra_link_args or [])
         super().build_extensions()
+
+    def build_extension(self, ext):
+        # build_ext's own test: the module is rebuilt when a source or dependency is newer.
+        if not (self.force or newer_group(ext.sources + list(ext.depends or []),
+                                          self.get_ext_fullpath(ext.name), "newer")):
+            progress(f"{ext.name} up to date")
+            return
+        started = time.monotonic()
+        try:
+            super().build_extension(ext)
+        except (CCompilerError, CompileError, LinkError, ExecError, OSError) as exc:
+            raise compile_failed(f"compiling {ext.name}", exc) from exc
+        progress(f"{ext.name} compiled ({time.monotonic() - started:.0f} s)")
+
+    def check_compiler(self):
+        """Compile an empty C file before the minutes of real work, so a missing or broken
+        compiler fails in a second, with the pure-Python hint."""
+        with tempfile.TemporaryDirectory() as tmp:
+            probe = os.path.join(tmp, "kproto_probe.c")
+            with open(probe, "w", encoding="utf-8") as f:
+                f.write("int kproto_probe(void) { return 0; }\n")
+            try:
+                self.compiler.compile([probe], output_dir=tmp)  # the object lands under tmp too
+            except (CCompilerError, CompileError, ExecError, OSError) as exc:
+                raise compile_failed("the C compiler check", exc) from exc
 
 
 def pure_build(environ=os.environ):
@@ -102,9 +181,9 @@ class BuildPy(build_py):
 
 
 def extensions():
+    """The extension modules, as Cython sources (.pyx): BuildExt cythonizes them when it builds."""
     if pure_build():
         return []
-    from Cython.Build import cythonize
     import numpy
 
     modules = []
@@ -116,9 +195,19 @@ def extensions():
             include_dirs=["kproto/_c", numpy.get_include()],
             define_macros=define_macros(name),
         ))
-    return cythonize(modules, compiler_directives=CYTHON_DIRECTIVES, include_path=["kproto/_c"])
+    return modules
+
+
+def cythonize_extensions(modules, c_dir):
+    """The modules with their C sources in c_dir, generated again only where a .pyx (or what it
+    includes) changed, or another Cython version made them (tools/cross_compile_check.py uses this too)."""
+    from Cython.Build import cythonize
+
+    return cythonize(modules, compiler_directives=CYTHON_DIRECTIVES, include_path=["kproto/_c"],
+                     build_dir=c_dir)
 
 
 if __name__ == "__main__":
+    os.makedirs(BUILD_BASE, exist_ok=True)  # egg_info (metadata, sdists) writes there and needs it to exist
     setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
-          options={"build": {"build_base": BUILD_BASE}})
+          options={"build": {"build_base": BUILD_BASE}, "egg_info": {"egg_base": BUILD_BASE}})

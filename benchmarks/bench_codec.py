@@ -9,6 +9,7 @@ Cases (issue figures in brackets):
 * MetadataResponse v12, 100 topics x 10 partitions                [decode >= 10x kio, encode >= 20x kafka-python]
 * ApiVersionsResponse v3, ProduceRequest v9 (10 x 10 x 1 KiB records),
   FetchResponse v12 (10 x 10 x 4 KiB records)                     [decode and encode >= 5x the faster peer]
+* MetadataResponse v12 decoded and encoded again with nothing read (a pass-through)
 * decode and read everything (issue 18): MetadataResponse v12 reading every partition
   [>= 3x kio], Fetch v12 / Produce v9 reading every record set's bytes [>= 3x kio], and
   the whole Metadata message materialised against the same objects built by hand
@@ -299,6 +300,32 @@ def materialise_cases():
     return cases
 
 
+def reencode_cases():
+    """Metadata v12 decoded and encoded again, nothing read in between (a pass-through):
+    kproto builds the lazy arrays to write them, as its twin and the peers do."""
+    body = BODIES["metadata_v12"]
+    plan = schema.plan("MetadataResponse", 12)
+    cases = {f"kproto_{impl}": (lambda c: lambda: c.encode_struct(c.decode_struct(body, plan), plan))(codec)
+             for impl, codec in CODECS.items()}
+    reader, writer = kio_serial.entity_reader(KioMetadataResponse), kio_serial.entity_writer(KioMetadataResponse)
+
+    def kio_reencode():
+        out = io.BytesIO()
+        writer(out, reader(body, 0)[0])
+        return out.getvalue()
+
+    cases["kio"] = kio_reencode
+    theirs = kafka_python_class("MetadataResponse")
+
+    def kafka_python_reencode():
+        decoded = theirs.decode(body, version=12)
+        decoded._header = None
+        return decoded.encode(version=12)
+
+    cases["kafka_python"] = kafka_python_reencode
+    return cases
+
+
 def encode_cases(key: str):
     obj, version, kio_class, name = MESSAGES[key]
     body = BODIES[key]
@@ -348,6 +375,7 @@ GROUPS = {
     **{f"{key}_decode": (lambda k: lambda: decode_cases(k))(key) for key in MESSAGES},
     "metadata_v12_decode_and_walk": decode_and_walk_cases,
     "metadata_v12_materialise": materialise_cases,
+    "metadata_v12_reencode": reencode_cases,
     **{f"{key}_decode_and_read_records": (lambda k: lambda: decode_and_read_records_cases(k))(key)
        for key in RECORD_WALKS},
     **{f"{key}_encode": (lambda k: lambda: encode_cases(k))(key) for key in MESSAGES},

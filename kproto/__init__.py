@@ -9,10 +9,12 @@
 """
 
 from kproto import errors
+from kproto._common.api_keys import ApiKey
 from kproto._impl import USE_EXTENSION as _USE_EXTENSION
 from kproto._version import __version__
 from kproto.api import (
     Request,
+    api_key_of,
     RequestHeader,
     Response,
     ResponseHeader,
@@ -25,6 +27,7 @@ from kproto.api import (
     header_version,
 )
 from kproto.errors import (
+    CodecUnavailableError,
     DecodeError,
     EncodeError,
     KprotoError,
@@ -35,10 +38,11 @@ from kproto.framing import FrameReader, iter_frames
 from kproto.schema import Message
 
 __all__ = [
-    "__version__", "extension_loaded", "errors", "Message", "Request", "Response", "RequestHeader", "ResponseHeader",
+    "__version__", "extension_loaded", "errors", "ApiKey", "Message", "Request", "Response", "RequestHeader", "ResponseHeader",
     "decode_request", "decode_request_header", "decode_response", "decode_response_header",
     "encode_request", "encode_response", "header_version", "FrameReader", "iter_frames",
     "KprotoError", "DecodeError", "EncodeError", "UnsupportedVersionError", "UnsupportedRequestError",
+    "CodecUnavailableError", "api_key_of",
 ]
 
 

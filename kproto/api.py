@@ -7,7 +7,7 @@ to read or write whole frames instead.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kproto import _impl, schema
 from kproto.errors import DecodeError, EncodeError, UnsupportedVersionError
@@ -19,13 +19,42 @@ else:
     _codec = _impl.load("codec")
 
 __all__ = [
-    "Request", "Response", "RequestHeader", "ResponseHeader", "decode_request", "encode_request", "decode_response",
+    "api_key_of", "Request", "Response", "RequestHeader", "ResponseHeader", "decode_request", "encode_request", "decode_response",
     "encode_response", "decode_request_header", "decode_response_header", "header_version",
 ]
 
-header_version = schema.header_version
 _SIZE = struct.Struct(">i")
 _API_VERSIONS = 18
+M = TypeVar("M", bound=Message)
+
+
+def api_key_of(api: int | str) -> int:
+    """The API key of ``api``: a key (``3``), or a name as the schema spells it, any case, with or
+    without ``Request``/``Response`` (``"Metadata"``, ``"MetadataResponse"``). ValueError otherwise.
+
+    Every function taking an API key takes a name too, through this.
+    """
+    if isinstance(api, int) and not isinstance(api, bool):
+        return api
+    from kproto.versions import api_key_of as key_of_name   # the one name table (schema names, old aliases)
+
+    try:
+        return key_of_name(api)
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+    except TypeError as exc:
+        raise TypeError(f"an API is a key (int) or a name (str), not {type(api).__name__}") from exc
+
+
+def header_version(api_key: int | str, api_version: int, is_request: bool) -> int:
+    """The header version (request 0-2, response 0-1) of an API (key or name) at a version."""
+    return schema.header_version(api_key_of(api_key), api_version, is_request)
+
+
+def _body_as(body: Message, cls: type[M]) -> M:
+    if not isinstance(body, cls):
+        raise TypeError(f"the body is a {type(body).__name__}, not a {cls.__name__}")
+    return body
 
 
 class Request:
@@ -54,6 +83,10 @@ class Request:
     def client_id(self) -> str | None:
         return self.header.client_id
 
+    def body_as(self, cls: type[M]) -> M:
+        """The body, typed as ``cls`` (``request.body_as(MetadataRequest).topics``); TypeError if it is not one."""
+        return _body_as(self.body, cls)
+
     def __repr__(self) -> str:
         return (f"Request(api_key={self.api_key}, api_version={self.api_version}, "
                 f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, body={self.body!r})")
@@ -75,6 +108,10 @@ class Response:
     @property
     def correlation_id(self) -> int:
         return self.header.correlation_id
+
+    def body_as(self, cls: type[M]) -> M:
+        """The body, typed as ``cls`` (``response.body_as(MetadataResponse).topics``); TypeError if it is not one."""
+        return _body_as(self.body, cls)
 
     def __repr__(self) -> str:
         return (f"Response(api_key={self.api_key}, api_version={self.api_version}, "
@@ -140,9 +177,9 @@ def encode_request(body: Message, *, version: int, correlation_id: int, client_i
     return _prefix(_codec.encode_request(body, plan, correlation_id, client_id, header_tags), size_prefixed)
 
 
-def decode_response(payload, api_key: int, api_version: int, *, size_prefixed: bool = False,
+def decode_response(payload, api_key: int | str, api_version: int, *, size_prefixed: bool = False,
                     lazy: bool = True) -> Response:
-    """Decode a response to a request of ``api_key`` / ``api_version``.
+    """Decode a response to a request of ``api_key`` (a key, or a name: ``"Metadata"``) / ``api_version``.
 
     ApiVersions responses are read as Java's client reads them (KIP-511): at the
     version asked first; when that fails, as a v0 body, which is what a broker
@@ -152,6 +189,7 @@ def decode_response(payload, api_key: int, api_version: int, *, size_prefixed: b
     A response holding only a correlation id raises UnsupportedRequestError.
     ``lazy`` as in :meth:`kproto.schema.Message.decode`.
     """
+    api_key = api_key_of(api_key)
     data = _payload(payload, size_prefixed)
     try:
         return _decode_response_as(data, api_key, api_version, lazy)
@@ -175,9 +213,10 @@ def _decode_response_as(data, api_key: int, api_version: int, lazy: bool) -> Res
     return Response(header, hv, body, api_key, api_version)
 
 
-def decode_response_header(payload, api_key: int, api_version: int, *, size_prefixed: bool = False):
+def decode_response_header(payload, api_key: int | str, api_version: int, *, size_prefixed: bool = False):
+    """The response header alone, of a response to ``api_key`` (a key or a name) / ``api_version``."""
     header, _version, _offset = _codec.decode_response_header(_payload(payload, size_prefixed),
-                                                              api_key, api_version)
+                                                              api_key_of(api_key), api_version)
     return header
 
 

@@ -28,8 +28,9 @@ try:
     import numpy as np
     import pyarrow as pa
 except ImportError as _missing:
+    from kproto._extras import install_hint
     raise ImportError(f"kproto.batch needs numpy and pyarrow ({_missing.name} is missing): "
-                      "pip install 'kproto[arrow]'", name=_missing.name) from _missing
+                      f"{install_hint('arrow')}", name=_missing.name) from _missing
 
 from kproto import _deprecation, _impl, schema
 from kproto._common.batch import PairStatus, Status
@@ -179,6 +180,7 @@ def decode_frames(
     max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
     records: str = "base64",
     client_ids: str = "dictionary",
+    body_fields: str = "all",
 ) -> pa.RecordBatch:
     """Decode the headers (and optionally bodies) of many frames into one RecordBatch.
 
@@ -193,6 +195,9 @@ def decode_frames(
     requests; without them a response's status is ``NO_REQUEST_INFO``).
     ``body="json"`` adds a ``body`` string column: the decoded body as JSON, the
     same shape as ``Message.to_dict()``, null where the frame's status is not OK.
+    ``body_fields="version"`` leaves out of it the fields the frame's version does
+    not have (``"all"``, the default, writes them with their defaults, as
+    ``to_dict()`` does): what ``kproto dump`` shows.
     ``records="summary"`` writes records fields (Produce / Fetch record sets) as
     ``{"batches", "records", "bytes", "compression"}`` from the batch headers
     instead of base64 of their bytes (nothing decompressed; ``records`` null when
@@ -209,13 +214,16 @@ def decode_frames(
         raise ValueError(f"body must be None or 'json', not {body!r} (typed columns: decode_struct_column)")
     if records not in ("base64", "summary"):
         raise ValueError(f"records must be 'base64' or 'summary', not {records!r}")
+    if body_fields not in ("all", "version"):
+        raise ValueError(f"body_fields must be 'all' or 'version', not {body_fields!r}")
     _check_client_ids(client_ids)
     data, offsets, cols = _scan(frames, directions, request_api_keys, request_api_versions, max_frame_size,
                                 body_offsets=body == "json", ids_as_text=client_ids == "string")
     count = cols["count"]
     json_offsets = json_data = None
     if body == "json":
-        json_offsets, json_data = _batch.json_bodies(data, cols, offsets, records == "summary")
+        json_offsets, json_data = _batch.json_bodies(data, cols, offsets, records == "summary",
+                                                     body_fields == "version")
         # Bodies that failed now have an error offset too.
         cols["has_error"] = np.packbits(cols["status"] != Status.OK, bitorder="little")
 

@@ -44,6 +44,8 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
 )
 
 _MODULE_PREFIX = "cli_"
+#: The exit status of a command whose optional package (an extra) is not installed.
+EXIT_MISSING_EXTRA = 2
 
 
 @dataclass
@@ -61,6 +63,15 @@ class Subcommand:
             return f"(unavailable: {self.import_error})"
         text = getattr(self.module, "HELP", None) or (self.module.__doc__ or "").strip()
         return text.splitlines()[0] if text else ""
+
+    @property
+    def exit_statuses(self) -> str | None:
+        """The "Exit status: ..." paragraph of the module's docstring, shown at the end of its --help."""
+        doc = (self.module.__doc__ or "") if self.module is not None else ""
+        for paragraph in doc.split("\n\n"):
+            if paragraph.strip().startswith("Exit status"):
+                return " ".join(paragraph.split())
+        return None
 
 
 def implementation_description() -> str:
@@ -155,7 +166,8 @@ def build_parser(subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:
     if subcommands:
         sub = parser.add_subparsers(dest="command", metavar="COMMAND")
         for command in subcommands:
-            sub_parser = sub.add_parser(command.name, help=command.help, description=command.help)
+            sub_parser = sub.add_parser(command.name, help=command.help, description=command.help,
+                                        epilog=command.exit_statuses)
             if command.module is not None:
                 command.module.add_arguments(sub_parser)
             sub_parser.set_defaults(_subcommand=command)
@@ -196,7 +208,16 @@ def _main(argv: Sequence[str] | None) -> int:
     if command.module is None:
         print(f"kproto {command.name}: unavailable: {command.import_error}", file=sys.stderr)
         return 2
-    status = command.module.run(args)
+    try:
+        status = command.module.run(args)
+    except ImportError as exc:
+        # An optional package this command needs is missing: one line naming the extra, no traceback.
+        from kproto._extras import missing_package_message
+        message = missing_package_message(exc.name)
+        if message is None:
+            raise
+        print(f"kproto {command.name}: {message}", file=sys.stderr)
+        return EXIT_MISSING_EXTRA
     return int(status or 0)
 
 

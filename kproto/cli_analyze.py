@@ -12,16 +12,19 @@ Exit status: 0 when every input was read completely; 3 when the tables were
 written but some input could not be read completely (the ``errors`` table, the
 report and the console say which, where and why); 1 when nothing could be
 analysed (or, with ``--fail-fast``, at the first such input); 2 for usage errors
-and missing inputs.
+and inputs refused before Spark starts (a missing input, a file named on the
+command line that is no capture, --out an existing file), and when pyspark is
+not installed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
-from kproto import cli_follow
+from kproto import analyze_follow, cli_dump
 
 HELP = "Analyze captures with Spark: Parquet tables and a report (HTML, JSON, Markdown)"
 
@@ -38,8 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (a path or URI)")
     parser.add_argument("--master", default=None,
                         help="Spark master (default: the one spark-submit set, else local[*])")
-    parser.add_argument("--broker-port", type=int, action="append", metavar="PORT",
-                        help="a broker port, to tell requests from responses (repeatable; default 9092)")
+    cli_dump.add_connection_arguments(parser, "keep them in the frames table's bodies")
     parser.add_argument("--split-mb", type=int, default=None, metavar="MB",
                         help="cut pcap files larger than this into ranges read by separate tasks "
                              "(default: about one range per core, 32 to 256 MB each)")
@@ -58,14 +60,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop at the first input that cannot be read completely (default: analyse the "
                              "rest, list the problem in the errors table and exit with status 3)")
     add_capture_set_arguments(parser)
-    cli_follow.add_arguments(parser)
+    analyze_follow.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    problems = input_problems(args.paths) + out_problems(args.out)
+    if problems:
+        for problem in problems:
+            print(f"kproto analyze: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        print("kproto analyze: pyspark is not installed: pip install 'kproto[spark]' "
+        from kproto._extras import install_hint
+        print(f"kproto analyze: pyspark is not installed: {install_hint('spark')} "
               "(or scripts/setup.sh --spark)", file=sys.stderr)
         return EXIT_USAGE
     from kproto.spark import Options, analyze, spark_session
@@ -78,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     for item in args.conf:
         key, _, value = item.partition("=")
         conf[key] = value
-    options = Options(broker_ports=tuple(args.broker_port or (9092,)),
+    options = Options(broker_ports=tuple(args.broker_port or (9092,)), kafka_ports=tuple(args.port),
+                      show_credentials=args.show_credentials,
                       split_bytes=args.split_mb * 1024 * 1024 if args.split_mb else None,
                       body=None if args.no_body else "json",
                       records="base64" if args.records_base64 else "summary", report=not args.no_report,
@@ -88,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kproto analyze: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if cli_follow.wanted(args) and args.capture_set:
+    if analyze_follow.wanted(args) and args.capture_set:
         # Following reads every file as a capture of its own (docs/analyze.md): a set asked
         # for by name would be silently split, so it is refused.
         print("kproto analyze: --capture-set cannot be used with --follow, --once or --max-batches "
@@ -107,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
         spark.sparkContext.setLogLevel("ERROR")
         if profile is not None:
             profile.attach(spark)
-        if cli_follow.wanted(args):
-            result = cli_follow.run(args, spark, options)
+        if analyze_follow.wanted(args):
+            result = analyze_follow.run(args, spark, options)
         else:
             result = analyze(args.paths, args.out, spark=spark, options=options, progress=not args.quiet,
                              profile=profile)
@@ -116,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             profile.finish()
             print(profile.table(), file=sys.stderr)
         jvm_archive.finish(spark)
-    except (FileNotFoundError, CaptureSetError, cli_follow.UsageError) as exc:
+    except (FileNotFoundError, CaptureSetError, analyze_follow.UsageError) as exc:
         print(f"kproto analyze: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:   # Spark reports most failures as Py4J / analysis exceptions
@@ -143,6 +152,65 @@ def run(args: argparse.Namespace) -> int:
         print(f"Kafka 4.x readiness: {readiness['removed_in_4x_requests']:,} request(s) from "
               f"{readiness['clients_sending_removed_versions']} client(s) use versions 4.x removed")
     return exit_status(result)
+
+
+def input_problems(paths: list[str]) -> list[str]:
+    """Why local inputs cannot be analysed, found before Spark starts (a JVM takes seconds to say it).
+
+    Remote paths (hdfs:, s3a:, ...) are Spark's to list. A directory or glob may hold a file that is
+    no capture (it becomes a row of the errors table); a file named on its own must be one.
+    """
+    import glob
+
+    from kproto._sniff import input_format
+    from kproto.spark.planning import local_path
+
+    problems = []
+    for path in paths:
+        local = local_path(path)
+        if local is None:
+            continue
+        if glob.has_magic(local):
+            if not glob.glob(local):
+                problems.append(f"{path}: no file matches")
+            continue
+        if os.path.isdir(local):
+            continue
+        if not os.path.exists(local):
+            problems.append(f"{path}: no such file or directory")
+            continue
+        try:
+            with open(local, "rb") as handle:
+                head = handle.read(4)
+        except OSError as exc:
+            problems.append(f"{path}: cannot be read: {exc.strerror or exc}")
+            continue
+        found = input_format(head)
+        if found is None:
+            problems.append(f"{path}: not a capture (neither pcap, pcapng, size-prefixed frames nor Parquet; "
+                            f"first bytes 0x{head.hex()})")
+        elif found == "empty":
+            problems.append(f"{path}: empty file (0 bytes)")
+    return problems
+
+
+def out_problems(out: str) -> list[str]:
+    """Why ``--out`` cannot be written, when it is local: it, or a directory above it, is a file."""
+    from kproto.spark.planning import local_path
+
+    local = local_path(out)
+    if local is None:
+        return []
+    path = os.path.abspath(local)
+    while path and not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    if os.path.exists(path) and not os.path.isdir(path):
+        where = "is an existing file" if path == os.path.abspath(local) else f"is inside a file ({path})"
+        return [f"--out {out}: {where}; give a directory"]
+    return []
 
 
 def exit_status(result) -> int:

@@ -8,9 +8,12 @@
 A request says its API and version in its header; a response does not, so it
 needs ``--api-key`` and ``--api-version`` (of the request it answers). The 4-byte
 size prefix is detected (the frame starts with its own length), or forced with
-``--size-prefixed`` / ``--no-size-prefix``. Bad input ends with the decoder's
-error (API, version, field path, byte offset counted from the start of the
-frame without its size prefix) and exit status 1; usage errors exit with 2.
+``--size-prefixed`` / ``--no-size-prefix``. Needs no extra (no numpy): a plain
+``pip install .`` runs it.
+
+Exit status: 0 when the frame decoded; 1 when it does not (the decoder's error
+names API, version, field path and byte offset counted from the start of the
+frame without its size prefix); 2 for usage errors and bad hex or base64.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ def has_size_prefix(data: bytes) -> bool:
 def run(args: argparse.Namespace) -> int:
     import kproto
     from kproto import versions
-    from kproto.dump import tree_of
+    from kproto._tree import tree_of
 
     api_key = None
     if args.api_key is not None:

@@ -7,6 +7,9 @@
                                               APIs and versions gained and lost from 3.6 to 4.0
     kproto versions --response FILE           a captured ApiVersionsResponse frame (binary or hex):
                                               the broker's listing, its release, what kproto negotiates
+
+Exit status: 0 when done; 2 for usage errors (an unknown API or release, a
+response that cannot be read).
 """
 
 from __future__ import annotations
@@ -99,8 +102,8 @@ def api_table_report() -> list[str]:
         "  ?: unknown (controller-only APIs, which brokers do not advertise).",
         f"Produce v0-2 are removed yet {v.format_releases(rejected)} still advertise them (KAFKA-18659).",
         "* the latest version is unstable (not enabled on production brokers).",
-        f"API keys {unknown} appear in broker releases without a definition here (known-unknown).",
-    ]
+    ] + ([f"API keys {unknown} appear in broker releases without a definition here (known-unknown)."]
+         if unknown else [])
 
 
 def api_versions_report(api: str) -> list[str]:
@@ -156,6 +159,10 @@ def release_report(releases: list[str]) -> list[str]:
         lost = sum(len(c.lost) for c in changes if c.before is not None and c.after is not None)
         lines.append(f"  summary: {new_apis} new API(s), {gone_apis} API(s) gone, "
                      f"{gained} version(s) gained and {lost} lost in the others")
+        modes = (v.release_mode(before), v.release_mode(after))
+        if modes[0] != modes[1]:
+            lines.append(f"  note: the {before} table is a {modes[0]}-mode broker's and the {after} table a "
+                         f"{modes[1]}-mode broker's: the APIs of each mode show as gone or new")
     return lines
 
 

@@ -18,7 +18,10 @@ adds what Kafka layers around them:
   compression bomb raises :class:`~kproto.errors.DecompressedSizeError` instead
   of exhausting memory.
 
-Errors are :class:`~kproto.errors.DecompressionError` (a ``DecodeError``).
+Errors are :class:`~kproto.errors.DecompressionError` (a ``DecodeError``) for data
+the codec rejects, and :class:`~kproto.errors.CodecUnavailableError` (not a
+``DecodeError``) when the codec's package, cramjam, is not installed, compressing
+or decompressing.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import struct
 import zlib
 from types import ModuleType
 
-from kproto.errors import DecompressedSizeError, DecompressionError
+from kproto.errors import CodecUnavailableError, DecompressedSizeError, DecompressionError
 
 _cramjam: ModuleType | None
 try:  # cramjam is the `compression` extra; gzip works without it.
@@ -71,8 +74,8 @@ def codec_name(code: int) -> str:
 
 
 def _need_cramjam(name: str) -> ModuleType:
-    if _cramjam is None:
-        raise DecompressionError(f"{name} needs the cramjam package (pip install 'kproto[compression]')")
+    if _cramjam is None:   # not a DecompressionError: the data is not known to be bad
+        raise CodecUnavailableError(name)
     return _cramjam
 
 

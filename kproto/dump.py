@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
+import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -34,6 +36,8 @@ from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
 from kproto import versions
 from kproto.capture import (DEFAULT_BROKER_PORTS, CaptureReader, frame_schema, not_captured,
                             read_frame_file)
+from kproto._tree import tree_of
+from kproto.credentials import redact_bodies
 from kproto.errors import FrameTooLargeError, TruncatedError
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE
 
@@ -42,11 +46,15 @@ __all__ = ["Input", "InputProblem", "Filters", "OpenRequests", "records", "recor
 
 PCAP_MAGICS = tuple(PCAP_FILE_MAGICS)
 PCAPNG_MAGIC = PCAPNG_FILE_MAGIC
-FRAME_DUMP_CHUNK = 4 * 1024 * 1024
+FRAME_DUMP_CHUNK = 4 * 1024 * 1024     # the most read at once (a read returns what has arrived)
+#: Seconds between looks at a followed file's end (``--follow``): a new frame is printed within this.
+FOLLOW_INTERVAL = 0.05
 #: Requests waiting for their response that are remembered (the oldest are forgotten
 #: beyond this: their responses then decode as NO_REQUEST_INFO).
 MAX_OPEN_REQUESTS = 100_000
 STATUS_NAMES = {int(s): s.name for s in kb.Status}
+#: An ``error_code`` field and its value in the batch decoder's JSON (compact: no spaces).
+_ERROR_CODE_FIELD = re.compile(r'"error_code":(-?\d+)')
 
 
 @dataclass
@@ -63,9 +71,13 @@ class InputProblem:
 
 
 class _Prefixed(io.RawIOBase):
-    """A stream whose first bytes were already read (to tell its format): those, then the rest."""
+    """A stream whose first bytes were already read (to tell its format): those, then the rest.
 
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+    A read returns what has arrived (``read1``), never waiting for a full block, so that
+    a pipe that stays open (``tcpdump -U -w - | kproto dump -``) is decoded as it comes.
+    """
+
+    def __init__(self, head: bytes, rest: Any) -> None:
         self._head = head
         self._rest = rest
 
@@ -75,16 +87,47 @@ class _Prefixed(io.RawIOBase):
     def read(self, size: int = -1) -> bytes:
         if self._head:
             head, self._head = self._head, b""
-            if size is None or size < 0:
-                return head + self._rest.read()
-            return head if len(head) >= size else head + self._rest.read(size - len(head))
-        return self._rest.read(size)
+            return head
+        if size is None or size < 0:
+            return self._rest.read()
+        return self._rest.read1(size)
 
 
-def _read_head(handle: BinaryIO, count: int) -> bytes:
+class _Following(io.RawIOBase):
+    """A growing file read as a stream that never ends (``--follow``): at the end of what
+    was written so far, wait ``interval`` seconds and look again, until interrupted."""
+
+    def __init__(self, handle: io.BufferedIOBase, interval: float = FOLLOW_INTERVAL) -> None:
+        self._handle = handle
+        self._interval = interval
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return self.read1(size)
+
+    def read1(self, size: int = -1) -> bytes:
+        while True:
+            data = self._handle.read1(size if size is not None and size > 0 else FRAME_DUMP_CHUNK)
+            if data:
+                return data
+            time.sleep(self._interval)
+
+
+def _first_frame_end(pending: bytearray, max_frame_size: int) -> int:
+    """How many bytes the first size-prefixed frame of ``pending`` needs (4 until its size is known;
+    a size that is no frame's is for the frame reader to refuse now, so it needs nothing more)."""
+    if len(pending) < 4:
+        return 4
+    size = int.from_bytes(pending[:4], "big", signed=True)
+    return 4 + size if 0 <= size <= max_frame_size else 0
+
+
+def _read_head(handle: Any, count: int) -> bytes:
     head = b""
     while len(head) < count:
-        more = handle.read(count - len(head))
+        more = handle.read1(count - len(head))
         if not more:
             break
         head += more
@@ -101,83 +144,109 @@ class Input:
     """
 
     def __init__(self, path: str, *, broker_ports: tuple[int, ...] = DEFAULT_BROKER_PORTS,
-                 batch_frames: int = 65536, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+                 kafka_ports: tuple[int, ...] = (), batch_frames: int = 65536,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, follow: bool = False) -> None:
         self.path = path
         self.name = "<stdin>" if path == "-" else os.fspath(path)
         self.broker_ports = tuple(broker_ports)
+        self.kafka_ports = tuple(kafka_ports)
+        #: After iteration: the connections that are not Kafka, per kind: (count, bytes, server ports).
+        self.other_protocols: dict[str, tuple[int, int, list[int]]] = {}
         self.batch_frames = batch_frames
         self.max_frame_size = max_frame_size
+        self.follow = follow and path != "-"     # stdin is read as it comes anyway
         self.format: str | None = None
         self.error: InputProblem | None = None
         #: Bytes of the capture's TCP streams lost ("gap_bytes" in "gaps", never captured;
         #: "snapped_bytes", cut off by the snap length) or not framed ("skipped_bytes",
-        #: "tail_bytes"), summed over connections and directions, once read.
+        #: "tail_bytes"), summed over the Kafka connections and directions, once read.
         self.losses: dict[str, int] = {}
+        self.bytes_read = 0
+        self.frames_read = 0
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        handle = sys.stdin.buffer if self.path == "-" else open(self.path, "rb")
+        handle: Any = sys.stdin.buffer if self.path == "-" else open(self.path, "rb")
         try:
-            head = _read_head(handle, 4)
+            stream: Any = _Following(handle) if self.follow else handle
+            head = _read_head(stream, 4)
+            if not head:
+                self.error = InputProblem(self.name, 0, "not_a_capture", "empty input (0 bytes): nothing to read")
+                return
             if head in PCAP_MAGICS or head == PCAPNG_MAGIC:
                 self.format = "pcapng" if head == PCAPNG_MAGIC else "pcap"
-                if self.path == "-":
-                    source: Any = _Prefixed(head, handle)
+                if self.path == "-" or self.follow:
+                    source: Any = _Prefixed(head, stream)
                 else:   # the reader maps the file itself
                     handle.close()
                     source = self.path
-                yield from self._capture(source)
+                batches = self._capture(source)
             else:
                 self.format = "frames"
-                yield from self._frame_dump(_Prefixed(head, handle))
+                batches = self._frame_dump(_Prefixed(head, stream))
+            for batch in batches:
+                self.frames_read += batch.num_rows
+                yield batch
         finally:
             if handle is not sys.stdin.buffer:
                 handle.close()
 
     def _capture(self, source: Any) -> Iterator[pa.RecordBatch]:
-        reader = CaptureReader(source, name=self.name, broker_ports=self.broker_ports, on_error="keep",
-                               batch_frames=self.batch_frames, max_frame_size=self.max_frame_size)
+        reader = CaptureReader(source, name=self.name, broker_ports=self.broker_ports, kafka_ports=self.kafka_ports,
+                               on_error="keep", batch_frames=self.batch_frames, max_frame_size=self.max_frame_size)
         yield from reader
-        table = reader.connections()
-        self.losses = {name: sum(sum(table[side + name].to_pylist()) for side in ("request_", "response_"))
+        connections = reader.connections().to_pylist()
+        self.losses = {name: sum(row[side + name] for row in connections if row["kind"] == "kafka"
+                                 for side in ("request_", "response_"))
                        for name in ("gaps", "gap_bytes", "snapped_bytes", "skipped_bytes", "tail_bytes")}
+        self.other_protocols = other_protocols(connections)
         stopped = reader.error
         counters = reader.counters
+        self.bytes_read = counters["input_bytes"]
         if stopped is not None:
-            self.error = InputProblem(self.name, stopped.offset, stopped.category, stopped.reason)
+            self.error = InputProblem(self.name, stopped.offset or 0, stopped.category, stopped.reason)
         elif counters["trailing_bytes"]:
             left = counters["trailing_bytes"]
             self.error = InputProblem(self.name, counters["input_bytes"] - left, "truncated_record",
                                       f"incomplete record: {left} bytes at the end of the file")
 
     def _frame_dump(self, handle: BinaryIO | io.RawIOBase) -> Iterator[pa.RecordBatch]:
-        """Size-prefixed frames, a chunk at a time; a frame a chunk cuts short waits for the next."""
-        carried = b""     # the start of a frame cut by the end of the previous chunk
-        base = 0          # the input offset of carried's first byte
+        """Size-prefixed frames, as they arrive; a frame a read cuts short waits for the rest.
+
+        The bytes of a cut frame are only looked at again once its size has arrived, so a
+        large frame coming in small reads is not scanned over and over.
+        """
+        pending = bytearray()   # bytes read and not yet taken as frames
+        base = 0                # the input offset of pending's first byte
         sequence = 0
         while True:
             chunk = handle.read(FRAME_DUMP_CHUNK)
-            data = carried + chunk if carried else chunk
-            carried = b""
+            pending += chunk
+            self.bytes_read = base + len(pending)
+            if chunk and len(pending) < _first_frame_end(pending, self.max_frame_size):
+                continue
+            data = bytes(pending)
+            used = len(data)
             try:
                 for frames in read_frame_file(data, max_frame_size=self.max_frame_size,
                                               batch_frames=self.batch_frames):
                     yield self._as_capture_frames(frames, sequence)
                     sequence += frames.num_rows
             except TruncatedError as exc:
-                carried = data[exc.offset:]
+                used = exc.offset or 0
             except FrameTooLargeError as exc:
                 offset = base + (exc.offset or 0)
                 category = "not_a_capture" if offset == 0 else "bad_frame_size"
                 reason = exc.reason if offset else (f"neither a pcap or pcapng file nor size-prefixed frames "
-                                                    f"(first bytes 0x{bytes(data[:4]).hex()}: {exc.reason})")
+                                                    f"(first bytes 0x{data[:4].hex()}: {exc.reason})")
                 self.error = InputProblem(self.name, offset, category, reason)
                 return
-            base += len(data) - len(carried)
+            del pending[:used]
+            base += used
             if not chunk:
                 break
-        if carried:
+        if pending:
             self.error = InputProblem(self.name, base, "not_a_capture" if base == 0 else "truncated_record",
-                                      f"incomplete frame: {len(carried)} bytes at the end of the input")
+                                      f"incomplete frame: {len(pending)} bytes at the end of the input")
 
     def _as_capture_frames(self, frames: pa.RecordBatch, sequence: int) -> pa.RecordBatch:
         n = frames.num_rows
@@ -257,7 +326,8 @@ class Filters:
     client_ids: set[str] = field(default_factory=set)
     connections: set[int] = field(default_factory=set)
     direction: int | None = None      # kb.REQUEST or kb.RESPONSE
-    status: str | None = None         # "ok" or "error"
+    status: str | None = None         # "ok" or "error": the frame decoded, or not
+    error_codes: set[int] = field(default_factory=set)   # Kafka error codes a body holds (any depth)
 
     def header_mask(self, frames: pa.RecordBatch, api_key: np.ndarray, api_version: np.ndarray,
                     client_id: np.ndarray) -> np.ndarray:
@@ -280,13 +350,35 @@ class Filters:
             return np.ones(len(status), bool)
         return (status == kb.Status.OK) == (self.status == "ok")
 
+    def error_mask(self, bodies: pa.Array) -> np.ndarray:
+        """The frames whose body holds an ``error_code`` field (top level or nested) of ``error_codes``."""
+        if not self.error_codes:
+            return np.ones(len(bodies), bool)
+        return np.array([body is not None and any(int(code) in self.error_codes
+                                                  for code in _ERROR_CODE_FIELD.findall(body))
+                         for body in bodies.to_pylist()], bool)
 
-def record_batches(source: Input, filters: Filters | None = None, *,
-                   records: str = "summary") -> Generator[tuple[pa.RecordBatch, pa.RecordBatch, np.ndarray], None, None]:
+
+def other_protocols(connections: list[dict]) -> dict[str, tuple[int, int, list[int]]]:
+    """Connection rows that are not Kafka, per kind: (connections, bytes, server ports)."""
+    kinds: dict[str, tuple[int, int, list[int]]] = {}
+    for row in connections:
+        if row["kind"] == "kafka":
+            continue
+        count, size, ports = kinds.get(row["kind"], (0, 0, []))
+        kinds[row["kind"]] = (count + 1, size + row["request_other_bytes"] + row["response_other_bytes"],
+                              sorted(set(ports) | {row["server_port"]}))
+    return kinds
+
+
+def record_batches(source: Input, filters: Filters | None = None, *, records: str = "summary",
+                   show_credentials: bool = False,
+                   ) -> Generator[tuple[pa.RecordBatch, pa.RecordBatch, np.ndarray], None, None]:
     """Per batch of ``source``: (frames, decoded, client ids) of the frames ``filters`` keep.
 
     ``decoded`` is ``kb.decode_frames(..., body="json")`` of those frames, responses
-    with their request's API and version; ``client ids`` those of the requests.
+    with their request's API and version, credentials redacted (kproto.credentials)
+    unless ``show_credentials``; ``client ids`` those of the requests.
     """
     filters = filters or Filters()
     open_requests = OpenRequests()
@@ -304,11 +396,15 @@ def record_batches(source: Input, filters: Filters | None = None, *,
         if not frames.num_rows:
             continue
         decoded = kb.decode_frames(frames["payload"], directions=directions, request_api_keys=api_key,
-                                   request_api_versions=api_version, body="json", records=records)
+                                   request_api_versions=api_version, body="json", records=records,
+                                   body_fields="version")     # a body shows what its version has
         status = not_captured(frames, decoded["status"])
         if status is not decoded["status"]:
             decoded = decoded.set_column(decoded.schema.get_field_index("status"), "status", status)
-        keep = filters.status_mask(decoded["status"].to_numpy())
+        if not show_credentials:
+            decoded = decoded.set_column(decoded.schema.get_field_index("body"), "body",
+                                         redact_bodies(api_key, decoded["body"]))
+        keep = filters.status_mask(decoded["status"].to_numpy()) & filters.error_mask(decoded["body"])
         if not keep.all():
             mask = pa.array(keep)
             frames, decoded, client_id = frames.filter(mask), decoded.filter(mask), client_id[keep]
@@ -316,11 +412,30 @@ def record_batches(source: Input, filters: Filters | None = None, *,
             yield frames, decoded, client_id
 
 
-def records(source: Input, filters: Filters | None = None, *, records: str = "summary") -> Iterator[dict]:
+def warm_up() -> None:
+    """Pay the one-time costs of the first batch now, before a live input's first frame arrives:
+    pyarrow imports pandas the first time it converts a numpy array (when pandas is installed)
+    and its dataset modules when pairing first filters a table, about a second together. The
+    whole path runs once on an ApiVersions v0 request and its response, and the output is dropped."""
+    request = b"\x00\x12\x00\x00\x00\x00\x00\x01\xff\xff"   # ApiVersions v0, correlation id 1, no client id
+    response = b"\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00"   # correlation id 1, error 0, no APIs
+    data = b"".join(len(p).to_bytes(4, "big") + p for p in (request, response))
+    (frames,) = read_frame_file(data)
+    batch = Input("<warm-up>")._as_capture_frames(frames, 0).to_pydict()
+    batch["direction"] = [kb.REQUEST, kb.RESPONSE]
+    batch["connection_id"] = [0, 0]
+    batch["sequence"] = [0, 0]
+    for found in record_batches([pa.RecordBatch.from_pydict(batch, schema=frame_schema())]):   # type: ignore[arg-type]
+        jsonl_lines(*found)
+
+
+def records(source: Input, filters: Filters | None = None, *, records: str = "summary",
+            show_credentials: bool = False) -> Iterator[dict]:
     """One dict per frame (the shape of ``kproto dump --format jsonl``; the body parsed)."""
     import json
 
-    for frames, decoded, client_id in record_batches(source, filters, records=records):
+    for frames, decoded, client_id in record_batches(source, filters, records=records,
+                                                     show_credentials=show_credentials):
         for line in jsonl_lines(frames, decoded, client_id):
             yield json.loads(line)
 
@@ -421,50 +536,3 @@ def tree_lines(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.nd
             out.extend(tree_of(json.loads(c["body"][i]), "    "))
         out.append("\n")
     return out
-
-
-def tree_of(value: Any, indent: str) -> list[str]:
-    """A JSON value as indented ``name: value`` lines; list items start with ``- ``."""
-    lines = []
-    if isinstance(value, dict):
-        for name, item in value.items():
-            if isinstance(item, (dict, list)) and item and _inline(item) is None:
-                lines.append(f"{indent}{name}:\n")
-                lines.extend(tree_of(item, indent + "  "))
-            else:
-                lines.append(f"{indent}{name}: {_scalar(item)}\n")
-    elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, (dict, list)) and item and _inline(item) is None:
-                nested = tree_of(item, indent + "  ")
-                nested[0] = f"{indent}- {nested[0][len(indent) + 2:]}"
-                lines.extend(nested)
-            else:
-                lines.append(f"{indent}- {_scalar(item)}\n")
-    else:
-        lines.append(f"{indent}{_scalar(value)}\n")
-    return lines
-
-
-def _inline(value: dict | list) -> str | None:
-    """A struct or list of scalars on one line (``{api_key: 0, max_version: 11}``, ``[1, 2]``), when short."""
-    items = value.values() if isinstance(value, dict) else value
-    if any(isinstance(v, (dict, list)) and v for v in items):
-        return None
-    if isinstance(value, dict):
-        text = "{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in value.items()) + "}"
-    else:
-        text = "[" + ", ".join(_scalar(v) for v in value) + "]"
-    return text if len(text) <= 100 else None
-
-
-def _scalar(value: Any) -> str:
-    import json
-
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, dict):
-        return _inline(value) or "{}"
-    if isinstance(value, list):
-        return _inline(value) or "[]"
-    return json.dumps(value)

@@ -182,8 +182,29 @@ class TooManyRecordsError(CorruptRecordError, LimitExceededError):
     """A batch (``max_records_per_batch``) or record set (``max_records_per_set``) holds too many records."""
 
 
+class CodecUnavailableError(KprotoError, ImportError):
+    """A compression codec whose package is not installed (snappy, lz4 and zstd need cramjam).
+
+    Not a DecodeError: the data may well be fine, this installation cannot read (or
+    write) it, so code that skips corrupt batches does not skip these. An ImportError
+    too (``name`` is the missing package), as a missing optional package is.
+    Attributes: ``codec`` (``"zstd"``), ``package`` (``"cramjam"``).
+    """
+
+    def __init__(self, codec: str, package: str = "cramjam") -> None:
+        from kproto._extras import install_hint
+
+        self.codec = codec
+        self.package = package
+        super().__init__(f"{codec} needs the {package} package, which is not installed: "
+                         f"{install_hint('compression')}", name=package)
+
+    def __reduce__(self):
+        return (type(self), (self.codec, self.package))
+
+
 __all__ += ["CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError",
-            "TooManyRecordsError"]
+            "TooManyRecordsError", "CodecUnavailableError"]
 
 
 # ---------------------------------------------------------------- protocol error codes

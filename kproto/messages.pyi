@@ -10,3502 +10,8183 @@ from kproto.schema import Message as Message
 
 def __getattr__(name: str) -> Any: ...
 
-class AddOffsetsToTxnRequest(Message):
-    transactional_id: str
+class AbortedTxn(Message):
+    """AbortedTxn: the data structure.
+
+    Versions v0.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     producer_id: int
+    """Kafka type int64; in v0; default 0."""
+    first_offset: int
+    """Kafka type int64; in v0; default 0."""
+    last_offset: int
+    """Kafka type int64; in v0; default 0."""
+    last_stable_offset: int
+    """Kafka type int64; in v0; default 0."""
+    def __init__(self, *, producer_id: int = ..., first_offset: int = ..., last_offset: int = ..., last_stable_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class AddOffsetsToTxnRequest(Message):
+    """AddOffsetsToTxnRequest: the request body of the AddOffsetsToTxn API (key 25).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v3-4; Kafka 4.x defines v0 and up.
+    Definitions: v0-4 from Kafka 4.4.0.
+    """
+    transactional_id: str
+    """Kafka type string; in v0-4; default ''."""
+    producer_id: int
+    """Kafka type int64; in v0-4; default 0."""
     producer_epoch: int
+    """Kafka type int16; in v0-4; default 0."""
     group_id: str
+    """Kafka type string; in v0-4; default ''."""
     def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., group_id: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AddOffsetsToTxnResponse(Message):
+    """AddOffsetsToTxnResponse: the response body of the AddOffsetsToTxn API (key 25).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v3-4; Kafka 4.x defines v0 and up.
+    Definitions: v0-4 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0-4; default 0."""
     error_code: int
+    """Kafka type int16; in v0-4; default 0."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AddPartitionsToTxnRequest(Message):
+    """AddPartitionsToTxnRequest: the request body of the AddPartitionsToTxn API (key 24).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v3-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AddPartitionsToTxnTransaction, AddPartitionsToTxnTopic.
+    """
     class AddPartitionsToTxnTransaction(Message):
+        """AddPartitionsToTxnTransaction: a struct inside AddPartitionsToTxnRequest, present in v4-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         transactional_id: str
+        """Kafka type string; in v4-5; default ''."""
         producer_id: int
+        """Kafka type int64; in v4-5; default 0."""
         producer_epoch: int
+        """Kafka type int16; in v4-5; default 0."""
         verify_only: bool
+        """Kafka type bool; in v4-5; default False."""
         topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
+        """Kafka type []AddPartitionsToTxnTopic; in v4-5; default empty list."""
         def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., verify_only: bool = ..., topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AddPartitionsToTxnTopic(Message):
+        """AddPartitionsToTxnTopic: a struct inside AddPartitionsToTxnRequest, present in v0-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-5; default ''."""
         partitions: list[int]
+        """Kafka type []int32; in v0-5; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction]
+    """Kafka type []AddPartitionsToTxnTransaction; in v4-5; default empty list."""
     v3_and_below_transactional_id: str
+    """Kafka type string; in v0-3; default ''."""
     v3_and_below_producer_id: int
+    """Kafka type int64; in v0-3; default 0."""
     v3_and_below_producer_epoch: int
+    """Kafka type int16; in v0-3; default 0."""
     v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
+    """Kafka type []AddPartitionsToTxnTopic; in v0-3; default empty list."""
     def __init__(self, *, transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] = ..., v3_and_below_transactional_id: str = ..., v3_and_below_producer_id: int = ..., v3_and_below_producer_epoch: int = ..., v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AddPartitionsToTxnResponse(Message):
+    """AddPartitionsToTxnResponse: the response body of the AddPartitionsToTxn API (key 24).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v3-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult, AddPartitionsToTxnPartitionResult.
+    """
     class AddPartitionsToTxnResult(Message):
+        """AddPartitionsToTxnResult: a struct inside AddPartitionsToTxnResponse, present in v4-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         transactional_id: str
+        """Kafka type string; in v4-5; default ''."""
         topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
+        """Kafka type []AddPartitionsToTxnTopicResult; in v4-5; default empty list."""
         def __init__(self, *, transactional_id: str = ..., topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AddPartitionsToTxnTopicResult(Message):
+        """AddPartitionsToTxnTopicResult: a struct inside AddPartitionsToTxnResponse, present in v0-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-5; default ''."""
         results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]
+        """Kafka type []AddPartitionsToTxnPartitionResult; in v0-5; default empty list."""
         def __init__(self, *, name: str = ..., results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AddPartitionsToTxnPartitionResult(Message):
+        """AddPartitionsToTxnPartitionResult: a struct inside AddPartitionsToTxnResponse, present in v0-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-5; default 0."""
         partition_error_code: int
+        """Kafka type int16; in v0-5; default 0."""
         def __init__(self, *, partition_index: int = ..., partition_error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-5; default 0."""
     error_code: int
+    """Kafka type int16; in v4-5; default 0."""
     results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult]
+    """Kafka type []AddPartitionsToTxnResult; in v4-5; default empty list."""
     results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
+    """Kafka type []AddPartitionsToTxnTopicResult; in v0-3; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = ..., results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AddRaftVoterRequest(Message):
+    """AddRaftVoterRequest: the request body of the AddRaftVoter API (key 80).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Listener.
+    """
     class Listener(Message):
+        """Listener: a struct inside AddRaftVoterRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-1; default ''."""
         host: str
+        """Kafka type string; in v0-1; default ''."""
         port: int
+        """Kafka type uint16; in v0-1; default 0."""
         def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     cluster_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default ''."""
     timeout_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     voter_id: int
+    """Kafka type int32; in v0-1; default 0."""
     voter_directory_id: UUID
+    """Kafka type uuid; in v0-1; default the zero UUID."""
     listeners: list[AddRaftVoterRequest.Listener]
-    def __init__(self, *, cluster_id: str | None = ..., timeout_ms: int = ..., voter_id: int = ..., voter_directory_id: UUID = ..., listeners: list[AddRaftVoterRequest.Listener] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    """Kafka type []Listener; in v0-1; default empty list."""
+    ack_when_committed: bool
+    """Kafka type bool; in v1; default True."""
+    def __init__(self, *, cluster_id: str | None = ..., timeout_ms: int = ..., voter_id: int = ..., voter_directory_id: UUID = ..., listeners: list[AddRaftVoterRequest.Listener] = ..., ack_when_committed: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AddRaftVoterResponse(Message):
+    """AddRaftVoterResponse: the response body of the AddRaftVoter API (key 80).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     error_code: int
+    """Kafka type int16; in v0-1; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default ''."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AllocateProducerIdsRequest(Message):
+    """AllocateProducerIdsRequest: the request body of the AllocateProducerIds API (key 67).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     broker_id: int
+    """Kafka type int32; in v0; default 0."""
     broker_epoch: int
+    """Kafka type int64; in v0; default -1."""
     def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AllocateProducerIdsResponse(Message):
+    """AllocateProducerIdsResponse: the response body of the AllocateProducerIds API (key 67).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     producer_id_start: int
+    """Kafka type int64; in v0; default 0."""
     producer_id_len: int
+    """Kafka type int32; in v0; default 0."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., producer_id_start: int = ..., producer_id_len: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterClientQuotasRequest(Message):
+    """AlterClientQuotasRequest: the request body of the AlterClientQuotas API (key 49).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): EntryData, EntityData, OpData.
+    """
     class EntryData(Message):
+        """EntryData: a struct inside AlterClientQuotasRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         entity: list[AlterClientQuotasRequest.EntityData]
+        """Kafka type []EntityData; in v0-1; default empty list."""
         ops: list[AlterClientQuotasRequest.OpData]
+        """Kafka type []OpData; in v0-1; default empty list."""
         def __init__(self, *, entity: list[AlterClientQuotasRequest.EntityData] = ..., ops: list[AlterClientQuotasRequest.OpData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class EntityData(Message):
+        """EntityData: a struct inside AlterClientQuotasRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         entity_type: str
+        """Kafka type string; in v0-1; default ''."""
         entity_name: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default ''."""
         def __init__(self, *, entity_type: str = ..., entity_name: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OpData(Message):
+        """OpData: a struct inside AlterClientQuotasRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         key: str
+        """Kafka type string; in v0-1; default ''."""
         value: float
+        """Kafka type float64; in v0-1; default 0.0."""
         remove: bool
+        """Kafka type bool; in v0-1; default False."""
         def __init__(self, *, key: str = ..., value: float = ..., remove: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     entries: list[AlterClientQuotasRequest.EntryData]
+    """Kafka type []EntryData; in v0-1; default empty list."""
     validate_only: bool
+    """Kafka type bool; in v0-1; default False."""
     def __init__(self, *, entries: list[AlterClientQuotasRequest.EntryData] = ..., validate_only: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterClientQuotasResponse(Message):
+    """AlterClientQuotasResponse: the response body of the AlterClientQuotas API (key 49).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): EntryData, EntityData.
+    """
     class EntryData(Message):
+        """EntryData: a struct inside AlterClientQuotasResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default ''."""
         entity: list[AlterClientQuotasResponse.EntityData]
+        """Kafka type []EntityData; in v0-1; default empty list."""
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., entity: list[AlterClientQuotasResponse.EntityData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class EntityData(Message):
+        """EntityData: a struct inside AlterClientQuotasResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         entity_type: str
+        """Kafka type string; in v0-1; default ''."""
         entity_name: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default ''."""
         def __init__(self, *, entity_type: str = ..., entity_name: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     entries: list[AlterClientQuotasResponse.EntryData]
+    """Kafka type []EntryData; in v0-1; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., entries: list[AlterClientQuotasResponse.EntryData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterConfigsRequest(Message):
+    """AlterConfigsRequest: the request body of the AlterConfigs API (key 33).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AlterConfigsResource, AlterableConfig.
+    """
     class AlterConfigsResource(Message):
+        """AlterConfigsResource: a struct inside AlterConfigsRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         resource_type: int
+        """Kafka type int8; in v0-2; default 0."""
         resource_name: str
+        """Kafka type string; in v0-2; default ''."""
         configs: list[AlterConfigsRequest.AlterableConfig]
+        """Kafka type []AlterableConfig; in v0-2; default empty list."""
         def __init__(self, *, resource_type: int = ..., resource_name: str = ..., configs: list[AlterConfigsRequest.AlterableConfig] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AlterableConfig(Message):
+        """AlterableConfig: a struct inside AlterConfigsRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-2; default ''."""
         value: str | None
+        """Kafka type string; in v0-2; nullable in v0-2; default ''."""
         def __init__(self, *, name: str = ..., value: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     resources: list[AlterConfigsRequest.AlterConfigsResource]
+    """Kafka type []AlterConfigsResource; in v0-2; default empty list."""
     validate_only: bool
+    """Kafka type bool; in v0-2; default False."""
     def __init__(self, *, resources: list[AlterConfigsRequest.AlterConfigsResource] = ..., validate_only: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterConfigsResponse(Message):
+    """AlterConfigsResponse: the response body of the AlterConfigs API (key 33).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AlterConfigsResourceResponse.
+    """
     class AlterConfigsResourceResponse(Message):
+        """AlterConfigsResourceResponse: a struct inside AlterConfigsResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-2; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-2; nullable in v0-2; default ''."""
         resource_type: int
+        """Kafka type int8; in v0-2; default 0."""
         resource_name: str
+        """Kafka type string; in v0-2; default ''."""
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     responses: list[AlterConfigsResponse.AlterConfigsResourceResponse]
+    """Kafka type []AlterConfigsResourceResponse; in v0-2; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterPartitionReassignmentsRequest(Message):
+    """AlterPartitionReassignmentsRequest: the request body of the AlterPartitionReassignments API (key 45).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ReassignableTopic, ReassignablePartition.
+    """
     class ReassignableTopic(Message):
+        """ReassignableTopic: a struct inside AlterPartitionReassignmentsRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-1; default ''."""
         partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition]
+        """Kafka type []ReassignablePartition; in v0-1; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ReassignablePartition(Message):
+        """ReassignablePartition: a struct inside AlterPartitionReassignmentsRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-1; default 0."""
         replicas: list[int] | None
+        """Kafka type []int32; in v0-1; nullable in v0-1; default None."""
         def __init__(self, *, partition_index: int = ..., replicas: list[int] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     timeout_ms: int
+    """Kafka type int32; in v0-1; default 60000."""
     allow_replication_factor_change: bool
+    """Kafka type bool; in v1; default True."""
     topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
+    """Kafka type []ReassignableTopic; in v0-1; default empty list."""
     def __init__(self, *, timeout_ms: int = ..., allow_replication_factor_change: bool = ..., topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterPartitionReassignmentsResponse(Message):
+    """AlterPartitionReassignmentsResponse: the response body of the AlterPartitionReassignments API (key 45).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ReassignableTopicResponse, ReassignablePartitionResponse.
+    """
     class ReassignableTopicResponse(Message):
+        """ReassignableTopicResponse: a struct inside AlterPartitionReassignmentsResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-1; default ''."""
         partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]
+        """Kafka type []ReassignablePartitionResponse; in v0-1; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ReassignablePartitionResponse(Message):
+        """ReassignablePartitionResponse: a struct inside AlterPartitionReassignmentsResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-1; default 0."""
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default ''."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     allow_replication_factor_change: bool
+    """Kafka type bool; in v1; default True."""
     error_code: int
+    """Kafka type int16; in v0-1; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default ''."""
     responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse]
+    """Kafka type []ReassignableTopicResponse; in v0-1; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., allow_replication_factor_change: bool = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterPartitionRequest(Message):
+    """AlterPartitionRequest: the request body of the AlterPartition API (key 56).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v0-3; Kafka 4.x defines v2 and up.
+    Definitions: v0-1 from Kafka 3.9.2, v2-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicData, PartitionData, BrokerState.
+    """
     class TopicData(Message):
-        topic_name: str
+        """TopicData: a struct inside AlterPartitionRequest, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v2-3; default the zero UUID."""
         partitions: list[AlterPartitionRequest.PartitionData]
-        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[AlterPartitionRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type []PartitionData; in v0-3; default empty list."""
+        topic_name: str
+        """Kafka type string; in v0-1; default ''."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[AlterPartitionRequest.PartitionData] = ..., topic_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside AlterPartitionRequest, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-3; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-3; default 0."""
         new_isr: list[int]
+        """Kafka type []int32; in v0-2; default empty list."""
         new_isr_with_epochs: list[AlterPartitionRequest.BrokerState]
+        """Kafka type []BrokerState; in v3; default empty list."""
         leader_recovery_state: int
+        """Kafka type int8; in v1-3; default 0."""
         partition_epoch: int
+        """Kafka type int32; in v0-3; default 0."""
         def __init__(self, *, partition_index: int = ..., leader_epoch: int = ..., new_isr: list[int] = ..., new_isr_with_epochs: list[AlterPartitionRequest.BrokerState] = ..., leader_recovery_state: int = ..., partition_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class BrokerState(Message):
+        """BrokerState: a struct inside AlterPartitionRequest, present in v3.
+
+        Decode and encode it through its message, not on its own.
+        """
         broker_id: int
+        """Kafka type int32; in v3; default 0."""
         broker_epoch: int
+        """Kafka type int64; in v3; default -1."""
         def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     broker_id: int
+    """Kafka type int32; in v0-3; default 0."""
     broker_epoch: int
+    """Kafka type int64; in v0-3; default -1."""
     topics: list[AlterPartitionRequest.TopicData]
+    """Kafka type []TopicData; in v0-3; default empty list."""
     def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., topics: list[AlterPartitionRequest.TopicData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterPartitionResponse(Message):
+    """AlterPartitionResponse: the response body of the AlterPartition API (key 56).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v0-3; Kafka 4.x defines v2 and up.
+    Definitions: v0-1 from Kafka 3.9.2, v2-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicData, PartitionData.
+    """
     class TopicData(Message):
-        topic_name: str
+        """TopicData: a struct inside AlterPartitionResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v2-3; default the zero UUID."""
         partitions: list[AlterPartitionResponse.PartitionData]
-        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[AlterPartitionResponse.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type []PartitionData; in v0-3; default empty list."""
+        topic_name: str
+        """Kafka type string; in v0-1; default ''."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[AlterPartitionResponse.PartitionData] = ..., topic_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside AlterPartitionResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-3; default 0."""
         error_code: int
+        """Kafka type int16; in v0-3; default 0."""
         leader_id: int
+        """Kafka type int32; in v0-3; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-3; default 0."""
         isr: list[int]
+        """Kafka type []int32; in v0-3; default empty list."""
         leader_recovery_state: int
+        """Kafka type int8; in v1-3; default 0."""
         partition_epoch: int
+        """Kafka type int32; in v0-3; default 0."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., leader_id: int = ..., leader_epoch: int = ..., isr: list[int] = ..., leader_recovery_state: int = ..., partition_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-3; default 0."""
     error_code: int
+    """Kafka type int16; in v0-3; default 0."""
     topics: list[AlterPartitionResponse.TopicData]
+    """Kafka type []TopicData; in v0-3; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., topics: list[AlterPartitionResponse.TopicData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterReplicaLogDirsRequest(Message):
+    """AlterReplicaLogDirsRequest: the request body of the AlterReplicaLogDirs API (key 34).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AlterReplicaLogDir, AlterReplicaLogDirTopic.
+    """
     class AlterReplicaLogDir(Message):
+        """AlterReplicaLogDir: a struct inside AlterReplicaLogDirsRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         path: str
+        """Kafka type string; in v0-2; default ''."""
         topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic]
+        """Kafka type []AlterReplicaLogDirTopic; in v0-2; default empty list."""
         def __init__(self, *, path: str = ..., topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AlterReplicaLogDirTopic(Message):
+        """AlterReplicaLogDirTopic: a struct inside AlterReplicaLogDirsRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-2; default ''."""
         partitions: list[int]
+        """Kafka type []int32; in v0-2; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir]
+    """Kafka type []AlterReplicaLogDir; in v0-2; default empty list."""
     def __init__(self, *, dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterReplicaLogDirsResponse(Message):
+    """AlterReplicaLogDirsResponse: the response body of the AlterReplicaLogDirs API (key 34).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AlterReplicaLogDirTopicResult, AlterReplicaLogDirPartitionResult.
+    """
     class AlterReplicaLogDirTopicResult(Message):
+        """AlterReplicaLogDirTopicResult: a struct inside AlterReplicaLogDirsResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-2; default ''."""
         partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult]
+        """Kafka type []AlterReplicaLogDirPartitionResult; in v0-2; default empty list."""
         def __init__(self, *, topic_name: str = ..., partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AlterReplicaLogDirPartitionResult(Message):
+        """AlterReplicaLogDirPartitionResult: a struct inside AlterReplicaLogDirsResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         error_code: int
+        """Kafka type int16; in v0-2; default 0."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult]
+    """Kafka type []AlterReplicaLogDirTopicResult; in v0-2; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
+class AlterShareGroupOffsetsRequest(Message):
+    """AlterShareGroupOffsetsRequest: the request body of the AlterShareGroupOffsets API (key 91).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AlterShareGroupOffsetsRequestTopic, AlterShareGroupOffsetsRequestPartition.
+    """
+    class AlterShareGroupOffsetsRequestTopic(Message):
+        """AlterShareGroupOffsetsRequestTopic: a struct inside AlterShareGroupOffsetsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        topic_name: str
+        """Kafka type string; in v0; default ''."""
+        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]
+        """Kafka type []AlterShareGroupOffsetsRequestPartition; in v0; default empty list."""
+        def __init__(self, *, topic_name: str = ..., partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class AlterShareGroupOffsetsRequestPartition(Message):
+        """AlterShareGroupOffsetsRequestPartition: a struct inside AlterShareGroupOffsetsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        partition_index: int
+        """Kafka type int32; in v0; default 0."""
+        start_offset: int
+        """Kafka type int64; in v0; default 0."""
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    group_id: str
+    """Kafka type string; in v0; default ''."""
+    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic]
+    """Kafka type []AlterShareGroupOffsetsRequestTopic; in v0; default empty list."""
+    def __init__(self, *, group_id: str = ..., topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class AlterShareGroupOffsetsResponse(Message):
+    """AlterShareGroupOffsetsResponse: the response body of the AlterShareGroupOffsets API (key 91).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AlterShareGroupOffsetsResponseTopic, AlterShareGroupOffsetsResponsePartition.
+    """
+    class AlterShareGroupOffsetsResponseTopic(Message):
+        """AlterShareGroupOffsetsResponseTopic: a struct inside AlterShareGroupOffsetsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        topic_name: str
+        """Kafka type string; in v0; default ''."""
+        topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
+        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]
+        """Kafka type []AlterShareGroupOffsetsResponsePartition; in v0; default empty list."""
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class AlterShareGroupOffsetsResponsePartition(Message):
+        """AlterShareGroupOffsetsResponsePartition: a struct inside AlterShareGroupOffsetsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        partition_index: int
+        """Kafka type int32; in v0; default 0."""
+        error_code: int
+        """Kafka type int16; in v0; default 0."""
+        error_message: str | None
+        """Kafka type string; in v0; nullable in v0; default None."""
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
+    error_code: int
+    """Kafka type int16; in v0; default 0."""
+    error_message: str | None
+    """Kafka type string; in v0; nullable in v0; default None."""
+    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]
+    """Kafka type []AlterShareGroupOffsetsResponseTopic; in v0; default empty list."""
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
 class AlterUserScramCredentialsRequest(Message):
+    """AlterUserScramCredentialsRequest: the request body of the AlterUserScramCredentials API (key 51).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ScramCredentialDeletion, ScramCredentialUpsertion.
+    """
     class ScramCredentialDeletion(Message):
+        """ScramCredentialDeletion: a struct inside AlterUserScramCredentialsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         mechanism: int
+        """Kafka type int8; in v0; default 0."""
         def __init__(self, *, name: str = ..., mechanism: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ScramCredentialUpsertion(Message):
+        """ScramCredentialUpsertion: a struct inside AlterUserScramCredentialsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         mechanism: int
+        """Kafka type int8; in v0; default 0."""
         iterations: int
+        """Kafka type int32; in v0; default 0."""
         salt: bytes
+        """Kafka type bytes; in v0; default b''."""
         salted_password: bytes
+        """Kafka type bytes; in v0; default b''."""
         def __init__(self, *, name: str = ..., mechanism: int = ..., iterations: int = ..., salt: bytes = ..., salted_password: bytes = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion]
+    """Kafka type []ScramCredentialDeletion; in v0; default empty list."""
     upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion]
+    """Kafka type []ScramCredentialUpsertion; in v0; default empty list."""
     def __init__(self, *, deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] = ..., upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AlterUserScramCredentialsResponse(Message):
+    """AlterUserScramCredentialsResponse: the response body of the AlterUserScramCredentials API (key 51).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AlterUserScramCredentialsResult.
+    """
     class AlterUserScramCredentialsResult(Message):
+        """AlterUserScramCredentialsResult: a struct inside AlterUserScramCredentialsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         user: str
+        """Kafka type string; in v0; default ''."""
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         error_message: str | None
+        """Kafka type string; in v0; nullable in v0; default ''."""
         def __init__(self, *, user: str = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
+    """Kafka type []AlterUserScramCredentialsResult; in v0; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ApiVersionsRequest(Message):
+    """ApiVersionsRequest: the request body of the ApiVersions API (key 18).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v3-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    """
     client_software_name: str
+    """Kafka type string; in v3-5; default ''."""
     client_software_version: str
-    def __init__(self, *, client_software_name: str = ..., client_software_version: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    """Kafka type string; in v3-5; default ''."""
+    cluster_id: str | None
+    """Kafka type string; in v5; nullable in v5; default None."""
+    node_id: int
+    """Kafka type int32; in v5; default -1."""
+    def __init__(self, *, client_software_name: str = ..., client_software_version: str = ..., cluster_id: str | None = ..., node_id: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ApiVersionsResponse(Message):
+    """ApiVersionsResponse: the response body of the ApiVersions API (key 18).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v3-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ApiVersion, SupportedFeatureKey, FinalizedFeatureKey.
+    """
     class ApiVersion(Message):
+        """ApiVersion: a struct inside ApiVersionsResponse, present in v0-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         api_key: int
+        """Kafka type int16; in v0-5; default 0."""
         min_version: int
+        """Kafka type int16; in v0-5; default 0."""
         max_version: int
+        """Kafka type int16; in v0-5; default 0."""
         def __init__(self, *, api_key: int = ..., min_version: int = ..., max_version: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class SupportedFeatureKey(Message):
+        """SupportedFeatureKey: a struct inside ApiVersionsResponse, present in v3-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v3-5; default ''."""
         min_version: int
+        """Kafka type int16; in v3-5; default 0."""
         max_version: int
+        """Kafka type int16; in v3-5; default 0."""
         def __init__(self, *, name: str = ..., min_version: int = ..., max_version: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class FinalizedFeatureKey(Message):
+        """FinalizedFeatureKey: a struct inside ApiVersionsResponse, present in v3-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v3-5; default ''."""
         max_version_level: int
+        """Kafka type int16; in v3-5; default 0."""
         min_version_level: int
+        """Kafka type int16; in v3-5; default 0."""
         def __init__(self, *, name: str = ..., max_version_level: int = ..., min_version_level: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     error_code: int
+    """Kafka type int16; in v0-5; default 0."""
     api_keys: list[ApiVersionsResponse.ApiVersion]
+    """Kafka type []ApiVersion; in v0-5; default empty list."""
     throttle_time_ms: int
+    """Kafka type int32; in v1-5; default 0."""
     supported_features: list[ApiVersionsResponse.SupportedFeatureKey]
+    """Kafka type []SupportedFeatureKey; in v3-5; tagged field (tag 0) in v3-5; default empty list."""
     finalized_features_epoch: int
+    """Kafka type int64; in v3-5; tagged field (tag 1) in v3-5; default -1."""
     finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey]
+    """Kafka type []FinalizedFeatureKey; in v3-5; tagged field (tag 2) in v3-5; default empty list."""
     zk_migration_ready: bool
+    """Kafka type bool; in v3-5; tagged field (tag 3) in v3-5; default False."""
     def __init__(self, *, error_code: int = ..., api_keys: list[ApiVersionsResponse.ApiVersion] = ..., throttle_time_ms: int = ..., supported_features: list[ApiVersionsResponse.SupportedFeatureKey] = ..., finalized_features_epoch: int = ..., finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] = ..., zk_migration_ready: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AssignReplicasToDirsRequest(Message):
+    """AssignReplicasToDirsRequest: the request body of the AssignReplicasToDirs API (key 73).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DirectoryData, TopicData, PartitionData.
+    """
     class DirectoryData(Message):
+        """DirectoryData: a struct inside AssignReplicasToDirsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         topics: list[AssignReplicasToDirsRequest.TopicData]
+        """Kafka type []TopicData; in v0; default empty list."""
         def __init__(self, *, id: UUID = ..., topics: list[AssignReplicasToDirsRequest.TopicData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TopicData(Message):
+        """TopicData: a struct inside AssignReplicasToDirsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         partitions: list[AssignReplicasToDirsRequest.PartitionData]
+        """Kafka type []PartitionData; in v0; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[AssignReplicasToDirsRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside AssignReplicasToDirsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0; default 0."""
         def __init__(self, *, partition_index: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     broker_id: int
+    """Kafka type int32; in v0; default 0."""
     broker_epoch: int
+    """Kafka type int64; in v0; default -1."""
     directories: list[AssignReplicasToDirsRequest.DirectoryData]
+    """Kafka type []DirectoryData; in v0; default empty list."""
     def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., directories: list[AssignReplicasToDirsRequest.DirectoryData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class AssignReplicasToDirsResponse(Message):
+    """AssignReplicasToDirsResponse: the response body of the AssignReplicasToDirs API (key 73).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DirectoryData, TopicData, PartitionData.
+    """
     class DirectoryData(Message):
+        """DirectoryData: a struct inside AssignReplicasToDirsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         topics: list[AssignReplicasToDirsResponse.TopicData]
+        """Kafka type []TopicData; in v0; default empty list."""
         def __init__(self, *, id: UUID = ..., topics: list[AssignReplicasToDirsResponse.TopicData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TopicData(Message):
+        """TopicData: a struct inside AssignReplicasToDirsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         partitions: list[AssignReplicasToDirsResponse.PartitionData]
+        """Kafka type []PartitionData; in v0; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[AssignReplicasToDirsResponse.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside AssignReplicasToDirsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0; default 0."""
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     directories: list[AssignReplicasToDirsResponse.DirectoryData]
+    """Kafka type []DirectoryData; in v0; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., directories: list[AssignReplicasToDirsResponse.DirectoryData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class BeginQuorumEpochRequest(Message):
+    """BeginQuorumEpochRequest: the request body of the BeginQuorumEpoch API (key 53).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicData, PartitionData, LeaderEndpoint.
+    """
     class TopicData(Message):
+        """TopicData: a struct inside BeginQuorumEpochRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-1; default ''."""
         partitions: list[BeginQuorumEpochRequest.PartitionData]
+        """Kafka type []PartitionData; in v0-1; default empty list."""
         def __init__(self, *, topic_name: str = ..., partitions: list[BeginQuorumEpochRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside BeginQuorumEpochRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-1; default 0."""
         voter_directory_id: UUID
+        """Kafka type uuid; in v1; default the zero UUID."""
         leader_id: int
+        """Kafka type int32; in v0-1; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         def __init__(self, *, partition_index: int = ..., voter_directory_id: UUID = ..., leader_id: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class LeaderEndpoint(Message):
+        """LeaderEndpoint: a struct inside BeginQuorumEpochRequest, present in v1.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v1; default ''."""
         host: str
+        """Kafka type string; in v1; default ''."""
         port: int
+        """Kafka type uint16; in v1; default 0."""
         def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     cluster_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
     voter_id: int
+    """Kafka type int32; in v1; default -1."""
     topics: list[BeginQuorumEpochRequest.TopicData]
+    """Kafka type []TopicData; in v0-1; default empty list."""
     leader_endpoints: list[BeginQuorumEpochRequest.LeaderEndpoint]
+    """Kafka type []LeaderEndpoint; in v1; default empty list."""
     def __init__(self, *, cluster_id: str | None = ..., voter_id: int = ..., topics: list[BeginQuorumEpochRequest.TopicData] = ..., leader_endpoints: list[BeginQuorumEpochRequest.LeaderEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class BeginQuorumEpochResponse(Message):
+    """BeginQuorumEpochResponse: the response body of the BeginQuorumEpoch API (key 53).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicData, PartitionData, NodeEndpoint.
+    """
     class TopicData(Message):
+        """TopicData: a struct inside BeginQuorumEpochResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-1; default ''."""
         partitions: list[BeginQuorumEpochResponse.PartitionData]
+        """Kafka type []PartitionData; in v0-1; default empty list."""
         def __init__(self, *, topic_name: str = ..., partitions: list[BeginQuorumEpochResponse.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside BeginQuorumEpochResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-1; default 0."""
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         leader_id: int
+        """Kafka type int32; in v0-1; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., leader_id: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class NodeEndpoint(Message):
+        """NodeEndpoint: a struct inside BeginQuorumEpochResponse, present in v1.
+
+        Decode and encode it through its message, not on its own.
+        """
         node_id: int
+        """Kafka type int32; in v1; default 0."""
         host: str
+        """Kafka type string; in v1; default ''."""
         port: int
+        """Kafka type uint16; in v1; default 0."""
         def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     error_code: int
+    """Kafka type int16; in v0-1; default 0."""
     topics: list[BeginQuorumEpochResponse.TopicData]
+    """Kafka type []TopicData; in v0-1; default empty list."""
     node_endpoints: list[BeginQuorumEpochResponse.NodeEndpoint]
+    """Kafka type []NodeEndpoint; in v1; tagged field (tag 0) in v1; default empty list."""
     def __init__(self, *, error_code: int = ..., topics: list[BeginQuorumEpochResponse.TopicData] = ..., node_endpoints: list[BeginQuorumEpochResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class BrokerHeartbeatRequest(Message):
+    """BrokerHeartbeatRequest: the request body of the BrokerHeartbeat API (key 63).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    """
     broker_id: int
+    """Kafka type int32; in v0-2; default 0."""
     broker_epoch: int
+    """Kafka type int64; in v0-2; default -1."""
     current_metadata_offset: int
+    """Kafka type int64; in v0-2; default 0."""
     want_fence: bool
+    """Kafka type bool; in v0-2; default False."""
     want_shut_down: bool
+    """Kafka type bool; in v0-2; default False."""
     offline_log_dirs: list[UUID]
-    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., current_metadata_offset: int = ..., want_fence: bool = ..., want_shut_down: bool = ..., offline_log_dirs: list[UUID] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    """Kafka type []uuid; in v1-2; tagged field (tag 0) in v1-2; default empty list."""
+    cordoned_log_dirs: list[UUID] | None
+    """Kafka type []uuid; in v2; nullable in v2; tagged field (tag 1) in v2; default None."""
+    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., current_metadata_offset: int = ..., want_fence: bool = ..., want_shut_down: bool = ..., offline_log_dirs: list[UUID] = ..., cordoned_log_dirs: list[UUID] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class BrokerHeartbeatResponse(Message):
+    """BrokerHeartbeatResponse: the response body of the BrokerHeartbeat API (key 63).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     is_caught_up: bool
+    """Kafka type bool; in v0-2; default False."""
     is_fenced: bool
+    """Kafka type bool; in v0-2; default True."""
     should_shut_down: bool
+    """Kafka type bool; in v0-2; default False."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., is_caught_up: bool = ..., is_fenced: bool = ..., should_shut_down: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class BrokerRegistrationRequest(Message):
+    """BrokerRegistrationRequest: the request body of the BrokerRegistration API (key 62).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v0-4; Kafka 4.x defines v0 and up.
+    Definitions: v0-4 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Listener, Feature.
+    """
     class Listener(Message):
+        """Listener: a struct inside BrokerRegistrationRequest, present in v0-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-4; default ''."""
         host: str
+        """Kafka type string; in v0-4; default ''."""
         port: int
+        """Kafka type uint16; in v0-4; default 0."""
         security_protocol: int
+        """Kafka type int16; in v0-4; default 0."""
         def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., security_protocol: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Feature(Message):
+        """Feature: a struct inside BrokerRegistrationRequest, present in v0-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-4; default ''."""
         min_supported_version: int
+        """Kafka type int16; in v0-4; default 0."""
         max_supported_version: int
+        """Kafka type int16; in v0-4; default 0."""
         def __init__(self, *, name: str = ..., min_supported_version: int = ..., max_supported_version: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     broker_id: int
+    """Kafka type int32; in v0-4; default 0."""
     cluster_id: str
+    """Kafka type string; in v0-4; default ''."""
     incarnation_id: UUID
+    """Kafka type uuid; in v0-4; default the zero UUID."""
     listeners: list[BrokerRegistrationRequest.Listener]
+    """Kafka type []Listener; in v0-4; default empty list."""
     features: list[BrokerRegistrationRequest.Feature]
+    """Kafka type []Feature; in v0-4; default empty list."""
     rack: str | None
+    """Kafka type string; in v0-4; nullable in v0-4; default ''."""
     is_migrating_zk_broker: bool
+    """Kafka type bool; in v1-4; default False."""
     log_dirs: list[UUID]
+    """Kafka type []uuid; in v2-4; default empty list."""
     previous_broker_epoch: int
+    """Kafka type int64; in v3-4; default -1."""
     def __init__(self, *, broker_id: int = ..., cluster_id: str = ..., incarnation_id: UUID = ..., listeners: list[BrokerRegistrationRequest.Listener] = ..., features: list[BrokerRegistrationRequest.Feature] = ..., rack: str | None = ..., is_migrating_zk_broker: bool = ..., log_dirs: list[UUID] = ..., previous_broker_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class BrokerRegistrationResponse(Message):
+    """BrokerRegistrationResponse: the response body of the BrokerRegistration API (key 62).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v0-4; Kafka 4.x defines v0 and up.
+    Definitions: v0-4 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0-4; default 0."""
     error_code: int
+    """Kafka type int16; in v0-4; default 0."""
     broker_epoch: int
+    """Kafka type int64; in v0-4; default -1."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., broker_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ConsumerGroupDescribeRequest(Message):
+    """ConsumerGroupDescribeRequest: the request body of the ConsumerGroupDescribe API (key 69).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    """
     group_ids: list[str]
+    """Kafka type []string; in v0-1; default empty list."""
     include_authorized_operations: bool
+    """Kafka type bool; in v0-1; default False."""
     def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ConsumerGroupDescribeResponse(Message):
+    """ConsumerGroupDescribeResponse: the response body of the ConsumerGroupDescribe API (key 69).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribedGroup, Member, Assignment, TopicPartitions.
+    """
     class DescribedGroup(Message):
+        """DescribedGroup: a struct inside ConsumerGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
         group_id: str
+        """Kafka type string; in v0-1; default ''."""
         group_state: str
+        """Kafka type string; in v0-1; default ''."""
         group_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         assignment_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         assignor_name: str
+        """Kafka type string; in v0-1; default ''."""
         members: list[ConsumerGroupDescribeResponse.Member]
+        """Kafka type []Member; in v0-1; default empty list."""
         authorized_operations: int
+        """Kafka type int32; in v0-1; default -2147483648."""
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., assignor_name: str = ..., members: list[ConsumerGroupDescribeResponse.Member] = ..., authorized_operations: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Member(Message):
+        """Member: a struct inside ConsumerGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         member_id: str
+        """Kafka type string; in v0-1; default ''."""
         instance_id: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
         rack_id: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
         member_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         client_id: str
+        """Kafka type string; in v0-1; default ''."""
         client_host: str
+        """Kafka type string; in v0-1; default ''."""
         subscribed_topic_names: list[str]
+        """Kafka type []string; in v0-1; default empty list."""
         subscribed_topic_regex: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
         assignment: ConsumerGroupDescribeResponse.Assignment
+        """Kafka type Assignment; in v0-1; default a Assignment of defaults."""
         target_assignment: ConsumerGroupDescribeResponse.Assignment
-        def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., subscribed_topic_regex: str | None = ..., assignment: ConsumerGroupDescribeResponse.Assignment = ..., target_assignment: ConsumerGroupDescribeResponse.Assignment = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type Assignment; in v0-1; default a Assignment of defaults."""
+        member_type: int
+        """Kafka type int8; in v1; default -1."""
+        def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., subscribed_topic_regex: str | None = ..., assignment: ConsumerGroupDescribeResponse.Assignment = ..., target_assignment: ConsumerGroupDescribeResponse.Assignment = ..., member_type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Assignment(Message):
+        """Assignment: a struct inside ConsumerGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions]
+        """Kafka type []TopicPartitions; in v0-1; default empty list."""
         def __init__(self, *, topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TopicPartitions(Message):
+        """TopicPartitions: a struct inside ConsumerGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-1; default the zero UUID."""
         topic_name: str
+        """Kafka type string; in v0-1; default ''."""
         partitions: list[int]
+        """Kafka type []int32; in v0-1; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., topic_name: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     groups: list[ConsumerGroupDescribeResponse.DescribedGroup]
+    """Kafka type []DescribedGroup; in v0-1; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., groups: list[ConsumerGroupDescribeResponse.DescribedGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ConsumerGroupHeartbeatRequest(Message):
+    """ConsumerGroupHeartbeatRequest: the request body of the ConsumerGroupHeartbeat API (key 68).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicPartitions.
+    """
     class TopicPartitions(Message):
+        """TopicPartitions: a struct inside ConsumerGroupHeartbeatRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-1; default the zero UUID."""
         partitions: list[int]
+        """Kafka type []int32; in v0-1; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0-1; default ''."""
     member_id: str
+    """Kafka type string; in v0-1; default ''."""
     member_epoch: int
+    """Kafka type int32; in v0-1; default 0."""
     instance_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
     rack_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
     rebalance_timeout_ms: int
+    """Kafka type int32; in v0-1; default -1."""
     subscribed_topic_names: list[str] | None
+    """Kafka type []string; in v0-1; nullable in v0-1; default None."""
     subscribed_topic_regex: str | None
+    """Kafka type string; in v1; nullable in v1; default None."""
     server_assignor: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
     topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None
+    """Kafka type []TopicPartitions; in v0-1; nullable in v0-1; default None."""
     def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., instance_id: str | None = ..., rack_id: str | None = ..., rebalance_timeout_ms: int = ..., subscribed_topic_names: list[str] | None = ..., subscribed_topic_regex: str | None = ..., server_assignor: str | None = ..., topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ConsumerGroupHeartbeatResponse(Message):
+    """ConsumerGroupHeartbeatResponse: the response body of the ConsumerGroupHeartbeat API (key 68).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Assignment, TopicPartitions.
+    """
     class Assignment(Message):
+        """Assignment: a struct inside ConsumerGroupHeartbeatResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_partitions: list[ConsumerGroupHeartbeatResponse.TopicPartitions]
+        """Kafka type []TopicPartitions; in v0-1; default empty list."""
         def __init__(self, *, topic_partitions: list[ConsumerGroupHeartbeatResponse.TopicPartitions] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TopicPartitions(Message):
+        """TopicPartitions: a struct inside ConsumerGroupHeartbeatResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-1; default the zero UUID."""
         partitions: list[int]
+        """Kafka type []int32; in v0-1; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     error_code: int
+    """Kafka type int16; in v0-1; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
     member_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
     member_epoch: int
+    """Kafka type int32; in v0-1; default 0."""
     heartbeat_interval_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     assignment: ConsumerGroupHeartbeatResponse.Assignment | None
+    """Kafka type Assignment; in v0-1; nullable in v0-1; default None."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., member_id: str | None = ..., member_epoch: int = ..., heartbeat_interval_ms: int = ..., assignment: ConsumerGroupHeartbeatResponse.Assignment | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ConsumerProtocolAssignment(Message):
+    """ConsumerProtocolAssignment: the data structure.
+
+    Versions v0-3.
+    Definitions: v0-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicPartition.
+    """
     class TopicPartition(Message):
+        """TopicPartition: a struct inside ConsumerProtocolAssignment, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v0-3; default ''."""
         partitions: list[int]
+        """Kafka type []int32; in v0-3; default empty list."""
         def __init__(self, *, topic: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition]
+    """Kafka type []TopicPartition; in v0-3; default empty list."""
     user_data: bytes | None
+    """Kafka type bytes; in v0-3; nullable in v0-3; default None."""
     def __init__(self, *, assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition] = ..., user_data: bytes | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ConsumerProtocolSubscription(Message):
+    """ConsumerProtocolSubscription: the data structure.
+
+    Versions v0-3.
+    Definitions: v0-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicPartition.
+    """
     class TopicPartition(Message):
+        """TopicPartition: a struct inside ConsumerProtocolSubscription, present in v1-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v1-3; default ''."""
         partitions: list[int]
+        """Kafka type []int32; in v1-3; default empty list."""
         def __init__(self, *, topic: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     topics: list[str]
+    """Kafka type []string; in v0-3; default empty list."""
     user_data: bytes | None
+    """Kafka type bytes; in v0-3; nullable in v0-3; default None."""
     owned_partitions: list[ConsumerProtocolSubscription.TopicPartition]
+    """Kafka type []TopicPartition; in v1-3; default empty list."""
     generation_id: int
+    """Kafka type int32; in v2-3; default -1."""
     rack_id: str | None
+    """Kafka type string; in v3; nullable in v3; default None."""
     def __init__(self, *, topics: list[str] = ..., user_data: bytes | None = ..., owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] = ..., generation_id: int = ..., rack_id: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
+class ControlRecordTypeSchema(Message):
+    """ControlRecordTypeSchema: the data structure.
+
+    Versions v0.
+    Definitions: v0 from Kafka 4.4.0.
+    """
+    type: int
+    """Kafka type int16; in v0; default 0."""
+    def __init__(self, *, type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
 class ControlledShutdownRequest(Message):
+    """ControlledShutdownRequest: the request body of the ControlledShutdown API (key 7).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v3; no Kafka 4.x release defines it.
+    Definitions: v0-3 from Kafka 3.9.2.
+    """
     broker_id: int
+    """Kafka type int32; in v0-3; default 0."""
     broker_epoch: int
+    """Kafka type int64; in v2-3; default -1."""
     def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ControlledShutdownResponse(Message):
+    """ControlledShutdownResponse: the response body of the ControlledShutdown API (key 7).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v3; no Kafka 4.x release defines it.
+    Definitions: v0-3 from Kafka 3.9.2.
+    Nested structs (attributes of this class): RemainingPartition.
+    """
     class RemainingPartition(Message):
+        """RemainingPartition: a struct inside ControlledShutdownResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-3; default ''."""
         partition_index: int
+        """Kafka type int32; in v0-3; default 0."""
         def __init__(self, *, topic_name: str = ..., partition_index: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     error_code: int
+    """Kafka type int16; in v0-3; default 0."""
     remaining_partitions: list[ControlledShutdownResponse.RemainingPartition]
+    """Kafka type []RemainingPartition; in v0-3; default empty list."""
     def __init__(self, *, error_code: int = ..., remaining_partitions: list[ControlledShutdownResponse.RemainingPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ControllerRegistrationRequest(Message):
+    """ControllerRegistrationRequest: the request body of the ControllerRegistration API (key 70).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Listener, Feature.
+    """
     class Listener(Message):
+        """Listener: a struct inside ControllerRegistrationRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         host: str
+        """Kafka type string; in v0; default ''."""
         port: int
+        """Kafka type uint16; in v0; default 0."""
         security_protocol: int
+        """Kafka type int16; in v0; default 0."""
         def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., security_protocol: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Feature(Message):
+        """Feature: a struct inside ControllerRegistrationRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         min_supported_version: int
+        """Kafka type int16; in v0; default 0."""
         max_supported_version: int
+        """Kafka type int16; in v0; default 0."""
         def __init__(self, *, name: str = ..., min_supported_version: int = ..., max_supported_version: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     controller_id: int
+    """Kafka type int32; in v0; default 0."""
     incarnation_id: UUID
+    """Kafka type uuid; in v0; default the zero UUID."""
     zk_migration_ready: bool
+    """Kafka type bool; in v0; default False."""
     listeners: list[ControllerRegistrationRequest.Listener]
+    """Kafka type []Listener; in v0; default empty list."""
     features: list[ControllerRegistrationRequest.Feature]
+    """Kafka type []Feature; in v0; default empty list."""
     def __init__(self, *, controller_id: int = ..., incarnation_id: UUID = ..., zk_migration_ready: bool = ..., listeners: list[ControllerRegistrationRequest.Listener] = ..., features: list[ControllerRegistrationRequest.Feature] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ControllerRegistrationResponse(Message):
+    """ControllerRegistrationResponse: the response body of the ControllerRegistration API (key 70).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     error_message: str | None
+    """Kafka type string; in v0; nullable in v0; default ''."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class CreateAclsRequest(Message):
+    """CreateAclsRequest: the request body of the CreateAcls API (key 30).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AclCreation.
+    """
     class AclCreation(Message):
+        """AclCreation: a struct inside CreateAclsRequest, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         resource_type: int
+        """Kafka type int8; in v0-3; default 0."""
         resource_name: str
+        """Kafka type string; in v0-3; default ''."""
         resource_pattern_type: int
+        """Kafka type int8; in v1-3; default 3."""
         principal: str
+        """Kafka type string; in v0-3; default ''."""
         host: str
+        """Kafka type string; in v0-3; default ''."""
         operation: int
+        """Kafka type int8; in v0-3; default 0."""
         permission_type: int
+        """Kafka type int8; in v0-3; default 0."""
         def __init__(self, *, resource_type: int = ..., resource_name: str = ..., resource_pattern_type: int = ..., principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     creations: list[CreateAclsRequest.AclCreation]
+    """Kafka type []AclCreation; in v0-3; default empty list."""
     def __init__(self, *, creations: list[CreateAclsRequest.AclCreation] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class CreateAclsResponse(Message):
+    """CreateAclsResponse: the response body of the CreateAcls API (key 30).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AclCreationResult.
+    """
     class AclCreationResult(Message):
+        """AclCreationResult: a struct inside CreateAclsResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-3; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-3; nullable in v0-3; default ''."""
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-3; default 0."""
     results: list[CreateAclsResponse.AclCreationResult]
+    """Kafka type []AclCreationResult; in v0-3; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[CreateAclsResponse.AclCreationResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class CreateDelegationTokenRequest(Message):
+    """CreateDelegationTokenRequest: the request body of the CreateDelegationToken API (key 38).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): CreatableRenewers.
+    """
     class CreatableRenewers(Message):
+        """CreatableRenewers: a struct inside CreateDelegationTokenRequest, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         principal_type: str
+        """Kafka type string; in v0-3; default ''."""
         principal_name: str
+        """Kafka type string; in v0-3; default ''."""
         def __init__(self, *, principal_type: str = ..., principal_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     owner_principal_type: str | None
+    """Kafka type string; in v3; nullable in v3; default ''."""
     owner_principal_name: str | None
+    """Kafka type string; in v3; nullable in v3; default ''."""
     renewers: list[CreateDelegationTokenRequest.CreatableRenewers]
+    """Kafka type []CreatableRenewers; in v0-3; default empty list."""
     max_lifetime_ms: int
+    """Kafka type int64; in v0-3; default 0."""
     def __init__(self, *, owner_principal_type: str | None = ..., owner_principal_name: str | None = ..., renewers: list[CreateDelegationTokenRequest.CreatableRenewers] = ..., max_lifetime_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class CreateDelegationTokenResponse(Message):
+    """CreateDelegationTokenResponse: the response body of the CreateDelegationToken API (key 38).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-3 from Kafka 4.4.0.
+    """
     error_code: int
+    """Kafka type int16; in v0-3; default 0."""
     principal_type: str
+    """Kafka type string; in v0-3; default ''."""
     principal_name: str
+    """Kafka type string; in v0-3; default ''."""
     token_requester_principal_type: str
+    """Kafka type string; in v3; default ''."""
     token_requester_principal_name: str
+    """Kafka type string; in v3; default ''."""
     issue_timestamp_ms: int
+    """Kafka type int64; in v0-3; default 0."""
     expiry_timestamp_ms: int
+    """Kafka type int64; in v0-3; default 0."""
     max_timestamp_ms: int
+    """Kafka type int64; in v0-3; default 0."""
     token_id: str
+    """Kafka type string; in v0-3; default ''."""
     hmac: bytes
+    """Kafka type bytes; in v0-3; default b''."""
     throttle_time_ms: int
+    """Kafka type int32; in v0-3; default 0."""
     def __init__(self, *, error_code: int = ..., principal_type: str = ..., principal_name: str = ..., token_requester_principal_type: str = ..., token_requester_principal_name: str = ..., issue_timestamp_ms: int = ..., expiry_timestamp_ms: int = ..., max_timestamp_ms: int = ..., token_id: str = ..., hmac: bytes = ..., throttle_time_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class CreatePartitionsRequest(Message):
+    """CreatePartitionsRequest: the request body of the CreatePartitions API (key 37).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; Kafka 4.x defines v0 and up.
+    Definitions: v0-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): CreatePartitionsTopic, CreatePartitionsAssignment.
+    """
     class CreatePartitionsTopic(Message):
+        """CreatePartitionsTopic: a struct inside CreatePartitionsRequest, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-3; default ''."""
         count: int
+        """Kafka type int32; in v0-3; default 0."""
         assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None
+        """Kafka type []CreatePartitionsAssignment; in v0-3; nullable in v0-3; default empty list."""
         def __init__(self, *, name: str = ..., count: int = ..., assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class CreatePartitionsAssignment(Message):
+        """CreatePartitionsAssignment: a struct inside CreatePartitionsRequest, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         broker_ids: list[int]
+        """Kafka type []int32; in v0-3; default empty list."""
         def __init__(self, *, broker_ids: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     topics: list[CreatePartitionsRequest.CreatePartitionsTopic]
+    """Kafka type []CreatePartitionsTopic; in v0-3; default empty list."""
     timeout_ms: int
+    """Kafka type int32; in v0-3; default 0."""
     validate_only: bool
+    """Kafka type bool; in v0-3; default False."""
     def __init__(self, *, topics: list[CreatePartitionsRequest.CreatePartitionsTopic] = ..., timeout_ms: int = ..., validate_only: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class CreatePartitionsResponse(Message):
+    """CreatePartitionsResponse: the response body of the CreatePartitions API (key 37).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; Kafka 4.x defines v0 and up.
+    Definitions: v0-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): CreatePartitionsTopicResult.
+    """
     class CreatePartitionsTopicResult(Message):
+        """CreatePartitionsTopicResult: a struct inside CreatePartitionsResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-3; default ''."""
         error_code: int
+        """Kafka type int16; in v0-3; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-3; nullable in v0-3; default None."""
         def __init__(self, *, name: str = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-3; default 0."""
     results: list[CreatePartitionsResponse.CreatePartitionsTopicResult]
+    """Kafka type []CreatePartitionsTopicResult; in v0-3; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class CreateTopicsRequest(Message):
+    """CreateTopicsRequest: the request body of the CreateTopics API (key 19).
+
+    Versions v0-7; flexible (compact strings and arrays, tagged fields) in v5-7; deprecated in v0-1; Kafka 4.x defines v2 and up.
+    Definitions: v0-1 from Kafka 3.9.2, v2-7 from Kafka 4.4.0.
+    Nested structs (attributes of this class): CreatableTopic, CreatableReplicaAssignment, CreatableTopicConfig.
+    """
     class CreatableTopic(Message):
+        """CreatableTopic: a struct inside CreateTopicsRequest, present in v0-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-7; default ''."""
         num_partitions: int
+        """Kafka type int32; in v0-7; default 0."""
         replication_factor: int
+        """Kafka type int16; in v0-7; default 0."""
         assignments: list[CreateTopicsRequest.CreatableReplicaAssignment]
+        """Kafka type []CreatableReplicaAssignment; in v0-7; default empty list."""
         configs: list[CreateTopicsRequest.CreatableTopicConfig]
+        """Kafka type []CreatableTopicConfig; in v0-7; default empty list."""
         def __init__(self, *, name: str = ..., num_partitions: int = ..., replication_factor: int = ..., assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = ..., configs: list[CreateTopicsRequest.CreatableTopicConfig] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class CreatableReplicaAssignment(Message):
+        """CreatableReplicaAssignment: a struct inside CreateTopicsRequest, present in v0-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-7; default 0."""
         broker_ids: list[int]
+        """Kafka type []int32; in v0-7; default empty list."""
         def __init__(self, *, partition_index: int = ..., broker_ids: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class CreatableTopicConfig(Message):
+        """CreatableTopicConfig: a struct inside CreateTopicsRequest, present in v0-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-7; default ''."""
         value: str | None
+        """Kafka type string; in v0-7; nullable in v0-7; default ''."""
         def __init__(self, *, name: str = ..., value: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     topics: list[CreateTopicsRequest.CreatableTopic]
+    """Kafka type []CreatableTopic; in v0-7; default empty list."""
     timeout_ms: int
+    """Kafka type int32; in v0-7; default 60000."""
     validate_only: bool
+    """Kafka type bool; in v1-7; default False."""
     def __init__(self, *, topics: list[CreateTopicsRequest.CreatableTopic] = ..., timeout_ms: int = ..., validate_only: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class CreateTopicsResponse(Message):
+    """CreateTopicsResponse: the response body of the CreateTopics API (key 19).
+
+    Versions v0-7; flexible (compact strings and arrays, tagged fields) in v5-7; Kafka 4.x defines v2 and up.
+    Definitions: v0-1 from Kafka 3.9.2, v2-7 from Kafka 4.4.0.
+    Nested structs (attributes of this class): CreatableTopicResult, CreatableTopicConfigs.
+    """
     class CreatableTopicResult(Message):
+        """CreatableTopicResult: a struct inside CreateTopicsResponse, present in v0-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-7; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v7; default the zero UUID."""
         error_code: int
+        """Kafka type int16; in v0-7; default 0."""
         error_message: str | None
+        """Kafka type string; in v1-7; nullable in v1-7; default ''."""
         topic_config_error_code: int
+        """Kafka type int16; in v5-7; tagged field (tag 0) in v5-7; default 0."""
         num_partitions: int
+        """Kafka type int32; in v5-7; default -1."""
         replication_factor: int
+        """Kafka type int16; in v5-7; default -1."""
         configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None
+        """Kafka type []CreatableTopicConfigs; in v5-7; nullable in v5-7; default empty list."""
         def __init__(self, *, name: str = ..., topic_id: UUID = ..., error_code: int = ..., error_message: str | None = ..., topic_config_error_code: int = ..., num_partitions: int = ..., replication_factor: int = ..., configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class CreatableTopicConfigs(Message):
+        """CreatableTopicConfigs: a struct inside CreateTopicsResponse, present in v5-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v5-7; default ''."""
         value: str | None
+        """Kafka type string; in v5-7; nullable in v5-7; default ''."""
         read_only: bool
+        """Kafka type bool; in v5-7; default False."""
         config_source: int
+        """Kafka type int8; in v5-7; default -1."""
         is_sensitive: bool
+        """Kafka type bool; in v5-7; default False."""
         def __init__(self, *, name: str = ..., value: str | None = ..., read_only: bool = ..., config_source: int = ..., is_sensitive: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v2-7; default 0."""
     topics: list[CreateTopicsResponse.CreatableTopicResult]
+    """Kafka type []CreatableTopicResult; in v0-7; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[CreateTopicsResponse.CreatableTopicResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DefaultPrincipalData(Message):
+    """DefaultPrincipalData: the data structure.
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     type: str
+    """Kafka type string; in v0; default ''."""
     name: str
+    """Kafka type string; in v0; default ''."""
     token_authenticated: bool
+    """Kafka type bool; in v0; default False."""
     def __init__(self, *, type: str = ..., name: str = ..., token_authenticated: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DeleteAclsRequest(Message):
+    """DeleteAclsRequest: the request body of the DeleteAcls API (key 31).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeleteAclsFilter.
+    """
     class DeleteAclsFilter(Message):
+        """DeleteAclsFilter: a struct inside DeleteAclsRequest, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         resource_type_filter: int
+        """Kafka type int8; in v0-3; default 0."""
         resource_name_filter: str | None
+        """Kafka type string; in v0-3; nullable in v0-3; default ''."""
         pattern_type_filter: int
+        """Kafka type int8; in v1-3; default 3."""
         principal_filter: str | None
+        """Kafka type string; in v0-3; nullable in v0-3; default ''."""
         host_filter: str | None
+        """Kafka type string; in v0-3; nullable in v0-3; default ''."""
         operation: int
+        """Kafka type int8; in v0-3; default 0."""
         permission_type: int
+        """Kafka type int8; in v0-3; default 0."""
         def __init__(self, *, resource_type_filter: int = ..., resource_name_filter: str | None = ..., pattern_type_filter: int = ..., principal_filter: str | None = ..., host_filter: str | None = ..., operation: int = ..., permission_type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     filters: list[DeleteAclsRequest.DeleteAclsFilter]
+    """Kafka type []DeleteAclsFilter; in v0-3; default empty list."""
     def __init__(self, *, filters: list[DeleteAclsRequest.DeleteAclsFilter] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DeleteAclsResponse(Message):
+    """DeleteAclsResponse: the response body of the DeleteAcls API (key 31).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeleteAclsFilterResult, DeleteAclsMatchingAcl.
+    """
     class DeleteAclsFilterResult(Message):
+        """DeleteAclsFilterResult: a struct inside DeleteAclsResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-3; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-3; nullable in v0-3; default ''."""
         matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl]
+        """Kafka type []DeleteAclsMatchingAcl; in v0-3; default empty list."""
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DeleteAclsMatchingAcl(Message):
+        """DeleteAclsMatchingAcl: a struct inside DeleteAclsResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-3; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-3; nullable in v0-3; default ''."""
         resource_type: int
+        """Kafka type int8; in v0-3; default 0."""
         resource_name: str
+        """Kafka type string; in v0-3; default ''."""
         pattern_type: int
+        """Kafka type int8; in v1-3; default 3."""
         principal: str
+        """Kafka type string; in v0-3; default ''."""
         host: str
+        """Kafka type string; in v0-3; default ''."""
         operation: int
+        """Kafka type int8; in v0-3; default 0."""
         permission_type: int
+        """Kafka type int8; in v0-3; default 0."""
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., pattern_type: int = ..., principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-3; default 0."""
     filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult]
+    """Kafka type []DeleteAclsFilterResult; in v0-3; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DeleteGroupsRequest(Message):
+    """DeleteGroupsRequest: the request body of the DeleteGroups API (key 42).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; deprecated in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0-3 from Kafka 4.4.0.
+    """
     groups_names: list[str]
+    """Kafka type []string; in v0-3; default empty list."""
     def __init__(self, *, groups_names: list[str] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DeleteGroupsResponse(Message):
+    """DeleteGroupsResponse: the response body of the DeleteGroups API (key 42).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; Kafka 4.x defines v0 and up.
+    Definitions: v0-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeletableGroupResult.
+    """
     class DeletableGroupResult(Message):
+        """DeletableGroupResult: a struct inside DeleteGroupsResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         group_id: str
+        """Kafka type string; in v0-3; default ''."""
         error_code: int
-        def __init__(self, *, group_id: str = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type int16; in v0-3; default 0."""
+        error_message: str | None
+        """Kafka type string; in v3; nullable in v3; default None."""
+        def __init__(self, *, group_id: str = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-3; default 0."""
     results: list[DeleteGroupsResponse.DeletableGroupResult]
+    """Kafka type []DeletableGroupResult; in v0-3; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[DeleteGroupsResponse.DeletableGroupResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DeleteRecordsRequest(Message):
+    """DeleteRecordsRequest: the request body of the DeleteRecords API (key 21).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeleteRecordsTopic, DeleteRecordsPartition.
+    """
     class DeleteRecordsTopic(Message):
+        """DeleteRecordsTopic: a struct inside DeleteRecordsRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-2; default ''."""
         partitions: list[DeleteRecordsRequest.DeleteRecordsPartition]
+        """Kafka type []DeleteRecordsPartition; in v0-2; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[DeleteRecordsRequest.DeleteRecordsPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DeleteRecordsPartition(Message):
+        """DeleteRecordsPartition: a struct inside DeleteRecordsRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         offset: int
+        """Kafka type int64; in v0-2; default 0."""
         def __init__(self, *, partition_index: int = ..., offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
+    """Kafka type []DeleteRecordsTopic; in v0-2; default empty list."""
     timeout_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     def __init__(self, *, topics: list[DeleteRecordsRequest.DeleteRecordsTopic] = ..., timeout_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DeleteRecordsResponse(Message):
+    """DeleteRecordsResponse: the response body of the DeleteRecords API (key 21).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeleteRecordsTopicResult, DeleteRecordsPartitionResult.
+    """
     class DeleteRecordsTopicResult(Message):
+        """DeleteRecordsTopicResult: a struct inside DeleteRecordsResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-2; default ''."""
         partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult]
+        """Kafka type []DeleteRecordsPartitionResult; in v0-2; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DeleteRecordsPartitionResult(Message):
+        """DeleteRecordsPartitionResult: a struct inside DeleteRecordsResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         low_watermark: int
+        """Kafka type int64; in v0-2; default 0."""
         error_code: int
+        """Kafka type int16; in v0-2; default 0."""
         def __init__(self, *, partition_index: int = ..., low_watermark: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
+    """Kafka type []DeleteRecordsTopicResult; in v0-2; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
-class DeleteShareGroupStateRequest(Message):
-    class DeleteStateData(Message):
+class DeleteShareGroupOffsetsRequest(Message):
+    """DeleteShareGroupOffsetsRequest: the request body of the DeleteShareGroupOffsets API (key 92).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeleteShareGroupOffsetsRequestTopic.
+    """
+    class DeleteShareGroupOffsetsRequestTopic(Message):
+        """DeleteShareGroupOffsetsRequestTopic: a struct inside DeleteShareGroupOffsetsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        topic_name: str
+        """Kafka type string; in v0; default ''."""
+        def __init__(self, *, topic_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    group_id: str
+    """Kafka type string; in v0; default ''."""
+    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic]
+    """Kafka type []DeleteShareGroupOffsetsRequestTopic; in v0; default empty list."""
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class DeleteShareGroupOffsetsResponse(Message):
+    """DeleteShareGroupOffsetsResponse: the response body of the DeleteShareGroupOffsets API (key 92).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeleteShareGroupOffsetsResponseTopic.
+    """
+    class DeleteShareGroupOffsetsResponseTopic(Message):
+        """DeleteShareGroupOffsetsResponseTopic: a struct inside DeleteShareGroupOffsetsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        topic_name: str
+        """Kafka type string; in v0; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
+        error_code: int
+        """Kafka type int16; in v0; default 0."""
+        error_message: str | None
+        """Kafka type string; in v0; nullable in v0; default None."""
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
+    error_code: int
+    """Kafka type int16; in v0; default 0."""
+    error_message: str | None
+    """Kafka type string; in v0; nullable in v0; default None."""
+    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic]
+    """Kafka type []DeleteShareGroupOffsetsResponseTopic; in v0; default empty list."""
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class DeleteShareGroupStateRequest(Message):
+    """DeleteShareGroupStateRequest: the request body of the DeleteShareGroupState API (key 86).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeleteStateData, PartitionData.
+    """
+    class DeleteStateData(Message):
+        """DeleteStateData: a struct inside DeleteShareGroupStateRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         partitions: list[DeleteShareGroupStateRequest.PartitionData]
+        """Kafka type []PartitionData; in v0; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[DeleteShareGroupStateRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside DeleteShareGroupStateRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0; default 0."""
         def __init__(self, *, partition: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0; default ''."""
     topics: list[DeleteShareGroupStateRequest.DeleteStateData]
+    """Kafka type []DeleteStateData; in v0; default empty list."""
     def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupStateRequest.DeleteStateData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DeleteShareGroupStateResponse(Message):
+    """DeleteShareGroupStateResponse: the response body of the DeleteShareGroupState API (key 86).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeleteStateResult, PartitionResult.
+    """
     class DeleteStateResult(Message):
+        """DeleteStateResult: a struct inside DeleteShareGroupStateResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         partitions: list[DeleteShareGroupStateResponse.PartitionResult]
+        """Kafka type []PartitionResult; in v0; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[DeleteShareGroupStateResponse.PartitionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionResult(Message):
+        """PartitionResult: a struct inside DeleteShareGroupStateResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0; default 0."""
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         error_message: str | None
+        """Kafka type string; in v0; nullable in v0; default None."""
         def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     results: list[DeleteShareGroupStateResponse.DeleteStateResult]
+    """Kafka type []DeleteStateResult; in v0; default empty list."""
     def __init__(self, *, results: list[DeleteShareGroupStateResponse.DeleteStateResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DeleteTopicsRequest(Message):
+    """DeleteTopicsRequest: the request body of the DeleteTopics API (key 20).
+
+    Versions v0-6; flexible (compact strings and arrays, tagged fields) in v4-6; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-6 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeleteTopicState.
+    """
     class DeleteTopicState(Message):
+        """DeleteTopicState: a struct inside DeleteTopicsRequest, present in v6.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str | None
+        """Kafka type string; in v6; nullable in v6; default None."""
         topic_id: UUID
+        """Kafka type uuid; in v6; default the zero UUID."""
         def __init__(self, *, name: str | None = ..., topic_id: UUID = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     topics: list[DeleteTopicsRequest.DeleteTopicState]
+    """Kafka type []DeleteTopicState; in v6; default empty list."""
     topic_names: list[str]
+    """Kafka type []string; in v0-5; default empty list."""
     timeout_ms: int
+    """Kafka type int32; in v0-6; default 0."""
     def __init__(self, *, topics: list[DeleteTopicsRequest.DeleteTopicState] = ..., topic_names: list[str] = ..., timeout_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DeleteTopicsResponse(Message):
+    """DeleteTopicsResponse: the response body of the DeleteTopics API (key 20).
+
+    Versions v0-6; flexible (compact strings and arrays, tagged fields) in v4-6; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-6 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DeletableTopicResult.
+    """
     class DeletableTopicResult(Message):
+        """DeletableTopicResult: a struct inside DeleteTopicsResponse, present in v0-6.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str | None
+        """Kafka type string; in v0-6; nullable in v6; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v6; default the zero UUID."""
         error_code: int
+        """Kafka type int16; in v0-6; default 0."""
         error_message: str | None
+        """Kafka type string; in v5-6; nullable in v5-6; default None."""
         def __init__(self, *, name: str | None = ..., topic_id: UUID = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v1-6; default 0."""
     responses: list[DeleteTopicsResponse.DeletableTopicResult]
+    """Kafka type []DeletableTopicResult; in v0-6; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[DeleteTopicsResponse.DeletableTopicResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeAclsRequest(Message):
+    """DescribeAclsRequest: the request body of the DescribeAcls API (key 29).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-3 from Kafka 4.4.0.
+    """
     resource_type_filter: int
+    """Kafka type int8; in v0-3; default 0."""
     resource_name_filter: str | None
+    """Kafka type string; in v0-3; nullable in v0-3; default ''."""
     pattern_type_filter: int
+    """Kafka type int8; in v1-3; default 3."""
     principal_filter: str | None
+    """Kafka type string; in v0-3; nullable in v0-3; default ''."""
     host_filter: str | None
+    """Kafka type string; in v0-3; nullable in v0-3; default ''."""
     operation: int
+    """Kafka type int8; in v0-3; default 0."""
     permission_type: int
+    """Kafka type int8; in v0-3; default 0."""
     def __init__(self, *, resource_type_filter: int = ..., resource_name_filter: str | None = ..., pattern_type_filter: int = ..., principal_filter: str | None = ..., host_filter: str | None = ..., operation: int = ..., permission_type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeAclsResponse(Message):
+    """DescribeAclsResponse: the response body of the DescribeAcls API (key 29).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribeAclsResource, AclDescription.
+    """
     class DescribeAclsResource(Message):
+        """DescribeAclsResource: a struct inside DescribeAclsResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         resource_type: int
+        """Kafka type int8; in v0-3; default 0."""
         resource_name: str
+        """Kafka type string; in v0-3; default ''."""
         pattern_type: int
+        """Kafka type int8; in v1-3; default 3."""
         acls: list[DescribeAclsResponse.AclDescription]
+        """Kafka type []AclDescription; in v0-3; default empty list."""
         def __init__(self, *, resource_type: int = ..., resource_name: str = ..., pattern_type: int = ..., acls: list[DescribeAclsResponse.AclDescription] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AclDescription(Message):
+        """AclDescription: a struct inside DescribeAclsResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         principal: str
+        """Kafka type string; in v0-3; default ''."""
         host: str
+        """Kafka type string; in v0-3; default ''."""
         operation: int
+        """Kafka type int8; in v0-3; default 0."""
         permission_type: int
+        """Kafka type int8; in v0-3; default 0."""
         def __init__(self, *, principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-3; default 0."""
     error_code: int
+    """Kafka type int16; in v0-3; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-3; nullable in v0-3; default ''."""
     resources: list[DescribeAclsResponse.DescribeAclsResource]
+    """Kafka type []DescribeAclsResource; in v0-3; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., resources: list[DescribeAclsResponse.DescribeAclsResource] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeClientQuotasRequest(Message):
+    """DescribeClientQuotasRequest: the request body of the DescribeClientQuotas API (key 48).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ComponentData.
+    """
     class ComponentData(Message):
+        """ComponentData: a struct inside DescribeClientQuotasRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         entity_type: str
+        """Kafka type string; in v0-1; default ''."""
         match_type: int
+        """Kafka type int8; in v0-1; default 0."""
         match: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default ''."""
         def __init__(self, *, entity_type: str = ..., match_type: int = ..., match: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     components: list[DescribeClientQuotasRequest.ComponentData]
+    """Kafka type []ComponentData; in v0-1; default empty list."""
     strict: bool
+    """Kafka type bool; in v0-1; default False."""
     def __init__(self, *, components: list[DescribeClientQuotasRequest.ComponentData] = ..., strict: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeClientQuotasResponse(Message):
+    """DescribeClientQuotasResponse: the response body of the DescribeClientQuotas API (key 48).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): EntryData, EntityData, ValueData.
+    """
     class EntryData(Message):
+        """EntryData: a struct inside DescribeClientQuotasResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         entity: list[DescribeClientQuotasResponse.EntityData]
+        """Kafka type []EntityData; in v0-1; default empty list."""
         values: list[DescribeClientQuotasResponse.ValueData]
+        """Kafka type []ValueData; in v0-1; default empty list."""
         def __init__(self, *, entity: list[DescribeClientQuotasResponse.EntityData] = ..., values: list[DescribeClientQuotasResponse.ValueData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class EntityData(Message):
+        """EntityData: a struct inside DescribeClientQuotasResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         entity_type: str
+        """Kafka type string; in v0-1; default ''."""
         entity_name: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default ''."""
         def __init__(self, *, entity_type: str = ..., entity_name: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ValueData(Message):
+        """ValueData: a struct inside DescribeClientQuotasResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         key: str
+        """Kafka type string; in v0-1; default ''."""
         value: float
+        """Kafka type float64; in v0-1; default 0.0."""
         def __init__(self, *, key: str = ..., value: float = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     error_code: int
+    """Kafka type int16; in v0-1; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default ''."""
     entries: list[DescribeClientQuotasResponse.EntryData] | None
+    """Kafka type []EntryData; in v0-1; nullable in v0-1; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., entries: list[DescribeClientQuotasResponse.EntryData] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeClusterRequest(Message):
+    """DescribeClusterRequest: the request body of the DescribeCluster API (key 60).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    """
     include_cluster_authorized_operations: bool
+    """Kafka type bool; in v0-2; default False."""
     endpoint_type: int
+    """Kafka type int8; in v1-2; default 1."""
     include_fenced_brokers: bool
+    """Kafka type bool; in v2; default False."""
     def __init__(self, *, include_cluster_authorized_operations: bool = ..., endpoint_type: int = ..., include_fenced_brokers: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeClusterResponse(Message):
+    """DescribeClusterResponse: the response body of the DescribeCluster API (key 60).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribeClusterBroker.
+    """
     class DescribeClusterBroker(Message):
+        """DescribeClusterBroker: a struct inside DescribeClusterResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         broker_id: int
+        """Kafka type int32; in v0-2; default 0."""
         host: str
+        """Kafka type string; in v0-2; default ''."""
         port: int
+        """Kafka type int32; in v0-2; default 0."""
         rack: str | None
+        """Kafka type string; in v0-2; nullable in v0-2; default None."""
         is_fenced: bool
+        """Kafka type bool; in v2; default False."""
         def __init__(self, *, broker_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ..., is_fenced: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-2; nullable in v0-2; default None."""
     endpoint_type: int
+    """Kafka type int8; in v1-2; default 1."""
     cluster_id: str
+    """Kafka type string; in v0-2; default ''."""
     controller_id: int
+    """Kafka type int32; in v0-2; default -1."""
     brokers: list[DescribeClusterResponse.DescribeClusterBroker]
+    """Kafka type []DescribeClusterBroker; in v0-2; default empty list."""
     cluster_authorized_operations: int
+    """Kafka type int32; in v0-2; default -2147483648."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., endpoint_type: int = ..., cluster_id: str = ..., controller_id: int = ..., brokers: list[DescribeClusterResponse.DescribeClusterBroker] = ..., cluster_authorized_operations: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeConfigsRequest(Message):
+    """DescribeConfigsRequest: the request body of the DescribeConfigs API (key 32).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v4; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-4 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribeConfigsResource.
+    """
     class DescribeConfigsResource(Message):
+        """DescribeConfigsResource: a struct inside DescribeConfigsRequest, present in v0-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         resource_type: int
+        """Kafka type int8; in v0-4; default 0."""
         resource_name: str
+        """Kafka type string; in v0-4; default ''."""
         configuration_keys: list[str] | None
+        """Kafka type []string; in v0-4; nullable in v0-4; default empty list."""
         def __init__(self, *, resource_type: int = ..., resource_name: str = ..., configuration_keys: list[str] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     resources: list[DescribeConfigsRequest.DescribeConfigsResource]
+    """Kafka type []DescribeConfigsResource; in v0-4; default empty list."""
     include_synonyms: bool
+    """Kafka type bool; in v1-4; default False."""
     include_documentation: bool
+    """Kafka type bool; in v3-4; default False."""
     def __init__(self, *, resources: list[DescribeConfigsRequest.DescribeConfigsResource] = ..., include_synonyms: bool = ..., include_documentation: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeConfigsResponse(Message):
+    """DescribeConfigsResponse: the response body of the DescribeConfigs API (key 32).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v4; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-4 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribeConfigsResult, DescribeConfigsResourceResult, DescribeConfigsSynonym.
+    """
     class DescribeConfigsResult(Message):
+        """DescribeConfigsResult: a struct inside DescribeConfigsResponse, present in v0-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-4; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-4; nullable in v0-4; default ''."""
         resource_type: int
+        """Kafka type int8; in v0-4; default 0."""
         resource_name: str
+        """Kafka type string; in v0-4; default ''."""
         configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult]
+        """Kafka type []DescribeConfigsResourceResult; in v0-4; default empty list."""
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DescribeConfigsResourceResult(Message):
+        """DescribeConfigsResourceResult: a struct inside DescribeConfigsResponse, present in v0-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-4; default ''."""
         value: str | None
+        """Kafka type string; in v0-4; nullable in v0-4; default ''."""
         read_only: bool
+        """Kafka type bool; in v0-4; default False."""
         config_source: int
-        is_default: bool
+        """Kafka type int8; in v1-4; default -1."""
         is_sensitive: bool
+        """Kafka type bool; in v0-4; default False."""
         synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym]
+        """Kafka type []DescribeConfigsSynonym; in v1-4; default empty list."""
         config_type: int
+        """Kafka type int8; in v3-4; default 0."""
         documentation: str | None
-        def __init__(self, *, name: str = ..., value: str | None = ..., read_only: bool = ..., config_source: int = ..., is_default: bool = ..., is_sensitive: bool = ..., synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = ..., config_type: int = ..., documentation: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type string; in v3-4; nullable in v3-4; default ''."""
+        is_default: bool
+        """Kafka type bool; in v0; default False."""
+        def __init__(self, *, name: str = ..., value: str | None = ..., read_only: bool = ..., config_source: int = ..., is_sensitive: bool = ..., synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = ..., config_type: int = ..., documentation: str | None = ..., is_default: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DescribeConfigsSynonym(Message):
+        """DescribeConfigsSynonym: a struct inside DescribeConfigsResponse, present in v1-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v1-4; default ''."""
         value: str | None
+        """Kafka type string; in v1-4; nullable in v1-4; default ''."""
         source: int
+        """Kafka type int8; in v1-4; default 0."""
         def __init__(self, *, name: str = ..., value: str | None = ..., source: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-4; default 0."""
     results: list[DescribeConfigsResponse.DescribeConfigsResult]
+    """Kafka type []DescribeConfigsResult; in v0-4; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[DescribeConfigsResponse.DescribeConfigsResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeDelegationTokenRequest(Message):
+    """DescribeDelegationTokenRequest: the request body of the DescribeDelegationToken API (key 41).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribeDelegationTokenOwner.
+    """
     class DescribeDelegationTokenOwner(Message):
+        """DescribeDelegationTokenOwner: a struct inside DescribeDelegationTokenRequest, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         principal_type: str
+        """Kafka type string; in v0-3; default ''."""
         principal_name: str
+        """Kafka type string; in v0-3; default ''."""
         def __init__(self, *, principal_type: str = ..., principal_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None
+    """Kafka type []DescribeDelegationTokenOwner; in v0-3; nullable in v0-3; default empty list."""
     def __init__(self, *, owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeDelegationTokenResponse(Message):
+    """DescribeDelegationTokenResponse: the response body of the DescribeDelegationToken API (key 41).
+
+    Versions v0-3; flexible (compact strings and arrays, tagged fields) in v2-3; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-3 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribedDelegationToken, DescribedDelegationTokenRenewer.
+    """
     class DescribedDelegationToken(Message):
+        """DescribedDelegationToken: a struct inside DescribeDelegationTokenResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         principal_type: str
+        """Kafka type string; in v0-3; default ''."""
         principal_name: str
+        """Kafka type string; in v0-3; default ''."""
         token_requester_principal_type: str
+        """Kafka type string; in v3; default ''."""
         token_requester_principal_name: str
+        """Kafka type string; in v3; default ''."""
         issue_timestamp: int
+        """Kafka type int64; in v0-3; default 0."""
         expiry_timestamp: int
+        """Kafka type int64; in v0-3; default 0."""
         max_timestamp: int
+        """Kafka type int64; in v0-3; default 0."""
         token_id: str
+        """Kafka type string; in v0-3; default ''."""
         hmac: bytes
+        """Kafka type bytes; in v0-3; default b''."""
         renewers: list[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer]
+        """Kafka type []DescribedDelegationTokenRenewer; in v0-3; default empty list."""
         def __init__(self, *, principal_type: str = ..., principal_name: str = ..., token_requester_principal_type: str = ..., token_requester_principal_name: str = ..., issue_timestamp: int = ..., expiry_timestamp: int = ..., max_timestamp: int = ..., token_id: str = ..., hmac: bytes = ..., renewers: list[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DescribedDelegationTokenRenewer(Message):
+        """DescribedDelegationTokenRenewer: a struct inside DescribeDelegationTokenResponse, present in v0-3.
+
+        Decode and encode it through its message, not on its own.
+        """
         principal_type: str
+        """Kafka type string; in v0-3; default ''."""
         principal_name: str
+        """Kafka type string; in v0-3; default ''."""
         def __init__(self, *, principal_type: str = ..., principal_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     error_code: int
+    """Kafka type int16; in v0-3; default 0."""
     tokens: list[DescribeDelegationTokenResponse.DescribedDelegationToken]
+    """Kafka type []DescribedDelegationToken; in v0-3; default empty list."""
     throttle_time_ms: int
+    """Kafka type int32; in v0-3; default 0."""
     def __init__(self, *, error_code: int = ..., tokens: list[DescribeDelegationTokenResponse.DescribedDelegationToken] = ..., throttle_time_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeGroupsRequest(Message):
+    """DescribeGroupsRequest: the request body of the DescribeGroups API (key 15).
+
+    Versions v0-6; flexible (compact strings and arrays, tagged fields) in v5-6; Kafka 4.x defines v0 and up.
+    Definitions: v0-6 from Kafka 4.4.0.
+    """
     groups: list[str]
+    """Kafka type []string; in v0-6; default empty list."""
     include_authorized_operations: bool
+    """Kafka type bool; in v3-6; default False."""
     def __init__(self, *, groups: list[str] = ..., include_authorized_operations: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeGroupsResponse(Message):
+    """DescribeGroupsResponse: the response body of the DescribeGroups API (key 15).
+
+    Versions v0-6; flexible (compact strings and arrays, tagged fields) in v5-6; Kafka 4.x defines v0 and up.
+    Definitions: v0-6 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribedGroup, DescribedGroupMember.
+    """
     class DescribedGroup(Message):
+        """DescribedGroup: a struct inside DescribeGroupsResponse, present in v0-6.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-6; default 0."""
         error_message: str | None
+        """Kafka type string; in v6; nullable in v6; default None."""
         group_id: str
+        """Kafka type string; in v0-6; default ''."""
         group_state: str
+        """Kafka type string; in v0-6; default ''."""
         protocol_type: str
+        """Kafka type string; in v0-6; default ''."""
         protocol_data: str
+        """Kafka type string; in v0-6; default ''."""
         members: list[DescribeGroupsResponse.DescribedGroupMember]
+        """Kafka type []DescribedGroupMember; in v0-6; default empty list."""
         authorized_operations: int
+        """Kafka type int32; in v3-6; default -2147483648."""
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., protocol_type: str = ..., protocol_data: str = ..., members: list[DescribeGroupsResponse.DescribedGroupMember] = ..., authorized_operations: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DescribedGroupMember(Message):
+        """DescribedGroupMember: a struct inside DescribeGroupsResponse, present in v0-6.
+
+        Decode and encode it through its message, not on its own.
+        """
         member_id: str
+        """Kafka type string; in v0-6; default ''."""
         group_instance_id: str | None
+        """Kafka type string; in v4-6; nullable in v4-6; default None."""
         client_id: str
+        """Kafka type string; in v0-6; default ''."""
         client_host: str
+        """Kafka type string; in v0-6; default ''."""
         member_metadata: bytes
+        """Kafka type bytes; in v0-6; default b''."""
         member_assignment: bytes
+        """Kafka type bytes; in v0-6; default b''."""
         def __init__(self, *, member_id: str = ..., group_instance_id: str | None = ..., client_id: str = ..., client_host: str = ..., member_metadata: bytes = ..., member_assignment: bytes = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v1-6; default 0."""
     groups: list[DescribeGroupsResponse.DescribedGroup]
+    """Kafka type []DescribedGroup; in v0-6; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribeGroupsResponse.DescribedGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeLogDirsRequest(Message):
+    """DescribeLogDirsRequest: the request body of the DescribeLogDirs API (key 35).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v2-5; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-5 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribableLogDirTopic.
+    """
     class DescribableLogDirTopic(Message):
+        """DescribableLogDirTopic: a struct inside DescribeLogDirsRequest, present in v0-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v0-5; default ''."""
         partitions: list[int]
+        """Kafka type []int32; in v0-5; default empty list."""
         def __init__(self, *, topic: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
+    """Kafka type []DescribableLogDirTopic; in v0-5; nullable in v0-5; default empty list."""
     def __init__(self, *, topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeLogDirsResponse(Message):
+    """DescribeLogDirsResponse: the response body of the DescribeLogDirs API (key 35).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v2-5; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-5 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribeLogDirsResult, DescribeLogDirsTopic, DescribeLogDirsPartition.
+    """
     class DescribeLogDirsResult(Message):
+        """DescribeLogDirsResult: a struct inside DescribeLogDirsResponse, present in v0-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-5; default 0."""
         log_dir: str
+        """Kafka type string; in v0-5; default ''."""
         topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic]
+        """Kafka type []DescribeLogDirsTopic; in v0-5; default empty list."""
         total_bytes: int
+        """Kafka type int64; in v4-5; default -1."""
         usable_bytes: int
+        """Kafka type int64; in v4-5; default -1."""
         is_cordoned: bool
+        """Kafka type bool; in v5; default False."""
         def __init__(self, *, error_code: int = ..., log_dir: str = ..., topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = ..., total_bytes: int = ..., usable_bytes: int = ..., is_cordoned: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DescribeLogDirsTopic(Message):
+        """DescribeLogDirsTopic: a struct inside DescribeLogDirsResponse, present in v0-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-5; default ''."""
         partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition]
+        """Kafka type []DescribeLogDirsPartition; in v0-5; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DescribeLogDirsPartition(Message):
+        """DescribeLogDirsPartition: a struct inside DescribeLogDirsResponse, present in v0-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-5; default 0."""
         partition_size: int
+        """Kafka type int64; in v0-5; default 0."""
         offset_lag: int
+        """Kafka type int64; in v0-5; default 0."""
         is_future_key: bool
+        """Kafka type bool; in v0-5; default False."""
         def __init__(self, *, partition_index: int = ..., partition_size: int = ..., offset_lag: int = ..., is_future_key: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-5; default 0."""
     error_code: int
+    """Kafka type int16; in v3-5; default 0."""
     results: list[DescribeLogDirsResponse.DescribeLogDirsResult]
+    """Kafka type []DescribeLogDirsResult; in v0-5; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeProducersRequest(Message):
+    """DescribeProducersRequest: the request body of the DescribeProducers API (key 61).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicRequest.
+    """
     class TopicRequest(Message):
+        """TopicRequest: a struct inside DescribeProducersRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         partition_indexes: list[int]
+        """Kafka type []int32; in v0; default empty list."""
         def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     topics: list[DescribeProducersRequest.TopicRequest]
+    """Kafka type []TopicRequest; in v0; default empty list."""
     def __init__(self, *, topics: list[DescribeProducersRequest.TopicRequest] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeProducersResponse(Message):
+    """DescribeProducersResponse: the response body of the DescribeProducers API (key 61).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicResponse, PartitionResponse, ProducerState.
+    """
     class TopicResponse(Message):
+        """TopicResponse: a struct inside DescribeProducersResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         partitions: list[DescribeProducersResponse.PartitionResponse]
+        """Kafka type []PartitionResponse; in v0; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[DescribeProducersResponse.PartitionResponse] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionResponse(Message):
+        """PartitionResponse: a struct inside DescribeProducersResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0; default 0."""
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         error_message: str | None
+        """Kafka type string; in v0; nullable in v0; default None."""
         active_producers: list[DescribeProducersResponse.ProducerState]
+        """Kafka type []ProducerState; in v0; default empty list."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., active_producers: list[DescribeProducersResponse.ProducerState] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ProducerState(Message):
+        """ProducerState: a struct inside DescribeProducersResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         producer_id: int
+        """Kafka type int64; in v0; default 0."""
         producer_epoch: int
+        """Kafka type int32; in v0; default 0."""
         last_sequence: int
+        """Kafka type int32; in v0; default -1."""
         last_timestamp: int
+        """Kafka type int64; in v0; default -1."""
         coordinator_epoch: int
+        """Kafka type int32; in v0; default 0."""
         current_txn_start_offset: int
+        """Kafka type int64; in v0; default -1."""
         def __init__(self, *, producer_id: int = ..., producer_epoch: int = ..., last_sequence: int = ..., last_timestamp: int = ..., coordinator_epoch: int = ..., current_txn_start_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     topics: list[DescribeProducersResponse.TopicResponse]
+    """Kafka type []TopicResponse; in v0; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DescribeProducersResponse.TopicResponse] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeQuorumRequest(Message):
+    """DescribeQuorumRequest: the request body of the DescribeQuorum API (key 55).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicData, PartitionData.
+    """
     class TopicData(Message):
+        """TopicData: a struct inside DescribeQuorumRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-2; default ''."""
         partitions: list[DescribeQuorumRequest.PartitionData]
+        """Kafka type []PartitionData; in v0-2; default empty list."""
         def __init__(self, *, topic_name: str = ..., partitions: list[DescribeQuorumRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside DescribeQuorumRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         def __init__(self, *, partition_index: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     topics: list[DescribeQuorumRequest.TopicData]
+    """Kafka type []TopicData; in v0-2; default empty list."""
     def __init__(self, *, topics: list[DescribeQuorumRequest.TopicData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeQuorumResponse(Message):
+    """DescribeQuorumResponse: the response body of the DescribeQuorum API (key 55).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicData, PartitionData, ReplicaState, Node, Listener.
+    """
     class TopicData(Message):
+        """TopicData: a struct inside DescribeQuorumResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-2; default ''."""
         partitions: list[DescribeQuorumResponse.PartitionData]
+        """Kafka type []PartitionData; in v0-2; default empty list."""
         def __init__(self, *, topic_name: str = ..., partitions: list[DescribeQuorumResponse.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside DescribeQuorumResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         error_code: int
+        """Kafka type int16; in v0-2; default 0."""
         error_message: str | None
+        """Kafka type string; in v2; nullable in v2; default ''."""
         leader_id: int
+        """Kafka type int32; in v0-2; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-2; default 0."""
         high_watermark: int
+        """Kafka type int64; in v0-2; default 0."""
         current_voters: list[DescribeQuorumResponse.ReplicaState]
+        """Kafka type []ReplicaState; in v0-2; default empty list."""
         observers: list[DescribeQuorumResponse.ReplicaState]
+        """Kafka type []ReplicaState; in v0-2; default empty list."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., leader_id: int = ..., leader_epoch: int = ..., high_watermark: int = ..., current_voters: list[DescribeQuorumResponse.ReplicaState] = ..., observers: list[DescribeQuorumResponse.ReplicaState] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ReplicaState(Message):
+        """ReplicaState: a struct inside DescribeQuorumResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         replica_id: int
+        """Kafka type int32; in v0-2; default 0."""
         replica_directory_id: UUID
+        """Kafka type uuid; in v2; default the zero UUID."""
         log_end_offset: int
+        """Kafka type int64; in v0-2; default 0."""
         last_fetch_timestamp: int
+        """Kafka type int64; in v1-2; default -1."""
         last_caught_up_timestamp: int
+        """Kafka type int64; in v1-2; default -1."""
         def __init__(self, *, replica_id: int = ..., replica_directory_id: UUID = ..., log_end_offset: int = ..., last_fetch_timestamp: int = ..., last_caught_up_timestamp: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Node(Message):
+        """Node: a struct inside DescribeQuorumResponse, present in v2.
+
+        Decode and encode it through its message, not on its own.
+        """
         node_id: int
+        """Kafka type int32; in v2; default 0."""
         listeners: list[DescribeQuorumResponse.Listener]
+        """Kafka type []Listener; in v2; default empty list."""
         def __init__(self, *, node_id: int = ..., listeners: list[DescribeQuorumResponse.Listener] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Listener(Message):
+        """Listener: a struct inside DescribeQuorumResponse, present in v2.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v2; default ''."""
         host: str
+        """Kafka type string; in v2; default ''."""
         port: int
+        """Kafka type uint16; in v2; default 0."""
         def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     error_message: str | None
+    """Kafka type string; in v2; nullable in v2; default ''."""
     topics: list[DescribeQuorumResponse.TopicData]
+    """Kafka type []TopicData; in v0-2; default empty list."""
     nodes: list[DescribeQuorumResponse.Node]
+    """Kafka type []Node; in v2; default empty list."""
     def __init__(self, *, error_code: int = ..., error_message: str | None = ..., topics: list[DescribeQuorumResponse.TopicData] = ..., nodes: list[DescribeQuorumResponse.Node] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
+class DescribeShareGroupOffsetsRequest(Message):
+    """DescribeShareGroupOffsetsRequest: the request body of the DescribeShareGroupOffsets API (key 90).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic.
+    """
+    class DescribeShareGroupOffsetsRequestGroup(Message):
+        """DescribeShareGroupOffsetsRequestGroup: a struct inside DescribeShareGroupOffsetsRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        group_id: str
+        """Kafka type string; in v0-1; default ''."""
+        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None
+        """Kafka type []DescribeShareGroupOffsetsRequestTopic; in v0-1; nullable in v0-1; default empty list."""
+        def __init__(self, *, group_id: str = ..., topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class DescribeShareGroupOffsetsRequestTopic(Message):
+        """DescribeShareGroupOffsetsRequestTopic: a struct inside DescribeShareGroupOffsetsRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        topic_name: str
+        """Kafka type string; in v0-1; default ''."""
+        partitions: list[int]
+        """Kafka type []int32; in v0-1; default empty list."""
+        def __init__(self, *, topic_name: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup]
+    """Kafka type []DescribeShareGroupOffsetsRequestGroup; in v0-1; default empty list."""
+    def __init__(self, *, groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class DescribeShareGroupOffsetsResponse(Message):
+    """DescribeShareGroupOffsetsResponse: the response body of the DescribeShareGroupOffsets API (key 90).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponseTopic, DescribeShareGroupOffsetsResponsePartition.
+    """
+    class DescribeShareGroupOffsetsResponseGroup(Message):
+        """DescribeShareGroupOffsetsResponseGroup: a struct inside DescribeShareGroupOffsetsResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        group_id: str
+        """Kafka type string; in v0-1; default ''."""
+        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic]
+        """Kafka type []DescribeShareGroupOffsetsResponseTopic; in v0-1; default empty list."""
+        error_code: int
+        """Kafka type int16; in v0-1; default 0."""
+        error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
+        def __init__(self, *, group_id: str = ..., topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class DescribeShareGroupOffsetsResponseTopic(Message):
+        """DescribeShareGroupOffsetsResponseTopic: a struct inside DescribeShareGroupOffsetsResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        topic_name: str
+        """Kafka type string; in v0-1; default ''."""
+        topic_id: UUID
+        """Kafka type uuid; in v0-1; default the zero UUID."""
+        partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition]
+        """Kafka type []DescribeShareGroupOffsetsResponsePartition; in v0-1; default empty list."""
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class DescribeShareGroupOffsetsResponsePartition(Message):
+        """DescribeShareGroupOffsetsResponsePartition: a struct inside DescribeShareGroupOffsetsResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        partition_index: int
+        """Kafka type int32; in v0-1; default 0."""
+        start_offset: int
+        """Kafka type int64; in v0-1; default 0."""
+        leader_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
+        lag: int
+        """Kafka type int64; in v1; default -1."""
+        error_code: int
+        """Kafka type int16; in v0-1; default 0."""
+        error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ..., leader_epoch: int = ..., lag: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
+    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup]
+    """Kafka type []DescribeShareGroupOffsetsResponseGroup; in v0-1; default empty list."""
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
 class DescribeTopicPartitionsRequest(Message):
+    """DescribeTopicPartitionsRequest: the request body of the DescribeTopicPartitions API (key 75).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicRequest, Cursor.
+    """
     class TopicRequest(Message):
+        """TopicRequest: a struct inside DescribeTopicPartitionsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         def __init__(self, *, name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Cursor(Message):
+        """Cursor: a struct inside DescribeTopicPartitionsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0; default ''."""
         partition_index: int
+        """Kafka type int32; in v0; default 0."""
         def __init__(self, *, topic_name: str = ..., partition_index: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     topics: list[DescribeTopicPartitionsRequest.TopicRequest]
+    """Kafka type []TopicRequest; in v0; default empty list."""
     response_partition_limit: int
+    """Kafka type int32; in v0; default 2000."""
     cursor: DescribeTopicPartitionsRequest.Cursor | None
+    """Kafka type Cursor; in v0; nullable in v0; default None."""
     def __init__(self, *, topics: list[DescribeTopicPartitionsRequest.TopicRequest] = ..., response_partition_limit: int = ..., cursor: DescribeTopicPartitionsRequest.Cursor | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeTopicPartitionsResponse(Message):
+    """DescribeTopicPartitionsResponse: the response body of the DescribeTopicPartitions API (key 75).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribeTopicPartitionsResponseTopic, DescribeTopicPartitionsResponsePartition, Cursor.
+    """
     class DescribeTopicPartitionsResponseTopic(Message):
+        """DescribeTopicPartitionsResponseTopic: a struct inside DescribeTopicPartitionsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         name: str | None
+        """Kafka type string; in v0; nullable in v0; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         is_internal: bool
+        """Kafka type bool; in v0; default False."""
         partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition]
+        """Kafka type []DescribeTopicPartitionsResponsePartition; in v0; default empty list."""
         topic_authorized_operations: int
+        """Kafka type int32; in v0; default -2147483648."""
         def __init__(self, *, error_code: int = ..., name: str | None = ..., topic_id: UUID = ..., is_internal: bool = ..., partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition] = ..., topic_authorized_operations: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class DescribeTopicPartitionsResponsePartition(Message):
+        """DescribeTopicPartitionsResponsePartition: a struct inside DescribeTopicPartitionsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         partition_index: int
+        """Kafka type int32; in v0; default 0."""
         leader_id: int
+        """Kafka type int32; in v0; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0; default -1."""
         replica_nodes: list[int]
+        """Kafka type []int32; in v0; default empty list."""
         isr_nodes: list[int]
+        """Kafka type []int32; in v0; default empty list."""
         eligible_leader_replicas: list[int] | None
+        """Kafka type []int32; in v0; nullable in v0; default None."""
         last_known_elr: list[int] | None
+        """Kafka type []int32; in v0; nullable in v0; default None."""
         offline_replicas: list[int]
+        """Kafka type []int32; in v0; default empty list."""
         def __init__(self, *, error_code: int = ..., partition_index: int = ..., leader_id: int = ..., leader_epoch: int = ..., replica_nodes: list[int] = ..., isr_nodes: list[int] = ..., eligible_leader_replicas: list[int] | None = ..., last_known_elr: list[int] | None = ..., offline_replicas: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Cursor(Message):
+        """Cursor: a struct inside DescribeTopicPartitionsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0; default ''."""
         partition_index: int
+        """Kafka type int32; in v0; default 0."""
         def __init__(self, *, topic_name: str = ..., partition_index: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic]
+    """Kafka type []DescribeTopicPartitionsResponseTopic; in v0; default empty list."""
     next_cursor: DescribeTopicPartitionsResponse.Cursor | None
+    """Kafka type Cursor; in v0; nullable in v0; default None."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = ..., next_cursor: DescribeTopicPartitionsResponse.Cursor | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeTransactionsRequest(Message):
+    """DescribeTransactionsRequest: the request body of the DescribeTransactions API (key 65).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     transactional_ids: list[str]
+    """Kafka type []string; in v0; default empty list."""
     def __init__(self, *, transactional_ids: list[str] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeTransactionsResponse(Message):
+    """DescribeTransactionsResponse: the response body of the DescribeTransactions API (key 65).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TransactionState, TopicData.
+    """
     class TransactionState(Message):
+        """TransactionState: a struct inside DescribeTransactionsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         transactional_id: str
+        """Kafka type string; in v0; default ''."""
         transaction_state: str
+        """Kafka type string; in v0; default ''."""
         transaction_timeout_ms: int
+        """Kafka type int32; in v0; default 0."""
         transaction_start_time_ms: int
+        """Kafka type int64; in v0; default 0."""
         producer_id: int
+        """Kafka type int64; in v0; default 0."""
         producer_epoch: int
+        """Kafka type int16; in v0; default 0."""
         topics: list[DescribeTransactionsResponse.TopicData]
+        """Kafka type []TopicData; in v0; default empty list."""
         def __init__(self, *, error_code: int = ..., transactional_id: str = ..., transaction_state: str = ..., transaction_timeout_ms: int = ..., transaction_start_time_ms: int = ..., producer_id: int = ..., producer_epoch: int = ..., topics: list[DescribeTransactionsResponse.TopicData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TopicData(Message):
+        """TopicData: a struct inside DescribeTransactionsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v0; default ''."""
         partitions: list[int]
+        """Kafka type []int32; in v0; default empty list."""
         def __init__(self, *, topic: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     transaction_states: list[DescribeTransactionsResponse.TransactionState]
+    """Kafka type []TransactionState; in v0; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., transaction_states: list[DescribeTransactionsResponse.TransactionState] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeUserScramCredentialsRequest(Message):
+    """DescribeUserScramCredentialsRequest: the request body of the DescribeUserScramCredentials API (key 50).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): UserName.
+    """
     class UserName(Message):
+        """UserName: a struct inside DescribeUserScramCredentialsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         def __init__(self, *, name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     users: list[DescribeUserScramCredentialsRequest.UserName] | None
+    """Kafka type []UserName; in v0; nullable in v0; default empty list."""
     def __init__(self, *, users: list[DescribeUserScramCredentialsRequest.UserName] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class DescribeUserScramCredentialsResponse(Message):
+    """DescribeUserScramCredentialsResponse: the response body of the DescribeUserScramCredentials API (key 50).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribeUserScramCredentialsResult, CredentialInfo.
+    """
     class DescribeUserScramCredentialsResult(Message):
+        """DescribeUserScramCredentialsResult: a struct inside DescribeUserScramCredentialsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         user: str
+        """Kafka type string; in v0; default ''."""
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         error_message: str | None
+        """Kafka type string; in v0; nullable in v0; default ''."""
         credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo]
+        """Kafka type []CredentialInfo; in v0; default empty list."""
         def __init__(self, *, user: str = ..., error_code: int = ..., error_message: str | None = ..., credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class CredentialInfo(Message):
+        """CredentialInfo: a struct inside DescribeUserScramCredentialsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         mechanism: int
+        """Kafka type int8; in v0; default 0."""
         iterations: int
+        """Kafka type int32; in v0; default 0."""
         def __init__(self, *, mechanism: int = ..., iterations: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     error_message: str | None
+    """Kafka type string; in v0; nullable in v0; default ''."""
     results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult]
+    """Kafka type []DescribeUserScramCredentialsResult; in v0; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ElectLeadersRequest(Message):
+    """ElectLeadersRequest: the request body of the ElectLeaders API (key 43).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicPartitions.
+    """
     class TopicPartitions(Message):
+        """TopicPartitions: a struct inside ElectLeadersRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v0-2; default ''."""
         partitions: list[int]
+        """Kafka type []int32; in v0-2; default empty list."""
         def __init__(self, *, topic: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     election_type: int
+    """Kafka type int8; in v1-2; default 0."""
     topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
+    """Kafka type []TopicPartitions; in v0-2; nullable in v0-2; default empty list."""
     timeout_ms: int
+    """Kafka type int32; in v0-2; default 60000."""
     def __init__(self, *, election_type: int = ..., topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = ..., timeout_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ElectLeadersResponse(Message):
+    """ElectLeadersResponse: the response body of the ElectLeaders API (key 43).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ReplicaElectionResult, PartitionResult.
+    """
     class ReplicaElectionResult(Message):
+        """ReplicaElectionResult: a struct inside ElectLeadersResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v0-2; default ''."""
         partition_result: list[ElectLeadersResponse.PartitionResult]
+        """Kafka type []PartitionResult; in v0-2; default empty list."""
         def __init__(self, *, topic: str = ..., partition_result: list[ElectLeadersResponse.PartitionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionResult(Message):
+        """PartitionResult: a struct inside ElectLeadersResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_id: int
+        """Kafka type int32; in v0-2; default 0."""
         error_code: int
+        """Kafka type int16; in v0-2; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-2; nullable in v0-2; default ''."""
         def __init__(self, *, partition_id: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     error_code: int
+    """Kafka type int16; in v1-2; default 0."""
     replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult]
+    """Kafka type []ReplicaElectionResult; in v0-2; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class EndQuorumEpochRequest(Message):
+    """EndQuorumEpochRequest: the request body of the EndQuorumEpoch API (key 54).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicData, PartitionData, ReplicaInfo, LeaderEndpoint.
+    """
     class TopicData(Message):
+        """TopicData: a struct inside EndQuorumEpochRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-1; default ''."""
         partitions: list[EndQuorumEpochRequest.PartitionData]
+        """Kafka type []PartitionData; in v0-1; default empty list."""
         def __init__(self, *, topic_name: str = ..., partitions: list[EndQuorumEpochRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside EndQuorumEpochRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-1; default 0."""
         leader_id: int
+        """Kafka type int32; in v0-1; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         preferred_successors: list[int]
+        """Kafka type []int32; in v0; default empty list."""
         preferred_candidates: list[EndQuorumEpochRequest.ReplicaInfo]
+        """Kafka type []ReplicaInfo; in v1; default empty list."""
         def __init__(self, *, partition_index: int = ..., leader_id: int = ..., leader_epoch: int = ..., preferred_successors: list[int] = ..., preferred_candidates: list[EndQuorumEpochRequest.ReplicaInfo] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ReplicaInfo(Message):
+        """ReplicaInfo: a struct inside EndQuorumEpochRequest, present in v1.
+
+        Decode and encode it through its message, not on its own.
+        """
         candidate_id: int
+        """Kafka type int32; in v1; default 0."""
         candidate_directory_id: UUID
+        """Kafka type uuid; in v1; default the zero UUID."""
         def __init__(self, *, candidate_id: int = ..., candidate_directory_id: UUID = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class LeaderEndpoint(Message):
+        """LeaderEndpoint: a struct inside EndQuorumEpochRequest, present in v1.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v1; default ''."""
         host: str
+        """Kafka type string; in v1; default ''."""
         port: int
+        """Kafka type uint16; in v1; default 0."""
         def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     cluster_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
     topics: list[EndQuorumEpochRequest.TopicData]
+    """Kafka type []TopicData; in v0-1; default empty list."""
     leader_endpoints: list[EndQuorumEpochRequest.LeaderEndpoint]
+    """Kafka type []LeaderEndpoint; in v1; default empty list."""
     def __init__(self, *, cluster_id: str | None = ..., topics: list[EndQuorumEpochRequest.TopicData] = ..., leader_endpoints: list[EndQuorumEpochRequest.LeaderEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class EndQuorumEpochResponse(Message):
+    """EndQuorumEpochResponse: the response body of the EndQuorumEpoch API (key 54).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicData, PartitionData, NodeEndpoint.
+    """
     class TopicData(Message):
+        """TopicData: a struct inside EndQuorumEpochResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-1; default ''."""
         partitions: list[EndQuorumEpochResponse.PartitionData]
+        """Kafka type []PartitionData; in v0-1; default empty list."""
         def __init__(self, *, topic_name: str = ..., partitions: list[EndQuorumEpochResponse.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside EndQuorumEpochResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-1; default 0."""
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         leader_id: int
+        """Kafka type int32; in v0-1; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., leader_id: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class NodeEndpoint(Message):
+        """NodeEndpoint: a struct inside EndQuorumEpochResponse, present in v1.
+
+        Decode and encode it through its message, not on its own.
+        """
         node_id: int
+        """Kafka type int32; in v1; default 0."""
         host: str
+        """Kafka type string; in v1; default ''."""
         port: int
+        """Kafka type uint16; in v1; default 0."""
         def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     error_code: int
+    """Kafka type int16; in v0-1; default 0."""
     topics: list[EndQuorumEpochResponse.TopicData]
+    """Kafka type []TopicData; in v0-1; default empty list."""
     node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint]
+    """Kafka type []NodeEndpoint; in v1; tagged field (tag 0) in v1; default empty list."""
     def __init__(self, *, error_code: int = ..., topics: list[EndQuorumEpochResponse.TopicData] = ..., node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
+class EndTxnMarker(Message):
+    """EndTxnMarker: the data structure.
+
+    Versions v0.
+    Definitions: v0 from Kafka 4.4.0.
+    """
+    coordinator_epoch: int
+    """Kafka type int32; in v0; default 0."""
+    def __init__(self, *, coordinator_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
 class EndTxnRequest(Message):
+    """EndTxnRequest: the request body of the EndTxn API (key 26).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v3-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    """
     transactional_id: str
+    """Kafka type string; in v0-5; default ''."""
     producer_id: int
+    """Kafka type int64; in v0-5; default 0."""
     producer_epoch: int
+    """Kafka type int16; in v0-5; default 0."""
     committed: bool
+    """Kafka type bool; in v0-5; default False."""
     def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., committed: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class EndTxnResponse(Message):
+    """EndTxnResponse: the response body of the EndTxn API (key 26).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v3-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0-5; default 0."""
     error_code: int
+    """Kafka type int16; in v0-5; default 0."""
     producer_id: int
+    """Kafka type int64; in v5; default -1."""
     producer_epoch: int
+    """Kafka type int16; in v5; default -1."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., producer_id: int = ..., producer_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class EnvelopeRequest(Message):
+    """EnvelopeRequest: the request body of the Envelope API (key 58).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     request_data: bytes
+    """Kafka type bytes; in v0; default b''."""
     request_principal: bytes | None
+    """Kafka type bytes; in v0; nullable in v0; default b''."""
     client_host_address: bytes
+    """Kafka type bytes; in v0; default b''."""
     def __init__(self, *, request_data: bytes = ..., request_principal: bytes | None = ..., client_host_address: bytes = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class EnvelopeResponse(Message):
+    """EnvelopeResponse: the response body of the Envelope API (key 58).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     response_data: bytes | None
+    """Kafka type bytes; in v0; nullable in v0; default None."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     def __init__(self, *, response_data: bytes | None = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ExpireDelegationTokenRequest(Message):
+    """ExpireDelegationTokenRequest: the request body of the ExpireDelegationToken API (key 40).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-2 from Kafka 4.4.0.
+    """
     hmac: bytes
+    """Kafka type bytes; in v0-2; default b''."""
     expiry_time_period_ms: int
+    """Kafka type int64; in v0-2; default 0."""
     def __init__(self, *, hmac: bytes = ..., expiry_time_period_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ExpireDelegationTokenResponse(Message):
+    """ExpireDelegationTokenResponse: the response body of the ExpireDelegationToken API (key 40).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-2 from Kafka 4.4.0.
+    """
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     expiry_timestamp_ms: int
+    """Kafka type int64; in v0-2; default 0."""
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     def __init__(self, *, error_code: int = ..., expiry_timestamp_ms: int = ..., throttle_time_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class FetchRequest(Message):
+    """FetchRequest: the request body of the Fetch API (key 1).
+
+    Versions v0-18; flexible (compact strings and arrays, tagged fields) in v12-18; deprecated in v0-3; Kafka 4.x defines v4 and up.
+    Definitions: v0-3 from Kafka 3.9.2, v4-18 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ReplicaState, FetchTopic, FetchPartition, ForgottenTopic.
+    """
     class ReplicaState(Message):
+        """ReplicaState: a struct inside FetchRequest, present in v15-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         replica_id: int
+        """Kafka type int32; in v15-18; default -1."""
         replica_epoch: int
+        """Kafka type int64; in v15-18; default -1."""
         def __init__(self, *, replica_id: int = ..., replica_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class FetchTopic(Message):
+        """FetchTopic: a struct inside FetchRequest, present in v0-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v0-12; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v13-18; default the zero UUID."""
         partitions: list[FetchRequest.FetchPartition]
+        """Kafka type []FetchPartition; in v0-18; default empty list."""
         def __init__(self, *, topic: str = ..., topic_id: UUID = ..., partitions: list[FetchRequest.FetchPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class FetchPartition(Message):
+        """FetchPartition: a struct inside FetchRequest, present in v0-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0-18; default 0."""
         current_leader_epoch: int
+        """Kafka type int32; in v9-18; default -1."""
         fetch_offset: int
+        """Kafka type int64; in v0-18; default 0."""
         last_fetched_epoch: int
+        """Kafka type int32; in v12-18; default -1."""
         log_start_offset: int
+        """Kafka type int64; in v5-18; default -1."""
         partition_max_bytes: int
+        """Kafka type int32; in v0-18; default 0."""
         replica_directory_id: UUID
+        """Kafka type uuid; in v17-18; tagged field (tag 0) in v17-18; default the zero UUID."""
         high_watermark: int
+        """Kafka type int64; in v18; tagged field (tag 1) in v18; default 9223372036854775807."""
         def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., fetch_offset: int = ..., last_fetched_epoch: int = ..., log_start_offset: int = ..., partition_max_bytes: int = ..., replica_directory_id: UUID = ..., high_watermark: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ForgottenTopic(Message):
+        """ForgottenTopic: a struct inside FetchRequest, present in v7-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v7-12; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v13-18; default the zero UUID."""
         partitions: list[int]
+        """Kafka type []int32; in v7-18; default empty list."""
         def __init__(self, *, topic: str = ..., topic_id: UUID = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     cluster_id: str | None
+    """Kafka type string; in v12-18; nullable in v12-18; tagged field (tag 0) in v12-18; default None."""
     replica_id: int
+    """Kafka type int32; in v0-14; default -1."""
     replica_state: FetchRequest.ReplicaState
+    """Kafka type ReplicaState; in v15-18; tagged field (tag 1) in v15-18; default a ReplicaState of defaults."""
     max_wait_ms: int
+    """Kafka type int32; in v0-18; default 0."""
     min_bytes: int
+    """Kafka type int32; in v0-18; default 0."""
     max_bytes: int
+    """Kafka type int32; in v3-18; default 2147483647."""
     isolation_level: int
+    """Kafka type int8; in v4-18; default 0."""
     session_id: int
+    """Kafka type int32; in v7-18; default 0."""
     session_epoch: int
+    """Kafka type int32; in v7-18; default -1."""
     topics: list[FetchRequest.FetchTopic]
+    """Kafka type []FetchTopic; in v0-18; default empty list."""
     forgotten_topics_data: list[FetchRequest.ForgottenTopic]
+    """Kafka type []ForgottenTopic; in v7-18; default empty list."""
     rack_id: str
+    """Kafka type string; in v11-18; default ''."""
     def __init__(self, *, cluster_id: str | None = ..., replica_id: int = ..., replica_state: FetchRequest.ReplicaState = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., isolation_level: int = ..., session_id: int = ..., session_epoch: int = ..., topics: list[FetchRequest.FetchTopic] = ..., forgotten_topics_data: list[FetchRequest.ForgottenTopic] = ..., rack_id: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class FetchResponse(Message):
+    """FetchResponse: the response body of the Fetch API (key 1).
+
+    Versions v0-18; flexible (compact strings and arrays, tagged fields) in v12-18; Kafka 4.x defines v4 and up.
+    Definitions: v0-3 from Kafka 3.9.2, v4-18 from Kafka 4.4.0.
+    Nested structs (attributes of this class): FetchableTopicResponse, PartitionData, EpochEndOffset, LeaderIdAndEpoch, SnapshotId, AbortedTransaction, NodeEndpoint.
+    """
     class FetchableTopicResponse(Message):
+        """FetchableTopicResponse: a struct inside FetchResponse, present in v0-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v0-12; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v13-18; default the zero UUID."""
         partitions: list[FetchResponse.PartitionData]
+        """Kafka type []PartitionData; in v0-18; default empty list."""
         def __init__(self, *, topic: str = ..., topic_id: UUID = ..., partitions: list[FetchResponse.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside FetchResponse, present in v0-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-18; default 0."""
         error_code: int
+        """Kafka type int16; in v0-18; default 0."""
         high_watermark: int
+        """Kafka type int64; in v0-18; default 0."""
         last_stable_offset: int
+        """Kafka type int64; in v4-18; default -1."""
         log_start_offset: int
+        """Kafka type int64; in v5-18; default -1."""
         diverging_epoch: FetchResponse.EpochEndOffset
+        """Kafka type EpochEndOffset; in v12-18; tagged field (tag 0) in v12-18; default a EpochEndOffset of defaults."""
         current_leader: FetchResponse.LeaderIdAndEpoch
+        """Kafka type LeaderIdAndEpoch; in v12-18; tagged field (tag 1) in v12-18; default a LeaderIdAndEpoch of defaults."""
         snapshot_id: FetchResponse.SnapshotId
+        """Kafka type SnapshotId; in v12-18; tagged field (tag 2) in v12-18; default a SnapshotId of defaults."""
         aborted_transactions: list[FetchResponse.AbortedTransaction] | None
+        """Kafka type []AbortedTransaction; in v4-18; nullable in v4-18; default empty list."""
         preferred_read_replica: int
+        """Kafka type int32; in v11-18; default -1."""
         records: Records | bytes | None
+        """Kafka type records; in v0-18; nullable in v0-18; default None."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., high_watermark: int = ..., last_stable_offset: int = ..., log_start_offset: int = ..., diverging_epoch: FetchResponse.EpochEndOffset = ..., current_leader: FetchResponse.LeaderIdAndEpoch = ..., snapshot_id: FetchResponse.SnapshotId = ..., aborted_transactions: list[FetchResponse.AbortedTransaction] | None = ..., preferred_read_replica: int = ..., records: Records | bytes | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class EpochEndOffset(Message):
+        """EpochEndOffset: a struct inside FetchResponse, present in v12-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         epoch: int
+        """Kafka type int32; in v12-18; default -1."""
         end_offset: int
+        """Kafka type int64; in v12-18; default -1."""
         def __init__(self, *, epoch: int = ..., end_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class LeaderIdAndEpoch(Message):
+        """LeaderIdAndEpoch: a struct inside FetchResponse, present in v12-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         leader_id: int
+        """Kafka type int32; in v12-18; default -1."""
         leader_epoch: int
+        """Kafka type int32; in v12-18; default -1."""
         def __init__(self, *, leader_id: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class SnapshotId(Message):
+        """SnapshotId: a struct inside FetchResponse, present in v12-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         end_offset: int
+        """Kafka type int64; in v12-18; default -1."""
         epoch: int
+        """Kafka type int32; in v12-18; default -1."""
         def __init__(self, *, end_offset: int = ..., epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AbortedTransaction(Message):
+        """AbortedTransaction: a struct inside FetchResponse, present in v4-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         producer_id: int
+        """Kafka type int64; in v4-18; default 0."""
         first_offset: int
+        """Kafka type int64; in v4-18; default 0."""
         def __init__(self, *, producer_id: int = ..., first_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class NodeEndpoint(Message):
+        """NodeEndpoint: a struct inside FetchResponse, present in v16-18.
+
+        Decode and encode it through its message, not on its own.
+        """
         node_id: int
+        """Kafka type int32; in v16-18; default 0."""
         host: str
+        """Kafka type string; in v16-18; default ''."""
         port: int
+        """Kafka type int32; in v16-18; default 0."""
         rack: str | None
+        """Kafka type string; in v16-18; nullable in v16-18; default None."""
         def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v1-18; default 0."""
     error_code: int
+    """Kafka type int16; in v7-18; default 0."""
     session_id: int
+    """Kafka type int32; in v7-18; default 0."""
     responses: list[FetchResponse.FetchableTopicResponse]
+    """Kafka type []FetchableTopicResponse; in v0-18; default empty list."""
     node_endpoints: list[FetchResponse.NodeEndpoint]
+    """Kafka type []NodeEndpoint; in v16-18; tagged field (tag 0) in v16-18; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., session_id: int = ..., responses: list[FetchResponse.FetchableTopicResponse] = ..., node_endpoints: list[FetchResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class FetchSnapshotRequest(Message):
+    """FetchSnapshotRequest: the request body of the FetchSnapshot API (key 59).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicSnapshot, PartitionSnapshot, SnapshotId.
+    """
     class TopicSnapshot(Message):
+        """TopicSnapshot: a struct inside FetchSnapshotRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-1; default ''."""
         partitions: list[FetchSnapshotRequest.PartitionSnapshot]
+        """Kafka type []PartitionSnapshot; in v0-1; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[FetchSnapshotRequest.PartitionSnapshot] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionSnapshot(Message):
+        """PartitionSnapshot: a struct inside FetchSnapshotRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0-1; default 0."""
         current_leader_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         snapshot_id: FetchSnapshotRequest.SnapshotId
+        """Kafka type SnapshotId; in v0-1; default a SnapshotId of defaults."""
         position: int
+        """Kafka type int64; in v0-1; default 0."""
         replica_directory_id: UUID
+        """Kafka type uuid; in v1; tagged field (tag 0) in v1; default the zero UUID."""
         def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., snapshot_id: FetchSnapshotRequest.SnapshotId = ..., position: int = ..., replica_directory_id: UUID = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class SnapshotId(Message):
+        """SnapshotId: a struct inside FetchSnapshotRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         end_offset: int
+        """Kafka type int64; in v0-1; default 0."""
         epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         def __init__(self, *, end_offset: int = ..., epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     cluster_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; tagged field (tag 0) in v0-1; default None."""
     replica_id: int
+    """Kafka type int32; in v0-1; default -1."""
     max_bytes: int
+    """Kafka type int32; in v0-1; default 2147483647."""
     topics: list[FetchSnapshotRequest.TopicSnapshot]
+    """Kafka type []TopicSnapshot; in v0-1; default empty list."""
     def __init__(self, *, cluster_id: str | None = ..., replica_id: int = ..., max_bytes: int = ..., topics: list[FetchSnapshotRequest.TopicSnapshot] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class FetchSnapshotResponse(Message):
+    """FetchSnapshotResponse: the response body of the FetchSnapshot API (key 59).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicSnapshot, PartitionSnapshot, SnapshotId, LeaderIdAndEpoch, NodeEndpoint.
+    """
     class TopicSnapshot(Message):
+        """TopicSnapshot: a struct inside FetchSnapshotResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-1; default ''."""
         partitions: list[FetchSnapshotResponse.PartitionSnapshot]
+        """Kafka type []PartitionSnapshot; in v0-1; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[FetchSnapshotResponse.PartitionSnapshot] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionSnapshot(Message):
+        """PartitionSnapshot: a struct inside FetchSnapshotResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         index: int
+        """Kafka type int32; in v0-1; default 0."""
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         snapshot_id: FetchSnapshotResponse.SnapshotId
+        """Kafka type SnapshotId; in v0-1; default a SnapshotId of defaults."""
         current_leader: FetchSnapshotResponse.LeaderIdAndEpoch
+        """Kafka type LeaderIdAndEpoch; in v0-1; tagged field (tag 0) in v0-1; default a LeaderIdAndEpoch of defaults."""
         size: int
+        """Kafka type int64; in v0-1; default 0."""
         position: int
+        """Kafka type int64; in v0-1; default 0."""
         unaligned_records: Records | bytes
+        """Kafka type records; in v0-1; default None."""
         def __init__(self, *, index: int = ..., error_code: int = ..., snapshot_id: FetchSnapshotResponse.SnapshotId = ..., current_leader: FetchSnapshotResponse.LeaderIdAndEpoch = ..., size: int = ..., position: int = ..., unaligned_records: Records | bytes = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class SnapshotId(Message):
+        """SnapshotId: a struct inside FetchSnapshotResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         end_offset: int
+        """Kafka type int64; in v0-1; default 0."""
         epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         def __init__(self, *, end_offset: int = ..., epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class LeaderIdAndEpoch(Message):
+        """LeaderIdAndEpoch: a struct inside FetchSnapshotResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         leader_id: int
+        """Kafka type int32; in v0-1; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         def __init__(self, *, leader_id: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class NodeEndpoint(Message):
+        """NodeEndpoint: a struct inside FetchSnapshotResponse, present in v1.
+
+        Decode and encode it through its message, not on its own.
+        """
         node_id: int
+        """Kafka type int32; in v1; default 0."""
         host: str
+        """Kafka type string; in v1; default ''."""
         port: int
+        """Kafka type uint16; in v1; default 0."""
         def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     error_code: int
+    """Kafka type int16; in v0-1; default 0."""
     topics: list[FetchSnapshotResponse.TopicSnapshot]
+    """Kafka type []TopicSnapshot; in v0-1; default empty list."""
     node_endpoints: list[FetchSnapshotResponse.NodeEndpoint]
+    """Kafka type []NodeEndpoint; in v1; tagged field (tag 0) in v1; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., topics: list[FetchSnapshotResponse.TopicSnapshot] = ..., node_endpoints: list[FetchSnapshotResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class FindCoordinatorRequest(Message):
+    """FindCoordinatorRequest: the request body of the FindCoordinator API (key 10).
+
+    Versions v0-6; flexible (compact strings and arrays, tagged fields) in v3-6; deprecated in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0-6 from Kafka 4.4.0.
+    """
     key: str
+    """Kafka type string; in v0-3; default ''."""
     key_type: int
+    """Kafka type int8; in v1-6; default 0."""
     coordinator_keys: list[str]
+    """Kafka type []string; in v4-6; default empty list."""
     def __init__(self, *, key: str = ..., key_type: int = ..., coordinator_keys: list[str] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class FindCoordinatorResponse(Message):
+    """FindCoordinatorResponse: the response body of the FindCoordinator API (key 10).
+
+    Versions v0-6; flexible (compact strings and arrays, tagged fields) in v3-6; Kafka 4.x defines v0 and up.
+    Definitions: v0-6 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Coordinator.
+    """
     class Coordinator(Message):
+        """Coordinator: a struct inside FindCoordinatorResponse, present in v4-6.
+
+        Decode and encode it through its message, not on its own.
+        """
         key: str
+        """Kafka type string; in v4-6; default ''."""
         node_id: int
+        """Kafka type int32; in v4-6; default 0."""
         host: str
+        """Kafka type string; in v4-6; default ''."""
         port: int
+        """Kafka type int32; in v4-6; default 0."""
         error_code: int
+        """Kafka type int16; in v4-6; default 0."""
         error_message: str | None
+        """Kafka type string; in v4-6; nullable in v4-6; default ''."""
         def __init__(self, *, key: str = ..., node_id: int = ..., host: str = ..., port: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v1-6; default 0."""
     error_code: int
+    """Kafka type int16; in v0-3; default 0."""
     error_message: str | None
+    """Kafka type string; in v1-3; nullable in v1-3; default ''."""
     node_id: int
+    """Kafka type int32; in v0-3; default 0."""
     host: str
+    """Kafka type string; in v0-3; default ''."""
     port: int
+    """Kafka type int32; in v0-3; default 0."""
     coordinators: list[FindCoordinatorResponse.Coordinator]
+    """Kafka type []Coordinator; in v4-6; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., node_id: int = ..., host: str = ..., port: int = ..., coordinators: list[FindCoordinatorResponse.Coordinator] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class GetTelemetrySubscriptionsRequest(Message):
+    """GetTelemetrySubscriptionsRequest: the request body of the GetTelemetrySubscriptions API (key 71).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     client_instance_id: UUID
+    """Kafka type uuid; in v0; default the zero UUID."""
     def __init__(self, *, client_instance_id: UUID = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class GetTelemetrySubscriptionsResponse(Message):
+    """GetTelemetrySubscriptionsResponse: the response body of the GetTelemetrySubscriptions API (key 71).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     client_instance_id: UUID
+    """Kafka type uuid; in v0; default the zero UUID."""
     subscription_id: int
+    """Kafka type int32; in v0; default 0."""
     accepted_compression_types: list[int]
+    """Kafka type []int8; in v0; default empty list."""
     push_interval_ms: int
+    """Kafka type int32; in v0; default 0."""
     telemetry_max_bytes: int
+    """Kafka type int32; in v0; default 0."""
     delta_temporality: bool
+    """Kafka type bool; in v0; default False."""
     requested_metrics: list[str]
+    """Kafka type []string; in v0; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., client_instance_id: UUID = ..., subscription_id: int = ..., accepted_compression_types: list[int] = ..., push_interval_ms: int = ..., telemetry_max_bytes: int = ..., delta_temporality: bool = ..., requested_metrics: list[str] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class HeartbeatRequest(Message):
+    """HeartbeatRequest: the request body of the Heartbeat API (key 12).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v4; Kafka 4.x defines v0 and up.
+    Definitions: v0-4 from Kafka 4.4.0.
+    """
     group_id: str
+    """Kafka type string; in v0-4; default ''."""
     generation_id: int
+    """Kafka type int32; in v0-4; default 0."""
     member_id: str
+    """Kafka type string; in v0-4; default ''."""
     group_instance_id: str | None
+    """Kafka type string; in v3-4; nullable in v3-4; default None."""
     def __init__(self, *, group_id: str = ..., generation_id: int = ..., member_id: str = ..., group_instance_id: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class HeartbeatResponse(Message):
+    """HeartbeatResponse: the response body of the Heartbeat API (key 12).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v4; Kafka 4.x defines v0 and up.
+    Definitions: v0-4 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v1-4; default 0."""
     error_code: int
+    """Kafka type int16; in v0-4; default 0."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class IncrementalAlterConfigsRequest(Message):
+    """IncrementalAlterConfigsRequest: the request body of the IncrementalAlterConfigs API (key 44).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AlterConfigsResource, AlterableConfig.
+    """
     class AlterConfigsResource(Message):
+        """AlterConfigsResource: a struct inside IncrementalAlterConfigsRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         resource_type: int
+        """Kafka type int8; in v0-1; default 0."""
         resource_name: str
+        """Kafka type string; in v0-1; default ''."""
         configs: list[IncrementalAlterConfigsRequest.AlterableConfig]
+        """Kafka type []AlterableConfig; in v0-1; default empty list."""
         def __init__(self, *, resource_type: int = ..., resource_name: str = ..., configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AlterableConfig(Message):
+        """AlterableConfig: a struct inside IncrementalAlterConfigsRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-1; default ''."""
         config_operation: int
+        """Kafka type int8; in v0-1; default 0."""
         value: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default ''."""
         def __init__(self, *, name: str = ..., config_operation: int = ..., value: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource]
+    """Kafka type []AlterConfigsResource; in v0-1; default empty list."""
     validate_only: bool
+    """Kafka type bool; in v0-1; default False."""
     def __init__(self, *, resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = ..., validate_only: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class IncrementalAlterConfigsResponse(Message):
+    """IncrementalAlterConfigsResponse: the response body of the IncrementalAlterConfigs API (key 44).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AlterConfigsResourceResponse.
+    """
     class AlterConfigsResourceResponse(Message):
+        """AlterConfigsResourceResponse: a struct inside IncrementalAlterConfigsResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default ''."""
         resource_type: int
+        """Kafka type int8; in v0-1; default 0."""
         resource_name: str
+        """Kafka type string; in v0-1; default ''."""
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+    """Kafka type []AlterConfigsResourceResponse; in v0-1; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class InitProducerIdRequest(Message):
+    """InitProducerIdRequest: the request body of the InitProducerId API (key 22).
+
+    Versions v0-6; flexible (compact strings and arrays, tagged fields) in v2-6; unstable (brokers advertise them only with unstable.api.versions.enable) in v6; Kafka 4.x defines v0 and up.
+    Definitions: v0-6 from Kafka 4.4.0.
+    """
     transactional_id: str | None
+    """Kafka type string; in v0-6; nullable in v0-6; default ''."""
     transaction_timeout_ms: int
+    """Kafka type int32; in v0-6; default 0."""
     producer_id: int
+    """Kafka type int64; in v3-6; default -1."""
     producer_epoch: int
+    """Kafka type int16; in v3-6; default -1."""
     enable2_pc: bool
+    """Kafka type bool; in v6; default False."""
     keep_prepared_txn: bool
+    """Kafka type bool; in v6; default False."""
     def __init__(self, *, transactional_id: str | None = ..., transaction_timeout_ms: int = ..., producer_id: int = ..., producer_epoch: int = ..., enable2_pc: bool = ..., keep_prepared_txn: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class InitProducerIdResponse(Message):
+    """InitProducerIdResponse: the response body of the InitProducerId API (key 22).
+
+    Versions v0-6; flexible (compact strings and arrays, tagged fields) in v2-6; unstable (brokers advertise them only with unstable.api.versions.enable) in v6; Kafka 4.x defines v0 and up.
+    Definitions: v0-6 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0-6; default 0."""
     error_code: int
+    """Kafka type int16; in v0-6; default 0."""
     producer_id: int
+    """Kafka type int64; in v0-6; default -1."""
     producer_epoch: int
+    """Kafka type int16; in v0-6; default 0."""
     ongoing_txn_producer_id: int
+    """Kafka type int64; in v6; default -1."""
     ongoing_txn_producer_epoch: int
+    """Kafka type int16; in v6; default -1."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., producer_id: int = ..., producer_epoch: int = ..., ongoing_txn_producer_id: int = ..., ongoing_txn_producer_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class InitializeShareGroupStateRequest(Message):
+    """InitializeShareGroupStateRequest: the request body of the InitializeShareGroupState API (key 83).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): InitializeStateData, PartitionData.
+    """
     class InitializeStateData(Message):
+        """InitializeStateData: a struct inside InitializeShareGroupStateRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         partitions: list[InitializeShareGroupStateRequest.PartitionData]
+        """Kafka type []PartitionData; in v0; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[InitializeShareGroupStateRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside InitializeShareGroupStateRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0; default 0."""
         state_epoch: int
+        """Kafka type int32; in v0; default 0."""
         start_offset: int
+        """Kafka type int64; in v0; default 0."""
         def __init__(self, *, partition: int = ..., state_epoch: int = ..., start_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0; default ''."""
     topics: list[InitializeShareGroupStateRequest.InitializeStateData]
+    """Kafka type []InitializeStateData; in v0; default empty list."""
     def __init__(self, *, group_id: str = ..., topics: list[InitializeShareGroupStateRequest.InitializeStateData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class InitializeShareGroupStateResponse(Message):
+    """InitializeShareGroupStateResponse: the response body of the InitializeShareGroupState API (key 83).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): InitializeStateResult, PartitionResult.
+    """
     class InitializeStateResult(Message):
+        """InitializeStateResult: a struct inside InitializeShareGroupStateResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         partitions: list[InitializeShareGroupStateResponse.PartitionResult]
+        """Kafka type []PartitionResult; in v0; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[InitializeShareGroupStateResponse.PartitionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionResult(Message):
+        """PartitionResult: a struct inside InitializeShareGroupStateResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0; default 0."""
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         error_message: str | None
+        """Kafka type string; in v0; nullable in v0; default None."""
         def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     results: list[InitializeShareGroupStateResponse.InitializeStateResult]
+    """Kafka type []InitializeStateResult; in v0; default empty list."""
     def __init__(self, *, results: list[InitializeShareGroupStateResponse.InitializeStateResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class JoinGroupRequest(Message):
+    """JoinGroupRequest: the request body of the JoinGroup API (key 11).
+
+    Versions v0-9; flexible (compact strings and arrays, tagged fields) in v6-9; deprecated in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-9 from Kafka 4.4.0.
+    Nested structs (attributes of this class): JoinGroupRequestProtocol.
+    """
     class JoinGroupRequestProtocol(Message):
+        """JoinGroupRequestProtocol: a struct inside JoinGroupRequest, present in v0-9.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-9; default ''."""
         metadata: bytes
+        """Kafka type bytes; in v0-9; default b''."""
         def __init__(self, *, name: str = ..., metadata: bytes = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0-9; default ''."""
     session_timeout_ms: int
+    """Kafka type int32; in v0-9; default 0."""
     rebalance_timeout_ms: int
+    """Kafka type int32; in v1-9; default -1."""
     member_id: str
+    """Kafka type string; in v0-9; default ''."""
     group_instance_id: str | None
+    """Kafka type string; in v5-9; nullable in v5-9; default None."""
     protocol_type: str
+    """Kafka type string; in v0-9; default ''."""
     protocols: list[JoinGroupRequest.JoinGroupRequestProtocol]
+    """Kafka type []JoinGroupRequestProtocol; in v0-9; default empty list."""
     reason: str | None
+    """Kafka type string; in v8-9; nullable in v8-9; default None."""
     def __init__(self, *, group_id: str = ..., session_timeout_ms: int = ..., rebalance_timeout_ms: int = ..., member_id: str = ..., group_instance_id: str | None = ..., protocol_type: str = ..., protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = ..., reason: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class JoinGroupResponse(Message):
+    """JoinGroupResponse: the response body of the JoinGroup API (key 11).
+
+    Versions v0-9; flexible (compact strings and arrays, tagged fields) in v6-9; Kafka 4.x defines v0 and up.
+    Definitions: v0-9 from Kafka 4.4.0.
+    Nested structs (attributes of this class): JoinGroupResponseMember.
+    """
     class JoinGroupResponseMember(Message):
+        """JoinGroupResponseMember: a struct inside JoinGroupResponse, present in v0-9.
+
+        Decode and encode it through its message, not on its own.
+        """
         member_id: str
+        """Kafka type string; in v0-9; default ''."""
         group_instance_id: str | None
+        """Kafka type string; in v5-9; nullable in v5-9; default None."""
         metadata: bytes
+        """Kafka type bytes; in v0-9; default b''."""
         def __init__(self, *, member_id: str = ..., group_instance_id: str | None = ..., metadata: bytes = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v2-9; default 0."""
     error_code: int
+    """Kafka type int16; in v0-9; default 0."""
     generation_id: int
+    """Kafka type int32; in v0-9; default -1."""
     protocol_type: str | None
+    """Kafka type string; in v7-9; nullable in v7-9; default None."""
     protocol_name: str | None
+    """Kafka type string; in v0-9; nullable in v7-9; default ''."""
     leader: str
+    """Kafka type string; in v0-9; default ''."""
     skip_assignment: bool
+    """Kafka type bool; in v9; default False."""
     member_id: str
+    """Kafka type string; in v0-9; default ''."""
     members: list[JoinGroupResponse.JoinGroupResponseMember]
+    """Kafka type []JoinGroupResponseMember; in v0-9; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., generation_id: int = ..., protocol_type: str | None = ..., protocol_name: str | None = ..., leader: str = ..., skip_assignment: bool = ..., member_id: str = ..., members: list[JoinGroupResponse.JoinGroupResponseMember] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class KRaftVersionRecord(Message):
+    """KRaftVersionRecord: the data structure.
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     version: int
+    """Kafka type int16; in v0; default 0."""
     k_raft_version: int
+    """Kafka type int16; in v0; default 0."""
     def __init__(self, *, version: int = ..., k_raft_version: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class LeaderAndIsrRequest(Message):
+    """LeaderAndIsrRequest: the request body of the LeaderAndIsr API (key 4).
+
+    Versions v0-7; flexible (compact strings and arrays, tagged fields) in v4-7; no Kafka 4.x release defines it.
+    Definitions: v0-7 from Kafka 3.9.2.
+    Nested structs (attributes of this class): LeaderAndIsrPartitionState, LeaderAndIsrTopicState, LeaderAndIsrLiveLeader.
+    """
     class LeaderAndIsrPartitionState(Message):
+        """LeaderAndIsrPartitionState: a struct inside LeaderAndIsrRequest, present in v0-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-1; default ''."""
         partition_index: int
+        """Kafka type int32; in v0-7; default 0."""
         controller_epoch: int
+        """Kafka type int32; in v0-7; default 0."""
         leader: int
+        """Kafka type int32; in v0-7; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-7; default 0."""
         isr: list[int]
+        """Kafka type []int32; in v0-7; default empty list."""
         partition_epoch: int
+        """Kafka type int32; in v0-7; default 0."""
         replicas: list[int]
+        """Kafka type []int32; in v0-7; default empty list."""
         adding_replicas: list[int]
+        """Kafka type []int32; in v3-7; default empty list."""
         removing_replicas: list[int]
+        """Kafka type []int32; in v3-7; default empty list."""
         is_new: bool
+        """Kafka type bool; in v1-7; default False."""
         leader_recovery_state: int
+        """Kafka type int8; in v6-7; default 0."""
         def __init__(self, *, topic_name: str = ..., partition_index: int = ..., controller_epoch: int = ..., leader: int = ..., leader_epoch: int = ..., isr: list[int] = ..., partition_epoch: int = ..., replicas: list[int] = ..., adding_replicas: list[int] = ..., removing_replicas: list[int] = ..., is_new: bool = ..., leader_recovery_state: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class LeaderAndIsrTopicState(Message):
+        """LeaderAndIsrTopicState: a struct inside LeaderAndIsrRequest, present in v2-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v2-7; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v5-7; default the zero UUID."""
         partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+        """Kafka type []LeaderAndIsrPartitionState; in v2-7; default empty list."""
         def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class LeaderAndIsrLiveLeader(Message):
+        """LeaderAndIsrLiveLeader: a struct inside LeaderAndIsrRequest, present in v0-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         broker_id: int
+        """Kafka type int32; in v0-7; default 0."""
         host_name: str
+        """Kafka type string; in v0-7; default ''."""
         port: int
+        """Kafka type int32; in v0-7; default 0."""
         def __init__(self, *, broker_id: int = ..., host_name: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     controller_id: int
+    """Kafka type int32; in v0-7; default 0."""
     is_k_raft_controller: bool
+    """Kafka type bool; in v7; default False."""
     controller_epoch: int
+    """Kafka type int32; in v0-7; default 0."""
     broker_epoch: int
+    """Kafka type int64; in v2-7; default -1."""
     type: int
+    """Kafka type int8; in v5-7; default 0."""
     ungrouped_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+    """Kafka type []LeaderAndIsrPartitionState; in v0-1; default empty list."""
     topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState]
+    """Kafka type []LeaderAndIsrTopicState; in v2-7; default empty list."""
     live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader]
+    """Kafka type []LeaderAndIsrLiveLeader; in v0-7; default empty list."""
     def __init__(self, *, controller_id: int = ..., is_k_raft_controller: bool = ..., controller_epoch: int = ..., broker_epoch: int = ..., type: int = ..., ungrouped_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState] = ..., topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState] = ..., live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class LeaderAndIsrResponse(Message):
+    """LeaderAndIsrResponse: the response body of the LeaderAndIsr API (key 4).
+
+    Versions v0-7; flexible (compact strings and arrays, tagged fields) in v4-7; no Kafka 4.x release defines it.
+    Definitions: v0-7 from Kafka 3.9.2.
+    Nested structs (attributes of this class): LeaderAndIsrPartitionError, LeaderAndIsrTopicError.
+    """
     class LeaderAndIsrPartitionError(Message):
+        """LeaderAndIsrPartitionError: a struct inside LeaderAndIsrResponse, present in v0-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-4; default ''."""
         partition_index: int
+        """Kafka type int32; in v0-7; default 0."""
         error_code: int
+        """Kafka type int16; in v0-7; default 0."""
         def __init__(self, *, topic_name: str = ..., partition_index: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class LeaderAndIsrTopicError(Message):
+        """LeaderAndIsrTopicError: a struct inside LeaderAndIsrResponse, present in v5-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v5-7; default the zero UUID."""
         partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
+        """Kafka type []LeaderAndIsrPartitionError; in v5-7; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     error_code: int
+    """Kafka type int16; in v0-7; default 0."""
     partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
+    """Kafka type []LeaderAndIsrPartitionError; in v0-4; default empty list."""
     topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError]
+    """Kafka type []LeaderAndIsrTopicError; in v5-7; default empty list."""
     def __init__(self, *, error_code: int = ..., partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError] = ..., topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class LeaderChangeMessage(Message):
+    """LeaderChangeMessage: the data structure.
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Voter.
+    """
     class Voter(Message):
+        """Voter: a struct inside LeaderChangeMessage, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         voter_id: int
+        """Kafka type int32; in v0-1; default 0."""
         voter_directory_id: UUID
+        """Kafka type uuid; in v1; default the zero UUID."""
         def __init__(self, *, voter_id: int = ..., voter_directory_id: UUID = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     version: int
+    """Kafka type int16; in v0-1; default 0."""
     leader_id: int
+    """Kafka type int32; in v0-1; default 0."""
     voters: list[LeaderChangeMessage.Voter]
+    """Kafka type []Voter; in v0-1; default empty list."""
     granting_voters: list[LeaderChangeMessage.Voter]
+    """Kafka type []Voter; in v0-1; default empty list."""
     def __init__(self, *, version: int = ..., leader_id: int = ..., voters: list[LeaderChangeMessage.Voter] = ..., granting_voters: list[LeaderChangeMessage.Voter] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class LeaveGroupRequest(Message):
+    """LeaveGroupRequest: the request body of the LeaveGroup API (key 13).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v4-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    Nested structs (attributes of this class): MemberIdentity.
+    """
     class MemberIdentity(Message):
+        """MemberIdentity: a struct inside LeaveGroupRequest, present in v3-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         member_id: str
+        """Kafka type string; in v3-5; default ''."""
         group_instance_id: str | None
+        """Kafka type string; in v3-5; nullable in v3-5; default None."""
         reason: str | None
+        """Kafka type string; in v5; nullable in v5; default None."""
         def __init__(self, *, member_id: str = ..., group_instance_id: str | None = ..., reason: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0-5; default ''."""
     member_id: str
+    """Kafka type string; in v0-2; default ''."""
     members: list[LeaveGroupRequest.MemberIdentity]
+    """Kafka type []MemberIdentity; in v3-5; default empty list."""
     def __init__(self, *, group_id: str = ..., member_id: str = ..., members: list[LeaveGroupRequest.MemberIdentity] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class LeaveGroupResponse(Message):
+    """LeaveGroupResponse: the response body of the LeaveGroup API (key 13).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v4-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    Nested structs (attributes of this class): MemberResponse.
+    """
     class MemberResponse(Message):
+        """MemberResponse: a struct inside LeaveGroupResponse, present in v3-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         member_id: str
+        """Kafka type string; in v3-5; default ''."""
         group_instance_id: str | None
+        """Kafka type string; in v3-5; nullable in v3-5; default ''."""
         error_code: int
+        """Kafka type int16; in v3-5; default 0."""
         def __init__(self, *, member_id: str = ..., group_instance_id: str | None = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v1-5; default 0."""
     error_code: int
+    """Kafka type int16; in v0-5; default 0."""
     members: list[LeaveGroupResponse.MemberResponse]
+    """Kafka type []MemberResponse; in v3-5; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., members: list[LeaveGroupResponse.MemberResponse] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ListConfigResourcesRequest(Message):
+    """ListConfigResourcesRequest: the request body of the ListConfigResources API (key 74).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Also reachable under its former name ListClientMetricsResourcesRequest.
+    """
     resource_types: list[int]
+    """Kafka type []int8; in v1; default empty list."""
     def __init__(self, *, resource_types: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ListConfigResourcesResponse(Message):
+    """ListConfigResourcesResponse: the response body of the ListConfigResources API (key 74).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Also reachable under its former name ListClientMetricsResourcesResponse.
+    Nested structs (attributes of this class): ConfigResource.
+    """
     class ConfigResource(Message):
+        """ConfigResource: a struct inside ListConfigResourcesResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         resource_name: str
+        """Kafka type string; in v0-1; default ''."""
         resource_type: int
+        """Kafka type int8; in v1; default 16."""
         def __init__(self, *, resource_name: str = ..., resource_type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     error_code: int
+    """Kafka type int16; in v0-1; default 0."""
     config_resources: list[ListConfigResourcesResponse.ConfigResource]
+    """Kafka type []ConfigResource; in v0-1; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., config_resources: list[ListConfigResourcesResponse.ConfigResource] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ListGroupsRequest(Message):
+    """ListGroupsRequest: the request body of the ListGroups API (key 16).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v3-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    """
     states_filter: list[str]
+    """Kafka type []string; in v4-5; default empty list."""
     types_filter: list[str]
+    """Kafka type []string; in v5; default empty list."""
     def __init__(self, *, states_filter: list[str] = ..., types_filter: list[str] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ListGroupsResponse(Message):
+    """ListGroupsResponse: the response body of the ListGroups API (key 16).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v3-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ListedGroup.
+    """
     class ListedGroup(Message):
+        """ListedGroup: a struct inside ListGroupsResponse, present in v0-5.
+
+        Decode and encode it through its message, not on its own.
+        """
         group_id: str
+        """Kafka type string; in v0-5; default ''."""
         protocol_type: str
+        """Kafka type string; in v0-5; default ''."""
         group_state: str
+        """Kafka type string; in v4-5; default ''."""
         group_type: str
+        """Kafka type string; in v5; default ''."""
         def __init__(self, *, group_id: str = ..., protocol_type: str = ..., group_state: str = ..., group_type: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v1-5; default 0."""
     error_code: int
+    """Kafka type int16; in v0-5; default 0."""
     groups: list[ListGroupsResponse.ListedGroup]
+    """Kafka type []ListedGroup; in v0-5; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., groups: list[ListGroupsResponse.ListedGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ListOffsetsRequest(Message):
+    """ListOffsetsRequest: the request body of the ListOffsets API (key 2).
+
+    Versions v0-11; flexible (compact strings and arrays, tagged fields) in v6-11; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-11 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ListOffsetsTopic, ListOffsetsPartition.
+    """
     class ListOffsetsTopic(Message):
+        """ListOffsetsTopic: a struct inside ListOffsetsRequest, present in v0-11.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-11; default ''."""
         partitions: list[ListOffsetsRequest.ListOffsetsPartition]
+        """Kafka type []ListOffsetsPartition; in v0-11; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[ListOffsetsRequest.ListOffsetsPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ListOffsetsPartition(Message):
+        """ListOffsetsPartition: a struct inside ListOffsetsRequest, present in v0-11.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-11; default 0."""
         current_leader_epoch: int
+        """Kafka type int32; in v4-11; default -1."""
         timestamp: int
+        """Kafka type int64; in v0-11; default 0."""
         max_num_offsets: int
+        """Kafka type int32; in v0; default 1."""
         def __init__(self, *, partition_index: int = ..., current_leader_epoch: int = ..., timestamp: int = ..., max_num_offsets: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     replica_id: int
+    """Kafka type int32; in v0-11; default 0."""
     isolation_level: int
+    """Kafka type int8; in v2-11; default 0."""
     topics: list[ListOffsetsRequest.ListOffsetsTopic]
+    """Kafka type []ListOffsetsTopic; in v0-11; default empty list."""
     timeout_ms: int
+    """Kafka type int32; in v10-11; default 0."""
     def __init__(self, *, replica_id: int = ..., isolation_level: int = ..., topics: list[ListOffsetsRequest.ListOffsetsTopic] = ..., timeout_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ListOffsetsResponse(Message):
+    """ListOffsetsResponse: the response body of the ListOffsets API (key 2).
+
+    Versions v0-11; flexible (compact strings and arrays, tagged fields) in v6-11; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-11 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ListOffsetsTopicResponse, ListOffsetsPartitionResponse.
+    """
     class ListOffsetsTopicResponse(Message):
+        """ListOffsetsTopicResponse: a struct inside ListOffsetsResponse, present in v0-11.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-11; default ''."""
         partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse]
+        """Kafka type []ListOffsetsPartitionResponse; in v0-11; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ListOffsetsPartitionResponse(Message):
+        """ListOffsetsPartitionResponse: a struct inside ListOffsetsResponse, present in v0-11.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-11; default 0."""
         error_code: int
-        old_style_offsets: list[int]
+        """Kafka type int16; in v0-11; default 0."""
         timestamp: int
+        """Kafka type int64; in v1-11; default -1."""
         offset: int
+        """Kafka type int64; in v1-11; default -1."""
         leader_epoch: int
-        def __init__(self, *, partition_index: int = ..., error_code: int = ..., old_style_offsets: list[int] = ..., timestamp: int = ..., offset: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type int32; in v4-11; default -1."""
+        old_style_offsets: list[int]
+        """Kafka type []int64; in v0; default empty list."""
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., timestamp: int = ..., offset: int = ..., leader_epoch: int = ..., old_style_offsets: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v2-11; default 0."""
     topics: list[ListOffsetsResponse.ListOffsetsTopicResponse]
+    """Kafka type []ListOffsetsTopicResponse; in v0-11; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ListPartitionReassignmentsRequest(Message):
+    """ListPartitionReassignmentsRequest: the request body of the ListPartitionReassignments API (key 46).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ListPartitionReassignmentsTopics.
+    """
     class ListPartitionReassignmentsTopics(Message):
+        """ListPartitionReassignmentsTopics: a struct inside ListPartitionReassignmentsRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         partition_indexes: list[int]
+        """Kafka type []int32; in v0; default empty list."""
         def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     timeout_ms: int
+    """Kafka type int32; in v0; default 60000."""
     topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
+    """Kafka type []ListPartitionReassignmentsTopics; in v0; nullable in v0; default None."""
     def __init__(self, *, timeout_ms: int = ..., topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ListPartitionReassignmentsResponse(Message):
+    """ListPartitionReassignmentsResponse: the response body of the ListPartitionReassignments API (key 46).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): OngoingTopicReassignment, OngoingPartitionReassignment.
+    """
     class OngoingTopicReassignment(Message):
+        """OngoingTopicReassignment: a struct inside ListPartitionReassignmentsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]
+        """Kafka type []OngoingPartitionReassignment; in v0; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OngoingPartitionReassignment(Message):
+        """OngoingPartitionReassignment: a struct inside ListPartitionReassignmentsResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0; default 0."""
         replicas: list[int]
+        """Kafka type []int32; in v0; default empty list."""
         adding_replicas: list[int]
+        """Kafka type []int32; in v0; default empty list."""
         removing_replicas: list[int]
+        """Kafka type []int32; in v0; default empty list."""
         def __init__(self, *, partition_index: int = ..., replicas: list[int] = ..., adding_replicas: list[int] = ..., removing_replicas: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     error_message: str | None
+    """Kafka type string; in v0; nullable in v0; default ''."""
     topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment]
+    """Kafka type []OngoingTopicReassignment; in v0; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ListTransactionsRequest(Message):
+    """ListTransactionsRequest: the request body of the ListTransactions API (key 66).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    """
     state_filters: list[str]
+    """Kafka type []string; in v0-2; default empty list."""
     producer_id_filters: list[int]
+    """Kafka type []int64; in v0-2; default empty list."""
     duration_filter: int
+    """Kafka type int64; in v1-2; default -1."""
     transactional_id_pattern: str | None
+    """Kafka type string; in v2; nullable in v2; default None."""
     def __init__(self, *, state_filters: list[str] = ..., producer_id_filters: list[int] = ..., duration_filter: int = ..., transactional_id_pattern: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ListTransactionsResponse(Message):
+    """ListTransactionsResponse: the response body of the ListTransactions API (key 66).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TransactionState.
+    """
     class TransactionState(Message):
+        """TransactionState: a struct inside ListTransactionsResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         transactional_id: str
+        """Kafka type string; in v0-2; default ''."""
         producer_id: int
+        """Kafka type int64; in v0-2; default 0."""
         transaction_state: str
+        """Kafka type string; in v0-2; default ''."""
         def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., transaction_state: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     unknown_state_filters: list[str]
+    """Kafka type []string; in v0-2; default empty list."""
     transaction_states: list[ListTransactionsResponse.TransactionState]
+    """Kafka type []TransactionState; in v0-2; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., unknown_state_filters: list[str] = ..., transaction_states: list[ListTransactionsResponse.TransactionState] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class MetadataRequest(Message):
+    """MetadataRequest: the request body of the Metadata API (key 3).
+
+    Versions v0-13; flexible (compact strings and arrays, tagged fields) in v9-13; deprecated in v0-3; Kafka 4.x defines v0 and up.
+    Definitions: v0-13 from Kafka 4.4.0.
+    Nested structs (attributes of this class): MetadataRequestTopic.
+    """
     class MetadataRequestTopic(Message):
+        """MetadataRequestTopic: a struct inside MetadataRequest, present in v0-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v10-13; default the zero UUID."""
         name: str | None
+        """Kafka type string; in v0-13; nullable in v10-13; default ''."""
         def __init__(self, *, topic_id: UUID = ..., name: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     topics: list[MetadataRequest.MetadataRequestTopic] | None
+    """Kafka type []MetadataRequestTopic; in v0-13; nullable in v1-13; default empty list."""
     allow_auto_topic_creation: bool
+    """Kafka type bool; in v4-13; default True."""
     include_cluster_authorized_operations: bool
+    """Kafka type bool; in v8-10; default False."""
     include_topic_authorized_operations: bool
+    """Kafka type bool; in v8-13; default False."""
     def __init__(self, *, topics: list[MetadataRequest.MetadataRequestTopic] | None = ..., allow_auto_topic_creation: bool = ..., include_cluster_authorized_operations: bool = ..., include_topic_authorized_operations: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class MetadataResponse(Message):
+    """MetadataResponse: the response body of the Metadata API (key 3).
+
+    Versions v0-13; flexible (compact strings and arrays, tagged fields) in v9-13; Kafka 4.x defines v0 and up.
+    Definitions: v0-13 from Kafka 4.4.0.
+    Nested structs (attributes of this class): MetadataResponseBroker, MetadataResponseTopic, MetadataResponsePartition.
+    """
     class MetadataResponseBroker(Message):
+        """MetadataResponseBroker: a struct inside MetadataResponse, present in v0-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         node_id: int
+        """Kafka type int32; in v0-13; default 0."""
         host: str
+        """Kafka type string; in v0-13; default ''."""
         port: int
+        """Kafka type int32; in v0-13; default 0."""
         rack: str | None
+        """Kafka type string; in v1-13; nullable in v1-13; default None."""
         def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class MetadataResponseTopic(Message):
+        """MetadataResponseTopic: a struct inside MetadataResponse, present in v0-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-13; default 0."""
         name: str | None
+        """Kafka type string; in v0-13; nullable in v12-13; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v10-13; default the zero UUID."""
         is_internal: bool
+        """Kafka type bool; in v1-13; default False."""
         partitions: list[MetadataResponse.MetadataResponsePartition]
+        """Kafka type []MetadataResponsePartition; in v0-13; default empty list."""
         topic_authorized_operations: int
+        """Kafka type int32; in v8-13; default -2147483648."""
         def __init__(self, *, error_code: int = ..., name: str | None = ..., topic_id: UUID = ..., is_internal: bool = ..., partitions: list[MetadataResponse.MetadataResponsePartition] = ..., topic_authorized_operations: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class MetadataResponsePartition(Message):
+        """MetadataResponsePartition: a struct inside MetadataResponse, present in v0-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-13; default 0."""
         partition_index: int
+        """Kafka type int32; in v0-13; default 0."""
         leader_id: int
+        """Kafka type int32; in v0-13; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v7-13; default -1."""
         replica_nodes: list[int]
+        """Kafka type []int32; in v0-13; default empty list."""
         isr_nodes: list[int]
+        """Kafka type []int32; in v0-13; default empty list."""
         offline_replicas: list[int]
+        """Kafka type []int32; in v5-13; default empty list."""
         def __init__(self, *, error_code: int = ..., partition_index: int = ..., leader_id: int = ..., leader_epoch: int = ..., replica_nodes: list[int] = ..., isr_nodes: list[int] = ..., offline_replicas: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v3-13; default 0."""
     brokers: list[MetadataResponse.MetadataResponseBroker]
+    """Kafka type []MetadataResponseBroker; in v0-13; default empty list."""
     cluster_id: str | None
+    """Kafka type string; in v2-13; nullable in v2-13; default None."""
     controller_id: int
+    """Kafka type int32; in v1-13; default -1."""
     topics: list[MetadataResponse.MetadataResponseTopic]
+    """Kafka type []MetadataResponseTopic; in v0-13; default empty list."""
     cluster_authorized_operations: int
+    """Kafka type int32; in v8-10; default -2147483648."""
     error_code: int
+    """Kafka type int16; in v13; default 0."""
     def __init__(self, *, throttle_time_ms: int = ..., brokers: list[MetadataResponse.MetadataResponseBroker] = ..., cluster_id: str | None = ..., controller_id: int = ..., topics: list[MetadataResponse.MetadataResponseTopic] = ..., cluster_authorized_operations: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class OffsetCommitRequest(Message):
+    """OffsetCommitRequest: the request body of the OffsetCommit API (key 8).
+
+    Versions v0-10; flexible (compact strings and arrays, tagged fields) in v8-10; deprecated in v0-1; Kafka 4.x defines v2 and up.
+    Definitions: v0-1 from Kafka 3.9.2, v2-10 from Kafka 4.4.0.
+    Nested structs (attributes of this class): OffsetCommitRequestTopic, OffsetCommitRequestPartition.
+    """
     class OffsetCommitRequestTopic(Message):
+        """OffsetCommitRequestTopic: a struct inside OffsetCommitRequest, present in v0-10.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-9; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v10; default the zero UUID."""
         partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition]
+        """Kafka type []OffsetCommitRequestPartition; in v0-10; default empty list."""
         def __init__(self, *, name: str = ..., topic_id: UUID = ..., partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetCommitRequestPartition(Message):
+        """OffsetCommitRequestPartition: a struct inside OffsetCommitRequest, present in v0-10.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-10; default 0."""
         committed_offset: int
+        """Kafka type int64; in v0-10; default 0."""
         committed_leader_epoch: int
-        commit_timestamp: int
+        """Kafka type int32; in v6-10; default -1."""
         committed_metadata: str | None
-        def __init__(self, *, partition_index: int = ..., committed_offset: int = ..., committed_leader_epoch: int = ..., commit_timestamp: int = ..., committed_metadata: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type string; in v0-10; nullable in v0-10; default ''."""
+        commit_timestamp: int
+        """Kafka type int64; in v1; default -1."""
+        def __init__(self, *, partition_index: int = ..., committed_offset: int = ..., committed_leader_epoch: int = ..., committed_metadata: str | None = ..., commit_timestamp: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0-10; default ''."""
     generation_id_or_member_epoch: int
+    """Kafka type int32; in v1-10; default -1."""
     member_id: str
+    """Kafka type string; in v1-10; default ''."""
     group_instance_id: str | None
+    """Kafka type string; in v7-10; nullable in v7-10; default None."""
     retention_time_ms: int
+    """Kafka type int64; in v2-4; default -1."""
     topics: list[OffsetCommitRequest.OffsetCommitRequestTopic]
+    """Kafka type []OffsetCommitRequestTopic; in v0-10; default empty list."""
     def __init__(self, *, group_id: str = ..., generation_id_or_member_epoch: int = ..., member_id: str = ..., group_instance_id: str | None = ..., retention_time_ms: int = ..., topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class OffsetCommitResponse(Message):
+    """OffsetCommitResponse: the response body of the OffsetCommit API (key 8).
+
+    Versions v0-10; flexible (compact strings and arrays, tagged fields) in v8-10; Kafka 4.x defines v2 and up.
+    Definitions: v0-1 from Kafka 3.9.2, v2-10 from Kafka 4.4.0.
+    Nested structs (attributes of this class): OffsetCommitResponseTopic, OffsetCommitResponsePartition.
+    """
     class OffsetCommitResponseTopic(Message):
+        """OffsetCommitResponseTopic: a struct inside OffsetCommitResponse, present in v0-10.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-9; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v10; default the zero UUID."""
         partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition]
+        """Kafka type []OffsetCommitResponsePartition; in v0-10; default empty list."""
         def __init__(self, *, name: str = ..., topic_id: UUID = ..., partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetCommitResponsePartition(Message):
+        """OffsetCommitResponsePartition: a struct inside OffsetCommitResponse, present in v0-10.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-10; default 0."""
         error_code: int
+        """Kafka type int16; in v0-10; default 0."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v3-10; default 0."""
     topics: list[OffsetCommitResponse.OffsetCommitResponseTopic]
+    """Kafka type []OffsetCommitResponseTopic; in v0-10; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class OffsetDeleteRequest(Message):
+    """OffsetDeleteRequest: the request body of the OffsetDelete API (key 47).
+
+    Versions v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): OffsetDeleteRequestTopic, OffsetDeleteRequestPartition.
+    """
     class OffsetDeleteRequestTopic(Message):
+        """OffsetDeleteRequestTopic: a struct inside OffsetDeleteRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition]
+        """Kafka type []OffsetDeleteRequestPartition; in v0; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetDeleteRequestPartition(Message):
+        """OffsetDeleteRequestPartition: a struct inside OffsetDeleteRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0; default 0."""
         def __init__(self, *, partition_index: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0; default ''."""
     topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic]
+    """Kafka type []OffsetDeleteRequestTopic; in v0; default empty list."""
     def __init__(self, *, group_id: str = ..., topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class OffsetDeleteResponse(Message):
+    """OffsetDeleteResponse: the response body of the OffsetDelete API (key 47).
+
+    Versions v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): OffsetDeleteResponseTopic, OffsetDeleteResponsePartition.
+    """
     class OffsetDeleteResponseTopic(Message):
+        """OffsetDeleteResponseTopic: a struct inside OffsetDeleteResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition]
+        """Kafka type []OffsetDeleteResponsePartition; in v0; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetDeleteResponsePartition(Message):
+        """OffsetDeleteResponsePartition: a struct inside OffsetDeleteResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0; default 0."""
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic]
+    """Kafka type []OffsetDeleteResponseTopic; in v0; default empty list."""
     def __init__(self, *, error_code: int = ..., throttle_time_ms: int = ..., topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class OffsetFetchRequest(Message):
+    """OffsetFetchRequest: the request body of the OffsetFetch API (key 9).
+
+    Versions v0-10; flexible (compact strings and arrays, tagged fields) in v6-10; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-10 from Kafka 4.4.0.
+    Nested structs (attributes of this class): OffsetFetchRequestTopic, OffsetFetchRequestGroup, OffsetFetchRequestTopics.
+    """
     class OffsetFetchRequestTopic(Message):
+        """OffsetFetchRequestTopic: a struct inside OffsetFetchRequest, present in v0-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-7; default ''."""
         partition_indexes: list[int]
+        """Kafka type []int32; in v0-7; default empty list."""
         def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetFetchRequestGroup(Message):
+        """OffsetFetchRequestGroup: a struct inside OffsetFetchRequest, present in v8-10.
+
+        Decode and encode it through its message, not on its own.
+        """
         group_id: str
+        """Kafka type string; in v8-10; default ''."""
         member_id: str | None
+        """Kafka type string; in v9-10; nullable in v9-10; default None."""
         member_epoch: int
+        """Kafka type int32; in v9-10; default -1."""
         topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None
+        """Kafka type []OffsetFetchRequestTopics; in v8-10; nullable in v8-10; default empty list."""
         def __init__(self, *, group_id: str = ..., member_id: str | None = ..., member_epoch: int = ..., topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetFetchRequestTopics(Message):
+        """OffsetFetchRequestTopics: a struct inside OffsetFetchRequest, present in v8-10.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v8-9; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v10; default the zero UUID."""
         partition_indexes: list[int]
+        """Kafka type []int32; in v8-10; default empty list."""
         def __init__(self, *, name: str = ..., topic_id: UUID = ..., partition_indexes: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0-7; default ''."""
     topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None
+    """Kafka type []OffsetFetchRequestTopic; in v0-7; nullable in v2-7; default empty list."""
     groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
+    """Kafka type []OffsetFetchRequestGroup; in v8-10; default empty list."""
     require_stable: bool
+    """Kafka type bool; in v7-10; default False."""
     def __init__(self, *, group_id: str = ..., topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None = ..., groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = ..., require_stable: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class OffsetFetchResponse(Message):
+    """OffsetFetchResponse: the response body of the OffsetFetch API (key 9).
+
+    Versions v0-10; flexible (compact strings and arrays, tagged fields) in v6-10; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-10 from Kafka 4.4.0.
+    Nested structs (attributes of this class): OffsetFetchResponseTopic, OffsetFetchResponsePartition, OffsetFetchResponseGroup, OffsetFetchResponseTopics, OffsetFetchResponsePartitions.
+    """
     class OffsetFetchResponseTopic(Message):
+        """OffsetFetchResponseTopic: a struct inside OffsetFetchResponse, present in v0-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-7; default ''."""
         partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition]
+        """Kafka type []OffsetFetchResponsePartition; in v0-7; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetFetchResponsePartition(Message):
+        """OffsetFetchResponsePartition: a struct inside OffsetFetchResponse, present in v0-7.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-7; default 0."""
         committed_offset: int
+        """Kafka type int64; in v0-7; default 0."""
         committed_leader_epoch: int
+        """Kafka type int32; in v5-7; default -1."""
         metadata: str | None
+        """Kafka type string; in v0-7; nullable in v0-7; default ''."""
         error_code: int
+        """Kafka type int16; in v0-7; default 0."""
         def __init__(self, *, partition_index: int = ..., committed_offset: int = ..., committed_leader_epoch: int = ..., metadata: str | None = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetFetchResponseGroup(Message):
+        """OffsetFetchResponseGroup: a struct inside OffsetFetchResponse, present in v8-10.
+
+        Decode and encode it through its message, not on its own.
+        """
         group_id: str
+        """Kafka type string; in v8-10; default ''."""
         topics: list[OffsetFetchResponse.OffsetFetchResponseTopics]
+        """Kafka type []OffsetFetchResponseTopics; in v8-10; default empty list."""
         error_code: int
+        """Kafka type int16; in v8-10; default 0."""
         def __init__(self, *, group_id: str = ..., topics: list[OffsetFetchResponse.OffsetFetchResponseTopics] = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetFetchResponseTopics(Message):
+        """OffsetFetchResponseTopics: a struct inside OffsetFetchResponse, present in v8-10.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v8-9; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v10; default the zero UUID."""
         partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions]
+        """Kafka type []OffsetFetchResponsePartitions; in v8-10; default empty list."""
         def __init__(self, *, name: str = ..., topic_id: UUID = ..., partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetFetchResponsePartitions(Message):
+        """OffsetFetchResponsePartitions: a struct inside OffsetFetchResponse, present in v8-10.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v8-10; default 0."""
         committed_offset: int
+        """Kafka type int64; in v8-10; default 0."""
         committed_leader_epoch: int
+        """Kafka type int32; in v8-10; default -1."""
         metadata: str | None
+        """Kafka type string; in v8-10; nullable in v8-10; default ''."""
         error_code: int
+        """Kafka type int16; in v8-10; default 0."""
         def __init__(self, *, partition_index: int = ..., committed_offset: int = ..., committed_leader_epoch: int = ..., metadata: str | None = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v3-10; default 0."""
     topics: list[OffsetFetchResponse.OffsetFetchResponseTopic]
+    """Kafka type []OffsetFetchResponseTopic; in v0-7; default empty list."""
     error_code: int
+    """Kafka type int16; in v2-7; default 0."""
     groups: list[OffsetFetchResponse.OffsetFetchResponseGroup]
+    """Kafka type []OffsetFetchResponseGroup; in v8-10; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = ..., error_code: int = ..., groups: list[OffsetFetchResponse.OffsetFetchResponseGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class OffsetForLeaderEpochRequest(Message):
+    """OffsetForLeaderEpochRequest: the request body of the OffsetForLeaderEpoch API (key 23).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v4; deprecated in v0-1; Kafka 4.x defines v2 and up.
+    Definitions: v0-1 from Kafka 3.9.2, v2-4 from Kafka 4.4.0.
+    Nested structs (attributes of this class): OffsetForLeaderTopic, OffsetForLeaderPartition.
+    """
     class OffsetForLeaderTopic(Message):
+        """OffsetForLeaderTopic: a struct inside OffsetForLeaderEpochRequest, present in v0-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v0-4; default ''."""
         partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition]
+        """Kafka type []OffsetForLeaderPartition; in v0-4; default empty list."""
         def __init__(self, *, topic: str = ..., partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class OffsetForLeaderPartition(Message):
+        """OffsetForLeaderPartition: a struct inside OffsetForLeaderEpochRequest, present in v0-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0-4; default 0."""
         current_leader_epoch: int
+        """Kafka type int32; in v2-4; default -1."""
         leader_epoch: int
+        """Kafka type int32; in v0-4; default 0."""
         def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     replica_id: int
+    """Kafka type int32; in v3-4; default -2."""
     topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic]
+    """Kafka type []OffsetForLeaderTopic; in v0-4; default empty list."""
     def __init__(self, *, replica_id: int = ..., topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class OffsetForLeaderEpochResponse(Message):
+    """OffsetForLeaderEpochResponse: the response body of the OffsetForLeaderEpoch API (key 23).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v4; Kafka 4.x defines v2 and up.
+    Definitions: v0-1 from Kafka 3.9.2, v2-4 from Kafka 4.4.0.
+    Nested structs (attributes of this class): OffsetForLeaderTopicResult, EpochEndOffset.
+    """
     class OffsetForLeaderTopicResult(Message):
+        """OffsetForLeaderTopicResult: a struct inside OffsetForLeaderEpochResponse, present in v0-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic: str
+        """Kafka type string; in v0-4; default ''."""
         partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset]
+        """Kafka type []EpochEndOffset; in v0-4; default empty list."""
         def __init__(self, *, topic: str = ..., partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class EpochEndOffset(Message):
+        """EpochEndOffset: a struct inside OffsetForLeaderEpochResponse, present in v0-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-4; default 0."""
         partition: int
+        """Kafka type int32; in v0-4; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v1-4; default -1."""
         end_offset: int
+        """Kafka type int64; in v0-4; default -1."""
         def __init__(self, *, error_code: int = ..., partition: int = ..., leader_epoch: int = ..., end_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v2-4; default 0."""
     topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]
+    """Kafka type []OffsetForLeaderTopicResult; in v0-4; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ProduceRequest(Message):
+    """ProduceRequest: the request body of the Produce API (key 0).
+
+    Versions v0-13; flexible (compact strings and arrays, tagged fields) in v9-13; deprecated in v0-2; Kafka 4.x defines v3 and up.
+    Definitions: v0-2 from Kafka 3.9.2, v3-13 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicProduceData, PartitionProduceData.
+    """
     class TopicProduceData(Message):
+        """TopicProduceData: a struct inside ProduceRequest, present in v0-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-12; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v13; default the zero UUID."""
         partition_data: list[ProduceRequest.PartitionProduceData]
+        """Kafka type []PartitionProduceData; in v0-13; default empty list."""
         def __init__(self, *, name: str = ..., topic_id: UUID = ..., partition_data: list[ProduceRequest.PartitionProduceData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionProduceData(Message):
+        """PartitionProduceData: a struct inside ProduceRequest, present in v0-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         index: int
+        """Kafka type int32; in v0-13; default 0."""
         records: Records | bytes | None
+        """Kafka type records; in v0-13; nullable in v0-13; default None."""
         def __init__(self, *, index: int = ..., records: Records | bytes | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     transactional_id: str | None
+    """Kafka type string; in v3-13; nullable in v3-13; default None."""
     acks: int
+    """Kafka type int16; in v0-13; default 0."""
     timeout_ms: int
+    """Kafka type int32; in v0-13; default 0."""
     topic_data: list[ProduceRequest.TopicProduceData]
+    """Kafka type []TopicProduceData; in v0-13; default empty list."""
     def __init__(self, *, transactional_id: str | None = ..., acks: int = ..., timeout_ms: int = ..., topic_data: list[ProduceRequest.TopicProduceData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ProduceResponse(Message):
+    """ProduceResponse: the response body of the Produce API (key 0).
+
+    Versions v0-13; flexible (compact strings and arrays, tagged fields) in v9-13; Kafka 4.x defines v3 and up.
+    Definitions: v0-2 from Kafka 3.9.2, v3-13 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicProduceResponse, PartitionProduceResponse, BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint.
+    """
     class TopicProduceResponse(Message):
+        """TopicProduceResponse: a struct inside ProduceResponse, present in v0-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-12; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v13; default the zero UUID."""
         partition_responses: list[ProduceResponse.PartitionProduceResponse]
+        """Kafka type []PartitionProduceResponse; in v0-13; default empty list."""
         def __init__(self, *, name: str = ..., topic_id: UUID = ..., partition_responses: list[ProduceResponse.PartitionProduceResponse] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionProduceResponse(Message):
+        """PartitionProduceResponse: a struct inside ProduceResponse, present in v0-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         index: int
+        """Kafka type int32; in v0-13; default 0."""
         error_code: int
+        """Kafka type int16; in v0-13; default 0."""
         base_offset: int
+        """Kafka type int64; in v0-13; default 0."""
         log_append_time_ms: int
+        """Kafka type int64; in v2-13; default -1."""
         log_start_offset: int
+        """Kafka type int64; in v5-13; default -1."""
         record_errors: list[ProduceResponse.BatchIndexAndErrorMessage]
+        """Kafka type []BatchIndexAndErrorMessage; in v8-13; default empty list."""
         error_message: str | None
+        """Kafka type string; in v8-13; nullable in v8-13; default None."""
         current_leader: ProduceResponse.LeaderIdAndEpoch
+        """Kafka type LeaderIdAndEpoch; in v10-13; tagged field (tag 0) in v10-13; default a LeaderIdAndEpoch of defaults."""
         def __init__(self, *, index: int = ..., error_code: int = ..., base_offset: int = ..., log_append_time_ms: int = ..., log_start_offset: int = ..., record_errors: list[ProduceResponse.BatchIndexAndErrorMessage] = ..., error_message: str | None = ..., current_leader: ProduceResponse.LeaderIdAndEpoch = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class BatchIndexAndErrorMessage(Message):
+        """BatchIndexAndErrorMessage: a struct inside ProduceResponse, present in v8-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         batch_index: int
+        """Kafka type int32; in v8-13; default 0."""
         batch_index_error_message: str | None
+        """Kafka type string; in v8-13; nullable in v8-13; default None."""
         def __init__(self, *, batch_index: int = ..., batch_index_error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class LeaderIdAndEpoch(Message):
+        """LeaderIdAndEpoch: a struct inside ProduceResponse, present in v10-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         leader_id: int
+        """Kafka type int32; in v10-13; default -1."""
         leader_epoch: int
+        """Kafka type int32; in v10-13; default -1."""
         def __init__(self, *, leader_id: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class NodeEndpoint(Message):
+        """NodeEndpoint: a struct inside ProduceResponse, present in v10-13.
+
+        Decode and encode it through its message, not on its own.
+        """
         node_id: int
+        """Kafka type int32; in v10-13; default 0."""
         host: str
+        """Kafka type string; in v10-13; default ''."""
         port: int
+        """Kafka type int32; in v10-13; default 0."""
         rack: str | None
+        """Kafka type string; in v10-13; nullable in v10-13; default None."""
         def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     responses: list[ProduceResponse.TopicProduceResponse]
+    """Kafka type []TopicProduceResponse; in v0-13; default empty list."""
     throttle_time_ms: int
+    """Kafka type int32; in v1-13; default 0."""
     node_endpoints: list[ProduceResponse.NodeEndpoint]
+    """Kafka type []NodeEndpoint; in v10-13; tagged field (tag 0) in v10-13; default empty list."""
     def __init__(self, *, responses: list[ProduceResponse.TopicProduceResponse] = ..., throttle_time_ms: int = ..., node_endpoints: list[ProduceResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class PushTelemetryRequest(Message):
+    """PushTelemetryRequest: the request body of the PushTelemetry API (key 72).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     client_instance_id: UUID
+    """Kafka type uuid; in v0; default the zero UUID."""
     subscription_id: int
+    """Kafka type int32; in v0; default 0."""
     terminating: bool
+    """Kafka type bool; in v0; default False."""
     compression_type: int
+    """Kafka type int8; in v0; default 0."""
     metrics: bytes
+    """Kafka type bytes; in v0; default b''."""
     def __init__(self, *, client_instance_id: UUID = ..., subscription_id: int = ..., terminating: bool = ..., compression_type: int = ..., metrics: bytes = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class PushTelemetryResponse(Message):
+    """PushTelemetryResponse: the response body of the PushTelemetry API (key 72).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ReadShareGroupStateRequest(Message):
+    """ReadShareGroupStateRequest: the request body of the ReadShareGroupState API (key 84).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ReadStateData, PartitionData.
+    """
     class ReadStateData(Message):
+        """ReadStateData: a struct inside ReadShareGroupStateRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         partitions: list[ReadShareGroupStateRequest.PartitionData]
+        """Kafka type []PartitionData; in v0; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[ReadShareGroupStateRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside ReadShareGroupStateRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0; default 0."""
         def __init__(self, *, partition: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0; default ''."""
     topics: list[ReadShareGroupStateRequest.ReadStateData]
+    """Kafka type []ReadStateData; in v0; default empty list."""
     def __init__(self, *, group_id: str = ..., topics: list[ReadShareGroupStateRequest.ReadStateData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ReadShareGroupStateResponse(Message):
+    """ReadShareGroupStateResponse: the response body of the ReadShareGroupState API (key 84).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ReadStateResult, PartitionResult, StateBatch.
+    """
     class ReadStateResult(Message):
+        """ReadStateResult: a struct inside ReadShareGroupStateResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         partitions: list[ReadShareGroupStateResponse.PartitionResult]
+        """Kafka type []PartitionResult; in v0; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[ReadShareGroupStateResponse.PartitionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionResult(Message):
+        """PartitionResult: a struct inside ReadShareGroupStateResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0; default 0."""
         error_code: int
+        """Kafka type int16; in v0; default 0."""
         error_message: str | None
+        """Kafka type string; in v0; nullable in v0; default None."""
         state_epoch: int
+        """Kafka type int32; in v0; default 0."""
         start_offset: int
+        """Kafka type int64; in v0; default 0."""
         state_batches: list[ReadShareGroupStateResponse.StateBatch]
+        """Kafka type []StateBatch; in v0; default empty list."""
         def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., state_epoch: int = ..., start_offset: int = ..., state_batches: list[ReadShareGroupStateResponse.StateBatch] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class StateBatch(Message):
+        """StateBatch: a struct inside ReadShareGroupStateResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         first_offset: int
+        """Kafka type int64; in v0; default 0."""
         last_offset: int
+        """Kafka type int64; in v0; default 0."""
         delivery_state: int
+        """Kafka type int8; in v0; default 0."""
         delivery_count: int
+        """Kafka type int16; in v0; default 0."""
         def __init__(self, *, first_offset: int = ..., last_offset: int = ..., delivery_state: int = ..., delivery_count: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     results: list[ReadShareGroupStateResponse.ReadStateResult]
+    """Kafka type []ReadStateResult; in v0; default empty list."""
     def __init__(self, *, results: list[ReadShareGroupStateResponse.ReadStateResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ReadShareGroupStateSummaryRequest(Message):
+    """ReadShareGroupStateSummaryRequest: the request body of the ReadShareGroupStateSummary API (key 87).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ReadStateSummaryData, PartitionData.
+    """
     class ReadStateSummaryData(Message):
+        """ReadStateSummaryData: a struct inside ReadShareGroupStateSummaryRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-1; default the zero UUID."""
         partitions: list[ReadShareGroupStateSummaryRequest.PartitionData]
+        """Kafka type []PartitionData; in v0-1; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[ReadShareGroupStateSummaryRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside ReadShareGroupStateSummaryRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0-1; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         def __init__(self, *, partition: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0-1; default ''."""
     topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData]
+    """Kafka type []ReadStateSummaryData; in v0-1; default empty list."""
     def __init__(self, *, group_id: str = ..., topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ReadShareGroupStateSummaryResponse(Message):
+    """ReadShareGroupStateSummaryResponse: the response body of the ReadShareGroupStateSummary API (key 87).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ReadStateSummaryResult, PartitionResult.
+    """
     class ReadStateSummaryResult(Message):
+        """ReadStateSummaryResult: a struct inside ReadShareGroupStateSummaryResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-1; default the zero UUID."""
         partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult]
+        """Kafka type []PartitionResult; in v0-1; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionResult(Message):
+        """PartitionResult: a struct inside ReadShareGroupStateSummaryResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0-1; default 0."""
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
         state_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
+        leader_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         start_offset: int
-        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., state_epoch: int = ..., start_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type int64; in v0-1; default 0."""
+        delivery_complete_count: int
+        """Kafka type int32; in v1; default -1."""
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., state_epoch: int = ..., leader_epoch: int = ..., start_offset: int = ..., delivery_complete_count: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult]
+    """Kafka type []ReadStateSummaryResult; in v0-1; default empty list."""
     def __init__(self, *, results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class RemoveRaftVoterRequest(Message):
+    """RemoveRaftVoterRequest: the request body of the RemoveRaftVoter API (key 81).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     cluster_id: str | None
+    """Kafka type string; in v0; nullable in v0; default ''."""
     voter_id: int
+    """Kafka type int32; in v0; default 0."""
     voter_directory_id: UUID
+    """Kafka type uuid; in v0; default the zero UUID."""
     def __init__(self, *, cluster_id: str | None = ..., voter_id: int = ..., voter_directory_id: UUID = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class RemoveRaftVoterResponse(Message):
+    """RemoveRaftVoterResponse: the response body of the RemoveRaftVoter API (key 81).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     error_message: str | None
+    """Kafka type string; in v0; nullable in v0; default ''."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class RenewDelegationTokenRequest(Message):
+    """RenewDelegationTokenRequest: the request body of the RenewDelegationToken API (key 39).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; deprecated in v0; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-2 from Kafka 4.4.0.
+    """
     hmac: bytes
+    """Kafka type bytes; in v0-2; default b''."""
     renew_period_ms: int
+    """Kafka type int64; in v0-2; default 0."""
     def __init__(self, *, hmac: bytes = ..., renew_period_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class RenewDelegationTokenResponse(Message):
+    """RenewDelegationTokenResponse: the response body of the RenewDelegationToken API (key 39).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-2 from Kafka 4.4.0.
+    """
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     expiry_timestamp_ms: int
+    """Kafka type int64; in v0-2; default 0."""
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     def __init__(self, *, error_code: int = ..., expiry_timestamp_ms: int = ..., throttle_time_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class RequestHeader(Message):
+    """RequestHeader: the header of every request frame.
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2.
+    Definitions: v0 from Kafka 3.9.2, v1-2 from Kafka 4.4.0.
+    """
     request_api_key: int
+    """Kafka type int16; in v0-2; default 0."""
     request_api_version: int
+    """Kafka type int16; in v0-2; default 0."""
     correlation_id: int
+    """Kafka type int32; in v0-2; default 0."""
     client_id: str | None
+    """Kafka type string; in v1-2; nullable in v1-2; default ''."""
     def __init__(self, *, request_api_key: int = ..., request_api_version: int = ..., correlation_id: int = ..., client_id: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ResponseHeader(Message):
+    """ResponseHeader: the header of every response frame.
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v1.
+    Definitions: v0-1 from Kafka 4.4.0.
+    """
     correlation_id: int
+    """Kafka type int32; in v0-1; default 0."""
     def __init__(self, *, correlation_id: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class SaslAuthenticateRequest(Message):
+    """SaslAuthenticateRequest: the request body of the SaslAuthenticate API (key 36).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    """
     auth_bytes: bytes
+    """Kafka type bytes; in v0-2; default b''."""
     def __init__(self, *, auth_bytes: bytes = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class SaslAuthenticateResponse(Message):
+    """SaslAuthenticateResponse: the response body of the SaslAuthenticate API (key 36).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    """
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-2; nullable in v0-2; default ''."""
     auth_bytes: bytes
+    """Kafka type bytes; in v0-2; default b''."""
     session_lifetime_ms: int
+    """Kafka type int64; in v1-2; default 0."""
     def __init__(self, *, error_code: int = ..., error_message: str | None = ..., auth_bytes: bytes = ..., session_lifetime_ms: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class SaslHandshakeRequest(Message):
+    """SaslHandshakeRequest: the request body of the SaslHandshake API (key 17).
+
+    Versions v0-1; deprecated in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    """
     mechanism: str
+    """Kafka type string; in v0-1; default ''."""
     def __init__(self, *, mechanism: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class SaslHandshakeResponse(Message):
+    """SaslHandshakeResponse: the response body of the SaslHandshake API (key 17).
+
+    Versions v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    """
     error_code: int
+    """Kafka type int16; in v0-1; default 0."""
     mechanisms: list[str]
+    """Kafka type []string; in v0-1; default empty list."""
     def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ShareAcknowledgeRequest(Message):
+    """ShareAcknowledgeRequest: the request body of the ShareAcknowledge API (key 79).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; unstable (brokers advertise them only with unstable.api.versions.enable) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.0.2, v1-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): AcknowledgeTopic, AcknowledgePartition, AcknowledgementBatch.
+    """
     class AcknowledgeTopic(Message):
+        """AcknowledgeTopic: a struct inside ShareAcknowledgeRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-2; default the zero UUID."""
         partitions: list[ShareAcknowledgeRequest.AcknowledgePartition]
+        """Kafka type []AcknowledgePartition; in v0-2; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[ShareAcknowledgeRequest.AcknowledgePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AcknowledgePartition(Message):
+        """AcknowledgePartition: a struct inside ShareAcknowledgeRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch]
+        """Kafka type []AcknowledgementBatch; in v0-2; default empty list."""
         def __init__(self, *, partition_index: int = ..., acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AcknowledgementBatch(Message):
+        """AcknowledgementBatch: a struct inside ShareAcknowledgeRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         first_offset: int
+        """Kafka type int64; in v0-2; default 0."""
         last_offset: int
+        """Kafka type int64; in v0-2; default 0."""
         acknowledge_types: list[int]
+        """Kafka type []int8; in v0-2; default empty list."""
         def __init__(self, *, first_offset: int = ..., last_offset: int = ..., acknowledge_types: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str | None
+    """Kafka type string; in v0-2; nullable in v0-2; default None."""
     member_id: str | None
+    """Kafka type string; in v0-2; nullable in v0-2; default ''."""
     share_session_epoch: int
+    """Kafka type int32; in v0-2; default 0."""
+    is_renew_ack: bool
+    """Kafka type bool; in v2; default False."""
     topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
-    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    """Kafka type []AcknowledgeTopic; in v0-2; default empty list."""
+    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., is_renew_ack: bool = ..., topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ShareAcknowledgeResponse(Message):
+    """ShareAcknowledgeResponse: the response body of the ShareAcknowledge API (key 79).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; unstable (brokers advertise them only with unstable.api.versions.enable) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.0.2, v1-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ShareAcknowledgeTopicResponse, PartitionData, LeaderIdAndEpoch, NodeEndpoint.
+    """
     class ShareAcknowledgeTopicResponse(Message):
+        """ShareAcknowledgeTopicResponse: a struct inside ShareAcknowledgeResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-2; default the zero UUID."""
         partitions: list[ShareAcknowledgeResponse.PartitionData]
+        """Kafka type []PartitionData; in v0-2; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[ShareAcknowledgeResponse.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside ShareAcknowledgeResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         error_code: int
+        """Kafka type int16; in v0-2; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-2; nullable in v0-2; default None."""
         current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch
+        """Kafka type LeaderIdAndEpoch; in v0-2; default a LeaderIdAndEpoch of defaults."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class LeaderIdAndEpoch(Message):
+        """LeaderIdAndEpoch: a struct inside ShareAcknowledgeResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         leader_id: int
+        """Kafka type int32; in v0-2; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-2; default 0."""
         def __init__(self, *, leader_id: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class NodeEndpoint(Message):
+        """NodeEndpoint: a struct inside ShareAcknowledgeResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         node_id: int
+        """Kafka type int32; in v0-2; default 0."""
         host: str
+        """Kafka type string; in v0-2; default ''."""
         port: int
+        """Kafka type int32; in v0-2; default 0."""
         rack: str | None
+        """Kafka type string; in v0-2; nullable in v0-2; default None."""
         def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-2; nullable in v0-2; default None."""
+    acquisition_lock_timeout_ms: int
+    """Kafka type int32; in v2; default 0."""
     responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
+    """Kafka type []ShareAcknowledgeTopicResponse; in v0-2; default empty list."""
     node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    """Kafka type []NodeEndpoint; in v0-2; default empty list."""
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., acquisition_lock_timeout_ms: int = ..., responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ShareFetchRequest(Message):
+    """ShareFetchRequest: the request body of the ShareFetch API (key 78).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; unstable (brokers advertise them only with unstable.api.versions.enable) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.0.2, v1-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): FetchTopic, FetchPartition, AcknowledgementBatch, ForgottenTopic.
+    """
     class FetchTopic(Message):
+        """FetchTopic: a struct inside ShareFetchRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-2; default the zero UUID."""
         partitions: list[ShareFetchRequest.FetchPartition]
+        """Kafka type []FetchPartition; in v0-2; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[ShareFetchRequest.FetchPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class FetchPartition(Message):
+        """FetchPartition: a struct inside ShareFetchRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         partition_max_bytes: int
+        """Kafka type int32; in v0; default 0."""
         acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch]
+        """Kafka type []AcknowledgementBatch; in v0-2; default empty list."""
         def __init__(self, *, partition_index: int = ..., partition_max_bytes: int = ..., acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AcknowledgementBatch(Message):
+        """AcknowledgementBatch: a struct inside ShareFetchRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         first_offset: int
+        """Kafka type int64; in v0-2; default 0."""
         last_offset: int
+        """Kafka type int64; in v0-2; default 0."""
         acknowledge_types: list[int]
+        """Kafka type []int8; in v0-2; default empty list."""
         def __init__(self, *, first_offset: int = ..., last_offset: int = ..., acknowledge_types: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class ForgottenTopic(Message):
+        """ForgottenTopic: a struct inside ShareFetchRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-2; default the zero UUID."""
         partitions: list[int]
+        """Kafka type []int32; in v0-2; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str | None
+    """Kafka type string; in v0-2; nullable in v0-2; default None."""
     member_id: str | None
+    """Kafka type string; in v0-2; nullable in v0-2; default ''."""
     share_session_epoch: int
+    """Kafka type int32; in v0-2; default 0."""
     max_wait_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     min_bytes: int
+    """Kafka type int32; in v0-2; default 0."""
     max_bytes: int
+    """Kafka type int32; in v0-2; default 2147483647."""
+    max_records: int
+    """Kafka type int32; in v1-2; default 0."""
+    batch_size: int
+    """Kafka type int32; in v1-2; default 0."""
+    share_acquire_mode: int
+    """Kafka type int8; in v2; default 0."""
+    is_renew_ack: bool
+    """Kafka type bool; in v2; default False."""
     topics: list[ShareFetchRequest.FetchTopic]
+    """Kafka type []FetchTopic; in v0-2; default empty list."""
     forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
-    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., topics: list[ShareFetchRequest.FetchTopic] = ..., forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    """Kafka type []ForgottenTopic; in v0-2; default empty list."""
+    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., max_records: int = ..., batch_size: int = ..., share_acquire_mode: int = ..., is_renew_ack: bool = ..., topics: list[ShareFetchRequest.FetchTopic] = ..., forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ShareFetchResponse(Message):
+    """ShareFetchResponse: the response body of the ShareFetch API (key 78).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; unstable (brokers advertise them only with unstable.api.versions.enable) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.0.2, v1-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): ShareFetchableTopicResponse, PartitionData, LeaderIdAndEpoch, AcquiredRecords, NodeEndpoint.
+    """
     class ShareFetchableTopicResponse(Message):
+        """ShareFetchableTopicResponse: a struct inside ShareFetchResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-2; default the zero UUID."""
         partitions: list[ShareFetchResponse.PartitionData]
+        """Kafka type []PartitionData; in v0-2; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[ShareFetchResponse.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside ShareFetchResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         error_code: int
+        """Kafka type int16; in v0-2; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-2; nullable in v0-2; default None."""
         acknowledge_error_code: int
+        """Kafka type int16; in v0-2; default 0."""
         acknowledge_error_message: str | None
+        """Kafka type string; in v0-2; nullable in v0-2; default None."""
         current_leader: ShareFetchResponse.LeaderIdAndEpoch
+        """Kafka type LeaderIdAndEpoch; in v0-2; default a LeaderIdAndEpoch of defaults."""
         records: Records | bytes | None
+        """Kafka type records; in v0-2; nullable in v0; default None."""
         acquired_records: list[ShareFetchResponse.AcquiredRecords]
+        """Kafka type []AcquiredRecords; in v0-2; default empty list."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., acknowledge_error_code: int = ..., acknowledge_error_message: str | None = ..., current_leader: ShareFetchResponse.LeaderIdAndEpoch = ..., records: Records | bytes | None = ..., acquired_records: list[ShareFetchResponse.AcquiredRecords] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class LeaderIdAndEpoch(Message):
+        """LeaderIdAndEpoch: a struct inside ShareFetchResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         leader_id: int
+        """Kafka type int32; in v0-2; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-2; default 0."""
         def __init__(self, *, leader_id: int = ..., leader_epoch: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class AcquiredRecords(Message):
+        """AcquiredRecords: a struct inside ShareFetchResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         first_offset: int
+        """Kafka type int64; in v0-2; default 0."""
         last_offset: int
+        """Kafka type int64; in v0-2; default 0."""
         delivery_count: int
+        """Kafka type int16; in v0-2; default 0."""
         def __init__(self, *, first_offset: int = ..., last_offset: int = ..., delivery_count: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class NodeEndpoint(Message):
+        """NodeEndpoint: a struct inside ShareFetchResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         node_id: int
+        """Kafka type int32; in v0-2; default 0."""
         host: str
+        """Kafka type string; in v0-2; default ''."""
         port: int
+        """Kafka type int32; in v0-2; default 0."""
         rack: str | None
+        """Kafka type string; in v0-2; nullable in v0-2; default None."""
         def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-2; nullable in v0-2; default None."""
+    acquisition_lock_timeout_ms: int
+    """Kafka type int32; in v1-2; default 0."""
     responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
+    """Kafka type []ShareFetchableTopicResponse; in v0-2; default empty list."""
     node_endpoints: list[ShareFetchResponse.NodeEndpoint]
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ..., node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    """Kafka type []NodeEndpoint; in v0-2; default empty list."""
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., acquisition_lock_timeout_ms: int = ..., responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ..., node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ShareGroupDescribeRequest(Message):
+    """ShareGroupDescribeRequest: the request body of the ShareGroupDescribe API (key 77).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; unstable (brokers advertise them only with unstable.api.versions.enable) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.0.2, v1 from Kafka 4.4.0.
+    """
     group_ids: list[str]
+    """Kafka type []string; in v0-1; default empty list."""
     include_authorized_operations: bool
+    """Kafka type bool; in v0-1; default False."""
     def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ShareGroupDescribeResponse(Message):
+    """ShareGroupDescribeResponse: the response body of the ShareGroupDescribe API (key 77).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; unstable (brokers advertise them only with unstable.api.versions.enable) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.0.2, v1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribedGroup, Member, Assignment, TopicPartitions.
+    """
     class DescribedGroup(Message):
+        """DescribedGroup: a struct inside ShareGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
         group_id: str
+        """Kafka type string; in v0-1; default ''."""
         group_state: str
+        """Kafka type string; in v0-1; default ''."""
         group_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         assignment_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         assignor_name: str
+        """Kafka type string; in v0-1; default ''."""
         members: list[ShareGroupDescribeResponse.Member]
+        """Kafka type []Member; in v0-1; default empty list."""
         authorized_operations: int
+        """Kafka type int32; in v0-1; default -2147483648."""
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., assignor_name: str = ..., members: list[ShareGroupDescribeResponse.Member] = ..., authorized_operations: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Member(Message):
+        """Member: a struct inside ShareGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         member_id: str
+        """Kafka type string; in v0-1; default ''."""
         rack_id: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
         member_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         client_id: str
+        """Kafka type string; in v0-1; default ''."""
         client_host: str
+        """Kafka type string; in v0-1; default ''."""
         subscribed_topic_names: list[str]
+        """Kafka type []string; in v0-1; default empty list."""
         assignment: ShareGroupDescribeResponse.Assignment
+        """Kafka type Assignment; in v0-1; default a Assignment of defaults."""
         def __init__(self, *, member_id: str = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., assignment: ShareGroupDescribeResponse.Assignment = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Assignment(Message):
+        """Assignment: a struct inside ShareGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions]
+        """Kafka type []TopicPartitions; in v0-1; default empty list."""
         def __init__(self, *, topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TopicPartitions(Message):
+        """TopicPartitions: a struct inside ShareGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-1; default the zero UUID."""
         topic_name: str
+        """Kafka type string; in v0-1; default ''."""
         partitions: list[int]
+        """Kafka type []int32; in v0-1; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., topic_name: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     groups: list[ShareGroupDescribeResponse.DescribedGroup]
+    """Kafka type []DescribedGroup; in v0-1; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., groups: list[ShareGroupDescribeResponse.DescribedGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ShareGroupHeartbeatRequest(Message):
+    """ShareGroupHeartbeatRequest: the request body of the ShareGroupHeartbeat API (key 76).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; unstable (brokers advertise them only with unstable.api.versions.enable) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.0.2, v1 from Kafka 4.4.0.
+    """
     group_id: str
+    """Kafka type string; in v0-1; default ''."""
     member_id: str
+    """Kafka type string; in v0-1; default ''."""
     member_epoch: int
+    """Kafka type int32; in v0-1; default 0."""
     rack_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
     subscribed_topic_names: list[str] | None
+    """Kafka type []string; in v0-1; nullable in v0-1; default None."""
     def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., rack_id: str | None = ..., subscribed_topic_names: list[str] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class ShareGroupHeartbeatResponse(Message):
+    """ShareGroupHeartbeatResponse: the response body of the ShareGroupHeartbeat API (key 76).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; unstable (brokers advertise them only with unstable.api.versions.enable) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.0.2, v1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Assignment, TopicPartitions.
+    """
     class Assignment(Message):
+        """Assignment: a struct inside ShareGroupHeartbeatResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions]
+        """Kafka type []TopicPartitions; in v0-1; default empty list."""
         def __init__(self, *, topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TopicPartitions(Message):
+        """TopicPartitions: a struct inside ShareGroupHeartbeatResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-1; default the zero UUID."""
         partitions: list[int]
+        """Kafka type []int32; in v0-1; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     error_code: int
+    """Kafka type int16; in v0-1; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
     member_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
     member_epoch: int
+    """Kafka type int32; in v0-1; default 0."""
     heartbeat_interval_ms: int
+    """Kafka type int32; in v0-1; default 0."""
     assignment: ShareGroupHeartbeatResponse.Assignment | None
+    """Kafka type Assignment; in v0-1; nullable in v0-1; default None."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., member_id: str | None = ..., member_epoch: int = ..., heartbeat_interval_ms: int = ..., assignment: ShareGroupHeartbeatResponse.Assignment | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class SnapshotFooterRecord(Message):
+    """SnapshotFooterRecord: the data structure.
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     version: int
+    """Kafka type int16; in v0; default 0."""
     def __init__(self, *, version: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class SnapshotHeaderRecord(Message):
+    """SnapshotHeaderRecord: the data structure.
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     version: int
+    """Kafka type int16; in v0; default 0."""
     last_contained_log_timestamp: int
+    """Kafka type int64; in v0; default 0."""
     def __init__(self, *, version: int = ..., last_contained_log_timestamp: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class StopReplicaRequest(Message):
+    """StopReplicaRequest: the request body of the StopReplica API (key 5).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v2-4; no Kafka 4.x release defines it.
+    Definitions: v0-4 from Kafka 3.9.2.
+    Nested structs (attributes of this class): StopReplicaPartitionV0, StopReplicaTopicV1, StopReplicaTopicState, StopReplicaPartitionState.
+    """
     class StopReplicaPartitionV0(Message):
+        """StopReplicaPartitionV0: a struct inside StopReplicaRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0; default ''."""
         partition_index: int
+        """Kafka type int32; in v0; default 0."""
         def __init__(self, *, topic_name: str = ..., partition_index: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class StopReplicaTopicV1(Message):
+        """StopReplicaTopicV1: a struct inside StopReplicaRequest, present in v1-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v1-2; default ''."""
         partition_indexes: list[int]
+        """Kafka type []int32; in v1-2; default empty list."""
         def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class StopReplicaTopicState(Message):
+        """StopReplicaTopicState: a struct inside StopReplicaRequest, present in v3-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v3-4; default ''."""
         partition_states: list[StopReplicaRequest.StopReplicaPartitionState]
+        """Kafka type []StopReplicaPartitionState; in v3-4; default empty list."""
         def __init__(self, *, topic_name: str = ..., partition_states: list[StopReplicaRequest.StopReplicaPartitionState] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class StopReplicaPartitionState(Message):
+        """StopReplicaPartitionState: a struct inside StopReplicaRequest, present in v3-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v3-4; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v3-4; default -1."""
         delete_partition: bool
+        """Kafka type bool; in v3-4; default False."""
         def __init__(self, *, partition_index: int = ..., leader_epoch: int = ..., delete_partition: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     controller_id: int
+    """Kafka type int32; in v0-4; default 0."""
     is_k_raft_controller: bool
+    """Kafka type bool; in v4; default False."""
     controller_epoch: int
+    """Kafka type int32; in v0-4; default 0."""
     broker_epoch: int
+    """Kafka type int64; in v1-4; default -1."""
     delete_partitions: bool
+    """Kafka type bool; in v0-2; default False."""
     ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0]
+    """Kafka type []StopReplicaPartitionV0; in v0; default empty list."""
     topics: list[StopReplicaRequest.StopReplicaTopicV1]
+    """Kafka type []StopReplicaTopicV1; in v1-2; default empty list."""
     topic_states: list[StopReplicaRequest.StopReplicaTopicState]
+    """Kafka type []StopReplicaTopicState; in v3-4; default empty list."""
     def __init__(self, *, controller_id: int = ..., is_k_raft_controller: bool = ..., controller_epoch: int = ..., broker_epoch: int = ..., delete_partitions: bool = ..., ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0] = ..., topics: list[StopReplicaRequest.StopReplicaTopicV1] = ..., topic_states: list[StopReplicaRequest.StopReplicaTopicState] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class StopReplicaResponse(Message):
+    """StopReplicaResponse: the response body of the StopReplica API (key 5).
+
+    Versions v0-4; flexible (compact strings and arrays, tagged fields) in v2-4; no Kafka 4.x release defines it.
+    Definitions: v0-4 from Kafka 3.9.2.
+    Nested structs (attributes of this class): StopReplicaPartitionError.
+    """
     class StopReplicaPartitionError(Message):
+        """StopReplicaPartitionError: a struct inside StopReplicaResponse, present in v0-4.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-4; default ''."""
         partition_index: int
+        """Kafka type int32; in v0-4; default 0."""
         error_code: int
+        """Kafka type int16; in v0-4; default 0."""
         def __init__(self, *, topic_name: str = ..., partition_index: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     error_code: int
+    """Kafka type int16; in v0-4; default 0."""
     partition_errors: list[StopReplicaResponse.StopReplicaPartitionError]
+    """Kafka type []StopReplicaPartitionError; in v0-4; default empty list."""
     def __init__(self, *, error_code: int = ..., partition_errors: list[StopReplicaResponse.StopReplicaPartitionError] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
-class SyncGroupRequest(Message):
-    class SyncGroupRequestAssignment(Message):
+class StreamsGroupDescribeRequest(Message):
+    """StreamsGroupDescribeRequest: the request body of the StreamsGroupDescribe API (key 89).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    """
+    group_ids: list[str]
+    """Kafka type []string; in v0-1; default empty list."""
+    include_authorized_operations: bool
+    """Kafka type bool; in v0-1; default False."""
+    include_topology_description: bool
+    """Kafka type bool; in v1; default False."""
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ..., include_topology_description: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class StreamsGroupDescribeResponse(Message):
+    """StreamsGroupDescribeResponse: the response body of the StreamsGroupDescribe API (key 89).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): DescribedGroup, Topology, Subtopology, TopicInfo, KeyValue, Member, Endpoint, TaskOffset, Assignment, TaskIds, TopologyDescription, TopologyDescriptionSubtopology, TopologyDescriptionNode, TopologyDescriptionGlobalStore.
+    """
+    class DescribedGroup(Message):
+        """DescribedGroup: a struct inside StreamsGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        error_code: int
+        """Kafka type int16; in v0-1; default 0."""
+        error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
+        group_id: str
+        """Kafka type string; in v0-1; default ''."""
+        group_state: str
+        """Kafka type string; in v0-1; default ''."""
+        group_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
+        assignment_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
+        topology: StreamsGroupDescribeResponse.Topology | None
+        """Kafka type Topology; in v0-1; nullable in v0-1; default None."""
+        members: list[StreamsGroupDescribeResponse.Member]
+        """Kafka type []Member; in v0-1; default empty list."""
+        authorized_operations: int
+        """Kafka type int32; in v0-1; default -2147483648."""
+        topology_description: StreamsGroupDescribeResponse.TopologyDescription | None
+        """Kafka type TopologyDescription; in v1; nullable in v1; default None."""
+        topology_description_status: int
+        """Kafka type int8; in v1; default 0."""
+        assignor_name: str | None
+        """Kafka type string; in v1; nullable in v1; default None."""
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., topology: StreamsGroupDescribeResponse.Topology | None = ..., members: list[StreamsGroupDescribeResponse.Member] = ..., authorized_operations: int = ..., topology_description: StreamsGroupDescribeResponse.TopologyDescription | None = ..., topology_description_status: int = ..., assignor_name: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Topology(Message):
+        """Topology: a struct inside StreamsGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        epoch: int
+        """Kafka type int32; in v0-1; default 0."""
+        subtopologies: list[StreamsGroupDescribeResponse.Subtopology] | None
+        """Kafka type []Subtopology; in v0-1; nullable in v0-1; default None."""
+        def __init__(self, *, epoch: int = ..., subtopologies: list[StreamsGroupDescribeResponse.Subtopology] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Subtopology(Message):
+        """Subtopology: a struct inside StreamsGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopology_id: str
+        """Kafka type string; in v0-1; default ''."""
+        source_topics: list[str]
+        """Kafka type []string; in v0-1; default empty list."""
+        repartition_sink_topics: list[str]
+        """Kafka type []string; in v0-1; default empty list."""
+        state_changelog_topics: list[StreamsGroupDescribeResponse.TopicInfo]
+        """Kafka type []TopicInfo; in v0-1; default empty list."""
+        repartition_source_topics: list[StreamsGroupDescribeResponse.TopicInfo]
+        """Kafka type []TopicInfo; in v0-1; default empty list."""
+        def __init__(self, *, subtopology_id: str = ..., source_topics: list[str] = ..., repartition_sink_topics: list[str] = ..., state_changelog_topics: list[StreamsGroupDescribeResponse.TopicInfo] = ..., repartition_source_topics: list[StreamsGroupDescribeResponse.TopicInfo] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopicInfo(Message):
+        """TopicInfo: a struct inside StreamsGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        name: str
+        """Kafka type string; in v0-1; default ''."""
+        partitions: int
+        """Kafka type int32; in v0-1; default 0."""
+        replication_factor: int
+        """Kafka type int16; in v0-1; default 0."""
+        topic_configs: list[StreamsGroupDescribeResponse.KeyValue]
+        """Kafka type []KeyValue; in v0-1; default empty list."""
+        def __init__(self, *, name: str = ..., partitions: int = ..., replication_factor: int = ..., topic_configs: list[StreamsGroupDescribeResponse.KeyValue] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class KeyValue(Message):
+        """KeyValue: a struct inside StreamsGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        key: str
+        """Kafka type string; in v0-1; default ''."""
+        value: str
+        """Kafka type string; in v0-1; default ''."""
+        def __init__(self, *, key: str = ..., value: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Member(Message):
+        """Member: a struct inside StreamsGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         member_id: str
+        """Kafka type string; in v0-1; default ''."""
+        member_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
+        instance_id: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
+        rack_id: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
+        client_id: str
+        """Kafka type string; in v0-1; default ''."""
+        client_host: str
+        """Kafka type string; in v0-1; default ''."""
+        topology_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
+        process_id: str
+        """Kafka type string; in v0-1; default ''."""
+        user_endpoint: StreamsGroupDescribeResponse.Endpoint | None
+        """Kafka type Endpoint; in v0-1; nullable in v0-1; default None."""
+        client_tags: list[StreamsGroupDescribeResponse.KeyValue]
+        """Kafka type []KeyValue; in v0-1; default empty list."""
+        task_offsets: list[StreamsGroupDescribeResponse.TaskOffset]
+        """Kafka type []TaskOffset; in v0-1; default empty list."""
+        task_end_offsets: list[StreamsGroupDescribeResponse.TaskOffset]
+        """Kafka type []TaskOffset; in v0-1; default empty list."""
+        assignment: StreamsGroupDescribeResponse.Assignment
+        """Kafka type Assignment; in v0-1; default a Assignment of defaults."""
+        target_assignment: StreamsGroupDescribeResponse.Assignment
+        """Kafka type Assignment; in v0-1; default a Assignment of defaults."""
+        is_classic: bool
+        """Kafka type bool; in v0-1; default False."""
+        def __init__(self, *, member_id: str = ..., member_epoch: int = ..., instance_id: str | None = ..., rack_id: str | None = ..., client_id: str = ..., client_host: str = ..., topology_epoch: int = ..., process_id: str = ..., user_endpoint: StreamsGroupDescribeResponse.Endpoint | None = ..., client_tags: list[StreamsGroupDescribeResponse.KeyValue] = ..., task_offsets: list[StreamsGroupDescribeResponse.TaskOffset] = ..., task_end_offsets: list[StreamsGroupDescribeResponse.TaskOffset] = ..., assignment: StreamsGroupDescribeResponse.Assignment = ..., target_assignment: StreamsGroupDescribeResponse.Assignment = ..., is_classic: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Endpoint(Message):
+        """Endpoint: a struct inside StreamsGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        host: str
+        """Kafka type string; in v0-1; default ''."""
+        port: int
+        """Kafka type uint16; in v0-1; default 0."""
+        def __init__(self, *, host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TaskOffset(Message):
+        """TaskOffset: a struct inside StreamsGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopology_id: str
+        """Kafka type string; in v0-1; default ''."""
+        partition: int
+        """Kafka type int32; in v0-1; default 0."""
+        offset: int
+        """Kafka type int64; in v0-1; default 0."""
+        def __init__(self, *, subtopology_id: str = ..., partition: int = ..., offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Assignment(Message):
+        """Assignment: a struct inside StreamsGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        active_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        """Kafka type []TaskIds; in v0-1; default empty list."""
+        standby_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        """Kafka type []TaskIds; in v0-1; default empty list."""
+        warmup_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        """Kafka type []TaskIds; in v0-1; default empty list."""
+        def __init__(self, *, active_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ..., standby_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ..., warmup_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TaskIds(Message):
+        """TaskIds: a struct inside StreamsGroupDescribeResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopology_id: str
+        """Kafka type string; in v0-1; default ''."""
+        partitions: list[int]
+        """Kafka type []int32; in v0-1; default empty list."""
+        def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescription(Message):
+        """TopologyDescription: a struct inside StreamsGroupDescribeResponse, present in v1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopologies: list[StreamsGroupDescribeResponse.TopologyDescriptionSubtopology]
+        """Kafka type []TopologyDescriptionSubtopology; in v1; default empty list."""
+        global_stores: list[StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore]
+        """Kafka type []TopologyDescriptionGlobalStore; in v1; default empty list."""
+        def __init__(self, *, subtopologies: list[StreamsGroupDescribeResponse.TopologyDescriptionSubtopology] = ..., global_stores: list[StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionSubtopology(Message):
+        """TopologyDescriptionSubtopology: a struct inside StreamsGroupDescribeResponse, present in v1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopology_id: str
+        """Kafka type string; in v1; default ''."""
+        nodes: list[StreamsGroupDescribeResponse.TopologyDescriptionNode]
+        """Kafka type []TopologyDescriptionNode; in v1; default empty list."""
+        def __init__(self, *, subtopology_id: str = ..., nodes: list[StreamsGroupDescribeResponse.TopologyDescriptionNode] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionNode(Message):
+        """TopologyDescriptionNode: a struct inside StreamsGroupDescribeResponse, present in v1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        name: str
+        """Kafka type string; in v1; default ''."""
+        node_type: int
+        """Kafka type int8; in v1; default 0."""
+        source_topics: list[str]
+        """Kafka type []string; in v1; default empty list."""
+        sink_topic: str | None
+        """Kafka type string; in v1; nullable in v1; default None."""
+        stores: list[str]
+        """Kafka type []string; in v1; default empty list."""
+        successors: list[str]
+        """Kafka type []string; in v1; default empty list."""
+        def __init__(self, *, name: str = ..., node_type: int = ..., source_topics: list[str] = ..., sink_topic: str | None = ..., stores: list[str] = ..., successors: list[str] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionGlobalStore(Message):
+        """TopologyDescriptionGlobalStore: a struct inside StreamsGroupDescribeResponse, present in v1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        source: StreamsGroupDescribeResponse.TopologyDescriptionNode
+        """Kafka type TopologyDescriptionNode; in v1; default a TopologyDescriptionNode of defaults."""
+        processor: StreamsGroupDescribeResponse.TopologyDescriptionNode
+        """Kafka type TopologyDescriptionNode; in v1; default a TopologyDescriptionNode of defaults."""
+        def __init__(self, *, source: StreamsGroupDescribeResponse.TopologyDescriptionNode = ..., processor: StreamsGroupDescribeResponse.TopologyDescriptionNode = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
+    groups: list[StreamsGroupDescribeResponse.DescribedGroup]
+    """Kafka type []DescribedGroup; in v0-1; default empty list."""
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[StreamsGroupDescribeResponse.DescribedGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class StreamsGroupHeartbeatRequest(Message):
+    """StreamsGroupHeartbeatRequest: the request body of the StreamsGroupHeartbeat API (key 88).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Topology, Subtopology, TopicInfo, KeyValue, CopartitionGroup, TaskIds, Endpoint, TaskOffset.
+    """
+    class Topology(Message):
+        """Topology: a struct inside StreamsGroupHeartbeatRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        epoch: int
+        """Kafka type int32; in v0-1; default 0."""
+        subtopologies: list[StreamsGroupHeartbeatRequest.Subtopology]
+        """Kafka type []Subtopology; in v0-1; default empty list."""
+        def __init__(self, *, epoch: int = ..., subtopologies: list[StreamsGroupHeartbeatRequest.Subtopology] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Subtopology(Message):
+        """Subtopology: a struct inside StreamsGroupHeartbeatRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopology_id: str
+        """Kafka type string; in v0-1; default ''."""
+        source_topics: list[str]
+        """Kafka type []string; in v0-1; default empty list."""
+        source_topic_regex: list[str]
+        """Kafka type []string; in v0-1; default empty list."""
+        state_changelog_topics: list[StreamsGroupHeartbeatRequest.TopicInfo]
+        """Kafka type []TopicInfo; in v0-1; default empty list."""
+        repartition_sink_topics: list[str]
+        """Kafka type []string; in v0-1; default empty list."""
+        repartition_source_topics: list[StreamsGroupHeartbeatRequest.TopicInfo]
+        """Kafka type []TopicInfo; in v0-1; default empty list."""
+        copartition_groups: list[StreamsGroupHeartbeatRequest.CopartitionGroup]
+        """Kafka type []CopartitionGroup; in v0-1; default empty list."""
+        def __init__(self, *, subtopology_id: str = ..., source_topics: list[str] = ..., source_topic_regex: list[str] = ..., state_changelog_topics: list[StreamsGroupHeartbeatRequest.TopicInfo] = ..., repartition_sink_topics: list[str] = ..., repartition_source_topics: list[StreamsGroupHeartbeatRequest.TopicInfo] = ..., copartition_groups: list[StreamsGroupHeartbeatRequest.CopartitionGroup] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopicInfo(Message):
+        """TopicInfo: a struct inside StreamsGroupHeartbeatRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        name: str
+        """Kafka type string; in v0-1; default ''."""
+        partitions: int
+        """Kafka type int32; in v0-1; default 0."""
+        replication_factor: int
+        """Kafka type int16; in v0-1; default 0."""
+        topic_configs: list[StreamsGroupHeartbeatRequest.KeyValue]
+        """Kafka type []KeyValue; in v0-1; default empty list."""
+        def __init__(self, *, name: str = ..., partitions: int = ..., replication_factor: int = ..., topic_configs: list[StreamsGroupHeartbeatRequest.KeyValue] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class KeyValue(Message):
+        """KeyValue: a struct inside StreamsGroupHeartbeatRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        key: str
+        """Kafka type string; in v0-1; default ''."""
+        value: str
+        """Kafka type string; in v0-1; default ''."""
+        def __init__(self, *, key: str = ..., value: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class CopartitionGroup(Message):
+        """CopartitionGroup: a struct inside StreamsGroupHeartbeatRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        source_topics: list[int]
+        """Kafka type []int16; in v0-1; default empty list."""
+        source_topic_regex: list[int]
+        """Kafka type []int16; in v0-1; default empty list."""
+        repartition_source_topics: list[int]
+        """Kafka type []int16; in v0-1; default empty list."""
+        def __init__(self, *, source_topics: list[int] = ..., source_topic_regex: list[int] = ..., repartition_source_topics: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TaskIds(Message):
+        """TaskIds: a struct inside StreamsGroupHeartbeatRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopology_id: str
+        """Kafka type string; in v0-1; default ''."""
+        partitions: list[int]
+        """Kafka type []int32; in v0-1; default empty list."""
+        def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Endpoint(Message):
+        """Endpoint: a struct inside StreamsGroupHeartbeatRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        host: str
+        """Kafka type string; in v0-1; default ''."""
+        port: int
+        """Kafka type uint16; in v0-1; default 0."""
+        def __init__(self, *, host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TaskOffset(Message):
+        """TaskOffset: a struct inside StreamsGroupHeartbeatRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopology_id: str
+        """Kafka type string; in v0-1; default ''."""
+        partition: int
+        """Kafka type int32; in v0-1; default 0."""
+        offset: int
+        """Kafka type int64; in v0-1; default 0."""
+        def __init__(self, *, subtopology_id: str = ..., partition: int = ..., offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    group_id: str
+    """Kafka type string; in v0-1; default ''."""
+    member_id: str
+    """Kafka type string; in v0-1; default ''."""
+    member_epoch: int
+    """Kafka type int32; in v0-1; default 0."""
+    endpoint_information_epoch: int
+    """Kafka type int32; in v0-1; default 0."""
+    instance_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
+    rack_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
+    rebalance_timeout_ms: int
+    """Kafka type int32; in v0-1; default -1."""
+    topology: StreamsGroupHeartbeatRequest.Topology | None
+    """Kafka type Topology; in v0-1; nullable in v0-1; default None."""
+    active_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    """Kafka type []TaskIds; in v0-1; nullable in v0-1; default None."""
+    standby_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    """Kafka type []TaskIds; in v0-1; nullable in v0-1; default None."""
+    warmup_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    """Kafka type []TaskIds; in v0-1; nullable in v0-1; default None."""
+    process_id: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
+    user_endpoint: StreamsGroupHeartbeatRequest.Endpoint | None
+    """Kafka type Endpoint; in v0-1; nullable in v0-1; default None."""
+    client_tags: list[StreamsGroupHeartbeatRequest.KeyValue] | None
+    """Kafka type []KeyValue; in v0-1; nullable in v0-1; default None."""
+    task_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None
+    """Kafka type []TaskOffset; in v0-1; nullable in v0-1; default None."""
+    task_end_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None
+    """Kafka type []TaskOffset; in v0-1; nullable in v0-1; default None."""
+    shutdown_application: bool
+    """Kafka type bool; in v0-1; default False."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., endpoint_information_epoch: int = ..., instance_id: str | None = ..., rack_id: str | None = ..., rebalance_timeout_ms: int = ..., topology: StreamsGroupHeartbeatRequest.Topology | None = ..., active_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ..., standby_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ..., warmup_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ..., process_id: str | None = ..., user_endpoint: StreamsGroupHeartbeatRequest.Endpoint | None = ..., client_tags: list[StreamsGroupHeartbeatRequest.KeyValue] | None = ..., task_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None = ..., task_end_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None = ..., shutdown_application: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class StreamsGroupHeartbeatResponse(Message):
+    """StreamsGroupHeartbeatResponse: the response body of the StreamsGroupHeartbeat API (key 88).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Status, TaskIds, EndpointToPartitions, Endpoint, TopicPartition.
+    """
+    class Status(Message):
+        """Status: a struct inside StreamsGroupHeartbeatResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        status_code: int
+        """Kafka type int8; in v0-1; default 0."""
+        status_detail: str
+        """Kafka type string; in v0-1; default ''."""
+        def __init__(self, *, status_code: int = ..., status_detail: str = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TaskIds(Message):
+        """TaskIds: a struct inside StreamsGroupHeartbeatResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopology_id: str
+        """Kafka type string; in v0-1; default ''."""
+        partitions: list[int]
+        """Kafka type []int32; in v0-1; default empty list."""
+        def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class EndpointToPartitions(Message):
+        """EndpointToPartitions: a struct inside StreamsGroupHeartbeatResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        user_endpoint: StreamsGroupHeartbeatResponse.Endpoint
+        """Kafka type Endpoint; in v0-1; default a Endpoint of defaults."""
+        active_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition]
+        """Kafka type []TopicPartition; in v0-1; default empty list."""
+        standby_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition]
+        """Kafka type []TopicPartition; in v0-1; default empty list."""
+        def __init__(self, *, user_endpoint: StreamsGroupHeartbeatResponse.Endpoint = ..., active_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition] = ..., standby_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class Endpoint(Message):
+        """Endpoint: a struct inside StreamsGroupHeartbeatResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        host: str
+        """Kafka type string; in v0-1; default ''."""
+        port: int
+        """Kafka type uint16; in v0-1; default 0."""
+        def __init__(self, *, host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopicPartition(Message):
+        """TopicPartition: a struct inside StreamsGroupHeartbeatResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
+        topic: str
+        """Kafka type string; in v0-1; default ''."""
+        partitions: list[int]
+        """Kafka type []int32; in v0-1; default empty list."""
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    throttle_time_ms: int
+    """Kafka type int32; in v0-1; default 0."""
+    error_code: int
+    """Kafka type int16; in v0-1; default 0."""
+    error_message: str | None
+    """Kafka type string; in v0-1; nullable in v0-1; default None."""
+    member_id: str
+    """Kafka type string; in v0-1; default ''."""
+    member_epoch: int
+    """Kafka type int32; in v0-1; default 0."""
+    heartbeat_interval_ms: int
+    """Kafka type int32; in v0-1; default 0."""
+    acceptable_recovery_lag_legacy: int
+    """Kafka type int32; in v0; default 0."""
+    task_offset_interval_ms: int
+    """Kafka type int32; in v0-1; default 0."""
+    acceptable_recovery_lag: int
+    """Kafka type int64; in v1; default -1."""
+    status: list[StreamsGroupHeartbeatResponse.Status] | None
+    """Kafka type []Status; in v0-1; nullable in v0-1; default empty list."""
+    active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    """Kafka type []TaskIds; in v0-1; nullable in v0-1; default None."""
+    standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    """Kafka type []TaskIds; in v0-1; nullable in v0-1; default None."""
+    warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    """Kafka type []TaskIds; in v0-1; nullable in v0-1; default None."""
+    topology_description_required: bool
+    """Kafka type bool; in v1; default False."""
+    endpoint_information_epoch: int
+    """Kafka type int32; in v0-1; default 0."""
+    partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions] | None
+    """Kafka type []EndpointToPartitions; in v0-1; nullable in v0-1; default None."""
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., member_id: str = ..., member_epoch: int = ..., heartbeat_interval_ms: int = ..., acceptable_recovery_lag_legacy: int = ..., task_offset_interval_ms: int = ..., acceptable_recovery_lag: int = ..., status: list[StreamsGroupHeartbeatResponse.Status] | None = ..., active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ..., standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ..., warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ..., topology_description_required: bool = ..., endpoint_information_epoch: int = ..., partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions] | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class StreamsGroupTopologyDescriptionUpdateRequest(Message):
+    """StreamsGroupTopologyDescriptionUpdateRequest: the request body of the StreamsGroupTopologyDescriptionUpdate API (key 93).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopologyDescription, TopologyDescriptionSubtopology, TopologyDescriptionNode, TopologyDescriptionGlobalStore.
+    """
+    class TopologyDescription(Message):
+        """TopologyDescription: a struct inside StreamsGroupTopologyDescriptionUpdateRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopologies: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionSubtopology]
+        """Kafka type []TopologyDescriptionSubtopology; in v0; default empty list."""
+        global_stores: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionGlobalStore]
+        """Kafka type []TopologyDescriptionGlobalStore; in v0; default empty list."""
+        def __init__(self, *, subtopologies: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionSubtopology] = ..., global_stores: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionGlobalStore] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionSubtopology(Message):
+        """TopologyDescriptionSubtopology: a struct inside StreamsGroupTopologyDescriptionUpdateRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        subtopology_id: str
+        """Kafka type string; in v0; default ''."""
+        nodes: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode]
+        """Kafka type []TopologyDescriptionNode; in v0; default empty list."""
+        def __init__(self, *, subtopology_id: str = ..., nodes: list[StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionNode(Message):
+        """TopologyDescriptionNode: a struct inside StreamsGroupTopologyDescriptionUpdateRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        name: str
+        """Kafka type string; in v0; default ''."""
+        node_type: int
+        """Kafka type int8; in v0; default 0."""
+        source_topics: list[str]
+        """Kafka type []string; in v0; default empty list."""
+        sink_topic: str | None
+        """Kafka type string; in v0; nullable in v0; default None."""
+        stores: list[str]
+        """Kafka type []string; in v0; default empty list."""
+        successors: list[str]
+        """Kafka type []string; in v0; default empty list."""
+        def __init__(self, *, name: str = ..., node_type: int = ..., source_topics: list[str] = ..., sink_topic: str | None = ..., stores: list[str] = ..., successors: list[str] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    class TopologyDescriptionGlobalStore(Message):
+        """TopologyDescriptionGlobalStore: a struct inside StreamsGroupTopologyDescriptionUpdateRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
+        source: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode
+        """Kafka type TopologyDescriptionNode; in v0; default a TopologyDescriptionNode of defaults."""
+        processor: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode
+        """Kafka type TopologyDescriptionNode; in v0; default a TopologyDescriptionNode of defaults."""
+        def __init__(self, *, source: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode = ..., processor: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+
+    group_id: str
+    """Kafka type string; in v0; default ''."""
+    member_id: str
+    """Kafka type string; in v0; default ''."""
+    topology_epoch: int
+    """Kafka type int32; in v0; default 0."""
+    topology_description: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescription
+    """Kafka type TopologyDescription; in v0; default a TopologyDescription of defaults."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., topology_epoch: int = ..., topology_description: StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescription = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class StreamsGroupTopologyDescriptionUpdateResponse(Message):
+    """StreamsGroupTopologyDescriptionUpdateResponse: the response body of the StreamsGroupTopologyDescriptionUpdate API (key 93).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
+    throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
+    error_code: int
+    """Kafka type int16; in v0; default 0."""
+    error_message: str | None
+    """Kafka type string; in v0; nullable in v0; default None."""
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class SyncGroupRequest(Message):
+    """SyncGroupRequest: the request body of the SyncGroup API (key 14).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v4-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    Nested structs (attributes of this class): SyncGroupRequestAssignment.
+    """
+    class SyncGroupRequestAssignment(Message):
+        """SyncGroupRequestAssignment: a struct inside SyncGroupRequest, present in v0-5.
+
+        Decode and encode it through its message, not on its own.
+        """
+        member_id: str
+        """Kafka type string; in v0-5; default ''."""
         assignment: bytes
+        """Kafka type bytes; in v0-5; default b''."""
         def __init__(self, *, member_id: str = ..., assignment: bytes = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0-5; default ''."""
     generation_id: int
+    """Kafka type int32; in v0-5; default 0."""
     member_id: str
+    """Kafka type string; in v0-5; default ''."""
     group_instance_id: str | None
+    """Kafka type string; in v3-5; nullable in v3-5; default None."""
     protocol_type: str | None
+    """Kafka type string; in v5; nullable in v5; default None."""
     protocol_name: str | None
+    """Kafka type string; in v5; nullable in v5; default None."""
     assignments: list[SyncGroupRequest.SyncGroupRequestAssignment]
+    """Kafka type []SyncGroupRequestAssignment; in v0-5; default empty list."""
     def __init__(self, *, group_id: str = ..., generation_id: int = ..., member_id: str = ..., group_instance_id: str | None = ..., protocol_type: str | None = ..., protocol_name: str | None = ..., assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class SyncGroupResponse(Message):
+    """SyncGroupResponse: the response body of the SyncGroup API (key 14).
+
+    Versions v0-5; flexible (compact strings and arrays, tagged fields) in v4-5; Kafka 4.x defines v0 and up.
+    Definitions: v0-5 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v1-5; default 0."""
     error_code: int
+    """Kafka type int16; in v0-5; default 0."""
     protocol_type: str | None
+    """Kafka type string; in v5; nullable in v5; default None."""
     protocol_name: str | None
+    """Kafka type string; in v5; nullable in v5; default None."""
     assignment: bytes
+    """Kafka type bytes; in v0-5; default b''."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., protocol_type: str | None = ..., protocol_name: str | None = ..., assignment: bytes = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class TxnOffsetCommitRequest(Message):
+    """TxnOffsetCommitRequest: the request body of the TxnOffsetCommit API (key 28).
+
+    Versions v0-6; flexible (compact strings and arrays, tagged fields) in v3-6; Kafka 4.x defines v0 and up.
+    Definitions: v0-6 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TxnOffsetCommitRequestTopic, TxnOffsetCommitRequestPartition.
+    """
     class TxnOffsetCommitRequestTopic(Message):
+        """TxnOffsetCommitRequestTopic: a struct inside TxnOffsetCommitRequest, present in v0-6.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-5; default ''."""
+        topic_id: UUID
+        """Kafka type uuid; in v6; default the zero UUID."""
         partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
-        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type []TxnOffsetCommitRequestPartition; in v0-6; default empty list."""
+        def __init__(self, *, name: str = ..., topic_id: UUID = ..., partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TxnOffsetCommitRequestPartition(Message):
+        """TxnOffsetCommitRequestPartition: a struct inside TxnOffsetCommitRequest, present in v0-6.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-6; default 0."""
         committed_offset: int
+        """Kafka type int64; in v0-6; default 0."""
         committed_leader_epoch: int
+        """Kafka type int32; in v2-6; default -1."""
         committed_metadata: str | None
+        """Kafka type string; in v0-6; nullable in v0-6; default ''."""
         def __init__(self, *, partition_index: int = ..., committed_offset: int = ..., committed_leader_epoch: int = ..., committed_metadata: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     transactional_id: str
+    """Kafka type string; in v0-6; default ''."""
     group_id: str
+    """Kafka type string; in v0-6; default ''."""
     producer_id: int
+    """Kafka type int64; in v0-6; default 0."""
     producer_epoch: int
-    generation_id: int
+    """Kafka type int16; in v0-6; default 0."""
+    generation_id_or_member_epoch: int
+    """Kafka type int32; in v3-6; default -1."""
     member_id: str
+    """Kafka type string; in v3-6; default ''."""
     group_instance_id: str | None
+    """Kafka type string; in v3-6; nullable in v3-6; default None."""
     topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic]
-    def __init__(self, *, transactional_id: str = ..., group_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., generation_id: int = ..., member_id: str = ..., group_instance_id: str | None = ..., topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    """Kafka type []TxnOffsetCommitRequestTopic; in v0-6; default empty list."""
+    def __init__(self, *, transactional_id: str = ..., group_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., generation_id_or_member_epoch: int = ..., member_id: str = ..., group_instance_id: str | None = ..., topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class TxnOffsetCommitResponse(Message):
+    """TxnOffsetCommitResponse: the response body of the TxnOffsetCommit API (key 28).
+
+    Versions v0-6; flexible (compact strings and arrays, tagged fields) in v3-6; Kafka 4.x defines v0 and up.
+    Definitions: v0-6 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TxnOffsetCommitResponseTopic, TxnOffsetCommitResponsePartition.
+    """
     class TxnOffsetCommitResponseTopic(Message):
+        """TxnOffsetCommitResponseTopic: a struct inside TxnOffsetCommitResponse, present in v0-6.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-5; default ''."""
+        topic_id: UUID
+        """Kafka type uuid; in v6; default the zero UUID."""
         partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
-        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type []TxnOffsetCommitResponsePartition; in v0-6; default empty list."""
+        def __init__(self, *, name: str = ..., topic_id: UUID = ..., partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class TxnOffsetCommitResponsePartition(Message):
+        """TxnOffsetCommitResponsePartition: a struct inside TxnOffsetCommitResponse, present in v0-6.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-6; default 0."""
         error_code: int
+        """Kafka type int16; in v0-6; default 0."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-6; default 0."""
     topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic]
+    """Kafka type []TxnOffsetCommitResponseTopic; in v0-6; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class UnregisterBrokerRequest(Message):
+    """UnregisterBrokerRequest: the request body of the UnregisterBroker API (key 64).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     broker_id: int
+    """Kafka type int32; in v0; default 0."""
     def __init__(self, *, broker_id: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class UnregisterBrokerResponse(Message):
+    """UnregisterBrokerResponse: the response body of the UnregisterBroker API (key 64).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     error_message: str | None
+    """Kafka type string; in v0; nullable in v0; default ''."""
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class UnregisterControllerRequest(Message):
+    """UnregisterControllerRequest: the request body of the UnregisterController API (key 94).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
+    controller_id: int
+    """Kafka type int32; in v0; default 0."""
+    def __init__(self, *, controller_id: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+    @classmethod
+    def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
+    def encode(self, version: int) -> bytes: ...
+
+class UnregisterControllerResponse(Message):
+    """UnregisterControllerResponse: the response body of the UnregisterController API (key 94).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    """
+    throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
+    error_code: int
+    """Kafka type int16; in v0; default 0."""
+    error_message: str | None
+    """Kafka type string; in v0; nullable in v0; default ''."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class UpdateFeaturesRequest(Message):
+    """UpdateFeaturesRequest: the request body of the UpdateFeatures API (key 57).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): FeatureUpdateKey.
+    """
     class FeatureUpdateKey(Message):
+        """FeatureUpdateKey: a struct inside UpdateFeaturesRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         feature: str
+        """Kafka type string; in v0-2; default ''."""
         max_version_level: int
+        """Kafka type int16; in v0-2; default 0."""
         allow_downgrade: bool
+        """Kafka type bool; in v0; default False."""
         upgrade_type: int
+        """Kafka type int8; in v1-2; default 1."""
         def __init__(self, *, feature: str = ..., max_version_level: int = ..., allow_downgrade: bool = ..., upgrade_type: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     timeout_ms: int
+    """Kafka type int32; in v0-2; default 60000."""
     feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey]
+    """Kafka type []FeatureUpdateKey; in v0-2; default empty list."""
     validate_only: bool
+    """Kafka type bool; in v1-2; default False."""
     def __init__(self, *, timeout_ms: int = ..., feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] = ..., validate_only: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class UpdateFeaturesResponse(Message):
+    """UpdateFeaturesResponse: the response body of the UpdateFeatures API (key 57).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): UpdatableFeatureResult.
+    """
     class UpdatableFeatureResult(Message):
+        """UpdatableFeatureResult: a struct inside UpdateFeaturesResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         feature: str
+        """Kafka type string; in v0-1; default ''."""
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default ''."""
         def __init__(self, *, feature: str = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0-2; default 0."""
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     error_message: str | None
+    """Kafka type string; in v0-2; nullable in v0-2; default ''."""
     results: list[UpdateFeaturesResponse.UpdatableFeatureResult]
+    """Kafka type []UpdatableFeatureResult; in v0-1; default empty list."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., results: list[UpdateFeaturesResponse.UpdatableFeatureResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class UpdateMetadataRequest(Message):
+    """UpdateMetadataRequest: the request body of the UpdateMetadata API (key 6).
+
+    Versions v0-8; flexible (compact strings and arrays, tagged fields) in v6-8; no Kafka 4.x release defines it.
+    Definitions: v0-8 from Kafka 3.9.2.
+    Nested structs (attributes of this class): UpdateMetadataPartitionState, UpdateMetadataTopicState, UpdateMetadataBroker, UpdateMetadataEndpoint.
+    """
     class UpdateMetadataPartitionState(Message):
+        """UpdateMetadataPartitionState: a struct inside UpdateMetadataRequest, present in v0-8.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-4; default ''."""
         partition_index: int
+        """Kafka type int32; in v0-8; default 0."""
         controller_epoch: int
+        """Kafka type int32; in v0-8; default 0."""
         leader: int
+        """Kafka type int32; in v0-8; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-8; default 0."""
         isr: list[int]
+        """Kafka type []int32; in v0-8; default empty list."""
         zk_version: int
+        """Kafka type int32; in v0-8; default 0."""
         replicas: list[int]
+        """Kafka type []int32; in v0-8; default empty list."""
         offline_replicas: list[int]
+        """Kafka type []int32; in v4-8; default empty list."""
         def __init__(self, *, topic_name: str = ..., partition_index: int = ..., controller_epoch: int = ..., leader: int = ..., leader_epoch: int = ..., isr: list[int] = ..., zk_version: int = ..., replicas: list[int] = ..., offline_replicas: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class UpdateMetadataTopicState(Message):
+        """UpdateMetadataTopicState: a struct inside UpdateMetadataRequest, present in v5-8.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v5-8; default ''."""
         topic_id: UUID
+        """Kafka type uuid; in v7-8; default the zero UUID."""
         partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+        """Kafka type []UpdateMetadataPartitionState; in v5-8; default empty list."""
         def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class UpdateMetadataBroker(Message):
+        """UpdateMetadataBroker: a struct inside UpdateMetadataRequest, present in v0-8.
+
+        Decode and encode it through its message, not on its own.
+        """
         id: int
+        """Kafka type int32; in v0-8; default 0."""
         v0_host: str
+        """Kafka type string; in v0; default ''."""
         v0_port: int
+        """Kafka type int32; in v0; default 0."""
         endpoints: list[UpdateMetadataRequest.UpdateMetadataEndpoint]
+        """Kafka type []UpdateMetadataEndpoint; in v1-8; default empty list."""
         rack: str | None
+        """Kafka type string; in v2-8; nullable in v2-8; default ''."""
         def __init__(self, *, id: int = ..., v0_host: str = ..., v0_port: int = ..., endpoints: list[UpdateMetadataRequest.UpdateMetadataEndpoint] = ..., rack: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class UpdateMetadataEndpoint(Message):
+        """UpdateMetadataEndpoint: a struct inside UpdateMetadataRequest, present in v1-8.
+
+        Decode and encode it through its message, not on its own.
+        """
         port: int
+        """Kafka type int32; in v1-8; default 0."""
         host: str
+        """Kafka type string; in v1-8; default ''."""
         listener: str
+        """Kafka type string; in v3-8; default ''."""
         security_protocol: int
+        """Kafka type int16; in v1-8; default 0."""
         def __init__(self, *, port: int = ..., host: str = ..., listener: str = ..., security_protocol: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     controller_id: int
+    """Kafka type int32; in v0-8; default 0."""
     is_k_raft_controller: bool
+    """Kafka type bool; in v8; default False."""
     type: int
+    """Kafka type int8; in v8; tagged field (tag 0) in v8; default 0."""
     controller_epoch: int
+    """Kafka type int32; in v0-8; default 0."""
     broker_epoch: int
+    """Kafka type int64; in v5-8; default -1."""
     ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+    """Kafka type []UpdateMetadataPartitionState; in v0-4; default empty list."""
     topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState]
+    """Kafka type []UpdateMetadataTopicState; in v5-8; default empty list."""
     live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    """Kafka type []UpdateMetadataBroker; in v0-8; default empty list."""
     def __init__(self, *, controller_id: int = ..., is_k_raft_controller: bool = ..., type: int = ..., controller_epoch: int = ..., broker_epoch: int = ..., ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = ..., topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState] = ..., live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class UpdateMetadataResponse(Message):
+    """UpdateMetadataResponse: the response body of the UpdateMetadata API (key 6).
+
+    Versions v0-8; flexible (compact strings and arrays, tagged fields) in v6-8; no Kafka 4.x release defines it.
+    Definitions: v0-8 from Kafka 3.9.2.
+    """
     error_code: int
+    """Kafka type int16; in v0-8; default 0."""
     def __init__(self, *, error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class UpdateRaftVoterRequest(Message):
+    """UpdateRaftVoterRequest: the request body of the UpdateRaftVoter API (key 82).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Listener, KRaftVersionFeature.
+    """
     class Listener(Message):
+        """Listener: a struct inside UpdateRaftVoterRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         host: str
+        """Kafka type string; in v0; default ''."""
         port: int
+        """Kafka type uint16; in v0; default 0."""
         def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class KRaftVersionFeature(Message):
+        """KRaftVersionFeature: a struct inside UpdateRaftVoterRequest, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         min_supported_version: int
+        """Kafka type int16; in v0; default 0."""
         max_supported_version: int
+        """Kafka type int16; in v0; default 0."""
         def __init__(self, *, min_supported_version: int = ..., max_supported_version: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     cluster_id: str | None
+    """Kafka type string; in v0; nullable in v0; default ''."""
     current_leader_epoch: int
+    """Kafka type int32; in v0; default 0."""
     voter_id: int
+    """Kafka type int32; in v0; default 0."""
     voter_directory_id: UUID
+    """Kafka type uuid; in v0; default the zero UUID."""
     listeners: list[UpdateRaftVoterRequest.Listener]
+    """Kafka type []Listener; in v0; default empty list."""
     k_raft_version_feature: UpdateRaftVoterRequest.KRaftVersionFeature
+    """Kafka type KRaftVersionFeature; in v0; default a KRaftVersionFeature of defaults."""
     def __init__(self, *, cluster_id: str | None = ..., current_leader_epoch: int = ..., voter_id: int = ..., voter_directory_id: UUID = ..., listeners: list[UpdateRaftVoterRequest.Listener] = ..., k_raft_version_feature: UpdateRaftVoterRequest.KRaftVersionFeature = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class UpdateRaftVoterResponse(Message):
+    """UpdateRaftVoterResponse: the response body of the UpdateRaftVoter API (key 82).
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0; Kafka 4.x defines v0 and up.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): CurrentLeader.
+    """
     class CurrentLeader(Message):
+        """CurrentLeader: a struct inside UpdateRaftVoterResponse, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         leader_id: int
+        """Kafka type int32; in v0; default -1."""
         leader_epoch: int
+        """Kafka type int32; in v0; default -1."""
         host: str
+        """Kafka type string; in v0; default ''."""
         port: int
+        """Kafka type int32; in v0; default 0."""
         def __init__(self, *, leader_id: int = ..., leader_epoch: int = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     throttle_time_ms: int
+    """Kafka type int32; in v0; default 0."""
     error_code: int
+    """Kafka type int16; in v0; default 0."""
     current_leader: UpdateRaftVoterResponse.CurrentLeader
+    """Kafka type CurrentLeader; in v0; tagged field (tag 0) in v0; default a CurrentLeader of defaults."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., current_leader: UpdateRaftVoterResponse.CurrentLeader = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class VoteRequest(Message):
+    """VoteRequest: the request body of the Vote API (key 52).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicData, PartitionData.
+    """
     class TopicData(Message):
+        """TopicData: a struct inside VoteRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-2; default ''."""
         partitions: list[VoteRequest.PartitionData]
+        """Kafka type []PartitionData; in v0-2; default empty list."""
         def __init__(self, *, topic_name: str = ..., partitions: list[VoteRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside VoteRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
-        candidate_epoch: int
-        candidate_id: int
-        candidate_directory_id: UUID
+        """Kafka type int32; in v0-2; default 0."""
+        replica_epoch: int
+        """Kafka type int32; in v0-2; default 0."""
+        replica_id: int
+        """Kafka type int32; in v0-2; default 0."""
+        replica_directory_id: UUID
+        """Kafka type uuid; in v1-2; default the zero UUID."""
         voter_directory_id: UUID
+        """Kafka type uuid; in v1-2; default the zero UUID."""
         last_offset_epoch: int
+        """Kafka type int32; in v0-2; default 0."""
         last_offset: int
-        def __init__(self, *, partition_index: int = ..., candidate_epoch: int = ..., candidate_id: int = ..., candidate_directory_id: UUID = ..., voter_directory_id: UUID = ..., last_offset_epoch: int = ..., last_offset: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type int64; in v0-2; default 0."""
+        pre_vote: bool
+        """Kafka type bool; in v2; default False."""
+        def __init__(self, *, partition_index: int = ..., replica_epoch: int = ..., replica_id: int = ..., replica_directory_id: UUID = ..., voter_directory_id: UUID = ..., last_offset_epoch: int = ..., last_offset: int = ..., pre_vote: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     cluster_id: str | None
+    """Kafka type string; in v0-2; nullable in v0-2; default None."""
     voter_id: int
+    """Kafka type int32; in v1-2; default -1."""
     topics: list[VoteRequest.TopicData]
+    """Kafka type []TopicData; in v0-2; default empty list."""
     def __init__(self, *, cluster_id: str | None = ..., voter_id: int = ..., topics: list[VoteRequest.TopicData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class VoteResponse(Message):
+    """VoteResponse: the response body of the Vote API (key 52).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v0-2; Kafka 4.x defines v0 and up.
+    Definitions: v0-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): TopicData, PartitionData, NodeEndpoint.
+    """
     class TopicData(Message):
+        """TopicData: a struct inside VoteResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_name: str
+        """Kafka type string; in v0-2; default ''."""
         partitions: list[VoteResponse.PartitionData]
+        """Kafka type []PartitionData; in v0-2; default empty list."""
         def __init__(self, *, topic_name: str = ..., partitions: list[VoteResponse.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside VoteResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         error_code: int
+        """Kafka type int16; in v0-2; default 0."""
         leader_id: int
+        """Kafka type int32; in v0-2; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-2; default 0."""
         vote_granted: bool
+        """Kafka type bool; in v0-2; default False."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., leader_id: int = ..., leader_epoch: int = ..., vote_granted: bool = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class NodeEndpoint(Message):
+        """NodeEndpoint: a struct inside VoteResponse, present in v1-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         node_id: int
+        """Kafka type int32; in v1-2; default 0."""
         host: str
+        """Kafka type string; in v1-2; default ''."""
         port: int
+        """Kafka type uint16; in v1-2; default 0."""
         def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     error_code: int
+    """Kafka type int16; in v0-2; default 0."""
     topics: list[VoteResponse.TopicData]
+    """Kafka type []TopicData; in v0-2; default empty list."""
     node_endpoints: list[VoteResponse.NodeEndpoint]
+    """Kafka type []NodeEndpoint; in v1-2; tagged field (tag 0) in v1-2; default empty list."""
     def __init__(self, *, error_code: int = ..., topics: list[VoteResponse.TopicData] = ..., node_endpoints: list[VoteResponse.NodeEndpoint] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class VotersRecord(Message):
+    """VotersRecord: the data structure.
+
+    Versions v0; flexible (compact strings and arrays, tagged fields) in v0.
+    Definitions: v0 from Kafka 4.4.0.
+    Nested structs (attributes of this class): Voter, Endpoint, KRaftVersionFeature.
+    """
     class Voter(Message):
+        """Voter: a struct inside VotersRecord, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         voter_id: int
+        """Kafka type int32; in v0; default 0."""
         voter_directory_id: UUID
+        """Kafka type uuid; in v0; default the zero UUID."""
         endpoints: list[VotersRecord.Endpoint]
+        """Kafka type []Endpoint; in v0; default empty list."""
         k_raft_version_feature: VotersRecord.KRaftVersionFeature
+        """Kafka type KRaftVersionFeature; in v0; default a KRaftVersionFeature of defaults."""
         def __init__(self, *, voter_id: int = ..., voter_directory_id: UUID = ..., endpoints: list[VotersRecord.Endpoint] = ..., k_raft_version_feature: VotersRecord.KRaftVersionFeature = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class Endpoint(Message):
+        """Endpoint: a struct inside VotersRecord, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0; default ''."""
         host: str
+        """Kafka type string; in v0; default ''."""
         port: int
+        """Kafka type uint16; in v0; default 0."""
         def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class KRaftVersionFeature(Message):
+        """KRaftVersionFeature: a struct inside VotersRecord, present in v0.
+
+        Decode and encode it through its message, not on its own.
+        """
         min_supported_version: int
+        """Kafka type int16; in v0; default 0."""
         max_supported_version: int
+        """Kafka type int16; in v0; default 0."""
         def __init__(self, *, min_supported_version: int = ..., max_supported_version: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     version: int
+    """Kafka type int16; in v0; default 0."""
     voters: list[VotersRecord.Voter]
+    """Kafka type []Voter; in v0; default empty list."""
     def __init__(self, *, version: int = ..., voters: list[VotersRecord.Voter] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class WriteShareGroupStateRequest(Message):
+    """WriteShareGroupStateRequest: the request body of the WriteShareGroupState API (key 85).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): WriteStateData, PartitionData, StateBatch.
+    """
     class WriteStateData(Message):
+        """WriteStateData: a struct inside WriteShareGroupStateRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-1; default the zero UUID."""
         partitions: list[WriteShareGroupStateRequest.PartitionData]
+        """Kafka type []PartitionData; in v0-1; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[WriteShareGroupStateRequest.PartitionData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionData(Message):
+        """PartitionData: a struct inside WriteShareGroupStateRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0-1; default 0."""
         state_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         leader_epoch: int
+        """Kafka type int32; in v0-1; default 0."""
         start_offset: int
+        """Kafka type int64; in v0-1; default 0."""
+        delivery_complete_count: int
+        """Kafka type int32; in v1; default -1."""
         state_batches: list[WriteShareGroupStateRequest.StateBatch]
-        def __init__(self, *, partition: int = ..., state_epoch: int = ..., leader_epoch: int = ..., start_offset: int = ..., state_batches: list[WriteShareGroupStateRequest.StateBatch] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
+        """Kafka type []StateBatch; in v0-1; default empty list."""
+        def __init__(self, *, partition: int = ..., state_epoch: int = ..., leader_epoch: int = ..., start_offset: int = ..., delivery_complete_count: int = ..., state_batches: list[WriteShareGroupStateRequest.StateBatch] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class StateBatch(Message):
+        """StateBatch: a struct inside WriteShareGroupStateRequest, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         first_offset: int
+        """Kafka type int64; in v0-1; default 0."""
         last_offset: int
+        """Kafka type int64; in v0-1; default 0."""
         delivery_state: int
+        """Kafka type int8; in v0-1; default 0."""
         delivery_count: int
+        """Kafka type int16; in v0-1; default 0."""
         def __init__(self, *, first_offset: int = ..., last_offset: int = ..., delivery_state: int = ..., delivery_count: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     group_id: str
+    """Kafka type string; in v0-1; default ''."""
     topics: list[WriteShareGroupStateRequest.WriteStateData]
+    """Kafka type []WriteStateData; in v0-1; default empty list."""
     def __init__(self, *, group_id: str = ..., topics: list[WriteShareGroupStateRequest.WriteStateData] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class WriteShareGroupStateResponse(Message):
+    """WriteShareGroupStateResponse: the response body of the WriteShareGroupState API (key 85).
+
+    Versions v0-1; flexible (compact strings and arrays, tagged fields) in v0-1; Kafka 4.x defines v0 and up.
+    Definitions: v0-1 from Kafka 4.4.0.
+    Nested structs (attributes of this class): WriteStateResult, PartitionResult.
+    """
     class WriteStateResult(Message):
+        """WriteStateResult: a struct inside WriteShareGroupStateResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         topic_id: UUID
+        """Kafka type uuid; in v0-1; default the zero UUID."""
         partitions: list[WriteShareGroupStateResponse.PartitionResult]
+        """Kafka type []PartitionResult; in v0-1; default empty list."""
         def __init__(self, *, topic_id: UUID = ..., partitions: list[WriteShareGroupStateResponse.PartitionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class PartitionResult(Message):
+        """PartitionResult: a struct inside WriteShareGroupStateResponse, present in v0-1.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition: int
+        """Kafka type int32; in v0-1; default 0."""
         error_code: int
+        """Kafka type int16; in v0-1; default 0."""
         error_message: str | None
+        """Kafka type string; in v0-1; nullable in v0-1; default None."""
         def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     results: list[WriteShareGroupStateResponse.WriteStateResult]
+    """Kafka type []WriteStateResult; in v0-1; default empty list."""
     def __init__(self, *, results: list[WriteShareGroupStateResponse.WriteStateResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class WriteTxnMarkersRequest(Message):
+    """WriteTxnMarkersRequest: the request body of the WriteTxnMarkers API (key 27).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v1-2; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): WritableTxnMarker, WritableTxnMarkerTopic.
+    """
     class WritableTxnMarker(Message):
+        """WritableTxnMarker: a struct inside WriteTxnMarkersRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         producer_id: int
+        """Kafka type int64; in v0-2; default 0."""
         producer_epoch: int
+        """Kafka type int16; in v0-2; default 0."""
         transaction_result: bool
+        """Kafka type bool; in v0-2; default False."""
         topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic]
+        """Kafka type []WritableTxnMarkerTopic; in v0-2; default empty list."""
         coordinator_epoch: int
+        """Kafka type int32; in v0-2; default 0."""
         transaction_version: int
+        """Kafka type int8; in v2; default 0."""
         def __init__(self, *, producer_id: int = ..., producer_epoch: int = ..., transaction_result: bool = ..., topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = ..., coordinator_epoch: int = ..., transaction_version: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class WritableTxnMarkerTopic(Message):
+        """WritableTxnMarkerTopic: a struct inside WriteTxnMarkersRequest, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-2; default ''."""
         partition_indexes: list[int]
+        """Kafka type []int32; in v0-2; default empty list."""
         def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
+    """Kafka type []WritableTxnMarker; in v0-2; default empty list."""
     def __init__(self, *, markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...
     def encode(self, version: int) -> bytes: ...
 
 class WriteTxnMarkersResponse(Message):
+    """WriteTxnMarkersResponse: the response body of the WriteTxnMarkers API (key 27).
+
+    Versions v0-2; flexible (compact strings and arrays, tagged fields) in v1-2; Kafka 4.x defines v1 and up.
+    Definitions: v0 from Kafka 3.9.2, v1-2 from Kafka 4.4.0.
+    Nested structs (attributes of this class): WritableTxnMarkerResult, WritableTxnMarkerTopicResult, WritableTxnMarkerPartitionResult.
+    """
     class WritableTxnMarkerResult(Message):
+        """WritableTxnMarkerResult: a struct inside WriteTxnMarkersResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         producer_id: int
+        """Kafka type int64; in v0-2; default 0."""
         topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult]
+        """Kafka type []WritableTxnMarkerTopicResult; in v0-2; default empty list."""
         def __init__(self, *, producer_id: int = ..., topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class WritableTxnMarkerTopicResult(Message):
+        """WritableTxnMarkerTopicResult: a struct inside WriteTxnMarkersResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         name: str
+        """Kafka type string; in v0-2; default ''."""
         partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]
+        """Kafka type []WritableTxnMarkerPartitionResult; in v0-2; default empty list."""
         def __init__(self, *, name: str = ..., partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     class WritableTxnMarkerPartitionResult(Message):
+        """WritableTxnMarkerPartitionResult: a struct inside WriteTxnMarkersResponse, present in v0-2.
+
+        Decode and encode it through its message, not on its own.
+        """
         partition_index: int
+        """Kafka type int32; in v0-2; default 0."""
         error_code: int
+        """Kafka type int16; in v0-2; default 0."""
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
 
     markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult]
+    """Kafka type []WritableTxnMarkerResult; in v0-2; default empty list."""
     def __init__(self, *, markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = ..., _unknown_tags: dict[int, bytes] | None = ...) -> None: ...
     @classmethod
     def decode(cls, buf: Buffer, version: int, *, lazy: bool = True) -> Self: ...

@@ -1,13 +1,14 @@
 """Version negotiation and the Kafka 4.x baseline.
 
 Everything here is derived, at import time, from the generated protocol facts in
-:mod:`kproto.schema._messages` (``MESSAGES`` and ``BROKER_API_VERSIONS``):
+:mod:`kproto.schema._messages` (``MESSAGES`` and ``BROKER_API_VERSIONS``) and the answers
+of real brokers in :mod:`kproto.broker_recordings` (3.9 and 4.x, see :func:`broker_api_versions`):
 
 * :func:`api_table` / :func:`api_info`: every API kproto has a schema for, with its
   version range, first flexible version, the versions KIP-896 marked deprecated and
   the versions Kafka 4.x really removed;
 * :data:`RELEASES` / :func:`release_table`: what each Apache Kafka broker release
-  from 0.8.0 to 4.3 advertises in its ApiVersionsResponse;
+  from 0.8.0 to 4.4 advertises in its ApiVersionsResponse;
 * :func:`negotiate`: the highest version a client and a broker (or every broker of
   a cluster, KIP-35) both speak, raising :class:`ObsoleteBrokerVersion` (KIP-97)
   when an API the caller requires has none;
@@ -35,15 +36,17 @@ from typing import Any
 
 from kproto import schema
 from kproto._version import __version__
+from kproto.broker_recordings import API_VERSIONS as _RECORDED_API_VERSIONS
+from kproto.broker_recordings import RECORDED_FROM
 from kproto.errors import DecodeError, EncodeError, KprotoError, error_name
 from kproto.schema._messages import BROKER_API_VERSIONS, MESSAGES
 
 __all__ = [
     "Ranges", "ApiInfo", "VersionInfo", "ObsoleteBrokerVersion", "ApiVersionsError",
     "InvalidClientSoftwareError", "FeatureCheck", "ReleaseMatch", "ReleaseChange",
-    "RELEASES", "KNOWN_UNKNOWN_API_KEYS", "ADVERTISED_BUT_REJECTED",
+    "RELEASES", "RECORDED_FROM", "KNOWN_UNKNOWN_API_KEYS", "ADVERTISED_BUT_REJECTED", "broker_api_versions",
     "api_table", "api_info", "api_key_of", "api_name", "api_label", "kproto_ranges",
-    "release_table", "resolve_release", "releases_between", "release_changes",
+    "release_table", "resolve_release", "releases_between", "release_changes", "release_mode",
     "as_ranges", "cluster_ranges", "baseline_4x", "negotiate", "usable_version", "check_features",
     "infer_release", "version_info", "format_releases",
     "CLIENT_SOFTWARE_PATTERN", "client_software_problems", "api_versions_request",
@@ -64,16 +67,65 @@ def _release_key(release: str) -> tuple[int, ...]:
     return tuple(int(part) for part in release.split("."))
 
 
+def _age(release: str) -> tuple[int, ...]:
+    """Sort key: a recorded line ages as the patch recorded for it ("4.0" as 4.0.2, after "4.0.0")."""
+    return _release_key(RECORDED_FROM.get(release, release))
+
+
+def broker_api_versions() -> tuple[tuple[str, int, int, int], ...]:
+    """The broker-release table as ``(release, api_key, min_version, max_version)`` rows.
+
+    The releases recorded from real brokers (:data:`RECORDED_FROM`: 3.9 and 4.x, by
+    tools/record_brokers.py) come from :mod:`kproto.broker_recordings`; the older ones
+    from the reference table the message definitions came with (``BROKER_API_VERSIONS``).
+    """
+    kept = tuple(row for row in BROKER_API_VERSIONS if row[0] not in RECORDED_FROM)
+    return kept + tuple(_RECORDED_API_VERSIONS)
+
+
 def _build_release_tables() -> dict[str, Ranges]:
     tables: dict[str, Ranges] = {}
-    for release, api_key, lo, hi in BROKER_API_VERSIONS:
+    for release, api_key, lo, hi in broker_api_versions():
         tables.setdefault(release, {})[api_key] = (lo, hi)
-    return dict(sorted(tables.items(), key=lambda item: _release_key(item[0])))
+    return dict(sorted(tables.items(), key=lambda item: _age(item[0])))
 
 
 _RELEASE_TABLES = _build_release_tables()
+_ZOOKEEPER_API_KEY = 4   # LeaderAndIsr: only ZooKeeper-mode brokers advertise it
 
-#: Every broker release in the table, oldest first (``"0.8.0"`` ... ``"4.3"``).
+
+def _build_zookeeper_mode_tables() -> dict[str, Ranges]:
+    """Reference tables replaced by a recording of a KRaft broker but read off a ZooKeeper-mode
+    broker (they advertise LeaderAndIsr): 3.9. Kept so that such a broker is still named."""
+    tables: dict[str, Ranges] = {}
+    for release, api_key, lo, hi in BROKER_API_VERSIONS:
+        if release in RECORDED_FROM:
+            tables.setdefault(release, {})[api_key] = (lo, hi)
+    return {r: t for r, t in tables.items()
+            if _ZOOKEEPER_API_KEY in t and _ZOOKEEPER_API_KEY not in _RELEASE_TABLES[r]}
+
+
+_ZOOKEEPER_MODE_TABLES = _build_zookeeper_mode_tables()
+
+
+def zookeeper_mode_table(release: str) -> Ranges | None:
+    """What a ZooKeeper-mode broker of this release advertises, for a release whose table
+    (:func:`release_table`) was recorded from a KRaft broker (3.9: the last release with both
+    modes); None for the others, whose one table is their only mode's."""
+    table = _ZOOKEEPER_MODE_TABLES.get(resolve_release(release))
+    return None if table is None else dict(table)
+
+
+_KRAFT_API_KEY = 55      # DescribeQuorum: only KRaft brokers advertise it
+
+
+def release_mode(release: str) -> str:
+    """``"ZooKeeper"`` or ``"KRaft"``: the mode of the broker a release's table was read off (a
+    KRaft broker advertises DescribeQuorum and not LeaderAndIsr). 3.8 and older: ZooKeeper; 3.9 on: KRaft."""
+    table = _RELEASE_TABLES[resolve_release(release)]
+    return "KRaft" if _KRAFT_API_KEY in table and _ZOOKEEPER_API_KEY not in table else "ZooKeeper"
+
+#: Every broker release in the table, oldest first (``"0.8.0"`` ... ``"4.4"``).
 RELEASES: tuple[str, ...] = tuple(_RELEASE_TABLES)
 _RELEASES_4X = tuple(r for r in RELEASES if _release_key(r) >= _FIRST_4X)
 
@@ -292,6 +344,11 @@ class VersionInfo:
     @property
     def last_release(self) -> str | None:
         return self.releases[-1] if self.releases else None
+
+    @property
+    def not_served_by_4x(self) -> tuple[str, ...]:
+        """The 4.x releases of the table that do not serve it, e.g. ``("4.0.0",)`` for JoinGroup v0."""
+        return tuple(r for r in _RELEASES_4X if r not in self.releases)
 
     @property
     def in_latest_release(self) -> bool:
@@ -543,12 +600,14 @@ class ReleaseMatch:
     ``exact`` holds every release whose table equals the response (several means
     ApiVersions alone cannot tell them apart). Without an exact match, ``closest``
     holds the releases with the fewest differing APIs and ``differences`` what
-    differs for each of them.
+    differs for each of them. ``mode`` is ``"ZooKeeper"`` when the response equals the
+    table of a ZooKeeper-mode broker of a release whose table is a KRaft broker's (3.9).
     """
 
     exact: tuple[str, ...]
     closest: tuple[str, ...]
     differences: dict[str, tuple[str, ...]]
+    mode: str = ""
 
     @property
     def release(self) -> str | None:
@@ -556,6 +615,13 @@ class ReleaseMatch:
         return self.exact[0] if len(self.exact) == 1 else None
 
     def describe(self) -> str:
+        if len(self.exact) == 1 and self.mode:
+            return (f"{self.exact[0]} in {self.mode} mode (exact match with the table of a {self.mode}-mode "
+                    f"{self.exact[0]} broker; patch releases of a line are not told apart)")
+        if len(self.exact) == 1 and self.exact[0] in RECORDED_FROM:
+            recorded = RECORDED_FROM[self.exact[0]]
+            return (f"{self.exact[0]} (exact match with the answer of a real {recorded} broker; "
+                    f"patch releases that advertise the same versions are not told apart)")
         if len(self.exact) == 1:
             return (f"{self.exact[0]} (exact match; patch releases of a line advertise the same "
                     f"versions and are not told apart)")
@@ -594,6 +660,9 @@ def infer_release(response: RangesLike) -> ReleaseMatch:
     exact = tuple(r for r in RELEASES if not differences[r])
     if exact:
         return ReleaseMatch(exact, (), {})
+    zookeeper = tuple(r for r, t in _ZOOKEEPER_MODE_TABLES.items() if not _table_differences(seen, t))
+    if zookeeper:
+        return ReleaseMatch(zookeeper, (), {}, mode="ZooKeeper")
     fewest = min(len(d) for d in differences.values())
     closest = tuple(r for r in RELEASES if len(differences[r]) == fewest)
     return ReleaseMatch((), closest, {r: differences[r] for r in closest})

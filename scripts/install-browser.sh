@@ -31,6 +31,7 @@ export DEBIAN_FRONTEND=noninteractive
 if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e lock -e partial)" ]; then
     $SUDO apt-get update -qq >/dev/null 2>&1 || say "apt-get update failed; trying the cached lists"
 fi
+say "installing chromium-headless-shell (apt) for the report's browser tests ..."
 install() { $SUDO apt-get install -y -qq --no-install-recommends chromium-headless-shell >/dev/null 2>&1; }
 if install || { $SUDO apt-get update -qq >/dev/null 2>&1 && install; }; then
     say "installed chromium-headless-shell"

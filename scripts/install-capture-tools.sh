@@ -25,6 +25,7 @@ if [ "$(id -u)" != "0" ]; then
     fi
 fi
 export DEBIAN_FRONTEND=noninteractive
+say "installing tcpdump (apt; tshark if tcpdump cannot be) for the loopback capture test ..."
 # Package lists are refreshed only when apt has none yet (keeps repeated runs fast).
 if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e lock -e partial)" ]; then
     $SUDO apt-get update -qq >/dev/null 2>&1 || say "apt-get update failed; trying the cached lists"

@@ -38,6 +38,7 @@ if [ "$(id -u)" != "0" ]; then
     fi
 fi
 export DEBIAN_FRONTEND=noninteractive
+say "installing a Java 17+ runtime for Spark (apt: default-jre-headless, else openjdk-17/21) ..."
 $SUDO apt-get update -qq >/dev/null 2>&1 || say "apt-get update failed; trying the cached lists"
 # The distribution's default JRE first (Debian 12: 17, Debian 13 / Ubuntu 24.04: 21), then named versions.
 for package in default-jre-headless openjdk-17-jre-headless openjdk-21-jre-headless; do

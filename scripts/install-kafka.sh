@@ -4,19 +4,23 @@
 #   scripts/install-kafka.sh                  the broker releases the tests use (KAFKA_RELEASES below)
 #   scripts/install-kafka.sh 4.3.1 4.4.0      just these releases
 #   scripts/install-kafka.sh --clients-only [VERSION...]
-#                                             only the kafka-clients jar (the message definitions)
+#                                             only kafka-clients and its runtime jars (the message definitions, the error table)
 #   scripts/install-kafka.sh --print-dir      the cache directory, then exit
 #
 # Layout, under ${KPROTO_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kproto}/kafka/<version>/:
 #   libs/          the broker's runtime classpath (kafka_2.13 and its dependencies)
-#   clients/       kafka-clients-<version>.jar alone
-#   .broker-ok, .clients-ok   written last, so a cut download is fetched again
+#   clients/       kafka-clients-<version>.jar and its runtime dependencies (slf4j, codecs),
+#                  enough to load its classes (tools/gen_schema.py reads Kafka's error table)
+#   .broker-ok, .clients-runtime-ok   written last, so a cut download is fetched again
+# and kafka/slf4j-simple-<v>/: the logging backend tools/kafka_broker.py puts after libs/
+# (the broker's Maven dependencies carry slf4j-api only, which logs nothing without one).
 # Maven (mvn) resolves the artifacts with their dependencies; its own cache is ~/.m2.
 # Exits non-zero, naming what is missing, when mvn, Java or an artifact cannot be had.
 set -euo pipefail
 
-# The newest patch of each release line the project checks against (Maven Central).
-KAFKA_RELEASES=(3.9.2 4.0.2 4.1.2 4.2.2 4.3.1 4.4.0)
+# The newest patch of each release line the project checks against (Maven Central), and 4.0.0,
+# which advertises and serves fewer JoinGroup versions than the later 4.0 patches (v2-9, not v0-9).
+KAFKA_RELEASES=(3.9.2 4.0.0 4.0.2 4.1.2 4.2.2 4.3.1 4.4.0)
 
 say() { echo "install-kafka: $*" >&2; }
 
@@ -45,10 +49,10 @@ if ! command -v java >/dev/null 2>&1; then
   exit 1
 fi
 
-# fetch VERSION ARTIFACT DEST TRANSITIVE: copy org.apache.kafka:ARTIFACT:VERSION (with its
-# runtime dependencies when TRANSITIVE is true) into DEST through a throw-away pom.
+# fetch VERSION ARTIFACT DEST TRANSITIVE [GROUP]: copy GROUP:ARTIFACT:VERSION (GROUP defaults to
+# org.apache.kafka; with its runtime dependencies when TRANSITIVE is yes) into DEST through a throw-away pom.
 fetch() {
-  local version=$1 artifact=$2 dest=$3 transitive=$4 work
+  local version=$1 artifact=$2 dest=$3 transitive=$4 group=${5:-org.apache.kafka} work
   work=$(mktemp -d)
   cat >"$work/pom.xml" <<POM
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -56,7 +60,7 @@ fetch() {
   <groupId>kproto.cache</groupId><artifactId>kafka-fetch</artifactId><version>1</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>$artifact</artifactId>
+    <dependency><groupId>$group</groupId><artifactId>$artifact</artifactId>
       <version>$version</version></dependency>
   </dependencies>
 </project>
@@ -66,7 +70,7 @@ POM
   if ! mvn -q -B -f "$work/pom.xml" dependency:copy-dependencies \
       -DincludeScope=runtime -DexcludeTransitive="$([ "$transitive" = yes ] && echo false || echo true)" \
       -DoutputDirectory="$dest.partial" >"$work/mvn.log" 2>&1; then
-    say "could not fetch org.apache.kafka:$artifact:$version from Maven Central; mvn said:"
+    say "could not fetch $group:$artifact:$version from Maven Central; mvn said:"
     grep -E "ERROR" "$work/mvn.log" | head -n 8 >&2 || tail -n 20 "$work/mvn.log" >&2
     rm -rf "$work" "$dest.partial"
     return 1
@@ -79,10 +83,10 @@ status=0
 for version in "${versions[@]}"; do
   dir=$kafka_root/$version
   mkdir -p "$dir"
-  if [ ! -f "$dir/.clients-ok" ]; then
-    say "kafka-clients $version ..."
-    if fetch "$version" kafka-clients "$dir/clients" no; then
-      touch "$dir/.clients-ok"
+  if [ ! -f "$dir/.clients-runtime-ok" ]; then
+    say "kafka-clients $version with its runtime dependencies ..."
+    if fetch "$version" kafka-clients "$dir/clients" yes; then
+      touch "$dir/.clients-runtime-ok"
     else
       status=1; continue
     fi
@@ -99,5 +103,15 @@ for version in "${versions[@]}"; do
     fi
   fi
 done
+# The brokers' logging backend: slf4j-simple of the slf4j-api line every release above ships (1.7.x).
+SLF4J_SIMPLE=1.7.36
+if [ "$clients_only" = 0 ] && [ ! -f "$kafka_root/slf4j-simple-$SLF4J_SIMPLE/.ok" ]; then
+  say "slf4j-simple $SLF4J_SIMPLE (the brokers' log backend) ..."
+  if fetch "$SLF4J_SIMPLE" slf4j-simple "$kafka_root/slf4j-simple-$SLF4J_SIMPLE" no org.slf4j; then
+    touch "$kafka_root/slf4j-simple-$SLF4J_SIMPLE/.ok"
+  else
+    status=1
+  fi
+fi
 [ "$status" = 0 ] && say "ready: $kafka_root (${versions[*]})"
 exit $status

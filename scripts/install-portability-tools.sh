@@ -27,6 +27,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
 fi
 
 ok=1
+say "installing zig (ziglang), cibuildwheel $cibuildwheel and actionlint (PyPI, into .venv) for the portability checks ..."
 "${PIP[@]}" install "ziglang$ziglang" "cibuildwheel==$cibuildwheel" 2>&1 | grep -v "^WARNING: Location" \
     || true
 "$PY" -c "import ziglang" 2>/dev/null || { say "ziglang not installed: the cross-compile check will skip"; ok=0; }

@@ -7,6 +7,10 @@
 #   scripts/setup.sh --browser  also a headless Chromium (apt) for the report's browser tests
 #   scripts/setup.sh --portability  also zig, cibuildwheel and actionlint (PyPI) for the
 #                               cross-compile and workflow checks (tests/test_portability.py)
+#   scripts/setup.sh --kafka-clients  also the kafka-clients jar of every Kafka release the
+#                               schema tables are made from (scripts/install-kafka.sh
+#                               --clients-only; needs mvn and Java): tools/gen_schema.py
+#                               --check reads their definitions (tests/test_schema.py)
 #
 # Environment: PYTHON (interpreter to create the venv with, default python3).
 set -euo pipefail
@@ -16,12 +20,14 @@ want_spark=0
 want_capture=0
 want_browser=0
 want_portability=0
+want_kafka_clients=0
 for arg in "$@"; do
   case "$arg" in
     --spark) want_spark=1 ;;
     --capture) want_capture=1 ;;
     --browser) want_browser=1 ;;
     --portability) want_portability=1 ;;
+    --kafka-clients) want_kafka_clients=1 ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -30,14 +36,17 @@ PYTHON=${PYTHON:-python3}
 setup_started=$SECONDS
 log=.venv/setup.log
 
-# step NAME COMMAND...: run quietly, its output in $log; say how long it took, or show
-# the log's end and stop when it fails.
+# step NAME COMMAND...: run quietly, its output in $log but for its progress lines (setup.py's
+# "kproto build: ..." per compiled module); say how long it took, or show the log's end and
+# stop when it fails.
 step() {
   local name=$1 started=$SECONDS
   shift
   echo "setup: $name ..."
   echo "== $name: $*" >>"$log"
-  if ! "$@" >>"$log" 2>&1; then
+  if ! "$@" 2>&1 | tee -a "$log" | while IFS= read -r line; do
+      case "$line" in "kproto build: "*) echo "setup:   ${line#kproto build: }" ;; esac
+    done; then
     echo "setup: $name FAILED after $((SECONDS - started)) s; the end of $log:" >&2
     tail -n 40 "$log" >&2
     exit 1
@@ -57,7 +66,7 @@ PIP=(.venv/bin/python -m pip --disable-pip-version-check)
 # pyproject reinstalls the package with every extra recorded plus the ones asked for; an
 # unchanged one installs only the requirements of extras not installed yet.
 stamp=.venv/.kproto-deps
-wanted_extras="test"
+wanted_extras="test docs"   # docs: mkdocs for the site build test (tests/test_docs_site.py)
 [ "$want_spark" = 1 ] && wanted_extras="$wanted_extras spark"
 pyproject_hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
 installed_hash=""
@@ -103,5 +112,9 @@ if [ "$want_spark" = 1 ] && [ -x scripts/install-java.sh ]; then
   # Once per Java and Spark: the JVM's class-data archive, so every local analysis starts
   # in about half the time (kproto/spark/jvm_archive.py; KPROTO_JVM_ARCHIVE=off skips it).
   step "recording the Spark JVM's classes for fast starts" .venv/bin/python -m kproto.spark.jvm_archive
+fi
+if [ "$want_kafka_clients" = 1 ]; then
+  # No "|| true": without the jars the schema check cannot run, and must not pass.
+  scripts/install-kafka.sh --clients-only
 fi
 echo "setup: ready (.venv, $((SECONDS - setup_started)) s; log: $log)"

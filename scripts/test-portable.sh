@@ -51,7 +51,6 @@ echo "  none of mmap, mremap, munmap, madvise, __cpu_model in $(ls "$src"/kproto
 
 cd "$src"
 export PYTHONPATH=$src PYTHONHASHSEED=0
-export KPROTO_CROSS_CACHE=$repo/.venv/kproto-cross   # the target headers the checkout already fetched
 "$py" - <<'PY'
 import os, sys
 import kproto
@@ -64,4 +63,4 @@ if not os.path.realpath(_batch.__file__).startswith(os.path.realpath(src)):
 print("== portable build loaded from", os.path.dirname(_batch.__file__))
 PY
 echo "== tests on the forced-fallback (KPROTO_PORTABLE=1) build"
-nice -n 19 "$py" -m pytest -q -m "not slow" -p no:cacheprovider "$@" tests
+nice -n 19 "$py" -m pytest -q -m "not slow and not kafka" -p no:cacheprovider "$@" tests

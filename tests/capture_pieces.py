@@ -79,14 +79,15 @@ def table_rows(table, drop=NAMING_COLUMNS) -> list[str]:
     return sorted(json.dumps(row, sort_keys=True, default=str) for row in table.select(keep).to_pylist())
 
 
-def analysed(splits) -> dict:
-    """Every table ``kproto analyze`` writes, for ``splits``, computed without Spark (as the driver combines them)."""
+def analysed(splits, **options) -> dict:
+    """Every table ``kproto analyze`` writes, for ``splits``, computed without Spark (as the driver combines them);
+    ``options``: worker.process_split's."""
     import pyarrow as pa
 
     from kproto.spark import combine, jobs, worker
 
     sink = worker.Sink()
-    parts = pa.Table.from_batches([b for s in splits for b in worker.process_split(s, sink=sink)],
+    parts = pa.Table.from_batches([b for s in splits for b in worker.process_split(s, sink=sink, **options)],
                                   schema=worker.PARTS_SCHEMA)
     accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                   if r["kind"] in ("capture", "counts", "connection")]

@@ -1,4 +1,4 @@
-"""The API review's decisions (docs/api.md) hold in the code: one default per limit,
+"""The API review's decisions (docs/decisions/api-review.md) hold in the code: one default per limit,
 one return type per kind of result, and old names that warn for one release."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _max_frame_size_defaults() -> dict[str, int]:
 
 def test_every_frame_reader_defaults_to_the_one_limit() -> None:
     defaults = _max_frame_size_defaults()
-    # The readers docs/api.md names, at least: a reader that lost its parameter fails here.
+    # The readers docs/decisions/api-review.md names, at least: a reader that lost its parameter fails here.
     for name in ("kproto.framing.FrameReader", "kproto.framing.iter_frames", "kproto.capture.CaptureReader",
                  "kproto.capture.read_frame_file", "kproto.batch.decode_frames", "kproto.batch.pair",
                  "kproto.batch.partitions", "kproto.batch.decode_struct_column"):
@@ -54,7 +54,7 @@ def test_old_frame_size_names_warn_and_give_the_one_value(module) -> None:
 
 
 def test_docs_api_lists_the_deprecated_names_that_exist() -> None:
-    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "decisions" / "api-review.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"`(kproto\.(?:batch|capture)\.DEFAULT_MAX_FRAME_SIZE)`", text))
     assert listed == {"kproto.batch.DEFAULT_MAX_FRAME_SIZE", "kproto.capture.DEFAULT_MAX_FRAME_SIZE"}
     for name in listed:

@@ -62,7 +62,8 @@ def assert_accounted(connections):
     for row in connections:
         for side in ("request_", "response_"):
             assert row[side + "stream_bytes"] == (row[side + "frame_bytes"] + row[side + "skipped_bytes"]
-                                                  + row[side + "tail_bytes"]), row
+                                                  + row[side + "tail_bytes"] + row[side + "sasl_bytes"]
+                                                  + row[side + "other_bytes"]), row
             assert row[side + "payload_bytes"] == row[side + "stream_bytes"] + row[side + "duplicate_bytes"], row
 
 

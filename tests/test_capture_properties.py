@@ -89,7 +89,9 @@ def read_both(data):
 def check_accounting(row, sender_prefix):
     assert row[sender_prefix + "stream_bytes"] == (row[sender_prefix + "frame_bytes"]
                                                    + row[sender_prefix + "skipped_bytes"]
-                                                   + row[sender_prefix + "tail_bytes"])
+                                                   + row[sender_prefix + "tail_bytes"]
+                                                   + row[sender_prefix + "sasl_bytes"]
+                                                   + row[sender_prefix + "other_bytes"])
     assert row[sender_prefix + "payload_bytes"] == (row[sender_prefix + "stream_bytes"]
                                                     + row[sender_prefix + "duplicate_bytes"])
 

@@ -371,9 +371,12 @@ def test_files_given_as_file_uris_are_named_by_their_paths(tmp_path):
         assert (error["file"], error["category"]) == (str(paths[1]), "truncated_record")
 
 
-def test_cli_a_set_that_cannot_be_one_capture_is_a_usage_error(monkeypatch, capsys):
+def test_cli_a_set_that_cannot_be_one_capture_is_a_usage_error(monkeypatch, capsys, tmp_path):
     pytest.importorskip("pyspark", reason="kproto analyze needs pyspark")
     import argparse
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "caps").mkdir()     # the inputs are checked before Spark starts: they must exist
     from types import SimpleNamespace
 
     import kproto.spark

@@ -43,7 +43,8 @@ from tests import spark_captures
 from tests.pcapwriter import Conversation, PcapngWriter, PcapWriter
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "docs").glob("decisions/*.md"))]
 
 FENCE = re.compile(r"^```python\b.*$")
 MARKER = re.compile(r"^<!--\s*doc-test:\s*(\w+)\s*(.*?)\s*-->$")

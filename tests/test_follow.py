@@ -151,13 +151,13 @@ def test_a_batch_failing_after_a_stop_ends_the_run_without_a_commit(tmp_path, mo
 def test_the_follow_options_on_the_command_line():
     import argparse
 
-    from kproto import cli_follow
+    from kproto import analyze_follow
 
     parser = argparse.ArgumentParser()
-    cli_follow.add_arguments(parser)
+    analyze_follow.add_arguments(parser)
     args = parser.parse_args(["--max-batches", "0", "--trigger", "0.5", "--settle", "0"])
-    assert cli_follow.wanted(args) and (args.trigger, args.settle, args.report_interval) == (0.5, 0.0, 60.0)
-    assert not cli_follow.wanted(parser.parse_args([]))
+    assert analyze_follow.wanted(args) and (args.trigger, args.settle, args.report_interval) == (0.5, 0.0, 60.0)
+    assert not analyze_follow.wanted(parser.parse_args([]))
     for wrong in (["--trigger", "0"], ["--settle", "-1"], ["--report-interval", "nan"]):
         with pytest.raises(SystemExit):
             parser.parse_args(wrong)

@@ -36,3 +36,23 @@ def test_the_implementations_import_only_the_neutral_modules_not_each_other():
             for other in forbidden:
                 hits = re.findall(pattern.format(other, other), text, flags=re.MULTILINE)
                 assert not hits, f"{path.relative_to(ROOT)} imports kproto.{other}: {hits}"
+
+
+def test_the_pure_python_pass_is_chosen_from_what_a_test_module_imports(request):
+    """scripts/test.sh runs the modules marked `twin` again with KPROTO_NO_EXTENSIONS=1; the mark
+    comes from the module's imports (tests/twin_selection.py), so no list can forget a new one."""
+    from .twin_selection import application, implementation_dependent, is_twin_module
+
+    assert request.node.get_closest_marker("twin") is not None, "conftest did not mark this module"
+    for chooses in ("kproto.records", "kproto.capture", "kproto.batch", "kproto.messages", "kproto", "kproto._py.codec"):
+        assert implementation_dependent(chooses), chooses
+    for neutral in ("kproto.errors", "kproto.limits", "kproto.compression", "kproto._common.records"):
+        assert not implementation_dependent(neutral), neutral
+    assert application("kproto.spark.jobs") and not application("kproto.capture")
+    assert is_twin_module("from kproto import records\n")
+    assert is_twin_module("def test_x():\n    from kproto import _impl\n")  # a test's own import counts
+    assert not is_twin_module("from kproto.errors import DecodeError\n")
+    assert not is_twin_module("from kproto import capture\nfrom kproto.spark import jobs\n")
+    # The modules about the twins themselves are in the pass, whatever they import beside.
+    for name in ("test_records", "test_messages", "test_headers", "test_capture", "test_batch", "test_dump"):
+        assert is_twin_module((ROOT / "tests" / f"{name}.py").read_text(encoding="utf-8")), name

@@ -28,7 +28,7 @@ API_CASES = [(n, v) for n, v in CASES if schema.spec(n)["type"] in ("request", "
 
 
 def test_every_api_has_request_and_response_for_every_version():
-    assert len(API_CASES) >= 660
+    assert len(API_CASES) >= 736     # 95 API keys (0-94), 368 versions each way
     for key in schema.api_keys():
         req, resp = schema.spec(schema.request_name(key)), schema.spec(schema.response_name(key))
         assert req["valid_versions"] == resp["valid_versions"], key
@@ -106,3 +106,30 @@ def test_unknown_tagged_fields_survive_at_every_level():
         assert back == obj
         assert back.topics[0].partitions[0]._unknown_tags == {0: b"", 99: b"pp"}
         assert codec.encode_struct(back, plan) == data
+
+
+def _non_canonical_metadata_response():
+    """A MetadataResponse v12 body, and the same with two bytes Kafka reads but never writes:
+    a bool byte of 2 and an over-long varint (0x81 0x00 for 1), both inside a struct array."""
+    from kproto.messages import MetadataResponse
+
+    topic = MetadataResponse.MetadataResponseTopic
+    canonical = MetadataResponse(topics=[topic(name="t", is_internal=True)]).encode(12)
+    not_internal = MetadataResponse(topics=[topic(name="t", is_internal=False)]).encode(12)
+    [bool_at] = [i for i, (a, b) in enumerate(zip(canonical, not_internal)) if a != b]
+    assert canonical[bool_at + 1] == 1   # the partitions array follows: compact length 1, empty
+    loose = canonical[:bool_at] + b"\x02\x81\x00" + canonical[bool_at + 2:]
+    return canonical, loose
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_non_canonical_input_reencodes_canonically_in_every_implementation(lazy):
+    # Found by the Java oracle (tests/test_java_oracle.py): the C decoder's untouched struct
+    # arrays were written back as their input bytes, so a bool byte of 2 or an over-long
+    # varint stayed while the twin (and Kafka's Java codec) write 1 and the short varint.
+    canonical, loose = _non_canonical_metadata_response()
+    plan = schema.plan("MetadataResponse", 12)
+    for codec in _codecs():
+        decoded = codec.decode_struct(loose, plan, lazy=lazy)
+        assert decoded.topics[0].is_internal is True
+        assert codec.encode_struct(codec.decode_struct(loose, plan, lazy=lazy), plan) == canonical

@@ -356,3 +356,16 @@ def test_random_bytes_never_escape_as_other_errors(data):
                 getattr(buffer.Reader(data), "read_" + method)()
             except DecodeError:
                 pass
+
+
+def test_public_buffer_module_is_the_active_implementation():
+    """kproto.buffer is the public path; the private one documented before still works."""
+    import doctest
+
+    import kproto.buffer
+
+    assert kproto.buffer.Reader is _impl.load("buffer").Reader
+    assert kproto.buffer.Writer is _impl.load("buffer").Writer
+    assert doctest.testmod(kproto.buffer).failed == 0
+    with pytest.raises(kproto.buffer.TruncatedError):
+        kproto.buffer.Reader(b"\x00").read_int32()

@@ -104,6 +104,51 @@ def test_next_steps_come_first_ranked_by_requests():
     assert "| b:9092 | 0.10.2 | no |" in text and "| c:9092 | 3.9 | yes |" in text
 
 
+def test_next_steps_name_each_clients_brokers_and_the_capture_window():
+    from kproto.spark import next_steps
+
+    data = facts()
+    data["clients"][0]["brokers"] = ["10.0.0.9:9092", "10.0.0.10:9092"]
+    data["summary"][-1].update(first_seen="2025-01-01T00:00:00.000+00:00", last_seen="2025-01-01T00:05:00.000+00:00")
+    data["next_steps"] = {"clients": next_steps.client_steps(data["clients"], data["readiness"]["removed"]),
+                          "brokers": []}
+    text = report.markdown(data)
+    assert "| 10.0.0.1 | app | 10.0.0.9:9092, 10.0.0.10:9092 | 2 | 1 |" in text
+    window = "first packet 2025-01-01T00:00:00.000+00:00, last packet 2025-01-01T00:05:00.000+00:00 UTC"
+    assert f"Only clients that sent a request in the capture window ({window}) are listed: a client silent " \
+        "in that window is not" in text
+    data["summary"][-1].pop("first_seen")
+    assert "capture window (packet times unknown)" in report.markdown(data)
+
+
+def test_a_brokers_own_path_to_4x_comes_from_the_tables():
+    """A 2.3 broker in ZooKeeper mode: 3.x from the first release a KRaft controller can drive
+    (3.4), KRaft by the last ZooKeeper release (3.9, the bridge), then 4.x; a KRaft broker
+    has no migration step; a 4.x broker none at all."""
+    from kproto import versions as kv
+    from kproto.spark import next_steps
+
+    assert next_steps._zookeeper_facts() == (("LeaderAndIsr", "StopReplica", "UpdateMetadata"), "3.9", "4.0.0", "3.4")
+    old = next_steps.path_to_4x("2.3", set(kv.release_table("2.3")))
+    assert old.startswith("runs ZooKeeper mode (advertises LeaderAndIsr, StopReplica, UpdateMetadata)")
+    assert "upgrade to a 3.x release from 3.4 on" in old and "at the latest on 3.9 (the bridge" in old
+    assert old.index("3.4") < old.index("3.9") < old.index("then upgrade to 4.x")
+    recent = next_steps.path_to_4x("3.7", set(kv.release_table("3.7")))
+    assert "from 3.4 on" not in recent and "at the latest on 3.9" in recent
+    kraft = next_steps.path_to_4x("3.7", {kv.api_key_of(n) for n in ("Produce", "Fetch", "Metadata")})
+    assert kraft.startswith("runs KRaft") and "migrate" not in kraft
+    assert next_steps.path_to_4x("4.1", set(kv.release_table("4.1"))) == "already on 4.x"
+    unknown = next_steps.path_to_4x(None, set(kv.release_table("2.3")))
+    assert "from 3.4 on" in unknown
+    broker = {"broker": "b:9092", "release": "2.3", "exact": ["2.3"], "closest": [],
+              "ranges": {name: f"{lo}-{hi}" for name, (lo, hi) in _release_ranges("2.3").items()}}
+    (step,) = next_steps.broker_steps([broker])
+    assert step["talks_to_4x_clients"] and step["path_to_4x"] == old
+    data = facts()
+    data["next_steps"] = {"clients": [], "brokers": [step]}
+    assert f"| b:9092 | 2.3 | yes | {step['why']} | {old} |" in report.markdown(data)
+
+
 def _release_ranges(release: str) -> dict:
     from kproto import versions as kv
 

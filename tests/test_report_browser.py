@@ -51,6 +51,18 @@ def long_facts() -> dict:
                                   for v in (3, 9, 12)],
                             first_seen="2026-11-24T01:25:54.600+00:00", last_seen="2026-11-24T01:25:58.609+00:00")
                        for n in range(12)]
+    brokers = [f"10.20.{n}.{n + 100}:9092" for n in range(3)]
+    data["next_steps"] = {
+        "clients": [{"client_ip": c["client_ip"], "client_id": c["client_id"], "brokers": brokers, "requests": 1200,
+                     "removed_in_4x_requests": 300, "software": "confluent-kafka-python", "versions": "2.0-2.3",
+                     "confidence": "KIP-511", "cause": "removed versions (ApiVersions v0, Produce v2): "
+                     "confluent-kafka-python 2.0-2.3 sends them", "fix": "upgrade confluent-kafka-python to 2.4"}
+                    for c in data["clients"][:3]],
+        "brokers": [{"broker": brokers[0], "release": "2.3", "talks_to_4x_clients": True,
+                     "why": "every API a client needs has a version Kafka 4.x clients send",
+                     "path_to_4x": "runs ZooKeeper mode (advertises LeaderAndIsr, StopReplica, UpdateMetadata): "
+                     "upgrade to a 3.x release from 3.4 on; migrate the cluster from ZooKeeper to KRaft, at the "
+                     "latest on 3.9 (the bridge); then upgrade to 4.x."}]}
     topic = data["topics"][0]
     data["topics"] = [dict(topic, topic=f"payments.{'settlement-' * 6}events.v{n}", compression="gzip,lz4,mixed")
                       for n in range(4)]
@@ -109,12 +121,22 @@ def test_a_report_of_long_names_fits_the_page(tmp_path):
 def test_the_check_sees_a_table_that_does_not_fit(tmp_path):
     html = report.write_report(long_facts(), tmp_path)["html"]
     # The same report without the rules that make it fit: the check must say so.
-    text = html.read_text().replace("overflow-wrap: anywhere;", "").replace("max-width: 100%;", "")
+    text = html.read_text().replace("overflow-wrap: break-word;", "").replace("max-width: 100%;", "")
     text = text.replace("<div class='scroll'>", "<div>")
     html.write_text(text.replace("white-space: nowrap;", "white-space: nowrap;", 1)
                     .replace("td.t {", "td {", 1).replace("td {", "td { white-space: nowrap; ", 1))
     found = screenshot_tool.problems(screenshot_tool.measure(html, width=900))
     assert any(p.startswith("the page is") for p in found) and any(p.startswith("table") for p in found)
+
+
+@needs_browser
+def test_the_check_sees_a_word_broken_mid_word(tmp_path):
+    """Words may wrap only between them: cells that let the browser break anywhere split
+    "ApiVersions" into "ApiVersio" / "ns" in a 900 px window, and the check says so."""
+    html = report.write_report(long_facts(), tmp_path)["html"]
+    html.write_text(html.read_text().replace("overflow-wrap: break-word;", "overflow-wrap: anywhere;"))
+    found = screenshot_tool.problems(screenshot_tool.measure(html, width=900), tables_may_scroll=True)
+    assert any(p.startswith("word ") and "broken across lines" in p for p in found), found
 
 
 @needs_browser

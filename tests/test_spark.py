@@ -7,6 +7,7 @@ grouping path) and a Parquet table of frames.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -121,7 +122,7 @@ def test_exchanges_table(analysis):
                   key=lambda r: (r["connection_id"], r["request_sequence"] is None, r["request_sequence"] or 0))
     assert [(r["connection_id"], r["api_key"], r["api_version"], r["pair_status_name"], r["error_code"],
              r["latency_ns"], r["request_size"], r["response_size"]) for r in mine] == [
-        (0, 18, 3, "PAIRED", 0, 1_000_000, 29, 446),
+        (0, 18, 3, "PAIRED", 0, 1_000_000, 29, 439),
         (0, 0, 9, "PAIRED", 0, 3_000_000, 142, 53),
         (0, 3, 12, "UNPAIRED_REQUEST", None, None, 19, None),
         (1, 18, 3, "PAIRED", 42, 1_000_000, 28, 12),
@@ -136,7 +137,10 @@ def test_frames_table(analysis):
     frames = [r for r in _table(out, "frames").to_pylist() if r["capture"] == small]
     assert len(frames) == 10
     by_key = {(r["connection_id"], r["direction"], r["sequence"]): r for r in frames}
-    assert by_key[(0, 0, 0)]["body"] == '{"client_software_name":"shop-app","client_software_version":"2.0"}'
+    # the shape of to_dict(): every field of the message (ApiVersions v5's cluster_id and
+    # node_id, absent in v3, at their defaults)
+    assert by_key[(0, 0, 0)]["body"] == ('{"client_software_name":"shop-app","client_software_version":"2.0",'
+                                         '"cluster_id":null,"node_id":-1}')
     assert by_key[(1, 0, 2)]["status_name"] == "UNKNOWN_API" and by_key[(1, 0, 2)]["body"] is None
     assert by_key[(1, 0, 1)]["removed_in_4x"] is True and by_key[(1, 0, 1)]["api_version"] == 2
     assert by_key[(0, 1, 1)]["api_key"] == 0   # a response carries its request's API
@@ -289,6 +293,11 @@ def test_report_facts_alike_from_spark_and_from_pyarrow(spark, analysis):
         facts.pop("generated_at")
     assert json.loads(json.dumps(by_arrow, default=str)) == json.loads(json.dumps(by_spark, default=str))
     assert by_arrow["latency"] and by_arrow["brokers"] and by_arrow["undecodable_frames"]
+    # Each client's brokers (the report's Next steps names them) come from both engines alike.
+    # A client read from a frame file (no addresses) says so rather than naming none.
+    for c in by_arrow["clients"]:
+        assert c["brokers"] == ["(address unknown)"] if c["client_ip"] is None else \
+            c["brokers"] and all(b.count(":") == 1 for b in c["brokers"]), c
 
 
 # ---------------------------------------------------------------- topic IDs (KIP-516)
@@ -438,3 +447,43 @@ def test_inputs_spark_lists_come_back_sorted_with_their_lengths(spark, tmp_path)
     assert [(P.local_path(path), length) for path, length in listed] \
         == [(str(tmp_path / n), size) for n, size in (("a.pcap", 100), ("b.pcap", 200), ("c.pcap", 300))]
     assert jobs.list_inputs(spark, [str(tmp_path)]).files == [(P.local_path(p), n) for p, n in listed]
+
+
+# ---------------------------------------------------------------- other protocols, SASL (issue 35)
+@pytest.fixture(scope="module")
+def host_runs(spark, tmp_path_factory):
+    """A host capture (Kafka, ZooKeeper, HTTP, TLS) and a SASL one, in ranges that cut connections,
+    combined and reported in the driver, then by Spark."""
+    from tests.protocol_captures import host_capture, sasl_capture
+
+    data = tmp_path_factory.mktemp("host")
+    (data / "host.pcap").write_bytes(host_capture()[0])
+    sasl, _requests, _responses, secrets = sasl_capture("SCRAM-SHA-256", 1)
+    (data / "sasl.pcap").write_bytes(sasl)
+    paths = [str(data / "host.pcap"), str(data / "sasl.pcap")]
+    out, by_spark = tmp_path_factory.mktemp("host-driver"), tmp_path_factory.mktemp("host-spark")
+    options = {"split_bytes": 100_000, "overlap_bytes": 40_000}
+    result = analyze(paths, str(out), spark=spark, options=Options(**options), progress=False)
+    spark_result = analyze(paths, str(by_spark), spark=spark,
+                           options=Options(driver_rows=0, driver_report_frames=0, **options), progress=False)
+    return result, out, spark_result, by_spark, secrets
+
+
+def test_other_protocols_are_counted_alike_by_both_engines_and_named_in_the_report(host_runs):
+    result, out, spark_result, by_spark, secrets = host_runs
+    for name in ("connections", "frames", "summary"):
+        driver, spark_rows = (sorted(json.dumps(r, sort_keys=True, default=str) for r in _table(d, name).to_pylist())
+                              for d in (out, by_spark))
+        assert driver == spark_rows, name
+    kinds = sorted((r["capture"].rsplit("/", 1)[-1], r["kind"]) for r in _table(out, "connections").to_pylist())
+    assert kinds == [("host.pcap", "http"), ("host.pcap", "kafka"), ("host.pcap", "tls"), ("host.pcap", "tls"),
+                     ("host.pcap", "zookeeper"), ("host.pcap", "zookeeper"), ("sasl.pcap", "kafka")]
+    for facts in (result.facts, spark_result.facts):
+        assert [(r["kind"], r["server_port"], r["connections"]) for r in facts["other_protocols"]] == [
+            ("http", 8080, 1), ("tls", 9093, 2), ("zookeeper", 2181, 2)]
+    report = (out / "report.md").read_text()
+    assert "**TLS:** 2 connections on port 9093 are TLS" in report
+    bodies = " ".join(b for b in _table(out, "frames")["body"].to_pylist() if b)
+    assert "<redacted: " in bodies
+    assert not any(base64.b64encode(secret).decode() in bodies or secret.decode() in bodies for secret in secrets)
+    assert all(r["accounted"] for r in result.summary)

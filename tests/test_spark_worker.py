@@ -85,7 +85,7 @@ def test_small_capture_frames_and_compact_rows(small):
             usage[(1, 18, 3)]["client_software_name"]) == (1, 1, "bad name")
     (counts,) = _kind(out.to_batches(), "counts")["info"].to_pylist()
     assert json.loads(counts) == {
-        "frames": 10, "request_frames": 6, "response_frames": 4, "frame_bytes": 938, "frames_ok": 8,
+        "frames": 10, "request_frames": 6, "response_frames": 4, "frame_bytes": 931, "frames_ok": 8,
         "frames_undecodable": 2, "first_ts_ns": sc.START_NS + 6_000_000, "last_ts_ns": sc.START_NS + 16_000_000,
         "exchanges_paired": 3, "no_response_expected": 1, "unpaired_requests": 2, "unpaired_responses": 1}
     (capture,) = _kind(out.to_batches(), "capture")["info"].to_pylist()

@@ -10,6 +10,7 @@ import pickle
 import pytest
 
 import kproto
+from kproto import broker_recordings
 from kproto import versions as v
 from kproto.errors import KprotoError
 from kproto.messages import ApiVersionsResponse
@@ -37,26 +38,28 @@ def test_api_table_has_every_request_with_its_facts():
 def test_api_table_rows_for_the_4x_baseline():
     produce = v.api_info("Produce")
     assert (produce.api_key, produce.versions, produce.flexible_from) == (0, (0, 13), 9)
-    assert produce.deprecated == (0, 6)          # KIP-896 marked 0-6 ...
-    assert produce.removed_in_4x == (0, 2)       # ... 4.x removed only 0-2
+    assert produce.deprecated == (0, 2)          # 3.9.0 marked 0-6; 3.9.1+ only 0-2 (KAFKA-18659) ...
+    assert produce.removed_in_4x == (0, 2)       # ... which is what 4.x removed
     assert v.api_info("Fetch").removed_in_4x == (0, 3)
     metadata = v.api_info(3)
     assert metadata.deprecated == (0, 3) and metadata.removed_in_4x is None   # kept by 4.x
     assert v.api_info("LeaderAndIsr").removed_in_4x == (0, 7)
     assert v.api_info("LeaderAndIsr").removed_source == "ZooKeeper-only"
     assert v.api_info("CreateDelegationToken").removed_in_4x == (0, 0)
-    assert v.api_info("CreateDelegationToken").removed_source == "4.x broker tables"
-    assert v.api_info("Vote").removed_source == "unknown"
+    assert v.api_info("CreateDelegationToken").removed_source == "4.x definitions"   # the 4.0 jar: 1-3
+    assert v.api_info("Vote").removed_source == "4.x definitions" and v.api_info("Vote").removed_in_4x is None
 
 
 def test_api_names_and_keys():
     assert v.api_key_of("ProduceRequest") == v.api_key_of("produce") == v.api_key_of(0) == 0
     assert v.api_key_of("ListClientMetricsResources") == 74     # the old name still resolves
-    assert v.api_label(0) == "Produce(0)" and v.api_label(90) == "UNKNOWN(90)"
+    assert v.api_label(0) == "Produce(0)" and v.api_label(90) == "DescribeShareGroupOffsets(90)"
+    assert v.api_label(200) == "UNKNOWN(200)"
     with pytest.raises(KeyError, match="unknown Kafka API"):
         v.api_key_of("NoSuchApi")
-    with pytest.raises(KeyError, match="newer than kproto"):
-        v.api_info(90)
+    assert v.api_info(90).name == "DescribeShareGroupOffsets"
+    with pytest.raises(KeyError, match="no definition for api_key 200'$"):
+        v.api_info(200)
 
 
 # ---------------------------------------------------------------- the release table
@@ -67,20 +70,38 @@ def test_release_table_matches_the_reference_tsv(shared_protocol_dir):
     for row in rows:
         expected.setdefault(row["release"], {})[int(row["api_key"])] = (
             int(row["min_version"]), int(row["max_version"]))
-    assert v.RELEASES == tuple(expected)
-    assert v.RELEASES[0] == "0.8.0" and v.RELEASES[-1] == "4.3"
+    recorded = set(v.RECORDED_FROM)                 # 3.9 and 4.x: from real brokers instead
+    assert [r for r in v.RELEASES if r not in recorded] == [r for r in expected if r not in recorded]
+    assert v.RELEASES[0] == "0.8.0" and v.RELEASES[-1] == "4.4"
     for release, table in expected.items():
-        assert v.release_table(release) == table
+        if release not in recorded:
+            assert v.release_table(release) == table
+    # where the reference and the real brokers differ, and why
+    assert expected["4.0"] == v.release_table("4.0.0")          # the reference's 4.0 is 4.0.0
+    assert expected["3.9"] == v._ZOOKEEPER_MODE_TABLES["3.9"]   # and its 3.9 a ZooKeeper-mode broker
+    assert all(expected[r] == v.release_table(r) for r in ("4.1", "4.2", "4.3"))
+
+
+def test_recorded_releases_replace_the_reference_rows():
+    rows = v.broker_api_versions()
+    recorded = [row for row in rows if row[0] in v.RECORDED_FROM]
+    assert recorded == list(broker_recordings.API_VERSIONS)
+    assert list(v.RECORDED_FROM) == ["3.9", "4.0.0", "4.0", "4.1", "4.2", "4.3", "4.4"]
+    assert [r for r in v.RELEASES if r in v.RECORDED_FROM] == list(v.RECORDED_FROM)   # by age
+    assert {row[0] for row in rows if row[0] not in v.RECORDED_FROM} == \
+        {r for r, *_ in BROKER_API_VERSIONS} - set(v.RECORDED_FROM)
 
 
 def test_real_tables_39_40_41():
-    t39, t40, t41 = v.release_table("3.9"), v.release_table("4.0"), v.release_table("4.1")
+    t39, t400, t40, t41 = (v.release_table(r) for r in ("3.9", "4.0.0", "4.0", "4.1"))
     assert (t39[0], t40[0], t41[0]) == ((0, 11), (0, 12), (0, 13))
     assert (t39[1], t40[1], t41[1]) == ((0, 17), (4, 17), (4, 18))
-    assert 4 in t39 and 4 not in t40                    # LeaderAndIsr left with ZooKeeper
-    assert (t39[11], t40[11], t41[11]) == ((0, 9), (2, 9), (0, 9))   # JoinGroup v0-1 came back in 4.1
-    assert v.KNOWN_UNKNOWN_API_KEYS == {88, 89, 90, 91, 92}
-    assert {90, 91, 92} <= set(t41)
+    assert 4 not in t39 and 4 in v._ZOOKEEPER_MODE_TABLES["3.9"]   # LeaderAndIsr: ZooKeeper mode only
+    # JoinGroup v0-1: dropped by 4.0.0, back in 4.0.1 (checked on a 4.0.1 broker too) and later
+    assert (t39[11], t400[11], t40[11], t41[11]) == ((0, 9), (2, 9), (0, 9), (0, 9))
+    assert {k: r for k, r in t400.items() if t40.get(k) != r} == {11: (2, 9)}
+    assert v.KNOWN_UNKNOWN_API_KEYS == frozenset()      # 88-94 have definitions since the 4.x jars
+    assert {90, 91, 92} <= set(t41) and {93, 94} <= set(v.release_table("4.4"))
 
 
 def test_releases_are_resolved_from_version_strings():
@@ -88,20 +109,21 @@ def test_releases_are_resolved_from_version_strings():
     assert v.resolve_release("0.10.2.1") == "0.10.2"
     assert v.resolve_release("0.9.0.1") == "0.9"
     assert v.resolve_release("v4.0") == "4.0"
+    assert v.resolve_release("4.0.0") == "4.0.0" and v.resolve_release("4.0.1") == "4.0"
     with pytest.raises(ValueError, match="ambiguous.*0.10.0, 0.10.1, 0.10.2"):
         v.resolve_release("0.10")
     with pytest.raises(ValueError, match="no broker release 5.0"):
         v.resolve_release("5.0")
     with pytest.raises(ValueError, match="not a Kafka release"):
         v.resolve_release("latest")
-    assert v.releases_between("3.8", "4.1") == ("3.8", "3.9", "4.0", "4.1")
+    assert v.releases_between("3.8", "4.1") == ("3.8", "3.9", "4.0.0", "4.0", "4.1")
 
 
 def test_every_4x_release_honours_the_4x_definitions_except_produce_0_to_2():
     """4.x brokers never advertise a version below the 4.x definitions' floor, except
     Produce v0-2 (KAFKA-18659), in every 4.x release."""
     releases_4x = [r for r in v.RELEASES if r.startswith("4.")]
-    assert releases_4x == ["4.0", "4.1", "4.2", "4.3"]
+    assert releases_4x == ["4.0.0", "4.0", "4.1", "4.2", "4.3", "4.4"]
     exceptions = {}
     for release in releases_4x:
         for key, (lo, _hi) in v.release_table(release).items():
@@ -128,7 +150,8 @@ def test_4x_removals_were_deprecated_first_but_writetxnmarkers_v0():
             for version in range(info.removed_in_4x[0], info.removed_in_4x[1] + 1):
                 if not (info.deprecated and info.deprecated[0] <= version <= info.deprecated[1]):
                     undeprecated.append((info.name, version))
-    assert undeprecated == [("WriteTxnMarkers", 0)]     # inter-broker: 4.0 dropped it without a KIP-896 marker
+    # inter-broker: 4.0 dropped them without a KIP-896 marker
+    assert undeprecated == [("WriteTxnMarkers", 0), ("AlterPartition", 0), ("AlterPartition", 1)]
 
 
 # ---------------------------------------------------------------- per (api, version)
@@ -136,10 +159,10 @@ def test_version_info_produce():
     old = v.version_info("Produce", 2)
     assert old.deprecated and old.removed_in_4x
     assert (old.first_release, old.last_release) == ("0.10.0", "3.9")
-    assert old.advertised_but_rejected == ("4.0", "4.1", "4.2", "4.3")
+    assert old.advertised_but_rejected == ("4.0.0", "4.0", "4.1", "4.2", "4.3", "4.4")
     assert any("KAFKA-18659" in n for n in old.notes)
     kept = v.version_info("Produce", 3)
-    assert kept.deprecated and kept.removed_in_4x is False
+    assert not kept.deprecated and kept.removed_in_4x is False   # 3.9.1+ deprecate only 0-2
     assert (kept.first_release, kept.in_latest_release) == ("0.11", True)
     newest = v.version_info("Produce", 13)
     assert newest.flexible and not newest.deprecated and newest.first_release == "4.1"
@@ -148,14 +171,15 @@ def test_version_info_produce():
 def test_version_info_gaps_and_unknowns():
     join = v.version_info("JoinGroup", 0)
     assert join.deprecated and join.removed_in_4x is False
-    assert "4.0" not in join.releases and {"3.9", "4.1"} <= set(join.releases)
-    assert v.format_releases(join.releases) == "0.9-3.9, 4.1-4.3"
+    assert "4.0.0" not in join.releases and {"3.9", "4.0", "4.1"} <= set(join.releases)
+    assert v.format_releases(join.releases) == "0.9-3.9, 4.0-4.4"
     assert v.version_info("Metadata", 0).releases == v.RELEASES
     zk = v.version_info("LeaderAndIsr", 7)
-    assert zk.removed_in_4x and zk.last_release == "3.9"
-    assert v.version_info("Vote", 0).removed_in_4x is None
-    unknown = v.version_info(90, 0)
-    assert not unknown.defined and unknown.first_release == "4.1"
+    assert zk.removed_in_4x and zk.last_release == "3.8"     # 3.9's table is a KRaft broker's
+    assert v.version_info("Vote", 0).removed_in_4x is False      # the 4.x jars define Vote 0-2
+    share_offsets = v.version_info(90, 0)
+    assert share_offsets.defined and share_offsets.first_release == "4.1"
+    assert not v.version_info(200, 0).defined
     assert not v.version_info("Produce", 14).defined
 
 
@@ -274,13 +298,27 @@ def test_every_release_table_is_recognised_exactly(release):
     assert match.exact == (release,) and match.release == release
 
 
+def test_recorded_releases_say_which_broker_answered_so():
+    match = v.infer_release(v.release_table("4.0"))
+    assert match.describe() == ("4.0 (exact match with the answer of a real 4.0.2 broker; "
+                                "patch releases that advertise the same versions are not told apart)")
+    assert v.infer_release(v.release_table("4.0.0")).describe().startswith("4.0.0 (exact match with the answer "
+                                                                           "of a real 4.0.0 broker")
+
+
+def test_a_zookeeper_mode_39_broker_is_named_with_its_mode():
+    match = v.infer_release(v._ZOOKEEPER_MODE_TABLES["3.9"])
+    assert (match.exact, match.mode, match.release) == (("3.9",), "ZooKeeper", "3.9")
+    assert match.describe().startswith("3.9 in ZooKeeper mode (exact match")
+
+
 def test_inference_states_differences_without_guessing():
     table = v.release_table("4.1")
     del table[90]
     match = v.infer_release(table)
     assert match.release is None and match.exact == ()
     assert match.closest == ("4.1",)
-    assert match.differences["4.1"] == ("UNKNOWN(90): not advertised, release has v0",)
+    assert match.differences["4.1"] == ("DescribeShareGroupOffsets(90): not advertised, release has v0",)
     assert match.describe().startswith("no exact match; closest 4.1, 1 API(s) differ")
 
 
@@ -309,23 +347,26 @@ def test_exact_ambiguity_is_stated():
 
 # ---------------------------------------------------------------- release changes
 def test_changes_between_39_and_40():
-    changes = {c.api_key: c for c in v.release_changes("3.9", "4.0")}
+    changes = {c.api_key: c for c in v.release_changes("3.9", "4.0.0")}
     assert changes[0].gained == [12] and changes[0].lost == []
     assert changes[1].lost == [0, 1, 2, 3] and changes[1].gained == []
-    assert changes[4].after is None and changes[4].describe() == "- LeaderAndIsr(4): API gone, was v0-7"
-    assert changes[55].describe() == "+ DescribeQuorum(55): new API, v0-2"
     assert changes[11].describe() == "~ JoinGroup(11): v0-9 -> v2-9 (lost v0-1)"
     assert 12 not in changes                     # Heartbeat did not change
-    t39, t40 = v.release_table("3.9"), v.release_table("4.0")
+    # 3.8's table is a ZooKeeper-mode broker's, 3.9's a KRaft broker's: the mode shows
+    mode = {c.api_key: c for c in v.release_changes("3.8", "3.9")}
+    assert mode[4].describe() == "- LeaderAndIsr(4): API gone, was v0-7"
+    assert mode[55].describe() == "+ DescribeQuorum(55): new API, v0-2"
+    t39, t40 = v.release_table("3.9"), v.release_table("4.0.0")
     assert set(changes) == {k for k in set(t39) | set(t40) if t39.get(k) != t40.get(k)}
 
 
 def test_changes_between_40_and_41_only_gain():
-    changes = v.release_changes("4.0", "4.1")
+    changes = v.release_changes("4.0.0", "4.1")
     assert all(not c.lost for c in changes)
     by_key = {c.api_key: c for c in changes}
     assert by_key[11].gained == [0, 1]
-    assert by_key[90].describe() == "+ UNKNOWN(90): new API, v0"
+    assert by_key[90].describe() == "+ DescribeShareGroupOffsets(90): new API, v0"
+    assert [c.describe() for c in v.release_changes("4.0.0", "4.0")] == ["~ JoinGroup(11): v2-9 -> v0-9 (gained v0-1)"]
 
 
 def test_broker_api_versions_rows_are_well_formed():

@@ -34,18 +34,18 @@ def test_api_table(capsys):
     rows = lines[1:lines.index("")]
     assert len(rows) == len(v.api_table())
     by_key = {int(row.split()[0]): row.split() for row in rows}
-    assert by_key[0] == ["0", "Produce", "0-13", "9+", "0-6", "0-2", "broker"]
+    assert by_key[0] == ["0", "Produce", "0-13", "9+", "0-2", "0-2", "broker"]
     assert by_key[3] == ["3", "Metadata", "0-13", "9+", "0-3", "-", "broker"]
     assert by_key[4] == ["4", "LeaderAndIsr", "0-7", "4+", "-", "all", "(ZooKeeper)", "zkBroker"]
     assert by_key[17] == ["17", "SaslHandshake", "0-1", "-", "0", "-", "broker,controller"]
-    assert by_key[38] == ["38", "CreateDelegationToken", "0-3", "2+", "0", "0", "(tables)",
-                          "zkBroker,broker,controller"]
-    assert by_key[52] == ["52", "Vote", "0-1", "0+", "-", "?", "controller"]
-    assert by_key[68][:2] == ["68", "ConsumerGroupHeartbeat"] and by_key[68][2] == "*"   # unstable latest
+    assert by_key[38] == ["38", "CreateDelegationToken", "0-3", "2+", "0", "0", "broker,controller"]
+    assert by_key[52] == ["52", "Vote", "0-2", "0+", "-", "-", "controller"]
+    assert by_key[22][:2] == ["22", "InitProducerId"] and by_key[22][2] == "*"   # unstable latest (v6)
     notes = lines[lines.index("") + 1:]
     assert notes[0] == f"{len(rows)} APIs. deprecated: versions KIP-896 marked for removal in Kafka 4.0."
-    assert "Produce v0-2 are removed yet 4.0-4.3 still advertise them (KAFKA-18659)." in notes
-    assert notes[-1] == "API keys 88, 89, 90, 91, 92 appear in broker releases without a definition here (known-unknown)."
+    assert "Produce v0-2 are removed yet 4.0.0-4.4 still advertise them (KAFKA-18659)." in notes
+    # every key a broker release advertises has a definition (88-94 came with the 4.x jars)
+    assert not any("known-unknown" in note for note in notes), notes
 
 
 def test_api_versions_lines(capsys):
@@ -53,11 +53,11 @@ def test_api_versions_lines(capsys):
     assert status == 0
     assert lines[0] == "Produce(0): kproto v0-13"
     assert lines[1] == ("  v0: releases 0.8.0-3.9; deprecated (KIP-896); removed in 4.x; "
-                        "advertised by 4.0-4.3 but rejected (KAFKA-18659, kept for librdkafka)")
-    assert lines[4] == "  v3: releases 0.11-4.3; deprecated (KIP-896)"
-    assert lines[14] == "  v13: releases 4.1-4.3; flexible"
+                        "advertised by 4.0.0-4.4 but rejected (KAFKA-18659, kept for librdkafka)")
+    assert lines[4] == "  v3: releases 0.11-4.4"      # 3.9.1+ deprecate only v0-2 (KAFKA-18659)
+    assert lines[14] == "  v13: releases 4.1-4.4; flexible"
     assert lines[15] == "JoinGroup(11): kproto v0-9"
-    assert lines[16] == "  v0: releases 0.9-3.9, 4.1-4.3; deprecated (KIP-896)"
+    assert lines[16] == "  v0: releases 0.9-3.9, 4.0-4.4; deprecated (KIP-896)"     # not 4.0.0
     assert len(lines) == 1 + 14 + 1 + 10
 
 
@@ -74,12 +74,13 @@ def test_one_release(capsys):
 
 
 def test_changes_between_releases(capsys):
-    status, lines, _ = run(capsys, "--release", "3.6", "--release", "4.0")
+    status, lines, _ = run(capsys, "--release", "3.6", "--release", "4.0.0")
     assert status == 0
-    old, new = v.release_table("3.6"), v.release_table("4.0")
+    old, new = v.release_table("3.6"), v.release_table("4.0.0")
     changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    assert lines[0] == f"Kafka 3.6 -> 4.0: {len(changed)} API(s) changed"
-    body = lines[1:-1]
+    assert lines[0] == f"Kafka 3.6 -> 4.0.0: {len(changed)} API(s) changed"
+    assert lines[-1].startswith("  note: the 3.6 table is a ZooKeeper-mode broker's and the 4.0.0 table a KRaft")
+    body = lines[1:-2]
     assert len(body) == len(changed)
     pattern = re.compile(r"  ([+~-]) (\w+)\((\d+)\): (.*)")
     seen = []
@@ -98,21 +99,31 @@ def test_changes_between_releases(capsys):
     versions = lambda r: set(range(r[0], r[1] + 1))  # noqa: E731
     gained = sum(len(versions(new[k]) - versions(old[k])) for k in both)
     lost = sum(len(versions(old[k]) - versions(new[k])) for k in both)
-    assert lines[-1] == (f"  summary: {sum(k not in old for k in changed)} new API(s), "
+    assert lines[-2] == (f"  summary: {sum(k not in old for k in changed)} new API(s), "
                          f"{sum(k not in new for k in changed)} API(s) gone, "
                          f"{gained} version(s) gained and {lost} lost in the others")
     assert (gained, lost) == (26, 26)
 
 
 def test_three_releases_give_two_steps(capsys):
-    status, lines, _ = run(capsys, "--release", "3.9", "--release", "4.0", "--release", "4.1")
+    status, lines, _ = run(capsys, "--release", "3.9", "--release", "4.0.0", "--release", "4.1")
     assert status == 0
     headers = [line for line in lines if line.startswith("Kafka ")]
-    assert headers == [f"Kafka 3.9 -> 4.0: {len(v.release_changes('3.9', '4.0'))} API(s) changed",
-                       "Kafka 4.0 -> 4.1: 18 API(s) changed"]
-    assert lines.index(headers[1]) - lines.index(headers[0]) == 1 + 41 + 1 + 1   # changes, summary, blank
+    first = len(v.release_changes("3.9", "4.0.0"))
+    assert headers == [f"Kafka 3.9 -> 4.0.0: {first} API(s) changed", "Kafka 4.0.0 -> 4.1: 18 API(s) changed"]
+    assert lines.index(headers[1]) - lines.index(headers[0]) == 1 + first + 1 + 1   # changes, summary, blank
     assert "  ~ JoinGroup(11): v2-9 -> v0-9 (gained v0-1)" in lines
-    assert "  + UNKNOWN(90): new API, v0" in lines
+    assert "  + DescribeShareGroupOffsets(90): new API, v0" in lines
+
+
+def test_a_change_of_mode_is_said(capsys):
+    status, lines, _ = run(capsys, "--release", "3.8", "--release", "3.9")
+    assert status == 0
+    assert "  - LeaderAndIsr(4): API gone, was v0-7" in lines
+    assert lines[-1] == ("  note: the 3.8 table is a ZooKeeper-mode broker's and the 3.9 table a KRaft-mode "
+                         "broker's: the APIs of each mode show as gone or new")
+    assert [v.release_mode(r) for r in ("0.8.0", "3.8", "3.9", "4.0.0", "4.4")] == \
+        ["ZooKeeper", "ZooKeeper", "KRaft", "KRaft", "KRaft"]
 
 
 def test_bad_release_exits_2(capsys):
@@ -139,14 +150,15 @@ def test_response_from_a_39_broker(tmp_path, capsys):
     assert listing[0] == "\tProduce(0): 0 to 11 [usable: 11],"
     assert listing[1] == "\tFetch(1): 0 to 17 [usable: 17],"
     assert "\tDescribeProducers(61): 0 [usable: 0]," in listing
-    assert "\tDescribeQuorum(55): UNSUPPORTED," in listing      # a client API 3.9 brokers do not advertise
+    assert "\tDescribeQuorum(55): 0 to 2 [usable: 2]," in listing      # a KRaft broker's API
+    assert "\tShareFetch(78): UNSUPPORTED," in listing      # a client API 3.9 brokers do not advertise
     assert all(line.endswith(",") for line in listing[:-1]) and not listing[-1].endswith(",")
     client_facing = {i.api_key for i in v.api_table() if "broker" in i.listeners}
     assert len(listing) == len(set(table) | client_facing)
 
     at = lines.index(")") + 1
-    assert lines[at] == ("Inferred release: 3.9 (exact match; patch releases of a line advertise the same "
-                         "versions and are not told apart)")
+    assert lines[at] == ("Inferred release: 3.9 (exact match with the answer of a real 3.9.2 broker; "
+                         "patch releases that advertise the same versions are not told apart)")
     negotiated = v.negotiate(None, "3.9")
     assert lines[at + 1] == f"kproto would negotiate {len(negotiated)} APIs:"
     negotiation = lines[at + 2:at + 2 + len(negotiated)]
@@ -159,7 +171,7 @@ def test_response_from_a_39_broker(tmp_path, capsys):
     assert notes[0] == "Notes:"
     assert "  Produce v0-2: served here, removed in Kafka 4.x" in notes
     assert "  Fetch v0-3: served here, removed in Kafka 4.x" in notes
-    assert "  LeaderAndIsr v0-7: served here, removed in Kafka 4.x" in notes
+    assert not any("LeaderAndIsr" in line for line in notes)     # a KRaft broker does not serve it
 
 
 def test_response_from_a_41_broker_as_hex(tmp_path, capsys):
@@ -170,13 +182,12 @@ def test_response_from_a_41_broker_as_hex(tmp_path, capsys):
     assert lines[0].startswith("ApiVersionsResponse read as v1-2: error NONE, ")
     listing = _listing(lines)
     assert listing[0] == "\tProduce(0): 0 to 13 [usable: 13],"
-    assert "\tShareGroupHeartbeat(76): 1 [unusable: node too new]," in listing
+    assert "\tShareGroupHeartbeat(76): 1 [usable: 1]," in listing
     assert "\tGetTelemetrySubscriptions(71): UNSUPPORTED," in listing
-    assert listing[-3:] == ["\tUNKNOWN(90): 0,", "\tUNKNOWN(91): 0,", "\tUNKNOWN(92): 0"]
+    assert "\tDeleteShareGroupOffsets(92): 0 [usable: 0]," in listing
     assert any(line.startswith("Inferred release: 4.1 (exact match") for line in lines)
     notes = lines[lines.index("Notes:") + 1:]
-    assert notes == ["  Produce v0-2: advertised but rejected by 4.x brokers (KAFKA-18659)",
-                     "  API keys without a kproto definition (header-only decoding): 90, 91, 92"]
+    assert notes == ["  Produce v0-2: advertised but rejected by 4.x brokers (KAFKA-18659)"]
 
 
 def test_response_that_matches_no_release(tmp_path, capsys):

@@ -14,6 +14,9 @@ from kproto import versions as v
 from kproto.framing import FrameReader
 from kproto.messages import ApiVersionsResponse
 
+#: kproto's newest ApiVersions version (v5 since Kafka 4.4): the handshake starts there
+NEWEST = v.api_info(18).max_version
+
 
 class FakeBroker:
     """A broker that speaks ApiVersions v0..max_version only.
@@ -59,32 +62,33 @@ class FakeBroker:
 def test_kip511_broker_on_v0_to_2_tells_the_client_its_max():
     broker = FakeBroker(2, kip511=True)
     result = v.handshake(broker)
-    assert result.attempts == [4, 2]           # highest first, then the broker's own max
+    assert result.attempts == [NEWEST, 2]      # highest first, then the broker's own max
     assert result.version == 2
     assert result.ranges == broker.table
     first = broker.seen[0]
-    assert first[:3] == (4, v.DEFAULT_CLIENT_SOFTWARE_NAME, v.DEFAULT_CLIENT_SOFTWARE_VERSION)
+    assert first[:3] == (NEWEST, v.DEFAULT_CLIENT_SOFTWARE_NAME, v.DEFAULT_CLIENT_SOFTWARE_VERSION)
     assert first[3] == []                       # kproto's own name and version are valid
 
 
 def test_pre_kip511_broker_sends_empty_api_keys_so_the_client_falls_back_to_v0():
     broker = FakeBroker(2, kip511=False)
     result = v.handshake(broker)
-    assert result.attempts == [4, 0]
+    assert result.attempts == [NEWEST, 0]
     assert result.ranges[18] == (0, 2)
 
 
 def test_broker_on_v0_to_3_gets_the_software_name_on_the_retry():
     broker = FakeBroker(3, release="3.0")
     result = v.handshake(broker, client_software_name="my-app", client_software_version="1.2.3")
-    assert result.attempts == [4, 3]
+    assert result.attempts == [NEWEST, 3]
     assert broker.seen[1][:3] == (3, "my-app", "1.2.3")
 
 
-def test_current_broker_answers_at_once():
+def test_a_41_broker_answers_after_one_step_down():
     broker = FakeBroker(4, release="4.1")
     result = v.handshake(broker)
-    assert result.attempts == [4]
+    assert NEWEST == 5 and result.attempts == [5, 4]
+    assert v.handshake(broker, max_version=4).attempts == [4]   # a client at its version: at once
     assert v.infer_release(result.response).release == "4.1"
     assert v.negotiate(None, result.response)[0] == 13
 
@@ -93,14 +97,14 @@ def test_a_confused_broker_cannot_make_the_client_loop():
     # it refuses v4 yet claims to support up to v4: the client still steps down
     broker = FakeBroker(2, advertise_max=4)
     result = v.handshake(broker)
-    assert result.attempts == [4, 3, 2]
+    assert result.attempts == [NEWEST, 4, 3, 2]
     assert v.retry_version(ApiVersionsResponse(error_code=35, api_keys=[]), 1) == 0
 
 
 def test_starting_lower_and_errors():
     assert v.handshake(FakeBroker(2), max_version=2).attempts == [2]
-    with pytest.raises(ValueError, match="v0-4"):
-        v.ApiVersionsHandshake(max_version=5)
+    with pytest.raises(ValueError, match=f"v0-{NEWEST}"):
+        v.ApiVersionsHandshake(max_version=NEWEST + 1)
     broker = FakeBroker(2)
     with pytest.raises(v.ApiVersionsError, match="INVALID_REQUEST") as caught:
         v.handshake(FakeBroker(4), client_software_name="my app", allow_invalid=True)
@@ -138,7 +142,7 @@ def test_handshake_over_a_socket():
     finally:
         server.close()
     thread.join(timeout=10)
-    assert result.attempts == [4, 2]
+    assert result.attempts == [NEWEST, 2]
     assert result.ranges == broker.table
 
 

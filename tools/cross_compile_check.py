@@ -66,11 +66,16 @@ class Result:
 
 
 def cache_dir() -> Path:
+    """Under kproto's one cache directory (kproto/_common/cache.py); KPROTO_CROSS_CACHE moves only this."""
     base = os.environ.get("KPROTO_CROSS_CACHE")
     if base:
         return Path(base)
-    venv = ROOT / ".venv"
-    return (venv if venv.is_dir() else Path(tempfile.gettempdir())) / "kproto-cross"
+    sys.path.insert(0, str(ROOT))
+    try:
+        from kproto._common.cache import cache_root
+    finally:
+        sys.path.remove(str(ROOT))
+    return cache_root() / "cross"
 
 
 def zig_command() -> list[str]:
@@ -147,7 +152,8 @@ def generated_sources() -> dict[str, Path]:
     os.chdir(ROOT)
     try:
         import setup as project_setup  # the repository's setup.py (setup() runs only as __main__)
-        extensions = project_setup.extensions()
+        c_dir = os.path.join(project_setup.BUILD_BASE, "cython-cross")
+        extensions = project_setup.cythonize_extensions(project_setup.extensions(), c_dir)
     finally:
         os.chdir(cwd)
         sys.path.remove(str(ROOT))

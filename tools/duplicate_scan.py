@@ -28,9 +28,11 @@ MIN_LINES = 6
 MAX_PLACES = 8
 SOURCE_SUFFIXES = (".py", ".pyi", ".pyx", ".pxi", ".pxd", ".h")
 
-#: Written by tools (gen_schema.py, gen_stubs.py, record_fingerprints.py); never edited by hand.
-GENERATED = frozenset({"kproto/schema/_messages.py", "kproto/_common/error_codes.py", "kproto/messages.pyi",
-                       "kproto/fingerprint_data.py"})
+#: Written by tools (gen_schema.py, gen_stubs.py, record_fingerprints.py, record_brokers.py,
+#: record_clients.py); never edited by hand.
+GENERATED = frozenset({"kproto/schema/_messages.py", "kproto/_common/error_codes.py", "kproto/_common/api_keys.py",
+                       "kproto/messages.pyi", "kproto/fingerprint_data.py", "kproto/broker_recordings.py",
+                       "kproto/client_recordings.py"})
 
 _MIRROR = "C / pure-Python twins: one rule in each implementation, kept alike line for line"
 _PUBLIC_TYPES = "public API: one method per Kafka type, each one call of the shared reader or writer"
@@ -40,6 +42,8 @@ _STUB = "type stub: the signatures of methods that share a shape"
 #: inside one file.
 ALLOWED: dict[tuple[str, str], str] = {
     ("kproto/_c/_capture_reassembly.pxi", "kproto/_py/capture_reassembly.py"): _MIRROR,
+    ("kproto/_c/_capture_kinds.pxi", "kproto/_py/capture_kinds.py"): _MIRROR,
+    ("kproto/_c/_capture.pyx", "kproto/_py/capture.py"): _MIRROR,
     ("kproto/_c/_records.pyx", "kproto/_py/record_batch.py"): _MIRROR,
     ("kproto/_c/_records.pyx", "kproto/_py/records.py"): _MIRROR,
     ("kproto/_c/_records_legacy.pxi", "kproto/_py/records_legacy.py"): _MIRROR,

@@ -1,18 +1,39 @@
 #!/usr/bin/env python3
 """Generate kproto's schema tables from the Apache Kafka JSON message definitions.
 
-Reads ``message/`` (every API, every version from 0) and ``message-4x/`` (the
-Kafka 4.x definitions: newer versions, and lower bounds that are the versions
-4.x removed) and writes ``kproto/schema/_messages.py`` and
-``kproto/_common/error_codes.py``: protocol facts only (names, types, version
-ranges, defaults, tags, error codes), no prose.
+Sources, newest first (each (message, version) is taken from the first that defines it):
 
-Each wire version comes from the newest file that defines it: a message is a
-list of *layers*, each a version range with its own field tree. The message
-class is the union of the fields of all layers.
+1. The kafka-clients jar of every release in ``KAFKA_RELEASES`` (3.9.2 ... 4.4.0),
+   read in place from ``common/message/*.json`` inside the jar under the cache that
+   ``scripts/install-kafka.sh --clients-only`` fills (``--kafka-dir`` overrides;
+   default: ``scripts/install-kafka.sh --print-dir``). A missing jar is an error
+   naming that script, never a silent fallback.
+2. ``--source`` (default ``../shared/kafka-protocol``): ``message-4x/`` (a 4.1-era
+   subset) and ``message/`` (late-2024 trunk, every version from 0). They rank below
+   every release and supply only what no jar defines; ``broker-api-versions.tsv``
+   comes from there too.
+3. Error codes: the newest release's own ``Errors`` table (name, and retriable when its
+   Java exception is a RetriableException), printed by ``tools/KafkaErrors.java`` run
+   against that jar (Java on PATH), joined with ``error-codes.tsv``, which must agree on
+   every code both name.
+
+The wire format of a stable (api, version) never changes between releases, so the
+newest definition stands for all; ``--differences`` lists every (message, version)
+whose layout (names left out) differs between two sources, to prove it. Versions a
+definition marks unstable (``latestVersionUnstable``: the latest version, which a
+broker advertises only with unstable.api.versions.enable) are kept, so a capture of
+such a broker decodes, and recorded as ``unstable_versions``: their layout may still
+change. Versions 4.x releases no longer define (KIP-896) come from the newest older
+release that does; ``min_version_4x`` is the lowest version any 4.x release defines.
+
+Writes ``kproto/schema/_messages.py`` (one ``layer(...)`` per run of versions taken
+from one source, its origin the release, e.g. '4.4.0'), ``kproto/_common/error_codes.py``
+and ``kproto/_common/api_keys.py`` (the ``ApiKey`` enum): protocol facts only (names,
+types, version ranges, defaults, tags, error codes), no prose.
 
 Usage:
-    python tools/gen_schema.py [--source ../shared/kafka-protocol] [--package DIR] [--check]
+    python tools/gen_schema.py [--source ../shared/kafka-protocol] [--kafka-dir DIR]
+                               [--package DIR] [--check | --differences | --origins]
 
 ``--check`` exits 1 when a committed output differs from what would be written.
 """
@@ -25,7 +46,10 @@ import inspect
 import json
 import pprint
 import re
+import shutil
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,8 +57,19 @@ ROOT = Path(__file__).resolve().parent.parent
 # codes, which live apart because kproto.errors (the lowest layer) reads them.
 MESSAGES_FILE = Path("schema") / "_messages.py"
 ERROR_CODES_FILE = Path("_common") / "error_codes.py"
+API_KEYS_FILE = Path("_common") / "api_keys.py"
 PACKAGE = ROOT / "kproto"
 DEFAULT_SOURCE = ROOT.parent / "shared" / "kafka-protocol"
+INSTALL_KAFKA = ROOT / "scripts" / "install-kafka.sh"
+
+#: The kafka-clients releases whose definitions (common/message/*.json inside the jar)
+#: the tables are made from, oldest first; scripts/install-kafka.sh --clients-only
+#: fetches their jars. Adding a release here and regenerating is a Kafka upgrade.
+KAFKA_RELEASES = ("3.9.2", "4.0.2", "4.1.2", "4.2.2", "4.3.1", "4.4.0")
+JAR_MESSAGE_DIR = "common/message/"
+#: The folders of --source, oldest first, and whether they are Kafka 4.x definitions.
+#: They rank below every release: they supply only versions no release jar defines.
+SHARED_FOLDERS = (("message", False), ("message-4x", True))
 
 
 def _load_shapes():
@@ -53,25 +88,11 @@ PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "fl
               "string", "bytes", "uuid", "records"}
 INTEGER_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
 
-# Errors whose Java exception is a RetriableException (Kafka's Errors.java); the
-# error-codes table has codes and names only, so this fact is kept here.
-RETRIABLE_ERRORS = frozenset("""
-    CORRUPT_MESSAGE UNKNOWN_TOPIC_OR_PARTITION LEADER_NOT_AVAILABLE NOT_LEADER_OR_FOLLOWER
-    REQUEST_TIMED_OUT REPLICA_NOT_AVAILABLE NETWORK_EXCEPTION COORDINATOR_LOAD_IN_PROGRESS
-    COORDINATOR_NOT_AVAILABLE NOT_COORDINATOR NOT_ENOUGH_REPLICAS NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    NOT_CONTROLLER CONCURRENT_TRANSACTIONS KAFKA_STORAGE_ERROR FETCH_SESSION_ID_NOT_FOUND
-    INVALID_FETCH_SESSION_EPOCH LISTENER_NOT_FOUND FENCED_LEADER_EPOCH UNKNOWN_LEADER_EPOCH
-    OFFSET_NOT_AVAILABLE PREFERRED_LEADER_NOT_AVAILABLE ELIGIBLE_LEADERS_NOT_AVAILABLE
-    ELECTION_NOT_NEEDED UNSTABLE_OFFSET_COMMIT THROTTLING_QUOTA_EXCEEDED UNKNOWN_TOPIC_ID
-    INCONSISTENT_TOPIC_ID FETCH_SESSION_TOPIC_ID_ERROR SHARE_SESSION_NOT_FOUND
-    INVALID_SHARE_SESSION_EPOCH
-""".split())
 
 
-def read_json(path: Path) -> dict:
+def parse_json(text: str) -> dict:
     """Kafka's JSON allows // comments; drop them before parsing."""
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines()
-             if not line.lstrip().startswith("//")]
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("//")]
     return json.loads("\n".join(lines))
 
 
@@ -95,6 +116,11 @@ def snake_case(name: str) -> str:
     s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
     s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
     return s.lower()
+
+
+def enum_name(message_name: str) -> str:
+    """'ListOffsetsRequest' -> 'LIST_OFFSETS'."""
+    return snake_case(message_name.removesuffix("Request")).upper()
 
 
 def parse_int_default(text: str) -> int:
@@ -141,9 +167,130 @@ def parse_default(field: dict, element_type: str):
     return raw
 
 
+class Source:
+    """One set of definition files: a kafka-clients release jar or a ../shared folder."""
+
+    def __init__(self, label: str, specs: dict[str, dict], is_4x: bool) -> None:
+        self.label = label      # recorded as the origin of the layers it supplies
+        self.specs = specs      # message name -> parsed definition
+        self.is_4x = is_4x      # a Kafka 4.x definition (its lower bounds are what 4.x kept)
+
+
+def release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split("."))
+
+
+def load_jar(path: Path) -> dict[str, dict]:
+    """The definitions a kafka-clients jar ships under common/message/, read in place."""
+    with zipfile.ZipFile(path) as jar:
+        names = sorted(n for n in jar.namelist() if n.startswith(JAR_MESSAGE_DIR) and n.endswith(".json"))
+        specs = [parse_json(jar.read(n).decode("utf-8")) for n in names]
+    return {spec["name"]: spec for spec in specs}
+
+
+def default_kafka_dir() -> Path:
+    """The cache scripts/install-kafka.sh fills; the script states the rule
+    (KPROTO_CACHE_DIR, XDG_CACHE_HOME, ~/.cache), so it is asked rather than restated."""
+    result = subprocess.run(["bash", str(INSTALL_KAFKA), "--print-dir"], capture_output=True, text=True)
+    if result.returncode != 0 or not result.stdout.strip():
+        raise SystemExit(f"gen_schema: {INSTALL_KAFKA} --print-dir failed: {result.stderr.strip()}")
+    return Path(result.stdout.strip())
+
+
+def jar_path(kafka_dir: Path, release: str) -> Path:
+    return kafka_dir / release / "clients" / f"kafka-clients-{release}.jar"
+
+
+KAFKA_ERRORS_PROGRAM = ROOT / "tools" / "KafkaErrors.java"
+
+
+def kafka_error_table(kafka_dir: Path, release: str) -> dict[int, tuple[str, bool]]:
+    """code -> (name, retriable), as the release's own Errors class says: the Java program
+    tools/KafkaErrors.java run against its kafka-clients jars (a JVM start, about a second)."""
+    clients = jar_path(kafka_dir, release).parent
+    java = shutil.which("java")
+    if java is None:
+        raise SystemExit("gen_schema: java is not on PATH; Kafka's error table is read from its jar "
+                         "(scripts/install-java.sh installs a runtime)")
+    result = subprocess.run([java, "-cp", str(clients / "*"), str(KAFKA_ERRORS_PROGRAM)],
+                            capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise SystemExit(f"gen_schema: reading Kafka {release}'s error table failed (run "
+                         f"scripts/install-kafka.sh --clients-only):\n{result.stderr.strip()[-2000:]}")
+    table = {}
+    for line in result.stdout.splitlines():
+        code, name, retriable = line.split("\t")
+        table[int(code)] = (name, retriable == "retriable")
+    return table
+
+
+def spec_key(spec: dict) -> tuple:
+    """A renamed API (74: ListClientMetricsResources -> ListConfigResources) is one
+    message with two names: definitions match by (type, apiKey), data types by name."""
+    return (spec["type"], spec.get("apiKey"), spec["name"] if "apiKey" not in spec else None)
+
+
+def message_order(key: tuple) -> tuple:
+    return (str(key[1]), key[0], str(key[2]))
+
+
+def in_range(version: int, versions) -> bool:
+    return versions is not None and versions[0] <= version <= versions[1]
+
+
+def wire_layout(fields: tuple, version: int, flexible: bool) -> tuple:
+    """What the bytes of ``version`` depend on, names left out: per field present, in
+    wire order, its type, nullability, compactness and tag (with its default, which
+    decides whether a tagged field is written); struct fields recursively."""
+    regular, tagged = [], []
+    for f in fields:
+        if not in_range(version, f[SHAPES.F_VERSIONS]):
+            continue
+        override = f[SHAPES.F_FLEXIBLE]
+        compact = flexible if override == "inherit" else in_range(version, override)
+        is_tagged = flexible and f[SHAPES.F_TAG] is not None and in_range(version, f[SHAPES.F_TAGGED])
+        ftype = f[SHAPES.F_TYPE]
+        element = ftype[2:] if ftype.startswith("[]") else ftype
+        entry = (ftype.startswith("[]"), element if element in PRIMITIVES else "struct",
+                 in_range(version, f[SHAPES.F_NULLABLE]), compact,
+                 f[SHAPES.F_TAG] if is_tagged else None, f[SHAPES.F_DEFAULT] if is_tagged else None,
+                 wire_layout(f[SHAPES.F_CHILDREN], version, flexible))
+        (tagged if is_tagged else regular).append(entry)
+    return tuple(regular) + tuple(sorted(tagged, key=lambda e: e[4]))
+
+
+def marked_unstable(src: Source, spec: dict, version: int) -> bool:
+    """Whether ``src`` marks ``version`` unstable: the latest version of a request
+    marked latestVersionUnstable, and the response of that request version."""
+    if spec["type"] == "response":
+        spec = next((s for s in src.specs.values()
+                     if s["type"] == "request" and s.get("apiKey") == spec.get("apiKey")), spec)
+    valid = parse_versions(spec.get("validVersions"))
+    return bool(spec.get("latestVersionUnstable")) and valid is not None and version == valid[1]
+
+
 class Generator:
-    def __init__(self, source: Path) -> None:
+    def __init__(self, source: Path, kafka_dir: Path | None = None) -> None:
         self.source = source
+        self.kafka_dir = kafka_dir
+        self._sources: list[Source] | None = None
+        self._data: dict | None = None
+
+    def sources(self) -> list[Source]:
+        """Every definition set, newest first: the release jars, then ../shared."""
+        if self._sources is None:
+            kafka_dir = self.kafka_dir or default_kafka_dir()
+            missing = [r for r in KAFKA_RELEASES if not jar_path(kafka_dir, r).is_file()]
+            if missing:
+                raise SystemExit(
+                    f"gen_schema: no kafka-clients jar for {', '.join(missing)} under {kafka_dir}: "
+                    f"run scripts/install-kafka.sh --clients-only (it fetches them from Maven Central)")
+            found = [Source(r, load_jar(jar_path(kafka_dir, r)), release_key(r) >= (4,))
+                     for r in sorted(KAFKA_RELEASES, key=release_key, reverse=True)]
+            for folder, is_4x in reversed(SHARED_FOLDERS):
+                found.append(Source(f"shared/{folder}", self.load_dir(folder), is_4x))
+            self._sources = found
+        return self._sources
 
     def field_tree(self, fields: list[dict], common: dict[str, dict], message: str) -> tuple:
         out = []
@@ -188,78 +335,149 @@ class Generator:
         )
 
     def load_dir(self, folder: str) -> dict[str, dict]:
+        if not (self.source / folder).is_dir():
+            raise SystemExit(f"gen_schema: {self.source / folder} is missing (--source names the "
+                             f"kafka-protocol reference folder)")
         out = {}
         for path in sorted((self.source / folder).glob("*.json")):
-            spec = read_json(path)
+            spec = parse_json(path.read_text(encoding="utf-8"))
             out[spec["name"]] = spec
         return out
 
-    def layer(self, spec: dict, versions: tuple[int, int], origin: str) -> tuple:
+    def fields_of(self, spec: dict) -> tuple:
         common = {c["name"]: c for c in spec.get("commonStructs", [])}
-        return (versions, origin, self.field_tree(spec["fields"], common, spec["name"]))
+        return self.field_tree(spec.get("fields", []), common, spec["name"])
+
+    def definitions(self) -> dict[tuple, list[tuple[Source, dict, tuple[int, int]]]]:
+        """Per message: (source, definition, valid versions) of every source that
+        defines versions of it, newest source first ("none" left out)."""
+        out: dict[tuple, list] = {}
+        for src in self.sources():
+            for name in sorted(src.specs):
+                spec = src.specs[name]
+                valid = parse_versions(spec["validVersions"])
+                if valid is not None:
+                    out.setdefault(spec_key(spec), []).append((src, spec, valid))
+        return out
 
     def build(self) -> dict:
-        old = self.load_dir("message")
-        new = self.load_dir("message-4x")
-        # A renamed API (74: ListClientMetricsResources -> ListConfigResources) is one
-        # message with two names: match files by (type, apiKey) as well as by name.
-        def key(spec):
-            return (spec["type"], spec.get("apiKey"), spec["name"] if "apiKey" not in spec else None)
-        old_by_key = {key(s): s for s in old.values()}
-        new_by_key = {key(s): s for s in new.values()}
-        messages = {}
-        aliases = {}
-        for k in sorted(set(old_by_key) | set(new_by_key), key=lambda k: (str(k[1]), k[0], str(k[2]))):
-            o, n = old_by_key.get(k), new_by_key.get(k)
-            newest = n or o
+        if self._data is not None:
+            return self._data
+        definitions = self.definitions()
+        # Each version from the newest source that defines it.
+        chosen: dict[tuple, dict[int, tuple[Source, dict]]] = {}
+        for k, defs in definitions.items():
+            picks: dict[int, tuple[Source, dict]] = {}
+            for src, spec, (lo, hi) in defs:
+                for version in range(lo, hi + 1):
+                    picks.setdefault(version, (src, spec))
+            chosen[k] = picks
+        unstable = self.unstable_versions(chosen)
+        messages, aliases = {}, {}
+        for k in sorted(definitions, key=message_order):
+            defs, picks = definitions[k], chosen[k]
+            newest = defs[0][1]
             name = newest["name"]
-            if o and n and o["name"] != n["name"]:
-                aliases[o["name"]] = name
-            layers = []
-            valid_union = None
-            if n:
-                nv = parse_versions(n["validVersions"])
-                layers.append(self.layer(n, nv, "4x"))
-                valid_union = nv
-            if o:
-                ov = parse_versions(o["validVersions"])
-                if n:
-                    nv = parse_versions(n["validVersions"])
-                    # Older versions the 4.x file no longer defines come from message/.
-                    if ov[0] < nv[0]:
-                        layers.append(self.layer(o, (ov[0], nv[0] - 1), "3x"))
-                    if ov[1] > nv[1]:  # newer in the 3.x tree than 4.x: keep them too
-                        layers.append(self.layer(o, (nv[1] + 1, ov[1]), "3x"))
-                    valid_union = (min(ov[0], nv[0]), max(ov[1], nv[1]))
-                else:
-                    layers.append(self.layer(o, ov, "3x"))
-                    valid_union = ov
-            deprecated = parse_versions((o or n).get("deprecatedVersions"))
-            if n and n.get("deprecatedVersions"):
-                deprecated = parse_versions(n["deprecatedVersions"])
+            versions = sorted(picks)
+            if versions != list(range(versions[0], versions[-1] + 1)):
+                raise SystemExit(f"{name}: the sources leave a gap in its versions {versions}")
+            older_names = [spec["name"] for _src, spec, _v in defs if spec["name"] != name]
+            for old in older_names:
+                aliases[old] = name
+            deprecated = next((parse_versions(spec["deprecatedVersions"]) for _s, spec, _v in defs
+                               if "deprecatedVersions" in spec), None)
+            floors_4x = [valid[0] for src, _spec, valid in defs if src.is_4x]
+            api_unstable = sorted(unstable.get(newest.get("apiKey"), ())) if k[0] in ("request", "response") else []
+            if api_unstable and api_unstable != list(range(api_unstable[0], api_unstable[-1] + 1)):
+                raise SystemExit(f"{name}: unstable versions {api_unstable} are not one range")
             messages[name] = {
                 "type": newest["type"],
                 "api_key": newest.get("apiKey"),
-                "valid_versions": valid_union,
+                "valid_versions": (versions[0], versions[-1]),
                 "flexible_versions": parse_versions(newest.get("flexibleVersions")),
                 "deprecated_versions": deprecated,
-                "latest_version_unstable": bool(newest.get("latestVersionUnstable", False)),
+                "latest_version_unstable": versions[-1] in api_unstable,
+                "unstable_versions": (api_unstable[0], api_unstable[-1]) if api_unstable else None,
                 "listeners": tuple(newest.get("listeners", ())),
-                # Lowest version the Kafka 4.x definitions still have (None: no 4.x file).
-                "min_version_4x": parse_versions(n["validVersions"])[0] if n else None,
-                "old_name": o["name"] if o and n and o["name"] != n["name"] else None,
-                "layers": tuple(sorted(layers, key=lambda layer: layer[0][0])),
+                # Lowest version a Kafka 4.x release still defines (None: 4.x has none).
+                "min_version_4x": min(floors_4x) if floors_4x else None,
+                "old_name": older_names[0] if older_names else None,
+                "layers": self.layers(picks),
             }
-        return {"messages": messages, "aliases": aliases}
+        self._data = {"messages": messages, "aliases": aliases}
+        return self._data
+
+    def layers(self, picks: dict[int, tuple[Source, dict]]) -> tuple:
+        """One layer per run of consecutive versions taken from the same source."""
+        runs: list[list] = []   # [source, definition, lo, hi]
+        for version in sorted(picks):
+            src, spec = picks[version]
+            if runs and runs[-1][0] is src and runs[-1][3] == version - 1:
+                runs[-1][3] = version
+            else:
+                runs.append([src, spec, version, version])
+        out = []
+        for src, spec, lo, hi in runs:
+            out.append(((lo, hi), src.label, self.fields_of(spec)))
+        return tuple(out)
+
+    @staticmethod
+    def unstable_versions(chosen: dict[tuple, dict[int, tuple[Source, dict]]]) -> dict[int, set[int]]:
+        """API key -> versions that are unstable where they were taken from: the latest
+        version of a request definition marked latestVersionUnstable (a broker
+        advertises them only with unstable.api.versions.enable). The response of that
+        version is unstable with it."""
+        out: dict[int, set[int]] = {}
+        for (kind, api_key, _name), picks in chosen.items():
+            if kind != "request":
+                continue
+            for version, (src, spec) in picks.items():
+                if marked_unstable(src, spec, version):
+                    out.setdefault(api_key, set()).add(version)
+        return out
+
+    def layout_differences(self) -> list[tuple[str, int, str, bool, str, bool]]:
+        """Every (message, version) whose wire layout differs between two sources that
+        define it, as (name, version, older source, unstable there, newest source,
+        unstable there): the layout of a stable version must never change."""
+        found = []
+        definitions = self.definitions()
+        for k in sorted(definitions, key=message_order):
+            defs = definitions[k]
+            layouts: dict[int, list[tuple[str, tuple, bool]]] = {}
+            for src, spec, (lo, hi) in defs:
+                fields = self.fields_of(spec)
+                flexible_versions = parse_versions(spec.get("flexibleVersions"))
+                for version in range(lo, hi + 1):
+                    layouts.setdefault(version, []).append(
+                        (src.label, wire_layout(fields, version, in_range(version, flexible_versions)),
+                         marked_unstable(src, spec, version)))
+            for version, seen in sorted(layouts.items()):
+                newest_label, newest_layout, newest_unstable = seen[0]
+                for label, layout, unstable in seen[1:]:
+                    if layout != newest_layout:
+                        found.append((defs[0][1]["name"], version, label, unstable, newest_label, newest_unstable))
+        return found
 
     def error_codes(self) -> tuple:
-        rows = []
-        lines = (self.source / "error-codes.tsv").read_text().splitlines()
-        for line in lines[1:]:
+        """(code, name, retriable) for every error: Kafka's own table, read from the newest
+        release's classes (Errors.values(), retriable when its exception is a Java
+        RetriableException), joined with ../shared's error-codes.tsv, which must agree with
+        it on every code both have (a code only the older table has is kept)."""
+        kafka = kafka_error_table(self.kafka_dir or default_kafka_dir(), KAFKA_RELEASES[-1])
+        shared = {}
+        for line in (self.source / "error-codes.tsv").read_text().splitlines()[1:]:
             if line.strip():
                 code, name = line.split("\t")[:2]
-                rows.append((int(code), name.strip(), name.strip() in RETRIABLE_ERRORS))
-        return tuple(rows)
+                shared[int(code)] = name.strip()
+        clashes = [(code, name, kafka[code][0]) for code, name in shared.items()
+                   if code in kafka and kafka[code][0] != name]
+        if clashes:
+            raise SystemExit(f"gen_schema: error-codes.tsv and Kafka {KAFKA_RELEASES[-1]} name codes "
+                             f"differently: {clashes}")
+        rows = {code: (code, name, False) for code, name in shared.items()}
+        rows.update((code, (code, name, retriable)) for code, (name, retriable) in kafka.items())
+        return tuple(rows[code] for code in sorted(rows))
 
     def broker_versions(self) -> tuple:
         rows = []
@@ -281,19 +499,47 @@ class Generator:
             "",
         ])
 
+    def render_api_keys(self) -> str:
+        """``ApiKey``, an IntEnum of every API key, named after its request (Kafka's
+        ApiKeys spelling: ListOffsetsRequest -> LIST_OFFSETS); a renamed API keeps its
+        old name as an alias."""
+        data = self.build()
+        members = []
+        for name, facts in data["messages"].items():
+            if facts["type"] == "request":
+                members.append((facts["api_key"], enum_name(name), None))
+        for old, new in data["aliases"].items():
+            if data["messages"][new]["type"] == "request":
+                members.append((data["messages"][new]["api_key"], enum_name(old), enum_name(new)))
+        lines = [
+            '"""Kafka API keys generated by tools/gen_schema.py. Do not edit by hand."""',
+            "",
+            "from enum import IntEnum",
+            "",
+            "",
+            "class ApiKey(IntEnum):",
+            '    """Every Kafka API key, named after its request (Kafka\'s ApiKeys spelling)."""',
+            "",
+        ]
+        for key, member, alias_of in sorted(members, key=lambda m: (m[0], m[2] is not None, m[1])):
+            lines.append(f"    {member} = {key}" + (f"  # old name of {alias_of}" if alias_of else ""))
+        return "\n".join(lines) + "\n"
+
     def render_all(self) -> dict[Path, str]:
         """Every generated file: path relative to the package -> text."""
-        return {MESSAGES_FILE: self.render(), ERROR_CODES_FILE: self.render_error_codes()}
+        return {MESSAGES_FILE: self.render(), ERROR_CODES_FILE: self.render_error_codes(),
+                API_KEYS_FILE: self.render_api_keys()}
 
     def render(self) -> str:
         data = self.build()
         body = [
             '"""Kafka protocol facts generated by tools/gen_schema.py. Do not edit by hand.',
             "",
-            "One message(...) block per message, one layer(...) per version range of one",
-            "definition file, one field(...) line per field; keywords left out have the",
-            "default of kproto/schema/_shapes.py. Version ranges are (lo, hi), OPEN means",
-            "open-ended, None means no versions.",
+            "One message(...) block per message, one layer(...) per run of versions taken",
+            "from one definition file (its origin: the Kafka release whose kafka-clients jar",
+            "defines them newest, or shared/message*), one field(...) line per field; keywords",
+            "left out have the default of kproto/schema/_shapes.py. Version ranges are",
+            "(lo, hi), OPEN means open-ended, None means no versions.",
             '"""',
             "",
             "from kproto.schema._shapes import OPEN, field, layer, message",
@@ -383,9 +629,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--package", type=Path, default=PACKAGE,
                         help="the kproto package folder to write into (default: this checkout's)")
+    parser.add_argument("--kafka-dir", type=Path, default=None,
+                        help="where the release jars are, <dir>/<release>/clients/kafka-clients-<release>.jar "
+                             "(default: scripts/install-kafka.sh --print-dir)")
     parser.add_argument("--check", action="store_true", help="fail if the committed output is stale")
+    parser.add_argument("--differences", action="store_true",
+                        help="list every (message, version) whose wire layout differs between sources, then exit")
+    parser.add_argument("--origins", action="store_true",
+                        help="list, per message, the release each run of versions is taken from, then exit")
     args = parser.parse_args(argv)
-    outputs = Generator(args.source).render_all()
+    generator = Generator(args.source, args.kafka_dir)
+    if args.origins:
+        for name, facts in sorted(generator.build()["messages"].items()):
+            runs = ", ".join(f"v{lo}-{hi} {origin}" if lo != hi else f"v{lo} {origin}"
+                             for (lo, hi), origin, _fields in facts["layers"])
+            unstable = facts["unstable_versions"]
+            print(f"{name}: {runs}" + (f" (unstable v{unstable[0]}-{unstable[1]})" if unstable else ""))
+        return 0
+    if args.differences:
+        for name, version, older, older_unstable, newest, newest_unstable in generator.layout_differences():
+            print(f"{name} v{version}: {older}{' (unstable)' * older_unstable} differs from "
+                  f"{newest}{' (unstable)' * newest_unstable}")
+        return 0
+    outputs = generator.render_all()
     if args.check:
         stale = [path for path, text in outputs.items()
                  if not (args.package / path).exists() or (args.package / path).read_text(encoding="utf-8") != text]

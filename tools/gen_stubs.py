@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kproto import schema  # noqa: E402
+from kproto.schema import _docs  # noqa: E402
 from kproto.schema import (  # noqa: E402
     F_CHILDREN, F_NAME, F_NULLABLE, F_STRUCT, F_TYPE, KIND_OF_TYPE, MESSAGES,
 )
@@ -70,14 +71,26 @@ def annotation(field: tuple, nullable: bool, qualifier: str) -> str:
     return text
 
 
-def render_class(lines: list[str], cls_name: str, fields: dict[str, tuple], qualifier: str,
+def docstring(text: str, indent: str) -> list[str]:
+    """A triple-quoted docstring at ``indent`` (the facts hold no quotes or backslashes)."""
+    body = [f"{indent}{line}" if line else "" for line in text.split("\n")]
+    if len(body) == 1:
+        return [f'{indent}"""{text}"""']
+    return [f'{indent}"""{text.split(chr(10))[0]}', *body[1:], f'{indent}"""']
+
+
+def render_class(lines: list[str], message: str, cls_name: str, fields: dict[str, tuple], qualifier: str,
                  indent: str, nested: list[tuple[str, dict]]) -> None:
     lines.append(f"{indent}class {cls_name}(Message):")
     inner = indent + "    "
+    struct = None if cls_name == message else cls_name
+    lines += docstring(_docs.class_doc(message, struct, with_fields=False), inner)
+    facts = _docs.field_facts(message)[struct]
     for struct_name, struct_fields in nested:
-        render_class(lines, struct_name, struct_fields, qualifier, inner, [])
+        render_class(lines, message, struct_name, struct_fields, qualifier, inner, [])
     for name, (field, nullable) in fields.items():
         lines.append(f"{inner}{name}: {annotation(field, nullable, qualifier)}")
+        lines += docstring(_docs.field_line(facts[name]), inner)
     params = ", ".join(f"{name}: {annotation(field, nullable, qualifier)} = ..."
                        for name, (field, nullable) in fields.items())
     star = f"*, {params}, " if params else "*, "
@@ -107,7 +120,7 @@ def render() -> str:
     for name in sorted(MESSAGES):
         unions = field_unions(name)
         nested = [(s, f) for s, f in unions.items() if s is not None]
-        render_class(lines, name, unions[None], f"{name}.", "", nested)
+        render_class(lines, name, name, unions[None], f"{name}.", "", nested)
     for old, new in sorted(schema.ALIASES.items()):
         lines.append(f"{old} = {new}")
     return "\n".join(lines) + "\n"

@@ -4,7 +4,7 @@
     .venv/bin/python tools/record_fingerprints.py --evaluate   # a separate recording: tests/fingerprint_evaluation.py
 
 Each library release gets its own virtual environment under
-``~/.cache/kproto-fingerprints/<library>-<release>`` (kept and reused; wheels
+``~/.cache/kproto/fingerprints/<library>-<release>`` (kept and reused; wheels
 only, as a release without a wheel for this Python would need a compiler and
 its C dependencies; a release without a wheel for this Python is built from its source,
 but for confluent-kafka, see WHEELS_ONLY). A release that cannot be installed or imported is written
@@ -39,13 +39,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT))
 
+from kproto._common.cache import cache_root  # noqa: E402  (the checkout's kproto, put on the path above)
+
 def _kproto_version() -> str:
     namespace: dict = {}
     exec((ROOT / "kproto" / "_version.py").read_text(), namespace)
     return namespace["__version__"]
 
 
-CACHE = Path(os.environ.get("KPROTO_FINGERPRINT_CACHE", Path.home() / ".cache" / "kproto-fingerprints"))
+# Under kproto's one cache directory (kproto/_common/cache.py); KPROTO_FINGERPRINT_CACHE moves only this.
+CACHE = Path(os.environ.get("KPROTO_FINGERPRINT_CACHE") or cache_root() / "fingerprints")
 DRIVER = ROOT / "tools" / "fingerprint_driver.py"
 # The first and last release of each minor line we cover, oldest first.
 RELEASES = {

@@ -42,7 +42,30 @@ _MEASURE = """
       return {left: r.left, right: r.right, width: r.width};
     });
   }
+  // Words (runs of letters and digits, up to 24 long: kproto.spark.report.LONG_RUN; a longer
+  // run is an id the report lets break) of table cells that the browser split across lines.
+  function broken_words() {
+    var found = [];
+    Array.prototype.forEach.call(document.querySelectorAll("td, th"), function (cell) {
+      var walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+      for (var node = walker.nextNode(); node; node = walker.nextNode()) {
+        var word = /[A-Za-z0-9]+/g, m;   // a <wbr> ends a text node: a long run is checked in pieces
+        while ((m = word.exec(node.data)) !== null) {
+          var range = document.createRange();
+          range.setStart(node, m.index);
+          range.setEnd(node, m.index + m[0].length);
+          var tops = {};
+          Array.prototype.forEach.call(range.getClientRects(), function (r) {
+            if (r.width > 0) tops[Math.round(r.top)] = true;
+          });
+          if (m[0].length <= 24 && Object.keys(tops).length > 1 && found.length < 20) found.push(m[0]);
+        }
+      }
+    });
+    return found;
+  }
   document.body.setAttribute("data-layout", JSON.stringify({
+    broken_words: broken_words(),
     window_width: window.innerWidth,
     page_width: document.documentElement.scrollWidth,
     content_right: content_right,
@@ -90,8 +113,9 @@ def measure(report_html: Path, *, width: int = 1280, height: int = 900) -> dict:
 
 def problems(layout: dict, *, tables_may_scroll: bool = False) -> list[str]:
     """What sticks out: the page wider than the window, a chart or (unless they may scroll
-    in their own box, as in a narrow window) a table past the body's edge."""
-    out = []
+    in their own box, as in a narrow window) a table past the body's edge; and any word of a
+    table cell broken mid-word ("ApiVersio" / "ns"), at every width."""
+    out = [f"word {word!r} broken across lines in a table cell" for word in layout["broken_words"]]
     if layout["page_width"] > layout["window_width"]:
         out.append(f"the page is {layout['page_width']} px wide in a {layout['window_width']} px window")
     edge = layout["content_right"] + 0.5

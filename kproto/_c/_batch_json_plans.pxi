@@ -139,6 +139,7 @@ cdef struct JCtx:
     Py_ssize_t error
     int depth
     bint records_summary   # records fields as {"batches","records","bytes","compression"}, not base64
+    bint version_fields    # leave out the fields the version lacks (a plan's absent ones)
     PartRows *parts        # the partition pass's rows (NULL in the JSON pass)
     PartRow current        # ... and the topic and partition being read
 

@@ -269,7 +269,7 @@ cdef int jstruct(JCtx *x, JPlan *jp) noexcept nogil:
                 f = &jp.tagged[j]
                 if jkey(x, &first, f.key, f.key_len) < 0 or put(x, f.default_json, f.default_len) < 0:
                     return -1
-    if jp.absent_len:
+    if jp.absent_len and not x.version_fields:
         if not first and put_char(x, b',') < 0:
             return -1
         first = False
@@ -339,7 +339,7 @@ cdef int out_init(Out *out, Py_ssize_t capacity) except -1:
 
 
 cdef inline void start_body(JCtx *x, Frames *f, Py_ssize_t i, Out *out, bint records_summary,
-                            PartRows *parts) noexcept nogil:
+                            PartRows *parts, bint version_fields=False) noexcept nogil:
     """Set up the walk of frame i's body (error offsets count from its payload, after the size prefix)."""
     x.start = f.data + f.c.offset[i] + f.prefix
     x.end = x.start + f.c.size[i]
@@ -349,14 +349,17 @@ cdef inline void start_body(JCtx *x, Frames *f, Py_ssize_t i, Out *out, bint rec
     x.error = 0
     x.depth = 0
     x.records_summary = records_summary
+    x.version_fields = version_fields
     x.parts = parts
 
 
-def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
+def json_bodies(data, dict cols, offsets=None, bint records_summary=False, bint version_fields=False):
     """JSON text of the body of every frame whose header read OK: (int64 offsets, UTF-8 bytes).
 
     ``records_summary``: records fields as a summary of their batch headers
     (``{"batches","records","bytes","compression"}``) instead of base64.
+    ``version_fields``: only the fields of the frame's version (a plan's ``absent``
+    fields, otherwise written with their defaults as ``to_dict()`` does, are left out).
 
     A body that fails to decode gets its status and error offset written into
     ``cols`` and no text (the caller marks it null).
@@ -390,7 +393,7 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
                 text_offset[i] = out.length
                 if c.status[i] != ST_OK or c.body_offset[i] < 0:
                     continue
-                start_body(&x, &f, i, &out, records_summary, NULL)
+                start_body(&x, &f, i, &out, records_summary, NULL, version_fields)
                 version = c.api_version[i]
                 jp = table_plan(c.direction[i], c.api_key[i], version)
                 if jp == NULL:
@@ -405,7 +408,7 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False):
                     first_status = x.status
                     first_error = x.error
                     out.length = row_start
-                    start_body(&x, &f, i, &out, records_summary, NULL)
+                    start_body(&x, &f, i, &out, records_summary, NULL, version_fields)
                     if jstruct(&x, table_plan(1, API_VERSIONS, 0)) == 0 and x.p != x.end:
                         jfail(&x, ST_BAD_LENGTH)
                     if x.status != ST_OK and x.status != ST_NO_MEMORY:

@@ -41,6 +41,7 @@ class Engine:
         self,
         request_versions: Iterable[int],
         broker_ports: Iterable[int] = (9092,),
+        kafka_ports: Iterable[int] = (),
         max_frame_size: int = ...,
         max_pending_bytes: int = ...,
         max_connections: int = 65536,

@@ -14,6 +14,8 @@
 #                             segments' timestamps, the correlation ids it sent
 #   _capture_framer.pxi       _Framer: size-prefixed Kafka frames out of a direction's
 #                             stream, resync, which side is the client, the output batch
+#   _capture_kinds.pxi        functions the framer calls: which protocol a connection
+#                             speaks (only Kafka gives frames), SASL's raw tokens
 #   _capture_reassembly.pxi   _Reassembly(_Framer): TCP segments into per-direction
 #                             streams (order, retransmissions, gaps), connection endings
 #   _capture_reader.pxi       _Reader(_Reassembly): pcap / pcapng records, the link / IP /
@@ -36,7 +38,7 @@ from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
 from kproto._common import capture as _shapes
 from kproto._common.capture import (CAPTURE_COUNTERS, CLOSED_BY, CONNECTION_COLUMNS, DIRECTION_REQUEST,
-                                    DIRECTION_RESPONSE, DIRECTION_SOURCE, FRAME_COLUMNS, HALF_COUNTERS)
+                                    DIRECTION_RESPONSE, DIRECTION_SOURCE, FRAME_COLUMNS, HALF_COUNTERS, KINDS)
 
 __all__ = ["Engine", "scan_frames", "DIRECTION_REQUEST", "DIRECTION_RESPONSE", "FRAME_COLUMNS",
            "CONNECTION_COLUMNS", "CAPTURE_COUNTERS"]
@@ -79,6 +81,9 @@ cdef enum:
     H_TAIL_BYTES
     H_TRUNCATED_PACKETS
     H_SNAPPED_BYTES
+    H_SASL_TOKENS
+    H_SASL_BYTES
+    H_OTHER_BYTES
     H_COUNT
 
 # Capture counters (same order as CAPTURE_COUNTERS).
@@ -121,6 +126,7 @@ cdef int64_t MAX_RECORD = CAPTURE_MAX_RECORD_SIZE
 
 include "_capture_connections.pxi"
 include "_capture_framer.pxi"
+include "_capture_kinds.pxi"
 include "_capture_reassembly.pxi"
 include "_capture_reader.pxi"
 
@@ -128,7 +134,7 @@ include "_capture_reader.pxi"
 cdef class Engine(_Reader):
     """Capture bytes in, Kafka frames and accounting out (see kproto/_py/capture.py)."""
 
-    def __init__(self, request_versions, broker_ports=(9092,), max_frame_size=100 * 1024 * 1024,
+    def __init__(self, request_versions, broker_ports=(9092,), kafka_ports=(), max_frame_size=100 * 1024 * 1024,
                  max_pending_bytes=8 * 1024 * 1024, max_connections=65536, batch_frames=65536,
                  batch_bytes=64 * 1024 * 1024):
         versions = [int(v) for v in request_versions]
@@ -138,13 +144,18 @@ cdef class Engine(_Reader):
             raise MemoryError()
         for i, v in enumerate(versions):
             self.versions[i] = <int16_t>max(-1, min(v, 0x7FFF))
-        self.broker_ports = frozenset(int(p) for p in broker_ports)
+        self.kafka_ports = frozenset(int(p) for p in kafka_ports)
+        self.broker_ports = frozenset(int(p) for p in broker_ports) | self.kafka_ports
         for p in self.broker_ports:
             if 0 <= p <= 0xFFFF:
                 self.port_is_broker[p] = 1
+        for p in self.kafka_ports:
+            if 0 <= p <= 0xFFFF:
+                self.port_is_kafka[p] = 1
         # Capped (as in the twin) so a batch's payloads fit Arrow's int32 offsets.
         self.max_frame_size = min(int(max_frame_size), LIMIT)
         self.max_pending_bytes = min(int(max_pending_bytes), LIMIT)
+        self.held_limit = self.max_frame_size + self.max_pending_bytes   # _capture_kinds.pxi
         self.max_connections = max(1, int(max_connections))
         self.batch_frames = max(1, int(batch_frames))
         self.batch_bytes = min(max(1, int(batch_bytes)), LIMIT)

@@ -32,6 +32,13 @@ cdef class _Half:
     cdef int corr_count, corr_next
     cdef int corr_live               # slots older than this (by age) are blank: answered
     cdef int64_t c[H_COUNT]
+    # kinds (_capture_kinds.pxi)
+    cdef bint sniffed
+    cdef int32_t hello_corr
+    cdef int64_t run
+    cdef int32_t run_corr
+    cdef bint sasl
+    cdef int32_t sasl_corr
 
     def __cinit__(self, int side):
         self.side = side
@@ -39,6 +46,9 @@ cdef class _Half:
         self.fin_pos = -1
         self.boundary = -1
         self.pending = []
+        self.hello_corr = -1
+        self.run_corr = -1
+        self.sasl_corr = -1
 
     def __dealloc__(self):
         free(self.buf)
@@ -145,7 +155,10 @@ cdef class _Connection:
     cdef int direction_source
     cdef bint handshake_seen
     cdef int64_t first_ts, last_ts
-    cdef list undecided
+    cdef list undecided              # frames waiting for the direction or the kind
+    cdef int64_t held_bytes
+    cdef int kind
+    cdef int64_t matched
     cdef int64_t request_like[2]
     cdef bint closed
 
@@ -155,6 +168,7 @@ cdef class _Connection:
         self.client_side = -1
         self.direction_source = -1
         self.undecided = []
+        self.kind = -1
 
     cdef inline _Half half(self, int side):
         return self.h0 if side == 0 else self.h1

@@ -12,6 +12,7 @@ cdef class _Framer:
     cdef Py_ssize_t n_versions
     cdef readonly int64_t max_frame_size
     cdef Py_ssize_t needed           # where the last undecided _confirm waits for bytes
+    cdef int64_t held_limit          # held bytes of an unconfirmed connection (_capture_kinds.pxi)
     cdef Py_ssize_t batch_frames, batch_bytes
     # output batch
     cdef Py_ssize_t n_out, out_capacity
@@ -300,13 +301,22 @@ cdef class _Framer:
     cdef int _cut(self, _Connection conn, _Half half, bint final) except -1:
         cdef int32_t size
         cdef const unsigned char *buf
+        cdef int token
         while True:
+            if conn.kind != KIND_KAFKA_ and _kind_before(conn, half, final):
+                return 0
             if not half.synced and not self._scan(conn, half, final):
                 return 0
             if half.length < 4:
                 return 0
             buf = half.data()
             size = <int32_t>kp_load_be32(buf)
+            if half.sasl and 0 <= size <= self.max_frame_size:
+                token = _sasl_token(self, conn, half, size)
+                if token < 0:
+                    return 0
+                if token:
+                    continue
             if size < 4 or size > self.max_frame_size:
                 half.synced = False
                 half.c[H_RESYNCS] += 1
@@ -318,11 +328,13 @@ cdef class _Framer:
 
     cdef int _frame(self, _Connection conn, _Half half, int32_t size, Py_ssize_t captured) except -1:
         # Emit the frame at the front of buf (its size prefix and `captured` bytes of its
-        # payload: fewer than `size` when a gap cut it) and drop it (see the twin).
+        # payload: fewer than `size` when a gap or the snap length cut it) and drop it;
+        # a cut frame says what it can about its connection's kind too (see the twin).
         cdef const unsigned char *buf = half.data()
         cdef int64_t frame_end = half.buf_pos + 4 + captured
         cdef int64_t first_ts = 0, last_ts = 0
         cdef bint have_first = False
+        cdef bint request_like
         cdef Py_ssize_t k
         for k in range(half.chunk_head, half.chunk_head + half.chunk_count):
             if not have_first and half.chunks[k].end > half.buf_pos:
@@ -331,12 +343,16 @@ cdef class _Framer:
             if half.chunks[k].end >= frame_end:
                 last_ts = half.chunks[k].ts
                 break
+        request_like = self._request_ok(buf + 4, captured, size)
+        _kind_frame(conn, half, buf + 4, captured, size, request_like)
+        if conn.kind > KIND_KAFKA_:
+            return 0    # this frame showed another protocol: its bytes went with the rest
         half.c[H_FRAMES] += 1
         half.c[H_FRAME_BYTES] += 4 + captured
-        if self._request_ok(buf + 4, captured, size):
+        if request_like:
             half.add_corr(<int32_t>kp_load_be32(buf + 8))
             conn.request_like[half.side] += 1
-        if conn.client_side < 0:
+        if conn.client_side < 0 or conn.kind != KIND_KAFKA_ or conn.undecided:
             self._infer(conn, half, half.sequence, first_ts, last_ts, size,
                         PyBytes_FromStringAndSize(<const char *>buf + 4, captured))
         else:
@@ -350,11 +366,15 @@ cdef class _Framer:
     cdef int _infer(self, _Connection conn, _Half half, int64_t sequence, int64_t first_ts, int64_t last_ts,
                     int32_t size, bytes payload) except -1:
         conn.undecided.append((half.side, sequence, first_ts, last_ts, size, payload))
+        conn.held_bytes += len(payload)
         cdef _Half other = conn.half(1 - half.side)
-        if size >= 4 and other.has_corr(<int32_t>kp_load_be32(<const unsigned char *><char *>payload)):
-            self._decide(conn, 1 - half.side, 2)
-        elif len(conn.undecided) >= MAX_UNDECIDED_FRAMES:
-            self._guess(conn)
+        if conn.client_side < 0:
+            if len(payload) >= 4 and other.has_corr(<int32_t>kp_load_be32(<const unsigned char *><char *>payload)):
+                self._decide(conn, 1 - half.side, 2)
+            elif len(conn.undecided) >= MAX_UNDECIDED_FRAMES:
+                self._guess(conn)
+        _kind_held(conn, self.held_limit)
+        self._release(conn)
         return 0
 
     cdef int _guess(self, _Connection conn) except -1:
@@ -366,13 +386,20 @@ cdef class _Framer:
         return self._decide(conn, side, 3)
 
     cdef int _decide(self, _Connection conn, int client_side, int source) except -1:
-        cdef bytes payload
         conn.client_side = client_side
         conn.direction_source = source
+        return 0
+
+    cdef int _release(self, _Connection conn) except -1:
+        """Emit the held frames once the direction is known and the connection is Kafka."""
+        cdef bytes payload
+        if conn.client_side < 0 or conn.kind != KIND_KAFKA_ or not conn.undecided:
+            return 0
         for side, sequence, first_ts, last_ts, size, payload in conn.undecided:
             self._emit(conn, side, sequence, first_ts, last_ts, size, len(payload),
                        <const unsigned char *><char *>payload)
         conn.undecided = []
+        conn.held_bytes = 0
         return 0
 
 

@@ -9,6 +9,8 @@ cdef class _Reassembly(_Framer):
     """Segments into streams, connection endings (settings: Engine)."""
     cdef frozenset broker_ports
     cdef uint8_t port_is_broker[65536]
+    cdef frozenset kafka_ports
+    cdef uint8_t port_is_kafka[65536]
     cdef readonly int64_t max_pending_bytes
     cdef readonly Py_ssize_t max_connections
     cdef int64_t cnt[C_COUNT]
@@ -94,6 +96,8 @@ cdef class _Reassembly(_Framer):
             if self.port_is_broker[sport] != self.port_is_broker[dport]:
                 conn.client_side = 1 if self.port_is_broker[sport] else 0
                 conn.direction_source = 0
+            if self.port_is_kafka[sport] or self.port_is_kafka[dport]:
+                conn.kind = KIND_KAFKA_    # forced: no confirmation needed
             side = 0
             if len(self.connections) > self.max_connections:
                 self._evict(conn)
@@ -235,7 +239,7 @@ cdef class _Reassembly(_Framer):
             size = <int32_t>kp_load_be32(half.data())
             if 4 <= size <= self.max_frame_size:
                 half.boundary = half.buf_pos + 4 + size
-                if half.length > 4:
+                if half.length > 4 and not half.sasl:   # a raw SASL token is no frame: skipped
                     self._frame(conn, half, size, half.length - 4)
         half.c[H_SKIPPED_BYTES] += half.length
         half.drop(half.length)
@@ -264,8 +268,10 @@ cdef class _Reassembly(_Framer):
             self._cut(conn, half, True)
             half.c[H_TAIL_BYTES] += half.length
             half.drop(half.length)
+        _kind_end(conn)
         if conn.client_side < 0:
             self._guess(conn)
+        self._release(conn)
         del self.connections[conn.key]
         conn.closed = True
         if self.last is conn:
@@ -279,6 +285,7 @@ cdef class _Reassembly(_Framer):
             "handshake_seen": bool(conn.handshake_seen),
             "closed_by": CLOSED_BY[reason],
             "direction_source": DIRECTION_SOURCE[conn.direction_source],
+            "kind": KINDS[conn.kind],
         }
         for prefix, half in (("request_", conn.half(cs)), ("response_", conn.half(1 - cs))):
             for name, value in half.counters().items():

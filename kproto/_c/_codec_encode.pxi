@@ -92,11 +92,9 @@ cdef int write_value(ByteWriter *w, FieldOp *op, int kind, bint nullable, object
                 raise EncodeError("null array in a non-nullable field")
             return write_length(w, -1, op.compact, True)
         if type(value) is PendingArray:
-            if (<PendingArray>value).elem is <CPlan>op.child:
-                # Untouched and encoded with the very same plan: copy its bytes.
-                write_length(w, (<PendingArray>value).count, op.compact, True)
-                return write_raw(w, (<PendingArray>value).src.base + (<PendingArray>value).start,
-                                 (<PendingArray>value).end - (<PendingArray>value).start)
+            # Built and written like any list, never copied: input Kafka reads but never
+            # writes (a bool byte of 2, an over-long varint, a tagged field at its default)
+            # is written as the twin and Kafka's own codec write it.
             value = materialize(<PendingArray>value)
         if type(value) is not list and not isinstance(value, (list, tuple)):
             raise EncodeError(f"expected a list, got {type(value).__name__}")

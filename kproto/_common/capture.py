@@ -30,10 +30,13 @@ HALF_COUNTERS = (
     "tail_bytes",         # incomplete frame at the end
     "truncated_packets",  # payload cut by the capture's snap length
     "snapped_bytes",      # bytes a snap length cut off those packets (never captured; not in gap_bytes)
+    "sasl_tokens",        # raw SASL tokens after a SaslHandshake v0 (not frames: no Kafka header)
+    "sasl_bytes",         # their bytes, 4-byte size prefixes included
+    "other_bytes",        # bytes of a connection that is not Kafka (its kind says which protocol)
 )
 CONNECTION_COLUMNS = (
     ("connection_id", "client_ip", "client_port", "server_ip", "server_port", "first_ts_ns", "last_ts_ns",
-     "handshake_seen", "closed_by", "direction_source")
+     "handshake_seen", "closed_by", "direction_source", "kind")
     + tuple("request_" + name for name in HALF_COUNTERS)
     + tuple("response_" + name for name in HALF_COUNTERS)
 )
@@ -59,6 +62,16 @@ CAPTURE_COUNTERS = (
 CLOSED_BY = ("end", "fin", "rst", "evicted", "reused")
 # How the request direction was known.
 DIRECTION_SOURCE = ("port", "syn", "correlation", "guess")
+# The protocol a connection speaks (kproto/_py/capture_kinds.py says how each is told).
+# Only "kafka" connections give frames; the others are counted in other_bytes.
+KINDS = ("kafka", "tls", "zookeeper", "http", "other", "empty")
+KIND_UNKNOWN = -1   # not decided yet: the connection's frames are held
+KIND_KAFKA = 0
+KIND_TLS = 1
+KIND_ZOOKEEPER = 2
+KIND_HTTP = 3
+KIND_OTHER = 4
+KIND_EMPTY = 5
 
 # File magics: pcap (microsecond or nanosecond timestamps), pcapng section header and byte order.
 PCAP_MAGIC_US = 0xA1B2C3D4

@@ -333,25 +333,44 @@ def _summarized_dict(message: Any) -> dict:
 
 
 def _decode_body(payload: memoryview, body_at: int, direction: int, api_key: int, version: int):
-    """One body as an object. ApiVersions responses as kproto.api.decode_response reads
-    them (KIP-511, as Java does): at the version asked, else as v0; neither: the first error."""
+    """One body as an object, and the plan it was read with. ApiVersions responses as
+    kproto.api.decode_response reads them (KIP-511, as Java does): at the version asked,
+    else as v0; neither: the first error."""
+    plan = body_plan(direction, api_key, version)
     try:
-        return _codec.decode_struct(payload, body_plan(direction, api_key, version), body_at)
+        return _codec.decode_struct(payload, plan, body_at), plan
     except DecodeError as exc:
         if not (direction == 1 and api_key == _API_VERSIONS and version > 0):
             raise
         first = exc
+    plan = body_plan(direction, api_key, 0)
     try:
-        return _codec.decode_struct(payload, body_plan(direction, api_key, 0), body_at)
+        return _codec.decode_struct(payload, plan, body_at), plan
     except DecodeError:
         raise first from None
 
 
-def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False) -> tuple[np.ndarray, bytes]:
+def _version_fields(value: Any, plan: Any) -> Any:
+    """A body's dict without the fields its plan's version lacks (``plan.absent``), nested structs
+    too; ``_unknown_tags`` stays. What the C pass does by not writing a plan's absent fields."""
+    if isinstance(value, list):
+        return [_version_fields(item, plan) for item in value]
+    if not isinstance(value, dict):
+        return value
+    absent = {op.name for op in plan.absent}
+    children = {op.name: op.child for op in plan.fields + plan.tagged if op.child is not None}
+    return {name: _version_fields(item, children[name]) if name in children and item is not None else item
+            for name, item in value.items() if name not in absent}
+
+
+def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False,
+                version_fields: bool = False) -> tuple[np.ndarray, bytes]:
     """JSON text of every frame whose header read OK: (int64 offsets, UTF-8 data).
 
     ``records_summary``: records fields as a summary of their batch headers
     (``{"batches","records","bytes","compression"}``) instead of base64.
+    ``version_fields``: only the fields of the frame's version (not those it lacks,
+    which are otherwise written with their defaults, as ``to_dict()`` does).
 
     Frames whose body fails to decode get a status and error offset (written into
     ``cols``) and no text; the caller marks them null.
@@ -370,8 +389,8 @@ def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False) -
         payload = view[start:start + int(cols["size"][i])]
         body_at = int(cols["body_offset"][i])
         try:
-            obj = _decode_body(payload, body_at, int(cols["direction"][i]), int(cols["api_key"][i]),
-                               int(cols["api_version"][i]))
+            obj, plan = _decode_body(payload, body_at, int(cols["direction"][i]), int(cols["api_key"][i]),
+                                     int(cols["api_version"][i]))
         except DecodeError as exc:
             status = next(s for cls, s in _ERROR_STATUS if isinstance(exc, cls))
             cols["status"][i] = status
@@ -379,6 +398,8 @@ def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False) -
             has_error[i] = True
             continue
         fields = _summarized_dict(obj) if records_summary else obj.to_dict()
+        if version_fields:
+            fields = _version_fields(fields, plan)
         text = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         chunks.append(text)
         total += len(text)

@@ -31,7 +31,10 @@ Reassembly rules (the contract the tests check):
   confirmed frame boundary (capture_framer.Framer._confirm: never a merely
   plausible one); the bytes before it are counted skipped.
 * Per direction, after the end: ``stream_bytes == frame_bytes + skipped_bytes +
-  tail_bytes`` (tail = an incomplete frame left at the end).
+  tail_bytes + sasl_bytes + other_bytes`` (tail = an incomplete frame left at the
+  end; sasl = raw SASL tokens; other = a connection that is not Kafka).
+* A connection gives frames only once it is confirmed Kafka (capture_kinds.py);
+  the others are counted by kind.
 
 The engine is four modules, one responsibility each, every class extending the one
 below it (as in the compiled engine's .pxi files):
@@ -40,6 +43,7 @@ below it (as in the compiled engine's .pxi files):
   TCP layers; ``scan_frames`` for frame dumps.
 * ``capture_reassembly.Reassembly``: TCP segments into per-direction streams.
 * ``capture_framer.Framer``: Kafka frames out of the streams, the output batch.
+* ``capture_kinds.Kinds``: which protocol a connection speaks, SASL's raw tokens.
 * ``capture_connections``: the per-connection and per-direction state.
 
 ``Engine`` is the reader with its settings.
@@ -77,6 +81,8 @@ class Engine(RecordReader):
             -1 for keys that do not exist; used to validate frame boundaries.
         broker_ports: TCP ports of brokers; the other end of such a connection
             sends the requests.
+        kafka_ports: TCP ports whose connections are Kafka without their frames
+            confirming it (capture_kinds.py); they are broker ports too.
         max_frame_size: larger size prefixes are not frame boundaries.
         max_pending_bytes: out-of-order bytes held per direction before the
             missing ones are declared lost.
@@ -86,16 +92,18 @@ class Engine(RecordReader):
             payload bytes are ready, so output stays bounded.
     """
 
-    def __init__(self, request_versions, broker_ports=(9092,), max_frame_size: int = 100 * 1024 * 1024,
+    def __init__(self, request_versions, broker_ports=(9092,), kafka_ports=(), max_frame_size: int = 100 * 1024 * 1024,
                  max_pending_bytes: int = 8 * 1024 * 1024, max_connections: int = 65536,
                  batch_frames: int = 65536, batch_bytes: int = 64 * 1024 * 1024) -> None:
         self.request_versions = [int(v) for v in request_versions]
-        self.broker_ports = frozenset(int(p) for p in broker_ports)
+        self.kafka_ports = frozenset(int(p) for p in kafka_ports)
+        self.broker_ports = frozenset(int(p) for p in broker_ports) | self.kafka_ports
         # Capped so one batch's payloads always fit Arrow's int32 offsets: a batch
         # stops filling under batch_bytes, then one packet can finish at most a
         # frame plus the out-of-order bytes it releases.
         self.max_frame_size = min(int(max_frame_size), _LIMIT)
         self.max_pending_bytes = min(int(max_pending_bytes), _LIMIT)
+        self.held_limit = self.max_frame_size + self.max_pending_bytes   # capture_kinds.py
         self.max_connections = max(1, int(max_connections))
         self.batch_frames = max(1, int(batch_frames))
         self.batch_bytes = min(max(1, int(batch_bytes)), _LIMIT)

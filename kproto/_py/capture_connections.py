@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from kproto._common.capture import HALF_COUNTERS
+from kproto._common.capture import HALF_COUNTERS, KIND_UNKNOWN
 
 
 class _Half:
@@ -30,6 +30,13 @@ class _Half:
         self.sequence = 0
         self.request_corrs: deque = deque()  # correlation ids of frames that read as requests
         self.counters = dict.fromkeys(HALF_COUNTERS, 0)
+        # kinds (capture_kinds.py)
+        self.sniffed = False       # the first bytes were looked at for another protocol
+        self.hello_corr = -1       # correlation id of the last ApiVersions / SaslHandshake request
+        self.run = 0               # request headers in a row with rising correlation ids
+        self.run_corr = -1
+        self.sasl = False          # raw SASL tokens come next
+        self.sasl_corr = -1        # a SaslHandshake v0 request waiting for its response
 
 
     def append(self, data, ts: int) -> None:
@@ -59,6 +66,9 @@ class _Connection:
         self.handshake_seen = False
         self.first_ts = ts
         self.last_ts = ts
-        self.undecided: list = []   # frames waiting for the direction
+        self.undecided: list = []   # frames waiting for the direction or the kind
+        self.held_bytes = 0         # their payload bytes
         self.request_like = [0, 0]
+        self.kind = KIND_UNKNOWN    # capture_kinds.py
+        self.matched = 0            # frames whose correlation id the other side sent as a request
 

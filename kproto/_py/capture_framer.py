@@ -16,9 +16,10 @@ import struct
 
 import numpy as np
 
-from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS
+from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS, KIND_KAFKA
 from kproto._py import wire
 from kproto._py.capture_connections import _Connection, _Half
+from kproto._py.capture_kinds import Kinds
 
 _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
@@ -29,12 +30,13 @@ _CHAIN_CONFIRMS = 4
 _RESPONSE_CHAIN_CONFIRMS = 16
 
 
-class Framer:
+class Framer(Kinds):
     """Frames out of each direction's stream into the output batch (settings: Engine)."""
 
     request_versions: list[int]
     max_frame_size: int
     _needed = 0      # where the last undecided _confirm waits for bytes (offset in its data)
+    max_pending_bytes: int
     batch_frames: int
     batch_bytes: int
     out: dict[str, list]
@@ -254,12 +256,20 @@ class Framer:
     def _cut(self, conn: _Connection, half: _Half, final: bool) -> None:
         """Cut complete frames off the front of buf."""
         while True:
+            if conn.kind != KIND_KAFKA and self._kind_before(conn, half, final):
+                return
             if not half.synced and not self._scan(conn, half, final):
                 return
             buf = half.buf
             if len(buf) < 4:
                 return
             size = _BE32S.unpack_from(buf, 0)[0]
+            if half.sasl and 0 <= size <= self.max_frame_size:
+                token = self._sasl_token(conn, half, size)
+                if token < 0:
+                    return
+                if token:
+                    continue
             if size < 4 or size > self.max_frame_size:
                 half.synced = False
                 half.counters["resyncs"] += 1
@@ -271,7 +281,8 @@ class Framer:
 
     def _frame(self, conn: _Connection, half: _Half, size: int, captured: int) -> None:
         """Emit the frame at the front of buf (its size prefix and ``captured`` bytes of
-        its payload: fewer than ``size`` when a gap cut it) and drop it from buf."""
+        its payload: fewer than ``size`` when a gap or the snap length cut it) and drop
+        it from buf. A cut frame says what it can about its connection's kind too."""
         buf = half.buf
         first_ts = last_ts = None
         frame_end = half.buf_pos + 4 + captured
@@ -282,18 +293,22 @@ class Framer:
                 last_ts = ts
                 break
         payload = bytes(buf[4: 4 + captured])
+        request_like = self._request_ok(payload, 0, size)
+        self._kind_frame(conn, half, payload, size, request_like)
+        if conn.kind > KIND_KAFKA:
+            return      # this frame showed another protocol: its bytes went with the rest
         half.drop(4 + captured)
         c = half.counters
         c["frames"] += 1
         c["frame_bytes"] += 4 + captured
         frame = (half.sequence, first_ts, last_ts, size, payload)
         half.sequence += 1
-        if self._request_ok(payload, 0, size):
+        if request_like:
             half.request_corrs.append(_BE32S.unpack_from(payload, 4)[0])
             if len(half.request_corrs) > _MAX_CORRS:
                 half.request_corrs.popleft()
             conn.request_like[half.side] += 1
-        if conn.client_side < 0:
+        if conn.client_side < 0 or conn.kind != KIND_KAFKA or conn.undecided:
             self._infer(conn, half, frame)
         else:
             if conn.client_side != half.side and captured >= 4:
@@ -301,12 +316,17 @@ class Framer:
             self._emit(conn, half.side, frame)
 
     def _infer(self, conn: _Connection, half: _Half, frame) -> None:
+        """Hold a frame until the connection's direction and kind are known."""
         conn.undecided.append((half.side, frame))
+        conn.held_bytes += len(frame[4])
         other = conn.halves[1 - half.side]
-        if len(frame[4]) >= 4 and _BE32S.unpack_from(frame[4], 0)[0] in other.request_corrs:
-            self._decide(conn, 1 - half.side, 2)
-        elif len(conn.undecided) >= _MAX_UNDECIDED_FRAMES:
-            self._guess(conn)
+        if conn.client_side < 0:
+            if len(frame[4]) >= 4 and _BE32S.unpack_from(frame[4], 0)[0] in other.request_corrs:
+                self._decide(conn, 1 - half.side, 2)
+            elif len(conn.undecided) >= _MAX_UNDECIDED_FRAMES:
+                self._guess(conn)
+        self._kind_held(conn)
+        self._release(conn)
 
     def _guess(self, conn: _Connection) -> None:
         like = conn.request_like
@@ -319,9 +339,15 @@ class Framer:
     def _decide(self, conn: _Connection, client_side: int, source: int) -> None:
         conn.client_side = client_side
         conn.direction_source = source
+
+    def _release(self, conn: _Connection) -> None:
+        """Emit the held frames once the direction is known and the connection is Kafka."""
+        if conn.client_side < 0 or conn.kind != KIND_KAFKA or not conn.undecided:
+            return
         for side, frame in conn.undecided:
             self._emit(conn, side, frame)
         conn.undecided = []
+        conn.held_bytes = 0
 
     def _emit(self, conn: _Connection, side: int, frame) -> None:
         sequence, first_ts, last_ts, size, payload = frame

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from kproto._common.capture import CLOSED_BY, DIRECTION_SOURCE, HALF_COUNTERS
+from kproto._common.capture import CLOSED_BY, DIRECTION_SOURCE, HALF_COUNTERS, KIND_KAFKA, KINDS
 from kproto._py.capture_connections import _Connection, _Half
 from kproto._py.capture_framer import _BE32S, Framer
 
@@ -25,6 +25,7 @@ class Reassembly(Framer):
     """Segments into streams, connection endings (settings: Engine)."""
 
     broker_ports: frozenset[int]
+    kafka_ports: frozenset[int]
     max_pending_bytes: int
     max_connections: int
     counters: dict[str, int]
@@ -66,6 +67,8 @@ class Reassembly(Framer):
             if a_broker != b_broker:
                 conn.client_side = 1 if a_broker else 0
                 conn.direction_source = 0
+            if sport in self.kafka_ports or dport in self.kafka_ports:
+                conn.kind = KIND_KAFKA    # forced: no confirmation needed
             side = 0
             if len(self.connections) > self.max_connections:
                 self._evict(conn)
@@ -209,7 +212,7 @@ class Reassembly(Framer):
             size = _BE32S.unpack_from(half.buf, 0)[0]
             if 4 <= size <= self.max_frame_size:
                 half.boundary = half.buf_pos + 4 + size
-                if len(half.buf) > 4:
+                if len(half.buf) > 4 and not half.sasl:   # a raw SASL token is no frame: skipped
                     self._frame(conn, half, size, len(half.buf) - 4)
         c["skipped_bytes"] += len(half.buf)
         half.drop(len(half.buf))
@@ -233,8 +236,10 @@ class Reassembly(Framer):
             self._cut(conn, half, True)
             half.counters["tail_bytes"] += len(half.buf)
             half.drop(len(half.buf))
+        self._kind_end(conn)
         if conn.client_side < 0:
             self._guess(conn)
+        self._release(conn)
         del self.connections[conn.key]
         client = conn.endpoints[conn.client_side]
         server = conn.endpoints[1 - conn.client_side]
@@ -246,6 +251,7 @@ class Reassembly(Framer):
             "handshake_seen": conn.handshake_seen,
             "closed_by": CLOSED_BY[reason],
             "direction_source": DIRECTION_SOURCE[conn.direction_source],
+            "kind": KINDS[conn.kind],
         }
         for prefix, half in (("request_", conn.halves[conn.client_side]),
                              ("response_", conn.halves[1 - conn.client_side])):

@@ -37,13 +37,16 @@ import io
 import mmap
 import os
 import sys
-from typing import Any, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 from collections.abc import Generator, Iterable, Iterator
 
 from kproto import _deprecation, _impl
 from kproto._common.capture import CONNECTION_COLUMNS, DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS
 from kproto.errors import CorruptCaptureError
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE as _DEFAULT_MAX_FRAME_SIZE
+
+if TYPE_CHECKING:   # the public functions' types, for mypy --strict in user programs
+    import pyarrow as pa
 
 __all__ = [
     "Capture",
@@ -101,7 +104,7 @@ def request_versions() -> list[int]:
     """Highest plausible request version per api_key (list index); -1 for unknown keys.
 
     From the generated protocol facts: request messages' valid versions, widened by
-    the broker versions table (which also knows keys without definitions).
+    the broker-release table (which also knows keys without definitions).
     """
     return list(_request_versions())
 
@@ -109,14 +112,15 @@ def request_versions() -> list[int]:
 @functools.lru_cache(maxsize=1)
 def _request_versions() -> tuple[int, ...]:
     # computed once: a reader per small capture must not walk the schema each time
-    from kproto.schema import BROKER_API_VERSIONS, MESSAGES
+    from kproto.schema import MESSAGES
+    from kproto.versions import broker_api_versions
 
     highest: dict[int, int] = {}
     for message in MESSAGES.values():
         if message["type"] == "request":
             key = message["api_key"]
             highest[key] = max(highest.get(key, -1), message["valid_versions"][1])
-    for _release, key, _low, high in BROKER_API_VERSIONS:
+    for _release, key, _low, high in broker_api_versions():
         if key not in highest:
             highest[key] = _UNDEFINED_KEY_MAX_VERSION
         highest[key] = max(highest[key], high)
@@ -132,13 +136,14 @@ def _pa():
         import numpy  # noqa: F401
         import pyarrow
     except ImportError as exc:
+        from kproto._extras import install_hint
         raise ImportError(f"kproto.capture needs numpy and pyarrow ({exc.name} is missing): "
-                          "pip install 'kproto[arrow]'", name=exc.name) from exc
+                          f"{install_hint('arrow')}", name=exc.name) from exc
     return pyarrow
 
 
 @functools.lru_cache(maxsize=1)
-def frame_schema():
+def frame_schema() -> pa.Schema:
     pa = _pa()
     types = {"connection_id": pa.int64(), "direction": pa.int8(), "sequence": pa.int64(),
              "ts_first_ns": pa.int64(), "ts_last_ns": pa.int64(), "size": pa.int32(), "payload": pa.binary()}
@@ -146,11 +151,11 @@ def frame_schema():
 
 
 @functools.lru_cache(maxsize=1)
-def connection_schema():
+def connection_schema() -> pa.Schema:
     pa = _pa()
     fields = [("capture", pa.string())]
     for name in CONNECTION_COLUMNS:
-        if name in ("client_ip", "server_ip", "closed_by", "direction_source"):
+        if name in ("client_ip", "server_ip", "closed_by", "direction_source", "kind"):
             fields.append((name, pa.string()))
         elif name == "handshake_seen":
             fields.append((name, pa.bool_()))
@@ -161,7 +166,7 @@ def connection_schema():
     return pa.schema(fields)
 
 
-def frame_file_schema():
+def frame_file_schema() -> pa.Schema:
     pa = _pa()
     return pa.schema([("offset", pa.int64()), ("size", pa.int32()), ("payload", pa.binary())])
 
@@ -201,6 +206,10 @@ class CaptureReader:
         name: the ``capture`` column's value (default: the path).
         broker_ports: ports of brokers; the other end sends requests. Without a
             match the direction comes from the SYN, else from the traffic itself.
+        kafka_ports: ports whose connections are read as Kafka whatever they carry
+            (and are broker ports too). The others give frames only once their
+            frames confirm Kafka; TLS, ZooKeeper, HTTP and other protocols are
+            counted by kind in the connections table (its ``kind`` column).
         max_frame_size: larger size prefixes are not frame boundaries.
         max_pending_bytes: out-of-order bytes held per connection direction before
             the missing bytes are declared lost.
@@ -214,7 +223,7 @@ class CaptureReader:
     """
 
     def __init__(self, source: Source, *, name: str | None = None,
-                 broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
+                 broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS, kafka_ports: Iterable[int] = (),
                  max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE, max_pending_bytes: int = 8 * 1024 * 1024,
                  max_connections: int = 65536, batch_frames: int = 65536, batch_bytes: int = 64 * 1024 * 1024,
                  on_error: str = "raise", implementation: str | None = None) -> None:
@@ -229,7 +238,8 @@ class CaptureReader:
         _pa()   # a clear error naming the extra, before the engine's own imports fail
         module = _impl.load("capture", implementation)
         self._engine = module.Engine(
-            request_versions(), broker_ports=tuple(broker_ports), max_frame_size=max_frame_size,
+            request_versions(), broker_ports=tuple(broker_ports), kafka_ports=tuple(kafka_ports),
+            max_frame_size=max_frame_size,
             max_pending_bytes=max_pending_bytes, max_connections=max_connections,
             batch_frames=batch_frames, batch_bytes=batch_bytes,
         )
@@ -391,12 +401,12 @@ class CaptureReader:
         )
 
     # -------------------------------------------------------------- results
-    def read_all(self):
+    def read_all(self) -> pa.Table:
         """All frames as one pyarrow.Table."""
         pa = _pa()
         return pa.Table.from_batches(list(self), schema=frame_schema())
 
-    def connections(self):
+    def connections(self) -> pa.Table:
         """Per-connection accounting (pyarrow.Table), complete once iteration ended."""
         pa = _pa()
         schema = connection_schema()
@@ -416,7 +426,7 @@ class CaptureReader:
         return counters
 
     @property
-    def error(self):
+    def error(self) -> CorruptCaptureError | None:
         """None, or a CorruptCaptureError for the record where reading stopped (its
         ``offset`` in the input, its ``category``); the bytes from there are ``unread_bytes``."""
         stopped = self._engine.error

@@ -31,7 +31,7 @@ __all__ = [
     "MESSAGES", "ALIASES", "ERROR_CODES", "BROKER_API_VERSIONS", "OPEN",
     "Message", "FieldOp", "StructPlan", "spec", "message_class", "plan",
     "request_name", "response_name", "api_keys", "api_plan", "header_version", "is_flexible",
-    "KIND_NAMES",
+    "definition_origin", "is_unstable", "KIND_NAMES",
 ]
 
 # Field kinds shared by both implementations (kproto/_c/_codec.pyx mirrors these numbers).
@@ -88,6 +88,23 @@ def response_name(api_key: int) -> str | None:
 
 def is_flexible(name: str, version: int) -> bool:
     return _in(version, spec(name)["flexible_versions"])
+
+
+def definition_origin(name: str, version: int) -> str:
+    """Where the definition of a message's version was taken from: the Kafka release
+    whose kafka-clients jar defines it newest ("4.4.0"), or "shared/message" /
+    "shared/message-4x" for a version no release jar defines. KeyError: no such version."""
+    for versions, origin, _fields in spec(name)["layers"]:
+        if versions[0] <= version <= versions[1]:
+            return str(origin)
+    raise KeyError(f"{name} has no version {version}")
+
+
+def is_unstable(name: str, version: int) -> bool:
+    """True for a version whose definition is marked unstable where it was taken from
+    (Kafka's latestVersionUnstable): brokers advertise it only with
+    unstable.api.versions.enable, and its layout may still change in a later release."""
+    return _in(version, spec(name)["unstable_versions"])
 
 
 def header_version(api_key: int, api_version: int, is_request: bool) -> int:
@@ -278,6 +295,8 @@ def _message_class(canonical: str) -> type[Message]:
 
     classes: dict[str | None, type[Message]] = {}
 
+    from kproto.schema._docs import LazyDoc   # not at import: the module needs this one
+
     def build(struct_name: str | None) -> type[Message]:
         if struct_name in classes:
             return classes[struct_name]
@@ -290,6 +309,7 @@ def _message_class(canonical: str) -> type[Message]:
             "__qualname__": cls_name if struct_name is None else f"{canonical}.{struct_name}",
             "_message_name": canonical,
             "_struct_name": cls_name,
+            "__doc__": LazyDoc(canonical, struct_name),
         }))
         classes[struct_name] = cls
         cls._field_names = tuple(f[F_NAME] for f in fields)

@@ -33,20 +33,27 @@ def field(name: str, kafka_name: str, type: str, versions: VersionRange, *,
 
 
 def layer(versions: VersionRange, origin: str, fields: tuple) -> tuple:
-    """The fields of the versions one definition file defines (origin "4x" or "3x")."""
+    """The fields of the versions taken from one definition file; ``origin`` names
+    where: a Kafka release ("4.4.0", its kafka-clients jar) or "shared/message",
+    "shared/message-4x" (the reference folders, for versions no release defines)."""
     return (versions, origin, fields)
 
 
 def message(type: str, *, api_key: int | None, valid_versions: VersionRange,
             flexible_versions: VersionRange | None, layers: tuple,
             deprecated_versions: VersionRange | None = None, latest_version_unstable: bool = False,
+            unstable_versions: VersionRange | None = None,
             listeners: tuple[str, ...] = (), min_version_4x: int | None = None,
             old_name: str | None = None) -> dict[str, Any]:
     """A request, response, header or data type; ``min_version_4x`` is the lowest
-    version the Kafka 4.x definitions still have (None: no 4.x definition)."""
+    version a Kafka 4.x release still defines (None: no 4.x definition).
+    ``unstable_versions`` are versions whose definition was marked unstable
+    (latestVersionUnstable) where they were taken from: a broker advertises them only
+    with unstable.api.versions.enable, and their layout may still change."""
     return {
         "type": type, "api_key": api_key, "valid_versions": valid_versions,
         "flexible_versions": flexible_versions, "deprecated_versions": deprecated_versions,
-        "latest_version_unstable": latest_version_unstable, "listeners": listeners,
+        "latest_version_unstable": latest_version_unstable, "unstable_versions": unstable_versions,
+        "listeners": listeners,
         "min_version_4x": min_version_4x, "old_name": old_name, "layers": layers,
     }

@@ -15,8 +15,14 @@ from typing import Any
 import pyarrow as pa
 
 
-
 # ---------------------------------------------------------------- combining compact rows (driver)
+def merged_kind(a: str, b: str) -> str:
+    """The kind of a connection two ranges read: the one confirmed first in KINDS (kafka first, empty
+    last; jobs._merged_kind is the same rule in Spark)."""
+    from kproto._common.capture import KINDS
+
+    return min(a, b, key=KINDS.index)
+
 def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]:
     """``connections``, ``clients`` and ``topics`` from the compact rows, as Spark SQL would combine them.
 
@@ -52,10 +58,11 @@ def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]
         row["last_ts_ns"] = _most(row["last_ts_ns"], info["last_ts_ns"])
         row["handshake_seen"] = bool(row["handshake_seen"] or info["handshake_seen"])
         row["closed_by"] = info["closed_by"] if info["closed_by"] is not None else row["closed_by"]
+        row["kind"] = merged_kind(row["kind"], info["kind"])
         for name in counters:
             row[name] = (row[name] or 0) + (info[name] or 0)
     order = ["capture", "connection_id", "client_ip", "client_port", "server_ip", "server_port", "first_ts_ns",
-             "last_ts_ns", "handshake_seen", "closed_by", "direction_source", *counters]
+             "last_ts_ns", "handshake_seen", "closed_by", "direction_source", "kind", *counters]
     connections = pa.Table.from_pylist(list(merged.values()), schema=pa.schema([schema.field(n) for n in order]))
 
     # Clients: usage rows with their connection's client address.

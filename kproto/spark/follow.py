@@ -237,8 +237,14 @@ def _batch_of(name: str) -> int:
 
 def fingerprint(options: J.Options) -> dict:
     """The options that change the tables' contents: a checkpoint resumes only with the same ones."""
-    return {"broker_ports": list(options.broker_ports), "split_bytes": options.split_bytes,
-            "overlap_bytes": options.overlap_bytes, "body": options.body, "records": options.records}
+    chosen = {"broker_ports": list(options.broker_ports), "split_bytes": options.split_bytes,
+              "overlap_bytes": options.overlap_bytes, "body": options.body, "records": options.records}
+    # Named only when set, so checkpoints written before these options existed still resume.
+    if options.kafka_ports:
+        chosen["kafka_ports"] = list(options.kafka_ports)
+    if options.show_credentials:
+        chosen["show_credentials"] = True
+    return chosen
 
 
 # ---------------------------------------------------------------- one batch

@@ -7,6 +7,7 @@ The Python work happens in :mod:`kproto.spark.worker` through ``mapInArrow``
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -18,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kproto.spark import jvm_archive
+from kproto.spark import jvm_archive, jvm_noise
 from kproto.spark import capture_sets as CS
 from kproto.spark import combine as C
 from kproto.spark import planning as P
@@ -121,7 +122,12 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
             defaults["spark.driver.extraJavaOptions"] = " ".join(o for o in java_options if o)
     for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    from pyspark import SparkContext
+
+    # A JVM started here writes its start-up banners through kproto.spark.jvm_noise's filter.
+    starting = SparkContext._gateway is None and master is not None and master.startswith("local")
+    with jvm_noise.banners_dropped() if starting else contextlib.nullcontext():
+        session = builder.getOrCreate()
     # What jvm_archive.finish looks at (setattr: SparkSession declares no such attribute).
     setattr(session, "_kproto_jvm_archive", archive)  # noqa: B010
     return session
@@ -153,22 +159,44 @@ class Progress:
         self._stop.set()
         if self.enabled:
             self._thread.join(2)
-            if self._tty:
-                self.stream.write("\n")
+            if self.phase and exc[0] is None:
+                self._finish_phase()
 
     def step(self, phase: str) -> None:
+        """A new phase starts: the one before it is printed with how long it took."""
         import time
 
-        self.started = getattr(self, "started", None) or time.monotonic()
+        if self.phase and self.enabled:
+            self._finish_phase()
         self.phase = phase
+        self.phase_started = time.monotonic()
+        self.run_started = getattr(self, "run_started", self.phase_started)
         if self.profile is not None:
             self.profile.mark(phase)
-        if self.enabled:
-            self._write(f"kproto analyze: {phase} ({time.monotonic() - self.started:.1f} s)", final=not self._tty)
+        if self.enabled and self._tty:
+            self._write(f"kproto analyze: {phase} ...", final=False)
+
+    def done(self) -> None:
+        """The last phase ended: it, then the whole run's time."""
+        import time
+
+        if self.profile is not None:
+            self.profile.mark("done")
+        if self.enabled and self.phase:
+            self._finish_phase()
+            self._write(f"kproto analyze: done in {time.monotonic() - self.run_started:.1f} s", final=True)
+        self.phase = ""
+
+    def _finish_phase(self) -> None:
+        import time
+
+        took = time.monotonic() - self.phase_started
+        self._write(f"kproto analyze: {self.phase}: {took:.1f} s", final=True)
 
     def _write(self, text: str, final: bool) -> None:
         if self._tty:
-            self.stream.write("\r" + text.ljust(len(self._last)))
+            self.stream.write("\r" + text.ljust(len(self._last)) + ("\n" if final else ""))
+            text = "" if final else text
         elif final:
             self.stream.write(text + "\n")
         self._last = text
@@ -351,6 +379,8 @@ def _plan_files(spark, files: list[tuple[str, int]], names: dict[str, str], *, s
 @dataclass
 class Options:
     broker_ports: tuple[int, ...] = (9092,)
+    kafka_ports: tuple[int, ...] = ()   # read as Kafka whatever they carry (--port)
+    show_credentials: bool = False      # bodies keep SASL tokens and other credentials (kproto.credentials)
     split_bytes: int | None = None      # None: about one range per core, 32-256 MiB each
     overlap_bytes: int = P.DEFAULT_OVERLAP_BYTES
     body: str | None = "json"
@@ -414,12 +444,15 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
     body = options.body
     records = options.records
     fail_fast = options.fail_fast
+    forced = options.kafka_ports
+    show_credentials = options.show_credentials
 
     def read(batches):
         for batch in batches:
             for split in (split_list.value[index] for index in batch.column("id").to_pylist()):
                 sink = W.ParquetSink(out, _part_name(split))
-                yield from W.process_split(split, broker_ports=ports, body=body, records=records, sink=sink,
+                yield from W.process_split(split, broker_ports=ports, kafka_ports=forced,
+                                           show_credentials=show_credentials, body=body, records=records, sink=sink,
                                            fail_fast=fail_fast)
                 sink.close()
 
@@ -428,7 +461,8 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
 
         context = TaskContext.get()
         sink = W.ParquetSink(out, f"group-{context.partitionId() if context else 0:05d}")
-        yield from W.decode_raw_batches(batches, body=body, records=records, sink=sink)
+        yield from W.decode_raw_batches(batches, body=body, records=records, sink=sink,
+                                        show_credentials=show_credentials)
         sink.close()
 
     parts = []
@@ -519,6 +553,7 @@ def build_tables(spark, parts) -> dict[str, Any]:
         F.min("first_ts_ns").alias("first_ts_ns"), F.max("last_ts_ns").alias("last_ts_ns"),
         F.max(F.col("handshake_seen").cast("int")).cast("boolean").alias("handshake_seen"),
         F.last("closed_by").alias("closed_by"), F.first("direction_source").alias("direction_source"),
+        _merged_kind(F.collect_set("kind")).alias("kind"),
         *[F.sum(name).alias(name) for name in counters])
 
     # Clients: the workers' per-connection usage rows, with the connection's client address.
@@ -594,6 +629,17 @@ def build_tables(spark, parts) -> dict[str, Any]:
     return {"connections": connections, "clients": clients, "topics": topics}
 
 
+def _merged_kind(kinds):
+    """A connection read by several ranges: the kind one of them confirmed (kafka first, empty last;
+    combine.merged_kind is the same rule)."""
+    from pyspark.sql import functions as F
+
+    from kproto._common.capture import KINDS
+
+    ranked = F.array_sort(F.transform(kinds, lambda k: F.array_position(F.lit(list(KINDS)), k)))
+    return F.element_at(F.lit(list(KINDS)), F.element_at(ranked, 1).cast("int"))
+
+
 def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
     """One row per capture and a total row ("*"): every frame read, and where it went.
 
@@ -616,13 +662,17 @@ def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
             # A connection read by several ranges is one connection; its counters add up.
             seen.setdefault(r["capture"], set()).add(r["connection_id"])
             target["connections"] = len(seen[r["capture"]])
-            for name in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes", "snapped_bytes"):
+            for name in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes", "snapped_bytes", "sasl_bytes",
+                         "other_bytes"):
                 # .get: connection rows written before a counter existed (a followed run's earlier parts)
                 target[name] = target.get(name, 0) + info.get(f"request_{name}", 0) + info.get(f"response_{name}", 0)
-            # Every byte that entered a stream is in a frame, skipped to find a boundary, or a tail.
+            # Every byte that entered a stream is in a frame, skipped to find a boundary, a tail,
+            # a raw SASL token, or another protocol's (a connection that is not Kafka); bytes
+            # never captured (gaps, snap length) never entered it.
             streams_add_up[r["capture"]] = streams_add_up.get(r["capture"], True) and all(
                 info[f"{side}stream_bytes"] == info[f"{side}frame_bytes"] + info[f"{side}skipped_bytes"]
-                + info[f"{side}tail_bytes"] for side in ("request_", "response_"))
+                + info[f"{side}tail_bytes"] + info.get(f"{side}sasl_bytes", 0) + info.get(f"{side}other_bytes", 0)
+                for side in ("request_", "response_"))
             continue
         if r["kind"] == "counts":
             for name, value in info.items():
@@ -715,7 +765,7 @@ SUMMARY_COUNTS = (
     "unsupported_link_packets", "connections", "frames", "request_frames",
     "response_frames", "frame_bytes", "frames_ok", "frames_undecodable", "exchanges_paired",
     "no_response_expected", "unpaired_requests", "unpaired_responses", "skipped_bytes", "gap_bytes",
-    "tail_bytes", "duplicate_bytes", "snapped_bytes",
+    "tail_bytes", "duplicate_bytes", "snapped_bytes", "sasl_bytes", "other_bytes",
 )
 SUMMARY_SCHEMA = pa.schema([("capture", pa.string()), ("format", pa.string()), ("splits", pa.int32()),
                             ("files", pa.int32())]
@@ -760,7 +810,8 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         show.step(f"planning {len(inputs.files)} capture file(s)")
         splits = plan_splits(spark, inputs, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes,
                              capture_sets=options.capture_sets, named_sets=options.named_sets)
-        show.step(f"reading, decoding and writing {len(splits)} split(s), {len(inputs.parquet)} frame table(s)")
+        tables_read = f" and {len(inputs.parquet)} Parquet frame table(s)" if inputs.parquet else ""
+        show.step(f"reading, decoding and writing {len(splits)} split(s) of the captures{tables_read}")
         prepare_output(out_text)
         parts, stage1 = compact_rows(spark, inputs, splits, options, out_text)
         parts = parts.persist()
@@ -809,7 +860,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         parts.unpersist()
         if stage1 is not None and stage1.is_cached:
             stage1.unpersist()
-        show.step("done")
+        show.done()
     return Result(Path(local_out or out_text), summary, facts, written, errors)
 
 

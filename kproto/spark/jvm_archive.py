@@ -30,6 +30,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from kproto._common.cache import cache_root
+
 #: JVM logging of class-data sharing off: a signed jar it skips is not the user's concern.
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
 ENV_SWITCH = "KPROTO_JVM_ARCHIVE"
@@ -53,11 +55,8 @@ class Plan:
 
 
 def cache_dir() -> Path:
-    explicit = os.environ.get("KPROTO_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "kproto"
+    """The archive lives at the root of kproto's cache directory."""
+    return cache_root()
 
 
 def _java() -> Path | None:

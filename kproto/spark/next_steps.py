@@ -4,13 +4,15 @@ For a client that sent versions Kafka 4.x removed (KIP-896): the cause - the
 library release is too old, or it is pinned (``api_version``) below what the
 fingerprint says the library negotiates by itself - and the fix (the first
 recorded release of that library that sends no removed version). Ranked by
-request volume. For a broker: the release its ApiVersions table matches, and
-whether a 4.x client (which sends none of the removed versions) finds every
-API it needs.
+request volume, with the brokers each client sent requests to. For a broker: the
+release its ApiVersions table matches, whether a 4.x client (which sends none of the
+removed versions) finds every API it needs, and its own path to 4.x (through KRaft
+when it runs ZooKeeper mode), every step read from kproto's tables.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from kproto import fingerprint as FP
@@ -39,6 +41,7 @@ def client_steps(clients: list[dict], removed: list[dict]) -> list[dict]:
         cause, fix = table.advice(verdict, removed_by_client[key])
         steps.append({"client_ip": c["client_ip"], "client_id": c["client_id"], "requests": c["requests"],
                       "removed_in_4x_requests": c["removed_in_4x_requests"], "software": verdict.library,
+                      "brokers": list(c.get("brokers") or ()),
                       "versions": verdict.range_text, "confidence": verdict.confidence, "cause": cause, "fix": fix})
     return sorted(steps, key=lambda s: (-(s["requests"] or 0), s["client_ip"] or "", s["client_id"] or ""))
 
@@ -55,29 +58,85 @@ def broker_steps(brokers: list[dict]) -> list[dict]:
         except kv.ObsoleteBrokerVersion as exc:
             ready, why = False, f"{exc}: upgrade the broker to 2.1 or later before the clients go to 4.x"
         release = b["release"] or ", ".join(b["exact"] or b["closest"]) or "unknown"
-        steps.append({"broker": b["broker"], "release": release, "talks_to_4x_clients": ready, "why": why})
+        steps.append({"broker": b["broker"], "release": release, "talks_to_4x_clients": ready, "why": why,
+                      "path_to_4x": path_to_4x(b["release"] or (b["exact"] or b["closest"] or [None])[0],
+                                               set(ranges))})
     return steps
+
+
+@cache
+def _zookeeper_facts() -> tuple[tuple[str, ...], str, str, str]:
+    """From kproto's tables: the ZooKeeper-only APIs (by name), the last release whose brokers
+    advertise them (ZooKeeper mode's last release), the first 4.x release, and the first
+    release whose ZooKeeper brokers take a LeaderAndIsr from a KRaft controller (the version
+    that added isKRaftController): where the migration to KRaft can start."""
+    from kproto.schema._docs import field_facts
+
+    zookeeper = [info for info in kv.api_table() if info.removed_source == "ZooKeeper-only"]
+    with_zookeeper = [r for r in kv.RELEASES
+                      if any(i.api_key in kv.release_table(r) or i.api_key in (kv.zookeeper_mode_table(r) or {})
+                             for i in zookeeper)]
+    first_4x = next(r for r in kv.RELEASES if int(r.split(".")[0]) >= 4)
+    kraft_version = min(field_facts("LeaderAndIsrRequest")[None]["is_k_raft_controller"].versions)
+    leader_and_isr = kv.api_key_of("LeaderAndIsr")
+    migration = next(r for r in kv.RELEASES
+                     if kraft_version <= (kv.release_table(r).get(leader_and_isr) or (0, -1))[1])
+    return tuple(i.name for i in zookeeper), with_zookeeper[-1], first_4x, migration
+
+
+def path_to_4x(release: str | None, advertised: set[int]) -> str:
+    """A broker's steps to Kafka 4.x: its release (inferred) and whether its ApiVersions table
+    advertises ZooKeeper-only APIs (ZooKeeper mode) decide whether it goes through KRaft."""
+    names, last_zookeeper, first_4x, migration = _zookeeper_facts()
+    zookeeper_keys = {kv.api_key_of(name) for name in names}
+    try:
+        resolved = kv.resolve_release(release) if release else None
+    except (KeyError, ValueError):
+        resolved = None
+    order = {r: i for i, r in enumerate(kv.RELEASES)}
+    if resolved is not None and order[resolved] >= order[first_4x]:
+        return "already on 4.x"
+    no_zookeeper = (f"Kafka {first_4x} and later have no ZooKeeper mode (their brokers advertise none of "
+                    f"{', '.join(names)})")
+    if not advertised & zookeeper_keys:
+        return (f"runs KRaft (advertises none of the ZooKeeper-only APIs): no migration step; upgrade to 4.x "
+                f"as Kafka's upgrade notes say. {no_zookeeper}.")
+    steps = []
+    if resolved is None or order[resolved] < order[migration]:
+        steps.append(f"upgrade to a 3.x release from {migration} on (the first whose ZooKeeper brokers take "
+                     "LeaderAndIsr from a KRaft controller, isKRaftController)")
+    steps.append(f"migrate the cluster from ZooKeeper to KRaft, at the latest on {last_zookeeper} (the bridge: the "
+                 "last release with ZooKeeper mode)")
+    steps.append(f"then upgrade to 4.x. {no_zookeeper}")
+    return f"runs ZooKeeper mode (advertises {', '.join(n for n in names if kv.api_key_of(n) in advertised)}): " \
+        + "; ".join(steps) + "."
 
 
 def section_rows(facts: dict[str, Any]) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """The two "Next steps" tables (clients, brokers), for the top of the report."""
     steps = facts.get("next_steps", {"clients": [], "brokers": []})
     clients = steps["clients"]
+    window = capture_window(facts)
     out = [("Next steps: clients not ready for Kafka 4.x",
-            f"{len(clients)} client(s) send versions Kafka 4.x removed, most requests first: the likely "
-            "library (KIP-511 name, or the fingerprint), why, and what to do." if clients else
-            "No client sends a version Kafka 4.x removed.",
-            ["client", "client_id", "requests", "removed in 4.x", "likely software", "versions", "confidence",
-             "cause", "fix"],
-            [[_text(s["client_ip"]), _text(s["client_id"]), f"{s['requests']:,}", f"{s['removed_in_4x_requests']:,}",
+            (f"{len(clients)} client(s) send versions Kafka 4.x removed, most requests first: the likely "
+             "library (KIP-511 name, or the fingerprint), the brokers it sent requests to, why, and what to do. "
+             if clients else "No client sends a version Kafka 4.x removed. ")
+            + f"Only clients that sent a request in the capture window ({window}) are listed: a client silent "
+            "in that window is not, whatever versions it uses.",
+            ["client", "client_id", "brokers", "requests", "removed in 4.x", "likely software", "versions",
+             "confidence", "cause", "fix"],
+            [[_text(s["client_ip"]), _text(s["client_id"]), ", ".join(s.get("brokers") or ()) or "-",
+              f"{s['requests']:,}", f"{s['removed_in_4x_requests']:,}",
               _text(s["software"]), _text(s["versions"]), _text(s["confidence"]), s["cause"], s["fix"]]
              for s in clients])]
     brokers = steps["brokers"]
     out.append(("Next steps: brokers",
-                "The release each broker's ApiVersions table matches, and whether Kafka 4.x clients can use it.",
-                ["broker", "release", "talks to 4.x clients", "why"],
-                [[b["broker"], b["release"], "yes" if b["talks_to_4x_clients"] else "no", b["why"]]
-                 for b in brokers]))
+                "The release each broker's ApiVersions table matches, whether Kafka 4.x clients can use it, and "
+                "the broker's own path to 4.x. Only brokers that answered an ApiVersions request in the capture "
+                f"window ({window}) are listed.",
+                ["broker", "release", "talks to 4.x clients", "why", "path to 4.x"],
+                [[b["broker"], b["release"], "yes" if b["talks_to_4x_clients"] else "no", b["why"],
+                  b.get("path_to_4x", "")] for b in brokers]))
     mismatches = [c for c in facts["clients"] if c.get("fingerprint_mismatch")]
     if mismatches:
         out.append(("Next steps: software names the traffic contradicts",
@@ -85,6 +144,15 @@ def section_rows(facts: dict[str, Any]) -> list[tuple[str, str, list[str], list[
                     ["client", "client_id", "what each says"],
                     [[_text(c["client_ip"]), _text(c["client_id"]), c["fingerprint_mismatch"]] for c in mismatches]))
     return out
+
+
+def capture_window(facts: dict[str, Any]) -> str:
+    """The capture window: the first and the last packet's time over every input."""
+    total: dict[str, Any] = next((r for r in facts.get("summary", []) if r.get("capture") == "*"), {})
+    first, last = total.get("first_seen"), total.get("last_seen")
+    if first is None or last is None:
+        return "packet times unknown"
+    return f"first packet {first}, last packet {last} UTC"
 
 
 def _text(value: Any) -> str:

@@ -40,7 +40,8 @@ CHUNK_BYTES = 16 << 20
 SUMMARIZED = ("capture", "direction", "size", "status", "ts_first_ns", "ts_last_ns")
 
 
-def _reader(split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any) -> Any:
+def _reader(split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any,
+            kafka_ports: tuple[int, ...] = ()) -> Any:
     """A reader of the range (with its context and overlap) in batches of at most CHUNK_BYTES of payloads."""
     from kproto.capture import Chunks
 
@@ -48,7 +49,7 @@ def _reader(split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any)
         ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
     else:
         ranged = _RangeStream(source, split, on_mark)
-    return W._capture_reader(ranged, split.capture, ports, CHUNK_BYTES)
+    return W._capture_reader(ranged, split.capture, ports, CHUNK_BYTES, kafka_ports)
 
 
 def _batches(reader: Any) -> Iterator[pa.RecordBatch]:
@@ -77,7 +78,8 @@ def _range_ids(frames: pa.Table, split: Split, global_ids: np.ndarray) -> tuple[
 
 
 def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: str | None, records: str,
-                  sink: W.Sink, fail_fast: bool) -> Iterator[pa.RecordBatch]:
+                  sink: W.Sink, fail_fast: bool, kafka_ports: tuple[int, ...] = (),
+                  show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
     """A range of a pcap, decoded and paired on its own, with its context and overlap.
 
     Every range reads the same bytes around a boundary, so it reassembles and
@@ -94,7 +96,7 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
         marks[name] = dict(holder[0].counters)
 
     # 1. Headers: every frame's columns but the payload, and its header.
-    reader = _reader(split, source, ports, on_mark)
+    reader = _reader(split, source, ports, on_mark, kafka_ports)
     holder.append(reader)
     columns, headers = [], []
     for batch in _batches(reader):
@@ -114,7 +116,8 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     if frames is not None and frames.num_rows:
         frames, owner = _range_ids(frames, split, global_ids)
         yield from _decode_range(split, source, ports, frames, owner, pa.Table.from_batches(headers),
-                                 body=body, records=records, sink=sink)
+                                 body=body, records=records, sink=sink, kafka_ports=kafka_ports,
+                                 show_credentials=show_credentials)
     # The range's own share of the counters: between the marks at its start and end (the
     # first range owns the file header too; the last one the end of the file).
     last = split.split_index == split.split_count - 1
@@ -129,7 +132,8 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
 
 
 def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames: pa.Table, owner: np.ndarray,
-                  headers: pa.Table, *, body: str | None, records: str, sink: W.Sink) -> Iterator[pa.RecordBatch]:
+                  headers: pa.Table, *, body: str | None, records: str, sink: W.Sink,
+                  kafka_ports: tuple[int, ...] = (), show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
     """2. The range read again, a batch at a time: its owned frames to ``sink``, compact rows out;
     then the exchanges. ``frames``: every frame of the range without payloads, with its ids."""
     heads = W.frame_heads(frames, headers)
@@ -141,7 +145,7 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
     facts, topics, topic_frames = [], [], []
     counted, owned_partitions, owned_names = [], [], []     # what summarize reads: no bodies
     lo = 0
-    for batch in _batches(_reader(split, source, ports, lambda name: None)):
+    for batch in _batches(_reader(split, source, ports, lambda name: None, kafka_ports)):
         hi = lo + batch.num_rows
         if hi > n:
             break
@@ -150,7 +154,8 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
         chunk = chunk.set_column(1, "connection_id", connection_ids.slice(lo, hi - lo))
         chunk = chunk.set_column(chunk.schema.get_field_index("sequence"), "sequence", sequences.slice(lo, hi - lo))
         rows = W.decode_chunk(chunk, heads.keys[lo:hi], heads.versions[lo:hi], pairing.key_of[lo:hi],
-                              pairing.version_of[lo:hi], unanswered[lo:hi], body=body, records=records)
+                              pairing.version_of[lo:hi], unanswered[lo:hi], body=body, records=records,
+                              show_credentials=show_credentials)
         ts_first = chunk["ts_first_ns"]
         del chunk       # the payloads: decoded
         keep = owned[lo:hi]

@@ -88,6 +88,8 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
 
     raw["removed"] = usage(F.col("removed_in_4x"))
     raw["deprecated"] = usage(F.col("deprecated") & ~F.col("removed_in_4x"))
+    raw["client_brokers"] = _rows(requests.select(*CLIENT_BROKER_KEYS).distinct().orderBy(*CLIENT_BROKER_KEYS),
+                                  LIMIT * 10)
 
     address = tables["connections"].select("capture", "connection_id", "server_ip", "server_port")
     api_responses = frames.filter((F.col("direction") == 1) & (F.col("api_key") == 18) & (F.col("status") == 0)) \
@@ -123,9 +125,15 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
         .orderBy("status_name", "api_key"))
     raw["unpaired"] = _rows(exchanges.filter(F.col("pair_status") != 0).groupBy("pair_status_name", "api_key")
                             .agg(F.count(F.lit(1)).alias("exchanges")).orderBy("pair_status_name", "api_key"))
+    others = tables["connections"].filter(~F.col("kind").isin("kafka", "empty"))
+    raw["other_protocols"] = _rows(others.groupBy("kind", "server_port").agg(
+        F.count(F.lit(1)).alias("connections"),
+        F.sum(F.col("request_other_bytes") + F.col("response_other_bytes")).alias("bytes"),
+        F.sum(F.col("request_packets") + F.col("response_packets")).alias("packets")).orderBy("kind", "server_port"))
     return _finish(raw, summary, input_errors, pyspark.__version__)
 
 
+CLIENT_BROKER_KEYS = ("client_ip", "client_id", "server_ip", "server_port")   # who sent requests to whom
 FALLBACK_KEYS = ("client_ip", "client_id", "server_ip", "server_port", "api_version", "retry_version", "body")
 INVALID_NAME_KEYS = ("client_ip", "client_id", "client_software_name", "client_software_version",
                      "software_problems")
@@ -189,6 +197,7 @@ def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_error
     removed = pc.fill_null(requests["removed_in_4x"], False)
     raw["removed"] = usage(removed)
     raw["deprecated"] = usage(pc.and_(pc.fill_null(requests["deprecated"], False), pc.invert(removed)))
+    raw["client_brokers"] = grouped(requests, CLIENT_BROKER_KEYS, [], CLIENT_BROKER_KEYS, LIMIT * 10)
 
     responses = frames.filter(pc.equal(frames["direction"], 1))
     answers = responses.filter(pc.and_(pc.equal(responses["api_key"], 18), pc.equal(responses["status"], 0)))
@@ -237,6 +246,14 @@ def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_error
     lonely = exchanges.filter(pc.not_equal(exchanges["pair_status"], 0))
     raw["unpaired"] = counted(grouped(lonely, ("pair_status_name", "api_key"), [([], "count_all")],
                                       ("pair_status_name", "api_key")), name="exchanges")
+    others = connections.filter(pc.invert(pc.is_in(connections["kind"], pa.array(["kafka", "empty"]))))
+    others = others.append_column("bytes", pc.add(others["request_other_bytes"], others["response_other_bytes"])) \
+        .append_column("packets", pc.add(others["request_packets"], others["response_packets"]))
+    raw["other_protocols"] = [
+        {"kind": r["kind"], "server_port": r["server_port"], "connections": r["count_all"], "bytes": r["bytes_sum"],
+         "packets": r["packets_sum"]}
+        for r in grouped(others, ("kind", "server_port"), [([], "count_all"), ("bytes", "sum"), ("packets", "sum")],
+                         ("kind", "server_port"))]
     return _finish(raw, summary, input_errors, spark_version)
 
 
@@ -257,6 +274,11 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
     clients = raw["clients"]
     for c in clients:
         c["first_seen"], c["last_seen"] = _iso(c.pop("first_seen_ns")), _iso(c.pop("last_seen_ns"))
+    brokers_of: dict[tuple, list[str]] = {}
+    for r in raw.get("client_brokers", []):
+        brokers_of.setdefault((r["client_ip"], r["client_id"]), []).append(_address(r["server_ip"], r["server_port"]))
+    for c in clients:
+        c["brokers"] = sorted(set(brokers_of.get((c["client_ip"], c["client_id"]), [])))
     facts["clients"] = clients
 
     # Every API version in use.
@@ -270,6 +292,8 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
         r["api_name"] = _api(r["api_key"])
         r["first_seen"], r["last_seen"] = _iso(r.pop("first_ns")), _iso(r.pop("last_ns"))
         r["software_name"] = r["software_name"] or software.get((r["client_ip"], r["client_id"]))
+    for r in deprecated:     # "not removed" holds for most 4.x releases: name those that refuse it
+        r["not_served_by_4x"] = list(kv.version_info(r["api_key"], r["api_version"]).not_served_by_4x)
     facts["readiness"] = {
         "removed_in_4x_requests": sum(r["requests"] for r in removed),
         "deprecated_requests": sum(r["requests"] for r in removed + deprecated),
@@ -332,7 +356,25 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
     facts["unnamed_topic_ids"] = [r["topic_id"] for r in raw["unnamed_topic_ids"]]
     facts["undecodable_frames"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["undecodable_frames"]]
     facts["unpaired"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["unpaired"]]
+    # Connections that are not Kafka (the connections table's kind): counted, never in frames.
+    facts["other_protocols"] = raw["other_protocols"]
     return facts
+
+
+#: How the report names a kind of connection that is not Kafka.
+KIND_LABELS = {"tls": "TLS", "zookeeper": "ZooKeeper", "http": "HTTP", "other": "another protocol"}
+
+
+def tls_lines(facts: dict) -> list[str]:
+    """One sentence per port whose connections are TLS: Kafka there is out of reach without keys."""
+    lines = []
+    for r in facts.get("other_protocols", []):
+        if r["kind"] == "tls":
+            many = r["connections"] != 1
+            lines.append(f"{r['connections']:,} connection{'s' if many else ''} on port {r['server_port']} "
+                         f"{'are' if many else 'is'} TLS ({_fmt(r['bytes'])} bytes): their Kafka traffic cannot be "
+                         "read without keys.")
+    return lines
 
 
 # ---------------------------------------------------------------- writing
@@ -370,13 +412,28 @@ def _when(iso: str | None) -> str:
 _NUMBER = re.compile(r"-?[\d,]+(\.\d+)?")
 
 
+#: A run of letters and digits up to this long is a word, never broken across lines; a longer
+#: one (an id, a hash) may break, every LONG_RUN characters (tools/report_screenshot.py checks both).
+LONG_RUN = 24
+_SEPARATOR = re.compile(r"([/_.])(?=\w)")
+_LONG_RUN = re.compile(rf"[A-Za-z0-9]{{{LONG_RUN + 1},}}")
+
+
+def _breakable(text: str) -> str:
+    """Escaped cell text that may wrap after a path's or name's separators and inside long
+    ids, and nowhere else: CSS alone keeps words whole only if the table may overflow."""
+    text = _LONG_RUN.sub(lambda m: "\0".join(m[0][i:i + LONG_RUN] for i in range(0, len(m[0]), LONG_RUN)),
+                         text)
+    return html.escape(_SEPARATOR.sub("\\1\0", text)).replace("\0", "<wbr>")
+
+
 def _cell(text: str) -> str:
     """A table cell: numbers right-aligned, short tokens (addresses, versions) kept whole."""
     if _NUMBER.fullmatch(text):
         return f"<td class='n'>{html.escape(text)}</td>"
     if len(text) <= 16 and " " not in text:
         return f"<td class='t'>{html.escape(text)}</td>"
-    return f"<td>{html.escape(text)}</td>"
+    return f"<td>{_breakable(text)}</td>"
 
 
 def _mb(value: float | None) -> str:
@@ -391,6 +448,8 @@ LOSSES = (
     ("snapped_bytes", "snap length: bodies not captured (bytes cut off)"),
     ("skipped_bytes", "bytes skipped to find a frame"),
     ("tail_bytes", "bytes in an incomplete last frame"),
+    ("sasl_bytes", "bytes of raw SASL tokens (authentication, not frames)"),
+    ("other_bytes", "bytes of other protocols (see Other protocols)"),
     ("malformed_packets", "malformed packets"),
     ("ip_fragments", "IP fragments (not reassembled)"),
 )
@@ -464,6 +523,15 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                 ["capture", "problem", "byte offset", "reason", "bytes not read"],
                 [[_shown_error_input(names, e), e["category"], _fmt(e["offset"]), e["reason"],
                   _fmt(e["unread_bytes"])] for e in input_errors]))
+    others = facts.get("other_protocols", [])
+    out.append(("Other protocols",
+                " ".join(tls_lines(facts) + ["Connections whose bytes are not Kafka (told by their first bytes or "
+                                             "their frames: docs/capture.md, 'Other protocols'): counted here, "
+                                             "never in frames, clients or readiness."]) if others
+                else "Every connection with data is Kafka.",
+                ["protocol", "server port", "connections", "packets", "bytes"],
+                [[KIND_LABELS.get(r["kind"], r["kind"]), str(r["server_port"]), _fmt(r["connections"]),
+                  _fmt(r.get("packets")), _fmt(r["bytes"])] for r in others]))
     losses = [(name, label) for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
     out.append(("What is not in frames",
                 "Where the bytes and packets of every input went that are not in a frame: only the kinds of loss "
@@ -510,10 +578,12 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                   str(r["api_version"]), _fmt(r["requests"]), _when(r["first_seen"]), _when(r["last_seen"])]
                  for r in readiness["removed"]]))
     out.append(("Deprecated versions still served by 4.x",
-                "Deprecated by KIP-896 but not removed in 4.x: worth upgrading, not blocking.",
-                ["client", "client_id", "API", "version", "requests"],
+                "Deprecated by KIP-896 but not removed in 4.x: worth upgrading, not blocking, except on "
+                "the 4.x releases that do not serve it (JoinGroup v0-1: 4.0.0, as a real 4.0.0 broker showed).",
+                ["client", "client_id", "API", "version", "requests", "not served by"],
                 [[_fmt(r["client_ip"]), _fmt(r["client_id"]), r["api_name"], str(r["api_version"]),
-                  _fmt(r["requests"])] for r in readiness["deprecated_not_removed"]]))
+                  _fmt(r["requests"]), ", ".join(r["not_served_by_4x"]) or "-"]
+                 for r in readiness["deprecated_not_removed"]]))
     out.append(("API versions in use", "Requests per API and version.",
                 ["API", "version", "requests", "clients", "deprecated", "removed in 4.x"],
                 [[r["api_name"], str(r["api_version"]), _fmt(r["requests"]), _fmt(r["clients"]),
@@ -576,6 +646,8 @@ def markdown(facts: dict) -> str:
     if input_errors:
         lines += [f"**Not every input was read completely:** {len({e['capture'] for e in input_errors})} "
                   f"input(s), {sum(e['unread_bytes'] for e in input_errors):,} bytes not read.", ""]
+    for line in tls_lines(facts):
+        lines += [f"**TLS:** {line}", ""]
     for title, note, header, rows in sections(facts):
         lines += [f"## {title}", "", note, ""]
         if not rows:
@@ -666,8 +738,8 @@ def charts(facts: dict) -> dict[str, str]:
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 1200px; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; max-width: 100%; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top;
+         overflow-wrap: break-word; }
 th { overflow-wrap: normal; }
 svg { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; }
@@ -692,6 +764,8 @@ def html_report(facts: dict) -> str:
         parts.append(f"<p class='warn'><b>Not every input was read completely:</b> "
                      f"{len({e['capture'] for e in input_errors})} input(s), {unread:,} bytes not read; "
                      "see the first table.</p>")
+    for line in tls_lines(facts):
+        parts.append(f"<p class='warn'><b>TLS:</b> {html.escape(line)}</p>")
     if readiness["removed_in_4x_requests"]:
         parts.append(f"<p class='warn'><b>Not ready for Kafka 4.x:</b> {readiness['removed_in_4x_requests']:,} "
                      f"request(s) from {readiness['clients_sending_removed_versions']} client(s) use API versions "

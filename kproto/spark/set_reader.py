@@ -27,7 +27,8 @@ def set_files(split: Split) -> list[tuple[str, int]]:
 
 
 def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None, records: str, sink: W.Sink,
-                fail_fast: bool) -> Iterator[pa.RecordBatch]:
+                fail_fast: bool, kafka_ports: tuple[int, ...] = (),
+                show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
     """A set split: frames and exchanges to ``sink``; yields compact rows (raw frames when ``split.mode`` is raw)."""
     from kproto.capture import Chunks
 
@@ -47,12 +48,14 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
         segments: list[tuple[int, str, int]] = []     # (stream offset, path, file offset) of each file's bytes
         pieces = _stream(split.format, readable, segments, lambda: marks.append(dict(holder[0].counters)))
         fed_bytes = sum(source.size for _, source in readable) if split.mode == "decode" else None
-        reader = W._capture_reader(Chunks(pieces), split.capture, broker_ports, W.one_batch_bytes(fed_bytes))
+        reader = W._capture_reader(Chunks(pieces), split.capture, broker_ports, W.one_batch_bytes(fed_bytes),
+                                   kafka_ports)
         holder.append(reader)
         if split.mode == "decode":
             batches, failure = W._read_batches(iter(reader))
             rows = _accounting(split, readable, opened, reader, marks, segments, failure, fail_fast)
-            yield from W.decode_and_summarize(W.frames_of(batches), body=body, sink=sink, records=records)
+            yield from W.decode_and_summarize(W.frames_of(batches), body=body, sink=sink, records=records,
+                                              show_credentials=show_credentials)
         else:
             failure = None
             try:

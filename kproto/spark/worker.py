@@ -230,15 +230,18 @@ def one_batch_bytes(fed_bytes: int | None) -> int | None:
     return fed_bytes + 1 if fed_bytes is not None and fed_bytes <= ONE_BATCH_BYTES else None
 
 
-def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], batch_bytes: int | None = None):
-    """A reader of ``source`` whose batches hold under ``batch_bytes`` of payloads (None: the reader's default)."""
+def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], batch_bytes: int | None = None,
+                    kafka_ports: tuple[int, ...] = ()):
+    """A reader of ``source`` whose batches hold under ``batch_bytes`` of payloads (None: the reader's default);
+    ``kafka_ports``: ports read as Kafka whatever they carry (``--port``)."""
     from kproto.capture import CaptureReader
 
     batching: dict[str, Any] = {}
     if batch_bytes is not None:
         # Every frame takes at least its 4-byte size prefix: batches are cut by bytes, not by count.
         batching = {"batch_bytes": batch_bytes, "batch_frames": batch_bytes // 4 + 1}
-    return CaptureReader(source, name=name, broker_ports=broker_ports, on_error="keep", **batching)
+    return CaptureReader(source, name=name, broker_ports=broker_ports, kafka_ports=kafka_ports, on_error="keep",
+                         **batching)
 
 
 def frames_of(batches: list[pa.RecordBatch]) -> pa.Table:
@@ -375,11 +378,14 @@ def connection_rows(split: Split, connections: pa.Table) -> list[pa.RecordBatch]
 
 def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: str | None = "json",
                   records: str = "summary", sink: Sink | None = None,
-                  fail_fast: bool = False) -> Iterator[pa.RecordBatch]:
+                  fail_fast: bool = False, kafka_ports: Iterable[int] = (),
+                  show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
     """Read one split: its frames and exchanges go to ``sink``; yields compact rows (or raw frames).
 
     ``body``: "json" or None (no body column); ``records``: record sets in the
-    bodies as a "summary" of their batch headers or as "base64".
+    bodies as a "summary" of their batch headers or as "base64"; ``kafka_ports``:
+    read as Kafka whatever they carry; ``show_credentials``: bodies keep them
+    (kproto.credentials; redacted by default).
 
     An input that cannot be read completely never fails the task: the frames
     read before the problem are decoded as usual and the accounting row lists
@@ -389,11 +395,13 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
     from kproto.capture import connection_schema
 
     ports = tuple(broker_ports)
+    forced = tuple(kafka_ports)
     sink = sink if sink is not None else Sink()
     if split.set_files:
         from kproto.spark.set_reader import process_set
 
-        yield from process_set(split, broker_ports=ports, body=body, records=records, sink=sink, fail_fast=fail_fast)
+        yield from process_set(split, broker_ports=ports, body=body, records=records, sink=sink, fail_fast=fail_fast,
+                               kafka_ports=forced, show_credentials=show_credentials)
         return
     try:
         source = _Source(split.path)
@@ -408,23 +416,25 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
             batches, counters = _frames_of_frame_file(source, split)
             rows = _checked(split, counters, connection_schema().empty_table(), fail_fast)
             # One connection: decoded here whatever its size.
-            yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records)
+            yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records,
+                                            show_credentials=show_credentials)
             yield from rows
             return
         if split.split_count > 1:
             from kproto.spark.range_pipeline import process_range
 
-            yield from process_range(split, source, ports, body, records, sink, fail_fast)
+            yield from process_range(split, source, ports, body, records, sink, fail_fast, forced, show_credentials)
             return
         local = local_path(split.path)
         reader = _capture_reader(local if local is not None else source.read(0, source.size),
                                  split.capture, ports,
-                                 one_batch_bytes(source.size if split.mode == "decode" else None))
+                                 one_batch_bytes(source.size if split.mode == "decode" else None), forced)
         if split.mode == "decode":
             batches, failure = _read_batches(iter(reader))
             counters = _whole_file_counters(split, reader, failure)
             rows = _checked(split, counters, reader.connections(), fail_fast)
-            yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records)
+            yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records,
+                                            show_credentials=show_credentials)
         else:
             # A big file that cannot be cut: frames stream out, the grouping step pairs them.
             failure = None
@@ -653,7 +663,7 @@ class ChunkRows:
 
 def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_of: np.ndarray,
                  version_of: np.ndarray, unanswered: np.ndarray, *, body: str | None,
-                 records: str) -> ChunkRows:
+                 records: str, show_credentials: bool = False) -> ChunkRows:
     """Decode frames once, responses with their request's API and version (``key_of`` / ``version_of``,
     from the pairing); ``keys`` / ``versions``: the header pass's; ``unanswered``: see unanswered_produce."""
     import kproto.batch as kb
@@ -676,6 +686,10 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
     frame_columns["status"] = decoded_status
     frame_columns["status_name"] = _status_names(decoded_status, kb.Status)
     bodies = decoded["body"] if body == "json" else None
+    if bodies is not None and not show_credentials:
+        from kproto.credentials import redact_bodies
+
+        bodies = redact_bodies(decoded["api_key"], bodies)
     if bodies is not None:
         frame_columns["body"] = bodies
     frame_table = pa.Table.from_batches([_conform(FRAMES_SCHEMA, frame_columns, n)])
@@ -773,7 +787,8 @@ def build_exchanges(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, part
     }, m)])
 
 
-def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records: str = "summary") -> Decoded:
+def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records: str = "summary",
+                        show_credentials: bool = False) -> Decoded:
     """Decode and pair a table of capture frames (whole connections).
 
     ``frames`` has the kproto.capture frame columns. Requests and responses
@@ -793,7 +808,8 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
     pairing = pair_heads(heads)
     # 2. Every frame decoded once, responses with their request's API and version; 3. the exchanges.
     rows = decode_chunk(frames, heads.keys, heads.versions, pairing.key_of, pairing.version_of,
-                        unanswered_produce(heads, pairing), body=body, records=records)
+                        unanswered_produce(heads, pairing), body=body, records=records,
+                        show_credentials=show_credentials)
     exchanges = build_exchanges(heads, pairing, rows.facts, rows.partitions, rows.partition_frame)
     return Decoded(rows.frames, exchanges, rows.partitions, rows.partition_frame, rows.topic_names,
                    rows.topic_name_frame)
@@ -822,12 +838,12 @@ def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarr
 
 
 def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink,
-                         records: str = "summary") -> Iterator[pa.RecordBatch]:
+                         records: str = "summary", show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
     """Decode and pair ``frames``; its frames and exchanges go to ``sink``; yield compact rows."""
     if frames.num_rows == 0:
         return
     ts_first = frames["ts_first_ns"]
-    decoded = decode_frames_table(frames, body=body, records=records)
+    decoded = decode_frames_table(frames, body=body, records=records, show_credentials=show_credentials)
     del frames      # the payloads, the largest buffer of a task: free before the tables are written
     frame_table, exchanges, partitions = decoded.frames, decoded.exchanges, decoded.partitions
     partition_ts = ts_first.take(pa.array(decoded.partition_frame))
@@ -921,7 +937,7 @@ PAIR_COUNTS = {"PAIRED": "exchanges_paired", "NO_RESPONSE_EXPECTED": "no_respons
 
 
 def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = "json", records: str = "summary",
-                       sink: Sink | None = None) -> Iterator[pa.RecordBatch]:
+                       sink: Sink | None = None, show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
     """The grouping step: raw frames of whole connections (any order) to compact rows; tables to ``sink``."""
     tables = [pa.Table.from_batches([b]).select(list(RAW_COLUMNS)) for b in batches if b.num_rows]
     if not tables:
@@ -931,6 +947,7 @@ def decode_raw_batches(batches: Iterable[pa.RecordBatch], *, body: str | None = 
     raw = raw.sort_by([("capture", "ascending"), ("connection_id", "ascending"), ("direction", "ascending"),
                        ("sequence", "ascending")])
     frames = raw.select([f.name for f in frame_schema()]).cast(frame_schema())
-    rows = decode_and_summarize(frames, body=body, sink=sink if sink is not None else Sink(), records=records)
+    rows = decode_and_summarize(frames, body=body, sink=sink if sink is not None else Sink(), records=records,
+                                show_credentials=show_credentials)
     del raw, frames     # the generator holds the frames alone, and lets their payloads go once decoded
     yield from rows

@@ -3,7 +3,8 @@
     kproto analyze /captures/ --out out/ --follow --trigger 10 --settle 30
     kproto analyze /captures/ --out out/ --once          # what is closed now, then exit (cron)
 
-Kept apart from kproto/cli_analyze.py so that the plain command reads as before.
+Kept apart from kproto/cli_analyze.py so that the plain command reads as before; not named
+cli_*.py, which would make it a subcommand of its own (kproto/cli.py finds those).
 """
 
 from __future__ import annotations

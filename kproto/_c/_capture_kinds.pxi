@@ -1,0 +1,212 @@
+# Included by _capture.pyx: which protocol a connection speaks, and SASL's raw tokens
+# (twin: kproto/_py/capture_kinds.py, which states the rules). Module-level functions the
+# framer calls at its few hooks, so the framer's own logic stays its own.
+
+cdef enum:
+    API_SASL_HANDSHAKE = 17
+    API_API_VERSIONS = 18
+    RUN_TO_CONFIRM = 4
+    HELD_FRAMES = 1024
+    TLS_MAX_RECORD = 18432
+    TLS_REACH = 5 + TLS_MAX_RECORD
+    ZK_PASSWORD_MAX = 64
+    SNIFF_BYTES = 8
+
+cdef int KIND_UNKNOWN_ = _shapes.KIND_UNKNOWN
+cdef int KIND_KAFKA_ = _shapes.KIND_KAFKA
+cdef int KIND_TLS_ = _shapes.KIND_TLS
+cdef int KIND_ZOOKEEPER_ = _shapes.KIND_ZOOKEEPER
+cdef int KIND_HTTP_ = _shapes.KIND_HTTP
+cdef int KIND_OTHER_ = _shapes.KIND_OTHER
+cdef int KIND_EMPTY_ = _shapes.KIND_EMPTY
+
+cdef tuple HTTP_STARTS = (b"GET ", b"POST ", b"PUT ", b"HEAD ", b"DELETE ", b"OPTIONS ", b"PATCH ", b"CONNECT ",
+                          b"TRACE ", b"HTTP/1.", b"PRI * HT")
+
+
+cdef inline int _tls_record(const unsigned char *p, Py_ssize_t avail) noexcept:
+    cdef int length
+    if avail < 5:
+        return -1
+    if p[0] < 20 or p[0] > 23 or p[1] != 3 or p[2] < 1 or p[2] > 4:
+        return -1
+    length = (p[3] << 8) | p[4]
+    return length if 0 < length <= TLS_MAX_RECORD else -1
+
+
+cdef int _zookeeper_connect(const unsigned char *p, Py_ssize_t n) noexcept:
+    cdef int32_t size = <int32_t>kp_load_be32(p)
+    cdef int32_t password
+    cdef int k
+    cdef int timeout_at, password_at
+    if size < 20 or size > 28 + ZK_PASSWORD_MAX + 1:
+        return 0
+    if n < 4 + <Py_ssize_t>size:
+        return -1
+    if <int32_t>kp_load_be32(p + 4) != 0:
+        return 0
+    for k in range(2):
+        timeout_at = 12 if k == 0 else 4
+        password_at = 24 if k == 0 else 16
+        if password_at + 4 > size:
+            continue
+        password = <int32_t>kp_load_be32(p + 4 + password_at)
+        if <int32_t>kp_load_be32(p + 4 + timeout_at) > 0 and 0 <= password <= ZK_PASSWORD_MAX \
+                and 0 <= size - password_at - 4 - password <= 1:
+            return 1
+    return 0
+
+
+cdef int _sniff(const unsigned char *p, Py_ssize_t n, bint at_start, bint final) noexcept:
+    cdef Py_ssize_t q, start_len
+    cdef const unsigned char *start
+    cdef int length, zk
+    if n < SNIFF_BYTES and not final:
+        return -1
+    for item in HTTP_STARTS:
+        start = <const unsigned char *><char *>(<bytes>item)
+        start_len = len(<bytes>item)
+        if n >= start_len and memcmp(p, start, start_len) == 0:
+            return KIND_HTTP_
+    if at_start:
+        length = _tls_record(p, n)
+        if length >= 0 and p[0] == 22 and n > 5 and (p[5] == 1 or p[5] == 2):
+            return KIND_TLS_
+        if n >= 4:
+            zk = _zookeeper_connect(p, n)
+            if zk < 0 and not final:
+                return -1
+            if zk > 0:
+                return KIND_ZOOKEEPER_
+    cdef bint pending = False
+    for q in range(min(n - 4, <Py_ssize_t>TLS_REACH)):
+        length = _tls_record(p + q, n - q)
+        if length < 0:
+            continue
+        if q + 5 + length + 5 <= n:
+            if _tls_record(p + q + 5 + length, n - q - 5 - length) >= 0:
+                return KIND_TLS_
+        else:
+            pending = True
+    return -1 if pending and not final else 0
+
+
+cdef bint _kind_before(_Connection conn, _Half half, bint final) except -1:
+    """True when there is nothing to frame now (see the twin's Kinds._kind_before)."""
+    cdef int kind
+    if conn.kind > KIND_KAFKA_:
+        half.c[H_OTHER_BYTES] += half.length + half.c[H_SKIPPED_BYTES]
+        half.c[H_SKIPPED_BYTES] = 0
+        half.drop(half.length)
+        return True
+    cdef bint at_start
+    if half.sniffed:
+        return False
+    at_start = half.isn >= 0 and half.buf_pos == 0
+    kind = _sniff(half.data(), half.length, at_start, final)
+    if kind < 0:
+        return True
+    if kind == 0:
+        half.sniffed = at_start     # mid-stream: looked at again with new bytes until known
+        return False
+    half.sniffed = True
+    _not_kafka(conn, kind)
+    return True
+
+
+cdef int _sasl_token(_Framer fr, _Connection conn, _Half half, int32_t size) except -2:
+    """1: a raw token (counted, dropped); 0: Kafka again; -1: not complete."""
+    cdef const unsigned char *buf = half.data()
+    cdef _Half other = conn.half(1 - half.side)
+    if half.length < 4 + <Py_ssize_t>size:
+        return -1
+    if half.side == conn.client_side:
+        if size >= 4 and fr._request_ok(buf + 4, size, size):
+            half.sasl = False
+            return 0
+    elif not other.sasl and size >= 4 and other.has_corr(<int32_t>kp_load_be32(buf + 4)):
+        half.sasl = False
+        return 0
+    half.c[H_SASL_TOKENS] += 1
+    half.c[H_SASL_BYTES] += 4 + size
+    half.drop(4 + size)
+    return 1
+
+
+cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload, Py_ssize_t captured,
+                     int32_t size, bint request_like) except -1:
+    # payload holds `captured` bytes of the frame's `size` (fewer when a gap or the snap
+    # length cut it): only those are read (see the twin's Kinds._kind_frame)
+    cdef _Half other = conn.half(1 - half.side)
+    cdef int32_t corr = <int32_t>kp_load_be32(payload) if captured >= 4 else -1
+    cdef bint as_request = request_like and (conn.client_side == -1 or conn.client_side == half.side)
+    cdef bint as_response = conn.client_side != half.side
+    cdef int32_t request_corr = <int32_t>kp_load_be32(payload + 4) if as_request else -1
+    cdef uint16_t api_key, api_version
+    if as_request:
+        api_key = kp_load_be16(payload)
+        api_version = kp_load_be16(payload + 2)
+        if api_key == API_SASL_HANDSHAKE or api_key == API_API_VERSIONS:
+            half.hello_corr = request_corr
+        if api_key == API_SASL_HANDSHAKE and api_version == 0 and half.side == conn.client_side \
+                and half.sequence < 8:
+            half.sasl = True
+            half.sasl_corr = request_corr
+    if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:
+        other.sasl_corr = -1
+        if kp_load_be16(payload + 4) == 0:
+            half.sasl = True
+        else:
+            other.sasl = False
+    if conn.kind != KIND_UNKNOWN_:
+        return 0
+    if corr == -2 and ((size == 8 and captured == 8 and <int32_t>kp_load_be32(payload + 4) == 11) or size == 16):
+        _not_kafka(conn, KIND_ZOOKEEPER_)
+        return 0
+    if as_response and corr >= 0 and other.has_corr(corr):
+        conn.matched += 1
+        if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
+            conn.kind = KIND_KAFKA_
+            return 0
+    if as_request:
+        half.run = half.run + 1 if half.run and request_corr > half.run_corr else 1
+        half.run_corr = request_corr
+        if half.run >= RUN_TO_CONFIRM:
+            conn.kind = KIND_KAFKA_
+    else:
+        half.run = 0
+    return 0
+
+
+cdef int _kind_held(_Connection conn, int64_t held_limit) except -1:
+    if conn.kind == KIND_UNKNOWN_ and (len(conn.undecided) >= HELD_FRAMES or conn.held_bytes > held_limit):
+        _kind_end(conn)
+    return 0
+
+
+cdef int _kind_end(_Connection conn) except -1:
+    if conn.kind != KIND_UNKNOWN_:
+        return 0
+    if conn.matched or conn.direction_source == 0:
+        conn.kind = KIND_KAFKA_
+    elif conn.h0.c[H_STREAM_BYTES] or conn.h1.c[H_STREAM_BYTES]:
+        _not_kafka(conn, KIND_OTHER_)
+    else:
+        _not_kafka(conn, KIND_EMPTY_)
+    return 0
+
+
+cdef int _not_kafka(_Connection conn, int kind) except -1:
+    cdef _Half half
+    cdef object k
+    conn.kind = kind
+    conn.undecided = []
+    conn.held_bytes = 0
+    for half in (conn.h0, conn.h1):
+        half.c[H_OTHER_BYTES] += (half.c[H_FRAME_BYTES] + half.c[H_SKIPPED_BYTES] + half.c[H_TAIL_BYTES]
+                                  + half.c[H_SASL_BYTES] + half.length)
+        for k in (H_FRAMES, H_FRAME_BYTES, H_SKIPPED_BYTES, H_TAIL_BYTES, H_SASL_TOKENS, H_SASL_BYTES):
+            half.c[<int>k] = 0
+        half.drop(half.length)
+        half.synced = True
+    return 0

@@ -1,0 +1,110 @@
+"""``kproto analyze`` refuses what it cannot analyse before Spark starts (no JVM: well under a
+second), with exit status 2 as ``--help`` says; the JVM's start-up banners are filtered out."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kproto.spark import jvm_noise
+
+COMMAND = [sys.executable, "-m", "kproto.cli", "analyze"]
+
+
+def refuse(tmp_path, *argv: str) -> str:
+    out = str(tmp_path / "out") if "--out" not in argv else None
+    result = subprocess.run(COMMAND + list(argv) + (["--out", out] if out else []), capture_output=True,
+                            text=True, timeout=120, cwd=tmp_path,
+                            env=dict(os.environ, PYSPARK_SUBMIT_ARGS="--this-would-fail"))
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+    return result.stderr
+
+
+def test_missing_input(tmp_path):
+    assert refuse(tmp_path, "missing.pcap") == "kproto analyze: missing.pcap: no such file or directory\n"
+
+
+def test_glob_without_match(tmp_path):
+    assert "no file matches" in refuse(tmp_path, "caps/*.pcap")
+
+
+def test_text_file_named_on_its_own(tmp_path):
+    (tmp_path / "notes.txt").write_text("These are my notes, not a capture.\n")
+    assert "notes.txt: not a capture (neither pcap, pcapng, size-prefixed frames nor Parquet" \
+        in refuse(tmp_path, "notes.txt")
+
+
+def test_empty_file(tmp_path):
+    (tmp_path / "empty.pcap").write_bytes(b"")
+    assert "empty.pcap: empty file (0 bytes)" in refuse(tmp_path, "empty.pcap")
+
+
+@pytest.mark.parametrize("out,said", [("taken", "is an existing file"), ("taken/sub", "is inside a file")])
+def test_out_is_a_file(tmp_path, out, said):
+    (tmp_path / "taken").write_text("x")
+    from tests.spark_captures import small_capture
+    (tmp_path / "small.pcap").write_bytes(small_capture())
+    assert said in refuse(tmp_path, "small.pcap", "--out", out)
+
+
+def test_follow_is_not_a_subcommand():
+    result = subprocess.run([sys.executable, "-m", "kproto.cli", "--help"], capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert "follow" not in result.stdout
+    assert subprocess.run([sys.executable, "-m", "kproto.cli", "follow"], capture_output=True,
+                          timeout=60).returncode == 2
+
+
+def test_banners_are_dropped_and_other_lines_kept():
+    code = ("import subprocess, sys\n"
+            "from kproto.spark import jvm_noise\n"
+            "with jvm_noise.banners_dropped():\n"
+            "    child = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stderr.write("
+            "\"WARNING: Using incubator modules: jdk.incubator.vector\\\\nreal trouble\\\\n"
+            "Setting default log level to \\\\\"WARN\\\\\".\\\\n\")'])\n"
+            "print('mine', file=sys.stderr, flush=True)\n"
+            "child.wait()\n"
+            "import time; time.sleep(0.5)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stderr.splitlines()) == ["mine", "real trouble"]
+
+
+def test_banner_patterns():
+    assert jvm_noise.is_banner("26/11/27 11:26:58 WARN NativeCodeLoader: Unable to load native-hadoop library "
+                               "for your platform... using builtin-java classes where applicable\n")
+    assert jvm_noise.is_banner("Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties")
+    assert not jvm_noise.is_banner("26/11/27 11:26:58 ERROR Executor: Exception in task 0.0")
+
+
+@pytest.mark.parametrize("command", ["analyze", "dump", "decode", "versions"])
+def test_help_ends_with_the_exit_statuses(command):
+    result = subprocess.run([sys.executable, "-m", "kproto.cli", command, "--help"], capture_output=True,
+                            text=True, timeout=60, check=True)
+    text = " ".join(result.stdout.split())
+    assert "Exit status: 0 " in text and " 2 for usage errors" in text
+
+
+def test_progress_lines_give_durations():
+    import io
+    from types import SimpleNamespace
+
+    from kproto.spark.jobs import Progress
+
+    tracker = SimpleNamespace(getActiveStageIds=lambda: [])
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))
+    stream = io.StringIO()
+    with Progress(spark, stream=stream) as show:
+        show.step("listing inputs")
+        show.step("planning 1 capture file(s)")
+        show.done()
+    lines = stream.getvalue().splitlines()
+    assert [line.rsplit(":", 1)[0] for line in lines[:2]] == [
+        "kproto analyze: listing inputs", "kproto analyze: planning 1 capture file(s)"]
+    assert all(line.endswith(" s") for line in lines) and lines[2].startswith("kproto analyze: done in ")
+    assert len(lines) == 3
