@@ -460,9 +460,11 @@ def test_unsupported_link_type_counted(impl):
     assert counters["unsupported_link"] == 1 and counters["packets"] == 1
 
 
-def test_snap_length_keeps_every_frame_start_and_counts_what_it_cut(impl):
+@pytest.mark.parametrize("port", [9092, 19092])
+def test_snap_length_keeps_every_frame_start_and_counts_what_it_cut(impl, port):
+    # on a port not known as a broker's, the cut frames themselves confirm the connection is Kafka
     requests, responses = exchange(3, body=200)
-    packets = conversation_packets(Conversation(), requests, responses, sizes=(150,))
+    packets = conversation_packets(Conversation(server=("10.0.0.2", port)), requests, responses, sizes=(150,))
     writer = PcapWriter(LINK_ETHERNET, snaplen=120)
     for packet in packets:
         writer.add(0, packet.data)
@@ -475,6 +477,7 @@ def test_snap_length_keeps_every_frame_start_and_counts_what_it_cut(impl):
         got = [f for f in frames if f["direction"] == direction]
         assert [f["size"] for f in got] == [len(r) - 4 for r in sent]
         assert all(r[4:].startswith(f["payload"]) and f["payload"] for f, r in zip(got, sent))
+    assert row["kind"] == "kafka"
     assert_accounted(connections)
 
 
