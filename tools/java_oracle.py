@@ -49,6 +49,8 @@ INSTALL_HINT = "scripts/install-kafka.sh"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 import java_build  # noqa: E402  (tools/ is no package)
+import kafka_broker  # noqa: E402
+from kproto._common.cache import cache_root  # noqa: E402  (the one cache rule)
 from kproto.schema import ARRAY, RECORDS, STRUCT, UUID  # noqa: E402
 
 
@@ -60,16 +62,9 @@ class OracleError(RuntimeError):
     """The oracle JVM died, or did not answer in time."""
 
 
-def cache_root() -> Path:
-    # The cache rule lives with the JVM archive; the Kafka install script follows it too.
-    from kproto.spark.jvm_archive import cache_dir
-
-    return cache_dir()
-
-
 def kafka_libs(version: str = NEWEST_KAFKA) -> list[Path]:
     """The jars of a Kafka release's runtime classpath, or OracleUnavailable."""
-    libs = cache_root() / "kafka" / version / "libs"
+    libs = kafka_broker.kafka_cache() / version / "libs"
     jars = sorted(libs.glob("*.jar"))
     if not any(j.name.startswith("kafka-clients-") for j in jars):
         raise OracleUnavailable(f"the Apache Kafka {version} jars are not in {libs}: "

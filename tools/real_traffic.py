@@ -284,11 +284,11 @@ def check_capture_twin(path: Path, ports: list[int]) -> CaptureCheck:
 def compile_java(release: str) -> Path:
     """KafkaClientSession compiled against ``release``'s kafka-clients, cached outside the tree
     under a digest of the source (compiled again when it changes)."""
-    from kproto.spark.jvm_archive import cache_dir
+    from kproto._common.cache import cache_root
 
     try:
         return java_build.compiled(JAVA_SOURCE, kafka_broker.classpath(release),
-                                   cache_dir() / "traffic-java" / release, JAVA_MAIN)
+                                   cache_root() / "traffic-java" / release, JAVA_MAIN)
     except (java_build.JavaUnavailable, java_build.JavaBuildError) as exc:
         raise TrafficError(f"the Java client session against Kafka {release}: {exc}") from None
 

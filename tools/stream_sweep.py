@@ -44,9 +44,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))   # after PYTHONPATH: the kproto measured is the one it names
 sys.path.insert(0, str(ROOT / "tools"))
 
+from kproto._common.cache import cache_root  # noqa: E402  (the one cache rule)
 from tests.pcapwriter import Conversation, PcapWriter  # noqa: E402
 
-CACHE = Path(os.environ.get("KPROTO_CACHE_DIR", Path.home() / ".cache" / "kproto")) / "stream_sweep"
+CACHE = cache_root() / "stream_sweep"
 BROKER = ("127.0.0.1", 9092)
 
 
