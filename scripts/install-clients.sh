@@ -5,6 +5,8 @@
 #   scripts/install-clients.sh                 every ecosystem below
 #   scripts/install-clients.sh java go         just these (java python go node kcat)
 #   scripts/install-clients.sh --print-dir     the cache directory, then exit
+#   scripts/install-clients.sh --held-out [...]  the held-out releases (HELDOUT_*), into clients/heldout/
+#                                              (the evaluation set: releases the fingerprint table never saw)
 #
 # Layout, under ${KPROTO_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kproto}/clients/:
 #   java/<v>/lib (kafka-clients and its runtime dependencies, slf4j-simple), java/<v>/classes (ClientDriver)
@@ -28,6 +30,17 @@ SHOPIFY_SARAMA_RELEASES=(v1.27.2)
 KAFKA_GO_RELEASES=(v0.2.5 v0.4.30 v0.4.51)
 KAFKAJS_RELEASES=(1.16.0 2.2.4)
 SLF4J_SIMPLE=1.7.36
+# The held-out evaluation set (tools/record_clients.py --held-out): other releases of the same libraries,
+# none of them above, installed apart (clients/heldout/) so the table's recording never takes them.
+HELDOUT_JAVA_RELEASES=(2.4.1 3.3.2 4.1.2)
+HELDOUT_KAFKA_PYTHON_RELEASES=(1.4.6 2.2.15)
+HELDOUT_AIOKAFKA_RELEASES=(0.10.0 0.12.0)
+HELDOUT_CONFLUENT_KAFKA_RELEASES=(2.3.0 2.11.1)
+HELDOUT_FRANZ_GO_RELEASES=(v1.15.4 v1.18.1)
+HELDOUT_IBM_SARAMA_RELEASES=(v1.45.0)
+HELDOUT_SHOPIFY_SARAMA_RELEASES=(v1.38.1)
+HELDOUT_KAFKA_GO_RELEASES=(v0.4.40 v0.4.47)
+HELDOUT_KAFKAJS_RELEASES=(1.15.0 2.1.0)
 # Dependencies a release needs at the version of its time (aiokafka 0.8 imports kafka-python 2.0's modules).
 declare -A PYTHON_EXTRA=([aiokafka-0.8.1]="kafka-python==2.0.2")
 # Releases with no wheel for this Python: the Python (pyenv) whose wheel they have.
@@ -182,7 +195,20 @@ kcat_client() {
   fi
 }
 
-which=("$@")
+which=()
+for arg in "$@"; do
+  if [ "$arg" = --held-out ]; then
+    clients=$clients/heldout
+    JAVA_RELEASES=("${HELDOUT_JAVA_RELEASES[@]}"); KAFKA_PYTHON_RELEASES=("${HELDOUT_KAFKA_PYTHON_RELEASES[@]}")
+    AIOKAFKA_RELEASES=("${HELDOUT_AIOKAFKA_RELEASES[@]}")
+    CONFLUENT_KAFKA_RELEASES=("${HELDOUT_CONFLUENT_KAFKA_RELEASES[@]}")
+    FRANZ_GO_RELEASES=("${HELDOUT_FRANZ_GO_RELEASES[@]}"); IBM_SARAMA_RELEASES=("${HELDOUT_IBM_SARAMA_RELEASES[@]}")
+    SHOPIFY_SARAMA_RELEASES=("${HELDOUT_SHOPIFY_SARAMA_RELEASES[@]}"); KAFKA_GO_RELEASES=("${HELDOUT_KAFKA_GO_RELEASES[@]}")
+    KAFKAJS_RELEASES=("${HELDOUT_KAFKAJS_RELEASES[@]}")
+  else
+    which+=("$arg")
+  fi
+done
 [ ${#which[@]} -eq 0 ] && which=(java python go node kcat)
 for part in "${which[@]}"; do
   case "$part" in
