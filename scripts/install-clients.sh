@@ -82,20 +82,9 @@ java_clients() {
     ready "$dir" && continue
     say "kafka-clients $v ..."
     work=$(mktemp -d)
-    cat >"$work/pom.xml" <<POM
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>kproto.cache</groupId><artifactId>clients-fetch</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$v</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>$SLF4J_SIMPLE</version></dependency>
-  </dependencies>
-</project>
-POM
     rm -rf "$dir"; mkdir -p "$dir/classes"
-    if ! mvn -q -B -f "$work/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
-        -DoutputDirectory="$dir/lib" >"$work/mvn.log" 2>&1; then
+    if ! "$ROOT/scripts/maven-fetch.sh" "$dir/lib" "org.apache.kafka:kafka-clients:$v" \
+        "org.slf4j:slf4j-simple:$SLF4J_SIMPLE" 2>"$work/mvn.log"; then
       failed "$dir" "Maven Central: $(grep -m1 ERROR "$work/mvn.log")"
     elif ! java_driver "$v" >"$work/ClientDriver.java" ||
          ! javac -nowarn -d "$dir/classes" -cp "$dir/lib/*" "$work/ClientDriver.java" >"$work/javac.log" 2>&1; then
