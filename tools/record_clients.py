@@ -120,6 +120,11 @@ def installed(cache: Path = CACHE) -> tuple[list[Client], dict[str, str]]:
             "java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             "-cp", f"{path / 'classes'}:{path / 'lib'}/*", "ClientDriver")))
+    for path in each("streams"):      # Kafka Streams applications: the Java client under Streams' own ids
+        clients.append(Client("kafka-clients", f"{path.name} (Kafka Streams)", (
+            "java", "-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp", f"{path / 'classes'}:{path / 'lib'}/*", "StreamsDriver")))
     for path in each("python"):
         library, _, release = path.name.rpartition("-")
         clients.append(Client(library, release, (str(path / "bin" / "python"),
@@ -611,8 +616,8 @@ def judge(client: tuple, kip511: bool) -> dict:
 
 def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
     """Every held-out client judged: the figures of issue 37 over the table's libraries, and the verdicts
-    on the software outside the table (``outside``), which must be ``unknown`` (or, with ``kip511``,
-    the name it gave itself: that is not a misnaming)."""
+    on the software outside the table (``outside``), which must be ``unknown`` (or its own name, or with
+    ``kip511`` the KIP-511 name it gave itself: that is no misnaming)."""
     confusion: dict[str, dict[str, int]] = {}
     per_library: dict[str, list[int]] = {}          # library -> [clients, right library, right range]
     wrong_high, outside_named = [], []
@@ -622,7 +627,7 @@ def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
             row = confusion.setdefault(library, {})
             row[verdict["named"]] = row.get(verdict["named"], 0) + 1
             if library in outside:
-                own = {client[2][0]} if kip511 and client[2] else set()
+                own = {library} | ({client[2][0]} if kip511 and client[2] else set())    # its own name is no misnaming
                 if verdict["named"] not in {UNKNOWN} | own:
                     outside_named.append((library, broker, client[0], verdict["named"], verdict["confidence"]))
                 continue
@@ -675,7 +680,7 @@ def heldout_markdown(runs, outside=OUTSIDE) -> str:
              "| right library (wire alone) | right range (wire alone) |", "|---" * 7 + "|"]
     for library in sorted(releases):
         first, alone = scores[True]["per_library"][library], scores[False]["per_library"][library]
-        lines.append(f"| {library} | {', '.join(sorted(releases[library], key=lambda r: _number(r) or ()))} "
+        lines.append(f"| {library} | {', '.join(sorted(releases[library], key=lambda r: (_number(r) or (), r)))} "
                      f"| {first[0]} | {first[1]} | {first[2]} | {alone[1]} | {alone[2]} |")
     parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)
