@@ -119,6 +119,7 @@ class Verdict:
     pinned: bool = False            # only runs with the library's version setting sent these pairs
     evidence: str | None = None     # why: what fits, what else fits, the nearest match of unknown software
     runs: tuple[Run, ...] = ()      # the recorded runs the verdict rests on
+    alternatives: tuple[str, ...] = ()   # other libraries the same evidence fits as well (a low verdict)
 
     @property
     def range_text(self) -> str | None:
@@ -254,7 +255,8 @@ class Table:
             text += "; it did not open as any recorded client did"
         if hinted and library not in hinted:
             text += f"; its client.id is {', '.join(sorted(hinted))}'s default"
-        return Verdict(library, releases, confidence, pinned=pinned, evidence=text, runs=runs)
+        return Verdict(library, releases, confidence, pinned=pinned, evidence=text, runs=runs,
+                       alternatives=tuple(sorted(left - {library})))
 
     def _between(self, compared: list[Pair], hinted: set[str]) -> Verdict | None:
         """No run sent these pairs together, but each lies within what one release, or two neighbouring
@@ -262,12 +264,15 @@ class Table:
         between the recorded ones."""
         observed = set(compared)
         fits: dict[str, set[str]] = {}
-        for library, releases in self.releases.items():
-            for i, first in enumerate(releases):
-                for last in releases[i:i + 2]:
-                    span = _union(self.span[(library, first)], self.span[(library, last)])
+        for neighbours in (1, 2):       # one release first; two neighbouring ones only when no single one fits
+            for library, releases in self.releases.items():
+                for i in range(len(releases) - neighbours + 1):
+                    chosen = releases[i:i + neighbours]
+                    span = _union(*(self.span[(library, r)] for r in chosen))
                     if all(api in span and span[api][0] <= v <= span[api][1] for api, v in observed):
-                        fits.setdefault(library, set()).update((first, last))
+                        fits.setdefault(library, set()).update(chosen)
+            if fits:
+                break
         if not fits:
             return None
         left = set(fits) & hinted or set(fits)
@@ -392,6 +397,24 @@ class Table:
                     "symptom": predicted,
                     "fix": "upgrade the client to a release that negotiates with ApiVersions, and remove any version "
                            "setting that pins it below Kafka 2.1"}
+        advice = self._library_advice(verdict, library, removed, predicted)
+        if verdict.confidence == LOW:
+            guesses = [(library, advice)] + [
+                (other, self._library_advice(Verdict(other, (), LOW, pinned=verdict.pinned), other, removed, predicted))
+                for other in verdict.alternatives]
+            names = " or ".join(lib for lib, _a in guesses)
+            advice = {"cause": f"a guess (low confidence: {verdict.evidence}): if this is {names}: "
+                               + "; ".join(f"{a['cause']}" for _lib, a in guesses),
+                      "symptom": advice["symptom"],
+                      "fix": "; ".join(f"if it is {lib}: {a['fix']}" for lib, a in guesses)}
+        elif verdict.confidence == MEDIUM:
+            advice["cause"] = f"likely (medium confidence): {advice['cause']}"
+        return advice
+
+    def _library_advice(self, verdict: Verdict, library: str, removed: list[str], predicted: str) -> dict[str, str]:
+        """Cause, symptom and fix were the client ``library`` (at the verdict's releases and pin)."""
+        removed_text = ", ".join(removed)
+        named = f"{library} {verdict.range_text}" if verdict.range_text else library
         setting = SETTINGS.get(library)
         failing = self.failures_4x(library, verdict.pinned)
         seen = [r for r in failing if not verdict.runs or any(r.release == v.release for v in verdict.runs)] or failing
@@ -408,19 +431,17 @@ class Table:
             upgrade = f"upgrade the kafka-clients release (to {first} or later)" if first else upgrade
         if verdict.pinned and setting:
             cause = (f"{library}'s version setting ({setting[0]}) pins it to an old Kafka release: pinned, "
-                     f"{library} {verdict.range_text} sends {removed_text}, which Kafka 4.x removed")
+                     f"{named} sends {removed_text}, which Kafka 4.x removed")
             fix = setting[1]
+            releases = {r.release for r in verdict.runs} or set(self.releases[library])
+            if any(self.works_on_4x(library, release, pinned=False) is False for release in releases):
+                fix += f"; and {upgrade} (before it, {library} fails on 4.x without the setting too)"
             ignores = self.first_working(library, pinned=True)
             if ignores:
                 fix += f"; or upgrade {library} to {ignores} or later, which works on 4.x with the setting too"
         else:
-            cause = f"{library} {verdict.range_text} sends {removed_text} by itself, which Kafka 4.x removed"
+            cause = f"{named} sends {removed_text} by itself, which Kafka 4.x removed"
             fix = upgrade + (f"; or {setting[1]}" if setting else "")
-        if verdict.confidence == LOW:
-            cause = f"a guess (low confidence: {verdict.evidence}): if this is {library}, {cause}"
-            fix = f"if it is {library}: {fix}"
-        elif verdict.confidence == MEDIUM:
-            cause = f"likely (medium confidence): {cause}"
         return {"cause": cause, "symptom": symptom, "fix": fix}
 
 

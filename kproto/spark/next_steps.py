@@ -41,7 +41,8 @@ def client_steps(clients: list[dict], removed: list[dict]) -> list[dict]:
                                  c["client_software_name"], c["client_software_version"],
                                  c.get("api_versions_per_connection"))
         advice = table.advice(verdict, removed_by_client[key])
-        software, versions = verdict.library, verdict.range_text
+        software = " or ".join((verdict.library, *verdict.alternatives)) if verdict.library else None
+        versions = verdict.range_text
         sent = sorted({s for s in c.get("client_software") or () if s})
         if len({s.split("/", 1)[0] for s in sent}) > 1:
             # Programs sharing a client.id: the row names each; which one sends these is not known.
