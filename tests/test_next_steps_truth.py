@@ -37,6 +37,22 @@ def breaks_on_4x(run: tuple) -> list[tuple]:
     return [r for r in R.RUNS if r[:3] == run[:3] and FP.release_key(r[3])[:1] >= (4,) and not r[4]]
 
 
+# Each pinned library's own setting, as its documentation names it (what the fix must name).
+SETTING_NAMES = {"kafka-python": "api_version", "aiokafka": "api_version", "confluent-kafka": "api.version.request",
+                 "kcat": "api.version.request", "sarama": "Config.Version", "franz-go": "kgo.MaxVersions"}
+
+
+def first_working(library: str) -> str:
+    """From the truth table alone: the oldest release of the library from which every recorded one,
+    as it comes, works on the 4.x brokers."""
+    releases = sorted({run[1] for run in R.RUNS if run[0] == library}, key=FP.release_key)
+    first = None
+    for release in releases:
+        works = all(run[4] for run in R.RUNS if run[:3] == (library, release, None) and run[3].startswith("4"))
+        first = (first or release) if works else None
+    return first
+
+
 def judge(run: tuple) -> list[str]:
     """What "Next steps" gets wrong about one recorded run (nothing: it agrees with the truth table)."""
     library, release, pin, broker = run[:4]
@@ -58,10 +74,10 @@ def judge(run: tuple) -> list[str]:
             problems.append(f"{label}: {s['client_id']} named {s['software']} ({s['confidence']})")
         if "closes the connection without an answer" not in s["symptom"]:
             problems.append(f"{label}: {s['client_id']} symptom {s['symptom']!r} is not what 4.x did")
-        if pin is not None and table.works_on_4x(library, release, pinned=False):
-            wanted = FP.SETTINGS[library][1]          # the setting's fix: the release works without the pin
+        if pin is not None and not breaks_on_4x(run[:2] + (None,)):
+            wanted = SETTING_NAMES[library]           # the setting: the release works without the pin
         else:
-            wanted = f"{table.first_working(library, pinned=False)} or later"
+            wanted = f"{first_working(library)} or later"
         if wanted not in s["fix"]:
             problems.append(f"{label}: {s['client_id']} fix {s['fix']!r} lacks {wanted!r}")
     return problems
@@ -79,7 +95,9 @@ def test_next_steps_agree_with_the_real_broker_truth_table():
 
 def test_every_pinned_library_has_its_own_setting():
     """The libraries the recorder pins are the libraries whose setting the advice names, and back."""
-    assert set(FP.SETTINGS) == set(R.PINS)
+    assert set(FP.SETTINGS) == set(R.PINS) == set(SETTING_NAMES)
+    for library, (setting, fix) in FP.SETTINGS.items():
+        assert SETTING_NAMES[library] in setting and SETTING_NAMES[library] in fix
 
 
 def test_the_judge_can_fail():
@@ -91,7 +109,7 @@ def test_the_judge_can_fail():
     assert judge(flagged_working) and "flagged" in judge(flagged_working)[0]
     settings = dict(FP.SETTINGS)
     try:
-        FP.SETTINGS["kafka-python"] = ("api_version", "something else")
+        FP.SETTINGS["kafka-python"] = ("api_version", "upgrade your Kafka")
         assert judge(pinned)
     finally:
         FP.SETTINGS.clear()
