@@ -307,6 +307,29 @@ def test_api_versions_per_connection_is_the_most_on_one_connection():
     assert clients == {"old": 3, "new": 1, "mid": None}
 
 
+def test_programs_sharing_a_client_id_keep_their_own_name_and_version():
+    """kcat (librdkafka 2.0.2) and confluent-kafka 2.11.1 both `rdkafka` on one host: the row's name and
+    version are one pair a request sent (the greatest, as Spark's max of the struct), never
+    "librdkafka 2.11.1-rdkafka-2.11.1"; the fingerprint names both."""
+    from kproto.spark import combine as C
+    from kproto.spark import worker as W
+
+    rows = [(1, 18, 3, "librdkafka", "2.0.2"), (1, 3, 12, None, None),
+            (2, 18, 3, "confluent-kafka-python", "2.11.1-rdkafka-2.11.1"), (2, 0, 9, None, None)]
+    columns = dict(zip(("connection_id", "api_key", "api_version", "client_software_name", "client_software_version"),
+                       zip(*rows)))
+    zeros = [0] * len(rows)
+    parts = pa.Table.from_batches([W.as_parts("usage", dict(
+        {name: list(values) for name, values in columns.items()}, capture=["x.pcap"] * len(rows),
+        client_id=["rdkafka"] * len(rows), requests=[1] * len(rows),
+        deprecated_requests=zeros, removed_in_4x_requests=zeros, error_responses=zeros,
+        first_ns=list(range(len(rows))), last_ns=list(range(len(rows)))), len(rows))], schema=W.PARTS_SCHEMA)
+    (row,) = C.combine(parts)["clients"].to_pylist()
+    assert (row["client_software_name"], row["client_software_version"]) == ("librdkafka", "2.0.2")
+    assert row["likely_software"] == "confluent-kafka + kcat"
+    assert row["likely_versions"] == "confluent-kafka 2.11.1-rdkafka-2.11.1 + kcat 2.0.2"
+
+
 def _recorder():
     import importlib
     import sys

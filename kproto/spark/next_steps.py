@@ -68,8 +68,8 @@ def partly_served(deprecated: list[dict]) -> list[dict]:
         rows.append({"client_ip": r["client_ip"], "client_id": r["client_id"],
                      "version": f"{r['api_name']} v{r['api_version']}", "requests": r["requests"],
                      "refused_by": ", ".join(refusing),
-                     "fix": (f"upgrade the brokers to {serving[0]} or later (not {', '.join(refusing)}), or upgrade "
-                             "the client" if serving else "upgrade the client")})
+                     "fix": (f"on 4.x, run {kv.RECORDED_FROM.get(serving[0], serving[0])} or later (recorded serving "
+                             f"it), not {', '.join(refusing)}; or upgrade the client" if serving else "upgrade the client")})
     return rows
 
 
