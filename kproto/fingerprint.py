@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 
 Pair = tuple[int, int]
 
@@ -443,17 +443,6 @@ class Table:
             cause = f"{named} sends {removed_text} by itself, which Kafka 4.x removed"
             fix = upgrade + (f"; or {setting[1]}" if setting else "")
         return {"cause": cause, "symptom": symptom, "fix": fix}
-
-
-@cache
-def removed_in_4x(pair: Pair) -> bool:
-    """Kafka 4.x no longer serves it (kproto.versions, the generated tables)."""
-    from kproto import versions as kv
-
-    try:
-        return bool(kv.version_info(pair[0], pair[1]).removed_in_4x)
-    except (KeyError, ValueError):
-        return False
 
 
 def runs_of(recorded: Iterable[tuple]) -> list[Run]:

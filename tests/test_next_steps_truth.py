@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from kproto import client_recordings as R
 from kproto import fingerprint as FP
+from kproto import versions as kv
 from kproto.spark import next_steps
 
 
@@ -20,7 +21,7 @@ def clients_rows(run: tuple) -> tuple[list[dict], list[dict]]:
     """The run's ``clients`` rows and the per-client rows of removed versions, as the pipeline makes them."""
     clients, removed = [], []
     for client_id, order, software, handshakes in run[-1]:
-        gone = [pair for pair in order if FP.removed_in_4x(tuple(pair))]
+        gone = [pair for pair in order if kv.version_info(*pair).removed_in_4x]
         clients.append({"client_ip": "127.0.0.1", "client_id": client_id, "requests": len(order),
                         "client_software_name": software[0] if software else None,
                         "client_software_version": software[1] if software else None,
