@@ -215,7 +215,16 @@ class Table:
         observed = set(compared)
         fitting = [r for r in self.runs if observed <= r.pairs]
         if fitting:
-            return self._recorded(fitting, compared, hinted, handshakes)
+            verdict = self._recorded(fitting, compared, hinted, handshakes)
+            if hinted and verdict.library not in hinted:
+                # Its client.id is another library's default: that library, if its recorded versions (or a
+                # release older than its oldest recorded) explain the pairs, as a guess naming the other.
+                own = self._between(compared, hinted, only=hinted, older=True)
+                if own is not None:
+                    return Verdict(own.library, own.releases, LOW, evidence=own.evidence + f"; its client.id is "
+                                   f"{own.library}'s default, but recorded {verdict.library} runs sent these pairs",
+                                   runs=own.runs, alternatives=(verdict.library,))
+            return verdict
         return self._between(compared, hinted) or self._unknown(compared, hinted)
 
     def _recorded(self, fitting: list[Run], compared: list[Pair], hinted: set[str], handshakes: int | None) -> Verdict:
@@ -258,14 +267,17 @@ class Table:
         return Verdict(library, releases, confidence, pinned=pinned, evidence=text, runs=runs,
                        alternatives=tuple(sorted(left - {library})))
 
-    def _between(self, compared: list[Pair], hinted: set[str]) -> Verdict | None:
+    def _between(self, compared: list[Pair], hinted: set[str], only: set[str] | None = None,
+                 older: bool = False) -> Verdict | None:
         """No run sent these pairs together, but each lies within what one release, or two neighbouring
         recorded releases, sent (with any broker and pin): a release between them, or a broker or pin
-        between the recorded ones."""
+        between the recorded ones. ``older``: or a release older than the oldest recorded one (no
+        version above what that one sent)."""
         observed = set(compared)
         fits: dict[str, set[str]] = {}
+        libraries = {lib: rels for lib, rels in self.releases.items() if only is None or lib in only}
         for neighbours in (1, 2):       # one release first; two neighbouring ones only when no single one fits
-            for library, releases in self.releases.items():
+            for library, releases in libraries.items():
                 for i in range(len(releases) - neighbours + 1):
                     chosen = releases[i:i + neighbours]
                     span = _union(*(self.span[(library, r)] for r in chosen))
@@ -273,6 +285,11 @@ class Table:
                         fits.setdefault(library, set()).update(chosen)
             if fits:
                 break
+        if not fits and older:
+            for library, releases in libraries.items():
+                span = self.span[(library, releases[0])]
+                if all(api in span and v <= span[api][1] for api, v in observed):
+                    fits[library] = {releases[0]}
         if not fits:
             return None
         left = set(fits) & hinted or set(fits)

@@ -363,3 +363,13 @@ def test_the_driver_runs_on_the_oldest_python_it_is_given():
     assert "from __future__ import annotations" not in source or oldest >= (3, 7)
     # Annotations are evaluated at import before 3.9: no list[...] / X | Y in them.
     assert not re.search(r"(->|:)\s*(list|dict|tuple|set)\[", source)
+
+
+if __name__ == "__main__":
+    # The figures docs/analyze.md shows ("Client fingerprints"): .venv/bin/python -m tests.test_fingerprint
+    recorded = FP.recorded_clients(R.RUNS)
+    for title, result in (("The recorded clients, KIP-511 first:", FP.evaluate(recorded)),
+                          ("By the fingerprint alone:", FP.evaluate(recorded, kip511=False)),
+                          ("The fake-broker set, KIP-511 first:", FP.evaluate(evaluation.CLIENTS))):
+        print(f"{title}\n\n{FP.confusion_markdown(result)}")
+    print("\n".join(leave_one_out_lines()))
