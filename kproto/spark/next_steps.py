@@ -63,8 +63,9 @@ def partly_served(deprecated: list[dict]) -> list[dict]:
         refusing = list(r.get("not_served_by_4x") or ())
         if not refusing:
             continue
+        after = kv.RELEASES.index(refusing[-1])
         serving = [release for release in kv.version_info(r["api_key"], r["api_version"]).releases
-                   if FP.release_key(release)[:1] >= (4,)]
+                   if kv.RELEASES.index(release) > after]
         rows.append({"client_ip": r["client_ip"], "client_id": r["client_id"],
                      "version": f"{r['api_name']} v{r['api_version']}", "requests": r["requests"],
                      "refused_by": ", ".join(refusing),
