@@ -522,9 +522,11 @@ def _fingerprint_udf():
     from kproto import fingerprint as FP
 
     result = T.StructType([T.StructField(name, T.StringType()) for name in FP.FINGERPRINT_COLUMNS])
-    def classify(client_id, api_order, software_name, software_version, api_versions_per_connection):
+    def classify(client_id, api_order, software_name, software_version, api_versions_per_connection,
+                 client_software):
         # no hints: a plain row UDF
-        return FP.classify_row(client_id, api_order, software_name, software_version, api_versions_per_connection)
+        return FP.classify_row(client_id, api_order, software_name, software_version, api_versions_per_connection,
+                               client_software)
 
     return F.udf(classify, result)
 
@@ -559,9 +561,13 @@ def build_tables(spark, parts) -> dict[str, Any]:
     # Clients: the workers' per-connection usage rows, with the connection's client address.
     address = connections.select("capture", "connection_id", "client_ip")
     usage = parts.filter(kind == "usage").join(address, ["capture", "connection_id"], "left")
+    # The greatest KIP-511 (name, version) pair one request sent (combine.py: the same rule), never a
+    # name and a version each the maximum of its own column (two programs sharing a client.id).
+    sent = F.when(F.col("client_software_name").isNotNull() | F.col("client_software_version").isNotNull(),
+                  F.struct("client_software_name", "client_software_version"))
     clients = usage.groupBy("client_ip", "client_id").agg(
-        F.max("client_software_name").alias("client_software_name"),
-        F.max("client_software_version").alias("client_software_version"),
+        F.max(sent)["client_software_name"].alias("client_software_name"),
+        F.max(sent)["client_software_version"].alias("client_software_version"),
         F.sort_array(F.collect_set(F.concat_ws("/", "client_software_name", "client_software_version")))
         .alias("client_software"),
         F.countDistinct("capture", "connection_id").alias("connections"),
@@ -592,7 +598,8 @@ def build_tables(spark, parts) -> dict[str, Any]:
         .withColumn("api_order", F.transform(first_use, label)).drop("_versions", "_order") \
         .join(handshakes, same_client, "left").drop("_ip", "_id")
     fingerprint = _fingerprint_udf()(F.col("client_id"), F.col("api_order"), F.col("client_software_name"),
-                                     F.col("client_software_version"), F.col("api_versions_per_connection"))
+                                     F.col("client_software_version"), F.col("api_versions_per_connection"),
+                                     F.col("client_software"))
     clients = clients.withColumn("_fingerprint", fingerprint) \
         .select("*", *[F.col("_fingerprint")[name].alias(name) for name in FP.FINGERPRINT_COLUMNS]) \
         .drop("_fingerprint").orderBy("client_ip", "client_id")
