@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import struct
 
+from kproto._common.api_keys import ApiKey
 from kproto._common.capture import (KIND_EMPTY, KIND_HTTP, KIND_KAFKA, KIND_OTHER, KIND_TLS, KIND_UNKNOWN,
                                     KIND_ZOOKEEPER)
 
 _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
 
-API_SASL_HANDSHAKE = 17
-API_API_VERSIONS = 18
+API_SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)   # plain ints: compared per frame
+API_API_VERSIONS = int(ApiKey.API_VERSIONS)
 RUN_TO_CONFIRM = 4          # request headers in a row with rising correlation ids
 HELD_FRAMES = 1024          # frames held without a confirmation before deciding as at the end
 TLS_MAX_RECORD = 18432      # 2^14 + 2048: the largest record length TLS allows (ciphertext)
