@@ -232,3 +232,22 @@ def test_the_generated_facts_agree_between_python_and_c():
     assert f"CLIENT_SOFTWARE_FIRST_VERSION = {api_keys.CLIENT_SOFTWARE_FIRST_VERSION}" in text
     for key, version in api_keys.RESPONSE_FALLBACK_VERSIONS.items():
         assert f"if api_key == API_KEY_{key.name}:\n        return {version} if api_version > {version} else -1" in text
+
+
+def test_the_fallback_rule_reads_the_facts():
+    """kproto.decode_response reads an ApiVersions answer again at the generated fallback
+    version (v0) only when the version asked is above it, as the batch decoders do."""
+    import kproto
+    from kproto._common.api_keys import response_fallback_version
+    from kproto.messages import ApiVersionsResponse
+
+    assert response_fallback_version(ApiKey.API_VERSIONS, 5) == 0
+    assert response_fallback_version(ApiKey.API_VERSIONS, 0) == -1
+    assert response_fallback_version(ApiKey.API_VERSIONS, -1) == -1
+    assert response_fallback_version(ApiKey.METADATA, 5) == -1
+    answer = kproto.encode_response(ApiVersionsResponse(error_code=35, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=0, max_version=2)]),
+        version=0, correlation_id=2)
+    assert kproto.decode_response(answer, ApiKey.API_VERSIONS, 5).api_version == 0
+    with pytest.raises(kproto.UnsupportedVersionError):
+        kproto.decode_response(answer, ApiKey.API_VERSIONS, -1)   # no version below v0 to fall back from
