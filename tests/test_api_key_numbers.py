@@ -1,7 +1,8 @@
 """No bare API key numbers (issue 39): protocol meaning is generated, not typed.
 
 Every API key and per-API rule (the ApiVersions "read again as v0" fallback, the
-version the client software fields start at, the header exceptions) is written by
+version the client software fields start at, the header exceptions, the SaslHandshake
+version after which tokens travel raw) is written by
 tools/gen_schema.py into kproto/_common/api_keys.py (``kproto.ApiKey`` and the facts
 table) and its C twin kproto/_c/_api_keys.pxd. Hand-written code names them there;
 this test reads every source of kproto/ (spark/ and _c/ included) and fails on an API
@@ -230,6 +231,7 @@ def test_the_generated_facts_agree_between_python_and_c():
     c = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s+API_KEY_(\w+) = (\d+)", text, re.MULTILINE)}
     assert c == {name: int(member) for name, member in ApiKey.__members__.items()}
     assert f"CLIENT_SOFTWARE_FIRST_VERSION = {api_keys.CLIENT_SOFTWARE_FIRST_VERSION}" in text
+    assert f"SASL_RAW_TOKENS_HANDSHAKE_VERSION = {api_keys.SASL_RAW_TOKENS_HANDSHAKE_VERSION}" in text
     for key, version in api_keys.RESPONSE_FALLBACK_VERSIONS.items():
         assert f"if api_key == API_KEY_{key.name}:\n        return {version} if api_version > {version} else -1" in text
 

@@ -89,6 +89,9 @@ API_FACTS = {
     # ControlledShutdownRequest.json: "Version 0 of ControlledShutdownRequest has a
     # non-standard request header which does not include clientId".
     "request_header_v0": (("ControlledShutdown", 0),),
+    # SaslHandshakeRequest.json: "Version 1 supports SASL_AUTHENTICATE"; after a successful
+    # SaslHandshake of this version the SASL tokens travel raw, in no Kafka frame.
+    "sasl_raw_tokens_handshake_version": 0,
 }
 
 
@@ -556,6 +559,8 @@ class Generator:
             f"REQUEST_HEADER_V0 = frozenset({{{request_v0}}})",
             "#: The first ApiVersions request version with ClientSoftwareName / ClientSoftwareVersion.",
             f"CLIENT_SOFTWARE_FIRST_VERSION = {self.software_fields_version()}",
+            "#: After a successful SaslHandshake of this version the SASL tokens travel raw, in no frame.",
+            f"SASL_RAW_TOKENS_HANDSHAKE_VERSION = {API_FACTS['sasl_raw_tokens_handshake_version']}",
             "",
             "",
             "def response_fallback_version(api_key: int, api_version: int) -> int:",
@@ -583,6 +588,8 @@ class Generator:
             "cdef enum:",
             "    # The first ApiVersions request version with ClientSoftwareName / ClientSoftwareVersion.",
             f"    CLIENT_SOFTWARE_FIRST_VERSION = {self.software_fields_version()}",
+            "    # After a successful SaslHandshake of this version the SASL tokens travel raw, in no frame.",
+            f"    SASL_RAW_TOKENS_HANDSHAKE_VERSION = {API_FACTS['sasl_raw_tokens_handshake_version']}",
             "",
             "",
             "cdef inline int response_fallback_version(int api_key, int api_version) noexcept nogil:",

@@ -103,6 +103,8 @@ cdef enum:
 cdef enum:
     # The first ApiVersions request version with ClientSoftwareName / ClientSoftwareVersion.
     CLIENT_SOFTWARE_FIRST_VERSION = 3
+    # After a successful SaslHandshake of this version the SASL tokens travel raw, in no frame.
+    SASL_RAW_TOKENS_HANDSHAKE_VERSION = 0
 
 
 cdef inline int response_fallback_version(int api_key, int api_version) noexcept nogil:

@@ -118,6 +118,8 @@ RESPONSE_HEADER_V0_APIS = frozenset({ApiKey.API_VERSIONS})
 REQUEST_HEADER_V0 = frozenset({(ApiKey.CONTROLLED_SHUTDOWN, 0)})
 #: The first ApiVersions request version with ClientSoftwareName / ClientSoftwareVersion.
 CLIENT_SOFTWARE_FIRST_VERSION = 3
+#: After a successful SaslHandshake of this version the SASL tokens travel raw, in no frame.
+SASL_RAW_TOKENS_HANDSHAKE_VERSION = 0
 
 
 def response_fallback_version(api_key: int, api_version: int) -> int:
