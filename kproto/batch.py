@@ -33,6 +33,7 @@ except ImportError as _missing:
                       f"{install_hint('arrow')}", name=_missing.name) from _missing
 
 from kproto import _deprecation, _impl, schema
+from kproto._common.api_keys import ApiKey
 from kproto._common.batch import PairStatus, Status
 from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE
 from kproto import compression as _compression
@@ -477,7 +478,7 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
     status[has_req & ~has_resp] = PairStatus.UNPAIRED_REQUEST
     status[~has_req] = PairStatus.UNPAIRED_RESPONSE
     produce = (has_req & ~has_resp
-               & (api_key.fill_null(-1).to_numpy(zero_copy_only=False) == 0))
+               & (api_key.fill_null(-1).to_numpy(zero_copy_only=False) == ApiKey.PRODUCE))
     for i in np.flatnonzero(produce):
         if _acks_zero(payload[int(req_rows[req_i[i]])].as_py()):
             status[i] = PairStatus.NO_RESPONSE_EXPECTED

@@ -2,9 +2,9 @@
 # (twin: kproto/_py/capture_kinds.py, which states the rules). Module-level functions the
 # framer calls at its few hooks, so the framer's own logic stays its own.
 
+from kproto._c._api_keys cimport API_KEY_API_VERSIONS, API_KEY_SASL_HANDSHAKE, SASL_RAW_TOKENS_HANDSHAKE_VERSION
+
 cdef enum:
-    API_SASL_HANDSHAKE = 17
-    API_API_VERSIONS = 18
     RUN_TO_CONFIRM = 4
     HELD_FRAMES = 1024
     TLS_MAX_RECORD = 18432
@@ -146,10 +146,10 @@ cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload,
     if as_request:
         api_key = kp_load_be16(payload)
         api_version = kp_load_be16(payload + 2)
-        if api_key == API_SASL_HANDSHAKE or api_key == API_API_VERSIONS:
+        if api_key == API_KEY_SASL_HANDSHAKE or api_key == API_KEY_API_VERSIONS:
             half.hello_corr = request_corr
-        if api_key == API_SASL_HANDSHAKE and api_version == 0 and half.side == conn.client_side \
-                and half.sequence < 8:
+        if api_key == API_KEY_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION \
+                and half.side == conn.client_side and half.sequence < 8:
             half.sasl = True
             half.sasl_corr = request_corr
     if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from kproto import schema
+from kproto._common.api_keys import ApiKey, response_fallback_version
 from kproto._common.batch import Status
 from kproto._common.records import (ATTR_COMPRESSION, LOG_OVERHEAD, MAGIC_AT, MIN_LENGTH_BY_MAGIC,
                                     V2_ATTRIBUTES_AT, V2_RECORDS_COUNT_AT)
@@ -31,7 +32,6 @@ OK, TRUNCATED, BAD_LENGTH, UNKNOWN_API, UNSUPPORTED_VERSION, EMPTY_RESPONSE, MAL
 STATUS_NUMBERS = {status.name: int(status) for status in Status}
 
 _BE32 = struct.Struct(">i")
-_API_VERSIONS = 18
 
 
 # ------------------------------------------------------------------ protocol facts
@@ -340,10 +340,11 @@ def _decode_body(payload: memoryview, body_at: int, direction: int, api_key: int
     try:
         return _codec.decode_struct(payload, plan, body_at), plan
     except DecodeError as exc:
-        if not (direction == 1 and api_key == _API_VERSIONS and version > 0):
+        fallback = response_fallback_version(api_key, version) if direction == 1 else -1
+        if fallback < 0:
             raise
         first = exc
-    plan = body_plan(direction, api_key, 0)
+    plan = body_plan(direction, api_key, fallback)
     try:
         return _codec.decode_struct(payload, plan, body_at), plan
     except DecodeError:
@@ -409,8 +410,8 @@ def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False,
 
 
 # ------------------------------------------------------------------ Produce / Fetch per partition
-_PRODUCE = 0
-_FETCH = 1
+_PRODUCE = int(ApiKey.PRODUCE)   # plain ints: compared per frame
+_FETCH = int(ApiKey.FETCH)
 
 
 def _string_column(values: list[bytes | None]) -> tuple[np.ndarray, bytes, np.ndarray]:

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import struct
 
+from kproto._common.api_keys import SASL_RAW_TOKENS_HANDSHAKE_VERSION, ApiKey
 from kproto._common.capture import (KIND_EMPTY, KIND_HTTP, KIND_KAFKA, KIND_OTHER, KIND_TLS, KIND_UNKNOWN,
                                     KIND_ZOOKEEPER)
 
 _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
 
-API_SASL_HANDSHAKE = 17
-API_API_VERSIONS = 18
+API_SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)   # plain ints: compared per frame
+API_API_VERSIONS = int(ApiKey.API_VERSIONS)
 RUN_TO_CONFIRM = 4          # request headers in a row with rising correlation ids
 HELD_FRAMES = 1024          # frames held without a confirmation before deciding as at the end
 TLS_MAX_RECORD = 18432      # 2^14 + 2048: the largest record length TLS allows (ciphertext)
@@ -180,8 +181,8 @@ class Kinds:
             api_key, api_version = _BE16.unpack_from(payload, 0)[0], _BE16.unpack_from(payload, 2)[0]
             if api_key in (API_SASL_HANDSHAKE, API_API_VERSIONS):
                 half.hello_corr = request_corr
-            if api_key == API_SASL_HANDSHAKE and api_version == 0 and half.side == conn.client_side \
-                    and half.sequence < 8:
+            if api_key == API_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION \
+                    and half.side == conn.client_side and half.sequence < 8:
                 half.sasl = True       # raw tokens follow (or nothing, if the broker refuses)
                 half.sasl_corr = request_corr
         if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from kproto._common.api_keys import ApiKey
+
 
 # ---------------------------------------------------------------- combining compact rows (driver)
 def merged_kind(a: str, b: str) -> str:
@@ -132,7 +134,7 @@ def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]
         topic_id = t["topic_id"] if t["topic_id"] is not None else id_of.get(t["topic"])
         row = topics.setdefault((topic, topic_id, t["partition"]), {"codecs": set(), "first": [], "last": [],
                                                                     "records_errors": None})
-        side = {0: "produce", 1: "fetch"}.get(t["api_key"])
+        side = {ApiKey.PRODUCE: "produce", ApiKey.FETCH: "fetch"}.get(t["api_key"])
         for prefix in ("produce", "fetch"):
             for name, value in ((f"{prefix}_{'requests' if prefix == 'produce' else 'responses'}", t["messages"]),
                                 (f"{prefix}_bytes", t["bytes"]), (f"{prefix}_records", t["records"]),

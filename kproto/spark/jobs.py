@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kproto._common.api_keys import ApiKey
 from kproto.spark import jvm_archive, jvm_noise
 from kproto.spark import capture_sets as CS
 from kproto.spark import combine as C
@@ -604,8 +605,8 @@ def build_tables(spark, parts) -> dict[str, Any]:
         .select("*", *[F.col("_fingerprint")[name].alias(name) for name in FP.FINGERPRINT_COLUMNS]) \
         .drop("_fingerprint").orderBy("client_ip", "client_id")
 
-    is_produce = F.col("api_key") == 0
-    is_fetch = F.col("api_key") == 1
+    is_produce = F.col("api_key") == int(ApiKey.PRODUCE)
+    is_fetch = F.col("api_key") == int(ApiKey.FETCH)
 
     def when(condition, value):
         return F.when(condition, value).otherwise(F.lit(0))
@@ -899,7 +900,7 @@ def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
         read[name] = ds.dataset(base, filesystem=filesystem, format="parquet",
                                 schema=W.FRAMES_SCHEMA if name == "frames" else W.EXCHANGES_SCHEMA,
                                 exclude_invalid_files=False, ignore_prefixes=[".", "_"])
-    is_api_versions_response = (ds.field("direction") == 1) & (ds.field("api_key") == 18)
+    is_api_versions_response = (ds.field("direction") == 1) & (ds.field("api_key") == W.API_VERSIONS)
     columns = {name: ds.field(name) for name in REPORT_FRAME_COLUMNS}
     columns["body"] = pc.if_else(is_api_versions_response, ds.field("body"), pa.scalar(None, pa.string()))
     return {"frames": read["frames"].to_table(columns=columns), "exchanges": read["exchanges"].to_table()}

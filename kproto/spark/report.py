@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from kproto import versions as kv
+from kproto._common.api_keys import ApiKey
 from kproto.spark import next_steps
+
+API_VERSIONS = int(ApiKey.API_VERSIONS)   # a plain int: Spark and Arrow expressions take it
 
 LIMIT = 1000   # rows per report section; the tables hold everything
 
@@ -92,17 +95,17 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
                                   LIMIT * 10)
 
     address = tables["connections"].select("capture", "connection_id", "server_ip", "server_port")
-    api_responses = frames.filter((F.col("direction") == 1) & (F.col("api_key") == 18) & (F.col("status") == 0)) \
+    api_responses = frames.filter((F.col("direction") == 1) & (F.col("api_key") == API_VERSIONS) & (F.col("status") == 0)) \
         .join(address, ["capture", "connection_id"], "left")
     raw["api_responses"] = _rows(api_responses.select("server_ip", "server_port", "api_version", "body")
                                  .distinct(), 200)
 
-    refused = with_address.filter((F.col("api_key") == 18) & (F.col("error_code") == 35))
+    refused = with_address.filter((F.col("api_key") == API_VERSIONS) & (F.col("error_code") == 35))
     refused_bodies = refused.join(
         frames.filter(F.col("direction") == 1).select(
             "capture", "connection_id", F.col("sequence").alias("response_sequence"), "body"),
         ["capture", "connection_id", "response_sequence"], "left")
-    retries = with_address.filter((F.col("api_key") == 18) & (F.col("error_code") == 0)) \
+    retries = with_address.filter((F.col("api_key") == API_VERSIONS) & (F.col("error_code") == 0)) \
         .select("capture", "connection_id", F.col("api_version").alias("retry_version"))
     raw["fallbacks"] = _rows(refused_bodies.join(retries, ["capture", "connection_id"], "left").groupBy(
         *FALLBACK_KEYS).agg(F.count(F.lit(1)).alias("connections")))
@@ -200,14 +203,14 @@ def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_error
     raw["client_brokers"] = grouped(requests, CLIENT_BROKER_KEYS, [], CLIENT_BROKER_KEYS, LIMIT * 10)
 
     responses = frames.filter(pc.equal(frames["direction"], 1))
-    answers = responses.filter(pc.and_(pc.equal(responses["api_key"], 18), pc.equal(responses["status"], 0)))
+    answers = responses.filter(pc.and_(pc.equal(responses["api_key"], API_VERSIONS), pc.equal(responses["status"], 0)))
     answers = answers.join(address.select(["capture", "connection_id", "server_ip", "server_port"]),
                            ["capture", "connection_id"], join_type="left outer")
     raw["api_responses"] = answers.select(["server_ip", "server_port", "api_version", "body"]) \
         .group_by(["server_ip", "server_port", "api_version", "body"], use_threads=False).aggregate([]) \
         .slice(0, 200).to_pylist()
 
-    is_api_versions = pc.equal(with_address["api_key"], 18)
+    is_api_versions = pc.equal(with_address["api_key"], API_VERSIONS)
     refused = with_address.filter(pc.and_(is_api_versions, pc.equal(with_address["error_code"], 35)))
     bodies = responses.select(["capture", "connection_id", "sequence", "body"]) \
         .rename_columns(["capture", "connection_id", "response_sequence", "body"])
@@ -329,7 +332,7 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
     fallbacks = []
     for r in raw["fallbacks"]:
         _code, ranges = _ranges(r.pop("body"))
-        r["broker_api_versions_max"] = ranges.get(18, (None, None))[1]
+        r["broker_api_versions_max"] = ranges.get(API_VERSIONS, (None, None))[1]
         r["broker"] = _address(r.pop("server_ip"), r.pop("server_port"))
         r["requested_version"] = r.pop("api_version")
         r["software_name"] = software.get((r["client_ip"], r["client_id"]))

@@ -32,11 +32,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kproto._common.api_keys import CLIENT_SOFTWARE_FIRST_VERSION, ApiKey
 from kproto.batch import one_array
 from kproto.capture import frame_schema, not_captured
 from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, local_path, shown_path
 
-API_VERSIONS = 18
+API_VERSIONS = int(ApiKey.API_VERSIONS)
 UNSUPPORTED_VERSION = 35
 
 
@@ -537,7 +538,8 @@ def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray,
     versions: list[str | None] = [None] * m
     problems: list[str | None] = [None] * m
     if bodies is not None:
-        candidates = np.flatnonzero((api_key == API_VERSIONS) & (api_version >= 3) & (status == 0))
+        candidates = np.flatnonzero((api_key == API_VERSIONS) & (api_version >= CLIENT_SOFTWARE_FIRST_VERSION)
+                                      & (status == 0))
         for i in candidates.tolist():
             body = bodies[i].as_py()
             if body is None:
@@ -645,7 +647,7 @@ def unanswered_produce(h: Heads, p: Pairing) -> np.ndarray:
     """Per frame: a Produce request without a response (acks=0 ones expect none)."""
     rows = p.req[(p.req >= 0) & (p.resp < 0)]
     mask = np.zeros(len(h.directions), bool)
-    mask[rows[h.keys[rows] == 0]] = True
+    mask[rows[h.keys[rows] == ApiKey.PRODUCE]] = True
     return mask
 
 
