@@ -90,28 +90,23 @@ cdef inline bint id_ok_in_loop(const unsigned char *q, int32_t n, uint32_t tag) 
     return not (tag and q[2 + n] != 0) and wire_utf8_valid(q + 2, n)
 
 
-cdef inline int32_t id_text_short(IdText *t, const unsigned char *q, uint32_t tag,
-                                  uint64_t key_bits) noexcept nogil:
-    """The header loop's id of up to 22 bytes with its tag byte (q its length prefix, 26
-    bytes readable at q; key_bits its masked words or'ed): checked as id_ok_in_loop
-    checks it (UTF-8 validation only when a byte is over 0x7F), then 24 bytes from its
-    text copied in one fixed-size copy (the bytes past the id are overwritten by the
-    next). Its length, or -1 for the general loop (a status to report, or out of memory)."""
+cdef inline int32_t id_short_checked(const unsigned char *q, uint32_t tag, uint64_t key_bits) noexcept nogil:
+    """The length of the header loop's id of up to 22 bytes with its tag byte (q its length
+    prefix; key_bits its masked words or'ed), checked as id_ok_in_loop checks it (UTF-8
+    validation only when a byte is over 0x7F); -1 for the general loop (a status to report)."""
     cdef int32_t n = kp_load_be16(q)
     if tag and q[2 + n] != 0:
         return -1
     # Up to 22 bytes of text: both length bytes are below 0x80, so a key with no high bit set is ASCII.
     if key_bits & 0x8080808080808080ULL and not wire_utf8_valid(q + 2, n):
         return -1
-    if t.size + ID_WORD_BYTES > t.capacity and id_text_room(t, ID_WORD_BYTES) < 0:
-        return -1
-    memcpy(t.text + t.size, q + 2, ID_WORD_BYTES)
-    t.size += n
     return n
 
 
 cdef int32_t id_text_long(IdText *t, const unsigned char *q, uint32_t tag) noexcept nogil:
-    """id_text_short for an id past 22 bytes (whole in the frame with its tag byte)."""
+    """The header loop's id past 22 bytes (whole in the frame with its tag byte), q its
+    length prefix: checked and appended. Its length, or -1 for the general loop (a status
+    to report, or out of memory)."""
     cdef int32_t n = kp_load_be16(q)
     if not id_ok_in_loop(q, n, tag) or id_append_text(t, q + 2, n) < 0:
         return -1

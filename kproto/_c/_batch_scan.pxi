@@ -236,9 +236,10 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
                                         const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
                                         Py_ssize_t max_frame_size, IdText *ids, bint body_offsets) noexcept nogil:
     """Rows [i, limit) of scan_plain_requests, as far as they go: each id checked and its
-    text appended (see _batch_ids.pxi). Column pointers are copied into locals first: a
-    store through a one-byte column may alias any memory the compiler cannot see is
-    private, and it would reload every pointer after each such store."""
+    text appended (see _batch_ids.pxi). Column pointers and the text's end are copied
+    into locals first: a store through a one-byte column may alias any memory the
+    compiler cannot see is private, and it would reload every pointer after each such
+    store."""
     cdef int64_t *offset = c.offset
     cdef int32_t *size_col = c.size
     cdef int8_t *header_version = c.header_version
@@ -258,6 +259,8 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
     cdef uint64_t key_bits
     cdef uint8_t flags
     cdef int32_t text_length
+    cdef char *text = ids.text
+    cdef Py_ssize_t text_size = ids.size, text_capacity = ids.capacity
     while i < limit and pos <= last_pos:
         size = kp_load_be32(buf + pos)
         next_pos = pos + 4 + <Py_ssize_t>size
@@ -282,9 +285,18 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
             masks = WORD_MASK[covered]
             key_bits = ((kp_load_le64(p + 8) & masks[0]) | (kp_load_le64(p + 16) & masks[1])
                         | (kp_load_le64(p + 24) & masks[2]))
-            text_length = id_text_short(ids, p + 8, tag, key_bits)
+            text_length = id_short_checked(p + 8, tag, key_bits)
             if text_length < 0:
                 break
+            if text_size + ID_WORD_BYTES > text_capacity:
+                ids.size = text_size
+                if id_text_room(ids, ID_WORD_BYTES) < 0:
+                    break           # out of memory: the general loop says so
+                text = ids.text
+                text_capacity = ids.capacity
+            # 24 bytes in one fixed-size copy; the next id overwrites the bytes past this one
+            memcpy(text + text_size, p + 10, ID_WORD_BYTES)
+            text_size += text_length
             flags = <uint8_t>plain | F_CLIENT_ID
         elif id_length == 0xFFFF:                  # a null client id (p[10] is in the buffer)
             body = 10 + tag
@@ -296,9 +308,13 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
             body = 10 + id_length + tag
             if body > <Py_ssize_t>size:
                 break
+            ids.size = text_size
             text_length = id_text_long(ids, p + 8, tag)
             if text_length < 0:
                 break
+            text = ids.text
+            text_size = ids.size
+            text_capacity = ids.capacity
             flags = <uint8_t>plain | F_CLIENT_ID
         else:
             break
@@ -314,5 +330,6 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
         present[i] = flags
         pos = next_pos
         i += 1
+    ids.size = text_size
     pos_io[0] = pos
     return i
