@@ -915,7 +915,3 @@ def report_tables(spark, written: dict[str, str]) -> dict[str, Any]:
     tables["exchanges"] = tables["exchanges"].withColumn("api_name", _api_name_column(F.col("api_key")))
     tables["with_address"] = tables["exchanges"].join(address, ["capture", "connection_id"], "left")
     return tables
-
-
-def iter_paths(values: Iterable[str]) -> list[str]:
-    return [str(v) for v in values]

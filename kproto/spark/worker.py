@@ -38,7 +38,6 @@ from kproto.capture import frame_schema, not_captured
 from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, local_path, shown_path
 
 API_VERSIONS = int(ApiKey.API_VERSIONS)
-UNSUPPORTED_VERSION = 35
 
 
 # ---------------------------------------------------------------- the output rows
@@ -124,8 +123,6 @@ def exchanges_schema() -> pa.Schema:
 
 FRAMES_SCHEMA = frames_schema()
 EXCHANGES_SCHEMA = exchanges_schema()
-FRAME_COLUMNS = tuple(FRAMES_SCHEMA.names)
-EXCHANGE_COLUMNS = tuple(EXCHANGES_SCHEMA.names)
 RAW_COLUMNS = ("capture", "connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size",
                "payload", "split_index")
 
