@@ -163,3 +163,67 @@ def test_snap_lengths_name_the_cuts(implementation):
     assert readers["ng"].snap_lengths == [96]
     (row,) = readers["cut"].connections().to_pylist()
     assert row["request_snapped_bytes"] > 0 and row["request_truncated_packets"] > 0
+
+
+def test_dump_says_why_a_connection_is_not_kafka_and_how_to_force_it(tmp_path, capsys):
+    from kproto.cli import main
+
+    data, _, _ = late_start(with_request=False)
+    path = tmp_path / "late.pcap"
+    path.write_bytes(data)
+    assert main(["dump", str(path), "--format", "jsonl"]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    # (which end is the server is a guess when nothing was answered: the port named may be either)
+    assert "1 connection on port " in err and " is another protocol, not Kafka" in err
+    assert "its frames did not prove Kafka" in err and " reads it as Kafka" in err
+
+
+# ---------------------------------------------------------------- analyze: the errors table and the report
+def test_stream_losses_are_rows_of_the_errors_table():
+    """One ``stream_loss`` row per connection direction that lost or skipped bytes, its counts
+    summed over the ranges that read it; no row for a whole one (no Spark needed)."""
+    import json
+
+    from kproto.spark.stream_losses import stream_loss_rows
+
+    _, connections = read_both(sasl_capture("PLAIN", 0, segment=8)[0])
+    whole = connections[0]
+    lossy = dict(whole, connection_id=1, request_gaps=2, request_gap_bytes=100, request_skipped_bytes=30,
+                 response_snapped_bytes=400)
+    accounting = [{"kind": "connection", "capture": "c.pcap", "connection_id": row["connection_id"],
+                   "info": json.dumps(row)} for row in (whole, lossy, dict(lossy, request_gaps=1,
+                                                                            request_gap_bytes=5,
+                                                                            request_skipped_bytes=0,
+                                                                            response_snapped_bytes=0))]
+    rows = stream_loss_rows(accounting + [{"kind": "capture", "capture": "c.pcap", "connection_id": None,
+                                           "info": "{}"}])
+    assert [(r["connection_id"], r["direction"], r["lost_bytes"]) for r in rows] == [
+        (1, "request", 135), (1, "response", 400)]
+    assert all(r["category"] == "stream_loss" and r["offset"] is None and r["unread_bytes"] == 0 for r in rows)
+    assert rows[0]["reason"] == ("connection 1 (10.0.0.1:40001 -> 10.0.0.9:9092), requests: 105 bytes never "
+                                 "captured in 3 gap(s); 30 bytes skipped to find a frame boundary (a "
+                                 "mid-connection start, after a gap, an invalid size)")
+    assert "400 bytes of bodies not captured (cut off by the snap length)" in rows[1]["reason"]
+    import pyarrow as pa
+
+    from kproto.spark.jobs import ERRORS_SCHEMA
+    assert pa.Table.from_pylist(rows, schema=ERRORS_SCHEMA).num_rows == 2
+
+
+def test_the_report_names_the_snap_length():
+    from kproto.spark.jobs import summary_rows
+    from kproto.spark.report import sections
+
+    info = {"format": "pcap", "snap_lengths": [96]}
+    accounting = [{"kind": "capture", "capture": "short.pcap", "connection_id": None,
+                   "info": __import__("json").dumps(info)}]
+    summary = summary_rows(accounting, [])
+    assert summary[0]["snap_lengths"] == [96]
+    facts = {"summary": [dict(r, snapped_bytes=1200) for r in summary]}
+    from kproto.spark.report import _snaplen_label, LOSSES
+
+    label = dict(LOSSES)["snapped_bytes"]
+    assert _snaplen_label(facts, label) == "snaplen 96: bodies not captured (bytes cut off)"
+    assert _snaplen_label({"summary": [{"capture": "x"}]}, label) == label
+    assert callable(sections)
