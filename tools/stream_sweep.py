@@ -1,7 +1,8 @@
 """Measure the stream layer on the captures operators really take (issue 35).
 
     PYTHONPATH=. .venv/bin/python tools/stream_sweep.py [--traffic FILE] [--impl c|py] [--no-tshark]
-                                                        [--quick] [--json OUT]
+                                                        [--quick] [--json OUT] [--unknown-port]
+                                                        [--only-starts]
 
 Real client traffic (kafka-python producers, plain and gzip, a kafka-python
 consumer fetching the records back, their metadata connections) is recorded once
@@ -22,6 +23,10 @@ frame put on the wire) and how many of those have status OK; for snaplen, the
 frames whose header was captured and the headers recovered. With tshark on PATH
 (scripts/install-capture-tools.sh, or apt-get install tshark) the same files are
 given to tshark and its recovered frames are counted the same way.
+
+``--unknown-port`` reads the captures without broker ports (as ``kproto dump`` reads Kafka
+on a port other than 9092): every connection must then prove Kafka by its frames.
+``--only-starts`` runs the start sweep alone.
 """
 
 from __future__ import annotations
