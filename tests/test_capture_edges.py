@@ -64,6 +64,21 @@ def test_a_late_start_on_another_port_is_kafka_by_its_request_and_response_in_an
     assert_accounted(connections)
 
 
+def test_a_response_sent_before_the_request_answers_nothing():
+    """The same frames, the "response" on the wire before the "request" with its id: no pair
+    (a protocol whose ids rise, as ZooKeeper's, would pair its requests with old answers)."""
+    requests, responses = kafka_exchanges()
+    conv = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 19092))
+    timeline = Interleaved()
+    timeline.add(conv.data("server", responses[0][-9:] + responses[1], (1400,)))
+    conv.data("client", requests[0][:-7], (1400,))
+    timeline.add(conv.data("client", requests[0][-7:] + requests[1], (1400,)))
+    timeline.add(conv.close())
+    frames, connections = read_both(timeline.getvalue())
+    assert frames == [] and [row["kind"] for row in connections] == ["other"]
+    assert_accounted(connections)
+
+
 def test_a_lone_response_on_another_port_proves_nothing():
     """No request of it was captured: nothing says it is Kafka, so no frame; its bytes are counted."""
     data, _, _ = late_start(with_request=False)

@@ -351,7 +351,7 @@ cdef class _Framer:
                 last_ts = half.chunks[k].ts
                 break
         request_like = self._request_ok(buf + 4, captured, size)
-        _kind_frame(conn, half, buf + 4, captured, size, request_like)
+        _kind_frame(conn, half, buf + 4, captured, size, request_like, last_ts)
         if conn.kind > KIND_KAFKA_:
             return 0    # this frame showed another protocol: its bytes went with the rest
         half.c[H_FRAMES] += 1

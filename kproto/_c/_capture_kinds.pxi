@@ -135,21 +135,22 @@ cdef int _sasl_token(_Framer fr, _Connection conn, _Half half, int32_t size, bin
     return 1
 
 
-cdef bint _answered_already(_Connection conn, int side, int32_t corr) except -1:
-    # Is a frame the other side sent, held undecided, a response with this correlation id?
+cdef bint _answered_already(_Connection conn, int side, int32_t corr, int64_t request_end_ts) except -1:
+    # Is a frame the other side sent after this request, held undecided, a response with
+    # this correlation id? (see the twin)
     cdef bytes payload
     if corr < 0:
         return False
     for held in conn.undecided:
         payload = held[5]
-        if held[0] != side and len(payload) >= 4 \
+        if held[0] != side and <int64_t>held[2] >= request_end_ts and len(payload) >= 4 \
                 and <int32_t>kp_load_be32(<const unsigned char *><char *>payload) == corr:
             return True
     return False
 
 
 cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload, Py_ssize_t captured,
-                     int32_t size, bint request_like) except -1:
+                     int32_t size, bint request_like, int64_t last_ts) except -1:
     # payload holds `captured` bytes of the frame's `size` (fewer when a gap or the snap
     # length cut it): only those are read (see the twin's Kinds._kind_frame)
     cdef _Half other = conn.half(1 - half.side)
@@ -183,7 +184,7 @@ cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload,
         if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
             conn.kind = KIND_KAFKA_
             return 0
-    if as_request and _answered_already(conn, half.side, request_corr):
+    if as_request and _answered_already(conn, half.side, request_corr, last_ts):
         # the pair in the other order: its response was confirmed first (see the twin)
         conn.matched += 1
         if conn.client_side < 0:

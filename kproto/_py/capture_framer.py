@@ -295,7 +295,7 @@ class Framer(Kinds):
                 break
         payload = bytes(buf[4: 4 + captured])
         request_like = self._request_ok(payload, 0, size)
-        self._kind_frame(conn, half, payload, size, request_like)
+        self._kind_frame(conn, half, payload, size, request_like, last_ts if last_ts is not None else 0)
         if conn.kind > KIND_KAFKA:
             return      # this frame showed another protocol: its bytes went with the rest
         half.drop(4 + captured)

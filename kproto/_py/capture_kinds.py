@@ -118,12 +118,15 @@ def sniff(data, at_start: bool, final: bool) -> int:
     return -1 if pending and not final else 0
 
 
-def _answered_already(conn, side: int, corr: int) -> bool:
-    """Is a frame the other side sent, held undecided, a response with this correlation id?"""
+def _answered_already(conn, side: int, corr: int, request_end_ts: int) -> bool:
+    """Is a frame the other side sent after this request (its first byte captured no earlier
+    than the request's last), held undecided, a response with this correlation id? (One sent
+    before the request cannot answer it: a protocol whose request ids rise, as ZooKeeper's,
+    would otherwise pair its requests with old responses.)"""
     if corr < 0:
         return False
-    return any(held_side != side and len(frame[4]) >= 4 and _BE32S.unpack_from(frame[4], 0)[0] == corr
-               for held_side, frame in conn.undecided)
+    return any(held_side != side and frame[1] >= request_end_ts and len(frame[4]) >= 4
+               and _BE32S.unpack_from(frame[4], 0)[0] == corr for held_side, frame in conn.undecided)
 
 
 class Kinds:
@@ -178,10 +181,10 @@ class Kinds:
         half.drop(4 + size)
         return 1
 
-    def _kind_frame(self, conn, half, payload, size: int, request_like: bool) -> None:
+    def _kind_frame(self, conn, half, payload, size: int, request_like: bool, last_ts: int) -> None:
         """What a frame just cut says about its connection: SASL's start, Kafka or ZooKeeper.
         ``payload`` may be shorter than ``size`` (a gap or the snap length cut the frame):
-        only the bytes captured are read."""
+        only the bytes captured are read; ``last_ts``: when its last byte was captured."""
         other = conn.halves[1 - half.side]
         captured = len(payload)
         corr = _BE32S.unpack_from(payload, 0)[0] if captured >= 4 else -1
@@ -213,7 +216,7 @@ class Kinds:
             if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
                 conn.kind = KIND_KAFKA
                 return
-        if as_request and _answered_already(conn, half.side, request_corr):
+        if as_request and _answered_already(conn, half.side, request_corr, last_ts):
             # the pair in the other order: its response was confirmed first (a stream caught
             # mid-way, confirmed by a chain or at the end, before this request's own)
             conn.matched += 1
