@@ -242,3 +242,39 @@ def test_the_report_names_the_snap_length():
     assert _snaplen_label(facts, label) == "snaplen 96: bodies not captured (bytes cut off)"
     assert _snaplen_label({"summary": [{"capture": "x"}]}, label) == label
     assert callable(sections)
+
+
+@pytest.mark.parametrize("split_bytes", [1 << 30, 3_000])
+def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_stream_losses(tmp_path, split_bytes):
+    """The worker's accounting carries the snap lengths (a whole file and ranges alike), so the
+    report can name them; the errors table gets the stream losses (no Spark: as the driver combines)."""
+    import json
+
+    import pyarrow as pa
+
+    from kproto.spark import jobs, worker
+    from kproto.spark import planning as P
+    from kproto.spark.report import LOSSES, _snaplen_label
+    from tests import capture_pieces as cp
+    from tests.spark_captures import big_capture
+
+    writer = PcapWriter(snaplen=128)
+    for record in cp.pcap_records(big_capture(connections=2, exchanges=20))[1]:
+        seconds, fraction = struct.unpack_from("<II", record, 0)
+        writer.add(seconds * 1_000_000_000 + fraction * 1000, record[16:])
+    path = tmp_path / "short.pcap"
+    path.write_bytes(writer.getvalue())
+    splits = P.plan_file(str(path), path.stat().st_size, split_bytes=split_bytes, overlap=1_000)
+    assert (len(splits) > 1) == (split_bytes < 1 << 30)
+    parts = pa.Table.from_batches([b for split in splits for b in worker.process_split(split, sink=worker.Sink())],
+                                  schema=worker.PARTS_SCHEMA)
+    accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
+                  if r["kind"] in ("capture", "counts", "connection")]
+    assert all(json.loads(r["info"])["snap_lengths"] == [128] for r in accounting if r["kind"] == "capture")
+    (row, _total) = jobs.summary_rows(accounting, [])
+    assert row["snap_lengths"] == [128] and row["snapped_bytes"] > 0 and row["accounted"]
+    assert _snaplen_label({"summary": [row]}, dict(LOSSES)["snapped_bytes"]).startswith("snaplen 128: ")
+    errors = cp.analysed(splits)["errors"].to_pylist()
+    losses = [e for e in errors if e["category"] == "stream_loss"]
+    assert losses and sum(e["lost_bytes"] for e in losses) >= row["snapped_bytes"]
+    assert any("bytes of bodies not captured (cut off by the snap length)" in e["reason"] for e in losses)
