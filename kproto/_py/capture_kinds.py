@@ -119,6 +119,17 @@ def sniff(data, at_start: bool, final: bool) -> int:
     return -1 if pending and not final else 0
 
 
+def _answered_already(conn, side: int, corr: int, request_end_ts: int) -> bool:
+    """Is a frame the other side sent after this request (its first byte captured no earlier
+    than the request's last), held undecided, a response with this correlation id? (One sent
+    before the request cannot answer it: a protocol whose request ids rise, as ZooKeeper's,
+    would otherwise pair its requests with old responses.)"""
+    if corr < 0:
+        return False
+    return any(held_side != side and frame[1] >= request_end_ts and len(frame[4]) >= 4
+               and _BE32S.unpack_from(frame[4], 0)[0] == corr for held_side, frame in conn.undecided)
+
+
 class Kinds:
     """The framer's kind and SASL steps (mixed into Framer; settings: Engine)."""
 
@@ -147,29 +158,34 @@ class Kinds:
         self._not_kafka(conn, kind)
         return True
 
-    def _sasl_token(self, conn, half, size: int) -> int:
+    def _sasl_token(self, conn, half, size: int, final: bool) -> int:
         """In a SASL exchange, the frame at the front of buf: 1 when it was a raw token
-        (counted and dropped), 0 when it is Kafka again, -1 when it is not complete."""
+        (counted and dropped), 0 when it is Kafka again, -1 when it is not complete or
+        cannot be decided yet."""
         buf = half.buf
         if len(buf) < 4 + size:
             return -1
+        other = conn.halves[1 - half.side]
         if half.side == conn.client_side:
             if size >= 4 and self._request_ok(buf, 4, size):
                 half.sasl = False
                 return 0
-        elif not conn.halves[1 - half.side].sasl and size >= 4 \
-                and _BE32S.unpack_from(buf, 4)[0] in conn.halves[1 - half.side].request_corrs:
+        elif not other.sasl and size >= 4 and _BE32S.unpack_from(buf, 4)[0] in other.request_corrs:
             half.sasl = False
             return 0
+        elif other.sasl and (other.pending or not other.synced) and not final and len(buf) <= self.held_limit:
+            # The client's side is still in its tokens behind a hole: its next request (the
+            # one this may answer) is read once the hole is given up on; wait for it.
+            return -1
         half.counters["sasl_tokens"] += 1
         half.counters["sasl_bytes"] += 4 + size
         half.drop(4 + size)
         return 1
 
-    def _kind_frame(self, conn, half, payload, size: int, request_like: bool) -> None:
+    def _kind_frame(self, conn, half, payload, size: int, request_like: bool, last_ts: int) -> None:
         """What a frame just cut says about its connection: SASL's start, Kafka or ZooKeeper.
         ``payload`` may be shorter than ``size`` (a gap or the snap length cut the frame):
-        only the bytes captured are read."""
+        only the bytes captured are read; ``last_ts``: when its last byte was captured."""
         other = conn.halves[1 - half.side]
         captured = len(payload)
         corr = _BE32S.unpack_from(payload, 0)[0] if captured >= 4 else -1
@@ -199,6 +215,16 @@ class Kinds:
         if as_response and corr >= 0 and corr in other.request_corrs:
             conn.matched += 1
             if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
+                conn.kind = KIND_KAFKA
+                return
+        if as_request and _answered_already(conn, half.side, request_corr, last_ts):
+            # the pair in the other order: its response was confirmed first (a stream caught
+            # mid-way, confirmed by a chain or at the end, before this request's own)
+            conn.matched += 1
+            if conn.client_side < 0:
+                conn.client_side = half.side
+                conn.direction_source = 2
+            if conn.matched >= 2 or conn.direction_source == 0:
                 conn.kind = KIND_KAFKA
                 return
         if as_request:

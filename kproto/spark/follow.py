@@ -45,6 +45,7 @@ from kproto.spark import combine as C
 from kproto.spark import jobs as J
 from kproto.spark import planning as P
 from kproto.spark import worker as W
+from kproto.spark.stream_losses import stream_loss_rows
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1
@@ -311,7 +312,8 @@ def write_tables(spark, out: str, checkpoint: Checkpoint, options: J.Options, re
     for name in ("connections", "clients", "topics"):
         J.write_table(tables[name], out, name)
     J.write_table(pa.Table.from_pylist(summary, schema=J.SUMMARY_SCHEMA), out, "summary")
-    J.write_table(pa.Table.from_pylist(errors, schema=J.ERRORS_SCHEMA), out, "errors")
+    J.write_table(pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=J.ERRORS_SCHEMA), out,
+                  "errors")
     written = {name: f"{out}/{name}" for name in ("frames", "exchanges", "connections", "clients", "topics",
                                                     "summary", "errors")}
     facts = None

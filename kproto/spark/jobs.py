@@ -25,6 +25,7 @@ from kproto.spark import capture_sets as CS
 from kproto.spark import combine as C
 from kproto.spark import planning as P
 from kproto.spark import worker as W
+from kproto.spark.stream_losses import stream_loss_rows
 
 TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections", "errors")
 RAW_PARTITION_BYTES = 128 * 1024 * 1024
@@ -694,6 +695,7 @@ def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
                     target[name] = target.get(name, 0) + (value or 0)
             continue
         target["format"] = info.get("format")
+        target["snap_lengths"] = sorted(set(target.get("snap_lengths", [])) | set(info.get("snap_lengths", [])))
         target["splits"] = info.get("split_count", 1)
         files.setdefault(r["capture"], set()).add(info.get("file", r["capture"]))
         target["files"] = len(files[r["capture"]])
@@ -764,7 +766,9 @@ def error_rows(accounting: Iterable[Any]) -> list[dict]:
 
 ERRORS_SCHEMA = pa.schema([("capture", pa.string()), ("category", pa.string()), ("offset", pa.int64()),
                            ("reason", pa.string()), ("unread_bytes", pa.int64()),
-                           ("file", pa.string())])   # the file ``offset`` is in (a capture set has several)
+                           ("file", pa.string()),    # the file ``offset`` is in (a capture set has several)
+                           # stream_loss rows (stream_loss_rows): the connection, its direction, the bytes
+                           ("connection_id", pa.int64()), ("direction", pa.string()), ("lost_bytes", pa.int64())])
 
 
 SUMMARY_COUNTS = (
@@ -847,7 +851,8 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
                 show.step(f"writing {name}")
                 tables[name].write.mode("overwrite").parquet(f"{out_text}/{name}")
         write_table(pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA), out_text, "summary")
-        write_table(pa.Table.from_pylist(errors, schema=ERRORS_SCHEMA), out_text, "errors")
+        write_table(pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=ERRORS_SCHEMA), out_text,
+                    "errors")     # the input errors, then each connection direction's stream losses
         facts = None
         if options.report:
             show.step("building the report")

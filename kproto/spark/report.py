@@ -458,6 +458,13 @@ LOSSES = (
 )
 
 
+def _snaplen_label(facts: dict, label: str) -> str:
+    """The snap-length column's title with the snap lengths that cut packets ("snaplen 96: ..."),
+    as the captures' headers give them (the summary's ``snap_lengths``)."""
+    lengths = sorted({n for r in facts["summary"] for n in r.get("snap_lengths") or ()})
+    return label.replace("snap length", "snaplen " + " / ".join(map(str, lengths)), 1) if lengths else label
+
+
 def _topic_naming_responses() -> str:
     """The responses that name topic IDs, as the report explains them (from the message definitions)."""
     import kproto.batch as kb
@@ -535,7 +542,8 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                 ["protocol", "server port", "connections", "packets", "bytes"],
                 [[KIND_LABELS.get(r["kind"], r["kind"]), str(r["server_port"]), _fmt(r["connections"]),
                   _fmt(r.get("packets")), _fmt(r["bytes"])] for r in others]))
-    losses = [(name, label) for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
+    losses = [(name, _snaplen_label(facts, label) if name == "snapped_bytes" else label)
+              for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
     out.append(("What is not in frames",
                 "Where the bytes and packets of every input went that are not in a frame: only the kinds of loss "
                 "that occurred have a column." if losses else "Every byte and packet read is in a frame "

@@ -454,6 +454,7 @@ def _whole_file_counters(split: Split, reader: Any, failure: BaseException | Non
     if failure is not None:
         _count_unreached(counters)
     counters["errors"] = _capture_errors(split, reader, counters, failure)
+    counters["snap_lengths"] = reader.snap_lengths     # the report's "snaplen N"
     return counters
 
 
