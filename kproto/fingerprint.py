@@ -106,6 +106,11 @@ class Run:
     def pinned(self) -> bool:
         return self.pin is not None
 
+    @property
+    def asks(self) -> frozenset[bool]:
+        """Whether its clients asked ApiVersions (True), went without (False), or both."""
+        return frozenset(h is not None for h in self.handshakes)
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -154,6 +159,11 @@ def _common_start(order: Sequence[Pair], opening: tuple[Pair, ...], key=lambda p
     return count
 
 
+def _span_of(pairs: Iterable[Pair]) -> dict[int, tuple[int, int]]:
+    """The lowest and highest version of each API among ``pairs`` (a run may send one API at two versions)."""
+    return _union(*({api: (v, v)} for api, v in pairs))
+
+
 def _union(*spans: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
     out: dict[int, tuple[int, int]] = {}
     for span in spans:
@@ -174,9 +184,13 @@ class Table:
         self.span: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
         self.names: dict[str, str] = {}
         self.id_patterns: list[tuple[re.Pattern, str]] = []
+        self.sent: dict[str, set[Pair]] = {}                  # every pair each library's runs sent
+        self.asking: dict[tuple[str, str], set[bool]] = {}     # whether a release's clients asked ApiVersions
         for run in self.runs:
             self.span[(run.library, run.release)] = _union(self.span.get((run.library, run.release), {}),
-                                                           {api: (v, v) for api, v in run.pairs})
+                                                           _span_of(run.pairs))
+            self.sent.setdefault(run.library, set()).update(run.pairs)
+            self.asking.setdefault((run.library, run.release), set()).update(run.asks)
             for name, _version in run.software:
                 self.names[name] = run.library
             for client_id in run.default_ids:
