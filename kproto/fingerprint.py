@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 Pair = tuple[int, int]
@@ -54,6 +54,34 @@ SETTINGS = {
                  "remove the kgo.MaxVersions cap (or raise it to kversion.V2_1_0() or later) and any "
                  "kgo.MinVersions below that"),
 }
+
+
+ANY_RELEASE = "any release"
+RECORDED = "recorded "
+
+
+def release_in_versions(versions: str | None, release: str) -> bool:
+    """Whether ``release`` lies within what a ``likely_versions`` text says: the one rule for the held-out
+    scorer (tools/record_clients.py) and :func:`evaluate`. A fingerprint range (:meth:`Table.versions_text`):
+    strictly after its "after" release and before its "before" one; a KIP-511 version: the release itself,
+    to the precision the version gives ("4.0" is not 4.1.2). Every release number in ``release`` counts
+    (kcat's "1.7.1 librdkafka-2.0.2" is 1.7.1 and its librdkafka 2.0.2)."""
+    if not versions:
+        return False
+    truths = [tuple(int(p) for p in found.split(".")) for found in re.findall(r"\d+(?:\.\d+)*", release)]
+    head, marker, _recorded = versions.partition(f" ({RECORDED}")
+    if not marker:                                  # a KIP-511 version
+        wanted = release_key(versions)
+        return bool(wanted) and any(t[:len(wanted)] == wanted for t in truths)
+    after = before = None
+    for bound in head.split(", "):
+        if bound.startswith("after "):
+            after = release_key(bound[len("after "):])
+        elif bound.startswith("before "):
+            before = release_key(bound[len("before "):])
+        elif bound != ANY_RELEASE:
+            return False
+    return any((after is None or t > after) and (before is None or t < before) for t in truths)
 
 
 def api_pairs(labels: Iterable[str]) -> list[Pair]:
@@ -128,6 +156,8 @@ class Verdict:
 
     @property
     def range_text(self) -> str | None:
+        """What ``likely_versions`` shows: the KIP-511 version, or the releases the verdict stands for
+        (:meth:`Table.versions_text`); :func:`release_in_versions` reads it back."""
         if self.versions is not None:
             return self.versions
         if not self.releases:
@@ -217,7 +247,14 @@ class Table:
 
     # ------------------------------------------------------------ the wire
     def classify_wire(self, client_id: str | None, order: Sequence[Pair], handshakes: int | None = None) -> Verdict:
-        """The verdict from the client.id, the pairs and the ApiVersions requests per connection (no KIP-511 name)."""
+        """The verdict from the client.id, the pairs and the ApiVersions requests per connection (no KIP-511 name),
+        its versions shown as the releases it stands for (:meth:`versions_text`)."""
+        verdict = self._wire(client_id, order, handshakes)
+        if verdict.named and verdict.releases and verdict.library in self.releases:
+            return replace(verdict, versions=self.versions_text(verdict.library, verdict.releases))
+        return verdict
+
+    def _wire(self, client_id: str | None, order: Sequence[Pair], handshakes: int | None) -> Verdict:
         order = [tuple(p) for p in order]
         if not order:
             return Verdict(None, (), None)
@@ -336,17 +373,19 @@ class Table:
                 f"{len(observed)} pairs), not trusted: no recorded {nearest.library} run sent {shown}")
         return Verdict(UNKNOWN, (), LOW, evidence=text)
 
-    def within(self, library: str, releases: Sequence[str], release: str) -> bool:
-        """``release`` lies in the range the verdict's ``releases`` stand for: from the recorded release
-        before the first of them to the one after the last, exclusive (unrecorded releases between
-        recorded ones are taken to send alike)."""
+    def versions_text(self, library: str, releases: Sequence[str]) -> str:
+        """The releases a verdict on ``releases`` (recorded ones, oldest first) stands for, as ``likely_versions``
+        shows them: unrecorded releases between recorded ones are taken to send alike, so the range runs from
+        after the recorded release before the first of them to before the one after the last (both ends
+        exclusive; an end with no recorded release beyond it is open): "after 1.4.7, before 3.0.12 (recorded
+        2.0.2)", "before 2.0.2 (recorded 1.4.7)", "after 2.0.2 (recorded 3.0.12)", "any release (recorded 1.7.1)".
+        :func:`release_in_versions` reads the text back."""
         ranked = self.releases.get(library, ())
-        keys = [release_key(r) for r in ranked]
         first, last = ranked.index(releases[0]), ranked.index(releases[-1])
-        low = keys[first - 1] if first > 0 else ()
-        high = keys[last + 1] if last + 1 < len(keys) else None
-        wanted = release_key(release)
-        return (low < wanted or wanted == keys[first]) and (high is None or wanted < high)
+        bounds = ([f"after {ranked[first - 1]}"] if first > 0 else []) + \
+                 ([f"before {ranked[last + 1]}"] if last + 1 < len(ranked) else [])
+        recorded = releases[0] if releases[0] == releases[-1] else f"{releases[0]} .. {releases[-1]}"
+        return f"{', '.join(bounds) or ANY_RELEASE} ({RECORDED}{recorded})"
 
     # ------------------------------------------------------------ KIP-511
     def ruled_out(self, library: str, version: str | None, order: Sequence[Pair]) -> list[Pair]:
@@ -533,8 +572,8 @@ def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip
     ``clients``: (library, release, broker, client_id, pairs in order, software, most ApiVersions
     requests on one connection) rows; a library may be given by its KIP-511 name.
     ``kip511``: the verdict the clients table shows (a KIP-511 name wins), or, False, the
-    wire's fingerprint alone. A version range is right when the true release lies between its
-    ends; a KIP-511 version when it is the true release (or the library's version in it, kcat's librdkafka).
+    wire's fingerprint alone. A version range is right when :func:`release_in_versions` puts the
+    true release within the verdict's ``likely_versions`` text.
     """
     fingerprints = fingerprints or table()
     confusion: dict[str, dict[str, int]] = {}
@@ -551,11 +590,7 @@ def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip
         row = confusion.setdefault(truth, {})
         row[predicted] = row.get(predicted, 0) + 1
         total += 1
-        if verdict.confidence != KIP511 and verdict.releases:
-            in_range = predicted == truth and fingerprints.within(truth, verdict.releases, release)
-        else:
-            keys = {tuple(int(p) for p in m.split(".")) for m in re.findall(r"\d+(?:\.\d+)*", release)}
-            in_range = predicted == truth and release_key(verdict.versions or "") in keys
+        in_range = predicted == truth and release_in_versions(verdict.range_text, release)
         right_library += predicted == truth
         right_range += in_range
         sure_and_wrong += verdict.confidence == HIGH and predicted != truth
