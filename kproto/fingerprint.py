@@ -215,12 +215,12 @@ class Table:
         self.names: dict[str, str] = {}
         self.id_patterns: list[tuple[re.Pattern, str]] = []
         self.sent: dict[str, set[Pair]] = {}                  # every pair each library's runs sent
-        self.asking: dict[tuple[str, str], set[bool]] = {}     # whether a release's clients asked ApiVersions
+        self.asking: dict[str, set[bool]] = {}      # whether a library's clients asked ApiVersions, went without, or both
         for run in self.runs:
             self.span[(run.library, run.release)] = _union(self.span.get((run.library, run.release), {}),
                                                            _span_of(run.pairs))
             self.sent.setdefault(run.library, set()).update(run.pairs)
-            self.asking.setdefault((run.library, run.release), set()).update(run.asks)
+            self.asking.setdefault(run.library, set()).update(run.asks)
             for name, _version in run.software:
                 self.names[name] = run.library
             for client_id in run.default_ids:
@@ -265,6 +265,17 @@ class Table:
         hinted = self.id_libraries(client_id)
         observed = set(compared)
         fitting = [r for r in self.runs if observed <= r.pairs]
+        asked = handshakes is not None
+        if fitting and not any(asked in self.asking[r.library] for r in fitting):
+            # Every library whose runs sent these pairs behaved otherwise with ApiVersions: its clients always
+            # asked it first (the Java client, librdkafka), or never did. A library that behaved as this client
+            # did, at a release or version setting between recorded ones, explains it better, if one does.
+            behaved = self._between(compared, hinted, asked=asked)
+            if behaved is not None:
+                libraries = ", ".join(sorted({r.library for r in fitting}))
+                return replace(behaved, evidence=behaved.evidence + f"; recorded {libraries} runs sent these pairs "
+                               f"together, but {libraries} clients {'always asked' if not asked else 'never asked'} "
+                               "ApiVersions first")
         if fitting:
             verdict = self._recorded(fitting, compared, hinted, handshakes)
             if hinted and verdict.library not in hinted:
@@ -276,7 +287,8 @@ class Table:
                                    f"{own.library}'s default, but recorded {verdict.library} runs sent these pairs",
                                    runs=own.runs, alternatives=(verdict.library,))
             return verdict
-        return self._between(compared, hinted) or self._unknown(compared, hinted)
+        return (self._between(compared, hinted, asked=asked) or self._between(compared, hinted)
+                or self._unknown(compared, hinted))
 
     def _recorded(self, fitting: list[Run], compared: list[Pair], hinted: set[str], handshakes: int | None) -> Verdict:
         """Recorded runs sent every pair: the connection evidence (ApiVersions per connection, the opening
@@ -319,14 +331,17 @@ class Table:
                        alternatives=tuple(sorted(left - {library})))
 
     def _between(self, compared: list[Pair], hinted: set[str], only: set[str] | None = None,
-                 older: bool = False) -> Verdict | None:
+                 older: bool = False, asked: bool | None = None) -> Verdict | None:
         """No run sent these pairs together, but each lies within what one release, or two neighbouring
         recorded releases, sent (with any broker and pin): a release between them, or a broker or pin
         between the recorded ones. ``older``: or a release older than the oldest recorded one (no
-        version above what that one sent)."""
+        version above what that one sent). ``asked``: only releases whose clients behaved so with
+        ApiVersions (some of its clients asked it, or went without). Of the libraries that fit, one that has sent every
+        pair (in some recorded run) goes before one that never sent some, then the opening requests."""
         observed = set(compared)
         fits: dict[str, set[str]] = {}
-        libraries = {lib: rels for lib, rels in self.releases.items() if only is None or lib in only}
+        libraries = {lib: rels for lib, rels in self.releases.items()
+                     if (only is None or lib in only) and (asked is None or asked in self.asking[lib])}
         for neighbours in (1, 2):       # one release first; two neighbouring ones only when no single one fits
             for library, releases in libraries.items():
                 for i in range(len(releases) - neighbours + 1):
@@ -344,6 +359,9 @@ class Table:
         if not fits:
             return None
         left = set(fits) & hinted or set(fits)
+        unsent = {lib: sorted(observed - self.sent[lib]) for lib in left}
+        fewest = min(len(pairs) for pairs in unsent.values())
+        left = {lib for lib in left if len(unsent[lib]) == fewest}
         api_start = {lib: max((_common_start(compared, o, key=lambda p: p[0]) for r in self.runs
                                if r.library == lib for o in r.openings), default=0) for lib in left}
         best = max(api_start.values())
@@ -351,14 +369,18 @@ class Table:
         library = min(left, key=lambda lib: (len(fits[lib]), lib))
         releases = self.ordered(library, fits[library])
         n = len(observed)
-        sure = len(fits) == 1 and n >= SURE_PAIRS and best >= min(len(compared), OPENING)
+        sure = (len(fits) == 1 and n >= SURE_PAIRS and best >= min(len(compared), OPENING)
+                and not unsent[library])
         others = sorted(set(fits) - {library})
         text = (f"no recorded run sent these {n} pair(s) together; each lies within what {library} "
                 f"{releases[0]} .. {releases[-1]} sent (a release between, or a broker or version setting not recorded)")
+        if unsent[library]:
+            text += f"; no recorded {library} run sent " + ", ".join(pair_label(p) for p in unsent[library])
         if others:
             text += f"; so do {', '.join(others)}'s"
         runs = tuple(r for r in self.runs if r.library == library and r.release in releases)
-        return Verdict(library, releases, MEDIUM if sure else LOW, evidence=text, runs=runs)
+        return Verdict(library, releases, MEDIUM if sure else LOW, evidence=text, runs=runs,
+                       alternatives=tuple(sorted(left - {library})))
 
     def _unknown(self, compared: list[Pair], hinted: set[str]) -> Verdict:
         """Software the table does not know: named ``unknown``, with the nearest recorded release and
