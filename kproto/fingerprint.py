@@ -223,10 +223,11 @@ class Table:
             self.asking.setdefault(run.library, set()).update(run.asks)
             for name, _version in run.software:
                 self.names[name] = run.library
-            for client_id in run.default_ids:
+            for client_id in (cid for cid in run.default_ids if cid is not None):
                 entry = (_id_pattern(client_id), run.library)
                 if (entry[0].pattern, run.library) not in {(p.pattern, lib) for p, lib in self.id_patterns}:
                     self.id_patterns.append(entry)
+        self.null_id = any(None in r.default_ids for r in self.runs)   # a recorded library sent a null client.id
         self.apis = {lib: {api for (l2, _r), span in self.span.items() if l2 == lib for api in span}
                      for lib in libraries}
         self.known_apis = set().union(*self.apis.values()) if self.apis else set()
@@ -262,6 +263,10 @@ class Table:
         compared = [p for p in order if p[0] in self.known_apis]
         if not compared:
             return Verdict(UNKNOWN, (), LOW, evidence="no recorded client used any of its APIs")
+        if client_id is None and not self.null_id:
+            # Every recorded library sets a client.id of its own when given none (kafka-go an empty one).
+            return self._unknown(compared, set(), "it sent a null client.id, which no recorded library sends "
+                                                  "(each sets a default when given none)")
         hinted = self.id_libraries(client_id)
         observed = set(compared)
         fitting = [r for r in self.runs if observed <= r.pairs]
@@ -382,9 +387,9 @@ class Table:
         return Verdict(library, releases, MEDIUM if sure else LOW, evidence=text, runs=runs,
                        alternatives=tuple(sorted(left - {library})))
 
-    def _unknown(self, compared: list[Pair], hinted: set[str]) -> Verdict:
+    def _unknown(self, compared: list[Pair], hinted: set[str], why: str | None = None) -> Verdict:
         """Software the table does not know: named ``unknown``, with the nearest recorded release and
-        the pairs no run of it sent."""
+        why it is not trusted (``why``, or the pairs no run of it sent)."""
         observed = set(compared)
         nearest = max(self.runs, key=lambda r: (len(observed & r.pairs), r.library in hinted,
                                                 max((_common_start(compared, o) for o in r.openings), default=0),
@@ -392,7 +397,7 @@ class Table:
         missing = sorted(observed - nearest.pairs)
         shown = ", ".join(pair_label(p) for p in missing[:4]) + (", ..." if len(missing) > 4 else "")
         text = (f"not in the table; nearest: {nearest.library} {nearest.release} ({len(observed) - len(missing)} of "
-                f"{len(observed)} pairs), not trusted: no recorded {nearest.library} run sent {shown}")
+                f"{len(observed)} pairs), not trusted: " + (why or f"no recorded {nearest.library} run sent {shown}"))
         return Verdict(UNKNOWN, (), LOW, evidence=text)
 
     def versions_text(self, library: str, releases: Sequence[str]) -> str:
@@ -546,7 +551,8 @@ def runs_of(recorded: Iterable[tuple]) -> list[Run]:
             library, release, broker, pin,
             frozenset(tuple(p) for _id, order, _sw, _h in clients for p in order),
             frozenset(tuple(tuple(p) for p in order[:OPENING]) for _id, order, _sw, _h in clients if order),
-            tuple(sorted({cid for cid, *_ in clients if not (cid or "").startswith(DRIVER_ID_PREFIX)})),
+            tuple(sorted({cid for cid, *_ in clients if not (cid or "").startswith(DRIVER_ID_PREFIX)},
+                         key=lambda cid: (cid is not None, cid or ""))),
             tuple(sorted({tuple(sw) for _id, _o, sw, _h in clients if sw})),
             frozenset(h for *_rest, h in clients), works, tuple(tuple(p) for p in refused),
             f"{failing[0][0]}: {failing[0][1][:120]}" if failing else ""))
