@@ -10,8 +10,9 @@ again (docs/analyze.md, "Client fingerprints") and the table follows.
 A client is described by what the ``clients`` table holds: its client.id, the (API,
 version) pairs in the order it first used them, how many ApiVersions requests it sent on
 one connection, and the KIP-511 software name and version when it sent them. What tells
-libraries and releases apart: the versions each release asks for, the requests it opens
-with, the ApiVersions requests per connection, and the default client.id (``producer-1``,
+libraries and releases apart: the versions each release asks for (and whether the library was
+ever seen sending each of them), the requests it opens with, whether and how often it asks
+ApiVersions on one connection, and the default client.id (``producer-1``,
 ``kafka-python-producer-1``, ``aiokafka-producer-2``, ``rdkafka``, ``kgo``, ``sarama``,
 ``kafkajs``; an empty one for kafka-go 0.4).
 
@@ -340,9 +341,10 @@ class Table:
         """No run sent these pairs together, but each lies within what one release, or two neighbouring
         recorded releases, sent (with any broker and pin): a release between them, or a broker or pin
         between the recorded ones. ``older``: or a release older than the oldest recorded one (no
-        version above what that one sent). ``asked``: only releases whose clients behaved so with
-        ApiVersions (some of its clients asked it, or went without). Of the libraries that fit, one that has sent every
-        pair (in some recorded run) goes before one that never sent some, then the opening requests."""
+        version above what that one sent). ``asked``: only libraries some of whose clients behaved so
+        with ApiVersions (asked it, or went without; a pin changes it within one release). Of the
+        libraries that fit, one that has sent every pair (in some recorded run) goes before one that
+        never sent some, then the opening requests."""
         observed = set(compared)
         fits: dict[str, set[str]] = {}
         libraries = {lib: rels for lib, rels in self.releases.items()
