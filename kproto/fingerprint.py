@@ -10,8 +10,9 @@ again (docs/analyze.md, "Client fingerprints") and the table follows.
 A client is described by what the ``clients`` table holds: its client.id, the (API,
 version) pairs in the order it first used them, how many ApiVersions requests it sent on
 one connection, and the KIP-511 software name and version when it sent them. What tells
-libraries and releases apart: the versions each release asks for, the requests it opens
-with, the ApiVersions requests per connection, and the default client.id (``producer-1``,
+libraries and releases apart: the versions each release asks for (and whether the library was
+ever seen sending each of them), the requests it opens with, whether and how often it asks
+ApiVersions on one connection, and the default client.id (``producer-1``,
 ``kafka-python-producer-1``, ``aiokafka-producer-2``, ``rdkafka``, ``kgo``, ``sarama``,
 ``kafkajs``; an empty one for kafka-go 0.4).
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 Pair = tuple[int, int]
@@ -54,6 +55,34 @@ SETTINGS = {
                  "remove the kgo.MaxVersions cap (or raise it to kversion.V2_1_0() or later) and any "
                  "kgo.MinVersions below that"),
 }
+
+
+ANY_RELEASE = "any release"
+RECORDED = "recorded "
+
+
+def release_in_versions(versions: str | None, release: str) -> bool:
+    """Whether ``release`` lies within what a ``likely_versions`` text says: the one rule for the held-out
+    scorer (tools/record_clients.py) and :func:`evaluate`. A fingerprint range (:meth:`Table.versions_text`):
+    strictly after its "after" release and before its "before" one; a KIP-511 version: the release itself,
+    to the precision the version gives ("4.0" is not 4.1.2). Every release number in ``release`` counts
+    (kcat's "1.7.1 librdkafka-2.0.2" is 1.7.1 and its librdkafka 2.0.2)."""
+    if not versions:
+        return False
+    truths = [tuple(int(p) for p in found.split(".")) for found in re.findall(r"\d+(?:\.\d+)*", release)]
+    head, marker, _recorded = versions.partition(f" ({RECORDED}")
+    if not marker:                                  # a KIP-511 version
+        wanted = release_key(versions)
+        return bool(wanted) and any(t[:len(wanted)] == wanted for t in truths)
+    after = before = None
+    for bound in head.split(", "):
+        if bound.startswith("after "):
+            after = release_key(bound[len("after "):])
+        elif bound.startswith("before "):
+            before = release_key(bound[len("before "):])
+        elif bound != ANY_RELEASE:
+            return False
+    return any((after is None or t > after) and (before is None or t < before) for t in truths)
 
 
 def api_pairs(labels: Iterable[str]) -> list[Pair]:
@@ -106,6 +135,11 @@ class Run:
     def pinned(self) -> bool:
         return self.pin is not None
 
+    @property
+    def asks(self) -> frozenset[bool]:
+        """Whether its clients asked ApiVersions (True), went without (False), or both."""
+        return frozenset(h is not None for h in self.handshakes)
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -123,6 +157,8 @@ class Verdict:
 
     @property
     def range_text(self) -> str | None:
+        """What ``likely_versions`` shows: the KIP-511 version, or the releases the verdict stands for
+        (:meth:`Table.versions_text`); :func:`release_in_versions` reads it back."""
         if self.versions is not None:
             return self.versions
         if not self.releases:
@@ -154,6 +190,11 @@ def _common_start(order: Sequence[Pair], opening: tuple[Pair, ...], key=lambda p
     return count
 
 
+def _span_of(pairs: Iterable[Pair]) -> dict[int, tuple[int, int]]:
+    """The lowest and highest version of each API among ``pairs`` (a run may send one API at two versions)."""
+    return _union(*({api: (v, v)} for api, v in pairs))
+
+
 def _union(*spans: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
     out: dict[int, tuple[int, int]] = {}
     for span in spans:
@@ -174,15 +215,20 @@ class Table:
         self.span: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
         self.names: dict[str, str] = {}
         self.id_patterns: list[tuple[re.Pattern, str]] = []
+        self.sent: dict[str, set[Pair]] = {}                  # every pair each library's runs sent
+        self.asking: dict[str, set[bool]] = {}      # whether a library's clients asked ApiVersions, went without, or both
         for run in self.runs:
             self.span[(run.library, run.release)] = _union(self.span.get((run.library, run.release), {}),
-                                                           {api: (v, v) for api, v in run.pairs})
+                                                           _span_of(run.pairs))
+            self.sent.setdefault(run.library, set()).update(run.pairs)
+            self.asking.setdefault(run.library, set()).update(run.asks)
             for name, _version in run.software:
                 self.names[name] = run.library
-            for client_id in run.default_ids:
+            for client_id in (cid for cid in run.default_ids if cid is not None):
                 entry = (_id_pattern(client_id), run.library)
                 if (entry[0].pattern, run.library) not in {(p.pattern, lib) for p, lib in self.id_patterns}:
                     self.id_patterns.append(entry)
+        self.null_id = any(None in r.default_ids for r in self.runs)   # a recorded library sent a null client.id
         self.apis = {lib: {api for (l2, _r), span in self.span.items() if l2 == lib for api in span}
                      for lib in libraries}
         self.known_apis = set().union(*self.apis.values()) if self.apis else set()
@@ -203,7 +249,14 @@ class Table:
 
     # ------------------------------------------------------------ the wire
     def classify_wire(self, client_id: str | None, order: Sequence[Pair], handshakes: int | None = None) -> Verdict:
-        """The verdict from the client.id, the pairs and the ApiVersions requests per connection (no KIP-511 name)."""
+        """The verdict from the client.id, the pairs and the ApiVersions requests per connection (no KIP-511 name),
+        its versions shown as the releases it stands for (:meth:`versions_text`)."""
+        verdict = self._wire(client_id, order, handshakes)
+        if verdict.named and verdict.releases and verdict.library in self.releases:
+            return replace(verdict, versions=self.versions_text(verdict.library, verdict.releases))
+        return verdict
+
+    def _wire(self, client_id: str | None, order: Sequence[Pair], handshakes: int | None) -> Verdict:
         order = [tuple(p) for p in order]
         if not order:
             return Verdict(None, (), None)
@@ -211,9 +264,24 @@ class Table:
         compared = [p for p in order if p[0] in self.known_apis]
         if not compared:
             return Verdict(UNKNOWN, (), LOW, evidence="no recorded client used any of its APIs")
+        if client_id is None and not self.null_id:
+            # Every recorded library sets a client.id of its own when given none (kafka-go an empty one).
+            return self._unknown(compared, set(), "it sent a null client.id, which no recorded library sends "
+                                                  "(each sets a default when given none)")
         hinted = self.id_libraries(client_id)
         observed = set(compared)
         fitting = [r for r in self.runs if observed <= r.pairs]
+        asked = handshakes is not None
+        if fitting and not any(asked in self.asking[r.library] for r in fitting):
+            # Every library whose runs sent these pairs behaved otherwise with ApiVersions: its clients always
+            # asked it first (the Java client, librdkafka), or never did. A library that behaved as this client
+            # did, at a release or version setting between recorded ones, explains it better, if one does.
+            behaved = self._between(compared, hinted, asked=asked)
+            if behaved is not None:
+                libraries = ", ".join(sorted({r.library for r in fitting}))
+                return replace(behaved, evidence=behaved.evidence + f"; recorded {libraries} runs sent these pairs "
+                               f"together, but {libraries} clients {'always asked' if not asked else 'never asked'} "
+                               "ApiVersions first")
         if fitting:
             verdict = self._recorded(fitting, compared, hinted, handshakes)
             if hinted and verdict.library not in hinted:
@@ -225,7 +293,8 @@ class Table:
                                    f"{own.library}'s default, but recorded {verdict.library} runs sent these pairs",
                                    runs=own.runs, alternatives=(verdict.library,))
             return verdict
-        return self._between(compared, hinted) or self._unknown(compared, hinted)
+        return (self._between(compared, hinted, asked=asked) or self._between(compared, hinted)
+                or self._unknown(compared, hinted))
 
     def _recorded(self, fitting: list[Run], compared: list[Pair], hinted: set[str], handshakes: int | None) -> Verdict:
         """Recorded runs sent every pair: the connection evidence (ApiVersions per connection, the opening
@@ -268,14 +337,18 @@ class Table:
                        alternatives=tuple(sorted(left - {library})))
 
     def _between(self, compared: list[Pair], hinted: set[str], only: set[str] | None = None,
-                 older: bool = False) -> Verdict | None:
+                 older: bool = False, asked: bool | None = None) -> Verdict | None:
         """No run sent these pairs together, but each lies within what one release, or two neighbouring
         recorded releases, sent (with any broker and pin): a release between them, or a broker or pin
         between the recorded ones. ``older``: or a release older than the oldest recorded one (no
-        version above what that one sent)."""
+        version above what that one sent). ``asked``: only libraries some of whose clients behaved so
+        with ApiVersions (asked it, or went without; a pin changes it within one release). Of the
+        libraries that fit, one that has sent every pair (in some recorded run) goes before one that
+        never sent some, then the opening requests."""
         observed = set(compared)
         fits: dict[str, set[str]] = {}
-        libraries = {lib: rels for lib, rels in self.releases.items() if only is None or lib in only}
+        libraries = {lib: rels for lib, rels in self.releases.items()
+                     if (only is None or lib in only) and (asked is None or asked in self.asking[lib])}
         for neighbours in (1, 2):       # one release first; two neighbouring ones only when no single one fits
             for library, releases in libraries.items():
                 for i in range(len(releases) - neighbours + 1):
@@ -293,6 +366,9 @@ class Table:
         if not fits:
             return None
         left = set(fits) & hinted or set(fits)
+        unsent = {lib: sorted(observed - self.sent[lib]) for lib in left}
+        fewest = min(len(pairs) for pairs in unsent.values())
+        left = {lib for lib in left if len(unsent[lib]) == fewest}
         api_start = {lib: max((_common_start(compared, o, key=lambda p: p[0]) for r in self.runs
                                if r.library == lib for o in r.openings), default=0) for lib in left}
         best = max(api_start.values())
@@ -300,18 +376,22 @@ class Table:
         library = min(left, key=lambda lib: (len(fits[lib]), lib))
         releases = self.ordered(library, fits[library])
         n = len(observed)
-        sure = len(fits) == 1 and n >= SURE_PAIRS and best >= min(len(compared), OPENING)
+        sure = (len(fits) == 1 and n >= SURE_PAIRS and best >= min(len(compared), OPENING)
+                and not unsent[library])
         others = sorted(set(fits) - {library})
         text = (f"no recorded run sent these {n} pair(s) together; each lies within what {library} "
                 f"{releases[0]} .. {releases[-1]} sent (a release between, or a broker or version setting not recorded)")
+        if unsent[library]:
+            text += f"; no recorded {library} run sent " + ", ".join(pair_label(p) for p in unsent[library])
         if others:
             text += f"; so do {', '.join(others)}'s"
         runs = tuple(r for r in self.runs if r.library == library and r.release in releases)
-        return Verdict(library, releases, MEDIUM if sure else LOW, evidence=text, runs=runs)
+        return Verdict(library, releases, MEDIUM if sure else LOW, evidence=text, runs=runs,
+                       alternatives=tuple(sorted(left - {library})))
 
-    def _unknown(self, compared: list[Pair], hinted: set[str]) -> Verdict:
+    def _unknown(self, compared: list[Pair], hinted: set[str], why: str | None = None) -> Verdict:
         """Software the table does not know: named ``unknown``, with the nearest recorded release and
-        the pairs no run of it sent."""
+        why it is not trusted (``why``, or the pairs no run of it sent)."""
         observed = set(compared)
         nearest = max(self.runs, key=lambda r: (len(observed & r.pairs), r.library in hinted,
                                                 max((_common_start(compared, o) for o in r.openings), default=0),
@@ -319,20 +399,22 @@ class Table:
         missing = sorted(observed - nearest.pairs)
         shown = ", ".join(pair_label(p) for p in missing[:4]) + (", ..." if len(missing) > 4 else "")
         text = (f"not in the table; nearest: {nearest.library} {nearest.release} ({len(observed) - len(missing)} of "
-                f"{len(observed)} pairs), not trusted: no recorded {nearest.library} run sent {shown}")
+                f"{len(observed)} pairs), not trusted: " + (why or f"no recorded {nearest.library} run sent {shown}"))
         return Verdict(UNKNOWN, (), LOW, evidence=text)
 
-    def within(self, library: str, releases: Sequence[str], release: str) -> bool:
-        """``release`` lies in the range the verdict's ``releases`` stand for: from the recorded release
-        before the first of them to the one after the last, exclusive (unrecorded releases between
-        recorded ones are taken to send alike)."""
+    def versions_text(self, library: str, releases: Sequence[str]) -> str:
+        """The releases a verdict on ``releases`` (recorded ones, oldest first) stands for, as ``likely_versions``
+        shows them: unrecorded releases between recorded ones are taken to send alike, so the range runs from
+        after the recorded release before the first of them to before the one after the last (both ends
+        exclusive; an end with no recorded release beyond it is open): "after 1.4.7, before 3.0.12 (recorded
+        2.0.2)", "before 2.0.2 (recorded 1.4.7)", "after 2.0.2 (recorded 3.0.12)", "any release (recorded 1.7.1)".
+        :func:`release_in_versions` reads the text back."""
         ranked = self.releases.get(library, ())
-        keys = [release_key(r) for r in ranked]
         first, last = ranked.index(releases[0]), ranked.index(releases[-1])
-        low = keys[first - 1] if first > 0 else ()
-        high = keys[last + 1] if last + 1 < len(keys) else None
-        wanted = release_key(release)
-        return (low < wanted or wanted == keys[first]) and (high is None or wanted < high)
+        bounds = ([f"after {ranked[first - 1]}"] if first > 0 else []) + \
+                 ([f"before {ranked[last + 1]}"] if last + 1 < len(ranked) else [])
+        recorded = releases[0] if releases[0] == releases[-1] else f"{releases[0]} .. {releases[-1]}"
+        return f"{', '.join(bounds) or ANY_RELEASE} ({RECORDED}{recorded})"
 
     # ------------------------------------------------------------ KIP-511
     def ruled_out(self, library: str, version: str | None, order: Sequence[Pair]) -> list[Pair]:
@@ -471,7 +553,8 @@ def runs_of(recorded: Iterable[tuple]) -> list[Run]:
             library, release, broker, pin,
             frozenset(tuple(p) for _id, order, _sw, _h in clients for p in order),
             frozenset(tuple(tuple(p) for p in order[:OPENING]) for _id, order, _sw, _h in clients if order),
-            tuple(sorted({cid for cid, *_ in clients if not (cid or "").startswith(DRIVER_ID_PREFIX)})),
+            tuple(sorted({cid for cid, *_ in clients if not (cid or "").startswith(DRIVER_ID_PREFIX)},
+                         key=lambda cid: (cid is not None, cid or ""))),
             tuple(sorted({tuple(sw) for _id, _o, sw, _h in clients if sw})),
             frozenset(h for *_rest, h in clients), works, tuple(tuple(p) for p in refused),
             f"{failing[0][0]}: {failing[0][1][:120]}" if failing else ""))
@@ -519,8 +602,8 @@ def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip
     ``clients``: (library, release, broker, client_id, pairs in order, software, most ApiVersions
     requests on one connection) rows; a library may be given by its KIP-511 name.
     ``kip511``: the verdict the clients table shows (a KIP-511 name wins), or, False, the
-    wire's fingerprint alone. A version range is right when the true release lies between its
-    ends; a KIP-511 version when it is the true release (or the library's version in it, kcat's librdkafka).
+    wire's fingerprint alone. A version range is right when :func:`release_in_versions` puts the
+    true release within the verdict's ``likely_versions`` text.
     """
     fingerprints = fingerprints or table()
     confusion: dict[str, dict[str, int]] = {}
@@ -537,11 +620,7 @@ def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip
         row = confusion.setdefault(truth, {})
         row[predicted] = row.get(predicted, 0) + 1
         total += 1
-        if verdict.confidence != KIP511 and verdict.releases:
-            in_range = predicted == truth and fingerprints.within(truth, verdict.releases, release)
-        else:
-            keys = {tuple(int(p) for p in m.split(".")) for m in re.findall(r"\d+(?:\.\d+)*", release)}
-            in_range = predicted == truth and release_key(verdict.versions or "") in keys
+        in_range = predicted == truth and release_in_versions(verdict.range_text, release)
         right_library += predicted == truth
         right_range += in_range
         sure_and_wrong += verdict.confidence == HIGH and predicted != truth

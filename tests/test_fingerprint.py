@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from kproto import client_recordings as R
 from kproto import fingerprint as FP
@@ -175,7 +176,58 @@ def test_classify_by_recorded_versions():
     assert SMALL.classify_wire("lib-a-producer-3", [(18, 0), (3, 5), (0, 7)], 2).confidence == FP.MEDIUM
     # Only what both releases send: the range covers both; two pairs are never sure.
     both = SMALL.classify_wire("lib-a-producer-1", [(18, 0), (3, 1)], 1)
-    assert (both.library, both.range_text, both.confidence) == ("lib-a", "1.0 .. 2.0", FP.MEDIUM)
+    assert (both.library, both.range_text, both.confidence) == ("lib-a", "any release (recorded 1.0 .. 2.0)", FP.MEDIUM)
+    newer = SMALL.classify_wire("lib-a-producer-3", [(18, 0), (3, 5), (0, 7)], 1)
+    assert newer.range_text == "after 1.0 (recorded 2.0)"
+
+
+@pytest.mark.parametrize("versions, release, inside", [
+    ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "2.2.15", True),
+    ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "1.4.7", False),      # both ends exclusive
+    ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "3.0.12", False),
+    ("before 2.0.2 (recorded 1.4.7)", "1.4.6", True), ("after 2.0.2 (recorded 3.0.12)", "3.1.0", True),
+    ("after v1.27.2 (Shopify), before v1.61.1 (recorded v1.43.3)", "v1.38.1 (Shopify)", True),
+    ("before v1.43.3 (recorded v1.27.2 (Shopify))", "v1.45.0", False),
+    ("any release (recorded 1.7.1 librdkafka-2.0.2)", "1.7.1 librdkafka-2.0.2", True),
+    ("2.11.1-rdkafka-2.11.1", "2.11.1", True), ("2.6.1", "2.11.1", False), ("4.0", "4.1.2", False),
+    ("2.0.2", "1.7.1 librdkafka-2.0.2", True), (None, "2.4.1", False), ("1.4.7 .. 2.0.2", "2.0.1", False),
+])
+def test_likely_versions_is_read_back_by_one_rule(versions, release, inside):
+    """fingerprint.release_in_versions: what the held-out scorer and FP.evaluate both judge a range by."""
+    assert FP.release_in_versions(versions, release) is inside
+
+
+def test_every_version_a_run_sent_is_in_its_span():
+    """A run that sent Metadata v1 and v8 explains a release between that sends v6."""
+    table = FP.Table([_run("lib-go", "0.4", [(18, 0), (3, 1), (3, 8), (19, 0)])])
+    assert table.classify_wire("app", [(18, 0), (3, 6), (19, 0)], 1).library == "lib-go"
+
+
+def test_a_library_that_sent_every_pair_goes_first():
+    """Two libraries' recorded versions span the pairs; the one whose runs sent each of them is named."""
+    table = FP.Table([_run("lib-x", "1", [(18, 0), (3, 6), (19, 2)]), _run("lib-x", "1", [(18, 0), (3, 4), (19, 0)]),
+                      _run("lib-y", "1", [(18, 0), (3, 2), (19, 0)]), _run("lib-y", "1", [(18, 4), (3, 12), (19, 7)])])
+    verdict = table.classify_wire("app", [(18, 0), (3, 6), (19, 0)], 1)
+    assert verdict.library == "lib-x" and "so do lib-y's" in verdict.evidence
+    alone = FP.Table([r for r in table.runs if r.library == "lib-y"]).classify_wire("app", [(18, 0), (3, 6), (19, 0)], 1)
+    assert alone.confidence == FP.LOW and "no recorded lib-y run sent Metadata v6" in alone.evidence
+
+
+def test_api_versions_behaviour_tells_libraries_apart():
+    """A client that never asked ApiVersions is not the Java-like library whose clients always did, though its
+    runs sent these very pairs: a library that went without, at a version setting between its recorded ones."""
+    table = FP.Table([_run("lib-java", "1.0", [(18, 1), (3, 5), (0, 5)]),
+                      _run("lib-py", "2.0", [(3, 1), (0, 2)], pin="0.10", handshakes=(None,)),
+                      _run("lib-py", "2.0", [(18, 0), (3, 5), (0, 7)])])
+    verdict = table.classify_wire("app", [(3, 5), (0, 5)], None)
+    assert verdict.library == "lib-py" and "lib-java clients always asked ApiVersions first" in verdict.evidence
+    assert table.classify_wire("app", [(18, 1), (3, 5), (0, 5)], 1).library == "lib-java"
+
+
+def test_a_null_client_id_is_no_recorded_library():
+    verdict = SMALL.classify_wire(None, [(18, 0), (3, 5), (0, 7)], 1)
+    assert (verdict.library, verdict.confidence) == (FP.UNKNOWN, FP.LOW)
+    assert "nearest: lib-a 2.0" in verdict.evidence and "null client.id" in verdict.evidence
 
 
 def test_between_recorded_releases_or_brokers():
@@ -280,7 +332,8 @@ def test_every_sample_client_is_named():
     assert {auditor["likely_software"], re.search(r"; (\S+) sent them too", auditor["fingerprint_evidence"]).group(1)} \
         == {"kafka-python", "franz-go"}
     assert by_id["inventory-sync"]["likely_software"] == "aiokafka"
-    assert re.fullmatch(r"[\w.]+( \.\. [\w.]+)?", by_id["legacy-auditor"]["likely_versions"])
+    assert re.fullmatch(r"(after [\w.]+(, before [\w.]+)?|before [\w.]+|any release) \(recorded [\w.]+( \.\. [\w.]+)?\)",
+                        by_id["legacy-auditor"]["likely_versions"])
     # Two programs sent their KIP-511 names under one client.id: the row says both, never a mix.
     both = by_id["kproto-sample"]
     assert both["likely_software"] == "kproto sample + kproto-sample"

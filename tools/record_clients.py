@@ -585,20 +585,6 @@ def _number(text: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in match.group(0).split(".")) if match else None
 
 
-def in_range(versions: str | None, release: str) -> bool:
-    """The true release lies within the verdict's versions: "first .. last" (an empty end is open) or
-    one version (a KIP-511 one). Every release number in ``release`` counts (kcat's "1.7.1 librdkafka-2.0.2"
-    is right as 1.7.1 or as its librdkafka 2.0.2); numbers compare to the precision both have."""
-    if not versions:
-        return False
-    ends = [part.strip() for part in versions.split("..")]
-    low, high = _number(ends[0]), _number(ends[-1])
-    if low is None and high is None:
-        return False
-    truths = [tuple(int(p) for p in found.split(".")) for found in re.findall(r"\d+(?:\.\d+)+", release)]
-    return any((low is None or t[:len(low)] >= low) and (high is None or t[:len(high)] <= high) for t in truths)
-
-
 def judge(client: tuple, kip511: bool) -> dict:
     """The fingerprint's verdict on one recorded client, through kproto.fingerprint.classify_row (what the
     ``clients`` table shows); ``kip511`` False: its KIP-511 name and version withheld (the wire alone)."""
@@ -617,7 +603,10 @@ def judge(client: tuple, kip511: bool) -> dict:
 def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
     """Every held-out client judged: the figures of issue 37 over the table's libraries, and the verdicts
     on the software outside the table (``outside``), which must be ``unknown`` (or its own name, or with
-    ``kip511`` the KIP-511 name it gave itself: that is no misnaming)."""
+    ``kip511`` the KIP-511 name it gave itself: that is no misnaming). A version range is right by
+    kproto.fingerprint.release_in_versions, the rule FP.evaluate applies too."""
+    from kproto import fingerprint as FP
+
     confusion: dict[str, dict[str, int]] = {}
     per_library: dict[str, list[int]] = {}          # library -> [clients, right library, right range]
     wrong_high, outside_named = [], []
@@ -635,7 +624,7 @@ def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
             counts = per_library.setdefault(library, [0, 0, 0])
             counts[0] += 1
             counts[1] += right
-            counts[2] += right and in_range(verdict["versions"], release)
+            counts[2] += right and FP.release_in_versions(verdict["versions"], release)
             if not right and verdict["named"] != UNKNOWN and verdict["confidence"] == "high":
                 wrong_high.append((library, release, pin, broker, client[0], verdict["named"], verdict["versions"]))
     total = [sum(c[i] for c in per_library.values()) for i in range(3)]
@@ -675,7 +664,8 @@ def heldout_markdown(runs, outside=OUTSIDE) -> str:
         if library not in outside:
             releases.setdefault(library, set()).add(release + (f" (pin {pin})" if pin else ""))
     lines = ["Version-range accuracy per library (right range / clients; a range is right when the true release "
-             "lies between its ends, a KIP-511 version when it is the true release):", "",
+             "lies within what `likely_versions` says: after its `after` release and before its `before` one, "
+             "both exclusive; a KIP-511 version when it is the true release):", "",
              "| library | held-out releases | clients | right library (KIP-511 first) | right range (KIP-511 first) "
              "| right library (wire alone) | right range (wire alone) |", "|---" * 7 + "|"]
     for library in sorted(releases):
