@@ -298,10 +298,13 @@ def _times(h: Heads, req: np.ndarray, resp: np.ndarray) -> dict[str, pa.Array]:
     has_req, has_resp = req >= 0, resp >= 0
     req_rows, resp_rows = np.where(has_req, req, 0), np.where(has_resp, resp, 0)
     n = len(h.directions)
-    req_valid = has_req & h.ts_first.is_valid().to_numpy(zero_copy_only=False)[req_rows] if n else has_req
-    resp_valid = has_resp & h.ts_last.is_valid().to_numpy(zero_copy_only=False)[resp_rows] if n else has_resp
-    first = h.ts_first.fill_null(0).to_numpy().astype(np.int64)
-    last = h.ts_last.fill_null(0).to_numpy().astype(np.int64)
+
+    def valid(ts: pa.Array, rows: np.ndarray, present: np.ndarray) -> np.ndarray:
+        return present & ts.is_valid().to_numpy(zero_copy_only=False)[rows] if n and ts.null_count else present
+
+    req_valid, resp_valid = valid(h.ts_first, req_rows, has_req), valid(h.ts_last, resp_rows, has_resp)
+    first = (h.ts_first.fill_null(0) if h.ts_first.null_count else h.ts_first).to_numpy().astype(np.int64)
+    last = (h.ts_last.fill_null(0) if h.ts_last.null_count else h.ts_last).to_numpy().astype(np.int64)
     request_ts = first[req_rows] if n else np.zeros(m, np.int64)
     response_ts = last[resp_rows] if n else np.zeros(m, np.int64)
     return {"request_ts_ns": pa.array(request_ts, pa.int64(), mask=~req_valid),
@@ -396,8 +399,8 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
         "api_key": api_key, "api_version": api_version,
         "client_id": _picked(requests["client_id"], req_i, has_req),
         "pair_status": pa.array(status),
-        "request_row": _masked(np.arange(rows, dtype=np.int64), req, has_req, pa.int64()),
-        "response_row": _masked(np.arange(rows, dtype=np.int64), resp, has_resp, pa.int64()),
+        "request_row": pa.array(np.where(has_req, req, 0), pa.int64(), mask=~has_req),
+        "response_row": pa.array(np.where(has_resp, resp, 0), pa.int64(), mask=~has_resp),
         "request_sequence": _masked(heads.sequence, req, has_req, pa.int64()),
         "response_sequence": _masked(heads.sequence, resp, has_resp, pa.int64()),
         **_times(heads, req, resp),
