@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PairStatus", "EXCHANGE_FIELDS", "exchanges_schema", "pair_schema", "pair", "pair_rows",
            "occurrence_rank", "pair_status", "status_names", "acks_zero", "OpenRequests", "Heads", "Pairing",
-           "frame_heads", "pair_heads", "unanswered_produce", "exchanges_table", "resolve_topic_ids",
+           "frame_heads", "pair_heads", "unanswered_produce", "exchanges_table", "resolve_topic_ids", "name_topics",
            "MAX_OPEN_REQUESTS"]
 
 REQUEST, RESPONSE = kb.REQUEST, kb.RESPONSE
@@ -508,15 +508,23 @@ def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarr
     pick = pa.array(index, mask=index < 0)
     topic = single["topic_min"].combine_chunks().take(pick).cast(pa.string())
     topic_id = single["topic_id_min"].combine_chunks().take(pick).cast(pa.string())
-    if topic_names is not None and topic_names.num_rows:
-        unnamed = pc.and_(pc.is_null(topic), pc.is_valid(topic_id))
-        if pc.any(unnamed).as_py():
-            pairs = topic_names.select(["topic_id", "topic"]).group_by(["topic_id", "topic"]).aggregate([])
-            name_of, _ = resolve_topic_ids(pairs.to_pylist())
-            ids = pa.array(list(name_of), pa.string())
-            named = pa.array(list(name_of.values()), pa.string()).take(pc.index_in(topic_id, value_set=ids))
-            topic = pc.coalesce(topic, named)
+    if topic_names is not None and topic_names.num_rows and pc.any(pc.is_valid(topic_id)).as_py():
+        topic = name_topics(topic, topic_id, topic_names)
     return topic, topic_id
+
+
+def name_topics(topic: pa.Array, topic_id: pa.Array, topic_names: pa.Table) -> pa.Array:
+    """The topic of each exchange: the name the (topic_id, topic) rows of ``topic_names`` give
+    its ``topic_id`` (resolve_topic_ids), else ``topic`` as it was. An exchange addressed by
+    ID carries no name of its own, so the name a wider set of responses gives replaces the
+    one fewer gave (a task's, at the end of the run)."""
+    pairs = topic_names.select(["topic_id", "topic"]).group_by(["topic_id", "topic"]).aggregate([])
+    name_of, _ = resolve_topic_ids(pairs.to_pylist())
+    if not name_of:
+        return topic
+    ids = pa.array(list(name_of), pa.string())
+    named = pa.array(list(name_of.values()), pa.string()).take(pc.index_in(topic_id, value_set=ids))
+    return pc.coalesce(named, topic)
 
 
 # ------------------------------------------------------------------ open requests, batch to batch

@@ -103,3 +103,37 @@ def test_a_topic_fetched_by_id_carries_the_name_responses_give_it():
     assert (row["topic"], row["topic_id"], row["pair_status_name"], row["latency_ns"]) == ("orders-a", "x", "PAIRED", 4)
     assert _fetch_by_id("z", names)["topic"] is None      # named by no response: no guess
     assert _fetch_by_id("x", None)["topic"] is None
+
+
+def test_the_end_of_a_run_names_the_ids_other_tasks_named(tmp_path):
+    """a.pcap fetches ORDERS_ID, which only b.pcap's Metadata response names: its task cannot name
+    it, the end of the run does, as the topics table does; an ID nobody names stays an ID."""
+    import pyarrow.parquet as pq
+
+    from kproto.spark import planning as P
+    from kproto.spark.exchange_topics import name_written_topics
+
+    out = tmp_path / "out"
+    for name in ("frames", "exchanges"):
+        (out / name).mkdir(parents=True)
+    rows = []
+    for index, data in enumerate(sc.topic_id_captures()):
+        path = tmp_path / f"{'ab'[index]}.pcap"
+        path.write_bytes(data)
+        sink = W.ParquetSink(str(out), f"p{index}")
+        rows += list(W.process_split(P.plan_file(str(path), len(data))[0], sink=sink))
+        sink.close()
+    compact = pa.Table.from_batches(rows, schema=W.PARTS_SCHEMA)
+
+    def fetch_topics() -> list[tuple]:
+        table = pq.read_table(out / "exchanges" / "part-p0.parquet")
+        return [(r["topic"], r["topic_id"]) for r in table.to_pylist() if r["api_key"] == 1]
+
+    assert fetch_topics() == [(None, sc.ORDERS_ID), ("payments", sc.PAYMENTS_ID), (None, sc.GHOST_ID)]
+    before = pq.read_table(out / "exchanges" / "part-p0.parquet")
+    assert name_written_topics(str(out), compact) == 1      # b.pcap's part holds no ID: left as it was
+    assert fetch_topics() == [("orders", sc.ORDERS_ID), ("payments", sc.PAYMENTS_ID), (None, sc.GHOST_ID)]
+    after = pq.read_table(out / "exchanges" / "part-p0.parquet")
+    assert after.schema.equals(before.schema) and after.drop_columns(["topic"]).equals(before.drop_columns(["topic"]))
+    assert name_written_topics(str(out), compact) == 0      # nothing left to name
+    assert sorted(p.name for p in (out / "exchanges").iterdir()) == ["part-p0.parquet", "part-p1.parquet"]

@@ -24,6 +24,7 @@ from kproto.spark import capture_sets as CS
 from kproto.spark import combine as C
 from kproto.spark import planning as P
 from kproto.spark import worker as W
+from kproto.spark.exchange_topics import name_written_topics
 
 TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections", "errors")
 RAW_PARTITION_BYTES = 128 * 1024 * 1024
@@ -420,11 +421,13 @@ def prepare_output(out: str) -> None:
         filesystem.delete_dir_contents(f"{base}/{name}", missing_dir_ok=True)
 
 
-def finish_output(out: str) -> None:
-    """A table nobody wrote a part of gets an empty one (so it reads back with its columns), and _SUCCESS."""
+def finish_output(out: str, compact_rows: pa.Table) -> None:
+    """A table nobody wrote a part of gets an empty one (so it reads back with its columns), and _SUCCESS;
+    the exchanges' topic IDs get the names the run's responses give them (``compact_rows``: all of the run)."""
     import pyarrow.parquet as pq
     from pyarrow import fs
 
+    name_written_topics(out, compact_rows)
     filesystem, base = W.output_filesystem(out)
     for name, schema in (("frames", W.FRAMES_SCHEMA), ("exchanges", W.EXCHANGES_SCHEMA)):
         infos = filesystem.get_file_info(fs.FileSelector(f"{base}/{name}"))
@@ -819,7 +822,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         # come back to the driver in the same job (a count first would be a second job).
         collected = parts.toArrow()
         compact_count = collected.num_rows
-        finish_output(out_text)
+        finish_output(out_text, collected)
         written = {name: f"{out_text}/{name}"
                    for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")}
         # The accounting (a row per connection and split) is in the driver whatever the run's size.
