@@ -607,7 +607,7 @@ def build_tables(spark, parts) -> dict[str, Any]:
         return F.when(condition, value).otherwise(F.lit(0))
 
     # A topic named by its ID takes the name a response of the run gave that ID, and a topic named
-    # by name the ID when the run names exactly one for it (worker.resolve_topic_ids, the same rule).
+    # by name the ID when the run names exactly one for it (kproto.exchanges.resolve_topic_ids, the same rule).
     named = parts.filter(kind == "topic_name").groupBy("topic_id").agg(F.min("topic").alias("_name_of_id"))
     unique_ids = named.groupBy(F.col("_name_of_id").alias("_name")).agg(
         F.count(F.lit(1)).alias("_ids"), F.min("topic_id").alias("_id_of_name")) \
