@@ -22,7 +22,7 @@ reported in the schema metadata (:func:`trailing_bytes`).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 try:
     import numpy as np
@@ -33,7 +33,6 @@ except ImportError as _missing:
                       f"{install_hint('arrow')}", name=_missing.name) from _missing
 
 from kproto import _deprecation, _impl, schema
-from kproto._common.api_keys import ApiKey
 from kproto._common.batch import PairStatus, Status
 from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE
 from kproto import compression as _compression
@@ -41,7 +40,6 @@ from kproto.limits import DEFAULT_MAX_FRAME_SIZE as _DEFAULT_MAX_FRAME_SIZE
 
 if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
     from kproto._c import _batch
-    from kproto.messages import ProduceRequest
 else:
     _batch = _impl.load("batch")
 
@@ -298,231 +296,31 @@ def trailing_bytes(batch: pa.RecordBatch) -> int:
 
 
 # ------------------------------------------------------------------ request / response pairing
+# Pairing lives in kproto.exchanges, which builds on this module: these names stay for the
+# callers of kproto.batch, and import it when called.
+def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
+         max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
+    """Pair requests with their responses: :func:`kproto.exchanges.pair` (see there)."""
+    from kproto import exchanges
+
+    return exchanges.pair(frames, body=body, max_frame_size=max_frame_size)
+
+
 def pair_schema(body: str | None = None) -> pa.Schema:
-    """The schema of :func:`pair`'s output."""
-    fields = [
-        pa.field("capture", pa.string()),
-        pa.field("connection_id", pa.int64()),
-        pa.field("correlation_id", pa.int32()),
-        pa.field("api_key", pa.int16()),
-        pa.field("api_version", pa.int16()),
-        pa.field("client_id", pa.string()),
-        pa.field("pair_status", pa.uint8(), False),
-        pa.field("request_row", pa.int64()),
-        pa.field("response_row", pa.int64()),
-        pa.field("request_sequence", pa.int64()),
-        pa.field("response_sequence", pa.int64()),
-        pa.field("request_ts_ns", pa.int64()),
-        pa.field("response_ts_ns", pa.int64()),
-        pa.field("latency_ns", pa.int64()),
-        pa.field("request_status", pa.uint8()),
-        pa.field("response_status", pa.uint8()),
-    ]
-    if body == "json":
-        fields += [pa.field("request_body", pa.string()), pa.field("response_body", pa.string())]
-    return pa.schema(fields)
+    """The schema of :func:`pair`'s output: :func:`kproto.exchanges.pair_schema`."""
+    from kproto import exchanges
 
-
-def occurrence_rank(*keys: np.ndarray, order_by: np.ndarray) -> np.ndarray:
-    """For each row, how many earlier rows (in ``order_by`` order) share its keys."""
-    count = len(order_by)
-    if count == 0:
-        return np.zeros(0, np.int64)
-    order = np.lexsort((order_by, *reversed(keys)))
-    changed = np.zeros(count, bool)
-    changed[0] = True
-    for key in keys:
-        sorted_key = key[order]
-        changed[1:] |= sorted_key[1:] != sorted_key[:-1]
-    group_start = np.maximum.accumulate(np.where(changed, np.arange(count), 0))
-    rank = np.empty(count, np.int64)
-    rank[order] = np.arange(count) - group_start
-    return rank
+    return exchanges.pair_schema(body)
 
 
 def pair_rows(capture_codes: np.ndarray, connection_ids: np.ndarray, directions: np.ndarray,
               correlation_ids: np.ndarray, correlation_valid: np.ndarray,
               sequences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """kproto's pairing rule, on rows of frames (every argument: one value per row).
+    """kproto's pairing rule on rows of frames: :func:`kproto.exchanges.pair_rows` (see there)."""
+    from kproto import exchanges
 
-    Per (capture, connection, correlation id), the n-th request pairs with the
-    n-th response in ``sequences`` order: Kafka answers in order on a connection,
-    and a client may reuse a correlation id. A frame whose correlation id could
-    not be read (``correlation_valid`` false) pairs with nothing.
-
-    Returns ``(request_rows, response_rows)``, int64, one entry per pair, per
-    request without a response and per response without a request; ``-1`` marks
-    the missing side. Their order is unspecified. Rows of other directions are left out.
-    """
-    rows = np.arange(len(directions), dtype=np.int64)
-    if not len(rows):
-        return rows, rows
-    is_request = directions == REQUEST
-    key = np.where(correlation_valid, correlation_ids.astype(np.int64),
-                   np.where(is_request, -(2**40), -(2**41)) - rows)
-    rank = occurrence_rank(capture_codes, connection_ids, directions.astype(np.int64), key, order_by=sequences)
-    req, resp = np.flatnonzero(is_request), np.flatnonzero(directions == RESPONSE)
-    left = pa.table({"k0": capture_codes[req], "k1": connection_ids[req], "k2": key[req], "k3": rank[req],
-                     "req": req})
-    right = pa.table({"k0": capture_codes[resp], "k1": connection_ids[resp], "k2": key[resp], "k3": rank[resp],
-                      "resp": resp})
-    joined = left.join(right, ["k0", "k1", "k2", "k3"], join_type="full outer")
-    return (joined["req"].fill_null(-1).to_numpy().astype(np.int64),
-            joined["resp"].fill_null(-1).to_numpy().astype(np.int64))
-
-
-def _acks_zero(payload: bytes) -> bool:
-    """Whether a Produce request asks for no response (acks=0)."""
-    from kproto import api
-
-    try:
-        return cast("ProduceRequest", api.decode_request(payload).body).acks == 0
-    except Exception:   # an undecodable request: it stays an unpaired request
-        return False
-
-
-def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
-         max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
-    """Pair requests with their responses: one row per request, plus one per orphan response.
-
-    ``frames`` has the shape of ``kproto.capture`` output: ``connection_id``,
-    ``direction`` (0 request, 1 response), ``sequence`` (order within connection
-    and direction), ``payload`` (frame without size prefix) and optionally
-    ``capture``, ``ts_first_ns``, ``ts_last_ns``. Requests and responses pair by
-    (capture, connection, correlation id), the n-th request with a correlation id
-    to the n-th response with it, in sequence order (Kafka answers in order).
-    Responses are decoded with their request's api_key and version.
-
-    ``latency_ns`` = response ``ts_last_ns`` - request ``ts_first_ns`` (first
-    byte out to last byte back), null without timestamps. ``pair_status``: see
-    :class:`PairStatus`; a Produce with acks=0 is ``NO_RESPONSE_EXPECTED``.
-    ``body="json"`` adds the decoded request and response bodies.
-    """
-    table = pa.Table.from_batches([frames]) if isinstance(frames, pa.RecordBatch) else frames
-    table = table.combine_chunks()
-    names = set(table.column_names)
-    for required in ("connection_id", "direction", "sequence", "payload"):
-        if required not in names:
-            raise ValueError(f"frames need a {required!r} column (the kproto.capture frame shape)")
-    rows = table.num_rows
-    if "capture" in names:
-        capture = table["capture"].cast(pa.string()).fill_null("")
-        capture_codes = capture.dictionary_encode().combine_chunks().indices.to_numpy().astype(np.int64)
-    else:
-        capture = pa.chunked_array([pa.nulls(rows, pa.string())])
-        capture_codes = np.zeros(rows, np.int64)
-    connection = table["connection_id"].to_numpy().astype(np.int64)
-    direction = table["direction"].fill_null(0).to_numpy().astype(np.int8)
-    sequence = table["sequence"].to_numpy().astype(np.int64)
-    has_ts = "ts_first_ns" in names and "ts_last_ns" in names
-    payload = one_array(table["payload"])
-
-    req_rows = np.flatnonzero(direction == REQUEST)
-    resp_rows = np.flatnonzero(direction == RESPONSE)
-    # Ids as text: the output's client_id is a string column, and a dictionary costs a
-    # table lookup a frame that grows with the capture's distinct ids.
-    requests = decode_frames(payload.take(pa.array(req_rows)), body=body, max_frame_size=max_frame_size,
-                             client_ids="string")
-    req_corr_valid = requests["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
-    req_corr = requests["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
-    # A response's correlation id is its first 4 bytes, whatever the API.
-    resp_headers = decode_frames(payload.take(pa.array(resp_rows)), directions=RESPONSE)
-    resp_corr_valid = resp_headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
-    resp_corr = resp_headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
-
-    corr = np.zeros(rows, np.int64)
-    corr_valid = np.zeros(rows, bool)
-    corr[req_rows], corr_valid[req_rows] = req_corr, req_corr_valid
-    corr[resp_rows], corr_valid[resp_rows] = resp_corr, resp_corr_valid
-    pair_req, pair_resp = pair_rows(capture_codes, connection, direction, corr, corr_valid, sequence)
-    has_req, has_resp = pair_req >= 0, pair_resp >= 0
-    # Each side's index among the requests / among the responses (0 where the side is missing).
-    position = np.zeros(rows, np.int64)
-    position[req_rows], position[resp_rows] = np.arange(len(req_rows)), np.arange(len(resp_rows))
-    req_i = np.where(has_req, position[np.maximum(pair_req, 0)], 0) if rows else pair_req
-    resp_i = np.where(has_resp, position[np.maximum(pair_resp, 0)], 0) if rows else pair_resp
-    # Per capture and connection: requests in order, then responses without a request.
-    owner = np.where(has_req, pair_req, pair_resp)
-    order = np.lexsort((np.where(has_resp, resp_i, rows), np.where(has_req, req_i, rows),
-                        connection[owner], capture_codes[owner])) if rows else owner
-    req_i, resp_i, has_req, has_resp = req_i[order], resp_i[order], has_req[order], has_resp[order]
-    n = len(req_i)
-
-    def pick(array: pa.Array, index: np.ndarray, present: np.ndarray) -> pa.Array:
-        if len(array) == 0:
-            return pa.nulls(len(index), array.type)
-        return array.take(pa.array(index, mask=~present))
-
-    api_key = pick(requests["api_key"], req_i, has_req)
-    api_version = pick(requests["api_version"], req_i, has_req)
-    # Decode each paired response with its request's API and version.
-    responses = decode_frames(
-        payload.take(pa.array(resp_rows[resp_i[has_resp]])) if has_resp.any() else pa.array([], pa.binary()),
-        directions=RESPONSE,
-        request_api_keys=api_key.filter(pa.array(has_resp)),
-        request_api_versions=api_version.filter(pa.array(has_resp)),
-        body=body, max_frame_size=max_frame_size)
-    resp_pos = np.cumsum(has_resp) - 1   # row of `responses` for each output row
-
-    status = np.full(n, PairStatus.PAIRED, np.uint8)
-    status[has_req & ~has_resp] = PairStatus.UNPAIRED_REQUEST
-    status[~has_req] = PairStatus.UNPAIRED_RESPONSE
-    produce = (has_req & ~has_resp
-               & (api_key.fill_null(-1).to_numpy(zero_copy_only=False) == ApiKey.PRODUCE))
-    for i in np.flatnonzero(produce):
-        if _acks_zero(payload[int(req_rows[req_i[i]])].as_py()):
-            status[i] = PairStatus.NO_RESPONSE_EXPECTED
-
-    def gather(values: np.ndarray, index: np.ndarray) -> np.ndarray:
-        # Index arrays hold 0 where a side is missing; with no rows on that side at
-        # all there is nothing to index, so give placeholders (masked below).
-        return values[index] if len(values) else np.zeros(len(index), values.dtype)
-
-    request_row = pa.array(gather(req_rows, req_i), mask=~has_req)
-    response_row = pa.array(gather(resp_rows, resp_i), mask=~has_resp)
-    row_of = np.where(has_req, gather(req_rows, req_i), gather(resp_rows, resp_i))
-    correlation = np.where(has_req, gather(req_corr, req_i), gather(resp_corr, resp_i))
-    correlation_valid = np.where(has_req, gather(req_corr_valid, req_i), gather(resp_corr_valid, resp_i))
-    columns = {
-        "capture": capture.take(pa.array(row_of)) if rows else pa.array([], pa.string()),
-        "connection_id": pa.array(connection[row_of] if rows else np.zeros(0, np.int64)),
-        "correlation_id": pa.array(correlation.astype(np.int32), mask=~correlation_valid),
-        "api_key": api_key,
-        "api_version": api_version,
-        "client_id": pick(requests["client_id"], req_i, has_req),
-        "pair_status": pa.array(status),
-        "request_row": request_row,
-        "response_row": response_row,
-        "request_sequence": pa.array(sequence[gather(req_rows, req_i)] if len(req_rows)
-                                     else np.zeros(n, np.int64), mask=~has_req),
-        "response_sequence": pa.array(sequence[gather(resp_rows, resp_i)] if len(resp_rows)
-                                      else np.zeros(n, np.int64), mask=~has_resp),
-    }
-    if has_ts:
-        first = table["ts_first_ns"].to_numpy(zero_copy_only=False)
-        last = table["ts_last_ns"].to_numpy(zero_copy_only=False)
-        req_ts = first[req_rows[req_i]] if len(req_rows) else np.zeros(n, np.int64)
-        resp_ts = last[resp_rows[resp_i]] if len(resp_rows) else np.zeros(n, np.int64)
-        columns["request_ts_ns"] = pa.array(req_ts, pa.int64(), mask=~has_req)
-        columns["response_ts_ns"] = pa.array(resp_ts, pa.int64(), mask=~has_resp)
-        columns["latency_ns"] = pa.array(resp_ts - req_ts, pa.int64(), mask=~(has_req & has_resp))
-    else:
-        for name in ("request_ts_ns", "response_ts_ns", "latency_ns"):
-            columns[name] = pa.nulls(n, pa.int64())
-    columns["request_status"] = pick(requests["status"], req_i, has_req)
-    resp_status = np.where(has_resp, 0, 0).astype(np.uint8)
-    if has_resp.any():
-        resp_status[has_resp] = responses["status"].to_numpy()
-    # An orphan response could not be decoded without its request: its status says so.
-    orphan_status = resp_headers["status"].to_numpy() if len(resp_rows) else np.zeros(0, np.uint8)
-    resp_status[~has_req & has_resp] = orphan_status[resp_i[~has_req & has_resp]] \
-        if len(orphan_status) else Status.NO_REQUEST_INFO
-    columns["response_status"] = pa.array(resp_status, mask=~has_resp)
-    if body == "json":
-        columns["request_body"] = pick(requests["body"], req_i, has_req)
-        columns["response_body"] = pick(responses["body"], np.where(has_resp, resp_pos, 0),
-                                        has_resp & has_req)
-    return pa.table(columns, schema=pair_schema(body))
+    return exchanges.pair_rows(capture_codes, connection_ids, directions, correlation_ids, correlation_valid,
+                               sequences)
 
 
 # ------------------------------------------------------------------ typed struct columns

@@ -4,7 +4,7 @@ Memory stays flat whatever the input's size: frames are read in batches
 (:class:`kproto.capture.CaptureReader`, or chunks of a size-prefixed frame
 dump), each batch is decoded with :mod:`kproto.batch`, turned into records and
 dropped. What is kept from one batch to the next are the requests still waiting
-for their response (:class:`OpenRequests`), so that a response is decoded with
+for their response (:class:`kproto.exchanges.OpenRequests`), so that a response is decoded with
 its request's API and version.
 
 ::
@@ -39,6 +39,7 @@ from kproto.capture import (DEFAULT_BROKER_PORTS, CaptureReader, frame_schema, n
 from kproto._tree import tree_of
 from kproto.credentials import redact_bodies
 from kproto.errors import FrameTooLargeError, TruncatedError
+from kproto.exchanges import MAX_OPEN_REQUESTS, OpenRequests
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["Input", "InputProblem", "Filters", "OpenRequests", "records", "record_batches",
@@ -49,9 +50,6 @@ PCAPNG_MAGIC = PCAPNG_FILE_MAGIC
 FRAME_DUMP_CHUNK = 4 * 1024 * 1024     # the most read at once (a read returns what has arrived)
 #: Seconds between looks at a followed file's end (``--follow``): a new frame is printed within this.
 FOLLOW_INTERVAL = 0.05
-#: Requests waiting for their response that are remembered (the oldest are forgotten
-#: beyond this: their responses then decode as NO_REQUEST_INFO).
-MAX_OPEN_REQUESTS = 100_000
 STATUS_NAMES = {int(s): s.name for s in kb.Status}
 #: An ``error_code`` field and its value in the batch decoder's JSON (compact: no spaces).
 _ERROR_CODE_FIELD = re.compile(r'"error_code":(-?\d+)')
@@ -275,65 +273,6 @@ def with_addresses(frames: pa.RecordBatch, endpoints: dict[int, dict]) -> pa.Rec
     broker = [None if e is None else address(e["server_ip"], e["server_port"]) for e in known]
     return (frames.append_column("client", pa.array(np.array(client, dtype=object)[index], pa.string()))
             .append_column("broker", pa.array(np.array(broker, dtype=object)[index], pa.string())))
-
-
-class OpenRequests:
-    """Requests of one input still waiting for their response, across its batches.
-
-    :func:`kproto.batch.pair_rows` pairs the requests held here and a batch's
-    frames; what it leaves unanswered is held for the next batch, except
-    Produce requests with acks=0 (no response comes, by design). At most
-    ``limit`` are held (the oldest go first).
-    """
-
-    def __init__(self, limit: int = MAX_OPEN_REQUESTS) -> None:
-        self.limit = limit
-        self.connection = np.zeros(0, np.int64)
-        self.correlation_id = np.zeros(0, np.int64)
-        self.sequence = np.zeros(0, np.int64)
-        self.api_key = np.zeros(0, np.int16)
-        self.api_version = np.zeros(0, np.int16)
-        self.client_id = np.zeros(0, object)
-
-    def __len__(self) -> int:
-        return len(self.connection)
-
-    def match(self, frames: pa.RecordBatch, headers: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per frame of the batch: the API key, version and client id of its request.
-
-        Requests give their own; a response its request's (-1, -1, None without one).
-        ``headers``: ``kb.decode_frames`` of the batch's payloads and directions.
-        """
-        held = len(self)
-        n = frames.num_rows
-        directions = frames["direction"].to_numpy()
-        corr = headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
-        corr_valid = headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
-        api_key = np.where(directions == kb.REQUEST, headers["api_key"].fill_null(-1).to_numpy(), -1).astype(np.int16)
-        api_version = np.where(directions == kb.REQUEST, headers["api_version"].fill_null(-1).to_numpy(),
-                               -1).astype(np.int16)
-        client_id = np.array(headers["client_id"].to_pylist(), object)
-        all_key = np.concatenate([self.api_key, api_key])
-        all_version = np.concatenate([self.api_version, api_version])
-        all_client = np.concatenate([self.client_id, client_id])
-        connection = np.concatenate([self.connection, frames["connection_id"].to_numpy()])
-        sequence = np.concatenate([self.sequence, frames["sequence"].to_numpy()])
-        all_corr = np.concatenate([self.correlation_id, corr])
-        all_valid = np.concatenate([np.ones(held, bool), corr_valid])
-        req, resp = kb.pair_rows(np.zeros(held + n, np.int64), connection,
-                                 np.concatenate([np.zeros(held, np.int8), directions]), all_corr, all_valid,
-                                 sequence)
-        answered = (req >= 0) & (resp >= 0)
-        rows = resp[answered] - held
-        api_key[rows], api_version[rows], client_id[rows] = all_key[req[answered]], all_version[req[answered]], \
-            all_client[req[answered]]
-        waiting = np.sort(req[(req >= 0) & (resp < 0) & all_valid[np.maximum(req, 0)]])
-        payload = frames["payload"]
-        waiting = np.array([i for i in waiting.tolist() if i < held or all_key[i] != 0
-                            or not kb._acks_zero(payload[i - held].as_py())], np.int64)[-self.limit:]
-        self.connection, self.correlation_id, self.sequence = connection[waiting], all_corr[waiting], sequence[waiting]
-        self.api_key, self.api_version, self.client_id = all_key[waiting], all_version[waiting], all_client[waiting]
-        return api_key, api_version, client_id
 
 
 @dataclass

@@ -324,6 +324,9 @@ def test_topic_ids_named_in_another_file_by_both_engines(topic_id_runs):
                 for r in _table(out, "topics").to_pylist()]
         assert rows == [(None, sc.GHOST_ID, 2, 0, 1), ("orders", sc.ORDERS_ID, 0, 3, 4),
                         ("payments", sc.PAYMENTS_ID, 1, 0, 2)], out
+        # The exchanges too: ORDERS_ID is named by b.pcap's response, at the end of the run.
+        fetches = {(r["topic"], r["topic_id"]) for r in _table(out, "exchanges").to_pylist() if r["api_key"] == 1}
+        assert fetches == {("orders", sc.ORDERS_ID), ("payments", sc.PAYMENTS_ID), (None, sc.GHOST_ID)}, out
 
 
 def test_an_id_never_named_stays_an_id_and_the_report_says_why(topic_id_runs):

@@ -57,7 +57,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kproto/_c/_codec_walk.pxi", "kproto/_c/_codec_walk.pxi"):
         "the one plan walker's kind dispatch (walk_value, rendered by tools/gen_walkers.py from "
         "_kinds.pxi.in): one branch per field kind, a line for each sink",
-    ("kproto/batch.py", "kproto/batch.py"): "Arrow schemas: one pa.field per column",
     ("kproto/_c/_records.pyx", "kproto/_c/_records.pyx"):
         "Record's optional fields: one property pair per field, each one call of the shared "
         "_optional_int64 / _set_optional_int64",

@@ -9,12 +9,12 @@ does the same with Spark SQL for many rows).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
 
 from kproto._common.api_keys import ApiKey
+from kproto.exchanges import resolve_topic_ids   # the rule of a topic named by its ID: one home
 
 
 # ---------------------------------------------------------------- combining compact rows (driver)
@@ -169,22 +169,6 @@ def _with_fingerprint(wanted: bool, row: dict) -> dict:
     else:
         row.update(dict.fromkeys(FP.FINGERPRINT_COLUMNS))
     return row
-
-
-def resolve_topic_ids(rows: Iterable[dict]) -> tuple[dict[str, str], dict[str, str]]:
-    """(name of each topic ID, the ID of each name that has exactly one) from ``topic_name`` rows.
-
-    An ID named differently by two responses takes the least name (Spark's min);
-    a name with several IDs (a topic deleted and created again) gets none.
-    """
-    names: dict[str, str] = {}
-    for r in rows:
-        if r["topic_id"] is not None and r["topic"] is not None:
-            names[r["topic_id"]] = min(r["topic"], names.get(r["topic_id"], r["topic"]))
-    ids: dict[str, list[str]] = {}
-    for topic_id, name in names.items():
-        ids.setdefault(name, []).append(topic_id)
-    return names, {name: found[0] for name, found in ids.items() if len(found) == 1}
 
 
 class _Unset:

@@ -307,7 +307,7 @@ def write_tables(spark, out: str, checkpoint: Checkpoint, options: J.Options, re
     errors = sorted(J.error_rows(accounting) + checkpoint.change_errors(),
                     key=lambda e: (e["capture"], e["offset"], e["category"], e["reason"]))
     summary = J.summary_rows(accounting, errors)
-    J.finish_output(out)
+    J.finish_output(out, rows)
     tables = C.combine(rows)
     for name in ("connections", "clients", "topics"):
         J.write_table(tables[name], out, name)

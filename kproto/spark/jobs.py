@@ -26,6 +26,7 @@ from kproto.spark import combine as C
 from kproto.spark import planning as P
 from kproto.spark import worker as W
 from kproto.spark.stream_losses import stream_loss_rows
+from kproto.spark.exchange_topics import name_written_topics
 
 TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections", "errors")
 RAW_PARTITION_BYTES = 128 * 1024 * 1024
@@ -422,11 +423,13 @@ def prepare_output(out: str) -> None:
         filesystem.delete_dir_contents(f"{base}/{name}", missing_dir_ok=True)
 
 
-def finish_output(out: str) -> None:
-    """A table nobody wrote a part of gets an empty one (so it reads back with its columns), and _SUCCESS."""
+def finish_output(out: str, compact_rows: pa.Table) -> None:
+    """A table nobody wrote a part of gets an empty one (so it reads back with its columns), and _SUCCESS;
+    the exchanges' topic IDs get the names the run's responses give them (``compact_rows``: all of the run)."""
     import pyarrow.parquet as pq
     from pyarrow import fs
 
+    name_written_topics(out, compact_rows)
     filesystem, base = W.output_filesystem(out)
     for name, schema in (("frames", W.FRAMES_SCHEMA), ("exchanges", W.EXCHANGES_SCHEMA)):
         infos = filesystem.get_file_info(fs.FileSelector(f"{base}/{name}"))
@@ -613,7 +616,7 @@ def build_tables(spark, parts) -> dict[str, Any]:
         return F.when(condition, value).otherwise(F.lit(0))
 
     # A topic named by its ID takes the name a response of the run gave that ID, and a topic named
-    # by name the ID when the run names exactly one for it (worker.resolve_topic_ids, the same rule).
+    # by name the ID when the run names exactly one for it (kproto.exchanges.resolve_topic_ids, the same rule).
     named = parts.filter(kind == "topic_name").groupBy("topic_id").agg(F.min("topic").alias("_name_of_id"))
     unique_ids = named.groupBy(F.col("_name_of_id").alias("_name")).agg(
         F.count(F.lit(1)).alias("_ids"), F.min("topic_id").alias("_id_of_name")) \
@@ -831,7 +834,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         # come back to the driver in the same job (a count first would be a second job).
         collected = parts.toArrow()
         compact_count = collected.num_rows
-        finish_output(out_text)
+        finish_output(out_text, collected)
         written = {name: f"{out_text}/{name}"
                    for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")}
         # The accounting (a row per connection and split) is in the driver whatever the run's size.

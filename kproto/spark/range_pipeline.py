@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kproto.batch import occurrence_rank
+from kproto import exchanges as E
 from kproto.spark import worker as W
 from kproto.spark.planning import INT64_MIN, Split, _range_pieces, _RangeStream, _Source
 
@@ -70,7 +70,7 @@ def _range_ids(frames: pa.Table, split: Split, global_ids: np.ndarray) -> tuple[
     # The split that owns a frame holds the timestamp of its first byte.
     ts = frames["ts_first_ns"].fill_null(INT64_MIN).to_numpy()
     owner = np.where(ts < split.ts_lo, -1, np.where(ts < split.ts_hi, 0, 1)).astype(np.int64)
-    rank = occurrence_rank(frames["connection_id"].to_numpy(), frames["direction"].to_numpy().astype(np.int64),
+    rank = E.occurrence_rank(frames["connection_id"].to_numpy(), frames["direction"].to_numpy().astype(np.int64),
                            owner, order_by=frames["sequence"].to_numpy())
     frames = frames.set_column(frames.schema.get_field_index("sequence"), "sequence",
                                pa.array((split.split_index + owner) * (1 << 32) + rank, pa.int64()))
@@ -137,13 +137,13 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
                   kafka_ports: tuple[int, ...] = (), show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
     """2. The range read again, a batch at a time: its owned frames to ``sink``, compact rows out;
     then the exchanges. ``frames``: every frame of the range without payloads, with its ids."""
-    heads = W.frame_heads(frames, headers)
-    pairing = W.pair_heads(heads)
-    unanswered = W.unanswered_produce(heads, pairing)
+    heads = E.frame_heads(frames, headers)
+    pairing = E.pair_heads(heads)
+    unanswered = E.unanswered_produce(heads, pairing)
     owned = owner == 0
     connection_ids, sequences = frames["connection_id"], frames["sequence"]
     n = frames.num_rows
-    facts, topics, topic_frames = [], [], []
+    facts, topics, topic_frames, topic_names = [], [], [], []
     counted, owned_partitions, owned_names = [], [], []     # what summarize reads: no bodies
     lo = 0
     for batch in _batches(_reader(split, source, ports, lambda name: None, kafka_ports)):
@@ -174,12 +174,13 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
         facts.append(rows.facts)
         topics.append(rows.partitions.select(["topic", "topic_id"]))
         topic_frames.append(rows.partition_frame + lo)
+        topic_names.append(rows.topic_names)
         lo = hi
     if lo != n:
         # The same bytes read the same way give the same frames: anything else is a bug, never hidden.
         raise RuntimeError(f"{split.capture}: range {split.split_index} read {n} frames, then {lo}")
-    exchanges = W.build_exchanges(heads, pairing, pa.concat_tables(facts), pa.concat_tables(topics),
-                                  np.concatenate(topic_frames))
+    exchanges = E.exchanges_table(heads, pairing, pa.concat_tables(facts), pa.concat_tables(topics),
+                                  np.concatenate(topic_frames), pa.concat_tables(topic_names))
     exchanges = exchanges.filter(pa.array(owned[pairing.owner_row]))
     sink.add("exchanges", exchanges)
     yield from W.summarize(pa.concat_tables(counted), exchanges, pa.concat_tables(owned_partitions),

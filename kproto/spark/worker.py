@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kproto._common.api_keys import CLIENT_SOFTWARE_FIRST_VERSION, ApiKey
+from kproto import exchanges as E
 from kproto.batch import one_array
 from kproto.capture import frame_schema, not_captured
 from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, local_path, shown_path
@@ -102,27 +103,8 @@ def frames_schema() -> pa.Schema:
     ])
 
 
-def exchanges_schema() -> pa.Schema:
-    """The ``exchanges`` table."""
-    return pa.schema([
-        ("capture", pa.string()), ("connection_id", pa.int64()), ("correlation_id", pa.int32()),
-        ("api_key", pa.int16()), ("api_version", pa.int16()), ("client_id", pa.string()),
-        ("pair_status", pa.int16()), ("pair_status_name", pa.string()),
-        ("request_sequence", pa.int64()), ("response_sequence", pa.int64()),
-        ("request_ts_ns", pa.int64()), ("response_ts_ns", pa.int64()), ("latency_ns", pa.int64()),
-        ("request_status", pa.int16()), ("response_status", pa.int16()),
-        ("request_size", pa.int32()), ("response_size", pa.int32()),
-        ("error_code", pa.int16()), ("error_name", pa.string()),
-        ("deprecated", pa.bool_()), ("removed_in_4x", pa.bool_()),
-        ("client_software_name", pa.string()), ("client_software_version", pa.string()),
-        ("software_problems", pa.string()),
-        # Produce / Fetch: the one topic the request and response address, as the frames name it.
-        ("topic", pa.string()), ("topic_id", pa.string()),
-    ])
-
-
 FRAMES_SCHEMA = frames_schema()
-EXCHANGES_SCHEMA = exchanges_schema()
+EXCHANGES_SCHEMA = E.exchanges_schema()
 RAW_COLUMNS = ("capture", "connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size",
                "payload", "split_index")
 
@@ -495,14 +477,6 @@ def _global_connection_ids(connections: pa.Table) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- decoding and pairing
-def _status_names(values: pa.Array, enum_type: Any) -> pa.Array:
-    names = [member.name for member in sorted(enum_type, key=int)]
-    lookup = pa.array(names + [None], pa.string())
-    index = pc.fill_null(values.cast(pa.int32()), len(names))
-    index = pc.if_else(pc.less(index, len(names)), index, len(names))
-    return lookup.take(index)
-
-
 def _error_codes(bodies: pa.Array) -> pa.Array:
     """The first non-zero error code anywhere in each JSON body; 0 when all are zero; null without one."""
     pattern = r'"error_code":(?P<code>-?[1-9][0-9]*)'
@@ -512,15 +486,6 @@ def _error_codes(bodies: pa.Array) -> pa.Array:
     has_any = pc.match_substring(bodies, '"error_code":')
     zero = pc.if_else(has_any, pa.scalar(0, pa.int16()), pa.scalar(None, pa.int16()))
     return pc.coalesce(first, zero)
-
-
-def _error_names(codes: pa.Array) -> pa.Array:
-    from kproto.errors import error_name
-
-    names = {code: error_name(code) for code in pc.unique(codes.drop_null()).to_pylist()}
-    keys = pa.array(list(names), pa.int16())
-    index = pc.index_in(codes, value_set=keys)
-    return pa.array(list(names.values()), pa.string()).take(index)
 
 
 def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray,
@@ -562,93 +527,6 @@ class Decoded:
     topic_name_frame: np.ndarray  # row of each name's frame
 
 
-def _masked(values: np.ndarray, index: np.ndarray, present: np.ndarray, type_: pa.DataType) -> pa.Array:
-    """values[index] where present, else null."""
-    picked = values[np.where(present, index, 0)] if len(values) else np.zeros(len(index), values.dtype)
-    return pa.array(picked, type_, mask=~present)
-
-
-@dataclass
-class Heads:
-    """What the header pass gives, one value per frame: enough to pair the frames and build the exchanges."""
-
-    capture: pa.Array             # the capture's name ("" for none)
-    capture_codes: np.ndarray     # its code, for sorting and pairing
-    connection: np.ndarray
-    directions: np.ndarray        # int8
-    sequence: np.ndarray
-    corr: np.ndarray              # correlation id (0 where unread)
-    corr_valid: np.ndarray
-    keys: np.ndarray              # requests' API key and version (-1: none)
-    versions: np.ndarray
-    ts_first: pa.Array
-    ts_last: pa.Array
-    sizes: np.ndarray
-
-
-def frame_heads(frames: pa.Table, headers: pa.Table) -> Heads:
-    """``frames`` (capture frame columns, the payload not needed) and their ``kb.decode_frames`` headers."""
-    frames = frames.combine_chunks()
-    headers = headers.combine_chunks() if isinstance(headers, pa.Table) else headers
-    n = frames.num_rows
-    capture = one_array(frames["capture"].cast(pa.string()).fill_null(""))
-    return Heads(
-        capture=capture,
-        capture_codes=capture.dictionary_encode().indices.to_numpy().astype(np.int64) if n else np.zeros(0, np.int64),
-        connection=frames["connection_id"].to_numpy().astype(np.int64),
-        directions=frames["direction"].fill_null(0).to_numpy().astype(np.int8),
-        sequence=frames["sequence"].to_numpy().astype(np.int64),
-        corr=headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64),
-        corr_valid=headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False),
-        keys=headers["api_key"].fill_null(-1).to_numpy().astype(np.int16),
-        versions=headers["api_version"].fill_null(-1).to_numpy().astype(np.int16),
-        ts_first=one_array(frames["ts_first_ns"]), ts_last=one_array(frames["ts_last_ns"]),
-        sizes=frames["size"].to_numpy().astype(np.int32))
-
-
-@dataclass
-class Pairing:
-    """The exchanges of a set of frames (kproto.batch.pair's order) and what decoding responses needs."""
-
-    req: np.ndarray               # per exchange: its request's frame row, its response's (-1: none)
-    resp: np.ndarray
-    key_of: np.ndarray            # per frame: a paired response's request API key and version, else -1
-    version_of: np.ndarray
-
-    @property
-    def owner_row(self) -> np.ndarray:
-        """Each exchange's request row, else its response row."""
-        return np.where(self.req >= 0, self.req, self.resp)
-
-
-def pair_heads(h: Heads) -> Pairing:
-    """Requests and responses paired by (capture, connection, correlation id), n-th with n-th in sequence order."""
-    import kproto.batch as kb
-
-    n = len(h.directions)
-    req, resp = kb.pair_rows(h.capture_codes, h.connection, h.directions, h.corr, h.corr_valid, h.sequence)
-    has_req, has_resp = req >= 0, resp >= 0
-    owner_row = np.where(has_req, req, resp)
-    # Requests in order, then responses without a request, per connection (kproto.batch.pair's order).
-    order = np.lexsort((np.where(has_resp, resp, n), np.where(has_req, req, n), h.connection[owner_row],
-                        h.capture_codes[owner_row])) if len(owner_row) else np.zeros(0, np.int64)
-    req, resp = req[order], resp[order]
-    both = (req >= 0) & (resp >= 0)
-    key_of = np.full(n, -1, np.int16)
-    version_of = np.full(n, -1, np.int16)
-    key_of[resp[both]] = h.keys[req[both]]
-    version_of[resp[both]] = h.versions[req[both]]
-    return Pairing(req, resp, key_of, version_of)
-
-
-def unanswered_produce(h: Heads, p: Pairing) -> np.ndarray:
-    """Per frame: a Produce request without a response (acks=0 ones expect none)."""
-    rows = p.req[(p.req >= 0) & (p.resp < 0)]
-    mask = np.zeros(len(h.directions), bool)
-    mask[rows[h.keys[rows] == ApiKey.PRODUCE]] = True
-    return mask
-
-
 @dataclass
 class ChunkRows:
     """The decoded rows of some of the frames (all of them, or a range's chunk), rows counted from its first."""
@@ -665,7 +543,7 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
                  version_of: np.ndarray, unanswered: np.ndarray, *, body: str | None,
                  records: str, show_credentials: bool = False) -> ChunkRows:
     """Decode frames once, responses with their request's API and version (``key_of`` / ``version_of``,
-    from the pairing); ``keys`` / ``versions``: the header pass's; ``unanswered``: see unanswered_produce."""
+    from the pairing); ``keys`` / ``versions``: the header pass's; ``unanswered``: see E.unanswered_produce."""
     import kproto.batch as kb
 
     frames = frames.combine_chunks()
@@ -684,7 +562,7 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
         "header_version", "api_key", "api_version", "correlation_id", "client_id", "header_tag_count",
         "error_offset", "deprecated", "removed_in_4x")})
     frame_columns["status"] = decoded_status
-    frame_columns["status_name"] = _status_names(decoded_status, kb.Status)
+    frame_columns["status_name"] = E.status_names(decoded_status, kb.Status)
     bodies = decoded["body"] if body == "json" else None
     if bodies is not None and not show_credentials:
         from kproto.credentials import redact_bodies
@@ -703,14 +581,11 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
         index[responses] = np.arange(len(responses))
         error_code = _error_codes(bodies.take(pa.array(responses))).take(pa.array(index, mask=index < 0))
     names, soft_versions, problems = _software(keys, versions, status, bodies)
-    acks_zero = np.zeros(n, bool)
-    for i in np.flatnonzero(unanswered).tolist():
-        acks_zero[i] = kb._acks_zero(payload[i].as_py())
     facts = pa.table({"status": decoded_status, "client_id": decoded["client_id"],
                       "deprecated": decoded["deprecated"], "removed_in_4x": decoded["removed_in_4x"],
                       "error_code": error_code, "client_software_name": names,
                       "client_software_version": soft_versions, "software_problems": problems,
-                      "acks_zero": pa.array(acks_zero)})
+                      "acks_zero": pa.array(E.acks_zero_frames(payload, unanswered))})
 
     # Produce requests and Fetch responses, per topic-partition (record batch headers only).
     parts = kb.partitions(payload, directions=directions, request_api_keys=key_of, request_api_versions=version_of)
@@ -726,65 +601,6 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
     name_frame = candidates[names_table["frame"].to_numpy().astype(np.int64)] if names_table.num_rows \
         else np.zeros(0, np.int64)
     return ChunkRows(frame_table, facts, parts, partition_frame, names_table.drop_columns(["frame"]), name_frame)
-
-
-def build_exchanges(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, partition_frame: np.ndarray) -> pa.Table:
-    """The exchanges table of paired frames: ``facts`` of every frame (decode_chunk's), and the
-    topic (``parts``: topic, topic_id of every frame's partitions, their frame rows) each addresses."""
-    import kproto.batch as kb
-
-    n, req, resp = len(h.directions), p.req, p.resp
-    facts = facts.combine_chunks()
-    fact = {name: one_array(facts[name]) for name in facts.column_names}
-    m = len(req)
-    has_req, has_resp = req >= 0, resp >= 0
-    owner_row = p.owner_row
-    exchange_topic, exchange_topic_id = _exchange_topics(parts, partition_frame, req, resp, n)
-    # Each exchange's request and response frame rows (0 where it has none).
-    req_rows = np.where(has_req, req, 0)
-    resp_rows = np.where(has_resp, resp, 0)
-    acks_zero = fact["acks_zero"].to_numpy(zero_copy_only=False)
-    pair_status = np.full(m, kb.PairStatus.PAIRED, np.uint8)
-    pair_status[has_req & ~has_resp] = kb.PairStatus.UNPAIRED_REQUEST
-    pair_status[~has_req] = kb.PairStatus.UNPAIRED_RESPONSE
-    if n:
-        pair_status[has_req & ~has_resp & acks_zero[req_rows]] = kb.PairStatus.NO_RESPONSE_EXPECTED
-    req_ts_valid = has_req & h.ts_first.is_valid().to_numpy(zero_copy_only=False)[req_rows] if n else has_req
-    resp_ts_valid = has_resp & h.ts_last.is_valid().to_numpy(zero_copy_only=False)[resp_rows] if n else has_resp
-    first = h.ts_first.fill_null(0).to_numpy().astype(np.int64)
-    last = h.ts_last.fill_null(0).to_numpy().astype(np.int64)
-    request_ts = first[req_rows] if n else np.zeros(m, np.int64)
-    response_ts = last[resp_rows] if n else np.zeros(m, np.int64)
-    status = fact["status"].to_numpy(zero_copy_only=False)
-    req_index = pa.array(req_rows, mask=~has_req)
-    resp_index = pa.array(resp_rows, mask=~has_resp)
-    error_codes = fact["error_code"].take(resp_index)
-    return pa.Table.from_batches([_conform(EXCHANGES_SCHEMA, {
-        "capture": h.capture.take(pa.array(owner_row)) if n else None,
-        "connection_id": pa.array(h.connection[owner_row] if n else np.zeros(0, np.int64)),
-        "correlation_id": _masked(h.corr, owner_row, h.corr_valid[owner_row] if n else np.zeros(0, bool),
-                                  pa.int32()),
-        "api_key": _masked(h.keys, req, has_req, pa.int16()),
-        "api_version": _masked(h.versions, req, has_req, pa.int16()),
-        "client_id": fact["client_id"].take(req_index),
-        "pair_status": pa.array(pair_status), "pair_status_name": _status_names(pa.array(pair_status),
-                                                                               kb.PairStatus),
-        "request_sequence": _masked(h.sequence, req, has_req, pa.int64()),
-        "response_sequence": _masked(h.sequence, resp, has_resp, pa.int64()),
-        "request_ts_ns": pa.array(request_ts, pa.int64(), mask=~req_ts_valid),
-        "response_ts_ns": pa.array(response_ts, pa.int64(), mask=~resp_ts_valid),
-        "latency_ns": pa.array(response_ts - request_ts, pa.int64(), mask=~(req_ts_valid & resp_ts_valid)),
-        "request_status": _masked(status, req, has_req, pa.int16()),
-        "response_status": _masked(status, resp, has_resp, pa.int16()),
-        "request_size": _masked(h.sizes, req, has_req, pa.int32()),
-        "response_size": _masked(h.sizes, resp, has_resp, pa.int32()),
-        "error_code": error_codes, "error_name": _error_names(error_codes),
-        "deprecated": fact["deprecated"].take(req_index),
-        "removed_in_4x": fact["removed_in_4x"].take(req_index),
-        **{name: fact[name].take(req_index)
-           for name in ("client_software_name", "client_software_version", "software_problems")},
-        "topic": exchange_topic, "topic_id": exchange_topic_id,
-    }, m)])
 
 
 def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records: str = "summary",
@@ -804,37 +620,16 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
     payload = one_array(frames["payload"])
     directions = frames["direction"].fill_null(0).to_numpy().astype(np.int8)
     # 1. Headers only: API, version and correlation id of requests, correlation id of responses.
-    heads = frame_heads(frames, kb.decode_frames(payload, directions=directions, client_ids="string"))
-    pairing = pair_heads(heads)
+    heads = E.frame_heads(frames, kb.decode_frames(payload, directions=directions, client_ids="string"))
+    pairing = E.pair_heads(heads)
     # 2. Every frame decoded once, responses with their request's API and version; 3. the exchanges.
     rows = decode_chunk(frames, heads.keys, heads.versions, pairing.key_of, pairing.version_of,
-                        unanswered_produce(heads, pairing), body=body, records=records,
+                        E.unanswered_produce(heads, pairing), body=body, records=records,
                         show_credentials=show_credentials)
-    exchanges = build_exchanges(heads, pairing, rows.facts, rows.partitions, rows.partition_frame)
+    exchanges = E.exchanges_table(heads, pairing, rows.facts, rows.partitions, rows.partition_frame,
+                                  rows.topic_names)
     return Decoded(rows.frames, exchanges, rows.partitions, rows.partition_frame, rows.topic_names,
                    rows.topic_name_frame)
-
-
-def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarray, resp: np.ndarray,
-                     n: int) -> tuple[pa.Array, pa.Array]:
-    """(topic, topic_id) of each exchange whose request and response address exactly one topic, else null."""
-    m = len(req)
-    exchange_of = np.full(n, -1, np.int64)
-    exchange_of[req[req >= 0]] = np.flatnonzero(req >= 0)
-    exchange_of[resp[resp >= 0]] = np.flatnonzero(resp >= 0)
-    addressed = pa.table({"exchange": pa.array(exchange_of[partition_frame], pa.int64()),
-                          "topic": parts["topic"], "topic_id": parts["topic_id"]})
-    distinct = addressed.group_by(["exchange", "topic", "topic_id"]).aggregate([])
-    counts = distinct.group_by("exchange").aggregate([([], "count_all"), ("topic", "min"),
-                                                      ("topic_id", "min")])
-    single = counts.filter(pc.equal(counts["count_all"], 1))
-    exchange = single["exchange"].to_numpy()
-    in_exchange = exchange >= 0   # a frame in no exchange (no correlation id) addresses nothing here
-    index = np.full(m, -1, np.int64)
-    index[exchange[in_exchange]] = np.flatnonzero(in_exchange)
-    pick = pa.array(index, mask=index < 0)
-    return (single["topic_min"].combine_chunks().take(pick).cast(pa.string()),
-            single["topic_id_min"].combine_chunks().take(pick).cast(pa.string()))
 
 
 def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink,

@@ -1,0 +1,50 @@
+"""The run's names for the topic IDs of the written ``exchanges`` table (docs/analyze.md, "Topic IDs").
+
+A task names the topic ID of an exchange with the responses it decoded itself
+(``kproto.exchanges``); the names the whole run gives are known only at its end, in the
+compact ``topic_name`` rows. :func:`name_written_topics` then rewrites the part files that
+hold an exchange the run names otherwise, by the rule of the topics table
+(``kproto.exchanges.resolve_topic_ids``), so the table does not depend on how the run was
+cut into tasks. Runs whose responses name no topic ID (no Metadata v10+ and the like) read
+nothing back.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow import fs
+
+from kproto import exchanges as E
+from kproto.spark.worker import output_filesystem
+
+#: Rows per row group of a rewritten part (the tasks' ParquetSink writes the same).
+ROW_GROUP_ROWS = 256 * 1024
+
+
+def name_written_topics(out: str, compact_rows: pa.Table) -> int:
+    """Name the topic IDs of ``<out>/exchanges`` with the run's ``topic_name`` compact rows;
+    returns how many part files were rewritten (each under a hidden name, then renamed)."""
+    names = compact_rows.filter(pc.equal(compact_rows["kind"], "topic_name")).select(["topic_id", "topic"])
+    if not names.num_rows:
+        return 0
+    filesystem, base = output_filesystem(out)
+    rewritten = 0
+    for info in filesystem.get_file_info(fs.FileSelector(f"{base}/exchanges")):
+        if not (info.base_name.startswith("part-") and info.base_name.endswith(".parquet")):
+            continue
+        columns = pq.read_table(info.path, columns=["topic", "topic_id"], filesystem=filesystem)
+        if not pc.any(pc.is_valid(columns["topic_id"])).as_py():
+            continue
+        topic = columns["topic"].combine_chunks()
+        named = E.name_topics(topic, columns["topic_id"].combine_chunks(), names)
+        if named.equals(topic):
+            continue
+        table = pq.read_table(info.path, filesystem=filesystem)
+        table = table.set_column(table.schema.get_field_index("topic"), table.schema.field("topic"), named)
+        hidden = f"{base}/exchanges/.{info.base_name}.tmp"
+        pq.write_table(table, hidden, filesystem=filesystem, row_group_size=ROW_GROUP_ROWS)
+        filesystem.move(hidden, info.path)
+        rewritten += 1
+    return rewritten
