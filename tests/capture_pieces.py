@@ -84,10 +84,10 @@ def analysed(splits, **options) -> dict:
     ``options``: worker.process_split's."""
     import pyarrow as pa
 
-    from kproto.spark import combine, jobs, worker
+    from kproto.spark import combine, jobs, task, worker
 
     sink = worker.Sink()
-    parts = pa.Table.from_batches([b for s in splits for b in worker.process_split(s, sink=sink, **options)],
+    parts = pa.Table.from_batches([b for s in splits for b in task.process_split(s, sink=sink, **options)],
                                   schema=worker.PARTS_SCHEMA)
     accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                   if r["kind"] in ("capture", "counts", "connection")]

@@ -27,8 +27,10 @@ capture sets (rotated pieces read as one capture) can be plugged in.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -44,6 +46,7 @@ import pyarrow.parquet as pq
 from kproto.spark import combine as C
 from kproto.spark import jobs as J
 from kproto.spark import planning as P
+from kproto.spark import report as R
 from kproto.spark import worker as W
 
 STATE_FILE = "state.json"
@@ -133,8 +136,6 @@ class Checkpoint:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Held while following: a second follower of the same checkpoint is refused."""
-        import fcntl
-
         with open(self.directory / "lock", "w") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -158,8 +159,6 @@ class Checkpoint:
 
     def discard_uncommitted(self, out: str) -> None:
         """Delete the parts and rows of batches the state does not record (a stop before their commit)."""
-        import shutil
-
         for name in ("frames", "exchanges"):
             table = Path(out) / name
             for part in table.glob("part-b*.parquet") if table.is_dir() else ():
@@ -317,8 +316,6 @@ def write_tables(spark, out: str, checkpoint: Checkpoint, options: J.Options, re
     facts = None
     if report:
         import pyspark
-
-        from kproto.spark import report as R
 
         total_frames = next(r for r in summary if r["capture"] == "*")["frames"]
         if total_frames <= options.driver_report_frames:

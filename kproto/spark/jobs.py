@@ -8,21 +8,30 @@ The Python work happens in :mod:`kproto.spark.worker` through ``mapInArrow``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import glob
 import hashlib
 import json
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyarrow import fs
 
-from kproto.spark import jvm_archive, jvm_noise
+from kproto.spark import jvm_archive, jvm_noise, report
 from kproto.spark import capture_sets as CS
 from kproto.spark import combine as C
 from kproto.spark import planning as P
+from kproto.spark import task
 from kproto.spark import worker as W
 
 TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections", "errors")
@@ -138,8 +147,6 @@ class Progress:
     """Phases and task counts on stderr while Spark works (a live line on a terminal)."""
 
     def __init__(self, spark, enabled: bool = True, stream=None, profile=None) -> None:
-        import threading
-
         self.spark = spark
         self.profile = profile      # a kproto.spark.profile.PhaseProfile told of every phase, or None
         self.enabled = enabled
@@ -164,8 +171,6 @@ class Progress:
 
     def step(self, phase: str) -> None:
         """A new phase starts: the one before it is printed with how long it took."""
-        import time
-
         if self.phase and self.enabled:
             self._finish_phase()
         self.phase = phase
@@ -178,8 +183,6 @@ class Progress:
 
     def done(self) -> None:
         """The last phase ended: it, then the whole run's time."""
-        import time
-
         if self.profile is not None:
             self.profile.mark("done")
         if self.enabled and self.phase:
@@ -188,8 +191,6 @@ class Progress:
         self.phase = ""
 
     def _finish_phase(self) -> None:
-        import time
-
         took = time.monotonic() - self.phase_started
         self._write(f"kproto analyze: {self.phase}: {took:.1f} s", final=True)
 
@@ -268,8 +269,6 @@ def local_input_bytes(paths: Sequence[str]) -> int | None:
 
 def _list_local(paths: Sequence[str]) -> list[str]:
     """Files named by local paths, globs and directories (their files; names starting "." or "_" skipped)."""
-    import glob
-
     found: set[str] = set()
     for path in paths:
         matches = glob.glob(path) if glob.has_magic(path) else [path]
@@ -334,15 +333,11 @@ def _files_frame(spark, files: list[tuple[str, int]]):
 
 def file_heads(spark, files: list[tuple[str, int]]) -> list[CS.FileHead]:
     """The heads of the capture files (set detection), read in the driver or by one job on the executors."""
-    import dataclasses
-
     if _runs_locally(spark, files):
         return [P.file_head(path, length) for path, length in files]
     frame = _files_frame(spark, files)
 
     def heads(batches):
-        import pyarrow as pa
-
         for batch in batches:
             found = [json.dumps(dataclasses.asdict(P.file_head(r["path"], r["length"])))
                      for r in batch.to_pylist()]
@@ -422,9 +417,6 @@ def prepare_output(out: str) -> None:
 
 def finish_output(out: str) -> None:
     """A table nobody wrote a part of gets an empty one (so it reads back with its columns), and _SUCCESS."""
-    import pyarrow.parquet as pq
-    from pyarrow import fs
-
     filesystem, base = W.output_filesystem(out)
     for name, schema in (("frames", W.FRAMES_SCHEMA), ("exchanges", W.EXCHANGES_SCHEMA)):
         infos = filesystem.get_file_info(fs.FileSelector(f"{base}/{name}"))
@@ -451,7 +443,7 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
         for batch in batches:
             for split in (split_list.value[index] for index in batch.column("id").to_pylist()):
                 sink = W.ParquetSink(out, _part_name(split))
-                yield from W.process_split(split, broker_ports=ports, kafka_ports=forced,
+                yield from task.process_split(split, broker_ports=ports, kafka_ports=forced,
                                            show_credentials=show_credentials, body=body, records=records, sink=sink,
                                            fail_fast=fail_fast)
                 sink.close()
@@ -845,8 +837,6 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             show.step("building the report")
             import pyspark
 
-            from kproto.spark import report
-
             total_frames = next(r for r in summary if r["capture"] == "*")["frames"]
             if compact_count <= options.driver_rows and total_frames <= options.driver_report_frames:
                 # Small tables: read them back here and compute the facts with pyarrow (no Spark job).
@@ -866,8 +856,6 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
 
 def write_table(table: pa.Table, out: str, name: str) -> None:
     """One small table as ``<out>/<name>/part-00000.parquet`` (replacing what was there), with _SUCCESS."""
-    import pyarrow.parquet as pq
-
     filesystem, base = W.output_filesystem(out)
     filesystem.create_dir(f"{base}/{name}", recursive=True)
     filesystem.delete_dir_contents(f"{base}/{name}", missing_dir_ok=True)
@@ -883,9 +871,6 @@ REPORT_FRAME_COLUMNS = ("capture", "connection_id", "direction", "sequence", "ap
 
 def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
     """``frames`` (the columns the report reads) and ``exchanges`` as pyarrow Tables, from the written Parquet."""
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
     read = {}
     for name in ("frames", "exchanges"):
         filesystem, base = W.output_filesystem(written[name])

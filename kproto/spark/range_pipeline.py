@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+import kproto.batch as kb
 from kproto.batch import occurrence_rank
+from kproto.capture import Chunks
 from kproto.spark import worker as W
 from kproto.spark.planning import INT64_MIN, Split, _range_pieces, _RangeStream, _Source
 
@@ -43,8 +45,6 @@ SUMMARIZED = ("capture", "direction", "size", "status", "ts_first_ns", "ts_last_
 def _reader(split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any,
             kafka_ports: tuple[int, ...] = ()) -> Any:
     """A reader of the range (with its context and overlap) in batches of at most CHUNK_BYTES of payloads."""
-    from kproto.capture import Chunks
-
     if source.mapped:
         ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
     else:
@@ -87,8 +87,6 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     them, and only the range that owns the request (or, alone, the response)
     writes the exchange.
     """
-    import kproto.batch as kb
-
     marks: dict[str, dict] = {}
     holder: list[Any] = []
 

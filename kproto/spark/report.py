@@ -15,7 +15,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import kproto.batch as kb
 from kproto import versions as kv
+from kproto._version import __version__
 from kproto.spark import next_steps
 
 LIMIT = 1000   # rows per report section; the tables hold everything
@@ -144,10 +150,6 @@ def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_error
                         spark_version: str | None = None) -> dict:
     """The facts of :func:`collect_facts` from pyarrow Tables held in the driver (frames, exchanges,
     connections, clients, topics), without a Spark job."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     frames, exchanges, connections = tables["frames"], tables["exchanges"], tables["connections"]
     address = connections.select(["capture", "connection_id", "client_ip", "server_ip", "server_port"])
     with_address = exchanges.join(address, ["capture", "connection_id"], join_type="left outer")
@@ -260,8 +262,6 @@ def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_error
 def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[dict] | None,
             spark_version: str | None) -> dict:
     """The facts from the raw rows either engine gathered."""
-    from kproto._version import __version__
-
     facts: dict[str, Any] = {
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "kproto_version": __version__, "spark_version": spark_version,
@@ -457,8 +457,6 @@ LOSSES = (
 
 def _topic_naming_responses() -> str:
     """The responses that name topic IDs, as the report explains them (from the message definitions)."""
-    import kproto.batch as kb
-
     return " / ".join(f"{_api(key)} v{min(versions)}+" if min(versions) else _api(key)
                       for key, versions in sorted(kb.topic_naming_versions().items()))
 

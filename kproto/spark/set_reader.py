@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kproto.capture import Chunks
 from kproto.spark import worker as W
 from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, shown_path
 
@@ -30,8 +31,6 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
                 fail_fast: bool, kafka_ports: tuple[int, ...] = (),
                 show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
     """A set split: frames and exchanges to ``sink``; yields compact rows (raw frames when ``split.mode`` is raw)."""
-    from kproto.capture import Chunks
-
     listed = set_files(split)
     sources: list[_Source | None] = []
     opened: list[tuple[str, int, BaseException]] = []

@@ -31,10 +31,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow import fs
 
+import kproto.batch as kb
+from kproto import versions as kv
 from kproto.batch import one_array
-from kproto.capture import frame_schema, not_captured
-from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, local_path, shown_path
+from kproto.capture import CaptureReader, frame_schema, not_captured
+from kproto.credentials import redact_bodies
+from kproto.errors import error_name
+from kproto.spark.planning import PCAP_HEADER_SIZE, Split, local_path, shown_path
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
@@ -187,8 +193,6 @@ class ParquetSink(Sink):
         self.writers: dict[str, Any] = {}
 
     def add(self, name: str, table: pa.Table) -> None:
-        import pyarrow.parquet as pq
-
         if not table.num_rows:
             return
         writer = self.writers.get(name)
@@ -209,8 +213,6 @@ class ParquetSink(Sink):
 
 def output_filesystem(out: str) -> tuple[Any, str]:
     """(pyarrow filesystem, path inside it) for a local path or a URI."""
-    from pyarrow import fs
-
     local = local_path(out)
     if local is not None:
         return fs.LocalFileSystem(), os.path.abspath(local)
@@ -234,8 +236,6 @@ def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], batch
                     kafka_ports: tuple[int, ...] = ()):
     """A reader of ``source`` whose batches hold under ``batch_bytes`` of payloads (None: the reader's default);
     ``kafka_ports``: ports read as Kafka whatever they carry (``--port``)."""
-    from kproto.capture import CaptureReader
-
     batching: dict[str, Any] = {}
     if batch_bytes is not None:
         # Every frame takes at least its 4-byte size prefix: batches are cut by bytes, not by count.
@@ -270,52 +270,6 @@ def _read_batches(batches: Iterator[pa.RecordBatch]) -> tuple[list[pa.RecordBatc
     except Exception as exc:   # an input problem or a bug: reported in the errors table, never lost in silence
         return kept, exc
     return kept, None
-
-
-def _frames_of_frame_file(source: _Source, split: Split) -> tuple[list[pa.RecordBatch], dict]:
-    """A file of size-prefixed frames: one pseudo-connection of requests, no timestamps.
-
-    Returns the frame batches read before any problem and the accounting:
-    ``input_bytes == file_bytes + trailing_bytes + unread_bytes``, and ``errors``.
-    """
-    from kproto.capture import read_frame_file
-    from kproto.errors import DecodeError, TruncatedError
-
-    data = source.read(0, source.size)
-    read, failure = _read_batches(read_frame_file(data))
-    batches, sequence, frame_bytes = [], 0, 0
-    for batch in read:
-        n = batch.num_rows
-        batches.append(pa.RecordBatch.from_arrays([
-            pa.array([split.capture] * n, pa.string()), pa.array(np.zeros(n, np.int64)),
-            pa.array(np.zeros(n, np.int8)), pa.array(np.arange(sequence, sequence + n, dtype=np.int64)),
-            pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()), batch["size"], batch["payload"],
-        ], schema=frame_schema()))
-        sequence += n
-        frame_bytes += n * 4 + pc.sum(batch["size"].cast(pa.int64())).as_py()
-    errors: list[dict] = []
-    counters: dict[str, Any] = {"input_bytes": source.size, "file_bytes": frame_bytes, "trailing_bytes": 0,
-                                "unread_bytes": 0, "errors": errors}
-    if failure is not None:
-        left = source.size - frame_bytes
-        if frame_bytes == 0 and isinstance(failure, DecodeError):
-            # Not one whole frame from the first byte: whatever this file is, it is no capture.
-            counters["unread_bytes"] = left
-            errors.append(_error("not_a_capture", 0, "neither a pcap or pcapng file nor size-prefixed "
-                                             f"frames (first bytes 0x{bytes(data[:4]).hex()}: {failure.reason})",
-                                             left))
-        elif isinstance(failure, TruncatedError):
-            counters["trailing_bytes"] = left
-            errors.append(_error("truncated_record", frame_bytes, f"incomplete frame: {left} bytes "
-                                             "at the end of the file", left))
-        else:
-            counters["unread_bytes"] = left
-            if isinstance(failure, DecodeError):
-                category, reason = "bad_frame_size", failure.reason
-            else:
-                category, reason = "read_failed", f"{type(failure).__name__}: {failure}"
-            errors.append(_error(category, frame_bytes, reason, left))
-    return batches, counters
 
 
 def _file_offset(split: Split, stream_offset: int) -> int:
@@ -376,89 +330,6 @@ def connection_rows(split: Split, connections: pa.Table) -> list[pa.RecordBatch]
     }, len(records))]
 
 
-def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: str | None = "json",
-                  records: str = "summary", sink: Sink | None = None,
-                  fail_fast: bool = False, kafka_ports: Iterable[int] = (),
-                  show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
-    """Read one split: its frames and exchanges go to ``sink``; yields compact rows (or raw frames).
-
-    ``body``: "json" or None (no body column); ``records``: record sets in the
-    bodies as a "summary" of their batch headers or as "base64"; ``kafka_ports``:
-    read as Kafka whatever they carry; ``show_credentials``: bodies keep them
-    (kproto.credentials; redacted by default).
-
-    An input that cannot be read completely never fails the task: the frames
-    read before the problem are decoded as usual and the accounting row lists
-    the errors (category, file offset, reason, bytes unread). With
-    ``fail_fast`` the first such error raises :class:`InputError` instead.
-    """
-    from kproto.capture import connection_schema
-
-    ports = tuple(broker_ports)
-    forced = tuple(kafka_ports)
-    sink = sink if sink is not None else Sink()
-    if split.set_files:
-        from kproto.spark.set_reader import process_set
-
-        yield from process_set(split, broker_ports=ports, body=body, records=records, sink=sink, fail_fast=fail_fast,
-                               kafka_ports=forced, show_credentials=show_credentials)
-        return
-    try:
-        source = _Source(split.path)
-    except OSError as exc:
-        size = max(0, split.end - split.start)
-        counters = {"input_bytes": size, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": size,
-                    "errors": [_error("read_failed", split.start, f"{type(exc).__name__}: {exc}", size)]}
-        yield from _checked(split, counters, connection_schema().empty_table(), fail_fast)
-        return
-    try:
-        if split.format == "frames":
-            batches, counters = _frames_of_frame_file(source, split)
-            rows = _checked(split, counters, connection_schema().empty_table(), fail_fast)
-            # One connection: decoded here whatever its size.
-            yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records,
-                                            show_credentials=show_credentials)
-            yield from rows
-            return
-        if split.split_count > 1:
-            from kproto.spark.range_pipeline import process_range
-
-            yield from process_range(split, source, ports, body, records, sink, fail_fast, forced, show_credentials)
-            return
-        local = local_path(split.path)
-        reader = _capture_reader(local if local is not None else source.read(0, source.size),
-                                 split.capture, ports,
-                                 one_batch_bytes(source.size if split.mode == "decode" else None), forced)
-        if split.mode == "decode":
-            batches, failure = _read_batches(iter(reader))
-            counters = _whole_file_counters(split, reader, failure)
-            rows = _checked(split, counters, reader.connections(), fail_fast)
-            yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records,
-                                            show_credentials=show_credentials)
-        else:
-            # A big file that cannot be cut: frames stream out, the grouping step pairs them.
-            failure = None
-            try:
-                for batch in reader:
-                    yield _raw(batch, split)
-            except Exception as exc:
-                failure = exc
-            counters = _whole_file_counters(split, reader, failure)
-            rows = _checked(split, counters, reader.connections(), fail_fast)
-        yield from rows
-    finally:
-        source.close()
-
-
-def _whole_file_counters(split: Split, reader: Any, failure: BaseException | None) -> dict:
-    """A whole file's accounting: the reader's counters, the bytes left unread by a failure, the errors."""
-    counters = reader.counters
-    if failure is not None:
-        _count_unreached(counters)
-    counters["errors"] = _capture_errors(split, reader, counters, failure)
-    return counters
-
-
 def _count_unreached(counters: dict) -> None:
     """After a reader failed: the input bytes it never reached are unread (the byte identity holds again)."""
     reached = counters["file_bytes"] + counters["trailing_bytes"] + counters["unread_bytes"]
@@ -516,8 +387,6 @@ def _error_codes(bodies: pa.Array) -> pa.Array:
 
 
 def _error_names(codes: pa.Array) -> pa.Array:
-    from kproto.errors import error_name
-
     names = {code: error_name(code) for code in pc.unique(codes.drop_null()).to_pylist()}
     keys = pa.array(list(names), pa.int16())
     index = pc.index_in(codes, value_set=keys)
@@ -530,8 +399,6 @@ def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray,
 
     Per frame: its header's API and version, its status and its body (only the few
     ApiVersions ones are read, none copied)."""
-    from kproto import versions as kv
-
     m = len(api_key)
     names: list[str | None] = [None] * m
     versions: list[str | None] = [None] * m
@@ -623,8 +490,6 @@ class Pairing:
 
 def pair_heads(h: Heads) -> Pairing:
     """Requests and responses paired by (capture, connection, correlation id), n-th with n-th in sequence order."""
-    import kproto.batch as kb
-
     n = len(h.directions)
     req, resp = kb.pair_rows(h.capture_codes, h.connection, h.directions, h.corr, h.corr_valid, h.sequence)
     has_req, has_resp = req >= 0, resp >= 0
@@ -666,8 +531,6 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
                  records: str, show_credentials: bool = False) -> ChunkRows:
     """Decode frames once, responses with their request's API and version (``key_of`` / ``version_of``,
     from the pairing); ``keys`` / ``versions``: the header pass's; ``unanswered``: see unanswered_produce."""
-    import kproto.batch as kb
-
     frames = frames.combine_chunks()
     n = frames.num_rows
     payload = one_array(frames["payload"])
@@ -687,8 +550,6 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
     frame_columns["status_name"] = _status_names(decoded_status, kb.Status)
     bodies = decoded["body"] if body == "json" else None
     if bodies is not None and not show_credentials:
-        from kproto.credentials import redact_bodies
-
         bodies = redact_bodies(decoded["api_key"], bodies)
     if bodies is not None:
         frame_columns["body"] = bodies
@@ -731,8 +592,6 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
 def build_exchanges(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, partition_frame: np.ndarray) -> pa.Table:
     """The exchanges table of paired frames: ``facts`` of every frame (decode_chunk's), and the
     topic (``parts``: topic, topic_id of every frame's partitions, their frame rows) each addresses."""
-    import kproto.batch as kb
-
     n, req, resp = len(h.directions), p.req, p.resp
     facts = facts.combine_chunks()
     fact = {name: one_array(facts[name]) for name in facts.column_names}
@@ -798,8 +657,6 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
     how JSON bodies show record sets ("summary" of the batch headers, or "base64").
     (A range of a pcap, whose rows some other range owns, goes through kproto.spark.range_pipeline.)
     """
-    import kproto.batch as kb
-
     frames = frames.combine_chunks()
     payload = one_array(frames["payload"])
     directions = frames["direction"].fill_null(0).to_numpy().astype(np.int8)
