@@ -272,8 +272,8 @@ def test_one_array_uses_a_single_chunk_in_place_and_joins_several():
 
 def test_a_decoded_split_s_reader_gives_its_frames_in_one_batch():
     size = SAMPLE.stat().st_size
-    whole = list(W._capture_reader(str(SAMPLE), "s", (9092,), W.one_batch_bytes(size)))
-    small_batches = list(W._capture_reader(str(SAMPLE), "s", (9092,), W.one_batch_bytes(1000)))
+    whole = list(W.capture_reader(str(SAMPLE), "s", (9092,), W.one_batch_bytes(size)))
+    small_batches = list(W.capture_reader(str(SAMPLE), "s", (9092,), W.one_batch_bytes(1000)))
     assert len(whole) == 1 and len(small_batches) > 1
     assert pa.Table.from_batches(whole).equals(pa.Table.from_batches(small_batches).combine_chunks())
     batches = list(small_batches)

@@ -1,8 +1,9 @@
 """The Spark side of ``kproto analyze``: plan, read and decode captures, write the tables.
 
-pyspark is imported inside the functions, so importing this module costs nothing.
-The Python work happens in :mod:`kproto.spark.worker` through ``mapInArrow``
-(Arrow batches in and out: no Python or pandas UDFs).
+pyspark is imported inside the functions, so importing this module loads no Spark.
+The Python work happens in :mod:`kproto.spark.task` (and the modules under it) through
+``mapInArrow`` (Arrow batches in and out: no Python or pandas UDFs); the small tables'
+rules in :mod:`kproto.spark.combine`, whichever side runs them.
 """
 
 from __future__ import annotations

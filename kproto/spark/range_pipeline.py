@@ -49,7 +49,7 @@ def _reader(split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any,
         ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
     else:
         ranged = _RangeStream(source, split, on_mark)
-    return W._capture_reader(ranged, split.capture, ports, CHUNK_BYTES, kafka_ports)
+    return W.capture_reader(ranged, split.capture, ports, CHUNK_BYTES, kafka_ports)
 
 
 def _batches(reader: Any) -> Iterator[pa.RecordBatch]:
@@ -105,7 +105,7 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
         del batch
     failure = reader.failure
     connections = reader.connections()
-    global_ids = W._global_connection_ids(connections)
+    global_ids = W.global_connection_ids(connections)
     connections = connections.set_column(
         connections.schema.get_field_index("connection_id"), "connection_id",
         pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()))
@@ -124,9 +124,9 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     counters = {name: value - start.get(name, 0) for name, value in end.items()}
     counters["input_bytes"] = (source.size if last else split.end) - (split.start if split.split_index else 0)
     if failure is not None:
-        W._count_unreached(counters)
-    counters["errors"] = W._capture_errors(split, reader, counters, failure)
-    yield from W._checked(split, counters, connections, fail_fast)
+        W.count_unreached(counters)
+    counters["errors"] = W.capture_errors(split, reader, counters, failure)
+    yield from W.checked_accounting(split, counters, connections, fail_fast)
 
 
 def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames: pa.Table, owner: np.ndarray,

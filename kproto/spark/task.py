@@ -23,16 +23,16 @@ from kproto.spark.set_reader import process_set
 from kproto.spark.worker import (
     InputError,
     Sink,
-    _capture_errors,
-    _capture_reader,
-    _checked,
-    _count_unreached,
-    _error,
-    _raw,
-    _read_batches,
+    capture_errors,
+    capture_reader,
+    checked_accounting,
+    count_unreached,
     decode_and_summarize,
+    error_entry,
     frames_of,
     one_batch_bytes,
+    raw_rows,
+    read_batches,
 )
 
 __all__ = ["InputError", "process_split"]
@@ -66,13 +66,13 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
     except OSError as exc:
         size = max(0, split.end - split.start)
         counters = {"input_bytes": size, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": size,
-                    "errors": [_error("read_failed", split.start, f"{type(exc).__name__}: {exc}", size)]}
-        yield from _checked(split, counters, connection_schema().empty_table(), fail_fast)
+                    "errors": [error_entry("read_failed", split.start, f"{type(exc).__name__}: {exc}", size)]}
+        yield from checked_accounting(split, counters, connection_schema().empty_table(), fail_fast)
         return
     try:
         if split.format == "frames":
             batches, counters = _frames_of_frame_file(source, split)
-            rows = _checked(split, counters, connection_schema().empty_table(), fail_fast)
+            rows = checked_accounting(split, counters, connection_schema().empty_table(), fail_fast)
             # One connection: decoded here whatever its size.
             yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records,
                                             show_credentials=show_credentials)
@@ -82,13 +82,13 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
             yield from process_range(split, source, ports, body, records, sink, fail_fast, forced, show_credentials)
             return
         local = local_path(split.path)
-        reader = _capture_reader(local if local is not None else source.read(0, source.size),
+        reader = capture_reader(local if local is not None else source.read(0, source.size),
                                  split.capture, ports,
                                  one_batch_bytes(source.size if split.mode == "decode" else None), forced)
         if split.mode == "decode":
-            batches, failure = _read_batches(iter(reader))
+            batches, failure = read_batches(iter(reader))
             counters = _whole_file_counters(split, reader, failure)
-            rows = _checked(split, counters, reader.connections(), fail_fast)
+            rows = checked_accounting(split, counters, reader.connections(), fail_fast)
             yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records,
                                             show_credentials=show_credentials)
         else:
@@ -96,11 +96,11 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
             failure = None
             try:
                 for batch in reader:
-                    yield _raw(batch, split)
+                    yield raw_rows(batch, split)
             except Exception as exc:
                 failure = exc
             counters = _whole_file_counters(split, reader, failure)
-            rows = _checked(split, counters, reader.connections(), fail_fast)
+            rows = checked_accounting(split, counters, reader.connections(), fail_fast)
         yield from rows
     finally:
         source.close()
@@ -110,8 +110,8 @@ def _whole_file_counters(split: Split, reader: Any, failure: BaseException | Non
     """A whole file's accounting: the reader's counters, the bytes left unread by a failure, the errors."""
     counters = reader.counters
     if failure is not None:
-        _count_unreached(counters)
-    counters["errors"] = _capture_errors(split, reader, counters, failure)
+        count_unreached(counters)
+    counters["errors"] = capture_errors(split, reader, counters, failure)
     return counters
 
 
@@ -122,7 +122,7 @@ def _frames_of_frame_file(source: _Source, split: Split) -> tuple[list[pa.Record
     ``input_bytes == file_bytes + trailing_bytes + unread_bytes``, and ``errors``.
     """
     data = source.read(0, source.size)
-    read, failure = _read_batches(read_frame_file(data))
+    read, failure = read_batches(read_frame_file(data))
     batches, sequence, frame_bytes = [], 0, 0
     for batch in read:
         n = batch.num_rows
@@ -141,12 +141,12 @@ def _frames_of_frame_file(source: _Source, split: Split) -> tuple[list[pa.Record
         if frame_bytes == 0 and isinstance(failure, DecodeError):
             # Not one whole frame from the first byte: whatever this file is, it is no capture.
             counters["unread_bytes"] = left
-            errors.append(_error("not_a_capture", 0, "neither a pcap or pcapng file nor size-prefixed "
+            errors.append(error_entry("not_a_capture", 0, "neither a pcap or pcapng file nor size-prefixed "
                                              f"frames (first bytes 0x{bytes(data[:4]).hex()}: {failure.reason})",
                                              left))
         elif isinstance(failure, TruncatedError):
             counters["trailing_bytes"] = left
-            errors.append(_error("truncated_record", frame_bytes, f"incomplete frame: {left} bytes "
+            errors.append(error_entry("truncated_record", frame_bytes, f"incomplete frame: {left} bytes "
                                              "at the end of the file", left))
         else:
             counters["unread_bytes"] = left
@@ -154,5 +154,5 @@ def _frames_of_frame_file(source: _Source, split: Split) -> tuple[list[pa.Record
                 category, reason = "bad_frame_size", failure.reason
             else:
                 category, reason = "read_failed", f"{type(failure).__name__}: {failure}"
-            errors.append(_error(category, frame_bytes, reason, left))
+            errors.append(error_entry(category, frame_bytes, reason, left))
     return batches, counters

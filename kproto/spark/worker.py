@@ -7,16 +7,20 @@ The pipeline (see docs/analyze.md):
 
 1. ``planning.plan_file`` (kproto/spark/planning.py) cuts each input file into
    *splits*: byte ranges of a large pcap, else the whole file.
-2. :func:`process_split` reads one split, decodes and pairs its frames
-   (:func:`decode_frames_table`; a range of a pcap in bounded batches,
-   kproto/spark/range_pipeline.py) and hands the ``frames`` and ``exchanges`` rows
-   it owns to a :class:`Sink` (:class:`ParquetSink` in Spark tasks). A big
-   file that cannot be cut is emitted as ``raw`` frames instead, which Spark
-   groups by connection before :func:`decode_raw_batches` does the same.
+2. ``task.process_split`` (kproto/spark/task.py) reads one split, decodes and pairs
+   its frames (:func:`decode_frames_table`; a range of a pcap in bounded batches,
+   kproto/spark/range_pipeline.py; a capture set, kproto/spark/set_reader.py) and
+   hands the ``frames`` and ``exchanges`` rows it owns to a :class:`Sink`
+   (:class:`ParquetSink` in Spark tasks). A big file that cannot be cut is emitted
+   as ``raw`` frames instead, which Spark groups by connection before
+   :func:`decode_raw_batches` does the same.
 3. What goes back to Spark are compact rows in :data:`PARTS_SCHEMA`
    (:func:`summarize`): per-capture counts, usage per connection / client /
-   API version, per topic-partition sums, and the accounting; the driver combines
-   them (kproto/spark/combine.py, or Spark SQL in jobs.py for many rows).
+   API version, per topic-partition sums, and the accounting; kproto/spark/combine.py
+   makes the small tables of them (in the driver, or per key in Spark's partitions).
+
+This module is the bottom of the worker side: task.py and the readers import it, it
+imports none of them (tests/test_spark_structure.py).
 """
 
 from __future__ import annotations
@@ -232,7 +236,7 @@ def one_batch_bytes(fed_bytes: int | None) -> int | None:
     return fed_bytes + 1 if fed_bytes is not None and fed_bytes <= ONE_BATCH_BYTES else None
 
 
-def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], batch_bytes: int | None = None,
+def capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], batch_bytes: int | None = None,
                     kafka_ports: tuple[int, ...] = ()):
     """A reader of ``source`` whose batches hold under ``batch_bytes`` of payloads (None: the reader's default);
     ``kafka_ports``: ports read as Kafka whatever they carry (``--port``)."""
@@ -256,12 +260,12 @@ class InputError(Exception):
     """An input that could not be read completely, under ``fail_fast``: names the file, offset and reason."""
 
 
-def _error(category: str, offset: int, reason: str, unread_bytes: int) -> dict:
+def error_entry(category: str, offset: int, reason: str, unread_bytes: int) -> dict:
     """One entry of a split's ``errors`` list (the ``errors`` table's row, without the capture)."""
     return {"category": category, "offset": int(offset), "reason": reason, "unread_bytes": int(unread_bytes)}
 
 
-def _read_batches(batches: Iterator[pa.RecordBatch]) -> tuple[list[pa.RecordBatch], BaseException | None]:
+def read_batches(batches: Iterator[pa.RecordBatch]) -> tuple[list[pa.RecordBatch], BaseException | None]:
     """Every batch an iterator gives until it ends or fails: the batches read stay, the failure is returned."""
     kept: list[pa.RecordBatch] = []
     try:
@@ -279,7 +283,7 @@ def _file_offset(split: Split, stream_offset: int) -> int:
     return split.context_start + stream_offset - PCAP_HEADER_SIZE
 
 
-def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseException | None) -> list[dict]:
+def capture_errors(split: Split, reader: Any, counters: dict, failure: BaseException | None) -> list[dict]:
     """The errors a capture split found: where reading stopped (and why), an incomplete last record.
 
     ``counters`` are the split's own share (see range_pipeline.process_range). A range reports an error
@@ -289,7 +293,7 @@ def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseExce
     if failure is not None:
         # Where the reader had got to; everything of the share from there on is unread.
         offset = _file_offset(split, reader.counters["file_bytes"])
-        errors.append(_error("read_failed", offset, f"{type(failure).__name__}: {failure}",
+        errors.append(error_entry("read_failed", offset, f"{type(failure).__name__}: {failure}",
                              counters["unread_bytes"]))
         return errors
     stopped = reader.error
@@ -297,10 +301,10 @@ def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseExce
         offset = _file_offset(split, stopped.offset)
         owned = split.start <= offset < split.end or split.split_count == 1
         if owned or counters["unread_bytes"]:
-            errors.append(_error(stopped.category, offset, stopped.reason, counters["unread_bytes"]))
+            errors.append(error_entry(stopped.category, offset, stopped.reason, counters["unread_bytes"]))
     if counters["trailing_bytes"]:
         offset = split.end - counters["trailing_bytes"]
-        errors.append(_error("truncated_record", offset, f"incomplete record: {counters['trailing_bytes']} bytes "
+        errors.append(error_entry("truncated_record", offset, f"incomplete record: {counters['trailing_bytes']} bytes "
                              "at the end of the file", counters["trailing_bytes"]))
     return errors
 
@@ -330,13 +334,13 @@ def connection_rows(split: Split, connections: pa.Table) -> list[pa.RecordBatch]
     }, len(records))]
 
 
-def _count_unreached(counters: dict) -> None:
+def count_unreached(counters: dict) -> None:
     """After a reader failed: the input bytes it never reached are unread (the byte identity holds again)."""
     reached = counters["file_bytes"] + counters["trailing_bytes"] + counters["unread_bytes"]
     counters["unread_bytes"] += max(0, counters["input_bytes"] - reached)
 
 
-def _checked(split: Split, counters: dict, connections: pa.Table, fail_fast: bool) -> list[pa.RecordBatch]:
+def checked_accounting(split: Split, counters: dict, connections: pa.Table, fail_fast: bool) -> list[pa.RecordBatch]:
     """The accounting rows, after raising :class:`InputError` on the first error under ``fail_fast``."""
     if fail_fast and counters["errors"]:
         first = counters["errors"][0]
@@ -344,7 +348,7 @@ def _checked(split: Split, counters: dict, connections: pa.Table, fail_fast: boo
     return _accounting_rows(split, counters, connections)
 
 
-def _raw(batch: pa.RecordBatch, split: Split) -> pa.RecordBatch:
+def raw_rows(batch: pa.RecordBatch, split: Split) -> pa.RecordBatch:
     columns: dict[str, Any] = {name: batch[name] for name in RAW_COLUMNS if name != "split_index"}
     columns["split_index"] = pa.array(np.full(batch.num_rows, split.split_index, np.int32))
     return as_parts("raw", columns, batch.num_rows)
@@ -356,7 +360,7 @@ def connection_hash(client_ip: str, client_port: int, server_ip: str, server_por
     return int.from_bytes(digest.digest(), "big") >> 1
 
 
-def _global_connection_ids(connections: pa.Table) -> np.ndarray:
+def global_connection_ids(connections: pa.Table) -> np.ndarray:
     """Local connection id -> address hash, as a lookup array."""
     rows = connections.select(["connection_id", "client_ip", "client_port", "server_ip", "server_port"]).to_pylist()
     size = max((r["connection_id"] for r in rows), default=-1) + 1
