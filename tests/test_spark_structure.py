@@ -151,7 +151,7 @@ RULES = {
         (r'"/"\.join\(v for v in \(u\["client_software_name"\]|concat_ws\("/", "client_software_name"',
          {"kproto/spark/combine.py"}),
     "clients: the most ApiVersions requests on one connection":
-        (r"API_VERSIONS_KEY", {"kproto/spark/combine.py"}),
+        (r'"_?handshakes"', {"kproto/spark/combine.py"}),
     "clients: the fingerprint of a client row":
         (r"classify_row\(", {"kproto/spark/combine.py"}),
     "topics: an ID named by a response of the run, a name given its one ID":
@@ -159,6 +159,17 @@ RULES = {
     "topics: Produce requests and Fetch responses summed per side":
         (r"'requests' if prefix == 'produce' else 'responses'|alias\(\"fetch_responses\"\)",
          {"kproto/spark/combine.py"}),
+    "report: an ApiVersions request refused as unsupported (KIP-511) and the retry after it":
+        (r'"error_code"\) == 35|\["error_code"\], 35\)|"error_code", "==", UNSUPPORTED_VERSION',
+         {"kproto/spark/report_facts.py"}),
+    "report: requests per API version and the distinct clients sending them":
+        (r'countDistinct\("client_ip", "client_id"\)|"clients": distinct\.get|\("clients", "distinct"',
+         {"kproto/spark/report_facts.py"}),
+    "report: latency quantiles per API":
+        (r'"latency_ns", (list\()?LATENCY_QUANTILES|for q in LATENCY_QUANTILES', {"kproto/spark/report_facts.py"}),
+    "report: connections that are not Kafka":
+        (r'isin\("kafka", "empty"\)|\["kafka", "empty"\]|"not in", \("kafka", "empty"\)',
+         {"kproto/spark/report_facts.py"}),
     "end of a run: the summary and errors tables written":
         (r"schema=(J\.)?SUMMARY_SCHEMA\)", {"kproto/spark/jobs.py"}),
     "end of a run: the small tables combined in the driver or by Spark":
@@ -191,8 +202,13 @@ def defined(function: str, files: dict[str, str]) -> set[str]:
     return {name for name, text in files.items() if re.search(rf"^\s*def {function}\(", text, re.MULTILINE)}
 
 
-def test_the_small_tables_and_the_end_of_a_run_have_one_definition_each():
+def test_the_small_tables_the_report_facts_and_the_end_of_a_run_have_one_definition_each():
     files = sources()
+    # The report's queries: written once, run by both executors.
+    assert defined("run_arrow", files) == defined("run_spark", files) == {"kproto/spark/report_facts.py"}
+    assert re.search(r"^QUERIES = \{", files["kproto/spark/report_facts.py"], re.MULTILINE)
+    assert re.search(r"report_facts\.run_spark\(", files["kproto/spark/report.py"])
+    assert re.search(r"report_facts\.run_arrow\(", files["kproto/spark/report.py"])
     for function in ("connections_table", "clients_table", "topics_table", "resolve_topic_ids"):
         assert defined(function, files) == {"kproto/spark/combine.py"}, function
     assert defined("finish_run", files) == {"kproto/spark/jobs.py"}
@@ -213,12 +229,23 @@ def test_the_copies_that_were_folded_would_be_found():
         .withColumn("topic", F.coalesce(F.col("topic"), F.col("_name_of_id"))) \\
         F.sum(when(is_fetch, F.col("messages"))).alias("fetch_responses"),
 '''
+    old_report = '''
+    refused = with_address.filter((F.col("api_key") == 18) & (F.col("error_code") == 35))
+        F.countDistinct("client_ip", "client_id").alias("clients"),
+            F.percentile_approx("latency_ns", list(LATENCY_QUANTILES), 10000).alias("p"),
+    others = tables["connections"].filter(~F.col("kind").isin("kafka", "empty"))
+    refused = with_address.filter(pc.and_(is_api_versions, pc.equal(with_address["error_code"], 35)))
+                            "clients": distinct.get((r["api_key"], r["api_version"]), 0),
+                 for q in LATENCY_QUANTILES]
+    others = connections.filter(pc.invert(pc.is_in(connections["kind"], pa.array(["kafka", "empty"]))))
+'''
     old_follow = '''
     tables = C.combine(rows)
     J.write_table(pa.Table.from_pylist(summary, schema=J.SUMMARY_SCHEMA), out, "summary")
         R.write_report(facts, Path(out))
 '''
-    files = {"old_jobs.py": old_build_tables, "old_follow.py": old_follow}
+    files = {"old_jobs.py": old_build_tables, "old_follow.py": old_follow, "old_report.py": old_report}
     for rule, (pattern, _allowed) in RULES.items():
-        expected = {"old_follow.py"} if rule.startswith("end of a run") else {"old_jobs.py"}
+        expected = {"old_follow.py"} if rule.startswith("end of a run") else \
+            {"old_report.py"} if rule.startswith("report") else {"old_jobs.py"}
         assert places(pattern, files) == expected, rule
