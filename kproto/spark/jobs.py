@@ -28,7 +28,6 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from kproto import versions as kv
 from kproto.spark import jvm_archive, jvm_noise
 from kproto.spark import report as R
 from kproto.spark import capture_sets as CS
@@ -496,17 +495,6 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
     return result.drop("payload"), stage1
 
 
-def _api_name_column(column):
-    """API names from keys, as a Spark expression (a literal map built from kproto's table)."""
-    from pyspark.sql import functions as F
-
-    pairs = []
-    for info in kv.api_table():
-        pairs += [F.lit(info.api_key), F.lit(info.name)]
-    names = F.create_map(*pairs)
-    return F.coalesce(names[column], F.concat(F.lit("UNKNOWN("), column.cast("string"), F.lit(")")))
-
-
 def build_tables(spark, parts) -> dict[str, Any]:
     """DataFrames of the small tables (connections, clients, topics), from many compact rows.
 
@@ -829,14 +817,8 @@ def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
 
 
 def report_tables(spark, written: dict[str, str]) -> dict[str, Any]:
-    """The written tables as DataFrames, for the report's queries."""
-    from pyspark.sql import functions as F
-
-    tables = {name: spark.read.parquet(path) for name, path in written.items()}
-    address = tables["connections"].select("capture", "connection_id", "client_ip", "server_ip", "server_port")
-    tables["exchanges"] = tables["exchanges"].withColumn("api_name", _api_name_column(F.col("api_key")))
-    tables["with_address"] = tables["exchanges"].join(address, ["capture", "connection_id"], "left")
-    return tables
+    """The written tables as DataFrames, for the report's queries (kproto/spark/report_facts.py joins them)."""
+    return {name: spark.read.parquet(path) for name, path in written.items()}
 
 
 def iter_paths(values: Iterable[str]) -> list[str]:
