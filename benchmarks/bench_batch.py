@@ -12,8 +12,9 @@ Zipf-distributed from 1, 50, 1,000, 10,000 or 100,000 ids, each against the C lo
 writing into warm preallocated arrays over the same buffer
 [>= 100 M frames/s and >= 0.5x with 50 ids; >= 0.4x with 100,000 Zipf ids],
 and against the C loop that also looks each id up in a table already holding
-every id of the buffer (the least a hash-table dictionary costs on the machine),
-and with ``client_ids="string"`` (ids as text, no dictionary) against the warm loop.
+every id of the buffer (the least a hash-table dictionary costs on the machine);
+and, for issue 39, with ``client_ids="dictionary"`` (``dictionary_encode`` of the
+text) against the default text.
 
 Every figure is a median over repeated runs with its spread (see _timing.py and
 docs/benchmarks.md); a ratio is the median of per-round ratios, the sides
@@ -24,7 +25,6 @@ the system C compiler, at benchmark time. Run either way:
 
     .venv/bin/python benchmarks/bench_batch.py          # prints the figures and ratios
     .venv/bin/python benchmarks/bench_batch.py --only ids --runs 21   # the client-id shapes only
-    .venv/bin/python benchmarks/bench_batch.py --only idcost          # 100,000 ids: new vs known ids
     .venv/bin/python -m pytest benchmarks/bench_batch.py --benchmark-only
 """
 
@@ -46,7 +46,7 @@ import numpy as np
 import pytest
 
 import kproto.batch as kb
-from kproto import _impl, api
+from kproto import api
 from kproto import messages as m
 
 kio_serial = pytest.importorskip("kio.serial")
@@ -127,11 +127,6 @@ def frames_with_ids(id_numbers: list[int]) -> bytes:
     return b"".join(parts)
 
 
-def first_appearances(id_numbers: list[int]) -> list[int]:
-    """Each distinct id number once, in order of first appearance (the dictionary's order)."""
-    return list(dict.fromkeys(id_numbers))
-
-
 def metadata_response_payload() -> bytes:
     T, P = m.MetadataResponse.MetadataResponseTopic, m.MetadataResponse.MetadataResponsePartition
     B = m.MetadataResponse.MetadataResponseBroker
@@ -170,15 +165,25 @@ def c_reference_decode(lib: ctypes.CDLL, buf: bytes, count: int, arrays: list[np
                            *[a.ctypes.data_as(ctypes.c_void_p) for a in arrays])
 
 
+def table_slots(ids: int) -> int:
+    """The slots of an open-addressing table holding ``ids`` ids: 256, grown 4x whenever
+    the ids would fill more than five eighths of them (the table kproto's header loop
+    kept for dictionaries until issue 39)."""
+    slot_count = 256
+    while 8 * ids > 5 * slot_count:
+        slot_count <<= 2
+    return slot_count
+
+
 class CLookupLoop:
     """The C loop that also turns each frame's id into its dictionary index through a
     table already holding every id of ``buf`` (header_loop_ids): the least a hash-table
-    dictionary costs a frame, nothing added or checked. Its slots are as many as
-    kproto's table has for that many ids unless ``slot_count`` says otherwise."""
+    dictionary costs a frame, nothing added or checked. Its slots are table_slots(distinct)
+    unless ``slot_count`` says otherwise."""
 
     def __init__(self, lib: ctypes.CDLL, buf: bytes, distinct: int, slot_count: int | None = None):
         if slot_count is None:
-            slot_count = _impl.load("batch", "c").id_table_slots(distinct)
+            slot_count = table_slots(distinct)
         self.slots = np.full((slot_count, 4), np.iinfo(np.uint64).max, dtype=np.uint64)
         self.shift = 64 - (slot_count.bit_length() - 1)
         self.lib, self.buf = lib, buf
@@ -288,9 +293,9 @@ def test_header_ids_kproto(benchmark, id_frames):
     assert batch.num_rows == FRAMES
 
 
-def test_header_ids_kproto_as_text(benchmark, id_frames):
-    batch = benchmark(kb.decode_frames, id_frames, client_ids="string")
-    assert batch.num_rows == FRAMES and str(batch["client_id"].type) == "string"
+def test_header_ids_kproto_dictionary(benchmark, id_frames):
+    batch = benchmark(kb.decode_frames, id_frames, client_ids="dictionary")
+    assert batch.num_rows == FRAMES and str(batch["client_id"].type) == "dictionary<values=string, indices=int32>"
 
 
 def test_header_ids_c_reference_arrays_reused(benchmark, id_frames):
@@ -300,7 +305,7 @@ def test_header_ids_c_reference_arrays_reused(benchmark, id_frames):
 
 
 def test_header_ids_c_lookup(benchmark, id_frames):
-    distinct = kb.decode_frames(id_frames)["client_id"].dictionary
+    distinct = kb.decode_frames(id_frames, client_ids="dictionary")["client_id"].dictionary
     assert benchmark(CLookupLoop(build_reference(), id_frames, len(distinct))) == FRAMES
 
 
@@ -333,21 +338,21 @@ def id_figures(runs: int) -> None:
     reused = c_reference_arrays(FRAMES)
     print(f"header-only, {FRAMES:,} mixed v1/v2 request frames by client ids (uniform or Zipf s={ZIPF_EXPONENT}), "
           f"vs the C loop into warm arrays and the C loop that also looks each id up in a table already "
-          f"holding them all; 'as text' is kproto with client_ids=\"string\" (no dictionary), "
+          f"holding them all; 'dictionary' is kproto with client_ids=\"dictionary\" (dictionary_encode of the text), "
           f"{runs} runs: median [IQR] (min-max)")
     print(f"  {'ids':>7} {'draw':8} {'distinct':>8}  {'kproto M frames/s':34} {'C warm M frames/s':34} "
-          f"{'kproto/C rate':32} {'C lookup M frames/s':34} {'kproto/C-lookup rate':32} {'C-lookup/C rate':32} "
-          f"{'as text M frames/s':34} as-text/C rate")
+          f"{'kproto/C rate':32} {'C lookup M frames/s':34} {'C-lookup/C rate':32} "
+          f"{'dictionary M frames/s':34} {'dictionary/kproto rate':32} dictionary/C-lookup rate")
     for ids, distribution in ID_SHAPES:
         buf = id_shape_frames(FRAMES, ids, distribution)
         distinct = len(np.unique(id_draws(FRAMES, ids, distribution)))
         lookup = CLookupLoop(lib, buf, distinct)
-        kproto_s, warm_s, lookup_s, text_s = alternating(
+        kproto_s, warm_s, lookup_s, dict_s = alternating(
             [lambda buf=buf: kb.decode_frames(buf), lambda buf=buf: c_reference_decode(lib, buf, FRAMES, reused),
-             lookup, lambda buf=buf: kb.decode_frames(buf, client_ids="string")], runs)
+             lookup, lambda buf=buf: kb.decode_frames(buf, client_ids="dictionary")], runs)
         print(f"  {ids:>7,} {distribution:8} {distinct:>8,}  {rate(kproto_s):34} {rate(warm_s):34} "
-              f"{per_round(kproto_s, warm_s).show():32} {rate(lookup_s):34} {per_round(kproto_s, lookup_s).show():32} "
-              f"{per_round(lookup_s, warm_s).show():32} {rate(text_s):34} {per_round(text_s, warm_s).show()}",
+              f"{per_round(kproto_s, warm_s).show():32} {rate(lookup_s):34} {per_round(lookup_s, warm_s).show():32} "
+              f"{rate(dict_s):34} {per_round(dict_s, kproto_s).show():32} {per_round(dict_s, lookup_s).show()}",
               flush=True)
 
 
@@ -358,43 +363,8 @@ def test_c_lookup_loop_gives_the_dictionary_indexes():
         buf = id_shape_frames(FRAMES, ids, distribution)
         lookup = CLookupLoop(lib, buf, len(np.unique(id_draws(FRAMES, ids, distribution))))
         assert lookup() == FRAMES
-        assert (lookup.client_ids() == kb.decode_frames(buf)["client_id"].indices.to_numpy()).all()
-
-
-def id_cost_figures(runs: int) -> None:
-    """Where the 100,000-Zipf-id time goes: the shape's first appearances decoded alone
-    (every distinct id once, in dictionary order), and frames of one id of the same
-    counts, so the cost of adding the new ids and that of looking up the known ones
-    come apart; the 1,000-Zipf-id shape (a table that fits the L2 cache) beside them."""
-    draws = id_draws(FRAMES, 100_000, "zipf").tolist()
-    new = first_appearances(draws)
-    buffers = {
-        "100,000 Zipf ids, 1 M frames": frames_with_ids(draws),
-        f"its first appearances alone, {len(new):,} frames": frames_with_ids(new),
-        f"one id, {len(new):,} frames": frames_with_ids([new[0]] * len(new)),
-        "one id, 1 M frames": frames_with_ids([new[0]] * FRAMES),
-        "1,000 Zipf ids, 1 M frames": id_shape_frames(FRAMES, 1_000, "zipf"),
-    }
-    print(f"header-only decode by parts, {runs} runs: ms, median [IQR] (min-max)")
-    times = {}
-    for label, buf in buffers.items():
-        times[label] = repeat(lambda buf=buf: kb.decode_frames(buf), runs)
-        print(f"  {label:36} {times[label].show(1e3, 2)}", flush=True)
-    whole, firsts, one_few, one_all, mid = (s.median for s in times.values())
-    print(f"  per new id (first appearances minus one id, same frames): {(firsts - one_few) / len(new) * 1e9:.0f} ns")
-    known = FRAMES - len(new)
-    print(f"  per known-id frame, beyond one id: {((whole - firsts) - (one_all - one_few)) / known * 1e9:.1f} ns "
-          f"(100,000 Zipf); {(mid - one_all) / FRAMES * 1e9:.1f} ns (1,000 Zipf, table in cache)")
-
-
-def test_first_appearances_alone_make_the_same_dictionary():
-    """The id cost figures decode a shape's first appearances alone: they must give the
-    shape's whole dictionary, in its order."""
-    draws = id_draws(20_000, 5_000, "zipf").tolist()
-    whole = kb.decode_frames(frames_with_ids(draws))["client_id"].dictionary.to_pylist()
-    firsts = kb.decode_frames(frames_with_ids(first_appearances(draws)))["client_id"].dictionary.to_pylist()
-    assert firsts == whole == [client_id_name(k) for k in first_appearances(draws)]
-    assert len(whole) < len(draws)
+        indexes = kb.decode_frames(buf, client_ids="dictionary")["client_id"].indices.to_numpy()
+        assert (lookup.client_ids() == indexes).all()
 
 
 def json_figures(runs: int) -> None:
@@ -414,7 +384,7 @@ def json_figures(runs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="timed runs per figure (default 15)")
-    parser.add_argument("--only", choices=("headers", "ids", "idcost", "json"), action="append",
+    parser.add_argument("--only", choices=("headers", "ids", "json"), action="append",
                         help="run only these groups of figures (repeatable)")
     args = parser.parse_args()
     groups = args.only or ["headers", "ids", "json"]
@@ -422,8 +392,6 @@ def main() -> None:
         header_figures(args.runs)
     if "ids" in groups:
         id_figures(args.runs)
-    if "idcost" in groups:
-        id_cost_figures(args.runs)
     if "json" in groups:
         json_figures(args.runs)
 

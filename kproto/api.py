@@ -10,6 +10,7 @@ import struct
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kproto import _impl, schema
+from kproto._common.api_keys import response_fallback_version
 from kproto.errors import DecodeError, EncodeError, UnsupportedVersionError
 from kproto.schema import Message
 
@@ -24,7 +25,6 @@ __all__ = [
 ]
 
 _SIZE = struct.Struct(">i")
-_API_VERSIONS = 18
 M = TypeVar("M", bound=Message)
 
 
@@ -194,10 +194,11 @@ def decode_response(payload, api_key: int | str, api_version: int, *, size_prefi
     try:
         return _decode_response_as(data, api_key, api_version, lazy)
     except DecodeError as asked:
-        if api_key != _API_VERSIONS or api_version == 0:
+        fallback = response_fallback_version(api_key, api_version)   # the generated per-API facts
+        if fallback < 0:
             raise
         try:
-            return _decode_response_as(data, api_key, 0, lazy)
+            return _decode_response_as(data, api_key, fallback, lazy)
         except DecodeError:
             raise asked from None
 

@@ -33,6 +33,7 @@ except ImportError as _missing:
                       f"{install_hint('arrow')}", name=_missing.name) from _missing
 
 from kproto import _deprecation, _impl, schema
+from kproto._common.api_keys import ApiKey
 from kproto._common.batch import PairStatus, Status
 from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE
 from kproto import compression as _compression
@@ -58,10 +59,10 @@ REQUEST, RESPONSE = DIRECTION_REQUEST, DIRECTION_RESPONSE
 _DIRECTION_TYPE = pa.int8()
 
 
-CLIENT_ID_TYPES = {"dictionary": pa.dictionary(pa.int32(), pa.string()), "string": pa.string()}
+CLIENT_ID_TYPES = {"string": pa.string(), "dictionary": pa.dictionary(pa.int32(), pa.string())}
 
 
-def frame_schema(body: str | None = None, client_ids: str = "dictionary") -> pa.Schema:
+def frame_schema(body: str | None = None, client_ids: str = "string") -> pa.Schema:
     """The schema of :func:`decode_frames`' output (without its metadata)."""
     _check_client_ids(client_ids)
     fields = [
@@ -140,30 +141,21 @@ def _array(arrow_type: pa.DataType, count: int, values: np.ndarray, bitmap: np.n
 
 def _check_client_ids(client_ids: str) -> None:
     if client_ids not in CLIENT_ID_TYPES:
-        raise ValueError(f"client_ids must be 'dictionary' or 'string', not {client_ids!r}")
+        raise ValueError(f"client_ids must be 'string' or 'dictionary', not {client_ids!r}")
 
 
-def _client_id_dictionary(offsets: np.ndarray, data: bytes) -> pa.Array:
-    """The client id dictionary from the loops' offsets (int64) and text, already checked UTF-8."""
-    if offsets[-1] > np.iinfo(np.int32).max:
-        raise ValueError("the distinct client ids of one call take over 2 GiB: decode fewer frames at a time")
-    return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
-
-
-def _client_id_column(count: int, cols: dict) -> pa.Array:
-    """The client_id column as the loops left it: dictionary indexes and the dictionary,
-    or (ids as text) each row's id length and the ids' text in row order."""
+def _client_id_column(count: int, cols: dict, client_ids: str) -> pa.Array:
+    """The client_id column from the loops' ids as text (each row's id in row order, its
+    Arrow offsets), already checked UTF-8; ``client_ids="dictionary"`` encodes it, the
+    dictionary in order of first appearance."""
     present = cols["has_client_id"]
-    if cols["client_id_offsets"] is not None:
-        client_ids = _client_id_dictionary(cols["client_id_offsets"], cols["client_id_data"])
-        client_indices = _array(pa.int32(), count, cols["client_id"], present)
-        return pa.DictionaryArray.from_arrays(client_indices, client_ids, safe=False)
-    offsets = cols["client_id_text_offsets"]   # int32, None past 2 GiB
+    offsets = cols["client_id_offsets"]   # int32, None past 2 GiB
     if offsets is None:
         raise ValueError("the client ids of one call take over 2 GiB: decode fewer frames at a time")
-    return pa.Array.from_buffers(pa.string(), count, [None if present is None else pa.py_buffer(present),
+    text = pa.Array.from_buffers(pa.string(), count, [None if present is None else pa.py_buffer(present),
                                                       pa.py_buffer(offsets), pa.py_buffer(cols["client_id_data"])],
                                  null_count=0 if present is None else -1)
+    return text.dictionary_encode() if client_ids == "dictionary" else text
 
 
 def _bool_array(count: int, bits: np.ndarray) -> pa.Array:
@@ -179,7 +171,7 @@ def decode_frames(
     body: str | None = None,
     max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
     records: str = "base64",
-    client_ids: str = "dictionary",
+    client_ids: str = "string",
     body_fields: str = "all",
 ) -> pa.RecordBatch:
     """Decode the headers (and optionally bodies) of many frames into one RecordBatch.
@@ -202,10 +194,10 @@ def decode_frames(
     ``{"batches", "records", "bytes", "compression"}`` from the batch headers
     instead of base64 of their bytes (nothing decompressed; ``records`` null when
     a legacy compressed wrapper hides the count).
-    ``client_ids="string"`` gives ``client_id`` as a plain ``string`` column
-    instead of a dictionary: no per-id table, so the decode's speed does not
-    depend on how many distinct ids there are (for captures with many thousands
-    of them, or where the ids are read as strings anyway, as Spark does).
+    ``client_id`` is a plain ``string`` column: the decode's speed does not depend
+    on how many distinct ids there are. ``client_ids="dictionary"`` gives it
+    dictionary-encoded instead (``pyarrow.compute.dictionary_encode`` of the text,
+    each distinct id once, in order of first appearance), at a cost: see docs/batch.md.
 
     Columns: see :func:`frame_schema` and docs/batch.md. Never raises for bad
     frame bytes; raises TypeError / ValueError for bad arguments.
@@ -218,7 +210,7 @@ def decode_frames(
         raise ValueError(f"body_fields must be 'all' or 'version', not {body_fields!r}")
     _check_client_ids(client_ids)
     data, offsets, cols = _scan(frames, directions, request_api_keys, request_api_versions, max_frame_size,
-                                body_offsets=body == "json", ids_as_text=client_ids == "string")
+                                body_offsets=body == "json")
     count = cols["count"]
     json_offsets = json_data = None
     if body == "json":
@@ -235,7 +227,7 @@ def decode_frames(
         _array(pa.int16(), count, cols["api_key"], cols["has_api"]),
         _array(pa.int16(), count, cols["api_version"], cols["has_api"]),
         _array(pa.int32(), count, cols["correlation_id"], cols["has_correlation"]),
-        _client_id_column(count, cols),
+        _client_id_column(count, cols, client_ids),
         _array(pa.int32(), count, cols["tag_count"], cols["has_tag_count"]),
         pa.array(cols["status"]),
         _array(pa.int32(), count, cols["error_offset"], cols["has_error"]),
@@ -258,8 +250,7 @@ def decode_frames(
 
 
 def _scan(frames: Any, directions: Any, request_api_keys: Any, request_api_versions: Any,
-          max_frame_size: int, body_offsets: bool = True,
-          ids_as_text: bool = False) -> tuple[Any, np.ndarray | None, dict]:
+          max_frame_size: int, body_offsets: bool = True) -> tuple[Any, np.ndarray | None, dict]:
     """The header pass over ``frames``: (data, payload offsets or None, the column dict)."""
     frames = one_array(frames)
     defaults = {}
@@ -279,7 +270,7 @@ def _scan(frames: Any, directions: Any, request_api_keys: Any, request_api_versi
     keys = _per_frame(request_api_keys, count, np.int16, "request_api_keys", -1)
     versions = _per_frame(request_api_versions, count, np.int16, "request_api_versions", -1)
     cols = _batch.scan(data, count, offsets, valid, dirs, keys, versions, max_frame_size, **defaults,
-                       body_offsets=body_offsets, ids_as_text=ids_as_text)
+                       body_offsets=body_offsets)
     return data, offsets, cols
 
 
@@ -477,7 +468,7 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
     status[has_req & ~has_resp] = PairStatus.UNPAIRED_REQUEST
     status[~has_req] = PairStatus.UNPAIRED_RESPONSE
     produce = (has_req & ~has_resp
-               & (api_key.fill_null(-1).to_numpy(zero_copy_only=False) == 0))
+               & (api_key.fill_null(-1).to_numpy(zero_copy_only=False) == ApiKey.PRODUCE))
     for i in np.flatnonzero(produce):
         if _acks_zero(payload[int(req_rows[req_i[i]])].as_py()):
             status[i] = PairStatus.NO_RESPONSE_EXPECTED

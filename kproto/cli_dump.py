@@ -165,7 +165,9 @@ def report_other_protocols(source) -> None:
         print(f"kproto dump: {source.name}: {count} connection{'s' if count > 1 else ''} on port"
               f"{'s' if len(ports) > 1 else ''} {', '.join(map(str, ports))} {'are' if count > 1 else 'is'} "
               f"{KIND_NAMES.get(kind, kind)}, not Kafka: {size:,} bytes counted, not decoded"
-              + (" (Kafka inside TLS cannot be read without keys)" if kind == "tls" else ""), file=sys.stderr)
+              + (" (Kafka inside TLS cannot be read without keys)" if kind == "tls" else "")
+              + (" (its frames did not prove Kafka: a capture that starts late may hold no request with its "
+                 f"response; --port {ports[0]} reads it as Kafka)" if kind == "other" else ""), file=sys.stderr)
 
 
 def error_code_of(text: str) -> int:
@@ -204,8 +206,10 @@ def report_losses(source, left) -> bool:
         return False
     sys.stdout.flush()
     gaps = f"{lost['gaps']:,} gap" + ("" if lost["gaps"] == 1 else "s")
-    print(f"kproto dump: {source.name}: {lost['gap_bytes']:,} bytes never captured in {gaps}; "
-          f"{lost['snapped_bytes']:,} bytes cut off by the snap length; "
+    snapped = (f"snaplen {' / '.join(map(str, source.snap_lengths))}: bodies not captured, "
+               f"{lost['snapped_bytes']:,} bytes cut off" if lost["snapped_bytes"] and source.snap_lengths
+               else f"{lost['snapped_bytes']:,} bytes cut off by the snap length")
+    print(f"kproto dump: {source.name}: {lost['gap_bytes']:,} bytes never captured in {gaps}; {snapped}; "
           f"{lost['skipped_bytes']:,} bytes skipped to find frame boundaries; "
           f"{lost['tail_bytes']:,} bytes of incomplete last frames", file=sys.stderr)
     return True

@@ -19,6 +19,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from kproto._common.api_keys import ApiKey
+
 HELP = "API versions: the table, changes between Kafka releases, a broker's ApiVersionsResponse"
 
 _TEXT_SEPARATORS = str.maketrans("", "", " \t\r\n:,")
@@ -93,7 +95,8 @@ def api_table_report() -> list[str]:
                      f"{info.flexible_from}+" if info.flexible_from is not None else "-",
                      _range(info.deprecated), removed, ",".join(info.listeners) or "-"))
     unknown = ", ".join(str(k) for k in sorted(v.KNOWN_UNKNOWN_API_KEYS))
-    rejected = sorted({r for r, apis in v.ADVERTISED_BUT_REJECTED.items() if 0 in apis}, key=v.RELEASES.index)
+    rejected = sorted({r for r, apis in v.ADVERTISED_BUT_REJECTED.items() if ApiKey.PRODUCE in apis},
+                      key=v.RELEASES.index)
     return _table(rows, right_aligned=(0,)) + [
         "",
         f"{len(rows) - 1} APIs. deprecated: versions KIP-896 marked for removal in Kafka 4.0.",
@@ -196,12 +199,12 @@ def decode_api_versions_response(frame: bytes, version: int | None = None):
 
     payload = _strip_size_prefix(frame)
     if version is not None:
-        response = kproto.decode_response(payload, 18, version)
+        response = kproto.decode_response(payload, ApiKey.API_VERSIONS, version)
         return response, f"v{response.api_version}"
     failures = []
     for attempt, form in _WIRE_FORMS:
         try:
-            response = kproto.decode_response(payload, 18, attempt)
+            response = kproto.decode_response(payload, ApiKey.API_VERSIONS, attempt)
         except kproto.DecodeError as exc:
             failures.append(f"{form}: {exc}")
             continue
@@ -278,7 +281,7 @@ def _notes(ranges, negotiated, match) -> list[str]:
         span = f"{info.name} v{gone_lo}" + (f"-{gone_hi}" if gone_hi > gone_lo else "")
         if looks_4x:
             notes.append(f"{span}: advertised but rejected by 4.x brokers"
-                         + (" (KAFKA-18659)" if key == 0 else ""))
+                         + (" (KAFKA-18659)" if key == ApiKey.PRODUCE else ""))
         else:
             notes.append(f"{span}: served here, removed in Kafka 4.x")
     for key, version in negotiated.items():

@@ -16,17 +16,19 @@ import binascii
 import json
 from typing import Any
 
+from kproto._common.api_keys import ApiKey
+
 __all__ = ["CREDENTIAL_FIELDS", "redact_body", "redact_bodies"]
 
 #: API key -> the body fields (JSON names, at any depth) that carry credentials, in a
 #: request or a response of that API.
 CREDENTIAL_FIELDS: dict[int, frozenset[str]] = {
-    36: frozenset({"auth_bytes"}),                  # SaslAuthenticate
-    38: frozenset({"hmac"}),                        # CreateDelegationToken
-    39: frozenset({"hmac"}),                        # RenewDelegationToken
-    40: frozenset({"hmac"}),                        # ExpireDelegationToken
-    41: frozenset({"hmac"}),                        # DescribeDelegationToken
-    51: frozenset({"salt", "salted_password"}),     # AlterUserScramCredentials
+    ApiKey.SASL_AUTHENTICATE: frozenset({"auth_bytes"}),
+    ApiKey.CREATE_DELEGATION_TOKEN: frozenset({"hmac"}),
+    ApiKey.RENEW_DELEGATION_TOKEN: frozenset({"hmac"}),
+    ApiKey.EXPIRE_DELEGATION_TOKEN: frozenset({"hmac"}),
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: frozenset({"hmac"}),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: frozenset({"salt", "salted_password"}),
 }
 
 

@@ -11,6 +11,7 @@ import uuid
 from typing import cast
 
 import kproto
+from kproto import ApiKey
 from kproto.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
 
@@ -27,15 +28,15 @@ def main() -> None:
     show("ApiVersionsRequest v3", frame, kproto.decode_request(frame))
 
     response = ApiVersionsResponse(api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=key, min_version=0, max_version=3) for key in (0, 1, 3, 18)
+        ApiVersionsResponse.ApiVersion(api_key=key, min_version=0, max_version=3) for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA, ApiKey.API_VERSIONS)
     ])
     frame = kproto.encode_response(response, version=3, correlation_id=1)
-    show("ApiVersionsResponse v3", frame, kproto.decode_response(frame, 18, 3))
+    show("ApiVersionsResponse v3", frame, kproto.decode_response(frame, ApiKey.API_VERSIONS, 3))
 
     # A broker that does not know v5 answers UNSUPPORTED_VERSION with a v0 body (KIP-511).
     fallback = kproto.encode_response(ApiVersionsResponse(error_code=35, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)]), version=0, correlation_id=2)
-    decoded = kproto.decode_response(fallback, 18, 5)
+        ApiVersionsResponse.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=0, max_version=2)]), version=0, correlation_id=2)
+    decoded = kproto.decode_response(fallback, ApiKey.API_VERSIONS, 5)
     print(f"--- ApiVersions v5 answered with error 35: read as v{decoded.api_version}, "
           f"broker max ApiVersions = {cast(ApiVersionsResponse, decoded.body).api_keys[0].max_version}")
 
@@ -49,10 +50,10 @@ def main() -> None:
                     for i in range(3)])
     frame = kproto.encode_response(MetadataResponse(topics=[topic], cluster_id="demo-cluster"), version=12,
                                    correlation_id=3)
-    show("MetadataResponse v12", frame, kproto.decode_response(frame, 3, 12))
+    show("MetadataResponse v12", frame, kproto.decode_response(frame, ApiKey.METADATA, 12))
 
     try:
-        kproto.decode_response(frame[:40], 3, 12)
+        kproto.decode_response(frame[:40], ApiKey.METADATA, 12)
     except kproto.DecodeError as exc:
         print(f"--- truncated MetadataResponse: {type(exc).__name__}: {exc}")
 

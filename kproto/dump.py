@@ -161,6 +161,8 @@ class Input:
         #: "snapped_bytes", cut off by the snap length) or not framed ("skipped_bytes",
         #: "tail_bytes"), summed over the Kafka connections and directions, once read.
         self.losses: dict[str, int] = {}
+        #: After iteration: the snap lengths that cut packets' TCP payload (kproto.capture.CaptureReader.snap_lengths).
+        self.snap_lengths: list[int] = []
         self.bytes_read = 0
         self.frames_read = 0
 
@@ -193,7 +195,9 @@ class Input:
     def _capture(self, source: Any) -> Iterator[pa.RecordBatch]:
         reader = CaptureReader(source, name=self.name, broker_ports=self.broker_ports, kafka_ports=self.kafka_ports,
                                on_error="keep", batch_frames=self.batch_frames, max_frame_size=self.max_frame_size)
-        yield from reader
+        for batch in reader:
+            yield with_addresses(batch, reader.endpoints)
+        self.snap_lengths = reader.snap_lengths
         connections = reader.connections().to_pylist()
         self.losses = {name: sum(row[side + name] for row in connections if row["kind"] == "kafka"
                                  for side in ("request_", "response_"))
@@ -255,6 +259,22 @@ class Input:
             pa.array(np.zeros(n, np.int8)), pa.array(np.arange(sequence, sequence + n, dtype=np.int64)),
             pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()), frames["size"], frames["payload"],
         ], schema=frame_schema())
+
+
+def address(ip: str, port: int) -> str:
+    """``IP:port``, an IPv6 address in brackets."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def with_addresses(frames: pa.RecordBatch, endpoints: dict[int, dict]) -> pa.RecordBatch:
+    """The frames with ``client`` and ``broker`` columns (``IP:port``) from the capture
+    reader's endpoints, which it knows from each connection's first frame."""
+    ids, index = np.unique(frames["connection_id"].to_numpy(), return_inverse=True)
+    known = [endpoints.get(int(i)) for i in ids]
+    client = [None if e is None else address(e["client_ip"], e["client_port"]) for e in known]
+    broker = [None if e is None else address(e["server_ip"], e["server_port"]) for e in known]
+    return (frames.append_column("client", pa.array(np.array(client, dtype=object)[index], pa.string()))
+            .append_column("broker", pa.array(np.array(broker, dtype=object)[index], pa.string())))
 
 
 class OpenRequests:
@@ -455,6 +475,9 @@ def _columns(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.ndar
     return {
         "capture": frames["capture"].to_pylist(),
         "connection": frames["connection_id"].to_pylist(),
+        # from a capture (kproto.capture.CaptureReader.endpoints); a frame dump has no addresses
+        "client": frames["client"].to_pylist() if "client" in frames.schema.names else [None] * frames.num_rows,
+        "broker": frames["broker"].to_pylist() if "broker" in frames.schema.names else [None] * frames.num_rows,
         "direction": frames["direction"].to_pylist(),
         "sequence": frames["sequence"].to_pylist(),
         "ts_first_ns": frames["ts_first_ns"].to_pylist(),
@@ -494,6 +517,7 @@ def jsonl_lines(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.n
         key = c["api_key"][i]
         lines.append(
             f'{{"capture":{quoted(c["capture"][i])},"connection":{c["connection"][i]},'
+            f'"client":{quoted(c["client"][i])},"broker":{quoted(c["broker"][i])},'
             f'"direction":"{"response" if c["direction"][i] == kb.RESPONSE else "request"}",'
             f'"sequence":{c["sequence"][i]},"ts_first_ns":{number(c["ts_first_ns"][i])},'
             f'"ts_last_ns":{number(c["ts_last_ns"][i])},"size":{c["size"][i]},'
@@ -516,8 +540,9 @@ def tree_lines(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.nd
         direction = "response" if c["direction"][i] == kb.RESPONSE else "request"
         key = c["api_key"][i]
         api = f"{api_name(key)}({key}) v{c['api_version'][i]}" if key is not None else "unknown API"
-        out.append(f"{c['capture'][i]}  connection {c['connection'][i]}  {direction} #{c['sequence'][i]}  "
-                   f"{api}\n")
+        addresses = f" ({c['client'][i]} -> {c['broker'][i]})" if c["client"][i] is not None else ""
+        out.append(f"{c['capture'][i]}  connection {c['connection'][i]}{addresses}  {direction} "
+                   f"#{c['sequence'][i]}  {api}\n")
         ts = c["ts_first_ns"][i]
         if ts is not None:
             when = datetime.fromtimestamp(ts // 1_000_000_000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")

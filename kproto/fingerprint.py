@@ -1,34 +1,88 @@
 """Which client library (and which releases of it) a client is, from what it sends.
 
-The facts are in :mod:`kproto.fingerprint_data`, recorded by
-tools/record_fingerprints.py: real releases of kafka-python, aiokafka,
-confluent-kafka (librdkafka) and kproto, each driven through the same scripted
-run against kproto's fake brokers of several Kafka releases. A client is
-described by what the ``clients`` table holds: its client.id, the (API,
-version) pairs it used in the order it first used them, and the KIP-511
-software name and version when its ApiVersions request carried them.
+The table is built, when first used, from :mod:`kproto.client_recordings`: real releases
+of nine libraries (Apache Kafka's Java client, confluent-kafka, kcat, kafka-python,
+aiokafka, franz-go, sarama, segmentio kafka-go, kafkajs) that tools/record_clients.py
+drove through one scripted run against real Apache Kafka brokers, as they come and with
+their library's version setting ("pin"). Nothing is generated or edited by hand: record
+again (docs/analyze.md, "Client fingerprints") and the table follows.
 
-The request header version follows from (API, version), so it tells nothing the
-pairs do not. What tells libraries and releases apart: the versions each
-release asks for (a newer release asks for newer versions where the broker has
-them), the requests it opens with (ApiVersions v0 / v3, or Metadata first), and the
-default client.id (``kafka-python-producer-1``, ``aiokafka-0.12.0``,
-``rdkafka``), and how many ApiVersions requests it sends on one connection
-(kafka-python 1.4 asks twice on the connection it then uses; aiokafka 0.7, built on
-kafka-python 1.4's protocol classes and otherwise sending the same pairs in the same
-order, asks once per connection).
+A client is described by what the ``clients`` table holds: its client.id, the (API,
+version) pairs in the order it first used them, how many ApiVersions requests it sent on
+one connection, and the KIP-511 software name and version when it sent them. What tells
+libraries and releases apart: the versions each release asks for (and whether the library was
+ever seen sending each of them), the requests it opens with, whether and how often it asks
+ApiVersions on one connection, and the default client.id (``producer-1``,
+``kafka-python-producer-1``, ``aiokafka-producer-2``, ``rdkafka``, ``kgo``, ``sarama``,
+``kafkajs``; an empty one for kafka-go 0.4).
+
+A verdict is ``high`` only when one library alone has recorded runs that sent every pair,
+opened as the client did and asked ApiVersions as often, and the client sent at least
+``SURE_PAIRS`` pairs; fewer pairs, or evidence another library shares, lowers it. Traffic
+no recorded run explains is ``unknown``, with the nearest recorded release and why it is
+not trusted.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from functools import lru_cache, cache
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 Pair = tuple[int, int]
 
 HIGH, MEDIUM, LOW, KIP511 = "high", "medium", "low", "KIP-511"
+UNKNOWN = "unknown"
+SURE_PAIRS = 3          # fewer distinct (API, version) pairs than this are never `high`
+OPENING = 3             # the first requests of a client compared with the recorded ones
+DRIVER_ID_PREFIX = "kp-"    # tools/record_clients.py names the clients it configures so: other ids are defaults
+
+# Each library's own version setting (the pins of tools/record_clients.py, PINS) and how to set it
+# for Kafka 4.x (KIP-896: 4.x serves what Kafka 2.1 clients send and newer).
+SETTINGS = {
+    "kafka-python": ("api_version", "remove the api_version setting (kafka-python then asks the broker), "
+                     "or set it to (2, 1, 0) or later"),
+    "aiokafka": ("api_version", 'remove the api_version setting, or set it to "2.1.0" or later'),
+    "confluent-kafka": ("api.version.request / broker.version.fallback",
+                        "set api.version.request=true (the default) and remove broker.version.fallback "
+                        "(or set it to 2.1.0 or later)"),
+    "kcat": ("api.version.request / broker.version.fallback (-X)",
+             "run it with -X api.version.request=true and without -X broker.version.fallback "
+             "(or set it to 2.1.0 or later)"),
+    "sarama": ("Config.Version", "set Config.Version to sarama.V2_1_0_0 or later (the broker's release)"),
+    "franz-go": ("kgo.MaxVersions / kgo.MinVersions",
+                 "remove the kgo.MaxVersions cap (or raise it to kversion.V2_1_0() or later) and any "
+                 "kgo.MinVersions below that"),
+}
+
+
+ANY_RELEASE = "any release"
+RECORDED = "recorded "
+
+
+def release_in_versions(versions: str | None, release: str) -> bool:
+    """Whether ``release`` lies within what a ``likely_versions`` text says: the one rule for the held-out
+    scorer (tools/record_clients.py) and :func:`evaluate`. A fingerprint range (:meth:`Table.versions_text`):
+    strictly after its "after" release and before its "before" one; a KIP-511 version: the release itself,
+    to the precision the version gives ("4.0" is not 4.1.2). Every release number in ``release`` counts
+    (kcat's "1.7.1 librdkafka-2.0.2" is 1.7.1 and its librdkafka 2.0.2)."""
+    if not versions:
+        return False
+    truths = [tuple(int(p) for p in found.split(".")) for found in re.findall(r"\d+(?:\.\d+)*", release)]
+    head, marker, _recorded = versions.partition(f" ({RECORDED}")
+    if not marker:                                  # a KIP-511 version
+        wanted = release_key(versions)
+        return bool(wanted) and any(t[:len(wanted)] == wanted for t in truths)
+    after = before = None
+    for bound in head.split(", "):
+        if bound.startswith("after "):
+            after = release_key(bound[len("after "):])
+        elif bound.startswith("before "):
+            before = release_key(bound[len("before "):])
+        elif bound != ANY_RELEASE:
+            return False
+    return any((after is None or t > after) and (before is None or t < before) for t in truths)
 
 
 def api_pairs(labels: Iterable[str]) -> list[Pair]:
@@ -43,25 +97,48 @@ def api_pairs(labels: Iterable[str]) -> list[Pair]:
     return pairs
 
 
+def pair_label(pair: Pair) -> str:
+    from kproto import versions as kv
+
+    return f"{kv.api_name(pair[0])} v{pair[1]}"
+
+
 def release_key(release: str) -> tuple[int, ...]:
-    """A release string as numbers for ordering ("2.0.10" after "2.0.2"); text without digits sorts first."""
-    match = re.match(r"\d+(?:\.\d+)*", release)
+    """A release string as numbers for ordering ("2.0.10" after "2.0.2", "v1.43.3" as 1.43.3);
+    text without digits sorts first."""
+    match = re.search(r"\d+(?:\.\d+)*", release)
     return tuple(int(p) for p in match.group(0).split(".")) if match else ()
+
+
+def _is_4x(broker: str) -> bool:
+    return release_key(broker)[:1] >= (4,)
 
 
 @dataclass(frozen=True)
 class Run:
-    """One recorded run: one library release against one fake broker release."""
+    """One recorded run: one library release (as it comes, or pinned) against one real broker."""
 
     library: str
     release: str
     broker: str
-    pinned: bool
+    pin: str | None
     pairs: frozenset[Pair]          # every (API, version) any of its clients used
     openings: frozenset[tuple[Pair, ...]]   # the first requests of each of its clients, in order
-    default_ids: tuple[str, ...]    # the client.id the library chose when given none
+    default_ids: tuple[str, ...]    # the client.ids the library chose when given none
     software: tuple[tuple[str, str], ...]   # KIP-511 (name, version) it announced
-    handshakes: frozenset[int] = frozenset()   # its clients' most ApiVersions requests on one connection
+    handshakes: frozenset[int | None] = frozenset()   # its clients' most ApiVersions requests on one connection
+    works: bool = True              # every step of the scripted run succeeded
+    refused: tuple[Pair, ...] = ()  # requests the broker closed the connection on without an answer
+    failure: str = ""               # the first failing step and what the client said
+
+    @property
+    def pinned(self) -> bool:
+        return self.pin is not None
+
+    @property
+    def asks(self) -> frozenset[bool]:
+        """Whether its clients asked ApiVersions (True), went without (False), or both."""
+        return frozenset(h is not None for h in self.handshakes)
 
 
 @dataclass(frozen=True)
@@ -69,14 +146,19 @@ class Verdict:
     """What the fingerprint says about one client."""
 
     library: str | None
-    releases: tuple[str, ...]       # the recorded releases it may be, oldest first
+    releases: tuple[str, ...]       # the recorded releases it may be (or lies between), oldest first
     confidence: str | None          # high / medium / low, or KIP-511 when the client named itself
     versions: str | None = None     # the version text shown (a range, or the KIP-511 version)
-    mismatch: str | None = None     # KIP-511 name and wire disagree: what each says
-    pinned: bool = False            # only runs pinned to an old api_version sent these pairs
+    mismatch: str | None = None     # the wire rules the KIP-511 name out: how
+    pinned: bool = False            # only runs with the library's version setting sent these pairs
+    evidence: str | None = None     # why: what fits, what else fits, the nearest match of unknown software
+    runs: tuple[Run, ...] = ()      # the recorded runs the verdict rests on
+    alternatives: tuple[str, ...] = ()   # other libraries the same evidence fits as well (a low verdict)
 
     @property
     def range_text(self) -> str | None:
+        """What ``likely_versions`` shows: the KIP-511 version, or the releases the verdict stands for
+        (:meth:`Table.versions_text`); :func:`release_in_versions` reads it back."""
         if self.versions is not None:
             return self.versions
         if not self.releases:
@@ -84,201 +166,407 @@ class Verdict:
         first, last = self.releases[0], self.releases[-1]
         return first if first == last else f"{first} .. {last}"
 
+    @property
+    def named(self) -> bool:
+        """A library is named (not unknown, not nothing)."""
+        return self.library not in (None, UNKNOWN)
+
+
+def _id_pattern(client_id: str) -> re.Pattern:
+    """A default client.id as a pattern: numbers vary (``producer-1``), and so do user and host in
+    ``user@host (program)`` (segmentio kafka-go 0.2)."""
+    program = re.fullmatch(r"[^@\s]+@\S+ \((.+)\)", client_id)
+    if program:
+        return re.compile(r"[^@\s]+@\S+ \(" + re.escape(program.group(1)) + r"\)")
+    return re.compile("".join(r"\d+" if part.isdigit() else re.escape(part) for part in re.split(r"(\d+)", client_id)))
+
+
+def _common_start(order: Sequence[Pair], opening: tuple[Pair, ...], key=lambda pair: pair) -> int:
+    count = 0
+    for seen, recorded in zip(order, opening):
+        if key(tuple(seen)) != key(recorded):
+            break
+        count += 1
+    return count
+
+
+def _span_of(pairs: Iterable[Pair]) -> dict[int, tuple[int, int]]:
+    """The lowest and highest version of each API among ``pairs`` (a run may send one API at two versions)."""
+    return _union(*({api: (v, v)} for api, v in pairs))
+
+
+def _union(*spans: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    out: dict[int, tuple[int, int]] = {}
+    for span in spans:
+        for api, (lo, hi) in span.items():
+            was = out.get(api, (lo, hi))
+            out[api] = (min(was[0], lo), max(was[1], hi))
+    return out
+
 
 class Table:
     """The recorded runs, indexed for classifying."""
 
-    def __init__(self, runs: Sequence[Run], releases: dict[str, tuple[str, ...]]) -> None:
+    def __init__(self, runs: Sequence[Run], releases: dict[str, tuple[str, ...]] | None = None) -> None:
         self.runs = tuple(runs)
-        self.releases = releases
+        libraries = sorted({r.library for r in self.runs})
+        self.releases = releases or {lib: tuple(sorted({r.release for r in self.runs if r.library == lib},
+                                                       key=release_key)) for lib in libraries}
         self.span: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
-        self.top: dict[tuple[str, str], dict[int, int]] = {}
         self.names: dict[str, str] = {}
         self.id_patterns: list[tuple[re.Pattern, str]] = []
-        self.exact_ids: dict[str, set[tuple[str, str]]] = {}
+        self.sent: dict[str, set[Pair]] = {}                  # every pair each library's runs sent
+        self.asking: dict[str, set[bool]] = {}      # whether a library's clients asked ApiVersions, went without, or both
         for run in self.runs:
-            key = (run.library, run.release)
-            span = self.span.setdefault(key, {})
-            top = self.top.setdefault(key, {})
-            for api, version in run.pairs:
-                lo, hi = span.get(api, (version, version))
-                span[api] = (min(lo, version), max(hi, version))
-                if not run.pinned:
-                    top[api] = max(top.get(api, version), version)
+            self.span[(run.library, run.release)] = _union(self.span.get((run.library, run.release), {}),
+                                                           _span_of(run.pairs))
+            self.sent.setdefault(run.library, set()).update(run.pairs)
+            self.asking.setdefault(run.library, set()).update(run.asks)
             for name, _version in run.software:
                 self.names[name] = run.library
-            for client_id in run.default_ids:
-                self.exact_ids.setdefault(client_id, set()).add(key)
-                pattern = re.compile("".join(r"\d+" if part.isdigit() else re.escape(part)
-                                             for part in re.split(r"(\d+)", client_id)))
-                if (pattern.pattern, run.library) not in {(p.pattern, lib) for p, lib in self.id_patterns}:
-                    self.id_patterns.append((pattern, run.library))
+            for client_id in (cid for cid in run.default_ids if cid is not None):
+                entry = (_id_pattern(client_id), run.library)
+                if (entry[0].pattern, run.library) not in {(p.pattern, lib) for p, lib in self.id_patterns}:
+                    self.id_patterns.append(entry)
+        self.null_id = any(None in r.default_ids for r in self.runs)   # a recorded library sent a null client.id
+        self.apis = {lib: {api for (l2, _r), span in self.span.items() if l2 == lib for api in span}
+                     for lib in libraries}
+        self.known_apis = set().union(*self.apis.values()) if self.apis else set()
 
     def ordered(self, library: str, releases: Iterable[str]) -> tuple[str, ...]:
         wanted = set(releases)
         return tuple(r for r in self.releases.get(library, ()) if r in wanted)
 
-    def id_hint(self, client_id: str | None) -> tuple[str | None, set[tuple[str, str]]]:
-        """(library whose default client.id this looks like, the releases with exactly this id)."""
-        if not client_id:
-            return None, set()
-        exact = self.exact_ids.get(client_id, set())
-        for pattern, library in self.id_patterns:
-            if pattern.fullmatch(client_id):
-                return library, exact
-        return None, set()
+    def library_of(self, name: str) -> str:
+        """The table's library for a KIP-511 name (``apache-kafka-java`` is kafka-clients), or the name."""
+        return self.names.get(name, name)
 
-    def candidates(self, order: Sequence[Pair], handshakes: int | None = None) -> tuple[set[tuple[str, str]], str]:
-        """The releases the pairs fit, and how well: recorded (high), interpolated (medium) or partial (low).
+    def id_libraries(self, client_id: str | None) -> set[str]:
+        """The libraries whose default client.id this is."""
+        if client_id is None:
+            return set()
+        return {library for pattern, library in self.id_patterns if pattern.fullmatch(client_id)}
 
-        Among the recorded runs that used every pair, those whose clients opened the same way (the
-        longest common start of the first requests) win: libraries that share a protocol layer
-        (aiokafka on kafka-python's) ask for the same versions but not in the same order. Before
-        that, when the client's most ApiVersions requests on one connection (``handshakes``) is
-        known and some of those runs had a client do the same, only they stay.
-        """
-        observed = set(order)
-        fitting = [r for r in self.runs if observed <= r.pairs]
-        same_handshakes = [r for r in fitting if handshakes in r.handshakes]
-        if same_handshakes:
-            fitting = same_handshakes
-        if fitting:
-            opening = {id(r): max((_common_start(order, o) for o in r.openings), default=0) for r in fitting}
-            best = max(opening.values())
-            return {(r.library, r.release) for r in fitting if opening[id(r)] == best}, HIGH
-        within = {key for key, span in self.span.items()
-                  if all(api in span and span[api][0] <= v <= span[api][1] for api, v in observed)}
-        if within:
-            # Between two recorded broker releases: the releases whose own newest versions it hits most.
-            score = {key: sum(self.top[key].get(api) == v for api, v in observed) for key in within}
-            return {k for k in within if score[k] == max(score.values())}, MEDIUM
-        score = {key: sum(api in span and span[api][0] <= v <= span[api][1] for api, v in observed)
-                 for key, span in self.span.items()}
-        best = max(score.values(), default=0)
-        return ({k for k in score if score[k] == best} if best else set()), LOW
-
+    # ------------------------------------------------------------ the wire
     def classify_wire(self, client_id: str | None, order: Sequence[Pair], handshakes: int | None = None) -> Verdict:
-        """The verdict from the client.id, the pairs and the ApiVersions requests per connection (no KIP-511 name)."""
+        """The verdict from the client.id, the pairs and the ApiVersions requests per connection (no KIP-511 name),
+        its versions shown as the releases it stands for (:meth:`versions_text`)."""
+        verdict = self._wire(client_id, order, handshakes)
+        if verdict.named and verdict.releases and verdict.library in self.releases:
+            return replace(verdict, versions=self.versions_text(verdict.library, verdict.releases))
+        return verdict
+
+    def _wire(self, client_id: str | None, order: Sequence[Pair], handshakes: int | None) -> Verdict:
+        order = [tuple(p) for p in order]
         if not order:
             return Verdict(None, (), None)
-        fits, level = self.candidates(order, handshakes)
-        hint, exact = self.id_hint(client_id)
-        libraries = {library for library, _ in fits}
-        if hint is not None and (hint in libraries or not libraries):
-            library = hint
-            if not fits & {(hint, r) for r in self.releases.get(hint, ())}:
-                fits, level = {(hint, r) for r in self.releases.get(hint, ())}, LOW
-        elif len(libraries) == 1:
-            library = next(iter(libraries))
-        elif libraries:
-            counts = {lib: sum(1 for found, _ in fits if found == lib) for lib in libraries}
-            library = max(sorted(libraries), key=lambda lib: counts[lib])
-            level = LOW
+        # An API no recorded client used tells nothing (the scripted runs do not call every API).
+        compared = [p for p in order if p[0] in self.known_apis]
+        if not compared:
+            return Verdict(UNKNOWN, (), LOW, evidence="no recorded client used any of its APIs")
+        if client_id is None and not self.null_id:
+            # Every recorded library sets a client.id of its own when given none (kafka-go an empty one).
+            return self._unknown(compared, set(), "it sent a null client.id, which no recorded library sends "
+                                                  "(each sets a default when given none)")
+        hinted = self.id_libraries(client_id)
+        observed = set(compared)
+        fitting = [r for r in self.runs if observed <= r.pairs]
+        asked = handshakes is not None
+        if fitting and not any(asked in self.asking[r.library] for r in fitting):
+            # Every library whose runs sent these pairs behaved otherwise with ApiVersions: its clients always
+            # asked it first (the Java client, librdkafka), or never did. A library that behaved as this client
+            # did, at a release or version setting between recorded ones, explains it better, if one does.
+            behaved = self._between(compared, hinted, asked=asked)
+            if behaved is not None:
+                libraries = ", ".join(sorted({r.library for r in fitting}))
+                return replace(behaved, evidence=behaved.evidence + f"; recorded {libraries} runs sent these pairs "
+                               f"together, but {libraries} clients {'always asked' if not asked else 'never asked'} "
+                               "ApiVersions first")
+        if fitting:
+            verdict = self._recorded(fitting, compared, hinted, handshakes)
+            if hinted and verdict.library not in hinted:
+                # Its client.id is another library's default: that library, if its recorded versions (or a
+                # release older than its oldest recorded) explain the pairs, as a guess naming the other.
+                own = self._between(compared, hinted, only=hinted, older=True)
+                if own is not None:
+                    return Verdict(own.library, own.releases, LOW, evidence=own.evidence + f"; its client.id is "
+                                   f"{own.library}'s default, but recorded {verdict.library} runs sent these pairs",
+                                   runs=own.runs, alternatives=(verdict.library,))
+            return verdict
+        return (self._between(compared, hinted, asked=asked) or self._between(compared, hinted)
+                or self._unknown(compared, hinted))
+
+    def _recorded(self, fitting: list[Run], compared: list[Pair], hinted: set[str], handshakes: int | None) -> Verdict:
+        """Recorded runs sent every pair: the connection evidence (ApiVersions per connection, the opening
+        requests, the default client.id) narrows them; confidence says how many libraries share what is left."""
+        sharing = {r.library for r in fitting}
+        same_handshakes = [r for r in fitting if handshakes in r.handshakes]
+        narrowed = same_handshakes or fitting
+        start = {id(r): max((_common_start(compared, o) for o in r.openings), default=0) for r in narrowed}
+        best = max(start.values())
+        narrowed = [r for r in narrowed if start[id(r)] == best]
+        left = {r.library for r in narrowed}
+        if len(left) > 1 and hinted & left:
+            narrowed = [r for r in narrowed if r.library in hinted]
+            left = {r.library for r in narrowed}
+        library = max(sorted(left), key=lambda lib: sum(r.library == lib for r in narrowed))
+        runs = tuple(r for r in narrowed if r.library == library)
+        releases = self.ordered(library, {r.release for r in runs})
+        n = len(set(compared))
+        opened_alike = best >= min(len(compared), OPENING)
+        others = sorted(sharing - {library})
+        # Libraries that negotiate ask for the same newest versions: what only one library does (its
+        # default client.id, its opening requests, its ApiVersions requests per connection) makes it sure.
+        if len(left) > 1 or (hinted and library not in hinted):
+            confidence = LOW
+        elif others or not opened_alike or not same_handshakes or library not in hinted:
+            confidence = MEDIUM if n >= SURE_PAIRS else LOW
         else:
-            return Verdict(None, (), LOW)
-        releases = {r for lib, r in fits if lib == library}
-        if exact & {(library, r) for r in releases}:
-            releases = {r for lib, r in exact if lib == library and r in releases}
-        if len(libraries) > 1 and hint == library and level == HIGH:
-            level = MEDIUM
-        observed = set(order)
-        fitting = [r for r in self.runs if r.library == library and r.release in releases and observed <= r.pairs]
-        if any(handshakes in r.handshakes for r in fitting):
-            fitting = [r for r in fitting if handshakes in r.handshakes]
-        pinned = bool(fitting) and all(r.pinned for r in fitting)
-        return Verdict(library, self.ordered(library, releases), level, pinned=pinned)
+            confidence = HIGH if n >= SURE_PAIRS else MEDIUM
+        pinned = all(r.pinned for r in runs)
+        text = f"{n} pair(s) that recorded {library} runs sent" + (" (only with its version setting)" if pinned else "")
+        if others:
+            text += f"; {', '.join(others)} sent them too" + ("" if len(left) > 1 else ", told apart by "
+                                                               "the opening requests, ApiVersions per "
+                                                               "connection or the default client.id")
+        if not opened_alike:
+            text += "; it did not open as any recorded client did"
+        if hinted and library not in hinted:
+            text += f"; its client.id is {', '.join(sorted(hinted))}'s default"
+        return Verdict(library, releases, confidence, pinned=pinned, evidence=text, runs=runs,
+                       alternatives=tuple(sorted(left - {library})))
+
+    def _between(self, compared: list[Pair], hinted: set[str], only: set[str] | None = None,
+                 older: bool = False, asked: bool | None = None) -> Verdict | None:
+        """No run sent these pairs together, but each lies within what one release, or two neighbouring
+        recorded releases, sent (with any broker and pin): a release between them, or a broker or pin
+        between the recorded ones. ``older``: or a release older than the oldest recorded one (no
+        version above what that one sent). ``asked``: only libraries some of whose clients behaved so
+        with ApiVersions (asked it, or went without; a pin changes it within one release). Of the
+        libraries that fit, one that has sent every pair (in some recorded run) goes before one that
+        never sent some, then the opening requests."""
+        observed = set(compared)
+        fits: dict[str, set[str]] = {}
+        libraries = {lib: rels for lib, rels in self.releases.items()
+                     if (only is None or lib in only) and (asked is None or asked in self.asking[lib])}
+        for neighbours in (1, 2):       # one release first; two neighbouring ones only when no single one fits
+            for library, releases in libraries.items():
+                for i in range(len(releases) - neighbours + 1):
+                    chosen = releases[i:i + neighbours]
+                    span = _union(*(self.span[(library, r)] for r in chosen))
+                    if all(api in span and span[api][0] <= v <= span[api][1] for api, v in observed):
+                        fits.setdefault(library, set()).update(chosen)
+            if fits:
+                break
+        if not fits and older:
+            for library, releases in libraries.items():
+                span = self.span[(library, releases[0])]
+                if all(api in span and v <= span[api][1] for api, v in observed):
+                    fits[library] = {releases[0]}
+        if not fits:
+            return None
+        left = set(fits) & hinted or set(fits)
+        unsent = {lib: sorted(observed - self.sent[lib]) for lib in left}
+        fewest = min(len(pairs) for pairs in unsent.values())
+        left = {lib for lib in left if len(unsent[lib]) == fewest}
+        api_start = {lib: max((_common_start(compared, o, key=lambda p: p[0]) for r in self.runs
+                               if r.library == lib for o in r.openings), default=0) for lib in left}
+        best = max(api_start.values())
+        left = {lib for lib in left if api_start[lib] == best}
+        library = min(left, key=lambda lib: (len(fits[lib]), lib))
+        releases = self.ordered(library, fits[library])
+        n = len(observed)
+        sure = (len(fits) == 1 and n >= SURE_PAIRS and best >= min(len(compared), OPENING)
+                and not unsent[library])
+        others = sorted(set(fits) - {library})
+        text = (f"no recorded run sent these {n} pair(s) together; each lies within what {library} "
+                f"{releases[0]} .. {releases[-1]} sent (a release between, or a broker or version setting not recorded)")
+        if unsent[library]:
+            text += f"; no recorded {library} run sent " + ", ".join(pair_label(p) for p in unsent[library])
+        if others:
+            text += f"; so do {', '.join(others)}'s"
+        runs = tuple(r for r in self.runs if r.library == library and r.release in releases)
+        return Verdict(library, releases, MEDIUM if sure else LOW, evidence=text, runs=runs,
+                       alternatives=tuple(sorted(left - {library})))
+
+    def _unknown(self, compared: list[Pair], hinted: set[str], why: str | None = None) -> Verdict:
+        """Software the table does not know: named ``unknown``, with the nearest recorded release and
+        why it is not trusted (``why``, or the pairs no run of it sent)."""
+        observed = set(compared)
+        nearest = max(self.runs, key=lambda r: (len(observed & r.pairs), r.library in hinted,
+                                                max((_common_start(compared, o) for o in r.openings), default=0),
+                                                -self.runs.index(r)))
+        missing = sorted(observed - nearest.pairs)
+        shown = ", ".join(pair_label(p) for p in missing[:4]) + (", ..." if len(missing) > 4 else "")
+        text = (f"not in the table; nearest: {nearest.library} {nearest.release} ({len(observed) - len(missing)} of "
+                f"{len(observed)} pairs), not trusted: " + (why or f"no recorded {nearest.library} run sent {shown}"))
+        return Verdict(UNKNOWN, (), LOW, evidence=text)
+
+    def versions_text(self, library: str, releases: Sequence[str]) -> str:
+        """The releases a verdict on ``releases`` (recorded ones, oldest first) stands for, as ``likely_versions``
+        shows them: unrecorded releases between recorded ones are taken to send alike, so the range runs from
+        after the recorded release before the first of them to before the one after the last (both ends
+        exclusive; an end with no recorded release beyond it is open): "after 1.4.7, before 3.0.12 (recorded
+        2.0.2)", "before 2.0.2 (recorded 1.4.7)", "after 2.0.2 (recorded 3.0.12)", "any release (recorded 1.7.1)".
+        :func:`release_in_versions` reads the text back."""
+        ranked = self.releases.get(library, ())
+        first, last = ranked.index(releases[0]), ranked.index(releases[-1])
+        bounds = ([f"after {ranked[first - 1]}"] if first > 0 else []) + \
+                 ([f"before {ranked[last + 1]}"] if last + 1 < len(ranked) else [])
+        recorded = releases[0] if releases[0] == releases[-1] else f"{releases[0]} .. {releases[-1]}"
+        return f"{', '.join(bounds) or ANY_RELEASE} ({RECORDED}{recorded})"
+
+    # ------------------------------------------------------------ KIP-511
+    def ruled_out(self, library: str, version: str | None, order: Sequence[Pair]) -> list[Pair]:
+        """The pairs no release of ``library`` at ``version`` can send: versions newer than the recorded
+        release at or above it ever sent. Older versions rule nothing out (an older broker, a pin), nor
+        APIs its recorded runs never called; a version above every recorded one is open-ended."""
+        wanted = release_key(version or "")
+        releases = self.releases.get(library, ())
+        above = [r for r in releases if release_key(r) >= wanted] if wanted else []
+        if not above:
+            return []
+        span = _union(*(self.span[(library, r)] for r in releases if release_key(r) <= release_key(above[0])))
+        return sorted({(api, v) for api, v in order if api in span and v > span[api][1]})
 
     def classify(self, client_id: str | None, order: Sequence[Pair], software_name: str | None = None,
                  software_version: str | None = None, handshakes: int | None = None) -> Verdict:
-        """The verdict: a KIP-511 name wins; the wire's verdict cross-checks it."""
+        """The verdict: a KIP-511 name wins; it is contradicted only when the wire rules it out."""
         wire = self.classify_wire(client_id, order, handshakes)
         if not software_name:
             return wire
-        library = self.names.get(software_name, software_name)
-        named = Verdict(library, (), KIP511, software_version)
-        if wire.library is None or wire.confidence == LOW or library not in self.releases:
-            return named   # nothing to check a name against that the table does not know
-        said = f"KIP-511 says {software_name} {software_version}; the wire looks like {wire.library} " \
-               f"{wire.range_text}"
-        if wire.library != library:
-            return Verdict(library, (), KIP511, software_version, said)
-        version = release_key(software_version or "")
-        if version and wire.releases and library in self.releases and not (
-                release_key(wire.releases[0]) <= version <= release_key(wire.releases[-1])
-                or release_key(wire.releases[-1]) == release_key(self.releases[library][-1]) <= version):
-            return Verdict(library, (), KIP511, software_version, said)
-        return named
-
-    # ------------------------------------------------------------ what to do (Kafka 4.x)
-    def uses_removed(self, library: str, release: str) -> bool:
-        """The release, negotiating freely with a 4.x broker, still sends a version Kafka 4.x removed."""
-        runs = [r for r in self.runs if (r.library, r.release) == (library, release) and not r.pinned]
-        newest = max((r.broker for r in runs), key=release_key, default=None)
-        return any(_removed(pair) for r in runs if r.broker == newest for pair in r.pairs)
-
-    def first_ready(self, library: str) -> str | None:
-        """The first recorded release of the library that sends no version Kafka 4.x removed."""
-        return next((r for r in self.releases.get(library, ()) if not self.uses_removed(library, r)), None)
-
-    def advice(self, verdict: Verdict, removed: Iterable[str]) -> tuple[str, str]:
-        """(cause, fix) for a client that sent versions Kafka 4.x removed."""
-        removed_text = ", ".join(removed)
-        library = verdict.library
+        library = self.library_of(software_name)
         if library not in self.releases:
-            return (f"removed versions ({removed_text}); the library is not in the fingerprint table",
-                    "upgrade the client to a release that negotiates versions Kafka 2.1+ serves")
-        first = self.first_ready(library)
-        candidates = verdict.releases or self._releases_near(library, verdict.versions)
-        ready = [r for r in candidates if not self.uses_removed(library, r)]
-        upgrade = f"upgrade {library} to {first} or later" if first else \
-            f"no recorded {library} release avoids them: replace the library"
-        if ready and (verdict.pinned or len(ready) == len(candidates)):
-            who = "it" if len(ready) == len(candidates) else f"{ready[0]} and later"
-            cause = (f"an api_version pin: {library} {verdict.range_text} sends these ({removed_text}) only when "
-                     f"pinned to an old broker version; {who} negotiates supported versions by itself")
-            fix = "remove the api_version setting (or set it to the broker's release)"
-            if len(ready) < len(candidates):
-                fix += f"; on a release before {first}, also {upgrade}"
-            return cause, fix
-        return f"removed versions ({removed_text}): {library} {verdict.range_text} sends them", upgrade
+            return Verdict(library, (), KIP511, software_version,
+                           evidence="KIP-511 name the table does not know: taken as sent")
+        impossible = self.ruled_out(library, software_version, order)
+        mismatch = None
+        if impossible:
+            mismatch = (f"KIP-511 says {software_name} {software_version}; the wire rules it out: no {library} "
+                        f"release up to the first recorded one at or above it sends "
+                        + ", ".join(pair_label(p) for p in impossible))
+            if wire.named and wire.library != library:
+                mismatch += f"; the wire looks like {wire.library} {wire.range_text} ({wire.confidence})"
+        same = wire.library == library
+        return Verdict(library, self._releases_near(library, software_version), KIP511, software_version, mismatch,
+                       pinned=same and wire.pinned, evidence="KIP-511 name", runs=wire.runs if same else ())
 
     def _releases_near(self, library: str, version: str | None) -> tuple[str, ...]:
         """The recorded release a KIP-511 version names, or the newest recorded one before it."""
         wanted = release_key(version or "")
         if not wanted:
             return ()
-        before = [r for r in self.releases[library] if release_key(r) and release_key(r) <= wanted]
+        before = [r for r in self.releases.get(library, ()) if release_key(r) and release_key(r) <= wanted]
         return (before[-1],) if before else ()
 
+    # ------------------------------------------------------------ what real 4.x brokers did
+    def works_on_4x(self, library: str, release: str, pinned: bool) -> bool | None:
+        """Whether the recorded release (pinned or not) worked against every recorded 4.x broker (None: not recorded)."""
+        runs = [r for r in self.runs if (r.library, r.release, r.pinned) == (library, release, pinned)
+                and _is_4x(r.broker)]
+        return all(r.works for r in runs) if runs else None
 
-def _common_start(order: Sequence[Pair], opening: tuple[Pair, ...]) -> int:
-    count = 0
-    for seen, recorded in zip(order, opening):
-        if tuple(seen) != recorded:
-            break
-        count += 1
-    return count
+    def first_working(self, library: str, pinned: bool) -> str | None:
+        """The oldest recorded release from which every recorded release works on 4.x (pinned or not)."""
+        first = None
+        for release in self.releases.get(library, ()):
+            works = self.works_on_4x(library, release, pinned)
+            if works is False:
+                first = None
+            elif works and first is None:
+                first = release
+        return first
+
+    def failures_4x(self, library: str, pinned: bool) -> list[Run]:
+        return [r for r in self.runs if r.library == library and r.pinned == pinned and _is_4x(r.broker)
+                and not r.works]
+
+    def advice(self, verdict: Verdict, removed: Iterable[str]) -> dict[str, str]:
+        """Cause, symptom and fix for a client that sent versions Kafka 4.x removed: the library's own
+        setting or first working release, and what real 4.x brokers did with it; a guess says so."""
+        removed = list(removed)
+        removed_text = ", ".join(removed)
+        library = verdict.library
+        predicted = (f"predicted from kproto's tables (KIP-896): a 4.x broker closes the connection without an "
+                     f"answer on {removed_text}")
+        if not verdict.named or library not in self.releases:
+            who = f"{library} is not in the fingerprint table" if verdict.named else "the software is unknown"
+            near = f" ({verdict.evidence})" if verdict.evidence else ""
+            return {"cause": f"sends {removed_text}, which Kafka 4.x removed; {who}{near}",
+                    "symptom": predicted,
+                    "fix": "upgrade the client to a release that negotiates with ApiVersions, and remove any version "
+                           "setting that pins it below Kafka 2.1"}
+        advice = self._library_advice(verdict, library, removed, predicted)
+        if verdict.confidence == LOW:
+            guesses = [(library, advice)] + [
+                (other, self._library_advice(Verdict(other, (), LOW, pinned=verdict.pinned), other, removed, predicted))
+                for other in verdict.alternatives]
+            names = " or ".join(lib for lib, _a in guesses)
+            advice = {"cause": f"a guess (low confidence: {verdict.evidence}): if this is {names}: "
+                               + "; ".join(f"{a['cause']}" for _lib, a in guesses),
+                      "symptom": advice["symptom"],
+                      "fix": "; ".join(f"if it is {lib}: {a['fix']}" for lib, a in guesses)}
+        elif verdict.confidence == MEDIUM:
+            advice["cause"] = f"likely (medium confidence): {advice['cause']}"
+        return advice
+
+    def _library_advice(self, verdict: Verdict, library: str, removed: list[str], predicted: str) -> dict[str, str]:
+        """Cause, symptom and fix were the client ``library`` (at the verdict's releases and pin)."""
+        removed_text = ", ".join(removed)
+        named = f"{library} {verdict.range_text}" if verdict.range_text else library
+        setting = SETTINGS.get(library)
+        failing = self.failures_4x(library, verdict.pinned)
+        seen = [r for r in failing if not verdict.runs or any(r.release == v.release for v in verdict.runs)] or failing
+        if seen:
+            refused = [pair_label(p) for p in sorted({p for r in seen for p in r.refused})]
+            brokers = ", ".join(sorted({r.broker for r in seen}, key=release_key))
+            symptom = (f"recorded against {brokers}: the broker closes the connection without an answer on "
+                       f"{', '.join([v for v in refused if v in removed] or refused)}; the client: {seen[0].failure}")
+        else:
+            symptom = predicted + f" (no recorded {library} run failed on 4.x)"
+        first = self.first_working(library, pinned=False)
+        upgrade = f"upgrade {library} to {first} or later" if first else f"no recorded {library} release works: replace it"
+        if library == "kafka-clients":
+            upgrade = f"upgrade the kafka-clients release (to {first} or later)" if first else upgrade
+        if verdict.pinned and setting:
+            cause = (f"{library}'s version setting ({setting[0]}) pins it to an old Kafka release: pinned, "
+                     f"{named} sends {removed_text}, which Kafka 4.x removed")
+            fix = setting[1]
+            releases = {r.release for r in verdict.runs} or set(self.releases[library])
+            if any(self.works_on_4x(library, release, pinned=False) is False for release in releases):
+                fix += f"; and {upgrade} (before it, {library} fails on 4.x without the setting too)"
+            ignores = self.first_working(library, pinned=True)
+            if ignores:
+                fix += f"; or upgrade {library} to {ignores} or later, which works on 4.x with the setting too"
+        else:
+            cause = f"{named} sends {removed_text} by itself, which Kafka 4.x removed"
+            fix = upgrade + (f"; or {setting[1]}" if setting else "")
+        return {"cause": cause, "symptom": symptom, "fix": fix}
 
 
-@cache
-def _removed(pair: Pair) -> bool:
-    from kproto import versions as kv
-
-    try:
-        return bool(kv.version_info(pair[0], pair[1]).removed_in_4x)
-    except (KeyError, ValueError):
-        return False
+def runs_of(recorded: Iterable[tuple]) -> list[Run]:
+    """The table's runs from the rows of :data:`kproto.client_recordings.RUNS`."""
+    runs = []
+    for library, release, pin, broker, works, steps, _log, refused, _cut, _errors, clients in recorded:
+        failing = [(step, outcome[len("FAILED "):]) for step, outcome in steps.items() if outcome != "ok"]
+        runs.append(Run(
+            library, release, broker, pin,
+            frozenset(tuple(p) for _id, order, _sw, _h in clients for p in order),
+            frozenset(tuple(tuple(p) for p in order[:OPENING]) for _id, order, _sw, _h in clients if order),
+            tuple(sorted({cid for cid, *_ in clients if not (cid or "").startswith(DRIVER_ID_PREFIX)},
+                         key=lambda cid: (cid is not None, cid or ""))),
+            tuple(sorted({tuple(sw) for _id, _o, sw, _h in clients if sw})),
+            frozenset(h for *_rest, h in clients), works, tuple(tuple(p) for p in refused),
+            f"{failing[0][0]}: {failing[0][1][:120]}" if failing else ""))
+    return runs
 
 
 @lru_cache(maxsize=1)
 def table() -> Table:
-    """The recorded table (kproto.fingerprint_data)."""
-    from kproto import fingerprint_data as data
+    """The table, from the real-broker recording (kproto.client_recordings)."""
+    from kproto import client_recordings
 
-    return Table([Run(lib, rel, broker, pinned, frozenset(pairs), frozenset(openings), tuple(ids),
-                      tuple((name, version) for name, version in software), frozenset(handshakes))
-                  for lib, rel, broker, pinned, pairs, openings, ids, software, handshakes in data.RUNS],
-                 data.RELEASES)
+    return Table(runs_of(client_recordings.RUNS))
 
 
 def order_of_use(first_seen: dict[Pair, int | None]) -> list[Pair]:
@@ -287,49 +575,83 @@ def order_of_use(first_seen: dict[Pair, int | None]) -> list[Pair]:
 
 
 def classify_row(client_id: str | None, api_order: Sequence[str] | None, software_name: str | None,
-                 software_version: str | None, api_versions_per_connection: int | None = None) -> dict:
-    """The fingerprint columns of one ``clients`` row (both engines call this)."""
-    verdict = table().classify(client_id, api_pairs(api_order or ()), software_name, software_version,
-                               api_versions_per_connection)
-    return {"likely_software": verdict.library, "likely_versions": verdict.range_text,
-            "fingerprint_confidence": verdict.confidence, "fingerprint_mismatch": verdict.mismatch}
+                 software_version: str | None, api_versions_per_connection: int | None = None,
+                 client_software: Sequence[str] | None = None) -> dict:
+    """The fingerprint columns of one ``clients`` row (both engines call this).
+
+    ``client_software``: every "name/version" the row's connections sent; when programs sharing a
+    client.id sent several names, the row says each (never a name of one with the version of another).
+    """
+    fingerprints = table()
+    verdict = fingerprints.classify(client_id, api_pairs(api_order or ()), software_name, software_version,
+                                    api_versions_per_connection)
+    software, versions = verdict.library, verdict.range_text
+    sent = sorted({s for s in client_software or () if s})
+    if len({s.split("/", 1)[0] for s in sent}) > 1:
+        named = [(fingerprints.library_of(s.split("/", 1)[0]), s.split("/", 1)[1] if "/" in s else "") for s in sent]
+        software = " + ".join(dict.fromkeys(lib for lib, _v in named))
+        versions = " + ".join(f"{lib} {v}".strip() for lib, v in named)
+    return {"likely_software": software, "likely_versions": versions,
+            "fingerprint_confidence": verdict.confidence, "fingerprint_mismatch": verdict.mismatch,
+            "fingerprint_evidence": verdict.evidence}
 
 
 def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip511: bool = True) -> dict:
     """How the verdicts do on clients of known truth.
 
     ``clients``: (library, release, broker, client_id, pairs in order, software, most ApiVersions
-    requests on one connection) rows.
+    requests on one connection) rows; a library may be given by its KIP-511 name.
     ``kip511``: the verdict the clients table shows (a KIP-511 name wins), or, False, the
-    wire's fingerprint alone. A version range is right when the true release lies between its
-    ends; a KIP-511 version when it names the true release.
+    wire's fingerprint alone. A version range is right when :func:`release_in_versions` puts the
+    true release within the verdict's ``likely_versions`` text.
     """
     fingerprints = fingerprints or table()
     confusion: dict[str, dict[str, int]] = {}
     wrong = []
-    right_library = right_range = total = 0
+    right_library = right_range = total = sure_and_wrong = 0
     for library, release, broker, client_id, order, software, handshakes in clients:
+        truth = fingerprints.library_of(library)
         pairs = [tuple(p) for p in order]
         if kip511 and software:
             verdict = fingerprints.classify(client_id, pairs, software[0], software[1], handshakes)
         else:
             verdict = fingerprints.classify_wire(client_id, pairs, handshakes)
         predicted = verdict.library or "none"
-        row = confusion.setdefault(library, {})
+        row = confusion.setdefault(truth, {})
         row[predicted] = row.get(predicted, 0) + 1
         total += 1
-        ranked = fingerprints.releases.get(library, ())
-        if verdict.releases:
-            in_range = predicted == library and release in ranked and \
-                ranked.index(verdict.releases[0]) <= ranked.index(release) <= ranked.index(verdict.releases[-1])
-        else:
-            in_range = predicted == library and release_key(verdict.versions or "") == release_key(release)
-        right_library += predicted == library
+        in_range = predicted == truth and release_in_versions(verdict.range_text, release)
+        right_library += predicted == truth
         right_range += in_range
+        sure_and_wrong += verdict.confidence == HIGH and predicted != truth
         if not in_range:
-            wrong.append((library, release, broker, client_id, predicted, verdict.range_text, verdict.confidence))
+            wrong.append((truth, release, broker, client_id, predicted, verdict.range_text, verdict.confidence))
     return {"clients": total, "right_library": right_library, "right_range": right_range,
-            "confusion": confusion, "wrong": wrong}
+            "wrong_library_high": sure_and_wrong, "confusion": confusion, "wrong": wrong}
+
+
+def recorded_clients(runs: Iterable[tuple]) -> list[tuple]:
+    """Every client of :data:`kproto.client_recordings.RUNS` as an :func:`evaluate` row."""
+    return [(library, release, broker if pin is None else f"{broker} pin {pin}", *client)
+            for library, release, pin, broker, *_rest, clients in runs for client in clients]
+
+
+def leave_one_out(recorded: Sequence[tuple], by: str = "release", *, kip511: bool = False) -> dict:
+    """Each release (``by="release"``) or library (``"library"``) classified by a table built
+    without it: how the table does on releases, and software, it has never seen."""
+    groups: dict[tuple, list[tuple]] = {}
+    for run in recorded:
+        groups.setdefault(run[:2] if by == "release" else run[:1], []).append(run)
+    result = {"clients": 0, "right_library": 0, "right_range": 0, "wrong_library_high": 0, "unknown": 0,
+              "wrong": []}
+    for key, held_out in groups.items():
+        rest = [run for run in recorded if (run[:2] if by == "release" else run[:1]) != key]
+        scored = evaluate(recorded_clients(held_out), Table(runs_of(rest)), kip511=kip511)
+        for name in ("clients", "right_library", "right_range", "wrong_library_high"):
+            result[name] += scored[name]
+        result["unknown"] += sum(row.get(UNKNOWN, 0) for row in scored["confusion"].values())
+        result["wrong"] += scored["wrong"]
+    return result
 
 
 def confusion_markdown(result: dict) -> str:
@@ -346,4 +668,5 @@ def confusion_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-FINGERPRINT_COLUMNS = ("likely_software", "likely_versions", "fingerprint_confidence", "fingerprint_mismatch")
+FINGERPRINT_COLUMNS = ("likely_software", "likely_versions", "fingerprint_confidence", "fingerprint_mismatch",
+                       "fingerprint_evidence")

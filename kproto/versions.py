@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kproto import schema
+from kproto._common.api_keys import CLIENT_SOFTWARE_FIRST_VERSION, ApiKey
 from kproto._version import __version__
 from kproto.broker_recordings import API_VERSIONS as _RECORDED_API_VERSIONS
 from kproto.broker_recordings import RECORDED_FROM
@@ -56,7 +57,7 @@ __all__ = [
 
 Ranges = dict[int, tuple[int, int]]
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 _FIRST_4X = (4, 0)
@@ -91,7 +92,7 @@ def _build_release_tables() -> dict[str, Ranges]:
 
 
 _RELEASE_TABLES = _build_release_tables()
-_ZOOKEEPER_API_KEY = 4   # LeaderAndIsr: only ZooKeeper-mode brokers advertise it
+_ZOOKEEPER_API_KEY = ApiKey.LEADER_AND_ISR   # only ZooKeeper-mode brokers advertise it
 
 
 def _build_zookeeper_mode_tables() -> dict[str, Ranges]:
@@ -116,7 +117,7 @@ def zookeeper_mode_table(release: str) -> Ranges | None:
     return None if table is None else dict(table)
 
 
-_KRAFT_API_KEY = 55      # DescribeQuorum: only KRaft brokers advertise it
+_KRAFT_API_KEY = ApiKey.DESCRIBE_QUORUM      # only KRaft brokers advertise it
 
 
 def release_mode(release: str) -> str:
@@ -400,7 +401,7 @@ def version_info(api: int | str, version: int) -> VersionInfo:
     if deprecated and removed is False:
         notes.append("deprecated by KIP-896 but still served by Kafka 4.x")
     if rejected:
-        why = " (KAFKA-18659, kept for librdkafka)" if key == 0 else ""
+        why = " (KAFKA-18659, kept for librdkafka)" if key == ApiKey.PRODUCE else ""
         notes.append(f"advertised by {format_releases(rejected)} but rejected{why}")
     if len(_spans(served)) > 1:
         notes.append(f"not continuously served: {format_releases(served)}")
@@ -725,7 +726,6 @@ def release_changes(before: str, after: str) -> list[ReleaseChange]:
 #: ClientSoftwareName / ClientSoftwareVersion (KIP-511): letters, digits, '.' and '-',
 #: beginning and ending with a letter or digit (the broker's own check).
 CLIENT_SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9.\-]*[a-zA-Z0-9])?")
-_FIRST_SOFTWARE_VERSION = 3  # ApiVersionsRequest v3 added the two fields
 
 
 def _software_problem(label: str, value: Any) -> str | None:
@@ -779,7 +779,7 @@ def api_versions_request(version: int | None = None, *, client_software_name: st
     from kproto.messages import ApiVersionsRequest
 
     version = _API_VERSIONS_MAX if version is None else version
-    if version >= _FIRST_SOFTWARE_VERSION and not allow_invalid:
+    if version >= CLIENT_SOFTWARE_FIRST_VERSION and not allow_invalid:
         problems = client_software_problems(client_software_name, client_software_version)
         if problems:
             raise InvalidClientSoftwareError(
@@ -814,7 +814,7 @@ def decode_api_versions_request(payload, *, size_prefixed: bool = False):
                           api_key=request.api_key, api_version=request.api_version)
     problems: list[str] = []
     body: Any = request.body
-    if request.api_version >= _FIRST_SOFTWARE_VERSION:
+    if request.api_version >= CLIENT_SOFTWARE_FIRST_VERSION:
         problems = client_software_problems(body.client_software_name, body.client_software_version)
     return request, problems
 

@@ -3,11 +3,14 @@
 # into a cache outside the tree, and builds the project's small drivers (tools/clients/) against them.
 #
 #   scripts/install-clients.sh                 every ecosystem below
-#   scripts/install-clients.sh java go         just these (java python go node kcat)
+#   scripts/install-clients.sh java go         just these (java streams python go node kcat)
 #   scripts/install-clients.sh --print-dir     the cache directory, then exit
+#   scripts/install-clients.sh --held-out [...]  the held-out releases (HELDOUT_*), into clients/heldout/
+#                                              (the evaluation set: releases the fingerprint table never saw)
 #
 # Layout, under ${KPROTO_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kproto}/clients/:
 #   java/<v>/lib (kafka-clients and its runtime dependencies, slf4j-simple), java/<v>/classes (ClientDriver)
+#   streams/<v>/lib (kafka-streams and its dependencies), streams/<v>/classes (StreamsDriver, ClientDriver)
 #   python/<library>-<v>/      a virtual environment (bin/python)
 #   go/<library>-<v>/driver    tools/clients/go/<library>/main.go built against that module release
 #   node/kafkajs-<v>/node_modules
@@ -27,7 +30,20 @@ IBM_SARAMA_RELEASES=(v1.43.3 v1.61.1)
 SHOPIFY_SARAMA_RELEASES=(v1.27.2)
 KAFKA_GO_RELEASES=(v0.2.5 v0.4.30 v0.4.51)
 KAFKAJS_RELEASES=(1.16.0 2.2.4)
+STREAMS_RELEASES=()                    # Kafka Streams applications: in the held-out set only, so far
 SLF4J_SIMPLE=1.7.36
+# The held-out evaluation set (tools/record_clients.py --held-out): other releases of the same libraries,
+# none of them above, installed apart (clients/heldout/) so the table's recording never takes them.
+HELDOUT_JAVA_RELEASES=(2.4.1 3.3.2 4.1.2)
+HELDOUT_KAFKA_PYTHON_RELEASES=(1.4.6 2.2.15)
+HELDOUT_AIOKAFKA_RELEASES=(0.10.0 0.12.0)
+HELDOUT_CONFLUENT_KAFKA_RELEASES=(2.3.0 2.11.1)
+HELDOUT_FRANZ_GO_RELEASES=(v1.15.4 v1.18.1)
+HELDOUT_IBM_SARAMA_RELEASES=(v1.45.0)
+HELDOUT_SHOPIFY_SARAMA_RELEASES=(v1.38.1)
+HELDOUT_KAFKA_GO_RELEASES=(v0.4.40 v0.4.47)
+HELDOUT_KAFKAJS_RELEASES=(1.15.0 2.1.0)
+HELDOUT_STREAMS_RELEASES=(4.1.2)
 # Dependencies a release needs at the version of its time (aiokafka 0.8 imports kafka-python 2.0's modules).
 declare -A PYTHON_EXTRA=([aiokafka-0.8.1]="kafka-python==2.0.2")
 # Releases with no wheel for this Python: the Python (pyenv) whose wheel they have.
@@ -69,23 +85,33 @@ java_clients() {
     ready "$dir" && continue
     say "kafka-clients $v ..."
     work=$(mktemp -d)
-    cat >"$work/pom.xml" <<POM
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>kproto.cache</groupId><artifactId>clients-fetch</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$v</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>$SLF4J_SIMPLE</version></dependency>
-  </dependencies>
-</project>
-POM
     rm -rf "$dir"; mkdir -p "$dir/classes"
-    if ! mvn -q -B -f "$work/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
-        -DoutputDirectory="$dir/lib" >"$work/mvn.log" 2>&1; then
+    if ! "$ROOT/scripts/maven-fetch.sh" "$dir/lib" "org.apache.kafka:kafka-clients:$v" \
+        "org.slf4j:slf4j-simple:$SLF4J_SIMPLE" 2>"$work/mvn.log"; then
       failed "$dir" "Maven Central: $(grep -m1 ERROR "$work/mvn.log")"
     elif ! java_driver "$v" >"$work/ClientDriver.java" ||
          ! javac -nowarn -d "$dir/classes" -cp "$dir/lib/*" "$work/ClientDriver.java" >"$work/javac.log" 2>&1; then
+      failed "$dir" "the driver does not compile against it: $(grep -m1 error "$work/javac.log")"
+    else
+      touch "$dir/.ok"
+    fi
+    rm -rf "$work"
+  done
+}
+
+streams_apps() {
+  command -v javac >/dev/null || { say "javac is needed for the Kafka Streams driver"; status=1; return; }
+  for v in "${STREAMS_RELEASES[@]}"; do
+    local dir=$clients/streams/$v work
+    ready "$dir" && continue
+    say "kafka-streams $v ..."
+    work=$(mktemp -d)
+    rm -rf "$dir"; mkdir -p "$dir/classes"
+    if ! "$ROOT/scripts/maven-fetch.sh" "$dir/lib" "org.apache.kafka:kafka-streams:$v" \
+        "org.slf4j:slf4j-simple:$SLF4J_SIMPLE" 2>"$work/mvn.log"; then
+      failed "$dir" "Maven Central: $(grep -m1 ERROR "$work/mvn.log")"
+    elif ! javac -nowarn -d "$dir/classes" -cp "$dir/lib/*" "$ROOT/tools/clients/java/ClientDriver.java" \
+         "$ROOT/tools/clients/java/StreamsDriver.java" >"$work/javac.log" 2>&1; then
       failed "$dir" "the driver does not compile against it: $(grep -m1 error "$work/javac.log")"
     else
       touch "$dir/.ok"
@@ -182,17 +208,31 @@ kcat_client() {
   fi
 }
 
-which=("$@")
-[ ${#which[@]} -eq 0 ] && which=(java python go node kcat)
+which=()
+for arg in "$@"; do
+  if [ "$arg" = --held-out ]; then
+    clients=$clients/heldout
+    JAVA_RELEASES=("${HELDOUT_JAVA_RELEASES[@]}"); KAFKA_PYTHON_RELEASES=("${HELDOUT_KAFKA_PYTHON_RELEASES[@]}")
+    AIOKAFKA_RELEASES=("${HELDOUT_AIOKAFKA_RELEASES[@]}")
+    CONFLUENT_KAFKA_RELEASES=("${HELDOUT_CONFLUENT_KAFKA_RELEASES[@]}")
+    FRANZ_GO_RELEASES=("${HELDOUT_FRANZ_GO_RELEASES[@]}"); IBM_SARAMA_RELEASES=("${HELDOUT_IBM_SARAMA_RELEASES[@]}")
+    SHOPIFY_SARAMA_RELEASES=("${HELDOUT_SHOPIFY_SARAMA_RELEASES[@]}"); KAFKA_GO_RELEASES=("${HELDOUT_KAFKA_GO_RELEASES[@]}")
+    KAFKAJS_RELEASES=("${HELDOUT_KAFKAJS_RELEASES[@]}"); STREAMS_RELEASES=("${HELDOUT_STREAMS_RELEASES[@]}")
+  else
+    which+=("$arg")
+  fi
+done
+[ ${#which[@]} -eq 0 ] && which=(java streams python go node kcat)
 for part in "${which[@]}"; do
   case "$part" in
     --print-dir) echo "$clients"; exit 0 ;;
     java) java_clients ;;
+    streams) streams_apps ;;
     python) python_clients ;;
     go) go_clients ;;
     node) node_clients ;;
     kcat) kcat_client ;;
-    *) say "unknown part $part (java python go node kcat)"; exit 2 ;;
+    *) say "unknown part $part (java streams python go node kcat)"; exit 2 ;;
   esac
 done
 [ "$status" = 0 ] && say "ready: $clients"

@@ -50,33 +50,10 @@ if ! command -v java >/dev/null 2>&1; then
 fi
 
 # fetch VERSION ARTIFACT DEST TRANSITIVE [GROUP]: copy GROUP:ARTIFACT:VERSION (GROUP defaults to
-# org.apache.kafka; with its runtime dependencies when TRANSITIVE is yes) into DEST through a throw-away pom.
+# org.apache.kafka; with its runtime dependencies when TRANSITIVE is yes) into DEST (scripts/maven-fetch.sh).
 fetch() {
-  local version=$1 artifact=$2 dest=$3 transitive=$4 group=${5:-org.apache.kafka} work
-  work=$(mktemp -d)
-  cat >"$work/pom.xml" <<POM
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>kproto.cache</groupId><artifactId>kafka-fetch</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>$group</groupId><artifactId>$artifact</artifactId>
-      <version>$version</version></dependency>
-  </dependencies>
-</project>
-POM
-  rm -rf "$dest.partial"
-  mkdir -p "$dest.partial"
-  if ! mvn -q -B -f "$work/pom.xml" dependency:copy-dependencies \
-      -DincludeScope=runtime -DexcludeTransitive="$([ "$transitive" = yes ] && echo false || echo true)" \
-      -DoutputDirectory="$dest.partial" >"$work/mvn.log" 2>&1; then
-    say "could not fetch $group:$artifact:$version from Maven Central; mvn said:"
-    grep -E "ERROR" "$work/mvn.log" | head -n 8 >&2 || tail -n 20 "$work/mvn.log" >&2
-    rm -rf "$work" "$dest.partial"
-    return 1
-  fi
-  rm -rf "$work" "$dest"
-  mv "$dest.partial" "$dest"
+  local version=$1 artifact=$2 dest=$3 transitive=$4 group=${5:-org.apache.kafka}
+  "$(dirname "$0")/maven-fetch.sh" $([ "$transitive" = yes ] || echo --direct) "$dest" "$group:$artifact:$version"
 }
 
 status=0

@@ -79,12 +79,20 @@ def table_rows(table, drop=NAMING_COLUMNS) -> list[str]:
     return sorted(json.dumps(row, sort_keys=True, default=str) for row in table.select(keep).to_pylist())
 
 
+def input_errors(errors) -> list[dict]:
+    """The rows of an ``errors`` table that are input problems (not a connection's ``stream_loss``),
+    with the columns input problems have."""
+    return [{k: v for k, v in row.items() if k not in ("connection_id", "direction", "lost_bytes")}
+            for row in errors.to_pylist() if row["category"] != "stream_loss"]
+
+
 def analysed(splits, **options) -> dict:
     """Every table ``kproto analyze`` writes, for ``splits``, computed without Spark (as the driver combines them);
-    ``options``: worker.process_split's."""
+    ``options``: task.process_split's."""
     import pyarrow as pa
 
     from kproto.spark import combine, jobs, task, worker
+    from kproto.spark.stream_losses import stream_loss_rows
 
     sink = worker.Sink()
     parts = pa.Table.from_batches([b for s in splits for b in task.process_split(s, sink=sink, **options)],
@@ -94,6 +102,6 @@ def analysed(splits, **options) -> dict:
     errors = jobs.error_rows(accounting)
     tables = combine.combine(parts)
     tables.update(frames=sink.table("frames"), exchanges=sink.table("exchanges"),
-                  errors=pa.Table.from_pylist(errors, schema=jobs.ERRORS_SCHEMA),
+                  errors=pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=jobs.ERRORS_SCHEMA),
                   summary=pa.Table.from_pylist(jobs.summary_rows(accounting, errors), schema=jobs.SUMMARY_SCHEMA))
     return tables

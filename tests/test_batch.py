@@ -83,7 +83,7 @@ def test_header_columns_from_a_prefixed_buffer(loops):
     # MetadataRequest v0-v3 are deprecated by KIP-896; none is below Kafka 4.x's minimum (0).
     assert [r["deprecated"] for r in rows] == [True, False, False]
     assert [r["removed_in_4x"] for r in rows] == [False, False, False]
-    assert pa.types.is_dictionary(batch.schema.field("client_id").type)
+    assert batch.schema.field("client_id").type == pa.string()
     assert kb.trailing_bytes(batch) == 0
 
 
@@ -206,9 +206,9 @@ def test_c_and_python_agree_on_broken_frames(frame, cut, flip):
     mutated[cut % len(mutated)] ^= flip
     data = prefixed(bytes(mutated), frame, base[:cut], base)
     results = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, body="json"))
-    as_text = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, client_ids="string"))
-    assert as_text[0].equals(as_text[1])
-    assert as_text[0].to_pylist() == kb.decode_frames(data).to_pylist()
+    as_dictionary = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, client_ids="dictionary"))
+    assert as_dictionary[0].equals(as_dictionary[1])
+    assert as_dictionary[0].to_pylist() == kb.decode_frames(data).to_pylist()
     c_rows, py_rows = (r.to_pylist() for r in results)
     for c_row, py_row in zip(c_rows, py_rows):
         c_body, py_body = c_row.pop("body"), py_row.pop("body")
@@ -259,17 +259,17 @@ def test_c_and_python_agree_on_mixed_request_streams(order, cut):
     data = prefixed(*(kinds[k] for k in order))
     data = data[:len(data) - cut] if cut < len(data) else data
     out = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data))
-    assert out[0].to_pylist() == out[1].to_pylist()
+    assert out[0].equals(out[1]) and out[0].schema.equals(out[1].schema)   # the same buffers in both loops
     assert kb.trailing_bytes(out[0]) == kb.trailing_bytes(out[1])
-    # ids as text: the same rows (a dictionary's to_pylist gives its values), the same buffers in both loops
-    as_text = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, client_ids="string"))
-    assert as_text[0].equals(as_text[1]) and as_text[0].schema.equals(as_text[1].schema)
-    assert as_text[0].to_pylist() == out[0].to_pylist()
+    # ids as a dictionary: the same rows (a dictionary's to_pylist gives its values)
+    as_dictionary = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, client_ids="dictionary"))
+    assert as_dictionary[0].equals(as_dictionary[1])
+    assert as_dictionary[0].to_pylist() == out[0].to_pylist()
 
 
-# Client ids the header loop's id cache must tell apart: lengths on both sides of
-# its 14-byte words, long ids that share their first 14 bytes (Java's
-# "consumer-<group>-<n>"), ids that differ in one byte, the empty id, non-ASCII.
+# Client ids of lengths on both sides of the fast loop's 22 bytes of text, long ids that
+# share their first bytes (Java's "consumer-<group>-<n>"), ids that differ in one byte,
+# the empty id, non-ASCII.
 _ID_STEMS = ["", "a", "producer-7", "consumer-1", "rdkafka-12345", "rdkafka-123456", "rdkafka-1234567",
              "consumer-orders-app-1", "consumer-orders-app-2", "consumer-orders-app-10", "x" * 40,
              "x" * 39 + "y", "\u00e9t\u00e9-client"]
@@ -302,7 +302,7 @@ def test_header_loop_client_ids_are_exact(frames):
     data = _header_frames(frames)
     names = ["py"] + (["c"] if kproto.extension_loaded() else [])
     results = on_each_implementation(names, lambda: kb.decode_frames(data).to_pylist())
-    results += on_each_implementation(names, lambda: kb.decode_frames(data, client_ids="string").to_pylist())
+    results += on_each_implementation(names, lambda: kb.decode_frames(data, client_ids="dictionary").to_pylist())
     expected = [{"client_id": client_id, "correlation_id": k, "header_version": 1 if kind == "v1" else 2,
                  "header_tag_count": None if kind == "v1" else (1 if kind == "tagged" and client_id is not None
                                                                  else 0),
@@ -315,14 +315,14 @@ def test_header_loop_client_ids_are_exact(frames):
 
 
 def test_header_loop_many_client_ids(loops):
-    """More distinct ids than the id cache has slots, repeated: every row keeps its own id."""
-    # Short ids that agree in their first word and differ in the second (client-NNNNN),
-    # long ones that agree in their first 14 bytes: with 1,600 ids, slots are shared.
+    """Many distinct ids, repeated, some sharing long prefixes: every row keeps its own id,
+    and the dictionary, asked for, holds each once."""
     ids = ([f"consumer-orders-app-{k}" for k in range(600)] + [f"client-{k:05d}" for k in range(600)]
            + [f"c{k}" for k in range(300)] + [f"app-{k:010d}" for k in range(100)])
     order = ids * 3
     data = prefixed(*(metadata_request(12 if k % 2 else 4, k, client_id) for k, client_id in enumerate(order)))
-    batch = kb.decode_frames(data)
+    assert kb.decode_frames(data)["client_id"].to_pylist() == order
+    batch = kb.decode_frames(data, client_ids="dictionary")
     assert batch["client_id"].to_pylist() == order
     assert batch["client_id"].dictionary.to_pylist() == ids     # in order of first appearance
     assert set(batch["status"].to_pylist()) == {Status.OK}
@@ -560,10 +560,9 @@ def _first_appearance(ids: list[str | None]) -> list[str]:
 
 
 def test_header_loop_thousands_of_client_ids_zipf(loops):
-    """Thousands of ids (the id table grows several times), Zipf-drawn in random order,
-    of lengths around every word boundary of the table's keys (14, 22 and 24 bytes of
-    text) and sharing long prefixes: every row keeps its id, the dictionary is in order
-    of first appearance, and the loops agree (header v1 and v2 frames interleaved)."""
+    """Thousands of ids, Zipf-drawn in random order, of lengths around the fast loop's
+    22 bytes of text and sharing long prefixes: every row keeps its id, the dictionary
+    (asked for) is in order of first appearance (header v1 and v2 frames interleaved)."""
     rng = np.random.default_rng(18)
     stems = ["c", "producer-", "consumer-orders-app-", "x" * 21, "x" * 22, "x" * 30, "\u00e9t\u00e9-"]
     ids = [f"{stems[k % len(stems)]}{k}" for k in range(5000)]
@@ -571,15 +570,16 @@ def test_header_loop_thousands_of_client_ids_zipf(loops):
     order = [ids[k] for k in rng.choice(len(ids), size=20_000, p=weights / weights.sum())]
     order += ids   # and every id at least once, the last ones new near the end
     data = prefixed(*(metadata_request(12 if k % 2 else 4, k, client_id) for k, client_id in enumerate(order)))
-    batch = kb.decode_frames(data)
+    assert kb.decode_frames(data)["client_id"].to_pylist() == order
+    batch = kb.decode_frames(data, client_ids="dictionary")
     assert batch["client_id"].to_pylist() == order
     assert batch["client_id"].dictionary.to_pylist() == _first_appearance(order)
     assert set(batch["status"].to_pylist()) == {Status.OK}
 
 
-# Ids that differ only where the table's key words end or past them: in byte 14
-# (the last of word 1), 22 (the last of word 2), in the tail kept in the input, in
-# length alone, or only by the byte after them.
+# Ids that differ only at the fast loop's word ends or past them: in byte 14, 22 (the
+# last the fast loop copies in one go), past it, in length alone, or only by the byte
+# after them.
 _EDGE_IDS = ["a" * 14, "a" * 13 + "b", "a" * 15, "a" * 22, "a" * 21 + "b", "a" * 23, "a" * 24,
              "a" * 23 + "b", "a" * 40, "a" * 39 + "b", "b" + "a" * 39, "a" * 13, "", "a"]
 
@@ -590,11 +590,13 @@ _EDGE_IDS = ["a" * 14, "a" * 13 + "b", "a" * 15, "a" * 22, "a" * 21 + "b", "a" *
                                            st.integers(0, 3000).map(lambda k: f"consumer-orders-{k}")),
                                  st.sampled_from(["v1", "v2", "tagged"])), max_size=300))
 def test_c_and_python_agree_on_many_client_ids(frames):
-    """Many ids at once (past the first table size), any text, both loops: same rows, same dictionary."""
+    """Many ids at once, any text, both loops: same buffers; same dictionary when asked for one."""
     pytest.importorskip("kproto._c._batch")
     data = _header_frames(frames)
-    c, py = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data))
-    assert c.to_pylist() == py.to_pylist()
+    as_text = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data))
+    assert as_text[0].equals(as_text[1])
+    c, py = on_each_implementation(("c", "py"), lambda: kb.decode_frames(data, client_ids="dictionary"))
+    assert c.to_pylist() == py.to_pylist() == as_text[0].to_pylist()
     assert c["client_id"].dictionary.to_pylist() == py["client_id"].dictionary.to_pylist()
     assert c["client_id"].to_pylist() == [client_id for client_id, _ in frames]
     assert c["client_id"].dictionary.to_pylist() == _first_appearance([client_id for client_id, _ in frames])

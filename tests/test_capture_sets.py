@@ -212,7 +212,7 @@ def test_reading_stopped_in_a_middle_file_names_that_file_and_the_rest_of_the_se
     # A set planned whole (the corruption was past the part of the file its head check reads).
     paths, pieces, offset = _with_bad_record(tmp_path)
     tables = cp.analysed([P.plan_set("k", [(str(p), p.stat().st_size) for p in paths], "pcap")])
-    errors = tables["errors"].to_pylist()
+    errors = cp.input_errors(tables["errors"])
     assert [(e["file"], e["category"], e["offset"], e["unread_bytes"]) for e in errors] == [
         (str(paths[1]), "oversized_record", offset, len(pieces[1]) - offset),
         (str(paths[2]), "oversized_record", 0, len(pieces[2]))]
@@ -229,7 +229,7 @@ def test_an_incomplete_last_record_belongs_to_the_last_file(tmp_path):
     pieces[2] = pieces[2][:-10]
     paths = cp.write_pieces(tmp_path, cp.tcpdump_size_names("k.pcap", 3), pieces)
     tables = cp.analysed([_set_split(paths, "pcap")])
-    (error,) = tables["errors"].to_pylist()
+    (error,) = cp.input_errors(tables["errors"])
     assert (error["file"], error["category"], error["offset"]) == (str(paths[2]), "truncated_record",
                                                                    len(pieces[2]) - error["unread_bytes"])
     assert tables["summary"].to_pylist()[0]["accounted"]
@@ -285,7 +285,7 @@ def test_a_record_cut_by_a_file_end_the_head_check_missed_is_a_row(tmp_path):
     pieces[1] = pieces[1][:-10]
     paths = cp.write_pieces(tmp_path, cp.tcpdump_size_names("k.pcap", 3), pieces)
     tables = cp.analysed([P.plan_set("k", [(str(p), p.stat().st_size) for p in paths], "pcap")])
-    errors = tables["errors"].to_pylist()
+    errors = cp.input_errors(tables["errors"])
     # (The reader, out of step after the cut record, may find more problems in the next file.)
     assert [(e["file"], e["category"], e["offset"], e["unread_bytes"]) for e in errors][0] == (
         str(paths[1]), "truncated_record", len(pieces[1]) - carried, 0)
@@ -300,7 +300,7 @@ def test_a_file_of_a_set_that_cannot_be_opened_is_a_row_and_the_others_are_read(
     size = paths[1].stat().st_size
     paths[1].unlink()
     tables = cp.analysed([split])
-    (error,) = [e for e in tables["errors"].to_pylist() if e["category"] == "read_failed"]
+    (error,) = [e for e in cp.input_errors(tables["errors"]) if e["category"] == "read_failed"]
     assert (error["file"], error["offset"], error["unread_bytes"]) == (str(paths[1]), 0, size)
     (row, _total) = tables["summary"].to_pylist()
     assert row["files"] == 3 and row["unread_bytes"] == size and row["accounted"] and row["frames"] > 0
@@ -367,7 +367,7 @@ def test_files_given_as_file_uris_are_named_by_their_paths(tmp_path):
     paths = cp.write_pieces(tmp_path, cp.tcpdump_size_names("k.pcap", 2), pieces)
     uris = [(p.as_uri(), p.stat().st_size) for p in paths]
     for splits in ([P.plan_set("k", uris, "pcap")], P.plan_file(uris[1][0], 0, capture=str(paths[1]))):
-        (error,) = cp.analysed(splits)["errors"].to_pylist()
+        (error,) = cp.input_errors(cp.analysed(splits)["errors"])
         assert (error["file"], error["category"]) == (str(paths[1]), "truncated_record")
 
 

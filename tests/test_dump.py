@@ -255,7 +255,10 @@ def test_missing_file_is_a_usage_error(tmp_path, capsys):
 def test_tree_format(small, capsys):
     assert main(["dump", str(small), "--format", "tree", "--api", "Produce", "--direction", "response"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"{small}  connection 0  response #1  Produce(0) v9\n")
+    frames, connections, _ = read_capture(str(small))
+    row = connections.to_pylist()[0]
+    assert out.startswith(f"{small}  connection 0 ({row['client_ip']}:{row['client_port']} -> "
+                          f"{row['server_ip']}:{row['server_port']})  response #1  Produce(0) v9\n")
     assert "  status          OK\n" in out and "        partition_responses:\n" in out
 
 
@@ -386,3 +389,38 @@ def test_lost_bytes_are_summed_on_stderr_with_exit_status_4(tmp_path, capsys):
     assert [r["status"] for r in requests_out] == ["OK", "NOT_CAPTURED", "OK", "OK"]
     assert [r["header"]["correlation_id"] for r in requests_out] == [10, 11, 12, 13]
     assert f"lossy.pcap: {len(lost.payload)} bytes never captured in 1 gap; 0 bytes cut off" in err
+
+
+def test_records_name_the_connections_addresses(small, capsys):
+    """Each record says who talks (issue 38): known from the connection's first frame, so a live
+    input prints them before the connection closes (tests/test_capture_edges.py)."""
+    _, connections, _ = read_capture(str(small))
+    expected = {row["connection_id"]: (f"{row['client_ip']}:{row['client_port']}",
+                                       f"{row['server_ip']}:{row['server_port']}") for row in connections.to_pylist()}
+    status, rows, _ = run_cli(capsys, small)
+    assert status == 0 and rows
+    assert all((r["client"], r["broker"]) == expected[r["connection"]] for r in rows)
+    assert list(rows[0])[:4] == ["capture", "connection", "client", "broker"]
+    assert dump.address("2001:db8::1", 9092) == "[2001:db8::1]:9092"
+
+
+def test_snap_length_is_named_on_stderr(tmp_path, capsys):
+    """A capture taken with -s 96: the request headers are rows (NOT_CAPTURED), and stderr names
+    the snap length that cut the bodies."""
+    from tests.pcapwriter import Conversation, PcapWriter, request_frame, response_frame
+
+    conv = Conversation()
+    packets = conv.handshake()
+    topic = struct.pack(">ih", 1, 290) + b"t" * 290
+    for i in range(3):
+        packets += conv.data("client", request_frame(3, 1, 10 + i, topic), (1400,))
+        packets += conv.data("server", response_frame(10 + i, struct.pack(">iiii", 0, -1, 0, 0)), (1400,))
+    writer = PcapWriter(snaplen=96)
+    for i, packet in enumerate(packets + conv.close()):
+        writer.add(1_700_000_000_000_000_000 + i * 1000, packet.data)
+    path = tmp_path / "short.pcap"
+    path.write_bytes(writer.getvalue())
+    status, rows, err = run_cli(capsys, path)
+    assert status == 4
+    assert [r["status"] for r in rows if r["direction"] == "request"] == ["NOT_CAPTURED"] * 3
+    assert "short.pcap: 0 bytes never captured in 0 gaps; snaplen 96: bodies not captured, " in err

@@ -27,7 +27,8 @@ WIRE_PY = "kproto/_py/wire.py"
 #: rule -> (fingerprint, the files allowed to hold it)
 RULES = {
     "header version of a request / response (flexible versions, KIP-511, ControlledShutdown v0)":
-        (r"api_key == (7|18)\b|== 7 and \w*version == 0", {"kproto/schema/__init__.py"}),
+        (r"api_key == (7|18)\b|== 7 and \w*version == 0|in (REQUEST_HEADER_V0|RESPONSE_HEADER_V0_APIS)\b",
+         {"kproto/schema/__init__.py"}),
     "varint: seven bits a byte, low first":
         (r"\(b & 0x7F\) << shift", {WIRE_C, WIRE_PY}),
     "varint: bits beyond 32 / 64 are malformed":

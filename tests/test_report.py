@@ -95,13 +95,36 @@ def test_next_steps_come_first_ranked_by_requests():
     assert [s["client_id"] for s in data["next_steps"]["clients"]] == ["app", "quiet"]
     app, quiet_step = data["next_steps"]["clients"]
     assert app["confidence"] == "KIP-511" and "Produce v2" in app["cause"] and app["fix"]
-    assert quiet_step["software"] == "kafka-python" and "api_version pin" in quiet_step["cause"]
+    # Two requests kafka-python and sarama both send pinned: a guess, worded as one, with the library's own setting.
+    assert quiet_step["confidence"] == "low" and quiet_step["cause"].startswith("a guess")
+    assert quiet_step["software"].split(" or ") == ["kafka-python", "sarama"]
+    assert "version setting (api_version)" in quiet_step["cause"] and "(Config.Version)" in quiet_step["cause"]
+    assert "api_version" in quiet_step["fix"] and "closes the connection" in quiet_step["symptom"]
     old, new = data["next_steps"]["brokers"]
     assert (old["talks_to_4x_clients"], new["talks_to_4x_clients"]) == (False, True)
     assert "2.1 or later" in old["why"] and old["release"] == "0.10.2"
     text = report.markdown(data)
     assert text.index("## Next steps: clients not ready for Kafka 4.x") < text.index("## Inputs not read completely")
     assert "| b:9092 | 0.10.2 | no |" in text and "| c:9092 | 3.9 | yes |" in text
+
+
+def test_versions_some_4x_releases_refuse_are_not_called_ready():
+    """JoinGroup v1 (deprecated, refused by 4.0.0 only, kproto's release tables): no "no client sends a
+    removed version" line for it; its own table names the refusing release and the first that serves it."""
+    from kproto import versions as kv
+    from kproto.spark import next_steps
+
+    data = facts()
+    data["clients"][0].update(removed_in_4x_requests=0, apis=["JoinGroup v1"])
+    joins = {"client_ip": "10.0.0.1", "client_id": "app", "api_key": 11, "api_version": 1, "api_name": "JoinGroup",
+             "requests": 3, "not_served_by_4x": list(kv.version_info(11, 1).not_served_by_4x)}
+    data["readiness"].update(removed=[], removed_in_4x_requests=0, deprecated_not_removed=[joins])
+    data["next_steps"] = {"clients": next_steps.client_steps(data["clients"], []), "brokers": []}
+    text = report.markdown(data)
+    assert "No client sends a version Kafka 4.x removed" not in text
+    assert "No client sends a version every Kafka 4.x release refuses (but see" in text
+    assert "## Next steps: versions some Kafka 4.x releases refuse" in text
+    assert "| 10.0.0.1 | app | JoinGroup v1 | 3 | 4.0.0 | on 4.x, run 4.0.2 or later" in text
 
 
 def test_next_steps_name_each_clients_brokers_and_the_capture_window():

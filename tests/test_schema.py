@@ -43,8 +43,10 @@ def test_generator_is_deterministic(shared_protocol_dir, tmp_path):
         package = tmp_path / f"run{i}"
         subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schema.py"), "--source",
                         str(shared_protocol_dir), "--package", str(package)], check=True, capture_output=True)
-        outputs.append({str(path.relative_to(package)): path.read_bytes() for path in package.rglob("*.py")})
-    assert sorted(outputs[0]) == ["_common/api_keys.py", "_common/error_codes.py", "schema/_messages.py"]
+        outputs.append({str(path.relative_to(package)): path.read_bytes() for path in package.rglob("*")
+                        if path.is_file()})
+    assert sorted(outputs[0]) == ["_c/_api_keys.pxd", "_common/api_keys.py", "_common/error_codes.py",
+                                  "schema/_messages.py"]
     assert outputs[0] == outputs[1]
 
 

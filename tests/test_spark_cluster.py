@@ -146,7 +146,10 @@ def test_tables_on_the_cluster_equal_local_mode(local_run, cluster_run):
     assert local.returncode == 3, local.stderr[-4000:]
     assert remote.returncode == 3, remote.stderr[-4000:]
     expected = checksums(local_out)
-    assert expected["frames"][0] == 2 * 8 * 900 + 3 * 10 + 2 * 2 * 20 and expected["errors"][0] == 2
+    assert expected["frames"][0] == 2 * 8 * 900 + 3 * 10 + 2 * 2 * 20
+    # two input errors; the rest of the table are the stream_loss rows of the connections they cut
+    errors = pq.read_table(local_out / "errors").to_pylist()
+    assert len([e for e in errors if e["category"] != "stream_loss"]) == 2
     summary = {os.path.basename(r["capture"]): r for r in pq.read_table(local_out / "summary").to_pylist()}
     assert summary["b-big.pcap"]["splits"] == 3 and summary["*"]["accounted"]
     rotated = summary["e-rotated.pcap*"]

@@ -31,7 +31,7 @@ SOURCE_SUFFIXES = (".py", ".pyi", ".pyx", ".pxi", ".pxd", ".h")
 #: Written by tools (gen_schema.py, gen_stubs.py, record_fingerprints.py, record_brokers.py,
 #: record_clients.py); never edited by hand.
 GENERATED = frozenset({"kproto/schema/_messages.py", "kproto/_common/error_codes.py", "kproto/_common/api_keys.py",
-                       "kproto/messages.pyi", "kproto/fingerprint_data.py", "kproto/broker_recordings.py",
+                       "kproto/messages.pyi", "kproto/broker_recordings.py",
                        "kproto/client_recordings.py"})
 
 _MIRROR = "C / pure-Python twins: one rule in each implementation, kept alike line for line"

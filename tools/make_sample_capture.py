@@ -40,9 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fake_broker import FakeBroker, TrafficLog  # noqa: E402
 
-TOPICS = ("orders", "payments", "audit-log")
-
-
 def _messages(prefix: str, count: int) -> list[bytes]:
     # Values of a few hundred bytes, compressible like real JSON events.
     return [(f'{{"source":"{prefix}","n":{i},"amount":{i * 7 % 1000},"note":"' + "x" * (50 + i * 13 % 400)

@@ -3,6 +3,8 @@
     scripts/install-clients.sh                      # the clients, into the cache (once)
     .venv/bin/python tools/record_clients.py        # every installed client x every broker in BROKERS
     .venv/bin/python tools/record_clients.py --brokers 4.0.2 --only kafkajs   # a part, for a look (no file)
+    scripts/install-clients.sh --held-out && .venv/bin/python tools/record_clients.py --held-out
+                                                    # the held-out evaluation set (below)
 
 Every client release scripts/install-clients.sh installed (the cache's ``.ok`` directories;
 its ``.failed`` ones are listed with their reason) runs its driver from tools/clients/
@@ -19,6 +21,14 @@ of the client's own output (its error log), the broker's answer (requests it nev
 connections it closed, ApiVersions error codes), and per client the client.id, the KIP-511
 name and version, the ApiVersions requests per connection and the (API, version) pairs in
 order of first use. The KIP-896 truth table (docs/analyze.md) is read from those runs.
+
+``--held-out`` records the evaluation set instead: the releases scripts/install-clients.sh
+--held-out put apart (clients/heldout/: other releases of the same libraries, none in the table),
+under client.ids unlike the table's (``held_out_prefix``), a few pins at settings the table never
+used (``HELD_OUT_PINS``), and software outside the table (``OUTSIDE``: clients written on kproto),
+into tests/client_heldout_recordings.py. It lives with the tests, not in the package: nothing
+at run time reads it, and no classifier may be built from it. ``--held-out --docs`` writes its
+confusion table and version-range accuracy (``heldout_markdown``) into docs/analyze.md.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +53,9 @@ from kproto._common.cache import cache_root  # noqa: E402  (the checkout's kprot
 
 CACHE = cache_root() / "clients"
 CAPTURES = CACHE / "captures"
+HELD_OUT = CACHE / "heldout"            # scripts/install-clients.sh --held-out
+HELD_OUT_OUT = ROOT / "tests" / "client_heldout_recordings.py"
+HELD_OUT_BROKERS = ("4.4.0", "3.9.2")
 DRIVERS = ROOT / "tools" / "clients"
 BROKERS = ("3.9.2", "4.0.2", "4.4.0")
 RUN_SECONDS = 120       # one driver run: four steps of at most ~20 s each, and the JVM's start
@@ -57,6 +71,18 @@ PINS = {
     "sarama": "0.10.2.0",          # Config.Version (consumer groups need 0.10.2 at least)
     "franz-go": "0.10.1",          # kgo.MaxVersions(kversion.V0_10_1())
 }
+
+
+# Held-out pins: the library's version setting at a value the table's recording never used.
+HELD_OUT_PINS = {
+    ("kafka-python", "2.2.15"): "1.0.0",
+    ("confluent-kafka", "2.3.0"): "0.11.0",
+    ("sarama", "v1.38.1 (Shopify)"): "1.1.0",
+}
+# Software outside the table (tools/clients/outside_driver.py): the fingerprint must name it unknown.
+OUTSIDE = {"kproto": "kproto's own handshake (KIP-511 name kproto), negotiated versions",
+           "kproto-codec": "a client written on kproto's codec: ApiVersions v0, versions chosen by hand, "
+                           "a null client.id on its default-id step"}
 
 
 @dataclass(frozen=True)
@@ -76,13 +102,14 @@ GO_LIBRARIES = {"twmb_franz-go": "franz-go", "IBM_sarama": "sarama", "Shopify_sa
                 "segmentio_kafka-go": "kafka-go"}
 
 
-def installed() -> tuple[list[Client], dict[str, str]]:
-    """The clients scripts/install-clients.sh made ready, and those it could not, with why."""
+def installed(cache: Path = CACHE) -> tuple[list[Client], dict[str, str]]:
+    """The clients scripts/install-clients.sh made ready in ``cache`` (HELD_OUT for --held-out), and
+    those it could not, with why."""
     clients: list[Client] = []
     failed: dict[str, str] = {}
 
     def each(folder: str):
-        for path in sorted((CACHE / folder).glob("*")) if (CACHE / folder).is_dir() else ():
+        for path in sorted((cache / folder).glob("*")) if (cache / folder).is_dir() else ():
             if (path / ".failed").exists():
                 failed[f"{folder}/{path.name}"] = (path / ".failed").read_text().strip()
             elif (path / ".ok").exists():
@@ -93,6 +120,11 @@ def installed() -> tuple[list[Client], dict[str, str]]:
             "java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             "-cp", f"{path / 'classes'}:{path / 'lib'}/*", "ClientDriver")))
+    for path in each("streams"):      # Kafka Streams applications: the Java client under Streams' own ids
+        clients.append(Client("kafka-clients", f"{path.name} (Kafka Streams)", (
+            "java", "-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp", f"{path / 'classes'}:{path / 'lib'}/*", "StreamsDriver")))
     for path in each("python"):
         library, _, release = path.name.rpartition("-")
         clients.append(Client(library, release, (str(path / "bin" / "python"),
@@ -105,7 +137,7 @@ def installed() -> tuple[list[Client], dict[str, str]]:
         clients.append(Client("kafkajs", path.name.rpartition("-")[2],
                               ("node", str(DRIVERS / "node" / "driver.js")),
                               (("NODE_PATH", str(path / "node_modules")),)))
-    kcat = CACHE / "kcat"
+    kcat = cache / "kcat"
     if (kcat / ".failed").exists():
         failed["kcat"] = (kcat / ".failed").read_text().strip()
     elif (kcat / ".ok").exists():
@@ -162,9 +194,24 @@ def create_topic(broker, topic: str) -> None:
                                        size_prefixed=True))
 
 
-def capture_run(broker, client: Client, pin: str | None, pcap: Path) -> tuple[str, float]:
+def held_out_prefix(client: Client, pin: str | None) -> str:
+    """A held-out run's client.id prefix: an application's name, not the table's ``kp-<library>-<release>``
+    (an id that names the library would hand the fingerprint the answer)."""
+    return f"orders-{zlib.crc32((client.slug + (pin or '')).encode()) % 100000:05d}"
+
+
+def outside_clients() -> list[Client]:
+    """The programs of ``OUTSIDE``, run by the checkout's Python (they import the checkout's kproto)."""
+    from kproto import __version__
+
+    driver = str(DRIVERS / "outside_driver.py")
+    return [Client(name, __version__, (sys.executable, driver, name.replace("kproto-", "")))
+            for name in OUTSIDE]
+
+
+def capture_run(broker, client: Client, pin: str | None, pcap: Path, prefix: str | None = None) -> tuple[str, float]:
     """Run the client's driver under tcpdump; (its output, seconds)."""
-    prefix = f"kp-{client.slug}{'-pin' if pin else ''}"
+    prefix = prefix or f"kp-{client.slug}{'-pin' if pin else ''}"
     topic = f"rec-{client.slug}{'-pin' if pin else ''}"
     create_topic(broker, topic)
     pcap.parent.mkdir(parents=True, exist_ok=True)
@@ -306,34 +353,47 @@ def summarise(output: str) -> tuple[dict[str, str], str]:
     return steps, " | ".join(rest)[-OUTPUT_TAIL:]
 
 
+def planned(held_out: bool, only: list[str] | None) -> tuple[list[tuple[Client, str | None]], dict[str, str]]:
+    """The (client, pin) runs for one broker, and the clients that could not be installed."""
+    if held_out:
+        clients, failed = installed(HELD_OUT)
+        plan = [(c, None) for c in clients + outside_clients()]
+        plan += [(c, HELD_OUT_PINS[c.library, c.release]) for c in clients if (c.library, c.release) in HELD_OUT_PINS]
+    else:
+        clients, failed = installed()
+        plan = [(c, pin) for c in clients for pin in ((None, PINS[c.library]) if c.library in PINS else (None,))]
+    if only:
+        plan = [(c, pin) for c, pin in plan if c.library in only or c.slug in only]
+    return plan, failed
+
+
 def record(releases: tuple[str, ...], only: list[str] | None,
-           save=lambda runs, failed: None) -> tuple[list[dict], dict[str, str]]:
+           save=lambda runs, failed: None, held_out: bool = False) -> tuple[list[dict], dict[str, str]]:
     """Every run; ``save`` is called after each broker with the runs so far (a cut recording keeps them)."""
     import kafka_broker
 
     runs: list[dict] = []
     failed: dict[str, str] = {}
+    captures = HELD_OUT / "captures" if held_out else CAPTURES
     for release in releases:
-        clients, failed = installed()      # again for each broker: installs may still be under way
-        if only:
-            clients = [c for c in clients if c.library in only or c.slug in only]
+        plan, failed = planned(held_out, only)      # again for each broker: installs may still be under way
         print(f"broker {release}: starting", flush=True)
         broker = kafka_broker.start(release)
         try:
-            for client in clients:
-                for pin in (None, PINS.get(client.library)) if client.library in PINS else (None,):
-                    pcap = CAPTURES / release / f"{client.slug}{'-pinned' if pin else ''}.pcap"
-                    output, seconds = capture_run(broker, client, pin, pcap)
-                    pcap.with_suffix(".log").write_text(output)      # the whole output, beside the capture
-                    steps, log = summarise(output)
-                    facts = wire_facts(pcap, broker.plaintext_port)
-                    run = {"library": client.library, "release": client.release, "pin": pin, "broker": release,
-                           "works": bool(steps) and all(v == "ok" for v in steps.values()), "steps": steps,
-                           "log": log, "prefix": f"kp-{client.slug}", **facts}
-                    runs.append(run)
-                    print(f"  {client.library} {client.release}{' pin ' + pin if pin else ''}: "
-                          f"{'works' if run['works'] else 'FAILS'} ({seconds:.0f}s) {steps} "
-                          f"unanswered={facts['unanswered']} av_errors={facts['api_versions_errors']}", flush=True)
+            for client, pin in plan:
+                pcap = captures / release / f"{client.slug}{'-pinned' if pin else ''}.pcap"
+                prefix = held_out_prefix(client, pin) if held_out else None
+                output, seconds = capture_run(broker, client, pin, pcap, prefix)
+                pcap.with_suffix(".log").write_text(output)      # the whole output, beside the capture
+                steps, log = summarise(output)
+                facts = wire_facts(pcap, broker.plaintext_port)
+                run = {"library": client.library, "release": client.release, "pin": pin, "broker": release,
+                       "works": bool(steps) and all(v == "ok" for v in steps.values()), "steps": steps,
+                       "log": log, **facts}
+                runs.append(run)
+                print(f"  {client.library} {client.release}{' pin ' + pin if pin else ''}: "
+                      f"{'works' if run['works'] else 'FAILS'} ({seconds:.0f}s) {steps} "
+                      f"unanswered={facts['unanswered']} av_errors={facts['api_versions_errors']}", flush=True)
         finally:
             broker.stop()
         save(runs, failed)
@@ -359,6 +419,25 @@ or None, the most ApiVersions requests on one connection).
 '''
 
 
+HELD_OUT_HEADER = '''"""Held-out clients: real client releases the fingerprint table never saw, against real brokers (issue 37).
+
+Recorded by tools/record_clients.py --held-out on {stamp}: facts, do not edit; run the script again
+(after scripts/install-clients.sh --held-out). The evaluation set of tests/test_fingerprint_heldout.py:
+other releases of the table's libraries (none in kproto/client_recordings.py), client.ids unlike the
+table's, pins at settings the table never used (``PINS``: (library, release) -> pin), and software
+outside the table (``OUTSIDE``), through the table's scripted run. Never build a table from it.
+
+RUNS as in kproto/client_recordings.py: (library, release, pin, broker, works, steps, the tail of the
+client's own log, requests the broker closed a connection on, connections that ended with requests
+unanswered, ApiVersions error codes answered, clients); each client (client.id, (API, version)
+pairs in order of first use, KIP-511 (name, version) or None, the most ApiVersions requests on one
+connection).
+"""
+
+# ruff: noqa: E501
+'''
+
+
 def as_row(r: dict) -> tuple:
     """One run as the data file keeps it (the RUNS tuple)."""
     clients = tuple((c["client_id"], tuple(c["order"]), c["software"], c["handshakes"]) for c in r["clients"])
@@ -375,9 +454,11 @@ def merged(kept: list[tuple], new: list[tuple]) -> list[tuple]:
     return sorted(rows, key=lambda r: (release_key(r[3]), r[0], release_key(r[1]), r[1], r[2] or ""))
 
 
-def data_module(rows: list[tuple], failed: dict[str, str], stamp: str) -> str:
-    lines = [HEADER.format(stamp=stamp), f"BROKERS = {tuple(sorted({r[3] for r in rows}, key=_key))!r}",
-             f"PINS = {PINS!r}", f"NOT_RECORDED = {dict(sorted(failed.items()))!r}", "RUNS = ("]
+def data_module(rows: list[tuple], failed: dict[str, str], stamp: str, held_out: bool = False) -> str:
+    head = [HELD_OUT_HEADER.format(stamp=stamp), f"BROKERS = {tuple(sorted({r[3] for r in rows}, key=_key))!r}",
+            f"PINS = {HELD_OUT_PINS!r}", f"OUTSIDE = {OUTSIDE!r}"] if held_out else \
+        [HEADER.format(stamp=stamp), f"BROKERS = {tuple(sorted({r[3] for r in rows}, key=_key))!r}", f"PINS = {PINS!r}"]
+    lines = [*head, f"NOT_RECORDED = {dict(sorted(failed.items()))!r}", "RUNS = ("]
     for library, release, pin, broker, works, steps, log, unanswered, cut, errors, clients in rows:
         lines.append(f"    ({library!r}, {release!r}, {pin!r}, {broker!r}, {works!r},")
         lines.append(f"     {steps!r},")
@@ -484,22 +565,143 @@ def confusion_text(runs) -> str:
     return "\n".join(parts)
 
 
-def refresh(out: Path) -> int:
+# ---------------------------------------------------------------- the held-out evaluation
+UNKNOWN = "unknown"
+HELD_OUT_DOC_BEGIN = "<!-- held-out evaluation: tools/record_clients.py --held-out --docs -->"
+HELD_OUT_DOC_END = "<!-- end of the held-out evaluation -->"
+
+
+def names_of(library: str) -> set[str]:
+    """The names a library goes by: its own, the KIP-511 one (``SELF_NAMES``), and the KIP-511 names its
+    clients sent in the table's recording (confluent-kafka's ``confluent-kafka-python``)."""
+    from kproto import client_recordings as R
+
+    return {library, SELF_NAMES.get(library, library)} | {
+        software[0] for run in R.RUNS if run[0] == library for _id, _order, software, _n in run[10] if software}
+
+
+def _number(text: str) -> tuple[int, ...] | None:
+    """The first dotted release number in ``text`` ("v1.45.0", "2.11.1-rdkafka-2.11.1"); None when it has none."""
+    match = re.search(r"\d+(?:\.\d+)+|\d+", text)
+    return tuple(int(p) for p in match.group(0).split(".")) if match else None
+
+
+def judge(client: tuple, kip511: bool) -> dict:
+    """The fingerprint's verdict on one recorded client, through kproto.fingerprint.classify_row (what the
+    ``clients`` table shows); ``kip511`` False: its KIP-511 name and version withheld (the wire alone)."""
+    from kproto import fingerprint as FP
+    from kproto import versions as kv
+
+    client_id, order, software, handshakes = client
+    labels = [f"{kv.api_name(key)} v{version}" for key, version in order]     # the api_order column's labels
+    name, version = software if kip511 and software else (None, None)
+    row = FP.classify_row(client_id, labels, name, version, handshakes)
+    named = row["likely_software"]
+    return {"named": UNKNOWN if named is None or named.lower() == UNKNOWN else named,
+            "versions": row["likely_versions"], "confidence": row["fingerprint_confidence"]}
+
+
+def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
+    """Every held-out client judged: the figures of issue 37 over the table's libraries, and the verdicts
+    on the software outside the table (``outside``), which must be ``unknown`` (or its own name, or with
+    ``kip511`` the KIP-511 name it gave itself: that is no misnaming). A version range is right by
+    kproto.fingerprint.release_in_versions, the rule FP.evaluate applies too."""
+    from kproto import fingerprint as FP
+
+    confusion: dict[str, dict[str, int]] = {}
+    per_library: dict[str, list[int]] = {}          # library -> [clients, right library, right range]
+    wrong_high, outside_named = [], []
+    for library, release, pin, broker, *_rest, clients in runs:
+        for client in clients:
+            verdict = judge(client, kip511)
+            row = confusion.setdefault(library, {})
+            row[verdict["named"]] = row.get(verdict["named"], 0) + 1
+            if library in outside:
+                own = {library} | ({client[2][0]} if kip511 and client[2] else set())    # its own name is no misnaming
+                if verdict["named"] not in {UNKNOWN} | own:
+                    outside_named.append((library, broker, client[0], verdict["named"], verdict["confidence"]))
+                continue
+            right = verdict["named"] in names_of(library)
+            counts = per_library.setdefault(library, [0, 0, 0])
+            counts[0] += 1
+            counts[1] += right
+            counts[2] += right and FP.release_in_versions(verdict["versions"], release)
+            if not right and verdict["named"] != UNKNOWN and verdict["confidence"] == "high":
+                wrong_high.append((library, release, pin, broker, client[0], verdict["named"], verdict["versions"]))
+    total = [sum(c[i] for c in per_library.values()) for i in range(3)]
+    return {"clients": total[0], "right_library": total[1], "right_range": total[2], "per_library": per_library,
+            "confusion": confusion, "wrong_high": wrong_high, "outside_named": outside_named}
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / max(whole, 1):.1f} %"
+
+
+def heldout_markdown(runs, outside=OUTSIDE) -> str:
+    """The held-out evaluation for docs/analyze.md: per view (KIP-511 first, the wire alone) the confusion
+    table (true library per row, named per column, ``unknown`` last) and the figures; then the version-range
+    accuracy per library in both views."""
+    scores = {kip511: heldout_score(runs, kip511, outside) for kip511 in (True, False)}
+    parts = []
+    for kip511, title in ((True, "As the `clients` table names them (a KIP-511 name first):"),
+                          (False, "By the fingerprint alone (KIP-511 names withheld):")):
+        score = scores[kip511]
+        named = sorted({n for row in score["confusion"].values() for n in row} - {UNKNOWN}) + [UNKNOWN]
+        lines = [title, "", "| true \\ named | " + " | ".join(named) + " |", "|---" * (len(named) + 1) + "|"]
+        for library in sorted(score["confusion"]):
+            label = f"{library} (outside the table)" if library in outside else library
+            lines.append(f"| {label} | " + " | ".join(str(score["confusion"][library].get(n, 0)) for n in named) + " |")
+        total = score["clients"]
+        lines += ["", f"Right library: {score['right_library']} of {total} ({_percent(score['right_library'], total)}); "
+                  f"right version range: {score['right_range']} of {total} ({_percent(score['right_range'], total)}). "
+                  "Wrong library with `high` confidence: "
+                  + (", ".join(sorted({f"{w[0]} {w[1]} named {w[5]}" for w in score["wrong_high"]})) or "none")
+                  + ". Software outside the table not named `unknown`: "
+                  + (", ".join(sorted({f"{o[0]} named {o[3]} ({o[4]})" for o in score["outside_named"]})) or "none")
+                  + "."]
+        parts.append("\n".join(lines) + "\n")
+    releases: dict[str, set[str]] = {}
+    for library, release, pin, *_ in runs:
+        if library not in outside:
+            releases.setdefault(library, set()).add(release + (f" (pin {pin})" if pin else ""))
+    lines = ["Version-range accuracy per library (right range / clients; a range is right when the true release "
+             "lies within what `likely_versions` says: after its `after` release and before its `before` one, "
+             "both exclusive; a KIP-511 version when it is the true release):", "",
+             "| library | held-out releases | clients | right library (KIP-511 first) | right range (KIP-511 first) "
+             "| right library (wire alone) | right range (wire alone) |", "|---" * 7 + "|"]
+    for library in sorted(releases):
+        first, alone = scores[True]["per_library"][library], scores[False]["per_library"][library]
+        lines.append(f"| {library} | {', '.join(sorted(releases[library], key=lambda r: (_number(r) or (), r)))} "
+                     f"| {first[0]} | {first[1]} | {first[2]} | {alone[1]} | {alone[2]} |")
+    parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
+def write_heldout_docs(runs, doc: Path = ROOT / "docs" / "analyze.md") -> None:
+    """Replace the held-out section of docs/analyze.md (between its two markers) with ``heldout_markdown``."""
+    text = doc.read_text(encoding="utf-8")
+    start, end = text.index(HELD_OUT_DOC_BEGIN) + len(HELD_OUT_DOC_BEGIN), text.index(HELD_OUT_DOC_END)
+    doc.write_text(text[:start] + "\n\n" + heldout_markdown(runs) + "\n" + text[end:], encoding="utf-8")
+    print(f"wrote the held-out evaluation into {doc}")
+
+
+def refresh(out: Path, held_out: bool = False) -> int:
     """The recording's wire facts read again from its cached captures; steps and logs kept."""
     import runpy
 
     namespace = runpy.run_path(str(out))
+    captures = HELD_OUT / "captures" if held_out else CAPTURES
     rows = []
     for row in namespace["RUNS"]:
         library, release, pin, broker = row[:4]
         slug = Client(library, release, ()).slug
-        pcap = CAPTURES / broker / f"{slug}{'-pinned' if pin else ''}.pcap"
+        pcap = captures / broker / f"{slug}{'-pinned' if pin else ''}.pcap"
         facts = wire_facts(pcap, broker_port(pcap))
         rows.append(as_row({"library": library, "release": release, "pin": pin, "broker": broker,
                             "works": row[4], "steps": row[5], "log": row[6], **facts}))
     stamp = re.search(r"on (\d{4}-\d{2}-\d{2})", out.read_text()).group(1)
-    out.write_text(data_module(rows, namespace["NOT_RECORDED"], stamp))
-    print(f"wrote {out} ({len(rows)} runs, wire facts from {CAPTURES})")
+    out.write_text(data_module(rows, namespace["NOT_RECORDED"], stamp, held_out))
+    print(f"wrote {out} ({len(rows)} runs, wire facts from {captures})")
     return 0
 
 
@@ -509,7 +711,8 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap, prefix, topic, count, *pin = argv[1:]
         return 1 if kcat_run(bootstrap, prefix, topic, int(count), pin[0] if pin else "") else 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--brokers", nargs="+", default=BROKERS, help="broker releases (default: %(default)s)")
+    parser.add_argument("--brokers", nargs="+", help=f"broker releases (default: {' '.join(BROKERS)}; "
+                        f"with --held-out {' '.join(HELD_OUT_BROKERS)})")
     parser.add_argument("--only", nargs="+", help="libraries or client slugs; prints, writes no file but "
                         "with --append")
     parser.add_argument("--append", action="store_true",
@@ -518,11 +721,28 @@ def main(argv: list[str] | None = None) -> int:
                         help="read the wire facts again from the cached captures (after a change to wire_facts)")
     parser.add_argument("--tables", action="store_true",
                         help="print the truth table and the current fingerprint's confusion from the recording")
-    parser.add_argument("--out", type=Path, default=ROOT / "kproto" / "client_recordings.py")
+    parser.add_argument("--held-out", action="store_true",
+                        help="the held-out evaluation set (scripts/install-clients.sh --held-out) into "
+                             "tests/client_heldout_recordings.py; with --tables / --docs, its evaluation")
+    parser.add_argument("--docs", action="store_true",
+                        help="with --held-out: write the evaluation of the committed recording into docs/analyze.md")
+    parser.add_argument("--out", type=Path, help="the data file (default: kproto/client_recordings.py; with "
+                        "--held-out tests/client_heldout_recordings.py)")
     args = parser.parse_args(argv)
+    args.brokers = args.brokers or (HELD_OUT_BROKERS if args.held_out else BROKERS)
+    args.out = args.out or (HELD_OUT_OUT if args.held_out else ROOT / "kproto" / "client_recordings.py")
     started = time.monotonic()
     if args.refresh:
-        return refresh(args.out)
+        return refresh(args.out, args.held_out)
+    if args.held_out and (args.tables or args.docs):
+        import runpy
+
+        runs = runpy.run_path(str(args.out))["RUNS"]
+        if args.docs:
+            write_heldout_docs(runs)
+        else:
+            print(heldout_markdown(runs))
+        return 0
     if args.tables:
         from kproto import client_recordings as R
 
@@ -539,9 +759,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(runs: list[dict], failed: dict[str, str]) -> None:
         if not args.only or args.append:
-            args.out.write_text(data_module(merged(kept, [as_row(r) for r in runs]), failed, stamp))
+            args.out.write_text(data_module(merged(kept, [as_row(r) for r in runs]), failed, stamp, args.held_out))
 
-    runs, failed = record(tuple(args.brokers), args.only, save)
+    runs, failed = record(tuple(args.brokers), args.only, save, args.held_out)
     if args.only and not args.append:
         return 0
     print(f"wrote {args.out} ({len(runs)} runs, {time.monotonic() - started:.0f}s)")

@@ -1,7 +1,10 @@
 """Record client fingerprints: real client libraries, release by release, against kproto's fake brokers.
 
-    .venv/bin/python tools/record_fingerprints.py              # the table: kproto/fingerprint_data.py
-    .venv/bin/python tools/record_fingerprints.py --evaluate   # a separate recording: tests/fingerprint_evaluation.py
+    .venv/bin/python tools/record_fingerprints.py --evaluate   # tests/fingerprint_evaluation.py
+
+The fingerprint table itself is built from tools/record_clients.py's recording against real
+brokers (kproto/client_recordings.py); this tool records the evaluation set of clients outside
+it (releases and fake brokers the table does not have), which tests/test_fingerprint.py scores.
 
 Each library release gets its own virtual environment under
 ``~/.cache/kproto/fingerprints/<library>-<release>`` (kept and reused; wheels
@@ -254,39 +257,6 @@ def _pairs(pairs) -> str:
     return "(" + "".join(f"({a}, {v}), " for a, v in pairs) + ")"
 
 
-def table_module(results: list[dict], unavailable: dict[str, str], stamp: str) -> str:
-    """kproto/fingerprint_data.py: one line per run (library, release, broker, pinned, pairs, firsts, ids, software)."""
-    recorded: dict[str, list[str]] = {}
-    lines = [HEADER.format(what="Client fingerprints: what each recorded library release sent to each fake broker.",
-                           flag="", stamp=stamp,
-                           more="Each run: (library, release, broker release, pinned to api_version (0, 10, 1),\n"
-                                "every (API, version) its clients used, the first requests of each client,\n"
-                                "the client.id it chose when given none, the KIP-511 (name, version) it sent,\n"
-                                "its clients' most ApiVersions requests on one connection).\n"),
-             f"BROKERS = {BROKERS!r}",
-             f"NOT_RECORDED = {dict(sorted(unavailable.items()))!r}", "RUNS = ("]
-    for r in results:
-        clients = r["clients"]
-        if not clients:
-            continue
-        recorded.setdefault(r["library"], [])
-        if r["release"] not in recorded[r["library"]]:
-            recorded[r["library"]].append(r["release"])
-        pairs = sorted({tuple(p) for c in clients for p in c["api_order"]})
-        openings = sorted({tuple(tuple(p) for p in c["api_order"][:OPENING]) for c in clients if c["api_order"]})
-        ids = sorted({c["client_id"] for c in clients if c["client_id"] is not None
-                      and not c["client_id"].startswith(r["prefix"])})
-        software = sorted({tuple(c["software"]) for c in clients if c["software"]})
-        handshakes = sorted({c["handshakes"] for c in clients if c["handshakes"] is not None})
-        lines.append(f"    ({r['library']!r}, {r['release']!r}, {r['broker']!r}, {r['pinned']!r}, {_pairs(pairs)}, "
-                     f"({''.join(_pairs(o) + ', ' for o in openings)}), {tuple(ids)!r}, {tuple(software)!r}, "
-                     f"{tuple(handshakes)!r}),")
-    lines.append(")")
-    ordered = {lib: tuple(rel for rel in RELEASES[lib] if rel in recorded.get(lib, ())) for lib in RELEASES}
-    lines.append(f"RELEASES = {ordered!r}")
-    return "\n".join(lines) + "\n"
-
-
 def evaluation_module(results: list[dict], unavailable: dict[str, str], stamp: str) -> str:
     """tests/fingerprint_evaluation.py: each client's features and the truth."""
     lines = [HEADER.format(what="Client fingerprints, evaluation set: clients of known library release, "
@@ -310,16 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evaluate", action="store_true", help="record the evaluation set instead of the table")
     parser.add_argument("--workers", type=int, default=3, help="runs at once (they mostly wait)")
     args = parser.parse_args(argv)
+    if not args.evaluate:
+        parser.error("the fingerprint table is built from kproto/client_recordings.py (tools/record_clients.py); "
+                     "this tool records the evaluation set: --evaluate")
     logging.basicConfig(level=logging.CRITICAL)
     started = time.monotonic()
     results, unavailable = run_all(args.evaluate, args.workers)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
-    if args.evaluate:
-        out = ROOT / "tests" / "fingerprint_evaluation.py"
-        out.write_text(evaluation_module(results, unavailable, stamp))
-    else:
-        out = ROOT / "kproto" / "fingerprint_data.py"
-        out.write_text(table_module(results, unavailable, stamp))
+    out = ROOT / "tests" / "fingerprint_evaluation.py"
+    out.write_text(evaluation_module(results, unavailable, stamp))
     print(f"wrote {out} ({len(results)} runs, {time.monotonic() - started:.0f}s)")
     return 0
 

@@ -1,7 +1,8 @@
 """Measure the stream layer on the captures operators really take (issue 35).
 
     PYTHONPATH=. .venv/bin/python tools/stream_sweep.py [--traffic FILE] [--impl c|py] [--no-tshark]
-                                                        [--quick] [--json OUT]
+                                                        [--quick] [--json OUT] [--unknown-port]
+                                                        [--only-starts]
 
 Real client traffic (kafka-python producers, plain and gzip, a kafka-python
 consumer fetching the records back, their metadata connections) is recorded once
@@ -22,6 +23,10 @@ frame put on the wire) and how many of those have status OK; for snaplen, the
 frames whose header was captured and the headers recovered. With tshark on PATH
 (scripts/install-capture-tools.sh, or apt-get install tshark) the same files are
 given to tshark and its recovered frames are counted the same way.
+
+``--unknown-port`` reads the captures without broker ports (as ``kproto dump`` reads Kafka
+on a port other than 9092): every connection must then prove Kafka by its frames.
+``--only-starts`` runs the start sweep alone.
 """
 
 from __future__ import annotations
@@ -230,13 +235,14 @@ def request_header_len(frame: bytes) -> int:
 
 
 # ---------------------------------------------------------------- reading
-def kproto_rows(path: str, impl: str):
+def kproto_rows(path: str, impl: str, broker_ports=(BROKER[1],)):
     """(client port, direction, payload, status, api key, version, corr, client id, size) per frame,
-    as ``kproto dump`` decodes them (responses paired with their requests)."""
+    as ``kproto dump`` decodes them (responses paired with their requests). ``broker_ports=()``:
+    the broker's port is not known, so its connections must confirm Kafka by their frames."""
     import kproto.dump as kd
     from kproto.capture import CaptureReader
 
-    reader = CaptureReader(path, on_error="keep", implementation=impl)
+    reader = CaptureReader(path, on_error="keep", implementation=impl, broker_ports=broker_ports)
     rows = []
     for frames, decoded, client_id in kd.record_batches(reader, records="summary"):
         for i in range(frames.num_rows):
@@ -272,7 +278,8 @@ def tshark_rows(path: str):
 
 # ---------------------------------------------------------------- scoring
 class Score(Counter):
-    def add_case(self, wire: Wire, keep, path: str, impl: str, use_tshark: bool, snaplen_payload=None) -> None:
+    def add_case(self, wire: Wire, keep, path: str, impl: str, use_tshark: bool, snaplen_payload=None,
+                 broker_ports=(BROKER[1],)) -> None:
         ranges = {k: sorted(v) for k, v in captured_ranges(wire, keep, snaplen_payload).items()}
         ports = {conn: wire.conversations[conn].client[1] for conn in wire.conversations}
         full: dict[tuple[int, int], Counter] = defaultdict(Counter)   # (port, direction) -> payloads
@@ -288,7 +295,7 @@ class Score(Counter):
                     key, version, corr = struct.unpack_from(">hhi", frame, 4)
                     headers[(ports[conn], 0)][(corr, key, version)] += 1
                     self["request headers captured"] += 1
-        rows = kproto_rows(path, impl)
+        rows = kproto_rows(path, impl, broker_ports)
         matched_full = {k: Counter(v) for k, v in full.items()}
         matched_head = {k: Counter(v) for k, v in headers.items()}
         truth_all = defaultdict(set)
@@ -342,11 +349,14 @@ def run(args) -> dict:
     tmp = tempfile.mkdtemp(prefix="stream_sweep_")
     path = os.path.join(tmp, "case.pcap")
 
+    # --unknown-port: the broker's port is not given (as `kproto dump` on a port other than 9092)
+    broker_ports = () if args.unknown_port else (BROKER[1],)
+
     def case(name: str, wire: Wire, keep, snaplen: int = 262144, tshark: bool = use_tshark) -> None:
         with open(path, "wb") as handle:
             handle.write(wire.pcap(keep, snaplen))
         limit = None if snaplen >= 262144 else snaplen - 54   # Ethernet + IPv4 + TCP headers
-        results.setdefault(name, Score()).add_case(wire, keep, path, args.impl, tshark, limit)
+        results.setdefault(name, Score()).add_case(wire, keep, path, args.impl, tshark, limit, broker_ports)
 
     # start: every packet of each picked connection, two segment sizes
     for label, conn in picked.items():
@@ -356,6 +366,9 @@ def run(args) -> dict:
             starts = data_packets[:: args.stride]
             for start in starts:
                 case(f"start {label}", wire, lambda i, p, s=start: i >= s, tshark=use_tshark and not args.quick)
+    if args.only_starts:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return {name: {k: v for k, v in score.items() if not k.startswith("_")} for name, score in results.items()}
     # loss and snaplen: the whole traffic
     all_conns = sorted(traffic.clients)
     wire = Wire.build(traffic, all_conns, 1448, handshake=True)
@@ -392,6 +405,9 @@ def main(argv=None) -> int:
     parser.add_argument("--stride", type=int, default=1, help="every n-th start packet")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--unknown-port", action="store_true",
+                        help="read without broker ports: every connection must confirm Kafka by its frames")
+    parser.add_argument("--only-starts", action="store_true", help="the start sweep alone")
     args = parser.parse_args(argv)
     results = run(args)
     print(table(results))

@@ -24,8 +24,6 @@ class CBuffer:
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
-def id_table_slots(ids: int) -> int:
-    """The slot count of the client-id table once it holds ``ids`` distinct ids."""
 def count_frames(data: Buffer, max_frame_size: int) -> tuple[int, int]:
     """(frames, bytes framed) of a buffer of size-prefixed frames."""
 
@@ -42,7 +40,6 @@ def scan(
     default_key: int = -1,
     default_version: int = -1,
     body_offsets: bool = True,
-    ids_as_text: bool = False,
 ) -> dict[str, Any]:
     """Decode the headers of frames into column arrays (see kproto/batch.py)."""
 

@@ -19,7 +19,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
-from libc.string cimport memcmp, memcpy, memset, strlen
+from libc.string cimport memcpy, memset, strlen
 from libc.stdio cimport snprintf
 
 # Column memory: mmap/mremap on Linux, malloc/realloc elsewhere (kp_platform.h).
@@ -178,29 +178,8 @@ cdef inline const void *array_ptr(object arr):
     return NULL if arr is None else <const void *><Py_ssize_t>arr.ctypes.data
 
 
-cdef tuple id_dictionary(const IdTable *t):
-    """The ids' text by dictionary index, as Arrow string offsets (int64, count + 1)
-    and data (bytes): no Python object per id. The table copied them as it added them."""
-    offsets = np.empty(t.count + 1, np.int64)
-    memcpy(<int64_t *><Py_ssize_t>offsets.ctypes.data, t.text_offsets, (t.count + 1) * sizeof(int64_t))
-    return offsets, PyBytes_FromStringAndSize(t.text, t.text_size)
-
-
-cdef void add_id_columns(dict cols, tuple client_ids, Py_ssize_t rows) except *:
-    """The client ids' entries of scan's columns: the dictionary's ``client_id_offsets``
-    (int64) and ``client_id_data``, ``client_id`` holding each row's index; or, ids as
-    text, ``client_id_offsets`` None, ``client_id`` each row's id length (0 without one),
-    ``client_id_data`` the ids' text in row order and ``client_id_text_offsets`` its
-    Arrow offsets (int32; None past 2 GiB)."""
-    cols["client_id_offsets"], cols["client_id_data"] = client_ids
-    cols["client_id_text_offsets"] = None
-    if client_ids[0] is None:
-        cols["client_id_text_offsets"] = id_text_offsets(<const int32_t *>array_ptr(cols["client_id"]), rows,
-                                                         len(client_ids[1]))
-
-
 cdef object id_text_offsets(const int32_t *lengths, Py_ssize_t rows, Py_ssize_t text_size):
-    """Ids as text: the Arrow string offsets (int32, rows + 1) from each row's id length
+    """The client ids' Arrow string offsets (int32, rows + 1) from each row's id length
     (0 for a row without one), in a pooled map; None when the text is past 2 GiB (the
     caller says so)."""
     cdef size_t got
@@ -263,7 +242,7 @@ cdef dict hand_over(Columns *c, size_t *mapped, Py_ssize_t rows, bint all_plain)
 
 def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, request_keys=None,
          request_versions=None, Py_ssize_t max_frame_size=0x7FFFFFFF, int default_direction=0,
-         int default_key=-1, int default_version=-1, bint body_offsets=True, bint ids_as_text=False):
+         int default_key=-1, int default_version=-1, bint body_offsets=True):
     """Decode the headers of frames into column arrays (see kproto/batch.py).
 
     ``offsets`` None: ``data`` holds size-prefixed frames back to back, read in
@@ -273,14 +252,15 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     None) marks null entries. Per-frame inputs are numpy arrays or None (then the
     ``default_*`` value applies to every frame). ``body_offsets`` False: no
     ``body_offset`` column (the header-only decode does not need where bodies start).
-    ``ids_as_text``: no client id dictionary (see add_id_columns).
+    Client ids come as text: ``client_id`` holds each row's id length (0 without one),
+    ``client_id_data`` the ids' text in row order and ``client_id_offsets`` its Arrow
+    offsets (int32; None past 2 GiB).
     """
     cdef Py_buffer view
     cdef Columns c
     cdef Py_ssize_t i = 0, pos = 0, framed = 0, start, n, capacity, limit
     cdef int32_t size
-    cdef IdTable ids
-    cdef IdCache cache
+    cdef IdText ids
     cdef bint wide = False, prefixed = offsets is None, no_memory = False, plain_requests, shared_zeros
     cdef bint zeros_written = False
     cdef Py_ssize_t zero_from = 0
@@ -309,15 +289,13 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
     shared_zeros = plain_requests and not body_offsets
     memset(&c, 0, sizeof(c))
     memset(mapped, 0, sizeof(mapped))
-    id_cache_init(&cache)
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     cdef const unsigned char *buf = <const unsigned char *>view.buf
     cdef Py_ssize_t length = view.len
     # Requests take at least 12 bytes with their prefix: grow (by remapping) if not.
     capacity = count if count >= 0 else length // 16 + 64
-    if id_table_init(&ids) < 0 or (ids_as_text and id_text_in_map(&ids, capacity) < 0):
+    if id_text_init(&ids, capacity) < 0:
         PyBuffer_Release(&view)
-        id_table_free(&ids)
         raise MemoryError()
     columns_from_pool(&c, mapped, capacity)
     try:
@@ -329,11 +307,11 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                     limit = capacity if count < 0 else min(capacity, count)
                     # Constant flags: one specialized loop each (see scan_plain_requests).
                     if shared_zeros:       # header-only: no body offsets, zeros left to general_row_done
-                        i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids, &cache,
-                                                False, False, ids_as_text)
+                        i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids,
+                                                False, False)
                     else:                  # body offsets (for the body passes), zeros block by block
-                        i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids, &cache,
-                                                True, True, ids_as_text)
+                        i = scan_plain_requests(&c, i, limit, buf, length, &pos, max_frame_size, &ids,
+                                                True, True)
                     framed = pos
                 if count >= 0 and i >= count:
                     break
@@ -365,7 +343,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                     n = length - pos - 4
                     if n > size:
                         n = size
-                    scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &ids, ids_as_text)
+                    scan_frame(&c, i, buf + pos + 4, n, direction, key, version, &ids)
                     if n < size:
                         # The buffer ends inside this frame, whatever its header said.
                         if c.status[i] != ST_TRUNCATED:
@@ -386,7 +364,7 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                         clear_row(&c, i)
                         fail(&c, i, ST_NULL_FRAME if n >= 0 else ST_BAD_LENGTH, 0)
                     else:
-                        scan_frame(&c, i, buf + start, n, direction, key, version, &ids, ids_as_text)
+                        scan_frame(&c, i, buf + start, n, direction, key, version, &ids)
                 if c.status[i] == ST_NO_MEMORY:
                     no_memory = True
                 if shared_zeros:
@@ -396,16 +374,17 @@ def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, r
                 clear_zero_columns_of(&c, zero_from, i)
         if no_memory:
             raise MemoryError()
-        client_ids = (None, take_text(&ids)) if ids_as_text else id_dictionary(&ids)
+        client_id_text = take_text(&ids)
     except BaseException:
         columns_free(&c, mapped)
         raise
     finally:
         PyBuffer_Release(&view)
-        id_table_free(&ids)
+        id_text_free(&ids)
 
     cols = hand_over(&c, mapped, i, shared_zeros and not zeros_written)
-    add_id_columns(cols, client_ids, i)
+    cols["client_id_data"] = client_id_text
+    cols["client_id_offsets"] = id_text_offsets(<const int32_t *>array_ptr(cols["client_id"]), i, len(client_id_text))
     cols["count"] = i
     cols["framed"] = framed
     if not body_offsets:

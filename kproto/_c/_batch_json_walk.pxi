@@ -1,6 +1,8 @@
 # Part of _batch.pyx (included there; one module split by responsibility).
 # The JSON pass, part 3: the walk over a body, and json_bodies, its entry point.
 
+from kproto._c._api_keys cimport response_fallback_version
+
 cdef inline const unsigned char *jtake(JCtx *x, Py_ssize_t n) noexcept nogil:
     # The n bytes at the cursor, which moves past them: the one bounds check of every
     # fixed-width read, as _buffer.pxd's reader_take (NULL with TRUNCATED stored).
@@ -373,7 +375,7 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False, bint 
     cdef Out out
     cdef JCtx x
     cdef JPlan *jp
-    cdef int version, first_status
+    cdef int version, first_status, fallback
     cdef Py_ssize_t first_error
     cdef bint no_memory = False
 
@@ -381,8 +383,9 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False, bint 
     ok = (cols["status"] == ST_OK) & (cols["body_offset"] >= 0)
     for d, key, version in present_versions(cols, ok):
         ensure_plan(d, key, version)
-        if d == 1 and key == API_VERSIONS:
-            ensure_plan(1, API_VERSIONS, 0)
+        fallback = response_fallback_version(key, version) if d == 1 else -1
+        if fallback >= 0:
+            ensure_plan(1, key, fallback)
 
     out_init(&out, 1 << 16)
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
@@ -402,14 +405,16 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False, bint 
                 if jstruct(&x, jp) == 0 and x.p != x.end:
                     jfail(&x, ST_BAD_LENGTH)
                 # ApiVersions responses as kproto.api.decode_response reads them (KIP-511, as
-                # Java does): at the version asked, else as v0; neither: the first error.
-                if x.status != ST_OK and x.status != ST_NO_MEMORY and c.direction[i] == 1 \
-                        and c.api_key[i] == API_VERSIONS and version > 0:
+                # Java does): at the version asked, else at the generated fallback version
+                # (_api_keys.pxd: v0); neither: the first error.
+                fallback = response_fallback_version(c.api_key[i], version) \
+                    if x.status != ST_OK and x.status != ST_NO_MEMORY and c.direction[i] == 1 else -1
+                if fallback >= 0:
                     first_status = x.status
                     first_error = x.error
                     out.length = row_start
                     start_body(&x, &f, i, &out, records_summary, NULL, version_fields)
-                    if jstruct(&x, table_plan(1, API_VERSIONS, 0)) == 0 and x.p != x.end:
+                    if jstruct(&x, table_plan(1, c.api_key[i], fallback)) == 0 and x.p != x.end:
                         jfail(&x, ST_BAD_LENGTH)
                     if x.status != ST_OK and x.status != ST_NO_MEMORY:
                         x.status = first_status
@@ -429,6 +434,3 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False, bint 
         PyBuffer_Release(&view)
         free(out.buf)
 
-
-cdef enum:
-    API_VERSIONS = 18

@@ -8,9 +8,9 @@
 # does not summarize itself (legacy magic 0/1, unknown codecs, corrupt batches)
 # go back to Python as "fallback" rows, which kproto.batch reads with the records
 # module, so their counts and error text are the records module's own.
+from kproto._c._api_keys cimport API_KEY_FETCH, API_KEY_PRODUCE
+
 cdef enum:
-    PRODUCE = 0
-    FETCH = 1
     CODEC_MIXED = 5
 
 
@@ -49,7 +49,7 @@ cdef int ensure_partition_plan(int direction, int key, int version) except -1:
     if (direction, key, version) not in _marked:
         name = schema.response_name(key) if direction == 1 else schema.request_name(key)
         mark_roles(table_plan(direction, key, version), native_plan(schema.plan(name, version)), 0,
-                   key == PRODUCE)
+                   key == API_KEY_PRODUCE)
         _marked.add((direction, key, version))
     return 0
 
@@ -166,8 +166,8 @@ def partition_rows(data, dict cols, offsets=None):
     cdef RecordsSummary *summaries = NULL
 
     candidates = np.flatnonzero((cols["status"] == ST_OK) & (cols["body_offset"] >= 0) & (
-        ((cols["api_key"] == PRODUCE) & (cols["direction"] == 0))
-        | ((cols["api_key"] == FETCH) & (cols["direction"] == 1))))
+        ((cols["api_key"] == API_KEY_PRODUCE) & (cols["direction"] == 0))
+        | ((cols["api_key"] == API_KEY_FETCH) & (cols["direction"] == 1))))
     for d, key, version in present_versions(cols, candidates):
         ensure_partition_plan(d, key, version)
     cdef const int64_t[::1] rows = candidates.astype(np.int64)

@@ -73,12 +73,11 @@ cdef inline void api_checks(Columns *c, Py_ssize_t i, int d, int key, int versio
 
 
 cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
-                              IdTable *ids, bint ids_as_text) noexcept nogil:
+                              IdText *ids) noexcept nogil:
     # The wire layer parses the header (wire_request_header, the one parser); this
     # puts what it read into the row: the fields read before a failure stay in it.
     cdef WireHeader h
     cdef Py_ssize_t pos = 0
-    cdef int32_t index = 0
     cdef uint8_t info
     cdef uint8_t flags = F_API | F_CORRELATION | F_HEADER_VERSION
     cdef int st = wire_request_header(p, n, &pos, &h)
@@ -88,21 +87,12 @@ cdef inline void scan_request(Columns *c, Py_ssize_t i, const unsigned char *p, 
     c.correlation_id[i] = h.correlation_id
     c.tag_count[i] = h.tag_count
     if (st == ST_OK or h.part == WIRE_PART_TAGS) and h.client_id_length >= 0:
-        if ids_as_text:
-            # the row's value is the id's length, its text appended (see "ids as text")
-            index = h.client_id_length
-            if id_append_text(ids, p + h.client_id_at, h.client_id_length) < 0:
-                index = -1
-        else:
-            # the table keys an id by its bytes with their length prefix
-            index = id_lookup(ids, p + h.client_id_at - 2, h.client_id_length)
-            if index < 0:
-                index = id_add(ids, p + h.client_id_at - 2, h.client_id_length)
-        if index < 0:
+        # the row's value is the id's length, its text appended (see _batch_ids.pxi)
+        if id_append_text(ids, p + h.client_id_at, h.client_id_length) < 0:
             st = ST_NO_MEMORY
             pos = h.client_id_at
         else:
-            c.client_id[i] = index
+            c.client_id[i] = h.client_id_length
             flags |= F_CLIENT_ID
     if st:
         c.present[i] = flags if h.part != WIRE_PART_FIXED else 0
@@ -151,7 +141,7 @@ cdef inline void scan_response(Columns *c, Py_ssize_t i, const unsigned char *p,
 
 
 cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py_ssize_t n,
-                            int direction, int key, int version, IdTable *ids, bint ids_as_text) noexcept nogil:
+                            int direction, int key, int version, IdText *ids) noexcept nogil:
     if direction == 1:
         clear_row(c, i)
         scan_response(c, i, p, n, key, version)
@@ -163,7 +153,7 @@ cdef inline void scan_frame(Columns *c, Py_ssize_t i, const unsigned char *p, Py
         c.client_id[i] = 0
         c.tag_count[i] = 0
         c.body_offset[i] = -1
-        scan_request(c, i, p, n, ids, ids_as_text)
+        scan_request(c, i, p, n, ids)
 
 
 cdef inline void clear_zero_columns_of(Columns *c, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
@@ -219,40 +209,24 @@ cdef inline void general_row_done(Columns *c, Py_ssize_t i, bint *zeros_written,
 
 cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                            const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                           Py_ssize_t max_frame_size, IdTable *ids, IdCache *cache,
-                                           bint body_offsets, bint clear_zero_columns,
-                                           bint ids_as_text) noexcept nogil:
+                                           Py_ssize_t max_frame_size, IdText *ids,
+                                           bint body_offsets, bint clear_zero_columns) noexcept nogil:
     """The common case in a loop of its own: size-prefixed requests, whole, of a valid
-    API version, with a null client id or one the table holds or can add, and no
-    tagged fields.
+    API version, with a null client id or a UTF-8 one, and no tagged fields.
 
     Returns the row count at the first frame that is anything else (or at ``limit``,
     or near the end of the buffer); the general loop takes that frame, then comes
     back. The columns that are zero on this path are not written per row: a block
     of rows at a time when ``clear_zero_columns``, else by the caller (see scan).
     Callers pass ``body_offsets`` and ``clear_zero_columns`` as constants, so the
-    compiler makes a loop for each case with the test gone. ``ids_as_text``: ids
-    checked and their text appended, no lookup (see "ids as text").
+    compiler makes a loop for each case with the test gone.
     """
     cdef Py_ssize_t block_end
     while i < limit:
         block_end = i + 4096 if limit - i > 4096 else limit
         if clear_zero_columns:
             clear_zero_columns_of(c, i, block_end)
-        # The id lookups by the distinct ids so far (see "the id caches"); constant
-        # cache and mode arguments, one specialised loop each.
-        if ids_as_text:
-            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, NULL, 0, body_offsets,
-                                 False, True)
-        elif ids.count <= STACK_CACHE_UNTIL_IDS:
-            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, cache.slot, CACHE_SHIFT,
-                                 body_offsets, False, False)
-        elif ids.count <= BIG_CACHE_UNTIL_IDS and id_big_cache(ids) != NULL:
-            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, ids.big_cache,
-                                 BIG_CACHE_SHIFT, body_offsets, False, False)
-        else:
-            i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, NULL, 0, body_offsets,
-                                 True, False)
+        i = scan_plain_block(c, i, block_end, buf, length, pos_io, max_frame_size, ids, body_offsets)
         if i < block_end:
             break
     return i
@@ -260,17 +234,12 @@ cdef inline Py_ssize_t scan_plain_requests(Columns *c, Py_ssize_t i, Py_ssize_t 
 
 cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t limit,
                                         const unsigned char *buf, Py_ssize_t length, Py_ssize_t *pos_io,
-                                        Py_ssize_t max_frame_size, IdTable *ids, CacheSlot *cache, int cache_shift,
-                                        bint body_offsets, bint pipelined, bint ids_as_text) noexcept nogil:
-    """Rows [i, limit) of scan_plain_requests, as far as they go. ``pipelined`` (a
-    constant at each call): a frame's id slot is prefetched as the frame is read and
-    its id resolved ID_PIPELINE ids later, in the same loop (resolve_id); else each
-    id looked up as its frame is read, in ``cache`` first (``cache_shift``
-    its hash's shift). ``ids_as_text`` (a constant too): no lookup (see "ids as
-    text"). Column pointers are copied into
-    locals first: a store through a one-byte column may alias any memory the
-    compiler cannot see is private, and it would reload every pointer after each
-    such store."""
+                                        Py_ssize_t max_frame_size, IdText *ids, bint body_offsets) noexcept nogil:
+    """Rows [i, limit) of scan_plain_requests, as far as they go: each id checked and its
+    text appended (see _batch_ids.pxi). Column pointers and the text's end are copied
+    into locals first: a store through a one-byte column may alias any memory the
+    compiler cannot see is private, and it would reload every pointer after each such
+    store."""
     cdef int64_t *offset = c.offset
     cdef int32_t *size_col = c.size
     cdef int8_t *header_version = c.header_version
@@ -282,21 +251,16 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
     cdef uint8_t *present = c.present
     cdef Py_ssize_t pos = pos_io[0], next_pos, body
     # The loop reads 24 bytes at every frame's client id (p + 8) before it knows the frame
-    # is that long (26 as text): it leaves frames in the last 36 (38) bytes to the general loop.
-    cdef Py_ssize_t last_pos = length - (4 + 8 + ID_WORD_BYTES + (2 if ids_as_text else 0))
+    # is that long, and copies 24 from p + 10: it leaves frames in the last 38 bytes to the general loop.
+    cdef Py_ssize_t last_pos = length - (4 + 8 + ID_WORD_BYTES + 2)
     cdef const unsigned char *p
     cdef uint32_t size, key_version, plain, tag, id_length, covered
-    cdef uint64_t word0, word1, word2, h
     cdef const uint64_t *masks
+    cdef uint64_t key_bits
     cdef uint8_t flags
-    cdef int32_t index = 0
-    cdef PendingIds pend
-    cdef Py_ssize_t pushed = 0, resolved = 0     # ring entries pushed, resolved
-    cdef int k
-    cdef const IdSlot *slots = ids.slots
-    cdef int shift = ids.shift
-    cdef uint64_t seed0 = ids.seed0, seed1 = ids.seed1
-    cdef CacheSlot *cached
+    cdef int32_t text_length
+    cdef char *text = ids.text
+    cdef Py_ssize_t text_size = ids.size, text_capacity = ids.capacity
     while i < limit and pos <= last_pos:
         size = kp_load_be32(buf + pos)
         next_pos = pos + 4 + <Py_ssize_t>size
@@ -316,58 +280,41 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
             body = 10 + id_length + tag
             if body > <Py_ssize_t>size:
                 break
-            # The key as the table holds it (zero past the id), if the tag byte is 0;
-            # a slot's key is zero past its id, so a match also proves the tag byte 0.
+            # The id's bytes (with its length and tag byte) in three masked words: if no
+            # high bit is set, the text is ASCII.
             masks = WORD_MASK[covered]
-            word0 = kp_load_le64(p + 8) & masks[0]
-            word1 = kp_load_le64(p + 16) & masks[1]
-            word2 = kp_load_le64(p + 24) & masks[2]
-            if ids_as_text:
-                index = id_text_short(ids, p + 8, tag, word0 | word1 | word2)
-                if index < 0:
-                    break
-            elif pipelined:
-                h = id_hash_seeded(seed0, seed1, word0, word1, word2)
-                kp_prefetch(&slots[h >> shift])
-                k = <int>(pushed & (ID_PIPELINE - 1))
-                pend.hash[k] = h
-                pend.word0[k] = word0
-                pend.word1[k] = word1
-                pend.word2[k] = word2
-                pend.key[k] = p + 8
-                pend.row[k] = i
-            else:
-                cached = cache_slot(cache, cache_shift, word0, word1, word2)
-                if (word0 ^ cached.word0) | (word1 ^ cached.word1) | (word2 ^ cached.word2):
-                    index = cache_miss(ids, cached, p + 8, covered, tag)
-                    if index < 0:
-                        break
-                else:
-                    index = cached.index
+            key_bits = ((kp_load_le64(p + 8) & masks[0]) | (kp_load_le64(p + 16) & masks[1])
+                        | (kp_load_le64(p + 24) & masks[2]))
+            text_length = id_short_checked(p + 8, tag, key_bits)
+            if text_length < 0:
+                break
+            if text_size + ID_WORD_BYTES > text_capacity:
+                ids.size = text_size
+                if id_text_room(ids, ID_WORD_BYTES) < 0:
+                    break           # out of memory: the general loop says so
+                text = ids.text
+                text_capacity = ids.capacity
+            # 24 bytes in one fixed-size copy; the next id overwrites the bytes past this one
+            memcpy(text + text_size, p + 10, ID_WORD_BYTES)
+            text_size += text_length
             flags = <uint8_t>plain | F_CLIENT_ID
         elif id_length == 0xFFFF:                  # a null client id (p[10] is in the buffer)
             body = 10 + tag
             if body > <Py_ssize_t>size or (tag and p[10] != 0):    # a frame shorter than its header
                 break
-            index = 0
+            text_length = 0
             flags = <uint8_t>plain
         elif id_length <= 0x7FFF:                  # a long id: read once known whole in the frame
             body = 10 + id_length + tag
             if body > <Py_ssize_t>size:
                 break
-            if ids_as_text:
-                index = id_text_long(ids, p + 8, tag)
-                if index < 0:
-                    break
-            elif pipelined:
-                k = <int>(pushed & (ID_PIPELINE - 1))
-                pend.word0[k] = ID_FREE
-                pend.key[k] = p + 8
-                pend.row[k] = i
-            else:
-                index = id_long_in_loop(ids, p + 8, tag)
-                if index < 0:
-                    break
+            ids.size = text_size
+            text_length = id_text_long(ids, p + 8, tag)
+            if text_length < 0:
+                break
+            text = ids.text
+            text_size = ids.size
+            text_capacity = ids.capacity
             flags = <uint8_t>plain | F_CLIENT_ID
         else:
             break
@@ -377,29 +324,12 @@ cdef inline Py_ssize_t scan_plain_block(Columns *c, Py_ssize_t i, Py_ssize_t lim
         api_key[i] = <int16_t>(key_version >> 16)
         api_version[i] = <int16_t>key_version
         correlation_id[i] = <int32_t>kp_load_be32(p + 4)
-        if not pipelined or not flags & F_CLIENT_ID:    # pipelined: a null id's 0 (the others resolved later)
-            client_id[i] = index
+        client_id[i] = text_length
         if body_offsets:
             body_offset[i] = <int32_t>body
         present[i] = flags
         pos = next_pos
         i += 1
-        if pipelined and flags & F_CLIENT_ID:
-            pushed += 1
-            if pushed - resolved == ID_PIPELINE:     # the ring is full: its oldest id now
-                if resolve_id(ids, &pend, <int>(resolved & (ID_PIPELINE - 1)), client_id, header_version) < 0:
-                    break       # the drain below stops at that frame
-                resolved += 1
-                slots = ids.slots     # the table may have grown
-                shift = ids.shift
-    if pipelined:
-        # The ids still in the ring, in order. A new id with a tag byte that is not 0 or
-        # not UTF-8 (or no memory): the general loop takes its frame, and reads on from it.
-        while resolved < pushed:
-            if resolve_id(ids, &pend, <int>(resolved & (ID_PIPELINE - 1)), client_id, header_version) < 0:
-                i = pend.row[resolved & (ID_PIPELINE - 1)]
-                pos = offset[i]
-                break
-            resolved += 1
+    ids.size = text_size
     pos_io[0] = pos
     return i

@@ -81,14 +81,6 @@ cdef inline void reader_init(ByteReader *r, const unsigned char *data, Py_ssize_
     r.eager = 0
 
 
-cdef inline Py_ssize_t reader_offset(ByteReader *r) noexcept:
-    return r.p - r.start
-
-
-cdef inline Py_ssize_t reader_remaining(ByteReader *r) noexcept:
-    return r.end - r.p
-
-
 cdef inline int reader_need(ByteReader *r, Py_ssize_t n) except -1:
     if r.end - r.p < n:
         return raise_truncated(r, n)

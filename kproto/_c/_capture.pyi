@@ -53,6 +53,11 @@ class Engine:
         """Frames found since the last call, or None: numpy columns plus payload_offsets and payload_data."""
     def take_connections(self) -> list[dict[str, Any]]:
         """Rows (dicts keyed by CONNECTION_COLUMNS) of connections closed since the last call."""
+    def take_endpoints(self) -> list[dict[str, Any]]:
+        """connection_id, client_ip, client_port, server_ip, server_port of the connections
+        whose first frame was emitted since the last call."""
+    def snap_lengths(self) -> list[int]:
+        """The snap lengths of the records whose TCP payload they cut, sorted."""
     def capture_counters(self) -> dict[str, int]: ...
     def open_connections(self) -> int: ...
     def feed(self, data: Buffer) -> int:

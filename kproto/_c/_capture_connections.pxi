@@ -161,6 +161,7 @@ cdef class _Connection:
     cdef int64_t matched
     cdef int64_t request_like[2]
     cdef bint closed
+    cdef bint told                   # its endpoints were reported (take_endpoints), with its first frame
 
     def __cinit__(self):
         self.h0 = _Half(0)

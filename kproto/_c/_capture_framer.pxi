@@ -14,6 +14,7 @@ cdef class _Framer:
     cdef Py_ssize_t needed           # where the last undecided _confirm waits for bytes
     cdef int64_t held_limit          # held bytes of an unconfirmed connection (_capture_kinds.pxi)
     cdef Py_ssize_t batch_frames, batch_bytes
+    cdef list opened                 # connections whose first frame was just emitted (take_endpoints)
     # output batch
     cdef Py_ssize_t n_out, out_capacity
     cdef int64_t *o_conn
@@ -26,6 +27,9 @@ cdef class _Framer:
     cdef object out_data             # numpy uint8 array
     cdef unsigned char *out_ptr
     cdef Py_ssize_t out_len, out_data_capacity
+
+    def __cinit__(self):
+        self.opened = []
 
     def __dealloc__(self):
         free(self.versions)
@@ -77,6 +81,9 @@ cdef class _Framer:
                    int32_t size, Py_ssize_t captured, const unsigned char *payload) except -1:
         # `captured` payload bytes of a frame of `size` (fewer when a gap cut it)
         cdef Py_ssize_t i = self.n_out
+        if not conn.told:       # its first frame: say who talks (the connection row comes at its close)
+            conn.told = True
+            self.opened.append(conn)
         if i >= self.out_capacity:
             self._grow_rows()
         self._reserve_data(captured)
@@ -312,7 +319,7 @@ cdef class _Framer:
             buf = half.data()
             size = <int32_t>kp_load_be32(buf)
             if half.sasl and 0 <= size <= self.max_frame_size:
-                token = _sasl_token(self, conn, half, size)
+                token = _sasl_token(self, conn, half, size, final)
                 if token < 0:
                     return 0
                 if token:
@@ -344,7 +351,7 @@ cdef class _Framer:
                 last_ts = half.chunks[k].ts
                 break
         request_like = self._request_ok(buf + 4, captured, size)
-        _kind_frame(conn, half, buf + 4, captured, size, request_like)
+        _kind_frame(conn, half, buf + 4, captured, size, request_like, last_ts)
         if conn.kind > KIND_KAFKA_:
             return 0    # this frame showed another protocol: its bytes went with the rest
         half.c[H_FRAMES] += 1

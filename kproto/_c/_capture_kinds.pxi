@@ -2,9 +2,9 @@
 # (twin: kproto/_py/capture_kinds.py, which states the rules). Module-level functions the
 # framer calls at its few hooks, so the framer's own logic stays its own.
 
+from kproto._c._api_keys cimport API_KEY_API_VERSIONS, API_KEY_SASL_HANDSHAKE, SASL_RAW_TOKENS_HANDSHAKE_VERSION
+
 cdef enum:
-    API_SASL_HANDSHAKE = 17
-    API_API_VERSIONS = 18
     RUN_TO_CONFIRM = 4
     HELD_FRAMES = 1024
     TLS_MAX_RECORD = 18432
@@ -114,8 +114,8 @@ cdef bint _kind_before(_Connection conn, _Half half, bint final) except -1:
     return True
 
 
-cdef int _sasl_token(_Framer fr, _Connection conn, _Half half, int32_t size) except -2:
-    """1: a raw token (counted, dropped); 0: Kafka again; -1: not complete."""
+cdef int _sasl_token(_Framer fr, _Connection conn, _Half half, int32_t size, bint final) except -2:
+    """1: a raw token (counted, dropped); 0: Kafka again; -1: not complete or not decided yet."""
     cdef const unsigned char *buf = half.data()
     cdef _Half other = conn.half(1 - half.side)
     if half.length < 4 + <Py_ssize_t>size:
@@ -127,14 +127,30 @@ cdef int _sasl_token(_Framer fr, _Connection conn, _Half half, int32_t size) exc
     elif not other.sasl and size >= 4 and other.has_corr(<int32_t>kp_load_be32(buf + 4)):
         half.sasl = False
         return 0
+    elif other.sasl and (other.pending or not other.synced) and not final and half.length <= fr.held_limit:
+        return -1       # the client's side is in its tokens behind a hole: wait for its next request
     half.c[H_SASL_TOKENS] += 1
     half.c[H_SASL_BYTES] += 4 + size
     half.drop(4 + size)
     return 1
 
 
+cdef bint _answered_already(_Connection conn, int side, int32_t corr, int64_t request_end_ts) except -1:
+    # Is a frame the other side sent after this request, held undecided, a response with
+    # this correlation id? (see the twin)
+    cdef bytes payload
+    if corr < 0:
+        return False
+    for held in conn.undecided:
+        payload = held[5]
+        if held[0] != side and <int64_t>held[2] >= request_end_ts and len(payload) >= 4 \
+                and <int32_t>kp_load_be32(<const unsigned char *><char *>payload) == corr:
+            return True
+    return False
+
+
 cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload, Py_ssize_t captured,
-                     int32_t size, bint request_like) except -1:
+                     int32_t size, bint request_like, int64_t last_ts) except -1:
     # payload holds `captured` bytes of the frame's `size` (fewer when a gap or the snap
     # length cut it): only those are read (see the twin's Kinds._kind_frame)
     cdef _Half other = conn.half(1 - half.side)
@@ -146,10 +162,10 @@ cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload,
     if as_request:
         api_key = kp_load_be16(payload)
         api_version = kp_load_be16(payload + 2)
-        if api_key == API_SASL_HANDSHAKE or api_key == API_API_VERSIONS:
+        if api_key == API_KEY_SASL_HANDSHAKE or api_key == API_KEY_API_VERSIONS:
             half.hello_corr = request_corr
-        if api_key == API_SASL_HANDSHAKE and api_version == 0 and half.side == conn.client_side \
-                and half.sequence < 8:
+        if api_key == API_KEY_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION \
+                and half.side == conn.client_side and half.sequence < 8:
             half.sasl = True
             half.sasl_corr = request_corr
     if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:
@@ -166,6 +182,15 @@ cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload,
     if as_response and corr >= 0 and other.has_corr(corr):
         conn.matched += 1
         if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
+            conn.kind = KIND_KAFKA_
+            return 0
+    if as_request and _answered_already(conn, half.side, request_corr, last_ts):
+        # the pair in the other order: its response was confirmed first (see the twin)
+        conn.matched += 1
+        if conn.client_side < 0:
+            conn.client_side = half.side
+            conn.direction_source = 2
+        if conn.matched >= 2 or conn.direction_source == 0:
             conn.kind = KIND_KAFKA_
             return 0
     if as_request:

@@ -18,6 +18,7 @@ cdef extern from *:
 
 cdef struct Interface:
     int linktype
+    uint32_t snaplen
     int mode         # 0: multiply, 1: divide, 2: binary, 3: always 0 (divisor beyond 64 bits)
     uint64_t factor
     int exponent
@@ -95,6 +96,7 @@ cdef class _Reader(_Reassembly):
                 self.big_endian = not (magic_le == PCAP_MAGIC_US or magic_le == PCAP_MAGIC_NS)
                 self.pcap_nanos = (magic_be if self.big_endian else magic_le) == PCAP_MAGIC_NS
                 self.linktype = self._u32(p + 20) & 0xFFFF
+                self.snaplen = self._u32(p + 16)
                 self.format = FORMAT_PCAP
                 pos = 24
             else:
@@ -183,6 +185,7 @@ cdef class _Reader(_Reassembly):
                 self.interfaces = <Interface *>_grow(self.interfaces, self.interface_capacity * sizeof(Interface))
             iface = &self.interfaces[self.n_interfaces]
             iface.linktype = self._u16(body)
+            iface.snaplen = self._u32(body + 4)
             resolution = 6
             offset = 0
             opt = 8
@@ -232,6 +235,7 @@ cdef class _Reader(_Reassembly):
                 self.cnt[C_MALFORMED] += 1
                 return 1
             iface = &self.interfaces[index]
+            self.snaplen = iface.snaplen
             units = (<uint64_t>high << 32) | low
             self._packet(iface.linktype, body + 20, caplen, origlen, _to_ns(iface, units))
         elif block_type == 3:
@@ -241,6 +245,7 @@ cdef class _Reader(_Reassembly):
                 return 1
             origlen = self._u32(body)
             caplen = <uint32_t>min(<Py_ssize_t>origlen, n - 4)
+            self.snaplen = self.interfaces[0].snaplen
             self._packet(self.interfaces[0].linktype, body + 4, caplen, origlen, 0)
         elif block_type != PCAPNG_SHB:
             self.cnt[C_SKIPPED_BLOCKS] += 1

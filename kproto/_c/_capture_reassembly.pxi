@@ -19,14 +19,26 @@ cdef class _Reassembly(_Framer):
     cdef int64_t next_conn_id
     cdef bint finished
     cdef list closed_rows
+    cdef uint32_t snaplen            # the snap length of the record being read (its interface's)
+    cdef set cut_snaplens            # the snap lengths of the records that cut a TCP segment
 
     def __cinit__(self):
         self.connections = {}
         self.closed_rows = []
+        self.cut_snaplens = set()
 
     def take_connections(self):
         rows, self.closed_rows = self.closed_rows, []
         return rows
+
+    def take_endpoints(self):
+        """Who talks on the connections whose first frame was emitted since the last call (see the twin)."""
+        opened, self.opened = self.opened, []
+        return [_endpoints(conn) for conn in opened]
+
+    def snap_lengths(self):
+        """The snap lengths of the records whose TCP payload they cut, sorted (see the twin)."""
+        return sorted(self.cut_snaplens)
 
     def open_connections(self):
         return len(self.connections)
@@ -143,6 +155,7 @@ cdef class _Reassembly(_Framer):
             half.scan_from = 0
         if plen < wire_len:
             half.c[H_TRUNCATED_PACKETS] += 1
+            self.cut_snaplens.add(self.snaplen)
         start = _position(half, seq)
         end = start + plen
         lost_end = start + wire_len
@@ -260,11 +273,13 @@ cdef class _Reassembly(_Framer):
     # ------------------------------------------------------------------ endings
     cdef int _close(self, _Connection conn, int reason) except -1:
         cdef _Half half
+        # every hole of both directions first (see the twin)
         for half in (conn.h0, conn.h1):
             while half.pending:
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self._cut(conn, half, False)
+        for half in (conn.h0, conn.h1):
             self._cut(conn, half, True)
             half.c[H_TAIL_BYTES] += half.length
             half.drop(half.length)
@@ -277,16 +292,14 @@ cdef class _Reassembly(_Framer):
         if self.last is conn:
             self.last = None
         cdef int cs = conn.client_side
-        row = {
-            "connection_id": conn.id,
-            "client_ip": _format_ip(conn.ep[cs]), "client_port": conn.port[cs],
-            "server_ip": _format_ip(conn.ep[1 - cs]), "server_port": conn.port[1 - cs],
+        row = _endpoints(conn)
+        row.update({
             "first_ts_ns": conn.first_ts, "last_ts_ns": conn.last_ts,
             "handshake_seen": bool(conn.handshake_seen),
             "closed_by": CLOSED_BY[reason],
             "direction_source": DIRECTION_SOURCE[conn.direction_source],
             "kind": KINDS[conn.kind],
-        }
+        })
         for prefix, half in (("request_", conn.half(cs)), ("response_", conn.half(1 - cs))):
             for name, value in half.counters().items():
                 row[prefix + name] = value
@@ -309,3 +322,11 @@ cdef class _Reassembly(_Framer):
         self.cnt[C_TRAILING_BYTES] += remaining
         for conn in sorted(self.connections.values(), key=lambda c: (<_Connection>c).id):
             self._close(conn, 0)
+
+
+cdef dict _endpoints(_Connection conn):
+    # The connection's client and server, as its row names them.
+    cdef int cs = conn.client_side
+    return {"connection_id": conn.id,
+            "client_ip": _format_ip(conn.ep[cs]), "client_port": conn.port[cs],
+            "server_ip": _format_ip(conn.ep[1 - cs]), "server_port": conn.port[1 - cs]}

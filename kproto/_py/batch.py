@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from kproto import schema
+from kproto._common.api_keys import ApiKey, response_fallback_version
 from kproto._common.batch import Status
 from kproto._common.records import (ATTR_COMPRESSION, LOG_OVERHEAD, MAGIC_AT, MIN_LENGTH_BY_MAGIC,
                                     V2_ATTRIBUTES_AT, V2_RECORDS_COUNT_AT)
@@ -31,7 +32,6 @@ OK, TRUNCATED, BAD_LENGTH, UNKNOWN_API, UNSUPPORTED_VERSION, EMPTY_RESPONSE, MAL
 STATUS_NUMBERS = {status.name: int(status) for status in Status}
 
 _BE32 = struct.Struct(">i")
-_API_VERSIONS = 18
 
 
 # ------------------------------------------------------------------ protocol facts
@@ -65,7 +65,7 @@ class _Row:
         self.api_version: int | None = None
         self.correlation_id: int | None = None
         self.header_version: int | None = None
-        self.client_id: int | None = None   # index into the client id table
+        self.client_id: int | None = None   # the id's length (its text appended to the call's ids)
         self.tag_count: int | None = None
         self.error_offset: int | None = None
         self.status = OK
@@ -90,7 +90,7 @@ def _api_checks(row: _Row, d: int, key: int, version: int, body: int) -> None:
     row.removed = min_4x is not None and version < min_4x
 
 
-def _scan_request(row: _Row, p: memoryview, clients: dict[bytes, int] | list[bytes]) -> None:
+def _scan_request(row: _Row, p: memoryview, clients: list[bytes]) -> None:
     h = WireHeader()
     try:
         pos = wire.request_header(p, h)
@@ -105,18 +105,14 @@ def _scan_request(row: _Row, p: memoryview, clients: dict[bytes, int] | list[byt
     _api_checks(row, 0, h.api_key, h.api_version, pos)
 
 
-def _request_fields(row: _Row, h: WireHeader, p: memoryview, clients: dict[bytes, int] | list[bytes]) -> None:
-    """``clients``: the dictionary (id -> index, the row's value its index), or for
-    ids as text a list the id is appended to (the row's value its length)."""
+def _request_fields(row: _Row, h: WireHeader, p: memoryview, clients: list[bytes]) -> None:
+    """``clients``: the ids' text in row order, which the id is appended to (the row's value its length)."""
     row.api_key, row.api_version, row.correlation_id = h.api_key, h.api_version, h.correlation_id
     row.header_version = h.version
     if h.client_id_length >= 0:
         raw = bytes(p[h.client_id_at:h.client_id_at + h.client_id_length])
-        if isinstance(clients, list):
-            clients.append(raw)
-            row.client_id = len(raw)
-        else:
-            row.client_id = clients.setdefault(raw, len(clients))
+        clients.append(raw)
+        row.client_id = len(raw)
 
 
 def _scan_response(row: _Row, p: memoryview, key: int, version: int) -> None:
@@ -135,7 +131,7 @@ def _scan_response(row: _Row, p: memoryview, key: int, version: int) -> None:
     _api_checks(row, 1, key, version, pos)
 
 
-def _scan_frame(p: memoryview, direction: int, key: int, version: int, clients: dict | list) -> _Row:
+def _scan_frame(p: memoryview, direction: int, key: int, version: int, clients: list[bytes]) -> _Row:
     row = _Row()
     try:
         if direction == 1:
@@ -164,8 +160,7 @@ def count_frames(data, max_frame_size: int) -> tuple[int, int]:
 
 def scan(data, count: int = -1, offsets=None, valid=None, directions=None, request_keys=None,
          request_versions=None, max_frame_size: int = 0x7FFFFFFF, default_direction: int = 0,
-         default_key: int = -1, default_version: int = -1, body_offsets: bool = True,
-         ids_as_text: bool = False) -> dict:
+         default_key: int = -1, default_version: int = -1, body_offsets: bool = True) -> dict:
     """Decode the headers of frames into numpy column arrays (see the Cython twin and kproto/batch.py)."""
     view = memoryview(data).cast("B")
     framed = 0
@@ -175,7 +170,7 @@ def scan(data, count: int = -1, offsets=None, valid=None, directions=None, reque
             count = frames
         elif count != frames:
             raise ValueError(f"count {count} but the buffer holds {frames} frames")
-    clients: dict[bytes, int] | list[bytes] = [] if ids_as_text else {}
+    clients: list[bytes] = []
     rows: list[_Row] = []
     offset_col, size_col = [], []
     pos = 0
@@ -241,11 +236,10 @@ def scan(data, count: int = -1, offsets=None, valid=None, directions=None, reque
         "has_error": bits("error_offset"),
         "deprecated": bits("deprecated", bool),
         "removed": bits("removed", bool),
-        "client_id_offsets": None if ids_as_text else np.cumsum([0] + [len(raw) for raw in clients], dtype=np.int64),
         "client_id_data": b"".join(clients),
-        # ids as text: Arrow's int32 offsets from each row's id length (None past 2 GiB)
-        "client_id_text_offsets": (None if not ids_as_text or sum(len(raw) for raw in clients) > 0x7FFFFFFF else
-                                   np.concatenate(([0], np.cumsum(column("client_id", np.int64)))).astype(np.int32)),
+        # Arrow's int32 offsets from each row's id length (None past 2 GiB)
+        "client_id_offsets": (None if sum(len(raw) for raw in clients) > 0x7FFFFFFF else
+                              np.concatenate(([0], np.cumsum(column("client_id", np.int64)))).astype(np.int32)),
         "count": count,
         "framed": framed,
     }
@@ -340,10 +334,11 @@ def _decode_body(payload: memoryview, body_at: int, direction: int, api_key: int
     try:
         return _codec.decode_struct(payload, plan, body_at), plan
     except DecodeError as exc:
-        if not (direction == 1 and api_key == _API_VERSIONS and version > 0):
+        fallback = response_fallback_version(api_key, version) if direction == 1 else -1
+        if fallback < 0:
             raise
         first = exc
-    plan = body_plan(direction, api_key, 0)
+    plan = body_plan(direction, api_key, fallback)
     try:
         return _codec.decode_struct(payload, plan, body_at), plan
     except DecodeError:
@@ -409,8 +404,8 @@ def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False,
 
 
 # ------------------------------------------------------------------ Produce / Fetch per partition
-_PRODUCE = 0
-_FETCH = 1
+_PRODUCE = int(ApiKey.PRODUCE)   # plain ints: compared per frame
+_FETCH = int(ApiKey.FETCH)
 
 
 def _string_column(values: list[bytes | None]) -> tuple[np.ndarray, bytes, np.ndarray]:

@@ -112,7 +112,9 @@ class Engine(RecordReader):
         self.order = "<"
         self.linktype = 0
         self.pcap_nanos = False
-        self.interfaces = []  # pcapng: (linktype, ts converter)
+        self.interfaces = []  # pcapng: (linktype, ts converter, snap length)
+        self.snaplen = 0      # the snap length of the record being read (its interface's)
+        self.cut_snaplens = set()   # the snap lengths of the records that cut a TCP segment
         self.connections = {}
         self.next_conn_id = 0
         self.finished = False
@@ -122,7 +124,13 @@ class Engine(RecordReader):
         self.error = None
         self._reset_batch()
         self._closed = []
+        self._opened = []     # connections whose first frame was just emitted (take_endpoints)
 
     def capture_counters(self) -> dict:
         return dict(self.counters)
+
+    def snap_lengths(self) -> list:
+        """The snap lengths (from the pcap header, or the pcapng interfaces) of the
+        records whose TCP payload they cut, sorted: what "bodies not captured" was cut at."""
+        return sorted(self.cut_snaplens)
 

@@ -71,4 +71,5 @@ class _Connection:
         self.request_like = [0, 0]
         self.kind = KIND_UNKNOWN    # capture_kinds.py
         self.matched = 0            # frames whose correlation id the other side sent as a request
+        self.told = False           # its endpoints were reported (take_endpoints), with its first frame
 

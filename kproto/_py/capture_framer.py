@@ -39,6 +39,7 @@ class Framer(Kinds):
     max_pending_bytes: int
     batch_frames: int
     batch_bytes: int
+    _opened: list
     out: dict[str, list]
     out_bytes: int
 
@@ -265,7 +266,7 @@ class Framer(Kinds):
                 return
             size = _BE32S.unpack_from(buf, 0)[0]
             if half.sasl and 0 <= size <= self.max_frame_size:
-                token = self._sasl_token(conn, half, size)
+                token = self._sasl_token(conn, half, size, final)
                 if token < 0:
                     return
                 if token:
@@ -294,7 +295,7 @@ class Framer(Kinds):
                 break
         payload = bytes(buf[4: 4 + captured])
         request_like = self._request_ok(payload, 0, size)
-        self._kind_frame(conn, half, payload, size, request_like)
+        self._kind_frame(conn, half, payload, size, request_like, last_ts if last_ts is not None else 0)
         if conn.kind > KIND_KAFKA:
             return      # this frame showed another protocol: its bytes went with the rest
         half.drop(4 + captured)
@@ -351,6 +352,9 @@ class Framer(Kinds):
 
     def _emit(self, conn: _Connection, side: int, frame) -> None:
         sequence, first_ts, last_ts, size, payload = frame
+        if not conn.told:       # its first frame: say who talks (the connection row comes at its close)
+            conn.told = True
+            self._opened.append(conn)
         out = self.out
         out["connection_id"].append(conn.id)
         out["direction"].append(DIRECTION_REQUEST if side == conn.client_side else DIRECTION_RESPONSE)

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import struct
 
+from kproto._common.api_keys import SASL_RAW_TOKENS_HANDSHAKE_VERSION, ApiKey
 from kproto._common.capture import (KIND_EMPTY, KIND_HTTP, KIND_KAFKA, KIND_OTHER, KIND_TLS, KIND_UNKNOWN,
                                     KIND_ZOOKEEPER)
 
 _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
 
-API_SASL_HANDSHAKE = 17
-API_API_VERSIONS = 18
+API_SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)   # plain ints: compared per frame
+API_API_VERSIONS = int(ApiKey.API_VERSIONS)
 RUN_TO_CONFIRM = 4          # request headers in a row with rising correlation ids
 HELD_FRAMES = 1024          # frames held without a confirmation before deciding as at the end
 TLS_MAX_RECORD = 18432      # 2^14 + 2048: the largest record length TLS allows (ciphertext)
@@ -118,6 +119,17 @@ def sniff(data, at_start: bool, final: bool) -> int:
     return -1 if pending and not final else 0
 
 
+def _answered_already(conn, side: int, corr: int, request_end_ts: int) -> bool:
+    """Is a frame the other side sent after this request (its first byte captured no earlier
+    than the request's last), held undecided, a response with this correlation id? (One sent
+    before the request cannot answer it: a protocol whose request ids rise, as ZooKeeper's,
+    would otherwise pair its requests with old responses.)"""
+    if corr < 0:
+        return False
+    return any(held_side != side and frame[1] >= request_end_ts and len(frame[4]) >= 4
+               and _BE32S.unpack_from(frame[4], 0)[0] == corr for held_side, frame in conn.undecided)
+
+
 class Kinds:
     """The framer's kind and SASL steps (mixed into Framer; settings: Engine)."""
 
@@ -146,29 +158,34 @@ class Kinds:
         self._not_kafka(conn, kind)
         return True
 
-    def _sasl_token(self, conn, half, size: int) -> int:
+    def _sasl_token(self, conn, half, size: int, final: bool) -> int:
         """In a SASL exchange, the frame at the front of buf: 1 when it was a raw token
-        (counted and dropped), 0 when it is Kafka again, -1 when it is not complete."""
+        (counted and dropped), 0 when it is Kafka again, -1 when it is not complete or
+        cannot be decided yet."""
         buf = half.buf
         if len(buf) < 4 + size:
             return -1
+        other = conn.halves[1 - half.side]
         if half.side == conn.client_side:
             if size >= 4 and self._request_ok(buf, 4, size):
                 half.sasl = False
                 return 0
-        elif not conn.halves[1 - half.side].sasl and size >= 4 \
-                and _BE32S.unpack_from(buf, 4)[0] in conn.halves[1 - half.side].request_corrs:
+        elif not other.sasl and size >= 4 and _BE32S.unpack_from(buf, 4)[0] in other.request_corrs:
             half.sasl = False
             return 0
+        elif other.sasl and (other.pending or not other.synced) and not final and len(buf) <= self.held_limit:
+            # The client's side is still in its tokens behind a hole: its next request (the
+            # one this may answer) is read once the hole is given up on; wait for it.
+            return -1
         half.counters["sasl_tokens"] += 1
         half.counters["sasl_bytes"] += 4 + size
         half.drop(4 + size)
         return 1
 
-    def _kind_frame(self, conn, half, payload, size: int, request_like: bool) -> None:
+    def _kind_frame(self, conn, half, payload, size: int, request_like: bool, last_ts: int) -> None:
         """What a frame just cut says about its connection: SASL's start, Kafka or ZooKeeper.
         ``payload`` may be shorter than ``size`` (a gap or the snap length cut the frame):
-        only the bytes captured are read."""
+        only the bytes captured are read; ``last_ts``: when its last byte was captured."""
         other = conn.halves[1 - half.side]
         captured = len(payload)
         corr = _BE32S.unpack_from(payload, 0)[0] if captured >= 4 else -1
@@ -180,8 +197,8 @@ class Kinds:
             api_key, api_version = _BE16.unpack_from(payload, 0)[0], _BE16.unpack_from(payload, 2)[0]
             if api_key in (API_SASL_HANDSHAKE, API_API_VERSIONS):
                 half.hello_corr = request_corr
-            if api_key == API_SASL_HANDSHAKE and api_version == 0 and half.side == conn.client_side \
-                    and half.sequence < 8:
+            if api_key == API_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION \
+                    and half.side == conn.client_side and half.sequence < 8:
                 half.sasl = True       # raw tokens follow (or nothing, if the broker refuses)
                 half.sasl_corr = request_corr
         if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:
@@ -198,6 +215,16 @@ class Kinds:
         if as_response and corr >= 0 and corr in other.request_corrs:
             conn.matched += 1
             if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
+                conn.kind = KIND_KAFKA
+                return
+        if as_request and _answered_already(conn, half.side, request_corr, last_ts):
+            # the pair in the other order: its response was confirmed first (a stream caught
+            # mid-way, confirmed by a chain or at the end, before this request's own)
+            conn.matched += 1
+            if conn.client_side < 0:
+                conn.client_side = half.side
+                conn.direction_source = 2
+            if conn.matched >= 2 or conn.direction_source == 0:
                 conn.kind = KIND_KAFKA
                 return
         if as_request:

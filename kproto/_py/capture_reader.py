@@ -73,6 +73,7 @@ class RecordReader(Reassembly):
                 self.order = "<" if magic_le in (PCAP_MAGIC_US, PCAP_MAGIC_NS) else ">"
                 self.pcap_nanos = struct.unpack_from(self.order + "I", view, 0)[0] == PCAP_MAGIC_NS
                 self.linktype = struct.unpack_from(self.order + "I", view, 20)[0] & 0xFFFF
+                self.snaplen = struct.unpack_from(self.order + "I", view, 16)[0]
                 self.format = "pcap"
                 pos = 24
             else:
@@ -145,8 +146,8 @@ class RecordReader(Reassembly):
             if len(body) < 8:
                 self._stop("bad_block", "short pcapng interface block", pos)
                 return False
-            linktype = struct.unpack_from(order + "H", body, 0)[0]
-            self.interfaces.append((linktype, pcapng_interface_clock(pcapng_options(body, order, 8), order)))
+            linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", body, 0)
+            self.interfaces.append((linktype, pcapng_interface_clock(pcapng_options(body, order, 8), order), snaplen))
         elif block_type == 6 or block_type == 2:  # enhanced packet / obsolete packet
             if len(body) < 20:
                 self._stop("bad_block", "short pcapng packet block", pos)
@@ -159,7 +160,7 @@ class RecordReader(Reassembly):
                 self.counters["packets"] += 1
                 self.counters["malformed"] += 1
                 return True
-            linktype, convert = self.interfaces[iface]
+            linktype, convert, self.snaplen = self.interfaces[iface]
             self._packet(linktype, body[20: 20 + caplen], origlen, _wrap64(convert((high << 32) | low)))
         elif block_type == 3:  # simple packet: no timestamp, interface 0
             if len(body) < 4 or not self.interfaces:
@@ -168,6 +169,7 @@ class RecordReader(Reassembly):
                 return True
             origlen = struct.unpack_from(order + "I", body, 0)[0]
             caplen = min(origlen, len(body) - 4)
+            self.snaplen = self.interfaces[0][2]
             self._packet(self.interfaces[0][0], body[4: 4 + caplen], origlen, 0)
         elif block_type != PCAPNG_SHB:
             self.counters["skipped_blocks"] += 1

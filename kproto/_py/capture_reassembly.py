@@ -39,6 +39,13 @@ class Reassembly(Framer):
         rows, self._closed = self._closed, []
         return rows
 
+    def take_endpoints(self) -> list:
+        """Who talks on the connections whose first frame was emitted since the last call:
+        dicts of ``connection_id``, ``client_ip``, ``client_port``, ``server_ip``,
+        ``server_port`` (as in their connection rows, which come only at their close)."""
+        opened, self._opened = self._opened, []
+        return [_endpoints(conn) for conn in opened]
+
     def open_connections(self) -> int:
         return len(self.connections)
 
@@ -116,6 +123,7 @@ class Reassembly(Framer):
             half.scan_from = 0
         if len(payload) < wire_len:
             c["truncated_packets"] += 1
+            self.cut_snaplens.add(self.snaplen)
         start = self._position(half, seq)
         end = start + len(payload)
         lost_end = start + wire_len
@@ -228,11 +236,14 @@ class Reassembly(Framer):
 
     # ------------------------------------------------------------------ endings
     def _close(self, conn: _Connection, reason: int) -> None:
+        # Every hole of both directions first: what one direction's frames are (a raw SASL
+        # token, a response) can wait on the other's bytes after its hole.
         for half in conn.halves:
             while half.pending:
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self._cut(conn, half, False)
+        for half in conn.halves:
             self._cut(conn, half, True)
             half.counters["tail_bytes"] += len(half.buf)
             half.drop(len(half.buf))
@@ -241,18 +252,14 @@ class Reassembly(Framer):
             self._guess(conn)
         self._release(conn)
         del self.connections[conn.key]
-        client = conn.endpoints[conn.client_side]
-        server = conn.endpoints[1 - conn.client_side]
-        row = {
-            "connection_id": conn.id,
-            "client_ip": _format_ip(client[0]), "client_port": client[1],
-            "server_ip": _format_ip(server[0]), "server_port": server[1],
+        row = _endpoints(conn)
+        row.update({
             "first_ts_ns": conn.first_ts, "last_ts_ns": conn.last_ts,
             "handshake_seen": conn.handshake_seen,
             "closed_by": CLOSED_BY[reason],
             "direction_source": DIRECTION_SOURCE[conn.direction_source],
             "kind": KINDS[conn.kind],
-        }
+        })
         for prefix, half in (("request_", conn.halves[conn.client_side]),
                              ("response_", conn.halves[1 - conn.client_side])):
             for name in HALF_COUNTERS:
@@ -274,6 +281,14 @@ class Reassembly(Framer):
         self.counters["trailing_bytes"] += remaining
         for conn in sorted(self.connections.values(), key=lambda c: c.id):
             self._close(conn, 0)
+
+
+def _endpoints(conn: _Connection) -> dict:
+    """The connection's client and server, as its row names them."""
+    client = conn.endpoints[conn.client_side]
+    server = conn.endpoints[1 - conn.client_side]
+    return {"connection_id": conn.id, "client_ip": _format_ip(client[0]), "client_port": client[1],
+            "server_ip": _format_ip(server[0]), "server_port": server[1]}
 
 
 def _format_ip(raw: bytes) -> str:

@@ -244,6 +244,7 @@ class CaptureReader:
             batch_frames=batch_frames, batch_bytes=batch_bytes,
         )
         self._connections: list = []
+        self._endpoints: dict[int, dict] = {}
         self._done = False
         self._input_bytes = 0
 
@@ -379,6 +380,8 @@ class CaptureReader:
     def _batch(self):
         engine = self._engine
         self._connections.extend(engine.take_connections())
+        for row in engine.take_endpoints():
+            self._endpoints[row["connection_id"]] = row
         columns = engine.take_batch()
         if columns is None:
             return None
@@ -414,6 +417,20 @@ class CaptureReader:
         columns = [pa.array([self.name] * len(rows), pa.string())]
         columns += [pa.array([row[field.name] for row in rows], field.type) for field in list(schema)[1:]]
         return pa.Table.from_arrays(columns, schema=schema)
+
+    @property
+    def endpoints(self) -> dict[int, dict]:
+        """Who talks on each connection that gave frames, known from its first frame on
+        (its row in :meth:`connections` comes only once it closed): ``connection_id`` ->
+        dict of ``connection_id``, ``client_ip``, ``client_port``, ``server_ip``,
+        ``server_port``. Complete for the frames of every batch yielded so far."""
+        return self._endpoints
+
+    @property
+    def snap_lengths(self) -> list[int]:
+        """The snap lengths (the pcap header's, or the pcapng interfaces') of the packets
+        whose TCP payload they cut, sorted; empty when no payload was cut."""
+        return self._engine.snap_lengths()
 
     @property
     def counters(self) -> dict:

@@ -18,6 +18,7 @@ from functools import cache
 from typing import Any, cast
 
 from kproto.schema import _messages
+from kproto._common.api_keys import REQUEST_HEADER_V0, RESPONSE_HEADER_V0_APIS
 from kproto._common.error_codes import ERROR_CODES
 from kproto import _impl
 from kproto.errors import EncodeError, UnsupportedVersionError
@@ -110,18 +111,19 @@ def is_unstable(name: str, version: int) -> bool:
 def header_version(api_key: int, api_version: int, is_request: bool) -> int:
     """Header version of a request (0, 1, 2) or response (0, 1) for an API version.
 
-    Flexible versions use the newer header. Two exceptions: ApiVersions responses
-    always use header v0, so a client can read the error code of a version the
-    broker does not know (KIP-511), and ControlledShutdown v0 requests use header v0
-    (the old client id-less form). Unknown APIs get the non-flexible header.
+    Flexible versions use the newer header. Two exceptions, in the generated facts of
+    kproto._common.api_keys: ApiVersions responses always use header v0, so a client
+    can read the error code of a version the broker does not know (KIP-511), and
+    ControlledShutdown v0 requests use header v0 (the old client id-less form).
+    Unknown APIs get the non-flexible header.
     """
     name = _REQUESTS.get(api_key) if is_request else _RESPONSES.get(api_key)
     flexible = name is not None and _in(api_version, MESSAGES[name]["flexible_versions"])
     if is_request:
-        if api_key == 7 and api_version == 0:
+        if (api_key, api_version) in REQUEST_HEADER_V0:
             return 0
         return 2 if flexible else 1
-    if api_key == 18:
+    if api_key in RESPONSE_HEADER_V0_APIS:
         return 0
     return 1 if flexible else 0
 

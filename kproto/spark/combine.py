@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from kproto import fingerprint as FP
 from kproto import versions as kv
+from kproto._common.api_keys import ApiKey
 from kproto._common.capture import KINDS
 from kproto.capture import connection_schema
 
@@ -97,11 +98,11 @@ def clients_table(usage: Iterable[dict], *, fingerprint: bool = True) -> pa.Tabl
     clients: dict[tuple, dict] = {}
     for u in usage:
         key = (u["client_ip"], u["client_id"])
-        c = clients.setdefault(key, {"names": [], "versions": [], "software": set(), "connections": set(),
+        c = clients.setdefault(key, {"sent": [], "software": set(), "connections": set(),
                                      "requests": 0, "apis": set(), "deprecated": 0, "removed": 0, "errors": 0,
                                      "first": [], "last": [], "seen": {}, "handshakes": {}})
-        c["names"].append(u["client_software_name"])
-        c["versions"].append(u["client_software_version"])
+        if u["client_software_name"] is not None or u["client_software_version"] is not None:
+            c["sent"].append((u["client_software_name"], u["client_software_version"]))
         c["software"].add("/".join(v for v in (u["client_software_name"], u["client_software_version"])
                                    if v is not None))
         c["connections"].add((u["capture"], u["connection_id"]))
@@ -124,10 +125,14 @@ def clients_table(usage: Iterable[dict], *, fingerprint: bool = True) -> pa.Tabl
             return None
         return f"{names.get(key, f'UNKNOWN({key})')} v{version}"
 
+    def sent_pair(sent: list[tuple]) -> tuple:
+        """The greatest KIP-511 (name, version) pair one request sent, nulls least (Spark's max of the
+        struct): never the name of one program with the version of another sharing the client.id."""
+        return max(sent, key=lambda pair: tuple((v is not None, v or "") for v in pair), default=(None, None))
+
     client_rows = [_with_fingerprint(fingerprint, {
         "client_ip": ip, "client_id": client_id,
-        "client_software_name": max((v for v in c["names"] if v is not None), default=None),
-        "client_software_version": max((v for v in c["versions"] if v is not None), default=None),
+        "client_software_name": sent_pair(c["sent"])[0], "client_software_version": sent_pair(c["sent"])[1],
         "client_software": sorted(c["software"]), "connections": len(c["connections"]),
         "requests": c["requests"], "deprecated_requests": c["deprecated"],
         "removed_in_4x_requests": c["removed"], "error_responses": c["errors"],
@@ -158,7 +163,7 @@ def topics_table(rows: Iterable[dict]) -> pa.Table:
         topic, topic_id = t["topic"], t["topic_id"]
         row = topics.setdefault((topic, topic_id, t["partition"]), {"codecs": set(), "first": [], "last": [],
                                                                     "records_errors": None})
-        side = {0: "produce", 1: "fetch"}.get(t["api_key"])
+        side = {ApiKey.PRODUCE: "produce", ApiKey.FETCH: "fetch"}.get(t["api_key"])
         for prefix in ("produce", "fetch"):
             for name, value in ((f"{prefix}_{'requests' if prefix == 'produce' else 'responses'}", t["messages"]),
                                 (f"{prefix}_bytes", t["bytes"]), (f"{prefix}_records", t["records"]),
@@ -190,7 +195,8 @@ def nulls_first(value: tuple) -> tuple:
 def _with_fingerprint(wanted: bool, row: dict) -> dict:
     if wanted:
         row.update(FP.classify_row(row["client_id"], row["api_order"], row["client_software_name"],
-                                   row["client_software_version"], row["api_versions_per_connection"]))
+                                   row["client_software_version"], row["api_versions_per_connection"],
+                                   row["client_software"]))
     else:
         row.update(dict.fromkeys(FP.FINGERPRINT_COLUMNS))
     return row
@@ -256,5 +262,5 @@ CLIENTS_SCHEMA = pa.schema([
     # The most ApiVersions requests it sent on one connection (kafka-python 1.4 asks twice): the fingerprint reads it.
     ("api_versions_per_connection", pa.int64()),
     ("likely_software", pa.string()), ("likely_versions", pa.string()), ("fingerprint_confidence", pa.string()),
-    ("fingerprint_mismatch", pa.string()),
+    ("fingerprint_mismatch", pa.string()), ("fingerprint_evidence", pa.string()),
 ])

@@ -35,6 +35,7 @@ from kproto.spark import combine as C
 from kproto.spark import planning as P
 from kproto.spark import task
 from kproto.spark import worker as W
+from kproto.spark.stream_losses import stream_loss_rows
 
 TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections", "errors")
 RAW_PARTITION_BYTES = 128 * 1024 * 1024
@@ -590,6 +591,7 @@ def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
                     target[name] = target.get(name, 0) + (value or 0)
             continue
         target["format"] = info.get("format")
+        target["snap_lengths"] = sorted(set(target.get("snap_lengths", [])) | set(info.get("snap_lengths", [])))
         target["splits"] = info.get("split_count", 1)
         files.setdefault(r["capture"], set()).add(info.get("file", r["capture"]))
         target["files"] = len(files[r["capture"]])
@@ -660,7 +662,9 @@ def error_rows(accounting: Iterable[Any]) -> list[dict]:
 
 ERRORS_SCHEMA = pa.schema([("capture", pa.string()), ("category", pa.string()), ("offset", pa.int64()),
                            ("reason", pa.string()), ("unread_bytes", pa.int64()),
-                           ("file", pa.string())])   # the file ``offset`` is in (a capture set has several)
+                           ("file", pa.string()),    # the file ``offset`` is in (a capture set has several)
+                           # stream_loss rows (stream_loss_rows): the connection, its direction, the bytes
+                           ("connection_id", pa.int64()), ("direction", pa.string()), ("lost_bytes", pa.int64())])
 
 
 SUMMARY_COUNTS = (
@@ -768,7 +772,8 @@ def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None,
             step(f"writing {name}")
             tables[name].write.mode("overwrite").parquet(f"{out}/{name}")
     write_table(pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA), out, "summary")
-    write_table(pa.Table.from_pylist(errors, schema=ERRORS_SCHEMA), out, "errors")
+    write_table(pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=ERRORS_SCHEMA), out,
+                "errors")     # the input errors, then each connection direction's stream losses
     facts = None
     if report:
         step("building the report")
@@ -810,7 +815,7 @@ def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
         read[name] = ds.dataset(base, filesystem=filesystem, format="parquet",
                                 schema=W.FRAMES_SCHEMA if name == "frames" else W.EXCHANGES_SCHEMA,
                                 exclude_invalid_files=False, ignore_prefixes=[".", "_"])
-    is_api_versions_response = (ds.field("direction") == 1) & (ds.field("api_key") == 18)
+    is_api_versions_response = (ds.field("direction") == 1) & (ds.field("api_key") == W.API_VERSIONS)
     columns = {name: ds.field(name) for name in REPORT_FRAME_COLUMNS}
     columns["body"] = pc.if_else(is_api_versions_response, ds.field("body"), pa.scalar(None, pa.string()))
     return {"frames": read["frames"].to_table(columns=columns), "exchanges": read["exchanges"].to_table()}
@@ -819,7 +824,3 @@ def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
 def report_tables(spark, written: dict[str, str]) -> dict[str, Any]:
     """The written tables as DataFrames, for the report's queries (kproto/spark/report_facts.py joins them)."""
     return {name: spark.read.parquet(path) for name, path in written.items()}
-
-
-def iter_paths(values: Iterable[str]) -> list[str]:
-    return [str(v) for v in values]

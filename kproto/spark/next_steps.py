@@ -1,13 +1,15 @@
 """The report's "Next steps": what to do about each client and broker not ready for Kafka 4.x.
 
-For a client that sent versions Kafka 4.x removed (KIP-896): the cause - the
-library release is too old, or it is pinned (``api_version``) below what the
-fingerprint says the library negotiates by itself - and the fix (the first
-recorded release of that library that sends no removed version). Ranked by
-request volume, with the brokers each client sent requests to. For a broker: the
-release its ApiVersions table matches, whether a 4.x client (which sends none of the
-removed versions) finds every API it needs, and its own path to 4.x (through KRaft
-when it runs ZooKeeper mode), every step read from kproto's tables.
+For a client that sent versions Kafka 4.x removed (KIP-896): the likely library (its
+KIP-511 name, or the fingerprint of kproto.fingerprint, a guess worded as one), the cause -
+the release is too old, or the library's own version setting pins it low - what real 4.x
+brokers did with such a client (kproto.client_recordings), and the fix: the library's own
+setting, or its first recorded release that works on 4.x. Ranked by request volume, with
+the brokers each client sent requests to. Versions only some 4.x releases refuse (JoinGroup
+v0-v1: 4.0.0) are listed apart, with the first 4.x release that serves them. For a broker:
+the release its ApiVersions table matches, whether a 4.x client (which sends none of the
+removed versions) finds every API it needs, and its own path to 4.x (through KRaft when it
+runs ZooKeeper mode), every step read from kproto's tables.
 """
 
 from __future__ import annotations
@@ -39,12 +41,38 @@ def client_steps(clients: list[dict], removed: list[dict]) -> list[dict]:
         verdict = table.classify(c["client_id"], FP.api_pairs(c.get("api_order") or ()),
                                  c["client_software_name"], c["client_software_version"],
                                  c.get("api_versions_per_connection"))
-        cause, fix = table.advice(verdict, removed_by_client[key])
+        advice = table.advice(verdict, removed_by_client[key])
+        software = " or ".join((verdict.library, *verdict.alternatives)) if verdict.library else None
+        versions = verdict.range_text
+        sent = sorted({s for s in c.get("client_software") or () if s})
+        if len({s.split("/", 1)[0] for s in sent}) > 1:
+            # Programs sharing a client.id: the row names each; which one sends these is not known.
+            software, versions = " + ".join(sent), None
+            advice["cause"] = f"programs sharing this client.id sent {', '.join(sent)}: one of them " + advice["cause"]
         steps.append({"client_ip": c["client_ip"], "client_id": c["client_id"], "requests": c["requests"],
-                      "removed_in_4x_requests": c["removed_in_4x_requests"], "software": verdict.library,
-                      "brokers": list(c.get("brokers") or ()),
-                      "versions": verdict.range_text, "confidence": verdict.confidence, "cause": cause, "fix": fix})
+                      "removed_in_4x_requests": c["removed_in_4x_requests"], "software": software,
+                      "brokers": list(c.get("brokers") or ()), "versions": versions,
+                      "confidence": verdict.confidence, **advice})
     return sorted(steps, key=lambda s: (-(s["requests"] or 0), s["client_ip"] or "", s["client_id"] or ""))
+
+
+def partly_served(deprecated: list[dict]) -> list[dict]:
+    """Versions some 4.x releases refuse and others serve (JoinGroup v0-v1: 4.0.0 only), per client:
+    the releases that refuse them and the first 4.x release that serves them (kproto.versions)."""
+    rows = []
+    for r in deprecated:
+        refusing = list(r.get("not_served_by_4x") or ())
+        if not refusing:
+            continue
+        after = kv.RELEASES.index(refusing[-1])
+        serving = [release for release in kv.version_info(r["api_key"], r["api_version"]).releases
+                   if kv.RELEASES.index(release) > after]
+        rows.append({"client_ip": r["client_ip"], "client_id": r["client_id"],
+                     "version": f"{r['api_name']} v{r['api_version']}", "requests": r["requests"],
+                     "refused_by": ", ".join(refusing),
+                     "fix": (f"on 4.x, run {kv.RECORDED_FROM.get(serving[0], serving[0])} or later (recorded serving "
+                             f"it), not {', '.join(refusing)}; or upgrade the client" if serving else "upgrade the client")})
+    return rows
 
 
 def broker_steps(brokers: list[dict]) -> list[dict]:
@@ -115,19 +143,30 @@ def section_rows(facts: dict[str, Any]) -> list[tuple[str, str, list[str], list[
     """The two "Next steps" tables (clients, brokers), for the top of the report."""
     steps = facts.get("next_steps", {"clients": [], "brokers": []})
     clients = steps["clients"]
+    partly = partly_served(facts.get("readiness", {}).get("deprecated_not_removed", []))
     window = capture_window(facts)
     out = [("Next steps: clients not ready for Kafka 4.x",
             (f"{len(clients)} client(s) send versions Kafka 4.x removed, most requests first: the likely "
-             "library (KIP-511 name, or the fingerprint), the brokers it sent requests to, why, and what to do. "
-             if clients else "No client sends a version Kafka 4.x removed. ")
+             "library (KIP-511 name, or the fingerprint: a low-confidence one is a guess), the brokers it sent "
+             "requests to, why, what real 4.x brokers did with such a client, and what to do. "
+             if clients else "No client sends a version every Kafka 4.x release refuses"
+             + (" (but see the versions some 4.x releases refuse, below). " if partly else ". "))
             + f"Only clients that sent a request in the capture window ({window}) are listed: a client silent "
             "in that window is not, whatever versions it uses.",
             ["client", "client_id", "brokers", "requests", "removed in 4.x", "likely software", "versions",
-             "confidence", "cause", "fix"],
+             "confidence", "cause", "on a 4.x broker", "fix"],
             [[_text(s["client_ip"]), _text(s["client_id"]), ", ".join(s.get("brokers") or ()) or "-",
               f"{s['requests']:,}", f"{s['removed_in_4x_requests']:,}",
-              _text(s["software"]), _text(s["versions"]), _text(s["confidence"]), s["cause"], s["fix"]]
+              _text(s["software"]), _text(s["versions"]), _text(s["confidence"]), s["cause"],
+              _text(s.get("symptom")), s["fix"]]
              for s in clients])]
+    if partly:
+        out.append(("Next steps: versions some Kafka 4.x releases refuse",
+                    "Deprecated versions that some 4.x releases refuse and later ones serve again (kproto's "
+                    "release tables): a client sending them breaks on those releases only.",
+                    ["client", "client_id", "version", "requests", "refused by", "fix"],
+                    [[_text(r["client_ip"]), _text(r["client_id"]), r["version"], f"{r['requests']:,}",
+                      r["refused_by"], r["fix"]] for r in partly]))
     brokers = steps["brokers"]
     out.append(("Next steps: brokers",
                 "The release each broker's ApiVersions table matches, whether Kafka 4.x clients can use it, and "

@@ -72,10 +72,6 @@ def splits_to_batch(splits: list[Split]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([vars(s) for s in splits], schema=SPLIT_SCHEMA)
 
 
-def splits_from_batch(batch: pa.RecordBatch) -> list[Split]:
-    return [Split(**row) for row in batch.to_pylist()]
-
-
 def local_path(path: str) -> str | None:
     """The local file a path or ``file:`` URI names; None for other schemes."""
     if "://" not in path and not path.startswith("file:"):

@@ -126,6 +126,7 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     if failure is not None:
         W.count_unreached(counters)
     counters["errors"] = W.capture_errors(split, reader, counters, failure)
+    counters["snap_lengths"] = reader.snap_lengths     # the report's "snaplen N"
     yield from W.checked_accounting(split, counters, connections, fail_fast)
 
 

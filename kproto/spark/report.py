@@ -18,8 +18,11 @@ from typing import Any
 
 import kproto.batch as kb
 from kproto import versions as kv
+from kproto._common.api_keys import ApiKey
 from kproto._version import __version__
 from kproto.spark import next_steps, report_facts
+
+API_VERSIONS = int(ApiKey.API_VERSIONS)   # a plain int: Spark and Arrow expressions take it
 
 
 def _iso(ns: int | None) -> str | None:
@@ -141,7 +144,7 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
     fallbacks = []
     for r in raw["fallbacks"]:
         _code, ranges = _ranges(r.pop("body"))
-        r["broker_api_versions_max"] = ranges.get(18, (None, None))[1]
+        r["broker_api_versions_max"] = ranges.get(API_VERSIONS, (None, None))[1]
         r["broker"] = _address(r.pop("server_ip"), r.pop("server_port"))
         r["requested_version"] = r.pop("api_version")
         r["software_name"] = software.get((r["client_ip"], r["client_id"]))
@@ -267,6 +270,13 @@ LOSSES = (
 )
 
 
+def _snaplen_label(facts: dict, label: str) -> str:
+    """The snap-length column's title with the snap lengths that cut packets ("snaplen 96: ..."),
+    as the captures' headers give them (the summary's ``snap_lengths``)."""
+    lengths = sorted({n for r in facts["summary"] for n in r.get("snap_lengths") or ()})
+    return label.replace("snap length", "snaplen " + " / ".join(map(str, lengths)), 1) if lengths else label
+
+
 def _topic_naming_responses() -> str:
     """The responses that name topic IDs, as the report explains them (from the message definitions)."""
     return " / ".join(f"{_api(key)} v{min(versions)}+" if min(versions) else _api(key)
@@ -342,7 +352,8 @@ def sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                 ["protocol", "server port", "connections", "packets", "bytes"],
                 [[KIND_LABELS.get(r["kind"], r["kind"]), str(r["server_port"]), _fmt(r["connections"]),
                   _fmt(r.get("packets")), _fmt(r["bytes"])] for r in others]))
-    losses = [(name, label) for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
+    losses = [(name, _snaplen_label(facts, label) if name == "snapped_bytes" else label)
+              for name, label in LOSSES if any(r.get(name) for r in facts["summary"])]
     out.append(("What is not in frames",
                 "Where the bytes and packets of every input went that are not in a frame: only the kinds of loss "
                 "that occurred have a column." if losses else "Every byte and packet read is in a frame "

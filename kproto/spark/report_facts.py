@@ -11,7 +11,7 @@ and over which rows, lives here. kproto.spark.report turns the raw lists into th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kproto import versions as kv
+from kproto._common.api_keys import ApiKey
 
 LIMIT = 1000   # rows per report section; the tables hold everything
 #: The error code of a refused ApiVersions request (UNSUPPORTED_VERSION, KIP-511).
@@ -57,7 +57,7 @@ class Query:
 
 ADDRESS = ("capture", "connection_id", "client_ip", "server_ip", "server_port")
 CONNECTION = ("capture", "connection_id")
-API_VERSIONS = kv.API_VERSIONS_KEY
+API_VERSIONS = int(ApiKey.API_VERSIONS)   # a plain int: Spark and Arrow expressions take it
 
 VIEWS = {
     # Exchanges with their connection's addresses; requests are those with a request frame.
@@ -127,29 +127,37 @@ QUERIES = {
 # ---------------------------------------------------------------- pyarrow, in the driver
 def run_arrow(tables: Mapping[str, pa.Table]) -> dict[str, list[dict]]:
     """Every raw list from pyarrow Tables (frames, exchanges, connections, clients, topics)."""
-    views: dict[str, pa.Table] = dict(tables)
+    views: dict[str, Any] = dict(tables)
     raw = {name: tables[name].slice(0, LIMIT).to_pylist() for name in HEADS}
     for name, query in QUERIES.items():
-        raw[name] = _arrow_query(_arrow_view(views, query.source), query)
+        raw[name] = _arrow_query(_view(views, query.source, ARROW), query)
     return raw
 
 
-def _arrow_view(views: dict[str, pa.Table], name: str | View) -> pa.Table:
+def _view(views: dict[str, Any], name: str | View, executor: Executor):
+    """The rows of a table or view (a view named in VIEWS made once per run, kept in ``views``)."""
     view = VIEWS.get(name) if isinstance(name, str) else name
     if view is None:
         return views[name]
     key = name if isinstance(name, str) else None
     if key is not None and key in views:
         return views[key]
-    table = _arrow_where(_arrow_view(views, view.source), view.where)
+    rows = executor.where(_view(views, view.source, executor), view.where)
     if view.columns is not None:
-        pairs = [(c, c) if isinstance(c, str) else c for c in view.columns]
-        table = table.select([old for old, _ in pairs]).rename_columns([new for _, new in pairs])
+        rows = executor.select(rows, [(c, c) if isinstance(c, str) else c for c in view.columns])
     for other, on in view.joins:
-        table = table.join(_arrow_view(views, other), list(on), join_type="left outer")
+        rows = executor.join(rows, _view(views, other, executor), list(on))
     if key is not None:
-        views[key] = table
-    return table
+        views[key] = rows
+    return rows
+
+
+@dataclass(frozen=True)
+class Executor:
+    """How one engine says a view's steps: rows that meet conditions, columns kept (old, new), a left join."""
+    where: Callable[[Any, Sequence[Condition]], Any]
+    select: Callable[[Any, list[tuple[str, str]]], Any]
+    join: Callable[[Any, Any, list[str]], Any]
 
 
 def _arrow_where(table: pa.Table, where: Sequence[Condition]) -> pa.Table:
@@ -179,6 +187,12 @@ def _arrow_condition(table: pa.Table, column: str, test: str, value: Any = None)
     if test == "not in":
         return pc.invert(pc.is_in(values, pa.array(list(value))))
     raise ValueError(f"unknown test {test!r}")
+
+
+ARROW = Executor(
+    where=lambda table, where: _arrow_where(table, where),
+    select=lambda table, pairs: table.select([old for old, _ in pairs]).rename_columns([new for _, new in pairs]),
+    join=lambda table, other, on: table.join(other, on, join_type="left outer"))
 
 
 def _arrow_query(source: pa.Table, query: Query) -> list[dict]:
@@ -246,31 +260,12 @@ def run_spark(tables: Mapping[str, Any]) -> dict[str, list[dict]]:
     views: dict[str, Any] = dict(tables)
     raw = {name: _spark_rows(tables[name], LIMIT) for name in HEADS}
     for name, query in QUERIES.items():
-        raw[name] = _spark_query(_spark_view(views, query.source), query)
+        raw[name] = _spark_query(_view(views, query.source, SPARK), query)
     return raw
 
 
 def _spark_rows(frame, limit: int) -> list[dict]:
     return [r.asDict(recursive=True) for r in frame.limit(limit).collect()]
-
-
-def _spark_view(views: dict[str, Any], name: str | View):
-    view = VIEWS.get(name) if isinstance(name, str) else name
-    if view is None:
-        return views[name]
-    key = name if isinstance(name, str) else None
-    if key is not None and key in views:
-        return views[key]
-    frame = _spark_where(_spark_view(views, view.source), view.where)
-    if view.columns is not None:
-        from pyspark.sql import functions as F
-
-        frame = frame.select(*[F.col(c) if isinstance(c, str) else F.col(c[0]).alias(c[1]) for c in view.columns])
-    for other, on in view.joins:
-        frame = frame.join(_spark_view(views, other), list(on), "left")
-    if key is not None:
-        views[key] = frame
-    return frame
 
 
 def _spark_where(frame, where: Sequence[Condition]):
@@ -298,6 +293,16 @@ def _spark_condition(column: str, test: str, value: Any = None):
     if test == "not in":
         return ~c.isin(*value)
     raise ValueError(f"unknown test {test!r}")
+
+
+def _spark_select(frame, pairs: list[tuple[str, str]]):
+    from pyspark.sql import functions as F
+
+    return frame.select(*[F.col(old).alias(new) if old != new else F.col(old) for old, new in pairs])
+
+
+SPARK = Executor(where=lambda frame, where: _spark_where(frame, where), select=_spark_select,
+                 join=lambda frame, other, on: frame.join(other, on, "left"))
 
 
 def _spark_query(source, query: Query) -> list[dict]:

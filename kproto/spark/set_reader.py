@@ -123,6 +123,7 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
                                    f"incomplete record: {carried[index + 1]} bytes at the end of the file, read "
                                    "on into the next file of its capture set", 0))
         counters["errors"] = errors
+        counters["snap_lengths"] = reader.snap_lengths     # the report's "snaplen N"
         first_error = first_error or (errors[0] if errors else None)
         info = dict(counters, split_index=0, split_count=1, format=split.format, file=shown_path(path))
         rows.append(W.capture_row(split, info))

@@ -112,6 +112,7 @@ def _whole_file_counters(split: Split, reader: Any, failure: BaseException | Non
     if failure is not None:
         count_unreached(counters)
     counters["errors"] = capture_errors(split, reader, counters, failure)
+    counters["snap_lengths"] = reader.snap_lengths     # the report's "snaplen N"
     return counters
 
 

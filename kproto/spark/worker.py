@@ -40,14 +40,14 @@ from pyarrow import fs
 
 import kproto.batch as kb
 from kproto import versions as kv
+from kproto._common.api_keys import CLIENT_SOFTWARE_FIRST_VERSION, ApiKey
 from kproto.batch import one_array
 from kproto.capture import CaptureReader, frame_schema, not_captured
 from kproto.credentials import redact_bodies
 from kproto.errors import error_name
 from kproto.spark.planning import PCAP_HEADER_SIZE, Split, local_path, shown_path
 
-API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
+API_VERSIONS = int(ApiKey.API_VERSIONS)
 
 
 # ---------------------------------------------------------------- the output rows
@@ -133,8 +133,6 @@ def exchanges_schema() -> pa.Schema:
 
 FRAMES_SCHEMA = frames_schema()
 EXCHANGES_SCHEMA = exchanges_schema()
-FRAME_COLUMNS = tuple(FRAMES_SCHEMA.names)
-EXCHANGE_COLUMNS = tuple(EXCHANGES_SCHEMA.names)
 RAW_COLUMNS = ("capture", "connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size",
                "payload", "split_index")
 
@@ -408,7 +406,8 @@ def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray,
     versions: list[str | None] = [None] * m
     problems: list[str | None] = [None] * m
     if bodies is not None:
-        candidates = np.flatnonzero((api_key == API_VERSIONS) & (api_version >= 3) & (status == 0))
+        candidates = np.flatnonzero((api_key == API_VERSIONS) & (api_version >= CLIENT_SOFTWARE_FIRST_VERSION)
+                                      & (status == 0))
         for i in candidates.tolist():
             body = bodies[i].as_py()
             if body is None:
@@ -514,7 +513,7 @@ def unanswered_produce(h: Heads, p: Pairing) -> np.ndarray:
     """Per frame: a Produce request without a response (acks=0 ones expect none)."""
     rows = p.req[(p.req >= 0) & (p.resp < 0)]
     mask = np.zeros(len(h.directions), bool)
-    mask[rows[h.keys[rows] == 0]] = True
+    mask[rows[h.keys[rows] == ApiKey.PRODUCE]] = True
     return mask
 
 

@@ -207,7 +207,7 @@ def batch_seeds() -> tuple[bytes, ...]:
     for start in range(0, len(requests), 24):          # a few requests of different APIs per buffer
         group = requests[start:start + 24:3]
         seeds.append(targets.batch_options() + framed(group))
-        seeds.append(targets.batch_options(json_body=False, ids_as_text=True) + framed(group))
+        seeds.append(targets.batch_options(json_body=False, ids_as_dictionary=True) + framed(group))
         seeds.append(targets.batch_options(arrow_input=True, api_version=len(group[0]) - 1) + b"".join(group[:1]))
     by_api: dict = {}
     for seed in response_seeds():                      # responses of one API and version per buffer

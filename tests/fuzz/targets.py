@@ -427,10 +427,10 @@ else:
 
 def batch_options(responses: bool = False, arrow_input: bool = False, json_body: bool = True,
                   api_key: int = 0, api_version: int = 0, records_summary: bool = False,
-                  partitions: bool = False, ids_as_text: bool = False) -> bytes:
+                  partitions: bool = False, ids_as_dictionary: bool = False) -> bytes:
     """The three leading bytes that make fuzz_batch decode with these options."""
     return bytes([(1 if responses else 0) | (2 if arrow_input else 0) | (4 if json_body else 0)
-                  | (8 if records_summary else 0) | (16 if partitions else 0) | (32 if ids_as_text else 0),
+                  | (8 if records_summary else 0) | (16 if partitions else 0) | (32 if ids_as_dictionary else 0),
                   api_key & 0xFF, api_version & 0xFF])
 
 
@@ -445,7 +445,7 @@ def _decode_batch(impl: str, body: bytes, flags: int, api_key: int, api_version:
     # record sets in JSON bodies: base64 of the bytes, or a summary read from the batch headers
     options = {"records": "summary"} if flags & 8 and "records" in _DECODE_FRAMES_OPTIONS else {}
     if flags & 32 and "client_ids" in _DECODE_FRAMES_OPTIONS:
-        options["client_ids"] = "string"     # ids as text, no dictionary
+        options["client_ids"] = "dictionary"     # ids dictionary-encoded (text by default)
     saved = kb._batch
     kb._batch = _BATCHES[impl]       # decode_frames calls the module it loaded; point it at each twin
     try:
