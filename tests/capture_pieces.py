@@ -88,14 +88,14 @@ def input_errors(errors) -> list[dict]:
 
 def analysed(splits, **options) -> dict:
     """Every table ``kproto analyze`` writes, for ``splits``, computed without Spark (as the driver combines them);
-    ``options``: worker.process_split's."""
+    ``options``: task.process_split's."""
     import pyarrow as pa
 
-    from kproto.spark import combine, jobs, worker
+    from kproto.spark import combine, jobs, task, worker
     from kproto.spark.stream_losses import stream_loss_rows
 
     sink = worker.Sink()
-    parts = pa.Table.from_batches([b for s in splits for b in worker.process_split(s, sink=sink, **options)],
+    parts = pa.Table.from_batches([b for s in splits for b in task.process_split(s, sink=sink, **options)],
                                   schema=worker.PARTS_SCHEMA)
     accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                   if r["kind"] in ("capture", "counts", "connection")]

@@ -252,7 +252,7 @@ def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_strea
 
     import pyarrow as pa
 
-    from kproto.spark import jobs, worker
+    from kproto.spark import jobs, task, worker
     from kproto.spark import planning as P
     from kproto.spark.report import LOSSES, _snaplen_label
     from tests import capture_pieces as cp
@@ -266,7 +266,7 @@ def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_strea
     path.write_bytes(writer.getvalue())
     splits = P.plan_file(str(path), path.stat().st_size, split_bytes=split_bytes, overlap=1_000)
     assert (len(splits) > 1) == (split_bytes < 1 << 30)
-    parts = pa.Table.from_batches([b for split in splits for b in worker.process_split(split, sink=worker.Sink())],
+    parts = pa.Table.from_batches([b for split in splits for b in task.process_split(split, sink=worker.Sink())],
                                   schema=worker.PARTS_SCHEMA)
     accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                   if r["kind"] in ("capture", "counts", "connection")]

@@ -312,10 +312,11 @@ def test_every_sample_client_is_named():
     """On samples/sample.pcap every client gets a likely software, by KIP-511 or by fingerprint."""
     from kproto.spark import combine as C
     from kproto.spark import planning as P
+    from kproto.spark import task as T
     from kproto.spark import worker as W
 
     path = str(ROOT / "samples" / "sample.pcap")
-    parts = pa.Table.from_batches([b for s in P.plan_file(path, 0) for b in W.process_split(s, broker_ports=(9092, 9093))],
+    parts = pa.Table.from_batches([b for s in P.plan_file(path, 0) for b in T.process_split(s, broker_ports=(9092, 9093))],
                                   schema=W.PARTS_SCHEMA)
     clients = C.combine(parts)["clients"].to_pylist()
     assert len(clients) >= 8

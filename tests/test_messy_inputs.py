@@ -19,6 +19,7 @@ import pytest
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 from kproto.spark import jobs
 from kproto.spark import planning as P
+from kproto.spark import task as T
 from kproto.spark import worker as W
 from tests import spark_captures as sc
 from tests.pcapwriter import PcapngWriter
@@ -30,7 +31,7 @@ def analyse(paths, **options):
     parts = []
     for path in paths:
         for split in P.plan_file(str(path), 0, **options):
-            parts += list(W.process_split(split, sink=sink))
+            parts += list(T.process_split(split, sink=sink))
     table = pa.Table.from_batches(parts, schema=W.PARTS_SCHEMA)
     accounting = [r for r in table.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                   if r["kind"] in ("capture", "counts", "connection")]
@@ -175,7 +176,7 @@ def test_a_missing_file_is_a_read_failed_row(tmp_path):
     path.write_bytes(sc.small_capture())
     (split,) = P.plan_file(str(path), 0)
     path.unlink()
-    parts = pa.Table.from_batches(list(W.process_split(split)), schema=W.PARTS_SCHEMA)
+    parts = pa.Table.from_batches(list(T.process_split(split)), schema=W.PARTS_SCHEMA)
     info = json.loads(parts.filter(pc.equal(parts["kind"], "capture"))["info"][0].as_py())
     assert info["errors"][0]["category"] == "read_failed" and "No such file" in info["errors"][0]["reason"]
 
@@ -186,7 +187,7 @@ def test_fail_fast_names_the_file_offset_and_reason(tmp_path):
     path.write_bytes(data + struct.pack("<IIII", 1, 0, 0xFFFFFFFF, 0))
     (split,) = P.plan_file(str(path), 0)
     with pytest.raises(W.InputError, match=f"{path}: byte offset {len(data)}: pcap record with captured length"):
-        list(W.process_split(split, fail_fast=True))
+        list(T.process_split(split, fail_fast=True))
 
 
 def test_unexplained_loss_is_not_accounted():

@@ -12,6 +12,7 @@ import pytest
 from kproto.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kproto.spark import planning as P
 from kproto.spark import range_pipeline as R
+from kproto.spark import task as T
 from kproto.spark import worker as W
 from tests import spark_captures as sc
 from tests.capture_pieces import analysed
@@ -96,7 +97,7 @@ def test_ranges_read_as_streams_twice_give_the_same_tables(mixed, monkeypatch):
         def mapped(self) -> bool:
             return False
 
-    monkeypatch.setattr(W, "_Source", Unmapped)
+    monkeypatch.setattr(T, "_Source", Unmapped)
     streamed, chunks = analysed_ranges(splits, 600, monkeypatch)
     assert chunks > 2 * len(splits)
     for name, table in mapped.items():
@@ -125,9 +126,9 @@ def test_chunked_ranges_pair_as_the_whole_file(tmp_path, monkeypatch):
     monkeypatch.setattr(R, "CHUNK_BYTES", 600)
     ranges = W.Sink()
     for split in P.plan_file(str(path), 0, split_bytes=12_000, overlap=8_000):
-        list(W.process_split(split, sink=ranges))
+        list(T.process_split(split, sink=ranges))
     whole = W.Sink()
-    list(W.process_split(P.plan_file(str(path), 0)[0], sink=whole))
+    list(T.process_split(P.plan_file(str(path), 0)[0], sink=whole))
 
     def rows(table, columns):
         return sorted(tuple(r.values()) for r in table.select(columns).to_pylist())

@@ -14,6 +14,8 @@ from kproto.spark import combine as C
 
 from kproto.spark import planning as P
 
+from kproto.spark import task as T
+
 from kproto.spark import worker as W
 from tests import spark_captures as sc
 
@@ -26,7 +28,7 @@ def _kind(batches, kind: str) -> pa.Table:
 def _tables(split, **options) -> tuple[W.Sink, pa.Table]:
     """The split's frames and exchanges (in a Sink) and its compact rows."""
     sink = W.Sink()
-    parts = pa.Table.from_batches(list(W.process_split(split, sink=sink, **options)), schema=W.PARTS_SCHEMA)
+    parts = pa.Table.from_batches(list(T.process_split(split, sink=sink, **options)), schema=W.PARTS_SCHEMA)
     return sink, parts
 
 
@@ -110,7 +112,7 @@ def test_a_split_pcap_gives_the_same_frames_and_pairs_as_whole(tmp_path):
     assert splits[0].context_start == splits[0].start
     assert all(s.start - 8_000 - 4096 <= s.context_start < s.start for s in splits[1:])
     ranges = W.Sink()
-    parts = [b for s in splits for b in W.process_split(s, sink=ranges)]
+    parts = [b for s in splits for b in T.process_split(s, sink=ranges)]
     assert not any(b["kind"][0].as_py() == "raw" for b in parts if b.num_rows)
     whole, _ = _tables(P.plan_file(str(path), 0)[0])
     split_frames, whole_frames = ranges.table("frames"), whole.table("frames")
@@ -145,7 +147,7 @@ def test_big_unsplittable_files_go_raw_to_the_grouping_step(tmp_path):
     whole, _ = _tables(P.plan_file(str(path), 0)[0])
     (split,) = P.plan_file(str(path), 0)
     split.mode = "raw"      # as a pcapng file larger than the split size
-    raw = [b for b in W.process_split(split) if b.num_rows and b["kind"][0].as_py() == "raw"]
+    raw = [b for b in T.process_split(split) if b.num_rows and b["kind"][0].as_py() == "raw"]
     grouped = W.Sink()
     counts = _kind(W.decode_raw_batches(raw, sink=grouped), "counts")
     assert json.loads(counts["info"][0].as_py())["exchanges_paired"] == 20
@@ -276,8 +278,8 @@ def test_one_array_uses_a_single_chunk_in_place_and_joins_several():
 
 def test_a_decoded_split_s_reader_gives_its_frames_in_one_batch():
     size = SAMPLE.stat().st_size
-    whole = list(W._capture_reader(str(SAMPLE), "s", (9092,), W.one_batch_bytes(size)))
-    small_batches = list(W._capture_reader(str(SAMPLE), "s", (9092,), W.one_batch_bytes(1000)))
+    whole = list(W.capture_reader(str(SAMPLE), "s", (9092,), W.one_batch_bytes(size)))
+    small_batches = list(W.capture_reader(str(SAMPLE), "s", (9092,), W.one_batch_bytes(1000)))
     assert len(whole) == 1 and len(small_batches) > 1
     assert pa.Table.from_batches(whole).equals(pa.Table.from_batches(small_batches).combine_chunks())
     batches = list(small_batches)

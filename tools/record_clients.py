@@ -250,10 +250,11 @@ def wire_facts(pcap: Path, port: int) -> dict:
     from kproto.capture import CaptureReader
     from kproto.spark import combine as C
     from kproto.spark import planning as P
+    from kproto.spark import task as T
     from kproto.spark import worker as W
 
     parts = pa.Table.from_batches(
-        [b for split in P.plan_file(str(pcap), 0) for b in W.process_split(split, broker_ports=(port,))],
+        [b for split in P.plan_file(str(pcap), 0) for b in T.process_split(split, broker_ports=(port,))],
         schema=W.PARTS_SCHEMA)
     clients = [{"client_id": c["client_id"], "order": [tuple(p) for p in FP.api_pairs(c["api_order"])],
                 "software": (c["client_software_name"], c["client_software_version"])

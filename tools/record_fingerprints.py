@@ -181,13 +181,14 @@ def clients_of(pcap: bytes) -> list[dict]:
 
     from kproto.spark import combine as C
     from kproto.spark import planning as P
+    from kproto.spark import task as T
     from kproto.spark import worker as W
 
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "run.pcap"
         path.write_bytes(pcap)
         parts = pa.Table.from_batches(
-            [b for split in P.plan_file(str(path), 0) for b in W.process_split(split, broker_ports=(9092,))],
+            [b for split in P.plan_file(str(path), 0) for b in T.process_split(split, broker_ports=(9092,))],
             schema=W.PARTS_SCHEMA)
     from kproto import fingerprint as FP
 

@@ -1,55 +1,81 @@
-"""Combining the compact rows of every task into the small tables (in the driver).
+"""The small tables from the compact rows of every task: the one place their rules live.
 
 The tasks of kproto/spark/worker.py return compact rows (:data:`worker.PARTS_SCHEMA`);
-when there are few of them, :func:`combine` makes ``connections``, ``clients`` and
-``topics`` here with pyarrow instead of a Spark job per table (kproto/spark/jobs.py
-does the same with Spark SQL for many rows).
+:func:`connections_table`, :func:`clients_table` and :func:`topics_table` turn the rows
+of each key (a connection, a client, a topic-partition) into its row of ``connections``,
+``clients`` and ``topics``. :func:`combine` calls them on every row at once in the driver
+(few rows: the usual case); for many rows, :func:`kproto.spark.jobs.build_tables` has
+Spark bring the rows of each key into one partition and calls the same functions there.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from kproto import fingerprint as FP
+from kproto import versions as kv
 from kproto._common.api_keys import ApiKey
 from kproto.exchanges import resolve_topic_ids   # the rule of a topic named by its ID: one home
+from kproto._common.capture import KINDS
+from kproto.capture import connection_schema
 
 
-# ---------------------------------------------------------------- combining compact rows (driver)
+# ---------------------------------------------------------------- combining compact rows
 def merged_kind(a: str, b: str) -> str:
-    """The kind of a connection two ranges read: the one confirmed first in KINDS (kafka first, empty
-    last; jobs._merged_kind is the same rule in Spark)."""
-    from kproto._common.capture import KINDS
-
+    """The kind of a connection two ranges read: the one confirmed first in KINDS (kafka first, empty last)."""
     return min(a, b, key=KINDS.index)
 
+
+def rows_of(parts: pa.Table, kind: str, columns: Sequence[str]) -> list[dict]:
+    """The compact rows of one kind, as dicts of ``columns``."""
+    return parts.filter(pc.equal(parts["kind"], kind)).select(list(columns)).to_pylist()
+
+
 def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]:
-    """``connections``, ``clients`` and ``topics`` from the compact rows, as Spark SQL would combine them.
+    """``connections``, ``clients`` and ``topics`` from the compact rows, in the driver.
 
     ``fingerprint=False`` leaves the fingerprint columns null (tools/record_fingerprints.py
     records the table they are computed from).
 
     For runs whose compact rows fit the driver comfortably (a few per connection
-    and API version): the same tables as :func:`kproto.spark.jobs.build_tables`,
-    without a Spark job each.
+    and API version). For more, :func:`kproto.spark.jobs.build_tables` has Spark
+    bring the rows of each key together and calls the same functions on them.
     """
-    from kproto import fingerprint as FP
-    from kproto import versions as kv
-    from kproto.capture import connection_schema
+    connections = connections_table(rows_of(parts, "connection", CONNECTION_COLUMNS))
+    client_ip = {(c, i): ip for c, i, ip in zip(connections["capture"].to_pylist(),
+                                                 connections["connection_id"].to_pylist(),
+                                                 connections["client_ip"].to_pylist())}
+    usage = [dict(u, client_ip=client_ip.get((u["capture"], u["connection_id"])))
+             for u in rows_of(parts, "usage", USAGE_COLUMNS)]
+    name_of, id_of = resolve_topic_ids(rows_of(parts, "topic_name", ["topic_id", "topic"]))
+    topics = named_topic_rows(rows_of(parts, "topic", TOPIC_COLUMNS), name_of, id_of)
+    return {"connections": connections, "clients": clients_table(usage, fingerprint=fingerprint),
+            "topics": topics_table(topics)}
 
-    kinds = parts["kind"].to_pylist()
 
-    def rows_of(kind: str, columns: list[str]) -> list[dict]:
-        keep = pa.array([k == kind for k in kinds], type=pa.bool_())    # typed: no rows at all is fine too
-        return parts.filter(keep).select(columns).to_pylist()
+#: The compact-row columns each table reads.
+CONNECTION_COLUMNS = ("capture", "split_index", "info")
+USAGE_COLUMNS = ("capture", "connection_id", "client_id", "api_key", "api_version", "client_software_name",
+                 "client_software_version", "requests", "deprecated_requests", "removed_in_4x_requests",
+                 "error_responses", "first_ns", "last_ns")
+TOPIC_COLUMNS = ("topic", "topic_id", "partition", "api_key", "compression", "messages", "bytes", "records",
+                 "batches", "records_errors", "first_ns", "last_ns")
 
-    # Connections: one row per (capture, connection); ranges' counters add up.
+
+def connections_table(rows: Iterable[dict]) -> pa.Table:
+    """Connections: one row per (capture, connection); ranges' counters add up.
+
+    ``rows``: ``connection`` compact rows (capture, split_index, info), every row of each connection.
+    """
     schema = connection_schema()
     counters = [f.name for f in schema if f.name.startswith(("request_", "response_"))]
     merged: dict[tuple, dict] = {}
-    for r in sorted(rows_of("connection", ["capture", "split_index", "info"]), key=lambda r: r["split_index"]):
+    for r in sorted(rows, key=lambda r: r["split_index"]):
         info = json.loads(r["info"])
         key = (r["capture"], info["connection_id"])
         row = merged.get(key)
@@ -63,19 +89,16 @@ def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]
         row["kind"] = merged_kind(row["kind"], info["kind"])
         for name in counters:
             row[name] = (row[name] or 0) + (info[name] or 0)
-    order = ["capture", "connection_id", "client_ip", "client_port", "server_ip", "server_port", "first_ts_ns",
-             "last_ts_ns", "handshake_seen", "closed_by", "direction_source", "kind", *counters]
-    connections = pa.Table.from_pylist(list(merged.values()), schema=pa.schema([schema.field(n) for n in order]))
+    return pa.Table.from_pylist(list(merged.values()), schema=CONNECTIONS_SCHEMA)
 
-    # Clients: usage rows with their connection's client address.
-    client_ip = {key: row["client_ip"] for key, row in merged.items()}
+
+def clients_table(usage: Iterable[dict], *, fingerprint: bool = True) -> pa.Table:
+    """Clients: usage rows with their connection's client address (``client_ip``), every row of each
+    (client_ip, client_id), sorted by it."""
     names = {info.api_key: info.name for info in kv.api_table()}
     clients: dict[tuple, dict] = {}
-    for u in rows_of("usage", ["capture", "connection_id", "client_id", "api_key", "api_version",
-                               "client_software_name", "client_software_version", "requests",
-                               "deprecated_requests", "removed_in_4x_requests", "error_responses",
-                               "first_ns", "last_ns"]):
-        key = (client_ip.get((u["capture"], u["connection_id"])), u["client_id"])
+    for u in usage:
+        key = (u["client_ip"], u["client_id"])
         c = clients.setdefault(key, {"sent": [], "software": set(), "connections": set(),
                                      "requests": 0, "apis": set(), "deprecated": 0, "removed": 0, "errors": 0,
                                      "first": [], "last": [], "seen": {}, "handshakes": {}})
@@ -103,9 +126,6 @@ def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]
             return None
         return f"{names.get(key, f'UNKNOWN({key})')} v{version}"
 
-    def nulls_first(value: tuple) -> tuple:
-        return tuple((v is not None, v if v is not None else 0) for v in value)
-
     def sent_pair(sent: list[tuple]) -> tuple:
         """The greatest KIP-511 (name, version) pair one request sent, nulls least (Spark's max of the
         struct): never the name of one program with the version of another sharing the client.id."""
@@ -122,16 +142,26 @@ def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]
         "api_order": [api(*v) for v in FP.order_of_use(c["seen"])],
         "api_versions_per_connection": _most(*(n for n in c["handshakes"].values() if n is not _UNSET)),
     }) for (ip, client_id), c in sorted(clients.items(), key=lambda item: nulls_first(item[0]))]
-    clients_table = pa.Table.from_pylist(client_rows, schema=CLIENTS_SCHEMA)
+    return pa.Table.from_pylist(client_rows, schema=CLIENTS_SCHEMA)
 
-    # Topics: Produce requests and Fetch responses per topic-partition, a topic named by its ID
-    # under the name a response of the run gave that ID (and the reverse: see resolve_topic_ids).
-    name_of, id_of = resolve_topic_ids(rows_of("topic_name", ["topic_id", "topic"]))
-    topics: dict[tuple, dict] = {}
-    for t in rows_of("topic", ["topic", "topic_id", "partition", "api_key", "compression", "messages", "bytes",
-                               "records", "batches", "records_errors", "first_ns", "last_ns"]):
+
+def named_topic_rows(rows: Iterable[dict], name_of: dict[str, str], id_of: dict[str, str]) -> list[dict]:
+    """``topic`` rows, a topic named by its ID under the name a response of the run gave that ID
+    (and the reverse: see resolve_topic_ids)."""
+    named = []
+    for t in rows:
         topic = t["topic"] if t["topic"] is not None else name_of.get(t["topic_id"])
         topic_id = t["topic_id"] if t["topic_id"] is not None else id_of.get(t["topic"])
+        named.append(dict(t, topic=topic, topic_id=topic_id))
+    return named
+
+
+def topics_table(rows: Iterable[dict]) -> pa.Table:
+    """Topics: Produce requests and Fetch responses per topic-partition, from named ``topic`` rows
+    (:func:`named_topic_rows`), every row of each (topic, topic_id, partition); sorted by it."""
+    topics: dict[tuple, dict] = {}
+    for t in rows:
+        topic, topic_id = t["topic"], t["topic_id"]
         row = topics.setdefault((topic, topic_id, t["partition"]), {"codecs": set(), "first": [], "last": [],
                                                                     "records_errors": None})
         side = {ApiKey.PRODUCE: "produce", ApiKey.FETCH: "fetch"}.get(t["api_key"])
@@ -155,13 +185,15 @@ def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]
         out.update({"compression": ",".join(sorted(row["codecs"])), "records_errors": row["records_errors"],
                     "first_ts_ns": _least(*row["first"]), "last_ts_ns": _most(*row["last"])})
         topic_rows.append(out)
-    topics_table = pa.Table.from_pylist(topic_rows, schema=TOPICS_SCHEMA)
-    return {"connections": connections, "clients": clients_table, "topics": topics_table}
+    return pa.Table.from_pylist(topic_rows, schema=TOPICS_SCHEMA)
+
+
+def nulls_first(value: tuple) -> tuple:
+    """A sort key of a tuple that may hold None: ascending, nulls first (Spark's orderBy)."""
+    return tuple((v is not None, v if v is not None else 0) for v in value)
 
 
 def _with_fingerprint(wanted: bool, row: dict) -> dict:
-    from kproto import fingerprint as FP
-
     if wanted:
         row.update(FP.classify_row(row["client_id"], row["api_order"], row["client_software_name"],
                                    row["client_software_version"], row["api_versions_per_connection"],
@@ -192,6 +224,10 @@ def _most(*values: int | None) -> int | None:
     return max((v for v in values if v is not None), default=None)
 
 
+CONNECTIONS_SCHEMA = pa.schema([connection_schema().field(name) for name in (
+    "capture", "connection_id", "client_ip", "client_port", "server_ip", "server_port", "first_ts_ns", "last_ts_ns",
+    "handshake_seen", "closed_by", "direction_source", "kind")] + [
+    f for f in connection_schema() if f.name.startswith(("request_", "response_"))])
 TOPIC_SUMS = ("produce_requests", "produce_bytes", "produce_records", "produce_batches", "fetch_responses",
               "fetch_bytes", "fetch_records", "fetch_batches")
 TOPICS_SCHEMA = pa.schema([("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32())]

@@ -27,8 +27,10 @@ capture sets (rotated pieces read as one capture) can be plugged in.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -36,16 +38,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kproto.spark import combine as C
 from kproto.spark import jobs as J
 from kproto.spark import planning as P
 from kproto.spark import worker as W
-from kproto.spark.stream_losses import stream_loss_rows
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1
@@ -134,8 +133,6 @@ class Checkpoint:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Held while following: a second follower of the same checkpoint is refused."""
-        import fcntl
-
         with open(self.directory / "lock", "w") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -159,8 +156,6 @@ class Checkpoint:
 
     def discard_uncommitted(self, out: str) -> None:
         """Delete the parts and rows of batches the state does not record (a stop before their commit)."""
-        import shutil
-
         for name in ("frames", "exchanges"):
             table = Path(out) / name
             for part in table.glob("part-b*.parquet") if table.is_dir() else ():
@@ -300,37 +295,11 @@ def bytes_read(rows: pa.Table) -> dict[str, int]:
 
 # ---------------------------------------------------------------- the tables and the report
 def write_tables(spark, out: str, checkpoint: Checkpoint, options: J.Options, report: bool) -> J.Result:
-    """The small tables (and the report when ``report``) from the compact rows of every committed batch."""
-    rows = checkpoint.all_rows()
-    accounting = [r for r in rows.select(["kind", "capture", "connection_id", "info"]).to_pylist()
-                  if r["kind"] in ("capture", "counts", "connection")]
-    errors = sorted(J.error_rows(accounting) + checkpoint.change_errors(),
-                    key=lambda e: (e["capture"], e["offset"], e["category"], e["reason"]))
-    summary = J.summary_rows(accounting, errors)
-    J.finish_output(out, rows)
-    tables = C.combine(rows)
-    for name in ("connections", "clients", "topics"):
-        J.write_table(tables[name], out, name)
-    J.write_table(pa.Table.from_pylist(summary, schema=J.SUMMARY_SCHEMA), out, "summary")
-    J.write_table(pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=J.ERRORS_SCHEMA), out,
-                  "errors")
-    written = {name: f"{out}/{name}" for name in ("frames", "exchanges", "connections", "clients", "topics",
-                                                    "summary", "errors")}
-    facts = None
-    if report:
-        import pyspark
-
-        from kproto.spark import report as R
-
-        total_frames = next(r for r in summary if r["capture"] == "*")["frames"]
-        if total_frames <= options.driver_report_frames:
-            in_driver: dict[str, Any] = {name: tables[name] for name in ("connections", "clients", "topics")}
-            in_driver.update(J.report_inputs_arrow(written))
-            facts = R.collect_facts_arrow(in_driver, summary, errors, pyspark.__version__)
-        else:
-            facts = R.collect_facts(spark, J.report_tables(spark, written), summary, errors)
-        R.write_report(facts, Path(out))
-    return J.Result(Path(out), summary, facts, written, errors)
+    """The small tables (and the report when ``report``) from the compact rows of every committed batch,
+    as a plain run ends (:func:`kproto.spark.jobs.finish_run`), with a row for every file that changed
+    after it was read."""
+    return J.finish_run(spark, out, checkpoint.all_rows(), options, extra_errors=checkpoint.change_errors(),
+                        report=report, report_dir=Path(out))
 
 
 # ---------------------------------------------------------------- the loop

@@ -1,29 +1,39 @@
 """The Spark side of ``kproto analyze``: plan, read and decode captures, write the tables.
 
-pyspark is imported inside the functions, so importing this module costs nothing.
-The Python work happens in :mod:`kproto.spark.worker` through ``mapInArrow``
-(Arrow batches in and out: no Python or pandas UDFs).
+pyspark is imported inside the functions, so importing this module loads no Spark.
+The Python work happens in :mod:`kproto.spark.task` (and the modules under it) through
+``mapInArrow`` (Arrow batches in and out: no Python or pandas UDFs); the small tables'
+rules in :mod:`kproto.spark.combine`, whichever side runs them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import glob
 import hashlib
 import json
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyarrow import fs
 
-from kproto._common.api_keys import ApiKey
 from kproto.spark import jvm_archive, jvm_noise
+from kproto.spark import report as R
 from kproto.spark import capture_sets as CS
 from kproto.spark import combine as C
 from kproto.spark import planning as P
+from kproto.spark import task
 from kproto.spark import worker as W
 from kproto.spark.stream_losses import stream_loss_rows
 from kproto.spark.exchange_topics import name_written_topics
@@ -141,8 +151,6 @@ class Progress:
     """Phases and task counts on stderr while Spark works (a live line on a terminal)."""
 
     def __init__(self, spark, enabled: bool = True, stream=None, profile=None) -> None:
-        import threading
-
         self.spark = spark
         self.profile = profile      # a kproto.spark.profile.PhaseProfile told of every phase, or None
         self.enabled = enabled
@@ -167,8 +175,6 @@ class Progress:
 
     def step(self, phase: str) -> None:
         """A new phase starts: the one before it is printed with how long it took."""
-        import time
-
         if self.phase and self.enabled:
             self._finish_phase()
         self.phase = phase
@@ -181,8 +187,6 @@ class Progress:
 
     def done(self) -> None:
         """The last phase ended: it, then the whole run's time."""
-        import time
-
         if self.profile is not None:
             self.profile.mark("done")
         if self.enabled and self.phase:
@@ -191,8 +195,6 @@ class Progress:
         self.phase = ""
 
     def _finish_phase(self) -> None:
-        import time
-
         took = time.monotonic() - self.phase_started
         self._write(f"kproto analyze: {self.phase}: {took:.1f} s", final=True)
 
@@ -271,8 +273,6 @@ def local_input_bytes(paths: Sequence[str]) -> int | None:
 
 def _list_local(paths: Sequence[str]) -> list[str]:
     """Files named by local paths, globs and directories (their files; names starting "." or "_" skipped)."""
-    import glob
-
     found: set[str] = set()
     for path in paths:
         matches = glob.glob(path) if glob.has_magic(path) else [path]
@@ -337,15 +337,11 @@ def _files_frame(spark, files: list[tuple[str, int]]):
 
 def file_heads(spark, files: list[tuple[str, int]]) -> list[CS.FileHead]:
     """The heads of the capture files (set detection), read in the driver or by one job on the executors."""
-    import dataclasses
-
     if _runs_locally(spark, files):
         return [P.file_head(path, length) for path, length in files]
     frame = _files_frame(spark, files)
 
     def heads(batches):
-        import pyarrow as pa
-
         for batch in batches:
             found = [json.dumps(dataclasses.asdict(P.file_head(r["path"], r["length"])))
                      for r in batch.to_pylist()]
@@ -426,9 +422,6 @@ def prepare_output(out: str) -> None:
 def finish_output(out: str, compact_rows: pa.Table) -> None:
     """A table nobody wrote a part of gets an empty one (so it reads back with its columns), and _SUCCESS;
     the exchanges' topic IDs get the names the run's responses give them (``compact_rows``: all of the run)."""
-    import pyarrow.parquet as pq
-    from pyarrow import fs
-
     name_written_topics(out, compact_rows)
     filesystem, base = W.output_filesystem(out)
     for name, schema in (("frames", W.FRAMES_SCHEMA), ("exchanges", W.EXCHANGES_SCHEMA)):
@@ -456,7 +449,7 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
         for batch in batches:
             for split in (split_list.value[index] for index in batch.column("id").to_pylist()):
                 sink = W.ParquetSink(out, _part_name(split))
-                yield from W.process_split(split, broker_ports=ports, kafka_ports=forced,
+                yield from task.process_split(split, broker_ports=ports, kafka_ports=forced,
                                            show_credentials=show_credentials, body=body, records=records, sink=sink,
                                            fail_fast=fail_fast)
                 sink.close()
@@ -506,150 +499,53 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
     return result.drop("payload"), stage1
 
 
-def _api_name_column(column):
-    """API names from keys, as a Spark expression (a literal map built from kproto's table)."""
-    from pyspark.sql import functions as F
-
-    from kproto import versions as kv
-
-    pairs = []
-    for info in kv.api_table():
-        pairs += [F.lit(info.api_key), F.lit(info.name)]
-    names = F.create_map(*pairs)
-    return F.coalesce(names[column], F.concat(F.lit("UNKNOWN("), column.cast("string"), F.lit(")")))
-
-
-def _fingerprint_udf():
-    """kproto.fingerprint.classify_row as a Spark UDF (the clients table is small: one row per client)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    from kproto import fingerprint as FP
-
-    result = T.StructType([T.StructField(name, T.StringType()) for name in FP.FINGERPRINT_COLUMNS])
-    def classify(client_id, api_order, software_name, software_version, api_versions_per_connection,
-                 client_software):
-        # no hints: a plain row UDF
-        return FP.classify_row(client_id, api_order, software_name, software_version, api_versions_per_connection,
-                               client_software)
-
-    return F.udf(classify, result)
-
-
 def build_tables(spark, parts) -> dict[str, Any]:
-    """DataFrames of the aggregate tables (connections, clients, topics), from the compact rows."""
-    import pyarrow as pa
+    """DataFrames of the small tables (connections, clients, topics), from many compact rows.
+
+    Spark brings the rows of each key (a connection, a client, a topic-partition) into one
+    partition; kproto.spark.combine makes each key's row there, with the functions the driver
+    calls on few rows (:func:`kproto.spark.combine.combine`): one rule for both.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from kproto import fingerprint as FP
-    from kproto import versions as kv
-    from kproto.capture import connection_schema
-
     kind = F.col("kind")
+    connection_rows = parts.filter(kind == "connection").select("capture", "connection_id", *C.CONNECTION_COLUMNS[1:])
+    connections = connection_rows.repartition("capture", "connection_id").mapInArrow(
+        _per_partition(C.connections_table), from_arrow_schema(C.CONNECTIONS_SCHEMA))
 
-    # Connections: one row per connection; a connection read by several ranges is summed.
-    conn_schema = connection_schema()
-    info_schema = from_arrow_schema(pa.schema([f for f in conn_schema if f.name != "capture"]))
-    conn_rows = parts.filter(kind == "connection") \
-        .select("capture", F.from_json("info", info_schema).alias("c")).select("capture", "c.*")
-    counters = [f.name for f in conn_schema if f.name.startswith(("request_", "response_"))]
-    connections = conn_rows.groupBy("capture", "connection_id").agg(
-        F.first("client_ip").alias("client_ip"), F.first("client_port").alias("client_port"),
-        F.first("server_ip").alias("server_ip"), F.first("server_port").alias("server_port"),
-        F.min("first_ts_ns").alias("first_ts_ns"), F.max("last_ts_ns").alias("last_ts_ns"),
-        F.max(F.col("handshake_seen").cast("int")).cast("boolean").alias("handshake_seen"),
-        F.last("closed_by").alias("closed_by"), F.first("direction_source").alias("direction_source"),
-        _merged_kind(F.collect_set("kind")).alias("kind"),
-        *[F.sum(name).alias(name) for name in counters])
-
-    # Clients: the workers' per-connection usage rows, with the connection's client address.
+    # Clients: the usage rows with their connection's client address.
     address = connections.select("capture", "connection_id", "client_ip")
-    usage = parts.filter(kind == "usage").join(address, ["capture", "connection_id"], "left")
-    # The greatest KIP-511 (name, version) pair one request sent (combine.py: the same rule), never a
-    # name and a version each the maximum of its own column (two programs sharing a client.id).
-    sent = F.when(F.col("client_software_name").isNotNull() | F.col("client_software_version").isNotNull(),
-                  F.struct("client_software_name", "client_software_version"))
-    clients = usage.groupBy("client_ip", "client_id").agg(
-        F.max(sent)["client_software_name"].alias("client_software_name"),
-        F.max(sent)["client_software_version"].alias("client_software_version"),
-        F.sort_array(F.collect_set(F.concat_ws("/", "client_software_name", "client_software_version")))
-        .alias("client_software"),
-        F.countDistinct("capture", "connection_id").alias("connections"),
-        F.sum("requests").alias("requests"),
-        F.sort_array(F.collect_set(F.struct("api_key", "api_version"))).alias("_versions"),
-        F.sum("deprecated_requests").alias("deprecated_requests"),
-        F.sum("removed_in_4x_requests").alias("removed_in_4x_requests"),
-        F.sum("error_responses").alias("error_responses"),
-        F.min("first_ns").alias("first_seen_ns"), F.max("last_ns").alias("last_seen_ns"),
-        F.sort_array(F.collect_list(F.struct("first_ns", "api_key", "api_version"))).alias("_order"),
-    )
+    usage = parts.filter(kind == "usage").select(*C.USAGE_COLUMNS).join(address, ["capture", "connection_id"], "left")
+    clients = usage.repartition("client_ip", "client_id").mapInArrow(
+        _per_partition(C.clients_table), from_arrow_schema(C.CLIENTS_SCHEMA)).orderBy("client_ip", "client_id")
 
-    def label(v):
-        return F.concat(_api_name_column(v["api_key"]), F.lit(" v"), v["api_version"].cast("string"))
+    # Topics: the names and IDs responses gave (a few rows per topic) resolved in the driver, then every
+    # row of a topic-partition brought together under its resolved name and ID.
+    names = parts.filter(kind == "topic_name").select("topic_id", "topic").distinct().collect()
+    name_of, id_of = C.resolve_topic_ids(row.asDict() for row in names)
+    topic_rows = parts.filter(kind == "topic").select(*C.TOPIC_COLUMNS)
+    topic_type = topic_rows.schema
 
-    # The order of first use of each (API, version), what the fingerprint reads (kproto.fingerprint):
-    # sorted by time, the first occurrence of each pair is its first use (array_distinct keeps it).
-    known = F.filter("_order", lambda v: v["api_key"].isNotNull() & v["api_version"].isNotNull())
-    first_use = F.array_distinct(F.transform(known, lambda v: F.struct(v["api_key"].alias("api_key"),
-                                                                        v["api_version"].alias("api_version"))))
-    # The most ApiVersions requests the client sent on one connection (combine.py: the same rule).
-    per_connection = usage.groupBy("client_ip", "client_id", "capture", "connection_id").agg(
-        F.sum(F.when(F.col("api_key") == kv.API_VERSIONS_KEY, F.col("requests"))).alias("_handshakes"))
-    handshakes = per_connection.groupBy(F.col("client_ip").alias("_ip"), F.col("client_id").alias("_id")).agg(
-        F.max("_handshakes").alias("api_versions_per_connection"))
-    same_client = F.col("client_ip").eqNullSafe(F.col("_ip")) & F.col("client_id").eqNullSafe(F.col("_id"))
-    clients = clients.withColumn("apis", F.transform("_versions", label)) \
-        .withColumn("api_order", F.transform(first_use, label)).drop("_versions", "_order") \
-        .join(handshakes, same_client, "left").drop("_ip", "_id")
-    fingerprint = _fingerprint_udf()(F.col("client_id"), F.col("api_order"), F.col("client_software_name"),
-                                     F.col("client_software_version"), F.col("api_versions_per_connection"),
-                                     F.col("client_software"))
-    clients = clients.withColumn("_fingerprint", fingerprint) \
-        .select("*", *[F.col("_fingerprint")[name].alias(name) for name in FP.FINGERPRINT_COLUMNS]) \
-        .drop("_fingerprint").orderBy("client_ip", "client_id")
+    def named(batches):
+        for batch in batches:
+            rows = C.named_topic_rows(batch.to_pylist(), name_of, id_of)
+            yield pa.RecordBatch.from_pylist(rows, schema=batch.schema)
 
-    is_produce = F.col("api_key") == int(ApiKey.PRODUCE)
-    is_fetch = F.col("api_key") == int(ApiKey.FETCH)
-
-    def when(condition, value):
-        return F.when(condition, value).otherwise(F.lit(0))
-
-    # A topic named by its ID takes the name a response of the run gave that ID, and a topic named
-    # by name the ID when the run names exactly one for it (kproto.exchanges.resolve_topic_ids, the same rule).
-    named = parts.filter(kind == "topic_name").groupBy("topic_id").agg(F.min("topic").alias("_name_of_id"))
-    unique_ids = named.groupBy(F.col("_name_of_id").alias("_name")).agg(
-        F.count(F.lit(1)).alias("_ids"), F.min("topic_id").alias("_id_of_name")) \
-        .filter(F.col("_ids") == 1).drop("_ids")
-    topic_rows = parts.filter(kind == "topic").join(named, "topic_id", "left") \
-        .join(unique_ids, F.col("topic") == F.col("_name"), "left") \
-        .withColumn("topic", F.coalesce(F.col("topic"), F.col("_name_of_id"))) \
-        .withColumn("topic_id", F.coalesce(F.col("topic_id"), F.col("_id_of_name")))
-    topics = topic_rows.groupBy("topic", "topic_id", "partition").agg(
-        F.sum(when(is_produce, F.col("messages"))).alias("produce_requests"),
-        F.sum(when(is_produce, F.col("bytes"))).alias("produce_bytes"),
-        F.sum(when(is_produce, F.col("records"))).alias("produce_records"),
-        F.sum(when(is_produce, F.col("batches"))).alias("produce_batches"),
-        F.sum(when(is_fetch, F.col("messages"))).alias("fetch_responses"),
-        F.sum(when(is_fetch, F.col("bytes"))).alias("fetch_bytes"),
-        F.sum(when(is_fetch, F.col("records"))).alias("fetch_records"),
-        F.sum(when(is_fetch, F.col("batches"))).alias("fetch_batches"),
-        F.array_join(F.sort_array(F.collect_set("compression")), ",").alias("compression"),
-        F.sum("records_errors").alias("records_errors"),
-        F.min("first_ns").alias("first_ts_ns"), F.max("last_ns").alias("last_ts_ns"),
-    ).orderBy("topic", "topic_id", "partition")
+    topics = topic_rows.mapInArrow(named, topic_type).repartition("topic", "topic_id", "partition") \
+        .mapInArrow(_per_partition(C.topics_table), from_arrow_schema(C.TOPICS_SCHEMA)) \
+        .orderBy("topic", "topic_id", "partition")
     return {"connections": connections, "clients": clients, "topics": topics}
 
 
-def _merged_kind(kinds):
-    """A connection read by several ranges: the kind one of them confirmed (kafka first, empty last;
-    combine.merged_kind is the same rule)."""
-    from pyspark.sql import functions as F
+def _per_partition(make_table: Callable[[list[dict]], pa.Table]) -> Callable:
+    """A mapInArrow function: ``make_table`` on every row of the partition at once."""
+    def rows_of_partition(batches):
+        rows = [row for batch in batches for row in batch.to_pylist()]
+        if rows:
+            yield from make_table(rows).to_batches()
 
-    from kproto._common.capture import KINDS
-
-    ranked = F.array_sort(F.transform(kinds, lambda k: F.array_position(F.lit(list(KINDS)), k)))
-    return F.element_at(F.lit(list(KINDS)), F.element_at(ranked, 1).cast("int"))
+    return rows_of_partition
 
 
 def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
@@ -833,57 +729,74 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         # The one pass over the data: frames and exchanges are written now, and the compact rows
         # come back to the driver in the same job (a count first would be a second job).
         collected = parts.toArrow()
-        compact_count = collected.num_rows
-        finish_output(out_text, collected)
-        written = {name: f"{out_text}/{name}"
-                   for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")}
-        # The accounting (a row per connection and split) is in the driver whatever the run's size.
-        accounting = [r for r in collected.select(["kind", "capture", "connection_id", "info"]).to_pylist()
-                      if r["kind"] in ("capture", "counts", "connection")]
-        errors = error_rows(accounting)
-        summary = summary_rows(accounting, errors)
-        if compact_count <= options.driver_rows:
-            # Few compact rows (the usual case): combine them here, no Spark job per table.
-            show.step(f"combining {compact_count:,} compact rows, writing the tables")
-            tables = C.combine(collected)
-            for name in ("connections", "clients", "topics"):
-                write_table(tables[name], out_text, name)
-        else:
-            tables = build_tables(spark, parts)
-            for name in ("connections", "clients", "topics"):
-                show.step(f"writing {name}")
-                tables[name].write.mode("overwrite").parquet(f"{out_text}/{name}")
-        write_table(pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA), out_text, "summary")
-        write_table(pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=ERRORS_SCHEMA), out_text,
-                    "errors")     # the input errors, then each connection direction's stream losses
-        facts = None
-        if options.report:
-            show.step("building the report")
-            import pyspark
-
-            from kproto.spark import report
-
-            total_frames = next(r for r in summary if r["capture"] == "*")["frames"]
-            if compact_count <= options.driver_rows and total_frames <= options.driver_report_frames:
-                # Small tables: read them back here and compute the facts with pyarrow (no Spark job).
-                in_driver = {name: tables[name] for name in ("connections", "clients", "topics")}
-                in_driver.update(report_inputs_arrow(written))
-                facts = report.collect_facts_arrow(in_driver, summary, errors, pyspark.__version__)
-            else:
-                facts = report.collect_facts(spark, report_tables(spark, written), summary, errors)
-            if local_out is not None:
-                report.write_report(facts, Path(local_out))
+        result = finish_run(spark, out_text, collected, options, parts=parts, report=options.report,
+                            report_dir=Path(local_out) if local_out is not None else None, step=show.step)
         parts.unpersist()
         if stage1 is not None and stage1.is_cached:
             stage1.unpersist()
         show.done()
-    return Result(Path(local_out or out_text), summary, facts, written, errors)
+    return result
+
+
+def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None, extra_errors: Sequence[dict] = (),
+               report: bool = True, report_dir: Path | None = None,
+               step: Callable[[str], None] = lambda _phase: None) -> Result:
+    """The end of a run, for ``kproto analyze`` and ``--follow`` alike: from the compact rows of every
+    task (``rows``), the small tables, ``summary`` and ``errors`` under ``out``, and the report's facts
+    (when ``report``; written under ``report_dir`` when given).
+
+    ``parts``: the same rows as a Spark DataFrame, to combine with Spark when there are more than
+    ``options.driver_rows`` of them (None: always in the driver); ``extra_errors``: rows of the errors
+    table the compact rows do not hold (a followed file that changed after it was read); ``step(phase)``
+    is told of each phase.
+    """
+    compact_count = rows.num_rows
+    finish_output(out)
+    written = {name: f"{out}/{name}"
+               for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")}
+    # The accounting (a row per connection and split) is in the driver whatever the run's size.
+    accounting = [r for r in rows.select(["kind", "capture", "connection_id", "info"]).to_pylist()
+                  if r["kind"] in ("capture", "counts", "connection")]
+    errors = error_rows(accounting)
+    if extra_errors:
+        errors = sorted(errors + list(extra_errors), key=lambda e: (e["capture"], e["offset"], e["category"],
+                                                                    e["reason"]))
+    summary = summary_rows(accounting, errors)
+    in_driver = parts is None or compact_count <= options.driver_rows
+    if in_driver:
+        # Few compact rows (the usual case): combine them here, no Spark job per table.
+        step(f"combining {compact_count:,} compact rows, writing the tables")
+        tables = C.combine(rows)
+        for name in ("connections", "clients", "topics"):
+            write_table(tables[name], out, name)
+    else:
+        tables = build_tables(spark, parts)
+        for name in ("connections", "clients", "topics"):
+            step(f"writing {name}")
+            tables[name].write.mode("overwrite").parquet(f"{out}/{name}")
+    write_table(pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA), out, "summary")
+    write_table(pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=ERRORS_SCHEMA), out,
+                "errors")     # the input errors, then each connection direction's stream losses
+    facts = None
+    if report:
+        step("building the report")
+        import pyspark
+
+        total_frames = next(r for r in summary if r["capture"] == "*")["frames"]
+        if in_driver and total_frames <= options.driver_report_frames:
+            # Small tables: read them back here and compute the facts with pyarrow (no Spark job).
+            in_memory = {name: tables[name] for name in ("connections", "clients", "topics")}
+            in_memory.update(report_inputs_arrow(written))
+            facts = R.collect_facts_arrow(in_memory, summary, errors, pyspark.__version__)
+        else:
+            facts = R.collect_facts(spark, report_tables(spark, written), summary, errors)
+        if report_dir is not None:
+            R.write_report(facts, report_dir)
+    return Result(report_dir or Path(out), summary, facts, written, errors)
 
 
 def write_table(table: pa.Table, out: str, name: str) -> None:
     """One small table as ``<out>/<name>/part-00000.parquet`` (replacing what was there), with _SUCCESS."""
-    import pyarrow.parquet as pq
-
     filesystem, base = W.output_filesystem(out)
     filesystem.create_dir(f"{base}/{name}", recursive=True)
     filesystem.delete_dir_contents(f"{base}/{name}", missing_dir_ok=True)
@@ -899,9 +812,6 @@ REPORT_FRAME_COLUMNS = ("capture", "connection_id", "direction", "sequence", "ap
 
 def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
     """``frames`` (the columns the report reads) and ``exchanges`` as pyarrow Tables, from the written Parquet."""
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
     read = {}
     for name in ("frames", "exchanges"):
         filesystem, base = W.output_filesystem(written[name])
@@ -915,11 +825,5 @@ def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
 
 
 def report_tables(spark, written: dict[str, str]) -> dict[str, Any]:
-    """The written tables as DataFrames, for the report's queries."""
-    from pyspark.sql import functions as F
-
-    tables = {name: spark.read.parquet(path) for name, path in written.items()}
-    address = tables["connections"].select("capture", "connection_id", "client_ip", "server_ip", "server_port")
-    tables["exchanges"] = tables["exchanges"].withColumn("api_name", _api_name_column(F.col("api_key")))
-    tables["with_address"] = tables["exchanges"].join(address, ["capture", "connection_id"], "left")
-    return tables
+    """The written tables as DataFrames, for the report's queries (kproto/spark/report_facts.py joins them)."""
+    return {name: spark.read.parquet(path) for name, path in written.items()}

@@ -166,33 +166,3 @@ def finish(spark) -> bool:
     else:
         chosen.recording.unlink(missing_ok=True)
     return made
-
-
-def prepare() -> int:
-    """Make the archive now (``python -m kproto.spark.jvm_archive``; scripts/setup.sh --spark
-    runs it): one local analysis of a few frames, recording. 0 when it is there after."""
-    import tempfile
-
-    import kproto
-    from kproto import messages
-    from kproto.spark import Options, analyze, spark_session
-
-    chosen = plan(record=True)
-    if chosen.action != "record":
-        print(f"kproto JVM archive: {chosen.action}{f' ({chosen.path})' if chosen.path else ''}")
-        return 0 if chosen.action in ("use", "off") else 1
-    with tempfile.TemporaryDirectory(prefix="kproto-jvm-archive-") as folder:
-        frames = Path(folder) / "frames.bin"
-        request = messages.MetadataRequest(topics=None)
-        frames.write_bytes(b"".join(kproto.encode_request(request, version=12, correlation_id=n, client_id="warm-up",
-                                                          size_prefixed=True) for n in range(4)))
-        spark = spark_session("local[2]", input_bytes=0, record_jvm_archive=True)
-        spark.sparkContext.setLogLevel("ERROR")
-        analyze([str(frames)], str(Path(folder) / "out"), spark=spark, options=Options(), progress=False)
-        made = finish(spark)
-    print(f"kproto JVM archive: {'made' if made else 'NOT made'} ({chosen.path})")
-    return 0 if made else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(prepare())

@@ -19,6 +19,7 @@ from typing import Any
 
 from kproto import fingerprint as FP
 from kproto import versions as kv
+from kproto.schema._docs import field_facts
 
 # What a consumer / producer client cannot do without (a 4.x client's baseline must meet the broker's range).
 CLIENT_APIS = ("Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch", "FindCoordinator",
@@ -98,8 +99,6 @@ def _zookeeper_facts() -> tuple[tuple[str, ...], str, str, str]:
     advertise them (ZooKeeper mode's last release), the first 4.x release, and the first
     release whose ZooKeeper brokers take a LeaderAndIsr from a KRaft controller (the version
     that added isKRaftController): where the migration to KRaft can start."""
-    from kproto.schema._docs import field_facts
-
     zookeeper = [info for info in kv.api_table() if info.removed_source == "ZooKeeper-only"]
     with_zookeeper = [r for r in kv.RELEASES
                       if any(i.api_key in kv.release_table(r) or i.api_key in (kv.zookeeper_mode_table(r) or {})

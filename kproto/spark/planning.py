@@ -11,6 +11,7 @@ after. Other files make one split. kproto/spark/worker.py reads them.
 from __future__ import annotations
 
 import io
+import json
 import mmap
 import os
 import struct
@@ -20,6 +21,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+from pyarrow import fs
 
 from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
 from kproto.spark.capture_sets import (PCAP_HEADER_SIZE, PCAP_RECORD_HEADER, FileHead,
@@ -99,8 +101,6 @@ class _Source:
             if self.size:
                 self._mapped = mmap.mmap(self._handle.fileno(), 0, access=mmap.ACCESS_READ)
         else:
-            from pyarrow import fs
-
             filesystem, inner = fs.FileSystem.from_uri(path)
             self._file = filesystem.open_input_file(inner)
             self.size = self._file.size()
@@ -229,8 +229,6 @@ def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: 
 def plan_set(name: str, files: list[tuple[str, int]], fmt: str, *, split_bytes: int = DEFAULT_SPLIT_BYTES) -> Split:
     """The one split of a capture set (its files as (path, size), in capture order): read by one task as
     one capture; decoded there when it is no larger than ``split_bytes``, else sent to the grouping step."""
-    import json
-
     total = sum(size for _, size in files)
     return Split(files[0][0], name, fmt, "decode" if total <= split_bytes else "raw", 0, 1, 0, total,
                  INT64_MIN, INT64_MAX, 0, 0, json.dumps(files))

@@ -27,6 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 from kproto import exchanges as E
+import kproto.batch as kb
+from kproto.capture import Chunks
 from kproto.spark import worker as W
 from kproto.spark.planning import INT64_MIN, Split, _range_pieces, _RangeStream, _Source
 
@@ -43,13 +45,11 @@ SUMMARIZED = ("capture", "direction", "size", "status", "ts_first_ns", "ts_last_
 def _reader(split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any,
             kafka_ports: tuple[int, ...] = ()) -> Any:
     """A reader of the range (with its context and overlap) in batches of at most CHUNK_BYTES of payloads."""
-    from kproto.capture import Chunks
-
     if source.mapped:
         ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
     else:
         ranged = _RangeStream(source, split, on_mark)
-    return W._capture_reader(ranged, split.capture, ports, CHUNK_BYTES, kafka_ports)
+    return W.capture_reader(ranged, split.capture, ports, CHUNK_BYTES, kafka_ports)
 
 
 def _batches(reader: Any) -> Iterator[pa.RecordBatch]:
@@ -87,8 +87,6 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     them, and only the range that owns the request (or, alone, the response)
     writes the exchange.
     """
-    import kproto.batch as kb
-
     marks: dict[str, dict] = {}
     holder: list[Any] = []
 
@@ -107,7 +105,7 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
         del batch
     failure = reader.failure
     connections = reader.connections()
-    global_ids = W._global_connection_ids(connections)
+    global_ids = W.global_connection_ids(connections)
     connections = connections.set_column(
         connections.schema.get_field_index("connection_id"), "connection_id",
         pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()))
@@ -126,10 +124,10 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     counters = {name: value - start.get(name, 0) for name, value in end.items()}
     counters["input_bytes"] = (source.size if last else split.end) - (split.start if split.split_index else 0)
     if failure is not None:
-        W._count_unreached(counters)
-    counters["errors"] = W._capture_errors(split, reader, counters, failure)
+        W.count_unreached(counters)
+    counters["errors"] = W.capture_errors(split, reader, counters, failure)
     counters["snap_lengths"] = reader.snap_lengths     # the report's "snaplen N"
-    yield from W._checked(split, counters, connections, fail_fast)
+    yield from W.checked_accounting(split, counters, connections, fail_fast)
 
 
 def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames: pa.Table, owner: np.ndarray,

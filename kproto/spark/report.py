@@ -1,7 +1,8 @@
 """The analysis report: facts gathered with Spark, written as JSON, Markdown and HTML.
 
-:func:`collect_facts` runs small aggregations over the output tables and
-returns a plain dict (only numbers, strings, lists); :func:`write_report`
+:func:`collect_facts` (Spark) and :func:`collect_facts_arrow` (pyarrow, in the driver) run the
+queries of kproto/spark/report_facts.py over the output tables and return a plain dict (only
+numbers, strings, lists); :func:`write_report`
 turns that dict into ``report.json``, ``report.md`` and ``report.html``
 (charts are inline SVG: the file needs no network and no JavaScript).
 """
@@ -15,13 +16,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import kproto.batch as kb
 from kproto import versions as kv
 from kproto._common.api_keys import ApiKey
-from kproto.spark import next_steps
+from kproto._version import __version__
+from kproto.spark import next_steps, report_facts
 
 API_VERSIONS = int(ApiKey.API_VERSIONS)   # a plain int: Spark and Arrow expressions take it
-
-LIMIT = 1000   # rows per report section; the tables hold everything
 
 
 def _iso(ns: int | None) -> str | None:
@@ -44,10 +45,6 @@ def _address(ip: str | None, port: int | None) -> str:
     return f"{ip}:{port}" if ip is not None else "(address unknown)"
 
 
-def _rows(frame, limit: int = LIMIT) -> list[dict]:
-    return [r.asDict(recursive=True) for r in frame.limit(limit).collect()]
-
-
 def _ranges(body: str | None) -> tuple[int | None, dict[int, tuple[int, int]]]:
     if not body:
         return None, {}
@@ -57,214 +54,29 @@ def _ranges(body: str | None) -> tuple[int | None, dict[int, tuple[int, int]]]:
 
 
 # ---------------------------------------------------------------- facts
-# Two engines gather the same raw rows: Spark queries over the written tables
-# (any size), and pyarrow over tables small enough to hold in the driver (no
-# Spark job: most captures people look at are small). ``_finish`` turns the raw
-# rows into the facts for both, and the tests check that the engines agree.
+# What the report counts is written once, as queries (kproto/spark/report_facts.py); two executors
+# run them: Spark SQL over the written tables (any size), and pyarrow over tables small enough to
+# hold in the driver (no Spark job: most captures people look at are small). ``_finish`` turns the
+# raw rows into the facts for both, and the tests check that the executors agree.
 
 def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_errors: list[dict] | None = None) -> dict:
-    """Every fact of the report, from the output tables (Spark DataFrames) and the errors table's rows."""
+    """Every fact of the report, from the output tables (Spark DataFrames: frames, exchanges, connections,
+    clients, topics) and the errors table's rows."""
     import pyspark
-    from pyspark.sql import functions as F
 
-    frames, exchanges = tables["frames"], tables["exchanges"]
-    with_address = tables["with_address"]
-    requests = with_address.filter(F.col("request_sequence").isNotNull())
-    raw: dict[str, list[dict]] = {"clients": _rows(tables["clients"]), "topics": _rows(tables["topics"])}
-    raw["unnamed_topic_ids"] = _rows(tables["topics"].filter(F.col("topic").isNull() & F.col("topic_id").isNotNull())
-                                     .select("topic_id").distinct().orderBy("topic_id"))
-
-    raw["api_versions"] = _rows(requests.groupBy("api_key", "api_version").agg(
-        F.count(F.lit(1)).alias("requests"),
-        F.countDistinct("client_ip", "client_id").alias("clients"),
-        F.max(F.col("deprecated").cast("int")).cast("boolean").alias("deprecated"),
-        F.max(F.col("removed_in_4x").cast("int")).cast("boolean").alias("removed_in_4x"),
-    ).orderBy("api_key", "api_version"))
-
-    def usage(condition):
-        return _rows(requests.filter(condition).groupBy(
-            "client_ip", "client_id", "api_key", "api_version").agg(
-            F.max("client_software_name").alias("software_name"),
-            F.count(F.lit(1)).alias("requests"),
-            F.min("request_ts_ns").alias("first_ns"), F.max("request_ts_ns").alias("last_ns"),
-        ).orderBy("client_ip", "client_id", "api_key", "api_version"))
-
-    raw["removed"] = usage(F.col("removed_in_4x"))
-    raw["deprecated"] = usage(F.col("deprecated") & ~F.col("removed_in_4x"))
-    raw["client_brokers"] = _rows(requests.select(*CLIENT_BROKER_KEYS).distinct().orderBy(*CLIENT_BROKER_KEYS),
-                                  LIMIT * 10)
-
-    address = tables["connections"].select("capture", "connection_id", "server_ip", "server_port")
-    api_responses = frames.filter((F.col("direction") == 1) & (F.col("api_key") == API_VERSIONS) & (F.col("status") == 0)) \
-        .join(address, ["capture", "connection_id"], "left")
-    raw["api_responses"] = _rows(api_responses.select("server_ip", "server_port", "api_version", "body")
-                                 .distinct(), 200)
-
-    refused = with_address.filter((F.col("api_key") == API_VERSIONS) & (F.col("error_code") == 35))
-    refused_bodies = refused.join(
-        frames.filter(F.col("direction") == 1).select(
-            "capture", "connection_id", F.col("sequence").alias("response_sequence"), "body"),
-        ["capture", "connection_id", "response_sequence"], "left")
-    retries = with_address.filter((F.col("api_key") == API_VERSIONS) & (F.col("error_code") == 0)) \
-        .select("capture", "connection_id", F.col("api_version").alias("retry_version"))
-    raw["fallbacks"] = _rows(refused_bodies.join(retries, ["capture", "connection_id"], "left").groupBy(
-        *FALLBACK_KEYS).agg(F.count(F.lit(1)).alias("connections")))
-
-    raw["invalid_software_names"] = _rows(requests.filter(F.col("software_problems").isNotNull()).groupBy(
-        *INVALID_NAME_KEYS).agg(F.count(F.lit(1)).alias("requests"), F.max("error_name").alias("broker_answer"))
-        .orderBy("client_ip", "client_id"))
-    raw["errors"] = _rows(exchanges.filter(F.col("error_code") != 0).groupBy("api_key", "error_code", "error_name")
-                          .agg(F.count(F.lit(1)).alias("responses")).orderBy("api_key", "error_code"))
-    raw["latency"] = [{"api_key": r["api_key"], "exchanges": r["exchanges"], "p50_ns": r["p"][0],
-                       "p99_ns": r["p"][1], "max_ns": r["max_ns"]} for r in _rows(
-        exchanges.filter(F.col("latency_ns").isNotNull()).groupBy("api_key").agg(
-            F.count(F.lit(1)).alias("exchanges"),
-            F.percentile_approx("latency_ns", list(LATENCY_QUANTILES), 10000).alias("p"),
-            F.max("latency_ns").alias("max_ns"),
-        ).orderBy("api_key"))]
-    raw["undecodable_frames"] = _rows(
-        frames.filter(F.col("status") != 0).groupBy("direction", "api_key", "api_version", "status_name")
-        .agg(F.count(F.lit(1)).alias("frames"), F.min("error_offset").alias("first_error_offset"))
-        .orderBy("status_name", "api_key"))
-    raw["unpaired"] = _rows(exchanges.filter(F.col("pair_status") != 0).groupBy("pair_status_name", "api_key")
-                            .agg(F.count(F.lit(1)).alias("exchanges")).orderBy("pair_status_name", "api_key"))
-    others = tables["connections"].filter(~F.col("kind").isin("kafka", "empty"))
-    raw["other_protocols"] = _rows(others.groupBy("kind", "server_port").agg(
-        F.count(F.lit(1)).alias("connections"),
-        F.sum(F.col("request_other_bytes") + F.col("response_other_bytes")).alias("bytes"),
-        F.sum(F.col("request_packets") + F.col("response_packets")).alias("packets")).orderBy("kind", "server_port"))
-    return _finish(raw, summary, input_errors, pyspark.__version__)
-
-
-CLIENT_BROKER_KEYS = ("client_ip", "client_id", "server_ip", "server_port")   # who sent requests to whom
-FALLBACK_KEYS = ("client_ip", "client_id", "server_ip", "server_port", "api_version", "retry_version", "body")
-INVALID_NAME_KEYS = ("client_ip", "client_id", "client_software_name", "client_software_version",
-                     "software_problems")
-LATENCY_QUANTILES = (0.5, 0.99)
+    return _finish(report_facts.run_spark(tables), summary, input_errors, pyspark.__version__)
 
 
 def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_errors: list[dict] | None = None,
                         spark_version: str | None = None) -> dict:
     """The facts of :func:`collect_facts` from pyarrow Tables held in the driver (frames, exchanges,
     connections, clients, topics), without a Spark job."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    frames, exchanges, connections = tables["frames"], tables["exchanges"], tables["connections"]
-    address = connections.select(["capture", "connection_id", "client_ip", "server_ip", "server_port"])
-    with_address = exchanges.join(address, ["capture", "connection_id"], join_type="left outer")
-    requests = with_address.filter(pc.is_valid(with_address["request_sequence"]))
-    raw: dict[str, list[dict]] = {"clients": tables["clients"].slice(0, LIMIT).to_pylist(),
-                                  "topics": tables["topics"].slice(0, LIMIT).to_pylist()}
-    topics = tables["topics"]
-    unnamed = topics.filter(pc.and_(pc.is_null(topics["topic"]), pc.is_valid(topics["topic_id"])))
-    raw["unnamed_topic_ids"] = [{"topic_id": v} for v in sorted(set(unnamed["topic_id"].to_pylist()))][:LIMIT]
-
-    def grouped(table, keys, aggregations, order=None, limit=LIMIT):
-        """Rows of a group-by, ordered as Spark orders them (ascending, nulls first)."""
-        rows = table.group_by(list(keys), use_threads=False).aggregate(aggregations).to_pylist()
-        if order:
-            rows.sort(key=lambda r: tuple((r[k] is not None, r[k] if r[k] is not None else 0) for k in order))
-        return rows[:limit]
-
-    def counted(rows, source="count_all", name="requests"):
-        for r in rows:
-            r[name] = r.pop(source)
-        return rows
-
-    as_int = {name: pc.cast(requests[name], pa.int8()) for name in ("deprecated", "removed_in_4x")}
-    flagged = requests.select(["api_key", "api_version"]).append_column("deprecated", as_int["deprecated"]) \
-        .append_column("removed_in_4x", as_int["removed_in_4x"])
-    versions = grouped(flagged, ("api_key", "api_version"),
-                       [([], "count_all"), ("deprecated", "max"), ("removed_in_4x", "max")], ("api_key", "api_version"))
-    # countDistinct(client_ip, client_id) counts the pairs without a null, as Spark does.
-    known = requests.filter(pc.and_(pc.is_valid(requests["client_ip"]), pc.is_valid(requests["client_id"])))
-    pairs = known.group_by(["api_key", "api_version", "client_ip", "client_id"], use_threads=False) \
-        .aggregate([]).group_by(["api_key", "api_version"], use_threads=False).aggregate([([], "count_all")])
-    distinct = {(r["api_key"], r["api_version"]): r["count_all"] for r in pairs.to_pylist()}
-    raw["api_versions"] = [{"api_key": r["api_key"], "api_version": r["api_version"], "requests": r["count_all"],
-                            "clients": distinct.get((r["api_key"], r["api_version"]), 0),
-                            "deprecated": bool(r["deprecated_max"]), "removed_in_4x": bool(r["removed_in_4x_max"])}
-                           for r in versions]
-
-    def usage(mask):
-        rows = grouped(requests.filter(mask), ("client_ip", "client_id", "api_key", "api_version"),
-                       [("client_software_name", "max"), ([], "count_all"), ("request_ts_ns", "min"),
-                        ("request_ts_ns", "max")], ("client_ip", "client_id", "api_key", "api_version"))
-        return [{"client_ip": r["client_ip"], "client_id": r["client_id"], "api_key": r["api_key"],
-                 "api_version": r["api_version"], "software_name": r["client_software_name_max"],
-                 "requests": r["count_all"], "first_ns": r["request_ts_ns_min"], "last_ns": r["request_ts_ns_max"]}
-                for r in rows]
-
-    removed = pc.fill_null(requests["removed_in_4x"], False)
-    raw["removed"] = usage(removed)
-    raw["deprecated"] = usage(pc.and_(pc.fill_null(requests["deprecated"], False), pc.invert(removed)))
-    raw["client_brokers"] = grouped(requests, CLIENT_BROKER_KEYS, [], CLIENT_BROKER_KEYS, LIMIT * 10)
-
-    responses = frames.filter(pc.equal(frames["direction"], 1))
-    answers = responses.filter(pc.and_(pc.equal(responses["api_key"], API_VERSIONS), pc.equal(responses["status"], 0)))
-    answers = answers.join(address.select(["capture", "connection_id", "server_ip", "server_port"]),
-                           ["capture", "connection_id"], join_type="left outer")
-    raw["api_responses"] = answers.select(["server_ip", "server_port", "api_version", "body"]) \
-        .group_by(["server_ip", "server_port", "api_version", "body"], use_threads=False).aggregate([]) \
-        .slice(0, 200).to_pylist()
-
-    is_api_versions = pc.equal(with_address["api_key"], API_VERSIONS)
-    refused = with_address.filter(pc.and_(is_api_versions, pc.equal(with_address["error_code"], 35)))
-    bodies = responses.select(["capture", "connection_id", "sequence", "body"]) \
-        .rename_columns(["capture", "connection_id", "response_sequence", "body"])
-    refused = refused.join(bodies, ["capture", "connection_id", "response_sequence"], join_type="left outer")
-    retries = with_address.filter(pc.and_(is_api_versions, pc.equal(with_address["error_code"], 0))) \
-        .select(["capture", "connection_id", "api_version"]).rename_columns(["capture", "connection_id",
-                                                                             "retry_version"])
-    refused = refused.join(retries, ["capture", "connection_id"], join_type="left outer")
-    raw["fallbacks"] = counted(grouped(refused, FALLBACK_KEYS, [([], "count_all")]), name="connections")
-
-    invalid = requests.filter(pc.is_valid(requests["software_problems"]))
-    raw["invalid_software_names"] = [
-        {**{k: r[k] for k in INVALID_NAME_KEYS}, "requests": r["count_all"], "broker_answer": r["error_name_max"]}
-        for r in grouped(invalid, INVALID_NAME_KEYS, [([], "count_all"), ("error_name", "max")],
-                         ("client_ip", "client_id"))]
-    failed = exchanges.filter(pc.not_equal(exchanges["error_code"], 0))
-    raw["errors"] = counted(grouped(failed, ("api_key", "error_code", "error_name"), [([], "count_all")],
-                                    ("api_key", "error_code")), name="responses")
-
-    timed = exchanges.filter(pc.is_valid(exchanges["latency_ns"]))
-    raw["latency"] = []
-    for r in grouped(timed, ("api_key",), [([], "count_all"), ("latency_ns", "max")], ("api_key",)):
-        values = np.sort(timed.filter(pc.equal(timed["api_key"], r["api_key"]))["latency_ns"].to_numpy())
-        # The element at rank ceil(q * n), as Spark's percentile_approx gives on data this small.
-        picks = [int(values[max(0, min(len(values) - 1, int(np.ceil(q * len(values))) - 1))])
-                 for q in LATENCY_QUANTILES]
-        raw["latency"].append({"api_key": r["api_key"], "exchanges": r["count_all"], "p50_ns": picks[0],
-                               "p99_ns": picks[1], "max_ns": r["latency_ns_max"]})
-
-    bad = frames.filter(pc.not_equal(frames["status"], 0))
-    raw["undecodable_frames"] = [
-        {"direction": r["direction"], "api_key": r["api_key"], "api_version": r["api_version"],
-         "status_name": r["status_name"], "frames": r["count_all"], "first_error_offset": r["error_offset_min"]}
-        for r in grouped(bad, ("direction", "api_key", "api_version", "status_name"),
-                         [([], "count_all"), ("error_offset", "min")], ("status_name", "api_key"))]
-    lonely = exchanges.filter(pc.not_equal(exchanges["pair_status"], 0))
-    raw["unpaired"] = counted(grouped(lonely, ("pair_status_name", "api_key"), [([], "count_all")],
-                                      ("pair_status_name", "api_key")), name="exchanges")
-    others = connections.filter(pc.invert(pc.is_in(connections["kind"], pa.array(["kafka", "empty"]))))
-    others = others.append_column("bytes", pc.add(others["request_other_bytes"], others["response_other_bytes"])) \
-        .append_column("packets", pc.add(others["request_packets"], others["response_packets"]))
-    raw["other_protocols"] = [
-        {"kind": r["kind"], "server_port": r["server_port"], "connections": r["count_all"], "bytes": r["bytes_sum"],
-         "packets": r["packets_sum"]}
-        for r in grouped(others, ("kind", "server_port"), [([], "count_all"), ("bytes", "sum"), ("packets", "sum")],
-                         ("kind", "server_port"))]
-    return _finish(raw, summary, input_errors, spark_version)
+    return _finish(report_facts.run_arrow(tables), summary, input_errors, spark_version)
 
 
 def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[dict] | None,
             spark_version: str | None) -> dict:
     """The facts from the raw rows either engine gathered."""
-    from kproto._version import __version__
-
     facts: dict[str, Any] = {
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "kproto_version": __version__, "spark_version": spark_version,
@@ -467,8 +279,6 @@ def _snaplen_label(facts: dict, label: str) -> str:
 
 def _topic_naming_responses() -> str:
     """The responses that name topic IDs, as the report explains them (from the message definitions)."""
-    import kproto.batch as kb
-
     return " / ".join(f"{_api(key)} v{min(versions)}+" if min(versions) else _api(key)
                       for key, versions in sorted(kb.topic_naming_versions().items()))
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kproto.capture import Chunks
 from kproto.spark import worker as W
 from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, shown_path
 
@@ -30,8 +31,6 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
                 fail_fast: bool, kafka_ports: tuple[int, ...] = (),
                 show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
     """A set split: frames and exchanges to ``sink``; yields compact rows (raw frames when ``split.mode`` is raw)."""
-    from kproto.capture import Chunks
-
     listed = set_files(split)
     sources: list[_Source | None] = []
     opened: list[tuple[str, int, BaseException]] = []
@@ -48,11 +47,11 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
         segments: list[tuple[int, str, int]] = []     # (stream offset, path, file offset) of each file's bytes
         pieces = _stream(split.format, readable, segments, lambda: marks.append(dict(holder[0].counters)))
         fed_bytes = sum(source.size for _, source in readable) if split.mode == "decode" else None
-        reader = W._capture_reader(Chunks(pieces), split.capture, broker_ports, W.one_batch_bytes(fed_bytes),
+        reader = W.capture_reader(Chunks(pieces), split.capture, broker_ports, W.one_batch_bytes(fed_bytes),
                                    kafka_ports)
         holder.append(reader)
         if split.mode == "decode":
-            batches, failure = W._read_batches(iter(reader))
+            batches, failure = W.read_batches(iter(reader))
             rows = _accounting(split, readable, opened, reader, marks, segments, failure, fail_fast)
             yield from W.decode_and_summarize(W.frames_of(batches), body=body, sink=sink, records=records,
                                               show_credentials=show_credentials)
@@ -60,7 +59,7 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
             failure = None
             try:
                 for batch in reader:
-                    yield W._raw(batch, split)
+                    yield W.raw_rows(batch, split)
             except Exception as exc:   # reported in the errors table, never lost in silence
                 failure = exc
             rows = _accounting(split, readable, opened, reader, marks, segments, failure, fail_fast)
@@ -117,10 +116,10 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
             # Its header was checked against the first file's (the set's planning), not fed again.
             counters["file_bytes" if reached else "unread_bytes"] += PCAP_HEADER_SIZE
         if stop_at is not None:
-            W._count_unreached(counters)
+            W.count_unreached(counters)
         errors = _file_errors(path, source.size, index, segments, counters, stopped, failure, stop_at)
         if carried[index + 1]:
-            errors.append(W._error("truncated_record", source.size - carried[index + 1],
+            errors.append(W.error_entry("truncated_record", source.size - carried[index + 1],
                                    f"incomplete record: {carried[index + 1]} bytes at the end of the file, read "
                                    "on into the next file of its capture set", 0))
         counters["errors"] = errors
@@ -131,7 +130,7 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
     for path, size, exc in opened:
         # A file of the set that could not be opened: the files around it are read on (a connection that
         # crossed it shows the missing bytes as a gap).
-        error = W._error("read_failed", 0, f"{type(exc).__name__}: {exc}", size)
+        error = W.error_entry("read_failed", 0, f"{type(exc).__name__}: {exc}", size)
         first_error = first_error or error
         info = {"input_bytes": size, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": size, "errors": [error],
                 "split_index": 0, "split_count": 1, "format": split.format, "file": shown_path(path)}
@@ -152,13 +151,13 @@ def _file_errors(path: str, size: int, index: int, segments: list, counters: dic
         where = next((s for s in reversed(segments) if s[0] <= stop_at), segments[0])
         offset = where[2] + stop_at - where[0]
         if where[1] == path:
-            errors.append(W._error(category, offset, reason, counters["unread_bytes"]))
+            errors.append(W.error_entry(category, offset, reason, counters["unread_bytes"]))
         else:
-            errors.append(W._error(category, 0, f"not read: reading its capture set stopped in "
+            errors.append(W.error_entry(category, 0, f"not read: reading its capture set stopped in "
                                    f"{shown_path(where[1])} at byte offset {offset} ({reason})",
                                    counters["unread_bytes"]))
     if counters["trailing_bytes"]:
-        errors.append(W._error("truncated_record", size - counters["trailing_bytes"],
+        errors.append(W.error_entry("truncated_record", size - counters["trailing_bytes"],
                                f"incomplete record: {counters['trailing_bytes']} bytes at the end of the file",
                                counters["trailing_bytes"]))
     return errors

@@ -7,16 +7,20 @@ The pipeline (see docs/analyze.md):
 
 1. ``planning.plan_file`` (kproto/spark/planning.py) cuts each input file into
    *splits*: byte ranges of a large pcap, else the whole file.
-2. :func:`process_split` reads one split, decodes and pairs its frames
-   (:func:`decode_frames_table`; a range of a pcap in bounded batches,
-   kproto/spark/range_pipeline.py) and hands the ``frames`` and ``exchanges`` rows
-   it owns to a :class:`Sink` (:class:`ParquetSink` in Spark tasks). A big
-   file that cannot be cut is emitted as ``raw`` frames instead, which Spark
-   groups by connection before :func:`decode_raw_batches` does the same.
+2. ``task.process_split`` (kproto/spark/task.py) reads one split, decodes and pairs
+   its frames (:func:`decode_frames_table`; a range of a pcap in bounded batches,
+   kproto/spark/range_pipeline.py; a capture set, kproto/spark/set_reader.py) and
+   hands the ``frames`` and ``exchanges`` rows it owns to a :class:`Sink`
+   (:class:`ParquetSink` in Spark tasks). A big file that cannot be cut is emitted
+   as ``raw`` frames instead, which Spark groups by connection before
+   :func:`decode_raw_batches` does the same.
 3. What goes back to Spark are compact rows in :data:`PARTS_SCHEMA`
    (:func:`summarize`): per-capture counts, usage per connection / client /
-   API version, per topic-partition sums, and the accounting; the driver combines
-   them (kproto/spark/combine.py, or Spark SQL in jobs.py for many rows).
+   API version, per topic-partition sums, and the accounting; kproto/spark/combine.py
+   makes the small tables of them (in the driver, or per key in Spark's partitions).
+
+This module is the bottom of the worker side: task.py and the readers import it, it
+imports none of them (tests/test_spark_structure.py).
 """
 
 from __future__ import annotations
@@ -31,12 +35,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow import fs
 
+import kproto.batch as kb
+from kproto import versions as kv
 from kproto._common.api_keys import CLIENT_SOFTWARE_FIRST_VERSION, ApiKey
 from kproto import exchanges as E
 from kproto.batch import one_array
-from kproto.capture import frame_schema, not_captured
-from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, local_path, shown_path
+from kproto.capture import CaptureReader, frame_schema, not_captured
+from kproto.credentials import redact_bodies
+from kproto.spark.planning import PCAP_HEADER_SIZE, Split, local_path, shown_path
 
 API_VERSIONS = int(ApiKey.API_VERSIONS)
 
@@ -167,8 +176,6 @@ class ParquetSink(Sink):
         self.writers: dict[str, Any] = {}
 
     def add(self, name: str, table: pa.Table) -> None:
-        import pyarrow.parquet as pq
-
         if not table.num_rows:
             return
         writer = self.writers.get(name)
@@ -189,8 +196,6 @@ class ParquetSink(Sink):
 
 def output_filesystem(out: str) -> tuple[Any, str]:
     """(pyarrow filesystem, path inside it) for a local path or a URI."""
-    from pyarrow import fs
-
     local = local_path(out)
     if local is not None:
         return fs.LocalFileSystem(), os.path.abspath(local)
@@ -210,12 +215,10 @@ def one_batch_bytes(fed_bytes: int | None) -> int | None:
     return fed_bytes + 1 if fed_bytes is not None and fed_bytes <= ONE_BATCH_BYTES else None
 
 
-def _capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], batch_bytes: int | None = None,
+def capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], batch_bytes: int | None = None,
                     kafka_ports: tuple[int, ...] = ()):
     """A reader of ``source`` whose batches hold under ``batch_bytes`` of payloads (None: the reader's default);
     ``kafka_ports``: ports read as Kafka whatever they carry (``--port``)."""
-    from kproto.capture import CaptureReader
-
     batching: dict[str, Any] = {}
     if batch_bytes is not None:
         # Every frame takes at least its 4-byte size prefix: batches are cut by bytes, not by count.
@@ -236,12 +239,12 @@ class InputError(Exception):
     """An input that could not be read completely, under ``fail_fast``: names the file, offset and reason."""
 
 
-def _error(category: str, offset: int, reason: str, unread_bytes: int) -> dict:
+def error_entry(category: str, offset: int, reason: str, unread_bytes: int) -> dict:
     """One entry of a split's ``errors`` list (the ``errors`` table's row, without the capture)."""
     return {"category": category, "offset": int(offset), "reason": reason, "unread_bytes": int(unread_bytes)}
 
 
-def _read_batches(batches: Iterator[pa.RecordBatch]) -> tuple[list[pa.RecordBatch], BaseException | None]:
+def read_batches(batches: Iterator[pa.RecordBatch]) -> tuple[list[pa.RecordBatch], BaseException | None]:
     """Every batch an iterator gives until it ends or fails: the batches read stay, the failure is returned."""
     kept: list[pa.RecordBatch] = []
     try:
@@ -252,52 +255,6 @@ def _read_batches(batches: Iterator[pa.RecordBatch]) -> tuple[list[pa.RecordBatc
     return kept, None
 
 
-def _frames_of_frame_file(source: _Source, split: Split) -> tuple[list[pa.RecordBatch], dict]:
-    """A file of size-prefixed frames: one pseudo-connection of requests, no timestamps.
-
-    Returns the frame batches read before any problem and the accounting:
-    ``input_bytes == file_bytes + trailing_bytes + unread_bytes``, and ``errors``.
-    """
-    from kproto.capture import read_frame_file
-    from kproto.errors import DecodeError, TruncatedError
-
-    data = source.read(0, source.size)
-    read, failure = _read_batches(read_frame_file(data))
-    batches, sequence, frame_bytes = [], 0, 0
-    for batch in read:
-        n = batch.num_rows
-        batches.append(pa.RecordBatch.from_arrays([
-            pa.array([split.capture] * n, pa.string()), pa.array(np.zeros(n, np.int64)),
-            pa.array(np.zeros(n, np.int8)), pa.array(np.arange(sequence, sequence + n, dtype=np.int64)),
-            pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()), batch["size"], batch["payload"],
-        ], schema=frame_schema()))
-        sequence += n
-        frame_bytes += n * 4 + pc.sum(batch["size"].cast(pa.int64())).as_py()
-    errors: list[dict] = []
-    counters: dict[str, Any] = {"input_bytes": source.size, "file_bytes": frame_bytes, "trailing_bytes": 0,
-                                "unread_bytes": 0, "errors": errors}
-    if failure is not None:
-        left = source.size - frame_bytes
-        if frame_bytes == 0 and isinstance(failure, DecodeError):
-            # Not one whole frame from the first byte: whatever this file is, it is no capture.
-            counters["unread_bytes"] = left
-            errors.append(_error("not_a_capture", 0, "neither a pcap or pcapng file nor size-prefixed "
-                                             f"frames (first bytes 0x{bytes(data[:4]).hex()}: {failure.reason})",
-                                             left))
-        elif isinstance(failure, TruncatedError):
-            counters["trailing_bytes"] = left
-            errors.append(_error("truncated_record", frame_bytes, f"incomplete frame: {left} bytes "
-                                             "at the end of the file", left))
-        else:
-            counters["unread_bytes"] = left
-            if isinstance(failure, DecodeError):
-                category, reason = "bad_frame_size", failure.reason
-            else:
-                category, reason = "read_failed", f"{type(failure).__name__}: {failure}"
-            errors.append(_error(category, frame_bytes, reason, left))
-    return batches, counters
-
-
 def _file_offset(split: Split, stream_offset: int) -> int:
     """Where a byte of what a split's reader was fed lies in the file (ranges: a pcap header, then the range)."""
     if split.split_count == 1 or stream_offset < PCAP_HEADER_SIZE:
@@ -305,7 +262,7 @@ def _file_offset(split: Split, stream_offset: int) -> int:
     return split.context_start + stream_offset - PCAP_HEADER_SIZE
 
 
-def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseException | None) -> list[dict]:
+def capture_errors(split: Split, reader: Any, counters: dict, failure: BaseException | None) -> list[dict]:
     """The errors a capture split found: where reading stopped (and why), an incomplete last record.
 
     ``counters`` are the split's own share (see range_pipeline.process_range). A range reports an error
@@ -315,7 +272,7 @@ def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseExce
     if failure is not None:
         # Where the reader had got to; everything of the share from there on is unread.
         offset = _file_offset(split, reader.counters["file_bytes"])
-        errors.append(_error("read_failed", offset, f"{type(failure).__name__}: {failure}",
+        errors.append(error_entry("read_failed", offset, f"{type(failure).__name__}: {failure}",
                              counters["unread_bytes"]))
         return errors
     stopped = reader.error
@@ -323,10 +280,10 @@ def _capture_errors(split: Split, reader: Any, counters: dict, failure: BaseExce
         offset = _file_offset(split, stopped.offset)
         owned = split.start <= offset < split.end or split.split_count == 1
         if owned or counters["unread_bytes"]:
-            errors.append(_error(stopped.category, offset, stopped.reason, counters["unread_bytes"]))
+            errors.append(error_entry(stopped.category, offset, stopped.reason, counters["unread_bytes"]))
     if counters["trailing_bytes"]:
         offset = split.end - counters["trailing_bytes"]
-        errors.append(_error("truncated_record", offset, f"incomplete record: {counters['trailing_bytes']} bytes "
+        errors.append(error_entry("truncated_record", offset, f"incomplete record: {counters['trailing_bytes']} bytes "
                              "at the end of the file", counters["trailing_bytes"]))
     return errors
 
@@ -356,97 +313,13 @@ def connection_rows(split: Split, connections: pa.Table) -> list[pa.RecordBatch]
     }, len(records))]
 
 
-def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: str | None = "json",
-                  records: str = "summary", sink: Sink | None = None,
-                  fail_fast: bool = False, kafka_ports: Iterable[int] = (),
-                  show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
-    """Read one split: its frames and exchanges go to ``sink``; yields compact rows (or raw frames).
-
-    ``body``: "json" or None (no body column); ``records``: record sets in the
-    bodies as a "summary" of their batch headers or as "base64"; ``kafka_ports``:
-    read as Kafka whatever they carry; ``show_credentials``: bodies keep them
-    (kproto.credentials; redacted by default).
-
-    An input that cannot be read completely never fails the task: the frames
-    read before the problem are decoded as usual and the accounting row lists
-    the errors (category, file offset, reason, bytes unread). With
-    ``fail_fast`` the first such error raises :class:`InputError` instead.
-    """
-    from kproto.capture import connection_schema
-
-    ports = tuple(broker_ports)
-    forced = tuple(kafka_ports)
-    sink = sink if sink is not None else Sink()
-    if split.set_files:
-        from kproto.spark.set_reader import process_set
-
-        yield from process_set(split, broker_ports=ports, body=body, records=records, sink=sink, fail_fast=fail_fast,
-                               kafka_ports=forced, show_credentials=show_credentials)
-        return
-    try:
-        source = _Source(split.path)
-    except OSError as exc:
-        size = max(0, split.end - split.start)
-        counters = {"input_bytes": size, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": size,
-                    "errors": [_error("read_failed", split.start, f"{type(exc).__name__}: {exc}", size)]}
-        yield from _checked(split, counters, connection_schema().empty_table(), fail_fast)
-        return
-    try:
-        if split.format == "frames":
-            batches, counters = _frames_of_frame_file(source, split)
-            rows = _checked(split, counters, connection_schema().empty_table(), fail_fast)
-            # One connection: decoded here whatever its size.
-            yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records,
-                                            show_credentials=show_credentials)
-            yield from rows
-            return
-        if split.split_count > 1:
-            from kproto.spark.range_pipeline import process_range
-
-            yield from process_range(split, source, ports, body, records, sink, fail_fast, forced, show_credentials)
-            return
-        local = local_path(split.path)
-        reader = _capture_reader(local if local is not None else source.read(0, source.size),
-                                 split.capture, ports,
-                                 one_batch_bytes(source.size if split.mode == "decode" else None), forced)
-        if split.mode == "decode":
-            batches, failure = _read_batches(iter(reader))
-            counters = _whole_file_counters(split, reader, failure)
-            rows = _checked(split, counters, reader.connections(), fail_fast)
-            yield from decode_and_summarize(frames_of(batches), body=body, sink=sink, records=records,
-                                            show_credentials=show_credentials)
-        else:
-            # A big file that cannot be cut: frames stream out, the grouping step pairs them.
-            failure = None
-            try:
-                for batch in reader:
-                    yield _raw(batch, split)
-            except Exception as exc:
-                failure = exc
-            counters = _whole_file_counters(split, reader, failure)
-            rows = _checked(split, counters, reader.connections(), fail_fast)
-        yield from rows
-    finally:
-        source.close()
-
-
-def _whole_file_counters(split: Split, reader: Any, failure: BaseException | None) -> dict:
-    """A whole file's accounting: the reader's counters, the bytes left unread by a failure, the errors."""
-    counters = reader.counters
-    if failure is not None:
-        _count_unreached(counters)
-    counters["errors"] = _capture_errors(split, reader, counters, failure)
-    counters["snap_lengths"] = reader.snap_lengths     # the report's "snaplen N"
-    return counters
-
-
-def _count_unreached(counters: dict) -> None:
+def count_unreached(counters: dict) -> None:
     """After a reader failed: the input bytes it never reached are unread (the byte identity holds again)."""
     reached = counters["file_bytes"] + counters["trailing_bytes"] + counters["unread_bytes"]
     counters["unread_bytes"] += max(0, counters["input_bytes"] - reached)
 
 
-def _checked(split: Split, counters: dict, connections: pa.Table, fail_fast: bool) -> list[pa.RecordBatch]:
+def checked_accounting(split: Split, counters: dict, connections: pa.Table, fail_fast: bool) -> list[pa.RecordBatch]:
     """The accounting rows, after raising :class:`InputError` on the first error under ``fail_fast``."""
     if fail_fast and counters["errors"]:
         first = counters["errors"][0]
@@ -454,7 +327,7 @@ def _checked(split: Split, counters: dict, connections: pa.Table, fail_fast: boo
     return _accounting_rows(split, counters, connections)
 
 
-def _raw(batch: pa.RecordBatch, split: Split) -> pa.RecordBatch:
+def raw_rows(batch: pa.RecordBatch, split: Split) -> pa.RecordBatch:
     columns: dict[str, Any] = {name: batch[name] for name in RAW_COLUMNS if name != "split_index"}
     columns["split_index"] = pa.array(np.full(batch.num_rows, split.split_index, np.int32))
     return as_parts("raw", columns, batch.num_rows)
@@ -466,7 +339,7 @@ def connection_hash(client_ip: str, client_port: int, server_ip: str, server_por
     return int.from_bytes(digest.digest(), "big") >> 1
 
 
-def _global_connection_ids(connections: pa.Table) -> np.ndarray:
+def global_connection_ids(connections: pa.Table) -> np.ndarray:
     """Local connection id -> address hash, as a lookup array."""
     rows = connections.select(["connection_id", "client_ip", "client_port", "server_ip", "server_port"]).to_pylist()
     size = max((r["connection_id"] for r in rows), default=-1) + 1
@@ -494,8 +367,6 @@ def _software(api_key: np.ndarray, api_version: np.ndarray, status: np.ndarray,
 
     Per frame: its header's API and version, its status and its body (only the few
     ApiVersions ones are read, none copied)."""
-    from kproto import versions as kv
-
     m = len(api_key)
     names: list[str | None] = [None] * m
     versions: list[str | None] = [None] * m
@@ -565,8 +436,6 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
     frame_columns["status_name"] = E.status_names(decoded_status, kb.Status)
     bodies = decoded["body"] if body == "json" else None
     if bodies is not None and not show_credentials:
-        from kproto.credentials import redact_bodies
-
         bodies = redact_bodies(decoded["api_key"], bodies)
     if bodies is not None:
         frame_columns["body"] = bodies
@@ -614,8 +483,6 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
     how JSON bodies show record sets ("summary" of the batch headers, or "base64").
     (A range of a pcap, whose rows some other range owns, goes through kproto.spark.range_pipeline.)
     """
-    import kproto.batch as kb
-
     frames = frames.combine_chunks()
     payload = one_array(frames["payload"])
     directions = frames["direction"].fill_null(0).to_numpy().astype(np.int8)
