@@ -13,6 +13,7 @@ import kproto.batch as kb  # noqa: E402
 from kproto import dump  # noqa: E402
 from kproto import exchanges as E  # noqa: E402
 from kproto.capture import read_capture  # noqa: E402
+from kproto.spark import task as T  # noqa: E402
 from kproto.spark import worker as W  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
 
@@ -121,7 +122,7 @@ def test_the_end_of_a_run_names_the_ids_other_tasks_named(tmp_path):
         path = tmp_path / f"{'ab'[index]}.pcap"
         path.write_bytes(data)
         sink = W.ParquetSink(str(out), f"p{index}")
-        rows += list(W.process_split(P.plan_file(str(path), len(data))[0], sink=sink))
+        rows += list(T.process_split(P.plan_file(str(path), len(data))[0], sink=sink))
         sink.close()
     compact = pa.Table.from_batches(rows, schema=W.PARTS_SCHEMA)
 

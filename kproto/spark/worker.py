@@ -415,8 +415,6 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
                  records: str, show_credentials: bool = False) -> ChunkRows:
     """Decode frames once, responses with their request's API and version (``key_of`` / ``version_of``,
     from the pairing); ``keys`` / ``versions``: the header pass's; ``unanswered``: see E.unanswered_produce."""
-    import kproto.batch as kb
-
     frames = frames.combine_chunks()
     n = frames.num_rows
     payload = one_array(frames["payload"])
