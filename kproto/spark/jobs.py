@@ -751,7 +751,7 @@ def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None,
     is told of each phase.
     """
     compact_count = rows.num_rows
-    finish_output(out)
+    finish_output(out, rows)
     written = {name: f"{out}/{name}"
                for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")}
     # The accounting (a row per connection and split) is in the driver whatever the run's size.
