@@ -179,8 +179,7 @@ cdef class _Connection:
         self.direction_source = -1
         self.undecided = []
         self.kind = -1
-        self.pair_corr = -1
-        self.pair_response = -1
+        self.pair_corr = self.pair_response = -1     # no pair counted yet
 
     cdef inline _Half half(self, int side):
         return self.h0 if side == 0 else self.h1
