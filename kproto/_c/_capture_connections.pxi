@@ -117,6 +117,13 @@ cdef class _Half:
                 return True
         return False
 
+    cdef int count_corr(self, int32_t corr) noexcept:
+        cdef int i, n = 0
+        for i in range(self.corr_count):
+            if self.corrs[i] == corr:
+                n += 1
+        return n
+
     cdef void add_corr(self, int32_t corr) noexcept:
         if self.corr_count == MAX_CORRS and self.corr_live > 0:
             self.corr_live -= 1      # the oldest slot, blank, is overwritten
@@ -158,7 +165,9 @@ cdef class _Connection:
     cdef list undecided              # frames waiting for the direction or the kind
     cdef int64_t held_bytes
     cdef int kind
-    cdef int64_t matched
+    cdef int64_t matched             # request/response pairs counted (_pair_counts)
+    cdef int32_t pair_corr           # the last counted pair's correlation id
+    cdef int64_t pair_response       # and its response's sequence number
     cdef int64_t request_like[2]
     cdef bint closed
     cdef bint told                   # its endpoints were reported (take_endpoints), with its first frame
@@ -170,6 +179,7 @@ cdef class _Connection:
         self.direction_source = -1
         self.undecided = []
         self.kind = -1
+        self.pair_corr = self.pair_response = -1     # no pair counted yet
 
     cdef inline _Half half(self, int side):
         return self.h0 if side == 0 else self.h1

@@ -135,18 +135,29 @@ cdef int _sasl_token(_Framer fr, _Connection conn, _Half half, int32_t size, bin
     return 1
 
 
-cdef bint _answered_already(_Connection conn, int side, int32_t corr, int64_t request_end_ts) except -1:
-    # Is a frame the other side sent after this request, held undecided, a response with
-    # this correlation id? (see the twin)
+cdef int64_t _answered_already(_Connection conn, int side, int32_t corr, int64_t request_end_ts) except -2:
+    # The sequence number of the first frame the other side sent after this request, held
+    # undecided, that is a response with this correlation id; -1 when none is (see the twin)
     cdef bytes payload
     if corr < 0:
-        return False
+        return -1
     for held in conn.undecided:
         payload = held[5]
         if held[0] != side and <int64_t>held[2] >= request_end_ts and len(payload) >= 4 \
                 and <int32_t>kp_load_be32(<const unsigned char *><char *>payload) == corr:
-            return True
-    return False
+            return <int64_t>held[1]
+    return -1
+
+
+cdef bint _pair_counts(_Connection conn, int32_t corr, int64_t response_sequence, int seen) noexcept:
+    # A pair counts only as a broker answers: an id unique among the requests seen, higher
+    # than the last counted pair's, a response after that pair's (see the twin)
+    if seen != 1 or corr <= conn.pair_corr or response_sequence <= conn.pair_response:
+        return False
+    conn.pair_corr = corr
+    conn.pair_response = response_sequence
+    conn.matched += 1
+    return True
 
 
 cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload, Py_ssize_t captured,
@@ -159,6 +170,7 @@ cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload,
     cdef bint as_response = conn.client_side != half.side
     cdef int32_t request_corr = <int32_t>kp_load_be32(payload + 4) if as_request else -1
     cdef uint16_t api_key, api_version
+    cdef int64_t answer
     if as_request:
         api_key = kp_load_be16(payload)
         api_version = kp_load_be16(payload + 2)
@@ -179,14 +191,13 @@ cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload,
     if corr == -2 and ((size == 8 and captured == 8 and <int32_t>kp_load_be32(payload + 4) == 11) or size == 16):
         _not_kafka(conn, KIND_ZOOKEEPER_)
         return 0
-    if as_response and corr >= 0 and other.has_corr(corr):
-        conn.matched += 1
+    if as_response and corr >= 0 and _pair_counts(conn, corr, half.sequence, other.count_corr(corr)):
         if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
             conn.kind = KIND_KAFKA_
             return 0
-    if as_request and _answered_already(conn, half.side, request_corr, last_ts):
+    answer = _answered_already(conn, half.side, request_corr, last_ts) if as_request else -1
+    if answer >= 0 and _pair_counts(conn, request_corr, answer, half.count_corr(request_corr) + 1):
         # the pair in the other order: its response was confirmed first (see the twin)
-        conn.matched += 1
         if conn.client_side < 0:
             conn.client_side = half.side
             conn.direction_source = 2

@@ -70,6 +70,8 @@ class _Connection:
         self.held_bytes = 0         # their payload bytes
         self.request_like = [0, 0]
         self.kind = KIND_UNKNOWN    # capture_kinds.py
-        self.matched = 0            # frames whose correlation id the other side sent as a request
+        self.matched = 0            # request/response pairs counted (capture_kinds._pair_counts)
+        self.pair_corr = -1         # the last counted pair's correlation id
+        self.pair_response = -1     # and its response's sequence number
         self.told = False           # its endpoints were reported (take_endpoints), with its first frame
 

@@ -14,7 +14,12 @@ A connection is Kafka only once its frames confirm it; until then its frames are
 * Kafka is confirmed by a response whose correlation id is that of an ApiVersions or
   SaslHandshake request; by two responses whose correlation ids the other side sent as
   requests (one on a broker port); by four request headers in a row with rising
-  correlation ids (a producer with acks=0, or a capture of one direction).
+  correlation ids (a producer with acks=0, or a capture of one direction). A pair counts
+  only as Kafka answers (``_pair_counts``): its request's id is the only one of its value
+  among the requests seen, and higher than the last counted pair's, whose response came
+  before this one's (a broker answers a connection's requests in order). ZooKeeper's
+  operation codes, read where a correlation id would be, repeat, and its answers' ids
+  run on past them: caught mid-way, its frames would otherwise pair.
 * at the end (or when more than ``HELD_FRAMES`` frames or a frame's worth of bytes are
   held), one matched pair is enough; a connection on a broker port needs none (the
   user said it is Kafka; a signature still overrides); any other is "other" ("empty"
@@ -119,15 +124,33 @@ def sniff(data, at_start: bool, final: bool) -> int:
     return -1 if pending and not final else 0
 
 
-def _answered_already(conn, side: int, corr: int, request_end_ts: int) -> bool:
-    """Is a frame the other side sent after this request (its first byte captured no earlier
-    than the request's last), held undecided, a response with this correlation id? (One sent
-    before the request cannot answer it: a protocol whose request ids rise, as ZooKeeper's,
-    would otherwise pair its requests with old responses.)"""
+def _answered_already(conn, side: int, corr: int, request_end_ts: int) -> int:
+    """The sequence number of the first frame the other side sent after this request (its
+    first byte captured no earlier than the request's last), held undecided, that is a
+    response with this correlation id; -1 when none is. (One sent before the request cannot
+    answer it: a protocol whose request ids rise, as ZooKeeper's, would otherwise pair its
+    requests with old responses.)"""
     if corr < 0:
+        return -1
+    for held_side, frame in conn.undecided:
+        if held_side != side and frame[1] >= request_end_ts and len(frame[4]) >= 4 \
+                and _BE32S.unpack_from(frame[4], 0)[0] == corr:
+            return frame[0]
+    return -1
+
+
+def _pair_counts(conn, corr: int, response_sequence: int, seen: int) -> bool:
+    """Does a request with this correlation id and the response numbered ``response_sequence``
+    count as a Kafka pair? Only as a broker answers: the id is the only one of its value
+    among the requests seen (``seen``: how many hold it, this one included) and higher than
+    the last counted pair's, and the response comes after that pair's. A counted pair is
+    remembered."""
+    if seen != 1 or corr <= conn.pair_corr or response_sequence <= conn.pair_response:
         return False
-    return any(held_side != side and frame[1] >= request_end_ts and len(frame[4]) >= 4
-               and _BE32S.unpack_from(frame[4], 0)[0] == corr for held_side, frame in conn.undecided)
+    conn.pair_corr = corr
+    conn.pair_response = response_sequence
+    conn.matched += 1
+    return True
 
 
 class Kinds:
@@ -212,15 +235,14 @@ class Kinds:
         if corr == -2 and ((size == 8 and captured == 8 and _BE32S.unpack_from(payload, 4)[0] == 11) or size == 16):
             self._not_kafka(conn, KIND_ZOOKEEPER)   # a ZooKeeper ping or its response
             return
-        if as_response and corr >= 0 and corr in other.request_corrs:
-            conn.matched += 1
+        if as_response and corr >= 0 and _pair_counts(conn, corr, half.sequence, other.request_corrs.count(corr)):
             if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
                 conn.kind = KIND_KAFKA
                 return
-        if as_request and _answered_already(conn, half.side, request_corr, last_ts):
+        answer = _answered_already(conn, half.side, request_corr, last_ts) if as_request else -1
+        if answer >= 0 and _pair_counts(conn, request_corr, answer, half.request_corrs.count(request_corr) + 1):
             # the pair in the other order: its response was confirmed first (a stream caught
             # mid-way, confirmed by a chain or at the end, before this request's own)
-            conn.matched += 1
             if conn.client_side < 0:
                 conn.client_side = half.side
                 conn.direction_source = 2

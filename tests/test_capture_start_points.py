@@ -1,0 +1,139 @@
+"""Only Kafka is Kafka from any start point (issue 35 item 4): each protocol capture of
+tests/protocol_captures.py read from every one of its records on, as a capture started
+late would hold it. ZooKeeper, HTTP and TLS connections are never Kafka, whatever is left
+of them; the Kafka connection gives exactly its frames whose every byte is in the file.
+
+ZooKeeper caught from its 6th record used to pair its op codes (where a request's
+correlation id would be) with the ids of later answers, and read as Kafka.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kproto import _impl
+from kproto.capture import read_capture
+from tests.capture_pieces import pcap_records
+from tests.pcapwriter import Conversation
+from tests.protocol_captures import Interleaved, _talk, host_capture, sasl_capture, zookeeper_frames
+
+KAFKA_PORT = 9092
+ETHERNET = 14
+
+
+def tcp_segment(record: bytes):
+    """(source port, destination port, sequence number, payload) of an Ethernet/IPv4 record."""
+    ip = 16 + ETHERNET
+    ip_header = (record[ip] & 0x0F) * 4
+    total = struct.unpack_from(">H", record, ip + 2)[0]
+    sport, dport, seq = struct.unpack_from(">HHI", record, ip + ip_header)
+    tcp_header = (record[ip + ip_header + 12] >> 4) * 4
+    return sport, dport, seq, record[ip + ip_header + tcp_header: ip + total]
+
+
+def kafka_streams(records):
+    """Per direction of the Kafka connection ("client", "server"): (the sequence number of its
+    first payload byte, its whole byte stream). The captures have no loss and no retransmission."""
+    first, streams = {}, {"client": bytearray(), "server": bytearray()}
+    for record in records:
+        sport, dport, seq, payload = tcp_segment(record)
+        if KAFKA_PORT in (sport, dport) and payload:
+            sender = "client" if dport == KAFKA_PORT else "server"
+            first.setdefault(sender, seq)
+            streams[sender] += payload
+    return first, streams
+
+
+def frame_offsets(stream: bytes, frames) -> list[int]:
+    """Where each Kafka frame starts in its direction's stream (raw SASL tokens lie between some)."""
+    offsets, pos = [], 0
+    for frame in frames:
+        pos = stream.index(frame, pos)
+        offsets.append(pos)
+        pos += len(frame)
+    return offsets
+
+
+def first_offsets(records, first_seq):
+    """The stream offset of each Kafka direction's first captured byte in these records."""
+    kept = {}
+    for record in records:
+        sport, dport, seq, payload = tcp_segment(record)
+        if KAFKA_PORT in (sport, dport) and payload:
+            sender = "client" if dport == KAFKA_PORT else "server"
+            kept.setdefault(sender, (seq - first_seq[sender]) & 0xFFFFFFFF)
+    return kept
+
+
+# Kafka frames lost or garbage from some start points, in main before this test as after:
+# both resynchronisation defects, not kinds. A response "header" inside ApiVersions' answer
+# carries the id of a request sent after those bytes were on the wire and is taken as a
+# boundary; a SaslHandshake v0 request at a stream's start is not confirmed (raw tokens,
+# not a header, follow it).
+RESYNC_DEFECTS = {"kafka-alone-61", "sasl-PLAIN-v0", "sasl-PLAIN-v1", "sasl-SCRAM-SHA-256-v0",
+                  "sasl-SCRAM-SHA-256-v1", "sasl-GSSAPI-v0"}
+
+
+def captures():
+    """(name, pcap, Kafka requests, Kafka responses). The host capture with 61-byte segments
+    (6,306 records) is left out: read from each record on, it would take minutes."""
+    data, requests, responses, _ = host_capture()
+    yield "host-1400", data, requests, responses
+    for segment in (1400, 61):
+        data, requests, responses, _ = host_capture(with_others=False, segment=segment)
+        yield f"kafka-alone-{segment}", data, requests, responses
+    timeline = Interleaved()
+    _talk(timeline, Conversation(client=("10.0.0.9", 40100), server=("10.0.0.20", 2181)), *zookeeper_frames(),
+          sizes=(61,))
+    yield "zookeeper-61", timeline.getvalue(), [], []
+    for mechanism in ("PLAIN", "SCRAM-SHA-256", "GSSAPI"):
+        for version in (0, 1):
+            data, requests, responses, _ = sasl_capture(mechanism, version, segment=200)
+            yield f"sasl-{mechanism}-v{version}", data, requests, responses
+
+
+def each_start(data):
+    """(start, the record offsets kept, frames, connections) of the capture read from each of
+    its records on, the compiled engine and its twin agreeing exactly."""
+    header, records = pcap_records(data)
+    first_seq, _ = kafka_streams(records)
+    for start in range(len(records)):
+        results = [read_capture(header + b"".join(records[start:]), implementation=impl)
+                   for impl in _impl.available()]
+        for other in results[1:]:
+            assert other.frames.equals(results[0].frames), start
+            assert other.connections.equals(results[0].connections), start
+            assert other.counters == results[0].counters, start
+        yield (start, first_offsets(records[start:], first_seq), results[0].frames.to_pylist(),
+               results[0].connections.to_pylist())
+
+
+CAPTURES = list(captures())
+NAMES = [c[0] for c in CAPTURES]
+
+
+@pytest.mark.parametrize("name, data, requests, responses", CAPTURES, ids=NAMES)
+def test_no_other_protocol_is_kafka_from_any_start_record(name, data, requests, responses):
+    for start, _, frames, connections in each_start(data):
+        wrong = [(row["server_port"], row["kind"], row["direction_source"]) for row in connections
+                 if row["kind"] == "kafka" and row["server_port"] != KAFKA_PORT]
+        assert not wrong, (name, start, wrong)
+        kafka_ids = {row["connection_id"] for row in connections if row["kind"] == "kafka"}
+        assert all(f["connection_id"] in kafka_ids for f in frames), (name, start)
+
+
+@pytest.mark.parametrize("name, data, requests, responses", [
+    pytest.param(*c, marks=pytest.mark.xfail(c[0] in RESYNC_DEFECTS, strict=True, reason="a resync defect (above)"))
+    for c in CAPTURES], ids=NAMES)
+def test_kafka_frames_exact_from_any_start_record(name, data, requests, responses):
+    """The Kafka frames whose every byte is in the file, each once, in order; nothing else."""
+    _, records = pcap_records(data)
+    _, streams = kafka_streams(records)
+    truth = {"client": list(zip(frame_offsets(streams["client"], requests), requests)),
+             "server": list(zip(frame_offsets(streams["server"], responses), responses))}
+    for start, kept, frames, _ in each_start(data):
+        for direction, sender in ((0, "client"), (1, "server")):
+            whole = [frame[4:] for offset, frame in truth[sender] if offset >= kept.get(sender, 1 << 40)]
+            assert [f["payload"] for f in frames if f["direction"] == direction] == whole, (name, start, sender)
