@@ -29,6 +29,7 @@ cdef class _Half:
     cdef int64_t fin_pos
     cdef int64_t sequence
     cdef int32_t corrs[MAX_CORRS]    # ring of correlation ids of request-like frames
+    cdef int64_t corr_ends[MAX_CORRS]  # and when each one's last byte was captured (ts)
     cdef int corr_count, corr_next
     cdef int corr_live               # slots older than this (by age) are blank: answered
     cdef int64_t c[H_COUNT]
@@ -110,6 +111,14 @@ cdef class _Half:
         if self.chunk_count == 0:
             self.chunk_head = 0
 
+    cdef int64_t captured_at(self, int64_t at) noexcept:
+        # When the byte at stream offset `at` (held in buf) was captured.
+        cdef Py_ssize_t k
+        for k in range(self.chunk_head, self.chunk_head + self.chunk_count):
+            if self.chunks[k].end > at:
+                return self.chunks[k].ts
+        return self.chunks[self.chunk_head + self.chunk_count - 1].ts
+
     cdef bint has_corr(self, int32_t corr) noexcept:
         cdef int i
         for i in range(self.corr_count):
@@ -124,10 +133,11 @@ cdef class _Half:
                 n += 1
         return n
 
-    cdef void add_corr(self, int32_t corr) noexcept:
+    cdef void add_corr(self, int32_t corr, int64_t end_ts) noexcept:
         if self.corr_count == MAX_CORRS and self.corr_live > 0:
             self.corr_live -= 1      # the oldest slot, blank, is overwritten
         self.corrs[self.corr_next] = corr
+        self.corr_ends[self.corr_next] = end_ts
         self.corr_next = (self.corr_next + 1) % MAX_CORRS
         if self.corr_count < MAX_CORRS:
             self.corr_count += 1

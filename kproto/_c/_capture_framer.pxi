@@ -166,11 +166,13 @@ cdef class _Framer:
         return 0
 
     cdef int _strong(self, _Connection conn, _Half half, const unsigned char *p, Py_ssize_t avail) noexcept:
-        # 1 when the plausible header at p is evidence of a boundary on its own (a whole
-        # request header, or a response to a request the other side sent and that is not
-        # answered), 0 when not, -1 when the request header's bytes have not all arrived.
+        # 1 when the plausible header at p (in half's buf) is evidence of a boundary on its
+        # own (a whole request header, or a response to a request the other side sent before
+        # it and that is not answered), 0 when not, -1 when the request header's bytes have
+        # not all arrived.
         cdef int role = _role(conn, half)
-        if role != 0 and _requested(conn.half(1 - half.side), <int32_t>kp_load_be32(p + 4)):
+        if role != 0 and _requested(conn.half(1 - half.side), <int32_t>kp_load_be32(p + 4),
+                                    half, half.buf_pos + (p - half.data())):
             return 1
         if role == 1:
             return 0
@@ -199,6 +201,8 @@ cdef class _Framer:
         hops = CHAIN_CONFIRMS if _role(conn, half) != 1 else RESPONSE_CHAIN_CONFIRMS
         for hop in range(hops):
             strong = self._strong(conn, half, buf + i, length - i)
+            if strong > 0 and _sasl_handshake(conn, half, buf, length, i):
+                return 1    # raw SASL tokens, not a header, follow it
             after = i + 4 + <int32_t>kp_load_be32(buf + i)
             following = self._header_ok(conn, half, buf + after, length - after) if after <= length else -1
             if following < 0 or strong < 0:
@@ -357,7 +361,7 @@ cdef class _Framer:
         half.c[H_FRAMES] += 1
         half.c[H_FRAME_BYTES] += 4 + captured
         if request_like:
-            half.add_corr(<int32_t>kp_load_be32(buf + 8))
+            half.add_corr(<int32_t>kp_load_be32(buf + 8), last_ts)
             conn.request_like[half.side] += 1
         if conn.client_side < 0 or conn.kind != KIND_KAFKA_ or conn.undecided:
             self._infer(conn, half, half.sequence, first_ts, last_ts, size,
@@ -416,12 +420,22 @@ cdef inline int _role(_Connection conn, _Half half) noexcept:
     return 0 if conn.client_side == half.side else 1
 
 
-cdef bint _requested(_Half other, int32_t corr) noexcept:
-    # Did the other direction send a request with this correlation id, not answered yet:
-    # a frame cut there, or the one it is receiving (its start confirmed)?
-    if other.has_corr(corr):
-        return True
-    return other.synced and other.length >= 12 and <int32_t>kp_load_be32(other.data() + 8) == corr
+cdef bint _requested(_Half other, int32_t corr, _Half half, int64_t at) noexcept:
+    # Did the other direction send a request with this correlation id, not answered yet
+    # (a frame cut there, or the one it is receiving: its start confirmed), its last byte
+    # (so far) captured no later than the byte at stream offset `at` of half? (see the twin)
+    cdef int i
+    cdef bint found = False
+    cdef int64_t end = 0
+    for i in range(other.corr_count):
+        if other.corrs[i] == corr and (not found or other.corr_ends[i] < end):
+            end = other.corr_ends[i]
+            found = True
+    if other.synced and other.length >= 12 and <int32_t>kp_load_be32(other.data() + 8) == corr:
+        if not found or other.chunks[other.chunk_head + other.chunk_count - 1].ts < end:
+            end = other.chunks[other.chunk_head + other.chunk_count - 1].ts
+        found = True
+    return found and end <= half.captured_at(at)
 
 
 cdef object _copy_array(void *src, Py_ssize_t n, dtype):

@@ -149,6 +149,52 @@ cdef int64_t _answered_already(_Connection conn, int side, int32_t corr, int64_t
     return -1
 
 
+cdef bint _handshake_answer(const unsigned char *p, Py_ssize_t avail, int32_t corr) noexcept:
+    # Does a whole SaslHandshake response with this correlation id start at p: an error
+    # code, then its array of mechanism names filling the frame exactly? (see the twin)
+    cdef int32_t size, count, k
+    cdef Py_ssize_t q, end
+    if avail < 14:
+        return False
+    size = <int32_t>kp_load_be32(p)
+    if size < 10 or size > avail - 4 or <int32_t>kp_load_be32(p + 4) != corr:
+        return False
+    q = 14
+    end = 4 + <Py_ssize_t>size
+    count = <int32_t>kp_load_be32(p + 10)
+    for k in range(count):      # each name takes 2 bytes at least
+        if q + 2 > end:
+            return False
+        q += 2 + kp_load_be16(p + q)
+    return q == end
+
+
+cdef bint _sasl_handshake(_Connection conn, _Half half, const unsigned char *data, Py_ssize_t length,
+                          Py_ssize_t i) noexcept:
+    # Is the strong header at i (in half's buf) a frame of a SaslHandshake v0 exchange,
+    # proved by the other one, so raw tokens rather than a header may follow it? (see the twin)
+    cdef _Half other = conn.half(1 - half.side)
+    cdef int32_t size = <int32_t>kp_load_be32(data + i)
+    cdef int32_t corr
+    cdef Py_ssize_t end = i + 4 + <Py_ssize_t>size, at
+    cdef int64_t sent
+    cdef const unsigned char *buf
+    if conn.client_side != half.side and other.sasl_corr >= 0 \
+            and <int32_t>kp_load_be32(data + i + 4) == other.sasl_corr:
+        return True
+    if (conn.client_side != -1 and conn.client_side != half.side) or size < 8 or end > length \
+            or kp_load_be16(data + i + 4) != API_KEY_SASL_HANDSHAKE \
+            or kp_load_be16(data + i + 6) != SASL_RAW_TOKENS_HANDSHAKE_VERSION:
+        return False
+    corr = <int32_t>kp_load_be32(data + i + 8)
+    sent = half.captured_at(half.buf_pos + end - 1)
+    buf = other.data()
+    for at in range(other.length - 13):
+        if _handshake_answer(buf + at, other.length - at, corr) and other.captured_at(other.buf_pos + at) >= sent:
+            return True
+    return False
+
+
 cdef bint _pair_counts(_Connection conn, int32_t corr, int64_t response_sequence, int seen) noexcept:
     # A pair counts only as a broker answers: an id unique among the requests seen, higher
     # than the last counted pair's, a response after that pair's (see the twin)

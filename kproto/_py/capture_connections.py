@@ -29,6 +29,7 @@ class _Half:
         self.fin_pos = -1
         self.sequence = 0
         self.request_corrs: deque = deque()  # correlation ids of frames that read as requests
+        self.request_ends: deque = deque()   # and when each one's last byte was captured (ts)
         self.counters = dict.fromkeys(HALF_COUNTERS, 0)
         # kinds (capture_kinds.py)
         self.sniffed = False       # the first bytes were looked at for another protocol
@@ -46,6 +47,10 @@ class _Half:
         self.next_seq = (self.next_seq + len(data)) & 0xFFFFFFFF
         self.counters["stream_bytes"] += len(data)
         self.chunks.append((self.next_pos, ts))
+
+    def captured_at(self, at: int) -> int:
+        """When the byte at stream offset ``at`` (held in buf) was captured."""
+        return next((ts for end, ts in self.chunks if end > at), self.chunks[-1][1])
 
     def drop(self, count: int) -> None:
         """The first ``count`` bytes are framed, skipped or lost: forget them."""

@@ -125,7 +125,8 @@ class Framer(Kinds):
         or a response to a request the other direction sent; 0 when not, -1 when the
         request header's bytes have not all arrived."""
         role = self._role(conn, half)
-        if role != DIRECTION_REQUEST and self._requested(conn.halves[1 - half.side], _BE32S.unpack_from(data, i + 4)[0]):
+        if role != DIRECTION_REQUEST and _requested(conn.halves[1 - half.side], _BE32S.unpack_from(data, i + 4)[0],
+                                                    half, half.buf_pos + i):
             return 1
         if role == DIRECTION_RESPONSE:
             return 0
@@ -145,21 +146,13 @@ class Framer(Kinds):
             return -1 if exc.status == wire.TRUNCATED and len(data) < end else 0
         return 1
 
-    @staticmethod
-    def _requested(other: _Half, corr: int) -> bool:
-        """Did the other direction send a request with this correlation id, not answered
-        yet: a frame cut there, or the one it is receiving (its start confirmed)?"""
-        if corr in other.request_corrs:
-            return True
-        buf = other.buf
-        return other.synced and len(buf) >= 12 and _BE32S.unpack_from(buf, 8)[0] == corr
-
     def _confirm(self, conn: _Connection, half: _Half, data, i: int, final: bool) -> int:
         """Is the plausible header at i a frame boundary? 1 yes, 0 no, -1 more bytes needed.
 
         Follows the chain of plausible headers, each at the size the one before
         announced: yes when a header of it is strong evidence and the header after
-        it is plausible, or the chain is _CHAIN_CONFIRMS headers long
+        it is plausible (or it is a frame of a SaslHandshake v0 exchange, proved by
+        the other one: ``_sasl_handshake``), or the chain is _CHAIN_CONFIRMS headers long
         (_RESPONSE_CHAIN_CONFIRMS for responses), or (at the end) it ends exactly
         where the data does; no when a link is not plausible.
         """
@@ -167,6 +160,8 @@ class Framer(Kinds):
         hops = _CHAIN_CONFIRMS if self._role(conn, half) != DIRECTION_RESPONSE else _RESPONSE_CHAIN_CONFIRMS
         for _ in range(hops):
             strong = self._strong(conn, half, data, i)
+            if strong > 0 and self._sasl_handshake(conn, half, data, i):
+                return 1    # raw SASL tokens, not a header, follow it
             after = i + 4 + _BE32S.unpack_from(data, i)[0]
             following = self._header_ok(conn, half, data, after) if after <= len(data) else -1
             if following < 0 or strong < 0:
@@ -306,8 +301,10 @@ class Framer(Kinds):
         half.sequence += 1
         if request_like:
             half.request_corrs.append(_BE32S.unpack_from(payload, 4)[0])
+            half.request_ends.append(last_ts if last_ts is not None else 0)
             if len(half.request_corrs) > _MAX_CORRS:
                 half.request_corrs.popleft()
+                half.request_ends.popleft()
             conn.request_like[half.side] += 1
         if conn.client_side < 0 or conn.kind != KIND_KAFKA or conn.undecided:
             self._infer(conn, half, frame)
@@ -364,6 +361,18 @@ class Framer(Kinds):
         out["size"].append(size)
         out["payload"].append(payload)
         self.out_bytes += len(payload)
+
+
+def _requested(other: _Half, corr: int, half: _Half, at: int) -> bool:
+    """Did the other direction send a request with this correlation id, not answered yet
+    (a frame cut there, or the one it is receiving: its start confirmed), its last byte
+    (so far) captured no later than the byte at stream offset ``at`` of ``half``? Kafka
+    cannot answer a request before it was sent: bytes on the wire before it are no answer."""
+    ends = [end for held, end in zip(other.request_corrs, other.request_ends) if held == corr]
+    buf = other.buf
+    if other.synced and len(buf) >= 12 and _BE32S.unpack_from(buf, 8)[0] == corr:
+        ends.append(other.chunks[-1][1])
+    return bool(ends) and min(ends) <= half.captured_at(at)
 
 
 def _answered(requests: _Half, corr: int) -> None:

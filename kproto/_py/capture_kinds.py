@@ -139,6 +139,22 @@ def _answered_already(conn, side: int, corr: int, request_end_ts: int) -> int:
     return -1
 
 
+def _handshake_answer(data, p: int, corr: int) -> bool:
+    """Does a whole SaslHandshake response with this correlation id start at data[p]: an
+    error code, then its array of mechanism names filling the frame exactly?"""
+    if len(data) - p < 14:
+        return False
+    size = _BE32S.unpack_from(data, p)[0]
+    if not 10 <= size <= len(data) - p - 4 or _BE32S.unpack_from(data, p + 4)[0] != corr:
+        return False
+    q, end = p + 14, p + 4 + size
+    for _ in range(_BE32S.unpack_from(data, p + 10)[0]):    # each name takes 2 bytes at least
+        if q + 2 > end:
+            return False
+        q += 2 + _BE16.unpack_from(data, q)[0]
+    return q == end
+
+
 def _pair_counts(conn, corr: int, response_sequence: int, seen: int) -> bool:
     """Does a request with this correlation id and the response numbered ``response_sequence``
     count as a Kafka pair? Only as a broker answers: the id is the only one of its value
@@ -180,6 +196,32 @@ class Kinds:
         half.sniffed = True
         self._not_kafka(conn, kind)
         return True
+
+    def _sasl_handshake(self, conn, half, data, i: int) -> bool:
+        """Is the strong header at i (in half's buf) a frame of a SaslHandshake v0 exchange,
+        proved by the other one, so raw tokens rather than a header may follow it? A whole
+        SaslHandshake v0 request whose response (whole, with its correlation id) the other
+        direction holds in bytes captured after the request's last; or the response to
+        such a request (the other direction's ``sasl_corr``, sent before it)."""
+        other = conn.halves[1 - half.side]
+        size = _BE32S.unpack_from(data, i)[0]
+        if conn.client_side != half.side and other.sasl_corr >= 0 \
+                and _BE32S.unpack_from(data, i + 4)[0] == other.sasl_corr:
+            return True
+        end = i + 4 + size
+        if conn.client_side not in (-1, half.side) or size < 8 or end > len(data) \
+                or _BE16.unpack_from(data, i + 4)[0] != API_SASL_HANDSHAKE \
+                or _BE16.unpack_from(data, i + 6)[0] != SASL_RAW_TOKENS_HANDSHAKE_VERSION:
+            return False
+        corr = _BE32S.unpack_from(data, i + 8)[0]
+        sent = half.captured_at(half.buf_pos + end - 1)
+        wanted, buf = data[i + 8: i + 12], other.buf
+        at = buf.find(wanted, 4)
+        while at >= 0:
+            if _handshake_answer(buf, at - 4, corr) and other.captured_at(other.buf_pos + at - 4) >= sent:
+                return True
+            at = buf.find(wanted, at + 1)
+        return False
 
     def _sasl_token(self, conn, half, size: int, final: bool) -> int:
         """In a SASL exchange, the frame at the front of buf: 1 when it was a raw token
