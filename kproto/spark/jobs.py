@@ -640,40 +640,91 @@ def _merged_kind(kinds):
     return F.element_at(F.lit(list(KINDS)), F.element_at(ranked, 1).cast("int"))
 
 
-def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
+#: The byte counters of the connections table the summary adds up (both directions).
+CONNECTION_SUMS = ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes", "snapped_bytes", "sasl_bytes",
+                   "other_bytes")
+#: Where every byte that entered a stream went: a frame, skipped to find a boundary, a tail, a raw
+#: SASL token, or another protocol's (a connection that is not Kafka); bytes never captured (gaps,
+#: snap length) never entered it. Per connection and direction, stream_bytes is their sum.
+STREAM_PARTS = ("frame_bytes", "skipped_bytes", "tail_bytes", "sasl_bytes", "other_bytes")
+SIDES = ("request_", "response_")
+
+
+def connection_totals(accounting: Iterable[Any]) -> dict[str, dict]:
+    """Per capture, from the ``connection`` compact rows: its connections, the :data:`CONNECTION_SUMS`,
+    and ``streams_add_up`` (:data:`STREAM_PARTS`), checked on each connection's merged counters (a
+    range's row holds only its share of a connection, kproto/spark/range_pipeline.py).
+    :func:`connection_totals_spark` is the same from the connections table in Spark."""
+    names = ("stream_bytes", *STREAM_PARTS, *CONNECTION_SUMS)
+    merged: dict[tuple, dict] = {}
+    for r in accounting:
+        if r["kind"] != "connection":
+            continue
+        info = json.loads(r["info"])
+        counts = merged.setdefault((r["capture"], r["connection_id"]), {})
+        for side in SIDES:
+            for name in names:
+                # .get: connection rows written before a counter existed (a followed run's earlier parts)
+                counts[side + name] = counts.get(side + name, 0) + info.get(side + name, 0)
+    totals: dict[str, dict] = {}
+    for (capture, _), counts in merged.items():
+        total = totals.setdefault(capture, {"connections": 0, "streams_add_up": True,
+                                            **dict.fromkeys(CONNECTION_SUMS, 0)})
+        total["connections"] += 1
+        for name in CONNECTION_SUMS:
+            total[name] += counts["request_" + name] + counts["response_" + name]
+        total["streams_add_up"] = total["streams_add_up"] and all(
+            counts[side + "stream_bytes"] == sum(counts[side + part] for part in STREAM_PARTS) for side in SIDES)
+    return totals
+
+
+def connection_totals_spark(connections) -> dict[str, dict]:
+    """:func:`connection_totals` from the connections table (a Spark DataFrame, one row per connection):
+    one small row per capture comes to the driver, not the connections."""
+    from pyspark.sql import functions as F
+
+    def side_sum(side: str):
+        total = F.col(side + STREAM_PARTS[0])
+        for part in STREAM_PARTS[1:]:
+            total = total + F.col(side + part)
+        return total
+
+    adds_up = F.when(F.col("request_stream_bytes") == side_sum("request_"), 1).otherwise(0) \
+        * F.when(F.col("response_stream_bytes") == side_sum("response_"), 1).otherwise(0)
+    rows = connections.groupBy("capture").agg(
+        F.count(F.lit(1)).alias("connections"), F.min(adds_up).alias("streams_add_up"),
+        *[F.sum(F.col("request_" + name) + F.col("response_" + name)).alias(name) for name in CONNECTION_SUMS]
+    ).collect()
+    return {r["capture"]: dict(r.asDict(), streams_add_up=bool(r["streams_add_up"])) for r in rows}
+
+
+def summary_rows(accounting: Iterable[Any], errors: list[dict], connections: dict[str, dict] | None = None) -> list[dict]:
     """One row per capture and a total row ("*"): every frame read, and where it went.
 
     ``accounting``: the compact rows of kinds capture, counts and connection
     (anything indexable by kind, capture, connection_id and info); ``errors``:
-    the errors table's rows (:func:`error_rows` of the same rows).
+    the errors table's rows (:func:`error_rows` of the same rows); ``connections``:
+    the per-capture :func:`connection_totals` when the connection rows are not in
+    ``accounting`` (:func:`connection_totals_spark`).
     """
+    accounting = list(accounting)
+    if connections is None:
+        connections = connection_totals(accounting)
     rows: dict[str, dict] = {}
 
     def row(capture: str) -> dict:
         return rows.setdefault(capture, {"capture": capture})
 
-    seen: dict[str, set] = {}
     files: dict[str, set] = {}       # the files of each capture (several for a capture set)
     streams_add_up: dict[str, bool] = {}
+    for capture, total in connections.items():
+        row(capture).update({name: total[name] for name in ("connections", *CONNECTION_SUMS)})
+        streams_add_up[capture] = total["streams_add_up"]
     for r in accounting:
+        if r["kind"] == "connection":
+            continue
         info = json.loads(r["info"])
         target = row(r["capture"])
-        if r["kind"] == "connection":
-            # A connection read by several ranges is one connection; its counters add up.
-            seen.setdefault(r["capture"], set()).add(r["connection_id"])
-            target["connections"] = len(seen[r["capture"]])
-            for name in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes", "snapped_bytes", "sasl_bytes",
-                         "other_bytes"):
-                # .get: connection rows written before a counter existed (a followed run's earlier parts)
-                target[name] = target.get(name, 0) + info.get(f"request_{name}", 0) + info.get(f"response_{name}", 0)
-            # Every byte that entered a stream is in a frame, skipped to find a boundary, a tail,
-            # a raw SASL token, or another protocol's (a connection that is not Kafka); bytes
-            # never captured (gaps, snap length) never entered it.
-            streams_add_up[r["capture"]] = streams_add_up.get(r["capture"], True) and all(
-                info[f"{side}stream_bytes"] == info[f"{side}frame_bytes"] + info[f"{side}skipped_bytes"]
-                + info[f"{side}tail_bytes"] + info.get(f"{side}sasl_bytes", 0) + info.get(f"{side}other_bytes", 0)
-                for side in ("request_", "response_"))
-            continue
         if r["kind"] == "counts":
             for name, value in info.items():
                 if name == "first_ts_ns":
