@@ -78,26 +78,36 @@ def test_a_range_counts_its_own_share_of_a_connection():
 
     schema = connection_schema()
 
-    def row(conn_id, client, request_frames, response_frames, closed_by="end"):
+    def row(conn_id, client, request_frames, response_frames, closed_by="end", last_ts=30):
         r = dict.fromkeys(schema.names, 0)
         r.update(capture="c", connection_id=conn_id, client_ip=client[0], client_port=client[1],
                  server_ip="10.0.0.9", server_port=9092, closed_by=closed_by, kind="kafka",
                  direction_source="syn", handshake_seen=False, request_frames=request_frames,
-                 response_frames=response_frames)
+                 response_frames=response_frames, last_ts_ns=last_ts)
         return r
 
-    seen = pa.Table.from_pylist([row(0, ("10.0.0.1", 5000), 5, 4), row(1, ("10.0.0.2", 5001), 2, 2, "fin"),
-                                 row(2, ("10.0.0.3", 5002), 3, 3), row(3, ("10.0.0.4", 5003), 1, 1)],
-                                schema=schema)
-    at_start = [row(0, ("10.0.0.9", 9092), 1, 2, None),      # open, sides not decided yet: swapped
-                row(1, ("10.0.0.2", 5001), 2, 2, "fin")]     # closed before the range: not its
-    at_end = [row(0, ("10.0.0.1", 5000), 4, 3, None), row(2, ("10.0.0.3", 5002), 3, 3, None)]   # 3: opened after
+    seen = pa.Table.from_pylist([row(0, ("10.0.0.1", 5000), 5, 4), row(1, ("10.0.0.2", 5001), 2, 2, "fin", 5),
+                                 row(2, ("10.0.0.3", 5002), 3, 3), row(3, ("10.0.0.4", 5003), 1, 1),
+                                 row(4, ("10.0.0.5", 5004), 1, 0, "end", 8)], schema=schema)
+    at_start = [row(0, ("10.0.0.9", 9092), 1, 2, None, 10),      # open, sides not decided yet: swapped
+                row(1, ("10.0.0.2", 5001), 2, 2, "fin", 5),      # closed before the range: not its
+                row(4, ("10.0.0.5", 5004), 1, 0, None, 8)]       # open, but no packet in the range
+    at_end = [row(0, ("10.0.0.1", 5000), 4, 3, None, 20), row(2, ("10.0.0.3", 5002), 3, 3, None, 20),
+              row(4, ("10.0.0.5", 5004), 1, 0, None, 8)]         # 3: opened after the range
     shares = connection_shares(seen, at_start, at_end).to_pylist()
     assert [(r["connection_id"], r["request_frames"], r["response_frames"]) for r in shares] == [(0, 2, 2), (2, 3, 3)]
     # The last range counts to the end of the file.
     last = connection_shares(seen, at_start, None).to_pylist()
     assert [(r["connection_id"], r["request_frames"], r["response_frames"]) for r in last] == [
         (0, 3, 3), (2, 3, 3), (3, 1, 1)]
+    # Another protocol's connection: its stream bytes are its other bytes, whatever the reader held when.
+    other = row(5, ("10.0.0.6", 5005), 0, 0, "fin", 40)
+    other.update(kind="tls", request_stream_bytes=900, request_other_bytes=900)
+    before = row(5, ("10.0.0.6", 5005), 2, 0, None, 10)
+    before.update(kind=None, request_stream_bytes=300, request_frame_bytes=250, request_skipped_bytes=50)
+    (share,) = connection_shares(pa.Table.from_pylist([other], schema=schema), [before], None).to_pylist()
+    assert (share["request_other_bytes"], share["request_frames"], share["request_frame_bytes"],
+            share["request_skipped_bytes"]) == (600, 0, 0, 0)
 
 
 def test_the_truth_file_is_the_truth(tmp_path):
@@ -109,3 +119,27 @@ def test_the_truth_file_is_the_truth(tmp_path):
     frames, connections, _ = read_capture(str(out))
     assert frames.num_rows == 6 * 250 and connections.num_rows == 250
     assert W.connection_hash(rows[0]["client_ip"], rows[0]["client_port"], *MC.BROKER) >= 0
+
+
+def test_other_protocols_across_ranges_count_as_one_reader_counts(tmp_path):
+    """Kafka, ZooKeeper, HTTP and TLS connections cut by ranges: each counter of each connection, and the
+    summary's byte sums, as one reader of the whole file counts them (a reader that starts inside a TLS
+    connection knows its kind later than the reader before it)."""
+    from kproto.spark import jobs
+    from tests.protocol_captures import host_capture
+
+    path = tmp_path / "host.pcap"
+    path.write_bytes(host_capture()[0])
+    tables = analysed(P.plan_file(str(path), 0, split_bytes=100_000, overlap=40_000))
+    _frames, whole, _counters = read_capture(str(path))
+    counters = [name for name in whole.column_names if name.startswith(("request_", "response_"))]
+    by_address = {(r["client_ip"], r["client_port"]): r for r in whole.to_pylist()}
+    rows = tables["connections"].to_pylist()
+    assert len(rows) == whole.num_rows
+    for row in rows:
+        expected = by_address[(row["client_ip"], row["client_port"])]
+        assert {n: row[n] for n in counters + ["kind"]} == {n: expected[n] for n in counters + ["kind"]}
+    summary = tables["summary"].to_pylist()[0]
+    for name in jobs.CONNECTION_SUMS:
+        assert summary[name] == sum(r["request_" + name] + r["response_" + name] for r in by_address.values()), name
+    assert summary["other_bytes"] > 0 and summary["accounted"]

@@ -388,6 +388,7 @@ class Options:
     fail_fast: bool = False             # an input that cannot be read completely fails the run
     report: bool = True
     driver_rows: int = 200_000          # compact rows combined in the driver up to this many, else by Spark
+    driver_input_bytes: int = 64 << 20  # rows of connections come to the driver for inputs up to this size
     driver_report_frames: int = 250_000  # the report's facts computed in the driver (pyarrow) up to this many
                                          # frames, else by Spark queries
     capture_sets: bool = True           # consecutive files of one rotated capture read as one (capture_sets.py)
@@ -395,6 +396,24 @@ class Options:
 
 
 MIN_AUTO_SPLIT = 32 * 1024 * 1024
+
+#: Compact rows there are about as many of as connections: kept out of the driver for large inputs.
+PER_CONNECTION_KINDS = ("connection", "usage")
+
+
+def input_bytes(inputs: Inputs) -> int | None:
+    """The bytes of the inputs: capture files, and Parquet tables on a local file system (else None)."""
+    total = sum(length for _, length in inputs.files)
+    for table in inputs.parquet:
+        local = P.local_path(table)
+        if local is None or not os.path.exists(local):
+            return None
+        if os.path.isfile(local):
+            total += os.path.getsize(local)
+            continue
+        for folder, _dirs, names in os.walk(local):
+            total += sum(os.path.getsize(os.path.join(folder, name)) for name in names)
+    return total
 
 
 def split_size(options: Options, inputs: Inputs, parallelism: int) -> int:
@@ -545,14 +564,17 @@ def build_tables(spark, parts) -> dict[str, Any]:
     conn_schema = connection_schema()
     info_schema = from_arrow_schema(pa.schema([f for f in conn_schema if f.name != "capture"]))
     conn_rows = parts.filter(kind == "connection") \
-        .select("capture", F.from_json("info", info_schema).alias("c")).select("capture", "c.*")
+        .select("capture", "split_index", F.from_json("info", info_schema).alias("c")) \
+        .select("capture", "split_index", "c.*")
     counters = [f.name for f in conn_schema if f.name.startswith(("request_", "response_"))]
     connections = conn_rows.groupBy("capture", "connection_id").agg(
         F.first("client_ip").alias("client_ip"), F.first("client_port").alias("client_port"),
         F.first("server_ip").alias("server_ip"), F.first("server_port").alias("server_port"),
         F.min("first_ts_ns").alias("first_ts_ns"), F.max("last_ts_ns").alias("last_ts_ns"),
         F.max(F.col("handshake_seen").cast("int")).cast("boolean").alias("handshake_seen"),
-        F.last("closed_by").alias("closed_by"), F.first("direction_source").alias("direction_source"),
+        # The last range's closed_by and the first range's direction source, as combine.combine takes them.
+        F.max_by("closed_by", "split_index").alias("closed_by"),
+        F.min_by("direction_source", "split_index").alias("direction_source"),
         _merged_kind(F.collect_set("kind")).alias("kind"),
         *[F.sum(name).alias(name) for name in counters])
 
@@ -655,7 +677,7 @@ def connection_totals(accounting: Iterable[Any]) -> dict[str, dict]:
     and ``streams_add_up`` (:data:`STREAM_PARTS`), checked on each connection's merged counters (a
     range's row holds only its share of a connection, kproto/spark/range_pipeline.py).
     :func:`connection_totals_spark` is the same from the connections table in Spark."""
-    names = ("stream_bytes", *STREAM_PARTS, *CONNECTION_SUMS)
+    names = {"stream_bytes", *STREAM_PARTS, *CONNECTION_SUMS}
     merged: dict[tuple, dict] = {}
     for r in accounting:
         if r["kind"] != "connection":
@@ -844,6 +866,8 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
     """Read captures and frame tables, write the Parquet tables and the report under ``out``.
 
     ``profile``: a :class:`kproto.spark.profile.PhaseProfile` to time the phases in."""
+    from pyspark.sql import functions as F
+
     options = options or Options()
     spark = spark or spark_session(master)
     out_text = str(out).rstrip("/")
@@ -867,20 +891,24 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         parts, stage1 = compact_rows(spark, inputs, splits, options, out_text)
         parts = parts.persist()
         # The one pass over the data: frames and exchanges are written now, and the compact rows
-        # come back to the driver in the same job (a count first would be a second job).
-        collected = parts.toArrow()
+        # come back to the driver in the same job (a count first would be a second job). Rows of
+        # connections and their usage come only for small inputs: a large one may hold millions of
+        # connections, which the driver's heap would have to hold at once; they are combined by Spark.
+        in_driver = options.driver_rows > 0 and (input_bytes(inputs) or options.driver_input_bytes + 1) \
+            <= options.driver_input_bytes
+        collected = (parts if in_driver else parts.filter(~F.col("kind").isin(*PER_CONNECTION_KINDS))).toArrow()
         compact_count = collected.num_rows
+        in_driver = in_driver and compact_count <= options.driver_rows
         finish_output(out_text)
         written = {name: f"{out_text}/{name}"
                    for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")}
-        # The accounting (a row per connection and split) is in the driver whatever the run's size.
         accounting = [r for r in collected.select(["kind", "capture", "connection_id", "info"]).to_pylist()
-                      if r["kind"] in ("capture", "counts", "connection")]
+                      if r["kind"] in ("capture", "counts") or (in_driver and r["kind"] == "connection")]
         errors = error_rows(accounting)
-        summary = summary_rows(accounting, errors)
-        if compact_count <= options.driver_rows:
+        if in_driver:
             # Few compact rows (the usual case): combine them here, no Spark job per table.
             show.step(f"combining {compact_count:,} compact rows, writing the tables")
+            summary = summary_rows(accounting, errors)
             tables = C.combine(collected)
             for name in ("connections", "clients", "topics"):
                 write_table(tables[name], out_text, name)
@@ -889,6 +917,9 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             for name in ("connections", "clients", "topics"):
                 show.step(f"writing {name}")
                 tables[name].write.mode("overwrite").parquet(f"{out_text}/{name}")
+            # The summary's connection figures from the table just written: one row per capture.
+            connections = connection_totals_spark(spark.read.parquet(written["connections"]))
+            summary = summary_rows(accounting, errors, connections)
         write_table(pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA), out_text, "summary")
         write_table(pa.Table.from_pylist(errors, schema=ERRORS_SCHEMA), out_text, "errors")
         facts = None
@@ -899,7 +930,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             from kproto.spark import report
 
             total_frames = next(r for r in summary if r["capture"] == "*")["frames"]
-            if compact_count <= options.driver_rows and total_frames <= options.driver_report_frames:
+            if in_driver and total_frames <= options.driver_report_frames:
                 # Small tables: read them back here and compute the facts with pyarrow (no Spark job).
                 in_driver = {name: tables[name] for name in ("connections", "clients", "topics")}
                 in_driver.update(report_inputs_arrow(written))

@@ -101,14 +101,25 @@ def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] |
         after = row if after_of is None else after_of.get(row["connection_id"])
         if after is None:
             continue        # opened after the range ended
+        if before is not None and after["last_ts_ns"] == before["last_ts_ns"]:
+            continue        # no packet of it in the range: only read as context
         share = dict(row)
         after, before = _as_in(after, row), _as_in(before, row)
         for name in counters:
             share[name] = after[name] - (before[name] if before is not None else 0)
-        if before is not None and not any(share[name] for name in counters):
-            continue        # only read as context: nothing of it in the range
+        if row["kind"] not in ("kafka", None):
+            # Another protocol: all its stream bytes are other_bytes (the engine moves the counts of
+            # what it held there once it knows; a reader that started inside the connection knows later).
+            for side in ("request_", "response_"):
+                share[side + "other_bytes"] = share[side + "stream_bytes"]
+                for name in NOT_KAFKA_ZEROED:
+                    share[side + name] = 0
         rows.append(share)
     return pa.Table.from_pylist(rows, schema=seen.schema)
+
+
+#: Counters a connection of another protocol has none of (capture_kinds: ``_not_kafka``).
+NOT_KAFKA_ZEROED = ("frames", "frame_bytes", "skipped_bytes", "tail_bytes", "sasl_tokens", "sasl_bytes")
 
 
 def _as_in(snapshot: dict | None, final: dict) -> dict | None:
