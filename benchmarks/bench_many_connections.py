@@ -9,7 +9,8 @@ memory of its whole process tree (the Python driver, the JVM, the Python workers
 daemon) every 0.2 s from /proc, and prints the exit status, the wall time, the peak of the tree's
 summed RSS and of each process, then checks the connections table against the generator's truth
 (every connection present once, its frames, frame bytes, packets and stream bytes in each
-direction) and the summary's totals. Exits 1 when the run failed or a count is wrong.
+direction) and the summary's totals. Exits 1 when the run failed, a count is wrong or the
+peak reached ``--max-gib`` (8). tests/test_many_connections.py runs it (marked slow).
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--connections", type=int, default=100_000)
     parser.add_argument("--work", default=str(ROOT / ".build" / "bench_many_connections"))
+    parser.add_argument("--max-gib", type=float, default=8.0,
+                        help="fail when the process tree's peak RSS reaches this many GiB (issue 35: 8)")
     parser.add_argument("extra", nargs="*", help="more kproto analyze arguments (after --)")
     args = parser.parse_args(argv)
     work = Path(args.work)
@@ -122,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     if status != 0:
         return 1
     problems = check(out, args.connections)
+    if peak >= args.max_gib * 2**30:
+        problems.append(f"peak RSS {peak / 2**30:.2f} GiB, over {args.max_gib} GiB")
     print("connections table and summary: " + ("exact" if not problems else "; ".join(problems)))
     return 1 if problems else 0
 

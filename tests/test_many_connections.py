@@ -143,3 +143,15 @@ def test_other_protocols_across_ranges_count_as_one_reader_counts(tmp_path):
     for name in jobs.CONNECTION_SUMS:
         assert summary[name] == sum(r["request_" + name] + r["response_" + name] for r in by_address.values()), name
     assert summary["other_bytes"] > 0 and summary["accounted"]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_100000_connections_with_default_settings(tmp_path):
+    """The issue's figure: `kproto analyze` with defaults on 100,000 connections (600,000 frames) succeeds,
+    the process tree's peak RSS under 8 GiB, the connections table and summary exact (minutes)."""
+    pytest.importorskip("pyspark")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import bench_many_connections
+
+    assert bench_many_connections.main(["--connections", "100000", "--work", str(tmp_path)]) == 0
