@@ -34,12 +34,10 @@ def capture(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("engine", ["c", "py"])
-def test_every_connection_count_is_exact_across_splits(capture, engine, monkeypatch):
-    if engine not in _impl.available():
-        pytest.fail("the compiled extension is not built (setup.py build_ext --inplace)")
-    monkeypatch.setattr(_impl, "USE_EXTENSION", engine == "c")
-    connections = 3000 if engine == "c" else 1000
+def test_every_connection_count_is_exact_across_splits(capture, impl, monkeypatch):
+    """On each capture engine (the ``impl`` fixture: C and twin, as the capture tests)."""
+    monkeypatch.setattr(_impl, "USE_EXTENSION", impl.name == "c")
+    connections = 3000 if impl.name == "c" else 1000
     path = capture
     if connections != 3000:     # the twin is slower: fewer connections, the same splits per connection
         path = capture.parent / f"many-{connections}.pcap"
