@@ -241,16 +241,18 @@ SPARK_DEFAULT_MEMORY = "1g"
 
 
 def out_of_memory(text: str, conf: dict[str, str]) -> str | None:
-    """A Java heap that ran out (java.lang.OutOfMemoryError anywhere in a Py4J error's text), in one
-    line naming the JVM and the setting to raise; None for any other failure.
+    """A Java heap that ran out (java.lang.OutOfMemoryError or Spark's own SparkOutOfMemoryError anywhere
+    in a Py4J error's text, or a broadcast the driver had no memory to build), in one line naming the
+    JVM and the setting to raise; None for any other failure.
 
     A task lost on an executor of a cluster names ``spark.executor.memory``; anything else (the driver,
     and local mode, whose tasks run in the driver's JVM: "executor driver") ``spark.driver.memory``.
     """
-    found = re.search(r"java\.lang\.OutOfMemoryError(?:: *([^\r\n]*))?", text)
+    found = re.search(r"(?:java\.lang\.|org\.apache\.spark\.memory\.Spark)OutOfMemoryError(?:: *([^\r\n]*))?"
+                      r"|(Not enough memory to build and broadcast the table)", text)
     if found is None:
         return None
-    what = (found.group(1) or "").strip() or "OutOfMemoryError"
+    what = (found.group(1) or found.group(2) or "").strip() or "OutOfMemoryError"
     lost = re.search(r"Lost task [^\n]*?\(([^()\n]*executor [^()\n]*)\)[^\n]*OutOfMemoryError", text)
     on_executor = lost is not None and not lost.group(1).rstrip().endswith("executor driver")
     setting = "spark.executor.memory" if on_executor else "spark.driver.memory"

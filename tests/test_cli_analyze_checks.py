@@ -133,6 +133,10 @@ DRIVER_HEAP = ("org.apache.spark.SparkException: Exception thrown in awaitResult
 LOCAL_TASK = ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage 1.0 failed 1 "
               "times, most recent failure: Lost task 3.0 in stage 1.0 (TID 4) (127.0.0.1 executor driver): "
               "java.lang.OutOfMemoryError: Java heap space\n\tat java.base/java.nio.HeapByteBuffer.<init>\n")
+BROADCAST = ("org.apache.spark.SparkException: Not enough memory to build and broadcast the table to all worker "
+             "nodes. As a workaround, you can either disable broadcast by setting "
+             "spark.sql.autoBroadcastJoinThreshold to -1 or increase the spark driver memory\n"
+             "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.notEnoughMemoryToBuildAndBroadcastTableError\n")
 CLUSTER_TASK = ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 2.0 failed 4 "
                 "times, most recent failure: Lost task 0.3 in stage 2.0 (TID 9) (10.0.0.5 executor 1): "
                 "java.lang.OutOfMemoryError: GC overhead limit exceeded\n")
@@ -143,6 +147,8 @@ CLUSTER_TASK = ("org.apache.spark.SparkException: Job aborted due to stage failu
                   "--conf spark.driver.memory=8g (now 1g)"),
     (LOCAL_TASK, "the Spark driver's JVM ran out of memory (Java heap space); give it more: "
                  "--conf spark.driver.memory=8g (now 1g)"),
+    (BROADCAST, "the Spark driver's JVM ran out of memory (Not enough memory to build and broadcast the table); "
+                "give it more: --conf spark.driver.memory=8g (now 1g)"),
     (CLUSTER_TASK, "an executor's JVM ran out of memory (GC overhead limit exceeded); give it more: "
                    "--conf spark.executor.memory=8g (now 1g)"),
 ])
@@ -150,7 +156,7 @@ def test_a_jvm_out_of_memory_is_named_with_its_setting(java_text, said):
     from kproto.cli_analyze import failure_message
 
     error = py4j_error(java_text)
-    assert "o80.getResult" in str(error) and "OutOfMemoryError" in str(error)
+    assert "o80.getResult" in str(error) and "memory" in str(error)
     assert failure_message(error) == said
     # The setting the run gave is the one it names as the present value.
     assert failure_message(error, {"spark.driver.memory": "2g", "spark.executor.memory": "3g"}).endswith(
