@@ -156,7 +156,7 @@ def test_a_jvm_out_of_memory_is_named_with_its_setting(java_text, said):
     from kproto.cli_analyze import failure_message
 
     error = py4j_error(java_text)
-    assert "o80.getResult" in str(error) and "memory" in str(error)
+    assert "o80.getResult" in str(error) and "memory" in str(error).lower()
     assert failure_message(error) == said
     # The setting the run gave is the one it names as the present value.
     assert failure_message(error, {"spark.driver.memory": "2g", "spark.executor.memory": "3g"}).endswith(
