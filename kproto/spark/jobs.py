@@ -891,12 +891,24 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         parts, stage1 = compact_rows(spark, inputs, splits, options, out_text)
         parts = parts.persist()
         # The one pass over the data: frames and exchanges are written now, and the compact rows
-        # come back to the driver in the same job (a count first would be a second job). Rows of
-        # connections and their usage come only for small inputs: a large one may hold millions of
-        # connections, which the driver's heap would have to hold at once; they are combined by Spark.
-        in_driver = options.driver_rows > 0 and (input_bytes(inputs) or options.driver_input_bytes + 1) \
-            <= options.driver_input_bytes
-        collected = (parts if in_driver else parts.filter(~F.col("kind").isin(*PER_CONNECTION_KINDS))).toArrow()
+        # come back to the driver in the same job (a count first would be a second job). For a
+        # large input only the rows that do not grow with its connections come in that job: it may
+        # hold millions of connections, which the driver's heap would hold at once. Their rows then
+        # come from the cached rows when they are few (at most driver_rows in all), else Spark
+        # combines them.
+        size = input_bytes(inputs)
+        in_driver = options.driver_rows > 0
+        if in_driver and size is not None and size <= options.driver_input_bytes:
+            collected = parts.toArrow()
+        else:
+            per_connection = F.col("kind").isin(*PER_CONNECTION_KINDS)
+            collected = parts.filter(~per_connection).toArrow()
+            room = options.driver_rows - collected.num_rows
+            if in_driver and room >= 0:
+                more = parts.filter(per_connection).limit(room + 1).toArrow()
+                in_driver = more.num_rows <= room
+                collected = pa.concat_tables([collected, more]) if in_driver else collected
+            in_driver = in_driver and room >= 0
         compact_count = collected.num_rows
         in_driver = in_driver and compact_count <= options.driver_rows
         finish_output(out_text)
