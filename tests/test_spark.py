@@ -495,13 +495,22 @@ def test_many_short_connections_across_ranges_are_counted_once(spark, tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     import many_connections as MC
 
+    from kproto.spark.profile import PhaseProfile
+
     path = tmp_path / "many.pcap"
     size = MC.write(path, 1000)
     truth = MC.truth(1000)
     options = {"split_bytes": size // 8, "overlap_bytes": size // 16}
-    for name, extra in (("driver", {}), ("spark", {"driver_rows": 0, "driver_report_frames": 0})):
+    # In the driver; by Spark; a large input (its rows of connections after the pass: few, then too many).
+    for name, extra in (("driver", {}), ("spark", {"driver_rows": 0, "driver_report_frames": 0}),
+                        ("large", {"driver_input_bytes": 0}),
+                        ("large-many", {"driver_input_bytes": 0, "driver_rows": 2000})):
         out = tmp_path / name
-        result = analyze([str(path)], str(out), spark=spark, options=Options(**options, **extra), progress=False)
+        profile = PhaseProfile()
+        result = analyze([str(path)], str(out), spark=spark, options=Options(**options, **extra), progress=False,
+                         profile=profile)
+        combined_in_driver = any(p.name.startswith("combining") for p in profile.phases)
+        assert combined_in_driver == (name in ("driver", "large")), name
         rows = _table(out, "connections").to_pylist()
         assert len(rows) == 1000, name
         for row in rows:
