@@ -86,8 +86,8 @@ def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] |
     there; None for the last range: the rows at the end of the file) less the counter at its start
     (``at_start``): every packet is counted by the range whose bytes hold it, and the shares of a
     connection add up to what one reader of the whole file counts. A connection closed before
-    the start, or opened after the end, is not the range's; one still open at the start with
-    nothing in the range leaves no row. Addresses, kind and times stay the reader's (the tables
+    the start, or opened after the end, is not the range's; one still open at the start without
+    a packet in the range leaves no row. Addresses, kind and times stay the reader's (the tables
     take the least first and greatest last time, the last range's ``closed_by``).
     """
     counters = [name for name in seen.schema.names if name.startswith(("request_", "response_"))]
