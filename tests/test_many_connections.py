@@ -123,7 +123,7 @@ def test_other_protocols_across_ranges_count_as_one_reader_counts(tmp_path):
     """Kafka, ZooKeeper, HTTP and TLS connections cut by ranges: each counter of each connection, and the
     summary's byte sums, as one reader of the whole file counts them (a reader that starts inside a TLS
     connection knows its kind later than the reader before it)."""
-    from kproto.spark import jobs
+    from kproto.spark.connection_totals import CONNECTION_SUMS
     from tests.protocol_captures import host_capture
 
     path = tmp_path / "host.pcap"
@@ -138,7 +138,7 @@ def test_other_protocols_across_ranges_count_as_one_reader_counts(tmp_path):
         expected = by_address[(row["client_ip"], row["client_port"])]
         assert {n: row[n] for n in counters + ["kind"]} == {n: expected[n] for n in counters + ["kind"]}
     summary = tables["summary"].to_pylist()[0]
-    for name in jobs.CONNECTION_SUMS:
+    for name in CONNECTION_SUMS:
         assert summary[name] == sum(r["request_" + name] + r["response_" + name] for r in by_address.values()), name
     assert summary["other_bytes"] > 0 and summary["accounted"]
 
