@@ -61,18 +61,23 @@ def tree_rss(root: int) -> dict[int, tuple[str, int]]:
 
 def run(command: list[str], env: dict[str, str]) -> tuple[int, float, int, dict[str, int], str]:
     """(exit status, wall seconds, peak summed RSS, peak RSS per command name, stderr's last lines)."""
+    import tempfile
+
     started = time.monotonic()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak, per_name = 0, {}
-    while process.poll() is None:
-        found = tree_rss(process.pid)
-        peak = max(peak, sum(rss for _, rss in found.values()))
-        for name, rss in found.values():
-            per_name[name] = max(per_name.get(name, 0), rss)
-        time.sleep(0.2)
-    out, err = process.communicate()
-    wall = time.monotonic() - started
-    return process.returncode, wall, peak, per_name, (out + err)[-3000:]
+    # Output to a file, not a pipe: a pipe nobody reads while the child runs fills and stops it.
+    with tempfile.TemporaryFile("w+") as output:
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
+        peak, per_name = 0, {}
+        while process.poll() is None:
+            found = tree_rss(process.pid)
+            peak = max(peak, sum(rss for _, rss in found.values()))
+            for name, rss in found.values():
+                per_name[name] = max(per_name.get(name, 0), rss)
+            time.sleep(0.2)
+        wall = time.monotonic() - started
+        output.seek(0)
+        text = output.read()
+    return process.returncode, wall, peak, per_name, text[-3000:]
 
 
 def check(out: Path, connections: int) -> list[str]:
