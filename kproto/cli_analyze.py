@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from kproto.spark import Options, analyze, spark_session
     from kproto.spark import jvm_archive
     from kproto.spark.capture_sets import CaptureSetError
-    from kproto.spark.jobs import local_input_bytes
+    from kproto.spark.jobs import local_driver_memory, local_input_bytes
     from kproto.spark.profile import PhaseProfile
 
     conf = {}
@@ -106,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
     profile = PhaseProfile() if args.profile else None
     if profile is not None:
         profile.mark("JVM and session start")
+    input_size = local_input_bytes(args.paths)
     try:
-        spark = spark_session(args.master, conf=conf, input_bytes=local_input_bytes(args.paths),
-                              record_jvm_archive=True)
+        spark = spark_session(args.master, conf=conf, input_bytes=input_size, record_jvm_archive=True)
         archive = getattr(spark, "_kproto_jvm_archive", None)
         if archive is not None and archive.action == "record" and not args.quiet:
             print("kproto analyze: first run with this Java and Spark: recording the JVM's classes so that "
@@ -129,7 +129,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"kproto analyze: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:   # Spark reports most failures as Py4J / analysis exceptions
-        print(f"kproto analyze: failed: {failure_message(exc, conf)}", file=sys.stderr)
+        shown = dict(conf)      # the settings the message names: a local session's chosen heap too
+        memory = local_driver_memory(input_size) if (args.master or "local").startswith("local") else None
+        if memory is not None:
+            shown.setdefault("spark.driver.memory", memory)
+        print(f"kproto analyze: failed: {failure_message(exc, shown)}", file=sys.stderr)
         return EXIT_FAILED
     total = next(r for r in result.summary if r["capture"] == "*")
     if result.errors:

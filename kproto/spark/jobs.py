@@ -108,6 +108,9 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
         for key, value in WORKER_MEMORY_ENV.items():
             if key not in os.environ:
                 defaults[f"spark.executorEnv.{key}"] = value
+        memory = local_driver_memory(input_bytes)
+        if memory is not None and "spark.driver.memory" not in (conf or {}):
+            defaults["spark.driver.memory"] = memory
         java_options = []
         if input_bytes is not None and input_bytes <= LATENCY_INPUT_BYTES:
             # The JVM only passes a few compact rows for small inputs: C2's optimised code
@@ -132,6 +135,24 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
     # What jvm_archive.finish looks at (setattr: SparkSession declares no such attribute).
     setattr(session, "_kproto_jvm_archive", archive)  # noqa: B010
     return session
+
+
+#: Local input bytes above which an embedded session's JVM gets more heap than Spark's default 1 GB.
+LARGE_INPUT_BYTES = 64 << 20
+
+
+def local_driver_memory(input_bytes: int | None) -> str | None:
+    """The heap of a local session's JVM (driver and executors in one) for a large input: a quarter of the
+    machine's memory, at most 4 GB (a cap, taken only when used); None: Spark's default. Its cache of
+    the compact rows and the broadcasts of its joins grow with the input's connections: on 100,000 short
+    connections 1 GB ran out (docs/analyze.md, "Many short connections")."""
+    if input_bytes is None or input_bytes <= LARGE_INPUT_BYTES:
+        return None
+    try:
+        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return f"{max(1024, min(4096, machine // 4 >> 20))}m"
 
 
 # ---------------------------------------------------------------- progress
