@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from kproto.spark import Options, analyze, spark_session
     from kproto.spark import jvm_archive
     from kproto.spark.capture_sets import CaptureSetError
-    from kproto.spark.jobs import local_input_bytes
+    from kproto.spark.jobs import local_driver_memory, local_input_bytes
     from kproto.spark.profile import PhaseProfile
 
     conf = {}
@@ -106,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
     profile = PhaseProfile() if args.profile else None
     if profile is not None:
         profile.mark("JVM and session start")
+    input_size = local_input_bytes(args.paths)
     try:
-        spark = spark_session(args.master, conf=conf, input_bytes=local_input_bytes(args.paths),
-                              record_jvm_archive=True)
+        spark = spark_session(args.master, conf=conf, input_bytes=input_size, record_jvm_archive=True)
         archive = getattr(spark, "_kproto_jvm_archive", None)
         if archive is not None and archive.action == "record" and not args.quiet:
             print("kproto analyze: first run with this Java and Spark: recording the JVM's classes so that "
@@ -129,7 +129,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"kproto analyze: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:   # Spark reports most failures as Py4J / analysis exceptions
-        print(f"kproto analyze: failed: {failure_message(exc)}", file=sys.stderr)
+        shown = dict(conf)      # the settings the message names: a local session's chosen heap too
+        memory = local_driver_memory(input_size) if (args.master or "local").startswith("local") else None
+        if memory is not None:
+            shown.setdefault("spark.driver.memory", memory)
+        print(f"kproto analyze: failed: {failure_message(exc, shown)}", file=sys.stderr)
         return EXIT_FAILED
     total = next(r for r in result.summary if r["capture"] == "*")
     if result.errors:
@@ -222,14 +226,43 @@ def exit_status(result) -> int:
     return EXIT_FAILED if nothing else EXIT_INCOMPLETE
 
 
-def failure_message(exc: BaseException) -> str:
-    """The line of a failure that says what went wrong: an input error's own text when Spark wraps one."""
+def failure_message(exc: BaseException, conf: dict[str, str] | None = None) -> str:
+    """The line of a failure that says what went wrong: an input error's own text when Spark wraps one,
+    a JVM out of memory with the setting that gives it more (``conf``: the run's --conf settings)."""
     text = str(exc)
     found = re.search(r"InputError: (.+)", text)
     if found:
         return found.group(1).strip()
+    memory = out_of_memory(text, conf or {})
+    if memory is not None:
+        return memory
     lines = text.strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+#: Spark's default heap of the driver and of each executor.
+SPARK_DEFAULT_MEMORY = "1g"
+
+
+def out_of_memory(text: str, conf: dict[str, str]) -> str | None:
+    """A Java heap that ran out (java.lang.OutOfMemoryError or Spark's own SparkOutOfMemoryError anywhere
+    in a Py4J error's text, or a broadcast the driver had no memory to build), in one line naming the
+    JVM and the setting to raise; None for any other failure.
+
+    A task lost on an executor of a cluster names ``spark.executor.memory``; anything else (the driver,
+    and local mode, whose tasks run in the driver's JVM: "executor driver") ``spark.driver.memory``.
+    """
+    found = re.search(r"(?:java\.lang\.|org\.apache\.spark\.memory\.Spark)OutOfMemoryError(?:: *([^\r\n]*))?"
+                      r"|(Not enough memory to build and broadcast the table)", text)
+    if found is None:
+        return None
+    what = (found.group(1) or found.group(2) or "").strip() or "OutOfMemoryError"
+    lost = re.search(r"Lost task [^\n]*?\(([^()\n]*executor [^()\n]*)\)[^\n]*OutOfMemoryError", text)
+    on_executor = lost is not None and not lost.group(1).rstrip().endswith("executor driver")
+    setting = "spark.executor.memory" if on_executor else "spark.driver.memory"
+    jvm = "an executor's JVM" if on_executor else "the Spark driver's JVM"
+    now = conf.get(setting, SPARK_DEFAULT_MEMORY)
+    return f"{jvm} ran out of memory ({what}); give it more: --conf {setting}=8g (now {now})"
 
 
 # ---------------------------------------------------------------- capture sets (kproto/spark/capture_sets.py)

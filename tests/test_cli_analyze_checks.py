@@ -108,3 +108,92 @@ def test_progress_lines_give_durations():
         "kproto analyze: listing inputs", "kproto analyze: planning 1 capture file(s)"]
     assert all(line.endswith(" s") for line in lines) and lines[2].startswith("kproto analyze: done in ")
     assert len(lines) == 3
+
+
+# ---------------------------------------------------------------- a JVM out of memory (issue 35)
+def py4j_error(java_text: str):
+    """A Py4JJavaError as Spark raises it, its Java side's toString() being ``java_text``."""
+    from py4j.protocol import Py4JJavaError, escape_new_line
+
+    class Gateway:
+        def send_command(self, command):
+            return "ys" + escape_new_line(java_text)
+
+    class JavaException:
+        _target_id = "o81"
+        _gateway_client = Gateway()
+
+    return Py4JJavaError("An error occurred while calling o80.getResult.\n", JavaException())
+
+
+DRIVER_HEAP = ("org.apache.spark.SparkException: Exception thrown in awaitResult: \n"
+               "\tat org.apache.spark.util.SparkThreadUtils$.awaitResult(SparkThreadUtils.scala:56)\n"
+               "Caused by: java.lang.OutOfMemoryError: Java heap space\n"
+               "\tat java.base/java.util.Arrays.copyOf(Arrays.java:3537)\n")
+LOCAL_TASK = ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage 1.0 failed 1 "
+              "times, most recent failure: Lost task 3.0 in stage 1.0 (TID 4) (127.0.0.1 executor driver): "
+              "java.lang.OutOfMemoryError: Java heap space\n\tat java.base/java.nio.HeapByteBuffer.<init>\n")
+BROADCAST = ("org.apache.spark.SparkException: Not enough memory to build and broadcast the table to all worker "
+             "nodes. As a workaround, you can either disable broadcast by setting "
+             "spark.sql.autoBroadcastJoinThreshold to -1 or increase the spark driver memory\n"
+             "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.notEnoughMemoryToBuildAndBroadcastTableError\n")
+CLUSTER_TASK = ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 2.0 failed 4 "
+                "times, most recent failure: Lost task 0.3 in stage 2.0 (TID 9) (10.0.0.5 executor 1): "
+                "java.lang.OutOfMemoryError: GC overhead limit exceeded\n")
+
+
+@pytest.mark.parametrize("java_text, said", [
+    (DRIVER_HEAP, "the Spark driver's JVM ran out of memory (Java heap space); give it more: "
+                  "--conf spark.driver.memory=8g (now 1g)"),
+    (LOCAL_TASK, "the Spark driver's JVM ran out of memory (Java heap space); give it more: "
+                 "--conf spark.driver.memory=8g (now 1g)"),
+    (BROADCAST, "the Spark driver's JVM ran out of memory (Not enough memory to build and broadcast the table); "
+                "give it more: --conf spark.driver.memory=8g (now 1g)"),
+    (CLUSTER_TASK, "an executor's JVM ran out of memory (GC overhead limit exceeded); give it more: "
+                   "--conf spark.executor.memory=8g (now 1g)"),
+])
+def test_a_jvm_out_of_memory_is_named_with_its_setting(java_text, said):
+    from kproto.cli_analyze import failure_message
+
+    error = py4j_error(java_text)
+    assert "o80.getResult" in str(error) and "memory" in str(error).lower()
+    assert failure_message(error) == said
+    # The setting the run gave is the one it names as the present value.
+    assert failure_message(error, {"spark.driver.memory": "2g", "spark.executor.memory": "3g"}).endswith(
+        "(now 2g)" if "driver" in said else "(now 3g)")
+
+
+def test_other_jvm_failures_keep_their_first_line():
+    from kproto.cli_analyze import failure_message
+
+    error = py4j_error("java.io.IOException: No space left on device\n\tat java.base/...")
+    assert failure_message(error) == "An error occurred while calling o80.getResult."
+
+
+def test_the_command_exits_1_with_the_one_line(tmp_path, monkeypatch, capsys):
+    """What a user sees when the heap runs out: one line, exit status 1 (README's table), no Py4J text."""
+    pytest.importorskip("pyspark")
+    import kproto.spark
+    from kproto import cli
+    from kproto.spark import jvm_archive
+
+    class Context:
+        def setLogLevel(self, level):
+            pass
+
+    class Session:
+        sparkContext = Context()
+
+    def analyze(*args, **kwargs):
+        raise py4j_error(DRIVER_HEAP)
+
+    monkeypatch.setattr(kproto.spark, "spark_session", lambda *args, **kwargs: Session())
+    monkeypatch.setattr(kproto.spark, "analyze", analyze)
+    monkeypatch.setattr(jvm_archive, "finish", lambda spark: None)
+    capture = tmp_path / "one.pcap"
+    capture.write_bytes(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
+    status = cli.main(["analyze", str(capture), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err == ("kproto analyze: failed: the Spark driver's JVM ran out of memory (Java heap space); "
+                   "give it more: --conf spark.driver.memory=8g (now 1g)\n")

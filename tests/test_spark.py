@@ -492,3 +492,35 @@ def test_other_protocols_are_counted_alike_by_both_engines_and_named_in_the_repo
     assert "<redacted: " in bodies
     assert not any(base64.b64encode(secret).decode() in bodies or secret.decode() in bodies for secret in secrets)
     assert all(r["accounted"] for r in result.summary)
+
+
+def test_many_short_connections_across_ranges_are_counted_once(spark, tmp_path):
+    """tools/many_connections.py: 1,000 short connections in ranges that cut through them; every count
+    of the connections table is the truth, combined in the driver and by Spark (issue 35)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import many_connections as MC
+
+    from kproto.spark.profile import PhaseProfile
+
+    path = tmp_path / "many.pcap"
+    size = MC.write(path, 1000)
+    truth = MC.truth(1000)
+    options = {"split_bytes": size // 8, "overlap_bytes": size // 16}
+    # In the driver; by Spark; a large input (its rows of connections after the pass: few, then too many).
+    for name, extra in (("driver", {}), ("spark", {"driver_rows": 0, "driver_report_frames": 0}),
+                        ("large", {"driver_input_bytes": 0}),
+                        ("large-many", {"driver_input_bytes": 0, "driver_rows": 2000})):
+        out = tmp_path / name
+        profile = PhaseProfile()
+        result = analyze([str(path)], str(out), spark=spark, options=Options(**options, **extra), progress=False,
+                         profile=profile)
+        combined_in_driver = any(p.name.startswith("combining") for p in profile.phases)
+        assert combined_in_driver == (name in ("driver", "large")), name
+        rows = _table(out, "connections").to_pylist()
+        assert len(rows) == 1000, name
+        for row in rows:
+            expected = truth[(row["client_ip"], row["client_port"])]
+            assert {k: row[k] for k in expected} == expected, name
+            assert row["closed_by"] == "fin" and row["handshake_seen"], name
+        total = result.summary[-1]
+        assert (total["connections"], total["frames"], total["accounted"]) == (1000, 6000, True), name

@@ -60,6 +60,8 @@ class Engine:
         """The snap lengths of the records whose TCP payload they cut, sorted."""
     def capture_counters(self) -> dict[str, int]: ...
     def open_connections(self) -> int: ...
+    def open_connection_rows(self) -> list[dict[str, Any]]:
+        """Rows of the connections still open, their counters as they are now (closed_by None)."""
     def feed(self, data: Buffer) -> int:
         """Read whole records from ``data``; returns the bytes consumed."""
     def finish(self, remaining: int = 0) -> None:

@@ -34,7 +34,7 @@ cdef class _Reassembly(_Framer):
     def take_endpoints(self):
         """Who talks on the connections whose first frame was emitted since the last call (see the twin)."""
         opened, self.opened = self.opened, []
-        return [_endpoints(conn) for conn in opened]
+        return [_endpoints(conn, conn.client_side) for conn in opened]
 
     def snap_lengths(self):
         """The snap lengths of the records whose TCP payload they cut, sorted (see the twin)."""
@@ -291,20 +291,14 @@ cdef class _Reassembly(_Framer):
         conn.closed = True
         if self.last is conn:
             self.last = None
-        cdef int cs = conn.client_side
-        row = _endpoints(conn)
-        row.update({
-            "first_ts_ns": conn.first_ts, "last_ts_ns": conn.last_ts,
-            "handshake_seen": bool(conn.handshake_seen),
-            "closed_by": CLOSED_BY[reason],
-            "direction_source": DIRECTION_SOURCE[conn.direction_source],
-            "kind": KINDS[conn.kind],
-        })
-        for prefix, half in (("request_", conn.half(cs)), ("response_", conn.half(1 - cs))):
-            for name, value in half.counters().items():
-                row[prefix + name] = value
-        self.closed_rows.append(row)
+        self.closed_rows.append(_connection_row(conn, CLOSED_BY[reason]))
         return 0
+
+    def open_connection_rows(self):
+        """Rows of the connections still open, their counters as they are now (closed_by None; a
+        direction or kind not known yet: side 0 as the client, kind None). Nothing is changed."""
+        return [_connection_row(conn, None) for conn in sorted(self.connections.values(),
+                                                                key=lambda c: (<_Connection>c).id)]
 
     cdef int _evict(self, _Connection keep) except -1:
         victims = sorted((c for c in self.connections.values() if c is not keep),
@@ -324,9 +318,26 @@ cdef class _Reassembly(_Framer):
             self._close(conn, 0)
 
 
-cdef dict _endpoints(_Connection conn):
-    # The connection's client and server, as its row names them.
-    cdef int cs = conn.client_side
+cdef dict _endpoints(_Connection conn, int cs):
+    # The connection's client (side cs) and server, as its row names them.
     return {"connection_id": conn.id,
             "client_ip": _format_ip(conn.ep[cs]), "client_port": conn.port[cs],
             "server_ip": _format_ip(conn.ep[1 - cs]), "server_port": conn.port[1 - cs]}
+
+
+cdef dict _connection_row(_Connection conn, object closed_by):
+    """A connection's row (CONNECTION_COLUMNS): when it closes, and for open_connection_rows."""
+    cdef int cs = conn.client_side if conn.client_side >= 0 else 0
+    cdef _Half half
+    row = _endpoints(conn, cs)
+    row.update({
+        "first_ts_ns": conn.first_ts, "last_ts_ns": conn.last_ts,
+        "handshake_seen": bool(conn.handshake_seen),
+        "closed_by": closed_by,
+        "direction_source": DIRECTION_SOURCE[conn.direction_source] if conn.direction_source >= 0 else None,
+        "kind": KINDS[conn.kind] if conn.kind >= 0 else None,
+    })
+    for prefix, half in (("request_", conn.half(cs)), ("response_", conn.half(1 - cs))):
+        for name, value in half.counters().items():
+            row[prefix + name] = value
+    return row

@@ -44,7 +44,7 @@ class Reassembly(Framer):
         dicts of ``connection_id``, ``client_ip``, ``client_port``, ``server_ip``,
         ``server_port`` (as in their connection rows, which come only at their close)."""
         opened, self._opened = self._opened, []
-        return [_endpoints(conn) for conn in opened]
+        return [_endpoints(conn, conn.client_side) for conn in opened]
 
     def open_connections(self) -> int:
         return len(self.connections)
@@ -252,19 +252,12 @@ class Reassembly(Framer):
             self._guess(conn)
         self._release(conn)
         del self.connections[conn.key]
-        row = _endpoints(conn)
-        row.update({
-            "first_ts_ns": conn.first_ts, "last_ts_ns": conn.last_ts,
-            "handshake_seen": conn.handshake_seen,
-            "closed_by": CLOSED_BY[reason],
-            "direction_source": DIRECTION_SOURCE[conn.direction_source],
-            "kind": KINDS[conn.kind],
-        })
-        for prefix, half in (("request_", conn.halves[conn.client_side]),
-                             ("response_", conn.halves[1 - conn.client_side])):
-            for name in HALF_COUNTERS:
-                row[prefix + name] = half.counters[name]
-        self._closed.append(row)
+        self._closed.append(_connection_row(conn, CLOSED_BY[reason]))
+
+    def open_connection_rows(self) -> list:
+        """Rows of the connections still open, their counters as they are now (closed_by None; a
+        direction or kind not known yet: side 0 as the client, kind None). Nothing is changed."""
+        return [_connection_row(conn, None) for conn in sorted(self.connections.values(), key=lambda c: c.id)]
 
     def _evict(self, keep: _Connection) -> None:
         victims = sorted((c for c in self.connections.values() if c is not keep), key=lambda c: (c.last_ts, c.id))
@@ -283,12 +276,29 @@ class Reassembly(Framer):
             self._close(conn, 0)
 
 
-def _endpoints(conn: _Connection) -> dict:
-    """The connection's client and server, as its row names them."""
-    client = conn.endpoints[conn.client_side]
-    server = conn.endpoints[1 - conn.client_side]
+def _endpoints(conn: _Connection, client_side: int) -> dict:
+    """The connection's client (``client_side``) and server, as its row names them."""
+    client = conn.endpoints[client_side]
+    server = conn.endpoints[1 - client_side]
     return {"connection_id": conn.id, "client_ip": _format_ip(client[0]), "client_port": client[1],
             "server_ip": _format_ip(server[0]), "server_port": server[1]}
+
+
+def _connection_row(conn: _Connection, closed_by: str | None) -> dict:
+    """A connection's row (CONNECTION_COLUMNS): when it closes, and for open_connection_rows."""
+    client_side = conn.client_side if conn.client_side >= 0 else 0
+    row = _endpoints(conn, client_side)
+    row.update({
+        "first_ts_ns": conn.first_ts, "last_ts_ns": conn.last_ts,
+        "handshake_seen": conn.handshake_seen,
+        "closed_by": closed_by,
+        "direction_source": DIRECTION_SOURCE[conn.direction_source] if conn.direction_source >= 0 else None,
+        "kind": KINDS[conn.kind] if conn.kind >= 0 else None,
+    })
+    for prefix, half in (("request_", conn.halves[client_side]), ("response_", conn.halves[1 - client_side])):
+        for name in HALF_COUNTERS:
+            row[prefix + name] = half.counters[name]
+    return row
 
 
 def _format_ip(raw: bytes) -> str:

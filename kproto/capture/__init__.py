@@ -418,6 +418,14 @@ class CaptureReader:
         columns += [pa.array([row[field.name] for row in rows], field.type) for field in list(schema)[1:]]
         return pa.Table.from_arrays(columns, schema=schema)
 
+    def connections_so_far(self) -> list[dict]:
+        """Every connection read so far, its counters as they are now: the closed ones as
+        :meth:`connections` gives them, the open ones with ``closed_by`` None (a direction not known
+        yet: side 0 as the client; ``kind`` None until decided). Asked between the pieces of a
+        :class:`Chunks` source, it gives the counters at a byte position (kproto/spark/range_pipeline.py)."""
+        self._connections.extend(self._engine.take_connections())
+        return self._connections + self._engine.open_connection_rows()
+
     @property
     def endpoints(self) -> dict[int, dict]:
         """Who talks on each connection that gave frames, known from its first frame on

@@ -32,10 +32,11 @@ from kproto.spark import jvm_archive, jvm_noise
 from kproto.spark import report as R
 from kproto.spark import capture_sets as CS
 from kproto.spark import combine as C
+from kproto.spark.connection_totals import CONNECTION_SUMS, connection_totals, connection_totals_spark
 from kproto.spark import planning as P
 from kproto.spark import task
 from kproto.spark import worker as W
-from kproto.spark.stream_losses import stream_loss_rows
+from kproto.spark.stream_losses import STREAM_LOSSES, stream_loss_rows
 from kproto.spark.exchange_topics import name_written_topics
 
 TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections", "errors")
@@ -120,6 +121,9 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
         for key, value in WORKER_MEMORY_ENV.items():
             if key not in os.environ:
                 defaults[f"spark.executorEnv.{key}"] = value
+        memory = local_driver_memory(input_bytes)
+        if memory is not None and "spark.driver.memory" not in (conf or {}):
+            defaults["spark.driver.memory"] = memory
         java_options = []
         if input_bytes is not None and input_bytes <= LATENCY_INPUT_BYTES:
             # The JVM only passes a few compact rows for small inputs: C2's optimised code
@@ -144,6 +148,24 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
     # What jvm_archive.finish looks at (setattr: SparkSession declares no such attribute).
     setattr(session, "_kproto_jvm_archive", archive)  # noqa: B010
     return session
+
+
+#: Local input bytes above which an embedded session's JVM gets more heap than Spark's default 1 GB.
+LARGE_INPUT_BYTES = 64 << 20
+
+
+def local_driver_memory(input_bytes: int | None) -> str | None:
+    """The heap of a local session's JVM (driver and executors in one) for a large input: a quarter of the
+    machine's memory, at most 4 GB (a cap, taken only when used); None: Spark's default. Its cache of
+    the compact rows and the broadcasts of its joins grow with the input's connections: on 100,000 short
+    connections 1 GB ran out (docs/analyze.md, "Many short connections")."""
+    if input_bytes is None or input_bytes <= LARGE_INPUT_BYTES:
+        return None
+    try:
+        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return f"{max(1024, min(4096, machine // 4 >> 20))}m"
 
 
 # ---------------------------------------------------------------- progress
@@ -387,6 +409,7 @@ class Options:
     fail_fast: bool = False             # an input that cannot be read completely fails the run
     report: bool = True
     driver_rows: int = 200_000          # compact rows combined in the driver up to this many, else by Spark
+    driver_input_bytes: int = 64 << 20  # rows of connections come to the driver for inputs up to this size
     driver_report_frames: int = 250_000  # the report's facts computed in the driver (pyarrow) up to this many
                                          # frames, else by Spark queries
     capture_sets: bool = True           # consecutive files of one rotated capture read as one (capture_sets.py)
@@ -394,6 +417,24 @@ class Options:
 
 
 MIN_AUTO_SPLIT = 32 * 1024 * 1024
+
+#: Compact rows there are about as many of as connections: kept out of the driver for large inputs.
+PER_CONNECTION_KINDS = ("connection", "usage")
+
+
+def input_bytes(inputs: Inputs) -> int | None:
+    """The bytes of the inputs: capture files, and Parquet tables on a local file system (else None)."""
+    total = sum(length for _, length in inputs.files)
+    for table in inputs.parquet:
+        local = P.local_path(table)
+        if local is None or not os.path.exists(local):
+            return None
+        if os.path.isfile(local):
+            total += os.path.getsize(local)
+            continue
+        for folder, _dirs, names in os.walk(local):
+            total += sum(os.path.getsize(os.path.join(folder, name)) for name in names)
+    return total
 
 
 def split_size(options: Options, inputs: Inputs, parallelism: int) -> int:
@@ -548,40 +589,33 @@ def _per_partition(make_table: Callable[[list[dict]], pa.Table]) -> Callable:
     return rows_of_partition
 
 
-def summary_rows(accounting: Iterable[Any], errors: list[dict]) -> list[dict]:
+def summary_rows(accounting: Iterable[Any], errors: list[dict], connections: dict[str, dict] | None = None) -> list[dict]:
     """One row per capture and a total row ("*"): every frame read, and where it went.
 
     ``accounting``: the compact rows of kinds capture, counts and connection
     (anything indexable by kind, capture, connection_id and info); ``errors``:
-    the errors table's rows (:func:`error_rows` of the same rows).
+    the errors table's rows (:func:`error_rows` of the same rows); ``connections``:
+    the per-capture :func:`connection_totals` when the connection rows are not in
+    ``accounting`` (:func:`connection_totals_spark`).
     """
+    accounting = list(accounting)
+    if connections is None:
+        connections = connection_totals(accounting)
     rows: dict[str, dict] = {}
 
     def row(capture: str) -> dict:
         return rows.setdefault(capture, {"capture": capture})
 
-    seen: dict[str, set] = {}
     files: dict[str, set] = {}       # the files of each capture (several for a capture set)
     streams_add_up: dict[str, bool] = {}
+    for capture, total in connections.items():
+        row(capture).update({name: total[name] for name in ("connections", *CONNECTION_SUMS)})
+        streams_add_up[capture] = total["streams_add_up"]
     for r in accounting:
+        if r["kind"] == "connection":
+            continue
         info = json.loads(r["info"])
         target = row(r["capture"])
-        if r["kind"] == "connection":
-            # A connection read by several ranges is one connection; its counters add up.
-            seen.setdefault(r["capture"], set()).add(r["connection_id"])
-            target["connections"] = len(seen[r["capture"]])
-            for name in ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes", "snapped_bytes", "sasl_bytes",
-                         "other_bytes"):
-                # .get: connection rows written before a counter existed (a followed run's earlier parts)
-                target[name] = target.get(name, 0) + info.get(f"request_{name}", 0) + info.get(f"response_{name}", 0)
-            # Every byte that entered a stream is in a frame, skipped to find a boundary, a tail,
-            # a raw SASL token, or another protocol's (a connection that is not Kafka); bytes
-            # never captured (gaps, snap length) never entered it.
-            streams_add_up[r["capture"]] = streams_add_up.get(r["capture"], True) and all(
-                info[f"{side}stream_bytes"] == info[f"{side}frame_bytes"] + info[f"{side}skipped_bytes"]
-                + info[f"{side}tail_bytes"] + info.get(f"{side}sasl_bytes", 0) + info.get(f"{side}other_bytes", 0)
-                for side in ("request_", "response_"))
-            continue
         if r["kind"] == "counts":
             for name, value in info.items():
                 if name == "first_ts_ns":
@@ -704,6 +738,8 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
     """Read captures and frame tables, write the Parquet tables and the report under ``out``.
 
     ``profile``: a :class:`kproto.spark.profile.PhaseProfile` to time the phases in."""
+    from pyspark.sql import functions as F
+
     options = options or Options()
     spark = spark or spark_session(master)
     out_text = str(out).rstrip("/")
@@ -727,9 +763,25 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
         parts, stage1 = compact_rows(spark, inputs, splits, options, out_text)
         parts = parts.persist()
         # The one pass over the data: frames and exchanges are written now, and the compact rows
-        # come back to the driver in the same job (a count first would be a second job).
-        collected = parts.toArrow()
-        result = finish_run(spark, out_text, collected, options, parts=parts, report=options.report,
+        # come back to the driver in the same job (a count first would be a second job). For a
+        # large input only the rows that do not grow with its connections come in that job: it may
+        # hold millions of connections, which the driver's heap would hold at once. Their rows then
+        # come from the cached rows when they are few (at most driver_rows in all), else Spark
+        # combines them.
+        size = input_bytes(inputs)
+        complete = options.driver_rows > 0 and size is not None and size <= options.driver_input_bytes
+        if complete:
+            collected = parts.toArrow()
+        else:
+            per_connection = F.col("kind").isin(*PER_CONNECTION_KINDS)
+            collected = parts.filter(~per_connection).toArrow()
+            room = options.driver_rows - collected.num_rows
+            if options.driver_rows > 0 and room >= 0:
+                more = parts.filter(per_connection).limit(room + 1).toArrow()
+                complete = more.num_rows <= room
+                collected = pa.concat_tables([collected, more]) if complete else collected
+        result = finish_run(spark, out_text, collected, options, parts=parts, rows_complete=complete,
+                            report=options.report,
                             report_dir=Path(local_out) if local_out is not None else None, step=show.step)
         parts.unpersist()
         if stage1 is not None and stage1.is_cached:
@@ -738,15 +790,18 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
     return result
 
 
-def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None, extra_errors: Sequence[dict] = (),
-               report: bool = True, report_dir: Path | None = None,
+def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None, rows_complete: bool = True,
+               extra_errors: Sequence[dict] = (), report: bool = True, report_dir: Path | None = None,
                step: Callable[[str], None] = lambda _phase: None) -> Result:
     """The end of a run, for ``kproto analyze`` and ``--follow`` alike: from the compact rows of every
     task (``rows``), the small tables, ``summary`` and ``errors`` under ``out``, and the report's facts
     (when ``report``; written under ``report_dir`` when given).
 
     ``parts``: the same rows as a Spark DataFrame, to combine with Spark when there are more than
-    ``options.driver_rows`` of them (None: always in the driver); ``extra_errors``: rows of the errors
+    ``options.driver_rows`` of them (None: always in the driver); ``rows_complete``: whether ``rows``
+    hold the per-connection rows too (a large input leaves them in ``parts``, out of the driver's
+    heap: Spark combines them and the summary's connection figures come from the written
+    connections table); ``extra_errors``: rows of the errors
     table the compact rows do not hold (a followed file that changed after it was read); ``step(phase)``
     is told of each phase.
     """
@@ -754,15 +809,15 @@ def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None,
     finish_output(out, rows)
     written = {name: f"{out}/{name}"
                for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")}
-    # The accounting (a row per connection and split) is in the driver whatever the run's size.
+    has_connections = parts is None or rows_complete
+    # The accounting: a row per capture and split, and per connection and split when the rows hold them.
     accounting = [r for r in rows.select(["kind", "capture", "connection_id", "info"]).to_pylist()
-                  if r["kind"] in ("capture", "counts", "connection")]
+                  if r["kind"] in ("capture", "counts") or (has_connections and r["kind"] == "connection")]
     errors = error_rows(accounting)
     if extra_errors:
         errors = sorted(errors + list(extra_errors), key=lambda e: (e["capture"], e["offset"], e["category"],
                                                                     e["reason"]))
-    summary = summary_rows(accounting, errors)
-    in_driver = parts is None or compact_count <= options.driver_rows
+    in_driver = has_connections and (parts is None or compact_count <= options.driver_rows)
     if in_driver:
         # Few compact rows (the usual case): combine them here, no Spark job per table.
         step(f"combining {compact_count:,} compact rows, writing the tables")
@@ -774,8 +829,17 @@ def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None,
         for name in ("connections", "clients", "topics"):
             step(f"writing {name}")
             tables[name].write.mode("overwrite").parquet(f"{out}/{name}")
+    if has_connections:
+        summary = summary_rows(accounting, errors)
+        losses = stream_loss_rows(accounting)
+    else:
+        # The summary's connection figures from the table just written (one row per capture), and
+        # the stream losses from the connection rows that have any (few, whatever the input's size).
+        summary = summary_rows(accounting, errors, connection_totals_spark(spark.read.parquet(written["connections"])))
+        losses = stream_loss_rows(parts.filter(_has_stream_loss()).select(
+            "kind", "capture", "connection_id", "info").toArrow().to_pylist())
     write_table(pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA), out, "summary")
-    write_table(pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=ERRORS_SCHEMA), out,
+    write_table(pa.Table.from_pylist(errors + losses, schema=ERRORS_SCHEMA), out,
                 "errors")     # the input errors, then each connection direction's stream losses
     facts = None
     if report:
@@ -794,6 +858,18 @@ def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None,
             R.write_report(facts, report_dir)
     return Result(report_dir or Path(out), summary, facts, written, errors)
 
+
+
+def _has_stream_loss():
+    """A Spark condition: a connection row whose counters hold a stream loss (stream_losses.STREAM_LOSSES)."""
+    from pyspark.sql import functions as F
+
+    lost = [F.coalesce(F.get_json_object("info", f"$.{side}_{name}").cast("long"), F.lit(0)) > 0
+            for side in ("request", "response") for name, _text in STREAM_LOSSES]
+    condition = lost[0]
+    for more in lost[1:]:
+        condition = condition | more
+    return (F.col("kind") == "connection") & condition
 
 def write_table(table: pa.Table, out: str, name: str) -> None:
     """One small table as ``<out>/<name>/part-00000.parquet`` (replacing what was there), with _SUCCESS."""

@@ -77,6 +77,62 @@ def _range_ids(frames: pa.Table, split: Split, global_ids: np.ndarray) -> tuple[
     return frames, owner
 
 
+def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] | None) -> pa.Table:
+    """A range's own share of each connection it read (``seen``: the reader's rows at its end).
+
+    A range reads context before its start and overlap after its end, so its reader's rows count
+    bytes and frames its neighbours count too. Its share of each counter is the counter at the
+    range's end (``at_end``, the reader's :meth:`~kproto.capture.CaptureReader.connections_so_far`
+    there; None for the last range: the rows at the end of the file) less the counter at its start
+    (``at_start``): every packet is counted by the range whose bytes hold it, and the shares of a
+    connection add up to what one reader of the whole file counts. A connection closed before
+    the start, or opened after the end, is not the range's; one still open at the start without
+    a packet in the range leaves no row. Addresses, kind and times stay the reader's (the tables
+    take the least first and greatest last time, the last range's ``closed_by``).
+    """
+    counters = [name for name in seen.schema.names if name.startswith(("request_", "response_"))]
+    before_of = {r["connection_id"]: r for r in at_start}
+    after_of = None if at_end is None else {r["connection_id"]: r for r in at_end}
+    rows = []
+    for row in seen.to_pylist():
+        before = before_of.get(row["connection_id"])
+        if before is not None and before["closed_by"] is not None:
+            continue        # over before the range started
+        after = row if after_of is None else after_of.get(row["connection_id"])
+        if after is None:
+            continue        # opened after the range ended
+        if before is not None and after["last_ts_ns"] == before["last_ts_ns"]:
+            continue        # no packet of it in the range: only read as context
+        share = dict(row)
+        after, before = _as_in(after, row), _as_in(before, row)
+        for name in counters:
+            share[name] = after[name] - (before[name] if before is not None else 0)
+        if row["kind"] not in ("kafka", None):
+            # Another protocol: all its stream bytes are other_bytes (the engine moves the counts of
+            # what it held there once it knows; a reader that started inside the connection knows later).
+            for side in ("request_", "response_"):
+                share[side + "other_bytes"] = share[side + "stream_bytes"]
+                for name in NOT_KAFKA_ZEROED:
+                    share[side + name] = 0
+        rows.append(share)
+    return pa.Table.from_pylist(rows, schema=seen.schema)
+
+
+#: Counters a connection of another protocol has none of (capture_kinds: ``_not_kafka``).
+NOT_KAFKA_ZEROED = ("frames", "frame_bytes", "skipped_bytes", "tail_bytes", "sasl_tokens", "sasl_bytes")
+
+
+def _as_in(snapshot: dict | None, final: dict) -> dict | None:
+    """A connection's earlier row with its sides as in its final row (its direction may have been
+    decided since: an open connection's row takes side 0 as the client until then)."""
+    if snapshot is None or (snapshot["client_ip"], snapshot["client_port"]) == (final["client_ip"],
+                                                                                 final["client_port"]):
+        return snapshot
+    swapped = {"request_": "response_", "response_": "request_"}
+    return {swapped[name[:name.index("_") + 1]] + name[name.index("_") + 1:] if name.startswith(tuple(swapped))
+            else name: value for name, value in snapshot.items()}
+
+
 def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: str | None, records: str,
                   sink: W.Sink, fail_fast: bool, kafka_ports: tuple[int, ...] = (),
                   show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
@@ -88,10 +144,12 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     writes the exchange.
     """
     marks: dict[str, dict] = {}
+    connections_at: dict[str, list[dict]] = {}
     holder: list[Any] = []
 
     def on_mark(name: str) -> None:
         marks[name] = dict(holder[0].counters)
+        connections_at[name] = holder[0].connections_so_far()
 
     # 1. Headers: every frame's columns but the payload, and its header.
     reader = _reader(split, source, ports, on_mark, kafka_ports)
@@ -104,8 +162,12 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
         columns.append(pa.Table.from_batches([batch]).drop_columns(["payload"]))
         del batch
     failure = reader.failure
-    connections = reader.connections()
-    global_ids = W.global_connection_ids(connections)
+    last = split.split_index == split.split_count - 1
+    seen = reader.connections()
+    global_ids = W.global_connection_ids(seen)
+    # The range's own share of each connection, as for the capture counters below.
+    connections = connection_shares(seen, connections_at.get("start", []),
+                                    None if last else connections_at.get("end"))
     connections = connections.set_column(
         connections.schema.get_field_index("connection_id"), "connection_id",
         pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()))
@@ -118,7 +180,6 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
                                  show_credentials=show_credentials)
     # The range's own share of the counters: between the marks at its start and end (the
     # first range owns the file header too; the last one the end of the file).
-    last = split.split_index == split.split_count - 1
     end = reader.counters if last else marks.get("end", reader.counters)
     start = marks.get("start", {}) if split.split_index else {}
     counters = {name: value - start.get(name, 0) for name, value in end.items()}
