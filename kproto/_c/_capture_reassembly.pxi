@@ -33,6 +33,7 @@ cdef class _Reassembly(_Framer):
 
     def take_endpoints(self):
         """Who talks on the connections whose first frame was emitted since the last call (see the twin)."""
+        cdef _Connection conn
         opened, self.opened = self.opened, []
         return [_endpoints(conn, conn.client_side) for conn in opened]
 
