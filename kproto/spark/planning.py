@@ -126,7 +126,14 @@ class _Source:
 
     def close(self) -> None:
         if self._mapped is not None:
-            self._mapped.close()
+            try:
+                self._mapped.close()
+            except BufferError:
+                # Views of the map are still alive (a reader failure's traceback holds its frames):
+                # the map is unmapped when the last goes. Raising here would replace the accounting
+                # row that names the failure with a crash of the task.
+                pass
+            self._mapped = None
         if self._handle is not None:
             self._handle.close()
 
