@@ -26,6 +26,11 @@ cdef class _Half:
     cdef int64_t candidates[MAX_CANDIDATES]  # while not synced: plausible headers not yet decided
     cdef int n_candidates
     cdef int64_t boundary            # a frame boundary known ahead (the end of a frame a gap cut), or -1
+    # while not synced: a strong candidate a hole cut exactly at its end, waiting for the header
+    # after the hole to prove it (_Framer._cut_frame_proved; cut_end -1: none)
+    cdef int64_t cut_end, cut_first, cut_last
+    cdef int32_t cut_size
+    cdef bytes cut_payload
     cdef int64_t fin_pos
     cdef int64_t sequence
     cdef int32_t corrs[MAX_CORRS]    # ring of correlation ids of request-like frames
@@ -46,6 +51,7 @@ cdef class _Half:
         self.isn = -1
         self.fin_pos = -1
         self.boundary = -1
+        self.cut_end = -1
         self.pending = []
         self.hello_corr = -1
         self.run_corr = -1

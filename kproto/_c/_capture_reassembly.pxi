@@ -243,7 +243,19 @@ cdef class _Reassembly(_Framer):
         # and its end is a known boundary kept across further gaps; candidates still waiting
         # are decided first as at the end of the data (see the twin).
         cdef int32_t size
+        cdef int64_t frames = half.c[H_FRAMES]
+        cdef Py_ssize_t cut_at = self._cut_candidate(conn, half, hole_end)
+        cdef bytes cut_payload = None
+        cdef int64_t cut_first = 0, cut_last = 0
+        cdef int32_t cut_size = 0
+        if cut_at >= 0:
+            cut_size = <int32_t>(hole_end - half.buf_pos - cut_at - 4)
+            cut_payload = PyBytes_FromStringAndSize(<const char *>half.data() + cut_at + 4, half.length - cut_at - 4)
+            cut_first = half.captured_at(half.buf_pos + cut_at)
+            cut_last = half.chunks[half.chunk_head + half.chunk_count - 1].ts
         self._cut(conn, half, True)
+        if half.synced or half.c[H_FRAMES] != frames:
+            cut_at = -1     # the search found a boundary before the hole after all
         if snapped:
             half.c[H_SNAPPED_BYTES] += hole_end - half.next_pos
         else:
@@ -259,6 +271,11 @@ cdef class _Reassembly(_Framer):
         half.drop(half.length)
         if half.boundary < hole_end:
             half.boundary = -1
+        # the frame a hole cut where no boundary was known yet waits for the header after it
+        half.cut_end = hole_end if cut_at >= 0 else -1
+        half.cut_payload = cut_payload if cut_at >= 0 else None
+        half.cut_size = cut_size
+        half.cut_first, half.cut_last = cut_first, cut_last
         half.synced = False
         half.n_candidates = 0
         half.c[H_RESYNCS] += 1

@@ -26,6 +26,9 @@ class _Half:
         self.scan_from = 0         # while not synced: offsets before it were examined
         self.candidates: list = []  # while not synced: offsets of plausible headers not yet decided
         self.boundary = -1         # a frame boundary known ahead (the end of a frame a gap cut), or -1
+        # while not synced: a strong candidate a hole cut exactly at its end, waiting for the header
+        # after the hole to prove it (Framer._cut_frame_proved): (end, size, captured payload, first ts, last ts)
+        self.cut_frame = None
         self.fin_pos = -1
         self.sequence = 0
         self.request_corrs: deque = deque()  # correlation ids of frames that read as requests

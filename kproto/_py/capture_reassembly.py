@@ -209,8 +209,11 @@ class Reassembly(Framer):
         waiting are decided first as at the end of the data: the hole is where the
         bytes that would decide them stop.
         """
-        self._cut(conn, half, True)
         c = half.counters
+        cut_frame, frames = self._cut_candidate(conn, half, hole_end), c["frames"]
+        self._cut(conn, half, True)
+        if half.synced or c["frames"] != frames:
+            cut_frame = None    # the search found a boundary before the hole after all
         if snapped:
             c["snapped_bytes"] += hole_end - half.next_pos
         else:
@@ -226,6 +229,8 @@ class Reassembly(Framer):
         half.drop(len(half.buf))
         if half.boundary < hole_end:
             half.boundary = -1      # the next frame's start was lost too: search for it
+        # the frame a hole cut where no boundary was known yet waits for the header after it
+        half.cut_frame = cut_frame
         half.synced = False
         half.candidates = []
         c["resyncs"] += 1
