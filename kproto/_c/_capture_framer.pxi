@@ -247,7 +247,7 @@ cdef class _Framer:
         if half.boundary >= 0:
             skip = <Py_ssize_t>min(half.boundary - base, <int64_t>length)
             if skip:
-                half.c[H_SKIPPED_BYTES] += skip
+                half.count_skipped(skip, base)
                 half.drop(skip)
             if half.boundary > half.buf_pos:
                 return False
@@ -307,7 +307,7 @@ cdef class _Framer:
             half.n_candidates = n_waiting
             keep_from = waiting[0] if n_waiting else half.scan_from
         if keep_from > base:
-            half.c[H_SKIPPED_BYTES] += keep_from - base
+            half.count_skipped(keep_from - base, base)
             half.drop(<Py_ssize_t>(keep_from - base))
         if found >= 0:
             half.synced = True
@@ -357,11 +357,12 @@ cdef class _Framer:
             if half.chunks[k].end >= frame_end:
                 last_ts = half.chunks[k].ts
                 break
-        self._frame_out(conn, half, size, buf + 4, captured, first_ts, last_ts, 4 + captured)
+        self._frame_out(conn, half, size, buf + 4, captured, first_ts, last_ts, 4 + captured, half.buf_pos)
         return 0
 
     cdef int _frame_out(self, _Connection conn, _Half half, int32_t size, const unsigned char *payload,
-                        Py_ssize_t captured, int64_t first_ts, int64_t last_ts, Py_ssize_t held) except -1:
+                        Py_ssize_t captured, int64_t first_ts, int64_t last_ts, Py_ssize_t held,
+                        int64_t at) except -1:
         # Count and emit (or hold) a frame: its size and `captured` payload bytes; `held`: its
         # bytes at the front of buf, dropped once counted (0: a cut frame kept aside). 0 when it
         # showed another protocol, else 1 (see the twin).
@@ -369,8 +370,7 @@ cdef class _Framer:
         _kind_frame(conn, half, payload, captured, size, request_like, last_ts)
         if conn.kind > KIND_KAFKA_:
             return 0    # this frame showed another protocol: its bytes went with the rest
-        half.c[H_FRAMES] += 1
-        half.c[H_FRAME_BYTES] += 4 + captured
+        half.count_frame(4 + captured, at)
         if request_like:
             half.add_corr(<int32_t>kp_load_be32(payload + 4), last_ts)
             conn.request_like[half.side] += 1
@@ -414,9 +414,9 @@ cdef class _Framer:
         half.cut_end = -1
         half.cut_payload = None
         if ok:
-            half.c[H_SKIPPED_BYTES] -= 4 + len(payload)
+            half.count_skipped(-(4 + len(payload)), half.cut_at)
             if not self._frame_out(conn, half, half.cut_size, <const unsigned char *><char *>payload, len(payload),
-                                   half.cut_first, half.cut_last, 0):
+                                   half.cut_first, half.cut_last, 0, half.cut_at):
                 half.c[H_OTHER_BYTES] += 4 + len(payload)     # _not_kafka moved the rest
             half.n_candidates = 0
             half.synced = True

@@ -199,7 +199,7 @@ class Framer(Kinds):
         if half.boundary >= 0:
             skip = min(half.boundary - base, len(buf))
             if skip:
-                half.counters["skipped_bytes"] += skip
+                half.count_skipped(skip, base)
                 half.drop(skip)
             if half.boundary > half.buf_pos:
                 return False
@@ -247,7 +247,7 @@ class Framer(Kinds):
             half.candidates = [candidate for candidate, _ in waiting]
             keep_from = waiting[0][0] if waiting else half.scan_from
         if keep_from > base:
-            half.counters["skipped_bytes"] += keep_from - base
+            half.count_skipped(keep_from - base, base)
             half.drop(keep_from - base)
         if found >= 0:
             half.synced = True
@@ -292,21 +292,19 @@ class Framer(Kinds):
             if chunk_end >= frame_end:
                 last_ts = ts
                 break
-        self._frame_out(conn, half, size, bytes(buf[4: 4 + captured]), first_ts, last_ts, 4 + captured)
+        self._frame_out(conn, half, size, bytes(buf[4: 4 + captured]), first_ts, last_ts, 4 + captured, half.buf_pos)
 
     def _frame_out(self, conn: _Connection, half: _Half, size: int, payload: bytes, first_ts, last_ts,
-                   held: int) -> bool:
+                   held: int, at: int) -> bool:
         """Count and emit (or hold until the connection is known) a frame: its size and captured
-        ``payload``; ``held``: its bytes at the front of buf, dropped once it is counted (0: a cut
-        frame kept aside, _cut_frame_proved). False when it showed another protocol."""
+        ``payload``, from stream offset ``at``; ``held``: its bytes at the front of buf, dropped once
+        it is counted (0: a cut frame kept aside, _cut_frame_proved). False when it showed another protocol."""
         request_like = self._request_ok(payload, 0, size)
         self._kind_frame(conn, half, payload, size, request_like, last_ts if last_ts is not None else 0)
         if conn.kind > KIND_KAFKA:
             return False    # this frame showed another protocol: its bytes went with the rest
         half.drop(held)
-        c = half.counters
-        c["frames"] += 1
-        c["frame_bytes"] += 4 + len(payload)
+        half.count_frame(4 + len(payload), at)
         frame = (half.sequence, first_ts, last_ts, size, payload)
         half.sequence += 1
         if request_like:
@@ -336,7 +334,7 @@ class Framer(Kinds):
             size = hole_end - base - i - 4
             if (_BE32S.unpack_from(buf, i)[0] == size and self._header_ok(conn, half, buf, i) == 1
                     and self._strong(conn, half, buf, i) == 1):
-                return (hole_end, size, bytes(buf[i + 4:]), half.captured_at(base + i), half.chunks[-1][1])
+                return (hole_end, size, bytes(buf[i + 4:]), half.captured_at(base + i), half.chunks[-1][1], base + i)
         return None
 
     def _cut_frame_proved(self, conn: _Connection, half: _Half, final: bool) -> int:
@@ -344,7 +342,7 @@ class Framer(Kinds):
         by a plausible header right after the hole, as _confirm proves a strong candidate by the
         header after it (at the end: the data ends there)? 1 yes (emitted; buf starts at a boundary),
         0 no (its bytes stay skipped), -1 more bytes needed."""
-        end, size, payload, first_ts, last_ts = half.cut_frame
+        end, size, payload, first_ts, last_ts, at = half.cut_frame
         ok = self._header_ok(conn, half, half.buf, 0) if half.buf_pos == end else 0
         if ok < 0 and final:
             ok = 0 if half.buf else 1
@@ -352,8 +350,8 @@ class Framer(Kinds):
             return -1
         half.cut_frame = None
         if ok:
-            half.counters["skipped_bytes"] -= 4 + len(payload)
-            if not self._frame_out(conn, half, size, payload, first_ts, last_ts, 0):
+            half.count_skipped(-(4 + len(payload)), at)
+            if not self._frame_out(conn, half, size, payload, first_ts, last_ts, 0, at):
                 half.counters["other_bytes"] += 4 + len(payload)    # _not_kafka moved the rest
             half.candidates = []
             half.synced = True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 
 from kproto._common.capture import CLOSED_BY, DIRECTION_SOURCE, HALF_COUNTERS, KIND_KAFKA, KINDS
-from kproto._py.capture_connections import _Connection, _Half
+from kproto._py.capture_connections import EARLY_COUNTERS, _Connection, _Half
 from kproto._py.capture_framer import _BE32S, Framer
 
 _TCP_FIN = 0x01
@@ -33,6 +33,7 @@ class Reassembly(Framer):
     next_conn_id: int
     finished: bool
     _closed: list
+    early: dict
 
     def take_connections(self) -> list:
         """Rows (dicts keyed by CONNECTION_COLUMNS) of connections closed since the last call."""
@@ -225,7 +226,7 @@ class Reassembly(Framer):
                 half.boundary = half.buf_pos + 4 + size
                 if len(half.buf) > 4 and not half.sasl:   # a raw SASL token is no frame: skipped
                     self._frame(conn, half, size, len(half.buf) - 4)
-        c["skipped_bytes"] += len(half.buf)
+        half.count_skipped(len(half.buf), half.buf_pos)
         half.drop(len(half.buf))
         if half.boundary < hole_end:
             half.boundary = -1      # the next frame's start was lost too: search for it
@@ -258,6 +259,23 @@ class Reassembly(Framer):
         self._release(conn)
         del self.connections[conn.key]
         self._closed.append(_connection_row(conn, CLOSED_BY[reason]))
+        early = _early_row(conn)
+        if early:
+            self.early[conn.id] = early
+
+    def mark_open_connections(self) -> None:
+        """A mark (a range's start): what is counted from now on about bytes read before now is
+        counted early too (``early_counts``), so that a range can leave it to the range before."""
+        self.early = {}
+        for conn in self.connections.values():
+            for half in conn.halves:
+                half.mark_pos = half.next_pos
+                half.early = [0, 0, 0]
+
+    def early_counts(self) -> dict:
+        """connection id -> the counters (as ``request_``/``response_`` columns of its row) counted
+        since the last mark about bytes before it; connections closed since the mark that have any."""
+        return self.early
 
     def open_connection_rows(self) -> list:
         """Rows of the connections still open, their counters as they are now (closed_by None; a
@@ -304,6 +322,15 @@ def _connection_row(conn: _Connection, closed_by: str | None) -> dict:
         for name in HALF_COUNTERS:
             row[prefix + name] = half.counters[name]
     return row
+
+
+def _early_row(conn: _Connection) -> dict:
+    """A closed connection's early counts (EARLY_COUNTERS), by its row's sides; empty when none."""
+    client_side = conn.client_side if conn.client_side >= 0 else 0
+    halves = (("request_", conn.halves[client_side]), ("response_", conn.halves[1 - client_side]))
+    if not any(any(half.early) for _, half in halves):
+        return {}
+    return {prefix + name: value for prefix, half in halves for name, value in zip(EARLY_COUNTERS, half.early)}
 
 
 def _format_ip(raw: bytes) -> str:
