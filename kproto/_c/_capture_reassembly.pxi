@@ -329,8 +329,14 @@ cdef class _Reassembly(_Framer):
                 half.early[0] = half.early[1] = half.early[2] = 0
 
     def early_counts(self):
-        """connection id -> the counters counted since the last mark about bytes before it (see the twin)."""
-        return self.early
+        """connection id -> the counters counted since the last mark about bytes before it, as they
+        are now (see the twin)."""
+        counts = dict(self.early)
+        for conn in self.connections.values():
+            early = _early_row(<_Connection>conn)
+            if early:
+                counts[(<_Connection>conn).id] = early
+        return counts
 
     def open_connection_rows(self):
         """Rows of the connections still open, their counters as they are now (closed_by None; a

@@ -274,8 +274,13 @@ class Reassembly(Framer):
 
     def early_counts(self) -> dict:
         """connection id -> the counters (as ``request_``/``response_`` columns of its row) counted
-        since the last mark about bytes before it; connections closed since the mark that have any."""
-        return self.early
+        since the last mark about bytes before it, as they are now; the connections that have any."""
+        counts = dict(self.early)
+        for conn in self.connections.values():
+            early = _early_row(conn)
+            if early:
+                counts[conn.id] = early
+        return counts
 
     def open_connection_rows(self) -> list:
         """Rows of the connections still open, their counters as they are now (closed_by None; a

@@ -435,7 +435,7 @@ class CaptureReader:
     def early_counts(self) -> dict[int, dict]:
         """Connection id -> the frames, frame bytes and skipped bytes (``request_``/``response_``
         columns, as in its row) counted since the last :meth:`mark_connections` about bytes read
-        before it; complete once iteration ended."""
+        before it, as they are now (asked at a later mark: the counts up to there)."""
         return self._engine.early_counts()
 
     @property

@@ -90,7 +90,7 @@ def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] |
     the start, or opened after the end, is not the range's; one still open at the start without
     a packet in the range leaves no row. Addresses, kind and times stay the reader's (the tables
     take the least first and greatest last time, the last range's ``closed_by``). What the
-    reader counted after the start about bytes before it (``early``, its
+    reader counted after the start about bytes before it, by its end (``early``, its
     :meth:`~kproto.capture.CaptureReader.early_counts`: a reader that started inside a connection
     finds its first frames late, where a reader of the whole file found them before the start)
     counts as at the start: the range before counted it.
@@ -151,6 +151,7 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     """
     marks: dict[str, dict] = {}
     connections_at: dict[str, list[dict]] = {}
+    early_at: dict[str, dict] = {}
     holder: list[Any] = []
 
     def on_mark(name: str) -> None:
@@ -158,6 +159,8 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
         connections_at[name] = holder[0].connections_so_far()
         if name == "start":
             holder[0].mark_connections()
+        else:
+            early_at[name] = holder[0].early_counts()
 
     # 1. Headers: every frame's columns but the payload, and its header.
     reader = _reader(split, source, ports, on_mark, kafka_ports)
@@ -175,7 +178,8 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     global_ids = W.global_connection_ids(seen)
     # The range's own share of each connection, as for the capture counters below.
     connections = connection_shares(seen, connections_at.get("start", []),
-                                    None if last else connections_at.get("end"), reader.early_counts())
+                                    None if last else connections_at.get("end"),
+                                    reader.early_counts() if last else early_at.get("end", reader.early_counts()))
     connections = connections.set_column(
         connections.schema.get_field_index("connection_id"), "connection_id",
         pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()))
