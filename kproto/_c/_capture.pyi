@@ -62,6 +62,10 @@ class Engine:
     def open_connections(self) -> int: ...
     def open_connection_rows(self) -> list[dict[str, Any]]:
         """Rows of the connections still open, their counters as they are now (closed_by None)."""
+    def mark_open_connections(self) -> None:
+        """A mark: what is counted from now on about bytes read before now is counted early too."""
+    def early_counts(self) -> dict[int, dict[str, int]]:
+        """connection id -> counters counted since the last mark about bytes before it."""
     def feed(self, data: Buffer) -> int:
         """Read whole records from ``data``; returns the bytes consumed."""
     def finish(self, remaining: int = 0) -> None:

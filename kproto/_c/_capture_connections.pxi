@@ -26,6 +26,15 @@ cdef class _Half:
     cdef int64_t candidates[MAX_CANDIDATES]  # while not synced: plausible headers not yet decided
     cdef int n_candidates
     cdef int64_t boundary            # a frame boundary known ahead (the end of a frame a gap cut), or -1
+    # while not synced: a strong candidate a hole cut exactly at its end, waiting for the header
+    # after the hole to prove it (_Framer._cut_frame_proved; cut_end -1: none)
+    cdef int64_t cut_end, cut_first, cut_last, cut_at
+    cdef int32_t cut_size
+    cdef bytes cut_payload
+    # marks: the stream offset of the last mark, and the frames, frame bytes and skipped bytes
+    # counted since then about bytes before it (see the twin)
+    cdef int64_t mark_pos
+    cdef int64_t early[3]
     cdef int64_t fin_pos
     cdef int64_t sequence
     cdef int32_t corrs[MAX_CORRS]    # ring of correlation ids of request-like frames
@@ -46,6 +55,7 @@ cdef class _Half:
         self.isn = -1
         self.fin_pos = -1
         self.boundary = -1
+        self.cut_end = -1
         self.pending = []
         self.hello_corr = -1
         self.run_corr = -1
@@ -57,6 +67,20 @@ cdef class _Half:
 
     cdef inline unsigned char *data(self) noexcept:
         return self.buf + self.head
+
+    cdef void count_skipped(self, int64_t count, int64_t at) noexcept:
+        # count bytes from stream offset at on are skipped (negative: no longer skipped)
+        cdef int64_t before_mark = max(<int64_t>0, min(at + (count if count > 0 else -count), self.mark_pos) - at)
+        self.c[H_SKIPPED_BYTES] += count
+        self.early[2] += before_mark if count > 0 else -before_mark
+
+    cdef void count_frame(self, int64_t frame_bytes, int64_t at) noexcept:
+        # a frame of frame_bytes captured bytes (with its size prefix) from stream offset at on
+        self.c[H_FRAMES] += 1
+        self.c[H_FRAME_BYTES] += frame_bytes
+        if at + frame_bytes <= self.mark_pos:
+            self.early[0] += 1
+            self.early[1] += frame_bytes
 
     cdef int append(self, const unsigned char *src, Py_ssize_t n, int64_t ts) except -1:
         cdef Py_ssize_t need

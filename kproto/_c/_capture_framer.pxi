@@ -247,7 +247,7 @@ cdef class _Framer:
         if half.boundary >= 0:
             skip = <Py_ssize_t>min(half.boundary - base, <int64_t>length)
             if skip:
-                half.c[H_SKIPPED_BYTES] += skip
+                half.count_skipped(skip, base)
                 half.drop(skip)
             if half.boundary > half.buf_pos:
                 return False
@@ -255,6 +255,10 @@ cdef class _Framer:
             half.n_candidates = 0
             half.synced = True
             return True
+        if half.cut_end >= 0:
+            decided = self._cut_frame_proved(conn, half, final)
+            if decided:
+                return decided > 0
         for k in range(half.n_candidates):
             decided = self._confirm(conn, half, buf, length, <Py_ssize_t>(half.candidates[k] - base), final)
             if decided > 0 and not self._inside_strong(conn, half, waiting, n_waiting, half.candidates[k]):
@@ -303,7 +307,7 @@ cdef class _Framer:
             half.n_candidates = n_waiting
             keep_from = waiting[0] if n_waiting else half.scan_from
         if keep_from > base:
-            half.c[H_SKIPPED_BYTES] += keep_from - base
+            half.count_skipped(keep_from - base, base)
             half.drop(<Py_ssize_t>(keep_from - base))
         if found >= 0:
             half.synced = True
@@ -345,7 +349,6 @@ cdef class _Framer:
         cdef int64_t frame_end = half.buf_pos + 4 + captured
         cdef int64_t first_ts = 0, last_ts = 0
         cdef bint have_first = False
-        cdef bint request_like
         cdef Py_ssize_t k
         for k in range(half.chunk_head, half.chunk_head + half.chunk_count):
             if not have_first and half.chunks[k].end > half.buf_pos:
@@ -354,25 +357,70 @@ cdef class _Framer:
             if half.chunks[k].end >= frame_end:
                 last_ts = half.chunks[k].ts
                 break
-        request_like = self._request_ok(buf + 4, captured, size)
-        _kind_frame(conn, half, buf + 4, captured, size, request_like, last_ts)
+        self._frame_out(conn, half, size, buf + 4, captured, first_ts, last_ts, 4 + captured, half.buf_pos)
+        return 0
+
+    cdef int _frame_out(self, _Connection conn, _Half half, int32_t size, const unsigned char *payload,
+                        Py_ssize_t captured, int64_t first_ts, int64_t last_ts, Py_ssize_t held,
+                        int64_t at) except -1:
+        # Count and emit (or hold) a frame: its size and `captured` payload bytes; `held`: its
+        # bytes at the front of buf, dropped once counted (0: a cut frame kept aside). 0 when it
+        # showed another protocol, else 1 (see the twin).
+        cdef bint request_like = self._request_ok(payload, captured, size)
+        _kind_frame(conn, half, payload, captured, size, request_like, last_ts)
         if conn.kind > KIND_KAFKA_:
             return 0    # this frame showed another protocol: its bytes went with the rest
-        half.c[H_FRAMES] += 1
-        half.c[H_FRAME_BYTES] += 4 + captured
+        half.count_frame(4 + captured, at)
         if request_like:
-            half.add_corr(<int32_t>kp_load_be32(buf + 8), last_ts)
+            half.add_corr(<int32_t>kp_load_be32(payload + 4), last_ts)
             conn.request_like[half.side] += 1
         if conn.client_side < 0 or conn.kind != KIND_KAFKA_ or conn.undecided:
             self._infer(conn, half, half.sequence, first_ts, last_ts, size,
-                        PyBytes_FromStringAndSize(<const char *>buf + 4, captured))
+                        PyBytes_FromStringAndSize(<const char *>payload, captured))
         else:
             if conn.client_side != half.side and captured >= 4:
-                conn.half(1 - half.side).answered(<int32_t>kp_load_be32(buf + 4))
-            self._emit(conn, half.side, half.sequence, first_ts, last_ts, size, captured, buf + 4)
+                conn.half(1 - half.side).answered(<int32_t>kp_load_be32(payload))
+            self._emit(conn, half.side, half.sequence, first_ts, last_ts, size, captured, payload)
         half.sequence += 1
-        half.drop(4 + captured)
-        return 0
+        half.drop(held)
+        return 1
+
+    cdef Py_ssize_t _cut_candidate(self, _Connection conn, _Half half, int64_t hole_end) noexcept:
+        # The offset in buf of a strong candidate whose frame ends exactly where the hole after
+        # buf ends, or -1 (see the twin).
+        cdef const unsigned char *buf = half.data()
+        cdef Py_ssize_t i
+        if half.synced or half.boundary >= 0 or half.sasl or conn.kind > KIND_KAFKA_:
+            return -1
+        for i in range(half.length - 7):
+            if (<int64_t><int32_t>kp_load_be32(buf + i) == hole_end - half.buf_pos - i - 4
+                    and self._header_ok(conn, half, buf + i, half.length - i) == 1
+                    and self._strong(conn, half, buf + i, half.length - i) == 1):
+                return i
+        return -1
+
+    cdef int _cut_frame_proved(self, _Connection conn, _Half half, bint final) except -2:
+        # Is the frame a hole cut (half.cut_*; its bytes counted as skipped meanwhile) proved by
+        # a plausible header right after the hole? 1 yes (emitted), 0 no, -1 more bytes needed
+        # (see the twin).
+        cdef int ok = 0
+        cdef bytes payload = half.cut_payload
+        if half.buf_pos == half.cut_end:
+            ok = self._header_ok(conn, half, half.data(), half.length)
+        if ok < 0 and final:
+            ok = 0 if half.length else 1
+        if ok < 0:
+            return -1
+        half.cut_end = -1
+        half.cut_payload = None
+        if ok:
+            half.count_skipped(-(4 + len(payload)), half.cut_at)
+            if not self._frame_out(conn, half, half.cut_size, <const unsigned char *><char *>payload, len(payload),
+                                   half.cut_first, half.cut_last, 0, half.cut_at):
+                half.c[H_OTHER_BYTES] += 4 + len(payload)     # _not_kafka moved the rest
+            half.n_candidates = 0
+            half.synced = True
+        return ok
 
     cdef int _infer(self, _Connection conn, _Half half, int64_t sequence, int64_t first_ts, int64_t last_ts,
                     int32_t size, bytes payload) except -1:

@@ -291,4 +291,5 @@ cdef int _not_kafka(_Connection conn, int kind) except -1:
             half.c[<int>k] = 0
         half.drop(half.length)
         half.synced = True
+        half.cut_end = -1
     return 0

@@ -19,12 +19,14 @@ cdef class _Reassembly(_Framer):
     cdef int64_t next_conn_id
     cdef bint finished
     cdef list closed_rows
+    cdef dict early                  # connection id -> counts since the last mark about bytes before it
     cdef uint32_t snaplen            # the snap length of the record being read (its interface's)
     cdef set cut_snaplens            # the snap lengths of the records that cut a TCP segment
 
     def __cinit__(self):
         self.connections = {}
         self.closed_rows = []
+        self.early = {}
         self.cut_snaplens = set()
 
     def take_connections(self):
@@ -243,7 +245,20 @@ cdef class _Reassembly(_Framer):
         # and its end is a known boundary kept across further gaps; candidates still waiting
         # are decided first as at the end of the data (see the twin).
         cdef int32_t size
+        cdef int64_t frames = half.c[H_FRAMES]
+        cdef Py_ssize_t cut_at = self._cut_candidate(conn, half, hole_end)
+        cdef bytes cut_payload = None
+        cdef int64_t cut_first = 0, cut_last = 0
+        cdef int32_t cut_size = 0
+        cdef int64_t cut_from = half.buf_pos + cut_at
+        if cut_at >= 0:
+            cut_size = <int32_t>(hole_end - half.buf_pos - cut_at - 4)
+            cut_payload = PyBytes_FromStringAndSize(<const char *>half.data() + cut_at + 4, half.length - cut_at - 4)
+            cut_first = half.captured_at(half.buf_pos + cut_at)
+            cut_last = half.chunks[half.chunk_head + half.chunk_count - 1].ts
         self._cut(conn, half, True)
+        if half.synced or half.c[H_FRAMES] != frames:
+            cut_at = -1     # the search found a boundary before the hole after all
         if snapped:
             half.c[H_SNAPPED_BYTES] += hole_end - half.next_pos
         else:
@@ -255,10 +270,15 @@ cdef class _Reassembly(_Framer):
                 half.boundary = half.buf_pos + 4 + size
                 if half.length > 4 and not half.sasl:   # a raw SASL token is no frame: skipped
                     self._frame(conn, half, size, half.length - 4)
-        half.c[H_SKIPPED_BYTES] += half.length
+        half.count_skipped(half.length, half.buf_pos)
         half.drop(half.length)
         if half.boundary < hole_end:
             half.boundary = -1
+        # the frame a hole cut where no boundary was known yet waits for the header after it
+        half.cut_end = hole_end if cut_at >= 0 else -1
+        half.cut_payload = cut_payload if cut_at >= 0 else None
+        half.cut_size = cut_size
+        half.cut_first, half.cut_last, half.cut_at = cut_first, cut_last, cut_from
         half.synced = False
         half.n_candidates = 0
         half.c[H_RESYNCS] += 1
@@ -293,7 +313,30 @@ cdef class _Reassembly(_Framer):
         if self.last is conn:
             self.last = None
         self.closed_rows.append(_connection_row(conn, CLOSED_BY[reason]))
+        early = _early_row(conn)
+        if early:
+            self.early[conn.id] = early
         return 0
+
+    def mark_open_connections(self):
+        """A mark (a range's start): what is counted from now on about bytes read before now is
+        counted early too (see the twin)."""
+        cdef _Half half
+        self.early = {}
+        for conn in self.connections.values():
+            for half in ((<_Connection>conn).h0, (<_Connection>conn).h1):
+                half.mark_pos = half.next_pos
+                half.early[0] = half.early[1] = half.early[2] = 0
+
+    def early_counts(self):
+        """connection id -> the counters counted since the last mark about bytes before it, as they
+        are now (see the twin)."""
+        counts = dict(self.early)
+        for conn in self.connections.values():
+            early = _early_row(<_Connection>conn)
+            if early:
+                counts[(<_Connection>conn).id] = early
+        return counts
 
     def open_connection_rows(self):
         """Rows of the connections still open, their counters as they are now (closed_by None; a
@@ -324,6 +367,17 @@ cdef dict _endpoints(_Connection conn, int cs):
     return {"connection_id": conn.id,
             "client_ip": _format_ip(conn.ep[cs]), "client_port": conn.port[cs],
             "server_ip": _format_ip(conn.ep[1 - cs]), "server_port": conn.port[1 - cs]}
+
+
+cdef dict _early_row(_Connection conn):
+    # A closed connection's early counts (EARLY_COUNTERS), by its row's sides; empty when none.
+    cdef int cs = conn.client_side if conn.client_side >= 0 else 0
+    cdef _Half req = conn.half(cs), resp = conn.half(1 - cs)
+    if not (req.early[0] or req.early[1] or req.early[2] or resp.early[0] or resp.early[1] or resp.early[2]):
+        return {}
+    return {"request_frames": req.early[0], "request_frame_bytes": req.early[1], "request_skipped_bytes": req.early[2],
+            "response_frames": resp.early[0], "response_frame_bytes": resp.early[1],
+            "response_skipped_bytes": resp.early[2]}
 
 
 cdef dict _connection_row(_Connection conn, object closed_by):

@@ -124,6 +124,7 @@ class Engine(RecordReader):
         self.error = None
         self._reset_batch()
         self._closed = []
+        self.early = {}       # connection id -> counts since the last mark about bytes before it (early_counts)
         self._opened = []     # connections whose first frame was just emitted (take_endpoints)
 
     def capture_counters(self) -> dict:

@@ -7,6 +7,9 @@ from collections import deque
 
 from kproto._common.capture import HALF_COUNTERS, KIND_UNKNOWN
 
+#: The counters a half counts early (since a mark, about bytes before it): _Half.early's order.
+EARLY_COUNTERS = ("frames", "frame_bytes", "skipped_bytes")
+
 
 class _Half:
     """One direction of one TCP connection."""
@@ -26,6 +29,14 @@ class _Half:
         self.scan_from = 0         # while not synced: offsets before it were examined
         self.candidates: list = []  # while not synced: offsets of plausible headers not yet decided
         self.boundary = -1         # a frame boundary known ahead (the end of a frame a gap cut), or -1
+        # while not synced: a strong candidate a hole cut exactly at its end, waiting for the header
+        # after the hole to prove it (Framer._cut_frame_proved): (end, size, captured payload, first ts, last ts)
+        self.cut_frame = None
+        # Marks (mark_open_connections): the stream offset of the last mark, and the frames, frame
+        # bytes and skipped bytes counted since then about bytes before it (EARLY_COUNTERS): a reader
+        # that started cold decides them late, a reader of the whole file before the mark.
+        self.mark_pos = 0
+        self.early = [0, 0, 0]
         self.fin_pos = -1
         self.sequence = 0
         self.request_corrs: deque = deque()  # correlation ids of frames that read as requests
@@ -47,6 +58,20 @@ class _Half:
         self.next_seq = (self.next_seq + len(data)) & 0xFFFFFFFF
         self.counters["stream_bytes"] += len(data)
         self.chunks.append((self.next_pos, ts))
+
+    def count_skipped(self, count: int, at: int) -> None:
+        """``count`` bytes from stream offset ``at`` on are skipped (negative: no longer skipped)."""
+        self.counters["skipped_bytes"] += count
+        before_mark = max(0, min(at + abs(count), self.mark_pos) - at)
+        self.early[2] += before_mark if count > 0 else -before_mark
+
+    def count_frame(self, frame_bytes: int, at: int) -> None:
+        """A frame of ``frame_bytes`` captured bytes (with its size prefix) from stream offset ``at`` on."""
+        self.counters["frames"] += 1
+        self.counters["frame_bytes"] += frame_bytes
+        if at + frame_bytes <= self.mark_pos:
+            self.early[0] += 1
+            self.early[1] += frame_bytes
 
     def captured_at(self, at: int) -> int:
         """When the byte at stream offset ``at`` (held in buf) was captured."""

@@ -199,7 +199,7 @@ class Framer(Kinds):
         if half.boundary >= 0:
             skip = min(half.boundary - base, len(buf))
             if skip:
-                half.counters["skipped_bytes"] += skip
+                half.count_skipped(skip, base)
                 half.drop(skip)
             if half.boundary > half.buf_pos:
                 return False
@@ -207,6 +207,10 @@ class Framer(Kinds):
             half.candidates = []
             half.synced = True
             return True
+        if half.cut_frame is not None:
+            proved = self._cut_frame_proved(conn, half, final)
+            if proved:
+                return proved > 0
         found = -1
         waiting = []     # candidates still open, and the stream offset their decision waits for
         for candidate in half.candidates:
@@ -243,7 +247,7 @@ class Framer(Kinds):
             half.candidates = [candidate for candidate, _ in waiting]
             keep_from = waiting[0][0] if waiting else half.scan_from
         if keep_from > base:
-            half.counters["skipped_bytes"] += keep_from - base
+            half.count_skipped(keep_from - base, base)
             half.drop(keep_from - base)
         if found >= 0:
             half.synced = True
@@ -288,15 +292,19 @@ class Framer(Kinds):
             if chunk_end >= frame_end:
                 last_ts = ts
                 break
-        payload = bytes(buf[4: 4 + captured])
+        self._frame_out(conn, half, size, bytes(buf[4: 4 + captured]), first_ts, last_ts, 4 + captured, half.buf_pos)
+
+    def _frame_out(self, conn: _Connection, half: _Half, size: int, payload: bytes, first_ts, last_ts,
+                   held: int, at: int) -> bool:
+        """Count and emit (or hold until the connection is known) a frame: its size and captured
+        ``payload``, from stream offset ``at``; ``held``: its bytes at the front of buf, dropped once
+        it is counted (0: a cut frame kept aside, _cut_frame_proved). False when it showed another protocol."""
         request_like = self._request_ok(payload, 0, size)
         self._kind_frame(conn, half, payload, size, request_like, last_ts if last_ts is not None else 0)
         if conn.kind > KIND_KAFKA:
-            return      # this frame showed another protocol: its bytes went with the rest
-        half.drop(4 + captured)
-        c = half.counters
-        c["frames"] += 1
-        c["frame_bytes"] += 4 + captured
+            return False    # this frame showed another protocol: its bytes went with the rest
+        half.drop(held)
+        half.count_frame(4 + len(payload), at)
         frame = (half.sequence, first_ts, last_ts, size, payload)
         half.sequence += 1
         if request_like:
@@ -309,9 +317,45 @@ class Framer(Kinds):
         if conn.client_side < 0 or conn.kind != KIND_KAFKA or conn.undecided:
             self._infer(conn, half, frame)
         else:
-            if conn.client_side != half.side and captured >= 4:
+            if conn.client_side != half.side and len(payload) >= 4:
                 _answered(conn.halves[1 - half.side], _BE32S.unpack_from(payload, 0)[0])
             self._emit(conn, half.side, frame)
+        return True
+
+    def _cut_candidate(self, conn: _Connection, half: _Half, hole_end: int):
+        """A strong candidate in buf whose frame ends exactly where the hole that starts after buf
+        ends (a snap length cut the rest of its packet, or a gap the rest of its frame), kept
+        aside for _cut_frame_proved: the search cannot see the header after it until the hole is
+        passed. None when there is none (or buf is a boundary, raw SASL tokens, another protocol)."""
+        if half.synced or half.boundary >= 0 or half.sasl or conn.kind > KIND_KAFKA:
+            return None
+        buf, base = half.buf, half.buf_pos
+        for i in range(len(buf) - 7):
+            size = hole_end - base - i - 4
+            if (_BE32S.unpack_from(buf, i)[0] == size and self._header_ok(conn, half, buf, i) == 1
+                    and self._strong(conn, half, buf, i) == 1):
+                return (hole_end, size, bytes(buf[i + 4:]), half.captured_at(base + i), half.chunks[-1][1], base + i)
+        return None
+
+    def _cut_frame_proved(self, conn: _Connection, half: _Half, final: bool) -> int:
+        """Is the frame a hole cut (``half.cut_frame``, its bytes counted as skipped meanwhile) proved
+        by a plausible header right after the hole, as _confirm proves a strong candidate by the
+        header after it (at the end: the data ends there)? 1 yes (emitted; buf starts at a boundary),
+        0 no (its bytes stay skipped), -1 more bytes needed."""
+        end, size, payload, first_ts, last_ts, at = half.cut_frame
+        ok = self._header_ok(conn, half, half.buf, 0) if half.buf_pos == end else 0
+        if ok < 0 and final:
+            ok = 0 if half.buf else 1
+        if ok < 0:
+            return -1
+        half.cut_frame = None
+        if ok:
+            half.count_skipped(-(4 + len(payload)), at)
+            if not self._frame_out(conn, half, size, payload, first_ts, last_ts, 0, at):
+                half.counters["other_bytes"] += 4 + len(payload)    # _not_kafka moved the rest
+            half.candidates = []
+            half.synced = True
+        return ok
 
     def _infer(self, conn: _Connection, half: _Half, frame) -> None:
         """Hold a frame until the connection's direction and kind are known."""

@@ -331,3 +331,4 @@ class Kinds:
                 c[name] = 0
             half.drop(len(half.buf))
             half.synced = True     # nothing is searched for any more
+            half.cut_frame = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 
 from kproto._common.capture import CLOSED_BY, DIRECTION_SOURCE, HALF_COUNTERS, KIND_KAFKA, KINDS
-from kproto._py.capture_connections import _Connection, _Half
+from kproto._py.capture_connections import EARLY_COUNTERS, _Connection, _Half
 from kproto._py.capture_framer import _BE32S, Framer
 
 _TCP_FIN = 0x01
@@ -33,6 +33,7 @@ class Reassembly(Framer):
     next_conn_id: int
     finished: bool
     _closed: list
+    early: dict
 
     def take_connections(self) -> list:
         """Rows (dicts keyed by CONNECTION_COLUMNS) of connections closed since the last call."""
@@ -209,8 +210,11 @@ class Reassembly(Framer):
         waiting are decided first as at the end of the data: the hole is where the
         bytes that would decide them stop.
         """
-        self._cut(conn, half, True)
         c = half.counters
+        cut_frame, frames = self._cut_candidate(conn, half, hole_end), c["frames"]
+        self._cut(conn, half, True)
+        if half.synced or c["frames"] != frames:
+            cut_frame = None    # the search found a boundary before the hole after all
         if snapped:
             c["snapped_bytes"] += hole_end - half.next_pos
         else:
@@ -222,10 +226,12 @@ class Reassembly(Framer):
                 half.boundary = half.buf_pos + 4 + size
                 if len(half.buf) > 4 and not half.sasl:   # a raw SASL token is no frame: skipped
                     self._frame(conn, half, size, len(half.buf) - 4)
-        c["skipped_bytes"] += len(half.buf)
+        half.count_skipped(len(half.buf), half.buf_pos)
         half.drop(len(half.buf))
         if half.boundary < hole_end:
             half.boundary = -1      # the next frame's start was lost too: search for it
+        # the frame a hole cut where no boundary was known yet waits for the header after it
+        half.cut_frame = cut_frame
         half.synced = False
         half.candidates = []
         c["resyncs"] += 1
@@ -253,6 +259,28 @@ class Reassembly(Framer):
         self._release(conn)
         del self.connections[conn.key]
         self._closed.append(_connection_row(conn, CLOSED_BY[reason]))
+        early = _early_row(conn)
+        if early:
+            self.early[conn.id] = early
+
+    def mark_open_connections(self) -> None:
+        """A mark (a range's start): what is counted from now on about bytes read before now is
+        counted early too (``early_counts``), so that a range can leave it to the range before."""
+        self.early = {}
+        for conn in self.connections.values():
+            for half in conn.halves:
+                half.mark_pos = half.next_pos
+                half.early = [0, 0, 0]
+
+    def early_counts(self) -> dict:
+        """connection id -> the counters (as ``request_``/``response_`` columns of its row) counted
+        since the last mark about bytes before it, as they are now; the connections that have any."""
+        counts = dict(self.early)
+        for conn in self.connections.values():
+            early = _early_row(conn)
+            if early:
+                counts[conn.id] = early
+        return counts
 
     def open_connection_rows(self) -> list:
         """Rows of the connections still open, their counters as they are now (closed_by None; a
@@ -299,6 +327,15 @@ def _connection_row(conn: _Connection, closed_by: str | None) -> dict:
         for name in HALF_COUNTERS:
             row[prefix + name] = half.counters[name]
     return row
+
+
+def _early_row(conn: _Connection) -> dict:
+    """A closed connection's early counts (EARLY_COUNTERS), by its row's sides; empty when none."""
+    client_side = conn.client_side if conn.client_side >= 0 else 0
+    halves = (("request_", conn.halves[client_side]), ("response_", conn.halves[1 - client_side]))
+    if not any(any(half.early) for _, half in halves):
+        return {}
+    return {prefix + name: value for prefix, half in halves for name, value in zip(EARLY_COUNTERS, half.early)}
 
 
 def _format_ip(raw: bytes) -> str:

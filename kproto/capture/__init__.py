@@ -426,6 +426,18 @@ class CaptureReader:
         self._connections.extend(self._engine.take_connections())
         return self._connections + self._engine.open_connection_rows()
 
+    def mark_connections(self) -> None:
+        """A mark at a byte position (a range's start): from now on, what is counted about bytes
+        read before it (a reader that started inside a connection finds its frames late) is also
+        counted apart, in :meth:`early_counts`."""
+        self._engine.mark_open_connections()
+
+    def early_counts(self) -> dict[int, dict]:
+        """Connection id -> the frames, frame bytes and skipped bytes (``request_``/``response_``
+        columns, as in its row) counted since the last :meth:`mark_connections` about bytes read
+        before it, as they are now (asked at a later mark: the counts up to there)."""
+        return self._engine.early_counts()
+
     @property
     def endpoints(self) -> dict[int, dict]:
         """Who talks on each connection that gave frames, known from its first frame on

@@ -77,7 +77,8 @@ def _range_ids(frames: pa.Table, split: Split, global_ids: np.ndarray) -> tuple[
     return frames, owner
 
 
-def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] | None) -> pa.Table:
+def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] | None,
+                      early: dict[int, dict] | None = None) -> pa.Table:
     """A range's own share of each connection it read (``seen``: the reader's rows at its end).
 
     A range reads context before its start and overlap after its end, so its reader's rows count
@@ -88,7 +89,11 @@ def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] |
     connection add up to what one reader of the whole file counts. A connection closed before
     the start, or opened after the end, is not the range's; one still open at the start without
     a packet in the range leaves no row. Addresses, kind and times stay the reader's (the tables
-    take the least first and greatest last time, the last range's ``closed_by``).
+    take the least first and greatest last time, the last range's ``closed_by``). What the
+    reader counted after the start about bytes before it, by its end (``early``, its
+    :meth:`~kproto.capture.CaptureReader.early_counts`: a reader that started inside a connection
+    finds its first frames late, where a reader of the whole file found them before the start)
+    counts as at the start: the range before counted it.
     """
     counters = [name for name in seen.schema.names if name.startswith(("request_", "response_"))]
     before_of = {r["connection_id"]: r for r in at_start}
@@ -105,8 +110,9 @@ def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] |
             continue        # no packet of it in the range: only read as context
         share = dict(row)
         after, before = _as_in(after, row), _as_in(before, row)
+        late = (early or {}).get(row["connection_id"], {})
         for name in counters:
-            share[name] = after[name] - (before[name] if before is not None else 0)
+            share[name] = after[name] - (before[name] if before is not None else 0) - late.get(name, 0)
         if row["kind"] not in ("kafka", None):
             # Another protocol: all its stream bytes are other_bytes (the engine moves the counts of
             # what it held there once it knows; a reader that started inside the connection knows later).
@@ -145,11 +151,16 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     """
     marks: dict[str, dict] = {}
     connections_at: dict[str, list[dict]] = {}
+    early_at: dict[str, dict] = {}
     holder: list[Any] = []
 
     def on_mark(name: str) -> None:
         marks[name] = dict(holder[0].counters)
         connections_at[name] = holder[0].connections_so_far()
+        if name == "start":
+            holder[0].mark_connections()
+        else:
+            early_at[name] = holder[0].early_counts()
 
     # 1. Headers: every frame's columns but the payload, and its header.
     reader = _reader(split, source, ports, on_mark, kafka_ports)
@@ -167,7 +178,8 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     global_ids = W.global_connection_ids(seen)
     # The range's own share of each connection, as for the capture counters below.
     connections = connection_shares(seen, connections_at.get("start", []),
-                                    None if last else connections_at.get("end"))
+                                    None if last else connections_at.get("end"),
+                                    reader.early_counts() if last else early_at.get("end", reader.early_counts()))
     connections = connections.set_column(
         connections.schema.get_field_index("connection_id"), "connection_id",
         pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()))
