@@ -78,45 +78,48 @@ java_driver() {
   esac
 }
 
+# java_build DIR ARTIFACT RELEASE SOURCE...: DIR/lib (org.apache.kafka:ARTIFACT:RELEASE with its runtime
+# jars and slf4j-simple, from Maven Central) and DIR/classes (the SOURCE files compiled against it);
+# then DIR/.ok, or DIR/.failed with the reason.
+java_build() {
+  local dir=$1 artifact=$2 release=$3 work
+  shift 3
+  work=$(mktemp -d)
+  rm -rf "$dir"; mkdir -p "$dir/classes"
+  if ! "$ROOT/scripts/maven-fetch.sh" "$dir/lib" "org.apache.kafka:$artifact:$release" \
+      "org.slf4j:slf4j-simple:$SLF4J_SIMPLE" 2>"$work/mvn.log"; then
+    failed "$dir" "Maven Central: $(grep -m1 ERROR "$work/mvn.log")"
+  elif ! javac -nowarn -d "$dir/classes" -cp "$dir/lib/*" "$@" >"$work/javac.log" 2>&1; then
+    failed "$dir" "the driver does not compile against it: $(grep -m1 error "$work/javac.log")"
+  else
+    touch "$dir/.ok"
+  fi
+  rm -rf "$work"
+}
+
 java_clients() {
   command -v mvn >/dev/null && command -v javac >/dev/null || { say "mvn and javac are needed for the Java clients"; status=1; return; }
+  local v dir source
   for v in "${JAVA_RELEASES[@]}"; do
-    local dir=$clients/java/$v work
+    dir=$clients/java/$v
     ready "$dir" && continue
     say "kafka-clients $v ..."
-    work=$(mktemp -d)
-    rm -rf "$dir"; mkdir -p "$dir/classes"
-    if ! "$ROOT/scripts/maven-fetch.sh" "$dir/lib" "org.apache.kafka:kafka-clients:$v" \
-        "org.slf4j:slf4j-simple:$SLF4J_SIMPLE" 2>"$work/mvn.log"; then
-      failed "$dir" "Maven Central: $(grep -m1 ERROR "$work/mvn.log")"
-    elif ! java_driver "$v" >"$work/ClientDriver.java" ||
-         ! javac -nowarn -d "$dir/classes" -cp "$dir/lib/*" "$work/ClientDriver.java" >"$work/javac.log" 2>&1; then
-      failed "$dir" "the driver does not compile against it: $(grep -m1 error "$work/javac.log")"
-    else
-      touch "$dir/.ok"
-    fi
-    rm -rf "$work"
+    source=$(mktemp -d)
+    java_driver "$v" >"$source/ClientDriver.java"
+    java_build "$dir" kafka-clients "$v" "$source/ClientDriver.java"
+    rm -rf "$source"
   done
 }
 
 streams_apps() {
   command -v javac >/dev/null || { say "javac is needed for the Kafka Streams driver"; status=1; return; }
+  local v dir
   for v in "${STREAMS_RELEASES[@]}"; do
-    local dir=$clients/streams/$v work
+    dir=$clients/streams/$v
     ready "$dir" && continue
     say "kafka-streams $v ..."
-    work=$(mktemp -d)
-    rm -rf "$dir"; mkdir -p "$dir/classes"
-    if ! "$ROOT/scripts/maven-fetch.sh" "$dir/lib" "org.apache.kafka:kafka-streams:$v" \
-        "org.slf4j:slf4j-simple:$SLF4J_SIMPLE" 2>"$work/mvn.log"; then
-      failed "$dir" "Maven Central: $(grep -m1 ERROR "$work/mvn.log")"
-    elif ! javac -nowarn -d "$dir/classes" -cp "$dir/lib/*" "$ROOT/tools/clients/java/ClientDriver.java" \
-         "$ROOT/tools/clients/java/StreamsDriver.java" >"$work/javac.log" 2>&1; then
-      failed "$dir" "the driver does not compile against it: $(grep -m1 error "$work/javac.log")"
-    else
-      touch "$dir/.ok"
-    fi
-    rm -rf "$work"
+    java_build "$dir" kafka-streams "$v" "$ROOT/tools/clients/java/ClientDriver.java" \
+      "$ROOT/tools/clients/java/StreamsDriver.java"
   done
 }
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_one_rule import assert_one_place, places
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "kproto" / "spark"
 
@@ -185,17 +187,9 @@ def sources() -> dict[str, str]:
     return {path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8") for path in sorted(PACKAGE.glob("*.py"))}
 
 
-def places(pattern: str, files: dict[str, str]) -> set[str]:
-    regex = re.compile(pattern, re.MULTILINE)
-    return {name for name, text in files.items() if regex.search(text)}
-
-
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_rule_is_written_in_its_one_place(rule):
-    pattern, allowed = RULES[rule]
-    found = places(pattern, sources())
-    assert found - allowed == set(), f"{rule}: written again in {sorted(found - allowed)}"
-    assert found == allowed, f"{rule}: the fingerprint no longer matches {sorted(allowed - found)}; update it"
+    assert_one_place(rule, *RULES[rule], sources())
 
 
 def defined(function: str, files: dict[str, str]) -> set[str]:
