@@ -244,6 +244,21 @@ def test_the_report_names_the_snap_length():
     assert callable(sections)
 
 
+def snaplen_128_capture(tmp_path):
+    """2 connections of 20 exchanges each, every packet cut to 128 bytes (``tcpdump -s 128``): every
+    request's body is cut, the responses are whole."""
+    from tests import capture_pieces as cp
+    from tests.spark_captures import big_capture
+
+    writer = PcapWriter(snaplen=128)
+    for record in cp.pcap_records(big_capture(connections=2, exchanges=20))[1]:
+        seconds, fraction = struct.unpack_from("<II", record, 0)
+        writer.add(seconds * 1_000_000_000 + fraction * 1000, record[16:])
+    path = tmp_path / "short.pcap"
+    path.write_bytes(writer.getvalue())
+    return path
+
+
 @pytest.mark.parametrize("split_bytes", [1 << 30, 3_000])
 def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_stream_losses(tmp_path, split_bytes):
     """The worker's accounting carries the snap lengths (a whole file and ranges alike), so the
@@ -256,14 +271,8 @@ def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_strea
     from kproto.spark import planning as P
     from kproto.spark.report import LOSSES, _snaplen_label
     from tests import capture_pieces as cp
-    from tests.spark_captures import big_capture
 
-    writer = PcapWriter(snaplen=128)
-    for record in cp.pcap_records(big_capture(connections=2, exchanges=20))[1]:
-        seconds, fraction = struct.unpack_from("<II", record, 0)
-        writer.add(seconds * 1_000_000_000 + fraction * 1000, record[16:])
-    path = tmp_path / "short.pcap"
-    path.write_bytes(writer.getvalue())
+    path = snaplen_128_capture(tmp_path)
     splits = P.plan_file(str(path), path.stat().st_size, split_bytes=split_bytes, overlap=1_000)
     assert (len(splits) > 1) == (split_bytes < 1 << 30)
     parts = pa.Table.from_batches([b for split in splits for b in task.process_split(split, sink=worker.Sink())],
@@ -287,14 +296,8 @@ def test_a_range_reads_every_frame_of_a_capture_whose_requests_the_snap_length_c
     whole file (they lost all requests but the first range's, and the responses' pairs)."""
     from kproto.spark import planning as P
     from tests import capture_pieces as cp
-    from tests.spark_captures import big_capture
 
-    writer = PcapWriter(snaplen=128)
-    for record in cp.pcap_records(big_capture(connections=2, exchanges=20))[1]:
-        seconds, fraction = struct.unpack_from("<II", record, 0)
-        writer.add(seconds * 1_000_000_000 + fraction * 1000, record[16:])
-    path = tmp_path / "short.pcap"
-    path.write_bytes(writer.getvalue())
+    path = snaplen_128_capture(tmp_path)
     frames = {}
     for split_bytes in (1 << 30, 3_000):
         splits = P.plan_file(str(path), path.stat().st_size, split_bytes=split_bytes, overlap=1_000)
