@@ -17,7 +17,7 @@ run:
 
 demo:
 	scripts/setup.sh
-	.venv/bin/python -m kproto.demo
+	.venv/bin/python -m kproto.analyze.demo
 
 test:
 	scripts/setup.sh --spark --capture --browser --portability --kafka-clients

@@ -1,4 +1,4 @@
-"""Batch decoding: kproto.batch against a plain C loop, kio per frame, and kio + json.dumps.
+"""Batch decoding: kproto.arrow.frames against a plain C loop, kio per frame, and kio + json.dumps.
 
 Figures (issue 6), all ratios measured in the same run:
 
@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import kproto.batch as kb
+import kproto.arrow.frames as kb
 from kproto import api
 from kproto import messages as m
 
@@ -326,7 +326,7 @@ def header_figures(runs: int) -> None:
     _, warm_s, warm_ratio = paired(decode, lambda: c_reference_decode(lib, buf, FRAMES, reused), runs)
     kio_runs = max(3, runs // 5)
     kio_s = repeat(lambda: kio_header_loop(payloads[:KIO_FRAMES]), kio_runs).map(lambda s: s * FRAMES / KIO_FRAMES)
-    print(f"  kproto.batch       {rate(kproto_s)} M frames/s")
+    print(f"  kproto.arrow.frames       {rate(kproto_s)} M frames/s")
     print(f"  C reference        {rate(c_s)} M frames/s   kproto/C rate {c_ratio.show()}")
     print(f"  C, arrays reused   {rate(warm_s)} M frames/s   kproto/C rate {warm_ratio.show()}")
     print(f"  kio per frame      {rate(kio_s)} M frames/s   ({kio_runs} runs of {KIO_FRAMES:,} frames, scaled)"
@@ -376,7 +376,7 @@ def json_figures(runs: int) -> None:
     kio_runs = max(3, runs // 5)
     kio_json_s = repeat(lambda: kio_json([payload[5:]] * copies), kio_runs)
     print(f"JSON body column, MetadataResponse v12 (100 topics x 10 partitions, {len(payload):,} B), {copies} frames")
-    print(f"  kproto.batch       {json_s.show(1e6 / copies, 1)} us/frame ({runs} runs)")
+    print(f"  kproto.arrow.frames       {json_s.show(1e6 / copies, 1)} us/frame ({runs} runs)")
     print(f"  kio + json         {kio_json_s.show(1e6 / copies, 1)} us/frame ({kio_runs} runs)"
           f"   kproto/kio = {kio_json_s.median / json_s.median:.1f}x (medians)")
 

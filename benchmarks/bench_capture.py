@@ -3,7 +3,7 @@
 Two captures are generated at benchmark time (nothing is shipped): Kafka
 request/response traffic on 16 interleaved connections, cut into 64 KiB TCP
 segments (the largest an IPv4 packet holds) and into 200-byte segments. Each is
-read end to end through ``kproto.capture.CaptureReader`` (mmap, reassembly,
+read end to end through ``kproto.arrow.capture.CaptureReader`` (mmap, reassembly,
 frames into Arrow batches). Peers in the same run: reading the file with plain
 Python (the floor any reader pays) and, when installed, dpkt parsing the same
 packets without reassembly.
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from kproto import _impl
-from kproto.capture import CaptureReader
+from kproto.arrow.capture import CaptureReader
 
 SEGMENT_64K = 65495        # 65535 - 20 (IPv4) - 20 (TCP)
 SEGMENT_SMALL = 200

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_capture  # noqa: E402
 
-from kproto.capture import request_versions  # noqa: E402
+from kproto.arrow.capture import request_versions  # noqa: E402
 
 CASES = {   # smaller than bench_capture's: the A/B reads each several times per round
     "64k-segments": (128 << 20, bench_capture.SEGMENT_64K, 256 << 10),

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_spark import make_capture  # noqa: E402
 
-KPROTO = [sys.executable, "-m", "kproto.cli", "dump", "--format", "jsonl"]
+KPROTO = [sys.executable, "-m", "kproto.analyze.cli", "dump", "--format", "jsonl"]
 TSHARK = ["tshark", "-T", "ek", "-O", "kafka", "-d", "tcp.port==9092,kafka", "-r"]
 
 

@@ -46,7 +46,7 @@ def main() -> int:
     start = pcap_bytes(connection.handshake() + proof, header=True)
     requests = [pcap_bytes(connection.data("client", sc.request(MetadataRequest(topics=None), 12, i, "live"),
                                            [1000]), header=False) for i in range(1, args.frames + 1)]
-    process = subprocess.Popen([sys.executable, "-m", "kproto.cli", "dump", "-", "--format", "jsonl"],
+    process = subprocess.Popen([sys.executable, "-m", "kproto.analyze.cli", "dump", "-", "--format", "jsonl"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert process.stdin is not None and process.stdout is not None

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_spark import make_capture  # noqa: E402
 
-KPROTO = [sys.executable, "-m", "kproto.cli", "dump", "--format", "jsonl"]
+KPROTO = [sys.executable, "-m", "kproto.analyze.cli", "dump", "--format", "jsonl"]
 CHUNK = 8          # TLS records of 16,000 bytes per segment batch
 
 

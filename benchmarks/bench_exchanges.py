@@ -5,12 +5,12 @@
 On bench_spark's capture (16 interleaved connections of Produce requests of ~1.9 KiB and
 their responses), read once into a table of frames, it times (CPU time, median [IQR]):
 
-- ``kb.pair(frames)`` and ``kb.pair(frames, body="json")``: the batch API;
+- ``exchanges.pair(frames)`` and ``exchanges.pair(frames, body="json")``: the batch API;
 - ``worker.decode_frames_table(frames)``: the Spark worker's decode and pairing of whole connections;
 - ``dump.record_batches`` over the frames in batches of 4,096: the open requests carried between batches.
 
 Before / after a change, run it with PYTHONPATH pointing at each tree, one after the other, and
-compare the medians (what kproto/exchanges.py's introduction did: docs/benchmarks.md).
+compare the medians (what kproto/arrow/exchanges.py's introduction did: docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(1, str(ROOT))
     import kproto
-    import kproto.batch as kb
-    from kproto import dump
-    from kproto.capture import read_capture
-    from kproto.spark import worker as W
+    from kproto.arrow import exchanges
+    from kproto.analyze import dump
+    from kproto.arrow.capture import read_capture
+    from kproto.analyze.spark import worker as W
 
     from bench_spark import make_capture
 
@@ -54,8 +54,8 @@ def main() -> None:
         return sum(len(found[0]) for found in dump.record_batches(batches))   # type: ignore[arg-type]
 
     cases = {
-        "kb.pair": lambda: kb.pair(frames),
-        "kb.pair body=json": lambda: kb.pair(frames, body="json"),
+        "exchanges.pair": lambda: exchanges.pair(frames),
+        "exchanges.pair body=json": lambda: exchanges.pair(frames, body="json"),
         "worker.decode_frames_table": lambda: W.decode_frames_table(frames),
         "dump.record_batches": dump_all,
     }

@@ -69,7 +69,7 @@ def main() -> int:
     data.mkdir()
     capture = sc.big_capture(connections=3, exchanges=20)    # 120 frames
     (data / "capture-000.pcap").write_bytes(capture)
-    command = [sys.executable, "-m", "kproto.cli", "analyze", str(data), "--out", str(out), "--quiet",
+    command = [sys.executable, "-m", "kproto.analyze.cli", "analyze", str(data), "--out", str(out), "--quiet",
                "--trigger", str(args.trigger), "--settle", str(args.settle)]
     started = time.monotonic()
     follower = subprocess.Popen(command + ["--follow"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -4,7 +4,7 @@
                                                                       [-- extra kproto analyze arguments]
 
 Writes the capture with tools/many_connections.py (kept in ``--work`` for the next run), runs
-``python -m kproto.cli analyze CAPTURE --out DIR --quiet`` as a child process, samples the resident
+``python -m kproto.analyze.cli analyze CAPTURE --out DIR --quiet`` as a child process, samples the resident
 memory of its whole process tree (the Python driver, the JVM, the Python workers and their
 daemon) every 0.2 s from /proc, and prints the exit status, the wall time, the peak of the tree's
 summed RSS and of each process, then checks the connections table against the generator's truth
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         size = MC.write(capture, args.connections)
         print(f"wrote {capture}: {size:,} bytes in {time.monotonic() - started:.0f} s")
     out = work / "out"
-    command = [sys.executable, "-m", "kproto.cli", "analyze", str(capture), "--out", str(out), "--quiet", *args.extra]
+    command = [sys.executable, "-m", "kproto.analyze.cli", "analyze", str(capture), "--out", str(out), "--quiet", *args.extra]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     status, wall, peak, per_name, tail = run(command, env)
     print(f"$ {' '.join(command)}")

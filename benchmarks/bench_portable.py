@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-import kproto, kproto.batch as kb
+import kproto, kproto.arrow.frames as kb
 from kproto._c import _batch
 from benchmarks.bench_batch import FRAMES, best_of, build_reference, c_reference_decode, request_frames
 assert kproto.extension_loaded() and _batch.__file__.startswith(sys.argv[1]), _batch.__file__

@@ -97,7 +97,7 @@ def make_capture(path: Path, megabytes: int, produce_version: int = 9) -> int:
 
 def small_run(master: str, runs: int = 3) -> float:
     """`kproto analyze samples/sample.pcap --profile` as a user runs it: a new process each time;
-    wall time, the load average beside it, and the phases (``kproto.spark.profile``). Returns the median wall."""
+    wall time, the load average beside it, and the phases (``kproto.analyze.spark.profile``). Returns the median wall."""
     import re
     import statistics
     import subprocess
@@ -135,8 +135,8 @@ def session_run(work: Path, master: str, analysis_first: bool) -> dict:
     whose jobs have started the JVM's code paths and the Python workers already."""
     import pyspark
 
-    from kproto.spark import Options, analyze, spark_session
-    from kproto.spark.profile import PhaseProfile
+    from kproto.analyze.spark import Options, analyze, spark_session
+    from kproto.analyze.spark.profile import PhaseProfile
 
     cores = int(master[6:-1]) if master.startswith("local[") and master[6:-1].isdigit() else 1
     pcap = work / "bench.pcap"
@@ -168,7 +168,7 @@ def session_run(work: Path, master: str, analysis_first: bool) -> dict:
 
     def decode(body):
         def run(batches):
-            import kproto.batch as kb
+            import kproto.arrow.frames as kb
             for batch in batches:
                 out = kb.decode_frames(batch["payload"], directions=batch["direction"], body=body)
                 yield pa.RecordBatch.from_arrays([out["api_key"], out["status"].cast(pa.int16())],
@@ -246,7 +246,7 @@ def main() -> int:
     if args.small_only:
         return 0
 
-    from kproto.capture import read_capture
+    from kproto.arrow.capture import read_capture
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="kproto-bench-"))
     try:

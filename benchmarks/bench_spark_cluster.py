@@ -41,7 +41,7 @@ def one_session(master: str, pcap: str, runs: int, out: str, event_log: str | No
 
     With ``event_log`` (a directory), Spark logs its events there and the result holds each
     analysis's breakdown (``spark_events.breakdown``)."""
-    from kproto.spark import Options, analyze, spark_session
+    from kproto.analyze.spark import Options, analyze, spark_session
 
     started = time.perf_counter()
     conf = {"spark.ui.enabled": "false", "spark.executor.memory": "1g", "spark.scheduler.minRegisteredResourcesRatio": "1.0",

@@ -8,7 +8,7 @@
     True
 """
 
-from kproto import errors
+from kproto import _deprecation, errors
 from kproto._common.api_keys import ApiKey
 from kproto._impl import USE_EXTENSION as _USE_EXTENSION
 from kproto._version import __version__
@@ -44,6 +44,10 @@ __all__ = [
     "KprotoError", "DecodeError", "EncodeError", "UnsupportedVersionError", "UnsupportedRequestError",
     "CodecUnavailableError", "api_key_of",
 ]
+
+
+# Old module paths (kproto.batch, kproto.capture, kproto.spark, ...) import their new homes, with a warning.
+_deprecation.install_old_paths()
 
 
 def extension_loaded() -> bool:

@@ -261,13 +261,13 @@ def is_retriable(code: int) -> bool:
 __all__ += ["ErrorCode", "error_name", "is_retriable"]
 
 
-# ---- captures (kproto.capture) ----
+# ---- captures (kproto.arrow.capture) ----
 
 class CorruptCaptureError(DecodeError):
     """A capture file whose record framing breaks: reading stops at ``offset``.
 
     ``category`` says why, as the capture tables name it: ``not_a_capture``,
-    ``oversized_record`` or ``bad_block`` (see ``kproto.capture.ERROR_CATEGORIES``).
+    ``oversized_record`` or ``bad_block`` (see ``kproto.arrow.capture.ERROR_CATEGORIES``).
     """
 
     def __init__(self, reason, offset=None, path=None, api_key=None, api_version=None, category=None):

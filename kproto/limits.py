@@ -14,7 +14,7 @@ count                                                   bytes that remain is rej
                                                         allocation (each element takes >= 1 byte)
 frame size (framing, capture, batch)   100 MiB          ``FrameReader(max_frame_size=)``,           FrameTooLargeError (capture:
                                                         ``iter_frames(.., max_frame_size)``,        not a frame boundary;
-                                                        ``read_frame_file(max_frame_size=)``,       kproto.batch: row status
+                                                        ``read_frame_file(max_frame_size=)``,       kproto.arrow.frames: row status
                                                         ``CaptureReader(max_frame_size=)``,         BAD_LENGTH)
                                                         ``decode_frames(max_frame_size=)``
 decompressed size per batch            256 MiB          ``Records(data, max_decompressed_size=)``,  DecompressedSizeError
@@ -53,9 +53,9 @@ __all__ = [
 ]
 
 #: Default cap on one frame's size prefix, for every reader of frames: FrameReader and
-#: iter_frames, kproto.capture (CaptureReader, read_frame_file) and kproto.batch
+#: iter_frames, kproto.arrow.capture (CaptureReader, read_frame_file) and kproto.arrow.frames
 #: (decode_frames, pair, partitions, decode_struct_column). 100 MiB is the broker's own
-#: default request cap (socket.request.max.bytes). kproto.batch had 512 MiB, the Arrow
+#: default request cap (socket.request.max.bytes). kproto.arrow.frames had 512 MiB, the Arrow
 #: int32 ceiling (CAPTURE_BYTE_LIMIT_CEILING): a limit, not a sensible default.
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 
@@ -88,7 +88,7 @@ DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET = 64 * 1024 * 1024
 #: offset delta, key length, value length and header count, one byte each.
 MIN_RECORD_SIZE = 7
 
-#: Defaults of kproto.capture.CaptureReader.
+#: Defaults of kproto.arrow.capture.CaptureReader.
 CAPTURE_MAX_PENDING_BYTES = 8 * 1024 * 1024
 CAPTURE_MAX_CONNECTIONS = 65536
 #: max_frame_size, max_pending_bytes and batch_bytes of a capture are capped here.

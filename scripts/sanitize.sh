@@ -59,7 +59,7 @@ EOF
     status=0
     echo "== test suite under ASan + UBSan (without tests/test_spark.py)"
     # The Spark tests start a JVM, which inherits LD_PRELOAD and hangs with the ASan runtime
-    # in it; the Python side of those jobs (kproto.spark.worker) is tested without Spark
+    # in it; the Python side of those jobs (kproto.analyze.spark.worker) is tested without Spark
     # in tests/test_spark_worker.py, which runs here.
     nice -n 19 "$PY" -m pytest -q -m "not slow" -p no:cacheprovider --ignore=tests/test_spark.py tests \
         || status=$?

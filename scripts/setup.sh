@@ -110,8 +110,8 @@ fi
 if [ "$want_spark" = 1 ] && [ -x scripts/install-java.sh ]; then
   scripts/install-java.sh
   # Once per Java and Spark: the JVM's class-data archive, so every local analysis starts
-  # in about half the time (kproto/spark/jvm_archive.py; KPROTO_JVM_ARCHIVE=off skips it).
-  step "recording the Spark JVM's classes for fast starts" .venv/bin/python -m kproto.spark.jvm_archive_prepare
+  # in about half the time (kproto/analyze/spark/jvm_archive.py; KPROTO_JVM_ARCHIVE=off skips it).
+  step "recording the Spark JVM's classes for fast starts" .venv/bin/python -m kproto.analyze.spark.jvm_archive_prepare
 fi
 if [ "$want_kafka_clients" = 1 ]; then
   # No "|| true": without the jars the schema check cannot run, and must not pass.

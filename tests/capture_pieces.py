@@ -91,8 +91,8 @@ def analysed(splits, **options) -> dict:
     ``options``: task.process_split's."""
     import pyarrow as pa
 
-    from kproto.spark import combine, jobs, task, worker
-    from kproto.spark.stream_losses import stream_loss_rows
+    from kproto.analyze.spark import combine, jobs, task, worker
+    from kproto.analyze.spark.stream_losses import stream_loss_rows
 
     sink = worker.Sink()
     parts = pa.Table.from_batches([b for s in splits for b in task.process_split(s, sink=sink, **options)],

@@ -2,11 +2,11 @@
 
 Recorded by tools/record_clients.py --held-out on 2026-11-27: facts, do not edit; run the script again
 (after scripts/install-clients.sh --held-out). The evaluation set of tests/test_fingerprint_heldout.py:
-other releases of the table's libraries (none in kproto/client_recordings.py), client.ids unlike the
+other releases of the table's libraries (none in kproto/analyze/client_recordings.py), client.ids unlike the
 table's, pins at settings the table never used (``PINS``: (library, release) -> pin), and software
 outside the table (``OUTSIDE``), through the table's scripted run. Never build a table from it.
 
-RUNS as in kproto/client_recordings.py: (library, release, pin, broker, works, steps, the tail of the
+RUNS as in kproto/analyze/client_recordings.py: (library, release, pin, broker, works, steps, the tail of the
 client's own log, requests the broker closed a connection on, connections that ended with requests
 unanswered, ApiVersions error codes answered, clients); each client (client.id, (API, version)
 pairs in order of first use, KIP-511 (name, version) or None, the most ApiVersions requests on one

@@ -1,7 +1,7 @@
-"""kproto.batch: header columns, statuses, JSON bodies, pairing, typed and per-partition views.
+"""kproto.arrow.frames: header columns, statuses, JSON bodies, pairing, typed and per-partition views.
 
 Every test runs on both implementations (the ``impl`` fixture swaps the loops
-module under kproto.batch), and the two are compared on random and broken input.
+module under kproto.arrow.frames), and the two are compared on random and broken input.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import kproto
-import kproto.batch as kb
+import kproto.arrow.frames as kb
+from kproto.arrow import exchanges
 from kproto import api, schema
 from kproto import messages as m
-from kproto.batch import Status
+from kproto.arrow.frames import Status
 from kproto.errors import DecodeError
 from kproto.records import Record, RecordBatch
 from tests.strategies import struct_strategy
@@ -28,7 +29,7 @@ P = m.ProduceRequest
 
 @pytest.fixture
 def loops(impl, monkeypatch):
-    """kproto.batch running on one implementation's loops."""
+    """kproto.arrow.frames running on one implementation's loops."""
     monkeypatch.setattr(kb, "_batch", impl.load("batch"))
     return impl
 
@@ -51,7 +52,7 @@ def produce_request(acks: int = 1, correlation_id: int = 7, version: int = 9) ->
 
 
 def on_each_implementation(names, run):
-    """``run()`` once with kproto.batch on each named implementation's loops ("c", "py"):
+    """``run()`` once with kproto.arrow.frames on each named implementation's loops ("c", "py"):
     the results, in order. (Hypothesis tests cannot take the ``loops`` fixture per example.)"""
     from kproto import _impl
 
@@ -379,8 +380,8 @@ def test_pair_requests_and_responses(loops):
                  api.encode_response(m.MetadataResponse(cluster_id="b"), version=12, correlation_id=1),
                  api.encode_response(m.MetadataResponse(), version=12, correlation_id=77)]
     table = capture_table(requests, responses)
-    pairs = kb.pair(table, body="json")
-    assert pairs.schema.equals(kb.pair_schema("json"))
+    pairs = exchanges.pair(table, body="json")
+    assert pairs.schema.equals(exchanges.pair_schema("json"))
     rows = {(r["correlation_id"], r["pair_status"]): r for r in pairs.to_pylist()}
     assert set(rows) == {(1, 0), (2, 0), (3, kb.PairStatus.NO_RESPONSE_EXPECTED),
                          (4, kb.PairStatus.UNPAIRED_REQUEST), (77, kb.PairStatus.UNPAIRED_RESPONSE)}
@@ -397,7 +398,7 @@ def test_pair_reused_correlation_ids_pair_in_order(loops):
     requests = [metadata_request(12, 5), metadata_request(12, 5)]
     responses = [api.encode_response(m.MetadataResponse(cluster_id=c), version=12, correlation_id=5)
                  for c in ("first", "second")]
-    pairs = kb.pair(capture_table(requests, responses), body="json").to_pylist()
+    pairs = exchanges.pair(capture_table(requests, responses), body="json").to_pylist()
     assert [(p["request_row"], p["response_row"]) for p in pairs] == [(0, 2), (1, 3)]
     assert [json.loads(p["response_body"])["cluster_id"] for p in pairs] == ["first", "second"]
 
@@ -549,7 +550,7 @@ def test_pair_with_one_side_only(direction):
         "ts_first_ns": pa.array([1, 2], pa.int64()), "ts_last_ns": pa.array([1, 2], pa.int64()),
         "size": pa.array([len(payload)] * 2, pa.int32()), "payload": pa.array([payload] * 2, pa.binary()),
     })
-    pairs = kb.pair(table)
+    pairs = exchanges.pair(table)
     assert pairs.num_rows == 2
     expected = kb.PairStatus.UNPAIRED_REQUEST if direction == 0 else kb.PairStatus.UNPAIRED_RESPONSE
     assert set(pairs.column("pair_status").to_pylist()) == {expected}

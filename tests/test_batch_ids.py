@@ -16,9 +16,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import kproto.batch as kb
+import kproto.arrow.frames as kb
 from kproto import messages as m
-from kproto.batch import Status
+from kproto.arrow.frames import Status
 from tests.test_batch import _first_appearance, on_each_implementation, prefixed
 
 METADATA_V4 = m.MetadataRequest(topics=None).encode(4)

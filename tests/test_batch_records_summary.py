@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-import kproto.batch as kb
+import kproto.arrow.frames as kb
 from kproto import api
 from kproto import messages as m
 from kproto.records import Record, RecordBatch

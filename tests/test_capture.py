@@ -1,4 +1,4 @@
-"""kproto.capture: capture files, link layers, IP, TCP reassembly, frames and accounting.
+"""kproto.arrow.capture: capture files, link layers, IP, TCP reassembly, frames and accounting.
 
 Every capture here is built by tests/pcapwriter.py, so each test knows exactly
 which frames went in; the reader must give those frames back, with timestamps,
@@ -13,7 +13,7 @@ import struct
 import pytest
 
 from kproto import _impl
-from kproto.capture import CaptureReader, read_capture, read_frame_file, request_versions
+from kproto.arrow.capture import CaptureReader, read_capture, read_frame_file, request_versions
 from kproto.errors import DecodeError, FrameTooLargeError, TruncatedError
 
 from tests.pcapwriter import (ACK, LINK_ETHERNET, LINK_LOOP, LINK_NULL, LINK_RAW, LINK_SLL, LINK_SLL2, RST,
@@ -97,7 +97,7 @@ def test_pcapng_interface_options_repeated_empty_or_short(impl, big_endian, tmp_
     both engines and in capture-set detection (kproto._common.capture.pcapng_options);
     an empty or short one is passed over; set detection names the interface by its first
     if_name."""
-    from kproto.spark import capture_sets
+    from kproto.analyze.spark import capture_sets
 
     writer = PcapngWriter(big_endian=big_endian)
     order = writer.order
@@ -223,7 +223,7 @@ def assert_bytes_accounted(counters):
 
 @pytest.mark.parametrize("source", ["buffer", "file", "stream", "chunks"])
 def test_oversized_pcap_record_keeps_frames_before_and_accounts_the_rest(impl, source, tmp_path):
-    from kproto.capture import Chunks
+    from kproto.arrow.capture import Chunks
     from kproto.errors import CorruptCaptureError
 
     good, data, requests, responses = corrupt_pcap()
@@ -363,7 +363,7 @@ def test_chunks_read_like_one_buffer(impl, cuts):
     """Pieces cut anywhere (inside the file header, records, packets) read like the whole buffer."""
     import pyarrow as pa
 
-    from kproto.capture import Chunks
+    from kproto.arrow.capture import Chunks
 
     requests, responses = exchange(20)
     data = pcap_of(conversation_packets(Conversation(), requests, responses, sizes=(7, 50)))

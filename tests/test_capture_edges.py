@@ -12,7 +12,7 @@ import struct
 import pytest
 
 from kproto import _impl
-from kproto.capture import CaptureReader, read_capture
+from kproto.arrow.capture import CaptureReader, read_capture
 from tests.pcapwriter import Conversation, PcapngWriter, PcapWriter
 from tests.protocol_captures import (SECRET, USER, Interleaved, _prefixed, kafka_exchanges, mechanism_tokens,
                                      sasl_capture)
@@ -181,7 +181,7 @@ def test_snap_lengths_name_the_cuts(implementation):
 
 
 def test_dump_says_why_a_connection_is_not_kafka_and_how_to_force_it(tmp_path, capsys):
-    from kproto.cli import main
+    from kproto.analyze.cli import main
 
     data, _, _ = late_start(with_request=False)
     path = tmp_path / "late.pcap"
@@ -200,7 +200,7 @@ def test_stream_losses_are_rows_of_the_errors_table():
     summed over the ranges that read it; no row for a whole one (no Spark needed)."""
     import json
 
-    from kproto.spark.stream_losses import stream_loss_rows
+    from kproto.analyze.spark.stream_losses import stream_loss_rows
 
     _, connections = read_both(sasl_capture("PLAIN", 0, segment=8)[0])
     whole = connections[0]
@@ -222,13 +222,13 @@ def test_stream_losses_are_rows_of_the_errors_table():
     assert "400 bytes of bodies not captured (cut off by the snap length)" in rows[1]["reason"]
     import pyarrow as pa
 
-    from kproto.spark.jobs import ERRORS_SCHEMA
+    from kproto.analyze.spark.jobs import ERRORS_SCHEMA
     assert pa.Table.from_pylist(rows, schema=ERRORS_SCHEMA).num_rows == 2
 
 
 def test_the_report_names_the_snap_length():
-    from kproto.spark.jobs import summary_rows
-    from kproto.spark.report import sections
+    from kproto.analyze.spark.jobs import summary_rows
+    from kproto.analyze.spark.report import sections
 
     info = {"format": "pcap", "snap_lengths": [96]}
     accounting = [{"kind": "capture", "capture": "short.pcap", "connection_id": None,
@@ -236,7 +236,7 @@ def test_the_report_names_the_snap_length():
     summary = summary_rows(accounting, [])
     assert summary[0]["snap_lengths"] == [96]
     facts = {"summary": [dict(r, snapped_bytes=1200) for r in summary]}
-    from kproto.spark.report import _snaplen_label, LOSSES
+    from kproto.analyze.spark.report import _snaplen_label, LOSSES
 
     label = dict(LOSSES)["snapped_bytes"]
     assert _snaplen_label(facts, label) == "snaplen 96: bodies not captured (bytes cut off)"
@@ -267,9 +267,9 @@ def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_strea
 
     import pyarrow as pa
 
-    from kproto.spark import jobs, task, worker
-    from kproto.spark import planning as P
-    from kproto.spark.report import LOSSES, _snaplen_label
+    from kproto.analyze.spark import jobs, task, worker
+    from kproto.analyze.spark import planning as P
+    from kproto.analyze.spark.report import LOSSES, _snaplen_label
     from tests import capture_pieces as cp
 
     path = snaplen_128_capture(tmp_path)
@@ -294,7 +294,7 @@ def test_a_range_reads_every_frame_of_a_capture_whose_requests_the_snap_length_c
     see the header after a request until the cut is passed; the request whose frame ends exactly where
     the cut does is kept aside and proved by the header after it, so the ranges give the frames of the
     whole file (they lost all requests but the first range's, and the responses' pairs)."""
-    from kproto.spark import planning as P
+    from kproto.analyze.spark import planning as P
     from tests import capture_pieces as cp
 
     path = snaplen_128_capture(tmp_path)

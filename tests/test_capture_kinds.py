@@ -13,7 +13,7 @@ import struct
 import pytest
 
 from kproto import _impl
-from kproto.capture import read_capture
+from kproto.arrow.capture import read_capture
 from tests.protocol_captures import host_capture, sasl_capture, zookeeper_frames, Interleaved, _talk
 from tests.pcapwriter import Conversation
 
@@ -112,7 +112,7 @@ def test_an_unconfirmed_stream_on_another_port_is_other():
 
 def test_tls_bytes_are_counted_and_dropped_as_they_come():
     """A long TLS connection: counted as it goes, never held (the issue's memory growth)."""
-    from kproto.capture import CaptureReader
+    from kproto.arrow.capture import CaptureReader
     from tests.protocol_captures import tls_frames
 
     client, server = tls_frames(records_each=200)
@@ -161,7 +161,7 @@ def test_sasl_frames_exact_tokens_counted(mechanism, handshake_version, coalesce
 def run_dump(capsys, *argv):
     import json
 
-    from kproto.cli import main
+    from kproto.analyze.cli import main
 
     status = main(["dump", *map(str, argv), "--format", "jsonl"])
     out, err = capsys.readouterr()
@@ -193,7 +193,7 @@ def test_dump_never_prints_credentials_unless_asked(tmp_path, capsys, mechanism,
     path = tmp_path / "sasl.pcap"
     path.write_bytes(data)
     for output in ("jsonl", "tree"):
-        from kproto.cli import main
+        from kproto.analyze.cli import main
 
         assert main(["dump", str(path), "--format", output]) == 0
         out, _ = capsys.readouterr()
@@ -221,8 +221,8 @@ def timeless(value):
 
 
 def test_analyze_tables_of_the_host_capture_are_the_kafka_traffic_alone(tmp_path):
-    from kproto.spark import planning as P
-    from kproto.spark.report import collect_facts_arrow, markdown
+    from kproto.analyze.spark import planning as P
+    from kproto.analyze.spark.report import collect_facts_arrow, markdown
     from tests.capture_pieces import analysed, table_rows
 
     data, _, _, _ = host_capture()
@@ -259,7 +259,7 @@ def test_analyze_tables_of_the_host_capture_are_the_kafka_traffic_alone(tmp_path
 def test_analyze_tables_of_sasl_have_no_phantom_and_no_credential(tmp_path, show, mechanism, handshake_version):
     import base64
 
-    from kproto.spark import planning as P
+    from kproto.analyze.spark import planning as P
     from tests.capture_pieces import analysed
 
     data, requests, responses, secrets = sasl_capture(mechanism, handshake_version)

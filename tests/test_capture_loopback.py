@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kproto.capture import read_capture
+from kproto.arrow.capture import read_capture
 from tests.pcapwriter import request_frame, response_frame
 
 FRAMES = 12

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kproto import _impl
-from kproto.capture import read_capture
+from kproto.arrow.capture import read_capture
 from tests.pcapwriter import ACK, Conversation, PcapngWriter, pcap_of, request_frame, response_frame
 
 REQUEST_KEYS = [(0, 9), (1, 12), (3, 12), (18, 3), (19, 7), (32, 4)]

@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from kproto import _impl
-from kproto.capture import read_capture
+from kproto.arrow.capture import read_capture
 from tests.pcapwriter import Conversation, pcap_of, request_frame, response_frame
 
 

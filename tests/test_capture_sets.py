@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kproto.spark import capture_sets as CS
-from kproto.spark import planning as P
+from kproto.analyze.spark import capture_sets as CS
+from kproto.analyze.spark import planning as P
 from tests import capture_pieces as cp
 from tests import spark_captures as sc
 
@@ -236,7 +236,7 @@ def test_an_incomplete_last_record_belongs_to_the_last_file(tmp_path):
 
 
 def test_cli_help_names_the_capture_set_options():
-    output = subprocess.run([sys.executable, "-m", "kproto.cli", "analyze", "--help"], capture_output=True,
+    output = subprocess.run([sys.executable, "-m", "kproto.analyze.cli", "analyze", "--help"], capture_output=True,
                             text=True, check=True).stdout
     assert "--capture-set NAME=GLOB" in output and "--no-capture-sets" in output
 
@@ -244,8 +244,8 @@ def test_cli_help_names_the_capture_set_options():
 def test_cli_capture_set_arguments():
     import argparse
 
-    from kproto.cli_analyze import add_arguments, apply_capture_set_arguments
-    from kproto.spark import Options
+    from kproto.analyze.cli_analyze import add_arguments, apply_capture_set_arguments
+    from kproto.analyze.spark import Options
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -260,7 +260,7 @@ def test_cli_capture_set_arguments():
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
 def test_files_read_in_pieces_not_mapped_give_the_same_tables(tmp_path, monkeypatch, captures, unsplit, fmt):
     # Files behind a URI (hdfs:, s3a:) are read a piece at a time: records cut by a piece carry over.
-    from kproto.spark import set_reader
+    from kproto.analyze.spark import set_reader
 
     class Unmapped(P._Source):
         @property
@@ -315,8 +315,8 @@ def test_a_set_named_explicitly_keeps_its_name_with_one_file():
 def test_planning_a_run_of_sets_named_sets_and_lone_files(tmp_path):
     from types import SimpleNamespace
 
-    pytest.importorskip("pyspark", reason="kproto.spark.jobs imports pyspark")
-    from kproto.spark import jobs
+    pytest.importorskip("pyspark", reason="kproto.analyze.spark.jobs imports pyspark")
+    from kproto.analyze.spark import jobs
 
     sample = SAMPLE.read_bytes()
     cp.write_pieces(tmp_path, cp.dumpcap_names("brokerA", 3), cp.cut_pcap(sample, 3))
@@ -379,15 +379,15 @@ def test_cli_a_set_that_cannot_be_one_capture_is_a_usage_error(monkeypatch, caps
     (tmp_path / "caps").mkdir()     # the inputs are checked before Spark starts: they must exist
     from types import SimpleNamespace
 
-    import kproto.spark
-    from kproto import cli_analyze
+    import kproto.analyze.spark
+    from kproto.analyze import cli_analyze
 
     def refuse(*args, **kwargs):
         raise CS.CaptureSetError("capture set day: a.cap, b.cap are not pieces of one pcap or pcapng capture")
 
-    monkeypatch.setattr(kproto.spark, "spark_session", lambda *a, **k: SimpleNamespace(
+    monkeypatch.setattr(kproto.analyze.spark, "spark_session", lambda *a, **k: SimpleNamespace(
         sparkContext=SimpleNamespace(setLogLevel=lambda level: None)))
-    monkeypatch.setattr(kproto.spark, "analyze", refuse)
+    monkeypatch.setattr(kproto.analyze.spark, "analyze", refuse)
     parser = argparse.ArgumentParser()
     cli_analyze.add_arguments(parser)
     assert cli_analyze.run(parser.parse_args(["caps", "--out", "o", "--capture-set", "day=*.cap"])) \

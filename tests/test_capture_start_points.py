@@ -14,7 +14,7 @@ import struct
 import pytest
 
 from kproto import _impl
-from kproto.capture import read_capture
+from kproto.arrow.capture import read_capture
 from tests.capture_pieces import pcap_records
 from tests.pcapwriter import Conversation
 from tests.protocol_captures import Interleaved, _talk, host_capture, sasl_capture, zookeeper_frames

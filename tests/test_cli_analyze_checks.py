@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from kproto.spark import jvm_noise
+from kproto.analyze.spark import jvm_noise
 
-COMMAND = [sys.executable, "-m", "kproto.cli", "analyze"]
+COMMAND = [sys.executable, "-m", "kproto.analyze.cli", "analyze"]
 
 
 def refuse(tmp_path, *argv: str) -> str:
@@ -53,16 +53,16 @@ def test_out_is_a_file(tmp_path, out, said):
 
 
 def test_follow_is_not_a_subcommand():
-    result = subprocess.run([sys.executable, "-m", "kproto.cli", "--help"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "kproto.analyze.cli", "--help"], capture_output=True, text=True,
                             timeout=60, check=True)
     assert "follow" not in result.stdout
-    assert subprocess.run([sys.executable, "-m", "kproto.cli", "follow"], capture_output=True,
+    assert subprocess.run([sys.executable, "-m", "kproto.analyze.cli", "follow"], capture_output=True,
                           timeout=60).returncode == 2
 
 
 def test_banners_are_dropped_and_other_lines_kept():
     code = ("import subprocess, sys\n"
-            "from kproto.spark import jvm_noise\n"
+            "from kproto.analyze.spark import jvm_noise\n"
             "with jvm_noise.banners_dropped():\n"
             "    child = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stderr.write("
             "\"WARNING: Using incubator modules: jdk.incubator.vector\\\\nreal trouble\\\\n"
@@ -84,7 +84,7 @@ def test_banner_patterns():
 
 @pytest.mark.parametrize("command", ["analyze", "dump", "decode", "versions"])
 def test_help_ends_with_the_exit_statuses(command):
-    result = subprocess.run([sys.executable, "-m", "kproto.cli", command, "--help"], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "kproto.analyze.cli", command, "--help"], capture_output=True,
                             text=True, timeout=60, check=True)
     text = " ".join(result.stdout.split())
     assert "Exit status: 0 " in text and " 2 for usage errors" in text
@@ -94,7 +94,7 @@ def test_progress_lines_give_durations():
     import io
     from types import SimpleNamespace
 
-    from kproto.spark.jobs import Progress
+    from kproto.analyze.spark.jobs import Progress
 
     tracker = SimpleNamespace(getActiveStageIds=lambda: [])
     spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))
@@ -153,7 +153,7 @@ CLUSTER_TASK = ("org.apache.spark.SparkException: Job aborted due to stage failu
                    "--conf spark.executor.memory=8g (now 1g)"),
 ])
 def test_a_jvm_out_of_memory_is_named_with_its_setting(java_text, said):
-    from kproto.cli_analyze import failure_message
+    from kproto.analyze.cli_analyze import failure_message
 
     error = py4j_error(java_text)
     assert "o80.getResult" in str(error) and "memory" in str(error).lower()
@@ -164,7 +164,7 @@ def test_a_jvm_out_of_memory_is_named_with_its_setting(java_text, said):
 
 
 def test_other_jvm_failures_keep_their_first_line():
-    from kproto.cli_analyze import failure_message
+    from kproto.analyze.cli_analyze import failure_message
 
     error = py4j_error("java.io.IOException: No space left on device\n\tat java.base/...")
     assert failure_message(error) == "An error occurred while calling o80.getResult."
@@ -173,9 +173,9 @@ def test_other_jvm_failures_keep_their_first_line():
 def test_the_command_exits_1_with_the_one_line(tmp_path, monkeypatch, capsys):
     """What a user sees when the heap runs out: one line, exit status 1 (README's table), no Py4J text."""
     pytest.importorskip("pyspark")
-    import kproto.spark
-    from kproto import cli
-    from kproto.spark import jvm_archive
+    import kproto.analyze.spark
+    from kproto.analyze import cli
+    from kproto.analyze.spark import jvm_archive
 
     class Context:
         def setLogLevel(self, level):
@@ -187,8 +187,8 @@ def test_the_command_exits_1_with_the_one_line(tmp_path, monkeypatch, capsys):
     def analyze(*args, **kwargs):
         raise py4j_error(DRIVER_HEAP)
 
-    monkeypatch.setattr(kproto.spark, "spark_session", lambda *args, **kwargs: Session())
-    monkeypatch.setattr(kproto.spark, "analyze", analyze)
+    monkeypatch.setattr(kproto.analyze.spark, "spark_session", lambda *args, **kwargs: Session())
+    monkeypatch.setattr(kproto.analyze.spark, "analyze", analyze)
     monkeypatch.setattr(jvm_archive, "finish", lambda spark: None)
     capture = tmp_path / "one.pcap"
     capture.write_bytes(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))

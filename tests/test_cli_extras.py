@@ -17,7 +17,7 @@ METADATA_V12 = "0003000c0000000700026d65000200000000000000000000000000000000076f
 def run_without(packages: list[str], *argv: str) -> subprocess.CompletedProcess:
     code = ("import sys\n"
             f"for name in {packages!r}: sys.modules[name] = None\n"
-            "from kproto.cli import main\n"
+            "from kproto.analyze.cli import main\n"
             "sys.exit(main(sys.argv[1:]))\n")
     return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
                           cwd=ROOT)

@@ -17,7 +17,7 @@ import pytest
 import kproto
 from kproto import versions
 
-COMMAND = [sys.executable, "-m", "kproto.cli"]
+COMMAND = [sys.executable, "-m", "kproto.analyze.cli"]
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The recording of real clients against real brokers (kproto/client_recordings.py, issue 37).
+"""The recording of real clients against real brokers (kproto/analyze/client_recordings.py, issue 37).
 
 The plain tests check the committed recording is whole and consistent, and that the KIP-896
 truth table in docs/analyze.md is the one the recording gives. The ``kafka`` tests drive a
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kproto import client_recordings as R
-from kproto.fingerprint import release_key
+from kproto.analyze import client_recordings as R
+from kproto.analyze.fingerprint import release_key
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))

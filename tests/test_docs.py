@@ -193,7 +193,7 @@ def check_records(ns: dict) -> None:
 def check_batch(ns: dict) -> None:
     import pyarrow as pa
 
-    from kproto.capture import read_capture
+    from kproto.arrow.capture import read_capture
     write_pcap(Path("broker.pcap"))
     frames, _, _ = read_capture("broker.pcap")
     (paired,) = list(ns["decode"](frames.to_batches()))

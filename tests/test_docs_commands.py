@@ -67,7 +67,7 @@ def test_command_runs(path, number, line, inputs):
     for program in ("jq", "head"):
         if f"| {program}" in line and shutil.which(program) is None:
             pytest.skip(f"{program} is not installed (the line pipes kproto's output into it)")
-    script = f'kproto() {{ {shlex.quote(sys.executable)} -m kproto.cli "$@"; }}\nset -o pipefail\n{line}\n'
+    script = f'kproto() {{ {shlex.quote(sys.executable)} -m kproto.analyze.cli "$@"; }}\nset -o pipefail\n{line}\n'
     result = subprocess.run(["bash", "-c", script], cwd=inputs, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, f"{path}:{number}: {line}\n{result.stderr}"

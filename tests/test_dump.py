@@ -14,19 +14,20 @@ import pyarrow as pa
 import pytest
 
 import kproto
-import kproto.batch as kb
-from kproto import dump
-from kproto.capture import read_capture
-from kproto.cli import main
+import kproto.arrow.frames as kb
+from kproto.arrow import exchanges
+from kproto.analyze import dump
+from kproto.arrow.capture import read_capture
+from kproto.analyze.cli import main
 from kproto.messages import MetadataRequest, MetadataResponse
 from tests import spark_captures as sc
 
-COMMAND = [sys.executable, "-m", "kproto.cli"]
+COMMAND = [sys.executable, "-m", "kproto.analyze.cli"]
 
 
 @pytest.fixture
 def loops(impl, monkeypatch):
-    """kproto.batch (so the dump) running on one implementation's loops."""
+    """kproto.arrow.frames (so the dump) running on one implementation's loops."""
     monkeypatch.setattr(kb, "_batch", impl.load("batch"))
     return impl
 
@@ -55,8 +56,8 @@ def test_every_frame_once_responses_decoded_with_their_request(small, loops):
     records = list(dump.records(dump.Input(str(small))))
     frames, _, _ = read_capture(str(small))
     assert len(records) == frames.num_rows == 10
-    # The whole-capture pairing of kproto.batch gives every response the same request.
-    pairs = kb.pair(frames).to_pylist()
+    # The whole-capture pairing of kproto.arrow.frames gives every response the same request.
+    pairs = exchanges.pair(frames).to_pylist()
     expected = {(p["connection_id"], p["response_sequence"]): (p["api_key"], p["api_version"])
                 for p in pairs if p["response_row"] is not None}
     for record in records:
@@ -110,7 +111,7 @@ def test_acks_zero_produce_is_not_held(small, loops):
 
 
 def capture_batch(payloads: list[bytes], direction: int, first_sequence: int = 0) -> pa.RecordBatch:
-    from kproto.capture import frame_schema
+    from kproto.arrow.capture import frame_schema
 
     n = len(payloads)
     return pa.RecordBatch.from_arrays([

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import kproto
-from kproto.cli import main
+from kproto.analyze.cli import main
 from kproto.messages import MetadataRequest, ProduceResponse
 
 
@@ -38,7 +38,7 @@ def test_a_v8_metadata_request_has_no_topic_id(tmp_path, capsys):
 
 
 def test_error_filter_by_name_and_number_nested(tmp_path, capsys):
-    from kproto import dump as kdump
+    from kproto.analyze import dump as kdump
     from kproto.errors import ErrorCode
 
     code = ErrorCode.by_name("NOT_LEADER_OR_FOLLOWER").code
@@ -49,7 +49,7 @@ def test_error_filter_by_name_and_number_nested(tmp_path, capsys):
     filters = kdump.Filters(error_codes={code})
     assert filters.error_mask(pa.array([body, body.replace(f":{code},", ":0,"), None])).tolist() \
         == [True, False, False]
-    from kproto.cli_dump import error_code_of
+    from kproto.analyze.cli_dump import error_code_of
     assert error_code_of("not_leader_or_follower") == error_code_of(str(code)) == code
     assert main(["dump", str(frames_file(tmp_path, [b"\x00" * 8])), "--error", "NOPE"]) == 2
     assert "not a Kafka error code" in capsys.readouterr().err
@@ -58,7 +58,7 @@ def test_error_filter_by_name_and_number_nested(tmp_path, capsys):
 def test_body_fields_version_on_both_loops(impl, monkeypatch):
     """decode_frames(body_fields="version"): the twins give the same text, the fields of the version
     only (nested too); "all" keeps to_dict()'s shape."""
-    import kproto.batch as kb
+    import kproto.arrow.frames as kb
     from kproto.messages import FetchRequest
 
     monkeypatch.setattr(kb, "_batch", impl.load("batch"))

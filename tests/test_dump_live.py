@@ -19,14 +19,14 @@ from tests.pcapwriter import Conversation, PcapWriter
 from tests import spark_captures as sc
 from kproto.messages import MetadataRequest, MetadataResponse
 
-COMMAND = [sys.executable, "-m", "kproto.cli", "dump", "--format", "jsonl"]
+COMMAND = [sys.executable, "-m", "kproto.analyze.cli", "dump", "--format", "jsonl"]
 WAIT = 60.0     # seconds a line may take on a loaded machine: a hang fails, slowness does not
 
 
 def capture_parts() -> tuple[bytes, bytes]:
     """A pcap cut in two: the file header, a handshake, a Metadata request and its response;
     then the next exchange. The response is there because a connection's frames are shown once
-    the connection is proven to be Kafka (an answered request, kproto.capture's kinds); after
+    the connection is proven to be Kafka (an answered request, kproto.arrow.capture's kinds); after
     that, each frame shows as it comes."""
     connection = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
 

@@ -1,4 +1,4 @@
-"""kproto.exchanges: its callers (kb.pair, the Spark worker, dump) give the same exchanges."""
+"""kproto.arrow.exchanges: its callers (E.pair, the Spark worker, dump) give the same exchanges."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-import kproto.batch as kb  # noqa: E402
-from kproto import dump  # noqa: E402
-from kproto import exchanges as E  # noqa: E402
-from kproto.capture import read_capture  # noqa: E402
-from kproto.spark import task as T  # noqa: E402
-from kproto.spark import worker as W  # noqa: E402
+import kproto.arrow.frames as kb  # noqa: E402
+from kproto.analyze import dump  # noqa: E402
+from kproto.arrow import exchanges as E  # noqa: E402
+from kproto.arrow.capture import read_capture  # noqa: E402
+from kproto.analyze.spark import task as T  # noqa: E402
+from kproto.analyze.spark import worker as W  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "sample.pcap"
@@ -31,7 +31,7 @@ def frames(request, tmp_path_factory):
 
 
 def test_batch_api_and_spark_worker_give_the_same_exchanges(frames):
-    pairs = kb.pair(frames)
+    pairs = E.pair(frames)
     exchanges = W.decode_frames_table(frames).exchanges
     assert pairs.num_rows == exchanges.num_rows > 0
     assert pairs.select(SHARED).equals(exchanges.select(SHARED))
@@ -42,13 +42,13 @@ def test_batch_api_and_spark_worker_give_the_same_exchanges(frames):
 def test_small_capture_has_every_pair_status(tmp_path):
     path = tmp_path / "small.pcap"
     path.write_bytes(sc.small_capture())
-    assert set(kb.pair(read_capture(str(path)).frames)["pair_status"].to_pylist()) == set(E.PairStatus)
+    assert set(E.pair(read_capture(str(path)).frames)["pair_status"].to_pylist()) == set(E.PairStatus)
 
 
 @pytest.mark.parametrize("batch_rows", [1, 3, 50])
 def test_open_requests_across_batches_match_the_pairing_of_the_whole(frames, batch_rows):
     """dump reads a batch at a time; each response still gets its request's API, version and client id."""
-    pairs = kb.pair(frames).to_pylist()
+    pairs = E.pair(frames).to_pylist()
     expected = {r["response_row"]: (r["api_key"], r["api_version"], r["client_id"])
                 for r in pairs if r["response_row"] is not None and r["request_row"] is not None}
     open_requests = E.OpenRequests()
@@ -111,8 +111,8 @@ def test_the_end_of_a_run_names_the_ids_other_tasks_named(tmp_path):
     it, the end of the run does, as the topics table does; an ID nobody names stays an ID."""
     import pyarrow.parquet as pq
 
-    from kproto.spark import planning as P
-    from kproto.spark.exchange_topics import name_written_topics
+    from kproto.analyze.spark import planning as P
+    from kproto.analyze.spark.exchange_topics import name_written_topics
 
     out = tmp_path / "out"
     for name in ("frames", "exchanges"):

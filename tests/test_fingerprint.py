@@ -1,4 +1,4 @@
-"""kproto.fingerprint: the table built from the real-broker recording, the classifier, its figures."""
+"""kproto.analyze.fingerprint: the table built from the real-broker recording, the classifier, its figures."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from kproto import client_recordings as R
-from kproto import fingerprint as FP
+from kproto.analyze import client_recordings as R
+from kproto.analyze import fingerprint as FP
 from tests import fingerprint_evaluation as evaluation
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# ---------------------------------------------------------------- the table, from kproto/client_recordings.py
+# ---------------------------------------------------------------- the table, from kproto/analyze/client_recordings.py
 def test_the_table_is_the_recording():
     """Every recorded library and release is in the table, nothing else: nine libraries, four ecosystems."""
     table = FP.table()
@@ -310,10 +310,10 @@ def test_order_of_use_and_labels():
 # ---------------------------------------------------------------- in the clients table
 def test_every_sample_client_is_named():
     """On samples/sample.pcap every client gets a likely software, by KIP-511 or by fingerprint."""
-    from kproto.spark import combine as C
-    from kproto.spark import planning as P
-    from kproto.spark import task as T
-    from kproto.spark import worker as W
+    from kproto.analyze.spark import combine as C
+    from kproto.analyze.spark import planning as P
+    from kproto.analyze.spark import task as T
+    from kproto.analyze.spark import worker as W
 
     path = str(ROOT / "samples" / "sample.pcap")
     parts = pa.Table.from_batches([b for s in P.plan_file(path, 0) for b in T.process_split(s, broker_ports=(9092, 9093))],
@@ -345,8 +345,8 @@ def test_every_sample_client_is_named():
 def test_api_versions_per_connection_is_the_most_on_one_connection():
     """A connection's ApiVersions requests add up over its usage rows (versions, ranges of a split
     capture); the column is the most on any one connection, null for a client that sent none."""
-    from kproto.spark import combine as C
-    from kproto.spark import worker as W
+    from kproto.analyze.spark import combine as C
+    from kproto.analyze.spark import worker as W
 
     rows = [  # (connection, client_id, api_key, api_version, requests)
         (1, "old", 18, 3, 1), (1, "old", 18, 0, 1), (1, "old", 18, 0, 1), (1, "old", 3, 1, 4),
@@ -365,8 +365,8 @@ def test_programs_sharing_a_client_id_keep_their_own_name_and_version():
     """kcat (librdkafka 2.0.2) and confluent-kafka 2.11.1 both `rdkafka` on one host: the row's name and
     version are one pair a request sent (the greatest, as Spark's max of the struct), never
     "librdkafka 2.11.1-rdkafka-2.11.1"; the fingerprint names both."""
-    from kproto.spark import combine as C
-    from kproto.spark import worker as W
+    from kproto.analyze.spark import combine as C
+    from kproto.analyze.spark import worker as W
 
     rows = [(1, 18, 3, "librdkafka", "2.0.2"), (1, 3, 12, None, None),
             (2, 18, 3, "confluent-kafka-python", "2.11.1-rdkafka-2.11.1"), (2, 0, 9, None, None)]

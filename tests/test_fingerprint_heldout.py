@@ -1,9 +1,9 @@
 """The fingerprint on clients it was not built from: the held-out evaluation of issue 37 (item 4).
 
 tests/client_heldout_recordings.py (tools/record_clients.py --held-out) holds real clients against
-real brokers that the table's recording (kproto/client_recordings.py) never saw: other releases of
+real brokers that the table's recording (kproto/analyze/client_recordings.py) never saw: other releases of
 the same libraries, other client.ids, pins at other settings, and software outside the table.
-Every client is classified by kproto.fingerprint.classify_row, as the ``clients`` table shows it
+Every client is classified by kproto.analyze.fingerprint.classify_row, as the ``clients`` table shows it
 (a KIP-511 name first) and by the wire alone (the name withheld). The issue's figures:
 
 * the right library for >= 98 % of the held-out clients, the right version range for >= 90 %;
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kproto import client_recordings as R
+from kproto.analyze import client_recordings as R
 from tests import client_heldout_recordings as H
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,14 +93,14 @@ def test_every_held_out_run_was_seen_on_the_wire():
     ("4.0", "4.1.2", False),
 ])
 def test_a_version_range_is_right_only_around_the_true_release(versions, release, right):
-    """The scorer reads likely_versions by the rule FP.evaluate uses (kproto.fingerprint.release_in_versions)."""
-    from kproto import fingerprint as FP
+    """The scorer reads likely_versions by the rule FP.evaluate uses (kproto.analyze.fingerprint.release_in_versions)."""
+    from kproto.analyze import fingerprint as FP
 
     assert FP.release_in_versions(versions, release) is right
 
 
 def test_a_wrong_confident_verdict_is_counted(monkeypatch):
-    from kproto import fingerprint as FP
+    from kproto.analyze import fingerprint as FP
 
     runs = [run for run in H.RUNS if run[0] in ("sarama", "kproto-codec")]
     honest = RC.heldout_score(runs, kip511=False)

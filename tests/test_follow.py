@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from kproto.capture import ERROR_CATEGORIES  # noqa: E402
-from kproto.spark import follow as F  # noqa: E402
-from kproto.spark.jobs import Options  # noqa: E402
+from kproto.arrow.capture import ERROR_CATEGORIES  # noqa: E402
+from kproto.analyze.spark import follow as F  # noqa: E402
+from kproto.analyze.spark.jobs import Options  # noqa: E402
 
 
 def _write(path, data: bytes, age: float) -> None:
@@ -151,13 +151,13 @@ def test_a_batch_failing_after_a_stop_ends_the_run_without_a_commit(tmp_path, mo
 def test_the_follow_options_on_the_command_line():
     import argparse
 
-    from kproto import analyze_follow
+    from kproto.analyze import follow_options
 
     parser = argparse.ArgumentParser()
-    analyze_follow.add_arguments(parser)
+    follow_options.add_arguments(parser)
     args = parser.parse_args(["--max-batches", "0", "--trigger", "0.5", "--settle", "0"])
-    assert analyze_follow.wanted(args) and (args.trigger, args.settle, args.report_interval) == (0.5, 0.0, 60.0)
-    assert not analyze_follow.wanted(parser.parse_args([]))
+    assert follow_options.wanted(args) and (args.trigger, args.settle, args.report_interval) == (0.5, 0.0, 60.0)
+    assert not follow_options.wanted(parser.parse_args([]))
     for wrong in (["--trigger", "0"], ["--settle", "-1"], ["--report-interval", "nan"]):
         with pytest.raises(SystemExit):
             parser.parse_args(wrong)

@@ -44,15 +44,15 @@ def test_the_pure_python_pass_is_chosen_from_what_a_test_module_imports(request)
     from .twin_selection import application, implementation_dependent, is_twin_module
 
     assert request.node.get_closest_marker("twin") is not None, "conftest did not mark this module"
-    for chooses in ("kproto.records", "kproto.capture", "kproto.batch", "kproto.messages", "kproto", "kproto._py.codec"):
+    for chooses in ("kproto.records", "kproto.arrow.capture", "kproto.arrow.frames", "kproto.messages", "kproto", "kproto._py.codec"):
         assert implementation_dependent(chooses), chooses
     for neutral in ("kproto.errors", "kproto.limits", "kproto.compression", "kproto._common.records"):
         assert not implementation_dependent(neutral), neutral
-    assert application("kproto.spark.jobs") and not application("kproto.capture")
+    assert application("kproto.analyze.spark.jobs") and not application("kproto.arrow.capture")
     assert is_twin_module("from kproto import records\n")
     assert is_twin_module("def test_x():\n    from kproto import _impl\n")  # a test's own import counts
     assert not is_twin_module("from kproto.errors import DecodeError\n")
-    assert not is_twin_module("from kproto import capture\nfrom kproto.spark import jobs\n")
+    assert not is_twin_module("from kproto.arrow import capture\nfrom kproto.analyze.spark import jobs\n")
     # The modules about the twins themselves are in the pass, whatever they import beside.
     for name in ("test_records", "test_messages", "test_headers", "test_capture", "test_batch", "test_dump"):
         assert is_twin_module((ROOT / "tests" / f"{name}.py").read_text(encoding="utf-8")), name

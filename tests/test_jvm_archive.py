@@ -1,4 +1,4 @@
-"""The Spark JVM's class-data archive (kproto/spark/jvm_archive.py): which archive a
+"""The Spark JVM's class-data archive (kproto/analyze/spark/jvm_archive.py): which archive a
 session maps or records, the switch that turns it off, and no half-written archive used."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from kproto.spark import jvm_archive  # noqa: E402
+from kproto.analyze.spark import jvm_archive  # noqa: E402
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import pytest
 import kproto
 from kproto import broker_recordings
 from kproto import versions as v
-from kproto.cli import main as kproto_main
+from kproto.analyze.cli import main as kproto_main
 from kproto.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))

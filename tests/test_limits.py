@@ -37,7 +37,8 @@ def peak_allocation(function) -> int:
 
 # ---------------------------------------------------------------- the table itself
 def test_the_limits_are_the_ones_the_decoders_use():
-    from kproto import capture, records
+    from kproto.arrow import capture
+    from kproto import records
 
     assert limits.DEFAULT_MAX_FRAME_SIZE == framing.DEFAULT_MAX_FRAME_SIZE == 100 * 1024 * 1024
     assert limits.DEFAULT_MAX_DECOMPRESSED_SIZE == records.DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -175,7 +176,7 @@ def test_frame_reader_refuses_a_frame_above_its_limit_before_buffering_it():
 
 
 def test_iter_frames_and_frame_files_take_the_limit_too():
-    from kproto.capture import read_frame_file
+    from kproto.arrow.capture import read_frame_file
 
     data = struct.pack(">i", 5) + b"hello" + struct.pack(">i", 50) + b"x" * 50
     assert [bytes(f) for f in framing.iter_frames(data, max_frame_size=50)] == [b"hello", b"x" * 50]
@@ -186,7 +187,7 @@ def test_iter_frames_and_frame_files_take_the_limit_too():
 
 
 def test_a_capture_does_not_take_a_size_above_its_limit_as_a_frame(impl):
-    from kproto.capture import read_capture
+    from kproto.arrow.capture import read_capture
     from tests.pcapwriter import Conversation, pcap_of, request_frame, response_frame
 
     conv = Conversation()

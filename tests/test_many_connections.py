@@ -1,7 +1,7 @@
 """Many short connections across split boundaries: every count of the connections table exact (issue 35).
 
 tools/many_connections.py writes the capture and its truth; the ranges are read as the Spark
-tasks read them (kproto.spark.worker, no Spark here) and combined as the driver combines them.
+tasks read them (kproto.analyze.spark.worker, no Spark here) and combined as the driver combines them.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pyarrow.compute as pc
 import pytest
 
 from kproto import _impl
-from kproto.capture import read_capture
-from kproto.spark import planning as P
-from kproto.spark import worker as W
-from kproto.spark.range_pipeline import connection_shares
+from kproto.arrow.capture import read_capture
+from kproto.analyze.spark import planning as P
+from kproto.analyze.spark import worker as W
+from kproto.analyze.spark.range_pipeline import connection_shares
 from tests.capture_pieces import analysed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
@@ -72,7 +72,7 @@ def test_a_range_counts_its_own_share_of_a_connection():
     """connection_shares: counters at the end less those at the start; a side decided later is swapped."""
     import pyarrow as pa
 
-    from kproto.capture import connection_schema
+    from kproto.arrow.capture import connection_schema
 
     schema = connection_schema()
 
@@ -123,7 +123,7 @@ def test_other_protocols_across_ranges_count_as_one_reader_counts(tmp_path):
     """Kafka, ZooKeeper, HTTP and TLS connections cut by ranges: each counter of each connection, and the
     summary's byte sums, as one reader of the whole file counts them (a reader that starts inside a TLS
     connection knows its kind later than the reader before it)."""
-    from kproto.spark.connection_totals import CONNECTION_SUMS
+    from kproto.analyze.spark.connection_totals import CONNECTION_SUMS
     from tests.protocol_captures import host_capture
 
     path = tmp_path / "host.pcap"

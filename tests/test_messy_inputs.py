@@ -17,10 +17,10 @@ import pyarrow.compute as pc
 import pytest
 
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
-from kproto.spark import jobs
-from kproto.spark import planning as P
-from kproto.spark import task as T
-from kproto.spark import worker as W
+from kproto.analyze.spark import jobs
+from kproto.analyze.spark import planning as P
+from kproto.analyze.spark import task as T
+from kproto.analyze.spark import worker as W
 from tests import spark_captures as sc
 from tests.pcapwriter import PcapngWriter
 
@@ -206,7 +206,7 @@ def test_unexplained_loss_is_not_accounted():
 
 
 def test_exit_status_says_complete_incomplete_or_nothing():
-    from kproto.cli_analyze import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, exit_status
+    from kproto.analyze.cli_analyze import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, exit_status
 
     def result(rows, errors):
         return jobs.Result(out=None, summary=rows + [{"capture": "*"}], facts=None, tables={}, errors=errors)

@@ -1,6 +1,6 @@
 """The report's "Next steps" against the KIP-896 truth table of real clients on real brokers (issue 37).
 
-Every recorded run of kproto/client_recordings.py (each client release, as it comes and pinned,
+Every recorded run of kproto/analyze/client_recordings.py (each client release, as it comes and pinned,
 against 3.9.2, 4.0.2 and 4.4.0) becomes the ``clients`` rows the pipeline makes of its capture
 (client.id, KIP-511 name and version, pairs in order of first use, ApiVersions per connection,
 requests of versions Kafka 4.x removed), and "Next steps" is asked about them: a client release
@@ -11,10 +11,10 @@ is not flagged at all.
 
 from __future__ import annotations
 
-from kproto import client_recordings as R
-from kproto import fingerprint as FP
+from kproto.analyze import client_recordings as R
+from kproto.analyze import fingerprint as FP
 from kproto import versions as kv
-from kproto.spark import next_steps
+from kproto.analyze.spark import next_steps
 
 
 def clients_rows(run: tuple) -> tuple[list[dict], list[dict]]:

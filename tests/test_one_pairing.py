@@ -1,11 +1,11 @@
-"""One definition of pairing (issue 39): requests meet their responses in kproto/exchanges.py alone.
+"""One definition of pairing (issue 39): requests meet their responses in kproto/arrow/exchanges.py alone.
 
-Pairing was written three times (``kproto.batch.pair``, the Spark worker's
+Pairing was written three times (``kproto.arrow.exchanges.pair``, the Spark worker's
 ``frame_heads`` / ``pair_heads`` / ``build_exchanges``, ``dump.OpenRequests``), its
 ordering and pair-status rules twice, and the exchanges schema had two types for
 ``pair_status``. Each rule below has a fingerprint, a line shape only its definition
 has; the test reads every hand-written module of kproto/ (the Spark package included)
-and fails when a fingerprint turns up outside kproto/exchanges.py. The callers' old
+and fails when a fingerprint turns up outside kproto/arrow/exchanges.py. The callers' old
 names are checked to be the module's. docs/architecture.md ("Where each rule lives")
 names the module.
 """
@@ -20,7 +20,7 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 ROOT = Path(__file__).resolve().parent.parent
-HOME = "kproto/exchanges.py"
+HOME = "kproto/arrow/exchanges.py"
 GENERATED = {"kproto/schema/_messages.py", "kproto/messages.pyi"}
 
 #: rule -> fingerprint (a regex over whole files, multiline)
@@ -88,20 +88,20 @@ def test_an_old_copy_would_be_found(rule):
 
 
 def test_the_callers_old_names_are_the_modules():
-    import kproto.batch as kb
-    from kproto import dump
-    from kproto import exchanges as E
-    from kproto.spark import combine, worker
+    import kproto.arrow.frames as kb
+    from kproto.analyze import dump
+    from kproto.arrow import exchanges as E
+    from kproto.analyze.spark import combine, worker
 
     assert dump.OpenRequests is E.OpenRequests and dump.MAX_OPEN_REQUESTS == E.MAX_OPEN_REQUESTS
     assert combine.resolve_topic_ids is E.resolve_topic_ids
     assert worker.EXCHANGES_SCHEMA.equals(E.exchanges_schema())
-    assert kb.pair_schema("json").equals(E.pair_schema("json"))
+    assert E.pair_schema("json").equals(E.pair_schema("json"))
     assert kb.PairStatus is E.PairStatus
 
 
 def test_one_schema_one_type_per_column():
-    from kproto import exchanges as E
+    from kproto.arrow import exchanges as E
 
     fields = {f.name: f for f in E.EXCHANGE_FIELDS}
     assert len(fields) == len(E.EXCHANGE_FIELDS)

@@ -56,7 +56,7 @@ def sources() -> dict[str, str]:
     for pattern in ("*.py", "*.pyx", "*.pxi", "*.pxd", "*.h"):
         for path in (ROOT / "kproto").rglob(pattern):
             name = path.relative_to(ROOT).as_posix()
-            if name.startswith("kproto/spark/") or name in {"kproto/schema/_messages.py", "kproto/messages.pyi"}:
+            if name.startswith("kproto/analyze/spark/") or name in {"kproto/schema/_messages.py", "kproto/messages.pyi"}:
                 continue
             found[name] = path.read_text(encoding="utf-8")
     return found

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 import kproto
-from kproto import _impl, cli
+from kproto import _impl
+from kproto.analyze import cli
 from kproto._version import __version__
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +91,7 @@ def test_kproto_version_command(no_extensions: str) -> None:
     env.pop("PYTHONWARNINGS", None)
     # From the directory holding the kproto this test imported, `-m` loads that same copy.
     done = subprocess.run(
-        [sys.executable, "-W", "ignore::RuntimeWarning", "-m", "kproto.cli", "--version"],
+        [sys.executable, "-W", "ignore::RuntimeWarning", "-m", "kproto.analyze.cli", "--version"],
         capture_output=True, text=True, env=env, timeout=120, cwd=Path(kproto.__file__).parent.parent,
     )
     assert done.returncode == 0, done.stderr
@@ -166,9 +167,9 @@ def test_entry_point_declared() -> None:
         scripts = ()
     if not scripts:
         project = _pyproject()["project"]
-        assert project["scripts"]["kproto"] == "kproto.cli:main"
+        assert project["scripts"]["kproto"] == "kproto.analyze.cli:main"
     else:
-        assert next(iter(scripts)).value == "kproto.cli:main"
+        assert next(iter(scripts)).value == "kproto.analyze.cli:main"
 
 
 # --- what ships ----------------------------------------------------------------------------------
@@ -336,14 +337,14 @@ _CAPTURE_WITHOUT_NUMPY = """
 import sys
 sys.modules["numpy"] = None
 sys.modules["pyarrow"] = None
-from kproto.capture import CaptureReader, read_capture   # importing needs neither
+from kproto.arrow.capture import CaptureReader, read_capture   # importing needs neither
 for call in (lambda: read_capture(b""), lambda: CaptureReader(b"", implementation="py")):
     try:
         call()
     except ImportError as exc:
         print(exc)
 try:
-    import kproto.batch
+    import kproto.arrow.frames
 except ImportError as exc:
     print(exc)
 """
@@ -357,9 +358,9 @@ def test_capture_and_batch_without_numpy_name_the_extra() -> None:
     lines = done.stdout.splitlines()
     hint = "pip install 'kproto[arrow]' (from a checkout: pip install '.[arrow]')"
     assert lines == [
-        f"kproto.capture needs numpy and pyarrow (numpy is missing): {hint}",
-        f"kproto.capture needs numpy and pyarrow (numpy is missing): {hint}",
-        f"kproto.batch needs numpy and pyarrow (numpy is missing): {hint}",
+        f"kproto.arrow.capture needs numpy and pyarrow (numpy is missing): {hint}",
+        f"kproto.arrow.capture needs numpy and pyarrow (numpy is missing): {hint}",
+        f"kproto.arrow.frames needs numpy and pyarrow (numpy is missing): {hint}",
     ]
 
 

@@ -1,4 +1,4 @@
-"""A range of a pcap decoded in bounded chunks (kproto/spark/range_pipeline.py): the same tables as at once."""
+"""A range of a pcap decoded in bounded chunks (kproto/analyze/spark/range_pipeline.py): the same tables as at once."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from kproto.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
-from kproto.spark import planning as P
-from kproto.spark import range_pipeline as R
-from kproto.spark import task as T
-from kproto.spark import worker as W
+from kproto.analyze.spark import planning as P
+from kproto.analyze.spark import range_pipeline as R
+from kproto.analyze.spark import task as T
+from kproto.analyze.spark import worker as W
 from tests import spark_captures as sc
 from tests.capture_pieces import analysed
 from tests.pcapwriter import Conversation
@@ -113,7 +113,7 @@ def test_ranges_read_as_streams_twice_give_the_same_tables(mixed, monkeypatch):
 @pytest.mark.parametrize("batch_bytes", [100, 600])
 def test_a_stream_read_in_small_batches_gives_every_frame(mixed, batch_bytes):
     # The reader stops feeding when a batch is full: the rest of its last read must still come.
-    from kproto.capture import CaptureReader
+    from kproto.arrow.capture import CaptureReader
 
     with open(mixed, "rb") as handle:
         whole = pa.Table.from_batches(list(CaptureReader(handle)))

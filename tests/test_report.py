@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kproto.spark import report
+from kproto.analyze.spark import report
 
 
 def facts() -> dict:
@@ -79,7 +79,7 @@ def test_bar_chart_scales_to_the_largest_value():
 
 def test_next_steps_come_first_ranked_by_requests():
     """Clients not ready for 4.x, most requests first, with cause and fix; brokers and 4.x clients."""
-    from kproto.spark import next_steps
+    from kproto.analyze.spark import next_steps
 
     data = facts()
     quiet = dict(data["clients"][0], client_id="quiet", requests=1, client_software_name=None,
@@ -112,7 +112,7 @@ def test_versions_some_4x_releases_refuse_are_not_called_ready():
     """JoinGroup v1 (deprecated, refused by 4.0.0 only, kproto's release tables): no "no client sends a
     removed version" line for it; its own table names the refusing release and the first that serves it."""
     from kproto import versions as kv
-    from kproto.spark import next_steps
+    from kproto.analyze.spark import next_steps
 
     data = facts()
     data["clients"][0].update(removed_in_4x_requests=0, apis=["JoinGroup v1"])
@@ -128,7 +128,7 @@ def test_versions_some_4x_releases_refuse_are_not_called_ready():
 
 
 def test_next_steps_name_each_clients_brokers_and_the_capture_window():
-    from kproto.spark import next_steps
+    from kproto.analyze.spark import next_steps
 
     data = facts()
     data["clients"][0]["brokers"] = ["10.0.0.9:9092", "10.0.0.10:9092"]
@@ -149,7 +149,7 @@ def test_a_brokers_own_path_to_4x_comes_from_the_tables():
     (3.4), KRaft by the last ZooKeeper release (3.9, the bridge), then 4.x; a KRaft broker
     has no migration step; a 4.x broker none at all."""
     from kproto import versions as kv
-    from kproto.spark import next_steps
+    from kproto.analyze.spark import next_steps
 
     assert next_steps._zookeeper_facts() == (("LeaderAndIsr", "StopReplica", "UpdateMetadata"), "3.9", "4.0.0", "3.4")
     old = next_steps.path_to_4x("2.3", set(kv.release_table("2.3")))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kproto.spark import report
+from kproto.analyze.spark import report
 
 from .test_report import facts as small_facts
 

@@ -25,9 +25,9 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute  # noqa: E402,F401
 import pyarrow.parquet as pq  # noqa: E402
 
-from kproto.capture import read_capture  # noqa: E402
-from kproto.spark import Options, analyze  # noqa: E402
-from kproto.spark import planning as P  # noqa: E402
+from kproto.arrow.capture import read_capture  # noqa: E402
+from kproto.analyze.spark import Options, analyze  # noqa: E402
+from kproto.analyze.spark import planning as P  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -153,7 +153,7 @@ def test_clients_table(analysis):
     assert (shop["client_software_name"], shop["client_software_version"], shop["connections"],
             shop["requests"], shop["apis"], shop["removed_in_4x_requests"]) \
         == ("shop-app", "2.0", 1, 3, ["Produce v9", "Metadata v12", "ApiVersions v3"], 0)
-    # The fingerprint columns: a KIP-511 name wins (kproto.fingerprint); api_order is apis by first use.
+    # The fingerprint columns: a KIP-511 name wins (kproto.analyze.fingerprint); api_order is apis by first use.
     assert (shop["likely_software"], shop["likely_versions"], shop["fingerprint_confidence"]) \
         == ("shop-app", "2.0", "KIP-511")
     assert sorted(shop["api_order"]) == sorted(shop["apis"]) and shop["api_order"][0] == "ApiVersions v3"
@@ -209,7 +209,7 @@ def test_report_fits_the_page_in_a_browser(analysis):
 
 
 def test_cli_help_lists_analyze():
-    output = subprocess.run([sys.executable, "-m", "kproto.cli", "analyze", "--help"], capture_output=True,
+    output = subprocess.run([sys.executable, "-m", "kproto.analyze.cli", "analyze", "--help"], capture_output=True,
                             text=True, check=True).stdout
     assert "--broker-port" in output and "--master" in output
 
@@ -266,7 +266,7 @@ def test_a_bad_file_in_a_directory_is_a_row_not_a_failed_run(spark, messy, tmp_p
 def test_cli_exit_status_and_console_name_the_bad_inputs(messy, tmp_path):
     data, good_size = messy
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    run = subprocess.run([sys.executable, "-m", "kproto.cli", "analyze", str(data), "--out", str(tmp_path / "o"),
+    run = subprocess.run([sys.executable, "-m", "kproto.analyze.cli", "analyze", str(data), "--out", str(tmp_path / "o"),
                           "--master", "local[1]", "--quiet", "--no-report"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 3, run.stderr
@@ -274,7 +274,7 @@ def test_cli_exit_status_and_console_name_the_bad_inputs(messy, tmp_path):
     assert "d-notes.pcap: byte offset 0: not_a_capture" in run.stderr
     assert "Traceback" not in run.stderr and "BrokenPipe" not in run.stderr
     # --fail-fast: the run stops and says which file, where and why.
-    run = subprocess.run([sys.executable, "-m", "kproto.cli", "analyze", str(data / "c-bad.pcap"), "--out",
+    run = subprocess.run([sys.executable, "-m", "kproto.analyze.cli", "analyze", str(data / "c-bad.pcap"), "--out",
                           str(tmp_path / "f"), "--master", "local[1]", "--quiet", "--fail-fast"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 1
@@ -283,7 +283,7 @@ def test_cli_exit_status_and_console_name_the_bad_inputs(messy, tmp_path):
 
 def test_report_facts_alike_from_spark_and_from_pyarrow(spark, analysis):
     """The driver's pyarrow facts (small runs) and the Spark queries' facts (large runs) are the same."""
-    from kproto.spark import jobs, report
+    from kproto.analyze.spark import jobs, report
 
     result, out, _small, _big = analysis
     written = {name: str(out / name) for name in ("frames", "exchanges", "connections", "clients", "topics")}
@@ -342,7 +342,7 @@ def test_an_id_never_named_stays_an_id_and_the_report_says_why(topic_id_runs):
     assert facts[0] == facts[1]   # the pyarrow facts and the Spark queries' facts
 
 
-# ---------------------------------------------------------------- capture sets (kproto/spark/capture_sets.py)
+# ---------------------------------------------------------------- capture sets (kproto/analyze/spark/capture_sets.py)
 @pytest.fixture(scope="module")
 def rotated(spark, tmp_path_factory):
     """Two brokers' rotated captures in one directory (dumpcap ring names, tcpdump -C names) and two
@@ -405,7 +405,7 @@ def test_without_capture_sets_every_file_is_read_alone(rotated):
 
 
 def test_file_heads_read_by_the_executors_equal_the_driver_s(spark, rotated, monkeypatch):
-    from kproto.spark import jobs
+    from kproto.analyze.spark import jobs
 
     data = rotated[0]
     files = sorted((str(p), p.stat().st_size) for p in data.iterdir())
@@ -416,7 +416,7 @@ def test_file_heads_read_by_the_executors_equal_the_driver_s(spark, rotated, mon
 
 
 def test_splits_planned_by_the_executors_equal_the_driver_s(spark, tmp_path, monkeypatch):
-    from kproto.spark import jobs
+    from kproto.analyze.spark import jobs
 
     (tmp_path / "big.pcap").write_bytes(sc.big_capture(connections=4, exchanges=300))
     (tmp_path / "small.pcap").write_bytes(sc.small_capture())
@@ -432,7 +432,7 @@ def test_splits_planned_by_the_executors_equal_the_driver_s(spark, tmp_path, mon
 
 
 def test_the_driver_plans_only_files_it_sees_at_their_listed_length(spark, tmp_path):
-    from kproto.spark import jobs
+    from kproto.analyze.spark import jobs
 
     capture = tmp_path / "a.pcap"
     capture.write_bytes(sc.small_capture())
@@ -444,7 +444,7 @@ def test_the_driver_plans_only_files_it_sees_at_their_listed_length(spark, tmp_p
 
 
 def test_inputs_spark_lists_come_back_sorted_with_their_lengths(spark, tmp_path):
-    from kproto.spark import jobs
+    from kproto.analyze.spark import jobs
 
     for name, frames in (("c.pcap", 3), ("a.pcap", 1), ("b.pcap", 2)):
         (tmp_path / name).write_bytes(b"x" * frames * 100)
@@ -500,7 +500,7 @@ def test_many_short_connections_across_ranges_are_counted_once(spark, tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     import many_connections as MC
 
-    from kproto.spark.profile import PhaseProfile
+    from kproto.analyze.spark.profile import PhaseProfile
 
     path = tmp_path / "many.pcap"
     size = MC.write(path, 1000)

@@ -31,7 +31,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from kproto.capture import read_capture  # noqa: E402
+from kproto.arrow.capture import read_capture  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
@@ -76,7 +76,7 @@ def inputs(tmp_path_factory) -> list[str]:
 
 
 def analyze(inputs: list[str], out: Path, master: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "kproto.cli", "analyze", *inputs, "--out", str(out), "--master", master,
+    command = [sys.executable, "-m", "kproto.analyze.cli", "analyze", *inputs, "--out", str(out), "--master", master,
                "--split-mb", "1", "--quiet", "--conf", "spark.executor.memory=1g",
                "--conf", "spark.sql.shuffle.partitions=4",
                # Jobs wait for both executors (up to 30 s), so the tasks spread over both workers.

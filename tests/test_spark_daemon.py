@@ -1,4 +1,4 @@
-"""The Python worker daemon of local sessions (kproto/spark/daemon.py).
+"""The Python worker daemon of local sessions (kproto/analyze/spark/daemon.py).
 
 Its workers fork with kproto and pyarrow imported, from a process that must have no
 other thread when it forks; a local session made by ``spark_session`` uses it, and the
@@ -22,8 +22,8 @@ pytest.importorskip("pyspark", reason="pyspark is not installed (scripts/setup.s
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from kproto.spark import TABLES, Options, analyze  # noqa: E402
-from kproto.spark.jobs import WORKER_MEMORY_ENV  # noqa: E402
+from kproto.analyze.spark import TABLES, Options, analyze  # noqa: E402
+from kproto.analyze.spark.jobs import WORKER_MEMORY_ENV  # noqa: E402
 from tests import test_spark  # noqa: E402
 
 spark = test_spark.spark    # the one Spark session of the test run (tests/test_spark.py)
@@ -42,7 +42,7 @@ def test_importing_the_package_imports_neither_pyarrow_nor_numpy():
     # The daemon sets its thread-free environment first, so the package must not import them.
     out = _python("""
         import sys
-        import kproto.spark
+        import kproto.analyze.spark
         print(sorted(m for m in ("pyarrow", "numpy", "pandas") if m in sys.modules))
     """)
     assert out.strip() == "[]"
@@ -53,7 +53,7 @@ def test_the_daemon_forks_from_one_thread_with_kproto_imported():
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "JE_ARROW_MALLOC_CONF")}
     out = _python("""
         import sys
-        from kproto.spark import daemon
+        from kproto.analyze.spark import daemon
         threads = daemon.prepare()
         print(threads, all(name in sys.modules for name in daemon.PRELOADED))
     """, env=env)
@@ -72,13 +72,13 @@ def test_a_local_session_s_workers_come_from_the_daemon_and_give_the_same_tables
     env["MALLOC_TOP_PAD_"] = "1234567"
     out = _python(f"""
         import json, os, sys
-        from kproto.spark import Options, analyze, spark_session
+        from kproto.analyze.spark import Options, analyze, spark_session
         spark = spark_session("local[1]", conf={{"spark.ui.showConsoleProgress": "false"}})
 
         def main_module(batches):
             import pyarrow as pa
             for _ in batches:
-                loaded = "kproto.spark.jobs" in sys.modules
+                loaded = "kproto.analyze.spark.jobs" in sys.modules
                 settings = {{k: v for k, v in os.environ.items() if k.startswith(("MALLOC_", "MIMALLOC_", "GLIBC_TUNABLES"))}}
                 yield pa.RecordBatch.from_pydict({{"name": [sys.modules["__main__"].__spec__.name],
                                                    "kproto_loaded": [loaded], "env": [json.dumps(settings)]}})
@@ -92,7 +92,7 @@ def test_a_local_session_s_workers_come_from_the_daemon_and_give_the_same_tables
         spark.stop()
     """, env=env)
     lines = out.splitlines()
-    assert lines[-1].split() == ["kproto.spark.daemon", "True"]
+    assert lines[-1].split() == ["kproto.analyze.spark.daemon", "True"]
     assert json.loads(lines[-3]) == {**WORKER_MEMORY_ENV, "MALLOC_TOP_PAD_": "1234567",
                                      "MIMALLOC_LARGE_OS_PAGES": "1"}
     assert json.loads(lines[-2].split(" ", 1)[1]) == {"MALLOC_TOP_PAD_": "1234567"}   # not the driver's

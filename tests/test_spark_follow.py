@@ -19,8 +19,8 @@ pytest.importorskip("pyspark", reason="pyspark is not installed (scripts/setup.s
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from kproto.spark import Options, analyze  # noqa: E402
-from kproto.spark import follow as F  # noqa: E402
+from kproto.analyze.spark import Options, analyze  # noqa: E402
+from kproto.analyze.spark import follow as F  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
 from tests import test_spark  # noqa: E402
 
@@ -248,7 +248,7 @@ def test_an_empty_directory_gives_empty_tables_and_a_report(spark, tmp_path):
 
 
 def test_the_command_line_follows_once(spark, captures, tmp_path, capsys):
-    from kproto import cli
+    from kproto.analyze import cli
 
     data, out = tmp_path / "in", tmp_path / "out"
     data.mkdir()

@@ -1,4 +1,4 @@
-"""kproto.spark.worker without Spark: split planning, range reading, decoding and pairing rows."""
+"""kproto.analyze.spark.worker without Spark: split planning, range reading, decoding and pairing rows."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from kproto.spark import combine as C
+from kproto.analyze.spark import combine as C
 
-from kproto.spark import planning as P
+from kproto.analyze.spark import planning as P
 
-from kproto.spark import task as T
+from kproto.analyze.spark import task as T
 
-from kproto.spark import worker as W
+from kproto.analyze.spark import worker as W
 from tests import spark_captures as sc
 
 
@@ -183,7 +183,7 @@ def test_frame_files_are_one_connection_of_requests(tmp_path):
 
 
 def test_local_listing_expands_globs_and_directories(tmp_path):
-    from kproto.spark.jobs import _list_local
+    from kproto.analyze.spark.jobs import _list_local
 
     for name in ("a.pcap", "b.pcap", "_SUCCESS", ".hidden", "c.txt"):
         (tmp_path / name).write_bytes(b"x")
@@ -265,7 +265,7 @@ SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "sample.pcap"
 
 
 def test_one_array_uses_a_single_chunk_in_place_and_joins_several():
-    from kproto.batch import one_array
+    from kproto.arrow.frames import one_array
 
     values = pa.array([b"ab", b"cde", None], pa.binary())
     alone = one_array(pa.chunked_array([values]))

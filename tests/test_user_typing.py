@@ -20,9 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 USER_PROGRAM = '''
-from kproto.capture import CaptureReader, read_capture
+from kproto.arrow.capture import CaptureReader, read_capture
 from kproto.records import Records
-import kproto.batch as kb
+import kproto.arrow.frames as kb
 from kproto import versions
 
 reader = CaptureReader("x.pcap")

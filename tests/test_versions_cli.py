@@ -8,7 +8,7 @@ import pytest
 
 import kproto
 from kproto import versions as v
-from kproto.cli import main
+from kproto.analyze.cli import main
 from kproto.messages import ApiVersionsResponse
 
 

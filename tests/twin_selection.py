@@ -8,7 +8,7 @@ from the test module's own imports, so a new test module is never left out by om
 * a kproto module is *implementation-dependent* when it chooses an implementation
   (calls ``_impl.load``, or imports ``kproto._impl``, ``kproto._c`` or ``kproto._py``) or
   imports, at module level, a module that is;
-* a kproto module is *application* when it is in ``kproto.spark`` or imports, at module level,
+* a kproto module is *application* when it is in ``kproto.analyze.spark`` or imports, at module level,
   a module that is: the Spark job, its CLI and report run once, on the extension; what they
   decode with is proved on both implementations by the tests of the layers below them;
 * a test module is a *twin* module when it imports an implementation-dependent module
@@ -28,7 +28,7 @@ import kproto
 # The kproto under test: the checkout's, or an installed wheel's (cibuildwheel, ci.yml).
 PACKAGE_PARENT = Path(kproto.__file__).resolve().parent.parent
 CHOOSERS = ("kproto._impl", "kproto._c", "kproto._py")
-APPLICATION_ROOT = "kproto.spark"
+APPLICATION_ROOT = "kproto.analyze.spark"
 
 
 def module_imports(source: str, package: str = "", anywhere: bool = False) -> set[str]:

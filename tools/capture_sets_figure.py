@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kproto.spark import capture_sets as CS  # noqa: E402
-from kproto.spark import planning as P  # noqa: E402
+from kproto.analyze.spark import capture_sets as CS  # noqa: E402
+from kproto.analyze.spark import planning as P  # noqa: E402
 from tests import capture_pieces as cp  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
 

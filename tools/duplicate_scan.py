@@ -32,7 +32,7 @@ SOURCE_SUFFIXES = (".py", ".pyi", ".pyx", ".pxi", ".pxd", ".h")
 #: record_clients.py); never edited by hand.
 GENERATED = frozenset({"kproto/schema/_messages.py", "kproto/_common/error_codes.py", "kproto/_common/api_keys.py",
                        "kproto/messages.pyi", "kproto/broker_recordings.py",
-                       "kproto/client_recordings.py"})
+                       "kproto/analyze/client_recordings.py"})
 
 _MIRROR = "C / pure-Python twins: one rule in each implementation, kept alike line for line"
 _PUBLIC_TYPES = "public API: one method per Kafka type, each one call of the shared reader or writer"

@@ -7,8 +7,8 @@ Per release: start a broker (tools/kafka_broker.py), capture its two client list
 with one tcpdump on the loopback interface, run the kproto session
 (tools/traffic_session.py) and a Java client session (tools/traffic/KafkaClientSession.java,
 compiled with javac against the release's own kafka-clients jar, into the cache outside the
-tree), stop the capture, then read it back with kproto.capture, pair requests with
-responses (kproto.batch.pair) and check every frame: it decodes, and it encodes back to
+tree), stop the capture, then read it back with kproto.arrow.capture, pair requests with
+responses (kproto.arrow.exchanges.pair) and check every frame: it decodes, and it encodes back to
 the same bytes; every record batch in it is read (CRC-32C checked, decompressed) and
 written back, compared byte for byte (when the compressor differs from the one that
 wrote it, the uncompressed records are compared). The check runs on both
@@ -231,8 +231,8 @@ def _check_response(payload: bytes, api_key: int, api_version: int, where: str, 
 
 def check_capture(path: str | Path, ports: list[int]) -> CaptureCheck:
     """Every frame of the capture, through this process's implementation of kproto."""
-    from kproto.batch import pair
-    from kproto.capture import read_capture
+    from kproto.arrow.exchanges import pair
+    from kproto.arrow.capture import read_capture
 
     check = CaptureCheck("c" if kproto.extension_loaded() else "py")
     frames, _connections, counters = read_capture(str(path), broker_ports=ports)

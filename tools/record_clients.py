@@ -13,10 +13,10 @@ once as it comes and once more with its library's version pin where it has one (
 against a real single-node broker of each release in ``BROKERS`` (tools/kafka_broker.py,
 one broker alive at a time). Each run is captured with tcpdump on the loopback interface
 into the cache (``clients/captures/``, never the tree) and passed through the pipeline's
-own steps: kproto.capture's reader for the frames and the connections, the worker and
+own steps: kproto.arrow.capture's reader for the frames and the connections, the worker and
 combine steps for the ``clients`` table rows (exactly what the report's fingerprint sees).
 
-Written to kproto/client_recordings.py: per run, the driver's step outcomes and the tail
+Written to kproto/analyze/client_recordings.py: per run, the driver's step outcomes and the tail
 of the client's own output (its error log), the broker's answer (requests it never answered,
 connections it closed, ApiVersions error codes), and per client the client.id, the KIP-511
 name and version, the ApiVersions requests per connection and the (API, version) pairs in
@@ -246,12 +246,12 @@ def wire_facts(pcap: Path, port: int) -> dict:
     """What the capture shows: per client (the pipeline's clients rows), and the broker's side."""
     import pyarrow as pa
 
-    from kproto import fingerprint as FP
-    from kproto.capture import CaptureReader
-    from kproto.spark import combine as C
-    from kproto.spark import planning as P
-    from kproto.spark import task as T
-    from kproto.spark import worker as W
+    from kproto.analyze import fingerprint as FP
+    from kproto.arrow.capture import CaptureReader
+    from kproto.analyze.spark import combine as C
+    from kproto.analyze.spark import planning as P
+    from kproto.analyze.spark import task as T
+    from kproto.analyze.spark import worker as W
 
     parts = pa.Table.from_batches(
         [b for split in P.plan_file(str(pcap), 0) for b in T.process_split(split, broker_ports=(port,))],
@@ -423,11 +423,11 @@ HELD_OUT_HEADER = '''"""Held-out clients: real client releases the fingerprint t
 
 Recorded by tools/record_clients.py --held-out on {stamp}: facts, do not edit; run the script again
 (after scripts/install-clients.sh --held-out). The evaluation set of tests/test_fingerprint_heldout.py:
-other releases of the table's libraries (none in kproto/client_recordings.py), client.ids unlike the
+other releases of the table's libraries (none in kproto/analyze/client_recordings.py), client.ids unlike the
 table's, pins at settings the table never used (``PINS``: (library, release) -> pin), and software
 outside the table (``OUTSIDE``), through the table's scripted run. Never build a table from it.
 
-RUNS as in kproto/client_recordings.py: (library, release, pin, broker, works, steps, the tail of the
+RUNS as in kproto/analyze/client_recordings.py: (library, release, pin, broker, works, steps, the tail of the
 client's own log, requests the broker closed a connection on, connections that ended with requests
 unanswered, ApiVersions error codes answered, clients); each client (client.id, (API, version)
 pairs in order of first use, KIP-511 (name, version) or None, the most ApiVersions requests on one
@@ -447,7 +447,7 @@ def as_row(r: dict) -> tuple:
 
 def merged(kept: list[tuple], new: list[tuple]) -> list[tuple]:
     """The runs of an earlier recording that ``new`` does not run again, and ``new``; in a stable order."""
-    from kproto.fingerprint import release_key
+    from kproto.analyze.fingerprint import release_key
 
     redone = {row[:4] for row in new}
     rows = [row for row in kept if row[:4] not in redone] + new
@@ -470,7 +470,7 @@ def data_module(rows: list[tuple], failed: dict[str, str], stamp: str, held_out:
 
 
 def _key(release: str) -> tuple[int, ...]:
-    from kproto.fingerprint import release_key
+    from kproto.analyze.fingerprint import release_key
 
     return release_key(release)
 
@@ -507,7 +507,7 @@ def client_symptom(run) -> str:
 def truth_rows(runs) -> list[tuple]:
     """(library, release, pin, {broker: the steps that failed, () when it worked}, the first failing 4.x
     broker's answer, the client's symptom there)."""
-    from kproto.fingerprint import release_key
+    from kproto.analyze.fingerprint import release_key
 
     table: dict[tuple, dict] = {}
     for run in runs:
@@ -543,7 +543,7 @@ SELF_NAMES = {"kafka-clients": "apache-kafka-java", "franz-go": "kgo", "kcat": "
 
 def fingerprint_rows(runs) -> list[tuple]:
     """Every recorded client as (library, release, broker, client_id, pairs, software, handshakes) for
-    kproto.fingerprint.evaluate; the library as it names itself (``SELF_NAMES``), a pinned run's
+    kproto.analyze.fingerprint.evaluate; the library as it names itself (``SELF_NAMES``), a pinned run's
     broker column carrying its pin."""
     return [(SELF_NAMES.get(library, library), release, broker if pin is None else f"{broker} pin {pin}", *client)
             for library, release, pin, broker, *_rest, clients in runs for client in clients]
@@ -552,7 +552,7 @@ def fingerprint_rows(runs) -> list[tuple]:
 def confusion_text(runs) -> str:
     """The current fingerprint on the recording: as the clients table names them (KIP-511 first) and by
     the wire alone, with the wrong verdicts that claim high confidence."""
-    from kproto import fingerprint as FP
+    from kproto.analyze import fingerprint as FP
 
     rows = fingerprint_rows(runs)
     parts = []
@@ -574,7 +574,7 @@ HELD_OUT_DOC_END = "<!-- end of the held-out evaluation -->"
 def names_of(library: str) -> set[str]:
     """The names a library goes by: its own, the KIP-511 one (``SELF_NAMES``), and the KIP-511 names its
     clients sent in the table's recording (confluent-kafka's ``confluent-kafka-python``)."""
-    from kproto import client_recordings as R
+    from kproto.analyze import client_recordings as R
 
     return {library, SELF_NAMES.get(library, library)} | {
         software[0] for run in R.RUNS if run[0] == library for _id, _order, software, _n in run[10] if software}
@@ -587,9 +587,9 @@ def _number(text: str) -> tuple[int, ...] | None:
 
 
 def judge(client: tuple, kip511: bool) -> dict:
-    """The fingerprint's verdict on one recorded client, through kproto.fingerprint.classify_row (what the
+    """The fingerprint's verdict on one recorded client, through kproto.analyze.fingerprint.classify_row (what the
     ``clients`` table shows); ``kip511`` False: its KIP-511 name and version withheld (the wire alone)."""
-    from kproto import fingerprint as FP
+    from kproto.analyze import fingerprint as FP
     from kproto import versions as kv
 
     client_id, order, software, handshakes = client
@@ -605,8 +605,8 @@ def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
     """Every held-out client judged: the figures of issue 37 over the table's libraries, and the verdicts
     on the software outside the table (``outside``), which must be ``unknown`` (or its own name, or with
     ``kip511`` the KIP-511 name it gave itself: that is no misnaming). A version range is right by
-    kproto.fingerprint.release_in_versions, the rule FP.evaluate applies too."""
-    from kproto import fingerprint as FP
+    kproto.analyze.fingerprint.release_in_versions, the rule FP.evaluate applies too."""
+    from kproto.analyze import fingerprint as FP
 
     confusion: dict[str, dict[str, int]] = {}
     per_library: dict[str, list[int]] = {}          # library -> [clients, right library, right range]
@@ -726,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
                              "tests/client_heldout_recordings.py; with --tables / --docs, its evaluation")
     parser.add_argument("--docs", action="store_true",
                         help="with --held-out: write the evaluation of the committed recording into docs/analyze.md")
-    parser.add_argument("--out", type=Path, help="the data file (default: kproto/client_recordings.py; with "
+    parser.add_argument("--out", type=Path, help="the data file (default: kproto/analyze/client_recordings.py; with "
                         "--held-out tests/client_heldout_recordings.py)")
     args = parser.parse_args(argv)
     args.brokers = args.brokers or (HELD_OUT_BROKERS if args.held_out else BROKERS)
@@ -744,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
             print(heldout_markdown(runs))
         return 0
     if args.tables:
-        from kproto import client_recordings as R
+        from kproto.analyze import client_recordings as R
 
         print(truth_markdown(R.RUNS))
         print(confusion_text(R.RUNS))

@@ -3,7 +3,7 @@
     .venv/bin/python tools/record_fingerprints.py --evaluate   # tests/fingerprint_evaluation.py
 
 The fingerprint table itself is built from tools/record_clients.py's recording against real
-brokers (kproto/client_recordings.py); this tool records the evaluation set of clients outside
+brokers (kproto/analyze/client_recordings.py); this tool records the evaluation set of clients outside
 it (releases and fake brokers the table does not have), which tests/test_fingerprint.py scores.
 
 Each library release gets its own virtual environment under
@@ -16,7 +16,7 @@ tools/fingerprint_driver.py (connect, metadata, produce, consume, join a group,
 produce under the default client.id) against a fresh fake broker of each
 broker release in ``BROKERS``; kafka-python and aiokafka also run once pinned
 to ``api_version=(0, 10, 1)``. The brokers' recording goes through the
-pipeline's own worker and combine steps (kproto.spark.worker / combine), so
+pipeline's own worker and combine steps (kproto.analyze.spark.worker / combine), so
 the features are exactly those the ``clients`` table has.
 
 ``--evaluate`` records again with other client ids, topics and message counts,
@@ -179,10 +179,10 @@ def clients_of(pcap: bytes) -> list[dict]:
     """Each client of a recording with the features the pipeline's clients table has."""
     import pyarrow as pa
 
-    from kproto.spark import combine as C
-    from kproto.spark import planning as P
-    from kproto.spark import task as T
-    from kproto.spark import worker as W
+    from kproto.analyze.spark import combine as C
+    from kproto.analyze.spark import planning as P
+    from kproto.analyze.spark import task as T
+    from kproto.analyze.spark import worker as W
 
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "run.pcap"
@@ -190,7 +190,7 @@ def clients_of(pcap: bytes) -> list[dict]:
         parts = pa.Table.from_batches(
             [b for split in P.plan_file(str(path), 0) for b in T.process_split(split, broker_ports=(9092,))],
             schema=W.PARTS_SCHEMA)
-    from kproto import fingerprint as FP
+    from kproto.analyze import fingerprint as FP
 
     clients = C.combine(parts, fingerprint=False)["clients"].to_pylist()
     return [{"client_id": c["client_id"], "api_order": FP.api_pairs(c["api_order"]),
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3, help="runs at once (they mostly wait)")
     args = parser.parse_args(argv)
     if not args.evaluate:
-        parser.error("the fingerprint table is built from kproto/client_recordings.py (tools/record_clients.py); "
+        parser.error("the fingerprint table is built from kproto/analyze/client_recordings.py (tools/record_clients.py); "
                      "this tool records the evaluation set: --evaluate")
     logging.basicConfig(level=logging.CRITICAL)
     started = time.monotonic()

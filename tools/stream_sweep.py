@@ -123,7 +123,7 @@ class Traffic:
     def _from_capture(self, path: Path) -> None:
         """The truth from a clean capture (every handshake and segment in it, as
         samples/sample.pcap): its frames as kproto reads them."""
-        from kproto.capture import read_capture
+        from kproto.arrow.capture import read_capture
 
         frames, connections, _ = read_capture(str(path))
         self.clients = {row["connection_id"]: (row["client_ip"], row["client_port"])
@@ -239,8 +239,8 @@ def kproto_rows(path: str, impl: str, broker_ports=(BROKER[1],)):
     """(client port, direction, payload, status, api key, version, corr, client id, size) per frame,
     as ``kproto dump`` decodes them (responses paired with their requests). ``broker_ports=()``:
     the broker's port is not known, so its connections must confirm Kafka by their frames."""
-    import kproto.dump as kd
-    from kproto.capture import CaptureReader
+    import kproto.analyze.dump as kd
+    from kproto.arrow.capture import CaptureReader
 
     reader = CaptureReader(path, on_error="keep", implementation=impl, broker_ports=broker_ports)
     rows = []

@@ -1,6 +1,6 @@
 """Types of the compiled ``kproto._c._batch`` (source: ``_batch.pyx``).
 
-The loops behind :mod:`kproto.batch`: frame headers (and optionally bodies as
+The loops behind :mod:`kproto.arrow.frames`: frame headers (and optionally bodies as
 JSON) of many frames into numpy columns. The pure twin is ``kproto/_py/batch.py``;
 the column memory type and the column tables are the compiled module's own.
 """
@@ -11,7 +11,7 @@ import numpy as np
 from typing_extensions import Buffer
 
 IMPLEMENTATION: Final[str]
-# Status name -> number; kproto.batch.Status is checked against it on import.
+# Status name -> number; kproto.arrow.frames.Status is checked against it on import.
 STATUS_NUMBERS: dict[str, int]
 # The bitmap columns of scan()'s result, and its fixed-width columns with their dtypes.
 BITMAP_NAMES: tuple[str, ...]
@@ -41,11 +41,11 @@ def scan(
     default_version: int = -1,
     body_offsets: bool = True,
 ) -> dict[str, Any]:
-    """Decode the headers of frames into column arrays (see kproto/batch.py)."""
+    """Decode the headers of frames into column arrays (see kproto/arrow/frames.py)."""
 
 def json_bodies(data: Buffer, cols: dict[str, Any], offsets: np.ndarray | None = None,
                 records_summary: bool = False, version_fields: bool = False) -> tuple[np.ndarray, bytes]:
     """JSON text of the body of every frame whose header read OK: (int64 offsets, UTF-8 bytes)."""
 
 def partition_rows(data: Buffer, cols: dict[str, Any], offsets: np.ndarray | None = None) -> dict[str, Any]:
-    """Produce requests and Fetch responses per topic-partition: the columns kproto.batch.partitions builds on."""
+    """Produce requests and Fetch responses per topic-partition: the columns kproto.arrow.frames.partitions builds on."""

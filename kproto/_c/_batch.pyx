@@ -4,13 +4,13 @@
 Two passes, both without the GIL:
 
 * the **header pass** reads every frame's header into plain C arrays (the
-  columns of ``kproto.batch``) and finds each body;
+  columns of ``kproto.arrow.frames``) and finds each body;
 * the **JSON pass** (optional) walks the message codec's compiled plans over each
   body and writes JSON text straight from the bytes: the same shape as
   ``Message.to_dict()``, with no Python object per field.
 
 A bad frame never raises: it gets a status code and an error offset, and the
-loop goes on. ``kproto/batch.py`` turns the arrays into Arrow; the pure twin is
+loop goes on. ``kproto/arrow/frames.py`` turns the arrays into Arrow; the pure twin is
 ``kproto/_py/batch.py``.
 """
 
@@ -243,7 +243,7 @@ cdef dict hand_over(Columns *c, size_t *mapped, Py_ssize_t rows, bint all_plain)
 def scan(data, Py_ssize_t count=-1, offsets=None, valid=None, directions=None, request_keys=None,
          request_versions=None, Py_ssize_t max_frame_size=0x7FFFFFFF, int default_direction=0,
          int default_key=-1, int default_version=-1, bint body_offsets=True):
-    """Decode the headers of frames into column arrays (see kproto/batch.py).
+    """Decode the headers of frames into column arrays (see kproto/arrow/frames.py).
 
     ``offsets`` None: ``data`` holds size-prefixed frames back to back, read in
     one pass (``count`` -1: as many as there are; per-frame inputs need the count).

@@ -2,7 +2,7 @@
 # The client ids as text: each request's id is checked (its tag byte, UTF-8) and its
 # text appended in row order; the row's client_id holds the id's length, from which
 # id_text_offsets makes the Arrow offsets. There is no table of distinct ids, so the
-# cost does not grow with them; kproto.batch makes a dictionary from the text when one
+# cost does not grow with them; kproto.arrow.frames makes a dictionary from the text when one
 # is asked for.
 
 cdef enum:

@@ -6,7 +6,7 @@
 # (output thrown away frame by frame) notes the fields marked with a role, and
 # each record set is summarized from its batch headers. Record sets this loop
 # does not summarize itself (legacy magic 0/1, unknown codecs, corrupt batches)
-# go back to Python as "fallback" rows, which kproto.batch reads with the records
+# go back to Python as "fallback" rows, which kproto.arrow.frames reads with the records
 # module, so their counts and error text are the records module's own.
 from kproto._c._api_keys cimport API_KEY_FETCH, API_KEY_PRODUCE
 
@@ -64,7 +64,7 @@ cdef struct RecordsSummary:
 
 
 cdef void summarize_v2(const unsigned char *p, Py_ssize_t n, RecordsSummary *s) noexcept nogil:
-    """What kproto.batch._partition_row reads from a record set, for magic 2 batches.
+    """What kproto.arrow.frames._partition_row reads from a record set, for magic 2 batches.
 
     The checks are those of the records module's batch iterator; anything it
     would raise on, and every legacy batch, sets ``fallback`` instead.
@@ -146,7 +146,7 @@ cdef dict partition_columns(PartColumns *out, Py_ssize_t n):
 def partition_rows(data, dict cols, offsets=None):
     """Produce requests and Fetch responses per topic-partition, from the header columns.
 
-    Returns the dict kproto.batch.partitions builds its table from (the same
+    Returns the dict kproto.arrow.frames.partitions builds its table from (the same
     keys from the twin): numeric columns as numpy arrays with ``*_valid`` masks,
     ``topic`` / ``topic_id`` as (offsets, bytes, valid), ``codec`` (-1 none,
     0-4, 5 mixed) and ``fallback``: (row, memoryview) of the record sets the

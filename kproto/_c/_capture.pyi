@@ -1,6 +1,6 @@
 """Types of the compiled ``kproto._c._capture`` (source: ``_capture.pyx``).
 
-The capture engine behind :mod:`kproto.capture`: pcap / pcapng bytes in, TCP
+The capture engine behind :mod:`kproto.arrow.capture`: pcap / pcapng bytes in, TCP
 reassembled into Kafka frames and per-connection accounting out. The pure twin is
 ``kproto/_py/capture.py``; the column-name tables are kproto._common.capture's.
 """

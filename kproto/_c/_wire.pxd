@@ -1,6 +1,6 @@
 # The wire layer: the Kafka rules every C module reads bytes by, written once.
 #
-# Status-returning and GIL-free: a primitive returns 0, or the kproto.batch.Status
+# Status-returning and GIL-free: a primitive returns 0, or the kproto.arrow.frames.Status
 # number of what went wrong with the failing byte's offset left in *pos. The batch
 # decoder stores the status in a row and goes on; the codec's readers in _buffer.pxd
 # are thin wrappers that turn a status into an exception with the field's path.

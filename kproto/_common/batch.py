@@ -1,4 +1,4 @@
-"""The batch decoder's row statuses: one definition for both implementations and kproto.batch.
+"""The batch decoder's row statuses: one definition for both implementations and kproto.arrow.frames.
 
 The C loops keep the same numbers as compile-time constants (``ST_*`` in
 kproto/_c/_batch.pyx), checked against these when the module is imported.
@@ -44,7 +44,7 @@ class Status(enum.IntEnum):
     #: A capture's frame whose bytes were not all captured (the snap length cut its
     #: packets, or a gap cut it): its payload is shorter than its size; the header
     #: columns are read from the bytes that were. Set by the capture readers' users
-    #: (``kproto.capture.not_captured``), never by the decoder itself.
+    #: (``kproto.arrow.capture.not_captured``), never by the decoder itself.
     NOT_CAPTURED = 10
 
 

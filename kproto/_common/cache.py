@@ -1,7 +1,7 @@
 """The one directory kproto keeps its caches in, outside the checkout.
 
 ``$KPROTO_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/kproto``, else ``~/.cache/kproto``.
-It holds the Spark JVM's class-data archive (``kproto/spark/jvm_archive.py``), the Kafka
+It holds the Spark JVM's class-data archive (``kproto/analyze/spark/jvm_archive.py``), the Kafka
 releases of ``scripts/install-kafka.sh`` (``kafka/``; that script and
 ``scripts/install-clients.sh`` state the same rule in shell, and ``make distclean`` runs this
 file), the client libraries of ``tools/record_clients.py`` (``clients/``) and

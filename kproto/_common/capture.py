@@ -1,7 +1,7 @@
 """Captures: the output shapes and file-format constants both capture engines share.
 
 The Cython engine (kproto/_c/_capture.pyx) and the pure twin (kproto/_py/capture.py)
-import these; kproto.capture builds its Arrow schemas from them.
+import these; kproto.arrow.capture builds its Arrow schemas from them.
 """
 
 from __future__ import annotations

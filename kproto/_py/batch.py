@@ -161,7 +161,7 @@ def count_frames(data, max_frame_size: int) -> tuple[int, int]:
 def scan(data, count: int = -1, offsets=None, valid=None, directions=None, request_keys=None,
          request_versions=None, max_frame_size: int = 0x7FFFFFFF, default_direction: int = 0,
          default_key: int = -1, default_version: int = -1, body_offsets: bool = True) -> dict:
-    """Decode the headers of frames into numpy column arrays (see the Cython twin and kproto/batch.py)."""
+    """Decode the headers of frames into numpy column arrays (see the Cython twin and kproto/arrow/frames.py)."""
     view = memoryview(data).cast("B")
     framed = 0
     if offsets is None:
@@ -419,7 +419,7 @@ def partition_rows(data, cols: dict, offsets=None) -> dict:
     """Produce requests and Fetch responses per topic-partition, through the message codec.
 
     The same dict as the compiled pass; every record set goes to ``fallback``
-    (kproto.batch summarizes it with the records module).
+    (kproto.arrow.frames summarizes it with the records module).
     """
     view = memoryview(data).cast("B")
     rows: dict[str, list] = {name: [] for name in (

@@ -120,7 +120,7 @@ class Engine(RecordReader):
         self.finished = False
         # (category, reason, file offset) once a record cannot be framed: nothing
         # after it can be trusted, so the rest is counted as unread_bytes. The
-        # categories are kproto.capture.ERROR_CATEGORIES' first three.
+        # categories are kproto.arrow.capture.ERROR_CATEGORIES' first three.
         self.error = None
         self._reset_batch()
         self._closed = []

@@ -1,7 +1,7 @@
 """Pure-Python twin of kproto/_c/_wire.pxd: the wire rules every reader shares.
 
 A primitive returns its value and the next position, or raises :class:`WireError`
-carrying a ``kproto.batch.Status`` number and the failing byte's offset. The batch
+carrying a ``kproto.arrow.frames.Status`` number and the failing byte's offset. The batch
 decoder stores the status in a row and goes on; ``Reader`` (buffer.py) turns it into
 the codec's exception with the field's path. The header-version rule is
 :func:`kproto.schema.header_version`; the header layouts are parsed once, here, by

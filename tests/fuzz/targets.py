@@ -283,7 +283,7 @@ _COUNTED_CONNECTION_COLUMNS = ("_gaps", "_resyncs", "_skipped_bytes", "_tail_byt
 
 
 def _read_capture(impl: str, body: bytes, options: tuple):
-    from kproto.capture import CaptureReader
+    from kproto.arrow.capture import CaptureReader
 
     pending, connections, frame_size = options
     reader = CaptureReader(body, implementation=impl, max_pending_bytes=pending,
@@ -408,7 +408,7 @@ def fuzz_framing(data: bytes):
 # ---------------------------------------------------------------- batch decoder
 def _batch_modules() -> dict:
     try:
-        import kproto.batch  # noqa: F401  (needs pyarrow and numpy)
+        import kproto.arrow.frames  # noqa: F401  (needs pyarrow and numpy)
     except ImportError:
         return {}
     return {impl: _impl.load("batch", impl) for impl in IMPLEMENTATIONS}
@@ -418,9 +418,9 @@ _BATCHES = _batch_modules()
 if _BATCHES:
     import inspect
 
-    import kproto.batch
+    import kproto.arrow.frames
 
-    _DECODE_FRAMES_OPTIONS = set(inspect.signature(kproto.batch.decode_frames).parameters)
+    _DECODE_FRAMES_OPTIONS = set(inspect.signature(kproto.arrow.frames.decode_frames).parameters)
 else:
     _DECODE_FRAMES_OPTIONS = set()
 
@@ -438,7 +438,7 @@ def _decode_batch(impl: str, body: bytes, flags: int, api_key: int, api_version:
     import numpy as np
     import pyarrow as pa
 
-    import kproto.batch as kb
+    import kproto.arrow.frames as kb
 
     direction = flags & 1
     json_body = "json" if flags & 4 else None
@@ -450,7 +450,7 @@ def _decode_batch(impl: str, body: bytes, flags: int, api_key: int, api_version:
     kb._batch = _BATCHES[impl]       # decode_frames calls the module it loaded; point it at each twin
     try:
         if flags & 2:
-            # Arrow binary payloads (as kproto.capture writes them): the body cut every few bytes
+            # Arrow binary payloads (as kproto.arrow.capture writes them): the body cut every few bytes
             step = 1 + api_version % 48
             payloads = [body[i:i + step] for i in range(0, len(body), step)]
             count = len(payloads)
@@ -477,7 +477,7 @@ def _decode_batch(impl: str, body: bytes, flags: int, api_key: int, api_version:
 
 
 def fuzz_batch(data: bytes):
-    """kproto.batch.decode_frames: header (and JSON body) decode of many frames, row statuses.
+    """kproto.arrow.frames.decode_frames: header (and JSON body) decode of many frames, row statuses.
 
     Bytes 0-2 choose requests or responses, a buffer or Arrow binary payloads, the
     JSON body column, record-set summaries, the per-partition pass (partitions),

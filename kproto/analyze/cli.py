@@ -34,13 +34,13 @@ from kproto import _impl
 from kproto._version import __version__
 
 # Subcommands planned or shipped, in the order ``kproto --help`` lists them.
-# Any other ``kproto.cli_*`` module is discovered and listed after these, so a
+# Any other ``kproto.analyze.cli_*`` module is discovered and listed after these, so a
 # new subcommand needs no edit here (add it here only to choose its position).
 SUBCOMMANDS: tuple[tuple[str, str], ...] = (
-    ("dump", "kproto.cli_dump"),
-    ("decode", "kproto.cli_decode"),
-    ("analyze", "kproto.cli_analyze"),
-    ("versions", "kproto.cli_versions"),
+    ("dump", "kproto.analyze.cli_dump"),
+    ("decode", "kproto.analyze.cli_decode"),
+    ("analyze", "kproto.analyze.cli_analyze"),
+    ("versions", "kproto.analyze.cli_versions"),
 )
 
 _MODULE_PREFIX = "cli_"
@@ -108,12 +108,12 @@ class _PrintVersion(argparse.Action):
 
 
 def _discovered_module_paths() -> list[str]:
-    """``kproto.cli_*`` modules present in the installed package."""
-    import kproto
+    """``kproto.analyze.cli_*`` modules present in the installed package."""
+    import kproto.analyze
 
     return sorted(
-        f"kproto.{info.name}"
-        for info in pkgutil.iter_modules(kproto.__path__)
+        f"kproto.analyze.{info.name}"
+        for info in pkgutil.iter_modules(kproto.analyze.__path__)
         if info.name.startswith(_MODULE_PREFIX)
     )
 
@@ -131,7 +131,7 @@ def _module_exists(module_path: str) -> bool:
 
 def find_subcommands() -> list[Subcommand]:
     """The subcommands available in this installation, in listing order:
-    :data:`SUBCOMMANDS` first, then any other ``kproto.cli_*`` module."""
+    :data:`SUBCOMMANDS` first, then any other ``kproto.analyze.cli_*`` module."""
     discovered = _discovered_module_paths()
     entries = list(SUBCOMMANDS)
     known_paths = {path for _, path in entries}

@@ -1,6 +1,6 @@
 """Captured Kafka traffic (pcap / pcapng) to Kafka frames, as Arrow batches.
 
->>> from kproto.capture import CaptureReader
+>>> from kproto.arrow.capture import CaptureReader
 >>> reader = CaptureReader("traffic.pcapng", broker_ports=[9092])
 >>> for batch in reader:              # pyarrow.RecordBatch of frames
 ...     ...
@@ -40,7 +40,7 @@ import sys
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 from collections.abc import Generator, Iterable, Iterator
 
-from kproto import _deprecation, _impl
+from kproto import _impl
 from kproto._common.capture import CONNECTION_COLUMNS, DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS
 from kproto.errors import CorruptCaptureError
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE as _DEFAULT_MAX_FRAME_SIZE
@@ -137,7 +137,7 @@ def _pa():
         import pyarrow
     except ImportError as exc:
         from kproto._extras import install_hint
-        raise ImportError(f"kproto.capture needs numpy and pyarrow ({exc.name} is missing): "
+        raise ImportError(f"kproto.arrow.capture needs numpy and pyarrow ({exc.name} is missing): "
                           f"{install_hint('arrow')}", name=exc.name) from exc
     return pyarrow
 
@@ -422,7 +422,7 @@ class CaptureReader:
         """Every connection read so far, its counters as they are now: the closed ones as
         :meth:`connections` gives them, the open ones with ``closed_by`` None (a direction not known
         yet: side 0 as the client; ``kind`` None until decided). Asked between the pieces of a
-        :class:`Chunks` source, it gives the counters at a byte position (kproto/spark/range_pipeline.py)."""
+        :class:`Chunks` source, it gives the counters at a byte position (kproto/analyze/spark/range_pipeline.py)."""
         self._connections.extend(self._engine.take_connections())
         return self._connections + self._engine.open_connection_rows()
 
@@ -502,7 +502,7 @@ def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, 
     """Batches (offset, size, payload) of a plain file of concatenated size-prefixed frames.
 
     ``offset`` is the frame's byte offset in the file: where its 4-byte size prefix
-    starts (the payload follows at ``offset + 4``), as in kproto.batch.decode_frames
+    starts (the payload follows at ``offset + 4``), as in kproto.arrow.frames.decode_frames
     and in the offsets errors name. A size prefix that is
     negative or above ``max_frame_size`` raises FrameTooLargeError / DecodeError
     naming its offset; an incomplete last frame raises TruncatedError.
@@ -554,8 +554,3 @@ def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, 
             finally:
                 view.release()
 
-
-# Old names, kept for one release (docs/api.md).
-__getattr__ = _deprecation.module_getattr("kproto.capture", {
-    "DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", _DEFAULT_MAX_FRAME_SIZE),
-})

@@ -2,7 +2,7 @@
 
 A :class:`PhaseProfile` is told when each phase starts (``mark``); the Spark jobs
 of a phase are the jobs Spark's status tracker knows at the next mark and did not
-know at this one. Jobs in a job group (set by the caller of :func:`kproto.spark.analyze`)
+know at this one. Jobs in a job group (set by the caller of :func:`kproto.analyze.spark.analyze`)
 are not counted. Used by docs/analyze.md, "Where the time goes", and
 benchmarks/bench_spark.py.
 """

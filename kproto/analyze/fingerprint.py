@@ -1,6 +1,6 @@
 """Which client library (and which releases of it) a client is, from what it sends.
 
-The table is built, when first used, from :mod:`kproto.client_recordings`: real releases
+The table is built, when first used, from :mod:`kproto.analyze.client_recordings`: real releases
 of nine libraries (Apache Kafka's Java client, confluent-kafka, kcat, kafka-python,
 aiokafka, franz-go, sarama, segmentio kafka-go, kafkajs) that tools/record_clients.py
 drove through one scripted run against real Apache Kafka brokers, as they come and with
@@ -545,7 +545,7 @@ class Table:
 
 
 def runs_of(recorded: Iterable[tuple]) -> list[Run]:
-    """The table's runs from the rows of :data:`kproto.client_recordings.RUNS`."""
+    """The table's runs from the rows of :data:`kproto.analyze.client_recordings.RUNS`."""
     runs = []
     for library, release, pin, broker, works, steps, _log, refused, _cut, _errors, clients in recorded:
         failing = [(step, outcome[len("FAILED "):]) for step, outcome in steps.items() if outcome != "ok"]
@@ -563,8 +563,8 @@ def runs_of(recorded: Iterable[tuple]) -> list[Run]:
 
 @lru_cache(maxsize=1)
 def table() -> Table:
-    """The table, from the real-broker recording (kproto.client_recordings)."""
-    from kproto import client_recordings
+    """The table, from the real-broker recording (kproto.analyze.client_recordings)."""
+    from kproto.analyze import client_recordings
 
     return Table(runs_of(client_recordings.RUNS))
 
@@ -631,7 +631,7 @@ def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip
 
 
 def recorded_clients(runs: Iterable[tuple]) -> list[tuple]:
-    """Every client of :data:`kproto.client_recordings.RUNS` as an :func:`evaluate` row."""
+    """Every client of :data:`kproto.analyze.client_recordings.RUNS` as an :func:`evaluate` row."""
     return [(library, release, broker if pin is None else f"{broker} pin {pin}", *client)
             for library, release, pin, broker, *_rest, clients in runs for client in clients]
 

@@ -1,6 +1,6 @@
 """Kafka captures to tables and a report, with Spark (``kproto analyze``).
 
->>> from kproto.spark import analyze
+>>> from kproto.analyze.spark import analyze
 >>> result = analyze(["samples/sample.pcap"], "out/")     # local Spark unless one is active
 >>> result.summary[-1]["accounted"]
 True
@@ -11,7 +11,7 @@ any URI Spark and pyarrow can open) and Parquet tables of frames; writes
 ``summary`` as Parquet, and ``report.html`` / ``.json`` / ``.md``.
 
 pyspark is imported only when a function needs it. The per-file work lives
-in :mod:`kproto.spark.worker` (pyarrow only) and runs inside ``mapInArrow``.
+in :mod:`kproto.analyze.spark.worker` (pyarrow only) and runs inside ``mapInArrow``.
 See docs/analyze.md.
 """
 
@@ -20,16 +20,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kproto.spark.jobs import TABLES, Options, Result, analyze, spark_session
+    from kproto.analyze.spark.jobs import TABLES, Options, Result, analyze, spark_session
 
 __all__ = ["TABLES", "Options", "Result", "analyze", "spark_session"]
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: the worker daemon (kproto.spark.daemon) must set its environment
+    # Imported on first use: the worker daemon (kproto.analyze.spark.daemon) must set its environment
     # before pyarrow and numpy are imported, and importing this package must not import them.
     if name in __all__:
-        from kproto.spark import jobs
+        from kproto.analyze.spark import jobs
 
         return getattr(jobs, name)
-    raise AttributeError(f"module 'kproto.spark' has no attribute {name!r}")
+    raise AttributeError(f"module 'kproto.analyze.spark' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """The summary's figures of a capture's connections: how many, their byte counters, their streams' identity.
 
-:func:`kproto.spark.jobs.summary_rows` takes them from :func:`connection_totals` (the
+:func:`kproto.analyze.spark.jobs.summary_rows` takes them from :func:`connection_totals` (the
 ``connection`` compact rows in the driver) or :func:`connection_totals_spark` (the written
 connections table, aggregated by Spark: for runs whose connections stay out of the driver).
 """
@@ -24,7 +24,7 @@ SIDES = ("request_", "response_")
 def connection_totals(accounting: Iterable[Any]) -> dict[str, dict]:
     """Per capture, from the ``connection`` compact rows: its connections, the :data:`CONNECTION_SUMS`,
     and ``streams_add_up`` (:data:`STREAM_PARTS`), checked on each connection's merged counters (a
-    range's row holds only its share of a connection, kproto/spark/range_pipeline.py).
+    range's row holds only its share of a connection, kproto/analyze/spark/range_pipeline.py).
     :func:`connection_totals_spark` is the same from the connections table in Spark."""
     names = {"stream_bytes", *STREAM_PARTS, *CONNECTION_SUMS}
     merged: dict[tuple, dict] = {}

@@ -1,10 +1,10 @@
 """The small tables from the compact rows of every task: the one place their rules live.
 
-The tasks of kproto/spark/worker.py return compact rows (:data:`worker.PARTS_SCHEMA`);
+The tasks of kproto/analyze/spark/worker.py return compact rows (:data:`worker.PARTS_SCHEMA`);
 :func:`connections_table`, :func:`clients_table` and :func:`topics_table` turn the rows
 of each key (a connection, a client, a topic-partition) into its row of ``connections``,
 ``clients`` and ``topics``. :func:`combine` calls them on every row at once in the driver
-(few rows: the usual case); for many rows, :func:`kproto.spark.jobs.build_tables` has
+(few rows: the usual case); for many rows, :func:`kproto.analyze.spark.jobs.build_tables` has
 Spark bring the rows of each key into one partition and calls the same functions there.
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kproto import fingerprint as FP
+from kproto.analyze import fingerprint as FP
 from kproto import versions as kv
 from kproto._common.api_keys import ApiKey
-from kproto.exchanges import resolve_topic_ids   # the rule of a topic named by its ID: one home
+from kproto.arrow.exchanges import resolve_topic_ids   # the rule of a topic named by its ID: one home
 from kproto._common.capture import KINDS
-from kproto.capture import connection_schema
+from kproto.arrow.capture import connection_schema
 
 
 # ---------------------------------------------------------------- combining compact rows
@@ -43,7 +43,7 @@ def combine(parts: pa.Table, *, fingerprint: bool = True) -> dict[str, pa.Table]
     records the table they are computed from).
 
     For runs whose compact rows fit the driver comfortably (a few per connection
-    and API version). For more, :func:`kproto.spark.jobs.build_tables` has Spark
+    and API version). For more, :func:`kproto.analyze.spark.jobs.build_tables` has Spark
     bring the rows of each key together and calls the same functions on them.
     """
     connections = connections_table(rows_of(parts, "connection", CONNECTION_COLUMNS))
@@ -242,7 +242,7 @@ CLIENTS_SCHEMA = pa.schema([
     ("connections", pa.int64()), ("requests", pa.int64()), ("deprecated_requests", pa.int64()),
     ("removed_in_4x_requests", pa.int64()), ("error_responses", pa.int64()), ("first_seen_ns", pa.int64()),
     ("last_seen_ns", pa.int64()), ("apis", pa.list_(pa.field("element", pa.string()))),
-    # Every (API, version) in the order the client first used it: what kproto.fingerprint reads.
+    # Every (API, version) in the order the client first used it: what kproto.analyze.fingerprint reads.
     ("api_order", pa.list_(pa.field("element", pa.string()))),
     # The most ApiVersions requests it sent on one connection (kafka-python 1.4 asks twice): the fingerprint reads it.
     ("api_versions_per_connection", pa.int64()),

@@ -5,7 +5,7 @@ each worker imports pyspark.worker, numpy, pyarrow, pandas (through pyarrow's pa
 shim) and kproto after the fork, then builds the message plans of its first decode:
 1-3 s per worker, paid on the first task of every session (docs/analyze.md, "Where the
 time goes"). This daemon (``spark.python.daemon.module``, set by
-:func:`kproto.spark.spark_session` for local masters) does that work once, before it
+:func:`kproto.analyze.spark.spark_session` for local masters) does that work once, before it
 forks, so every worker starts with it done and shares its memory with the daemon.
 
 pyspark imports in the worker on purpose: a process must not fork while other threads
@@ -25,8 +25,8 @@ import sys
 
 #: Modules every kproto task imports (the jobs' functions are pickled with references to them).
 PRELOADED = ("pyspark.worker", "numpy", "pandas", "pyarrow", "pyarrow.compute", "pyarrow.parquet",
-             "pyarrow.fs", "pyarrow.dataset", "pyarrow.acero", "kproto.batch", "kproto.capture",
-             "kproto.records", "kproto.versions", "kproto.spark.jobs")
+             "pyarrow.fs", "pyarrow.dataset", "pyarrow.acero", "kproto.arrow.frames", "kproto.arrow.capture",
+             "kproto.records", "kproto.versions", "kproto.analyze.spark.jobs")
 
 #: Environment that keeps the preloaded modules from starting threads.
 THREAD_FREE_ENV = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
@@ -46,7 +46,7 @@ def prepare() -> int | None:
         os.environ.setdefault(key, value)
     for name in PRELOADED:
         importlib.import_module(name)
-    from kproto.batch import topic_naming_versions
+    from kproto.arrow.frames import topic_naming_versions
 
     topic_naming_versions()         # hundreds of message plans, built once per process and cached
     return thread_count()
@@ -55,7 +55,7 @@ def prepare() -> int | None:
 def main() -> None:
     threads = prepare()
     if threads is not None and threads > 1:
-        print(f"kproto.spark.daemon: {threads} threads after the imports (one expected); workers are forked "
+        print(f"kproto.analyze.spark.daemon: {threads} threads after the imports (one expected); workers are forked "
               f"anyway (check {', '.join(THREAD_FREE_ENV)})", file=sys.stderr)
     from pyspark.daemon import manager
 

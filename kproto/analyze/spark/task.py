@@ -1,8 +1,8 @@
 """One Spark task's work: a split dispatched to the reader of its kind (the top of the worker side).
 
 :func:`process_split` reads a whole file here, hands a range of a pcap to
-kproto/spark/range_pipeline.py and a capture set to kproto/spark/set_reader.py;
-all three use the frame and compact-row helpers of kproto/spark/worker.py, which
+kproto/analyze/spark/range_pipeline.py and a capture set to kproto/analyze/spark/set_reader.py;
+all three use the frame and compact-row helpers of kproto/analyze/spark/worker.py, which
 imports none of them (imports go one way: task -> readers -> worker -> planning).
 """
 
@@ -15,12 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kproto.capture import connection_schema, frame_schema, read_frame_file
+from kproto.arrow.capture import connection_schema, frame_schema, read_frame_file
 from kproto.errors import DecodeError, TruncatedError
-from kproto.spark.planning import Split, _Source, local_path
-from kproto.spark.range_pipeline import process_range
-from kproto.spark.set_reader import process_set
-from kproto.spark.worker import (
+from kproto.analyze.spark.planning import Split, _Source, local_path
+from kproto.analyze.spark.range_pipeline import process_range
+from kproto.analyze.spark.set_reader import process_set
+from kproto.analyze.spark.worker import (
     InputError,
     Sink,
     capture_errors,
@@ -47,7 +47,7 @@ def process_split(split: Split, *, broker_ports: Iterable[int] = (9092,), body: 
     ``body``: "json" or None (no body column); ``records``: record sets in the
     bodies as a "summary" of their batch headers or as "base64"; ``kafka_ports``:
     read as Kafka whatever they carry; ``show_credentials``: bodies keep them
-    (kproto.credentials; redacted by default).
+    (kproto.arrow.credentials; redacted by default).
 
     An input that cannot be read completely never fails the task: the frames
     read before the problem are decoded as usual and the accounting row lists

@@ -5,7 +5,7 @@ heads are read there), and in tests; nothing here imports pyspark. :func:`plan_f
 a pcap larger than ``split_bytes`` is cut at record boundaries (found by
 :func:`find_record_boundary`); each split owns the frames whose first byte was
 captured in ``[ts_lo, ts_hi)`` and is read with some context before and overlap
-after. Other files make one split. kproto/spark/worker.py reads them.
+after. Other files make one split. kproto/analyze/spark/worker.py reads them.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import pyarrow as pa
 from pyarrow import fs
 
 from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
-from kproto.spark.capture_sets import (PCAP_HEADER_SIZE, PCAP_RECORD_HEADER, FileHead,
+from kproto.analyze.spark.capture_sets import (PCAP_HEADER_SIZE, PCAP_RECORD_HEADER, FileHead,
                                        plausible_window, read_head)
-from kproto.spark.capture_sets import pcap_record as _pcap_record
+from kproto.analyze.spark.capture_sets import pcap_record as _pcap_record
 
 
 INT64_MIN = -(2**63)
@@ -242,7 +242,7 @@ def plan_set(name: str, files: list[tuple[str, int]], fmt: str, *, split_bytes: 
 
 
 def file_head(path: str, size: int) -> FileHead:
-    """What set detection needs of one input file (kproto/spark/capture_sets.py); an unreadable file
+    """What set detection needs of one input file (kproto/analyze/spark/capture_sets.py); an unreadable file
     is a "frames" head (never in a set: its own task reports why it cannot be read)."""
     try:
         source = _Source(path)

@@ -5,18 +5,18 @@ twin (``kproto/_py/batch.py``) gives the same results, slowly. See docs/batch.md
 
 ::
 
-    import kproto.batch as kb
+    import kproto.arrow.frames as kb
 
     frames = kb.decode_frames(buffer_of_size_prefixed_frames)      # pyarrow.RecordBatch
     frames = kb.decode_frames(capture_batch["payload"],            # Arrow binary, used in place
                               directions=capture_batch["direction"],
                               request_api_keys=keys, request_api_versions=versions,
                               body="json")
-    pairs = kb.pair(capture_table)                                 # requests with their responses
 
 Bad frames never raise: each row has a :class:`Status` and the byte offset of the
 problem; rows always equal frames read, and bytes after the last whole frame are
-reported in the schema metadata (:func:`trailing_bytes`).
+reported in the schema metadata (:func:`trailing_bytes`). Requests with their
+responses: :func:`kproto.arrow.exchanges.pair`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ try:
     import pyarrow as pa
 except ImportError as _missing:
     from kproto._extras import install_hint
-    raise ImportError(f"kproto.batch needs numpy and pyarrow ({_missing.name} is missing): "
+    raise ImportError(f"kproto.arrow.frames needs numpy and pyarrow ({_missing.name} is missing): "
                       f"{install_hint('arrow')}", name=_missing.name) from _missing
 
-from kproto import _deprecation, _impl, schema
+from kproto import _impl, schema
 from kproto._common.batch import PairStatus, Status
 from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE
 from kproto import compression as _compression
@@ -45,7 +45,7 @@ else:
 
 __all__ = [
     "Status", "PairStatus", "REQUEST", "RESPONSE",
-    "decode_frames", "frame_schema", "trailing_bytes", "pair", "pair_schema", "pair_rows",
+    "decode_frames", "frame_schema", "trailing_bytes",
     "body_type", "decode_struct_column", "partitions", "partition_schema",
     "topic_names", "topic_names_schema", "topic_naming_versions",
 ]
@@ -177,7 +177,7 @@ def decode_frames(
     ``frames`` is either one contiguous buffer (bytes, memoryview, numpy, Arrow
     buffer...) of size-prefixed frames back to back, or an Arrow ``binary`` /
     ``large_binary`` array of payloads (frames without their size prefix, as
-    ``kproto.capture`` writes them), whose offsets and data are read in place.
+    ``kproto.arrow.capture`` writes them), whose offsets and data are read in place.
 
     ``directions``: per frame 0 (request) or 1 (response), or one int for all
     (default: all requests). ``request_api_keys`` / ``request_api_versions``:
@@ -293,34 +293,6 @@ def trailing_bytes(batch: pa.RecordBatch) -> int:
     """
     metadata = batch.schema.metadata or {}
     return int(metadata.get(b"kproto.trailing_bytes", b"0"))
-
-
-# ------------------------------------------------------------------ request / response pairing
-# Pairing lives in kproto.exchanges, which builds on this module: these names stay for the
-# callers of kproto.batch, and import it when called.
-def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
-         max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
-    """Pair requests with their responses: :func:`kproto.exchanges.pair` (see there)."""
-    from kproto import exchanges
-
-    return exchanges.pair(frames, body=body, max_frame_size=max_frame_size)
-
-
-def pair_schema(body: str | None = None) -> pa.Schema:
-    """The schema of :func:`pair`'s output: :func:`kproto.exchanges.pair_schema`."""
-    from kproto import exchanges
-
-    return exchanges.pair_schema(body)
-
-
-def pair_rows(capture_codes: np.ndarray, connection_ids: np.ndarray, directions: np.ndarray,
-              correlation_ids: np.ndarray, correlation_valid: np.ndarray,
-              sequences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """kproto's pairing rule on rows of frames: :func:`kproto.exchanges.pair_rows` (see there)."""
-    from kproto import exchanges
-
-    return exchanges.pair_rows(capture_codes, connection_ids, directions, correlation_ids, correlation_valid,
-                               sequences)
 
 
 # ------------------------------------------------------------------ typed struct columns
@@ -710,8 +682,3 @@ def topic_names(frames: Any, *, directions: Any = None, request_api_keys: Any = 
                      "topic_id": pa.array(found["topic_id"], pa.string()),
                      "topic": pa.array(found["topic"], pa.string())}, schema=topic_names_schema())
 
-
-# Old names, kept for one release (docs/api.md).
-__getattr__ = _deprecation.module_getattr("kproto.batch", {
-    "DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", _DEFAULT_MAX_FRAME_SIZE),
-})

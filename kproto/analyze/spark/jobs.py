@@ -1,9 +1,9 @@
 """The Spark side of ``kproto analyze``: plan, read and decode captures, write the tables.
 
 pyspark is imported inside the functions, so importing this module loads no Spark.
-The Python work happens in :mod:`kproto.spark.task` (and the modules under it) through
+The Python work happens in :mod:`kproto.analyze.spark.task` (and the modules under it) through
 ``mapInArrow`` (Arrow batches in and out: no Python or pandas UDFs); the small tables'
-rules in :mod:`kproto.spark.combine`, whichever side runs them.
+rules in :mod:`kproto.analyze.spark.combine`, whichever side runs them.
 """
 
 from __future__ import annotations
@@ -28,16 +28,16 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from kproto.spark import jvm_archive, jvm_noise
-from kproto.spark import report as R
-from kproto.spark import capture_sets as CS
-from kproto.spark import combine as C
-from kproto.spark.connection_totals import CONNECTION_SUMS, connection_totals, connection_totals_spark
-from kproto.spark import planning as P
-from kproto.spark import task
-from kproto.spark import worker as W
-from kproto.spark.stream_losses import STREAM_LOSSES, stream_loss_rows
-from kproto.spark.exchange_topics import name_written_topics
+from kproto.analyze.spark import jvm_archive, jvm_noise
+from kproto.analyze.spark import report as R
+from kproto.analyze.spark import capture_sets as CS
+from kproto.analyze.spark import combine as C
+from kproto.analyze.spark.connection_totals import CONNECTION_SUMS, connection_totals, connection_totals_spark
+from kproto.analyze.spark import planning as P
+from kproto.analyze.spark import task
+from kproto.analyze.spark import worker as W
+from kproto.analyze.spark.stream_losses import STREAM_LOSSES, stream_loss_rows
+from kproto.analyze.spark.exchange_topics import name_written_topics
 
 TABLES = ("frames", "exchanges", "clients", "topics", "summary", "connections", "errors")
 RAW_PARTITION_BYTES = 128 * 1024 * 1024
@@ -74,11 +74,11 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
     Without ``master`` and outside spark-submit, Spark runs in this process
     (``local[*]``) with this interpreter for its Python workers. A local session
     starts without the web UI (``--conf spark.ui.enabled=true`` brings it back) and with
-    :mod:`kproto.spark.daemon` as its Python worker daemon;
+    :mod:`kproto.analyze.spark.daemon` as its Python worker daemon;
     when ``input_bytes`` is known and under :data:`LATENCY_INPUT_BYTES`, its JVM
     also compiles with the quick JIT tier only, which halves the start-up and the
     first job (docs/analyze.md, "Where the time goes"). A local JVM maps the class-data
-    archive of :mod:`kproto.spark.jvm_archive` when there is one, or records it when
+    archive of :mod:`kproto.analyze.spark.jvm_archive` when there is one, or records it when
     ``record_jvm_archive`` (then call ``jvm_archive.finish(session)`` at the end).
     """
     from pyspark import SparkConf
@@ -115,8 +115,8 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
     if master and master.startswith("local"):
         defaults["spark.ui.enabled"] = "false"
         # The Python workers fork from a daemon that has imported kproto and pyarrow already:
-        # a session's first tasks do not import them once per worker (kproto/spark/daemon.py).
-        defaults["spark.python.daemon.module"] = "kproto.spark.daemon"
+        # a session's first tasks do not import them once per worker (kproto/analyze/spark/daemon.py).
+        defaults["spark.python.daemon.module"] = "kproto.analyze.spark.daemon"
         # Only the Python workers get them (not this process, nor the JVM); the user's own win.
         for key, value in WORKER_MEMORY_ENV.items():
             if key not in os.environ:
@@ -141,7 +141,7 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
         builder = builder.config(key, value)
     from pyspark import SparkContext
 
-    # A JVM started here writes its start-up banners through kproto.spark.jvm_noise's filter.
+    # A JVM started here writes its start-up banners through kproto.analyze.spark.jvm_noise's filter.
     starting = SparkContext._gateway is None and master is not None and master.startswith("local")
     with jvm_noise.banners_dropped() if starting else contextlib.nullcontext():
         session = builder.getOrCreate()
@@ -174,7 +174,7 @@ class Progress:
 
     def __init__(self, spark, enabled: bool = True, stream=None, profile=None) -> None:
         self.spark = spark
-        self.profile = profile      # a kproto.spark.profile.PhaseProfile told of every phase, or None
+        self.profile = profile      # a kproto.analyze.spark.profile.PhaseProfile told of every phase, or None
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.phase = ""
@@ -315,7 +315,7 @@ def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int, 
                 named_sets: Sequence[tuple[str, str]] = ()) -> list[P.Split]:
     """Splits of every capture file, planned in the driver when it sees the files, else on the executors.
 
-    The consecutive files of a capture set (kproto/spark/capture_sets.py) make one split;
+    The consecutive files of a capture set (kproto/analyze/spark/capture_sets.py) make one split;
     ``capture_sets`` False leaves each file alone but for the sets ``named_sets`` names.
     """
     if not inputs.files:
@@ -401,7 +401,7 @@ def _plan_files(spark, files: list[tuple[str, int]], names: dict[str, str], *, s
 class Options:
     broker_ports: tuple[int, ...] = (9092,)
     kafka_ports: tuple[int, ...] = ()   # read as Kafka whatever they carry (--port)
-    show_credentials: bool = False      # bodies keep SASL tokens and other credentials (kproto.credentials)
+    show_credentials: bool = False      # bodies keep SASL tokens and other credentials (kproto.arrow.credentials)
     split_bytes: int | None = None      # None: about one range per core, 32-256 MiB each
     overlap_bytes: int = P.DEFAULT_OVERLAP_BYTES
     body: str | None = "json"
@@ -544,8 +544,8 @@ def build_tables(spark, parts) -> dict[str, Any]:
     """DataFrames of the small tables (connections, clients, topics), from many compact rows.
 
     Spark brings the rows of each key (a connection, a client, a topic-partition) into one
-    partition; kproto.spark.combine makes each key's row there, with the functions the driver
-    calls on few rows (:func:`kproto.spark.combine.combine`): one rule for both.
+    partition; kproto.analyze.spark.combine makes each key's row there, with the functions the driver
+    calls on few rows (:func:`kproto.analyze.spark.combine.combine`): one rule for both.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -737,7 +737,7 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             options: Options | None = None, progress: bool | Callable = True, profile=None) -> Result:
     """Read captures and frame tables, write the Parquet tables and the report under ``out``.
 
-    ``profile``: a :class:`kproto.spark.profile.PhaseProfile` to time the phases in."""
+    ``profile``: a :class:`kproto.analyze.spark.profile.PhaseProfile` to time the phases in."""
     from pyspark.sql import functions as F
 
     options = options or Options()
@@ -901,5 +901,5 @@ def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
 
 
 def report_tables(spark, written: dict[str, str]) -> dict[str, Any]:
-    """The written tables as DataFrames, for the report's queries (kproto/spark/report_facts.py joins them)."""
+    """The written tables as DataFrames, for the report's queries (kproto/analyze/spark/report_facts.py joins them)."""
     return {name: spark.read.parquet(path) for name, path in written.items()}

@@ -4,7 +4,7 @@ A driver loop. Every ``trigger`` seconds it lists the inputs, takes the files th
 are *closed* and not processed yet, and runs one batch on them:
 
 1. :func:`process_files` reads and decodes them with the same Spark job as
-   ``kproto analyze`` (:func:`kproto.spark.jobs.compact_rows`), writing their
+   ``kproto analyze`` (:func:`kproto.analyze.spark.jobs.compact_rows`), writing their
    ``frames`` / ``exchanges`` parts into a staging directory of the checkpoint;
 2. the batch's compact rows are saved in the checkpoint (``rows/batch-NNNNNN.parquet``);
 3. the staged parts move into the output tables as ``part-bNNNNNN-*.parquet``
@@ -42,9 +42,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kproto.spark import jobs as J
-from kproto.spark import planning as P
-from kproto.spark import worker as W
+from kproto.analyze.spark import jobs as J
+from kproto.analyze.spark import planning as P
+from kproto.analyze.spark import worker as W
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1
@@ -296,7 +296,7 @@ def bytes_read(rows: pa.Table) -> dict[str, int]:
 # ---------------------------------------------------------------- the tables and the report
 def write_tables(spark, out: str, checkpoint: Checkpoint, options: J.Options, report: bool) -> J.Result:
     """The small tables (and the report when ``report``) from the compact rows of every committed batch,
-    as a plain run ends (:func:`kproto.spark.jobs.finish_run`), with a row for every file that changed
+    as a plain run ends (:func:`kproto.analyze.spark.jobs.finish_run`), with a row for every file that changed
     after it was read."""
     return J.finish_run(spark, out, checkpoint.all_rows(), options, extra_errors=checkpoint.change_errors(),
                         report=report, report_dir=Path(out))

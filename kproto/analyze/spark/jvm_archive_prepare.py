@@ -1,6 +1,6 @@
-"""Making the Spark JVM's class-data archive at set-up (kproto/spark/jvm_archive.py): one small analysis.
+"""Making the Spark JVM's class-data archive at set-up (kproto/analyze/spark/jvm_archive.py): one small analysis.
 
-Above the Spark job (it runs :func:`kproto.spark.jobs.analyze`), where kproto/spark/jvm_archive.py
+Above the Spark job (it runs :func:`kproto.analyze.spark.jobs.analyze`), where kproto/analyze/spark/jvm_archive.py
 is below it (the job's session maps or records the archive), so imports go one way.
 """
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import kproto
 from kproto import messages
-from kproto.spark.jobs import Options, analyze, spark_session
-from kproto.spark.jvm_archive import finish, plan
+from kproto.analyze.spark.jobs import Options, analyze, spark_session
+from kproto.analyze.spark.jvm_archive import finish, plan
 
 
 def prepare() -> int:
-    """Make the archive now (``python -m kproto.spark.jvm_archive_prepare``; scripts/setup.sh --spark
+    """Make the archive now (``python -m kproto.analyze.spark.jvm_archive_prepare``; scripts/setup.sh --spark
     runs it): one local analysis of a few frames, recording. 0 when it is there after."""
     chosen = plan(record=True)
     if chosen.action != "record":

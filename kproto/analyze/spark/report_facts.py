@@ -6,7 +6,7 @@ group, its order and how many rows the report keeps. Two executors run the same 
 :func:`run_arrow` over pyarrow Tables in the driver (small runs: no Spark job), and
 :func:`run_spark` as Spark SQL over the written tables (any size: Spark's aggregations
 stream). They differ only in how they say a condition or an aggregate; what is counted,
-and over which rows, lives here. kproto.spark.report turns the raw lists into the facts.
+and over which rows, lives here. kproto.analyze.spark.report turns the raw lists into the facts.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The report's "Next steps": what to do about each client and broker not ready for Kafka 4.x.
 
 For a client that sent versions Kafka 4.x removed (KIP-896): the likely library (its
-KIP-511 name, or the fingerprint of kproto.fingerprint, a guess worded as one), the cause -
+KIP-511 name, or the fingerprint of kproto.analyze.fingerprint, a guess worded as one), the cause -
 the release is too old, or the library's own version setting pins it low - what real 4.x
-brokers did with such a client (kproto.client_recordings), and the fix: the library's own
+brokers did with such a client (kproto.analyze.client_recordings), and the fix: the library's own
 setting, or its first recorded release that works on 4.x. Ranked by request volume, with
 the brokers each client sent requests to. Versions only some 4.x releases refuse (JoinGroup
 v0-v1: 4.0.0) are listed apart, with the first 4.x release that serves them. For a broker:
@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from kproto import fingerprint as FP
+from kproto.analyze import fingerprint as FP
 from kproto import versions as kv
 from kproto.schema._docs import field_facts
 

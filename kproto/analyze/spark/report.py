@@ -1,7 +1,7 @@
 """The analysis report: facts gathered with Spark, written as JSON, Markdown and HTML.
 
 :func:`collect_facts` (Spark) and :func:`collect_facts_arrow` (pyarrow, in the driver) run the
-queries of kproto/spark/report_facts.py over the output tables and return a plain dict (only
+queries of kproto/analyze/spark/report_facts.py over the output tables and return a plain dict (only
 numbers, strings, lists); :func:`write_report`
 turns that dict into ``report.json``, ``report.md`` and ``report.html``
 (charts are inline SVG: the file needs no network and no JavaScript).
@@ -16,11 +16,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import kproto.batch as kb
+import kproto.arrow.frames as kb
 from kproto import versions as kv
 from kproto._common.api_keys import ApiKey
 from kproto._version import __version__
-from kproto.spark import next_steps, report_facts
+from kproto.analyze.spark import next_steps, report_facts
 
 API_VERSIONS = int(ApiKey.API_VERSIONS)   # a plain int: Spark and Arrow expressions take it
 
@@ -54,7 +54,7 @@ def _ranges(body: str | None) -> tuple[int | None, dict[int, tuple[int, int]]]:
 
 
 # ---------------------------------------------------------------- facts
-# What the report counts is written once, as queries (kproto/spark/report_facts.py); two executors
+# What the report counts is written once, as queries (kproto/analyze/spark/report_facts.py); two executors
 # run them: Spark SQL over the written tables (any size), and pyarrow over tables small enough to
 # hold in the driver (no Spark job: most captures people look at are small). ``_finish`` turns the
 # raw rows into the facts for both, and the tests check that the executors agree.
@@ -323,7 +323,7 @@ def _shown_error_input(names: dict[str, str], error: dict) -> str:
     return shown if not file or file == error["capture"] else f"{shown}: {file.rsplit('/', 1)[-1]}"
 
 
-#: Why a topic's compression can say "mixed" (kproto.batch.partitions).
+#: Why a topic's compression can say "mixed" (kproto.arrow.frames.partitions).
 MIXED_COMPRESSION = ("\"mixed\": one record set held batches with different codecs (each batch names its own: "
                      "a producer that changed compression.type, or a fetch spanning segments written before and "
                      "after such a change); the other codecs listed are the record sets that used one.")

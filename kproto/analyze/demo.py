@@ -1,6 +1,6 @@
 """A short tour: build requests and responses, encode them to frames, decode them back.
 
-Run with ``python -m kproto.demo``. (The capture analysis job replaces this as
+Run with ``python -m kproto.analyze.demo``. (The capture analysis job replaces this as
 the project's main job once the Spark pipeline lands.)
 """
 

@@ -1,4 +1,4 @@
-"""Reading a capture set (kproto/spark/capture_sets.py): its files as one capture, in one task.
+"""Reading a capture set (kproto/analyze/spark/capture_sets.py): its files as one capture, in one task.
 
 The reader is fed the files one after the other - a pcap set as the first file's
 header and every file's records, a pcapng set as the files themselves (a pcapng file
@@ -15,9 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from kproto.capture import Chunks
-from kproto.spark import worker as W
-from kproto.spark.planning import PCAP_HEADER_SIZE, Split, _Source, shown_path
+from kproto.arrow.capture import Chunks
+from kproto.analyze.spark import worker as W
+from kproto.analyze.spark.planning import PCAP_HEADER_SIZE, Split, _Source, shown_path
 
 _PIECE = 4 * 1024 * 1024      # bytes per read of a file that is not memory-mapped
 

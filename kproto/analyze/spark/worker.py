@@ -5,18 +5,18 @@ so the same code runs in a Spark task, in a test, or in a plain script.
 
 The pipeline (see docs/analyze.md):
 
-1. ``planning.plan_file`` (kproto/spark/planning.py) cuts each input file into
+1. ``planning.plan_file`` (kproto/analyze/spark/planning.py) cuts each input file into
    *splits*: byte ranges of a large pcap, else the whole file.
-2. ``task.process_split`` (kproto/spark/task.py) reads one split, decodes and pairs
+2. ``task.process_split`` (kproto/analyze/spark/task.py) reads one split, decodes and pairs
    its frames (:func:`decode_frames_table`; a range of a pcap in bounded batches,
-   kproto/spark/range_pipeline.py; a capture set, kproto/spark/set_reader.py) and
+   kproto/analyze/spark/range_pipeline.py; a capture set, kproto/analyze/spark/set_reader.py) and
    hands the ``frames`` and ``exchanges`` rows it owns to a :class:`Sink`
    (:class:`ParquetSink` in Spark tasks). A big file that cannot be cut is emitted
    as ``raw`` frames instead, which Spark groups by connection before
    :func:`decode_raw_batches` does the same.
 3. What goes back to Spark are compact rows in :data:`PARTS_SCHEMA`
    (:func:`summarize`): per-capture counts, usage per connection / client /
-   API version, per topic-partition sums, and the accounting; kproto/spark/combine.py
+   API version, per topic-partition sums, and the accounting; kproto/analyze/spark/combine.py
    makes the small tables of them (in the driver, or per key in Spark's partitions).
 
 This module is the bottom of the worker side: task.py and the readers import it, it
@@ -38,14 +38,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-import kproto.batch as kb
+import kproto.arrow.frames as kb
 from kproto import versions as kv
 from kproto._common.api_keys import CLIENT_SOFTWARE_FIRST_VERSION, ApiKey
-from kproto import exchanges as E
-from kproto.batch import one_array
-from kproto.capture import CaptureReader, frame_schema, not_captured
-from kproto.credentials import redact_bodies
-from kproto.spark.planning import PCAP_HEADER_SIZE, Split, local_path, shown_path
+from kproto.arrow import exchanges as E
+from kproto.arrow.frames import one_array
+from kproto.arrow.capture import CaptureReader, frame_schema, not_captured
+from kproto.arrow.credentials import redact_bodies
+from kproto.analyze.spark.planning import PCAP_HEADER_SIZE, Split, local_path, shown_path
 
 API_VERSIONS = int(ApiKey.API_VERSIONS)
 
@@ -474,12 +474,12 @@ def decode_frames_table(frames: pa.Table, *, body: str | None = "json", records:
                         show_credentials: bool = False) -> Decoded:
     """Decode and pair a table of capture frames (whole connections).
 
-    ``frames`` has the kproto.capture frame columns. Requests and responses
+    ``frames`` has the kproto.arrow.capture frame columns. Requests and responses
     pair by (capture, connection, correlation id), the n-th request with an id
-    to the n-th response with it, in sequence order (as ``kproto.batch.pair``);
+    to the n-th response with it, in sequence order (as ``kproto.arrow.exchanges.pair``);
     every frame is decoded once with its request's API and version. ``records``:
     how JSON bodies show record sets ("summary" of the batch headers, or "base64").
-    (A range of a pcap, whose rows some other range owns, goes through kproto.spark.range_pipeline.)
+    (A range of a pcap, whose rows some other range owns, goes through kproto.analyze.spark.range_pipeline.)
     """
     frames = frames.combine_chunks()
     payload = one_array(frames["payload"])
@@ -516,7 +516,7 @@ def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: Sink,
 def summarize(frames: pa.Table, exchanges: pa.Table, partitions: pa.Table,
               topic_names: pa.Table | None = None) -> Iterator[pa.RecordBatch]:
     """The compact rows Spark combines: counts per capture, usage per client and API, topics,
-    and the topic IDs responses named (``topic_names``: kproto.batch.topic_names' rows with ts_first_ns)."""
+    and the topic IDs responses named (``topic_names``: kproto.arrow.frames.topic_names' rows with ts_first_ns)."""
     # Frame and exchange counts per capture (the summary's accounting).
     status = frames["status"]
     direction = frames["direction"]

@@ -80,9 +80,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser, show: str) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from kproto import batch as kb
+    from kproto.arrow import frames as kb
     from kproto import versions
-    from kproto.dump import Filters, Input, jsonl_lines, record_batches, tree_lines
+    from kproto.analyze.dump import Filters, Input, jsonl_lines, record_batches, tree_lines
 
     try:
         apis = {versions.api_key_of(api) for api in args.api}
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     left = args.limit
     status = EXIT_OK
     if args.follow or "-" in args.paths:
-        from kproto.dump import warm_up
+        from kproto.analyze.dump import warm_up
         warm_up()     # so that the first frame of a live input is not the one that waits for it
     try:
         for path in args.paths:
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                             break
             except OSError as exc:
                 if isinstance(exc, BrokenPipeError):
-                    raise   # the reader left: kproto.cli ends quietly
+                    raise   # the reader left: kproto.analyze.cli ends quietly
                 sys.stdout.flush()
                 print(f"kproto dump: {source.name}: {exc}", file=sys.stderr)
                 status = EXIT_INCOMPLETE

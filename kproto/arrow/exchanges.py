@@ -1,6 +1,6 @@
 """Requests paired with their responses: the exchanges of a capture's frames, in one place.
 
-Every user of pairing calls this module: ``kproto.batch.pair`` (the batch API, :func:`pair`),
+Every user of pairing calls this module: ``kproto.arrow.exchanges.pair`` (the batch API, :func:`pair`),
 the Spark worker and its range pipeline (:func:`frame_heads`, :func:`pair_heads`,
 :func:`exchanges_table`) and ``kproto dump`` (:class:`OpenRequests`, open requests carried
 from one batch to the next). The rules written here and nowhere else:
@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import kproto.batch as kb
+import kproto.arrow.frames as kb
 from kproto._common.api_keys import ApiKey
 from kproto._common.batch import PairStatus
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE
@@ -317,7 +317,7 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
          max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
     """Pair requests with their responses: one row per request, plus one per orphan response.
 
-    ``frames`` has the shape of ``kproto.capture`` output: ``connection_id``,
+    ``frames`` has the shape of ``kproto.arrow.capture`` output: ``connection_id``,
     ``direction`` (0 request, 1 response), ``sequence`` (order within connection
     and direction), ``payload`` (frame without size prefix) and optionally
     ``capture``, ``ts_first_ns``, ``ts_last_ns``. Requests and responses pair by
@@ -335,7 +335,7 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
     names = set(table.column_names)
     for required in ("connection_id", "direction", "sequence", "payload"):
         if required not in names:
-            raise ValueError(f"frames need a {required!r} column (the kproto.capture frame shape)")
+            raise ValueError(f"frames need a {required!r} column (the kproto.arrow.capture frame shape)")
     rows = table.num_rows
     if "capture" in names:
         capture = kb.one_array(table["capture"].cast(pa.string()).fill_null(""))
@@ -431,7 +431,7 @@ def exchanges_table(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, part
 
     ``facts``: what each frame's exchange takes from it once decoded (status, client_id,
     deprecated, removed_in_4x, error_code, client software and problems, acks_zero: see
-    kproto.spark.worker.decode_chunk); ``parts``: the topic and topic_id of every frame's
+    kproto.analyze.spark.worker.decode_chunk); ``parts``: the topic and topic_id of every frame's
     partitions, ``partition_frame`` their frame rows; ``topic_names``: the (topic_id, topic)
     pairs the frames' responses give, which name a topic addressed by its ID.
     """

@@ -24,7 +24,7 @@ import os
 import re
 import sys
 
-from kproto import analyze_follow, cli_dump
+from kproto.analyze import cli_dump, follow_options
 
 HELP = "Analyze captures with Spark: Parquet tables and a report (HTML, JSON, Markdown)"
 
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop at the first input that cannot be read completely (default: analyse the "
                              "rest, list the problem in the errors table and exit with status 3)")
     add_capture_set_arguments(parser)
-    analyze_follow.add_arguments(parser)
+    follow_options.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"kproto analyze: pyspark is not installed: {install_hint('spark')} "
               "(or scripts/setup.sh --spark)", file=sys.stderr)
         return EXIT_USAGE
-    from kproto.spark import Options, analyze, spark_session
-    from kproto.spark import jvm_archive
-    from kproto.spark.capture_sets import CaptureSetError
-    from kproto.spark.jobs import local_driver_memory, local_input_bytes
-    from kproto.spark.profile import PhaseProfile
+    from kproto.analyze.spark import Options, analyze, spark_session
+    from kproto.analyze.spark import jvm_archive
+    from kproto.analyze.spark.capture_sets import CaptureSetError
+    from kproto.analyze.spark.jobs import local_driver_memory, local_input_bytes
+    from kproto.analyze.spark.profile import PhaseProfile
 
     conf = {}
     for item in args.conf:
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kproto analyze: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if analyze_follow.wanted(args) and args.capture_set:
+    if follow_options.wanted(args) and args.capture_set:
         # Following reads every file as a capture of its own (docs/analyze.md): a set asked
         # for by name would be silently split, so it is refused.
         print("kproto analyze: --capture-set cannot be used with --follow, --once or --max-batches "
@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
         spark.sparkContext.setLogLevel("ERROR")
         if profile is not None:
             profile.attach(spark)
-        if analyze_follow.wanted(args):
-            result = analyze_follow.run(args, spark, options)
+        if follow_options.wanted(args):
+            result = follow_options.run(args, spark, options)
         else:
             result = analyze(args.paths, args.out, spark=spark, options=options, progress=not args.quiet,
                              profile=profile)
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             profile.finish()
             print(profile.table(), file=sys.stderr)
         jvm_archive.finish(spark)
-    except (FileNotFoundError, CaptureSetError, analyze_follow.UsageError) as exc:
+    except (FileNotFoundError, CaptureSetError, follow_options.UsageError) as exc:
         print(f"kproto analyze: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:   # Spark reports most failures as Py4J / analysis exceptions
@@ -166,8 +166,8 @@ def input_problems(paths: list[str]) -> list[str]:
     """
     import glob
 
-    from kproto._sniff import input_format
-    from kproto.spark.planning import local_path
+    from kproto.arrow._sniff import input_format
+    from kproto.analyze.spark.planning import local_path
 
     problems = []
     for path in paths:
@@ -200,7 +200,7 @@ def input_problems(paths: list[str]) -> list[str]:
 
 def out_problems(out: str) -> list[str]:
     """Why ``--out`` cannot be written, when it is local: it, or a directory above it, is a file."""
-    from kproto.spark.planning import local_path
+    from kproto.analyze.spark.planning import local_path
 
     local = local_path(out)
     if local is None:
@@ -265,7 +265,7 @@ def out_of_memory(text: str, conf: dict[str, str]) -> str | None:
     return f"{jvm} ran out of memory ({what}); give it more: --conf {setting}=8g (now {now})"
 
 
-# ---------------------------------------------------------------- capture sets (kproto/spark/capture_sets.py)
+# ---------------------------------------------------------------- capture sets (kproto/analyze/spark/capture_sets.py)
 def add_capture_set_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capture-set", action="append", default=[], metavar="NAME=GLOB",
                         help="read the input files GLOB matches (the path, or the base name for a GLOB without /) "

@@ -1,10 +1,10 @@
-"""The ``--follow`` options of ``kproto analyze`` (kproto/spark/follow.py does the work).
+"""The ``--follow`` options of ``kproto analyze`` (kproto/analyze/spark/follow.py does the work).
 
     kproto analyze /captures/ --out out/ --follow --trigger 10 --settle 30
     kproto analyze /captures/ --out out/ --once          # what is closed now, then exit (cron)
 
-Kept apart from kproto/cli_analyze.py so that the plain command reads as before; not named
-cli_*.py, which would make it a subcommand of its own (kproto/cli.py finds those).
+Kept apart from kproto/analyze/cli_analyze.py so that the plain command reads as before; not named
+cli_*.py, which would make it a subcommand of its own (kproto/analyze/cli.py finds those).
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def wanted(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace, spark, options):
-    """Follow ``args.paths`` into ``args.out``: the final :class:`kproto.spark.jobs.Result`."""
-    from kproto.spark.follow import FollowOptions, FollowSetupError, follow
+    """Follow ``args.paths`` into ``args.out``: the final :class:`kproto.analyze.spark.jobs.Result`."""
+    from kproto.analyze.spark.follow import FollowOptions, FollowSetupError, follow
 
     how = FollowOptions(trigger=args.trigger, settle=args.settle, report_interval=args.report_interval,
                         checkpoint=args.checkpoint, once=args.once, max_batches=args.max_batches)

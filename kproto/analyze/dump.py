@@ -1,15 +1,15 @@
 """Frames of a capture as records, streamed: what ``kproto dump`` writes (docs/dump.md).
 
 Memory stays flat whatever the input's size: frames are read in batches
-(:class:`kproto.capture.CaptureReader`, or chunks of a size-prefixed frame
-dump), each batch is decoded with :mod:`kproto.batch`, turned into records and
+(:class:`kproto.arrow.capture.CaptureReader`, or chunks of a size-prefixed frame
+dump), each batch is decoded with :mod:`kproto.arrow.frames`, turned into records and
 dropped. What is kept from one batch to the next are the requests still waiting
-for their response (:class:`kproto.exchanges.OpenRequests`), so that a response is decoded with
+for their response (:class:`kproto.arrow.exchanges.OpenRequests`), so that a response is decoded with
 its request's API and version.
 
 ::
 
-    from kproto.dump import Filters, records
+    from kproto.analyze.dump import Filters, records
 
     source = Input("broker.pcap")
     for record in records(source, Filters(apis={3})):     # dicts, one per frame
@@ -31,15 +31,15 @@ from typing import Any, BinaryIO
 import numpy as np
 import pyarrow as pa
 
-import kproto.batch as kb
+import kproto.arrow.frames as kb
 from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
 from kproto import versions
-from kproto.capture import (DEFAULT_BROKER_PORTS, CaptureReader, frame_schema, not_captured,
+from kproto.arrow.capture import (DEFAULT_BROKER_PORTS, CaptureReader, frame_schema, not_captured,
                             read_frame_file)
 from kproto._tree import tree_of
-from kproto.credentials import redact_bodies
+from kproto.arrow.credentials import redact_bodies
 from kproto.errors import FrameTooLargeError, TruncatedError
-from kproto.exchanges import MAX_OPEN_REQUESTS, OpenRequests
+from kproto.arrow.exchanges import MAX_OPEN_REQUESTS, OpenRequests
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["Input", "InputProblem", "Filters", "OpenRequests", "records", "record_batches",
@@ -133,9 +133,9 @@ def _read_head(handle: Any, count: int) -> bytes:
 
 
 class Input:
-    """One input (a path, or ``"-"`` for stdin): its frames in the kproto.capture shape.
+    """One input (a path, or ``"-"`` for stdin): its frames in the kproto.arrow.capture shape.
 
-    pcap and pcapng go through :class:`~kproto.capture.CaptureReader`; anything
+    pcap and pcapng go through :class:`~kproto.arrow.capture.CaptureReader`; anything
     else is read as size-prefixed frames back to back (one pseudo-connection of
     requests, no timestamps, as ``kproto analyze`` reads it). Iterate once; then
     ``error`` is None or the :class:`InputProblem` where reading stopped.
@@ -159,7 +159,7 @@ class Input:
         #: "snapped_bytes", cut off by the snap length) or not framed ("skipped_bytes",
         #: "tail_bytes"), summed over the Kafka connections and directions, once read.
         self.losses: dict[str, int] = {}
-        #: After iteration: the snap lengths that cut packets' TCP payload (kproto.capture.CaptureReader.snap_lengths).
+        #: After iteration: the snap lengths that cut packets' TCP payload (kproto.arrow.capture.CaptureReader.snap_lengths).
         self.snap_lengths: list[int] = []
         self.bytes_read = 0
         self.frames_read = 0
@@ -336,7 +336,7 @@ def record_batches(source: Input, filters: Filters | None = None, *, records: st
     """Per batch of ``source``: (frames, decoded, client ids) of the frames ``filters`` keep.
 
     ``decoded`` is ``kb.decode_frames(..., body="json")`` of those frames, responses
-    with their request's API and version, credentials redacted (kproto.credentials)
+    with their request's API and version, credentials redacted (kproto.arrow.credentials)
     unless ``show_credentials``; ``client ids`` those of the requests.
     """
     filters = filters or Filters()
@@ -414,7 +414,7 @@ def _columns(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.ndar
     return {
         "capture": frames["capture"].to_pylist(),
         "connection": frames["connection_id"].to_pylist(),
-        # from a capture (kproto.capture.CaptureReader.endpoints); a frame dump has no addresses
+        # from a capture (kproto.arrow.capture.CaptureReader.endpoints); a frame dump has no addresses
         "client": frames["client"].to_pylist() if "client" in frames.schema.names else [None] * frames.num_rows,
         "broker": frames["broker"].to_pylist() if "broker" in frames.schema.names else [None] * frames.num_rows,
         "direction": frames["direction"].to_pylist(),

@@ -1,10 +1,10 @@
 """The run's names for the topic IDs of the written ``exchanges`` table (docs/analyze.md, "Topic IDs").
 
 A task names the topic ID of an exchange with the responses it decoded itself
-(``kproto.exchanges``); the names the whole run gives are known only at its end, in the
+(``kproto.arrow.exchanges``); the names the whole run gives are known only at its end, in the
 compact ``topic_name`` rows. :func:`name_written_topics` then rewrites the part files that
 hold an exchange the run names otherwise, by the rule of the topics table
-(``kproto.exchanges.resolve_topic_ids``), so the table does not depend on how the run was
+(``kproto.arrow.exchanges.resolve_topic_ids``), so the table does not depend on how the run was
 cut into tasks. Runs whose responses name no topic ID (no Metadata v10+ and the like) read
 nothing back.
 """
@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from kproto import exchanges as E
-from kproto.spark.worker import output_filesystem
+from kproto.arrow import exchanges as E
+from kproto.analyze.spark.worker import output_filesystem
 
 #: Rows per row group of a rewritten part (the tasks' ParquetSink writes the same).
 ROW_GROUP_ROWS = 256 * 1024

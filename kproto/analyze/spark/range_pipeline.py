@@ -4,7 +4,7 @@ The range is read twice, from the mapped file (page cache) or the stream, by rea
 batches are at most :data:`CHUNK_BYTES` of payloads:
 
 1. Headers only. Each batch's frames keep their columns without the payload, and the
-   headers of ``kproto.batch.decode_frames`` (API, version, correlation id): enough to give
+   headers of ``kproto.arrow.frames.decode_frames`` (API, version, correlation id): enough to give
    frames their connection ids (the connections' addresses are known once the reader ends)
    and sequences, and to pair every request of the range with its response, as if the range
    were one table. The payloads go with each batch.
@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kproto import exchanges as E
-import kproto.batch as kb
-from kproto.capture import Chunks
-from kproto.spark import worker as W
-from kproto.spark.planning import INT64_MIN, Split, _range_pieces, _RangeStream, _Source
+from kproto.arrow import exchanges as E
+import kproto.arrow.frames as kb
+from kproto.arrow.capture import Chunks
+from kproto.analyze.spark import worker as W
+from kproto.analyze.spark.planning import INT64_MIN, Split, _range_pieces, _RangeStream, _Source
 
 #: Payload bytes per batch of a range's readers: what a range's task decodes at once. Under
 #: the workers' mmap threshold (jobs.WORKER_MEMORY_ENV, 32 MiB), so a batch's buffers come
@@ -83,7 +83,7 @@ def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] |
 
     A range reads context before its start and overlap after its end, so its reader's rows count
     bytes and frames its neighbours count too. Its share of each counter is the counter at the
-    range's end (``at_end``, the reader's :meth:`~kproto.capture.CaptureReader.connections_so_far`
+    range's end (``at_end``, the reader's :meth:`~kproto.arrow.capture.CaptureReader.connections_so_far`
     there; None for the last range: the rows at the end of the file) less the counter at its start
     (``at_start``): every packet is counted by the range whose bytes hold it, and the shares of a
     connection add up to what one reader of the whole file counts. A connection closed before
@@ -91,7 +91,7 @@ def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] |
     a packet in the range leaves no row. Addresses, kind and times stay the reader's (the tables
     take the least first and greatest last time, the last range's ``closed_by``). What the
     reader counted after the start about bytes before it, by its end (``early``, its
-    :meth:`~kproto.capture.CaptureReader.early_counts`: a reader that started inside a connection
+    :meth:`~kproto.arrow.capture.CaptureReader.early_counts`: a reader that started inside a connection
     finds its first frames late, where a reader of the whole file found them before the start)
     counts as at the start: the range before counted it.
     """
