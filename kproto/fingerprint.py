@@ -285,7 +285,7 @@ class Table:
         own, sent = self._own(compared, hinted, handshakes)
         if verdict.library in own:
             return verdict
-        for library in sorted(own):
+        for library in own:
             other = self._only(library, compared, hinted, handshakes)
             if other is not None:
                 return replace(other, confidence=LOW, alternatives=(verdict.library,),
@@ -417,9 +417,10 @@ class Table:
         return Verdict(library, releases, MEDIUM if sure else LOW, evidence=text, runs=runs,
                        alternatives=tuple(sorted(left - {library})))
 
-    def _own(self, compared: list[Pair], hinted: set[str], handshakes: int | None) -> tuple[set[str], str]:
-        """The libraries something the client sent is the own of, and what it sent as the recorded clients show it
-        (why a library outside the set is not trusted). A library's own: its default client.id; or, among the
+    def _own(self, compared: list[Pair], hinted: set[str], handshakes: int | None) -> tuple[list[str], str]:
+        """The libraries something the client sent is the own of (the strongest evidence first), and what it sent
+        as the recorded clients show it (why a library outside them is not trusted). A library's own: its default
+        client.id; or, among the
         recorded clients that asked ApiVersions as often on one connection, the first requests (at least two,
         versions and all) that clients of that library, and of no other, opened with; or the order in which it
         sent its requests (as far as it went), with their versions or by API alone, when clients of that library
@@ -437,10 +438,11 @@ class Table:
         keys = [api for api, _v in compared]
         same = {lib for lib, order in peers if list(order[:len(compared)]) == compared}
         alike = {lib for lib, order in peers if [api for api, _v in order[:len(keys)]] == keys}
-        own = set(hinted) | (set(opened) if opening >= 2 and len(opened) == 1 else set())
+        own = sorted(hinted) + (opened if opening >= 2 and len(opened) == 1 else [])
         for sharing in (same, alike):
             if len(sharing) == 1 or 2 * len(sharing) < len(self.releases):
-                own |= sharing
+                own += sorted(sharing)
+        own = list(dict.fromkeys(own))
         asked = ("never asked ApiVersions" if handshakes is None and not count_unknown else "asked ApiVersions"
                  if handshakes is None else f"asked ApiVersions {handshakes} time(s) on one connection")
         named = f"is {', '.join(sorted(hinted))}'s default" if hinted else "is no library's default"
@@ -472,7 +474,7 @@ class Table:
         if nearest is not None:
             versions = self.versions_text(nearest.library, nearest.releases) if nearest.releases else ""
             return Verdict(UNKNOWN, (), LOW, evidence=f"not in the table; nearest: {nearest.library} {versions} "
-                           f"({nearest.evidence}), not trusted: {why}", alternatives=nearest.alternatives)
+                           f"({nearest.evidence}), not trusted: {why}")
         observed = set(compared)
         nearest_run = max(self.runs, key=lambda r: (len(observed & r.pairs), r.library in hinted,
                                                     max((_common_start(compared, o) for o in r.openings), default=0),

@@ -280,14 +280,16 @@ def test_between_recorded_releases_or_brokers():
 
 def test_api_versions_per_connection_tells_a_shared_protocol_layer_apart():
     """Same pairs in the same order (one library built on the other's protocol classes): how many
-    ApiVersions requests a client sends on one connection decides; unknown, the verdict stays low."""
+    ApiVersions requests a client sends on one connection decides. Without the count nothing it sent is
+    either library's own (both, every library of this table, sent it so): unknown, naming both."""
     pairs = [(3, 0), (18, 0), (3, 1), (0, 3)]
     twins = FP.Table([_run("lib-old", "1.4", pairs, handshakes=(2,)), _run("lib-async", "0.7", pairs, handshakes=(1,))])
     asks_twice = twins.classify_wire("my-producer", pairs, 2)
     assert (asks_twice.library, asks_twice.confidence) == ("lib-old", FP.MEDIUM)
     assert twins.classify("my-producer", pairs, None, None, 1).library == "lib-async"
     unsure = twins.classify_wire("my-producer", pairs)
-    assert unsure.confidence == FP.LOW and unsure.alternatives
+    assert (unsure.library, unsure.confidence) == (FP.UNKNOWN, FP.LOW)
+    assert "those of lib-async and lib-old clients" in unsure.evidence
     # A count no run had does not rule anything out.
     assert twins.classify_wire("my-producer", pairs, 5).confidence == FP.LOW
 
