@@ -215,8 +215,9 @@ class Table:
     def __init__(self, runs: Sequence[Run], releases: dict[str, tuple[str, ...]] | None = None) -> None:
         self.runs = tuple(runs)
         libraries = sorted({r.library for r in self.runs})
+        # One release's programs (the Java client 4.4.0 and its share consumer) sort together, the plain one first.
         self.releases = releases or {lib: tuple(sorted({r.release for r in self.runs if r.library == lib},
-                                                       key=release_key)) for lib in libraries}
+                                                       key=lambda r: (release_key(r), r))) for lib in libraries}
         self.span: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
         self.names: dict[str, str] = {}
         self.id_patterns: list[tuple[re.Pattern, str]] = []
@@ -361,6 +362,12 @@ class Table:
             text += "; it did not open as any recorded client did"
         if hinted and library not in hinted:
             text += f"; its client.id is {', '.join(sorted(hinted))}'s default"
+        alone = sorted({api for api, _v in compared if all(api not in apis for lib, apis in self.apis.items()
+                                                           if lib != library)})
+        if alone:       # a share consumer's ShareGroupHeartbeat, ShareFetch, ShareAcknowledge
+            from kproto import versions as kv
+
+            text += f"; only {library} clients used {', '.join(kv.api_name(api) for api in alone)}"
         return Verdict(library, releases, confidence, pinned=pinned, evidence=text, runs=runs,
                        alternatives=tuple(sorted(left - {library})))
 
@@ -493,9 +500,9 @@ class Table:
         2.0.2)", "before 2.0.2 (recorded 1.4.7)", "after 2.0.2 (recorded 3.0.12)", "any release (recorded 1.7.1)".
         :func:`release_in_versions` reads the text back."""
         ranked = self.releases.get(library, ())
-        first, last = ranked.index(releases[0]), ranked.index(releases[-1])
-        bounds = ([f"after {ranked[first - 1]}"] if first > 0 else []) + \
-                 ([f"before {ranked[last + 1]}"] if last + 1 < len(ranked) else [])
+        older = [r for r in ranked if release_key(r) < release_key(releases[0])]    # not a program of the same release
+        newer = [r for r in ranked if release_key(r) > release_key(releases[-1])]
+        bounds = ([f"after {older[-1]}"] if older else []) + ([f"before {newer[0]}"] if newer else [])
         recorded = releases[0] if releases[0] == releases[-1] else f"{releases[0]} .. {releases[-1]}"
         return f"{', '.join(bounds) or ANY_RELEASE} ({RECORDED}{recorded})"
 

@@ -266,6 +266,17 @@ def test_the_library_whose_order_it_is_goes_before_one_that_only_sent_the_versio
     assert "is sarama's own" in verdict.evidence
 
 
+def test_a_share_consumer_is_the_java_client():
+    """A share consumer (KIP-932) is named by the wire alone: the Java client, the only recorded library whose
+    clients used ShareGroupHeartbeat, ShareFetch and ShareAcknowledge, at the release that sent their versions."""
+    run = next(r for r in R.RUNS if r[1].endswith(" (share consumer)"))
+    _id, order, _software, handshakes = next(c for c in run[-1] if c[0].endswith("-group"))
+    verdict = FP.table().classify_wire("billing-reader", order, handshakes)
+    assert (verdict.library, verdict.confidence) == ("kafka-clients", FP.MEDIUM)
+    assert "only kafka-clients clients used ShareGroupHeartbeat, ShareFetch, ShareAcknowledge" in verdict.evidence
+    assert FP.release_in_versions(verdict.range_text, "4.4.0")
+
+
 def test_a_null_client_id_is_no_recorded_library():
     verdict = SMALL.classify_wire(None, [(18, 0), (3, 5), (0, 7)], 1)
     assert (verdict.library, verdict.confidence) == (FP.UNKNOWN, FP.LOW)
