@@ -3,7 +3,7 @@
 # into a cache outside the tree, and builds the project's small drivers (tools/clients/) against them.
 #
 #   scripts/install-clients.sh                 every ecosystem below
-#   scripts/install-clients.sh java go         just these (java streams python go node kcat)
+#   scripts/install-clients.sh java go         just these (java streams share python go node kcat)
 #   scripts/install-clients.sh --print-dir     the cache directory, then exit
 #   scripts/install-clients.sh --held-out [...]  the held-out releases (HELDOUT_*), into clients/heldout/
 #                                              (the evaluation set: releases the fingerprint table never saw)
@@ -11,6 +11,7 @@
 # Layout, under ${KPROTO_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kproto}/clients/:
 #   java/<v>/lib (kafka-clients and its runtime dependencies, slf4j-simple), java/<v>/classes (ClientDriver)
 #   streams/<v>/lib (kafka-streams and its dependencies), streams/<v>/classes (StreamsDriver, ClientDriver)
+#   share/<v>/lib (kafka-clients), share/<v>/classes (ShareDriver, ClientDriver): a share consumer (KIP-932)
 #   python/<library>-<v>/      a virtual environment (bin/python)
 #   go/<library>-<v>/driver    tools/clients/go/<library>/main.go built against that module release
 #   node/kafkajs-<v>/node_modules
@@ -31,6 +32,7 @@ SHOPIFY_SARAMA_RELEASES=(v1.27.2)
 KAFKA_GO_RELEASES=(v0.2.5 v0.4.30 v0.4.51)
 KAFKAJS_RELEASES=(1.16.0 2.2.4)
 STREAMS_RELEASES=()                    # Kafka Streams applications: in the held-out set only, so far
+SHARE_RELEASES=(4.4.0)                 # share consumers (KafkaShareConsumer, 4.1+; brokers serve share groups from 4.2)
 SLF4J_SIMPLE=1.7.36
 # The held-out evaluation set (tools/record_clients.py --held-out): other releases of the same libraries,
 # none of them above, installed apart (clients/heldout/) so the table's recording never takes them.
@@ -44,6 +46,7 @@ HELDOUT_SHOPIFY_SARAMA_RELEASES=(v1.38.1)
 HELDOUT_KAFKA_GO_RELEASES=(v0.4.40 v0.4.47)
 HELDOUT_KAFKAJS_RELEASES=(1.15.0 2.1.0)
 HELDOUT_STREAMS_RELEASES=(4.1.2)
+HELDOUT_SHARE_RELEASES=()
 # Dependencies a release needs at the version of its time (aiokafka 0.8 imports kafka-python 2.0's modules).
 declare -A PYTHON_EXTRA=([aiokafka-0.8.1]="kafka-python==2.0.2")
 # Releases with no wheel for this Python: the Python (pyenv) whose wheel they have.
@@ -111,15 +114,18 @@ java_clients() {
   done
 }
 
-streams_apps() {
-  command -v javac >/dev/null || { say "javac is needed for the Kafka Streams driver"; status=1; return; }
-  local v dir
-  for v in "${STREAMS_RELEASES[@]}"; do
-    dir=$clients/streams/$v
+# java_apps FOLDER ARTIFACT DRIVER RELEASE...: programs built on a Java artifact (Kafka Streams, a share
+# consumer): DRIVER.java with ClientDriver.java (whose steps it reuses), against each release.
+java_apps() {
+  command -v javac >/dev/null || { say "javac is needed for $3"; status=1; return; }
+  local folder=$1 artifact=$2 driver=$3 v dir
+  shift 3
+  for v in "$@"; do
+    dir=$clients/$folder/$v
     ready "$dir" && continue
-    say "kafka-streams $v ..."
-    java_build "$dir" kafka-streams "$v" "$ROOT/tools/clients/java/ClientDriver.java" \
-      "$ROOT/tools/clients/java/StreamsDriver.java"
+    say "$artifact $v ($driver) ..."
+    java_build "$dir" "$artifact" "$v" "$ROOT/tools/clients/java/ClientDriver.java" \
+      "$ROOT/tools/clients/java/$driver.java"
   done
 }
 
@@ -221,21 +227,23 @@ for arg in "$@"; do
     FRANZ_GO_RELEASES=("${HELDOUT_FRANZ_GO_RELEASES[@]}"); IBM_SARAMA_RELEASES=("${HELDOUT_IBM_SARAMA_RELEASES[@]}")
     SHOPIFY_SARAMA_RELEASES=("${HELDOUT_SHOPIFY_SARAMA_RELEASES[@]}"); KAFKA_GO_RELEASES=("${HELDOUT_KAFKA_GO_RELEASES[@]}")
     KAFKAJS_RELEASES=("${HELDOUT_KAFKAJS_RELEASES[@]}"); STREAMS_RELEASES=("${HELDOUT_STREAMS_RELEASES[@]}")
+    SHARE_RELEASES=("${HELDOUT_SHARE_RELEASES[@]}")
   else
     which+=("$arg")
   fi
 done
-[ ${#which[@]} -eq 0 ] && which=(java streams python go node kcat)
+[ ${#which[@]} -eq 0 ] && which=(java streams share python go node kcat)
 for part in "${which[@]}"; do
   case "$part" in
     --print-dir) echo "$clients"; exit 0 ;;
     java) java_clients ;;
-    streams) streams_apps ;;
+    streams) java_apps streams kafka-streams StreamsDriver "${STREAMS_RELEASES[@]}" ;;
+    share) java_apps share kafka-clients ShareDriver "${SHARE_RELEASES[@]}" ;;
     python) python_clients ;;
     go) go_clients ;;
     node) node_clients ;;
     kcat) kcat_client ;;
-    *) say "unknown part $part (java streams python go node kcat)"; exit 2 ;;
+    *) say "unknown part $part (java streams share python go node kcat)"; exit 2 ;;
   esac
 done
 [ "$status" = 0 ] && say "ready: $clients"

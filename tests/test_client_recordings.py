@@ -48,7 +48,8 @@ def test_each_client_release_ran_against_every_broker_with_its_pin():
         seen.setdefault((library, release, pin), set()).add(broker)
     brokers = {broker for _l, _r, _p, broker, *_ in R.RUNS}
     for (library, release, pin), ran in seen.items():
-        assert ran == brokers, (library, release, pin)
+        # every broker, but a share consumer's: those that serve share groups (4.2+)
+        assert ran == {broker for broker in brokers if RC.serves(broker, release)}, (library, release, pin)
         if library in R.PINS:
             assert (library, release, R.PINS[library]) in seen and (library, release, None) in seen
 
@@ -56,6 +57,18 @@ def test_each_client_release_ran_against_every_broker_with_its_pin():
 def test_the_recording_covers_the_ecosystems():
     assert {run[0] for run in R.RUNS} >= LIBRARIES_4X - {library.split("/")[0] for library in R.NOT_RECORDED}
     assert len({run[0] for run in R.RUNS}) >= 8
+
+
+def test_a_share_consumer_is_recorded_where_share_groups_are_served():
+    """KIP-932: the Java client's KafkaShareConsumer against the brokers that serve share groups (4.2+): it
+    works, and its share group's clients sent ShareGroupHeartbeat, ShareFetch and ShareAcknowledge."""
+    runs = [run for run in R.RUNS if run[1].endswith(RC.SHARE_CONSUMER)]
+    assert runs and {run[3] for run in runs} == {b for b in R.BROKERS if RC.serves(b, runs[0][1])} != set(R.BROKERS)
+    for run in runs:
+        assert run[0] == "kafka-clients" and run[4], run[:6]
+        shared = [order for client_id, order, _sw, _h in run[-1] if client_id.endswith("-group")]
+        assert shared and {76, 78, 79} <= {api for api, _v in shared[0]}, run[-1]
+    assert not RC.serves("4.1.2", runs[0][1]) and RC.serves("3.9.2", "4.4.0")
 
 
 def test_a_failure_on_4x_has_a_symptom():
@@ -115,3 +128,18 @@ def test_a_client_does_again_what_the_recording_says(tmp_path, library, release,
     steps, _log = RC.summarise(output)
     assert (all(v == "ok" for v in steps.values())) == recorded[4], (steps, recorded[5])
     assert facts["unanswered"] == list(recorded[7])
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_the_share_consumer_does_again_what_the_recording_says(tmp_path):
+    import kafka_broker
+
+    client = _installed("kafka-clients", "4.4.0" + RC.SHARE_CONSUMER)
+    recorded = _recorded(client.library, client.release, None, "4.4.0")
+    with kafka_broker.start("4.4.0") as broker:
+        output, _seconds = RC.capture_run(broker, client, None, tmp_path / "run.pcap")
+        facts = RC.wire_facts(tmp_path / "run.pcap", broker.plaintext_port)
+    steps, _log = RC.summarise(output)
+    assert steps == recorded[5]
+    assert {(c["client_id"], tuple(c["order"])) for c in facts["clients"]} == {(c[0], c[1]) for c in recorded[-1]}

@@ -198,8 +198,9 @@ def test_likely_versions_is_read_back_by_one_rule(versions, release, inside):
 
 
 def test_every_version_a_run_sent_is_in_its_span():
-    """A run that sent Metadata v1 and v8 explains a release between that sends v6."""
-    table = FP.Table([_run("lib-go", "0.4", [(18, 0), (3, 1), (3, 8), (19, 0)])])
+    """A run that sent Metadata v1 and v8 explains a release between that sends v6 (its requests in the
+    recorded client's order: ApiVersions, Metadata, CreateTopics)."""
+    table = FP.Table([_run("lib-go", "0.4", [(18, 0), (3, 1), (19, 0), (3, 8)])])
     assert table.classify_wire("app", [(18, 0), (3, 6), (19, 0)], 1).library == "lib-go"
 
 
@@ -224,6 +225,58 @@ def test_api_versions_behaviour_tells_libraries_apart():
     assert table.classify_wire("app", [(18, 1), (3, 5), (0, 5)], 1).library == "lib-java"
 
 
+def test_versions_alone_name_no_library():
+    """Versions within what a library sent, in the order nearly every library's clients open with, are what any
+    client may send: `unknown`, with the nearest library and why. What is the library's own names it: its default
+    client.id, its first two requests (versions and all) that no other library opened with."""
+    table = FP.Table([_run("lib-a", "1", [(18, 0), (3, 1), (0, 2)], ids=("lib-a-1",)),
+                      _run("lib-a", "2", [(18, 0), (3, 9), (0, 9)]),
+                      _run("lib-b", "1", [(18, 3), (3, 5), (0, 5)]),
+                      _run("lib-c", "1", [(18, 2), (3, 4), (0, 3)])])
+    verdict = table.classify_wire("my-app", [(18, 0), (3, 5), (0, 5)], 1)
+    assert (verdict.library, verdict.confidence) == (FP.UNKNOWN, FP.LOW)
+    assert "nearest: lib-a" in verdict.evidence and "nothing it sent is lib-a's own" in verdict.evidence
+    assert "clients of 3 of the 3 libraries" in verdict.evidence
+    assert table.classify_wire("lib-a-7", [(18, 0), (3, 5), (0, 5)], 1).library == "lib-a"
+    assert table.classify_wire("my-app", [(18, 0), (3, 9), (0, 5)], 1).library == "lib-a"
+    # Asked ApiVersions as no recorded client did (twice on a connection): nothing is compared, nothing is its own.
+    assert table.classify_wire("my-app", [(18, 0), (3, 9), (0, 5)], 2).library == FP.UNKNOWN
+
+
+def test_a_client_written_on_a_codec_is_unknown_software():
+    """ApiVersions v0, Metadata v7, Produce v7 (kproto-codec's producer in the held-out recording): each within
+    what kafka-python 3.0.12 sent, in the order clients of all nine libraries open with: nothing kafka-python's
+    own, so `unknown` with kafka-python as the nearest; with kafka-python's default client.id it is kafka-python."""
+    table = FP.table()
+    verdict = table.classify_wire("orders-producer", [(18, 0), (3, 7), (0, 7)], 1)
+    assert (verdict.library, verdict.confidence) == (FP.UNKNOWN, FP.LOW)
+    assert "nearest: kafka-python" in verdict.evidence and "not trusted: nothing it sent is kafka-python's own" \
+        in verdict.evidence
+    assert table.classify_wire("kafka-python-producer-1", [(18, 0), (3, 7), (0, 7)], 1).library == "kafka-python"
+
+
+def test_the_library_whose_order_it_is_goes_before_one_that_only_sent_the_versions():
+    """sarama v1.27.2 pinned to 0.10.2.0 sends in its group the pairs kafka-python and aiokafka pinned to 0.10.1
+    send too, but in an order only sarama's clients sent (Heartbeat before OffsetFetch): sarama, a `low` guess
+    that names kafka-python as well."""
+    run = next(r for r in R.RUNS if r[:4] == ("sarama", "v1.27.2 (Shopify)", "0.10.2.0", "4.0.2"))
+    _id, order, _software, handshakes = next(c for c in run[-1] if c[0].endswith("-group"))
+    verdict = FP.table().classify_wire("billing", order, handshakes)
+    assert (verdict.library, verdict.confidence, verdict.alternatives) == ("sarama", FP.LOW, ("kafka-python",))
+    assert "is sarama's own" in verdict.evidence
+
+
+def test_a_share_consumer_is_the_java_client():
+    """A share consumer (KIP-932) is named by the wire alone: the Java client, the only recorded library whose
+    clients used ShareGroupHeartbeat, ShareFetch and ShareAcknowledge, at the release that sent their versions."""
+    run = next(r for r in R.RUNS if r[1].endswith(" (share consumer)"))
+    _id, order, _software, handshakes = next(c for c in run[-1] if c[0].endswith("-group"))
+    verdict = FP.table().classify_wire("billing-reader", order, handshakes)
+    assert (verdict.library, verdict.confidence) == ("kafka-clients", FP.MEDIUM)
+    assert "only kafka-clients clients used ShareGroupHeartbeat, ShareFetch, ShareAcknowledge" in verdict.evidence
+    assert FP.release_in_versions(verdict.range_text, "4.4.0")
+
+
 def test_a_null_client_id_is_no_recorded_library():
     verdict = SMALL.classify_wire(None, [(18, 0), (3, 5), (0, 7)], 1)
     assert (verdict.library, verdict.confidence) == (FP.UNKNOWN, FP.LOW)
@@ -238,14 +291,16 @@ def test_between_recorded_releases_or_brokers():
 
 def test_api_versions_per_connection_tells_a_shared_protocol_layer_apart():
     """Same pairs in the same order (one library built on the other's protocol classes): how many
-    ApiVersions requests a client sends on one connection decides; unknown, the verdict stays low."""
+    ApiVersions requests a client sends on one connection decides. Without the count nothing it sent is
+    either library's own (both, every library of this table, sent it so): unknown, naming both."""
     pairs = [(3, 0), (18, 0), (3, 1), (0, 3)]
     twins = FP.Table([_run("lib-old", "1.4", pairs, handshakes=(2,)), _run("lib-async", "0.7", pairs, handshakes=(1,))])
     asks_twice = twins.classify_wire("my-producer", pairs, 2)
     assert (asks_twice.library, asks_twice.confidence) == ("lib-old", FP.MEDIUM)
     assert twins.classify("my-producer", pairs, None, None, 1).library == "lib-async"
     unsure = twins.classify_wire("my-producer", pairs)
-    assert unsure.confidence == FP.LOW and unsure.alternatives
+    assert (unsure.library, unsure.confidence) == (FP.UNKNOWN, FP.LOW)
+    assert "those of lib-async and lib-old clients" in unsure.evidence
     # A count no run had does not rule anything out.
     assert twins.classify_wire("my-producer", pairs, 5).confidence == FP.LOW
 

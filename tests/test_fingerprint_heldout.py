@@ -33,17 +33,6 @@ RIGHT_LIBRARY = 0.98
 RIGHT_RANGE = 0.90
 VIEWS = pytest.mark.parametrize("kip511", [True, False], ids=["kip511-first", "wire-alone"])
 
-# Software outside the table: kproto-codec's clients with a client.id of their own (Metadata v7 after
-# ApiVersions v0) send what a kafka-python release between the recorded 2.0.2 and 3.0.12 could, and by
-# the wire alone kproto's own client (negotiated to the newest versions) sends what franz-go v1.22.3
-# and the newest Java client do: no recorded evidence rules those libraries out, so they are named as
-# `low` guesses. Remove the mark once they are `unknown` (strict: an unexpected pass fails, so the
-# mark cannot outlive the fault).
-OUTSIDE_NAMED = pytest.mark.xfail(strict=True, reason=(
-    "measured on 2026-11-27: kproto-codec's orders-* producer and group named kafka-python (low) in both "
-    "views, kproto named franz-go (low) by the wire alone; the library (182/184, 98.9 %) and version-range "
-    "(182/184, 98.9 %) figures hold"))
-
 
 @pytest.fixture(scope="module")
 def scores() -> dict[bool, dict]:
@@ -130,7 +119,6 @@ def test_no_wrong_library_with_high_confidence(scores, kip511):
     assert scores[kip511]["wrong_high"] == []
 
 
-@OUTSIDE_NAMED
 @VIEWS
 def test_software_outside_the_table_is_unknown(scores, kip511):
     assert scores[kip511]["outside_named"] == []

@@ -11,7 +11,7 @@ its ``.failed`` ones are listed with their reason) runs its driver from tools/cl
 (produce, consume in a group and commit, an admin call, produce under the default client.id),
 once as it comes and once more with its library's version pin where it has one (``PINS``),
 against a real single-node broker of each release in ``BROKERS`` (tools/kafka_broker.py,
-one broker alive at a time). Each run is captured with tcpdump on the loopback interface
+one broker alive at a time; a share consumer only against those that serve share groups, ``serves``). Each run is captured with tcpdump on the loopback interface
 into the cache (``clients/captures/``, never the tree) and passed through the pipeline's
 own steps: kproto.arrow.capture's reader for the frames and the connections, the worker and
 combine steps for the ``clients`` table rows (exactly what the report's fingerprint sees).
@@ -79,6 +79,19 @@ HELD_OUT_PINS = {
     ("confluent-kafka", "2.3.0"): "0.11.0",
     ("sarama", "v1.38.1 (Shopify)"): "1.1.0",
 }
+# Share consumers (KIP-932, tools/clients/java/ShareDriver.java): a broker serves share groups by default from
+# 4.2 (the share.version feature set when its storage is formatted); 4.1 only with the feature enabled by hand
+# (its 4.1.2 answers "The cluster does not support the share group protocol"), 4.0 with an early-access
+# protocol. A share consumer is recorded against the brokers that serve share groups.
+SHARE_CONSUMER = " (share consumer)"
+SHARE_GROUPS_SINCE = "4.2.0"
+
+
+def serves(broker: str, release: str) -> bool:
+    """Whether a broker release serves what a client release needs (share groups for a share consumer)."""
+    return not release.endswith(SHARE_CONSUMER) or _key(broker) >= _key(SHARE_GROUPS_SINCE)
+
+
 # Software outside the table (tools/clients/outside_driver.py): the fingerprint must name it unknown.
 OUTSIDE = {"kproto": "kproto's own handshake (KIP-511 name kproto), negotiated versions",
            "kproto-codec": "a client written on kproto's codec: ApiVersions v0, versions chosen by hand, "
@@ -115,16 +128,16 @@ def installed(cache: Path = CACHE) -> tuple[list[Client], dict[str, str]]:
             elif (path / ".ok").exists():
                 yield path
 
+    def java(path: Path, main: str, heap: str = "256m") -> tuple[str, ...]:
+        return ("java", f"-Xmx{heap}", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", f"{path / 'classes'}:{path / 'lib'}/*", main)
+
     for path in each("java"):
-        clients.append(Client("kafka-clients", path.name, (
-            "java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-            "-cp", f"{path / 'classes'}:{path / 'lib'}/*", "ClientDriver")))
+        clients.append(Client("kafka-clients", path.name, java(path, "ClientDriver")))
     for path in each("streams"):      # Kafka Streams applications: the Java client under Streams' own ids
-        clients.append(Client("kafka-clients", f"{path.name} (Kafka Streams)", (
-            "java", "-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-            "-cp", f"{path / 'classes'}:{path / 'lib'}/*", "StreamsDriver")))
+        clients.append(Client("kafka-clients", f"{path.name} (Kafka Streams)", java(path, "StreamsDriver", "384m")))
+    for path in each("share"):        # a share consumer (KIP-932): the Java client's KafkaShareConsumer
+        clients.append(Client("kafka-clients", f"{path.name}{SHARE_CONSUMER}", java(path, "ShareDriver")))
     for path in each("python"):
         library, _, release = path.name.rpartition("-")
         clients.append(Client(library, release, (str(path / "bin" / "python"),
@@ -380,7 +393,7 @@ def record(releases: tuple[str, ...], only: list[str] | None,
         print(f"broker {release}: starting", flush=True)
         broker = kafka_broker.start(release)
         try:
-            for client, pin in plan:
+            for client, pin in ((c, p) for c, p in plan if serves(release, c.release)):
                 pcap = captures / release / f"{client.slug}{'-pinned' if pin else ''}.pcap"
                 prefix = held_out_prefix(client, pin) if held_out else None
                 output, seconds = capture_run(broker, client, pin, pcap, prefix)

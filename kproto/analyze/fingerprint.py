@@ -18,9 +18,11 @@ ApiVersions on one connection, and the default client.id (``producer-1``,
 
 A verdict is ``high`` only when one library alone has recorded runs that sent every pair,
 opened as the client did and asked ApiVersions as often, and the client sent at least
-``SURE_PAIRS`` pairs; fewer pairs, or evidence another library shares, lowers it. Traffic
-no recorded run explains is ``unknown``, with the nearest recorded release and why it is
-not trusted.
+``SURE_PAIRS`` pairs; fewer pairs, or evidence another library shares, lowers it. Only what is a
+library's own names it (:meth:`Table._own`): versions within what a library sent, in the order
+nearly every client opens with, are what any software may send. Traffic no recorded run explains,
+or that carries nothing of the library its versions point at, is ``unknown``, with the nearest
+recorded release (or verdict) and why it is not trusted.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ HIGH, MEDIUM, LOW, KIP511 = "high", "medium", "low", "KIP-511"
 UNKNOWN = "unknown"
 SURE_PAIRS = 3          # fewer distinct (API, version) pairs than this are never `high`
 OPENING = 3             # the first requests of a client compared with the recorded ones
+API_VERSIONS = 18         # the API key of ApiVersions
 DRIVER_ID_PREFIX = "kp-"    # tools/record_clients.py names the clients it configures so: other ids are defaults
 
 # Each library's own version setting (the pins of tools/record_clients.py, PINS) and how to set it
@@ -130,6 +133,8 @@ class Run:
     works: bool = True              # every step of the scripted run succeeded
     refused: tuple[Pair, ...] = ()  # requests the broker closed the connection on without an answer
     failure: str = ""               # the first failing step and what the client said
+    # each of its clients' requests in order, whole, with its most ApiVersions requests on one connection
+    clients: frozenset[tuple[tuple[Pair, ...], int | None]] = frozenset()
 
     @property
     def pinned(self) -> bool:
@@ -210,8 +215,9 @@ class Table:
     def __init__(self, runs: Sequence[Run], releases: dict[str, tuple[str, ...]] | None = None) -> None:
         self.runs = tuple(runs)
         libraries = sorted({r.library for r in self.runs})
+        # One release's programs (the Java client 4.4.0 and its share consumer) sort together, the plain one first.
         self.releases = releases or {lib: tuple(sorted({r.release for r in self.runs if r.library == lib},
-                                                       key=release_key)) for lib in libraries}
+                                                       key=lambda r: (release_key(r), r))) for lib in libraries}
         self.span: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
         self.names: dict[str, str] = {}
         self.id_patterns: list[tuple[re.Pattern, str]] = []
@@ -232,6 +238,9 @@ class Table:
         self.apis = {lib: {api for (l2, _r), span in self.span.items() if l2 == lib for api in span}
                      for lib in libraries}
         self.known_apis = set().union(*self.apis.values()) if self.apis else set()
+        # every recorded client's requests in order and ApiVersions requests per connection (a made-up run: its openings)
+        self.clients = {(r.library, order, h) for r in self.runs
+                        for order, h in (r.clients or {(o, h) for o in r.openings for h in r.handshakes})}
 
     def ordered(self, library: str, releases: Iterable[str]) -> tuple[str, ...]:
         wanted = set(releases)
@@ -269,6 +278,26 @@ class Table:
             return self._unknown(compared, set(), "it sent a null client.id, which no recorded library sends "
                                                   "(each sets a default when given none)")
         hinted = self.id_libraries(client_id)
+        verdict = self._guess(compared, hinted, handshakes)
+        if not verdict.named:
+            return verdict
+        # Only what is a library's own names it: a verdict resting on versions alone is unknown software, but for
+        # a library whose own evidence the client carries and whose recorded versions explain it as well.
+        own, sent = self._own(compared, hinted, handshakes)
+        if verdict.library in own:
+            return verdict
+        for library in own:
+            other = self._only(library, compared, hinted, handshakes)
+            if other is not None:
+                return replace(other, confidence=LOW, alternatives=(verdict.library,),
+                               evidence=f"{other.evidence}; what it sent is {library}'s own ({sent}), the versions "
+                                        f"{verdict.library}'s too")
+        return self._unknown(compared, hinted, f"nothing it sent is {verdict.library}'s own, only versions other "
+                                               f"software may send too: {sent}", nearest=verdict)
+
+    def _guess(self, compared: list[Pair], hinted: set[str], handshakes: int | None) -> Verdict:
+        """The library (and releases) the pairs, the opening requests, the ApiVersions requests per connection
+        and the client.id fit best; :meth:`_not_specific` then asks whether anything in it is that library's own."""
         observed = set(compared)
         fitting = [r for r in self.runs if observed <= r.pairs]
         asked = handshakes is not None
@@ -333,6 +362,12 @@ class Table:
             text += "; it did not open as any recorded client did"
         if hinted and library not in hinted:
             text += f"; its client.id is {', '.join(sorted(hinted))}'s default"
+        alone = sorted({api for api, _v in compared if all(api not in apis for lib, apis in self.apis.items()
+                                                           if lib != library)})
+        if alone:       # a share consumer's ShareGroupHeartbeat, ShareFetch, ShareAcknowledge
+            from kproto import versions as kv
+
+            text += f"; only {library} clients used {', '.join(kv.api_name(api) for api in alone)}"
         return Verdict(library, releases, confidence, pinned=pinned, evidence=text, runs=runs,
                        alternatives=tuple(sorted(left - {library})))
 
@@ -389,17 +424,72 @@ class Table:
         return Verdict(library, releases, MEDIUM if sure else LOW, evidence=text, runs=runs,
                        alternatives=tuple(sorted(left - {library})))
 
-    def _unknown(self, compared: list[Pair], hinted: set[str], why: str | None = None) -> Verdict:
-        """Software the table does not know: named ``unknown``, with the nearest recorded release and
-        why it is not trusted (``why``, or the pairs no run of it sent)."""
+    def _own(self, compared: list[Pair], hinted: set[str], handshakes: int | None) -> tuple[list[str], str]:
+        """The libraries something the client sent is the own of (the strongest evidence first), and what it sent
+        as the recorded clients show it (why a library outside them is not trusted). A library's own: its default
+        client.id; or, among the
+        recorded clients that asked ApiVersions as often on one connection, the first requests (at least two,
+        versions and all) that clients of that library, and of no other, opened with; or the order in which it
+        sent its requests (as far as it went), with their versions or by API alone, when clients of that library
+        and of fewer than half of the table's sent them so (or of that library alone). Versions within what a
+        library sent are no such evidence: any client that negotiates, or was written by hand, may send them;
+        nor is the order nearly every client opens with (ApiVersions, Metadata, then the work)."""
+        # A client that sent ApiVersions with no count given (handshakes None) is compared with every client that asked.
+        count_unknown = handshakes is None and any(api == API_VERSIONS for api, _v in compared)
+        peers = [(lib, order) for lib, order, h in self.clients if h == handshakes or (count_unknown and h is not None)]
+        best: dict[str, int] = {}
+        for lib, order in peers:
+            best[lib] = max(best.get(lib, 0), _common_start(compared, order))
+        opening = max(best.values(), default=0)
+        opened = sorted(lib for lib, n in best.items() if n == opening)
+        keys = [api for api, _v in compared]
+        same = {lib for lib, order in peers if list(order[:len(compared)]) == compared}
+        alike = {lib for lib, order in peers if [api for api, _v in order[:len(keys)]] == keys}
+        own = sorted(hinted) + (opened if opening >= 2 and len(opened) == 1 else [])
+        for sharing in (same, alike):
+            if len(sharing) == 1 or 2 * len(sharing) < len(self.releases):
+                own += sorted(sharing)
+        own = list(dict.fromkeys(own))
+        asked = ("never asked ApiVersions" if handshakes is None and not count_unknown else "asked ApiVersions"
+                 if handshakes is None else f"asked ApiVersions {handshakes} time(s) on one connection")
+        named = f"is {', '.join(sorted(hinted))}'s default" if hinted else "is no library's default"
+        if opening < 2:
+            first = "its first requests, versions and all, are no such client's beyond the first"
+        else:
+            first = f"its first {opening} requests, versions and all, are those of {' and '.join(opened)} clients"
+        if not alike:
+            order_text = "none sent its requests in this order"
+        else:
+            order_text = (f"clients of {len(alike)} of the {len(self.releases)} libraries ({', '.join(sorted(alike))}) "
+                          "sent its requests in this order")
+        return own, f"its client.id {named}; among the recorded clients that, like it, {asked}: {first}, {order_text}"
+
+    def _only(self, library: str, compared: list[Pair], hinted: set[str], handshakes: int | None) -> Verdict | None:
+        """The verdict were ``library`` the only library in the table (None: its recorded versions do not explain
+        the pairs)."""
         observed = set(compared)
-        nearest = max(self.runs, key=lambda r: (len(observed & r.pairs), r.library in hinted,
-                                                max((_common_start(compared, o) for o in r.openings), default=0),
-                                                -self.runs.index(r)))
-        missing = sorted(observed - nearest.pairs)
+        fitting = [r for r in self.runs if r.library == library and observed <= r.pairs]
+        if fitting:
+            return self._recorded(fitting, compared, hinted, handshakes)
+        return (self._between(compared, hinted, only={library})
+                or self._between(compared, hinted, only={library}, older=True))
+
+    def _unknown(self, compared: list[Pair], hinted: set[str], why: str | None = None,
+                 nearest: Verdict | None = None) -> Verdict:
+        """Software the table does not know: named ``unknown``, with the nearest recorded release (or the
+        verdict ``nearest`` that was not trusted) and why it is not trusted (``why``, or the pairs no run of it sent)."""
+        if nearest is not None:
+            versions = self.versions_text(nearest.library, nearest.releases) if nearest.releases else ""
+            return Verdict(UNKNOWN, (), LOW, evidence=f"not in the table; nearest: {nearest.library} {versions} "
+                           f"({nearest.evidence}), not trusted: {why}")
+        observed = set(compared)
+        nearest_run = max(self.runs, key=lambda r: (len(observed & r.pairs), r.library in hinted,
+                                                    max((_common_start(compared, o) for o in r.openings), default=0),
+                                                    -self.runs.index(r)))
+        missing = sorted(observed - nearest_run.pairs)
         shown = ", ".join(pair_label(p) for p in missing[:4]) + (", ..." if len(missing) > 4 else "")
-        text = (f"not in the table; nearest: {nearest.library} {nearest.release} ({len(observed) - len(missing)} of "
-                f"{len(observed)} pairs), not trusted: " + (why or f"no recorded {nearest.library} run sent {shown}"))
+        text = (f"not in the table; nearest: {nearest_run.library} {nearest_run.release} ({len(observed) - len(missing)} of "
+                f"{len(observed)} pairs), not trusted: " + (why or f"no recorded {nearest_run.library} run sent {shown}"))
         return Verdict(UNKNOWN, (), LOW, evidence=text)
 
     def versions_text(self, library: str, releases: Sequence[str]) -> str:
@@ -410,9 +500,9 @@ class Table:
         2.0.2)", "before 2.0.2 (recorded 1.4.7)", "after 2.0.2 (recorded 3.0.12)", "any release (recorded 1.7.1)".
         :func:`release_in_versions` reads the text back."""
         ranked = self.releases.get(library, ())
-        first, last = ranked.index(releases[0]), ranked.index(releases[-1])
-        bounds = ([f"after {ranked[first - 1]}"] if first > 0 else []) + \
-                 ([f"before {ranked[last + 1]}"] if last + 1 < len(ranked) else [])
+        older = [r for r in ranked if release_key(r) < release_key(releases[0])]    # not a program of the same release
+        newer = [r for r in ranked if release_key(r) > release_key(releases[-1])]
+        bounds = ([f"after {older[-1]}"] if older else []) + ([f"before {newer[0]}"] if newer else [])
         recorded = releases[0] if releases[0] == releases[-1] else f"{releases[0]} .. {releases[-1]}"
         return f"{', '.join(bounds) or ANY_RELEASE} ({RECORDED}{recorded})"
 
@@ -557,7 +647,8 @@ def runs_of(recorded: Iterable[tuple]) -> list[Run]:
                          key=lambda cid: (cid is not None, cid or ""))),
             tuple(sorted({tuple(sw) for _id, _o, sw, _h in clients if sw})),
             frozenset(h for *_rest, h in clients), works, tuple(tuple(p) for p in refused),
-            f"{failing[0][0]}: {failing[0][1][:120]}" if failing else ""))
+            f"{failing[0][0]}: {failing[0][1][:120]}" if failing else "",
+            frozenset((tuple(tuple(p) for p in order), h) for _id, order, _sw, h in clients if order)))
     return runs
 
 
