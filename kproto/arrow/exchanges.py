@@ -514,13 +514,18 @@ def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarr
     return topic, topic_id
 
 
+def run_topic_names(topic_names: pa.Table) -> dict[str, str]:
+    """The name of each topic ID that the (topic_id, topic) rows of ``topic_names`` give (resolve_topic_ids)."""
+    pairs = topic_names.select(["topic_id", "topic"]).group_by(["topic_id", "topic"]).aggregate([])
+    return resolve_topic_ids(pairs.to_pylist())[0]
+
+
 def name_topics(topic: pa.Array, topic_id: pa.Array, topic_names: pa.Table) -> pa.Array:
     """The topic of each exchange: the name the (topic_id, topic) rows of ``topic_names`` give
     its ``topic_id`` (resolve_topic_ids), else ``topic`` as it was. An exchange addressed by
     ID carries no name of its own, so the name a wider set of responses gives replaces the
     one fewer gave (a task's, at the end of the run)."""
-    pairs = topic_names.select(["topic_id", "topic"]).group_by(["topic_id", "topic"]).aggregate([])
-    name_of, _ = resolve_topic_ids(pairs.to_pylist())
+    name_of = run_topic_names(topic_names)
     if not name_of:
         return topic
     ids = pa.array(list(name_of), pa.string())
