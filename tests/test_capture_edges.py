@@ -228,7 +228,7 @@ def test_stream_losses_are_rows_of_the_errors_table():
 
 def test_the_report_names_the_snap_length():
     from kproto.analyze.spark.accounting import summary_rows
-    from kproto.analyze.spark.report import sections
+    from kproto.analyze.spark.report_sections import sections
 
     info = {"format": "pcap", "snap_lengths": [96]}
     accounting = [{"kind": "capture", "capture": "short.pcap", "connection_id": None,
@@ -236,7 +236,7 @@ def test_the_report_names_the_snap_length():
     summary = summary_rows(accounting, [])
     assert summary[0]["snap_lengths"] == [96]
     facts = {"summary": [dict(r, snapped_bytes=1200) for r in summary]}
-    from kproto.analyze.spark.report import _snaplen_label, LOSSES
+    from kproto.analyze.spark.report_sections import _snaplen_label, LOSSES
 
     label = dict(LOSSES)["snapped_bytes"]
     assert _snaplen_label(facts, label) == "snaplen 96: bodies not captured (bytes cut off)"
@@ -270,7 +270,7 @@ def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_strea
     from kproto.analyze.spark import accounting as A
     from kproto.analyze.spark import task, worker
     from kproto.analyze.spark import planning as P
-    from kproto.analyze.spark.report import LOSSES, _snaplen_label
+    from kproto.analyze.spark.report_sections import LOSSES, _snaplen_label
     from tests import capture_pieces as cp
 
     path = snaplen_128_capture(tmp_path)
