@@ -222,13 +222,13 @@ def test_stream_losses_are_rows_of_the_errors_table():
     assert "400 bytes of bodies not captured (cut off by the snap length)" in rows[1]["reason"]
     import pyarrow as pa
 
-    from kproto.analyze.spark.jobs import ERRORS_SCHEMA
+    from kproto.analyze.spark.accounting import ERRORS_SCHEMA
     assert pa.Table.from_pylist(rows, schema=ERRORS_SCHEMA).num_rows == 2
 
 
 def test_the_report_names_the_snap_length():
-    from kproto.analyze.spark.jobs import summary_rows
-    from kproto.analyze.spark.report import sections
+    from kproto.analyze.spark.accounting import summary_rows
+    from kproto.analyze.spark.report_sections import sections
 
     info = {"format": "pcap", "snap_lengths": [96]}
     accounting = [{"kind": "capture", "capture": "short.pcap", "connection_id": None,
@@ -236,7 +236,7 @@ def test_the_report_names_the_snap_length():
     summary = summary_rows(accounting, [])
     assert summary[0]["snap_lengths"] == [96]
     facts = {"summary": [dict(r, snapped_bytes=1200) for r in summary]}
-    from kproto.analyze.spark.report import _snaplen_label, LOSSES
+    from kproto.analyze.spark.report_sections import _snaplen_label, LOSSES
 
     label = dict(LOSSES)["snapped_bytes"]
     assert _snaplen_label(facts, label) == "snaplen 96: bodies not captured (bytes cut off)"
@@ -267,9 +267,10 @@ def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_strea
 
     import pyarrow as pa
 
-    from kproto.analyze.spark import jobs, task, worker
+    from kproto.analyze.spark import accounting as A
+    from kproto.analyze.spark import task, worker
     from kproto.analyze.spark import planning as P
-    from kproto.analyze.spark.report import LOSSES, _snaplen_label
+    from kproto.analyze.spark.report_sections import LOSSES, _snaplen_label
     from tests import capture_pieces as cp
 
     path = snaplen_128_capture(tmp_path)
@@ -280,7 +281,7 @@ def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_strea
     accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                   if r["kind"] in ("capture", "counts", "connection")]
     assert all(json.loads(r["info"])["snap_lengths"] == [128] for r in accounting if r["kind"] == "capture")
-    (row, _total) = jobs.summary_rows(accounting, [])
+    (row, _total) = A.summary_rows(accounting, [])
     assert row["snap_lengths"] == [128] and row["snapped_bytes"] > 0 and row["accounted"]
     assert _snaplen_label({"summary": [row]}, dict(LOSSES)["snapped_bytes"]).startswith("snaplen 128: ")
     errors = cp.analysed(splits)["errors"].to_pylist()

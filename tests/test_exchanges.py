@@ -13,6 +13,7 @@ import kproto.arrow.frames as kb  # noqa: E402
 from kproto.analyze import dump  # noqa: E402
 from kproto.arrow import exchanges as E  # noqa: E402
 from kproto.arrow.capture import read_capture  # noqa: E402
+from kproto.analyze.spark import decode as D  # noqa: E402
 from kproto.analyze.spark import task as T  # noqa: E402
 from kproto.analyze.spark import worker as W  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
@@ -32,7 +33,7 @@ def frames(request, tmp_path_factory):
 
 def test_batch_api_and_spark_worker_give_the_same_exchanges(frames):
     pairs = E.pair(frames)
-    exchanges = W.decode_frames_table(frames).exchanges
+    exchanges = D.decode_frames_table(frames).exchanges
     assert pairs.num_rows == exchanges.num_rows > 0
     assert pairs.select(SHARED).equals(exchanges.select(SHARED))
     # Every status has its name, from the one set of codes.

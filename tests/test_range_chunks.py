@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kproto.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kproto.analyze.spark import decode as D
 from kproto.analyze.spark import planning as P
 from kproto.analyze.spark import range_pipeline as R
 from kproto.analyze.spark import task as T
@@ -58,8 +59,8 @@ def analysed_ranges(splits, chunk_bytes: int, monkeypatch) -> tuple[dict[str, pa
     """Every table of the splits, decoded with chunks of ``chunk_bytes``; and each chunk decoded (frames, payload bytes)."""
     monkeypatch.setattr(R, "CHUNK_BYTES", chunk_bytes)
     chunks = []
-    decode_chunk = W.decode_chunk
-    monkeypatch.setattr(W, "decode_chunk", lambda frames, *args, **kwargs: chunks.append(
+    decode_chunk = D.decode_chunk
+    monkeypatch.setattr(D, "decode_chunk", lambda frames, *args, **kwargs: chunks.append(
         (frames.num_rows, pc.sum(pc.binary_length(frames["payload"])).as_py() or 0))
                         or decode_chunk(frames, *args, **kwargs))
     return analysed(splits), list(chunks)     # a copy: a later call wraps this wrapper again
@@ -153,8 +154,8 @@ def test_parquet_sink_writes_each_add_into_one_hidden_file_until_closed(tmp_path
     sink = W.ParquetSink(str(tmp_path), "p1")
     frames = W.FRAMES_SCHEMA.empty_table()
     first = pa.table({"capture": ["a", "a"], "sequence": [1, 2]})
-    first = pa.Table.from_batches([W._conform(W.FRAMES_SCHEMA, {c: first[c] for c in first.column_names}, 2)])
-    second = pa.Table.from_batches([W._conform(W.FRAMES_SCHEMA, {"capture": pa.array(["b"]),
+    first = pa.Table.from_batches([W.conform(W.FRAMES_SCHEMA, {c: first[c] for c in first.column_names}, 2)])
+    second = pa.Table.from_batches([W.conform(W.FRAMES_SCHEMA, {"capture": pa.array(["b"]),
                                                                  "sequence": pa.array([3])}, 1)])
     sink.add("frames", first)
     sink.add("frames", frames)          # nothing to write

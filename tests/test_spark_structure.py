@@ -117,6 +117,8 @@ def test_the_spark_package_imports_go_one_way():
     for reader in ("kproto.analyze.spark.range_pipeline", "kproto.analyze.spark.set_reader"):
         assert "kproto.analyze.spark.worker" in graph[reader] and "kproto.analyze.spark.task" not in graph[reader]
     assert graph["kproto.analyze.spark.worker"] <= {"kproto.analyze.spark.planning"}
+    # Decoding sits between them: the readers and the task decode with it, it uses the worker's helpers only.
+    assert graph["kproto.analyze.spark.decode"] <= {"kproto.analyze.spark.worker"}
     # follow ends a run as analyze does: through the job, never the other way.
     assert "kproto.analyze.spark.jobs" in graph["kproto.analyze.spark.follow"] and "kproto.analyze.spark.follow" not in graph["kproto.analyze.spark.jobs"]
 

@@ -431,7 +431,7 @@ def exchanges_table(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, part
 
     ``facts``: what each frame's exchange takes from it once decoded (status, client_id,
     deprecated, removed_in_4x, error_code, client software and problems, acks_zero: see
-    kproto.analyze.spark.worker.decode_chunk); ``parts``: the topic and topic_id of every frame's
+    kproto.analyze.spark.decode.decode_chunk); ``parts``: the topic and topic_id of every frame's
     partitions, ``partition_frame`` their frame rows; ``topic_names``: the (topic_id, topic)
     pairs the frames' responses give, which name a topic addressed by its ID.
     """
