@@ -524,3 +524,13 @@ def test_many_short_connections_across_ranges_are_counted_once(spark, tmp_path):
             assert row["closed_by"] == "fin" and row["handshake_seen"], name
         total = result.summary[-1]
         assert (total["connections"], total["frames"], total["accounted"]) == (1000, 6000, True), name
+
+
+def test_local_workers_get_the_directory_that_holds_this_kproto():
+    """A local session puts the kproto package's parent on the workers' PYTHONPATH: a checkout
+    run without installing runs its own kproto in the workers too (the move to
+    kproto/analyze/spark/ once made this the kproto/ folder itself)."""
+    from kproto.analyze.spark import session
+
+    assert (session.PACKAGE_PARENT / "kproto" / "__init__.py").is_file()
+    assert Path(sys.modules["kproto"].__file__).resolve().parent.parent == session.PACKAGE_PARENT

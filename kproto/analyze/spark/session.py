@@ -12,7 +12,12 @@ import os
 import sys
 from pathlib import Path
 
+import kproto
 from kproto.analyze.spark import jvm_archive, jvm_noise
+
+#: The directory that holds the kproto package, put on local workers' PYTHONPATH so that they
+#: import this kproto (a checkout run without installing it too).
+PACKAGE_PARENT = Path(kproto.__file__).resolve().parent.parent
 
 
 #: Local input bytes up to which an embedded session is tuned for start-up time rather than throughput.
@@ -70,7 +75,7 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
         # pyarrow's allocator (mimalloc) backs large buffers with huge pages: a worker's first
         # split touches a few hundred MB of fresh memory, and 4 KiB page faults were a third of it.
         os.environ.setdefault("MIMALLOC_LARGE_OS_PAGES", "1")
-        package_root = str(Path(__file__).resolve().parents[2])
+        package_root = str(PACKAGE_PARENT)
         paths = os.environ.get("PYTHONPATH", "")
         if package_root not in paths.split(os.pathsep):
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, paths) if p)
