@@ -32,13 +32,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from kproto._common.api_keys import ApiKey
+
 Pair = tuple[int, int]
 
 HIGH, MEDIUM, LOW, KIP511 = "high", "medium", "low", "KIP-511"
 UNKNOWN = "unknown"
 SURE_PAIRS = 3          # fewer distinct (API, version) pairs than this are never `high`
 OPENING = 3             # the first requests of a client compared with the recorded ones
-API_VERSIONS = 18         # the API key of ApiVersions
 DRIVER_ID_PREFIX = "kp-"    # tools/record_clients.py names the clients it configures so: other ids are defaults
 
 # Each library's own version setting (the pins of tools/record_clients.py, PINS) and how to set it
@@ -435,7 +436,7 @@ class Table:
         library sent are no such evidence: any client that negotiates, or was written by hand, may send them;
         nor is the order nearly every client opens with (ApiVersions, Metadata, then the work)."""
         # A client that sent ApiVersions with no count given (handshakes None) is compared with every client that asked.
-        count_unknown = handshakes is None and any(api == API_VERSIONS for api, _v in compared)
+        count_unknown = handshakes is None and any(api == ApiKey.API_VERSIONS for api, _v in compared)
         peers = [(lib, order) for lib, order, h in self.clients if h == handshakes or (count_unknown and h is not None)]
         best: dict[str, int] = {}
         for lib, order in peers:
