@@ -48,7 +48,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kproto/_c/_records.pyx", "kproto/_py/records.py"): _MIRROR,
     ("kproto/_c/_records_legacy.pxi", "kproto/_py/records_legacy.py"): _MIRROR,
     ("kproto/_c/_records_v2.pxi", "kproto/_py/records_v2.py"): _MIRROR,
-    ("kproto/_c/_records_columns.pxi", "kproto/_py/records_columns.py"): _MIRROR,
     ("kproto/_c/_buffer.pyx", "kproto/_c/_buffer.pyx"): _PUBLIC_TYPES,
     ("kproto/_py/buffer.py", "kproto/_py/buffer.py"): _PUBLIC_TYPES,
     ("kproto/_c/_buffer.pyi", "kproto/_c/_buffer.pyi"): _STUB,
