@@ -16,10 +16,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import kproto.arrow.frames as kb
 from kproto import versions as kv
 from kproto._common.api_keys import ApiKey
 from kproto._version import __version__
+from kproto.arrow.topic_names import topic_naming_versions
 from kproto.analyze.spark import next_steps, report_facts
 
 API_VERSIONS = int(ApiKey.API_VERSIONS)   # a plain int: Spark and Arrow expressions take it
@@ -280,7 +280,7 @@ def _snaplen_label(facts: dict, label: str) -> str:
 def _topic_naming_responses() -> str:
     """The responses that name topic IDs, as the report explains them (from the message definitions)."""
     return " / ".join(f"{_api(key)} v{min(versions)}+" if min(versions) else _api(key)
-                      for key, versions in sorted(kb.topic_naming_versions().items()))
+                      for key, versions in sorted(topic_naming_versions().items()))
 
 
 def _topic_label(topic: dict) -> str:
