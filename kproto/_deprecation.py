@@ -63,6 +63,8 @@ MOVED_NAMES: dict[str, dict[str, tuple[str, str]]] = {
                      "topic_naming_versions": ("kproto.arrow.topic_names.topic_naming_versions",
                                                "kproto.arrow.topic_names")},
     "kproto.capture": {"DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", "kproto.limits")},
+    "kproto.fingerprint": {name: (f"kproto.analyze.fingerprint_scoring.{name}", "kproto.analyze.fingerprint_scoring")
+                           for name in ("evaluate", "recorded_clients", "leave_one_out", "confusion_markdown")},
 }
 
 

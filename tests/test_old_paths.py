@@ -55,6 +55,11 @@ def test_names_that_moved_to_another_module_warn_and_are_the_new_ones():
                 assert getattr(batch, name) is getattr(module, name)
     with pytest.raises(AttributeError):
         batch.no_such_name  # noqa: B018
+    old_fingerprint, _ = _import_fresh("kproto.fingerprint")
+    from kproto.analyze import fingerprint_scoring
+
+    with pytest.warns(DeprecationWarning, match=r"kproto\.fingerprint\.evaluate is deprecated.*fingerprint_scoring"):
+        assert old_fingerprint.evaluate is fingerprint_scoring.evaluate
 
 
 def test_the_new_modules_import_no_old_path():
