@@ -26,6 +26,7 @@ from kproto.arrow import exchanges as E
 from kproto.arrow.capture import frame_schema, not_captured
 from kproto.arrow.credentials import redact_bodies
 from kproto.arrow.frames import one_array
+from kproto.arrow.topic_names import topic_names, topic_naming_versions
 from kproto.analyze.spark import worker as W
 
 API_VERSIONS = int(ApiKey.API_VERSIONS)
@@ -141,11 +142,11 @@ def decode_chunk(frames: pa.Table, keys: np.ndarray, versions: np.ndarray, key_o
 
     # Topic IDs and names from the responses that carry both (Metadata v10+, CreateTopics v7+ ...):
     # only those responses are decoded again, as message objects.
-    naming = kb.topic_naming_versions()
+    naming = topic_naming_versions()
     candidates = np.flatnonzero((directions == kb.RESPONSE) & (status == kb.Status.OK)
                                 & np.isin(key_of, sorted(naming))) if n else np.zeros(0, np.int64)
-    names_table = kb.topic_names(payload.take(pa.array(candidates, pa.int64())), directions=kb.RESPONSE,
-                                 request_api_keys=key_of[candidates], request_api_versions=version_of[candidates])
+    names_table = topic_names(payload.take(pa.array(candidates, pa.int64())), directions=kb.RESPONSE,
+                              request_api_keys=key_of[candidates], request_api_versions=version_of[candidates])
     name_frame = candidates[names_table["frame"].to_numpy().astype(np.int64)] if names_table.num_rows \
         else np.zeros(0, np.int64)
     return ChunkRows(frame_table, facts, parts, partition_frame, names_table.drop_columns(["frame"]), name_frame)
@@ -197,7 +198,7 @@ def decode_and_summarize(frames: pa.Table, *, body: str | None, sink: W.Sink,
 def summarize(frames: pa.Table, exchanges: pa.Table, partitions: pa.Table,
               topic_names: pa.Table | None = None) -> Iterator[pa.RecordBatch]:
     """The compact rows Spark combines: counts per capture, usage per client and API, topics,
-    and the topic IDs responses named (``topic_names``: kproto.arrow.frames.topic_names' rows with ts_first_ns)."""
+    and the topic IDs responses named (``topic_names``: kproto.arrow.topic_names.topic_names' rows with ts_first_ns)."""
     # Frame and exchange counts per capture (the summary's accounting).
     status = frames["status"]
     direction = frames["direction"]

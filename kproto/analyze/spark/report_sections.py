@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import kproto.arrow.frames as kb
 from kproto import versions as kv
 from kproto.analyze.spark import next_steps
+from kproto.arrow.topic_names import topic_naming_versions
 
 
 def _fmt(value: Any) -> str:
@@ -80,7 +80,7 @@ def _snaplen_label(facts: dict, label: str) -> str:
 def _topic_naming_responses() -> str:
     """The responses that name topic IDs, as the report explains them (from the message definitions)."""
     return " / ".join(f"{kv.api_name(key)} v{min(versions)}+" if min(versions) else kv.api_name(key)
-                      for key, versions in sorted(kb.topic_naming_versions().items()))
+                      for key, versions in sorted(topic_naming_versions().items()))
 
 
 def topic_label(topic: dict) -> str:
