@@ -29,7 +29,7 @@ PACKAGE = ROOT / "kproto" / "analyze" / "spark"
 LAZY_IMPORTS = {
     ("__init__.py", "__getattr__", "kproto.analyze.spark.jobs"):
         "importing kproto.analyze.spark must not import pyarrow or numpy: the worker daemon sets its environment first",
-    ("daemon.py", "prepare", "kproto.arrow.frames"):
+    ("daemon.py", "prepare", "kproto.arrow.topic_names"):
         "the daemon sets OPENBLAS_NUM_THREADS and jemalloc's options before numpy and pyarrow load",
 }
 #: Spark itself is imported where it is used: kproto.analyze.spark's workers, the report and the tests run without a
