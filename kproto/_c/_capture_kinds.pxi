@@ -124,6 +124,8 @@ cdef int _sasl_token(_Framer fr, _Connection conn, _Half half, int32_t size, bin
         if size >= 4 and fr._request_ok(buf + 4, size, size):
             half.sasl = False
             return 0
+    elif half.tokens_to >= 0:
+        pass            # a token its chain proved (_Framer._answers): the response after them ends them
     elif not other.sasl and size >= 4 and other.has_corr(<int32_t>kp_load_be32(buf + 4)):
         half.sasl = False
         return 0

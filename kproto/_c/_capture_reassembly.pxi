@@ -300,7 +300,8 @@ cdef class _Reassembly(_Framer):
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self._cut(conn, half, False)
-        for half in (conn.h0, conn.h1):
+        # then the requests' ends: a response chain is proved by the request it answers
+        for half in ((conn.h1, conn.h0) if conn.client_side == 1 else (conn.h0, conn.h1)):
             self._cut(conn, half, True)
             half.c[H_TAIL_BYTES] += half.length
             half.drop(half.length)

@@ -235,6 +235,8 @@ class Kinds:
             if size >= 4 and self._request_ok(buf, 4, size):
                 half.sasl = False
                 return 0
+        elif half.tokens_to >= 0:
+            pass    # a token its chain proved (Framer._answers): the response after them ends them
         elif not other.sasl and size >= 4 and _BE32S.unpack_from(buf, 4)[0] in other.request_corrs:
             half.sasl = False
             return 0

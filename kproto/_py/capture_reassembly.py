@@ -249,7 +249,8 @@ class Reassembly(Framer):
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self._cut(conn, half, False)
-        for half in conn.halves:
+        # then the requests' ends: a response chain is proved by the request it answers
+        for half in (conn.halves[::-1] if conn.client_side == 1 else conn.halves):
             self._cut(conn, half, True)
             half.counters["tail_bytes"] += len(half.buf)
             half.drop(len(half.buf))
