@@ -249,7 +249,7 @@ cdef class _Framer:
     cdef int _answers(self, const unsigned char *buf, const Py_ssize_t *links, int n_links, int handshake,
                       bint proved) noexcept:
         # Does the response chain whose links start at links[] read as a broker's answers, their
-        # correlation ids rising? 1 yes, 0 no; after a whole successful SaslHandshake response
+        # correlation ids never falling? 1 yes, 0 no; after a whole successful SaslHandshake response
         # (links[handshake]) the links up to a proved response may all be raw tokens instead:
         # self.tokens_first and tokens_end say where (see the twin)
         cdef int32_t corrs[RESPONSE_CHAIN_CONFIRMS]
@@ -257,9 +257,9 @@ cdef class _Framer:
         for k in range(n_links):
             corrs[k] = <int32_t>kp_load_be32(buf + links[k] + 4) \
                 if <int32_t>kp_load_be32(buf + links[k]) >= 4 else -1
-        if _rising(corrs, n_links, n_links):
+        if _in_order(corrs, n_links, n_links):
             return 1
-        if 0 <= handshake < n_links - 1 and proved and _rising(corrs, handshake + 1, n_links - 1):
+        if 0 <= handshake < n_links - 1 and proved and _in_order(corrs, handshake + 1, n_links - 1):
             self.tokens_first = links[handshake + 1]
             self.tokens_end = links[n_links - 1]
             return 1
@@ -548,13 +548,13 @@ cdef object _copy_array(void *src, Py_ssize_t n, dtype):
     return out
 
 
-cdef bint _rising(const int32_t *corrs, int n, int last) noexcept:
-    # Do corrs[0:n] and then corrs[last] (last == n: none more) rise, each above the one
-    # before? (-1: a link too short to hold one; see the twin)
+cdef bint _in_order(const int32_t *corrs, int n, int last) noexcept:
+    # Do corrs[0:n] and then corrs[last] (last == n: none more) never fall, each at least the
+    # one before? (-1: a link too short to hold one; see the twin)
     cdef int k
-    cdef int32_t before = -1
+    cdef int32_t before = 0
     for k in range(n):
-        if corrs[k] <= before:
+        if corrs[k] < before:
             return False
         before = corrs[k]
-    return last >= n or corrs[last] > before
+    return last >= n or corrs[last] >= before

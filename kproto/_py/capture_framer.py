@@ -203,18 +203,19 @@ class Framer(Kinds):
 
     def _answers(self, data, links: list, handshake: int, proved: bool) -> int:
         """Does the response chain whose links start at ``links`` (empty: not a response
-        chain) read as a broker's answers? 1 yes, 0 no. A client numbers its requests
-        upwards and a broker answers them in order, so the links' correlation ids rise
-        (raw tokens that chain into a real response read as no answers). After a whole
-        successful SaslHandshake response (the link ``handshake``), the links up to a
-        response to a request the other direction sent (``proved``: the chain's last link)
-        may instead all be the raw tokens of a SaslHandshake v0 whose request was not
-        captured: then the handshake's id and the last link's rise, and ``self._tokens``
-        says where the tokens lie (offsets in data: the first token, the frame after them)."""
+        chain) read as a broker's answers? 1 yes, 0 no. A broker answers a connection's
+        requests in order, and clients number them upwards (or reuse one number), so the
+        links' correlation ids never fall: raw tokens that chain into a real response read
+        as no answers. After a whole successful SaslHandshake response (the link
+        ``handshake``), the links up to a response to a request the other direction sent
+        (``proved``: the chain's last link) may instead all be the raw tokens of a
+        SaslHandshake v0 whose request was not captured: then the ids up to the handshake's
+        and the last link's are in order, and ``self._tokens`` says where the tokens lie
+        (offsets in data: the first token, the frame after them)."""
         corrs = [_BE32S.unpack_from(data, at + 4)[0] if _BE32S.unpack_from(data, at)[0] >= 4 else -1 for at in links]
-        if _rising(corrs):
+        if _in_order(corrs):
             return 1
-        if 0 <= handshake < len(links) - 1 and proved and _rising(corrs[:handshake + 1] + corrs[-1:]):
+        if 0 <= handshake < len(links) - 1 and proved and _in_order(corrs[:handshake + 1] + corrs[-1:]):
             self._tokens = (links[handshake + 1], links[-1])
             return 1
         return 0
@@ -479,11 +480,11 @@ def _answered(requests: _Half, corr: int) -> None:
             return
 
 
-def _rising(corrs: list) -> bool:
-    """Do these correlation ids (-1: a link too short to hold one) rise, each above the one before?"""
-    before = -1
+def _in_order(corrs: list) -> bool:
+    """Do these correlation ids (-1: a link too short to hold one) never fall, each at least the one before?"""
+    before = 0
     for corr in corrs:
-        if corr <= before:
+        if corr < before:
             return False
         before = corr
     return True
