@@ -30,7 +30,10 @@ SASL (KIP-43): after a SaslHandshake v0 request, the client sends raw tokens (an
 size, possibly 0, and opaque bytes; no Kafka header) until its next request header; after
 the handshake's successful response, the broker answers with raw tokens until a response
 to a request sent after them. Tokens are counted (``sasl_tokens``, ``sasl_bytes``), never
-framed: they take no sequence number, so requests and responses still pair in order.
+framed: they take no sequence number, so requests and responses still pair in order. A
+capture that began after the handshake's request: the framer's chain from the handshake's
+response through the tokens to a response to a captured request proves the broker's tokens
+(``Framer._answers``: the half's ``tokens_from``, ``tokens_to``).
 """
 
 from __future__ import annotations
