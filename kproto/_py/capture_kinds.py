@@ -205,11 +205,11 @@ class Kinds:
         proved by the other one, so raw tokens rather than a header may follow it? A whole
         SaslHandshake v0 request whose response (whole, with its correlation id) the other
         direction holds in bytes captured after the request's last; or the response to
-        such a request (the other direction's ``sasl_corr``, sent before it)."""
+        such a request (the other direction's ``sasl_corr``, sent before it), whole: an id
+        alone, in record bytes after a gap, is no evidence."""
         other = conn.halves[1 - half.side]
         size = _BE32S.unpack_from(data, i)[0]
-        if conn.client_side != half.side and other.sasl_corr >= 0 \
-                and _BE32S.unpack_from(data, i + 4)[0] == other.sasl_corr:
+        if conn.client_side != half.side and other.sasl_corr >= 0 and _handshake_answer(data, i, other.sasl_corr):
             return True
         end = i + 4 + size
         if conn.client_side not in (-1, half.side) or size < 8 or end > len(data) \
