@@ -125,6 +125,37 @@ def test_a_client_gap_in_the_sasl_tokens_loses_no_kafka_frame_after_them(mechani
     assert_accounted(connections)
 
 
+def test_an_id_alone_is_no_sasl_handshake_answer_after_a_gap():
+    """The broker's first packet is lost; after the hole, the data of the frame it cut holds a
+    "header" carrying the id of the SaslHandshake v0 request, with no header after it. A
+    SaslHandshake v0 answer needs no header after it (raw tokens follow), but only a whole
+    one (an error code and mechanism names filling it): the fake is no frame; the real answer,
+    the tokens (counted) and the response after them are."""
+    from kproto.messages import MetadataRequest, MetadataResponse, SaslHandshakeRequest, SaslHandshakeResponse
+    from tests.spark_captures import request, response
+
+    conv = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
+    fake = struct.pack(">ii", 16, 1) + bytes(12) + b"\xff" * 8     # size 16, the handshake's id 1
+    cut = _prefixed(struct.pack(">i", 0) + bytes(60) + fake + bytes(30))
+    handshake = response(SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"]), 0, 1)
+    metadata = response(MetadataResponse(brokers=[], topics=[]), 1, 10)
+    timeline = Interleaved()
+    timeline.add(conv.handshake())
+    timeline.add(conv.data("client", request(SaslHandshakeRequest(mechanism="PLAIN"), 0, 1, "app"), [1400]))
+    timeline.add(conv.data("server", cut, [40])[1:])    # its first 40 bytes are lost
+    timeline.add(conv.data("server", handshake, [1400]))
+    timeline.add(conv.data("client", _prefixed(b"\x00" + USER + b"\x00" + SECRET), [1400]))
+    timeline.add(conv.data("server", _prefixed(b""), [1400]))
+    timeline.add(conv.data("client", request(MetadataRequest(topics=None), 1, 10, "app"), [1400]))
+    timeline.add(conv.data("server", metadata, [1400]))
+    timeline.add(conv.close())
+    frames, connections = read_both(timeline.getvalue())
+    assert [f["payload"] for f in frames if f["direction"] == 1] == [handshake[4:], metadata[4:]]
+    (row,) = connections
+    assert (row["response_sasl_tokens"], row["request_sasl_tokens"], row["response_gaps"]) == (1, 1, 1)
+    assert_accounted(connections)
+
+
 # ---------------------------------------------------------------- endpoints before the close
 @pytest.mark.parametrize("implementation", _impl.available())
 def test_endpoints_are_known_with_the_first_frame(implementation):

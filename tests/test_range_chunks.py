@@ -167,3 +167,35 @@ def test_parquet_sink_writes_each_add_into_one_hidden_file_until_closed(tmp_path
     written = pq.ParquetFile(tmp_path / "frames" / "part-p1.parquet")
     assert written.metadata.num_row_groups == 2
     assert written.read().to_pydict()["sequence"] == [1, 2, 3]
+
+
+def test_a_range_that_sees_only_a_connections_end_says_how_it_ended(tmp_path):
+    """A connection talks early and closes late: its FINs fall in a range that never saw it open
+    (nothing of it in that range's context). That range's reader opens it from a FIN and says
+    how it ended, so its row says "fin" and its last time, as a reader of the whole file does
+    (it said "end" and the last time a range saw one of its payloads)."""
+    from kproto.capture import read_capture
+
+    early = Conversation(client=("10.3.0.1", 43000), server=("10.3.0.200", 9092), client_isn=100, server_isn=9000)
+    busy = Conversation(client=("10.3.0.2", 43001), server=("10.3.0.200", 9092), client_isn=200, server_isn=19000)
+    t = sc.Timeline()
+    for c in (early, busy):
+        t.add(c.handshake())
+    t.add(early.data("client", sc.request(MetadataRequest(topics=None), 12, 1, "early"), [1000]))
+    t.add(early.data("server", sc.response(sc.metadata_naming(("orders", sc.ORDERS_ID)), 12, 1), [1000]))
+    for n in range(40):
+        t.add(busy.data("client", sc.request(ApiVersionsRequest(), 3, n, "busy"), [1000]))
+        t.add(busy.data("server", sc.response(ApiVersionsResponse(error_code=0), 3, n), [1000]))
+    t.add(early.close())
+    t.add(busy.close())
+    path = tmp_path / "late-fin.pcap"
+    path.write_bytes(t.getvalue())
+    splits = P.plan_file(str(path), path.stat().st_size, split_bytes=path.stat().st_size // 4, overlap=300)
+    assert len(splits) >= 4
+    rows = {r["client_port"]: r for r in analysed(splits)["connections"].to_pylist()}
+    _frames, whole, _counters = read_capture(str(path))
+    for expected in whole.to_pylist():
+        row = rows[expected["client_port"]]
+        assert {k: row[k] for k in expected if k not in ("capture", "connection_id")} == {
+            k: v for k, v in expected.items() if k not in ("capture", "connection_id")}, expected["client_port"]
+    assert rows[43000]["closed_by"] == "fin"

@@ -116,6 +116,7 @@ class Engine(RecordReader):
         self.snaplen = 0      # the snap length of the record being read (its interface's)
         self.cut_snaplens = set()   # the snap lengths of the records that cut a TCP segment
         self.connections = {}
+        self.ended = {}       # keys of connections closed by their FINs or a RST (Reassembly._segment)
         self.next_conn_id = 0
         self.finished = False
         # (category, reason, file offset) once a record cannot be framed: nothing

@@ -30,6 +30,7 @@ class Reassembly(Framer):
     max_connections: int
     counters: dict[str, int]
     connections: dict
+    ended: dict
     next_conn_id: int
     finished: bool
     _closed: list
@@ -64,9 +65,14 @@ class Reassembly(Framer):
                 self._close(conn, 4)
                 conn = None
         if conn is None:
-            if not payload and not wire_len and not flags & _TCP_SYN:
+            # A payload-less segment opens no connection, but a FIN or RST does (a capture or a
+            # range that began after its last byte sees how it ended), unless its connection
+            # ended already (a last ACK, a RST after the FINs, a FIN sent again).
+            if not payload and not wire_len and not flags & _TCP_SYN \
+                    and (not flags & (_TCP_FIN | _TCP_RST) or key in self.ended):
                 self.counters["tcp_without_connection"] += 1
                 return
+            self.ended.pop(key, None)
             conn = _Connection(self.next_conn_id, key, (a, b), ts)
             self.next_conn_id += 1
             self.counters["connections"] += 1
@@ -249,7 +255,8 @@ class Reassembly(Framer):
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self._cut(conn, half, False)
-        for half in conn.halves:
+        # then the requests' ends: a response chain is proved by the request it answers
+        for half in (conn.halves[::-1] if conn.client_side == 1 else conn.halves):
             self._cut(conn, half, True)
             half.counters["tail_bytes"] += len(half.buf)
             half.drop(len(half.buf))
@@ -258,6 +265,10 @@ class Reassembly(Framer):
             self._guess(conn)
         self._release(conn)
         del self.connections[conn.key]
+        if reason in (1, 2):    # its FINs or a RST: what comes after opens nothing (bounded)
+            self.ended[conn.key] = None
+            if len(self.ended) > self.max_connections:
+                del self.ended[next(iter(self.ended))]
         self._closed.append(_connection_row(conn, CLOSED_BY[reason]))
         early = _early_row(conn)
         if early:
