@@ -45,7 +45,7 @@ def name_written_topics(out: str, compact_rows: pa.Table) -> int:
     names = compact_rows.filter(pc.equal(compact_rows["kind"], "topic_name")).select(["topic_id", "topic"])
     if not names.num_rows:
         return 0
-    name_of = E.run_topic_names(names)
+    run_names = E.run_topic_names(names)
     filesystem, base = output_filesystem(out)
     rewritten = 0
     for info in filesystem.get_file_info(fs.FileSelector(f"{base}/exchanges")):
@@ -53,7 +53,7 @@ def name_written_topics(out: str, compact_rows: pa.Table) -> int:
             continue
         checked = _CHECKED.get(info.path)
         if checked is not None and checked.identity == _identity(info) \
-                and all(name_of.get(topic_id) == name for topic_id, name in checked.names.items()):
+                and all(run_names.get(topic_id) == name for topic_id, name in checked.names.items()):
             continue
         columns = pq.read_table(info.path, columns=["topic", "topic_id"], filesystem=filesystem)
         ids = [i for i in pc.unique(columns["topic_id"]).to_pylist() if i is not None]
@@ -69,7 +69,7 @@ def name_written_topics(out: str, compact_rows: pa.Table) -> int:
                 rewritten += 1
                 info = filesystem.get_file_info(info.path)
         if _identity(info) is not None:
-            _CHECKED[info.path] = _CheckedPart(_identity(info), {i: name_of.get(i) for i in ids})
+            _CHECKED[info.path] = _CheckedPart(_identity(info), {i: run_names.get(i) for i in ids})
     return rewritten
 
 
