@@ -65,8 +65,9 @@ clean:
 # The inner loop, without Spark, Java, a browser or capture tools:
 #   make quicktest   the codec's tests (messages, headers, primitives, framing, records, versions, API names)
 #                    on the Cython extension, under a minute; `make test` before you push
-#   make lint        ruff check, the generators' --check, the stub check and the repeat scan
-#                    (installs ruff and mypy, the dev extra, into .venv the first time)
+#   make lint        ruff check (import order too) and format --check, cython-lint, the generators'
+#                    --check, the stub check and the repeat scan: the hooks of .pre-commit-config.yaml
+#                    (installs ruff, cython-lint and mypy, the dev extra, into .venv the first time)
 #   make distclean   what `make clean` removes, and kproto's cache directory (README, "Caches")
 .PHONY: quicktest lint distclean
 
@@ -75,6 +76,8 @@ QUICKTEST = tests/test_primitives.py tests/test_headers.py tests/test_messages.p
             tests/test_framing.py tests/test_records.py tests/test_compression.py tests/test_versions.py \
             tests/test_api_names.py tests/test_codec_unavailable.py tests/test_docstrings.py
 
+LINTED = kproto tools tests scripts benchmarks setup.py
+
 # Less the truncation-at-every-offset sweep (hypothesis searches: 3/4 of the CPU time; make test runs it).
 quicktest:
 	scripts/setup.sh
@@ -82,10 +85,13 @@ quicktest:
 
 lint:
 	scripts/setup.sh
-	@.venv/bin/python -c "import ruff, mypy" 2>/dev/null || { \
-	  echo "lint: installing ruff and mypy (the dev extra) into .venv ..."; \
+	@.venv/bin/python -c "import ruff, mypy, cython_lint" 2>/dev/null || { \
+	  echo "lint: installing ruff, cython-lint and mypy (the dev extra) into .venv ..."; \
 	  .venv/bin/python scripts/extra_requirements.py dev | .venv/bin/python -m pip -q --disable-pip-version-check install -r /dev/stdin; }
-	.venv/bin/python -m ruff check kproto tools tests scripts setup.py
+	.venv/bin/python -m ruff check $(LINTED)
+	.venv/bin/python -m ruff format --check $(LINTED)
+	# cython-lint runs pycodestyle by name: the venv's, on the PATH.
+	PATH=$(CURDIR)/.venv/bin:$$PATH .venv/bin/cython-lint kproto/_c
 	.venv/bin/python tools/gen_schema.py --check
 	.venv/bin/python tools/gen_walkers.py --check
 	.venv/bin/python tools/gen_stubs.py --check
