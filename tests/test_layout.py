@@ -1,10 +1,10 @@
-"""Files a person can hold in mind (issue 20): no hand-written source file in kproto/
-over 1,000 lines and no function over 150; every repeat of six or more lines of the same
+"""Files a person can hold in mind (issue 39): no hand-written source file in kproto/
+over 600 lines and no function over 100; every repeat of six or more lines of the same
 shape known and listed (tools/duplicate_scan.py).
 
-Generated files are exempt. The few files still too long are listed with what
-splitting them takes; the test fails when one of them grows a new offender, when
-a file not listed passes a limit, and when a listed file no longer needs its entry.
+Generated files are exempt. The C hot loops and modules over a cap are allowed by name,
+each with why; the test fails when a file or function not listed passes a cap, and when a
+listed one no longer needs its entry.
 """
 
 from __future__ import annotations
@@ -18,13 +18,42 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import duplicate_scan  # noqa: E402  (tools/ is no package)
 
-MAX_FILE_LINES = 1000
-MAX_FUNCTION_LINES = 150
+MAX_FILE_LINES = 600
+MAX_FUNCTION_LINES = 100
 
 GENERATED = duplicate_scan.GENERATED
 
-#: Over MAX_FILE_LINES still, and why they are not split yet.
-STILL_TOO_LONG: dict[str, str] = {}
+_BEING_SPLIT = "being split (issue 39): the coordinator removes this entry at merge"
+_LAYOUT = ("the compiled layout of the codec's hot path: code moved into an included file of its own "
+           "shifts the functions after it, which cost 10-12% on Fetch and Metadata decodes when the "
+           "walker's dispatch was (docs/decisions/plan-walker.md); split only with bench_codec.py figures")
+
+#: Modules over MAX_FILE_LINES, and why.
+STILL_TOO_LONG: dict[str, str] = {
+    "kproto/_c/_codec.pyx": "the plan compiler, the struct constructors and the helpers the walker inlines; " + _LAYOUT,
+    "kproto/_c/_records.pyx": ("Record, Records and the batch base the included v2 / legacy / columnar parts build "
+                               "on (a cdef class must precede the parts that extend it); the record-set loops "
+                               "are hot (bench_records.py), split only with their figures"),
+    "kproto/versions.py": _BEING_SPLIT,
+    "kproto/analyze/spark/jobs.py": _BEING_SPLIT,
+    "kproto/analyze/spark/worker.py": _BEING_SPLIT,
+    "kproto/analyze/spark/report.py": _BEING_SPLIT,
+    "kproto/arrow/frames.py": _BEING_SPLIT,
+    "kproto/analyze/fingerprint.py": _BEING_SPLIT,
+    "kproto/_py/record_batch.py": _BEING_SPLIT,
+}
+
+_HOT = "a C hot loop, one pass over every frame / packet / record with its state in C locals; "
+
+#: (module, function) over MAX_FUNCTION_LINES, and why.
+LONG_FUNCTIONS: dict[tuple[str, str], str] = {
+    ("kproto/_c/_batch.pyx", "scan"): _HOT + "the header pass over every frame, GIL released",
+    ("kproto/_c/_batch_scan.pxi", "scan_plain_block"): _HOT + "the plain-request fast path of the header pass",
+    ("kproto/_c/_capture_reader.pxi", "_packet"): _HOT + "a packet's link, IP and TCP layers",
+    ("kproto/_c/_records_columns.pxi", "_columnar"): _HOT + "a record set to columns, record by record",
+    ("kproto/_py/capture_reader.py", "_packet"): _BEING_SPLIT,
+    ("kproto/analyze/spark/report.py", "sections"): _BEING_SPLIT,
+}
 
 # A def / cdef / cpdef function; not a `cdef class Name(Base):` (a class is no function).
 _C_FUNCTION = re.compile(r"^(\s*)(?:async\s+def|def|cdef|cpdef)\s+(?!class\b)(?:inline\s+)?[^=:]*?\b(\w+)\s*\(")
@@ -77,8 +106,10 @@ def test_no_hand_written_file_is_too_long():
 
 
 def test_no_function_is_too_long():
-    found = {p.relative_to(ROOT).as_posix(): long_functions(p) for p in hand_written_sources()}
-    assert {name: functions for name, functions in found.items() if functions} == {}
+    found = {(p.relative_to(ROOT).as_posix(), name): n
+             for p in hand_written_sources() for name, n in long_functions(p)}
+    assert set(found) - set(LONG_FUNCTIONS) == set(), found
+    assert set(LONG_FUNCTIONS) - set(found) == set(), "shortened: remove it from LONG_FUNCTIONS"
 
 
 def test_the_checks_see_what_they_look_for(tmp_path):
