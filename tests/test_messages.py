@@ -16,6 +16,7 @@ from kproto import _impl, schema
 from kproto.errors import DecodeError
 
 from .strategies import struct_strategy
+from .twin_selection import implementations
 
 EXAMPLES = int(os.environ.get("KPROTO_MESSAGE_EXAMPLES", "6"))
 
@@ -35,7 +36,7 @@ def test_every_api_has_request_and_response_for_every_version():
 
 
 def _codecs():
-    return [_impl.load("codec", name) for name in _impl.available()]
+    return [_impl.load("codec", name) for name in implementations()]
 
 
 @pytest.mark.parametrize("name,version", CASES, ids=[f"{n}-v{v}" for n, v in CASES])
