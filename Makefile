@@ -41,11 +41,11 @@ test-kafka:
 	.venv/bin/python -m pytest -q -m kafka tests
 
 # A Spark standalone master and two workers on 127.0.0.1 (tools/spark_cluster.py), executors in a
-# virtualenv holding a wheel of this checkout; the tables must equal local mode's (tests/test_spark_cluster.py).
+# virtualenv holding a wheel of this checkout; the tables must equal local mode's (tests/analyze/test_spark_cluster.py).
 .PHONY: test-cluster
 test-cluster:
 	scripts/setup.sh --spark
-	.venv/bin/python -m pytest -q -m cluster tests/test_spark_cluster.py
+	.venv/bin/python -m pytest -q -m cluster tests/analyze/test_spark_cluster.py
 
 portability:
 	scripts/setup.sh --portability
@@ -71,10 +71,10 @@ clean:
 #   make distclean   what `make clean` removes, and kproto's cache directory (README, "Caches")
 .PHONY: quicktest lint distclean
 
-QUICKTEST = tests/test_primitives.py tests/test_headers.py tests/test_messages.py tests/test_schema.py \
-            tests/test_api.py tests/test_eager.py tests/test_materialise.py tests/test_plan_walker.py \
-            tests/test_framing.py tests/test_records.py tests/test_compression.py tests/test_versions.py \
-            tests/test_api_names.py tests/test_codec_unavailable.py tests/test_docstrings.py
+QUICKTEST = tests/codec/test_primitives.py tests/codec/test_headers.py tests/codec/test_messages.py tests/codec/test_schema.py \
+            tests/codec/test_api.py tests/codec/test_eager.py tests/codec/test_materialise.py tests/codec/test_plan_walker.py \
+            tests/codec/test_framing.py tests/codec/test_records.py tests/codec/test_compression.py tests/codec/test_versions.py \
+            tests/codec/test_api_names.py tests/codec/test_codec_unavailable.py tests/codec/test_docstrings.py
 
 LINTED = kproto tools tests scripts benchmarks setup.py
 

@@ -14,7 +14,7 @@ from the test module's own imports, so a new test module is never left out by om
 * a test module is a *twin* module when it imports an implementation-dependent module
   (anywhere: a test's own import counts) and, at module level, no application module.
 
-tests/test_implementation.py checks this rule on modules whose answer is known.
+tests/project/test_implementation.py checks this rule on modules whose answer is known.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ The pipeline (see docs/analyze.md):
    makes the small tables of them (in the driver, or per key in Spark's partitions).
 
 This module is the bottom of the worker side: task.py and the readers import it, it
-imports none of them (tests/test_spark_structure.py).
+imports none of them (tests/analyze/test_spark_structure.py).
 """
 
 from __future__ import annotations
