@@ -71,10 +71,9 @@ clean:
 #   make distclean   what `make clean` removes, and kproto's cache directory (README, "Caches")
 .PHONY: quicktest lint distclean
 
-QUICKTEST = tests/codec/test_primitives.py tests/codec/test_headers.py tests/codec/test_messages.py tests/codec/test_schema.py \
-            tests/codec/test_api.py tests/codec/test_eager.py tests/codec/test_materialise.py tests/codec/test_plan_walker.py \
-            tests/codec/test_framing.py tests/codec/test_records.py tests/codec/test_compression.py tests/codec/test_versions.py \
-            tests/codec/test_api_names.py tests/codec/test_codec_unavailable.py tests/codec/test_docstrings.py
+QUICKTEST = $(addprefix tests/codec/,test_primitives.py test_headers.py test_messages.py test_schema.py \
+              test_api.py test_eager.py test_materialise.py test_plan_walker.py test_framing.py test_records.py \
+              test_compression.py test_versions.py test_api_names.py test_codec_unavailable.py test_docstrings.py)
 
 LINTED = kproto tools tests scripts benchmarks setup.py
 
