@@ -41,11 +41,11 @@ test-kafka:
 	.venv/bin/python -m pytest -q -m kafka tests
 
 # A Spark standalone master and two workers on 127.0.0.1 (tools/spark_cluster.py), executors in a
-# virtualenv holding a wheel of this checkout; the tables must equal local mode's (tests/test_spark_cluster.py).
+# virtualenv holding a wheel of this checkout; the tables must equal local mode's (tests/analyze/test_spark_cluster.py).
 .PHONY: test-cluster
 test-cluster:
 	scripts/setup.sh --spark
-	.venv/bin/python -m pytest -q -m cluster tests/test_spark_cluster.py
+	.venv/bin/python -m pytest -q -m cluster tests/analyze/test_spark_cluster.py
 
 portability:
 	scripts/setup.sh --portability
@@ -65,27 +65,35 @@ clean:
 # The inner loop, without Spark, Java, a browser or capture tools:
 #   make quicktest   the codec's tests (messages, headers, primitives, framing, records, versions, API names)
 #                    on the Cython extension, under a minute; `make test` before you push
-#   make lint        ruff check, the generators' --check, the stub check and the repeat scan
-#                    (installs ruff and mypy, the dev extra, into .venv the first time)
+#   make lint        ruff check (import order too) and format --check, cython-lint, the generators'
+#                    --check, the stub check and the repeat scan: the hooks of .pre-commit-config.yaml
+#                    (installs ruff, cython-lint and mypy, the dev extra, into .venv the first time)
 #   make distclean   what `make clean` removes, and kproto's cache directory (README, "Caches")
 .PHONY: quicktest lint distclean
 
-QUICKTEST = tests/test_primitives.py tests/test_headers.py tests/test_messages.py tests/test_schema.py \
-            tests/test_api.py tests/test_eager.py tests/test_materialise.py tests/test_plan_walker.py \
-            tests/test_framing.py tests/test_records.py tests/test_compression.py tests/test_versions.py \
-            tests/test_api_names.py tests/test_codec_unavailable.py tests/test_docstrings.py
+QUICKTEST = $(addprefix tests/codec/,test_primitives.py test_headers.py test_messages.py test_schema.py \
+              test_api.py test_eager.py test_materialise.py test_plan_walker.py test_framing.py test_records.py \
+              test_compression.py test_versions.py test_api_names.py test_codec_unavailable.py test_docstrings.py)
 
-# Less the truncation-at-every-offset sweep (hypothesis searches: 3/4 of the CPU time; make test runs it).
+LINTED = kproto tools tests scripts benchmarks setup.py
+
+# On the extension alone (KPROTO_TEST_IMPLEMENTATION=c: the tests that compare the twins run
+# one side; make test runs both), less the truncation-at-every-offset sweep (hypothesis
+# searches: 3/4 of the CPU time; make test runs it).
 quicktest:
 	scripts/setup.sh
-	.venv/bin/python -m pytest -q -m "not slow" -k "not truncation_at_every_offset" $(QUICKTEST)
+	KPROTO_TEST_IMPLEMENTATION=c .venv/bin/python -m pytest -q -p no:cacheprovider -m "not slow" \
+	  -k "not truncation_at_every_offset" $(QUICKTEST)
 
 lint:
 	scripts/setup.sh
-	@.venv/bin/python -c "import ruff, mypy" 2>/dev/null || { \
-	  echo "lint: installing ruff and mypy (the dev extra) into .venv ..."; \
+	@.venv/bin/python -c "import ruff, mypy, cython_lint" 2>/dev/null || { \
+	  echo "lint: installing ruff, cython-lint and mypy (the dev extra) into .venv ..."; \
 	  .venv/bin/python scripts/extra_requirements.py dev | .venv/bin/python -m pip -q --disable-pip-version-check install -r /dev/stdin; }
-	.venv/bin/python -m ruff check kproto tools tests scripts setup.py
+	.venv/bin/python -m ruff check $(LINTED)
+	.venv/bin/python -m ruff format --check $(LINTED)
+	# cython-lint runs pycodestyle by name: the venv's, on the PATH.
+	PATH=$(CURDIR)/.venv/bin:$$PATH .venv/bin/cython-lint kproto/_c
 	.venv/bin/python tools/gen_schema.py --check
 	.venv/bin/python tools/gen_walkers.py --check
 	.venv/bin/python tools/gen_stubs.py --check

@@ -106,7 +106,7 @@ def kafka_python_class(name: str):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if root not in sys.path:   # run as a script, only benchmarks/ is on the path
         sys.path.insert(0, root)
-    from tests.test_kafka_python_crosscheck import THEIRS  # noqa: PLC0415
+    from tests.codec.test_kafka_python_crosscheck import THEIRS  # noqa: PLC0415
 
     return THEIRS[name]
 

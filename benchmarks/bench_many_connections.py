@@ -10,7 +10,7 @@ daemon) every 0.2 s from /proc, and prints the exit status, the wall time, the p
 summed RSS and of each process, then checks the connections table against the generator's truth
 (every connection present once, its frames, frame bytes, packets and stream bytes in each
 direction) and the summary's totals. Exits 1 when the run failed, a count is wrong or the
-peak reached ``--max-gib`` (8). tests/test_many_connections.py runs it (marked slow).
+peak reached ``--max-gib`` (8). tests/analyze/test_many_connections.py runs it (marked slow).
 """
 
 from __future__ import annotations

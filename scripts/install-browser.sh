@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs a headless Chromium (Debian's chromium-headless-shell) for the report's
-# browser checks (tests/test_report_browser.py, tools/report_screenshot.py).
+# browser checks (tests/analyze/test_report_browser.py, tools/report_screenshot.py).
 #
 # Idempotent and never fails its caller: when nothing can be installed (no root, no
 # apt-get, no network) it says why and exits 0; the browser tests then skip with a reason.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs into .venv what the portability checks need (tests/test_portability.py):
+# Installs into .venv what the portability checks need (tests/project/test_portability.py):
 #
 #   ziglang       zig cc: clang with macOS and MinGW-w64 libc headers, for the
 #                 cross-compile check (tools/cross_compile_check.py)

@@ -20,8 +20,8 @@ PY="$ROOT/.venv/bin/python"
 mode=${1:-asan}
 
 # Core tests: primitives, headers, framing, the message codec and the records reader.
-CORE_TESTS=(tests/test_primitives.py tests/test_headers.py tests/test_framing.py tests/test_api.py
-            tests/test_records.py tests/test_capture.py)
+CORE_TESTS=(tests/codec/test_primitives.py tests/codec/test_headers.py tests/codec/test_framing.py tests/codec/test_api.py
+            tests/codec/test_records.py tests/arrow/test_capture.py)
 
 case "$mode" in
 asan)
@@ -57,11 +57,11 @@ assert kproto.extension_loaded(), "the sanitized extension did not load"
 print("== sanitized extension:", c.__file__)
 EOF
     status=0
-    echo "== test suite under ASan + UBSan (without tests/test_spark.py)"
+    echo "== test suite under ASan + UBSan (without tests/analyze/test_spark.py)"
     # The Spark tests start a JVM, which inherits LD_PRELOAD and hangs with the ASan runtime
     # in it; the Python side of those jobs (kproto.analyze.spark.worker) is tested without Spark
-    # in tests/test_spark_worker.py, which runs here.
-    nice -n 19 "$PY" -m pytest -q -m "not slow" -p no:cacheprovider --ignore=tests/test_spark.py tests \
+    # in tests/analyze/test_spark_worker.py, which runs here.
+    nice -n 19 "$PY" -m pytest -q -m "not slow" -p no:cacheprovider --ignore=tests/analyze/test_spark.py tests \
         || status=$?
     echo "== fuzz targets under ASan + UBSan, ${fuzz_seconds} s each"
     # --slow 5: the sanitizers make every input a few times slower; hangs still stand out

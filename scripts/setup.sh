@@ -6,11 +6,11 @@
 #   scripts/setup.sh --capture  also tcpdump / tshark (apt) for the live-capture test
 #   scripts/setup.sh --browser  also a headless Chromium (apt) for the report's browser tests
 #   scripts/setup.sh --portability  also zig, cibuildwheel and actionlint (PyPI) for the
-#                               cross-compile and workflow checks (tests/test_portability.py)
+#                               cross-compile and workflow checks (tests/project/test_portability.py)
 #   scripts/setup.sh --kafka-clients  also the kafka-clients jar of every Kafka release the
 #                               schema tables are made from (scripts/install-kafka.sh
 #                               --clients-only; needs mvn and Java): tools/gen_schema.py
-#                               --check reads their definitions (tests/test_schema.py)
+#                               --check reads their definitions (tests/codec/test_schema.py)
 #
 # Environment: PYTHON (interpreter to create the venv with, default python3).
 set -euo pipefail
@@ -66,7 +66,7 @@ PIP=(.venv/bin/python -m pip --disable-pip-version-check)
 # pyproject reinstalls the package with every extra recorded plus the ones asked for; an
 # unchanged one installs only the requirements of extras not installed yet.
 stamp=.venv/.kproto-deps
-wanted_extras="test docs"   # docs: mkdocs for the site build test (tests/test_docs_site.py)
+wanted_extras="test docs"   # docs: mkdocs for the site build test (tests/project/test_docs_site.py)
 [ "$want_spark" = 1 ] && wanted_extras="$wanted_extras spark"
 pyproject_hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
 installed_hash=""

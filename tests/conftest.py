@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, settings
 
 from kproto import _impl
 
-from .twin_selection import is_twin_module
+from .twin_selection import implementations, is_twin_module
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "kafka-protocol"
@@ -49,7 +49,7 @@ class Implementation:
         return self.name
 
 
-@pytest.fixture(params=_impl.available())
+@pytest.fixture(params=implementations())
 def impl(request) -> Implementation:
     return Implementation(request.param)
 

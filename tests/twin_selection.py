@@ -14,16 +14,18 @@ from the test module's own imports, so a new test module is never left out by om
 * a test module is a *twin* module when it imports an implementation-dependent module
   (anywhere: a test's own import counts) and, at module level, no application module.
 
-tests/test_implementation.py checks this rule on modules whose answer is known.
+tests/project/test_implementation.py checks this rule on modules whose answer is known.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import os
 from pathlib import Path
 
 import kproto
+from kproto import _impl
 
 # The kproto under test: the checkout's, or an installed wheel's (cibuildwheel, ci.yml).
 PACKAGE_PARENT = Path(kproto.__file__).resolve().parent.parent
@@ -121,3 +123,16 @@ def is_twin_module(source: str) -> bool:
     (what the module is about), no application module."""
     return (any(implementation_dependent(name) for name in module_imports(source, anywhere=True))
             and not any(application(name) for name in module_imports(source)))
+
+
+def implementations() -> tuple[str, ...]:
+    """The implementations a test runs side by side: every one importable here, or the one
+    ``KPROTO_TEST_IMPLEMENTATION`` names (``make quicktest``: ``c``, the codec's tests once).
+    A name that is not importable is an error, never a silent fallback to the other."""
+    available = _impl.available()
+    chosen = os.environ.get("KPROTO_TEST_IMPLEMENTATION")
+    if not chosen:
+        return available
+    if chosen not in available:
+        raise RuntimeError(f"KPROTO_TEST_IMPLEMENTATION={chosen}: not importable here (only {', '.join(available)})")
+    return (chosen,)

@@ -7,7 +7,7 @@ Two captures - samples/sample.pcap and one whose Produce requests span two packe
 N pcap files and analysed without Spark (the worker and the driver's combining, as
 ``kproto analyze`` runs them) as one capture set, and file by file (``--no-capture-sets``).
 A table is "as unsplit" when its sorted rows equal the unsplit capture's but for the
-columns that name or count the files. tests/test_capture_sets.py checks that the table in
+columns that name or count the files. tests/analyze/test_capture_sets.py checks that the table in
 docs/analyze.md is what this prints.
 """
 

@@ -8,7 +8,7 @@ files are not read.
 
 Every pair of files found is listed: in ALLOWED with the reason it stays (the intentional
 C / pure-Python mirrors, families of one-line public methods, stubs), or in
-NOT_FOLDED_YET with where its fold belongs. tests/test_layout.py runs the scan and fails
+NOT_FOLDED_YET with where its fold belongs. tests/project/test_layout.py runs the scan and fails
 on a pair not listed, and on a listed pair the scan no longer finds.
 
     python tools/duplicate_scan.py            every pair found, allowed or not

@@ -16,7 +16,7 @@ Run it, then rebuild the extension:
 
     python tools/gen_walkers.py [--check]
 
-``--check`` fails when a committed file is stale (``tests/test_one_rule.py`` runs it).
+``--check`` fails when a committed file is stale (``tests/project/test_one_rule.py`` runs it).
 """
 
 from __future__ import annotations

@@ -435,7 +435,7 @@ or None, the most ApiVersions requests on one connection).
 HELD_OUT_HEADER = '''"""Held-out clients: real client releases the fingerprint table never saw, against real brokers (issue 37).
 
 Recorded by tools/record_clients.py --held-out on {stamp}: facts, do not edit; run the script again
-(after scripts/install-clients.sh --held-out). The evaluation set of tests/test_fingerprint_heldout.py:
+(after scripts/install-clients.sh --held-out). The evaluation set of tests/analyze/test_fingerprint_heldout.py:
 other releases of the table's libraries (none in kproto/analyze/client_recordings.py), client.ids unlike the
 table's, pins at settings the table never used (``PINS``: (library, release) -> pin), and software
 outside the table (``OUTSIDE``), through the table's scripted run. Never build a table from it.

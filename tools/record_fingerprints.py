@@ -4,7 +4,7 @@
 
 The fingerprint table itself is built from tools/record_clients.py's recording against real
 brokers (kproto/analyze/client_recordings.py); this tool records the evaluation set of clients outside
-it (releases and fake brokers the table does not have), which tests/test_fingerprint.py scores.
+it (releases and fake brokers the table does not have), which tests/analyze/test_fingerprint.py scores.
 
 Each library release gets its own virtual environment under
 ``~/.cache/kproto/fingerprints/<library>-<release>`` (kept and reused; wheels
@@ -22,7 +22,7 @@ the features are exactly those the ``clients`` table has.
 ``--evaluate`` records again with other client ids, topics and message counts,
 under the broker releases in ``EVALUATION_BROKERS``, and writes each client's
 features with the truth (library, release, broker) for the test suite to
-classify (tests/test_fingerprint.py).
+classify (tests/analyze/test_fingerprint.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     .venv/bin/python tools/report_screenshot.py out/sample/report.html --png out/sample/report.png
 
 prints the layout it measured (page and table widths against the window) as JSON and
-exits 1 when something sticks out of the page. tests/test_report_browser.py runs the
+exits 1 when something sticks out of the page. tests/analyze/test_report_browser.py runs the
 same checks on the sample capture's report and on one made of long names.
 
 The browser is Debian's ``chromium-headless-shell`` (scripts/install-browser.sh) or any

@@ -16,7 +16,6 @@ loop goes on. ``kproto/arrow/frames.py`` turns the arrays into Arrow; the pure t
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
-from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memset, strlen
@@ -41,13 +40,13 @@ import json as _json
 import numpy as np
 
 from kproto import schema
-from kproto._common.batch import Status
+from kproto._common.batch import Status  # no-cython-lint: a module name, as in the twin (check_stubs)
 from kproto.schema import _plain
 
 IMPLEMENTATION = "c"
 
 # Status numbers (ST_*) come from the wire layer, checked there against kproto._common.batch.Status.
-from kproto._c._wire import STATUS_NUMBERS
+from kproto._c._wire import STATUS_NUMBERS  # no-cython-lint: a module name, as in the twin
 
 cdef enum:
     MAX_KEY = 256

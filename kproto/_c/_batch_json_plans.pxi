@@ -17,7 +17,7 @@ cdef struct JField:
     int tag
     const char *key          # '"name":'
     Py_ssize_t key_len
-    const char *default_json # for tagged fields that are absent
+    const char *default_json  # for tagged fields that are absent
     Py_ssize_t default_len
     void *child              # JPlan of struct fields and struct arrays
     int role                 # R_*: what the partition pass takes from this field (0: nothing)
@@ -181,4 +181,3 @@ cdef int bind_frames(Frames *f, const unsigned char *data, dict cols, offsets, b
             raise ValueError(f"column {name!r} is read-only")
         slots[k] = <void *>array_ptr(column)
     return 0
-

@@ -433,4 +433,3 @@ def json_bodies(data, dict cols, offsets=None, bint records_summary=False, bint 
     finally:
         PyBuffer_Release(&view)
         free(out.buf)
-

@@ -218,7 +218,7 @@ cdef dict read_raw_tagged_fields(ByteReader *r):
         return None
     fields = {}
     t.previous = -1
-    for i in range(count):
+    for i in range(count):  # no-cython-lint: a typed counter makes a C loop
         read_tag_entry(r, &t)
         fields[t.tag] = read_bytes_body(r, t.size)
     return fields

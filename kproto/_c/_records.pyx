@@ -13,13 +13,13 @@ cimport cython
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE,
                              PyBUF_FORMAT, PyBUF_ND)
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
-from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
+from cpython.mem cimport PyMem_Realloc, PyMem_Free
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 cdef extern from "Python.h":
     int PyGC_Disable() noexcept
     int PyGC_Enable() noexcept
-from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
+from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t,
                           INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX,
                           INT64_MIN, INT64_MAX)
 from libc.string cimport memcmp, memcpy, memset
@@ -30,8 +30,8 @@ from kproto._c._wire cimport (
 )
 from kproto._c._buffer cimport (
     ByteReader, ByteWriter, reader_init, read_int8, read_int64, read_varint, read_varint_length, read_varlong,
-    read_length32, raise_decode, raise_invalid_length, writer_init, writer_free, writer_reserve,
-    writer_to_bytes, write_raw, write_int8, write_int32, write_varint, write_varlong,
+    read_length32, raise_decode, writer_init, writer_free,
+    writer_to_bytes, write_raw, write_int8, write_varint, write_varlong,
     unsigned_varint_size, as_int, wrapping_add64, wrapping_sub64, kp_load_be16, kp_load_be32, kp_load_be64,
     kp_store_be32, kp_store_be16, kp_store_be64,
 )

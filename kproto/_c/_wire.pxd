@@ -240,7 +240,7 @@ cdef inline int wire_skip_tags(const unsigned char *p, Py_ssize_t n, Py_ssize_t 
         return st
     count_out[0] = <int32_t>count
     t.previous = -1
-    for k in range(count):
+    for k in range(count):  # no-cython-lint: a typed counter makes a C loop
         st = wire_tag_entry(p, n, pos, &t)
         if st:
             return st

@@ -1,0 +1,1 @@
+"""The Arrow layer's tests: capture reading, frame decoding, exchanges (kproto.arrow)."""

@@ -1,0 +1,1 @@
+"""The codec's tests: messages, headers, primitives, framing, records, versions (kproto)."""

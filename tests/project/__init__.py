@@ -1,0 +1,1 @@
+"""Checks of the whole tree: layers, sizes, one place per rule, docs, packaging, portability."""
