@@ -23,7 +23,6 @@ MAX_FUNCTION_LINES = 100
 
 GENERATED = duplicate_scan.GENERATED
 
-_BEING_SPLIT = "being split (issue 39): the coordinator removes this entry at merge"
 _LAYOUT = ("the compiled layout of the codec's hot path: code moved into an included file of its own "
            "shifts the functions after it, which cost 10-12% on Fetch and Metadata decodes when the "
            "walker's dispatch was (docs/decisions/plan-walker.md); split only with bench_codec.py figures")
@@ -34,13 +33,6 @@ STILL_TOO_LONG: dict[str, str] = {
     "kproto/_c/_records.pyx": ("Record, Records and the batch base the included v2 / legacy / columnar parts build "
                                "on (a cdef class must precede the parts that extend it); the record-set loops "
                                "are hot (bench_records.py), split only with their figures"),
-    "kproto/versions.py": _BEING_SPLIT,
-    "kproto/analyze/spark/jobs.py": _BEING_SPLIT,
-    "kproto/analyze/spark/worker.py": _BEING_SPLIT,
-    "kproto/analyze/spark/report.py": _BEING_SPLIT,
-    "kproto/arrow/frames.py": _BEING_SPLIT,
-    "kproto/analyze/fingerprint.py": _BEING_SPLIT,
-    "kproto/_py/record_batch.py": _BEING_SPLIT,
 }
 
 _HOT = "a C hot loop, one pass over every frame / packet / record with its state in C locals; "
@@ -51,8 +43,9 @@ LONG_FUNCTIONS: dict[tuple[str, str], str] = {
     ("kproto/_c/_batch_scan.pxi", "scan_plain_block"): _HOT + "the plain-request fast path of the header pass",
     ("kproto/_c/_capture_reader.pxi", "_packet"): _HOT + "a packet's link, IP and TCP layers",
     ("kproto/_c/_records_columns.pxi", "_columnar"): _HOT + "a record set to columns, record by record",
-    ("kproto/_py/capture_reader.py", "_packet"): _BEING_SPLIT,
-    ("kproto/analyze/spark/report.py", "sections"): _BEING_SPLIT,
+    ("kproto/_c/_capture_reassembly.pxi", "_segment"): _HOT + "a TCP segment into its connection's stream",
+    ("kproto/_py/capture_reader.py", "_packet"): ("the twin of the C hot loop `_packet`, kept statement by statement "
+                                                  "beside it so the two read alike"),
 }
 
 # A def / cdef / cpdef function; not a `cdef class Name(Base):` (a class is no function).
