@@ -3,7 +3,7 @@
 :func:`evaluate` classifies clients whose library and release are known and counts what it got
 right (the library, the version range by :func:`~kproto.analyze.fingerprint_runs.release_in_versions`);
 :func:`leave_one_out` does it for each release or library with a table built without it;
-:func:`confusion_markdown` writes the result. tests/test_fingerprint.py and tools/record_clients.py
+:func:`confusion_markdown` writes the result. tests/analyze/test_fingerprint.py and tools/record_clients.py
 use them; the analysis itself classifies with kproto.analyze.fingerprint.
 """
 

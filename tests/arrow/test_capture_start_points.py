@@ -18,7 +18,7 @@ from kproto.arrow.capture import read_capture
 from tests.capture_pieces import pcap_records
 from tests.pcapwriter import Conversation
 from tests.protocol_captures import Interleaved, _talk, host_capture, mechanism_tokens, sasl_capture, zookeeper_frames
-from tests.test_capture import assert_accounted
+from tests.arrow.test_capture import assert_accounted
 
 KAFKA_PORT = 9092
 ETHERNET = 14

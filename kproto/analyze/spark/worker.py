@@ -21,7 +21,7 @@ The pipeline (see docs/analyze.md):
    in Spark's partitions).
 
 This module is the bottom of the worker side: decode.py, task.py and the readers import it,
-it imports none of them (tests/test_spark_structure.py).
+it imports none of them (tests/analyze/test_spark_structure.py).
 """
 
 from __future__ import annotations
