@@ -114,7 +114,7 @@ cdef bint _kind_before(_Connection conn, _Half half, bint final) except -1:
     return True
 
 
-cdef int _sasl_token(_Framer fr, _Connection conn, _Half half, int32_t size, bint final) except -2:
+cdef int _sasl_token(Framer fr, _Connection conn, _Half half, int32_t size, bint final) except -2:
     """1: a raw token (counted, dropped); 0: Kafka again; -1: not complete or not decided yet."""
     cdef const unsigned char *buf = half.data()
     cdef _Half other = conn.half(1 - half.side)
