@@ -19,8 +19,10 @@ STAGES = {"RecordReader": RecordReaderStage, "Reassembly": ReassemblyStage, "Fra
 
 
 def members(protocol: type) -> set[str]:
-    """The names a protocol asks for: its methods and its annotated attributes."""
-    return {name for name in vars(protocol) if not name.startswith("_")} | set(protocol.__annotations__)
+    """The names a protocol asks for: its methods and its annotated attributes, its bases' too."""
+    asked = [cls for cls in protocol.__mro__ if cls.__module__ == capture_engine.__name__]
+    return {name for cls in asked for name in (*vars(cls), *vars(cls).get("__annotations__", {}))
+            if not name.startswith("_")}
 
 
 def methods(cls: type) -> set[str]:

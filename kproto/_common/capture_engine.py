@@ -110,26 +110,9 @@ class RecordReaderStage(Protocol):
 
 
 @runtime_checkable
-class CaptureEngine(Protocol):
-    """A capture engine, as kproto.arrow.capture uses it (both implementations' ``Engine``)."""
-
-    max_frame_size: int
-    max_pending_bytes: int
-    max_connections: int
-    error: tuple[str, str, int] | None
-
-    def feed(self, data: Any) -> int: ...
-    def finish(self, remaining: int = 0) -> None: ...
-    def batch_ready(self) -> bool: ...
-    def take_batch(self) -> dict[str, Any] | None: ...
-    def take_connections(self) -> list[dict[str, Any]]: ...
-    def take_endpoints(self) -> list[dict[str, Any]]: ...
-    def snap_lengths(self) -> list[int]: ...
-    def capture_counters(self) -> dict[str, int]: ...
-    def open_connections(self) -> int: ...
-    def open_connection_rows(self) -> list[dict[str, Any]]: ...
-    def mark_open_connections(self) -> None: ...
-    def early_counts(self) -> dict[int, dict[str, int]]: ...
+class CaptureEngine(RecordReaderStage, ReassemblyStage, FramerStage, Protocol):
+    """A capture engine, as kproto.arrow.capture uses it (both implementations' ``Engine``):
+    what it asks of its stages, answered by the engine."""
 
 
 # ---------------------------------------------------------------------- the engine
@@ -168,18 +151,9 @@ class Engine:
         self.framer = self.Framer(settings)
         self.reassembly = self.Reassembly(settings, self.framer)
         self.reader = self.RecordReader(self.reassembly, self.framer)
-
-    @property
-    def max_frame_size(self) -> int:
-        return self.framer.max_frame_size
-
-    @property
-    def max_pending_bytes(self) -> int:
-        return self.reassembly.max_pending_bytes
-
-    @property
-    def max_connections(self) -> int:
-        return self.reassembly.max_connections
+        self.max_frame_size = settings.max_frame_size
+        self.max_pending_bytes = settings.max_pending_bytes
+        self.max_connections = settings.max_connections
 
     @property
     def error(self) -> tuple[str, str, int] | None:
