@@ -92,7 +92,7 @@ cdef int _sniff(const unsigned char *p, Py_ssize_t n, bint at_start, bint final)
 
 
 cdef bint _kind_before(_Connection conn, _Half half, bint final) except -1:
-    """True when there is nothing to frame now (see the twin's Kinds._kind_before)."""
+    """True when there is nothing to frame now (see the twin's _kind_before)."""
     cdef int kind
     if conn.kind > KIND_KAFKA_:
         half.c[H_OTHER_BYTES] += half.length + half.c[H_SKIPPED_BYTES]
@@ -209,7 +209,7 @@ cdef bint _pair_counts(_Connection conn, int32_t corr, int64_t response_sequence
 cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload, Py_ssize_t captured,
                      int32_t size, bint request_like, int64_t last_ts) except -1:
     # payload holds `captured` bytes of the frame's `size` (fewer when a gap or the snap
-    # length cut it): only those are read (see the twin's Kinds._kind_frame)
+    # length cut it): only those are read (see the twin's _kind_frame)
     cdef _Half other = conn.half(1 - half.side)
     cdef int32_t corr = <int32_t>kp_load_be32(payload) if captured >= 4 else -1
     cdef bint as_request = request_like and (conn.client_side == -1 or conn.client_side == half.side)
