@@ -38,18 +38,20 @@ from kproto._common.records import (
     arrow_type,
     batch_values,
     control_record,
+    decompression_allowance,
+    decompression_failure,
     record_schema,
     short_repr,
+    too_many_in_batch,
+    too_many_in_set,
 )
 from kproto._py.buffer import Reader, Writer, wrap_int64
 from kproto.errors import (
     CorruptRecordError,
     CrcMismatchError,
     DecodeError,
-    DecompressedSizeError,
     DecompressionError,
     EncodeError,
-    TooManyRecordsError,
 )
 from kproto.limits import (
     DEFAULT_MAX_RECORDS_PER_BATCH,
@@ -189,10 +191,7 @@ class _Limits:
         """Add a batch's records to the set's, raising before the set passes its limit."""
         before = self.records_read
         if before + count > self.max_records_per_set:
-            raise TooManyRecordsError(
-                f"record set holds more than {self.max_records_per_set} records (max_records_per_set): "
-                f"the batch at byte {start} brings {before} to {before + count}", start,
-                base_offset=base_offset)
+            raise too_many_in_set(before, count, self.max_records_per_set, start, base_offset)
         self.records_read = before + count
 
     def decompress(self, codec: int, data, charged: bool, what: str, start: int, base_offset: int):
@@ -201,22 +200,16 @@ class _Limits:
         A batch is charged once (``charged`` says it was): its output, or all it was
         allowed when decompression fails (the work it caused is not known).
         """
-        allowed = self.max_decompressed_size
-        left = self.max_decompressed_size_per_set - self.bytes_decompressed
-        set_binds = not charged and left < allowed
-        if set_binds:
-            allowed = max(left, 0)
+        used = self.bytes_decompressed
+        allowed, set_binds = decompression_allowance(self.max_decompressed_size, self.max_decompressed_size_per_set,
+                                                     used, charged)
         try:
             out = _compression.decompress(codec, data, max_size=allowed)
         except DecompressionError as exc:
             if not charged:
                 self.bytes_decompressed += allowed
-            if set_binds and isinstance(exc, DecompressedSizeError):
-                raise DecompressedSizeError(
-                    f"record set decompresses to more than {self.max_decompressed_size_per_set} bytes "
-                    f"(max_decompressed_size_per_set): {self.max_decompressed_size_per_set - left} before "
-                    f"the {what} at byte {start}", start, base_offset=base_offset) from None
-            raise type(exc)(f"{exc.reason} in {what}", start, base_offset=base_offset) from None
+            raise decompression_failure(exc, set_binds, self.max_decompressed_size_per_set, used, what, start,
+                                        base_offset) from None
         if not charged:
             self.bytes_decompressed += len(out)
         return out
@@ -420,10 +413,8 @@ class RecordBatch(_OneBatch):
     def _check_record_limit(self) -> None:
         # Before decompressing: the declared count decides what decoding will allocate.
         if self.record_count > self._max_records:
-            raise TooManyRecordsError(
-                f"record batch declares {self.record_count} records, more than the limit of "
-                f"{self._max_records} (max_records_per_batch)",
-                self._start + V2_RECORDS_COUNT_AT, base_offset=self.base_offset)
+            raise too_many_in_batch(self.record_count, self._max_records, self._start + V2_RECORDS_COUNT_AT,
+                                    self.base_offset)
         if not self._counted:
             self._counted = True
             # a negative count is corrupt (raised when decoding), not a credit
