@@ -34,7 +34,7 @@ test-kafka:
 	scripts/setup.sh
 	scripts/install-kafka.sh
 	scripts/install-capture-tools.sh
-	scripts/install-clients.sh python node
+	scripts/install-clients.sh python node share
 	# One pass: the oracle and the traffic checks compare both implementations themselves (the
 	# twin in the same process, or in a child process), so a second pass under
 	# KPROTO_NO_EXTENSIONS=1 would only repeat the brokers and the JVM.

@@ -6,7 +6,7 @@ On bench_spark's capture (16 interleaved connections of Produce requests of ~1.9
 their responses), read once into a table of frames, it times (CPU time, median [IQR]):
 
 - ``exchanges.pair(frames)`` and ``exchanges.pair(frames, body="json")``: the batch API;
-- ``worker.decode_frames_table(frames)``: the Spark worker's decode and pairing of whole connections;
+- ``decode.decode_frames_table(frames)``: the Spark worker's decode and pairing of whole connections;
 - ``dump.record_batches`` over the frames in batches of 4,096: the open requests carried between batches.
 
 Before / after a change, run it with PYTHONPATH pointing at each tree, one after the other, and
@@ -36,7 +36,7 @@ def main() -> None:
     from kproto.arrow import exchanges
     from kproto.analyze import dump
     from kproto.arrow.capture import read_capture
-    from kproto.analyze.spark import worker as W
+    from kproto.analyze.spark import decode as D
 
     from bench_spark import make_capture
 
@@ -56,7 +56,7 @@ def main() -> None:
     cases = {
         "exchanges.pair": lambda: exchanges.pair(frames),
         "exchanges.pair body=json": lambda: exchanges.pair(frames, body="json"),
-        "worker.decode_frames_table": lambda: W.decode_frames_table(frames),
+        "decode.decode_frames_table": lambda: D.decode_frames_table(frames),
         "dump.record_batches": dump_all,
     }
     for name, run in cases.items():

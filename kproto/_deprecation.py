@@ -57,8 +57,14 @@ MOVED_NAMES: dict[str, dict[str, tuple[str, str]]] = {
     "kproto.batch": {"pair": ("kproto.arrow.exchanges.pair", "kproto.arrow.exchanges"),
                      "pair_schema": ("kproto.arrow.exchanges.pair_schema", "kproto.arrow.exchanges"),
                      "pair_rows": ("kproto.arrow.exchanges.pair_rows", "kproto.arrow.exchanges"),
-                     "DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", "kproto.limits")},
+                     "DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", "kproto.limits"),
+                     "topic_names": ("kproto.arrow.topic_names.topic_names", "kproto.arrow.topic_names"),
+                     "topic_names_schema": ("kproto.arrow.topic_names.topic_names_schema", "kproto.arrow.topic_names"),
+                     "topic_naming_versions": ("kproto.arrow.topic_names.topic_naming_versions",
+                                               "kproto.arrow.topic_names")},
     "kproto.capture": {"DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", "kproto.limits")},
+    "kproto.fingerprint": {name: (f"kproto.analyze.fingerprint_scoring.{name}", "kproto.analyze.fingerprint_scoring")
+                           for name in ("evaluate", "recorded_clients", "leave_one_out", "confusion_markdown")},
 }
 
 

@@ -13,6 +13,7 @@ from kproto import _impl, schema
 from kproto._common.api_keys import response_fallback_version
 from kproto.errors import DecodeError, EncodeError, UnsupportedVersionError
 from kproto.schema import Message
+from kproto.schema._lookup import api_key_of as _key_of_name   # the one name table (schema names, old aliases)
 
 if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
     from kproto._c import _codec
@@ -36,10 +37,8 @@ def api_key_of(api: int | str) -> int:
     """
     if isinstance(api, int) and not isinstance(api, bool):
         return api
-    from kproto.versions import api_key_of as key_of_name   # the one name table (schema names, old aliases)
-
     try:
-        return key_of_name(api)
+        return _key_of_name(api)
     except KeyError as exc:
         raise ValueError(exc.args[0]) from None
     except TypeError as exc:

@@ -91,7 +91,8 @@ def analysed(splits, **options) -> dict:
     ``options``: task.process_split's."""
     import pyarrow as pa
 
-    from kproto.analyze.spark import combine, jobs, task, worker
+    from kproto.analyze.spark import accounting as A
+    from kproto.analyze.spark import combine, task, worker
     from kproto.analyze.spark.stream_losses import stream_loss_rows
 
     sink = worker.Sink()
@@ -99,9 +100,9 @@ def analysed(splits, **options) -> dict:
                                   schema=worker.PARTS_SCHEMA)
     accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                   if r["kind"] in ("capture", "counts", "connection")]
-    errors = jobs.error_rows(accounting)
+    errors = A.error_rows(accounting)
     tables = combine.combine(parts)
     tables.update(frames=sink.table("frames"), exchanges=sink.table("exchanges"),
-                  errors=pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=jobs.ERRORS_SCHEMA),
-                  summary=pa.Table.from_pylist(jobs.summary_rows(accounting, errors), schema=jobs.SUMMARY_SCHEMA))
+                  errors=pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=A.ERRORS_SCHEMA),
+                  summary=pa.Table.from_pylist(A.summary_rows(accounting, errors), schema=A.SUMMARY_SCHEMA))
     return tables

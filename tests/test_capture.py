@@ -609,6 +609,24 @@ def test_rst_closes_and_counts_the_tail(impl):
     assert_accounted(connections)
 
 
+def test_a_capture_that_holds_only_a_connections_end_says_how_it_ended(impl):
+    """A capture (or a range of one) that began after a connection's last byte: its FINs open
+    it (no bytes, closed by "fin"); what comes after a connection ended (the last ACK, a RST
+    after the FINs, a FIN sent again) opens nothing and is counted as before."""
+    requests, responses = exchange(1)
+    conv = Conversation()
+    packets = conversation_packets(conv, requests, responses)
+    late = packets[-3:]     # the FINs and the last ACK
+    frames, connections, counters = run(pcap_of(late + [conv.packet("client", RST | ACK)] + late[:1]), impl)
+    (row,) = connections
+    assert (row["closed_by"], row["handshake_seen"], row["request_packets"], len(frames)) == ("fin", False, 0, 0)
+    assert counters["tcp_without_connection"] == 3
+    frames, connections, counters = run(pcap_of(packets + [conv.packet("client", RST | ACK)] + late[:1]), impl)
+    assert [c["closed_by"] for c in connections] == ["fin"] and counters["tcp_without_connection"] == 3
+    frames, connections, counters = run(pcap_of([conv.packet("server", RST | ACK)]), impl)
+    assert [c["closed_by"] for c in connections] == ["rst"] and counters["tcp_without_connection"] == 0
+
+
 def test_port_reuse_starts_a_new_connection(impl):
     requests, responses = exchange(2)
     first = Conversation()

@@ -125,6 +125,37 @@ def test_a_client_gap_in_the_sasl_tokens_loses_no_kafka_frame_after_them(mechani
     assert_accounted(connections)
 
 
+def test_an_id_alone_is_no_sasl_handshake_answer_after_a_gap():
+    """The broker's first packet is lost; after the hole, the data of the frame it cut holds a
+    "header" carrying the id of the SaslHandshake v0 request, with no header after it. A
+    SaslHandshake v0 answer needs no header after it (raw tokens follow), but only a whole
+    one (an error code and mechanism names filling it): the fake is no frame; the real answer,
+    the tokens (counted) and the response after them are."""
+    from kproto.messages import MetadataRequest, MetadataResponse, SaslHandshakeRequest, SaslHandshakeResponse
+    from tests.spark_captures import request, response
+
+    conv = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
+    fake = struct.pack(">ii", 16, 1) + bytes(12) + b"\xff" * 8     # size 16, the handshake's id 1
+    cut = _prefixed(struct.pack(">i", 0) + bytes(60) + fake + bytes(30))
+    handshake = response(SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"]), 0, 1)
+    metadata = response(MetadataResponse(brokers=[], topics=[]), 1, 10)
+    timeline = Interleaved()
+    timeline.add(conv.handshake())
+    timeline.add(conv.data("client", request(SaslHandshakeRequest(mechanism="PLAIN"), 0, 1, "app"), [1400]))
+    timeline.add(conv.data("server", cut, [40])[1:])    # its first 40 bytes are lost
+    timeline.add(conv.data("server", handshake, [1400]))
+    timeline.add(conv.data("client", _prefixed(b"\x00" + USER + b"\x00" + SECRET), [1400]))
+    timeline.add(conv.data("server", _prefixed(b""), [1400]))
+    timeline.add(conv.data("client", request(MetadataRequest(topics=None), 1, 10, "app"), [1400]))
+    timeline.add(conv.data("server", metadata, [1400]))
+    timeline.add(conv.close())
+    frames, connections = read_both(timeline.getvalue())
+    assert [f["payload"] for f in frames if f["direction"] == 1] == [handshake[4:], metadata[4:]]
+    (row,) = connections
+    assert (row["response_sasl_tokens"], row["request_sasl_tokens"], row["response_gaps"]) == (1, 1, 1)
+    assert_accounted(connections)
+
+
 # ---------------------------------------------------------------- endpoints before the close
 @pytest.mark.parametrize("implementation", _impl.available())
 def test_endpoints_are_known_with_the_first_frame(implementation):
@@ -222,13 +253,13 @@ def test_stream_losses_are_rows_of_the_errors_table():
     assert "400 bytes of bodies not captured (cut off by the snap length)" in rows[1]["reason"]
     import pyarrow as pa
 
-    from kproto.analyze.spark.jobs import ERRORS_SCHEMA
+    from kproto.analyze.spark.accounting import ERRORS_SCHEMA
     assert pa.Table.from_pylist(rows, schema=ERRORS_SCHEMA).num_rows == 2
 
 
 def test_the_report_names_the_snap_length():
-    from kproto.analyze.spark.jobs import summary_rows
-    from kproto.analyze.spark.report import sections
+    from kproto.analyze.spark.accounting import summary_rows
+    from kproto.analyze.spark.report_sections import sections
 
     info = {"format": "pcap", "snap_lengths": [96]}
     accounting = [{"kind": "capture", "capture": "short.pcap", "connection_id": None,
@@ -236,7 +267,7 @@ def test_the_report_names_the_snap_length():
     summary = summary_rows(accounting, [])
     assert summary[0]["snap_lengths"] == [96]
     facts = {"summary": [dict(r, snapped_bytes=1200) for r in summary]}
-    from kproto.analyze.spark.report import _snaplen_label, LOSSES
+    from kproto.analyze.spark.report_sections import _snaplen_label, LOSSES
 
     label = dict(LOSSES)["snapped_bytes"]
     assert _snaplen_label(facts, label) == "snaplen 96: bodies not captured (bytes cut off)"
@@ -267,9 +298,10 @@ def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_strea
 
     import pyarrow as pa
 
-    from kproto.analyze.spark import jobs, task, worker
+    from kproto.analyze.spark import accounting as A
+    from kproto.analyze.spark import task, worker
     from kproto.analyze.spark import planning as P
-    from kproto.analyze.spark.report import LOSSES, _snaplen_label
+    from kproto.analyze.spark.report_sections import LOSSES, _snaplen_label
     from tests import capture_pieces as cp
 
     path = snaplen_128_capture(tmp_path)
@@ -280,7 +312,7 @@ def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_strea
     accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                   if r["kind"] in ("capture", "counts", "connection")]
     assert all(json.loads(r["info"])["snap_lengths"] == [128] for r in accounting if r["kind"] == "capture")
-    (row, _total) = jobs.summary_rows(accounting, [])
+    (row, _total) = A.summary_rows(accounting, [])
     assert row["snap_lengths"] == [128] and row["snapped_bytes"] > 0 and row["accounted"]
     assert _snaplen_label({"summary": [row]}, dict(LOSSES)["snapped_bytes"]).startswith("snaplen 128: ")
     errors = cp.analysed(splits)["errors"].to_pylist()

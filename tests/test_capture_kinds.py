@@ -222,7 +222,8 @@ def timeless(value):
 
 def test_analyze_tables_of_the_host_capture_are_the_kafka_traffic_alone(tmp_path):
     from kproto.analyze.spark import planning as P
-    from kproto.analyze.spark.report import collect_facts_arrow, markdown
+    from kproto.analyze.spark.report import collect_facts_arrow
+    from kproto.analyze.spark.report_sections import markdown
     from tests.capture_pieces import analysed, table_rows
 
     data, _, _, _ = host_capture()

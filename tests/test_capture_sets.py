@@ -315,8 +315,8 @@ def test_a_set_named_explicitly_keeps_its_name_with_one_file():
 def test_planning_a_run_of_sets_named_sets_and_lone_files(tmp_path):
     from types import SimpleNamespace
 
-    pytest.importorskip("pyspark", reason="kproto.analyze.spark.jobs imports pyspark")
-    from kproto.analyze.spark import jobs
+    pytest.importorskip("pyspark", reason="kproto.analyze.spark.inputs imports pyspark")
+    from kproto.analyze.spark import inputs
 
     sample = SAMPLE.read_bytes()
     cp.write_pieces(tmp_path, cp.dumpcap_names("brokerA", 3), cp.cut_pcap(sample, 3))
@@ -326,7 +326,7 @@ def test_planning_a_run_of_sets_named_sets_and_lone_files(tmp_path):
 
     def plan(**options):
         return sorted((s.capture, [path for path, _ in json.loads(s.set_files)] if s.set_files else s.path)
-                            for s in jobs.plan_splits(local, jobs.Inputs(files), split_bytes=1 << 20, overlap_bytes=0,
+                            for s in inputs.plan_splits(local, inputs.Inputs(files), split_bytes=1 << 20, overlap_bytes=0,
                                                 **options))
 
     pieces = [str(tmp_path / name) for name in cp.dumpcap_names("brokerA", 3)]

@@ -17,7 +17,8 @@ from kproto import _impl
 from kproto.arrow.capture import read_capture
 from tests.capture_pieces import pcap_records
 from tests.pcapwriter import Conversation
-from tests.protocol_captures import Interleaved, _talk, host_capture, sasl_capture, zookeeper_frames
+from tests.protocol_captures import Interleaved, _talk, host_capture, mechanism_tokens, sasl_capture, zookeeper_frames
+from tests.test_capture import assert_accounted
 
 KAFKA_PORT = 9092
 ETHERNET = 14
@@ -65,14 +66,6 @@ def first_offsets(records, first_seq):
             sender = "client" if dport == KAFKA_PORT else "server"
             kept.setdefault(sender, (seq - first_seq[sender]) & 0xFFFFFFFF)
     return kept
-
-
-# Kafka frames lost or garbage from some start points: a resynchronisation defect, not
-# kinds. A capture that starts after a SaslHandshake v0 request holds its response with
-# nothing to prove it: raw tokens, not a header, follow it, so the response is lost
-# (PLAIN), and the broker's raw tokens read as a chain of responses that the next real
-# response confirms (SCRAM, GSSAPI: garbage frames).
-RESYNC_DEFECTS = {"sasl-PLAIN-v0", "sasl-SCRAM-SHA-256-v0", "sasl-GSSAPI-v0"}
 
 
 def captures():
@@ -123,11 +116,13 @@ def test_no_other_protocol_is_kafka_from_any_start_record(name, data, requests, 
         assert all(f["connection_id"] in kafka_ids for f in frames), (name, start)
 
 
-@pytest.mark.parametrize("name, data, requests, responses", [
-    pytest.param(*c, marks=pytest.mark.xfail(c[0] in RESYNC_DEFECTS, strict=True, reason="a resync defect (above)"))
-    for c in CAPTURES], ids=NAMES)
+@pytest.mark.parametrize("name, data, requests, responses", CAPTURES, ids=NAMES)
 def test_kafka_frames_exact_from_any_start_record(name, data, requests, responses):
-    """The Kafka frames whose every byte is in the file, each once, in order; nothing else."""
+    """The Kafka frames whose every byte is in the file, each once, in order; nothing else.
+    A capture that starts after a SaslHandshake v0 request holds its response and the raw
+    tokens after it with no request to prove them: the tokens chain into the next real
+    response, and read as no answers (their ids do not rise to it), so they are skipped
+    (or, after the handshake's response, counted as tokens), never frames."""
     _, records = pcap_records(data)
     _, streams = kafka_streams(records)
     truth = {"client": list(zip(frame_offsets(streams["client"], requests), requests)),
@@ -136,3 +131,24 @@ def test_kafka_frames_exact_from_any_start_record(name, data, requests, response
         for direction, sender in ((0, "client"), (1, "server")):
             whole = [frame[4:] for offset, frame in truth[sender] if offset >= kept.get(sender, 1 << 40)]
             assert [f["payload"] for f in frames if f["direction"] == direction] == whole, (name, start, sender)
+
+
+@pytest.mark.parametrize("mechanism", ("PLAIN", "SCRAM-SHA-256", "GSSAPI"))
+def test_raw_sasl_tokens_are_never_frames_from_any_start_record(mechanism):
+    """The broker's raw tokens after a SaslHandshake v0, read from each record on: each one
+    is counted as a token whenever the handshake's response is whole in the file (when its
+    request is not, the chain from the response through the tokens to the next real
+    response proves them), else skipped; every byte accounted for."""
+    data, _, responses, _ = sasl_capture(mechanism, 0, segment=200)
+    _, records = pcap_records(data)
+    _, streams = kafka_streams(records)
+    handshake_at = frame_offsets(streams["server"], responses)[1]
+    _, tokens = mechanism_tokens(mechanism)
+    for start, kept, _, connections in each_start(data):
+        assert_accounted(connections)
+        for row in connections:
+            counted = (row["response_sasl_tokens"], row["response_sasl_bytes"])
+            if kept.get("server", 1 << 40) <= handshake_at:
+                assert counted == (len(tokens), sum(4 + len(t) for t in tokens)), (mechanism, start)
+            else:
+                assert counted == (0, 0), (mechanism, start)

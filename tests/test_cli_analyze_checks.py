@@ -94,7 +94,7 @@ def test_progress_lines_give_durations():
     import io
     from types import SimpleNamespace
 
-    from kproto.analyze.spark.jobs import Progress
+    from kproto.analyze.spark.progress import Progress
 
     tracker = SimpleNamespace(getActiveStageIds=lambda: [])
     spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))

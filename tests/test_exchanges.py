@@ -13,6 +13,7 @@ import kproto.arrow.frames as kb  # noqa: E402
 from kproto.analyze import dump  # noqa: E402
 from kproto.arrow import exchanges as E  # noqa: E402
 from kproto.arrow.capture import read_capture  # noqa: E402
+from kproto.analyze.spark import decode as D  # noqa: E402
 from kproto.analyze.spark import task as T  # noqa: E402
 from kproto.analyze.spark import worker as W  # noqa: E402
 from tests import spark_captures as sc  # noqa: E402
@@ -32,7 +33,7 @@ def frames(request, tmp_path_factory):
 
 def test_batch_api_and_spark_worker_give_the_same_exchanges(frames):
     pairs = E.pair(frames)
-    exchanges = W.decode_frames_table(frames).exchanges
+    exchanges = D.decode_frames_table(frames).exchanges
     assert pairs.num_rows == exchanges.num_rows > 0
     assert pairs.select(SHARED).equals(exchanges.select(SHARED))
     # Every status has its name, from the one set of codes.
@@ -138,3 +139,43 @@ def test_the_end_of_a_run_names_the_ids_other_tasks_named(tmp_path):
     assert after.schema.equals(before.schema) and after.drop_columns(["topic"]).equals(before.drop_columns(["topic"]))
     assert name_written_topics(str(out), compact) == 0      # nothing left to name
     assert sorted(p.name for p in (out / "exchanges").iterdir()) == ["part-p0.parquet", "part-p1.parquet"]
+
+
+def test_a_follow_reads_again_only_the_parts_a_new_name_concerns(tmp_path, monkeypatch):
+    """``--follow`` ends a run after each batch: a part already named is read again only when it
+    changed or the run's name for one of its topic IDs did (kproto/analyze/spark/exchange_topics.py)."""
+    import pyarrow.parquet as pq
+
+    from kproto.analyze.spark import exchange_topics as ET
+
+    out = tmp_path / "out"
+    (out / "exchanges").mkdir(parents=True)
+    parts = {"part-a.parquet": [(None, "id-1"), ("t2", "id-2")], "part-b.parquet": [(None, "id-3")],
+             "part-c.parquet": [("plain", None)]}
+    for name, rows in parts.items():
+        pq.write_table(pa.table({"topic": pa.array([r[0] for r in rows], pa.string()),
+                                 "topic_id": pa.array([r[1] for r in rows], pa.string())}), out / "exchanges" / name)
+    reads = []
+    real_read = ET.pq.read_table
+    monkeypatch.setattr(ET.pq, "read_table", lambda path, **kw: reads.append(Path(path).name) or real_read(path, **kw))
+
+    def names(*pairs) -> pa.Table:
+        return pa.table({"kind": ["topic_name"] * len(pairs), "topic_id": [p[0] for p in pairs],
+                         "topic": [p[1] for p in pairs]})
+
+    def topics(name: str) -> list:
+        return real_read(out / "exchanges" / name)["topic"].to_pylist()
+
+    assert ET.name_written_topics(str(out), names(("id-1", "orders"))) == 1
+    assert topics("part-a.parquet") == ["orders", "t2"] and topics("part-b.parquet") == [None]
+    assert sorted(set(reads)) == ["part-a.parquet", "part-b.parquet", "part-c.parquet"]    # the first end reads all
+    reads.clear()
+    assert ET.name_written_topics(str(out), names(("id-1", "orders"))) == 0
+    assert reads == []                                        # the next batch, no new name: nothing read
+    assert ET.name_written_topics(str(out), names(("id-1", "orders"), ("id-3", "payments"))) == 1
+    assert set(reads) == {"part-b.parquet"} and topics("part-b.parquet") == ["payments"]   # only id-3's part
+    reads.clear()
+    pq.write_table(pa.table({"topic": pa.array([None], pa.string()), "topic_id": ["id-3"]}),
+                   out / "exchanges" / "part-c.parquet")      # a part written again is read again
+    assert ET.name_written_topics(str(out), names(("id-1", "orders"), ("id-3", "payments"))) == 1
+    assert set(reads) == {"part-c.parquet"} and topics("part-c.parquet") == ["payments"]

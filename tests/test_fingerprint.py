@@ -10,6 +10,7 @@ import pytest
 
 from kproto.analyze import client_recordings as R
 from kproto.analyze import fingerprint as FP
+from kproto.analyze import fingerprint_scoring as scoring
 from tests import fingerprint_evaluation as evaluation
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,11 +49,11 @@ def _no_wrong_library_at_high(result: dict) -> None:
 def test_recorded_clients_are_named_right():
     """The table's own clients: as the clients table names them (KIP-511 first) and by the wire alone,
     the right library for at least 90 %, and a wrong one is never `high`."""
-    clients = FP.recorded_clients(R.RUNS)
-    named = FP.evaluate(clients)
+    clients = scoring.recorded_clients(R.RUNS)
+    named = scoring.evaluate(clients)
     assert named["right_library"] >= 0.95 * named["clients"], named["wrong"]
     _no_wrong_library_at_high(named)
-    wire = FP.evaluate(clients, kip511=False)
+    wire = scoring.evaluate(clients, kip511=False)
     assert wire["right_library"] >= 0.9 * wire["clients"], wire["wrong"]
     _no_wrong_library_at_high(wire)
 
@@ -85,10 +86,10 @@ def test_leave_one_release_out():
     """Each recorded release named by a table built without it. KIP-511 first (the clients table):
     never a wrong library at `high`. By the wire alone the only wrong `high` verdicts are librdkafka's
     two front ends named as each other (the same C library: the same wire and default client.id)."""
-    named = FP.leave_one_out(R.RUNS, "release", kip511=True)
+    named = scoring.leave_one_out(R.RUNS, "release", kip511=True)
     _no_wrong_library_at_high(named)
     assert named["right_library"] >= 0.6 * named["clients"]
-    wire = FP.leave_one_out(R.RUNS, "release")
+    wire = scoring.leave_one_out(R.RUNS, "release")
     assert {(w[0], w[4]) for w in wire["wrong"] if w[6] == FP.HIGH} <= {("kcat", "confluent-kafka"),
                                                                         ("confluent-kafka", "kcat")}
 
@@ -96,7 +97,7 @@ def test_leave_one_release_out():
 def test_software_outside_the_table_is_unknown_or_a_guess():
     """Each library held out of the table: its clients are named `unknown`, or at most a medium-confidence
     guess (but librdkafka's front ends by the wire alone, above); never a wrong library at `high`."""
-    named = FP.leave_one_out(R.RUNS, "library", kip511=True)
+    named = scoring.leave_one_out(R.RUNS, "library", kip511=True)
     _no_wrong_library_at_high(named)
     assert named["unknown"] > 0
     verdict = FP.table().classify_wire("my-app", [(18, 4), (3, 13), (60, 2), (999, 0)], 1)
@@ -113,18 +114,18 @@ def test_fake_broker_clients_out_of_the_table():
     """The earlier evaluation set (tests/fingerprint_evaluation.py: kafka-python 1.4.4 to 3.0.12, aiokafka 0.7
     to 0.14, confluent-kafka 1.4 to 2.16 and kproto against fake brokers 2.3, 2.8 and 4.0), most of its
     releases and brokers outside the table: never a wrong library at `high`; the figures docs/analyze.md shows."""
-    named = FP.evaluate(evaluation.CLIENTS)
+    named = scoring.evaluate(evaluation.CLIENTS)
     _no_wrong_library_at_high(named)
-    _no_wrong_library_at_high(FP.evaluate(evaluation.CLIENTS, kip511=False))
+    _no_wrong_library_at_high(scoring.evaluate(evaluation.CLIENTS, kip511=False))
     assert named["right_library"] >= 0.8 * named["clients"]
 
 
 def test_the_documented_figures_are_the_current_ones():
     """docs/analyze.md shows the confusion tables and leave-one-out figures the committed data gives."""
     text = (ROOT / "docs" / "analyze.md").read_text()
-    assert FP.confusion_markdown(FP.evaluate(FP.recorded_clients(R.RUNS))) in text
-    assert FP.confusion_markdown(FP.evaluate(FP.recorded_clients(R.RUNS), kip511=False)) in text
-    assert FP.confusion_markdown(FP.evaluate(evaluation.CLIENTS)) in text
+    assert scoring.confusion_markdown(scoring.evaluate(scoring.recorded_clients(R.RUNS))) in text
+    assert scoring.confusion_markdown(scoring.evaluate(scoring.recorded_clients(R.RUNS), kip511=False)) in text
+    assert scoring.confusion_markdown(scoring.evaluate(evaluation.CLIENTS)) in text
     for line in leave_one_out_lines():
         assert line in text, line
 
@@ -133,7 +134,7 @@ def leave_one_out_lines() -> list[str]:
     lines = []
     for by in ("release", "library"):
         for kip511 in (True, False):
-            r = FP.leave_one_out(R.RUNS, by, kip511=kip511)
+            r = scoring.leave_one_out(R.RUNS, by, kip511=kip511)
             lines.append(f"| {by} | {'KIP-511 first' if kip511 else 'wire alone'} | {r['clients']} | "
                          f"{100 * r['right_library'] / r['clients']:.1f} % | {100 * r['right_range'] / r['clients']:.1f} % | "
                          f"{r['unknown']} | {r['wrong_library_high']} |")
@@ -143,8 +144,8 @@ def leave_one_out_lines() -> list[str]:
 def test_evaluation_can_fail():
     """A table without kafka-python names the recorded kafka-python clients wrongly: the figure drops."""
     runs = [r for r in FP.table().runs if r.library != "kafka-python"]
-    result = FP.evaluate(FP.recorded_clients(R.RUNS), FP.Table(runs))
-    assert result["right_library"] < FP.evaluate(FP.recorded_clients(R.RUNS))["right_library"]
+    result = scoring.evaluate(scoring.recorded_clients(R.RUNS), FP.Table(runs))
+    assert result["right_library"] < scoring.evaluate(scoring.recorded_clients(R.RUNS))["right_library"]
 
 
 # ---------------------------------------------------------------- the classifier, on a small made-up table
@@ -193,7 +194,7 @@ def test_classify_by_recorded_versions():
     ("2.0.2", "1.7.1 librdkafka-2.0.2", True), (None, "2.4.1", False), ("1.4.7 .. 2.0.2", "2.0.1", False),
 ])
 def test_likely_versions_is_read_back_by_one_rule(versions, release, inside):
-    """fingerprint.release_in_versions: what the held-out scorer and FP.evaluate both judge a range by."""
+    """fingerprint.release_in_versions: what the held-out scorer and scoring.evaluate both judge a range by."""
     assert FP.release_in_versions(versions, release) is inside
 
 
@@ -476,9 +477,9 @@ def test_the_driver_runs_on_the_oldest_python_it_is_given():
 
 if __name__ == "__main__":
     # The figures docs/analyze.md shows ("Client fingerprints"): .venv/bin/python -m tests.test_fingerprint
-    recorded = FP.recorded_clients(R.RUNS)
-    for title, result in (("The recorded clients, KIP-511 first:", FP.evaluate(recorded)),
-                          ("By the fingerprint alone:", FP.evaluate(recorded, kip511=False)),
-                          ("The fake-broker set, KIP-511 first:", FP.evaluate(evaluation.CLIENTS))):
-        print(f"{title}\n\n{FP.confusion_markdown(result)}")
+    recorded = scoring.recorded_clients(R.RUNS)
+    for title, result in (("The recorded clients, KIP-511 first:", scoring.evaluate(recorded)),
+                          ("By the fingerprint alone:", scoring.evaluate(recorded, kip511=False)),
+                          ("The fake-broker set, KIP-511 first:", scoring.evaluate(evaluation.CLIENTS))):
+        print(f"{title}\n\n{scoring.confusion_markdown(result)}")
     print("\n".join(leave_one_out_lines()))

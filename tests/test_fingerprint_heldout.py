@@ -82,7 +82,7 @@ def test_every_held_out_run_was_seen_on_the_wire():
     ("4.0", "4.1.2", False),
 ])
 def test_a_version_range_is_right_only_around_the_true_release(versions, release, right):
-    """The scorer reads likely_versions by the rule FP.evaluate uses (kproto.analyze.fingerprint.release_in_versions)."""
+    """The scorer reads likely_versions by the rule fingerprint_scoring.evaluate uses (kproto.analyze.fingerprint.release_in_versions)."""
     from kproto.analyze import fingerprint as FP
 
     assert FP.release_in_versions(versions, release) is right

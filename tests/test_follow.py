@@ -12,7 +12,7 @@ pytest.importorskip("pyarrow")
 
 from kproto.arrow.capture import ERROR_CATEGORIES  # noqa: E402
 from kproto.analyze.spark import follow as F  # noqa: E402
-from kproto.analyze.spark.jobs import Options  # noqa: E402
+from kproto.analyze.spark.options import Options  # noqa: E402
 
 
 def _write(path, data: bytes, age: float) -> None:

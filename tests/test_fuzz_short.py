@@ -166,7 +166,7 @@ def test_the_records_target_compares_error_reasons_and_offsets(monkeypatch):
     """Record sets must fail alike in both implementations: same class is not enough."""
     if len(targets.IMPLEMENTATIONS) < 2:
         pytest.skip("one implementation: nothing to compare")
-    from kproto._py import record_batch as twin     # where the magic 2 reader lives
+    from kproto._py import records_v2 as twin     # where the magic 2 reader lives
     from kproto.errors import CorruptRecordError
     from tests import hostile_records as hostile
 

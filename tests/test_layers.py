@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from tests.twin_selection import module_imports
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,8 +119,6 @@ def test_each_layer_has_its_package():
         assert (ROOT / package).is_file()
 
 
-@pytest.mark.xfail(strict=True, reason="two cycles left in the codec: kproto.schema <-> kproto.schema._docs, and "
-                   "kproto.api -> kproto.versions -> kproto (the handshake encodes with the package's functions)")
 def test_the_import_graph_has_no_cycle():
     assert cycles(import_graph()) == []
 

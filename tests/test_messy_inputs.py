@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 import pytest
 
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
-from kproto.analyze.spark import jobs
+from kproto.analyze.spark import accounting as A
+from kproto.analyze.spark import inputs, jobs
 from kproto.analyze.spark import planning as P
 from kproto.analyze.spark import task as T
 from kproto.analyze.spark import worker as W
@@ -35,8 +36,8 @@ def analyse(paths, **options):
     table = pa.Table.from_batches(parts, schema=W.PARTS_SCHEMA)
     accounting = [r for r in table.select(["kind", "capture", "connection_id", "info"]).to_pylist()
                   if r["kind"] in ("capture", "counts", "connection")]
-    errors = jobs.error_rows(accounting)
-    summary = {r["capture"]: r for r in jobs.summary_rows(accounting, errors)}
+    errors = A.error_rows(accounting)
+    summary = {r["capture"]: r for r in A.summary_rows(accounting, errors)}
     return sink.table("frames"), summary, errors
 
 
@@ -195,14 +196,14 @@ def test_unexplained_loss_is_not_accounted():
     info = {"input_bytes": 100, "file_bytes": 60, "trailing_bytes": 0, "unread_bytes": 40, "errors": [],
             "format": "pcap", "split_count": 1}
     rows = [{"kind": "capture", "capture": "x", "connection_id": None, "info": json.dumps(info)}]
-    (row, _total) = jobs.summary_rows(rows, jobs.error_rows(rows))
+    (row, _total) = A.summary_rows(rows, A.error_rows(rows))
     assert not row["accounted"]
     info["errors"] = [{"category": "oversized_record", "offset": 60, "reason": "r", "unread_bytes": 40}]
     rows[0]["info"] = json.dumps(info)
-    assert jobs.summary_rows(rows, jobs.error_rows(rows))[0]["accounted"]
+    assert A.summary_rows(rows, A.error_rows(rows))[0]["accounted"]
     info["file_bytes"] = 50       # ten bytes nowhere
     rows[0]["info"] = json.dumps(info)
-    assert not jobs.summary_rows(rows, jobs.error_rows(rows))[0]["accounted"]
+    assert not A.summary_rows(rows, A.error_rows(rows))[0]["accounted"]
 
 
 def test_exit_status_says_complete_incomplete_or_nothing():
@@ -223,7 +224,7 @@ def test_exit_status_says_complete_incomplete_or_nothing():
 def test_local_input_bytes_sizes_local_files_only(tmp_path):
     (tmp_path / "a.pcap").write_bytes(b"x" * 10)
     (tmp_path / "b.pcap").write_bytes(b"x" * 5)
-    assert jobs.local_input_bytes([str(tmp_path)]) == 15
-    assert jobs.local_input_bytes([str(tmp_path / "a.pcap")]) == 10
-    assert jobs.local_input_bytes(["hdfs:///captures/"]) is None
-    assert jobs.local_input_bytes([str(tmp_path / "missing.pcap")]) is None
+    assert inputs.local_input_bytes([str(tmp_path)]) == 15
+    assert inputs.local_input_bytes([str(tmp_path / "a.pcap")]) == 10
+    assert inputs.local_input_bytes(["hdfs:///captures/"]) is None
+    assert inputs.local_input_bytes([str(tmp_path / "missing.pcap")]) is None

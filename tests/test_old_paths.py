@@ -44,14 +44,22 @@ def test_a_moved_package_carries_its_submodules():
 
 
 def test_names_that_moved_to_another_module_warn_and_are_the_new_ones():
-    from kproto.arrow import exchanges
+    from kproto.arrow import exchanges, topic_names
 
     batch, _ = _import_fresh("kproto.batch")
-    for name in ("pair", "pair_schema", "pair_rows"):
-        with pytest.warns(DeprecationWarning, match=rf"kproto\.batch\.{name} is deprecated.*kproto\.arrow\.exchanges\.{name}"):
-            assert getattr(batch, name) is getattr(exchanges, name)
+    for module, names in ((exchanges, ("pair", "pair_schema", "pair_rows")),
+                          (topic_names, ("topic_names", "topic_names_schema", "topic_naming_versions"))):
+        where = module.__name__.replace(".", r"\.")
+        for name in names:
+            with pytest.warns(DeprecationWarning, match=rf"kproto\.batch\.{name} is deprecated.*{where}\.{name}"):
+                assert getattr(batch, name) is getattr(module, name)
     with pytest.raises(AttributeError):
         batch.no_such_name  # noqa: B018
+    old_fingerprint, _ = _import_fresh("kproto.fingerprint")
+    from kproto.analyze import fingerprint_scoring
+
+    with pytest.warns(DeprecationWarning, match=r"kproto\.fingerprint\.evaluate is deprecated.*fingerprint_scoring"):
+        assert old_fingerprint.evaluate is fingerprint_scoring.evaluate
 
 
 def test_the_new_modules_import_no_old_path():

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kproto.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kproto.analyze.spark import decode as D
 from kproto.analyze.spark import planning as P
 from kproto.analyze.spark import range_pipeline as R
 from kproto.analyze.spark import task as T
@@ -58,8 +59,8 @@ def analysed_ranges(splits, chunk_bytes: int, monkeypatch) -> tuple[dict[str, pa
     """Every table of the splits, decoded with chunks of ``chunk_bytes``; and each chunk decoded (frames, payload bytes)."""
     monkeypatch.setattr(R, "CHUNK_BYTES", chunk_bytes)
     chunks = []
-    decode_chunk = W.decode_chunk
-    monkeypatch.setattr(W, "decode_chunk", lambda frames, *args, **kwargs: chunks.append(
+    decode_chunk = D.decode_chunk
+    monkeypatch.setattr(D, "decode_chunk", lambda frames, *args, **kwargs: chunks.append(
         (frames.num_rows, pc.sum(pc.binary_length(frames["payload"])).as_py() or 0))
                         or decode_chunk(frames, *args, **kwargs))
     return analysed(splits), list(chunks)     # a copy: a later call wraps this wrapper again
@@ -153,8 +154,8 @@ def test_parquet_sink_writes_each_add_into_one_hidden_file_until_closed(tmp_path
     sink = W.ParquetSink(str(tmp_path), "p1")
     frames = W.FRAMES_SCHEMA.empty_table()
     first = pa.table({"capture": ["a", "a"], "sequence": [1, 2]})
-    first = pa.Table.from_batches([W._conform(W.FRAMES_SCHEMA, {c: first[c] for c in first.column_names}, 2)])
-    second = pa.Table.from_batches([W._conform(W.FRAMES_SCHEMA, {"capture": pa.array(["b"]),
+    first = pa.Table.from_batches([W.conform(W.FRAMES_SCHEMA, {c: first[c] for c in first.column_names}, 2)])
+    second = pa.Table.from_batches([W.conform(W.FRAMES_SCHEMA, {"capture": pa.array(["b"]),
                                                                  "sequence": pa.array([3])}, 1)])
     sink.add("frames", first)
     sink.add("frames", frames)          # nothing to write
@@ -166,3 +167,35 @@ def test_parquet_sink_writes_each_add_into_one_hidden_file_until_closed(tmp_path
     written = pq.ParquetFile(tmp_path / "frames" / "part-p1.parquet")
     assert written.metadata.num_row_groups == 2
     assert written.read().to_pydict()["sequence"] == [1, 2, 3]
+
+
+def test_a_range_that_sees_only_a_connections_end_says_how_it_ended(tmp_path):
+    """A connection talks early and closes late: its FINs fall in a range that never saw it open
+    (nothing of it in that range's context). That range's reader opens it from a FIN and says
+    how it ended, so its row says "fin" and its last time, as a reader of the whole file does
+    (it said "end" and the last time a range saw one of its payloads)."""
+    from kproto.capture import read_capture
+
+    early = Conversation(client=("10.3.0.1", 43000), server=("10.3.0.200", 9092), client_isn=100, server_isn=9000)
+    busy = Conversation(client=("10.3.0.2", 43001), server=("10.3.0.200", 9092), client_isn=200, server_isn=19000)
+    t = sc.Timeline()
+    for c in (early, busy):
+        t.add(c.handshake())
+    t.add(early.data("client", sc.request(MetadataRequest(topics=None), 12, 1, "early"), [1000]))
+    t.add(early.data("server", sc.response(sc.metadata_naming(("orders", sc.ORDERS_ID)), 12, 1), [1000]))
+    for n in range(40):
+        t.add(busy.data("client", sc.request(ApiVersionsRequest(), 3, n, "busy"), [1000]))
+        t.add(busy.data("server", sc.response(ApiVersionsResponse(error_code=0), 3, n), [1000]))
+    t.add(early.close())
+    t.add(busy.close())
+    path = tmp_path / "late-fin.pcap"
+    path.write_bytes(t.getvalue())
+    splits = P.plan_file(str(path), path.stat().st_size, split_bytes=path.stat().st_size // 4, overlap=300)
+    assert len(splits) >= 4
+    rows = {r["client_port"]: r for r in analysed(splits)["connections"].to_pylist()}
+    _frames, whole, _counters = read_capture(str(path))
+    for expected in whole.to_pylist():
+        row = rows[expected["client_port"]]
+        assert {k: row[k] for k in expected if k not in ("capture", "connection_id")} == {
+            k: v for k, v in expected.items() if k not in ("capture", "connection_id")}, expected["client_port"]
+    assert rows[43000]["closed_by"] == "fin"

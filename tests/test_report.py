@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kproto.analyze.spark import report
+from kproto.analyze.spark import report, report_html, report_sections
 
 
 def facts() -> dict:
@@ -38,7 +38,7 @@ def facts() -> dict:
 
 
 def test_markdown_tables_and_empty_sections():
-    text = report.markdown(facts())
+    text = report_sections.markdown(facts())
     assert "| 10.0.0.1 | app | librdkafka | Produce | 2 | 1 | t0 | t1 |" in text
     assert "## Brokers\n\nFrom captured ApiVersions responses" in text and "None." in text
     assert "| t\\|x | 0 | 2.000 | 5 | 1.000 | 0.000 | 0 | - | lz4 |" in text   # pipes escaped
@@ -55,13 +55,13 @@ def test_html_has_charts_and_escapes(tmp_path):
 
 def test_inputs_not_read_completely_come_first(tmp_path):
     data = facts()
-    assert "## Inputs not read completely\n\nEvery input was read completely." in report.markdown(data)
-    assert "## What is not in frames\n\nEvery byte and packet read is in a frame" in report.markdown(data)
+    assert "## Inputs not read completely\n\nEvery input was read completely." in report_sections.markdown(data)
+    assert "## What is not in frames\n\nEvery byte and packet read is in a frame" in report_sections.markdown(data)
     data["input_errors"] = [{"capture": "bad.pcap", "category": "oversized_record", "offset": 4096,
                              "reason": "pcap record with captured length 4294967295", "unread_bytes": 116}]
     data["summary"][0].update(file_bytes=5000, unread_bytes=116)
     data["summary"][1].update(file_bytes=5000, unread_bytes=116)
-    text = report.markdown(data)
+    text = report_sections.markdown(data)
     assert text.index("Not every input was read completely") < text.index("## Captures and accounting")
     assert "| bad.pcap | oversized_record | 4,096 | pcap record with captured length 4294967295 | 116 |" in text
     # Only the kinds of loss that occurred get a column.
@@ -71,10 +71,10 @@ def test_inputs_not_read_completely_come_first(tmp_path):
 
 
 def test_bar_chart_scales_to_the_largest_value():
-    svg = report.bar_chart("t", ["a", "b"], [("s", [1.0, 4.0])])
+    svg = report_html.bar_chart("t", ["a", "b"], [("s", [1.0, 4.0])])
     widths = [float(part.split('"')[0]) for part in svg.split('width="')[2:]]
     assert widths[1] == 4 * widths[0]
-    assert report.bar_chart("t", [], []) == ""
+    assert report_html.bar_chart("t", [], []) == ""
 
 
 def test_next_steps_come_first_ranked_by_requests():
@@ -103,7 +103,7 @@ def test_next_steps_come_first_ranked_by_requests():
     old, new = data["next_steps"]["brokers"]
     assert (old["talks_to_4x_clients"], new["talks_to_4x_clients"]) == (False, True)
     assert "2.1 or later" in old["why"] and old["release"] == "0.10.2"
-    text = report.markdown(data)
+    text = report_sections.markdown(data)
     assert text.index("## Next steps: clients not ready for Kafka 4.x") < text.index("## Inputs not read completely")
     assert "| b:9092 | 0.10.2 | no |" in text and "| c:9092 | 3.9 | yes |" in text
 
@@ -120,7 +120,7 @@ def test_versions_some_4x_releases_refuse_are_not_called_ready():
              "requests": 3, "not_served_by_4x": list(kv.version_info(11, 1).not_served_by_4x)}
     data["readiness"].update(removed=[], removed_in_4x_requests=0, deprecated_not_removed=[joins])
     data["next_steps"] = {"clients": next_steps.client_steps(data["clients"], []), "brokers": []}
-    text = report.markdown(data)
+    text = report_sections.markdown(data)
     assert "No client sends a version Kafka 4.x removed" not in text
     assert "No client sends a version every Kafka 4.x release refuses (but see" in text
     assert "## Next steps: versions some Kafka 4.x releases refuse" in text
@@ -135,13 +135,13 @@ def test_next_steps_name_each_clients_brokers_and_the_capture_window():
     data["summary"][-1].update(first_seen="2025-01-01T00:00:00.000+00:00", last_seen="2025-01-01T00:05:00.000+00:00")
     data["next_steps"] = {"clients": next_steps.client_steps(data["clients"], data["readiness"]["removed"]),
                           "brokers": []}
-    text = report.markdown(data)
+    text = report_sections.markdown(data)
     assert "| 10.0.0.1 | app | 10.0.0.9:9092, 10.0.0.10:9092 | 2 | 1 |" in text
     window = "first packet 2025-01-01T00:00:00.000+00:00, last packet 2025-01-01T00:05:00.000+00:00 UTC"
     assert f"Only clients that sent a request in the capture window ({window}) are listed: a client silent " \
         "in that window is not" in text
     data["summary"][-1].pop("first_seen")
-    assert "capture window (packet times unknown)" in report.markdown(data)
+    assert "capture window (packet times unknown)" in report_sections.markdown(data)
 
 
 def test_a_brokers_own_path_to_4x_comes_from_the_tables():
@@ -169,7 +169,7 @@ def test_a_brokers_own_path_to_4x_comes_from_the_tables():
     assert step["talks_to_4x_clients"] and step["path_to_4x"] == old
     data = facts()
     data["next_steps"] = {"clients": [], "brokers": [step]}
-    assert f"| b:9092 | 2.3 | yes | {step['why']} | {old} |" in report.markdown(data)
+    assert f"| b:9092 | 2.3 | yes | {step['why']} | {old} |" in report_sections.markdown(data)
 
 
 def _release_ranges(release: str) -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kproto.analyze.spark import report
+from kproto.analyze.spark import report, report_html, report_sections
 
 from .test_report import facts as small_facts
 
@@ -71,32 +71,32 @@ def long_facts() -> dict:
 
 def test_chart_labels_are_shortened_with_the_full_text_on_hover():
     label = "order-service-" + "x" * 60
-    svg = report.bar_chart("t", [label, "short"], [("s", [1.0, 2.0])])
-    shown = report.short_label(label)
-    assert len(shown) == report.CHART_LABEL_CHARS and shown.endswith("\u2026")
+    svg = report_html.bar_chart("t", [label, "short"], [("s", [1.0, 2.0])])
+    shown = report_html.short_label(label)
+    assert len(shown) == report_html.CHART_LABEL_CHARS and shown.endswith("\u2026")
     assert f"<title>{label}</title>{shown}</text>" in svg
     assert "<title>short</title>short</text>" in svg
 
 
 def test_captures_are_named_relative_to_their_common_parent():
     data = long_facts()
-    parent, names = report.capture_names(data)
+    parent, names = report_sections.capture_names(data)
     assert parent == "/srv/captures/eu-west-1/cluster-production-7/2026-11-24"
     assert names[f"{parent}/broker-0/kafka-0.pcap_00000_20261124153000.pcapng"] \
         == "broker-0/kafka-0.pcap_00000_20261124153000.pcapng"
-    text = report.markdown(data)
+    text = report_sections.markdown(data)
     assert f"Captures are named relative to {parent}/." in text
     assert "| broker-2/kafka-2.pcap_00001_20261124153000.pcapng | pcap |" in text
     # A name that is not a path (a Parquet table's capture name) leaves every name whole.
     data["summary"][0]["capture"] = "from-parquet"
-    assert report.capture_names(data)[0] is None and "named relative" not in report.markdown(data)
+    assert report_sections.capture_names(data)[0] is None and "named relative" not in report_sections.markdown(data)
 
 
 def test_mixed_compression_is_explained_only_when_it_occurs():
     data = small_facts()
-    assert "\"mixed\"" not in report.markdown(data)
+    assert "\"mixed\"" not in report_sections.markdown(data)
     data["topics"][0]["compression"] = "gzip,mixed"
-    assert report.MIXED_COMPRESSION in report.markdown(data)
+    assert report_sections.MIXED_COMPRESSION in report_sections.markdown(data)
 
 
 def _png_size(path: Path) -> tuple[int, int]:

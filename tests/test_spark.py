@@ -405,26 +405,26 @@ def test_without_capture_sets_every_file_is_read_alone(rotated):
 
 
 def test_file_heads_read_by_the_executors_equal_the_driver_s(spark, rotated, monkeypatch):
-    from kproto.analyze.spark import jobs
+    from kproto.analyze.spark import inputs
 
     data = rotated[0]
     files = sorted((str(p), p.stat().st_size) for p in data.iterdir())
-    in_driver = jobs.file_heads(spark, files)
-    monkeypatch.setattr(jobs, "_runs_locally", lambda spark, files: False)
-    assert sorted(jobs.file_heads(spark, files), key=lambda h: h.path) == sorted(in_driver, key=lambda h: h.path)
+    in_driver = inputs.file_heads(spark, files)
+    monkeypatch.setattr(inputs, "_runs_locally", lambda spark, files: False)
+    assert sorted(inputs.file_heads(spark, files), key=lambda h: h.path) == sorted(in_driver, key=lambda h: h.path)
     assert len(in_driver) == 10 and all(h.format == "pcap" and h.ends_on_record for h in in_driver)
 
 
 def test_splits_planned_by_the_executors_equal_the_driver_s(spark, tmp_path, monkeypatch):
-    from kproto.analyze.spark import jobs
+    from kproto.analyze.spark import inputs
 
     (tmp_path / "big.pcap").write_bytes(sc.big_capture(connections=4, exchanges=300))
     (tmp_path / "small.pcap").write_bytes(sc.small_capture())
     files = sorted((str(p), p.stat().st_size) for p in tmp_path.iterdir())
     names = {files[1][0]: "named"}
-    in_driver = jobs._plan_files(spark, files, names, split_bytes=1 << 18, overlap_bytes=1 << 16)
-    monkeypatch.setattr(jobs, "_runs_locally", lambda spark, files: False)
-    on_executors = jobs._plan_files(spark, files, names, split_bytes=1 << 18, overlap_bytes=1 << 16)
+    in_driver = inputs.plan_files(spark, files, names, split_bytes=1 << 18, overlap_bytes=1 << 16)
+    monkeypatch.setattr(inputs, "_runs_locally", lambda spark, files: False)
+    on_executors = inputs.plan_files(spark, files, names, split_bytes=1 << 18, overlap_bytes=1 << 16)
     key = lambda s: (s.capture, s.split_index)      # noqa: E731
     assert sorted(on_executors, key=key) == sorted(in_driver, key=key)
     assert len([s for s in in_driver if s.path == files[0][0]]) > 1 and {s.capture for s in in_driver} \
@@ -432,26 +432,26 @@ def test_splits_planned_by_the_executors_equal_the_driver_s(spark, tmp_path, mon
 
 
 def test_the_driver_plans_only_files_it_sees_at_their_listed_length(spark, tmp_path):
-    from kproto.analyze.spark import jobs
+    from kproto.analyze.spark import inputs
 
     capture = tmp_path / "a.pcap"
     capture.write_bytes(sc.small_capture())
     size = capture.stat().st_size
-    assert jobs._runs_locally(spark, [(str(capture), size), (capture.as_uri(), size)])
-    assert not jobs._runs_locally(spark, [(str(capture), size + 1)])      # not the file the listing saw
-    assert not jobs._runs_locally(spark, [(str(tmp_path / "gone.pcap"), size)])
-    assert not jobs._runs_locally(spark, [("hdfs://namenode/a.pcap", size)])
+    assert inputs._runs_locally(spark, [(str(capture), size), (capture.as_uri(), size)])
+    assert not inputs._runs_locally(spark, [(str(capture), size + 1)])      # not the file the listing saw
+    assert not inputs._runs_locally(spark, [(str(tmp_path / "gone.pcap"), size)])
+    assert not inputs._runs_locally(spark, [("hdfs://namenode/a.pcap", size)])
 
 
 def test_inputs_spark_lists_come_back_sorted_with_their_lengths(spark, tmp_path):
-    from kproto.analyze.spark import jobs
+    from kproto.analyze.spark import inputs
 
     for name, frames in (("c.pcap", 3), ("a.pcap", 1), ("b.pcap", 2)):
         (tmp_path / name).write_bytes(b"x" * frames * 100)
-    listed = jobs.list_inputs(spark, [tmp_path.as_uri()]).files      # a URI: listed by Spark's binaryFile
+    listed = inputs.list_inputs(spark, [tmp_path.as_uri()]).files      # a URI: listed by Spark's binaryFile
     assert [(P.local_path(path), length) for path, length in listed] \
         == [(str(tmp_path / n), size) for n, size in (("a.pcap", 100), ("b.pcap", 200), ("c.pcap", 300))]
-    assert jobs.list_inputs(spark, [str(tmp_path)]).files == [(P.local_path(p), n) for p, n in listed]
+    assert inputs.list_inputs(spark, [str(tmp_path)]).files == [(P.local_path(p), n) for p, n in listed]
 
 
 # ---------------------------------------------------------------- other protocols, SASL (issue 35)
@@ -524,3 +524,13 @@ def test_many_short_connections_across_ranges_are_counted_once(spark, tmp_path):
             assert row["closed_by"] == "fin" and row["handshake_seen"], name
         total = result.summary[-1]
         assert (total["connections"], total["frames"], total["accounted"]) == (1000, 6000, True), name
+
+
+def test_local_workers_get_the_directory_that_holds_this_kproto():
+    """A local session puts the kproto package's parent on the workers' PYTHONPATH: a checkout
+    run without installing runs its own kproto in the workers too (the move to
+    kproto/analyze/spark/ once made this the kproto/ folder itself)."""
+    from kproto.analyze.spark import session
+
+    assert (session.PACKAGE_PARENT / "kproto" / "__init__.py").is_file()
+    assert Path(sys.modules["kproto"].__file__).resolve().parent.parent == session.PACKAGE_PARENT

@@ -23,7 +23,7 @@ pytest.importorskip("pyspark", reason="pyspark is not installed (scripts/setup.s
 import pyarrow.parquet as pq  # noqa: E402
 
 from kproto.analyze.spark import TABLES, Options, analyze  # noqa: E402
-from kproto.analyze.spark.jobs import WORKER_MEMORY_ENV  # noqa: E402
+from kproto.analyze.spark.session import WORKER_MEMORY_ENV  # noqa: E402
 from tests import test_spark  # noqa: E402
 
 spark = test_spark.spark    # the one Spark session of the test run (tests/test_spark.py)

@@ -29,7 +29,7 @@ PACKAGE = ROOT / "kproto" / "analyze" / "spark"
 LAZY_IMPORTS = {
     ("__init__.py", "__getattr__", "kproto.analyze.spark.jobs"):
         "importing kproto.analyze.spark must not import pyarrow or numpy: the worker daemon sets its environment first",
-    ("daemon.py", "prepare", "kproto.arrow.frames"):
+    ("daemon.py", "prepare", "kproto.arrow.topic_names"):
         "the daemon sets OPENBLAS_NUM_THREADS and jemalloc's options before numpy and pyarrow load",
 }
 #: Spark itself is imported where it is used: kproto.analyze.spark's workers, the report and the tests run without a
@@ -117,6 +117,8 @@ def test_the_spark_package_imports_go_one_way():
     for reader in ("kproto.analyze.spark.range_pipeline", "kproto.analyze.spark.set_reader"):
         assert "kproto.analyze.spark.worker" in graph[reader] and "kproto.analyze.spark.task" not in graph[reader]
     assert graph["kproto.analyze.spark.worker"] <= {"kproto.analyze.spark.planning"}
+    # Decoding sits between them: the readers and the task decode with it, it uses the worker's helpers only.
+    assert graph["kproto.analyze.spark.decode"] <= {"kproto.analyze.spark.worker"}
     # follow ends a run as analyze does: through the job, never the other way.
     assert "kproto.analyze.spark.jobs" in graph["kproto.analyze.spark.follow"] and "kproto.analyze.spark.follow" not in graph["kproto.analyze.spark.jobs"]
 

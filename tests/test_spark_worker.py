@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from kproto.analyze.spark import combine as C
+from kproto.analyze.spark import decode as D
 
 from kproto.analyze.spark import planning as P
 
@@ -98,7 +99,7 @@ def test_small_capture_frames_and_compact_rows(small):
 def test_error_code_is_the_first_nonzero_anywhere():
     bodies = pa.array(['{"error_code":0,"x":[{"error_code":0},{"error_code":6}]}', '{"error_code":0}',
                        '{"a":1}', None, '{"error_code":-1}'])
-    assert W._error_codes(bodies).to_pylist() == [6, 0, None, None, -1]
+    assert D._error_codes(bodies).to_pylist() == [6, 0, None, None, -1]
 
 
 def test_a_split_pcap_gives_the_same_frames_and_pairs_as_whole(tmp_path):
@@ -149,7 +150,7 @@ def test_big_unsplittable_files_go_raw_to_the_grouping_step(tmp_path):
     split.mode = "raw"      # as a pcapng file larger than the split size
     raw = [b for b in T.process_split(split) if b.num_rows and b["kind"][0].as_py() == "raw"]
     grouped = W.Sink()
-    counts = _kind(W.decode_raw_batches(raw, sink=grouped), "counts")
+    counts = _kind(D.decode_raw_batches(raw, sink=grouped), "counts")
     assert json.loads(counts["info"][0].as_py())["exchanges_paired"] == 20
     order = [("connection_id", "ascending"), ("direction", "ascending"), ("sequence", "ascending")]
     assert grouped.table("frames").sort_by(order).equals(whole.table("frames").sort_by(order))
@@ -183,17 +184,17 @@ def test_frame_files_are_one_connection_of_requests(tmp_path):
 
 
 def test_local_listing_expands_globs_and_directories(tmp_path):
-    from kproto.analyze.spark.jobs import _list_local
+    from kproto.analyze.spark.inputs import list_local
 
     for name in ("a.pcap", "b.pcap", "_SUCCESS", ".hidden", "c.txt"):
         (tmp_path / name).write_bytes(b"x")
     (tmp_path / "sub").mkdir()
-    assert sorted(_list_local([str(tmp_path / "*.pcap")])) == [str(tmp_path / "a.pcap"), str(tmp_path / "b.pcap")]
-    assert sorted(_list_local([str(tmp_path)])) == [str(tmp_path / n) for n in ("a.pcap", "b.pcap", "c.txt")]
+    assert sorted(list_local([str(tmp_path / "*.pcap")])) == [str(tmp_path / "a.pcap"), str(tmp_path / "b.pcap")]
+    assert sorted(list_local([str(tmp_path)])) == [str(tmp_path / n) for n in ("a.pcap", "b.pcap", "c.txt")]
     with pytest.raises(FileNotFoundError):
-        _list_local([str(tmp_path / "missing.pcap")])
+        list_local([str(tmp_path / "missing.pcap")])
     with pytest.raises(FileNotFoundError):
-        _list_local([str(tmp_path / "*.pcapng")])
+        list_local([str(tmp_path / "*.pcapng")])
 
 
 # ---------------------------------------------------------------- topic IDs (KIP-516)

@@ -78,7 +78,7 @@ def test_release_table_matches_the_reference_tsv(shared_protocol_dir):
             assert v.release_table(release) == table
     # where the reference and the real brokers differ, and why
     assert expected["4.0"] == v.release_table("4.0.0")          # the reference's 4.0 is 4.0.0
-    assert expected["3.9"] == v._ZOOKEEPER_MODE_TABLES["3.9"]   # and its 3.9 a ZooKeeper-mode broker
+    assert expected["3.9"] == v.zookeeper_mode_table("3.9")   # and its 3.9 a ZooKeeper-mode broker
     assert all(expected[r] == v.release_table(r) for r in ("4.1", "4.2", "4.3"))
 
 
@@ -96,7 +96,7 @@ def test_real_tables_39_40_41():
     t39, t400, t40, t41 = (v.release_table(r) for r in ("3.9", "4.0.0", "4.0", "4.1"))
     assert (t39[0], t40[0], t41[0]) == ((0, 11), (0, 12), (0, 13))
     assert (t39[1], t40[1], t41[1]) == ((0, 17), (4, 17), (4, 18))
-    assert 4 not in t39 and 4 in v._ZOOKEEPER_MODE_TABLES["3.9"]   # LeaderAndIsr: ZooKeeper mode only
+    assert 4 not in t39 and 4 in v.zookeeper_mode_table("3.9")   # LeaderAndIsr: ZooKeeper mode only
     # JoinGroup v0-1: dropped by 4.0.0, back in 4.0.1 (checked on a 4.0.1 broker too) and later
     assert (t39[11], t400[11], t40[11], t41[11]) == ((0, 9), (2, 9), (0, 9), (0, 9))
     assert {k: r for k, r in t400.items() if t40.get(k) != r} == {11: (2, 9)}
@@ -125,9 +125,10 @@ def test_every_4x_release_honours_the_4x_definitions_except_produce_0_to_2():
     releases_4x = [r for r in v.RELEASES if r.startswith("4.")]
     assert releases_4x == ["4.0.0", "4.0", "4.1", "4.2", "4.3", "4.4"]
     exceptions = {}
+    by_key = {info.api_key: info for info in v.api_table()}
     for release in releases_4x:
         for key, (lo, _hi) in v.release_table(release).items():
-            info = v._API_TABLE.get(key)
+            info = by_key.get(key)
             if info and info.removed_source == "4.x definitions" and info.removed_in_4x:
                 if lo <= info.removed_in_4x[1]:
                     exceptions.setdefault(release, {})[key] = (lo, info.removed_in_4x[1])
@@ -307,7 +308,7 @@ def test_recorded_releases_say_which_broker_answered_so():
 
 
 def test_a_zookeeper_mode_39_broker_is_named_with_its_mode():
-    match = v.infer_release(v._ZOOKEEPER_MODE_TABLES["3.9"])
+    match = v.infer_release(v.zookeeper_mode_table("3.9"))
     assert (match.exact, match.mode, match.release) == (("3.9",), "ZooKeeper", "3.9")
     assert match.describe().startswith("3.9 in ZooKeeper mode (exact match")
 

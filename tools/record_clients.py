@@ -556,7 +556,7 @@ SELF_NAMES = {"kafka-clients": "apache-kafka-java", "franz-go": "kgo", "kcat": "
 
 def fingerprint_rows(runs) -> list[tuple]:
     """Every recorded client as (library, release, broker, client_id, pairs, software, handshakes) for
-    kproto.analyze.fingerprint.evaluate; the library as it names itself (``SELF_NAMES``), a pinned run's
+    kproto.analyze.fingerprint_scoring.evaluate; the library as it names itself (``SELF_NAMES``), a pinned run's
     broker column carrying its pin."""
     return [(SELF_NAMES.get(library, library), release, broker if pin is None else f"{broker} pin {pin}", *client)
             for library, release, pin, broker, *_rest, clients in runs for client in clients]
@@ -566,14 +566,15 @@ def confusion_text(runs) -> str:
     """The current fingerprint on the recording: as the clients table names them (KIP-511 first) and by
     the wire alone, with the wrong verdicts that claim high confidence."""
     from kproto.analyze import fingerprint as FP
+    from kproto.analyze import fingerprint_scoring as scoring
 
     rows = fingerprint_rows(runs)
     parts = []
     for title, kip511 in (("As the `clients` table names them (a KIP-511 name first):", True),
                           ("By the fingerprint alone (KIP-511 names ignored):", False)):
-        result = FP.evaluate(rows, kip511=kip511)
+        result = scoring.evaluate(rows, kip511=kip511)
         sure = sorted({(w[0], w[4]) for w in result["wrong"] if w[4] != w[0] and w[6] == FP.HIGH})
-        parts.append(f"{title}\n\n{FP.confusion_markdown(result)}\nWrong library with `high` confidence: "
+        parts.append(f"{title}\n\n{scoring.confusion_markdown(result)}\nWrong library with `high` confidence: "
                      + (", ".join(f"{true} named {named}" for true, named in sure) or "none") + ".\n")
     return "\n".join(parts)
 
@@ -618,7 +619,7 @@ def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
     """Every held-out client judged: the figures of issue 37 over the table's libraries, and the verdicts
     on the software outside the table (``outside``), which must be ``unknown`` (or its own name, or with
     ``kip511`` the KIP-511 name it gave itself: that is no misnaming). A version range is right by
-    kproto.analyze.fingerprint.release_in_versions, the rule FP.evaluate applies too."""
+    kproto.analyze.fingerprint.release_in_versions, the rule kproto.analyze.fingerprint_scoring.evaluate applies too."""
     from kproto.analyze import fingerprint as FP
 
     confusion: dict[str, dict[str, int]] = {}

@@ -42,7 +42,7 @@ _MEASURE = """
       return {left: r.left, right: r.right, width: r.width};
     });
   }
-  // Words (runs of letters and digits, up to 24 long: kproto.analyze.spark.report.LONG_RUN; a longer
+  // Words (runs of letters and digits, up to 24 long: kproto.analyze.spark.report_html.LONG_RUN; a longer
   // run is an id the report lets break) of table cells that the browser split across lines.
   function broken_words() {
     var found = [];

@@ -64,7 +64,7 @@ cdef struct RecordsSummary:
 
 
 cdef void summarize_v2(const unsigned char *p, Py_ssize_t n, RecordsSummary *s) noexcept nogil:
-    """What kproto.arrow.frames._partition_row reads from a record set, for magic 2 batches.
+    """What kproto.arrow.partitions._partition_row reads from a record set, for magic 2 batches.
 
     The checks are those of the records module's batch iterator; anything it
     would raise on, and every legacy batch, sets ``fallback`` instead.

@@ -49,6 +49,9 @@ cdef class _Half:
     cdef int32_t run_corr
     cdef bint sasl
     cdef int32_t sasl_corr
+    # raw tokens a late start's chain proved: the stream offsets of the first and of the
+    # frame after them (-1: none; see the twin)
+    cdef int64_t tokens_from, tokens_to
 
     def __cinit__(self, int side):
         self.side = side
@@ -60,6 +63,8 @@ cdef class _Half:
         self.hello_corr = -1
         self.run_corr = -1
         self.sasl_corr = -1
+        self.tokens_from = -1
+        self.tokens_to = -1
 
     def __dealloc__(self):
         free(self.buf)

@@ -14,6 +14,7 @@ cdef class Framer:
     cdef Py_ssize_t n_versions
     cdef readonly int64_t max_frame_size
     cdef Py_ssize_t needed           # where the last undecided _confirm waits for bytes
+    cdef Py_ssize_t tokens_first, tokens_end  # raw SASL tokens the last confirmed chain holds (-1: none)
     cdef int64_t held_limit          # held bytes of an unconfirmed connection (_capture_kinds.pxi)
     cdef Py_ssize_t batch_frames, batch_bytes
     cdef list opened                 # connections whose first frame was just emitted (take_endpoints)
@@ -32,6 +33,7 @@ cdef class Framer:
 
     def __cinit__(self):
         self.opened = []
+        self.tokens_first = -1
 
     def __init__(self, settings):
         versions = settings.request_versions
@@ -211,27 +213,73 @@ cdef class Framer:
     cdef int _confirm(self, _Connection conn, _Half half, const unsigned char *buf, Py_ssize_t length,
                       Py_ssize_t i, bint final) noexcept:
         # Is the plausible header at i a frame boundary? 1 yes, 0 no, -1 more bytes needed
-        # (self.needed: the offset the decision waits for). See the twin.
+        # (self.needed: the offset the decision waits for). A chain of responses must read as
+        # a broker's answers (_answers: self.tokens_first/tokens_end). See the twin.
         cdef int hop, hops, strong, following
+        cdef int plausible = 1          # the link at i: 1 a header, 2 only a raw token
+        cdef bint response = _role(conn, half) == 1
         cdef Py_ssize_t after
-        hops = CHAIN_CONFIRMS if _role(conn, half) != 1 else RESPONSE_CHAIN_CONFIRMS
+        cdef Py_ssize_t links[RESPONSE_CHAIN_CONFIRMS]
+        cdef int n_links = 0, handshake = -1
+        hops = CHAIN_CONFIRMS if not response else RESPONSE_CHAIN_CONFIRMS
+        self.tokens_first = -1
         for hop in range(hops):
-            strong = self._strong(conn, half, buf + i, length - i)
+            strong = self._strong(conn, half, buf + i, length - i) if plausible == 1 else 0
             if strong > 0 and _sasl_handshake(conn, half, buf, length, i):
                 return 1    # raw SASL tokens, not a header, follow it
+            if response:
+                links[n_links] = i
+                n_links += 1
+                if handshake < 0 and plausible == 1 \
+                        and _handshake_answer(buf + i, length - i, <int32_t>kp_load_be32(buf + i + 4)) \
+                        and kp_load_be16(buf + i + 8) == 0:
+                    handshake = n_links - 1
             after = i + 4 + <int32_t>kp_load_be32(buf + i)
-            following = self._header_ok(conn, half, buf + after, length - after) if after <= length else -1
+            following = self._link_ok(conn, half, buf + after, length - after, handshake >= 0) \
+                if after <= length else -1
             if following < 0 or strong < 0:
                 if final:
-                    return 1 if after == length else 0
+                    return self._answers(buf, links, n_links, handshake, False) if after == length else 0
                 self.needed = after
                 return -1
             if not following:
                 return 0
             if strong > 0:
-                return 1
+                return self._answers(buf, links, n_links, handshake, True)
             i = after
-        return 1
+            plausible = following
+        return self._answers(buf, links, n_links, handshake, False)
+
+    cdef int _link_ok(self, _Connection conn, _Half half, const unsigned char *p, Py_ssize_t avail,
+                      bint tokens) noexcept:
+        # What a chain's link at p is plausible as: 1 a header, 2 only a raw SASL token (where
+        # tokens may come), 0 neither, -1 more bytes needed (see the twin)
+        cdef int ok = self._header_ok(conn, half, p, avail)
+        cdef int32_t size
+        if tokens and ok <= 0 and avail >= 4:
+            size = <int32_t>kp_load_be32(p)
+            if 0 <= size < 4 or (ok == 0 and size <= self.max_frame_size):
+                return 2
+        return ok
+
+    cdef int _answers(self, const unsigned char *buf, const Py_ssize_t *links, int n_links, int handshake,
+                      bint proved) noexcept:
+        # Does the response chain whose links start at links[] read as a broker's answers, their
+        # correlation ids never falling? 1 yes, 0 no; after a whole successful SaslHandshake response
+        # (links[handshake]) the links up to a proved response may all be raw tokens instead:
+        # self.tokens_first and tokens_end say where (see the twin)
+        cdef int32_t corrs[RESPONSE_CHAIN_CONFIRMS]
+        cdef int k
+        for k in range(n_links):
+            corrs[k] = <int32_t>kp_load_be32(buf + links[k] + 4) \
+                if <int32_t>kp_load_be32(buf + links[k]) >= 4 else -1
+        if _in_order(corrs, n_links, n_links):
+            return 1
+        if 0 <= handshake < n_links - 1 and proved and _in_order(corrs, handshake + 1, n_links - 1):
+            self.tokens_first = links[handshake + 1]
+            self.tokens_end = links[n_links - 1]
+            return 1
+        return 0
 
     cdef bint _inside_strong(self, _Connection conn, _Half half, const int64_t *waiting, int n_waiting,
                              int64_t position) noexcept:
@@ -317,6 +365,9 @@ cdef class Framer:
         if found >= 0:
             half.n_candidates = 0
             keep_from = found
+            if self.tokens_first >= 0:  # the winner's chain holds raw SASL tokens: _cut skips them
+                half.tokens_from = base + self.tokens_first
+                half.tokens_to = base + self.tokens_end
         else:
             for k in range(n_waiting):
                 half.candidates[k] = waiting[k]
@@ -342,6 +393,11 @@ cdef class Framer:
                 return 0
             buf = half.data()
             size = <int32_t>kp_load_be32(buf)
+            if half.tokens_to >= 0 and half.buf_pos >= half.tokens_from:
+                # raw SASL tokens a late start's chain proved (_confirm, _answers) end at tokens_to
+                half.sasl = half.buf_pos < half.tokens_to
+                if not half.sasl:
+                    half.tokens_to = -1
             if half.sasl and 0 <= size <= self.max_frame_size:
                 token = _sasl_token(self, conn, half, size, final)
                 if token < 0:
@@ -506,3 +562,15 @@ cdef object _copy_array(void *src, Py_ssize_t n, dtype):
     out = np.empty(n, dtype=dtype)
     memcpy(<void *><size_t>out.ctypes.data, src, n * out.itemsize)
     return out
+
+
+cdef bint _in_order(const int32_t *corrs, int n, int last) noexcept:
+    # Do corrs[0:n] and then corrs[last] (last == n: none more) never fall, each at least the
+    # one before? (-1: a link too short to hold one; see the twin)
+    cdef int k
+    cdef int32_t before = 0
+    for k in range(n):
+        if corrs[k] < before:
+            return False
+        before = corrs[k]
+    return last >= n or corrs[last] >= before

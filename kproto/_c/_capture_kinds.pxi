@@ -124,6 +124,8 @@ cdef int _sasl_token(Framer fr, _Connection conn, _Half half, int32_t size, bint
         if size >= 4 and fr._request_ok(buf + 4, size, size):
             half.sasl = False
             return 0
+    elif half.tokens_to >= 0:
+        pass            # a token its chain proved (Framer._answers): the response after them ends them
     elif not other.sasl and size >= 4 and other.has_corr(<int32_t>kp_load_be32(buf + 4)):
         half.sasl = False
         return 0
@@ -180,7 +182,7 @@ cdef bint _sasl_handshake(_Connection conn, _Half half, const unsigned char *dat
     cdef int64_t sent
     cdef const unsigned char *buf
     if conn.client_side != half.side and other.sasl_corr >= 0 \
-            and <int32_t>kp_load_be32(data + i + 4) == other.sasl_corr:
+            and _handshake_answer(data + i, length - i, other.sasl_corr):
         return True
     if (conn.client_side != -1 and conn.client_side != half.side) or size < 8 or end > length \
             or kp_load_be16(data + i + 4) != API_KEY_SASL_HANDSHAKE \

@@ -18,6 +18,7 @@ cdef class Reassembly:
     cdef readonly Py_ssize_t max_connections
     cdef int64_t cnt[C_COUNT]
     cdef dict connections
+    cdef dict ended                  # keys of connections closed by their FINs or a RST (see the twin)
     cdef _Connection last
     cdef int64_t next_conn_id
     cdef bint finished
@@ -28,6 +29,7 @@ cdef class Reassembly:
 
     def __cinit__(self):
         self.connections = {}
+        self.ended = {}
         self.closed_rows = []
         self.early = {}
         self.cut_snaplens = set()
@@ -109,12 +111,16 @@ cdef class Reassembly:
                 self._close(conn, 4)
                 conn = None
         if conn is None:
-            if plen == 0 and wire_len == 0 and not (flags & TCP_SYN):
-                self.cnt[C_TCP_WITHOUT_CONNECTION] += 1
-                return 0
             cmp = memcmp(a, b, 19)
             key = PyBytes_FromStringAndSize(<char *>a, 19) + PyBytes_FromStringAndSize(<char *>b, 19) \
                 if cmp <= 0 else PyBytes_FromStringAndSize(<char *>b, 19) + PyBytes_FromStringAndSize(<char *>a, 19)
+            # a payload-less segment opens no connection, but a FIN or RST does, unless its
+            # connection ended already (see the twin)
+            if plen == 0 and wire_len == 0 and not (flags & TCP_SYN) \
+                    and (not (flags & (TCP_FIN | TCP_RST)) or key in self.ended):
+                self.cnt[C_TCP_WITHOUT_CONNECTION] += 1
+                return 0
+            self.ended.pop(key, None)
             conn = _Connection()
             conn.id = self.next_conn_id
             conn.key = key
@@ -319,7 +325,8 @@ cdef class Reassembly:
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self.framer._cut(conn, half, False)
-        for half in (conn.h0, conn.h1):
+        # then the requests' ends: a response chain is proved by the request it answers
+        for half in ((conn.h1, conn.h0) if conn.client_side == 1 else (conn.h0, conn.h1)):
             self.framer._cut(conn, half, True)
             half.c[H_TAIL_BYTES] += half.length
             half.drop(half.length)
@@ -328,6 +335,10 @@ cdef class Reassembly:
             self.framer._guess(conn)
         self.framer._release(conn)
         del self.connections[conn.key]
+        if reason == 1 or reason == 2:  # its FINs or a RST: what comes after opens nothing (bounded)
+            self.ended[conn.key] = None
+            if len(self.ended) > self.max_connections:
+                del self.ended[next(iter(self.ended))]
         conn.closed = True
         if self.last is conn:
             self.last = None

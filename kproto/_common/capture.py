@@ -54,7 +54,7 @@ CAPTURE_COUNTERS = (
     "malformed",           # headers that do not fit or do not parse
     "tcp_packets",
     "tcp_payload_bytes",
-    "tcp_without_connection",  # payload-less segments of connections never opened (stray ACK / FIN / RST)
+    "tcp_without_connection",  # payload-less segments opening none (a stray ACK; after a FIN/RST close)
     "connections",
     "evicted_connections",  # closed early to respect max_connections
     "skipped_blocks",      # pcapng blocks that carry no packets (statistics, name resolution, ...)

@@ -46,6 +46,10 @@ class _Half:
         self.run_corr = -1
         self.sasl = False          # raw SASL tokens come next
         self.sasl_corr = -1        # a SaslHandshake v0 request waiting for its response
+        # raw tokens a late start's chain proved (a SaslHandshake v0 response then tokens, its
+        # request not captured; Framer._answers): the stream offsets of the first and of the frame after them
+        self.tokens_from = -1
+        self.tokens_to = -1
 
 
     def append(self, data, ts: int) -> None:

@@ -19,7 +19,8 @@ import numpy as np
 from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS, KIND_KAFKA
 from kproto._py import wire
 from kproto._py.capture_connections import _Connection, _Half
-from kproto._py.capture_kinds import _kind_before, _kind_frame, _kind_held, _sasl_handshake, _sasl_token
+from kproto._py.capture_kinds import (_handshake_answer, _kind_before, _kind_frame, _kind_held, _sasl_handshake,
+                                      _sasl_token)
 
 _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
@@ -35,6 +36,7 @@ class Framer:
     (kproto/_common/capture_engine.py)."""
 
     _needed = 0      # where the last undecided _confirm waits for bytes (offset in its data)
+    _tokens = None   # raw SASL tokens the last confirmed chain holds: (first, the frame after them), offsets in its data
     out: dict[str, list]
     out_bytes: int
 
@@ -158,27 +160,70 @@ class Framer:
         it is plausible (or it is a frame of a SaslHandshake v0 exchange, proved by
         the other one: ``_sasl_handshake``), or the chain is _CHAIN_CONFIRMS headers long
         (_RESPONSE_CHAIN_CONFIRMS for responses), or (at the end) it ends exactly
-        where the data does; no when a link is not plausible.
+        where the data does; no when a link is not plausible. A chain of responses
+        must also read as a broker's answers (``_answers``): after a whole SaslHandshake
+        response its links may be raw tokens (an int32 size, 0 too, and opaque bytes).
         """
         # a response header is only a size and an id: its chain must be longer
-        hops = _CHAIN_CONFIRMS if self._role(conn, half) != DIRECTION_RESPONSE else _RESPONSE_CHAIN_CONFIRMS
+        response = self._role(conn, half) == DIRECTION_RESPONSE
+        hops = _RESPONSE_CHAIN_CONFIRMS if response else _CHAIN_CONFIRMS
+        links = []          # response direction: the offsets of the chain's links
+        handshake = -1      # the index in links of a whole successful SaslHandshake response
+        plausible = 1       # what the link at i is plausible as: 1 a header, 2 only a raw token
+        self._tokens = None
         for _ in range(hops):
-            strong = self._strong(conn, half, data, i)
+            strong = self._strong(conn, half, data, i) if plausible == 1 else 0
             if strong > 0 and _sasl_handshake(conn, half, data, i):
                 return 1    # raw SASL tokens, not a header, follow it
+            if response:
+                links.append(i)
+                if handshake < 0 and plausible == 1 and _handshake_answer(data, i, _BE32S.unpack_from(data, i + 4)[0]) \
+                        and _BE16.unpack_from(data, i + 8)[0] == 0:
+                    handshake = len(links) - 1
             after = i + 4 + _BE32S.unpack_from(data, i)[0]
-            following = self._header_ok(conn, half, data, after) if after <= len(data) else -1
+            following = self._link_ok(conn, half, data, after, handshake >= 0) if after <= len(data) else -1
             if following < 0 or strong < 0:
                 if final:
-                    return 1 if after == len(data) else 0
+                    return self._answers(data, links, handshake, False) if after == len(data) else 0
                 self._needed = after
                 return -1
             if not following:
                 return 0
             if strong > 0:
-                return 1
+                return self._answers(data, links, handshake, True)
             i = after
-        return 1
+            plausible = following
+        return self._answers(data, links, handshake, False)
+
+    def _link_ok(self, conn: _Connection, half: _Half, data, i: int, tokens: bool) -> int:
+        """What the chain's link at i is plausible as: 1 a header (``_header_ok``), 2 only a raw
+        SASL token (where ``tokens`` may come: an int32 size from 0 to max_frame_size), 0
+        neither, -1 more bytes needed."""
+        ok = self._header_ok(conn, half, data, i)
+        if tokens and ok <= 0 and len(data) - i >= 4:
+            size = _BE32S.unpack_from(data, i)[0]
+            if 0 <= size < 4 or (ok == 0 and size <= self.max_frame_size):
+                return 2
+        return ok
+
+    def _answers(self, data, links: list, handshake: int, proved: bool) -> int:
+        """Does the response chain whose links start at ``links`` (empty: not a response
+        chain) read as a broker's answers? 1 yes, 0 no. A broker answers a connection's
+        requests in order, and clients number them upwards (or reuse one number), so the
+        links' correlation ids never fall: raw tokens that chain into a real response read
+        as no answers. After a whole successful SaslHandshake response (the link
+        ``handshake``), the links up to a response to a request the other direction sent
+        (``proved``: the chain's last link) may instead all be the raw tokens of a
+        SaslHandshake v0 whose request was not captured: then the ids up to the handshake's
+        and the last link's are in order, and ``self._tokens`` says where the tokens lie
+        (offsets in data: the first token, the frame after them)."""
+        corrs = [_BE32S.unpack_from(data, at + 4)[0] if _BE32S.unpack_from(data, at)[0] >= 4 else -1 for at in links]
+        if _in_order(corrs):
+            return 1
+        if 0 <= handshake < len(links) - 1 and proved and _in_order(corrs[:handshake + 1] + corrs[-1:]):
+            self._tokens = (links[handshake + 1], links[-1])
+            return 1
+        return 0
 
     def _inside_strong(self, conn: _Connection, half: _Half, waiting: list, position: int) -> bool:
         """Is ``position`` inside the frame a waiting strong candidate announces? Then it
@@ -247,6 +292,8 @@ class Framer:
         if found >= 0:
             half.candidates = []
             keep_from = found
+            if self._tokens is not None:    # the winner's chain holds raw SASL tokens: _cut skips them
+                half.tokens_from, half.tokens_to = (base + at for at in self._tokens)
         else:
             half.candidates = [candidate for candidate, _ in waiting]
             keep_from = waiting[0][0] if waiting else half.scan_from
@@ -268,6 +315,11 @@ class Framer:
             if len(buf) < 4:
                 return
             size = _BE32S.unpack_from(buf, 0)[0]
+            if half.tokens_to >= 0 and half.buf_pos >= half.tokens_from:
+                # raw SASL tokens a late start's chain proved (_confirm, _answers) end at tokens_to
+                half.sasl = half.buf_pos < half.tokens_to
+                if not half.sasl:
+                    half.tokens_to = -1
             if half.sasl and 0 <= size <= self.max_frame_size:
                 token = _sasl_token(self, conn, half, size, final)
                 if token < 0:
@@ -431,3 +483,13 @@ def _answered(requests: _Half, corr: int) -> None:
         if held == corr:
             requests.request_corrs[index] = -1
             return
+
+
+def _in_order(corrs: list) -> bool:
+    """Do these correlation ids (-1: a link too short to hold one) never fall, each at least the one before?"""
+    before = 0
+    for corr in corrs:
+        if corr < before:
+            return False
+        before = corr
+    return True

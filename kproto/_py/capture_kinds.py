@@ -30,7 +30,10 @@ SASL (KIP-43): after a SaslHandshake v0 request, the client sends raw tokens (an
 size, possibly 0, and opaque bytes; no Kafka header) until its next request header; after
 the handshake's successful response, the broker answers with raw tokens until a response
 to a request sent after them. Tokens are counted (``sasl_tokens``, ``sasl_bytes``), never
-framed: they take no sequence number, so requests and responses still pair in order.
+framed: they take no sequence number, so requests and responses still pair in order. A
+capture that began after the handshake's request: the framer's chain from the handshake's
+response through the tokens to a response to a captured request proves the broker's tokens
+(``Framer._answers``: the half's ``tokens_from``, ``tokens_to``).
 """
 
 from __future__ import annotations
@@ -202,11 +205,11 @@ def _sasl_handshake(conn, half, data, i: int) -> bool:
     proved by the other one, so raw tokens rather than a header may follow it? A whole
     SaslHandshake v0 request whose response (whole, with its correlation id) the other
     direction holds in bytes captured after the request's last; or the response to
-    such a request (the other direction's ``sasl_corr``, sent before it)."""
+    such a request (the other direction's ``sasl_corr``, sent before it), whole: an id
+    alone, in record bytes after a gap, is no evidence."""
     other = conn.halves[1 - half.side]
     size = _BE32S.unpack_from(data, i)[0]
-    if conn.client_side != half.side and other.sasl_corr >= 0 \
-            and _BE32S.unpack_from(data, i + 4)[0] == other.sasl_corr:
+    if conn.client_side != half.side and other.sasl_corr >= 0 and _handshake_answer(data, i, other.sasl_corr):
         return True
     end = i + 4 + size
     if conn.client_side not in (-1, half.side) or size < 8 or end > len(data) \
@@ -236,6 +239,8 @@ def _sasl_token(framer, conn, half, size: int, final: bool) -> int:
         if size >= 4 and framer._request_ok(buf, 4, size):
             half.sasl = False
             return 0
+    elif half.tokens_to >= 0:
+        pass    # a token its chain proved (Framer._answers): the response after them ends them
     elif not other.sasl and size >= 4 and _BE32S.unpack_from(buf, 4)[0] in other.request_corrs:
         half.sasl = False
         return 0

@@ -35,6 +35,7 @@ class Reassembly:
         self.max_connections = settings.max_connections
         self.counters = dict.fromkeys(CAPTURE_COUNTERS, 0)   # the capture's (the reader counts into them too)
         self.connections: dict = {}
+        self.ended: dict = {}   # keys of connections closed by their FINs or a RST (_segment)
         self.next_conn_id = 0
         self.finished = False
         self._closed: list = []
@@ -79,9 +80,14 @@ class Reassembly:
                 self._close(conn, 4)
                 conn = None
         if conn is None:
-            if not payload and not wire_len and not flags & _TCP_SYN:
+            # A payload-less segment opens no connection, but a FIN or RST does (a capture or a
+            # range that began after its last byte sees how it ended), unless its connection
+            # ended already (a last ACK, a RST after the FINs, a FIN sent again).
+            if not payload and not wire_len and not flags & _TCP_SYN \
+                    and (not flags & (_TCP_FIN | _TCP_RST) or key in self.ended):
                 self.counters["tcp_without_connection"] += 1
                 return
+            self.ended.pop(key, None)
             conn = _Connection(self.next_conn_id, key, (a, b), ts)
             self.next_conn_id += 1
             self.counters["connections"] += 1
@@ -264,7 +270,8 @@ class Reassembly:
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self.framer._cut(conn, half, False)
-        for half in conn.halves:
+        # then the requests' ends: a response chain is proved by the request it answers
+        for half in (conn.halves[::-1] if conn.client_side == 1 else conn.halves):
             self.framer._cut(conn, half, True)
             half.counters["tail_bytes"] += len(half.buf)
             half.drop(len(half.buf))
@@ -273,6 +280,10 @@ class Reassembly:
             self.framer._guess(conn)
         self.framer._release(conn)
         del self.connections[conn.key]
+        if reason in (1, 2):    # its FINs or a RST: what comes after opens nothing (bounded)
+            self.ended[conn.key] = None
+            if len(self.ended) > self.max_connections:
+                del self.ended[next(iter(self.ended))]
         self._closed.append(_connection_row(conn, CLOSED_BY[reason]))
         early = _early_row(conn)
         if early:

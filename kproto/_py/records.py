@@ -2,8 +2,11 @@
 
 Same public names, behaviour and errors as the Cython module; used when the
 extension is not built or ``KPROTO_NO_EXTENSIONS=1``. Split as the Cython module
-is: magic 2 batches and the shared pieces in record_batch.py, legacy message sets
-in records_legacy.py, and here the record set (``Records``) that holds either.
+is: magic 2 batches in records_v2.py (_records_v2.pxi), legacy message sets in
+records_legacy.py (_records_legacy.pxi), Arrow columns in records_columns.py
+(_records_columns.pxi), and the top of _records.pyx in two: what the others build on
+(checksums, Record, set limits, one batch) in records_base.py, and here the record
+set (``Records``) that holds either kind of batch.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from kproto.limits import (
     DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET,
     DEFAULT_MAX_RECORDS_PER_SET,
 )
-from kproto._py.record_batch import (
-    Record, RecordBatch, _DEFAULT_MAX, _DEFAULT_MAX_RECORDS, _Limits, _OverBuffer, _byte_view, _complete_size,
-    _to_arrow, crc32c, encode_control_batch,
+from kproto._py.records_base import (
+    _DEFAULT_MAX, _DEFAULT_MAX_RECORDS, Record, _byte_view, _complete_size, _Limits, _OverBuffer, crc32c,
 )
+from kproto._py.records_columns import _columnar
 from kproto._py.records_legacy import LegacyBatch
+from kproto._py.records_v2 import RecordBatch, encode_control_batch
 
 __all__ = [
     "Record", "ControlRecord", "RecordBatch", "LegacyBatch", "Records",
@@ -181,7 +185,7 @@ class Records(_OverBuffer):
         (list<struct<key: string, value: binary>>) and, with ``batch_columns``, the fields
         of the batch each record came from. ``zero_copy`` gives binary_view key and value
         columns (the Cython version points them into the record bytes; this twin copies)."""
-        return _to_arrow(self.batches(), batch_columns, zero_copy)
+        return _columnar(self.batches(), batch_columns, zero_copy)
 
     def to_numpy(self) -> dict:
         """Fixed-width columns as numpy arrays (timestamp -1 where there is none; key_length and

@@ -8,6 +8,7 @@ to the wrapper's, which is the offset of the last one.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import cast
@@ -26,11 +27,12 @@ from kproto.errors import (
     DecodeError,
     TooManyRecordsError,
 )
-from kproto._py.record_batch import (
-    _OneBatch,
-    Record, _LEGACY_HEAD, _Limits, _as_record, _byte_view, _complete_size,
-    _new_record, _to_arrow,
+from kproto._py.records_base import (
+    Record, _as_record, _byte_view, _complete_size, _Limits, _new_record, _OneBatch,
 )
+from kproto._py.records_columns import _columnar
+
+_LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 
 
 # ---------------------------------------------------------------- legacy message sets
@@ -160,7 +162,7 @@ class LegacyBatch(_OneBatch):
         return None
 
     def to_arrow(self, batch_columns: bool = True, zero_copy: bool = False):
-        return _to_arrow([self], batch_columns, zero_copy)
+        return _columnar([self], batch_columns, zero_copy)
 
     def _inner_records(self) -> list[Record]:
         limits = self._limits

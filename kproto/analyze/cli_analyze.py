@@ -79,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
     from kproto.analyze.spark import Options, analyze, spark_session
     from kproto.analyze.spark import jvm_archive
     from kproto.analyze.spark.capture_sets import CaptureSetError
-    from kproto.analyze.spark.jobs import local_driver_memory, local_input_bytes
+    from kproto.analyze.spark.inputs import local_input_bytes
     from kproto.analyze.spark.profile import PhaseProfile
+    from kproto.analyze.spark.session import local_driver_memory
 
     conf = {}
     for item in args.conf:

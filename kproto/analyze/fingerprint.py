@@ -23,158 +23,50 @@ library's own names it (:meth:`Table._own`): versions within what a library sent
 nearly every client opens with, are what any software may send. Traffic no recorded run explains,
 or that carries nothing of the library its versions point at, is ``unknown``, with the nearest
 recorded release (or verdict) and why it is not trusted.
+
+The parts: the recorded runs and the verdict (kproto.analyze.fingerprint_runs), the advice for
+a client Kafka 4.x refuses (kproto.analyze.fingerprint_advice), the figures on clients of known
+truth (kproto.analyze.fingerprint_scoring); here the table and the classifier, and the names the
+rest of kproto imports.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 
-Pair = tuple[int, int]
+from kproto.analyze import fingerprint_advice
+from kproto.analyze.fingerprint_advice import SETTINGS
+from kproto.analyze.fingerprint_runs import (
+    ANY_RELEASE,
+    API_VERSIONS,
+    DRIVER_ID_PREFIX,
+    HIGH,
+    KIP511,
+    LOW,
+    MEDIUM,
+    OPENING,
+    RECORDED,
+    SURE_PAIRS,
+    UNKNOWN,
+    Pair,
+    Run,
+    Verdict,
+    _is_4x,
+    api_pairs,
+    pair_label,
+    release_in_versions,
+    release_key,
+    runs_of,
+)
 
-HIGH, MEDIUM, LOW, KIP511 = "high", "medium", "low", "KIP-511"
-UNKNOWN = "unknown"
-SURE_PAIRS = 3          # fewer distinct (API, version) pairs than this are never `high`
-OPENING = 3             # the first requests of a client compared with the recorded ones
-API_VERSIONS = 18         # the API key of ApiVersions
-DRIVER_ID_PREFIX = "kp-"    # tools/record_clients.py names the clients it configures so: other ids are defaults
-
-# Each library's own version setting (the pins of tools/record_clients.py, PINS) and how to set it
-# for Kafka 4.x (KIP-896: 4.x serves what Kafka 2.1 clients send and newer).
-SETTINGS = {
-    "kafka-python": ("api_version", "remove the api_version setting (kafka-python then asks the broker), "
-                     "or set it to (2, 1, 0) or later"),
-    "aiokafka": ("api_version", 'remove the api_version setting, or set it to "2.1.0" or later'),
-    "confluent-kafka": ("api.version.request / broker.version.fallback",
-                        "set api.version.request=true (the default) and remove broker.version.fallback "
-                        "(or set it to 2.1.0 or later)"),
-    "kcat": ("api.version.request / broker.version.fallback (-X)",
-             "run it with -X api.version.request=true and without -X broker.version.fallback "
-             "(or set it to 2.1.0 or later)"),
-    "sarama": ("Config.Version", "set Config.Version to sarama.V2_1_0_0 or later (the broker's release)"),
-    "franz-go": ("kgo.MaxVersions / kgo.MinVersions",
-                 "remove the kgo.MaxVersions cap (or raise it to kversion.V2_1_0() or later) and any "
-                 "kgo.MinVersions below that"),
-}
-
-
-ANY_RELEASE = "any release"
-RECORDED = "recorded "
-
-
-def release_in_versions(versions: str | None, release: str) -> bool:
-    """Whether ``release`` lies within what a ``likely_versions`` text says: the one rule for the held-out
-    scorer (tools/record_clients.py) and :func:`evaluate`. A fingerprint range (:meth:`Table.versions_text`):
-    strictly after its "after" release and before its "before" one; a KIP-511 version: the release itself,
-    to the precision the version gives ("4.0" is not 4.1.2). Every release number in ``release`` counts
-    (kcat's "1.7.1 librdkafka-2.0.2" is 1.7.1 and its librdkafka 2.0.2)."""
-    if not versions:
-        return False
-    truths = [tuple(int(p) for p in found.split(".")) for found in re.findall(r"\d+(?:\.\d+)*", release)]
-    head, marker, _recorded = versions.partition(f" ({RECORDED}")
-    if not marker:                                  # a KIP-511 version
-        wanted = release_key(versions)
-        return bool(wanted) and any(t[:len(wanted)] == wanted for t in truths)
-    after = before = None
-    for bound in head.split(", "):
-        if bound.startswith("after "):
-            after = release_key(bound[len("after "):])
-        elif bound.startswith("before "):
-            before = release_key(bound[len("before "):])
-        elif bound != ANY_RELEASE:
-            return False
-    return any((after is None or t > after) and (before is None or t < before) for t in truths)
-
-
-def api_pairs(labels: Iterable[str]) -> list[Pair]:
-    """(API key, version) of each "Name vN" label of the ``apis`` / ``api_order`` columns."""
-    from kproto import versions as kv
-
-    pairs = []
-    for label in labels:
-        name, _, version = label.rpartition(" v")
-        key = int(name[8:-1]) if name.startswith("UNKNOWN(") else kv.api_key_of(name)
-        pairs.append((key, int(version)))
-    return pairs
-
-
-def pair_label(pair: Pair) -> str:
-    from kproto import versions as kv
-
-    return f"{kv.api_name(pair[0])} v{pair[1]}"
-
-
-def release_key(release: str) -> tuple[int, ...]:
-    """A release string as numbers for ordering ("2.0.10" after "2.0.2", "v1.43.3" as 1.43.3);
-    text without digits sorts first."""
-    match = re.search(r"\d+(?:\.\d+)*", release)
-    return tuple(int(p) for p in match.group(0).split(".")) if match else ()
-
-
-def _is_4x(broker: str) -> bool:
-    return release_key(broker)[:1] >= (4,)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One recorded run: one library release (as it comes, or pinned) against one real broker."""
-
-    library: str
-    release: str
-    broker: str
-    pin: str | None
-    pairs: frozenset[Pair]          # every (API, version) any of its clients used
-    openings: frozenset[tuple[Pair, ...]]   # the first requests of each of its clients, in order
-    default_ids: tuple[str, ...]    # the client.ids the library chose when given none
-    software: tuple[tuple[str, str], ...]   # KIP-511 (name, version) it announced
-    handshakes: frozenset[int | None] = frozenset()   # its clients' most ApiVersions requests on one connection
-    works: bool = True              # every step of the scripted run succeeded
-    refused: tuple[Pair, ...] = ()  # requests the broker closed the connection on without an answer
-    failure: str = ""               # the first failing step and what the client said
-    # each of its clients' requests in order, whole, with its most ApiVersions requests on one connection
-    clients: frozenset[tuple[tuple[Pair, ...], int | None]] = frozenset()
-
-    @property
-    def pinned(self) -> bool:
-        return self.pin is not None
-
-    @property
-    def asks(self) -> frozenset[bool]:
-        """Whether its clients asked ApiVersions (True), went without (False), or both."""
-        return frozenset(h is not None for h in self.handshakes)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What the fingerprint says about one client."""
-
-    library: str | None
-    releases: tuple[str, ...]       # the recorded releases it may be (or lies between), oldest first
-    confidence: str | None          # high / medium / low, or KIP-511 when the client named itself
-    versions: str | None = None     # the version text shown (a range, or the KIP-511 version)
-    mismatch: str | None = None     # the wire rules the KIP-511 name out: how
-    pinned: bool = False            # only runs with the library's version setting sent these pairs
-    evidence: str | None = None     # why: what fits, what else fits, the nearest match of unknown software
-    runs: tuple[Run, ...] = ()      # the recorded runs the verdict rests on
-    alternatives: tuple[str, ...] = ()   # other libraries the same evidence fits as well (a low verdict)
-
-    @property
-    def range_text(self) -> str | None:
-        """What ``likely_versions`` shows: the KIP-511 version, or the releases the verdict stands for
-        (:meth:`Table.versions_text`); :func:`release_in_versions` reads it back."""
-        if self.versions is not None:
-            return self.versions
-        if not self.releases:
-            return None
-        first, last = self.releases[0], self.releases[-1]
-        return first if first == last else f"{first} .. {last}"
-
-    @property
-    def named(self) -> bool:
-        """A library is named (not unknown, not nothing)."""
-        return self.library not in (None, UNKNOWN)
+__all__ = [
+    "ANY_RELEASE", "API_VERSIONS", "DRIVER_ID_PREFIX", "FINGERPRINT_COLUMNS", "HIGH", "KIP511", "LOW", "MEDIUM",
+    "OPENING", "RECORDED", "SETTINGS", "SURE_PAIRS", "UNKNOWN", "Pair", "Run", "Table", "Verdict", "api_pairs",
+    "classify_row", "order_of_use", "pair_label", "release_in_versions", "release_key", "runs_of", "table",
+]
 
 
 def _id_pattern(client_id: str) -> re.Pattern:
@@ -572,84 +464,8 @@ class Table:
                 and not r.works]
 
     def advice(self, verdict: Verdict, removed: Iterable[str]) -> dict[str, str]:
-        """Cause, symptom and fix for a client that sent versions Kafka 4.x removed: the library's own
-        setting or first working release, and what real 4.x brokers did with it; a guess says so."""
-        removed = list(removed)
-        removed_text = ", ".join(removed)
-        library = verdict.library
-        predicted = (f"predicted from kproto's tables (KIP-896): a 4.x broker closes the connection without an "
-                     f"answer on {removed_text}")
-        if not verdict.named or library not in self.releases:
-            who = f"{library} is not in the fingerprint table" if verdict.named else "the software is unknown"
-            near = f" ({verdict.evidence})" if verdict.evidence else ""
-            return {"cause": f"sends {removed_text}, which Kafka 4.x removed; {who}{near}",
-                    "symptom": predicted,
-                    "fix": "upgrade the client to a release that negotiates with ApiVersions, and remove any version "
-                           "setting that pins it below Kafka 2.1"}
-        advice = self._library_advice(verdict, library, removed, predicted)
-        if verdict.confidence == LOW:
-            guesses = [(library, advice)] + [
-                (other, self._library_advice(Verdict(other, (), LOW, pinned=verdict.pinned), other, removed, predicted))
-                for other in verdict.alternatives]
-            names = " or ".join(lib for lib, _a in guesses)
-            advice = {"cause": f"a guess (low confidence: {verdict.evidence}): if this is {names}: "
-                               + "; ".join(f"{a['cause']}" for _lib, a in guesses),
-                      "symptom": advice["symptom"],
-                      "fix": "; ".join(f"if it is {lib}: {a['fix']}" for lib, a in guesses)}
-        elif verdict.confidence == MEDIUM:
-            advice["cause"] = f"likely (medium confidence): {advice['cause']}"
-        return advice
-
-    def _library_advice(self, verdict: Verdict, library: str, removed: list[str], predicted: str) -> dict[str, str]:
-        """Cause, symptom and fix were the client ``library`` (at the verdict's releases and pin)."""
-        removed_text = ", ".join(removed)
-        named = f"{library} {verdict.range_text}" if verdict.range_text else library
-        setting = SETTINGS.get(library)
-        failing = self.failures_4x(library, verdict.pinned)
-        seen = [r for r in failing if not verdict.runs or any(r.release == v.release for v in verdict.runs)] or failing
-        if seen:
-            refused = [pair_label(p) for p in sorted({p for r in seen for p in r.refused})]
-            brokers = ", ".join(sorted({r.broker for r in seen}, key=release_key))
-            symptom = (f"recorded against {brokers}: the broker closes the connection without an answer on "
-                       f"{', '.join([v for v in refused if v in removed] or refused)}; the client: {seen[0].failure}")
-        else:
-            symptom = predicted + f" (no recorded {library} run failed on 4.x)"
-        first = self.first_working(library, pinned=False)
-        upgrade = f"upgrade {library} to {first} or later" if first else f"no recorded {library} release works: replace it"
-        if library == "kafka-clients":
-            upgrade = f"upgrade the kafka-clients release (to {first} or later)" if first else upgrade
-        if verdict.pinned and setting:
-            cause = (f"{library}'s version setting ({setting[0]}) pins it to an old Kafka release: pinned, "
-                     f"{named} sends {removed_text}, which Kafka 4.x removed")
-            fix = setting[1]
-            releases = {r.release for r in verdict.runs} or set(self.releases[library])
-            if any(self.works_on_4x(library, release, pinned=False) is False for release in releases):
-                fix += f"; and {upgrade} (before it, {library} fails on 4.x without the setting too)"
-            ignores = self.first_working(library, pinned=True)
-            if ignores:
-                fix += f"; or upgrade {library} to {ignores} or later, which works on 4.x with the setting too"
-        else:
-            cause = f"{named} sends {removed_text} by itself, which Kafka 4.x removed"
-            fix = upgrade + (f"; or {setting[1]}" if setting else "")
-        return {"cause": cause, "symptom": symptom, "fix": fix}
-
-
-def runs_of(recorded: Iterable[tuple]) -> list[Run]:
-    """The table's runs from the rows of :data:`kproto.analyze.client_recordings.RUNS`."""
-    runs = []
-    for library, release, pin, broker, works, steps, _log, refused, _cut, _errors, clients in recorded:
-        failing = [(step, outcome[len("FAILED "):]) for step, outcome in steps.items() if outcome != "ok"]
-        runs.append(Run(
-            library, release, broker, pin,
-            frozenset(tuple(p) for _id, order, _sw, _h in clients for p in order),
-            frozenset(tuple(tuple(p) for p in order[:OPENING]) for _id, order, _sw, _h in clients if order),
-            tuple(sorted({cid for cid, *_ in clients if not (cid or "").startswith(DRIVER_ID_PREFIX)},
-                         key=lambda cid: (cid is not None, cid or ""))),
-            tuple(sorted({tuple(sw) for _id, _o, sw, _h in clients if sw})),
-            frozenset(h for *_rest, h in clients), works, tuple(tuple(p) for p in refused),
-            f"{failing[0][0]}: {failing[0][1][:120]}" if failing else "",
-            frozenset((tuple(tuple(p) for p in order), h) for _id, order, _sw, h in clients if order)))
-    return runs
+        """Cause, symptom and fix for a client that sent versions Kafka 4.x removed (kproto.analyze.fingerprint_advice)."""
+        return fingerprint_advice.advice(self, verdict, removed)
 
 
 @lru_cache(maxsize=1)
@@ -685,78 +501,6 @@ def classify_row(client_id: str | None, api_order: Sequence[str] | None, softwar
     return {"likely_software": software, "likely_versions": versions,
             "fingerprint_confidence": verdict.confidence, "fingerprint_mismatch": verdict.mismatch,
             "fingerprint_evidence": verdict.evidence}
-
-
-def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip511: bool = True) -> dict:
-    """How the verdicts do on clients of known truth.
-
-    ``clients``: (library, release, broker, client_id, pairs in order, software, most ApiVersions
-    requests on one connection) rows; a library may be given by its KIP-511 name.
-    ``kip511``: the verdict the clients table shows (a KIP-511 name wins), or, False, the
-    wire's fingerprint alone. A version range is right when :func:`release_in_versions` puts the
-    true release within the verdict's ``likely_versions`` text.
-    """
-    fingerprints = fingerprints or table()
-    confusion: dict[str, dict[str, int]] = {}
-    wrong = []
-    right_library = right_range = total = sure_and_wrong = 0
-    for library, release, broker, client_id, order, software, handshakes in clients:
-        truth = fingerprints.library_of(library)
-        pairs = [tuple(p) for p in order]
-        if kip511 and software:
-            verdict = fingerprints.classify(client_id, pairs, software[0], software[1], handshakes)
-        else:
-            verdict = fingerprints.classify_wire(client_id, pairs, handshakes)
-        predicted = verdict.library or "none"
-        row = confusion.setdefault(truth, {})
-        row[predicted] = row.get(predicted, 0) + 1
-        total += 1
-        in_range = predicted == truth and release_in_versions(verdict.range_text, release)
-        right_library += predicted == truth
-        right_range += in_range
-        sure_and_wrong += verdict.confidence == HIGH and predicted != truth
-        if not in_range:
-            wrong.append((truth, release, broker, client_id, predicted, verdict.range_text, verdict.confidence))
-    return {"clients": total, "right_library": right_library, "right_range": right_range,
-            "wrong_library_high": sure_and_wrong, "confusion": confusion, "wrong": wrong}
-
-
-def recorded_clients(runs: Iterable[tuple]) -> list[tuple]:
-    """Every client of :data:`kproto.analyze.client_recordings.RUNS` as an :func:`evaluate` row."""
-    return [(library, release, broker if pin is None else f"{broker} pin {pin}", *client)
-            for library, release, pin, broker, *_rest, clients in runs for client in clients]
-
-
-def leave_one_out(recorded: Sequence[tuple], by: str = "release", *, kip511: bool = False) -> dict:
-    """Each release (``by="release"``) or library (``"library"``) classified by a table built
-    without it: how the table does on releases, and software, it has never seen."""
-    groups: dict[tuple, list[tuple]] = {}
-    for run in recorded:
-        groups.setdefault(run[:2] if by == "release" else run[:1], []).append(run)
-    result = {"clients": 0, "right_library": 0, "right_range": 0, "wrong_library_high": 0, "unknown": 0,
-              "wrong": []}
-    for key, held_out in groups.items():
-        rest = [run for run in recorded if (run[:2] if by == "release" else run[:1]) != key]
-        scored = evaluate(recorded_clients(held_out), Table(runs_of(rest)), kip511=kip511)
-        for name in ("clients", "right_library", "right_range", "wrong_library_high"):
-            result[name] += scored[name]
-        result["unknown"] += sum(row.get(UNKNOWN, 0) for row in scored["confusion"].values())
-        result["wrong"] += scored["wrong"]
-    return result
-
-
-def confusion_markdown(result: dict) -> str:
-    """The confusion table (true library per row, named library per column) and the figures, as Markdown."""
-    named = sorted({p for row in result["confusion"].values() for p in row})
-    lines = ["| true \\ named | " + " | ".join(named) + " |", "|---" * (len(named) + 1) + "|"]
-    for library in sorted(result["confusion"]):
-        lines.append(f"| {library} | " + " | ".join(str(result["confusion"][library].get(p, 0)) for p in named)
-                     + " |")
-    total = result["clients"]
-    lines.append("")
-    lines.append(f"Right library: {result['right_library']} of {total}; right version range: "
-                 f"{result['right_range']} of {total} ({100 * result['right_range'] / max(total, 1):.1f} %).")
-    return "\n".join(lines) + "\n"
 
 
 FINGERPRINT_COLUMNS = ("likely_software", "likely_versions", "fingerprint_confidence", "fingerprint_mismatch",

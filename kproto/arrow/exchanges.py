@@ -431,7 +431,7 @@ def exchanges_table(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, part
 
     ``facts``: what each frame's exchange takes from it once decoded (status, client_id,
     deprecated, removed_in_4x, error_code, client software and problems, acks_zero: see
-    kproto.analyze.spark.worker.decode_chunk); ``parts``: the topic and topic_id of every frame's
+    kproto.analyze.spark.decode.decode_chunk); ``parts``: the topic and topic_id of every frame's
     partitions, ``partition_frame`` their frame rows; ``topic_names``: the (topic_id, topic)
     pairs the frames' responses give, which name a topic addressed by its ID.
     """
@@ -514,13 +514,18 @@ def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarr
     return topic, topic_id
 
 
+def run_topic_names(topic_names: pa.Table) -> dict[str, str]:
+    """The name of each topic ID that the (topic_id, topic) rows of ``topic_names`` give (resolve_topic_ids)."""
+    pairs = topic_names.select(["topic_id", "topic"]).group_by(["topic_id", "topic"]).aggregate([])
+    return resolve_topic_ids(pairs.to_pylist())[0]
+
+
 def name_topics(topic: pa.Array, topic_id: pa.Array, topic_names: pa.Table) -> pa.Array:
     """The topic of each exchange: the name the (topic_id, topic) rows of ``topic_names`` give
     its ``topic_id`` (resolve_topic_ids), else ``topic`` as it was. An exchange addressed by
     ID carries no name of its own, so the name a wider set of responses gives replaces the
     one fewer gave (a task's, at the end of the run)."""
-    pairs = topic_names.select(["topic_id", "topic"]).group_by(["topic_id", "topic"]).aggregate([])
-    name_of, _ = resolve_topic_ids(pairs.to_pylist())
+    name_of = run_topic_names(topic_names)
     if not name_of:
         return topic
     ids = pa.array(list(name_of), pa.string())

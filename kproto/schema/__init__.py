@@ -17,16 +17,14 @@ import uuid as _uuid
 from functools import cache
 from typing import Any, cast
 
-from kproto.schema import _messages
 from kproto._common.api_keys import REQUEST_HEADER_V0, RESPONSE_HEADER_V0_APIS
 from kproto._common.error_codes import ERROR_CODES
 from kproto import _impl
 from kproto.errors import EncodeError, UnsupportedVersionError
+from kproto.schema._lookup import (
+    MESSAGES, REQUESTS as _REQUESTS, RESPONSES as _RESPONSES, api_keys, request_name, response_name, spec,
+)
 from kproto.schema._messages import ALIASES, BROKER_API_VERSIONS, OPEN
-
-# The generated table, typed for the checker: each message is a dict of heterogeneous
-# facts (strings, version ranges, nested field tuples), so its values are Any.
-MESSAGES: dict[str, dict[str, Any]] = _messages.MESSAGES
 
 __all__ = [
     "MESSAGES", "ALIASES", "ERROR_CODES", "BROKER_API_VERSIONS", "OPEN",
@@ -58,35 +56,6 @@ def _in(version: int, versions: tuple[int, int] | None) -> bool:
 
 
 # ------------------------------------------------------------------ lookup
-def spec(name: str) -> dict:
-    """The generated facts of a message, header or data type (old API names resolve too)."""
-    try:
-        return MESSAGES[ALIASES.get(name, name)]
-    except KeyError:
-        raise KeyError(f"unknown Kafka message {name!r}") from None
-
-
-def _by_api_key(kind: str) -> dict[int, str]:
-    return {m["api_key"]: name for name, m in MESSAGES.items() if m["type"] == kind}
-
-
-_REQUESTS = _by_api_key("request")
-_RESPONSES = _by_api_key("response")
-
-
-def api_keys() -> list[int]:
-    """Every API key with a schema, ascending."""
-    return sorted(_REQUESTS)
-
-
-def request_name(api_key: int) -> str | None:
-    return _REQUESTS.get(api_key)
-
-
-def response_name(api_key: int) -> str | None:
-    return _RESPONSES.get(api_key)
-
-
 def is_flexible(name: str, version: int) -> bool:
     return _in(version, spec(name)["flexible_versions"])
 

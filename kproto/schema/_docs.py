@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from kproto.schema import ALIASES, request_name, spec
+from kproto.schema._lookup import request_name, spec
+from kproto.schema._messages import ALIASES
 from kproto.schema._shapes import (
     F_CHILDREN, F_DEFAULT, F_NAME, F_NULLABLE, F_STRUCT, F_TAG, F_TAGGED, F_TYPE, F_VERSIONS,
 )

@@ -1,6 +1,6 @@
 """The summary's figures of a capture's connections: how many, their byte counters, their streams' identity.
 
-:func:`kproto.analyze.spark.jobs.summary_rows` takes them from :func:`connection_totals` (the
+:func:`kproto.analyze.spark.accounting.summary_rows` takes them from :func:`connection_totals` (the
 ``connection`` compact rows in the driver) or :func:`connection_totals_spark` (the written
 connections table, aggregated by Spark: for runs whose connections stay out of the driver).
 """

@@ -46,7 +46,7 @@ def prepare() -> int | None:
         os.environ.setdefault(key, value)
     for name in PRELOADED:
         importlib.import_module(name)
-    from kproto.arrow.frames import topic_naming_versions
+    from kproto.arrow.topic_names import topic_naming_versions
 
     topic_naming_versions()         # hundreds of message plans, built once per process and cached
     return thread_count()

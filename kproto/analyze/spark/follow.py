@@ -4,7 +4,7 @@ A driver loop. Every ``trigger`` seconds it lists the inputs, takes the files th
 are *closed* and not processed yet, and runs one batch on them:
 
 1. :func:`process_files` reads and decodes them with the same Spark job as
-   ``kproto analyze`` (:func:`kproto.analyze.spark.jobs.compact_rows`), writing their
+   ``kproto analyze`` (:func:`kproto.analyze.spark.decode_job.compact_rows`), writing their
    ``frames`` / ``exchanges`` parts into a staging directory of the checkpoint;
 2. the batch's compact rows are saved in the checkpoint (``rows/batch-NNNNNN.parquet``);
 3. the staged parts move into the output tables as ``part-bNNNNNN-*.parquet``
@@ -42,9 +42,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kproto.analyze.spark import decode_job
+from kproto.analyze.spark.inputs import Inputs, list_local, plan_files
 from kproto.analyze.spark import jobs as J
 from kproto.analyze.spark import planning as P
 from kproto.analyze.spark import worker as W
+from kproto.analyze.spark.options import Options
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1
@@ -84,7 +87,7 @@ def scan(paths: Sequence[str], settle: float, now: float | None = None) -> tuple
     still_open: list[SeenFile] = []
     for path in paths:
         try:
-            found = J._list_local([path])
+            found = list_local([path])
         except FileNotFoundError:
             continue
         for name in found:
@@ -231,7 +234,7 @@ def _batch_of(name: str) -> int:
     return int(digits) if digits.isdigit() else -1
 
 
-def fingerprint(options: J.Options) -> dict:
+def fingerprint(options: Options) -> dict:
     """The options that change the tables' contents: a checkpoint resumes only with the same ones."""
     chosen = {"broker_ports": list(options.broker_ports), "split_bytes": options.split_bytes,
               "overlap_bytes": options.overlap_bytes, "body": options.body, "records": options.records}
@@ -244,31 +247,31 @@ def fingerprint(options: J.Options) -> dict:
 
 
 # ---------------------------------------------------------------- one batch
-def process_files(spark, files: Sequence[SeenFile], options: J.Options, staging: str) -> pa.Table:
+def process_files(spark, files: Sequence[SeenFile], options: Options, staging: str) -> pa.Table:
     """Read, decode and pair ``files`` (each its own capture): their frames and exchanges are
     written under ``staging``; returns their compact rows (:data:`worker.PARTS_SCHEMA`)."""
-    inputs = J.Inputs()
+    inputs = Inputs()
     for f in files:
         if f.path.endswith(".parquet"):
             inputs.parquet.append(f.path)
         else:
             inputs.files.append((f.path, f.size))
-    # Not J.split_size: a file's ranges (and so its connection ids) must not depend on which
+    # Not inputs.split_size: a file's ranges (and so its connection ids) must not depend on which
     # batch it lands in; 256 MiB is what a plain analysis of a large directory uses.
     split_bytes = options.split_bytes or P.DEFAULT_SPLIT_BYTES
     # Planned file by file, each its own capture named by its path: a plain run's planning of
     # files outside capture sets.
-    splits = sorted(J._plan_files(spark, inputs.files, {}, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes),
+    splits = sorted(plan_files(spark, inputs.files, {}, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes),
                     key=lambda s: (s.capture, s.split_index))
-    J.prepare_output(staging)
-    parts, stage1 = J.compact_rows(spark, inputs, splits, options, staging)
+    decode_job.prepare_output(staging)
+    parts, stage1 = decode_job.compact_rows(spark, inputs, splits, options, staging)
     rows = parts.toArrow()
     if stage1 is not None and stage1.is_cached:
         stage1.unpersist()
     return rows
 
 
-def run_batch(spark, batch: int, files: Sequence[SeenFile], options: J.Options, out: str,
+def run_batch(spark, batch: int, files: Sequence[SeenFile], options: Options, out: str,
               checkpoint: Checkpoint) -> None:
     """Process ``files`` as batch number ``batch`` and commit it (the order the module docstring gives)."""
     started = time.time()
@@ -294,7 +297,7 @@ def bytes_read(rows: pa.Table) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------- the tables and the report
-def write_tables(spark, out: str, checkpoint: Checkpoint, options: J.Options, report: bool) -> J.Result:
+def write_tables(spark, out: str, checkpoint: Checkpoint, options: Options, report: bool) -> J.Result:
     """The small tables (and the report when ``report``) from the compact rows of every committed batch,
     as a plain run ends (:func:`kproto.analyze.spark.jobs.finish_run`), with a row for every file that changed
     after it was read."""
@@ -319,7 +322,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[threading.Event]:
             signal.signal(sig, handler)
 
 
-def follow(paths: Sequence[str], out: str | os.PathLike, *, spark, options: J.Options | None = None,
+def follow(paths: Sequence[str], out: str | os.PathLike, *, spark, options: Options | None = None,
            follow_options: FollowOptions | None = None, stop: threading.Event | None = None,
            log=None) -> J.Result:
     """Follow local ``paths`` (directories, globs, files): process closed files as they come, until stopped.
@@ -328,7 +331,7 @@ def follow(paths: Sequence[str], out: str | os.PathLike, *, spark, options: J.Op
     thread), after one listing with ``once``, or after ``max_batches`` batches; the
     current batch always finishes and commits first. ``log(text)`` is told of each batch.
     """
-    options = options or J.Options()
+    options = options or Options()
     how = follow_options or FollowOptions()
     if any(P.local_path(p) != p for p in paths) or P.local_path(str(out)) != str(out):
         raise FollowSetupError("--follow reads and writes local paths only")
@@ -342,7 +345,7 @@ def follow(paths: Sequence[str], out: str | os.PathLike, *, spark, options: J.Op
                        log or (lambda _text: None))
 
 
-def _follow(paths: Sequence[str], out_text: str, spark, options: J.Options, how: FollowOptions,
+def _follow(paths: Sequence[str], out_text: str, spark, options: Options, how: FollowOptions,
             checkpoint: Checkpoint, stop: threading.Event, say) -> J.Result:
     """The loop of :func:`follow`, the checkpoint locked."""
     checkpoint.discard_uncommitted(out_text)

@@ -13,7 +13,7 @@ How kproto uses it, for local masters only (a cluster's JVMs are not ours to tun
   JVM has exited cleanly, so a half-written archive is never used. That one run
   takes about 10 s longer; ``scripts/setup.sh --spark`` makes the archive at set-up.
 * Every later local session maps it. An archive is named after the Java runtime, the
-  Spark jars and kproto's plans (``jobs.py``) it was made from, so a new JDK, pyspark or
+  Spark jars and kproto's plans (:data:`PLAN_MODULES`) it was made from, so a new JDK, pyspark or
   kproto records a new one, which replaces the old; the JVM checks the classpath itself
   too and ignores an archive that does not match.
 * ``KPROTO_JVM_ARCHIVE=off`` turns it all off; ``KPROTO_CACHE_DIR`` moves the cache
@@ -36,6 +36,9 @@ from kproto._common.cache import cache_root
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
 ENV_SWITCH = "KPROTO_JVM_ARCHIVE"
 WAIT_FOR_JVM_S = 120
+#: The modules whose Spark plans a run builds (the listing, the job, the end of a run): the archive's name
+#: follows their text.
+PLAN_MODULES = ("inputs.py", "decode_job.py", "jobs.py")
 
 
 @dataclass
@@ -81,9 +84,10 @@ def archive_path() -> Path | None:
         identity.update(part.encode() + b"\0")
     for jar in sorted(jars.glob("*.jar")) if jars.is_dir() else ():
         identity.update(f"{jar.name}:{jar.stat().st_size}\0".encode())
-    # The classes a run loads follow the plans kproto builds: another jobs.py, another archive
+    # The classes a run loads follow the plans kproto builds: other plans, another archive
     # (an archive recorded with older plans still maps, but misses the classes of the new ones).
-    identity.update(Path(__file__).with_name("jobs.py").read_bytes())
+    for module in PLAN_MODULES:
+        identity.update(Path(__file__).with_name(module).read_bytes())
     return cache_dir() / f"spark-{pyspark.__version__}-{identity.hexdigest()[:16]}.jsa"
 
 

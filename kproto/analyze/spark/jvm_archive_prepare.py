@@ -11,7 +11,9 @@ from pathlib import Path
 
 import kproto
 from kproto import messages
-from kproto.analyze.spark.jobs import Options, analyze, spark_session
+from kproto.analyze.spark.jobs import analyze
+from kproto.analyze.spark.options import Options
+from kproto.analyze.spark.session import spark_session
 from kproto.analyze.spark.jvm_archive import finish, plan
 
 

@@ -15,7 +15,7 @@ batches are at most :data:`CHUNK_BYTES` of payloads:
    rows count (no bodies).
 
 The exchanges are then built from the headers and those facts: the same rows, in the same
-order, as decoding the range as one table (``worker.decode_frames_table``).
+order, as decoding the range as one table (``decode.decode_frames_table``).
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ import pyarrow as pa
 from kproto.arrow import exchanges as E
 import kproto.arrow.frames as kb
 from kproto.arrow.capture import Chunks
+from kproto.analyze.spark import decode as D
 from kproto.analyze.spark import worker as W
 from kproto.analyze.spark.planning import INT64_MIN, Split, _range_pieces, _RangeStream, _Source
 
 #: Payload bytes per batch of a range's readers: what a range's task decodes at once. Under
-#: the workers' mmap threshold (jobs.WORKER_MEMORY_ENV, 32 MiB), so a batch's buffers come
+#: the workers' mmap threshold (session.WORKER_MEMORY_ENV, 32 MiB), so a batch's buffers come
 #: from the heap and the next batch reuses them, where 32 MiB batches were mapped afresh each time.
 CHUNK_BYTES = 16 << 20
 
@@ -225,7 +226,7 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
         del batch
         chunk = chunk.set_column(1, "connection_id", connection_ids.slice(lo, hi - lo))
         chunk = chunk.set_column(chunk.schema.get_field_index("sequence"), "sequence", sequences.slice(lo, hi - lo))
-        rows = W.decode_chunk(chunk, heads.keys[lo:hi], heads.versions[lo:hi], pairing.key_of[lo:hi],
+        rows = D.decode_chunk(chunk, heads.keys[lo:hi], heads.versions[lo:hi], pairing.key_of[lo:hi],
                               pairing.version_of[lo:hi], unanswered[lo:hi], body=body, records=records,
                               show_credentials=show_credentials)
         ts_first = chunk["ts_first_ns"]
@@ -254,5 +255,5 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
                                   np.concatenate(topic_frames), pa.concat_tables(topic_names))
     exchanges = exchanges.filter(pa.array(owned[pairing.owner_row]))
     sink.add("exchanges", exchanges)
-    yield from W.summarize(pa.concat_tables(counted), exchanges, pa.concat_tables(owned_partitions),
+    yield from D.summarize(pa.concat_tables(counted), exchanges, pa.concat_tables(owned_partitions),
                            pa.concat_tables(owned_names))

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from kproto.arrow.capture import Chunks
+from kproto.analyze.spark import decode as D
 from kproto.analyze.spark import worker as W
 from kproto.analyze.spark.planning import PCAP_HEADER_SIZE, Split, _Source, shown_path
 
@@ -53,7 +54,7 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
         if split.mode == "decode":
             batches, failure = W.read_batches(iter(reader))
             rows = _accounting(split, readable, opened, reader, marks, segments, failure, fail_fast)
-            yield from W.decode_and_summarize(W.frames_of(batches), body=body, sink=sink, records=records,
+            yield from D.decode_and_summarize(W.frames_of(batches), body=body, sink=sink, records=records,
                                               show_credentials=show_credentials)
         else:
             failure = None

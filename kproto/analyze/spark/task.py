@@ -2,8 +2,9 @@
 
 :func:`process_split` reads a whole file here, hands a range of a pcap to
 kproto/analyze/spark/range_pipeline.py and a capture set to kproto/analyze/spark/set_reader.py;
-all three use the frame and compact-row helpers of kproto/analyze/spark/worker.py, which
-imports none of them (imports go one way: task -> readers -> worker -> planning).
+all three decode with kproto/analyze/spark/decode.py and use the frame and compact-row helpers of
+kproto/analyze/spark/worker.py, which imports none of them (imports go one way:
+task -> readers -> decode -> worker -> planning).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyarrow.compute as pc
 
 from kproto.arrow.capture import connection_schema, frame_schema, read_frame_file
 from kproto.errors import DecodeError, TruncatedError
+from kproto.analyze.spark.decode import decode_and_summarize
 from kproto.analyze.spark.planning import Split, _Source, local_path
 from kproto.analyze.spark.range_pipeline import process_range
 from kproto.analyze.spark.set_reader import process_set
@@ -27,7 +29,6 @@ from kproto.analyze.spark.worker import (
     capture_reader,
     checked_accounting,
     count_unreached,
-    decode_and_summarize,
     error_entry,
     frames_of,
     one_batch_bytes,
