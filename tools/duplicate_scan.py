@@ -43,7 +43,8 @@ _STUB = "type stub: the signatures of methods that share a shape"
 ALLOWED: dict[tuple[str, str], str] = {
     ("kproto/_c/_capture_reassembly.pxi", "kproto/_py/capture_reassembly.py"): _MIRROR,
     ("kproto/_c/_capture_kinds.pxi", "kproto/_py/capture_kinds.py"): _MIRROR,
-    ("kproto/_c/_capture.pyx", "kproto/_py/capture.py"): _MIRROR,
+    ("kproto/_c/_capture_reader.pxi", "kproto/_py/capture_reader.py"): _MIRROR,
+    ("kproto/_c/_capture_framer.pxi", "kproto/_py/capture_framer.py"): _MIRROR,
     ("kproto/_c/_records.pyx", "kproto/_py/records_base.py"): _MIRROR,
     ("kproto/_c/_records.pyx", "kproto/_py/records.py"): _MIRROR,
     ("kproto/_c/_records_legacy.pxi", "kproto/_py/records_legacy.py"): _MIRROR,

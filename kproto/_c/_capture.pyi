@@ -1,12 +1,13 @@
 """Types of the compiled ``kproto._c._capture`` (source: ``_capture.pyx``).
 
 The capture engine behind :mod:`kproto.arrow.capture`: pcap / pcapng bytes in, TCP
-reassembled into Kafka frames and per-connection accounting out. The pure twin is
-``kproto/_py/capture.py``; the column-name tables are kproto._common.capture's.
+reassembled into Kafka frames and per-connection accounting out: three stages
+(RecordReader -> Reassembly -> Framer) the shared Engine of kproto._common.capture_engine
+wires. The pure twin is ``kproto/_py/capture.py``; the column-name tables are
+kproto._common.capture's.
 """
 
-from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, ClassVar, Final, final
 
 import numpy as np
 from typing_extensions import Buffer
@@ -17,6 +18,8 @@ from kproto._common.capture import CONNECTION_COLUMNS as CONNECTION_COLUMNS
 from kproto._common.capture import DIRECTION_SOURCE as DIRECTION_SOURCE
 from kproto._common.capture import FRAME_COLUMNS as FRAME_COLUMNS
 from kproto._common.capture import HALF_COUNTERS as HALF_COUNTERS
+from kproto._common.capture_engine import Engine as _SharedEngine
+from kproto._common.capture_engine import EngineSettings
 from kproto.errors import DecodeError as DecodeError
 
 __all__ = ["Engine", "scan_frames", "DIRECTION_REQUEST", "DIRECTION_RESPONSE", "FRAME_COLUMNS",
@@ -25,32 +28,27 @@ __all__ = ["Engine", "scan_frames", "DIRECTION_REQUEST", "DIRECTION_RESPONSE", "
 DIRECTION_REQUEST: Final = 0
 DIRECTION_RESPONSE: Final = 1
 
-class Engine:
-    """Capture bytes in, Kafka frames and accounting out."""
+@final
+class RecordReader:
+    """Records and packet layers: the engine's first stage."""
 
     @property
-    def max_frame_size(self) -> int: ...
+    def error(self) -> tuple[str, str, int] | None:
+        """(category, reason, offset) of the record where reading stopped, or None."""
+    def __init__(self, reassembly: Reassembly, framer: Framer) -> None: ...
+    def feed(self, data: Buffer) -> int:
+        """Read whole records from ``data``; returns the bytes consumed."""
+
+@final
+class Reassembly:
+    """Segments into streams, connection endings: the engine's second stage."""
+
     @property
     def max_pending_bytes(self) -> int: ...
     @property
     def max_connections(self) -> int: ...
-    @property
-    def error(self) -> tuple[str, str, int] | None:
-        """(category, reason, offset) of the record where reading stopped, or None."""
-    def __init__(
-        self,
-        request_versions: Iterable[int],
-        broker_ports: Iterable[int] = (9092,),
-        kafka_ports: Iterable[int] = (),
-        max_frame_size: int = ...,
-        max_pending_bytes: int = ...,
-        max_connections: int = 65536,
-        batch_frames: int = 65536,
-        batch_bytes: int = ...,
-    ) -> None: ...
-    def batch_ready(self) -> bool: ...
-    def take_batch(self) -> dict[str, Any] | None:
-        """Frames found since the last call, or None: numpy columns plus payload_offsets and payload_data."""
+    def __init__(self, settings: EngineSettings, framer: Framer) -> None: ...
+    def capture_counters(self) -> dict[str, int]: ...
     def take_connections(self) -> list[dict[str, Any]]:
         """Rows (dicts keyed by CONNECTION_COLUMNS) of connections closed since the last call."""
     def take_endpoints(self) -> list[dict[str, Any]]:
@@ -58,7 +56,6 @@ class Engine:
         whose first frame was emitted since the last call."""
     def snap_lengths(self) -> list[int]:
         """The snap lengths of the records whose TCP payload they cut, sorted."""
-    def capture_counters(self) -> dict[str, int]: ...
     def open_connections(self) -> int: ...
     def open_connection_rows(self) -> list[dict[str, Any]]:
         """Rows of the connections still open, their counters as they are now (closed_by None)."""
@@ -66,10 +63,26 @@ class Engine:
         """A mark: what is counted from now on about bytes read before now is counted early too."""
     def early_counts(self) -> dict[int, dict[str, int]]:
         """connection id -> counters counted since the last mark about bytes before it."""
-    def feed(self, data: Buffer) -> int:
-        """Read whole records from ``data``; returns the bytes consumed."""
     def finish(self, remaining: int = 0) -> None:
         """The input ended: flush every connection, in the order they were opened."""
+
+@final
+class Framer:
+    """Frames out of each direction's stream into the output batch: the engine's last stage."""
+
+    @property
+    def max_frame_size(self) -> int: ...
+    def __init__(self, settings: EngineSettings) -> None: ...
+    def batch_ready(self) -> bool: ...
+    def take_batch(self) -> dict[str, Any] | None:
+        """Frames found since the last call, or None: numpy columns plus payload_offsets and payload_data."""
+
+class Engine(_SharedEngine):
+    """Capture bytes in, Kafka frames and accounting out: the shared engine given these stages."""
+
+    RecordReader: ClassVar[type[RecordReader]]
+    Reassembly: ClassVar[type[Reassembly]]
+    Framer: ClassVar[type[Framer]]
 
 def scan_frames(
     data: Buffer, max_frame_size: int = ..., max_frames: int = ...

@@ -7,21 +7,22 @@
 # buffer -> cut frames into the output buffers. Out-of-order segments, gaps,
 # resyncs and direction inference are rare and use Python objects.
 #
-# One responsibility per included file, each a class that extends the one below it
-# (Cython cannot include a file into a class body, and a chain of cdef classes keeps
-# every call between the stages the C method call it was in one class):
-#   _capture_connections.pxi  per-connection state: a direction's stream buffer, its
-#                             segments' timestamps, the correlation ids it sent
-#   _capture_framer.pxi       _Framer: size-prefixed Kafka frames out of a direction's
+# The engine is three stages, each a final cdef class holding the next one as a typed
+# attribute (so every call between them is a direct C call), with the same names and
+# shape as the twin's; kproto/_common/capture_engine.py builds them (Engine, below, is
+# that shared engine given these classes) and states the contract both satisfy:
+#   _capture_reader.pxi       RecordReader: pcap / pcapng records, the link / IP / TCP
+#                             layers of each packet; scan_frames reads frame dumps
+#   _capture_reassembly.pxi   Reassembly: TCP segments into per-direction streams (order,
+#                             retransmissions, gaps), connection endings and their rows
+#   _capture_framer.pxi       Framer: size-prefixed Kafka frames out of a direction's
 #                             stream, resync, which side is the client, the output batch
 #   _capture_kinds.pxi        functions the framer calls: which protocol a connection
 #                             speaks (only Kafka gives frames), SASL's raw tokens
-#   _capture_reassembly.pxi   _Reassembly(_Framer): TCP segments into per-direction
-#                             streams (order, retransmissions, gaps), connection endings
-#   _capture_reader.pxi       _Reader(_Reassembly): pcap / pcapng records, the link / IP /
-#                             TCP layers of each packet; scan_frames reads frame dumps
-# Engine (below) is the reader with its settings.
+#   _capture_connections.pxi  per-connection state: a direction's stream buffer, its
+#                             segments' timestamps, the correlation ids it sent
 
+cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -37,6 +38,7 @@ import numpy as np
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
 from kproto._common import capture as _shapes
+from kproto._common import capture_engine as _engine
 from kproto._common.capture import (CAPTURE_COUNTERS, CLOSED_BY, CONNECTION_COLUMNS, DIRECTION_REQUEST,
                                     DIRECTION_RESPONSE, DIRECTION_SOURCE, FRAME_COLUMNS, HALF_COUNTERS, KINDS)
 
@@ -110,7 +112,6 @@ cdef enum:
     MAX_CANDIDATES = 64
     CHAIN_CONFIRMS = 4
     RESPONSE_CHAIN_CONFIRMS = 16
-    LIMIT = 512 * 1024 * 1024
     FORMAT_NONE = 0
     FORMAT_PCAP = 1
     FORMAT_PCAPNG = 2
@@ -131,38 +132,11 @@ include "_capture_reassembly.pxi"
 include "_capture_reader.pxi"
 
 
-cdef class Engine(_Reader):
-    """Capture bytes in, Kafka frames and accounting out (see kproto/_py/capture.py)."""
-
-    def __init__(self, request_versions, broker_ports=(9092,), kafka_ports=(), max_frame_size=100 * 1024 * 1024,
-                 max_pending_bytes=8 * 1024 * 1024, max_connections=65536, batch_frames=65536,
-                 batch_bytes=64 * 1024 * 1024):
-        versions = [int(v) for v in request_versions]
-        self.n_versions = len(versions)
-        self.versions = <int16_t *>malloc(max(1, self.n_versions) * sizeof(int16_t))
-        if self.versions == NULL:
-            raise MemoryError()
-        for i, v in enumerate(versions):
-            self.versions[i] = <int16_t>max(-1, min(v, 0x7FFF))
-        self.kafka_ports = frozenset(int(p) for p in kafka_ports)
-        self.broker_ports = frozenset(int(p) for p in broker_ports) | self.kafka_ports
-        for p in self.broker_ports:
-            if 0 <= p <= 0xFFFF:
-                self.port_is_broker[p] = 1
-        for p in self.kafka_ports:
-            if 0 <= p <= 0xFFFF:
-                self.port_is_kafka[p] = 1
-        # Capped (as in the twin) so a batch's payloads fit Arrow's int32 offsets.
-        self.max_frame_size = min(int(max_frame_size), LIMIT)
-        self.max_pending_bytes = min(int(max_pending_bytes), LIMIT)
-        self.held_limit = self.max_frame_size + self.max_pending_bytes   # _capture_kinds.pxi
-        self.max_connections = max(1, int(max_connections))
-        self.batch_frames = max(1, int(batch_frames))
-        self.batch_bytes = min(max(1, int(batch_bytes)), LIMIT)
-        self._new_output()
-
-    def capture_counters(self):
-        return {name: self.cnt[i] for i, name in enumerate(CAPTURE_COUNTERS)}
+class Engine(_engine.Engine):
+    __doc__ = _engine.Engine.__doc__
+    RecordReader = RecordReader
+    Reassembly = Reassembly
+    Framer = Framer
 
 
 cdef void *_grow(void *p, size_t size) except NULL:

@@ -6,8 +6,10 @@
 # copied into.
 
 
-cdef class _Framer:
-    """Frames out of each direction's stream into the output batch (settings: Engine)."""
+@cython.final
+cdef class Framer:
+    """Frames out of each direction's stream into the output batch: the engine's last stage
+    (kproto/_common/capture_engine.py)."""
     cdef int16_t *versions           # highest plausible request version per api key
     cdef Py_ssize_t n_versions
     cdef readonly int64_t max_frame_size
@@ -32,6 +34,20 @@ cdef class _Framer:
     def __cinit__(self):
         self.opened = []
         self.tokens_first = -1
+
+    def __init__(self, settings):
+        versions = settings.request_versions
+        self.n_versions = len(versions)
+        self.versions = <int16_t *>malloc(max(1, self.n_versions) * sizeof(int16_t))
+        if self.versions == NULL:
+            raise MemoryError()
+        for i, v in enumerate(versions):
+            self.versions[i] = <int16_t>max(-1, min(v, 0x7FFF))
+        self.max_frame_size = settings.max_frame_size
+        self.held_limit = settings.held_limit
+        self.batch_frames = settings.batch_frames
+        self.batch_bytes = settings.batch_bytes
+        self._new_output()
 
     def __dealloc__(self):
         free(self.versions)

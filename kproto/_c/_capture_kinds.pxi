@@ -92,7 +92,7 @@ cdef int _sniff(const unsigned char *p, Py_ssize_t n, bint at_start, bint final)
 
 
 cdef bint _kind_before(_Connection conn, _Half half, bint final) except -1:
-    """True when there is nothing to frame now (see the twin's Kinds._kind_before)."""
+    """True when there is nothing to frame now (see the twin's _kind_before)."""
     cdef int kind
     if conn.kind > KIND_KAFKA_:
         half.c[H_OTHER_BYTES] += half.length + half.c[H_SKIPPED_BYTES]
@@ -114,7 +114,7 @@ cdef bint _kind_before(_Connection conn, _Half half, bint final) except -1:
     return True
 
 
-cdef int _sasl_token(_Framer fr, _Connection conn, _Half half, int32_t size, bint final) except -2:
+cdef int _sasl_token(Framer fr, _Connection conn, _Half half, int32_t size, bint final) except -2:
     """1: a raw token (counted, dropped); 0: Kafka again; -1: not complete or not decided yet."""
     cdef const unsigned char *buf = half.data()
     cdef _Half other = conn.half(1 - half.side)
@@ -125,7 +125,7 @@ cdef int _sasl_token(_Framer fr, _Connection conn, _Half half, int32_t size, bin
             half.sasl = False
             return 0
     elif half.tokens_to >= 0:
-        pass            # a token its chain proved (_Framer._answers): the response after them ends them
+        pass            # a token its chain proved (Framer._answers): the response after them ends them
     elif not other.sasl and size >= 4 and other.has_corr(<int32_t>kp_load_be32(buf + 4)):
         half.sasl = False
         return 0
@@ -211,7 +211,7 @@ cdef bint _pair_counts(_Connection conn, int32_t corr, int64_t response_sequence
 cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload, Py_ssize_t captured,
                      int32_t size, bint request_like, int64_t last_ts) except -1:
     # payload holds `captured` bytes of the frame's `size` (fewer when a gap or the snap
-    # length cut it): only those are read (see the twin's Kinds._kind_frame)
+    # length cut it): only those are read (see the twin's _kind_frame)
     cdef _Half other = conn.half(1 - half.side)
     cdef int32_t corr = <int32_t>kp_load_be32(payload) if captured >= 4 else -1
     cdef bint as_request = request_like and (conn.client_side == -1 or conn.client_side == half.side)

@@ -1,6 +1,6 @@
 # Included by _capture.pyx: capture files as records (twin: kproto/_py/capture_reader.py).
 # A pcap or pcapng file is read record by record as its bytes come; each packet's link,
-# IP and TCP layers are taken apart and its segment goes to the reassembly. scan_frames
+# IP and TCP layers are taken apart and its segment goes to the reassembly stage. scan_frames
 # reads the other input, a dump of concatenated size-prefixed frames.
 
 
@@ -56,8 +56,12 @@ cdef inline bint _is_vlan(uint32_t ethertype) noexcept:
     return False
 
 
-cdef class _Reader(_Reassembly):
-    """Records and packet layers (settings: Engine)."""
+@cython.final
+cdef class RecordReader:
+    """Records and packet layers: the engine's first stage (kproto/_common/capture_engine.py)."""
+    cdef Reassembly reassembly       # where each TCP segment goes
+    cdef Framer framer               # asked whether the batch is full
+    cdef int64_t *cnt                # the capture counters (the reassembly's)
     cdef int format
     cdef bint big_endian
     cdef bint pcap_nanos
@@ -65,6 +69,11 @@ cdef class _Reader(_Reassembly):
     cdef Interface *interfaces
     cdef Py_ssize_t n_interfaces, interface_capacity
     cdef readonly object error       # None, or (category, reason, file offset): see the twin
+
+    def __init__(self, Reassembly reassembly, Framer framer):
+        self.reassembly = reassembly
+        self.framer = framer
+        self.cnt = &reassembly.cnt[0]
 
     def __dealloc__(self):
         free(self.interfaces)
@@ -96,11 +105,11 @@ cdef class _Reader(_Reassembly):
                 self.big_endian = not (magic_le == PCAP_MAGIC_US or magic_le == PCAP_MAGIC_NS)
                 self.pcap_nanos = (magic_be if self.big_endian else magic_le) == PCAP_MAGIC_NS
                 self.linktype = self._u32(p + 20) & 0xFFFF
-                self.snaplen = self._u32(p + 16)
+                self.reassembly.snaplen = self._u32(p + 16)
                 self.format = FORMAT_PCAP
                 pos = 24
             else:
-                self._stop("not_a_capture", f"not a pcap or pcapng file (magic 0x{magic_be:08x})", 0)
+                self._stop("not_a_capture", _engine.not_a_capture(magic_be), 0)
         if self.error is None:
             if self.format == FORMAT_PCAP:
                 pos = self._feed_pcap(p, n, pos)
@@ -124,14 +133,13 @@ cdef class _Reader(_Reassembly):
     cdef Py_ssize_t _feed_pcap(self, const unsigned char *p, Py_ssize_t end, Py_ssize_t pos) except -1:
         cdef uint32_t seconds, fraction, caplen, origlen
         cdef int64_t scale = 1 if self.pcap_nanos else 1000
-        while end - pos >= 16 and not self._batch_ready():
+        while end - pos >= 16 and not self.framer._batch_ready():
             seconds = self._u32(p + pos)
             fraction = self._u32(p + pos + 4)
             caplen = self._u32(p + pos + 8)
             origlen = self._u32(p + pos + 12)
             if caplen > MAX_RECORD:
-                self._stop("oversized_record", f"pcap record with captured length {caplen} "
-                           f"(limit {MAX_RECORD})", pos)
+                self._stop("oversized_record", _engine.oversized_pcap_record(caplen, MAX_RECORD), pos)
                 break
             if end - pos - 16 < caplen:
                 break
@@ -142,7 +150,7 @@ cdef class _Reader(_Reassembly):
 
     cdef Py_ssize_t _feed_pcapng(self, const unsigned char *p, Py_ssize_t end, Py_ssize_t pos) except -1:
         cdef uint32_t block_type, length
-        while end - pos >= 12 and not self._batch_ready():
+        while end - pos >= 12 and not self.framer._batch_ready():
             block_type = self._u32(p + pos)
             if block_type == PCAPNG_SHB:
                 if kp_load_le32(p + pos + 8) == PCAPNG_BOM:
@@ -150,15 +158,15 @@ cdef class _Reader(_Reassembly):
                 elif kp_load_be32(p + pos + 8) == PCAPNG_BOM:
                     self.big_endian = True
                 else:
-                    self._stop("bad_block", "pcapng section header with a bad byte-order magic", pos)
+                    self._stop("bad_block", _engine.BAD_BYTE_ORDER, pos)
                     break
                 self.n_interfaces = 0
             length = self._u32(p + pos + 4)
             if length < 12 or length % 4:
-                self._stop("bad_block", f"pcapng block of length {length}", pos)
+                self._stop("bad_block", _engine.bad_pcapng_block_length(length), pos)
                 break
             if length > MAX_RECORD:
-                self._stop("oversized_record", f"pcapng block of length {length} (limit {MAX_RECORD})", pos)
+                self._stop("oversized_record", _engine.oversized_pcapng_block(length, MAX_RECORD), pos)
                 break
             if end - pos < length:
                 break
@@ -170,15 +178,13 @@ cdef class _Reader(_Reassembly):
     cdef int _block(self, uint32_t block_type, const unsigned char *body, Py_ssize_t n, Py_ssize_t pos) except -1:
         # 1: read (or counted as malformed); 0: cannot be read, reading stops (self.error)
         cdef Interface *iface
-        cdef Py_ssize_t opt
-        cdef uint16_t code, olen
         cdef int resolution, exponent, k
         cdef int64_t offset
         cdef uint32_t index, high, low, caplen, origlen
         cdef uint64_t units
         if block_type == 1:
             if n < 8:
-                self._stop("bad_block", "short pcapng interface block", pos)
+                self._stop("bad_block", _engine.SHORT_INTERFACE_BLOCK, pos)
                 return 0
             if self.n_interfaces >= self.interface_capacity:
                 self.interface_capacity = max(4, self.interface_capacity * 2)
@@ -186,21 +192,9 @@ cdef class _Reader(_Reassembly):
             iface = &self.interfaces[self.n_interfaces]
             iface.linktype = self._u16(body)
             iface.snaplen = self._u32(body + 4)
-            resolution = 6
-            offset = 0
-            opt = 8
-            while n - opt >= 4:
-                code = self._u16(body + opt)
-                olen = self._u16(body + opt + 2)
-                if code == 0:
-                    break
-                if code == 9 and olen >= 1 and n - opt - 4 >= 1:
-                    resolution = body[opt + 4]
-                elif code == 14 and olen >= 8 and n - opt - 4 >= 8:
-                    offset = <int64_t>((<uint64_t>self._u32(body + opt + 8) << 32) | self._u32(body + opt + 4)) \
-                        if not self.big_endian else \
-                        <int64_t>((<uint64_t>self._u32(body + opt + 4) << 32) | self._u32(body + opt + 8))
-                opt += 4 + ((olen + 3) & ~3)
+            order = ">" if self.big_endian else "<"
+            resolution, offset = _shapes.pcapng_interface_time(
+                _shapes.pcapng_options(PyBytes_FromStringAndSize(<const char *>body, n), order, 8), order)
             exponent = resolution & 0x7F
             iface.exponent = exponent
             iface.offset_ns = <int64_t>(<uint64_t>offset * <uint64_t>1000000000)
@@ -220,7 +214,7 @@ cdef class _Reader(_Reassembly):
             self.n_interfaces += 1
         elif block_type == 6 or block_type == 2:
             if n < 20:
-                self._stop("bad_block", "short pcapng packet block", pos)
+                self._stop("bad_block", _engine.SHORT_PACKET_BLOCK, pos)
                 return 0
             if block_type == 6:
                 index = self._u32(body)
@@ -235,7 +229,7 @@ cdef class _Reader(_Reassembly):
                 self.cnt[C_MALFORMED] += 1
                 return 1
             iface = &self.interfaces[index]
-            self.snaplen = iface.snaplen
+            self.reassembly.snaplen = iface.snaplen
             units = (<uint64_t>high << 32) | low
             self._packet(iface.linktype, body + 20, caplen, origlen, _to_ns(iface, units))
         elif block_type == 3:
@@ -245,7 +239,7 @@ cdef class _Reader(_Reassembly):
                 return 1
             origlen = self._u32(body)
             caplen = <uint32_t>min(<Py_ssize_t>origlen, n - 4)
-            self.snaplen = self.interfaces[0].snaplen
+            self.reassembly.snaplen = self.interfaces[0].snaplen
             self._packet(self.interfaces[0].linktype, body + 4, caplen, origlen, 0)
         elif block_type != PCAPNG_SHB:
             self.cnt[C_SKIPPED_BLOCKS] += 1
@@ -364,7 +358,7 @@ cdef class _Reader(_Reassembly):
         captured_end = min(n, ip_end)
         self.cnt[C_TCP_PACKETS] += 1
         self.cnt[C_TCP_PAYLOAD_BYTES] += captured_end - data_start
-        self._segment(src, dst, addr_len, kp_load_be16(pkt + tcp), kp_load_be16(pkt + tcp + 2), kp_load_be32(pkt + tcp + 4),
+        self.reassembly._segment(src, dst, addr_len, kp_load_be16(pkt + tcp), kp_load_be16(pkt + tcp + 2), kp_load_be32(pkt + tcp + 4),
                       pkt[tcp + 13], pkt + data_start, captured_end - data_start, ip_end - data_start, ts)
         return 0
 
@@ -402,7 +396,7 @@ def scan_frames(data, max_frame_size=100 * 1024 * 1024, max_frames=1 << 62):
         while end - pos >= 4 and count < max_count:
             size = <int32_t>kp_load_be32(p + pos)
             if size < 0 or size > max_size:
-                error = f"invalid frame size {size} (maximum {max_frame_size})"
+                error = _engine.invalid_frame_size(size, max_frame_size)
                 break
             if end - pos - 4 < size:
                 break

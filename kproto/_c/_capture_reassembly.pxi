@@ -2,11 +2,14 @@
 # kproto/_py/capture_reassembly.py): connections found by their endpoints, sequence
 # numbers to stream offsets, out-of-order segments held until the hole fills,
 # retransmissions counted, holes given up on as gaps, and the connection rows written
-# when a connection ends. Each direction's new bytes go to the framer.
+# when a connection ends. Each direction's new bytes go to the framer stage.
 
 
-cdef class _Reassembly(_Framer):
-    """Segments into streams, connection endings (settings: Engine)."""
+@cython.final
+cdef class Reassembly:
+    """Segments into streams, connection endings: the engine's second stage
+    (kproto/_common/capture_engine.py)."""
+    cdef Framer framer               # where each direction's new bytes go
     cdef frozenset broker_ports
     cdef uint8_t port_is_broker[65536]
     cdef frozenset kafka_ports
@@ -31,6 +34,22 @@ cdef class _Reassembly(_Framer):
         self.early = {}
         self.cut_snaplens = set()
 
+    def __init__(self, settings, Framer framer):
+        self.framer = framer
+        self.kafka_ports = settings.kafka_ports
+        self.broker_ports = settings.broker_ports
+        for p in self.broker_ports:
+            if 0 <= p <= 0xFFFF:
+                self.port_is_broker[p] = 1
+        for p in self.kafka_ports:
+            if 0 <= p <= 0xFFFF:
+                self.port_is_kafka[p] = 1
+        self.max_pending_bytes = settings.max_pending_bytes
+        self.max_connections = settings.max_connections
+
+    def capture_counters(self):
+        return {name: self.cnt[i] for i, name in enumerate(CAPTURE_COUNTERS)}
+
     def take_connections(self):
         rows, self.closed_rows = self.closed_rows, []
         return rows
@@ -38,7 +57,7 @@ cdef class _Reassembly(_Framer):
     def take_endpoints(self):
         """Who talks on the connections whose first frame was emitted since the last call (see the twin)."""
         cdef _Connection conn
-        opened, self.opened = self.opened, []
+        opened, self.framer.opened = self.framer.opened, []
         return [_endpoints(conn, conn.client_side) for conn in opened]
 
     def snap_lengths(self):
@@ -196,11 +215,11 @@ cdef class _Reassembly(_Framer):
         if half.pending_bytes > self.max_pending_bytes:
             self._gap(conn, half, half.pending[0][0])
             self._drain(half)
-        self._cut(conn, half, False)
+        self.framer._cut(conn, half, False)
         if end < lost_end and half.next_pos == end and not half.pending:
             # The snap length cut the packet: the rest of it is lost for certain, now.
             self._gap(conn, half, lost_end, True)
-            self._cut(conn, half, False)
+            self.framer._cut(conn, half, False)
         return 0
 
     cdef tuple _hold(self, _Half half, int64_t start, bytes data, int64_t ts):
@@ -252,7 +271,7 @@ cdef class _Reassembly(_Framer):
         # are decided first as at the end of the data (see the twin).
         cdef int32_t size
         cdef int64_t frames = half.c[H_FRAMES]
-        cdef Py_ssize_t cut_at = self._cut_candidate(conn, half, hole_end)
+        cdef Py_ssize_t cut_at = self.framer._cut_candidate(conn, half, hole_end)
         cdef bytes cut_payload = None
         cdef int64_t cut_first = 0, cut_last = 0
         cdef int32_t cut_size = 0
@@ -262,7 +281,7 @@ cdef class _Reassembly(_Framer):
             cut_payload = PyBytes_FromStringAndSize(<const char *>half.data() + cut_at + 4, half.length - cut_at - 4)
             cut_first = half.captured_at(half.buf_pos + cut_at)
             cut_last = half.chunks[half.chunk_head + half.chunk_count - 1].ts
-        self._cut(conn, half, True)
+        self.framer._cut(conn, half, True)
         if half.synced or half.c[H_FRAMES] != frames:
             cut_at = -1     # the search found a boundary before the hole after all
         if snapped:
@@ -272,10 +291,10 @@ cdef class _Reassembly(_Framer):
             half.c[H_GAP_BYTES] += hole_end - half.next_pos
         if half.synced and half.length >= 4:
             size = <int32_t>kp_load_be32(half.data())
-            if 4 <= size <= self.max_frame_size:
+            if 4 <= size <= self.framer.max_frame_size:
                 half.boundary = half.buf_pos + 4 + size
                 if half.length > 4 and not half.sasl:   # a raw SASL token is no frame: skipped
-                    self._frame(conn, half, size, half.length - 4)
+                    self.framer._frame(conn, half, size, half.length - 4)
         half.count_skipped(half.length, half.buf_pos)
         half.drop(half.length)
         if half.boundary < hole_end:
@@ -305,16 +324,16 @@ cdef class _Reassembly(_Framer):
             while half.pending:
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
-                self._cut(conn, half, False)
+                self.framer._cut(conn, half, False)
         # then the requests' ends: a response chain is proved by the request it answers
         for half in ((conn.h1, conn.h0) if conn.client_side == 1 else (conn.h0, conn.h1)):
-            self._cut(conn, half, True)
+            self.framer._cut(conn, half, True)
             half.c[H_TAIL_BYTES] += half.length
             half.drop(half.length)
         _kind_end(conn)
         if conn.client_side < 0:
-            self._guess(conn)
-        self._release(conn)
+            self.framer._guess(conn)
+        self.framer._release(conn)
         del self.connections[conn.key]
         if reason == 1 or reason == 2:  # its FINs or a RST: what comes after opens nothing (bounded)
             self.ended[conn.key] = None
@@ -386,9 +405,7 @@ cdef dict _early_row(_Connection conn):
     cdef _Half req = conn.half(cs), resp = conn.half(1 - cs)
     if not (req.early[0] or req.early[1] or req.early[2] or resp.early[0] or resp.early[1] or resp.early[2]):
         return {}
-    return {"request_frames": req.early[0], "request_frame_bytes": req.early[1], "request_skipped_bytes": req.early[2],
-            "response_frames": resp.early[0], "response_frame_bytes": resp.early[1],
-            "response_skipped_bytes": resp.early[2]}
+    return _engine.early_row(req.early, resp.early)
 
 
 cdef dict _connection_row(_Connection conn, object closed_by):

@@ -153,10 +153,8 @@ cdef class RecordBatch(_OneBatch):
 cdef int _check_record_limit(RecordBatch batch) except -1:
     # Before decompressing: the declared count decides what decoding will allocate.
     if batch.record_count > batch._owner.max_records_per_batch:
-        raise TooManyRecordsError(
-            f"record batch declares {batch.record_count} records, more than the limit of "
-            f"{batch._owner.max_records_per_batch} (max_records_per_batch)",
-            batch._start + V2_RECORDS_COUNT_AT, base_offset=batch.base_offset)
+        raise _common.too_many_in_batch(batch.record_count, batch._owner.max_records_per_batch,
+                                        batch._start + V2_RECORDS_COUNT_AT, batch.base_offset)
     if not batch._counted:
         batch._counted = True
         # a negative count is corrupt (raised when decoding), not a credit

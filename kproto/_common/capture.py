@@ -1,7 +1,11 @@
-"""Captures: the output shapes and file-format constants both capture engines share.
+"""Captures: the output shapes, file-format constants and the engine's shape both capture
+engines share.
 
 The Cython engine (kproto/_c/_capture.pyx) and the pure twin (kproto/_py/capture.py)
-import these; kproto.arrow.capture builds its Arrow schemas from them.
+import these; kproto.arrow.capture builds its Arrow schemas from them. The engine itself
+(``Engine``, kproto/_common/capture_engine.py) is written once: each implementation gives
+it its three stages, classes of the same names (``RecordReader``, ``Reassembly``,
+``Framer``), and ``CaptureEngine`` is the contract kproto.arrow.capture relies on.
 """
 
 from __future__ import annotations
@@ -57,6 +61,10 @@ CAPTURE_COUNTERS = (
     "trailing_bytes",      # an incomplete record at the end of the file
     "unread_bytes",        # not read: from a record that cannot be framed (``Engine.error``) to the end
 )
+
+#: The counters a half counts early too (since a mark, about bytes before it; ``early_counts``),
+#: in the order both engines keep them.
+EARLY_COUNTERS = ("frames", "frame_bytes", "skipped_bytes")
 
 # Why a connection stopped being tracked.
 CLOSED_BY = ("end", "fin", "rst", "evicted", "reused")
@@ -114,7 +122,7 @@ PCAPNG_IF_TSOFFSET = 14
 def pcapng_options(data, order: str, start: int = 0) -> list[tuple[int, bytes]]:
     """(code, value) of each option of a pcapng block body, from ``start`` to the
     end-of-options option or the end of ``data``; a value the data cuts short is kept
-    cut. The C engine walks the same layout in _capture_reader.pxi."""
+    cut."""
     options = []
     pos = start
     while len(data) - pos >= 4:
@@ -126,16 +134,22 @@ def pcapng_options(data, order: str, start: int = 0) -> list[tuple[int, bytes]]:
     return options
 
 
-def pcapng_interface_clock(options: list[tuple[int, bytes]], order: str):
-    """(units -> ns) of an interface from its options: the last if_tsresol and
-    if_tsoffset long enough to read count, as in the C engine (default: microseconds)."""
+def pcapng_interface_time(options: list[tuple[int, bytes]], order: str) -> tuple[int, int]:
+    """(if_tsresol byte, if_tsoffset seconds) of an interface from its options: the last of
+    each long enough to read counts (default: microseconds, no offset). Both engines read
+    an interface's options here; the C engine keeps its own converter for the packets."""
     resolution, offset = 6, 0
     for code, value in options:
         if code == PCAPNG_IF_TSRESOL and len(value) >= 1:
             resolution = value[0]
         elif code == PCAPNG_IF_TSOFFSET and len(value) >= 8:
             offset = struct.unpack_from(order + "q", value, 0)[0]
-    return pcapng_ts_converter(resolution, offset)
+    return resolution, offset
+
+
+def pcapng_interface_clock(options: list[tuple[int, bytes]], order: str):
+    """(units -> ns) of an interface from its options (pcapng_interface_time)."""
+    return pcapng_ts_converter(*pcapng_interface_time(options, order))
 
 
 def pcapng_ts_converter(resolution_byte: int, offset_seconds: int):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kproto import compression as _compression
-from kproto.errors import CorruptRecordError, EncodeError
+from kproto.errors import CorruptRecordError, DecompressedSizeError, DecompressionError, EncodeError, TooManyRecordsError
 
 TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
@@ -251,3 +251,41 @@ def to_numpy(table) -> dict:
             out[name] = column.to_numpy()
     return out
 
+
+# ---------------------------------------------------------------------- the caps of a record set
+# max_records_per_batch, max_records_per_set, max_decompressed_size and
+# max_decompressed_size_per_set: each implementation keeps its counters and compares on its
+# hot path; what a cap allows and the error it raises are written here once.
+def too_many_in_batch(count: int, limit: int, offset: int, base_offset: int) -> TooManyRecordsError:
+    """A batch declares more records than max_records_per_batch (checked before decompressing)."""
+    return TooManyRecordsError(f"record batch declares {count} records, more than the limit of {limit} "
+                               f"(max_records_per_batch)", offset, base_offset=base_offset)
+
+
+def too_many_in_set(before: int, count: int, limit: int, start: int, base_offset: int) -> TooManyRecordsError:
+    """A batch's ``count`` records would take the set from ``before`` past max_records_per_set."""
+    return TooManyRecordsError(f"record set holds more than {limit} records (max_records_per_set): "
+                               f"the batch at byte {start} brings {before} to {before + count}", start,
+                               base_offset=base_offset)
+
+
+def decompression_allowance(max_size: int, max_per_set: int, used: int, charged: bool) -> tuple[int, bool]:
+    """(bytes a batch may decompress to, whether the set's cap is what binds): the batch's cap,
+    or what is left of the set's when that is less. A batch is charged to the set once
+    (``charged``: it was), so a batch read again is held to its own cap only."""
+    left = max_per_set - used
+    if not charged and left < max_size:
+        return max(left, 0), True
+    return max_size, False
+
+
+def decompression_failure(exc: DecompressionError, set_binds: bool, max_per_set: int, used: int, what: str,
+                          start: int, base_offset: int) -> DecompressionError:
+    """The error to raise for a batch whose payload did not decompress within its allowance
+    (``used``: the set's bytes before it): the set's cap when that bound, else the codec's
+    error, both naming the batch and its offset."""
+    if set_binds and isinstance(exc, DecompressedSizeError):
+        return DecompressedSizeError(
+            f"record set decompresses to more than {max_per_set} bytes (max_decompressed_size_per_set): "
+            f"{used} before the {what} at byte {start}", start, base_offset=base_offset)
+    return type(exc)(f"{exc.reason} in {what}", start, base_offset=base_offset)

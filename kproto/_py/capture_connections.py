@@ -7,9 +7,6 @@ from collections import deque
 
 from kproto._common.capture import HALF_COUNTERS, KIND_UNKNOWN
 
-#: The counters a half counts early (since a mark, about bytes before it): _Half.early's order.
-EARLY_COUNTERS = ("frames", "frame_bytes", "skipped_bytes")
-
 
 class _Half:
     """One direction of one TCP connection."""
@@ -33,7 +30,7 @@ class _Half:
         # after the hole to prove it (Framer._cut_frame_proved): (end, size, captured payload, first ts, last ts)
         self.cut_frame = None
         # Marks (mark_open_connections): the stream offset of the last mark, and the frames, frame
-        # bytes and skipped bytes counted since then about bytes before it (EARLY_COUNTERS): a reader
+        # bytes and skipped bytes counted since then about bytes before it (_common's EARLY_COUNTERS): a reader
         # that started cold decides them late, a reader of the whole file before the mark.
         self.mark_pos = 0
         self.early = [0, 0, 0]

@@ -19,7 +19,8 @@ import numpy as np
 from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS, KIND_KAFKA
 from kproto._py import wire
 from kproto._py.capture_connections import _Connection, _Half
-from kproto._py.capture_kinds import Kinds, _handshake_answer
+from kproto._py.capture_kinds import (_handshake_answer, _kind_before, _kind_frame, _kind_held, _sasl_handshake,
+                                      _sasl_token)
 
 _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
@@ -30,19 +31,23 @@ _CHAIN_CONFIRMS = 4
 _RESPONSE_CHAIN_CONFIRMS = 16
 
 
-class Framer(Kinds):
-    """Frames out of each direction's stream into the output batch (settings: Engine)."""
+class Framer:
+    """Frames out of each direction's stream into the output batch: the engine's last stage
+    (kproto/_common/capture_engine.py)."""
 
-    request_versions: list[int]
-    max_frame_size: int
     _needed = 0      # where the last undecided _confirm waits for bytes (offset in its data)
     _tokens = None   # raw SASL tokens the last confirmed chain holds: (first, the frame after them), offsets in its data
-    max_pending_bytes: int
-    batch_frames: int
-    batch_bytes: int
-    _opened: list
     out: dict[str, list]
     out_bytes: int
+
+    def __init__(self, settings) -> None:
+        self.request_versions = settings.request_versions
+        self.max_frame_size = settings.max_frame_size
+        self.held_limit = settings.held_limit    # capture_kinds.py
+        self.batch_frames = settings.batch_frames
+        self.batch_bytes = settings.batch_bytes
+        self.opened: list = []   # connections whose first frame was just emitted (take_endpoints)
+        self._reset_batch()
 
     def _reset_batch(self) -> None:
         self.out = {name: [] for name in FRAME_COLUMNS}
@@ -168,7 +173,7 @@ class Framer(Kinds):
         self._tokens = None
         for _ in range(hops):
             strong = self._strong(conn, half, data, i) if plausible == 1 else 0
-            if strong > 0 and self._sasl_handshake(conn, half, data, i):
+            if strong > 0 and _sasl_handshake(conn, half, data, i):
                 return 1    # raw SASL tokens, not a header, follow it
             if response:
                 links.append(i)
@@ -302,7 +307,7 @@ class Framer(Kinds):
     def _cut(self, conn: _Connection, half: _Half, final: bool) -> None:
         """Cut complete frames off the front of buf."""
         while True:
-            if conn.kind != KIND_KAFKA and self._kind_before(conn, half, final):
+            if conn.kind != KIND_KAFKA and _kind_before(conn, half, final):
                 return
             if not half.synced and not self._scan(conn, half, final):
                 return
@@ -316,7 +321,7 @@ class Framer(Kinds):
                 if not half.sasl:
                     half.tokens_to = -1
             if half.sasl and 0 <= size <= self.max_frame_size:
-                token = self._sasl_token(conn, half, size, final)
+                token = _sasl_token(self, conn, half, size, final)
                 if token < 0:
                     return
                 if token:
@@ -351,7 +356,7 @@ class Framer(Kinds):
         ``payload``, from stream offset ``at``; ``held``: its bytes at the front of buf, dropped once
         it is counted (0: a cut frame kept aside, _cut_frame_proved). False when it showed another protocol."""
         request_like = self._request_ok(payload, 0, size)
-        self._kind_frame(conn, half, payload, size, request_like, last_ts if last_ts is not None else 0)
+        _kind_frame(conn, half, payload, size, request_like, last_ts if last_ts is not None else 0)
         if conn.kind > KIND_KAFKA:
             return False    # this frame showed another protocol: its bytes went with the rest
         half.drop(held)
@@ -418,7 +423,7 @@ class Framer(Kinds):
                 self._decide(conn, 1 - half.side, 2)
             elif len(conn.undecided) >= _MAX_UNDECIDED_FRAMES:
                 self._guess(conn)
-        self._kind_held(conn)
+        _kind_held(conn, self.held_limit)
         self._release(conn)
 
     def _guess(self, conn: _Connection) -> None:
@@ -446,7 +451,7 @@ class Framer(Kinds):
         sequence, first_ts, last_ts, size, payload = frame
         if not conn.told:       # its first frame: say who talks (the connection row comes at its close)
             conn.told = True
-            self._opened.append(conn)
+            self.opened.append(conn)
         out = self.out
         out["connection_id"].append(conn.id)
         out["direction"].append(DIRECTION_REQUEST if side == conn.client_side else DIRECTION_RESPONSE)

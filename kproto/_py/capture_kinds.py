@@ -172,168 +172,173 @@ def _pair_counts(conn, corr: int, response_sequence: int, seen: int) -> bool:
     return True
 
 
-class Kinds:
-    """The framer's kind and SASL steps (mixed into Framer; settings: Engine)."""
-
-    def _kind_before(self, conn, half, final: bool) -> bool:
-        """Before framing a direction's bytes: True when there is nothing to frame now
-        (another protocol's bytes were counted and dropped, or the first bytes must wait)."""
-        if conn.kind > KIND_KAFKA:
-            c = half.counters
-            # (a gap skips what it holds: here that is the other protocol's bytes too)
-            c["other_bytes"] += len(half.buf) + c["skipped_bytes"]
-            c["skipped_bytes"] = 0
-            half.drop(len(half.buf))
-            return True
-        if half.sniffed:
-            return False
-        at_start = half.isn >= 0 and half.buf_pos == 0
-        kind = sniff(half.buf, at_start, final)
-        if kind < 0:
-            return True
-        if kind == 0:
-            # A stream's start is looked at once; a stream caught mid-way again with each
-            # new bytes until the connection is known (a TLS record may begin further on).
-            half.sniffed = at_start
-            return False
-        half.sniffed = True
-        self._not_kafka(conn, kind)
+# The framer's kind and SASL steps: functions it calls at its few hooks (as the compiled
+# engine's _capture_kinds.pxi), so the framer's own logic stays its own.
+def _kind_before(conn, half, final: bool) -> bool:
+    """Before framing a direction's bytes: True when there is nothing to frame now
+    (another protocol's bytes were counted and dropped, or the first bytes must wait)."""
+    if conn.kind > KIND_KAFKA:
+        c = half.counters
+        # (a gap skips what it holds: here that is the other protocol's bytes too)
+        c["other_bytes"] += len(half.buf) + c["skipped_bytes"]
+        c["skipped_bytes"] = 0
+        half.drop(len(half.buf))
         return True
-
-    def _sasl_handshake(self, conn, half, data, i: int) -> bool:
-        """Is the strong header at i (in half's buf) a frame of a SaslHandshake v0 exchange,
-        proved by the other one, so raw tokens rather than a header may follow it? A whole
-        SaslHandshake v0 request whose response (whole, with its correlation id) the other
-        direction holds in bytes captured after the request's last; or the response to
-        such a request (the other direction's ``sasl_corr``, sent before it), whole: an id
-        alone, in record bytes after a gap, is no evidence."""
-        other = conn.halves[1 - half.side]
-        size = _BE32S.unpack_from(data, i)[0]
-        if conn.client_side != half.side and other.sasl_corr >= 0 and _handshake_answer(data, i, other.sasl_corr):
-            return True
-        end = i + 4 + size
-        if conn.client_side not in (-1, half.side) or size < 8 or end > len(data) \
-                or _BE16.unpack_from(data, i + 4)[0] != API_SASL_HANDSHAKE \
-                or _BE16.unpack_from(data, i + 6)[0] != SASL_RAW_TOKENS_HANDSHAKE_VERSION:
-            return False
-        corr = _BE32S.unpack_from(data, i + 8)[0]
-        sent = half.captured_at(half.buf_pos + end - 1)
-        wanted, buf = data[i + 8: i + 12], other.buf
-        at = buf.find(wanted, 4)
-        while at >= 0:
-            if _handshake_answer(buf, at - 4, corr) and other.captured_at(other.buf_pos + at - 4) >= sent:
-                return True
-            at = buf.find(wanted, at + 1)
+    if half.sniffed:
         return False
+    at_start = half.isn >= 0 and half.buf_pos == 0
+    kind = sniff(half.buf, at_start, final)
+    if kind < 0:
+        return True
+    if kind == 0:
+        # A stream's start is looked at once; a stream caught mid-way again with each
+        # new bytes until the connection is known (a TLS record may begin further on).
+        half.sniffed = at_start
+        return False
+    half.sniffed = True
+    _not_kafka(conn, kind)
+    return True
 
-    def _sasl_token(self, conn, half, size: int, final: bool) -> int:
-        """In a SASL exchange, the frame at the front of buf: 1 when it was a raw token
-        (counted and dropped), 0 when it is Kafka again, -1 when it is not complete or
-        cannot be decided yet."""
-        buf = half.buf
-        if len(buf) < 4 + size:
-            return -1
-        other = conn.halves[1 - half.side]
-        if half.side == conn.client_side:
-            if size >= 4 and self._request_ok(buf, 4, size):
-                half.sasl = False
-                return 0
-        elif half.tokens_to >= 0:
-            pass    # a token its chain proved (Framer._answers): the response after them ends them
-        elif not other.sasl and size >= 4 and _BE32S.unpack_from(buf, 4)[0] in other.request_corrs:
+
+def _sasl_handshake(conn, half, data, i: int) -> bool:
+    """Is the strong header at i (in half's buf) a frame of a SaslHandshake v0 exchange,
+    proved by the other one, so raw tokens rather than a header may follow it? A whole
+    SaslHandshake v0 request whose response (whole, with its correlation id) the other
+    direction holds in bytes captured after the request's last; or the response to
+    such a request (the other direction's ``sasl_corr``, sent before it), whole: an id
+    alone, in record bytes after a gap, is no evidence."""
+    other = conn.halves[1 - half.side]
+    size = _BE32S.unpack_from(data, i)[0]
+    if conn.client_side != half.side and other.sasl_corr >= 0 and _handshake_answer(data, i, other.sasl_corr):
+        return True
+    end = i + 4 + size
+    if conn.client_side not in (-1, half.side) or size < 8 or end > len(data) \
+            or _BE16.unpack_from(data, i + 4)[0] != API_SASL_HANDSHAKE \
+            or _BE16.unpack_from(data, i + 6)[0] != SASL_RAW_TOKENS_HANDSHAKE_VERSION:
+        return False
+    corr = _BE32S.unpack_from(data, i + 8)[0]
+    sent = half.captured_at(half.buf_pos + end - 1)
+    wanted, buf = data[i + 8: i + 12], other.buf
+    at = buf.find(wanted, 4)
+    while at >= 0:
+        if _handshake_answer(buf, at - 4, corr) and other.captured_at(other.buf_pos + at - 4) >= sent:
+            return True
+        at = buf.find(wanted, at + 1)
+    return False
+
+
+def _sasl_token(framer, conn, half, size: int, final: bool) -> int:
+    """In a SASL exchange, the frame at the front of buf: 1 when it was a raw token
+    (counted and dropped), 0 when it is Kafka again, -1 when it is not complete or
+    cannot be decided yet."""
+    buf = half.buf
+    if len(buf) < 4 + size:
+        return -1
+    other = conn.halves[1 - half.side]
+    if half.side == conn.client_side:
+        if size >= 4 and framer._request_ok(buf, 4, size):
             half.sasl = False
             return 0
-        elif other.sasl and (other.pending or not other.synced) and not final and len(buf) <= self.held_limit:
-            # The client's side is still in its tokens behind a hole: its next request (the
-            # one this may answer) is read once the hole is given up on; wait for it.
-            return -1
-        half.counters["sasl_tokens"] += 1
-        half.counters["sasl_bytes"] += 4 + size
-        half.drop(4 + size)
-        return 1
+    elif half.tokens_to >= 0:
+        pass    # a token its chain proved (Framer._answers): the response after them ends them
+    elif not other.sasl and size >= 4 and _BE32S.unpack_from(buf, 4)[0] in other.request_corrs:
+        half.sasl = False
+        return 0
+    elif other.sasl and (other.pending or not other.synced) and not final and len(buf) <= framer.held_limit:
+        # The client's side is still in its tokens behind a hole: its next request (the
+        # one this may answer) is read once the hole is given up on; wait for it.
+        return -1
+    half.counters["sasl_tokens"] += 1
+    half.counters["sasl_bytes"] += 4 + size
+    half.drop(4 + size)
+    return 1
 
-    def _kind_frame(self, conn, half, payload, size: int, request_like: bool, last_ts: int) -> None:
-        """What a frame just cut says about its connection: SASL's start, Kafka or ZooKeeper.
-        ``payload`` may be shorter than ``size`` (a gap or the snap length cut the frame):
-        only the bytes captured are read; ``last_ts``: when its last byte was captured."""
-        other = conn.halves[1 - half.side]
-        captured = len(payload)
-        corr = _BE32S.unpack_from(payload, 0)[0] if captured >= 4 else -1
-        # A response's first bytes can read as a request header: the direction, once known, decides.
-        as_request = request_like and conn.client_side in (-1, half.side)
-        as_response = conn.client_side != half.side
-        request_corr = _BE32S.unpack_from(payload, 4)[0] if as_request else -1
-        if as_request:
-            api_key, api_version = _BE16.unpack_from(payload, 0)[0], _BE16.unpack_from(payload, 2)[0]
-            if api_key in (API_SASL_HANDSHAKE, API_API_VERSIONS):
-                half.hello_corr = request_corr
-            if api_key == API_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION \
-                    and half.side == conn.client_side and half.sequence < 8:
-                half.sasl = True       # raw tokens follow (or nothing, if the broker refuses)
-                half.sasl_corr = request_corr
-        if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:
-            other.sasl_corr = -1       # the handshake's response: tokens follow when it succeeded
-            if _BE16.unpack_from(payload, 4)[0] == 0:
-                half.sasl = True
-            else:
-                other.sasl = False
-        if conn.kind != KIND_UNKNOWN:
-            return
-        if corr == -2 and ((size == 8 and captured == 8 and _BE32S.unpack_from(payload, 4)[0] == 11) or size == 16):
-            self._not_kafka(conn, KIND_ZOOKEEPER)   # a ZooKeeper ping or its response
-            return
-        if as_response and corr >= 0 and _pair_counts(conn, corr, half.sequence, other.request_corrs.count(corr)):
-            if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
-                conn.kind = KIND_KAFKA
-                return
-        answer = _answered_already(conn, half.side, request_corr, last_ts) if as_request else -1
-        if answer >= 0 and _pair_counts(conn, request_corr, answer, half.request_corrs.count(request_corr) + 1):
-            # the pair in the other order: its response was confirmed first (a stream caught
-            # mid-way, confirmed by a chain or at the end, before this request's own)
-            if conn.client_side < 0:
-                conn.client_side = half.side
-                conn.direction_source = 2
-            if conn.matched >= 2 or conn.direction_source == 0:
-                conn.kind = KIND_KAFKA
-                return
-        if as_request:
-            half.run = half.run + 1 if half.run and request_corr > half.run_corr else 1
-            half.run_corr = request_corr
-            if half.run >= RUN_TO_CONFIRM:
-                conn.kind = KIND_KAFKA
+
+def _kind_frame(conn, half, payload, size: int, request_like: bool, last_ts: int) -> None:
+    """What a frame just cut says about its connection: SASL's start, Kafka or ZooKeeper.
+    ``payload`` may be shorter than ``size`` (a gap or the snap length cut the frame):
+    only the bytes captured are read; ``last_ts``: when its last byte was captured."""
+    other = conn.halves[1 - half.side]
+    captured = len(payload)
+    corr = _BE32S.unpack_from(payload, 0)[0] if captured >= 4 else -1
+    # A response's first bytes can read as a request header: the direction, once known, decides.
+    as_request = request_like and conn.client_side in (-1, half.side)
+    as_response = conn.client_side != half.side
+    request_corr = _BE32S.unpack_from(payload, 4)[0] if as_request else -1
+    if as_request:
+        api_key, api_version = _BE16.unpack_from(payload, 0)[0], _BE16.unpack_from(payload, 2)[0]
+        if api_key in (API_SASL_HANDSHAKE, API_API_VERSIONS):
+            half.hello_corr = request_corr
+        if api_key == API_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION \
+                and half.side == conn.client_side and half.sequence < 8:
+            half.sasl = True       # raw tokens follow (or nothing, if the broker refuses)
+            half.sasl_corr = request_corr
+    if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:
+        other.sasl_corr = -1       # the handshake's response: tokens follow when it succeeded
+        if _BE16.unpack_from(payload, 4)[0] == 0:
+            half.sasl = True
         else:
-            half.run = 0
-
-    def _kind_held(self, conn) -> None:
-        """Too much held without a confirmation: decided as at the end."""
-        if conn.kind == KIND_UNKNOWN and (len(conn.undecided) >= HELD_FRAMES or conn.held_bytes > self.held_limit):
-            self._kind_end(conn)
-
-    def _kind_end(self, conn) -> None:
-        """The connection ended (its tails counted), or held too much: what it is, if
-        nothing said so yet. A broker port's connection is Kafka unless a signature said
-        otherwise; another port's needs one pair matched."""
-        if conn.kind != KIND_UNKNOWN:
-            return
-        if conn.matched or conn.direction_source == 0:
+            other.sasl = False
+    if conn.kind != KIND_UNKNOWN:
+        return
+    if corr == -2 and ((size == 8 and captured == 8 and _BE32S.unpack_from(payload, 4)[0] == 11) or size == 16):
+        _not_kafka(conn, KIND_ZOOKEEPER)   # a ZooKeeper ping or its response
+        return
+    if as_response and corr >= 0 and _pair_counts(conn, corr, half.sequence, other.request_corrs.count(corr)):
+        if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
             conn.kind = KIND_KAFKA
-        elif any(half.counters["stream_bytes"] for half in conn.halves):
-            self._not_kafka(conn, KIND_OTHER)
-        else:
-            self._not_kafka(conn, KIND_EMPTY)
+            return
+    answer = _answered_already(conn, half.side, request_corr, last_ts) if as_request else -1
+    if answer >= 0 and _pair_counts(conn, request_corr, answer, half.request_corrs.count(request_corr) + 1):
+        # the pair in the other order: its response was confirmed first (a stream caught
+        # mid-way, confirmed by a chain or at the end, before this request's own)
+        if conn.client_side < 0:
+            conn.client_side = half.side
+            conn.direction_source = 2
+        if conn.matched >= 2 or conn.direction_source == 0:
+            conn.kind = KIND_KAFKA
+            return
+    if as_request:
+        half.run = half.run + 1 if half.run and request_corr > half.run_corr else 1
+        half.run_corr = request_corr
+        if half.run >= RUN_TO_CONFIRM:
+            conn.kind = KIND_KAFKA
+    else:
+        half.run = 0
 
-    def _not_kafka(self, conn, kind: int) -> None:
-        """The connection is another protocol: every byte it had is ``other_bytes`` (none
-        of its frames was emitted: they were held), and so is every later byte."""
-        conn.kind = kind
-        conn.undecided = []
-        conn.held_bytes = 0
-        for half in conn.halves:
-            c = half.counters
-            c["other_bytes"] += (c["frame_bytes"] + c["skipped_bytes"] + c["tail_bytes"] + c["sasl_bytes"]
-                                 + len(half.buf))
-            for name in ("frames", "frame_bytes", "skipped_bytes", "tail_bytes", "sasl_tokens", "sasl_bytes"):
-                c[name] = 0
-            half.drop(len(half.buf))
-            half.synced = True     # nothing is searched for any more
-            half.cut_frame = None
+
+def _kind_held(conn, held_limit: int) -> None:
+    """Too much held without a confirmation: decided as at the end."""
+    if conn.kind == KIND_UNKNOWN and (len(conn.undecided) >= HELD_FRAMES or conn.held_bytes > held_limit):
+        _kind_end(conn)
+
+
+def _kind_end(conn) -> None:
+    """The connection ended (its tails counted), or held too much: what it is, if
+    nothing said so yet. A broker port's connection is Kafka unless a signature said
+    otherwise; another port's needs one pair matched."""
+    if conn.kind != KIND_UNKNOWN:
+        return
+    if conn.matched or conn.direction_source == 0:
+        conn.kind = KIND_KAFKA
+    elif any(half.counters["stream_bytes"] for half in conn.halves):
+        _not_kafka(conn, KIND_OTHER)
+    else:
+        _not_kafka(conn, KIND_EMPTY)
+
+
+def _not_kafka(conn, kind: int) -> None:
+    """The connection is another protocol: every byte it had is ``other_bytes`` (none
+    of its frames was emitted: they were held), and so is every later byte."""
+    conn.kind = kind
+    conn.undecided = []
+    conn.held_bytes = 0
+    for half in conn.halves:
+        c = half.counters
+        c["other_bytes"] += (c["frame_bytes"] + c["skipped_bytes"] + c["tail_bytes"] + c["sasl_bytes"]
+                             + len(half.buf))
+        for name in ("frames", "frame_bytes", "skipped_bytes", "tail_bytes", "sasl_tokens", "sasl_bytes"):
+            c[name] = 0
+        half.drop(len(half.buf))
+        half.synced = True     # nothing is searched for any more
+        half.cut_frame = None

@@ -2,7 +2,7 @@
 compiled: kproto/_c/_capture_reader.pxi).
 
 A pcap or pcapng file is read record by record as its bytes come; each packet's link,
-IP and TCP layers are taken apart and its segment goes to the reassembly.
+IP and TCP layers are taken apart and its segment goes to the reassembly stage.
 ``scan_frames`` reads the other input, a dump of concatenated size-prefixed frames.
 """
 
@@ -28,7 +28,8 @@ from kproto._common.capture import (
     pcapng_interface_clock,
     pcapng_options,
 )
-from kproto._py.capture_framer import _BE16, _BE32S
+from kproto._common import capture_engine as _engine
+from kproto._py.capture_framer import _BE16, _BE32S, Framer
 from kproto._py.capture_reassembly import Reassembly
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
@@ -42,15 +43,22 @@ def _wrap64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-class RecordReader(Reassembly):
-    """Records and packet layers (settings: Engine)."""
+class RecordReader:
+    """Records and packet layers: the engine's first stage (kproto/_common/capture_engine.py)."""
 
-    format: str | None
-    order: str
-    linktype: int
-    pcap_nanos: bool
-    interfaces: list
-    error: tuple[str, str, int] | None
+    def __init__(self, reassembly: Reassembly, framer: Framer) -> None:
+        self.reassembly = reassembly    # where each TCP segment goes
+        self.framer = framer            # asked whether the batch is full
+        self.counters = reassembly.counters   # the capture counters (the reassembly's)
+        self.format: str | None = None  # "pcap" / "pcapng" once the header is read
+        self.order = "<"
+        self.linktype = 0
+        self.pcap_nanos = False
+        self.interfaces: list = []  # pcapng: (linktype, ts converter, snap length)
+        # (category, reason, file offset) once a record cannot be framed: nothing
+        # after it can be trusted, so the rest is counted as unread_bytes. The
+        # categories are kproto.arrow.capture.ERROR_CATEGORIES' first three.
+        self.error: tuple[str, str, int] | None = None
 
     # ------------------------------------------------------------------ file formats
     def feed(self, data) -> int:
@@ -73,11 +81,11 @@ class RecordReader(Reassembly):
                 self.order = "<" if magic_le in (PCAP_MAGIC_US, PCAP_MAGIC_NS) else ">"
                 self.pcap_nanos = struct.unpack_from(self.order + "I", view, 0)[0] == PCAP_MAGIC_NS
                 self.linktype = struct.unpack_from(self.order + "I", view, 20)[0] & 0xFFFF
-                self.snaplen = struct.unpack_from(self.order + "I", view, 16)[0]
+                self.reassembly.snaplen = struct.unpack_from(self.order + "I", view, 16)[0]
                 self.format = "pcap"
                 pos = 24
             else:
-                self._stop("not_a_capture", f"not a pcap or pcapng file (magic 0x{magic_be:08x})", 0)
+                self._stop("not_a_capture", _engine.not_a_capture(magic_be), 0)
         if self.error is None:
             if self.format == "pcap":
                 pos = self._feed_pcap(view, pos)
@@ -97,11 +105,10 @@ class RecordReader(Reassembly):
         header = struct.Struct(self.order + "IIII")
         end = len(view)
         scale = 1 if self.pcap_nanos else 1000
-        while end - pos >= 16 and not self.batch_ready():
+        while end - pos >= 16 and not self.framer.batch_ready():
             seconds, fraction, caplen, origlen = header.unpack_from(view, pos)
             if caplen > CAPTURE_MAX_RECORD_SIZE:  # no link layer has packets this big: the file is corrupt
-                self._stop("oversized_record", f"pcap record with captured length {caplen} "
-                           f"(limit {CAPTURE_MAX_RECORD_SIZE})", pos)
+                self._stop("oversized_record", _engine.oversized_pcap_record(caplen, CAPTURE_MAX_RECORD_SIZE), pos)
                 break
             if end - pos - 16 < caplen:
                 break
@@ -112,7 +119,7 @@ class RecordReader(Reassembly):
 
     def _feed_pcapng(self, view, pos: int) -> int:
         end = len(view)
-        while end - pos >= 12 and not self.batch_ready():
+        while end - pos >= 12 and not self.framer.batch_ready():
             block_type = struct.unpack_from(self.order + "I", view, pos)[0]
             if block_type == PCAPNG_SHB:
                 bom_le = struct.unpack_from("<I", view, pos + 8)[0]
@@ -121,16 +128,15 @@ class RecordReader(Reassembly):
                 elif struct.unpack_from(">I", view, pos + 8)[0] == PCAPNG_BOM:
                     self.order = ">"
                 else:
-                    self._stop("bad_block", "pcapng section header with a bad byte-order magic", pos)
+                    self._stop("bad_block", _engine.BAD_BYTE_ORDER, pos)
                     break
                 self.interfaces = []
             length = struct.unpack_from(self.order + "I", view, pos + 4)[0]
             if length < 12 or length % 4:
-                self._stop("bad_block", f"pcapng block of length {length}", pos)
+                self._stop("bad_block", _engine.bad_pcapng_block_length(length), pos)
                 break
             if length > CAPTURE_MAX_RECORD_SIZE:
-                self._stop("oversized_record", f"pcapng block of length {length} "
-                           f"(limit {CAPTURE_MAX_RECORD_SIZE})", pos)
+                self._stop("oversized_record", _engine.oversized_pcapng_block(length, CAPTURE_MAX_RECORD_SIZE), pos)
                 break
             if end - pos < length:
                 break
@@ -144,13 +150,13 @@ class RecordReader(Reassembly):
         order = self.order
         if block_type == 1:  # interface description
             if len(body) < 8:
-                self._stop("bad_block", "short pcapng interface block", pos)
+                self._stop("bad_block", _engine.SHORT_INTERFACE_BLOCK, pos)
                 return False
             linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", body, 0)
             self.interfaces.append((linktype, pcapng_interface_clock(pcapng_options(body, order, 8), order), snaplen))
         elif block_type == 6 or block_type == 2:  # enhanced packet / obsolete packet
             if len(body) < 20:
-                self._stop("bad_block", "short pcapng packet block", pos)
+                self._stop("bad_block", _engine.SHORT_PACKET_BLOCK, pos)
                 return False
             if block_type == 6:
                 iface, high, low, caplen, origlen = struct.unpack_from(order + "IIIII", body, 0)
@@ -160,7 +166,7 @@ class RecordReader(Reassembly):
                 self.counters["packets"] += 1
                 self.counters["malformed"] += 1
                 return True
-            linktype, convert, self.snaplen = self.interfaces[iface]
+            linktype, convert, self.reassembly.snaplen = self.interfaces[iface]
             self._packet(linktype, body[20: 20 + caplen], origlen, _wrap64(convert((high << 32) | low)))
         elif block_type == 3:  # simple packet: no timestamp, interface 0
             if len(body) < 4 or not self.interfaces:
@@ -169,7 +175,7 @@ class RecordReader(Reassembly):
                 return True
             origlen = struct.unpack_from(order + "I", body, 0)[0]
             caplen = min(origlen, len(body) - 4)
-            self.snaplen = self.interfaces[0][2]
+            self.reassembly.snaplen = self.interfaces[0][2]
             self._packet(self.interfaces[0][0], body[4: 4 + caplen], origlen, 0)
         elif block_type != PCAPNG_SHB:
             self.counters["skipped_blocks"] += 1
@@ -284,7 +290,7 @@ class RecordReader(Reassembly):
         captured = pkt[data_start: min(n, ip_end)]
         counters["tcp_packets"] += 1
         counters["tcp_payload_bytes"] += len(captured)
-        self._segment(src, sport, dst, dport, seq, flags, captured, wire_len, ts)
+        self.reassembly._segment(src, sport, dst, dport, seq, flags, captured, wire_len, ts)
 
 
 def scan_frames(data, max_frame_size: int = 100 * 1024 * 1024, max_frames: int = 1 << 62):
@@ -304,7 +310,7 @@ def scan_frames(data, max_frame_size: int = 100 * 1024 * 1024, max_frames: int =
     while end - pos >= 4 and len(sizes) < max_frames:
         size = _BE32S.unpack_from(view, pos)[0]
         if size < 0 or size > max_frame_size:
-            error = f"invalid frame size {size} (maximum {max_frame_size})"
+            error = _engine.invalid_frame_size(size, max_frame_size)
             break
         if end - pos - 4 < size:
             break

@@ -4,16 +4,18 @@ kproto/_py/capture.py; compiled: kproto/_c/_capture_reassembly.pxi).
 Connections are found by their endpoints; sequence numbers become stream offsets;
 out-of-order segments wait until the hole fills; retransmissions are counted; a hole
 is given up on as a gap; a connection that ends becomes a row. Each direction's new
-bytes go to the framer.
+bytes go to the framer stage.
 """
 
 from __future__ import annotations
 
 import ipaddress
 
-from kproto._common.capture import CLOSED_BY, DIRECTION_SOURCE, HALF_COUNTERS, KIND_KAFKA, KINDS
-from kproto._py.capture_connections import EARLY_COUNTERS, _Connection, _Half
+from kproto._common.capture import CAPTURE_COUNTERS, CLOSED_BY, DIRECTION_SOURCE, HALF_COUNTERS, KIND_KAFKA, KINDS
+from kproto._common.capture_engine import early_row
+from kproto._py.capture_connections import _Connection, _Half
 from kproto._py.capture_framer import _BE32S, Framer
+from kproto._py.capture_kinds import _kind_end
 
 _TCP_FIN = 0x01
 _TCP_SYN = 0x02
@@ -21,20 +23,33 @@ _TCP_RST = 0x04
 _TCP_ACK = 0x10
 
 
-class Reassembly(Framer):
-    """Segments into streams, connection endings (settings: Engine)."""
+class Reassembly:
+    """Segments into streams, connection endings: the engine's second stage
+    (kproto/_common/capture_engine.py)."""
 
-    broker_ports: frozenset[int]
-    kafka_ports: frozenset[int]
-    max_pending_bytes: int
-    max_connections: int
-    counters: dict[str, int]
-    connections: dict
-    ended: dict
-    next_conn_id: int
-    finished: bool
-    _closed: list
-    early: dict
+    def __init__(self, settings, framer: Framer) -> None:
+        self.framer = framer        # where each direction's new bytes go
+        self.broker_ports = settings.broker_ports
+        self.kafka_ports = settings.kafka_ports
+        self.max_pending_bytes = settings.max_pending_bytes
+        self.max_connections = settings.max_connections
+        self.counters = dict.fromkeys(CAPTURE_COUNTERS, 0)   # the capture's (the reader counts into them too)
+        self.connections: dict = {}
+        self.ended: dict = {}   # keys of connections closed by their FINs or a RST (_segment)
+        self.next_conn_id = 0
+        self.finished = False
+        self._closed: list = []
+        self.early: dict = {}   # connection id -> counts since the last mark about bytes before it (early_counts)
+        self.snaplen = 0        # the snap length of the record being read (its interface's; the reader sets it)
+        self.cut_snaplens: set = set()   # the snap lengths of the records that cut a TCP segment
+
+    def capture_counters(self) -> dict:
+        return dict(self.counters)
+
+    def snap_lengths(self) -> list:
+        """The snap lengths (from the pcap header, or the pcapng interfaces) of the
+        records whose TCP payload they cut, sorted: what "bodies not captured" was cut at."""
+        return sorted(self.cut_snaplens)
 
     def take_connections(self) -> list:
         """Rows (dicts keyed by CONNECTION_COLUMNS) of connections closed since the last call."""
@@ -45,7 +60,7 @@ class Reassembly(Framer):
         """Who talks on the connections whose first frame was emitted since the last call:
         dicts of ``connection_id``, ``client_ip``, ``client_port``, ``server_ip``,
         ``server_port`` (as in their connection rows, which come only at their close)."""
-        opened, self._opened = self._opened, []
+        opened, self.framer.opened = self.framer.opened, []
         return [_endpoints(conn, conn.client_side) for conn in opened]
 
     def open_connections(self) -> int:
@@ -162,11 +177,11 @@ class Reassembly(Framer):
         if half.pending_bytes > self.max_pending_bytes:
             self._gap(conn, half, half.pending[0][0])
             self._drain(half)
-        self._cut(conn, half, False)
+        self.framer._cut(conn, half, False)
         if end < lost_end and half.next_pos == end and not half.pending:
             # The snap length cut the packet: the rest of it is lost for certain, now.
             self._gap(conn, half, lost_end, True)
-            self._cut(conn, half, False)
+            self.framer._cut(conn, half, False)
 
     def _hold(self, half: _Half, start: int, data, ts: int):
         """Keep the parts of an out-of-order segment not already held (first copy wins)."""
@@ -217,8 +232,8 @@ class Reassembly(Framer):
         bytes that would decide them stop.
         """
         c = half.counters
-        cut_frame, frames = self._cut_candidate(conn, half, hole_end), c["frames"]
-        self._cut(conn, half, True)
+        cut_frame, frames = self.framer._cut_candidate(conn, half, hole_end), c["frames"]
+        self.framer._cut(conn, half, True)
         if half.synced or c["frames"] != frames:
             cut_frame = None    # the search found a boundary before the hole after all
         if snapped:
@@ -228,10 +243,10 @@ class Reassembly(Framer):
             c["gap_bytes"] += hole_end - half.next_pos
         if half.synced and len(half.buf) >= 4:
             size = _BE32S.unpack_from(half.buf, 0)[0]
-            if 4 <= size <= self.max_frame_size:
+            if 4 <= size <= self.framer.max_frame_size:
                 half.boundary = half.buf_pos + 4 + size
                 if len(half.buf) > 4 and not half.sasl:   # a raw SASL token is no frame: skipped
-                    self._frame(conn, half, size, len(half.buf) - 4)
+                    self.framer._frame(conn, half, size, len(half.buf) - 4)
         half.count_skipped(len(half.buf), half.buf_pos)
         half.drop(len(half.buf))
         if half.boundary < hole_end:
@@ -254,16 +269,16 @@ class Reassembly(Framer):
             while half.pending:
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
-                self._cut(conn, half, False)
+                self.framer._cut(conn, half, False)
         # then the requests' ends: a response chain is proved by the request it answers
         for half in (conn.halves[::-1] if conn.client_side == 1 else conn.halves):
-            self._cut(conn, half, True)
+            self.framer._cut(conn, half, True)
             half.counters["tail_bytes"] += len(half.buf)
             half.drop(len(half.buf))
-        self._kind_end(conn)
+        _kind_end(conn)
         if conn.client_side < 0:
-            self._guess(conn)
-        self._release(conn)
+            self.framer._guess(conn)
+        self.framer._release(conn)
         del self.connections[conn.key]
         if reason in (1, 2):    # its FINs or a RST: what comes after opens nothing (bounded)
             self.ended[conn.key] = None
@@ -343,10 +358,7 @@ def _connection_row(conn: _Connection, closed_by: str | None) -> dict:
 def _early_row(conn: _Connection) -> dict:
     """A closed connection's early counts (EARLY_COUNTERS), by its row's sides; empty when none."""
     client_side = conn.client_side if conn.client_side >= 0 else 0
-    halves = (("request_", conn.halves[client_side]), ("response_", conn.halves[1 - client_side]))
-    if not any(any(half.early) for _, half in halves):
-        return {}
-    return {prefix + name: value for prefix, half in halves for name, value in zip(EARLY_COUNTERS, half.early)}
+    return early_row(conn.halves[client_side].early, conn.halves[1 - client_side].early)
 
 
 def _format_ip(raw: bytes) -> str:

@@ -20,15 +20,16 @@ from kproto._common.records import (
     LOG_OVERHEAD,
     MAGIC_AT,
     MIN_LENGTH_BY_MAGIC,
+    decompression_allowance,
+    decompression_failure,
     short_repr,
+    too_many_in_set,
 )
 from kproto.errors import (
     CorruptRecordError,
     CrcMismatchError,
-    DecompressedSizeError,
     DecompressionError,
     EncodeError,
-    TooManyRecordsError,
 )
 from kproto.limits import DEFAULT_MAX_RECORDS_PER_BATCH
 
@@ -154,10 +155,7 @@ class _Limits:
         """Add a batch's records to the set's, raising before the set passes its limit."""
         before = self.records_read
         if before + count > self.max_records_per_set:
-            raise TooManyRecordsError(
-                f"record set holds more than {self.max_records_per_set} records (max_records_per_set): "
-                f"the batch at byte {start} brings {before} to {before + count}", start,
-                base_offset=base_offset)
+            raise too_many_in_set(before, count, self.max_records_per_set, start, base_offset)
         self.records_read = before + count
 
     def decompress(self, codec: int, data, charged: bool, what: str, start: int, base_offset: int):
@@ -166,22 +164,16 @@ class _Limits:
         A batch is charged once (``charged`` says it was): its output, or all it was
         allowed when decompression fails (the work it caused is not known).
         """
-        allowed = self.max_decompressed_size
-        left = self.max_decompressed_size_per_set - self.bytes_decompressed
-        set_binds = not charged and left < allowed
-        if set_binds:
-            allowed = max(left, 0)
+        used = self.bytes_decompressed
+        allowed, set_binds = decompression_allowance(self.max_decompressed_size, self.max_decompressed_size_per_set,
+                                                     used, charged)
         try:
             out = _compression.decompress(codec, data, max_size=allowed)
         except DecompressionError as exc:
             if not charged:
                 self.bytes_decompressed += allowed
-            if set_binds and isinstance(exc, DecompressedSizeError):
-                raise DecompressedSizeError(
-                    f"record set decompresses to more than {self.max_decompressed_size_per_set} bytes "
-                    f"(max_decompressed_size_per_set): {self.max_decompressed_size_per_set - left} before "
-                    f"the {what} at byte {start}", start, base_offset=base_offset) from None
-            raise type(exc)(f"{exc.reason} in {what}", start, base_offset=base_offset) from None
+            raise decompression_failure(exc, set_binds, self.max_decompressed_size_per_set, used, what, start,
+                                        base_offset) from None
         if not charged:
             self.bytes_decompressed += len(out)
         return out

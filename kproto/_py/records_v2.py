@@ -30,6 +30,7 @@ from kproto._common.records import (
     V2_RECORDS_COUNT_AT,
     ControlRecord,
     control_record,
+    too_many_in_batch,
 )
 from kproto._py.buffer import Reader, Writer, wrap_int64
 from kproto._py.records_base import Record, _as_record, _byte_view, _Limits, _new_record, _OneBatch, crc32c
@@ -38,7 +39,6 @@ from kproto.errors import (
     CorruptRecordError,
     DecodeError,
     EncodeError,
-    TooManyRecordsError,
 )
 from kproto.limits import MIN_RECORD_SIZE
 
@@ -168,10 +168,8 @@ class RecordBatch(_OneBatch):
     def _check_record_limit(self) -> None:
         # Before decompressing: the declared count decides what decoding will allocate.
         if self.record_count > self._max_records:
-            raise TooManyRecordsError(
-                f"record batch declares {self.record_count} records, more than the limit of "
-                f"{self._max_records} (max_records_per_batch)",
-                self._start + V2_RECORDS_COUNT_AT, base_offset=self.base_offset)
+            raise too_many_in_batch(self.record_count, self._max_records, self._start + V2_RECORDS_COUNT_AT,
+                                    self.base_offset)
         if not self._counted:
             self._counted = True
             # a negative count is corrupt (raised when decoding), not a credit

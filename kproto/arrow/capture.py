@@ -42,6 +42,7 @@ from collections.abc import Generator, Iterable, Iterator
 
 from kproto import _impl
 from kproto._common.capture import CONNECTION_COLUMNS, DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS
+from kproto._common.capture_engine import CaptureEngine
 from kproto.errors import CorruptCaptureError
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE as _DEFAULT_MAX_FRAME_SIZE
 
@@ -237,7 +238,7 @@ class CaptureReader:
         self.name = name
         _pa()   # a clear error naming the extra, before the engine's own imports fail
         module = _impl.load("capture", implementation)
-        self._engine = module.Engine(
+        self._engine: CaptureEngine = module.Engine(
             request_versions(), broker_ports=tuple(broker_ports), kafka_ports=tuple(kafka_ports),
             max_frame_size=max_frame_size,
             max_pending_bytes=max_pending_bytes, max_connections=max_connections,

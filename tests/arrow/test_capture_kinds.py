@@ -124,7 +124,7 @@ def test_tls_bytes_are_counted_and_dropped_as_they_come():
         engine = reader._engine
         assert list(reader) == []
         # still open: nothing of its 6 MB is held by the engine
-        held = [len(half.buf) for conn in engine.connections.values() for half in conn.halves] \
+        held = [len(half.buf) for conn in engine.reassembly.connections.values() for half in conn.halves] \
             if name == "py" else []
         assert all(size == 0 for size in held)
         rows = reader.connections().to_pylist()
