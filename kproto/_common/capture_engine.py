@@ -14,7 +14,7 @@ Each stage holds the stage it hands on to (a typed attribute in C, so the call i
 C method call it would be within one class). ``Engine`` builds them from its settings
 and answers for them; ``CaptureEngine`` is the contract kproto.arrow.capture relies on,
 and the ``*Stage`` protocols what the engine asks of each stage: both implementations
-satisfy them (tests/test_capture_engine_shape.py). What is not per-byte work lives here
+satisfy them (tests/arrow/test_capture_engine_shape.py). What is not per-byte work lives here
 too: the settings' caps and the reasons reading stops.
 """
 
