@@ -189,12 +189,16 @@ cdef class Framer:
         # it and that is not answered), 0 when not, -1 when the request header's bytes have
         # not all arrived.
         cdef int role = _role(conn, half)
+        cdef int whole
         if role != 0 and _requested(conn.half(1 - half.side), <int32_t>kp_load_be32(p + 4),
                                     half, half.buf_pos + (p - half.data())):
             return 1
         if role == 1:
             return 0
-        return self._whole_request_header(p, avail)
+        whole = self._whole_request_header(p, avail)
+        if role < 0 and whole > 0 and not _answer_seen(conn, half, <int32_t>kp_load_be32(p + 8), self.max_frame_size):
+            return 0    # the direction unknown: a request header is evidence once the other side answers it
+        return whole
 
     cdef int _whole_request_header(self, const unsigned char *p, Py_ssize_t avail) noexcept:
         # 1 when the frame at p starts with a whole valid request header, 0 when not, -1
@@ -217,11 +221,13 @@ cdef class Framer:
         # a broker's answers (_answers: self.tokens_first/tokens_end). See the twin.
         cdef int hop, hops, strong, following
         cdef int plausible = 1          # the link at i: 1 a header, 2 only a raw token
-        cdef bint response = _role(conn, half) == 1
+        cdef int role = _role(conn, half)
+        cdef bint response = role != 0  # (the direction unknown: requests, or a broker's answers)
+        cdef bint requests = role < 0   # every link so far a request header
         cdef Py_ssize_t after
         cdef Py_ssize_t links[RESPONSE_CHAIN_CONFIRMS]
         cdef int n_links = 0, handshake = -1
-        hops = CHAIN_CONFIRMS if not response else RESPONSE_CHAIN_CONFIRMS
+        hops = RESPONSE_CHAIN_CONFIRMS if role == 1 else CHAIN_CONFIRMS
         self.tokens_first = -1
         for hop in range(hops):
             strong = self._strong(conn, half, buf + i, length - i) if plausible == 1 else 0
@@ -230,6 +236,8 @@ cdef class Framer:
             if response:
                 links[n_links] = i
                 n_links += 1
+                requests = requests and plausible == 1 \
+                    and self._request_ok(buf + i + 4, length - i - 4, <int32_t>kp_load_be32(buf + i))
                 if handshake < 0 and plausible == 1 \
                         and _handshake_answer(buf + i, length - i, <int32_t>kp_load_be32(buf + i + 4)) \
                         and kp_load_be16(buf + i + 8) == 0:
@@ -239,16 +247,16 @@ cdef class Framer:
                 if after <= length else -1
             if following < 0 or strong < 0:
                 if final:
-                    return self._answers(buf, links, n_links, handshake, False) if after == length else 0
+                    return self._answers(buf, links, n_links, handshake, False, requests) if after == length else 0
                 self.needed = after
                 return -1
             if not following:
                 return 0
             if strong > 0:
-                return self._answers(buf, links, n_links, handshake, True)
+                return self._answers(buf, links, n_links, handshake, True, requests)
             i = after
             plausible = following
-        return self._answers(buf, links, n_links, handshake, False)
+        return self._answers(buf, links, n_links, handshake, False, requests)
 
     cdef int _link_ok(self, _Connection conn, _Half half, const unsigned char *p, Py_ssize_t avail,
                       bint tokens) noexcept:
@@ -263,13 +271,16 @@ cdef class Framer:
         return ok
 
     cdef int _answers(self, const unsigned char *buf, const Py_ssize_t *links, int n_links, int handshake,
-                      bint proved) noexcept:
+                      bint proved, bint requests) noexcept:
         # Does the response chain whose links start at links[] read as a broker's answers, their
         # correlation ids never falling? 1 yes, 0 no; after a whole successful SaslHandshake response
         # (links[handshake]) the links up to a proved response may all be raw tokens instead:
-        # self.tokens_first and tokens_end say where (see the twin)
+        # self.tokens_first and tokens_end say where. requests: the direction unknown, every link
+        # reads as a request header (see the twin)
         cdef int32_t corrs[RESPONSE_CHAIN_CONFIRMS]
         cdef int k
+        if requests:
+            return 1
         for k in range(n_links):
             corrs[k] = <int32_t>kp_load_be32(buf + links[k] + 4) \
                 if <int32_t>kp_load_be32(buf + links[k]) >= 4 else -1
@@ -556,6 +567,25 @@ cdef bint _requested(_Half other, int32_t corr, _Half half, int64_t at) noexcept
             end = other.chunks[other.chunk_head + other.chunk_count - 1].ts
         found = True
     return found and end <= half.captured_at(at)
+
+
+cdef bint _answer_seen(_Connection conn, _Half half, int32_t corr, int32_t max_size) noexcept:
+    # The direction unknown: does the other side hold what may answer a request with this
+    # correlation id (a frame held, or a plausible header with that id in its bytes whose frame
+    # ends where they do or at another plausible size)? (see the twin)
+    cdef _Half other = conn.half(1 - half.side)
+    cdef const unsigned char *buf = other.data()
+    cdef Py_ssize_t at, after, length = other.length
+    if _answered_already(conn, half.side, corr, 0) >= 0:
+        return True
+    for at in range(4, length - 3):
+        if <int32_t>kp_load_be32(buf + at) != corr:
+            continue
+        after = at + <int32_t>kp_load_be32(buf + at - 4)
+        if at + 4 <= after <= at + max_size and (after == length or (
+                after + 4 <= length and 4 <= <int32_t>kp_load_be32(buf + after) <= max_size)):
+            return True
+    return False
 
 
 cdef object _copy_array(void *src, Py_ssize_t n, dtype):

@@ -120,7 +120,7 @@ cdef int _sasl_token(Framer fr, _Connection conn, _Half half, int32_t size, bint
     cdef _Half other = conn.half(1 - half.side)
     if half.length < 4 + <Py_ssize_t>size:
         return -1
-    if half.side == conn.client_side:
+    if conn.client_side == -1 or conn.client_side == half.side:    # (unknown: a request header ends them)
         if size >= 4 and fr._request_ok(buf + 4, size, size):
             half.sasl = False
             return 0
@@ -197,6 +197,19 @@ cdef bint _sasl_handshake(_Connection conn, _Half half, const unsigned char *dat
     return False
 
 
+cdef bint _handshake_held(_Connection conn, int side, int32_t corr) except -1:
+    # The direction unknown, the other side's frames cut first: is the last one it holds a
+    # successful response to the SaslHandshake v0 request with this id? (see the twin)
+    cdef bytes payload = None
+    for held in conn.undecided:
+        if held[0] != side:
+            payload = held[5]
+    if payload is None or len(payload) < 6:
+        return False
+    return <int32_t>kp_load_be32(<const unsigned char *><char *>payload) == corr \
+        and kp_load_be16(<const unsigned char *><char *>payload + 4) == 0
+
+
 cdef bint _pair_counts(_Connection conn, int32_t corr, int64_t response_sequence, int seen) noexcept:
     # A pair counts only as a broker answers: an id unique among the requests seen, higher
     # than the last counted pair's, a response after that pair's (see the twin)
@@ -225,9 +238,12 @@ cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload,
         if api_key == API_KEY_SASL_HANDSHAKE or api_key == API_KEY_API_VERSIONS:
             half.hello_corr = request_corr
         if api_key == API_KEY_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION \
-                and half.side == conn.client_side and half.sequence < 8:
+                and half.sequence < 8:     # (the direction unknown: this request says who the client is)
             half.sasl = True
             half.sasl_corr = request_corr
+            if _handshake_held(conn, half.side, request_corr):
+                half.sasl_corr = -1     # its response came first: the broker's tokens follow it
+                other.sasl = True
     if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:
         other.sasl_corr = -1
         if kp_load_be16(payload + 4) == 0:

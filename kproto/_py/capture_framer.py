@@ -19,7 +19,7 @@ import numpy as np
 from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS, KIND_KAFKA
 from kproto._py import wire
 from kproto._py.capture_connections import _Connection, _Half
-from kproto._py.capture_kinds import (_handshake_answer, _kind_before, _kind_frame, _kind_held, _sasl_handshake,
+from kproto._py.capture_kinds import (_answered_already, _handshake_answer, _kind_before, _kind_frame, _kind_held, _sasl_handshake,
                                       _sasl_token)
 
 _BE16 = struct.Struct(">H")
@@ -136,7 +136,11 @@ class Framer:
             return 1
         if role == DIRECTION_RESPONSE:
             return 0
-        return self._whole_request_header(data, i)
+        whole = self._whole_request_header(data, i)
+        if role < 0 and whole > 0 and not _answer_seen(conn, half, _BE32S.unpack_from(data, i + 8)[0],
+                                                       self.max_frame_size):
+            return 0    # the direction unknown: a request header is evidence once the other side answers it
+        return whole
 
     def _whole_request_header(self, data, i: int) -> int:
         """1 when the frame at i starts with a whole valid request header (key and
@@ -165,8 +169,12 @@ class Framer:
         response its links may be raw tokens (an int32 size, 0 too, and opaque bytes).
         """
         # a response header is only a size and an id: its chain must be longer
-        response = self._role(conn, half) == DIRECTION_RESPONSE
-        hops = _RESPONSE_CHAIN_CONFIRMS if response else _CHAIN_CONFIRMS
+        # The direction unknown: the chain must read as requests (each link a request header)
+        # or as a broker's answers, and be as long as a response chain.
+        role = self._role(conn, half)
+        response = role != DIRECTION_REQUEST
+        requests = role < 0     # every link so far a request header
+        hops = _RESPONSE_CHAIN_CONFIRMS if role == DIRECTION_RESPONSE else _CHAIN_CONFIRMS
         links = []          # response direction: the offsets of the chain's links
         handshake = -1      # the index in links of a whole successful SaslHandshake response
         plausible = 1       # what the link at i is plausible as: 1 a header, 2 only a raw token
@@ -177,6 +185,7 @@ class Framer:
                 return 1    # raw SASL tokens, not a header, follow it
             if response:
                 links.append(i)
+                requests = requests and plausible == 1 and self._request_ok(data, i + 4, _BE32S.unpack_from(data, i)[0])
                 if handshake < 0 and plausible == 1 and _handshake_answer(data, i, _BE32S.unpack_from(data, i + 4)[0]) \
                         and _BE16.unpack_from(data, i + 8)[0] == 0:
                     handshake = len(links) - 1
@@ -184,16 +193,16 @@ class Framer:
             following = self._link_ok(conn, half, data, after, handshake >= 0) if after <= len(data) else -1
             if following < 0 or strong < 0:
                 if final:
-                    return self._answers(data, links, handshake, False) if after == len(data) else 0
+                    return self._answers(data, links, handshake, False, requests) if after == len(data) else 0
                 self._needed = after
                 return -1
             if not following:
                 return 0
             if strong > 0:
-                return self._answers(data, links, handshake, True)
+                return self._answers(data, links, handshake, True, requests)
             i = after
             plausible = following
-        return self._answers(data, links, handshake, False)
+        return self._answers(data, links, handshake, False, requests)
 
     def _link_ok(self, conn: _Connection, half: _Half, data, i: int, tokens: bool) -> int:
         """What the chain's link at i is plausible as: 1 a header (``_header_ok``), 2 only a raw
@@ -206,7 +215,7 @@ class Framer:
                 return 2
         return ok
 
-    def _answers(self, data, links: list, handshake: int, proved: bool) -> int:
+    def _answers(self, data, links: list, handshake: int, proved: bool, requests: bool) -> int:
         """Does the response chain whose links start at ``links`` (empty: not a response
         chain) read as a broker's answers? 1 yes, 0 no. A broker answers a connection's
         requests in order, and clients number them upwards (or reuse one number), so the
@@ -216,7 +225,10 @@ class Framer:
         (``proved``: the chain's last link) may instead all be the raw tokens of a
         SaslHandshake v0 whose request was not captured: then the ids up to the handshake's
         and the last link's are in order, and ``self._tokens`` says where the tokens lie
-        (offsets in data: the first token, the frame after them)."""
+        (offsets in data: the first token, the frame after them). ``requests``: the direction
+        unknown, every link reads as a request header (a chain of requests, no answers)."""
+        if requests:
+            return 1
         corrs = [_BE32S.unpack_from(data, at + 4)[0] if _BE32S.unpack_from(data, at)[0] >= 4 else -1 for at in links]
         if _in_order(corrs):
             return 1
@@ -473,6 +485,25 @@ def _requested(other: _Half, corr: int, half: _Half, at: int) -> bool:
     if other.synced and len(buf) >= 12 and _BE32S.unpack_from(buf, 8)[0] == corr:
         ends.append(other.chunks[-1][1])
     return bool(ends) and min(ends) <= half.captured_at(at)
+
+
+def _answer_seen(conn: _Connection, half: _Half, corr: int, max_size: int) -> bool:
+    """The direction unknown: does the other side hold what may answer a request with this
+    correlation id (a frame cut and held, or in its bytes not framed yet a plausible header
+    with that id whose frame ends where its bytes do or at another plausible size)? Both
+    directions must agree before a request header proves a boundary."""
+    if _answered_already(conn, half.side, corr, 0) >= 0:
+        return True
+    other = conn.halves[1 - half.side]
+    buf, wanted = other.buf, _BE32S.pack(corr)
+    at = buf.find(wanted, 4)
+    while at >= 0:
+        after = at + _BE32S.unpack_from(buf, at - 4)[0]
+        if at + 4 <= after <= at + max_size and (after == len(buf) or (
+                after + 4 <= len(buf) and 4 <= _BE32S.unpack_from(buf, after)[0] <= max_size)):
+            return True
+        at = buf.find(wanted, at + 1)
+    return False
 
 
 def _answered(requests: _Half, corr: int) -> None:

@@ -158,6 +158,17 @@ def _handshake_answer(data, p: int, corr: int) -> bool:
     return q == end
 
 
+def _handshake_held(conn, side: int, corr: int) -> bool:
+    """The direction unknown, the other side's frames were cut first: is the last one it holds
+    undecided a successful response to the SaslHandshake v0 request with this correlation id
+    (its error code 0), so its next bytes are raw tokens?"""
+    held = [frame for held_side, frame in conn.undecided if held_side != side]
+    if not held:
+        return False
+    payload = held[-1][4]
+    return len(payload) >= 6 and _BE32S.unpack_from(payload, 0)[0] == corr and _BE16.unpack_from(payload, 4)[0] == 0
+
+
 def _pair_counts(conn, corr: int, response_sequence: int, seen: int) -> bool:
     """Does a request with this correlation id and the response numbered ``response_sequence``
     count as a Kafka pair? Only as a broker answers: the id is the only one of its value
@@ -235,7 +246,7 @@ def _sasl_token(framer, conn, half, size: int, final: bool) -> int:
     if len(buf) < 4 + size:
         return -1
     other = conn.halves[1 - half.side]
-    if half.side == conn.client_side:
+    if conn.client_side in (-1, half.side):     # (unknown: a request header ends the client's tokens)
         if size >= 4 and framer._request_ok(buf, 4, size):
             half.sasl = False
             return 0
@@ -269,10 +280,13 @@ def _kind_frame(conn, half, payload, size: int, request_like: bool, last_ts: int
         api_key, api_version = _BE16.unpack_from(payload, 0)[0], _BE16.unpack_from(payload, 2)[0]
         if api_key in (API_SASL_HANDSHAKE, API_API_VERSIONS):
             half.hello_corr = request_corr
-        if api_key == API_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION \
-                and half.side == conn.client_side and half.sequence < 8:
+        # (the direction unknown yet: the handshake request says which side is the client)
+        if api_key == API_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION and half.sequence < 8:
             half.sasl = True       # raw tokens follow (or nothing, if the broker refuses)
             half.sasl_corr = request_corr
+            if _handshake_held(conn, half.side, request_corr):
+                half.sasl_corr = -1    # its response came first: the broker's tokens follow it
+                other.sasl = True
     if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:
         other.sasl_corr = -1       # the handshake's response: tokens follow when it succeeded
         if _BE16.unpack_from(payload, 4)[0] == 0:

@@ -1,0 +1,97 @@
+"""The SASL captures of tests/protocol_captures.py from every start record (issue 35):
+frames with an OK status (every byte captured) that are not real Kafka frames ("garbage"),
+and the real frames recovered, in two sweeps:
+
+* unknown port: no broker port is given, so the engine infers each connection's direction;
+* loss: the broker's port is known, and each single data segment after the start is dropped.
+
+Usage: PYTHONPATH=. python tools/sasl_sweep.py [--impl c|py]
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kproto.arrow.capture import read_capture  # noqa: E402
+from tests.capture_pieces import pcap_records  # noqa: E402
+from tests.protocol_captures import sasl_capture  # noqa: E402
+
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "GSSAPI")
+ETHERNET = 14
+
+
+def has_payload(record: bytes) -> bool:
+    """Does this Ethernet/IPv4 record carry TCP payload?"""
+    ip = 16 + ETHERNET
+    ip_header = (record[ip] & 0x0F) * 4
+    total = struct.unpack_from(">H", record, ip + 2)[0]
+    return total > ip_header + (record[ip + ip_header + 12] >> 4) * 4
+
+
+def score(data: bytes, truth: tuple, impl: str, broker_ports) -> tuple[int, int]:
+    """(garbage frames, real frames) of one capture: whole frames whose payload is (not) a real
+    frame of their direction."""
+    frames = read_capture(data, implementation=impl, broker_ports=broker_ports).frames.to_pylist()
+    garbage = real = 0
+    for frame in frames:
+        if len(frame["payload"]) != frame["size"]:
+            continue
+        if frame["payload"] in truth[frame["direction"]]:
+            real += 1
+        else:
+            garbage += 1
+    return garbage, real
+
+
+def cases(kind: str):
+    """(name, pcap, truth) of every case of a sweep: truth is (request payloads, response payloads)."""
+    for mechanism in MECHANISMS:
+        for version in (0, 1):
+            data, requests, responses, _ = sasl_capture(mechanism, version, segment=200)
+            truth = ({f[4:] for f in requests}, {f[4:] for f in responses})
+            header, records = pcap_records(data)
+            for start in range(len(records)):
+                kept = records[start:]
+                if kind == "unknown-port":
+                    yield f"{mechanism}-v{version}@{start}", header + b"".join(kept), truth
+                    continue
+                for lost in range(len(kept)):
+                    if has_payload(kept[lost]):
+                        yield (f"{mechanism}-v{version}@{start}-{lost}",
+                               header + b"".join(kept[:lost] + kept[lost + 1:]), truth)
+
+
+def sweep(kind: str, impl: str | None = None) -> dict:
+    """{"cases", "garbage", "real", "garbage_cases": names} of one sweep."""
+    ports = () if kind == "unknown-port" else (9092,)
+    figures = {"cases": 0, "garbage": 0, "real": 0, "garbage_cases": []}
+    for name, data, truth in cases(kind):
+        garbage, real = score(data, truth, impl, ports)
+        figures["cases"] += 1
+        figures["garbage"] += garbage
+        figures["real"] += real
+        if garbage:
+            figures["garbage_cases"].append(name)
+    return figures
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--impl", default=None, help="c or py (default: the compiled one if built)")
+    parser.add_argument("--verbose", action="store_true", help="name the cases with garbage")
+    args = parser.parse_args(argv)
+    for kind in ("unknown-port", "loss"):
+        figures = sweep(kind, args.impl)
+        print(f"{kind}: {figures['cases']} cases, {figures['real']} real frames, {figures['garbage']} garbage frames")
+        if args.verbose:
+            print("  " + " ".join(figures["garbage_cases"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
