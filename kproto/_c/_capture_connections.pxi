@@ -240,3 +240,60 @@ cdef inline bint _same_endpoint(_Connection conn, int side, const unsigned char 
 
 cdef str _format_ip(const unsigned char *ep):
     return str(ipaddress.ip_address(PyBytes_FromStringAndSize(<const char *>ep + 1, ep[0])))
+
+
+# A direction's requests, as the framer's resync reads them (kept here: _capture_framer.pxi's size cap)
+cdef bint _requested(_Half other, int32_t corr, _Half half, int64_t at) noexcept:
+    # Did the other direction send a request with this correlation id, not answered yet
+    # (a frame cut there, or the one it is receiving: its start confirmed), its last byte
+    # (so far) captured no later than the byte at stream offset `at` of half? (see the twin)
+    cdef int i
+    cdef bint found = False
+    cdef int64_t end = 0
+    for i in range(other.corr_count):
+        if other.corrs[i] == corr and (not found or other.corr_ends[i] < end):
+            end = other.corr_ends[i]
+            found = True
+    if other.synced and other.length >= 12 and <int32_t>kp_load_be32(other.data() + 8) == corr:
+        if not found or other.chunks[other.chunk_head + other.chunk_count - 1].ts < end:
+            end = other.chunks[other.chunk_head + other.chunk_count - 1].ts
+        found = True
+    return found and end <= half.captured_at(at)
+
+
+cdef bint _all_requests_seen(_Half requests) noexcept:
+    # Has this request direction been read whole from its start, so that every request sent
+    # so far is among its frames? (see the twin)
+    return requests.isn >= 0 and requests.synced and not requests.pending and requests.c[H_GAPS] == 0 \
+        and requests.c[H_SKIPPED_BYTES] == 0 and requests.c[H_TRUNCATED_PACKETS] == 0
+
+
+cdef bint _answer_seen(_Connection conn, _Half half, int32_t corr, int32_t max_size) noexcept:
+    # The direction unknown: does the other side hold what may answer a request with this
+    # correlation id (a frame held, or a plausible header with that id in its bytes whose frame
+    # ends where they do or at another plausible size)? (see the twin)
+    cdef _Half other = conn.half(1 - half.side)
+    cdef const unsigned char *buf = other.data()
+    cdef Py_ssize_t at, after, length = other.length
+    if _answered_already(conn, half.side, corr, 0) >= 0:
+        return True
+    for at in range(4, length - 3):
+        if <int32_t>kp_load_be32(buf + at) != corr:
+            continue
+        after = at + <int32_t>kp_load_be32(buf + at - 4)
+        if at + 4 <= after <= at + max_size and (after == length or (
+                after + 4 <= length and 4 <= <int32_t>kp_load_be32(buf + after) <= max_size)):
+            return True
+    return False
+
+
+cdef bint _in_order(const int32_t *corrs, int n, int last) noexcept:
+    # Do corrs[0:n] and then corrs[last] (last == n: none more) never fall, each at least the
+    # one before? (-1: a link too short to hold one; see the twin)
+    cdef int k
+    cdef int32_t before = 0
+    for k in range(n):
+        if corrs[k] < before:
+            return False
+        before = corrs[k]
+    return last >= n or corrs[last] >= before

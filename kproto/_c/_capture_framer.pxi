@@ -167,7 +167,7 @@ cdef class Framer:
         return client_id <= size - 10
 
     cdef int _header_ok(self, _Connection conn, _Half half, const unsigned char *p, Py_ssize_t avail) noexcept:
-        cdef int32_t size
+        cdef int32_t size, corr
         cdef int role
         if avail < 8:
             return -1
@@ -179,7 +179,12 @@ cdef class Framer:
         role = _role(conn, half)
         if role != 1 and self._request_ok(p + 4, avail - 4, size):
             return 1
-        if role != 0 and <int32_t>kp_load_be32(p + 4) >= 0:
+        corr = <int32_t>kp_load_be32(p + 4)
+        if role != 0 and corr >= 0:
+            # every request is in hand: a response header answers one of them, or it is none
+            if role == 1 and _all_requests_seen(conn.half(1 - half.side)) \
+                    and not _requested(conn.half(1 - half.side), corr, half, half.buf_pos + (p - half.data())):
+                return 0
             return 1
         return 0
 
@@ -247,16 +252,18 @@ cdef class Framer:
                 if after <= length else -1
             if following < 0 or strong < 0:
                 if final:
-                    return self._answers(buf, links, n_links, handshake, False, requests) if after == length else 0
+                    return self._chain(conn, half, buf, length, links, n_links, handshake, False, requests, -1) \
+                        if after == length else 0
                 self.needed = after
                 return -1
             if not following:
                 return 0
             if strong > 0:
-                return self._answers(buf, links, n_links, handshake, True, requests)
+                return self._chain(conn, half, buf, length, links, n_links, handshake, True, requests,
+                                   after if following == 1 else -1)
             i = after
             plausible = following
-        return self._answers(buf, links, n_links, handshake, False, requests)
+        return self._chain(conn, half, buf, length, links, n_links, handshake, False, requests, -1)
 
     cdef int _link_ok(self, _Connection conn, _Half half, const unsigned char *p, Py_ssize_t avail,
                       bint tokens) noexcept:
@@ -269,6 +276,39 @@ cdef class Framer:
             if 0 <= size < 4 or (ok == 0 and size <= self.max_frame_size):
                 return 2
         return ok
+
+    cdef int _chain(self, _Connection conn, _Half half, const unsigned char *buf, Py_ssize_t length,
+                    const Py_ssize_t *links, int n_links, int handshake, bint proved, bint requests,
+                    Py_ssize_t following) noexcept:
+        # _answers, and where every request is in hand, the chain's answers (its raw SASL tokens
+        # left out; then the header at following, if not -1) answer requests still outstanding,
+        # each a later one than the one before (see the twin)
+        cdef _Half other = conn.half(1 - half.side)
+        cdef int k, at = 0
+        cdef Py_ssize_t link
+        cdef int oldest = (other.corr_next - other.corr_count + MAX_CORRS) % MAX_CORRS
+        if not self._answers(buf, links, n_links, handshake, proved, requests):
+            return 0
+        if requests or _role(conn, half) != 1 or not _all_requests_seen(other):
+            return 1
+        for k in range(n_links + 1):
+            if k == n_links:
+                if following < 0 or length - following < 8:
+                    break
+                link = following
+            elif self.tokens_first >= 0 and handshake < k < n_links - 1:
+                continue    # a raw token
+            else:
+                link = links[k]
+            if <int32_t>kp_load_be32(buf + link) < 4:
+                continue
+            while at < other.corr_count \
+                    and other.corrs[(oldest + at) % MAX_CORRS] != <int32_t>kp_load_be32(buf + link + 4):
+                at += 1
+            if at == other.corr_count:
+                return 0
+            at += 1
+        return 1
 
     cdef int _answers(self, const unsigned char *buf, const Py_ssize_t *links, int n_links, int handshake,
                       bint proved, bint requests) noexcept:
@@ -551,56 +591,7 @@ cdef inline int _role(_Connection conn, _Half half) noexcept:
     return 0 if conn.client_side == half.side else 1
 
 
-cdef bint _requested(_Half other, int32_t corr, _Half half, int64_t at) noexcept:
-    # Did the other direction send a request with this correlation id, not answered yet
-    # (a frame cut there, or the one it is receiving: its start confirmed), its last byte
-    # (so far) captured no later than the byte at stream offset `at` of half? (see the twin)
-    cdef int i
-    cdef bint found = False
-    cdef int64_t end = 0
-    for i in range(other.corr_count):
-        if other.corrs[i] == corr and (not found or other.corr_ends[i] < end):
-            end = other.corr_ends[i]
-            found = True
-    if other.synced and other.length >= 12 and <int32_t>kp_load_be32(other.data() + 8) == corr:
-        if not found or other.chunks[other.chunk_head + other.chunk_count - 1].ts < end:
-            end = other.chunks[other.chunk_head + other.chunk_count - 1].ts
-        found = True
-    return found and end <= half.captured_at(at)
-
-
-cdef bint _answer_seen(_Connection conn, _Half half, int32_t corr, int32_t max_size) noexcept:
-    # The direction unknown: does the other side hold what may answer a request with this
-    # correlation id (a frame held, or a plausible header with that id in its bytes whose frame
-    # ends where they do or at another plausible size)? (see the twin)
-    cdef _Half other = conn.half(1 - half.side)
-    cdef const unsigned char *buf = other.data()
-    cdef Py_ssize_t at, after, length = other.length
-    if _answered_already(conn, half.side, corr, 0) >= 0:
-        return True
-    for at in range(4, length - 3):
-        if <int32_t>kp_load_be32(buf + at) != corr:
-            continue
-        after = at + <int32_t>kp_load_be32(buf + at - 4)
-        if at + 4 <= after <= at + max_size and (after == length or (
-                after + 4 <= length and 4 <= <int32_t>kp_load_be32(buf + after) <= max_size)):
-            return True
-    return False
-
-
 cdef object _copy_array(void *src, Py_ssize_t n, dtype):
     out = np.empty(n, dtype=dtype)
     memcpy(<void *><size_t>out.ctypes.data, src, n * out.itemsize)
     return out
-
-
-cdef bint _in_order(const int32_t *corrs, int n, int last) noexcept:
-    # Do corrs[0:n] and then corrs[last] (last == n: none more) never fall, each at least the
-    # one before? (-1: a link too short to hold one; see the twin)
-    cdef int k
-    cdef int32_t before = 0
-    for k in range(n):
-        if corrs[k] < before:
-            return False
-        before = corrs[k]
-    return last >= n or corrs[last] >= before

@@ -19,8 +19,8 @@ import numpy as np
 from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS, KIND_KAFKA
 from kproto._py import wire
 from kproto._py.capture_connections import _Connection, _Half
-from kproto._py.capture_kinds import (_answered_already, _handshake_answer, _kind_before, _kind_frame, _kind_held, _sasl_handshake,
-                                      _sasl_token)
+from kproto._py.capture_kinds import (_answered_already, _handshake_answer, _kind_before, _kind_frame, _kind_held,
+                                      _sasl_handshake, _sasl_token)
 
 _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
@@ -115,7 +115,13 @@ class Framer:
         role = self._role(conn, half)
         if role != DIRECTION_RESPONSE and self._request_ok(data, i + 4, size):
             return 1
-        if role != DIRECTION_REQUEST and _BE32S.unpack_from(data, i + 4)[0] >= 0:
+        corr = _BE32S.unpack_from(data, i + 4)[0]
+        if role != DIRECTION_REQUEST and corr >= 0:
+            other = conn.halves[1 - half.side]
+            # every request is in hand: a response header answers one of them, or it is none
+            if role == DIRECTION_RESPONSE and _all_requests_seen(other) \
+                    and not _requested(other, corr, half, half.buf_pos + i):
+                return 0
             return 1
         return 0
 
@@ -193,16 +199,16 @@ class Framer:
             following = self._link_ok(conn, half, data, after, handshake >= 0) if after <= len(data) else -1
             if following < 0 or strong < 0:
                 if final:
-                    return self._answers(data, links, handshake, False, requests) if after == len(data) else 0
+                    return self._chain(conn, half, data, links, handshake, False, requests) if after == len(data) else 0
                 self._needed = after
                 return -1
             if not following:
                 return 0
-            if strong > 0:
-                return self._answers(data, links, handshake, True, requests)
+            if strong > 0:     # (the header after it must answer a later request too, where it can)
+                return self._chain(conn, half, data, links, handshake, True, requests, after if following == 1 else -1)
             i = after
             plausible = following
-        return self._answers(data, links, handshake, False, requests)
+        return self._chain(conn, half, data, links, handshake, False, requests)
 
     def _link_ok(self, conn: _Connection, half: _Half, data, i: int, tokens: bool) -> int:
         """What the chain's link at i is plausible as: 1 a header (``_header_ok``), 2 only a raw
@@ -214,6 +220,32 @@ class Framer:
             if 0 <= size < 4 or (ok == 0 and size <= self.max_frame_size):
                 return 2
         return ok
+
+    def _chain(self, conn: _Connection, half: _Half, data, links: list, handshake: int, proved: bool,
+               requests: bool, following: int = -1) -> int:
+        """``_answers``, and where every request is in hand (``_all_requests_seen``), the chain's
+        answers (its raw SASL tokens left out; then the header at ``following``, if not -1)
+        answer requests still outstanding, each a later one than the one before: a broker
+        answers each request once, in order."""
+        if not self._answers(data, links, handshake, proved, requests):
+            return 0
+        other = conn.halves[1 - half.side]
+        if requests or self._role(conn, half) != DIRECTION_RESPONSE or not _all_requests_seen(other):
+            return 1
+        answers = links if self._tokens is None else links[:handshake + 1] + links[-1:]
+        if following >= 0 and len(data) - following >= 8:
+            answers = answers + [following]
+        outstanding, at = list(other.request_corrs), 0
+        for link in answers:
+            if _BE32S.unpack_from(data, link)[0] < 4:
+                continue
+            corr = _BE32S.unpack_from(data, link + 4)[0]
+            while at < len(outstanding) and outstanding[at] != corr:
+                at += 1
+            if at == len(outstanding):
+                return 0
+            at += 1
+        return 1
 
     def _answers(self, data, links: list, handshake: int, proved: bool, requests: bool) -> int:
         """Does the response chain whose links start at ``links`` (empty: not a response
@@ -504,6 +536,15 @@ def _answer_seen(conn: _Connection, half: _Half, corr: int, max_size: int) -> bo
             return True
         at = buf.find(wanted, at + 1)
     return False
+
+
+def _all_requests_seen(requests: _Half) -> bool:
+    """Has this request direction been read whole from its start (SYN seen, no gap, no byte
+    skipped or cut by the snap length, nothing held beyond a hole), so that every request
+    sent so far is among its frames?"""
+    c = requests.counters
+    return (requests.isn >= 0 and requests.synced and not requests.pending and c["gaps"] == 0
+            and c["skipped_bytes"] == 0 and c["truncated_packets"] == 0)
 
 
 def _answered(requests: _Half, corr: int) -> None:
