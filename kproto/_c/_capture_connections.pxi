@@ -261,11 +261,21 @@ cdef bint _requested(_Half other, int32_t corr, _Half half, int64_t at) noexcept
     return found and end <= half.captured_at(at)
 
 
-cdef bint _all_requests_seen(_Half requests) noexcept:
-    # Has this request direction been read whole from its start, so that every request sent
-    # so far is among its frames? (see the twin)
-    return requests.isn >= 0 and requests.synced and not requests.pending and requests.c[H_GAPS] == 0 \
-        and requests.c[H_SKIPPED_BYTES] == 0 and requests.c[H_TRUNCATED_PACKETS] == 0
+cdef int _all_requests_seen(_Half requests) noexcept:
+    # Which requests this direction holds: 2 every one sent so far (read whole from its SYN),
+    # 1 every one since its first confirmed frame (a late start, no gap or resync since), 0 neither
+    # (see the twin)
+    if not requests.synced or requests.pending or requests.c[H_GAPS] or requests.c[H_TRUNCATED_PACKETS]:
+        return 0
+    if requests.isn >= 0 and requests.c[H_SKIPPED_BYTES] == 0:
+        return 2
+    return 1 if requests.isn < 0 and requests.c[H_RESYNCS] <= 1 and requests.sequence else 0
+
+
+cdef bint _request_after(_Half requests, _Half half, int64_t at) noexcept:
+    # Was a request captured whole after the byte at stream offset `at` of half? (see the twin)
+    return requests.corr_count > 0 \
+        and requests.corr_ends[(requests.corr_next - 1 + MAX_CORRS) % MAX_CORRS] >= half.captured_at(at)
 
 
 cdef bint _answer_seen(_Connection conn, _Half half, int32_t corr, int32_t max_size) noexcept:
@@ -297,3 +307,15 @@ cdef bint _in_order(const int32_t *corrs, int n, int last) noexcept:
             return False
         before = corrs[k]
     return last >= n or corrs[last] >= before
+
+
+cdef inline int _role(_Connection conn, _Half half) noexcept:
+    if conn.client_side < 0:
+        return -1
+    return 0 if conn.client_side == half.side else 1
+
+
+cdef object _copy_array(void *src, Py_ssize_t n, dtype):
+    out = np.empty(n, dtype=dtype)
+    memcpy(<void *><size_t>out.ctypes.data, src, n * out.itemsize)
+    return out

@@ -182,7 +182,8 @@ cdef class Framer:
         corr = <int32_t>kp_load_be32(p + 4)
         if role != 0 and corr >= 0:
             # every request is in hand: a response header answers one of them, or it is none
-            if role == 1 and _all_requests_seen(conn.half(1 - half.side)) \
+            if role == 1 and _all_requests_seen(conn.half(1 - half.side)) == 2 \
+                    and _request_after(conn.half(1 - half.side), half, half.buf_pos + (p - half.data())) \
                     and not _requested(conn.half(1 - half.side), corr, half, half.buf_pos + (p - half.data())):
                 return 0
             return 1
@@ -252,18 +253,18 @@ cdef class Framer:
                 if after <= length else -1
             if following < 0 or strong < 0:
                 if final:
-                    return self._chain(conn, half, buf, length, links, n_links, handshake, False, requests, -1) \
+                    return self._chain(conn, half, buf, length, final, links, n_links, handshake, False, requests, -1) \
                         if after == length else 0
                 self.needed = after
                 return -1
             if not following:
                 return 0
             if strong > 0:
-                return self._chain(conn, half, buf, length, links, n_links, handshake, True, requests,
+                return self._chain(conn, half, buf, length, final, links, n_links, handshake, True, requests,
                                    after if following == 1 else -1)
             i = after
             plausible = following
-        return self._chain(conn, half, buf, length, links, n_links, handshake, False, requests, -1)
+        return self._chain(conn, half, buf, length, final, links, n_links, handshake, False, requests, -1)
 
     cdef int _link_ok(self, _Connection conn, _Half half, const unsigned char *p, Py_ssize_t avail,
                       bint tokens) noexcept:
@@ -277,19 +278,21 @@ cdef class Framer:
                 return 2
         return ok
 
-    cdef int _chain(self, _Connection conn, _Half half, const unsigned char *buf, Py_ssize_t length,
+    cdef int _chain(self, _Connection conn, _Half half, const unsigned char *buf, Py_ssize_t length, bint final,
                     const Py_ssize_t *links, int n_links, int handshake, bint proved, bint requests,
                     Py_ssize_t following) noexcept:
-        # _answers, and where every request is in hand, the chain's answers (its raw SASL tokens
-        # left out; then the header at following, if not -1) answer requests still outstanding,
-        # each a later one than the one before (see the twin)
+        # _answers, and where the requests are in hand, the chain's answers (then the header at
+        # following) answer outstanding requests in order, or wait (-1) (see the twin)
         cdef _Half other = conn.half(1 - half.side)
-        cdef int k, at = 0
+        cdef int k, found, at = 0
+        cdef int32_t corr, last = -1
+        cdef bint wait = False
         cdef Py_ssize_t link
         cdef int oldest = (other.corr_next - other.corr_count + MAX_CORRS) % MAX_CORRS
+        cdef int seen = _all_requests_seen(other)
         if not self._answers(buf, links, n_links, handshake, proved, requests):
             return 0
-        if requests or _role(conn, half) != 1 or not _all_requests_seen(other):
+        if requests or _role(conn, half) != 1 or not seen:
             return 1
         for k in range(n_links + 1):
             if k == n_links:
@@ -302,12 +305,23 @@ cdef class Framer:
                 link = links[k]
             if <int32_t>kp_load_be32(buf + link) < 4:
                 continue
-            while at < other.corr_count \
-                    and other.corrs[(oldest + at) % MAX_CORRS] != <int32_t>kp_load_be32(buf + link + 4):
-                at += 1
-            if at == other.corr_count:
-                return 0
-            at += 1
+            corr = <int32_t>kp_load_be32(buf + link + 4)
+            if seen == 1 and last < 0 and other.count_corr(corr) > 1:
+                continue    # after a late start, an id reused: it may answer a request before the capture
+            found = at
+            while found < other.corr_count and other.corrs[(oldest + found) % MAX_CORRS] != corr:
+                found += 1
+            if found < other.corr_count:
+                at = found + 1
+                last = corr
+            elif last >= 0 or seen == 2:
+                if _request_after(other, half, half.buf_pos + link) \
+                        or (final and 0 <= other.fin_pos <= other.next_pos):
+                    return 0
+                wait = not final
+        if wait:
+            self.needed = length
+            return -1
         return 1
 
     cdef int _answers(self, const unsigned char *buf, const Py_ssize_t *links, int n_links, int handshake,
@@ -583,15 +597,3 @@ cdef class Framer:
         conn.undecided = []
         conn.held_bytes = 0
         return 0
-
-
-cdef inline int _role(_Connection conn, _Half half) noexcept:
-    if conn.client_side < 0:
-        return -1
-    return 0 if conn.client_side == half.side else 1
-
-
-cdef object _copy_array(void *src, Py_ssize_t n, dtype):
-    out = np.empty(n, dtype=dtype)
-    memcpy(<void *><size_t>out.ctypes.data, src, n * out.itemsize)
-    return out

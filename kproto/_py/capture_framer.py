@@ -119,7 +119,8 @@ class Framer:
         if role != DIRECTION_REQUEST and corr >= 0:
             other = conn.halves[1 - half.side]
             # every request is in hand: a response header answers one of them, or it is none
-            if role == DIRECTION_RESPONSE and _all_requests_seen(other) \
+            if role == DIRECTION_RESPONSE and _all_requests_seen(other) == 2 \
+                    and _request_after(other, half, half.buf_pos + i) \
                     and not _requested(other, corr, half, half.buf_pos + i):
                 return 0
             return 1
@@ -199,16 +200,19 @@ class Framer:
             following = self._link_ok(conn, half, data, after, handshake >= 0) if after <= len(data) else -1
             if following < 0 or strong < 0:
                 if final:
-                    return self._chain(conn, half, data, links, handshake, False, requests) if after == len(data) else 0
+                    if after != len(data):
+                        return 0
+                    return self._chain(conn, half, data, final, links, handshake, False, requests)
                 self._needed = after
                 return -1
             if not following:
                 return 0
             if strong > 0:     # (the header after it must answer a later request too, where it can)
-                return self._chain(conn, half, data, links, handshake, True, requests, after if following == 1 else -1)
+                return self._chain(conn, half, data, final, links, handshake, True, requests,
+                                   after if following == 1 else -1)
             i = after
             plausible = following
-        return self._chain(conn, half, data, links, handshake, False, requests)
+        return self._chain(conn, half, data, final, links, handshake, False, requests)
 
     def _link_ok(self, conn: _Connection, half: _Half, data, i: int, tokens: bool) -> int:
         """What the chain's link at i is plausible as: 1 a header (``_header_ok``), 2 only a raw
@@ -221,30 +225,47 @@ class Framer:
                 return 2
         return ok
 
-    def _chain(self, conn: _Connection, half: _Half, data, links: list, handshake: int, proved: bool,
+    def _chain(self, conn: _Connection, half: _Half, data, final: bool, links: list, handshake: int, proved: bool,
                requests: bool, following: int = -1) -> int:
-        """``_answers``, and where every request is in hand (``_all_requests_seen``), the chain's
-        answers (its raw SASL tokens left out; then the header at ``following``, if not -1)
-        answer requests still outstanding, each a later one than the one before: a broker
-        answers each request once, in order."""
+        """``_answers``, and where the requests are in hand (``_all_requests_seen``: all of them,
+        or all since the request side's first confirmed frame), the chain's answers (its raw SASL
+        tokens left out; then the header at ``following``, if not -1) answer requests still
+        outstanding, each a later one than the one before (a broker answers each request once,
+        in order); with only those since the first frame, from the first link that answers one
+        on (the links before may answer requests sent before the capture began). A link that
+        answers none waits (-1) until a request is captured after it (its own may be in a
+        hole not known yet); at the end it is taken as it is, unless the request side ended
+        with a FIN."""
         if not self._answers(data, links, handshake, proved, requests):
             return 0
         other = conn.halves[1 - half.side]
-        if requests or self._role(conn, half) != DIRECTION_RESPONSE or not _all_requests_seen(other):
+        seen = _all_requests_seen(other)
+        if requests or self._role(conn, half) != DIRECTION_RESPONSE or not seen:
             return 1
         answers = links if self._tokens is None else links[:handshake + 1] + links[-1:]
         if following >= 0 and len(data) - following >= 8:
             answers = answers + [following]
-        outstanding, at = list(other.request_corrs), 0
+        outstanding, at, wait, last = list(other.request_corrs), 0, False, -1
         for link in answers:
             if _BE32S.unpack_from(data, link)[0] < 4:
                 continue
             corr = _BE32S.unpack_from(data, link + 4)[0]
-            while at < len(outstanding) and outstanding[at] != corr:
-                at += 1
-            if at == len(outstanding):
-                return 0
-            at += 1
+            if seen == 1 and last < 0 and outstanding.count(corr) > 1:
+                continue    # after a late start, an id reused: it may answer a request before the capture
+            found = at
+            while found < len(outstanding) and outstanding[found] != corr:
+                found += 1
+            if found < len(outstanding):
+                at, last = found + 1, corr
+            elif last >= 0 or seen == 2:
+                # (at the end, after the request side's FIN and no gap, none is in a hole)
+                if _request_after(other, half, half.buf_pos + link) \
+                        or (final and 0 <= other.fin_pos <= other.next_pos):
+                    return 0
+                wait = not final
+        if wait:
+            self._needed = len(data)
+            return -1
         return 1
 
     def _answers(self, data, links: list, handshake: int, proved: bool, requests: bool) -> int:
@@ -538,13 +559,24 @@ def _answer_seen(conn: _Connection, half: _Half, corr: int, max_size: int) -> bo
     return False
 
 
-def _all_requests_seen(requests: _Half) -> bool:
-    """Has this request direction been read whole from its start (SYN seen, no gap, no byte
-    skipped or cut by the snap length, nothing held beyond a hole), so that every request
-    sent so far is among its frames?"""
+def _all_requests_seen(requests: _Half) -> int:
+    """Which requests this request direction holds: 2 every one sent so far (read whole from
+    its SYN: no gap, no byte skipped or cut by the snap length, nothing held beyond a hole),
+    1 every one since its first confirmed frame (a late start, no gap or resync since),
+    0 neither."""
     c = requests.counters
-    return (requests.isn >= 0 and requests.synced and not requests.pending and c["gaps"] == 0
-            and c["skipped_bytes"] == 0 and c["truncated_packets"] == 0)
+    if not requests.synced or requests.pending or c["gaps"] or c["truncated_packets"]:
+        return 0
+    if requests.isn >= 0 and c["skipped_bytes"] == 0:
+        return 2
+    return 1 if requests.isn < 0 and c["resyncs"] <= 1 and requests.sequence else 0
+
+
+def _request_after(requests: _Half, half: _Half, at: int) -> bool:
+    """Was a request captured whole after the byte at stream offset ``at`` of ``half``? Then a
+    hole before it in the request direction is known (a gap, or bytes held beyond it); before
+    that, the last requests' segments may be lost unseen."""
+    return bool(requests.request_ends) and requests.request_ends[-1] >= half.captured_at(at)
 
 
 def _answered(requests: _Half, corr: int) -> None:
