@@ -30,9 +30,16 @@ SOURCE_SUFFIXES = (".py", ".pyi", ".pyx", ".pxi", ".pxd", ".h")
 
 #: Written by tools (gen_schema.py, gen_stubs.py, record_fingerprints.py, record_brokers.py,
 #: record_clients.py); never edited by hand.
-GENERATED = frozenset({"kproto/schema/_messages.py", "kproto/_common/error_codes.py", "kproto/_common/api_keys.py",
-                       "kproto/messages.pyi", "kproto/broker_recordings.py",
-                       "kproto/analyze/client_recordings.py"})
+GENERATED = frozenset(
+    {
+        "kproto/schema/_messages.py",
+        "kproto/_common/error_codes.py",
+        "kproto/_common/api_keys.py",
+        "kproto/messages.pyi",
+        "kproto/broker_recordings.py",
+        "kproto/analyze/client_recordings.py",
+    }
+)
 
 _MIRROR = "C / pure-Python twins: one rule in each implementation, kept alike line for line"
 _PUBLIC_TYPES = "public API: one method per Kafka type, each one call of the shared reader or writer"
@@ -55,20 +62,38 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kproto/_c/_buffer.pyi", "kproto/_c/_records.pyi"): _STUB,
     ("kproto/_c/_records.pyi", "kproto/_c/_records.pyi"): _STUB,
     ("kproto/_py/codec.py", "kproto/_py/codec.py"): "the twin's walk: one branch per field kind, each one reader call",
-    ("kproto/_c/_codec_walk.pxi", "kproto/_c/_codec_walk.pxi"):
-        "the one plan walker's kind dispatch (walk_value, rendered by tools/gen_walkers.py from "
-        "_kinds.pxi.in): one branch per field kind, a line for each sink",
-    ("kproto/_c/_records.pyx", "kproto/_c/_records.pyx"):
-        "Record's optional fields: one property pair per field, each one call of the shared "
-        "_optional_int64 / _set_optional_int64",
+    (
+        "kproto/_c/_codec_walk.pxi",
+        "kproto/_c/_codec_walk.pxi",
+    ): "the one plan walker's kind dispatch (walk_value, rendered by tools/gen_walkers.py from "
+    "_kinds.pxi.in): one branch per field kind, a line for each sink",
+    (
+        "kproto/_c/_records.pyx",
+        "kproto/_c/_records.pyx",
+    ): "Record's optional fields: one property pair per field, each one call of the shared "
+    "_optional_int64 / _set_optional_int64",
 }
 
 #: Real repeats not folded yet, with where the fold belongs; the list only shrinks.
-NOT_FOLDED_YET: dict[tuple[str, str], str] = {
-}
+NOT_FOLDED_YET: dict[tuple[str, str], str] = {}
 
-_CYTHON_WORDS = {"cdef", "cpdef", "ctypedef", "cimport", "inline", "nogil", "noexcept", "struct", "enum",
-                 "extern", "include", "readonly", "public", "except", "gil"}
+_CYTHON_WORDS = {
+    "cdef",
+    "cpdef",
+    "ctypedef",
+    "cimport",
+    "inline",
+    "nogil",
+    "noexcept",
+    "struct",
+    "enum",
+    "extern",
+    "include",
+    "readonly",
+    "public",
+    "except",
+    "gil",
+}
 _STRING = re.compile(r"""[rbfuRBFU]{0,2}("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')""")
 _NUMBER = re.compile(r"\b(?:0[xX][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?)\b")
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
@@ -82,8 +107,14 @@ def shape(line: str) -> str:
     """The line with strings as S, numbers as N and names as I (keywords kept)."""
     line = _STRING.sub("S", line.strip())
     line = _NUMBER.sub("N", line)
-    line = _WORD.sub(lambda m: m.group(0) if keyword.iskeyword(m.group(0)) or m.group(0) in _CYTHON_WORDS
-                     or m.group(0) in ("S", "N") else "I", line)
+    line = _WORD.sub(
+        lambda m: (
+            m.group(0)
+            if keyword.iskeyword(m.group(0)) or m.group(0) in _CYTHON_WORDS or m.group(0) in ("S", "N")
+            else "I"
+        ),
+        line,
+    )
     return re.sub(r"\s+", " ", line)
 
 
@@ -110,25 +141,28 @@ def code_lines(path: Path) -> list[tuple[int, str]]:
 
 
 def sources(root: Path = ROOT) -> list[Path]:
-    return sorted(p for p in (root / "kproto").rglob("*") if p.suffix in SOURCE_SUFFIXES
-                  and p.relative_to(root).as_posix() not in GENERATED)
+    return sorted(
+        p
+        for p in (root / "kproto").rglob("*")
+        if p.suffix in SOURCE_SUFFIXES and p.relative_to(root).as_posix() not in GENERATED
+    )
 
 
 def scan(files: list[Path], root: Path = ROOT) -> dict[tuple[str, str], list[tuple[int, int, int, int]]]:
     """(file, file) -> runs (first line, last line in the one, first, last in the other)."""
     lines = {p.relative_to(root).as_posix(): code_lines(p) for p in files}
-    places = defaultdict(list)      # window of MIN_LINES shapes -> (file, index of its first line)
+    places = defaultdict(list)  # window of MIN_LINES shapes -> (file, index of its first line)
     for name, rows in lines.items():
         for i in range(len(rows) - MIN_LINES + 1):
-            places[tuple(s for _, s in rows[i:i + MIN_LINES])].append((name, i))
-    matches = defaultdict(set)      # (file a, file b) -> {(index in a, index in b)}
+            places[tuple(s for _, s in rows[i : i + MIN_LINES])].append((name, i))
+    matches = defaultdict(set)  # (file a, file b) -> {(index in a, index in b)}
     for spots in places.values():
         if len(spots) < 2 or len(spots) > MAX_PLACES:
             continue
         for k, (a, i) in enumerate(spots):
-            for b, j in spots[k + 1:]:
+            for b, j in spots[k + 1 :]:
                 if a == b and abs(i - j) < MIN_LINES:
-                    continue    # a window overlapping itself (a run of one repeated line)
+                    continue  # a window overlapping itself (a run of one repeated line)
                 key, pair = ((a, b), (i, j)) if (a, i) <= (b, j) else ((b, a), (j, i))
                 matches[key].add(pair)
     runs = {}
@@ -136,7 +170,7 @@ def scan(files: list[Path], root: Path = ROOT) -> dict[tuple[str, str], list[tup
         found = []
         for i, j in sorted(starts):
             if (i - 1, j - 1) in starts:
-                continue    # inside a run already started
+                continue  # inside a run already started
             length = 0
             while (i + length, j + length) in starts:
                 length += 1
@@ -156,9 +190,11 @@ def main(argv: list[str]) -> int:
         more = f" (+{len(found) - 1} more runs)" if len(found) > 1 else ""
         note = "  [allowed]" if (a, b) in ALLOWED else "  [not folded yet]" if (a, b) in NOT_FOLDED_YET else ""
         print(f"{a}:{first[0]}-{first[1]} ~ {b}:{first[2]}-{first[3]}{more}{note}")
-    print(f"{len(runs)} pairs of files share runs of {MIN_LINES}+ lines of the same shape: "
-          f"{len(set(runs) & set(ALLOWED))} allowed, {len(set(runs) & set(NOT_FOLDED_YET))} not folded yet, "
-          f"{len(set(runs) - set(listed))} not listed")
+    print(
+        f"{len(runs)} pairs of files share runs of {MIN_LINES}+ lines of the same shape: "
+        f"{len(set(runs) & set(ALLOWED))} allowed, {len(set(runs) & set(NOT_FOLDED_YET))} not folded yet, "
+        f"{len(set(runs) - set(listed))} not listed"
+    )
     return 1 if check and shown else 0
 
 

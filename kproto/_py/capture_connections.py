@@ -14,18 +14,18 @@ class _Half:
     def __init__(self, side: int) -> None:
         self.side = side
         self.started = False
-        self.isn = -1              # initial sequence number, when the SYN was seen
-        self.next_seq = 0          # sequence number of the next expected byte
-        self.next_pos = 0          # its stream offset
-        self.buf = bytearray()     # assembled bytes not yet cut into frames
-        self.buf_pos = 0           # stream offset of buf[0]
+        self.isn = -1  # initial sequence number, when the SYN was seen
+        self.next_seq = 0  # sequence number of the next expected byte
+        self.next_pos = 0  # its stream offset
+        self.buf = bytearray()  # assembled bytes not yet cut into frames
+        self.buf_pos = 0  # stream offset of buf[0]
         self.chunks: deque = deque()  # (stream end offset, ts) of the segments in buf
-        self.pending: list = []    # out-of-order [start, bytes, ts], sorted, non-overlapping
+        self.pending: list = []  # out-of-order [start, bytes, ts], sorted, non-overlapping
         self.pending_bytes = 0
-        self.synced = False        # True when buf[0] is a frame boundary
-        self.scan_from = 0         # while not synced: offsets before it were examined
+        self.synced = False  # True when buf[0] is a frame boundary
+        self.scan_from = 0  # while not synced: offsets before it were examined
         self.candidates: list = []  # while not synced: offsets of plausible headers not yet decided
-        self.boundary = -1         # a frame boundary known ahead (the end of a frame a gap cut), or -1
+        self.boundary = -1  # a frame boundary known ahead (the end of a frame a gap cut), or -1
         # while not synced: a strong candidate a hole cut exactly at its end, waiting for the header
         # after the hole to prove it (Framer._cut_frame_proved): (end, size, captured payload, first ts, last ts)
         self.cut_frame = None
@@ -37,20 +37,19 @@ class _Half:
         self.fin_pos = -1
         self.sequence = 0
         self.request_corrs: deque = deque()  # correlation ids of frames that read as requests
-        self.request_ends: deque = deque()   # and when each one's last byte was captured (ts)
+        self.request_ends: deque = deque()  # and when each one's last byte was captured (ts)
         self.counters = dict.fromkeys(HALF_COUNTERS, 0)
         # kinds (capture_kinds.py)
-        self.sniffed = False       # the first bytes were looked at for another protocol
-        self.hello_corr = -1       # correlation id of the last ApiVersions / SaslHandshake request
-        self.run = 0               # request headers in a row with rising correlation ids
+        self.sniffed = False  # the first bytes were looked at for another protocol
+        self.hello_corr = -1  # correlation id of the last ApiVersions / SaslHandshake request
+        self.run = 0  # request headers in a row with rising correlation ids
         self.run_corr = -1
-        self.sasl = False          # raw SASL tokens come next
-        self.sasl_corr = -1        # a SaslHandshake v0 request waiting for its response
+        self.sasl = False  # raw SASL tokens come next
+        self.sasl_corr = -1  # a SaslHandshake v0 request waiting for its response
         # raw tokens a late start's chain proved (a SaslHandshake v0 response then tokens, its
         # request not captured; Framer._answers): the stream offsets of the first and of the frame after them
         self.tokens_from = -1
         self.tokens_to = -1
-
 
     def append(self, data, ts: int) -> None:
         """In-order bytes: onto the end of the stream."""
@@ -92,17 +91,16 @@ class _Connection:
         self.key = key
         self.endpoints = endpoints  # ((ip bytes, port) of side 0, of side 1)
         self.halves = (_Half(0), _Half(1))
-        self.client_side = -1       # which side sends requests; -1 until known
+        self.client_side = -1  # which side sends requests; -1 until known
         self.direction_source = -1
         self.handshake_seen = False
         self.first_ts = ts
         self.last_ts = ts
-        self.undecided: list = []   # frames waiting for the direction or the kind
-        self.held_bytes = 0         # their payload bytes
+        self.undecided: list = []  # frames waiting for the direction or the kind
+        self.held_bytes = 0  # their payload bytes
         self.request_like = [0, 0]
-        self.kind = KIND_UNKNOWN    # capture_kinds.py
-        self.matched = 0            # request/response pairs counted (capture_kinds._pair_counts)
-        self.pair_corr = -1         # the last counted pair's correlation id
-        self.pair_response = -1     # and its response's sequence number
-        self.told = False           # its endpoints were reported (take_endpoints), with its first frame
-
+        self.kind = KIND_UNKNOWN  # capture_kinds.py
+        self.matched = 0  # request/response pairs counted (capture_kinds._pair_counts)
+        self.pair_corr = -1  # the last counted pair's correlation id
+        self.pair_response = -1  # and its response's sequence number
+        self.told = False  # its endpoints were reported (take_endpoints), with its first frame

@@ -19,8 +19,14 @@ import numpy as np
 from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS, KIND_KAFKA
 from kproto._py import wire
 from kproto._py.capture_connections import _Connection, _Half
-from kproto._py.capture_kinds import (_handshake_answer, _kind_before, _kind_frame, _kind_held, _sasl_handshake,
-                                      _sasl_token)
+from kproto._py.capture_kinds import (
+    _handshake_answer,
+    _kind_before,
+    _kind_frame,
+    _kind_held,
+    _sasl_handshake,
+    _sasl_token,
+)
 
 _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
@@ -35,18 +41,18 @@ class Framer:
     """Frames out of each direction's stream into the output batch: the engine's last stage
     (kproto/_common/capture_engine.py)."""
 
-    _needed = 0      # where the last undecided _confirm waits for bytes (offset in its data)
-    _tokens = None   # raw SASL tokens the last confirmed chain holds: (first, the frame after them), offsets in its data
+    _needed = 0  # where the last undecided _confirm waits for bytes (offset in its data)
+    _tokens = None  # raw SASL tokens the last confirmed chain holds: (first, the frame after them), offsets in its data
     out: dict[str, list]
     out_bytes: int
 
     def __init__(self, settings) -> None:
         self.request_versions = settings.request_versions
         self.max_frame_size = settings.max_frame_size
-        self.held_limit = settings.held_limit    # capture_kinds.py
+        self.held_limit = settings.held_limit  # capture_kinds.py
         self.batch_frames = settings.batch_frames
         self.batch_bytes = settings.batch_bytes
-        self.opened: list = []   # connections whose first frame was just emitted (take_endpoints)
+        self.opened: list = []  # connections whose first frame was just emitted (take_endpoints)
         self._reset_batch()
 
     def _reset_batch(self) -> None:
@@ -89,7 +95,10 @@ class Framer:
             wire.request_fixed(data, h, p, p + min(len(data) - p, size))
         except wire.WireError:
             return False
-        if not 0 <= h.api_key < len(self.request_versions) or not 0 <= h.api_version <= self.request_versions[h.api_key]:
+        if (
+            not 0 <= h.api_key < len(self.request_versions)
+            or not 0 <= h.api_version <= self.request_versions[h.api_key]
+        ):
             return False
         if h.correlation_id < 0:
             return False
@@ -131,8 +140,9 @@ class Framer:
         or a response to a request the other direction sent; 0 when not, -1 when the
         request header's bytes have not all arrived."""
         role = self._role(conn, half)
-        if role != DIRECTION_REQUEST and _requested(conn.halves[1 - half.side], _BE32S.unpack_from(data, i + 4)[0],
-                                                    half, half.buf_pos + i):
+        if role != DIRECTION_REQUEST and _requested(
+            conn.halves[1 - half.side], _BE32S.unpack_from(data, i + 4)[0], half, half.buf_pos + i
+        ):
             return 1
         if role == DIRECTION_RESPONSE:
             return 0
@@ -167,18 +177,22 @@ class Framer:
         # a response header is only a size and an id: its chain must be longer
         response = self._role(conn, half) == DIRECTION_RESPONSE
         hops = _RESPONSE_CHAIN_CONFIRMS if response else _CHAIN_CONFIRMS
-        links = []          # response direction: the offsets of the chain's links
-        handshake = -1      # the index in links of a whole successful SaslHandshake response
-        plausible = 1       # what the link at i is plausible as: 1 a header, 2 only a raw token
+        links = []  # response direction: the offsets of the chain's links
+        handshake = -1  # the index in links of a whole successful SaslHandshake response
+        plausible = 1  # what the link at i is plausible as: 1 a header, 2 only a raw token
         self._tokens = None
         for _ in range(hops):
             strong = self._strong(conn, half, data, i) if plausible == 1 else 0
             if strong > 0 and _sasl_handshake(conn, half, data, i):
-                return 1    # raw SASL tokens, not a header, follow it
+                return 1  # raw SASL tokens, not a header, follow it
             if response:
                 links.append(i)
-                if handshake < 0 and plausible == 1 and _handshake_answer(data, i, _BE32S.unpack_from(data, i + 4)[0]) \
-                        and _BE16.unpack_from(data, i + 8)[0] == 0:
+                if (
+                    handshake < 0
+                    and plausible == 1
+                    and _handshake_answer(data, i, _BE32S.unpack_from(data, i + 4)[0])
+                    and _BE16.unpack_from(data, i + 8)[0] == 0
+                ):
                     handshake = len(links) - 1
             after = i + 4 + _BE32S.unpack_from(data, i)[0]
             following = self._link_ok(conn, half, data, after, handshake >= 0) if after <= len(data) else -1
@@ -220,7 +234,7 @@ class Framer:
         corrs = [_BE32S.unpack_from(data, at + 4)[0] if _BE32S.unpack_from(data, at)[0] >= 4 else -1 for at in links]
         if _in_order(corrs):
             return 1
-        if 0 <= handshake < len(links) - 1 and proved and _in_order(corrs[:handshake + 1] + corrs[-1:]):
+        if 0 <= handshake < len(links) - 1 and proved and _in_order(corrs[: handshake + 1] + corrs[-1:]):
             self._tokens = (links[handshake + 1], links[-1])
             return 1
         return 0
@@ -230,8 +244,10 @@ class Framer:
         cannot win before that candidate is decided: a real frame's payload must not be
         read as frames because the frame's own end has not arrived yet."""
         buf, base = half.buf, half.buf_pos
-        return any(c < position < c + 4 + _BE32S.unpack_from(buf, c - base)[0]
-                   and self._strong(conn, half, buf, c - base) == 1 for c, _ in waiting)
+        return any(
+            c < position < c + 4 + _BE32S.unpack_from(buf, c - base)[0] and self._strong(conn, half, buf, c - base) == 1
+            for c, _ in waiting
+        )
 
     def _scan(self, conn: _Connection, half: _Half, final: bool) -> bool:
         """Drop bytes until buf starts at a confirmed frame boundary; False if more bytes are needed.
@@ -261,7 +277,7 @@ class Framer:
             if proved:
                 return proved > 0
         found = -1
-        waiting = []     # candidates still open, and the stream offset their decision waits for
+        waiting = []  # candidates still open, and the stream offset their decision waits for
         for candidate in half.candidates:
             decided = self._confirm(conn, half, buf, candidate - base, final)
             if decided > 0 and not self._inside_strong(conn, half, waiting, candidate):
@@ -292,7 +308,7 @@ class Framer:
         if found >= 0:
             half.candidates = []
             keep_from = found
-            if self._tokens is not None:    # the winner's chain holds raw SASL tokens: _cut skips them
+            if self._tokens is not None:  # the winner's chain holds raw SASL tokens: _cut skips them
                 half.tokens_from, half.tokens_to = (base + at for at in self._tokens)
         else:
             half.candidates = [candidate for candidate, _ in waiting]
@@ -348,17 +364,18 @@ class Framer:
             if chunk_end >= frame_end:
                 last_ts = ts
                 break
-        self._frame_out(conn, half, size, bytes(buf[4: 4 + captured]), first_ts, last_ts, 4 + captured, half.buf_pos)
+        self._frame_out(conn, half, size, bytes(buf[4 : 4 + captured]), first_ts, last_ts, 4 + captured, half.buf_pos)
 
-    def _frame_out(self, conn: _Connection, half: _Half, size: int, payload: bytes, first_ts, last_ts,
-                   held: int, at: int) -> bool:
+    def _frame_out(
+        self, conn: _Connection, half: _Half, size: int, payload: bytes, first_ts, last_ts, held: int, at: int
+    ) -> bool:
         """Count and emit (or hold until the connection is known) a frame: its size and captured
         ``payload``, from stream offset ``at``; ``held``: its bytes at the front of buf, dropped once
         it is counted (0: a cut frame kept aside, _cut_frame_proved). False when it showed another protocol."""
         request_like = self._request_ok(payload, 0, size)
         _kind_frame(conn, half, payload, size, request_like, last_ts if last_ts is not None else 0)
         if conn.kind > KIND_KAFKA:
-            return False    # this frame showed another protocol: its bytes went with the rest
+            return False  # this frame showed another protocol: its bytes went with the rest
         half.drop(held)
         half.count_frame(4 + len(payload), at)
         frame = (half.sequence, first_ts, last_ts, size, payload)
@@ -388,9 +405,12 @@ class Framer:
         buf, base = half.buf, half.buf_pos
         for i in range(len(buf) - 7):
             size = hole_end - base - i - 4
-            if (_BE32S.unpack_from(buf, i)[0] == size and self._header_ok(conn, half, buf, i) == 1
-                    and self._strong(conn, half, buf, i) == 1):
-                return (hole_end, size, bytes(buf[i + 4:]), half.captured_at(base + i), half.chunks[-1][1], base + i)
+            if (
+                _BE32S.unpack_from(buf, i)[0] == size
+                and self._header_ok(conn, half, buf, i) == 1
+                and self._strong(conn, half, buf, i) == 1
+            ):
+                return (hole_end, size, bytes(buf[i + 4 :]), half.captured_at(base + i), half.chunks[-1][1], base + i)
         return None
 
     def _cut_frame_proved(self, conn: _Connection, half: _Half, final: bool) -> int:
@@ -408,7 +428,7 @@ class Framer:
         if ok:
             half.count_skipped(-(4 + len(payload)), at)
             if not self._frame_out(conn, half, size, payload, first_ts, last_ts, 0, at):
-                half.counters["other_bytes"] += 4 + len(payload)    # _not_kafka moved the rest
+                half.counters["other_bytes"] += 4 + len(payload)  # _not_kafka moved the rest
             half.candidates = []
             half.synced = True
         return ok
@@ -449,7 +469,7 @@ class Framer:
 
     def _emit(self, conn: _Connection, side: int, frame) -> None:
         sequence, first_ts, last_ts, size, payload = frame
-        if not conn.told:       # its first frame: say who talks (the connection row comes at its close)
+        if not conn.told:  # its first frame: say who talks (the connection row comes at its close)
             conn.told = True
             self.opened.append(conn)
         out = self.out
