@@ -26,7 +26,7 @@ from kproto.schema import (  # noqa: E402
     F_TYPE,
     KIND_OF_TYPE,
     MESSAGES,
-    _docs,  # noqa: E402
+    _docs,
 )
 
 OUTPUT = ROOT / "kproto" / "messages.pyi"

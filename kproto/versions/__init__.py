@@ -28,10 +28,11 @@ function that takes ranges also accepts an ApiVersionsResponse (body or decoded
 
 from __future__ import annotations
 
-from kproto.versions._handshake import (  # noqa: F401
+# The names marked noqa: F401 are read from here too (by the CLI, the tools and the tests), though not in __all__.
+from kproto.versions._handshake import (
     CLIENT_SOFTWARE_PATTERN,
-    DEFAULT_CLIENT_SOFTWARE_NAME,
-    DEFAULT_CLIENT_SOFTWARE_VERSION,
+    DEFAULT_CLIENT_SOFTWARE_NAME,  # noqa: F401
+    DEFAULT_CLIENT_SOFTWARE_VERSION,  # noqa: F401
     ApiVersionsError,
     ApiVersionsHandshake,
     HandshakeResult,
@@ -64,16 +65,14 @@ from kproto.versions._releases import (
     release_changes,
     version_info,
 )
-
-# Read from here too (by the CLI, the tools and the tests), though not in __all__.
-from kproto.versions._tables import (  # noqa: F401
+from kproto.versions._tables import (
     ADVERTISED_BUT_REJECTED,
-    API_VERSIONS_KEY,
-    INVALID_REQUEST,
+    API_VERSIONS_KEY,  # noqa: F401
+    INVALID_REQUEST,  # noqa: F401
     KNOWN_UNKNOWN_API_KEYS,
     RECORDED_FROM,
     RELEASES,
-    UNSUPPORTED_VERSION,
+    UNSUPPORTED_VERSION,  # noqa: F401
     ApiInfo,
     Ranges,
     api_info,

@@ -16,10 +16,7 @@ pa = pytest.importorskip("pyarrow")
 import kproto.arrow.frames as kb  # noqa: E402
 from kproto import framing, limits  # noqa: E402
 from kproto.analyze import dump  # noqa: E402
-from kproto.arrow import (
-    capture,  # noqa: E402
-    exchanges,  # noqa: E402
-)
+from kproto.arrow import capture, exchanges  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "sample.pcap"
