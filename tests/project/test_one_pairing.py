@@ -26,7 +26,7 @@ GENERATED = {"kproto/schema/_messages.py", "kproto/messages.pyi"}
 #: rule -> fingerprint (a regex over whole files, multiline)
 RULES = {
     "pairing: the n-th request with the n-th response per (capture, connection, correlation id)": r'join_type="full outer"',
-    "order of exchanges: requests in order, then responses without a request": r"np\.lexsort\(\(np\.where\(has_resp",
+    "order of exchanges: requests in order, then responses without a request": r"np\.lexsort\(\s*\(\s*np\.where\(has_resp",
     "pair status: unpaired request / response, no response expected": r"PairStatus\.(UNPAIRED_REQUEST|UNPAIRED_RESPONSE|NO_RESPONSE_EXPECTED)\b",
     "a Produce with acks=0 expects no response": r"\.acks == 0\b",
     "open requests carried from one batch to the next": r"^class OpenRequests\b|np\.concatenate\(\[self\.(connection|correlation_id)\b",
