@@ -1,7 +1,9 @@
 """Runs of six or more lines of the same shape in two places of kproto/ (issue 20's figure).
 
 A line's shape is the line with its names, numbers and strings replaced by placeholders,
-so two places that differ only in what they call things are one shape. Blank lines,
+so two places that differ only in what they call things are one shape. A line is a
+logical one: a bracket's continuation lines are joined to it, so wrapping (by hand or by
+``ruff format``) does not change what is found. Blank lines,
 comments, imports and lone punctuation are passed over; so are runs that stand in more
 than MAX_PLACES places (a shape that common is a language idiom, not a copy). Generated
 files are not read.
@@ -55,12 +57,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kproto/_c/_records.pyx", "kproto/_py/records_base.py"): _MIRROR,
     ("kproto/_c/_records.pyx", "kproto/_py/records.py"): _MIRROR,
     ("kproto/_c/_records_legacy.pxi", "kproto/_py/records_legacy.py"): _MIRROR,
-    ("kproto/_c/_records_v2.pxi", "kproto/_py/records_v2.py"): _MIRROR,
     ("kproto/_c/_buffer.pyx", "kproto/_c/_buffer.pyx"): _PUBLIC_TYPES,
     ("kproto/_py/buffer.py", "kproto/_py/buffer.py"): _PUBLIC_TYPES,
     ("kproto/_c/_buffer.pyi", "kproto/_c/_buffer.pyi"): _STUB,
     ("kproto/_c/_buffer.pyi", "kproto/_c/_records.pyi"): _STUB,
-    ("kproto/_c/_records.pyi", "kproto/_c/_records.pyi"): _STUB,
     ("kproto/_py/codec.py", "kproto/_py/codec.py"): "the twin's walk: one branch per field kind, each one reader call",
     (
         "kproto/_c/_codec_walk.pxi",
@@ -100,12 +100,15 @@ _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 _CONTROL = re.compile(r"^(?:return|break|continue|raise|yield)\b")
 _DOES_SOMETHING = re.compile(r"[(\[.+\-/%&|^<>=!]")
 _PLAIN_ASSIGNMENT = re.compile(r"^(?:cdef (?:I )+)?I(?:\.I)?(?:: I)? = [ISN],?$")
+_ADJACENT_STRINGS = re.compile(r"\bS(?:\s+S\b)+")
+_INNER_SPACE = re.compile(r"([(\[{]) ")
+_TRAILING_COMMA = re.compile(r",? ([)\]}])")
 _SKIPPED = re.compile(r"^(?:#|//|/\*|\*|from\s+\S+\s+c?import\b|c?import\s|[\s()\[\]{}:,;]*$|\"\"\"$|'''$)")
 
 
 def shape(line: str) -> str:
     """The line with strings as S, numbers as N and names as I (keywords kept)."""
-    line = _STRING.sub("S", line.strip())
+    line = _ADJACENT_STRINGS.sub("S", _STRING.sub("S", line.strip()))  # "a" "b" is one string
     line = _NUMBER.sub("N", line)
     line = _WORD.sub(
         lambda m: (
@@ -128,13 +131,41 @@ def thin(line_shape: str) -> bool:
     return _DOES_SOMETHING.search(_PLAIN_ASSIGNMENT.sub("", line_shape)) is None
 
 
+def logical_lines(path: Path) -> list[tuple[int, str]]:
+    """(first line number, text) of each line, a bracket's continuation lines joined to it.
+
+    So a statement has one shape however it is wrapped (by hand or by ``ruff format``): the
+    brackets' inner spaces and trailing commas go. C headers keep their physical lines
+    (their braces are blocks)."""
+    physical = path.read_text(encoding="utf-8").split("\n")
+    if path.suffix == ".h":
+        return [(number, line.strip()) for number, line in enumerate(physical, 1)]
+    out: list[tuple[int, str]] = []
+    depth, in_docstring = 0, False
+    for number, line in enumerate(physical, 1):
+        stripped = line.strip()
+        quotes = stripped.count('"""') + stripped.count("'''")
+        if not in_docstring and not quotes:
+            code = _STRING.sub("S", stripped).split("#", 1)[0]
+            opened = depth
+            depth = max(0, depth + sum(map(code.count, "([{")) - sum(map(code.count, ")]}")))
+            if opened:
+                if code.strip():
+                    out[-1] = (out[-1][0], f"{out[-1][1]} {code.strip()}")
+                continue
+            stripped = code.strip()
+        if quotes % 2:
+            in_docstring = not in_docstring
+        out.append((number, stripped))
+    return [(number, _TRAILING_COMMA.sub(r"\1", _INNER_SPACE.sub(r"\1", text))) for number, text in out]
+
+
 def code_lines(path: Path) -> list[tuple[int, str]]:
     """(line number, shape) of each line that counts."""
     out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
-        stripped = line.strip()
-        if stripped and not _SKIPPED.match(stripped):
-            line_shape = shape(stripped)
+    for number, line in logical_lines(path):
+        if line and not _SKIPPED.match(line):
+            line_shape = shape(line)
             if not thin(line_shape):
                 out.append((number, line_shape))
     return out
