@@ -190,6 +190,53 @@ def count_frames(data, max_frame_size: int) -> tuple[int, int]:
     return n, framed
 
 
+def _columns(rows: list[_Row], count: int, offset_col, size_col, clients, directions, default_direction) -> dict:
+    """scan's column arrays from its rows (the Cython twin fills them in its loop)."""
+
+    def column(name, dtype, fill=0):
+        return np.array([fill if getattr(r, name) is None else getattr(r, name) for r in rows], dtype=dtype).reshape(
+            count
+        )
+
+    def bits(name, test=lambda v: v is not None):
+        flags = np.array([bool(test(getattr(r, name))) for r in rows], dtype=bool).reshape(count)
+        return np.packbits(flags, bitorder="little")
+
+    cols = {
+        "offset": np.array(offset_col, np.int64).reshape(count),
+        "size": np.array(size_col, np.int32).reshape(count),
+        "header_version": column("header_version", np.int8),
+        "api_key": column("api_key", np.int16),
+        "api_version": column("api_version", np.int16),
+        "correlation_id": column("correlation_id", np.int32),
+        "client_id": column("client_id", np.int32),
+        "tag_count": column("tag_count", np.int32),
+        "status": column("status", np.uint8),
+        "error_offset": column("error_offset", np.int32),
+        "body_offset": column("body_offset", np.int32),
+        "direction": (
+            np.array(directions, np.int8) if directions is not None else np.full(count, default_direction, np.int8)
+        ).reshape(count),
+        "has_api": bits("api_key"),
+        "has_correlation": bits("correlation_id"),
+        "has_header_version": bits("header_version"),
+        "has_client_id": bits("client_id"),
+        "has_tag_count": bits("tag_count"),
+        "has_error": bits("error_offset"),
+        "deprecated": bits("deprecated", bool),
+        "removed": bits("removed", bool),
+        "client_id_data": b"".join(clients),
+        # Arrow's int32 offsets from each row's id length (None past 2 GiB)
+        "client_id_offsets": (
+            None
+            if sum(len(raw) for raw in clients) > 0x7FFFFFFF
+            else np.concatenate(([0], np.cumsum(column("client_id", np.int64)))).astype(np.int32)
+        ),
+        "count": count,
+    }
+    return cols
+
+
 def scan(
     data,
     count: int = -1,
@@ -248,49 +295,8 @@ def scan(
                 rows.append(row)
                 continue
             rows.append(_scan_frame(view[start:end], direction, key, version, clients))
-
-    def column(name, dtype, fill=0):
-        return np.array([fill if getattr(r, name) is None else getattr(r, name) for r in rows], dtype=dtype).reshape(
-            count
-        )
-
-    def bits(name, test=lambda v: v is not None):
-        flags = np.array([bool(test(getattr(r, name))) for r in rows], dtype=bool).reshape(count)
-        return np.packbits(flags, bitorder="little")
-
-    cols = {
-        "offset": np.array(offset_col, np.int64).reshape(count),
-        "size": np.array(size_col, np.int32).reshape(count),
-        "header_version": column("header_version", np.int8),
-        "api_key": column("api_key", np.int16),
-        "api_version": column("api_version", np.int16),
-        "correlation_id": column("correlation_id", np.int32),
-        "client_id": column("client_id", np.int32),
-        "tag_count": column("tag_count", np.int32),
-        "status": column("status", np.uint8),
-        "error_offset": column("error_offset", np.int32),
-        "body_offset": column("body_offset", np.int32),
-        "direction": (
-            np.array(directions, np.int8) if directions is not None else np.full(count, default_direction, np.int8)
-        ).reshape(count),
-        "has_api": bits("api_key"),
-        "has_correlation": bits("correlation_id"),
-        "has_header_version": bits("header_version"),
-        "has_client_id": bits("client_id"),
-        "has_tag_count": bits("tag_count"),
-        "has_error": bits("error_offset"),
-        "deprecated": bits("deprecated", bool),
-        "removed": bits("removed", bool),
-        "client_id_data": b"".join(clients),
-        # Arrow's int32 offsets from each row's id length (None past 2 GiB)
-        "client_id_offsets": (
-            None
-            if sum(len(raw) for raw in clients) > 0x7FFFFFFF
-            else np.concatenate(([0], np.cumsum(column("client_id", np.int64)))).astype(np.int32)
-        ),
-        "count": count,
-        "framed": framed,
-    }
+    cols = _columns(rows, count, offset_col, size_col, clients, directions, default_direction)
+    cols["framed"] = framed
     if not body_offsets:
         del cols["body_offset"]
     return cols

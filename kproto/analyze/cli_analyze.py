@@ -167,6 +167,12 @@ def run(args: argparse.Namespace) -> int:
             shown.setdefault("spark.driver.memory", memory)
         print(f"kproto analyze: failed: {failure_message(exc, shown)}", file=sys.stderr)
         return EXIT_FAILED
+    _print_result(result)
+    return exit_status(result)
+
+
+def _print_result(result) -> None:
+    """What a finished run read and wrote: the inputs not read completely, the totals, the tables and the report."""
     total = next(r for r in result.summary if r["capture"] == "*")
     if result.errors:
         inputs = len({e["capture"] for e in result.errors})
@@ -195,7 +201,6 @@ def run(args: argparse.Namespace) -> int:
             f"Kafka 4.x readiness: {readiness['removed_in_4x_requests']:,} request(s) from "
             f"{readiness['clients_sending_removed_versions']} client(s) use versions 4.x removed"
         )
-    return exit_status(result)
 
 
 def input_problems(paths: list[str]) -> list[str]:

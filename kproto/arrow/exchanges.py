@@ -368,26 +368,11 @@ def _times(h: Heads, req: np.ndarray, resp: np.ndarray) -> dict[str, pa.Array]:
     }
 
 
-def pair(
-    frames: pa.Table | pa.RecordBatch, *, body: str | None = None, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
-) -> pa.Table:
-    """Pair requests with their responses: one row per request, plus one per orphan response.
-
-    ``frames`` has the shape of ``kproto.arrow.capture`` output: ``connection_id``,
-    ``direction`` (0 request, 1 response), ``sequence`` (order within connection
-    and direction), ``payload`` (frame without size prefix) and optionally
-    ``capture``, ``ts_first_ns``, ``ts_last_ns``. Requests and responses pair by
-    (capture, connection, correlation id), the n-th request with a correlation id
-    to the n-th response with it, in sequence order (Kafka answers in order).
-    Responses are decoded with their request's api_key and version.
-
-    ``latency_ns`` = response ``ts_last_ns`` - request ``ts_first_ns`` (first
-    byte out to last byte back), null without timestamps. ``pair_status``: see
-    :class:`PairStatus`; a Produce with acks=0 is ``NO_RESPONSE_EXPECTED``.
-    ``body="json"`` adds the decoded request and response bodies.
-    """
-    table = pa.Table.from_batches([frames]) if isinstance(frames, pa.RecordBatch) else frames
-    table = table.combine_chunks()
+def _pair_heads_of(
+    table: pa.Table, body: str | None, max_frame_size: int
+) -> tuple[Heads, pa.Array, pa.Table, pa.Table, np.ndarray, np.ndarray]:
+    """:func:`pair`'s header pass: the frames' heads, their payloads, the decoded requests (bodies
+    as asked) and response headers, and the request and response frame rows."""
     names = set(table.column_names)
     for required in ("connection_id", "direction", "sequence", "payload"):
         if required not in names:
@@ -435,6 +420,32 @@ def pair(
         kb.one_array(table["ts_last_ns"]) if has_ts else None,
         None,
     )
+    return heads, payload, requests, resp_headers, req_rows, resp_rows
+
+
+def pair(
+    frames: pa.Table | pa.RecordBatch, *, body: str | None = None, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+) -> pa.Table:
+    """Pair requests with their responses: one row per request, plus one per orphan response.
+
+    ``frames`` has the shape of ``kproto.arrow.capture`` output: ``connection_id``,
+    ``direction`` (0 request, 1 response), ``sequence`` (order within connection
+    and direction), ``payload`` (frame without size prefix) and optionally
+    ``capture``, ``ts_first_ns``, ``ts_last_ns``. Requests and responses pair by
+    (capture, connection, correlation id), the n-th request with a correlation id
+    to the n-th response with it, in sequence order (Kafka answers in order).
+    Responses are decoded with their request's api_key and version.
+
+    ``latency_ns`` = response ``ts_last_ns`` - request ``ts_first_ns`` (first
+    byte out to last byte back), null without timestamps. ``pair_status``: see
+    :class:`PairStatus`; a Produce with acks=0 is ``NO_RESPONSE_EXPECTED``.
+    ``body="json"`` adds the decoded request and response bodies.
+    """
+    table = pa.Table.from_batches([frames]) if isinstance(frames, pa.RecordBatch) else frames
+    table = table.combine_chunks()
+    rows = table.num_rows
+    heads, payload, requests, resp_headers, req_rows, resp_rows = _pair_heads_of(table, body, max_frame_size)
+    capture = heads.capture
     p = pair_heads(heads)
     req, resp = p.req, p.resp
     has_req, has_resp = req >= 0, resp >= 0
@@ -469,7 +480,7 @@ def pair(
     columns = {
         "capture": capture.take(pa.array(owner)) if rows else pa.array([], pa.string()),
         "connection_id": pa.array(heads.connection[owner] if rows else np.zeros(0, np.int64)),
-        "correlation_id": _masked(corr, owner, corr_valid[owner] if rows else has_req, pa.int32()),
+        "correlation_id": _masked(heads.corr, owner, heads.corr_valid[owner] if rows else has_req, pa.int32()),
         "api_key": api_key,
         "api_version": api_version,
         "client_id": _picked(requests["client_id"], req_i, has_req),

@@ -12,6 +12,21 @@ import pyarrow as pa
 
 from kproto.analyze.spark.connection_totals import CONNECTION_SUMS, connection_totals
 
+#: The summary's counters that are sums of its splits' counters: (summary name, split info name).
+_SPLIT_COUNTERS = (
+    ("file_bytes", "input_bytes"),
+    ("record_bytes", "file_bytes"),
+    ("truncated_bytes", "trailing_bytes"),
+    ("unread_bytes", "unread_bytes"),
+    ("packets", "packets"),
+    ("tcp_packets", "tcp_packets"),
+    ("tcp_payload_bytes", "tcp_payload_bytes"),
+    ("malformed_packets", "malformed"),
+    ("ip_fragments", "ip_fragments"),
+    ("non_tcp_packets", "non_tcp"),
+    ("unsupported_link_packets", "unsupported_link"),
+)
+
 
 def summary_rows(
     accounting: Iterable[Any], errors: list[dict], connections: dict[str, dict] | None = None
@@ -65,19 +80,7 @@ def summary_rows(
         files.setdefault(r["capture"], set()).add(info.get("file", r["capture"]))
         target["files"] = len(files[r["capture"]])
         # Each split's counters are its own share of the file: they add up.
-        for summary_name, name in (
-            ("file_bytes", "input_bytes"),
-            ("record_bytes", "file_bytes"),
-            ("truncated_bytes", "trailing_bytes"),
-            ("unread_bytes", "unread_bytes"),
-            ("packets", "packets"),
-            ("tcp_packets", "tcp_packets"),
-            ("tcp_payload_bytes", "tcp_payload_bytes"),
-            ("malformed_packets", "malformed"),
-            ("ip_fragments", "ip_fragments"),
-            ("non_tcp_packets", "non_tcp"),
-            ("unsupported_link_packets", "unsupported_link"),
-        ):
+        for summary_name, name in _SPLIT_COUNTERS:
             if isinstance(info.get(name), int):
                 target[summary_name] = target.get(summary_name, 0) + info[name]
     for error in errors:

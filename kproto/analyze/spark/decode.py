@@ -181,8 +181,16 @@ def decode_chunk(
     parts = kb.partitions(payload, directions=directions, request_api_keys=key_of, request_api_versions=version_of)
     partition_frame = parts["frame"].to_numpy().astype(np.int64) if parts.num_rows else np.zeros(0, np.int64)
 
-    # Topic IDs and names from the responses that carry both (Metadata v10+, CreateTopics v7+ ...):
-    # only those responses are decoded again, as message objects.
+    names_table, name_frame = _topic_names(payload, directions, status, key_of, version_of)
+    return ChunkRows(frame_table, facts, parts, partition_frame, names_table.drop_columns(["frame"]), name_frame)
+
+
+def _topic_names(
+    payload: pa.Array, directions: np.ndarray, status: np.ndarray, key_of: np.ndarray, version_of: np.ndarray
+) -> tuple[pa.Table, np.ndarray]:
+    """Topic IDs and names from the responses that carry both (Metadata v10+, CreateTopics v7+ ...),
+    and the frame (row) each came from: only those responses are decoded again, as message objects."""
+    n = len(directions)
     naming = topic_naming_versions()
     candidates = (
         np.flatnonzero((directions == kb.RESPONSE) & (status == kb.Status.OK) & np.isin(key_of, sorted(naming)))
@@ -198,7 +206,7 @@ def decode_chunk(
     name_frame = (
         candidates[names_table["frame"].to_numpy().astype(np.int64)] if names_table.num_rows else np.zeros(0, np.int64)
     )
-    return ChunkRows(frame_table, facts, parts, partition_frame, names_table.drop_columns(["frame"]), name_frame)
+    return names_table, name_frame
 
 
 def decode_frames_table(
@@ -259,7 +267,15 @@ def summarize(
 ) -> Iterator[pa.RecordBatch]:
     """The compact rows Spark combines: counts per capture, usage per client and API, topics,
     and the topic IDs responses named (``topic_names``: kproto.arrow.topic_names.topic_names' rows with ts_first_ns)."""
-    # Frame and exchange counts per capture (the summary's accounting).
+    yield from _counts(frames, exchanges)
+    yield from _usage(exchanges)
+    yield from _topics(partitions)
+    if topic_names is not None:
+        yield from _topic_name_rows(topic_names)
+
+
+def _counts(frames: pa.Table, exchanges: pa.Table) -> Iterator[pa.RecordBatch]:
+    """Frame and exchange counts per capture (the summary's accounting)."""
     status = frames["status"]
     direction = frames["direction"]
     counted = (
@@ -314,7 +330,9 @@ def summarize(
             len(captures),
         )
 
-    # Requests per connection, client, API version and client software.
+
+def _usage(exchanges: pa.Table) -> Iterator[pa.RecordBatch]:
+    """Requests per connection, client, API version and client software."""
     requests = exchanges.filter(exchanges["request_sequence"].is_valid())
     if requests.num_rows:
         keys = [
@@ -362,7 +380,9 @@ def summarize(
             usage.num_rows,
         )
 
-    # Produce requests and Fetch responses per topic-partition.
+
+def _topics(partitions: pa.Table) -> Iterator[pa.RecordBatch]:
+    """Produce requests and Fetch responses per topic-partition."""
     if partitions.num_rows:
         keys = ["topic", "topic_id", "partition", "api_key", "compression"]
         topics = (
@@ -404,8 +424,10 @@ def summarize(
             topics.num_rows,
         )
 
-    # Topic IDs and their names, from every response that carries both (combined over the run).
-    if topic_names is not None and topic_names.num_rows:
+
+def _topic_name_rows(topic_names: pa.Table) -> Iterator[pa.RecordBatch]:
+    """Topic IDs and their names, from every response that carries both (combined over the run)."""
+    if topic_names.num_rows:
         named = topic_names.group_by(["topic_id", "topic"]).aggregate(
             [([], "count_all"), ("ts_first_ns", "min"), ("ts_first_ns", "max")]
         )

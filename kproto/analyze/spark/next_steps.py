@@ -198,56 +198,61 @@ def path_to_4x(release: str | None, advertised: set[int]) -> str:
     )
 
 
+def _clients_section(
+    clients: list[dict[str, Any]], partly: list, window: str
+) -> tuple[str, str, list[str], list[list[str]]]:
+    """The "Next steps" table of the clients not ready for Kafka 4.x."""
+    return (
+        "Next steps: clients not ready for Kafka 4.x",
+        (
+            f"{len(clients)} client(s) send versions Kafka 4.x removed, most requests first: the likely "
+            "library (KIP-511 name, or the fingerprint: a low-confidence one is a guess), the brokers it sent "
+            "requests to, why, what real 4.x brokers did with such a client, and what to do. "
+            if clients
+            else "No client sends a version every Kafka 4.x release refuses"
+            + (" (but see the versions some 4.x releases refuse, below). " if partly else ". ")
+        )
+        + f"Only clients that sent a request in the capture window ({window}) are listed: a client silent "
+        "in that window is not, whatever versions it uses.",
+        [
+            "client",
+            "client_id",
+            "brokers",
+            "requests",
+            "removed in 4.x",
+            "likely software",
+            "versions",
+            "confidence",
+            "cause",
+            "on a 4.x broker",
+            "fix",
+        ],
+        [
+            [
+                _text(s["client_ip"]),
+                _text(s["client_id"]),
+                ", ".join(s.get("brokers") or ()) or "-",
+                f"{s['requests']:,}",
+                f"{s['removed_in_4x_requests']:,}",
+                _text(s["software"]),
+                _text(s["versions"]),
+                _text(s["confidence"]),
+                s["cause"],
+                _text(s.get("symptom")),
+                s["fix"],
+            ]
+            for s in clients
+        ],
+    )
+
+
 def section_rows(facts: dict[str, Any]) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """The two "Next steps" tables (clients, brokers), for the top of the report."""
     steps = facts.get("next_steps", {"clients": [], "brokers": []})
     clients = steps["clients"]
     partly = partly_served(facts.get("readiness", {}).get("deprecated_not_removed", []))
     window = capture_window(facts)
-    out = [
-        (
-            "Next steps: clients not ready for Kafka 4.x",
-            (
-                f"{len(clients)} client(s) send versions Kafka 4.x removed, most requests first: the likely "
-                "library (KIP-511 name, or the fingerprint: a low-confidence one is a guess), the brokers it sent "
-                "requests to, why, what real 4.x brokers did with such a client, and what to do. "
-                if clients
-                else "No client sends a version every Kafka 4.x release refuses"
-                + (" (but see the versions some 4.x releases refuse, below). " if partly else ". ")
-            )
-            + f"Only clients that sent a request in the capture window ({window}) are listed: a client silent "
-            "in that window is not, whatever versions it uses.",
-            [
-                "client",
-                "client_id",
-                "brokers",
-                "requests",
-                "removed in 4.x",
-                "likely software",
-                "versions",
-                "confidence",
-                "cause",
-                "on a 4.x broker",
-                "fix",
-            ],
-            [
-                [
-                    _text(s["client_ip"]),
-                    _text(s["client_id"]),
-                    ", ".join(s.get("brokers") or ()) or "-",
-                    f"{s['requests']:,}",
-                    f"{s['removed_in_4x_requests']:,}",
-                    _text(s["software"]),
-                    _text(s["versions"]),
-                    _text(s["confidence"]),
-                    s["cause"],
-                    _text(s.get("symptom")),
-                    s["fix"],
-                ]
-                for s in clients
-            ],
-        )
-    ]
+    out = [_clients_section(clients, partly, window)]
     if partly:
         out.append(
             (

@@ -132,25 +132,7 @@ def _finish(
         "brokers": next_steps.broker_steps(facts["brokers"]),
     }
 
-    # KIP-511 fallbacks: ApiVersions refused with UNSUPPORTED_VERSION, and the retry that followed.
-    fallbacks = []
-    for r in raw["fallbacks"]:
-        _code, ranges = _ranges(r.pop("body"))
-        r["broker_api_versions_max"] = ranges.get(API_VERSIONS, (None, None))[1]
-        r["broker"] = _address(r.pop("server_ip"), r.pop("server_port"))
-        r["requested_version"] = r.pop("api_version")
-        r["software_name"] = software.get((r["client_ip"], r["client_id"]))
-        fallbacks.append(r)
-    facts["kip511_fallbacks"] = sorted(
-        fallbacks,
-        key=lambda r: (
-            r["client_ip"] or "",
-            r["client_id"] or "",
-            r["broker"],
-            r["requested_version"] or 0,
-            r["retry_version"] if r["retry_version"] is not None else -1,
-        ),
-    )
+    facts["kip511_fallbacks"] = _fallbacks(raw["fallbacks"], software)
 
     facts["invalid_software_names"] = raw["invalid_software_names"]
     facts["errors"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["errors"]]
@@ -181,6 +163,28 @@ def _finish(
     # Connections that are not Kafka (the connections table's kind): counted, never in frames.
     facts["other_protocols"] = raw["other_protocols"]
     return facts
+
+
+def _fallbacks(rows: list[dict], software: dict[tuple, str | None]) -> list[dict]:
+    """KIP-511 fallbacks: ApiVersions refused with UNSUPPORTED_VERSION, and the retry that followed."""
+    fallbacks = []
+    for r in rows:
+        _code, ranges = _ranges(r.pop("body"))
+        r["broker_api_versions_max"] = ranges.get(API_VERSIONS, (None, None))[1]
+        r["broker"] = _address(r.pop("server_ip"), r.pop("server_port"))
+        r["requested_version"] = r.pop("api_version")
+        r["software_name"] = software.get((r["client_ip"], r["client_id"]))
+        fallbacks.append(r)
+    return sorted(
+        fallbacks,
+        key=lambda r: (
+            r["client_ip"] or "",
+            r["client_id"] or "",
+            r["broker"],
+            r["requested_version"] or 0,
+            r["retry_version"] if r["retry_version"] is not None else -1,
+        ),
+    )
 
 
 def _brokers(api_responses: list[dict]) -> list[dict]:

@@ -212,47 +212,52 @@ def input_sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str
             else [],
         )
     )
-    out.append(
-        (
-            "Captures and accounting",
-            "Every frame read is either decoded or counted as undecodable; every request is paired, "
-            "expects no response (acks=0) or is unpaired; every response is paired or unpaired." + relative,
-            [
-                "capture",
-                "format",
-                "packets",
-                "connections",
-                "frames",
-                "ok",
-                "undecodable",
-                "paired",
-                "acks=0",
-                "unpaired req",
-                "unpaired resp",
-                "skipped bytes",
-                "accounted",
-            ],
-            [
-                [
-                    shown_capture(names, r["capture"]),
-                    _fmt(r.get("format")),
-                    _fmt(r.get("packets")),
-                    _fmt(r.get("connections")),
-                    _fmt(r.get("frames")),
-                    _fmt(r.get("frames_ok")),
-                    _fmt(r.get("frames_undecodable")),
-                    _fmt(r.get("exchanges_paired")),
-                    _fmt(r.get("no_response_expected")),
-                    _fmt(r.get("unpaired_requests")),
-                    _fmt(r.get("unpaired_responses")),
-                    _fmt(r.get("skipped_bytes")),
-                    _fmt(r.get("accounted")),
-                ]
-                for r in facts["summary"]
-            ],
-        )
-    )
+    out.append(_accounting_section(facts, names, relative))
     return out
+
+
+def _accounting_section(
+    facts: dict, names: dict[str, str], relative: str
+) -> tuple[str, str, list[str], list[list[str]]]:
+    """Each capture's accounting: frames decoded or not, requests and responses paired or not."""
+    return (
+        "Captures and accounting",
+        "Every frame read is either decoded or counted as undecodable; every request is paired, "
+        "expects no response (acks=0) or is unpaired; every response is paired or unpaired." + relative,
+        [
+            "capture",
+            "format",
+            "packets",
+            "connections",
+            "frames",
+            "ok",
+            "undecodable",
+            "paired",
+            "acks=0",
+            "unpaired req",
+            "unpaired resp",
+            "skipped bytes",
+            "accounted",
+        ],
+        [
+            [
+                shown_capture(names, r["capture"]),
+                _fmt(r.get("format")),
+                _fmt(r.get("packets")),
+                _fmt(r.get("connections")),
+                _fmt(r.get("frames")),
+                _fmt(r.get("frames_ok")),
+                _fmt(r.get("frames_undecodable")),
+                _fmt(r.get("exchanges_paired")),
+                _fmt(r.get("no_response_expected")),
+                _fmt(r.get("unpaired_requests")),
+                _fmt(r.get("unpaired_responses")),
+                _fmt(r.get("skipped_bytes")),
+                _fmt(r.get("accounted")),
+            ]
+            for r in facts["summary"]
+        ],
+    )
 
 
 def client_sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
@@ -342,6 +347,12 @@ def client_sections(facts: dict) -> list[tuple[str, str, list[str], list[list[st
             ],
         )
     )
+    return out + _version_and_broker_sections(facts)
+
+
+def _version_and_broker_sections(facts: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """The API versions in use, the brokers, KIP-511 fallbacks and invalid client software names."""
+    out = []
     out.append(
         (
             "API versions in use",
