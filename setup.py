@@ -27,18 +27,23 @@ import tempfile
 import time
 
 from setuptools import Extension, setup
-from setuptools.errors import CCompilerError, CompileError, ExecError, LinkError
-from setuptools.modified import newer_group
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
+from setuptools.errors import CCompilerError, CompileError, ExecError, LinkError
+from setuptools.modified import newer_group
 
 # Where setuptools builds (build_ext's temporaries, wheels' staging). Not "build": a
 # build/ folder in the checkout shadows the `build` package, so `python -m build` there
 # failed. A name with a dot is no importable module, so it can shadow nothing.
 BUILD_BASE = ".build"
 
-CYTHON_DIRECTIVES = {"language_level": "3", "boundscheck": False, "wraparound": False,
-                     "cdivision": True, "embedsignature": True}
+CYTHON_DIRECTIVES = {
+    "language_level": "3",
+    "boundscheck": False,
+    "wraparound": False,
+    "cdivision": True,
+    "embedsignature": True,
+}
 
 
 def define_macros(name, portable=None):
@@ -129,8 +134,9 @@ class BuildExt(build_ext):
 
     def build_extension(self, ext):
         # build_ext's own test: the module is rebuilt when a source or dependency is newer.
-        if not (self.force or newer_group(ext.sources + list(ext.depends or []),
-                                          self.get_ext_fullpath(ext.name), "newer")):
+        if not (
+            self.force or newer_group(ext.sources + list(ext.depends or []), self.get_ext_fullpath(ext.name), "newer")
+        ):
             progress(f"{ext.name} up to date")
             return
         started = time.monotonic()
@@ -189,12 +195,14 @@ def extensions():
     modules = []
     for path in sorted(glob.glob("kproto/**/*.pyx", recursive=True)):
         name = path[:-4].replace("/", ".").replace("\\", ".")
-        modules.append(Extension(
-            name,
-            [path],
-            include_dirs=["kproto/_c", numpy.get_include()],
-            define_macros=define_macros(name),
-        ))
+        modules.append(
+            Extension(
+                name,
+                [path],
+                include_dirs=["kproto/_c", numpy.get_include()],
+                define_macros=define_macros(name),
+            )
+        )
     return modules
 
 
@@ -203,11 +211,13 @@ def cythonize_extensions(modules, c_dir):
     includes) changed, or another Cython version made them (tools/cross_compile_check.py uses this too)."""
     from Cython.Build import cythonize
 
-    return cythonize(modules, compiler_directives=CYTHON_DIRECTIVES, include_path=["kproto/_c"],
-                     build_dir=c_dir)
+    return cythonize(modules, compiler_directives=CYTHON_DIRECTIVES, include_path=["kproto/_c"], build_dir=c_dir)
 
 
 if __name__ == "__main__":
     os.makedirs(BUILD_BASE, exist_ok=True)  # egg_info (metadata, sdists) writes there and needs it to exist
-    setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
-          options={"build": {"build_base": BUILD_BASE}, "egg_info": {"egg_base": BUILD_BASE}})
+    setup(
+        ext_modules=extensions(),
+        cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
+        options={"build": {"build_base": BUILD_BASE}, "egg_info": {"egg_base": BUILD_BASE}},
+    )

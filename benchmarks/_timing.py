@@ -54,8 +54,10 @@ class Spread:
         """``median [q1-q3] (min-max)``, every value times ``scale``."""
         q1, q3 = self.iqr
         f = f"{{:.{digits}f}}"
-        return (f"{f.format(self.median * scale)} [{f.format(q1 * scale)}-{f.format(q3 * scale)}]"
-                f" ({f.format(self.low * scale)}-{f.format(self.high * scale)})")
+        return (
+            f"{f.format(self.median * scale)} [{f.format(q1 * scale)}-{f.format(q3 * scale)}]"
+            f" ({f.format(self.low * scale)}-{f.format(self.high * scale)})"
+        )
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -90,8 +92,9 @@ def per_round(first: Spread, second: Spread) -> Spread:
     return Spread(tuple(y / x for x, y in zip(first.values, second.values)))
 
 
-def paired(first: Callable[[], object], second: Callable[[], object], runs: int,
-           warmup: int = 1) -> tuple[Spread, Spread, Spread]:
+def paired(
+    first: Callable[[], object], second: Callable[[], object], runs: int, warmup: int = 1
+) -> tuple[Spread, Spread, Spread]:
     """(seconds of first, seconds of second, per-round ratio second / first): the two
     alternate, one call each per round, so each ratio compares runs made side by side.
     With times, second / first is how many times faster ``first`` runs."""

@@ -54,12 +54,12 @@ from kio.schema.metadata.v12.response import MetadataResponse as KioMetadataResp
 from kio.schema.request_header.v1.header import RequestHeader as KioRequestHeaderV1  # noqa: E402
 from kio.schema.request_header.v2.header import RequestHeader as KioRequestHeaderV2  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # _timing, under pytest too
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _timing, under pytest too
 from _timing import Spread, alternating, paired, per_round, repeat  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FRAMES = 1_000_000
-KIO_FRAMES = 50_000   # kio is timed on a slice and scaled: a million would take a minute
+KIO_FRAMES = 50_000  # kio is timed on a slice and scaled: a million would take a minute
 
 
 def request_frames(count: int) -> tuple[bytes, list[bytes]]:
@@ -68,13 +68,17 @@ def request_frames(count: int) -> tuple[bytes, list[bytes]]:
         api.encode_request(m.MetadataRequest(topics=None), version=4, correlation_id=0, client_id="consumer-1"),
         api.encode_request(m.MetadataRequest(topics=None), version=12, correlation_id=0, client_id="consumer-1"),
         api.encode_request(m.ApiVersionsRequest(), version=2, correlation_id=0, client_id="producer-7"),
-        api.encode_request(m.ApiVersionsRequest(client_software_name="kproto", client_software_version="1"),
-                           version=3, correlation_id=0, client_id="producer-7"),
+        api.encode_request(
+            m.ApiVersionsRequest(client_software_name="kproto", client_software_version="1"),
+            version=3,
+            correlation_id=0,
+            client_id="producer-7",
+        ),
     ]
     payloads = []
     for i in range(count):
         frame = bytearray(kinds[i % len(kinds)])
-        struct.pack_into(">i", frame, 4, i)   # distinct correlation ids
+        struct.pack_into(">i", frame, 4, i)  # distinct correlation ids
         payloads.append(bytes(frame))
     return b"".join(struct.pack(">i", len(p)) + p for p in payloads), payloads
 
@@ -113,7 +117,7 @@ def frames_with_ids(id_numbers: list[int]) -> bytes:
     # Each kind split around its (empty) client id: api key and version | correlation id | the rest.
     templates = []
     for frame in request_frames(4)[1]:
-        assert frame[8:10] == b"\x00\x0a"   # "consumer-1" / "producer-7"
+        assert frame[8:10] == b"\x00\x0a"  # "consumer-1" / "producer-7"
         templates.append((frame[:4], frame[20:]))
     names: dict[int, bytes] = {}
     parts = []
@@ -132,10 +136,20 @@ def metadata_response_payload() -> bytes:
     B = m.MetadataResponse.MetadataResponseBroker
     body = m.MetadataResponse(
         brokers=[B(node_id=i, host=f"broker-{i}.kafka.internal", port=9092, rack=f"rack-{i}") for i in range(3)],
-        cluster_id="Xf3k9cluster", controller_id=1,
-        topics=[T(name=f"topic-{t:03d}", topic_id=uuid.UUID(int=t + 1), partitions=[
-            P(partition_index=p, leader_id=p % 3, leader_epoch=5, replica_nodes=[0, 1, 2], isr_nodes=[0, 1, 2])
-            for p in range(10)]) for t in range(100)])
+        cluster_id="Xf3k9cluster",
+        controller_id=1,
+        topics=[
+            T(
+                name=f"topic-{t:03d}",
+                topic_id=uuid.UUID(int=t + 1),
+                partitions=[
+                    P(partition_index=p, leader_id=p % 3, leader_epoch=5, replica_nodes=[0, 1, 2], isr_nodes=[0, 1, 2])
+                    for p in range(10)
+                ],
+            )
+            for t in range(100)
+        ],
+    )
     return api.encode_response(body, version=12, correlation_id=1)
 
 
@@ -144,8 +158,9 @@ def build_reference() -> ctypes.CDLL:
     if compiler is None:
         pytest.skip("no C compiler for the reference loop")
     out = Path(tempfile.mkdtemp()) / "header_loop.so"
-    subprocess.run([compiler, "-O3", "-shared", "-fPIC", "-o", str(out),
-                    str(HERE / "c_reference" / "header_loop.c")], check=True)
+    subprocess.run(
+        [compiler, "-O3", "-shared", "-fPIC", "-o", str(out), str(HERE / "c_reference" / "header_loop.c")], check=True
+    )
     lib = ctypes.CDLL(str(out))
     for name in ("header_loop", "header_loop_ids", "id_table_fill"):
         getattr(lib, name).restype = ctypes.c_int64
@@ -161,8 +176,12 @@ def c_reference_decode(lib: ctypes.CDLL, buf: bytes, count: int, arrays: list[np
     # passes arrays to reuse: then the pages are already mapped and warm, which
     # is the loop's floor with no allocation cost at all.
     arrays = c_reference_arrays(count) if arrays is None else arrays
-    return lib.header_loop(ctypes.c_char_p(buf), ctypes.c_int64(len(buf)), ctypes.c_int64(count),
-                           *[a.ctypes.data_as(ctypes.c_void_p) for a in arrays])
+    return lib.header_loop(
+        ctypes.c_char_p(buf),
+        ctypes.c_int64(len(buf)),
+        ctypes.c_int64(count),
+        *[a.ctypes.data_as(ctypes.c_void_p) for a in arrays],
+    )
 
 
 def table_slots(ids: int) -> int:
@@ -187,17 +206,25 @@ class CLookupLoop:
         self.slots = np.full((slot_count, 4), np.iinfo(np.uint64).max, dtype=np.uint64)
         self.shift = 64 - (slot_count.bit_length() - 1)
         self.lib, self.buf = lib, buf
-        filled = lib.id_table_fill(ctypes.c_char_p(buf), ctypes.c_int64(len(buf)),
-                                   self.slots.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(self.shift))
+        filled = lib.id_table_fill(
+            ctypes.c_char_p(buf),
+            ctypes.c_int64(len(buf)),
+            self.slots.ctypes.data_as(ctypes.c_void_p),
+            ctypes.c_int(self.shift),
+        )
         assert filled == distinct, (filled, distinct)
         # The C loop's columns, the last holding each id's index instead of its length.
         self.arrays = c_reference_arrays(FRAMES)[:5] + [np.empty(FRAMES, np.int32)]
 
     def __call__(self) -> int:
-        return self.lib.header_loop_ids(ctypes.c_char_p(self.buf), ctypes.c_int64(len(self.buf)),
-                                        ctypes.c_int64(FRAMES),
-                                        *[a.ctypes.data_as(ctypes.c_void_p) for a in self.arrays],
-                                        self.slots.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(self.shift))
+        return self.lib.header_loop_ids(
+            ctypes.c_char_p(self.buf),
+            ctypes.c_int64(len(self.buf)),
+            ctypes.c_int64(FRAMES),
+            *[a.ctypes.data_as(ctypes.c_void_p) for a in self.arrays],
+            self.slots.ctypes.data_as(ctypes.c_void_p),
+            ctypes.c_int(self.shift),
+        )
 
     def client_ids(self) -> np.ndarray:
         return self.arrays[5]
@@ -267,13 +294,12 @@ def test_header_kio_per_frame(benchmark, frames):
 def test_metadata_json_kproto(benchmark):
     payload = metadata_response_payload()
     buf = (struct.pack(">i", len(payload)) + payload) * 200
-    batch = benchmark(kb.decode_frames, buf, directions=1, request_api_keys=3, request_api_versions=12,
-                      body="json")
+    batch = benchmark(kb.decode_frames, buf, directions=1, request_api_keys=3, request_api_versions=12, body="json")
     assert batch["status"].to_numpy().max() == 0
 
 
 def test_metadata_json_kio(benchmark):
-    body = metadata_response_payload()[5:]   # after the v1 response header (correlation id + no tags)
+    body = metadata_response_payload()[5:]  # after the v1 response header (correlation id + no tags)
     benchmark(kio_json, [body] * 200)
 
 
@@ -283,7 +309,7 @@ _id_frames_cache: dict[tuple[int, str], bytes] = {}
 @pytest.fixture(params=ID_SHAPES, ids=[f"{ids}-{dist}" for ids, dist in ID_SHAPES])
 def id_frames(request):
     if request.param not in _id_frames_cache:
-        _id_frames_cache.clear()   # one shape's megabytes at a time
+        _id_frames_cache.clear()  # one shape's megabytes at a time
         _id_frames_cache[request.param] = id_shape_frames(FRAMES, *request.param)
     return _id_frames_cache[request.param]
 
@@ -320,8 +346,10 @@ def header_figures(runs: int) -> None:
     lib = build_reference()
     reused = c_reference_arrays(FRAMES)
     decode = lambda: kb.decode_frames(buf)  # noqa: E731
-    print(f"header-only, {FRAMES:,} mixed v1/v2 request frames ({len(buf) / FRAMES:.1f} B each, 2 client ids), "
-          f"implementation {kb._batch.IMPLEMENTATION}, {runs} runs: median [IQR] (min-max)")
+    print(
+        f"header-only, {FRAMES:,} mixed v1/v2 request frames ({len(buf) / FRAMES:.1f} B each, 2 client ids), "
+        f"implementation {kb._batch.IMPLEMENTATION}, {runs} runs: median [IQR] (min-max)"
+    )
     kproto_s, c_s, c_ratio = paired(decode, lambda: c_reference_decode(lib, buf, FRAMES), runs)
     _, warm_s, warm_ratio = paired(decode, lambda: c_reference_decode(lib, buf, FRAMES, reused), runs)
     kio_runs = max(3, runs // 5)
@@ -329,31 +357,45 @@ def header_figures(runs: int) -> None:
     print(f"  kproto.arrow.frames       {rate(kproto_s)} M frames/s")
     print(f"  C reference        {rate(c_s)} M frames/s   kproto/C rate {c_ratio.show()}")
     print(f"  C, arrays reused   {rate(warm_s)} M frames/s   kproto/C rate {warm_ratio.show()}")
-    print(f"  kio per frame      {rate(kio_s)} M frames/s   ({kio_runs} runs of {KIO_FRAMES:,} frames, scaled)"
-          f"   kproto/kio = {kio_s.median / kproto_s.median:.0f}x (medians)")
+    print(
+        f"  kio per frame      {rate(kio_s)} M frames/s   ({kio_runs} runs of {KIO_FRAMES:,} frames, scaled)"
+        f"   kproto/kio = {kio_s.median / kproto_s.median:.0f}x (medians)"
+    )
 
 
 def id_figures(runs: int) -> None:
     lib = build_reference()
     reused = c_reference_arrays(FRAMES)
-    print(f"header-only, {FRAMES:,} mixed v1/v2 request frames by client ids (uniform or Zipf s={ZIPF_EXPONENT}), "
-          f"vs the C loop into warm arrays and the C loop that also looks each id up in a table already "
-          f"holding them all; 'dictionary' is kproto with client_ids=\"dictionary\" (dictionary_encode of the text), "
-          f"{runs} runs: median [IQR] (min-max)")
-    print(f"  {'ids':>7} {'draw':8} {'distinct':>8}  {'kproto M frames/s':34} {'C warm M frames/s':34} "
-          f"{'kproto/C rate':32} {'C lookup M frames/s':34} {'C-lookup/C rate':32} "
-          f"{'dictionary M frames/s':34} {'dictionary/kproto rate':32} dictionary/C-lookup rate")
+    print(
+        f"header-only, {FRAMES:,} mixed v1/v2 request frames by client ids (uniform or Zipf s={ZIPF_EXPONENT}), "
+        f"vs the C loop into warm arrays and the C loop that also looks each id up in a table already "
+        f"holding them all; 'dictionary' is kproto with client_ids=\"dictionary\" (dictionary_encode of the text), "
+        f"{runs} runs: median [IQR] (min-max)"
+    )
+    print(
+        f"  {'ids':>7} {'draw':8} {'distinct':>8}  {'kproto M frames/s':34} {'C warm M frames/s':34} "
+        f"{'kproto/C rate':32} {'C lookup M frames/s':34} {'C-lookup/C rate':32} "
+        f"{'dictionary M frames/s':34} {'dictionary/kproto rate':32} dictionary/C-lookup rate"
+    )
     for ids, distribution in ID_SHAPES:
         buf = id_shape_frames(FRAMES, ids, distribution)
         distinct = len(np.unique(id_draws(FRAMES, ids, distribution)))
         lookup = CLookupLoop(lib, buf, distinct)
         kproto_s, warm_s, lookup_s, dict_s = alternating(
-            [lambda buf=buf: kb.decode_frames(buf), lambda buf=buf: c_reference_decode(lib, buf, FRAMES, reused),
-             lookup, lambda buf=buf: kb.decode_frames(buf, client_ids="dictionary")], runs)
-        print(f"  {ids:>7,} {distribution:8} {distinct:>8,}  {rate(kproto_s):34} {rate(warm_s):34} "
-              f"{per_round(kproto_s, warm_s).show():32} {rate(lookup_s):34} {per_round(lookup_s, warm_s).show():32} "
-              f"{rate(dict_s):34} {per_round(dict_s, kproto_s).show():32} {per_round(dict_s, lookup_s).show()}",
-              flush=True)
+            [
+                lambda buf=buf: kb.decode_frames(buf),
+                lambda buf=buf: c_reference_decode(lib, buf, FRAMES, reused),
+                lookup,
+                lambda buf=buf: kb.decode_frames(buf, client_ids="dictionary"),
+            ],
+            runs,
+        )
+        print(
+            f"  {ids:>7,} {distribution:8} {distinct:>8,}  {rate(kproto_s):34} {rate(warm_s):34} "
+            f"{per_round(kproto_s, warm_s).show():32} {rate(lookup_s):34} {per_round(lookup_s, warm_s).show():32} "
+            f"{rate(dict_s):34} {per_round(dict_s, kproto_s).show():32} {per_round(dict_s, lookup_s).show()}",
+            flush=True,
+        )
 
 
 def test_c_lookup_loop_gives_the_dictionary_indexes():
@@ -371,21 +413,28 @@ def json_figures(runs: int) -> None:
     payload = metadata_response_payload()
     copies = 200
     mbuf = (struct.pack(">i", len(payload)) + payload) * copies
-    json_s = repeat(lambda: kb.decode_frames(mbuf, directions=1, request_api_keys=3,
-                                             request_api_versions=12, body="json"), runs)
+    json_s = repeat(
+        lambda: kb.decode_frames(mbuf, directions=1, request_api_keys=3, request_api_versions=12, body="json"), runs
+    )
     kio_runs = max(3, runs // 5)
     kio_json_s = repeat(lambda: kio_json([payload[5:]] * copies), kio_runs)
     print(f"JSON body column, MetadataResponse v12 (100 topics x 10 partitions, {len(payload):,} B), {copies} frames")
     print(f"  kproto.arrow.frames       {json_s.show(1e6 / copies, 1)} us/frame ({runs} runs)")
-    print(f"  kio + json         {kio_json_s.show(1e6 / copies, 1)} us/frame ({kio_runs} runs)"
-          f"   kproto/kio = {kio_json_s.median / json_s.median:.1f}x (medians)")
+    print(
+        f"  kio + json         {kio_json_s.show(1e6 / copies, 1)} us/frame ({kio_runs} runs)"
+        f"   kproto/kio = {kio_json_s.median / json_s.median:.1f}x (medians)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="timed runs per figure (default 15)")
-    parser.add_argument("--only", choices=("headers", "ids", "json"), action="append",
-                        help="run only these groups of figures (repeatable)")
+    parser.add_argument(
+        "--only",
+        choices=("headers", "ids", "json"),
+        action="append",
+        help="run only these groups of figures (repeatable)",
+    )
     args = parser.parse_args()
     groups = args.only or ["headers", "ids", "json"]
     if "headers" in groups:

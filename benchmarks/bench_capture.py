@@ -25,7 +25,7 @@ import pytest
 from kproto import _impl
 from kproto.arrow.capture import CaptureReader
 
-SEGMENT_64K = 65495        # 65535 - 20 (IPv4) - 20 (TCP)
+SEGMENT_64K = 65495  # 65535 - 20 (IPv4) - 20 (TCP)
 SEGMENT_SMALL = 200
 CONNECTIONS = 16
 
@@ -59,8 +59,14 @@ def write_capture(path: Path, total_bytes: int, segment: int, frame_size: int) -
         tcp = struct.pack(">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, 0, 0x50, flags, 65535, 0, 0)
         data = eth + ip + tcp
         ts[0] += 1
-        out.write(record.pack(1_700_000_000 + ts[0] // 1_000_000, ts[0] % 1_000_000, len(data) + len(payload),
-                              len(data) + len(payload)))
+        out.write(
+            record.pack(
+                1_700_000_000 + ts[0] // 1_000_000,
+                ts[0] % 1_000_000,
+                len(data) + len(payload),
+                len(data) + len(payload),
+            )
+        )
         out.write(data)
         out.write(payload)
 
@@ -78,17 +84,17 @@ def write_capture(path: Path, total_bytes: int, segment: int, frame_size: int) -
         for s in streams:
             client, server, port, requests, responses, rpos, spos = s
             if rpos < len(requests):
-                chunk = requests[rpos: rpos + segment]
+                chunk = requests[rpos : rpos + segment]
                 packet(client, server, port, 9092, 1 + rpos, 0x18, chunk)
                 s[5] = rpos + len(chunk)
                 active = True
             if spos < len(responses) and spos < s[5] * len(responses) // len(requests):
-                chunk = responses[spos: spos + segment]
+                chunk = responses[spos : spos + segment]
                 packet(server, client, 9092, port, 1 + spos, 0x18, chunk)
                 s[6] = spos + len(chunk)
                 active = True
             elif spos < len(responses) and rpos >= len(requests):
-                chunk = responses[spos: spos + segment]
+                chunk = responses[spos : spos + segment]
                 packet(server, client, 9092, port, 1 + spos, 0x18, chunk)
                 s[6] = spos + len(chunk)
                 active = True
@@ -106,8 +112,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory):
     root = tmp_path_factory.mktemp("captures")
-    return {name: (root / f"{name}.pcap", write_capture(root / f"{name}.pcap", *spec))
-            for name, spec in CASES.items()}
+    return {name: (root / f"{name}.pcap", write_capture(root / f"{name}.pcap", *spec)) for name, spec in CASES.items()}
 
 
 def read_with_kproto(path: Path, implementation: str | None = None) -> int:
@@ -127,6 +132,7 @@ def read_plain(path: Path) -> int:
 
 def read_with_dpkt(path: Path) -> int:
     import dpkt
+
     segments = 0
     with open(path, "rb") as handle:
         for _ts, buf in dpkt.pcap.Reader(handle):
@@ -168,6 +174,7 @@ def main() -> None:
     """A quick table without pytest-benchmark: MB/s and peak resident memory of the reading."""
     import multiprocessing
     import resource
+
     with tempfile.TemporaryDirectory() as tmp:
         for name, spec in CASES.items():
             path = Path(tmp) / f"{name}.pcap"
@@ -176,8 +183,10 @@ def main() -> None:
             writer.start()
             writer.join()
             size = path.stat().st_size
-            for label, fn in (("kproto (%s)" % ("c" if _impl.USE_EXTENSION else "py"), read_with_kproto),
-                              ("plain read", read_plain)):
+            for label, fn in (
+                ("kproto (%s)" % ("c" if _impl.USE_EXTENSION else "py"), read_with_kproto),
+                ("plain read", read_plain),
+            ):
                 fn(path)
                 start = time.perf_counter()
                 fn(path)

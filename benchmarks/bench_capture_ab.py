@@ -28,7 +28,7 @@ import bench_capture  # noqa: E402
 
 from kproto.arrow.capture import request_versions  # noqa: E402
 
-CASES = {   # smaller than bench_capture's: the A/B reads each several times per round
+CASES = {  # smaller than bench_capture's: the A/B reads each several times per round
     "64k-segments": (128 << 20, bench_capture.SEGMENT_64K, 256 << 10),
     "200b-segments": (48 << 20, bench_capture.SEGMENT_SMALL, 1000),
 }
@@ -36,7 +36,7 @@ CASES = {   # smaller than bench_capture's: the A/B reads each several times per
 
 def load_saved(path: str):
     """A saved build of the extension module, under a name of its own beside the current one."""
-    name = "kproto_before._capture"    # the last part names the module's init function
+    name = "kproto_before._capture"  # the last part names the module's init function
     loader = importlib.machinery.ExtensionFileLoader(name, path)
     spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)
@@ -72,9 +72,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     import kproto._c._capture as after
+
     before = load_saved(args.before)
-    readers = {"before": lambda p: read(before, p), "after": lambda p: read(after, p),
-               "plain read": bench_capture.read_plain}
+    readers = {
+        "before": lambda p: read(before, p),
+        "after": lambda p: read(after, p),
+        "plain read": bench_capture.read_plain,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for name, spec in CASES.items():
             path = Path(tmp) / f"{name}.pcap"
@@ -89,9 +93,11 @@ def main() -> None:
                     times[label].append(time.perf_counter() - start)
             best = {label: min(found) for label, found in times.items()}
             rates = ", ".join(f"{label} {size / 1e6 / t:.0f} MB/s" for label, t in best.items())
-            print(f"{name} ({size / 1e6:.0f} MB), best of {args.rounds}: {rates}; after/before time "
-                  f"{best['after'] / best['before']:.3f}; before/plain {best['before'] / best['plain read']:.2f}, "
-                  f"after/plain {best['after'] / best['plain read']:.2f}")
+            print(
+                f"{name} ({size / 1e6:.0f} MB), best of {args.rounds}: {rates}; after/before time "
+                f"{best['after'] / best['before']:.3f}; before/plain {best['before'] / best['plain read']:.2f}, "
+                f"after/plain {best['after'] / best['plain read']:.2f}"
+            )
 
 
 if __name__ == "__main__":

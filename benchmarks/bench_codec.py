@@ -35,7 +35,11 @@ import pytest
 import kproto
 from kproto import _impl, schema
 from kproto.messages import (
-    ApiVersionsResponse, FetchResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+    ApiVersionsResponse,
+    FetchResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
 )
 
 kio_serial = pytest.importorskip("kio.serial")
@@ -47,7 +51,7 @@ from kio.schema.metadata.v12.response import MetadataResponse as KioMetadataResp
 from kio.schema.produce.v9.request import ProduceRequest as KioProduceRequest  # noqa: E402
 from kio.schema.request_header.v2.header import RequestHeader as KioRequestHeader  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # _timing, under pytest too
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _timing, under pytest too
 from _timing import Spread  # noqa: E402
 
 CODECS = {name: _impl.load("codec", name) for name in _impl.available()}
@@ -67,30 +71,60 @@ def metadata_response() -> MetadataResponse:
     B = MetadataResponse.MetadataResponseBroker
     return MetadataResponse(
         brokers=[B(node_id=i, host=f"broker-{i}.kafka.internal", port=9092, rack=f"rack-{i}") for i in range(3)],
-        cluster_id="Xf3k9cluster", controller_id=1,
-        topics=[T(name=f"topic-{t:03d}", topic_id=uuid.UUID(int=t + 1), partitions=[
-            P(partition_index=p, leader_id=p % 3, leader_epoch=5, replica_nodes=[0, 1, 2], isr_nodes=[0, 1, 2])
-            for p in range(10)]) for t in range(100)])
+        cluster_id="Xf3k9cluster",
+        controller_id=1,
+        topics=[
+            T(
+                name=f"topic-{t:03d}",
+                topic_id=uuid.UUID(int=t + 1),
+                partitions=[
+                    P(partition_index=p, leader_id=p % 3, leader_epoch=5, replica_nodes=[0, 1, 2], isr_nodes=[0, 1, 2])
+                    for p in range(10)
+                ],
+            )
+            for t in range(100)
+        ],
+    )
 
 
 def api_versions_response() -> ApiVersionsResponse:
-    return ApiVersionsResponse(api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=0, max_version=9)
-                                         for k in schema.api_keys()])
+    return ApiVersionsResponse(
+        api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=0, max_version=9) for k in schema.api_keys()]
+    )
 
 
 def produce_request() -> ProduceRequest:
     records = record_set(1, 1024)
-    return ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[
-        ProduceRequest.TopicProduceData(name=f"topic-{t}", partition_data=[
-            ProduceRequest.PartitionProduceData(index=p, records=records) for p in range(10)]) for t in range(10)])
+    return ProduceRequest(
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=f"topic-{t}",
+                partition_data=[ProduceRequest.PartitionProduceData(index=p, records=records) for p in range(10)],
+            )
+            for t in range(10)
+        ],
+    )
 
 
 def fetch_response() -> FetchResponse:
     records = record_set(1, 4096)
-    return FetchResponse(session_id=1, responses=[
-        FetchResponse.FetchableTopicResponse(topic=f"topic-{t}", partitions=[
-            FetchResponse.PartitionData(partition_index=p, high_watermark=1000, last_stable_offset=1000,
-                                        records=records) for p in range(10)]) for t in range(10)])
+    return FetchResponse(
+        session_id=1,
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic=f"topic-{t}",
+                partitions=[
+                    FetchResponse.PartitionData(
+                        partition_index=p, high_watermark=1000, last_stable_offset=1000, records=records
+                    )
+                    for p in range(10)
+                ],
+            )
+            for t in range(10)
+        ],
+    )
 
 
 MESSAGES = {
@@ -104,7 +138,7 @@ BODIES = {key: obj.encode(version) for key, (obj, version, _k, _n) in MESSAGES.i
 
 def kafka_python_class(name: str):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if root not in sys.path:   # run as a script, only benchmarks/ is on the path
+    if root not in sys.path:  # run as a script, only benchmarks/ is on the path
         sys.path.insert(0, root)
     from tests.codec.test_kafka_python_crosscheck import THEIRS  # noqa: PLC0415
 
@@ -112,8 +146,9 @@ def kafka_python_class(name: str):
 
 
 # ------------------------------------------------------------------ header cases
-HEADER_PAYLOAD = kproto.encode_request(MetadataRequest(topics=None), version=12, correlation_id=123456,
-                                       client_id="producer-1")
+HEADER_PAYLOAD = kproto.encode_request(
+    MetadataRequest(topics=None), version=12, correlation_id=123456, client_id="producer-1"
+)
 KIO_HEADER_READER = kio_serial.entity_reader(KioRequestHeader)
 KIO_HEADER_WRITER = kio_serial.entity_writer(KioRequestHeader)
 
@@ -130,8 +165,10 @@ def header_cases():
 
 def header_encode_cases():
     header = kproto.decode_request_header(HEADER_PAYLOAD)
-    cases = {f"kproto_{name}": (lambda c: lambda: c.encode_request_header(header, 2))(codec)
-             for name, codec in CODECS.items()}
+    cases = {
+        f"kproto_{name}": (lambda c: lambda: c.encode_request_header(header, 2))(codec)
+        for name, codec in CODECS.items()
+    }
     kio_header, _size = KIO_HEADER_READER(HEADER_PAYLOAD, 0)
 
     def kio_encode():
@@ -140,8 +177,9 @@ def header_encode_cases():
         return out.getvalue()
 
     cases["kio"] = kio_encode
-    theirs = kafka_header.RequestHeader(request_api_key=3, request_api_version=12, correlation_id=123456,
-                                        client_id="producer-1")
+    theirs = kafka_header.RequestHeader(
+        request_api_key=3, request_api_version=12, correlation_id=123456, client_id="producer-1"
+    )
     cases["kafka_python"] = lambda: theirs.encode(flexible=True)
     return cases
 
@@ -150,8 +188,7 @@ def decode_cases(key: str):
     obj, version, kio_class, name = MESSAGES[key]
     body = BODIES[key]
     plan = schema.plan(name, version)
-    cases = {f"kproto_{impl}": (lambda c: lambda: c.decode_struct(body, plan))(codec)
-             for impl, codec in CODECS.items()}
+    cases = {f"kproto_{impl}": (lambda c: lambda: c.decode_struct(body, plan))(codec) for impl, codec in CODECS.items()}
     reader = kio_serial.entity_reader(kio_class)
     cases["kio"] = lambda: reader(body, 0)
     theirs = kafka_python_class(name)
@@ -172,9 +209,11 @@ def decode_and_walk_cases():
     """Metadata v12 decoded *and* every partition read: the fair comparison with eager decoders."""
     body = BODIES["metadata_v12"]
     plan = schema.plan("MetadataResponse", 12)
-    cases = {f"kproto_{impl}": (lambda c: lambda: walk_metadata(c.decode_struct(body, plan)))(codec)
-             for impl, codec in CODECS.items()}
-    if "c" in CODECS:   # what a reader of every field asks for: one pass, no lazy arrays
+    cases = {
+        f"kproto_{impl}": (lambda c: lambda: walk_metadata(c.decode_struct(body, plan)))(codec)
+        for impl, codec in CODECS.items()
+    }
+    if "c" in CODECS:  # what a reader of every field asks for: one pass, no lazy arrays
         cases["kproto_c_eager"] = lambda: walk_metadata(CODECS["c"].decode_struct(body, plan, lazy=False))
     reader = kio_serial.entity_reader(KioMetadataResponse)
     cases["kio"] = lambda: walk_metadata(reader(body, 0)[0])
@@ -193,13 +232,12 @@ def read_record_sets(topics, partitions_of, buffer_of) -> int:
 
 
 def kproto_records_buffer(records):
-    return records.raw   # a read-only memoryview over the decoded bytes, in both implementations
+    return records.raw  # a read-only memoryview over the decoded bytes, in both implementations
 
 
 RECORD_WALKS = {
     "fetch_v12": lambda body, buffer_of: read_record_sets(body.responses, lambda t: t.partitions, buffer_of),
-    "produce_v9": lambda body, buffer_of: read_record_sets(body.topic_data, lambda t: t.partition_data,
-                                                           buffer_of),
+    "produce_v9": lambda body, buffer_of: read_record_sets(body.topic_data, lambda t: t.partition_data, buffer_of),
 }
 
 
@@ -209,11 +247,12 @@ def decode_and_read_records_cases(key: str):
     body = BODIES[key]
     plan = schema.plan(name, version)
     walk = RECORD_WALKS[key]
-    cases = {f"kproto_{impl}": (lambda c: lambda: walk(c.decode_struct(body, plan), kproto_records_buffer))(codec)
-             for impl, codec in CODECS.items()}
+    cases = {
+        f"kproto_{impl}": (lambda c: lambda: walk(c.decode_struct(body, plan), kproto_records_buffer))(codec)
+        for impl, codec in CODECS.items()
+    }
     if "c" in CODECS:
-        cases["kproto_c_eager"] = lambda: walk(CODECS["c"].decode_struct(body, plan, lazy=False),
-                                               kproto_records_buffer)
+        cases["kproto_c_eager"] = lambda: walk(CODECS["c"].decode_struct(body, plan, lazy=False), kproto_records_buffer)
     reader = kio_serial.entity_reader(kio_class)
     cases["kio"] = lambda: walk(reader(body, 0)[0], memoryview)
     return cases
@@ -292,8 +331,10 @@ def materialise_cases():
     built = hand_built_metadata(names, uuids, hosts, racks)
     if built != decoded or built.encode(12) != body:
         raise AssertionError("the hand-built peer does not build the decoded message")
-    cases = {f"kproto_{impl}": (lambda c: lambda: materialise(c.decode_struct(body, plan)))(codec)
-             for impl, codec in CODECS.items()}
+    cases = {
+        f"kproto_{impl}": (lambda c: lambda: materialise(c.decode_struct(body, plan)))(codec)
+        for impl, codec in CODECS.items()
+    }
     cases["hand_built"] = lambda: hand_built_metadata(names, uuids, hosts, racks)
     reader = kio_serial.entity_reader(KioMetadataResponse)
     cases["kio"] = lambda: reader(body, 0)
@@ -305,8 +346,10 @@ def reencode_cases():
     kproto builds the lazy arrays to write them, as its twin and the peers do."""
     body = BODIES["metadata_v12"]
     plan = schema.plan("MetadataResponse", 12)
-    cases = {f"kproto_{impl}": (lambda c: lambda: c.encode_struct(c.decode_struct(body, plan), plan))(codec)
-             for impl, codec in CODECS.items()}
+    cases = {
+        f"kproto_{impl}": (lambda c: lambda: c.encode_struct(c.decode_struct(body, plan), plan))(codec)
+        for impl, codec in CODECS.items()
+    }
     reader, writer = kio_serial.entity_reader(KioMetadataResponse), kio_serial.entity_writer(KioMetadataResponse)
 
     def kio_reencode():
@@ -330,8 +373,7 @@ def encode_cases(key: str):
     obj, version, kio_class, name = MESSAGES[key]
     body = BODIES[key]
     plan = schema.plan(name, version)
-    cases = {f"kproto_{impl}": (lambda c: lambda: c.encode_struct(obj, plan))(codec)
-             for impl, codec in CODECS.items()}
+    cases = {f"kproto_{impl}": (lambda c: lambda: c.encode_struct(obj, plan))(codec) for impl, codec in CODECS.items()}
     kio_obj, _size = kio_serial.entity_reader(kio_class)(body, 0)
     writer = kio_serial.entity_writer(kio_class)
 
@@ -376,8 +418,10 @@ GROUPS = {
     "metadata_v12_decode_and_walk": decode_and_walk_cases,
     "metadata_v12_materialise": materialise_cases,
     "metadata_v12_reencode": reencode_cases,
-    **{f"{key}_decode_and_read_records": (lambda k: lambda: decode_and_read_records_cases(k))(key)
-       for key in RECORD_WALKS},
+    **{
+        f"{key}_decode_and_read_records": (lambda k: lambda: decode_and_read_records_cases(k))(key)
+        for key in RECORD_WALKS
+    },
     **{f"{key}_encode": (lambda k: lambda: encode_cases(k))(key) for key in MESSAGES},
 }
 
@@ -445,10 +489,11 @@ def main(argv: list[str]) -> None:
     if unknown:
         parser.error(f"unknown group(s): {', '.join(sorted(unknown))}")
     gc.collect()
-    print(f"{args.rounds} rounds; time = median [IQR] of CPU time per call in us; 'vs kio' = median of the "
-          "per-round ratios kio / case [their IQR]")
-    print(f"{'case':50} {'median':>10} {'IQR':>17} {'vs kio':>8} {'kio ratio IQR':>18} "
-          f"{'vs kafka-python':>16}")
+    print(
+        f"{args.rounds} rounds; time = median [IQR] of CPU time per call in us; 'vs kio' = median of the "
+        "per-round ratios kio / case [their IQR]"
+    )
+    print(f"{'case':50} {'median':>10} {'IQR':>17} {'vs kio':>8} {'kio ratio IQR':>18} {'vs kafka-python':>16}")
     for group in args.groups or GROUPS:
         times = measure_group(GROUPS[group](), args.rounds)
         medians = {case: statistics.median(ts) for case, ts in times.items()}
@@ -459,9 +504,11 @@ def main(argv: list[str]) -> None:
             per_round = Spread(tuple(k / c for k, c in zip(times["kio"], ts))) if kio else None
             q1, q3 = per_round.iqr if per_round else (0.0, 0.0)
             rounds_text = f"{q1:.2f}-{q3:.2f}x" if per_round else "-"
-            print(f"{group + ' ' + case:50} {t * 1e6:10.1f} {spread(ts):>17} "
-                  f"{(per_round.median if per_round else float('nan')):7.2f}x {rounds_text:>18} "
-                  f"{(kp / t if kp else float('nan')):15.2f}x")
+            print(
+                f"{group + ' ' + case:50} {t * 1e6:10.1f} {spread(ts):>17} "
+                f"{(per_round.median if per_round else float('nan')):7.2f}x {rounds_text:>18} "
+                f"{(kp / t if kp else float('nan')):15.2f}x"
+            )
         print()
 
 

@@ -74,10 +74,34 @@ def kproto_frames(path: Path) -> collections.Counter:
 
 def tshark_frames(path: Path) -> collections.Counter:
     """Kafka PDUs as tshark sees them (a packet may carry several: fields list them in order)."""
-    out = subprocess.run(["tshark", "-r", str(path), "-Y", "kafka", "-d", "tcp.port==9092,kafka", "-T", "fields",
-                          "-e", "tcp.dstport", "-e", "kafka.correlation_id", "-e", "kafka.api_key",
-                          "-e", "kafka.api_version", "-e", "kafka.response.version", "-E", "occurrence=a"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(path),
+            "-Y",
+            "kafka",
+            "-d",
+            "tcp.port==9092,kafka",
+            "-T",
+            "fields",
+            "-e",
+            "tcp.dstport",
+            "-e",
+            "kafka.correlation_id",
+            "-e",
+            "kafka.api_key",
+            "-e",
+            "kafka.api_version",
+            "-e",
+            "kafka.response.version",
+            "-E",
+            "occurrence=a",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     seen: collections.Counter = collections.Counter()
     for line in out.splitlines():
         port, corr, keys, request_versions, response_versions = (line.split("\t") + [""] * 5)[:5]
@@ -103,8 +127,10 @@ def main() -> None:
     check = capture(directory, args.check_mb)
     ours, theirs = kproto_frames(check), tshark_frames(check)
     same = ours == theirs
-    print(f"agreement on {check.stat().st_size / 1e6:.0f} MB ({sum(ours.values()):,} kproto frames, "
-          f"{sum(theirs.values()):,} tshark PDUs): {'same frames' if same else 'DIFFERENT'}")
+    print(
+        f"agreement on {check.stat().st_size / 1e6:.0f} MB ({sum(ours.values()):,} kproto frames, "
+        f"{sum(theirs.values()):,} tshark PDUs): {'same frames' if same else 'DIFFERENT'}"
+    )
     if not same:
         print("  only kproto:", list((ours - theirs).items())[:5])
         print("  only tshark:", list((theirs - ours).items())[:5])
@@ -116,11 +142,15 @@ def main() -> None:
     kproto_small_s = timed(KPROTO + [str(small)], args.runs)
     kproto_big_s = timed(KPROTO + [str(big)], args.runs)
     print(f"tshark -T ek -O kafka, {small_mb:.0f} MB:   {tshark_s:8.2f} s  {small_mb / tshark_s:8.1f} MB/s")
-    print(f"kproto dump --format jsonl, {small_mb:.0f} MB: {kproto_small_s:8.2f} s  "
-          f"{small_mb / kproto_small_s:8.1f} MB/s   ratio (same file): {tshark_s / kproto_small_s:.1f}x")
-    print(f"kproto dump --format jsonl, {big_mb:.0f} MB: {kproto_big_s:8.2f} s  "
-          f"{big_mb / kproto_big_s:8.1f} MB/s   ratio of rates to tshark's: "
-          f"{(big_mb / kproto_big_s) / (small_mb / tshark_s):.1f}x")
+    print(
+        f"kproto dump --format jsonl, {small_mb:.0f} MB: {kproto_small_s:8.2f} s  "
+        f"{small_mb / kproto_small_s:8.1f} MB/s   ratio (same file): {tshark_s / kproto_small_s:.1f}x"
+    )
+    print(
+        f"kproto dump --format jsonl, {big_mb:.0f} MB: {kproto_big_s:8.2f} s  "
+        f"{big_mb / kproto_big_s:8.1f} MB/s   ratio of rates to tshark's: "
+        f"{(big_mb / kproto_big_s) / (small_mb / tshark_s):.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -41,18 +41,27 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=30)
     args = parser.parse_args()
     connection = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
-    proof = (connection.data("client", sc.request(MetadataRequest(topics=None), 12, 0, "live"), [1000])
-             + connection.data("server", sc.response(MetadataResponse(topics=[]), 12, 0), [1000]))
+    proof = connection.data(
+        "client", sc.request(MetadataRequest(topics=None), 12, 0, "live"), [1000]
+    ) + connection.data("server", sc.response(MetadataResponse(topics=[]), 12, 0), [1000])
     start = pcap_bytes(connection.handshake() + proof, header=True)
-    requests = [pcap_bytes(connection.data("client", sc.request(MetadataRequest(topics=None), 12, i, "live"),
-                                           [1000]), header=False) for i in range(1, args.frames + 1)]
-    process = subprocess.Popen([sys.executable, "-m", "kproto.analyze.cli", "dump", "-", "--format", "jsonl"],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                               env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    requests = [
+        pcap_bytes(
+            connection.data("client", sc.request(MetadataRequest(topics=None), 12, i, "live"), [1000]), header=False
+        )
+        for i in range(1, args.frames + 1)
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kproto.analyze.cli", "dump", "-", "--format", "jsonl"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        bufsize=0,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write(start)
     time.sleep(3)
-    process.stdout.readline()      # the proving request and its response
+    process.stdout.readline()  # the proving request and its response
     process.stdout.readline()
     delays = []
     with selectors.DefaultSelector() as selector:
@@ -70,8 +79,10 @@ def main() -> int:
     if not delays:
         print("no frame was printed while the pipe was open")
         return 1
-    print(f"{len(delays)} frames: median {statistics.median(delays):.1f} ms, first {delays[0]:.1f} ms, "
-          f"largest {max(delays):.1f} ms (load {os.getloadavg()[0]:.1f})")
+    print(
+        f"{len(delays)} frames: median {statistics.median(delays):.1f} ms, first {delays[0]:.1f} ms, "
+        f"largest {max(delays):.1f} ms (load {os.getloadavg()[0]:.1f})"
+    )
     return 0 if len(delays) == args.frames else 1
 
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_spark import make_capture  # noqa: E402
 
 KPROTO = [sys.executable, "-m", "kproto.analyze.cli", "dump", "--format", "jsonl"]
-CHUNK = 8          # TLS records of 16,000 bytes per segment batch
+CHUNK = 8  # TLS records of 16,000 bytes per segment batch
 
 
 def tls_capture(path: Path, connections: int, megabytes: int) -> None:
@@ -36,8 +36,7 @@ def tls_capture(path: Path, connections: int, megabytes: int) -> None:
     ts = 1_700_000_000_000_000_000
     conversations = []
     for i in range(connections):
-        conversation = Conversation(client=(f"10.0.{1 + i // 250}.{1 + i % 250}", 40000 + i),
-                                    server=("10.0.0.9", 9093))
+        conversation = Conversation(client=(f"10.0.{1 + i // 250}.{1 + i % 250}", 40000 + i), server=("10.0.0.9", 9093))
         conversations.append(conversation)
         if i % 2 == 0:
             for packet in conversation.handshake():
@@ -47,7 +46,7 @@ def tls_capture(path: Path, connections: int, megabytes: int) -> None:
     block = b"".join(struct.pack(">BHH", 23, 0x0303, len(record)) + record for _ in range(CHUNK))
     for rounds in range(megabytes * 1_000_000 // len(block)):
         for i, conversation in enumerate(conversations):
-            data = block[7000:] if rounds == 0 and i % 2 else block    # mid-record: no SYN, cut record
+            data = block[7000:] if rounds == 0 and i % 2 else block  # mid-record: no SYN, cut record
             for packet in conversation.data("server", data, (16000,)):
                 writer.add(ts, packet.data)
                 ts += 1000
@@ -56,9 +55,14 @@ def tls_capture(path: Path, connections: int, megabytes: int) -> None:
 
 def peak(path: Path) -> tuple[int, float]:
     """(peak RSS in MB, wall seconds) of dumping ``path`` in a new process."""
-    result = subprocess.run(["/usr/bin/time", "-f", "%M %e", *KPROTO, str(path)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, check=True,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    result = subprocess.run(
+        ["/usr/bin/time", "-f", "%M %e", *KPROTO, str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     rss_kb, wall = result.stderr.strip().splitlines()[-1].split()
     return int(rss_kb) // 1024, float(wall)
 

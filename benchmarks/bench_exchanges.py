@@ -32,13 +32,13 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/kproto-bench-exchanges")
     args = parser.parse_args()
     sys.path.insert(1, str(ROOT))
-    import kproto
-    from kproto.arrow import exchanges
-    from kproto.analyze import dump
-    from kproto.arrow.capture import read_capture
-    from kproto.analyze.spark import decode as D
-
     from bench_spark import make_capture
+
+    import kproto
+    from kproto.analyze import dump
+    from kproto.analyze.spark import decode as D
+    from kproto.arrow import exchanges
+    from kproto.arrow.capture import read_capture
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -47,11 +47,13 @@ def main() -> None:
         make_capture(path, args.mb)
     frames = read_capture(str(path)).frames.combine_chunks()
     batches = frames.to_batches(max_chunksize=4096)
-    print(f"kproto from {kproto.__file__} (extension: {kproto.extension_loaded()}); "
-          f"{frames.num_rows:,} frames, {args.mb} MB")
+    print(
+        f"kproto from {kproto.__file__} (extension: {kproto.extension_loaded()}); "
+        f"{frames.num_rows:,} frames, {args.mb} MB"
+    )
 
     def dump_all() -> int:
-        return sum(len(found[0]) for found in dump.record_batches(batches))   # type: ignore[arg-type]
+        return sum(len(found[0]) for found in dump.record_batches(batches))  # type: ignore[arg-type]
 
     cases = {
         "exchanges.pair": lambda: exchanges.pair(frames),

@@ -34,7 +34,7 @@ def write_like_a_writer(path: Path, data: bytes, pieces: int = 4, pause: float =
     step = -(-len(data) // pieces)
     with open(path, "wb") as stream:
         for start in range(0, len(data), step):
-            stream.write(data[start:start + step])
+            stream.write(data[start : start + step])
             stream.flush()
             time.sleep(pause)
     return os.stat(path).st_mtime
@@ -67,13 +67,26 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-follow-"))
     data, out = work / "caps", work / "out"
     data.mkdir()
-    capture = sc.big_capture(connections=3, exchanges=20)    # 120 frames
+    capture = sc.big_capture(connections=3, exchanges=20)  # 120 frames
     (data / "capture-000.pcap").write_bytes(capture)
-    command = [sys.executable, "-m", "kproto.analyze.cli", "analyze", str(data), "--out", str(out), "--quiet",
-               "--trigger", str(args.trigger), "--settle", str(args.settle)]
+    command = [
+        sys.executable,
+        "-m",
+        "kproto.analyze.cli",
+        "analyze",
+        str(data),
+        "--out",
+        str(out),
+        "--quiet",
+        "--trigger",
+        str(args.trigger),
+        "--settle",
+        str(args.settle),
+    ]
     started = time.monotonic()
-    follower = subprocess.Popen(command + ["--follow"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+    follower = subprocess.Popen(
+        command + ["--follow"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     wait_for(lambda: state(out).get("next_batch") == 1, 300, "the first batch")
     first_batch_s = time.monotonic() - started
     delays = []
@@ -81,8 +94,13 @@ def main() -> int:
         path = data / f"capture-{index:03d}.pcap"
         last_write = write_like_a_writer(path, capture)
         entry = wait_for(lambda p=str(path): state(out).get("files", {}).get(p), 120, path.name)
-        delays.append({"file": path.name, "taken_after_s": round(entry["taken_at"] - last_write, 2),
-                       "committed_after_s": round(entry["committed_at"] - last_write, 2)})
+        delays.append(
+            {
+                "file": path.name,
+                "taken_after_s": round(entry["taken_at"] - last_write, 2),
+                "committed_after_s": round(entry["committed_at"] - last_write, 2),
+            }
+        )
         time.sleep(max(0.0, args.every - (time.time() - last_write)))
     stop_sent = time.monotonic()
     follower.send_signal(signal.SIGTERM)
@@ -91,19 +109,28 @@ def main() -> int:
     report_written = (out / "report.json").exists()
     again = subprocess.run(command + ["--once"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     result = {
-        "trigger_s": args.trigger, "settle_s": args.settle, "first_batch_after_start_s": round(first_batch_s, 1),
+        "trigger_s": args.trigger,
+        "settle_s": args.settle,
+        "first_batch_after_start_s": round(first_batch_s, 1),
         "new_files": delays,
         "committed_after_max_triggers": round(max(d["committed_after_s"] for d in delays) / args.trigger, 2),
-        "sigterm_to_exit_s": round(exit_s, 2), "exit_status": follower.returncode,
-        "restart_batches": state(out).get("next_batch"), "expected_batches": args.files + 1,
+        "sigterm_to_exit_s": round(exit_s, 2),
+        "exit_status": follower.returncode,
+        "restart_batches": state(out).get("next_batch"),
+        "expected_batches": args.files + 1,
         "restart_stdout": again.stdout.strip().splitlines()[0] if again.stdout.strip() else again.stderr[-300:],
         "report_written": report_written,
         "stdout": stdout.strip().splitlines()[0] if stdout.strip() else stderr[-300:],
     }
     print(json.dumps(result, indent=1))
     expected = f"{120 * (args.files + 1):,} frames"
-    ok = follower.returncode == 0 and report_written and result["restart_batches"] == args.files + 1 and \
-        result["stdout"].startswith(expected) and result["restart_stdout"].startswith(expected)
+    ok = (
+        follower.returncode == 0
+        and report_written
+        and result["restart_batches"] == args.files + 1
+        and result["stdout"].startswith(expected)
+        and result["restart_stdout"].startswith(expected)
+    )
     if ok:
         shutil.rmtree(work)
     print("bench_follow:", "ok" if ok else f"FAILED (kept {work})")

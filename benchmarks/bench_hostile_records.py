@@ -47,14 +47,16 @@ def whole_set_cases(size: int) -> dict[str, bytes]:
         "whole set: zstd batches declaring 1 record, holding 36M": lying_one * (size // len(lying_one)),
         "whole set: zstd batches of one 255 MiB value": big_value * (size // len(big_value)),
         # 2 x 2^19 records of 57-59 bytes (59 MiB): about as much as both per-set limits allow, valid
-        "whole set: about the most both set limits allow (2^20 records of 50-byte values)":
-            hostile.values_zstd(limits.DEFAULT_MAX_RECORDS_PER_SET // 2, 50) * 2,
+        "whole set: about the most both set limits allow (2^20 records of 50-byte values)": hostile.values_zstd(
+            limits.DEFAULT_MAX_RECORDS_PER_SET // 2, 50
+        )
+        * 2,
     }
 
 
 def cases(size: int) -> dict[str, bytes]:
     """Record sets of about ``size`` bytes, one per class of hostile input."""
-    bomb = hostile.tiny_records_zstd(36_000_000)           # the issue's 22 KB batch
+    bomb = hostile.tiny_records_zstd(36_000_000)  # the issue's 22 KB batch
     at_limit = hostile.tiny_records_zstd(limits.DEFAULT_MAX_RECORDS_PER_BATCH)
     return {
         "baseline: a valid batch of 10 records": hostile.tiny_records_zstd(10),
@@ -105,9 +107,13 @@ print(json.dumps({"seconds": seconds, "rss_mib": peak_kib / 1024,
 
 def measure(impl: str, reader: str, path: str, timeout: float, memory_limit: int = 3072 * MiB) -> dict:
     try:
-        done = subprocess.run([sys.executable, "-c", CHILD, impl, reader, path, str(memory_limit)],
-                              capture_output=True,
-                              text=True, timeout=timeout, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, impl, reader, path, str(memory_limit)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=ROOT,
+        )
     except subprocess.TimeoutExpired:
         return {"seconds": float("inf"), "rss_mib": float("nan"), "failed": f"> {timeout:.0f} s (stopped)"}
     if done.returncode != 0:
@@ -120,8 +126,10 @@ def describe(result: dict) -> str:
     if "failed" in result:
         return result["failed"]
     errors = ",".join(result["errors"]) or "-"
-    return (f"{result['seconds']:.2f} s, {result['rss_mib']:.0f} MiB, {result['rows']} rows, "
-            f"errors {errors} x{result['error_count']}")
+    return (
+        f"{result['seconds']:.2f} s, {result['rss_mib']:.0f} MiB, {result['rows']} rows, "
+        f"errors {errors} x{result['error_count']}"
+    )
 
 
 def main() -> None:

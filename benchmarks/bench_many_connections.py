@@ -41,8 +41,8 @@ def tree_rss(root: int) -> dict[int, tuple[str, int]]:
                 stat = handle.read()
         except OSError:
             continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        parent = int(stat[stat.rindex(")") + 2:].split()[1])
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
         children.setdefault(parent, []).append(int(entry))
         names[int(entry)] = name
     found: dict[int, tuple[str, int]] = {}
@@ -98,8 +98,9 @@ def check(out: Path, connections: int) -> list[str]:
         problems.append(f"{wrong:,} connections with counts that differ from the truth")
     total = [r for r in pq.read_table(out / "summary").to_pylist() if r["capture"] == "*"][0]
     if (total["connections"], total["frames"], total["accounted"]) != (connections, 6 * connections, True):
-        problems.append(f"summary: {total['connections']:,} connections, {total['frames']:,} frames, "
-                        f"accounted {total['accounted']}")
+        problems.append(
+            f"summary: {total['connections']:,} connections, {total['frames']:,} frames, accounted {total['accounted']}"
+        )
     return problems
 
 
@@ -107,8 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--connections", type=int, default=100_000)
     parser.add_argument("--work", default=str(ROOT / ".build" / "bench_many_connections"))
-    parser.add_argument("--max-gib", type=float, default=8.0,
-                        help="fail when the process tree's peak RSS reaches this many GiB (issue 35: 8)")
+    parser.add_argument(
+        "--max-gib",
+        type=float,
+        default=8.0,
+        help="fail when the process tree's peak RSS reaches this many GiB (issue 35: 8)",
+    )
     parser.add_argument("extra", nargs="*", help="more kproto analyze arguments (after --)")
     args = parser.parse_args(argv)
     work = Path(args.work)
@@ -119,14 +124,26 @@ def main(argv: list[str] | None = None) -> int:
         size = MC.write(capture, args.connections)
         print(f"wrote {capture}: {size:,} bytes in {time.monotonic() - started:.0f} s")
     out = work / "out"
-    command = [sys.executable, "-m", "kproto.analyze.cli", "analyze", str(capture), "--out", str(out), "--quiet", *args.extra]
+    command = [
+        sys.executable,
+        "-m",
+        "kproto.analyze.cli",
+        "analyze",
+        str(capture),
+        "--out",
+        str(out),
+        "--quiet",
+        *args.extra,
+    ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     status, wall, peak, per_name, tail = run(command, env)
     print(f"$ {' '.join(command)}")
     print(tail.strip())
     print(f"exit status {status}, wall {wall:.1f} s, peak RSS of the process tree {peak / 2**30:.2f} GiB")
-    print("peak RSS per process name: " + ", ".join(f"{name} {rss / 2**20:.0f} MiB"
-                                                    for name, rss in sorted(per_name.items(), key=lambda i: -i[1])))
+    print(
+        "peak RSS per process name: "
+        + ", ".join(f"{name} {rss / 2**20:.0f} MiB" for name, rss in sorted(per_name.items(), key=lambda i: -i[1]))
+    )
     if status != 0:
         return 1
     problems = check(out, args.connections)

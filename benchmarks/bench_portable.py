@@ -43,8 +43,9 @@ print(json.dumps({"kproto": k, "c": c, "module": _batch.__file__}))
 
 def measure(tree: Path, repeat: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0")
-    run = subprocess.run([sys.executable, "-c", CHILD, str(tree), str(repeat)], capture_output=True, text=True,
-                         env=env, cwd=tree)
+    run = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tree), str(repeat)], capture_output=True, text=True, env=env, cwd=tree
+    )
     if run.returncode != 0:
         sys.exit(f"bench_portable: {tree}: {run.stderr[-2000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
@@ -66,12 +67,17 @@ def main() -> None:
             for key in ("kproto", "c"):
                 best[name][key] = min(best[name][key], got[key])
     from benchmarks.bench_batch import FRAMES
-    print(f"header-only batch decode, {FRAMES:,} mixed v1/v2 request frames, best of "
-          f"{args.rounds} alternating rounds x {args.repeat}")
+
+    print(
+        f"header-only batch decode, {FRAMES:,} mixed v1/v2 request frames, best of "
+        f"{args.rounds} alternating rounds x {args.repeat}"
+    )
     for name in builds:
         k, c = best[name]["kproto"], best[name]["c"]
-        print(f"  {name:<10} kproto {k * 1e3:7.2f} ms {FRAMES / k / 1e6:7.1f} M frames/s   "
-              f"C reference {c * 1e3:7.2f} ms   kproto/C rate {c / k:.2f}")
+        print(
+            f"  {name:<10} kproto {k * 1e3:7.2f} ms {FRAMES / k / 1e6:7.1f} M frames/s   "
+            f"C reference {c * 1e3:7.2f} ms   kproto/C rate {c / k:.2f}"
+        )
     ratio = best["optimised"]["kproto"] / best["portable"]["kproto"]
     peer = best["optimised"]["c"] / best["portable"]["c"]
     print(f"  portable / optimised rate: {ratio:.2f} (the common C loop, run beside each: {peer:.2f})")

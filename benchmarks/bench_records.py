@@ -33,12 +33,24 @@ VALUE_SIZE = 1024
 def make_batch() -> bytes:
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 30,
+    )
     random = os.urandom(VALUE_SIZE * RECORDS)
     for i in range(RECORDS):
-        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"key-%012d" % i,
-                       value=random[i * VALUE_SIZE:(i + 1) * VALUE_SIZE], headers=[])
+        builder.append(
+            i,
+            timestamp=1_700_000_000_000 + i,
+            key=b"key-%012d" % i,
+            value=random[i * VALUE_SIZE : (i + 1) * VALUE_SIZE],
+            headers=[],
+        )
     return bytes(builder.build())
 
 
@@ -160,13 +172,19 @@ def main() -> None:
     aio = times["aiokafka Cython objects"]
     print()
     print(f"objects  vs aiokafka:              {aio / times['kproto objects']:5.1f}x  (target >= 3x)")
-    print(f"objects  vs kafka-python:          {times['kafka-python objects'] / times['kproto objects']:5.1f}x"
-          "  (target >= 20x)")
+    print(
+        f"objects  vs kafka-python:          {times['kafka-python objects'] / times['kproto objects']:5.1f}x"
+        "  (target >= 20x)"
+    )
     print(f"columnar vs aiokafka:              {aio / times['kproto columnar (Arrow)']:5.1f}x  (target >= 10x)")
-    print(f"columnar, zero-copy vs aiokafka:   "
-          f"{aio / times['kproto columnar (Arrow, zero-copy views)']:5.1f}x  (target >= 10x)")
-    print(f"objects  vs aiokafka without CRC:  "
-          f"{times['aiokafka Cython objects, no CRC check'] / times['kproto objects']:5.1f}x")
+    print(
+        f"columnar, zero-copy vs aiokafka:   "
+        f"{aio / times['kproto columnar (Arrow, zero-copy views)']:5.1f}x  (target >= 10x)"
+    )
+    print(
+        f"objects  vs aiokafka without CRC:  "
+        f"{times['aiokafka Cython objects, no CRC check'] / times['kproto objects']:5.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -49,12 +49,18 @@ def make_capture(path: Path, megabytes: int, produce_version: int = 9) -> int:
     from tests.pcapwriter import Conversation, PcapWriter
 
     block_mb = min(megabytes, 50)
-    conversations = [Conversation(client=(f"10.2.0.{i + 1}", 42000 + i), server=("10.2.0.200", 9092),
-                                  client_isn=1000 * (i + 1), server_isn=700000 + i) for i in range(16)]
+    conversations = [
+        Conversation(
+            client=(f"10.2.0.{i + 1}", 42000 + i),
+            server=("10.2.0.200", 9092),
+            client_isn=1000 * (i + 1),
+            server_isn=700000 + i,
+        )
+        for i in range(16)
+    ]
     writer = PcapWriter()
     ts = sc.START_NS
-    value = sc.RecordBatch.encode([(None, os.urandom(900).hex().encode()[:1750], [], 1_700_000_000_000)],
-                                  base_offset=0)
+    value = sc.RecordBatch.encode([(None, os.urandom(900).hex().encode()[:1750], [], 1_700_000_000_000)], base_offset=0)
     for c in conversations:
         for p in c.handshake():
             writer.add(ts, p.data)
@@ -63,9 +69,10 @@ def make_capture(path: Path, megabytes: int, produce_version: int = 9) -> int:
     n = 0
     while size < block_mb * 1_000_000:
         for i, c in enumerate(conversations):
-            for side, frame in (("client", sc.request(sc.produce("bench", i % 8, value), produce_version, n,
-                                                      f"bench-{i}")),
-                                ("server", sc.response(sc.produce_ok("bench", i % 8), produce_version, n))):
+            for side, frame in (
+                ("client", sc.request(sc.produce("bench", i % 8, value), produce_version, n, f"bench-{i}")),
+                ("server", sc.response(sc.produce_ok("bench", i % 8), produce_version, n)),
+            ):
                 for p in c.data(side, frame, [1448]):
                     writer.add(ts, p.data)
                     size += 16 + len(p.data)
@@ -83,7 +90,7 @@ def make_capture(path: Path, megabytes: int, produce_version: int = 9) -> int:
                 seconds, micros, captured, _ = struct.unpack_from("<IIII", data, pos)
                 total = seconds * 1_000_000 + micros + copy * span_us
                 struct.pack_into("<II", data, pos, total // 1_000_000, total % 1_000_000)
-                tcp_at = pos + 16 + 14 + (data[pos + 16 + 14] & 15) * 4     # Ethernet, then IPv4
+                tcp_at = pos + 16 + 14 + (data[pos + 16 + 14] & 15) * 4  # Ethernet, then IPv4
                 src, dst = struct.unpack_from(">HH", data, tcp_at)
                 if dst == 9092:
                     struct.pack_into(">H", data, tcp_at, src + 16 * copy)
@@ -109,18 +116,27 @@ def small_run(master: str, runs: int = 3) -> float:
         out = tempfile.mkdtemp(prefix="kproto-small-")
         loads.append(os.getloadavg()[0])
         started = time.perf_counter()
-        run = subprocess.run([str(kproto), "analyze", "samples/sample.pcap", "--out", out, "--master", master,
-                              "--profile", "--quiet"], cwd=root, capture_output=True, text=True, check=True)
+        run = subprocess.run(
+            [str(kproto), "analyze", "samples/sample.pcap", "--out", out, "--master", master, "--profile", "--quiet"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         wall = time.perf_counter() - started
         shutil.rmtree(out)
         # The profile's table rows: "| <phase> | <seconds> | <jobs> | <tasks> |"
-        steps = {m.group(1): (float(m.group(2)), int(m.group(3)))
-                 for m in re.finditer(r"^\| (.+?) \| (\d+\.\d+) \| (\d+) \| \d+ \|$", run.stderr, re.M)}
+        steps = {
+            m.group(1): (float(m.group(2)), int(m.group(3)))
+            for m in re.finditer(r"^\| (.+?) \| (\d+\.\d+) \| (\d+) \| \d+ \|$", run.stderr, re.M)
+        }
         steps["(process start and exit, outside the phases)"] = (wall - steps.pop("total")[0], 0)
         walls.append(wall)
         phases.append(steps)
-    print(f"kproto analyze samples/sample.pcap --master {master}: wall {statistics.median(walls):.1f} s median "
-          f"of {runs} ({min(walls):.1f}-{max(walls):.1f}), load average {statistics.median(loads):.1f}")
+    print(
+        f"kproto analyze samples/sample.pcap --master {master}: wall {statistics.median(walls):.1f} s median "
+        f"of {runs} ({min(walls):.1f}-{max(walls):.1f}), load average {statistics.median(loads):.1f}"
+    )
     for name in phases[0]:
         values = [p.get(name, (0.0, 0))[0] for p in phases]
         print(f"  {name[:60]:<60} {statistics.median(values):5.2f} s, {phases[0][name][1]} Spark job(s)")
@@ -151,8 +167,7 @@ def session_run(work: Path, master: str, analysis_first: bool) -> dict:
         profile = PhaseProfile()
         profile.attach(spark)
         started = time.perf_counter()
-        result = analyze([str(pcap)], str(work / "out"), spark=spark, options=options, progress=False,
-                         profile=profile)
+        result = analyze([str(pcap)], str(work / "out"), spark=spark, options=options, progress=False, profile=profile)
         figures[label] = time.perf_counter() - started
         profile.finish()
         figures[f"{label} phases"] = [(p.name, p.seconds, p.jobs) for p in profile.phases]
@@ -169,10 +184,13 @@ def session_run(work: Path, master: str, analysis_first: bool) -> dict:
     def decode(body):
         def run(batches):
             import kproto.arrow.frames as kb
+
             for batch in batches:
                 out = kb.decode_frames(batch["payload"], directions=batch["direction"], body=body)
-                yield pa.RecordBatch.from_arrays([out["api_key"], out["status"].cast(pa.int16())],
-                                                 names=["api_key", "status"])
+                yield pa.RecordBatch.from_arrays(
+                    [out["api_key"], out["status"].cast(pa.int16())], names=["api_key", "status"]
+                )
+
         return run
 
     def best_of_3(label, function, schema) -> None:
@@ -203,18 +221,23 @@ def report_runs(runs: list[dict]) -> None:
     labels = ("identity", "decode headers", "decode JSON bodies", "first analysis", "warm analysis", "--no-body")
 
     def ratio(run: dict, label: str) -> float:
-        return run["identity"] / run[label]          # MB/s against the identity's MB/s of the same run
+        return run["identity"] / run[label]  # MB/s against the identity's MB/s of the same run
 
-    print(f"Spark {runs[0]['spark']}: {len(runs)} run(s), each in a new process; load average "
-          + ", ".join(f"{r['load']:.1f}" for r in runs))
+    print(
+        f"Spark {runs[0]['spark']}: {len(runs)} run(s), each in a new process; load average "
+        + ", ".join(f"{r['load']:.1f}" for r in runs)
+    )
     for label in ("session start",) + labels:
         seconds = [r[label] for r in runs]
-        line = (f"  {label:<22} {statistics.median(seconds):6.2f} s ({min(seconds):.2f}-{max(seconds):.2f}), "
-                f"{size / 1e6 / statistics.median(seconds) / cores:5.0f} MB/s per core")
+        line = (
+            f"  {label:<22} {statistics.median(seconds):6.2f} s ({min(seconds):.2f}-{max(seconds):.2f}), "
+            f"{size / 1e6 / statistics.median(seconds) / cores:5.0f} MB/s per core"
+        )
         if label in labels[1:]:
             ratios = [ratio(r, label) for r in runs]
-            line += (f"; {statistics.median(ratios):.2f}x identity ({min(ratios):.2f}-{max(ratios):.2f}): "
-                     + ", ".join(f"{v:.2f}" for v in ratios))
+            line += f"; {statistics.median(ratios):.2f}x identity ({min(ratios):.2f}-{max(ratios):.2f}): " + ", ".join(
+                f"{v:.2f}" for v in ratios
+            )
         print(line)
     for label in ("first analysis", "warm analysis"):
         print(f"  phases of the {label} (median seconds):")
@@ -233,10 +256,13 @@ def main() -> int:
     parser.add_argument("--small-only", action="store_true", help="only the small-capture wall time")
     parser.add_argument("--skip-small", action="store_true", help="leave out the small-capture runs")
     parser.add_argument("--repeat", type=int, default=1, help="runs of the large capture, each in a new process")
-    parser.add_argument("--analysis-first", action="store_true",
-                        help="make the first analysis the first job of its process (before the identity)")
+    parser.add_argument(
+        "--analysis-first",
+        action="store_true",
+        help="make the first analysis the first job of its process (before the identity)",
+    )
     parser.add_argument("--work", help="a directory that keeps the generated capture between benches")
-    parser.add_argument("--session-run", metavar="WORK", help=argparse.SUPPRESS)   # one run, in this process
+    parser.add_argument("--session-run", metavar="WORK", help=argparse.SUPPRESS)  # one run, in this process
     args = parser.parse_args()
     if args.session_run:
         print("RUN " + json.dumps(session_run(Path(args.session_run), args.master, args.analysis_first)))
@@ -251,15 +277,17 @@ def main() -> int:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="kproto-bench-"))
     try:
         pcap = work / "bench.pcap"
-        if not (work / "frames.parquet").exists():     # --work keeps the capture for the next bench
+        if not (work / "frames.parquet").exists():  # --work keeps the capture for the next bench
             work.mkdir(parents=True, exist_ok=True)
             make_capture(pcap, args.mb)
             pq.write_table(read_capture(str(pcap))[0], work / "frames.parquet", row_group_size=100_000)
         frames = pq.read_table(work / "frames.parquet", columns=["size"])
-        print(f"capture: {pcap.stat().st_size / 1e6:.0f} MB, {frames.num_rows:,} frames, "
-              f"{pa.compute.mean(frames['size']).as_py() + 4:,.0f} B average frame; master {args.master}; "
-              "first analysis " + ("first in its process" if args.analysis_first
-                                   else "after the identity and decode runs"))
+        print(
+            f"capture: {pcap.stat().st_size / 1e6:.0f} MB, {frames.num_rows:,} frames, "
+            f"{pa.compute.mean(frames['size']).as_py() + 4:,.0f} B average frame; master {args.master}; "
+            "first analysis "
+            + ("first in its process" if args.analysis_first else "after the identity and decode runs")
+        )
         del frames
         runs = []
         for _ in range(args.repeat):

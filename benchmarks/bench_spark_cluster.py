@@ -44,15 +44,20 @@ def one_session(master: str, pcap: str, runs: int, out: str, event_log: str | No
     from kproto.analyze.spark import Options, analyze, spark_session
 
     started = time.perf_counter()
-    conf = {"spark.ui.enabled": "false", "spark.executor.memory": "1g", "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-            # What spark_session sets for local workers, given to the executors too: the same allocator set-up.
-            "spark.executorEnv.MIMALLOC_LARGE_OS_PAGES": "1"}
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.executor.memory": "1g",
+        "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+        # What spark_session sets for local workers, given to the executors too: the same allocator set-up.
+        "spark.executorEnv.MIMALLOC_LARGE_OS_PAGES": "1",
+    }
     if event_log:
-        conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log,
-                     "spark.eventLog.compress": "false"})
+        conf.update(
+            {"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log, "spark.eventLog.compress": "false"}
+        )
     spark = spark_session(master, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
-    spark.range(CORES).count()      # the cluster's executors registered: not counted as analysis
+    spark.range(CORES).count()  # the cluster's executors registered: not counted as analysis
     session = time.perf_counter() - started
     seconds = []
     windows = []
@@ -73,20 +78,35 @@ def one_session(master: str, pcap: str, runs: int, out: str, event_log: str | No
         # Spark 4 rolls event logs by default: a directory eventlog_v2_<app> of events_<n>_<app> files.
         logs = sorted(Path(event_log).rglob(f"events_*_{application}"), key=lambda p: int(p.name.split("_")[1]))
         breakdowns = [breakdown(logs, start, end) for start, end in windows]
-    return {"session": session, "seconds": seconds, "frames": frames,
-            "parallelism": CORES, "splits": result.summary[0]["splits"], "breakdowns": breakdowns}
+    return {
+        "session": session,
+        "seconds": seconds,
+        "frames": frames,
+        "parallelism": CORES,
+        "splits": result.summary[0]["splits"],
+        "breakdowns": breakdowns,
+    }
 
 
-def run_session(master: str, pcap: Path, runs: int, work: Path, executor_python: Path,
-                breakdown: bool = False) -> dict:
+def run_session(master: str, pcap: Path, runs: int, work: Path, executor_python: Path, breakdown: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "SPARK_HOME")}
     if not master.startswith("local"):
         env.pop("PYTHONPATH", None)
         env.update(PYSPARK_PYTHON=str(executor_python), SPARK_LOCAL_IP="127.0.0.1")
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, __file__, "--session", master, "--pcap", str(pcap), "--runs", str(runs),
-               "--out", str(out)]
+    command = [
+        sys.executable,
+        __file__,
+        "--session",
+        master,
+        "--pcap",
+        str(pcap),
+        "--runs",
+        str(runs),
+        "--out",
+        str(out),
+    ]
     if breakdown:
         events = work / "events"
         events.mkdir(exist_ok=True)
@@ -106,8 +126,11 @@ def main() -> int:
     parser.add_argument("--mb", type=int, default=400)
     parser.add_argument("--repeat", type=int, default=3, help="driver processes per master")
     parser.add_argument("--runs", type=int, default=3, help="analyses per driver process")
-    parser.add_argument("--breakdown", action="store_true",
-                        help="log Spark's events and print where each analysis's time went (jobs, stages, tasks)")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="log Spark's events and print where each analysis's time went (jobs, stages, tasks)",
+    )
     parser.add_argument("--session", help=argparse.SUPPRESS)
     parser.add_argument("--event-log", help=argparse.SUPPRESS)
     parser.add_argument("--pcap", help=argparse.SUPPRESS)
@@ -129,8 +152,10 @@ def main() -> int:
         size = make_capture(pcap, args.mb)
         cluster.start(workers=CORES, cores=1, memory="2g")
         masters = {"local[2]": "local[2]", "standalone 2x1": cluster.url}
-        print(f"Spark {pyspark.__version__}; capture {size / 1e6:.0f} MB; {os.cpu_count()} CPUs, "
-              f"load {os.getloadavg()[0]:.1f} at start")
+        print(
+            f"Spark {pyspark.__version__}; capture {size / 1e6:.0f} MB; {os.cpu_count()} CPUs, "
+            f"load {os.getloadavg()[0]:.1f} at start"
+        )
         results: dict[str, list[dict]] = {name: [] for name in masters}
         for rep in range(args.repeat):
             order = list(masters) if rep % 2 == 0 else list(reversed(masters))
@@ -138,28 +163,40 @@ def main() -> int:
                 result = run_session(masters[name], pcap, args.runs, work, executor_python, args.breakdown)
                 results[name].append(result)
                 rates = [size / 1e6 / s / CORES for s in result["seconds"]]
-                print(f"  rep {rep} {name:<15} session {result['session']:5.1f} s; analyses "
-                      + ", ".join(f"{s:.1f} s" for s in result["seconds"])
-                      + " = " + ", ".join(f"{r:.0f}" for r in rates) + " MB/s per core"
-                      + f"; {result['frames']:,} frames, {result['splits']} split(s); "
-                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"  rep {rep} {name:<15} session {result['session']:5.1f} s; analyses "
+                    + ", ".join(f"{s:.1f} s" for s in result["seconds"])
+                    + " = "
+                    + ", ".join(f"{r:.0f}" for r in rates)
+                    + " MB/s per core"
+                    + f"; {result['frames']:,} frames, {result['splits']} split(s); "
+                    f"load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
                 for run, lines in enumerate(result["breakdowns"]):
                     print(f"   analysis {run + 1}:\n" + "\n".join(lines), flush=True)
         print(f"\nMB/s per core, median (min-max) of {args.repeat} driver processes; warm = median of runs 2..")
         for name in masters:
             first = [size / 1e6 / r["seconds"][0] / CORES for r in results[name]]
-            warm = [size / 1e6 / statistics.median(r["seconds"][1:]) / CORES for r in results[name]] \
-                if args.runs > 1 else first
+            warm = (
+                [size / 1e6 / statistics.median(r["seconds"][1:]) / CORES for r in results[name]]
+                if args.runs > 1
+                else first
+            )
             sessions = [r["session"] for r in results[name]]
-            print(f"  {name:<15} first analysis {spread(first)}, warm {spread(warm)}; session start "
-                  f"{spread(sessions)} s")
+            print(
+                f"  {name:<15} first analysis {spread(first)}, warm {spread(warm)}; session start {spread(sessions)} s"
+            )
         local, remote = results["local[2]"], results["standalone 2x1"]
         first_ratio = [lo["seconds"][0] / cl["seconds"][0] for lo, cl in zip(local, remote)]
-        print(f"  standalone / local[2] MB/s per core, paired by repetition: first analysis {spread(first_ratio)}",
-              end="")
+        print(
+            f"  standalone / local[2] MB/s per core, paired by repetition: first analysis {spread(first_ratio)}", end=""
+        )
         if args.runs > 1:
-            warm_ratio = [statistics.median(lo["seconds"][1:]) / statistics.median(cl["seconds"][1:])
-                          for lo, cl in zip(local, remote)]
+            warm_ratio = [
+                statistics.median(lo["seconds"][1:]) / statistics.median(cl["seconds"][1:])
+                for lo, cl in zip(local, remote)
+            ]
             print(f", warm {spread(warm_ratio)}")
         else:
             print()

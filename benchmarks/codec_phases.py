@@ -42,7 +42,7 @@ def metadata_phases(decode, runs: int) -> dict[str, float]:
         message = decode()
         decoded = clock()
         for topic in message.topics:
-            topic.partitions   # noqa: B018  kproto builds the objects here
+            topic.partitions  # noqa: B018  kproto builds the objects here
         built = clock()
         bench.walk_metadata(message)
         read = clock()
@@ -68,12 +68,14 @@ def record_set_figures(codec, key: str, plan, runs: int) -> tuple[float, ...]:
     walk = bench.RECORD_WALKS[key]
     reader = kio_serial.entity_reader(bench.MESSAGES[key][2])
     built_ours = codec.decode_struct(body, plan)
-    walk(built_ours, bench.kproto_records_buffer)   # every object built
+    walk(built_ours, bench.kproto_records_buffer)  # every object built
     built_theirs = reader(body, 0)[0]
-    return (median_call_us(lambda: walk(built_ours, bench.kproto_records_buffer), runs),
-            median_call_us(lambda: walk(built_theirs, memoryview), runs),
-            median_call_us(lambda: walk(codec.decode_struct(body, plan), bench.kproto_records_buffer), runs),
-            median_call_us(lambda: walk(reader(body, 0)[0], memoryview), runs))
+    return (
+        median_call_us(lambda: walk(built_ours, bench.kproto_records_buffer), runs),
+        median_call_us(lambda: walk(built_theirs, memoryview), runs),
+        median_call_us(lambda: walk(codec.decode_struct(body, plan), bench.kproto_records_buffer), runs),
+        median_call_us(lambda: walk(reader(body, 0)[0], memoryview), runs),
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -102,6 +104,7 @@ def main(argv: list[str]) -> None:
     for key, name, version in (("fetch_v12", "FetchResponse", 12), ("produce_v9", "ProduceRequest", 9)):
         figures = record_set_figures(codec, key, schema.plan(name, version), args.runs)
         print(f"{key:12} {figures[0]:13.1f} {figures[1]:10.1f} {figures[2]:14.1f} {figures[3]:11.1f}")
+
 
 if __name__ == "__main__":
     main(sys.argv[1:])

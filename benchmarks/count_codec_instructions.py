@@ -50,9 +50,14 @@ for _ in range(n):
 
 def instructions(tree: Path, args: list[str]) -> int:
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0")
-    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                           sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True,
-                          check=True, cwd=tempfile.gettempdir())
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", CHILD, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tempfile.gettempdir(),
+    )
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise RuntimeError(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")

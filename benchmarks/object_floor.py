@@ -63,9 +63,21 @@ def build_floor(workdir: Path):
     if compiler is None:
         raise SystemExit("object_floor.py needs a C compiler (cc or gcc)")
     out = workdir / f"object_floor{sysconfig.get_config_var('EXT_SUFFIX')}"
-    subprocess.run([compiler, "-O3", "-shared", "-fPIC", "-fno-strict-aliasing",
-                    f"-I{sysconfig.get_paths()['include']}", f"-I{HERE.parent / 'kproto' / '_c'}",
-                    "-o", str(out), str(HERE / "c_reference" / "object_floor.c")], check=True)
+    subprocess.run(
+        [
+            compiler,
+            "-O3",
+            "-shared",
+            "-fPIC",
+            "-fno-strict-aliasing",
+            f"-I{sysconfig.get_paths()['include']}",
+            f"-I{HERE.parent / 'kproto' / '_c'}",
+            "-o",
+            str(out),
+            str(HERE / "c_reference" / "object_floor.c"),
+        ],
+        check=True,
+    )
     spec = importlib.util.spec_from_file_location("object_floor", out)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -115,8 +127,10 @@ def main(argv: list[str]) -> None:
         for key, template in templates.items():
             floor.adopt(template, Message)
             check_copy(floor, key, template)
-        print(f"{args.rounds} rounds, as bench_codec: CPU time per call in us, median [IQR]; 'kio / case' is "
-              "the median [IQR] of the per-round ratios")
+        print(
+            f"{args.rounds} rounds, as bench_codec: CPU time per call in us, median [IQR]; 'kio / case' is "
+            "the median [IQR] of the per-round ratios"
+        )
         print(f"{'message':14} {'case':14} {'median':>9} {'IQR':>15} {'kio / case':>11} {'IQR':>13}")
         for key, template in templates.items():
             times = bench.measure_group(cycle_cases(floor, key, template), args.rounds)
@@ -125,8 +139,10 @@ def main(argv: list[str]) -> None:
                 mine = Spread(tuple(values))
                 q1, q3 = mine.iqr
                 r1, r3 = ratios.iqr
-                print(f"{key:14} {case:14} {mine.median * 1e6:9.1f} {q1 * 1e6:7.1f}-{q3 * 1e6:<7.1f} "
-                      f"{ratios.median:10.2f}x {r1:6.2f}-{r3:.2f}x")
+                print(
+                    f"{key:14} {case:14} {mine.median * 1e6:9.1f} {q1 * 1e6:7.1f}-{q3 * 1e6:<7.1f} "
+                    f"{ratios.median:10.2f}x {r1:6.2f}-{r3:.2f}x"
+                )
 
 
 if __name__ == "__main__":

@@ -38,9 +38,11 @@ class Stage:
         first_launch = min(self.launches) - self.submitted if self.launches else 0
         span = max(self.finishes) - min(self.launches) if self.launches else 0
         local = ",".join(f"{k}:{v}" for k, v in sorted(self.localities.items()))
-        return (f"stage {self.stage_id} ({self.name[:40]}): {self.tasks} task(s) on {sorted(self.executors)}, "
-                f"first launch +{first_launch} ms, tasks {span} ms (run max {max(self.run_ms, default=0)}, "
-                f"deserialise max {max(self.deserialize_ms, default=0)}), {local}")
+        return (
+            f"stage {self.stage_id} ({self.name[:40]}): {self.tasks} task(s) on {sorted(self.executors)}, "
+            f"first launch +{first_launch} ms, tasks {span} ms (run max {max(self.run_ms, default=0)}, "
+            f"deserialise max {max(self.deserialize_ms, default=0)}), {local}"
+        )
 
 
 @dataclass
@@ -100,8 +102,9 @@ def breakdown(logs: list[Path], start_ms: int, end_ms: int) -> list[str]:
         lines.append(f"  job {job.job_id}: +{job.submitted - start_ms} ms, {job.completed - job.submitted} ms")
         for stage_id in sorted(job.stage_ids):
             stage = stages.get(stage_id)
-            if stage is not None and stage.launches:     # skipped stages (their output reused) ran no task
+            if stage is not None and stage.launches:  # skipped stages (their output reused) ran no task
                 lines.append("    " + stage.line())
-    lines.insert(0, f"  wall {end_ms - start_ms} ms: {len(inside)} job(s) {busy} ms, driver alone "
-                    f"{end_ms - start_ms - busy} ms")
+    lines.insert(
+        0, f"  wall {end_ms - start_ms} ms: {len(inside)} job(s) {busy} ms, driver alone {end_ms - start_ms - busy} ms"
+    )
     return lines

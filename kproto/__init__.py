@@ -1,11 +1,11 @@
 """kproto: a fast, complete Apache Kafka wire-protocol codec.
 
-    >>> import kproto
-    >>> from kproto.messages import MetadataRequest
-    >>> frame = kproto.encode_request(MetadataRequest(topics=None), version=12, correlation_id=7,
-    ...                               client_id="me")
-    >>> kproto.decode_request(frame).body.topics is None
-    True
+>>> import kproto
+>>> from kproto.messages import MetadataRequest
+>>> frame = kproto.encode_request(MetadataRequest(topics=None), version=12, correlation_id=7,
+...                               client_id="me")
+>>> kproto.decode_request(frame).body.topics is None
+True
 """
 
 from kproto import _deprecation, errors
@@ -14,10 +14,10 @@ from kproto._impl import USE_EXTENSION as _USE_EXTENSION
 from kproto._version import __version__
 from kproto.api import (
     Request,
-    api_key_of,
     RequestHeader,
     Response,
     ResponseHeader,
+    api_key_of,
     decode_request,
     decode_request_header,
     decode_response,
@@ -38,11 +38,31 @@ from kproto.framing import FrameReader, iter_frames
 from kproto.schema import Message
 
 __all__ = [
-    "__version__", "extension_loaded", "errors", "ApiKey", "Message", "Request", "Response", "RequestHeader", "ResponseHeader",
-    "decode_request", "decode_request_header", "decode_response", "decode_response_header",
-    "encode_request", "encode_response", "header_version", "FrameReader", "iter_frames",
-    "KprotoError", "DecodeError", "EncodeError", "UnsupportedVersionError", "UnsupportedRequestError",
-    "CodecUnavailableError", "api_key_of",
+    "__version__",
+    "extension_loaded",
+    "errors",
+    "ApiKey",
+    "Message",
+    "Request",
+    "Response",
+    "RequestHeader",
+    "ResponseHeader",
+    "decode_request",
+    "decode_request_header",
+    "decode_response",
+    "decode_response_header",
+    "encode_request",
+    "encode_response",
+    "header_version",
+    "FrameReader",
+    "iter_frames",
+    "KprotoError",
+    "DecodeError",
+    "EncodeError",
+    "UnsupportedVersionError",
+    "UnsupportedRequestError",
+    "CodecUnavailableError",
+    "api_key_of",
 ]
 
 

@@ -18,8 +18,11 @@ from typing import Any
 
 def warn(old: str, new: str, *, stacklevel: int = 3) -> None:
     """A DeprecationWarning for ``old``, pointing at the caller of the deprecated name."""
-    warnings.warn(f"{old} is deprecated and will be removed in the next release; use {new}",
-                  DeprecationWarning, stacklevel=stacklevel)
+    warnings.warn(
+        f"{old} is deprecated and will be removed in the next release; use {new}",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def module_getattr(module: str, aliases: dict[str, tuple[str, Any]]) -> Callable[[str], Any]:
@@ -54,17 +57,20 @@ MOVED_MODULES: dict[str, str] = {
 
 # Names an old path served that its new module does not: old module -> {name: (new name, where)}.
 MOVED_NAMES: dict[str, dict[str, tuple[str, str]]] = {
-    "kproto.batch": {"pair": ("kproto.arrow.exchanges.pair", "kproto.arrow.exchanges"),
-                     "pair_schema": ("kproto.arrow.exchanges.pair_schema", "kproto.arrow.exchanges"),
-                     "pair_rows": ("kproto.arrow.exchanges.pair_rows", "kproto.arrow.exchanges"),
-                     "DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", "kproto.limits"),
-                     "topic_names": ("kproto.arrow.topic_names.topic_names", "kproto.arrow.topic_names"),
-                     "topic_names_schema": ("kproto.arrow.topic_names.topic_names_schema", "kproto.arrow.topic_names"),
-                     "topic_naming_versions": ("kproto.arrow.topic_names.topic_naming_versions",
-                                               "kproto.arrow.topic_names")},
+    "kproto.batch": {
+        "pair": ("kproto.arrow.exchanges.pair", "kproto.arrow.exchanges"),
+        "pair_schema": ("kproto.arrow.exchanges.pair_schema", "kproto.arrow.exchanges"),
+        "pair_rows": ("kproto.arrow.exchanges.pair_rows", "kproto.arrow.exchanges"),
+        "DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", "kproto.limits"),
+        "topic_names": ("kproto.arrow.topic_names.topic_names", "kproto.arrow.topic_names"),
+        "topic_names_schema": ("kproto.arrow.topic_names.topic_names_schema", "kproto.arrow.topic_names"),
+        "topic_naming_versions": ("kproto.arrow.topic_names.topic_naming_versions", "kproto.arrow.topic_names"),
+    },
     "kproto.capture": {"DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", "kproto.limits")},
-    "kproto.fingerprint": {name: (f"kproto.analyze.fingerprint_scoring.{name}", "kproto.analyze.fingerprint_scoring")
-                           for name in ("evaluate", "recorded_clients", "leave_one_out", "confusion_markdown")},
+    "kproto.fingerprint": {
+        name: (f"kproto.analyze.fingerprint_scoring.{name}", "kproto.analyze.fingerprint_scoring")
+        for name in ("evaluate", "recorded_clients", "leave_one_out", "confusion_markdown")
+    },
 }
 
 
@@ -72,7 +78,7 @@ def new_path(old: str) -> str | None:
     """Where the module once imported as ``old`` lives now, or None if it did not move."""
     for prefix, target in MOVED_MODULES.items():
         if old == prefix or old.startswith(prefix + "."):
-            return target + old[len(prefix):]
+            return target + old[len(prefix) :]
     return None
 
 
@@ -101,20 +107,22 @@ class _OldPathFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         new_spec = importlib.util.find_spec(new)
         if new_spec is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=new_spec.submodule_search_locations is not None)
+        return importlib.machinery.ModuleSpec(
+            fullname, self, is_package=new_spec.submodule_search_locations is not None
+        )
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         new = new_path(spec.name)
         assert new is not None
-        warn(spec.name, new)     # level 3: the import statement (warnings skips the import system)
+        warn(spec.name, new)  # level 3: the import statement (warnings skips the import system)
         module = _OldPath(spec.name, f"deprecated: moved to {new}")
         module.__dict__["_kproto_new_path"] = new
         if spec.submodule_search_locations is not None:
-            module.__path__ = []        # a package: its submodules come through this finder too
+            module.__path__ = []  # a package: its submodules come through this finder too
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:
-        importlib.import_module(module.__dict__["_kproto_new_path"])   # fail at the import, not later
+        importlib.import_module(module.__dict__["_kproto_new_path"])  # fail at the import, not later
 
     def get_code(self, fullname: str) -> Any:
         """``python -m kproto.cli`` (an old path) runs the new module's code."""
@@ -123,7 +131,7 @@ class _OldPathFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         warn(fullname, new)
         spec = importlib.util.find_spec(new)
         assert spec is not None and spec.loader is not None
-        return spec.loader.get_code(new)      # type: ignore[attr-defined]
+        return spec.loader.get_code(new)  # type: ignore[attr-defined]
 
 
 def install_old_paths() -> None:

@@ -40,8 +40,9 @@ def header_eq(header: Any, other: Any) -> bool:
     names = _fields_of(header)
     if _fields_of(other) != names or not all(hasattr(other, n) for n in names):
         return NotImplemented
-    return all(getattr(header, n) == getattr(other, n) for n in names[:-1]) and \
-        (header._unknown_tags or None) == (other._unknown_tags or None)
+    return all(getattr(header, n) == getattr(other, n) for n in names[:-1]) and (header._unknown_tags or None) == (
+        other._unknown_tags or None
+    )
 
 
 def header_repr(header: Any) -> str:
@@ -54,8 +55,9 @@ def header_repr(header: Any) -> str:
 def header_dict(self: Any) -> dict[str, Any]:
     out = {n: getattr(self, n) for n in _fields_of(self) if n != "_unknown_tags"}
     if self._unknown_tags:
-        out["_unknown_tags"] = {str(t): base64.b64encode(bytes(v)).decode("ascii")
-                                for t, v in sorted(self._unknown_tags.items())}
+        out["_unknown_tags"] = {
+            str(t): base64.b64encode(bytes(v)).decode("ascii") for t, v in sorted(self._unknown_tags.items())
+        }
     return out
 
 
@@ -76,8 +78,15 @@ class RequestHeader(_Header):
 
     __slots__ = REQUEST_FIELDS
 
-    def __init__(self, *, request_api_key: int = 0, request_api_version: int = 0, correlation_id: int = 0,
-                 client_id: str | None = None, _unknown_tags: dict[int, bytes] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        request_api_key: int = 0,
+        request_api_version: int = 0,
+        correlation_id: int = 0,
+        client_id: str | None = None,
+        _unknown_tags: dict[int, bytes] | None = None,
+    ) -> None:
         self.request_api_key = request_api_key
         self.request_api_version = request_api_version
         self.correlation_id = correlation_id

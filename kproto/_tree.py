@@ -22,7 +22,7 @@ def tree_of(value: Any, indent: str) -> list[str]:
         for item in value:
             if isinstance(item, (dict, list)) and item and _inline(item) is None:
                 nested = tree_of(item, indent + "  ")
-                nested[0] = f"{indent}- {nested[0][len(indent) + 2:]}"
+                nested[0] = f"{indent}- {nested[0][len(indent) + 2 :]}"
                 lines.extend(nested)
             else:
                 lines.append(f"{indent}- {_scalar(item)}\n")

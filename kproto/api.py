@@ -13,16 +13,26 @@ from kproto import _impl, schema
 from kproto._common.api_keys import response_fallback_version
 from kproto.errors import DecodeError, EncodeError, UnsupportedVersionError
 from kproto.schema import Message
-from kproto.schema._lookup import api_key_of as _key_of_name   # the one name table (schema names, old aliases)
+from kproto.schema._lookup import api_key_of as _key_of_name  # the one name table (schema names, old aliases)
 
-if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
+if TYPE_CHECKING:  # checked against the compiled module's stub; the twin has the same names
     from kproto._c import _codec
 else:
     _codec = _impl.load("codec")
 
 __all__ = [
-    "api_key_of", "Request", "Response", "RequestHeader", "ResponseHeader", "decode_request", "encode_request", "decode_response",
-    "encode_response", "decode_request_header", "decode_response_header", "header_version",
+    "api_key_of",
+    "Request",
+    "Response",
+    "RequestHeader",
+    "ResponseHeader",
+    "decode_request",
+    "encode_request",
+    "decode_response",
+    "encode_response",
+    "decode_request_header",
+    "decode_response_header",
+    "header_version",
 ]
 
 _SIZE = struct.Struct(">i")
@@ -87,8 +97,10 @@ class Request:
         return _body_as(self.body, cls)
 
     def __repr__(self) -> str:
-        return (f"Request(api_key={self.api_key}, api_version={self.api_version}, "
-                f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, body={self.body!r})")
+        return (
+            f"Request(api_key={self.api_key}, api_version={self.api_version}, "
+            f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, body={self.body!r})"
+        )
 
 
 class Response:
@@ -96,13 +108,12 @@ class Response:
 
     __slots__ = ("header", "header_version", "body", "api_key", "api_version")
 
-    def __init__(self, header: Any, header_version: int, body: Message, api_key: int,
-                 api_version: int) -> None:
+    def __init__(self, header: Any, header_version: int, body: Message, api_key: int, api_version: int) -> None:
         self.header = header
         self.header_version = header_version
         self.body = body
         self.api_key = api_key
-        self.api_version = api_version   # the version the body was read as
+        self.api_version = api_version  # the version the body was read as
 
     @property
     def correlation_id(self) -> int:
@@ -113,8 +124,10 @@ class Response:
         return _body_as(self.body, cls)
 
     def __repr__(self) -> str:
-        return (f"Response(api_key={self.api_key}, api_version={self.api_version}, "
-                f"correlation_id={self.correlation_id}, body={self.body!r})")
+        return (
+            f"Response(api_key={self.api_key}, api_version={self.api_version}, "
+            f"correlation_id={self.correlation_id}, body={self.body!r})"
+        )
 
 
 def _payload(data, size_prefixed: bool):
@@ -165,19 +178,28 @@ def _message_plan(body: Message, version: int, kind: str) -> schema.StructPlan:
         return schema.plan(name, version)
     except KeyError:
         lo, hi = info["valid_versions"]
-        raise EncodeError(f"{name} has no version {version} (valid {lo}-{hi})",
-                          api_key=info["api_key"], api_version=version) from None
+        raise EncodeError(
+            f"{name} has no version {version} (valid {lo}-{hi})", api_key=info["api_key"], api_version=version
+        ) from None
 
 
-def encode_request(body: Message, *, version: int, correlation_id: int, client_id: str | None = None,
-                   header_tags: dict[int, bytes] | None = None, size_prefixed: bool = False) -> bytes:
+def encode_request(
+    body: Message,
+    *,
+    version: int,
+    correlation_id: int,
+    client_id: str | None = None,
+    header_tags: dict[int, bytes] | None = None,
+    size_prefixed: bool = False,
+) -> bytes:
     """Encode a request body with its header (v0/v1/v2 chosen from the API and version)."""
     plan = _message_plan(body, version, "request")
     return _prefix(_codec.encode_request(body, plan, correlation_id, client_id, header_tags), size_prefixed)
 
 
-def decode_response(payload, api_key: int | str, api_version: int, *, size_prefixed: bool = False,
-                    lazy: bool = True) -> Response:
+def decode_response(
+    payload, api_key: int | str, api_version: int, *, size_prefixed: bool = False, lazy: bool = True
+) -> Response:
     """Decode a response to a request of ``api_key`` (a key, or a name: ``"Metadata"``) / ``api_version``.
 
     ApiVersions responses are read as Java's client reads them (KIP-511): at the
@@ -193,7 +215,7 @@ def decode_response(payload, api_key: int | str, api_version: int, *, size_prefi
     try:
         return _decode_response_as(data, api_key, api_version, lazy)
     except DecodeError as asked:
-        fallback = response_fallback_version(api_key, api_version)   # the generated per-API facts
+        fallback = response_fallback_version(api_key, api_version)  # the generated per-API facts
         if fallback < 0:
             raise
         try:
@@ -215,14 +237,20 @@ def _decode_response_as(data, api_key: int, api_version: int, lazy: bool) -> Res
 
 def decode_response_header(payload, api_key: int | str, api_version: int, *, size_prefixed: bool = False):
     """The response header alone, of a response to ``api_key`` (a key or a name) / ``api_version``."""
-    header, _version, _offset = _codec.decode_response_header(_payload(payload, size_prefixed),
-                                                              api_key_of(api_key), api_version)
+    header, _version, _offset = _codec.decode_response_header(
+        _payload(payload, size_prefixed), api_key_of(api_key), api_version
+    )
     return header
 
 
-def encode_response(body: Message, *, version: int, correlation_id: int,
-                    header_tags: dict[int, bytes] | None = None, size_prefixed: bool = False) -> bytes:
+def encode_response(
+    body: Message,
+    *,
+    version: int,
+    correlation_id: int,
+    header_tags: dict[int, bytes] | None = None,
+    size_prefixed: bool = False,
+) -> bytes:
     """Encode a response body with its header (v0/v1; ApiVersions always v0)."""
     plan = _message_plan(body, version, "response")
     return _prefix(_codec.encode_response(body, plan, correlation_id, header_tags), size_prefixed)
-

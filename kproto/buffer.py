@@ -38,11 +38,18 @@ from typing import TYPE_CHECKING
 from kproto import _impl
 from kproto.errors import DecodeError, EncodeError, InvalidLengthError, InvalidVarintError, TruncatedError
 
-if TYPE_CHECKING:   # the compiled module's stub types both implementations (tools/check_stubs.py)
+if TYPE_CHECKING:  # the compiled module's stub types both implementations (tools/check_stubs.py)
     from kproto._c._buffer import Reader, Writer
 else:
     Reader = _impl.load("buffer").Reader
     Writer = _impl.load("buffer").Writer
 
-__all__ = ["Reader", "Writer", "DecodeError", "EncodeError", "TruncatedError", "InvalidVarintError",
-           "InvalidLengthError"]
+__all__ = [
+    "Reader",
+    "Writer",
+    "DecodeError",
+    "EncodeError",
+    "TruncatedError",
+    "InvalidVarintError",
+    "InvalidLengthError",
+]

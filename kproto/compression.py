@@ -41,8 +41,17 @@ except ImportError:  # pragma: no cover - exercised only where cramjam is missin
     _cramjam = None
 
 __all__ = [
-    "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CODEC_NAMES",
-    "DEFAULT_MAX_DECOMPRESSED_SIZE", "codec_id", "codec_name", "compress", "decompress",
+    "NONE",
+    "GZIP",
+    "SNAPPY",
+    "LZ4",
+    "ZSTD",
+    "CODEC_NAMES",
+    "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "codec_id",
+    "codec_name",
+    "compress",
+    "decompress",
     "xxh32",
 ]
 
@@ -74,14 +83,15 @@ def codec_name(code: int) -> str:
 
 
 def _need_cramjam(name: str) -> ModuleType:
-    if _cramjam is None:   # not a DecompressionError: the data is not known to be bad
+    if _cramjam is None:  # not a DecompressionError: the data is not known to be bad
         raise CodecUnavailableError(name)
     return _cramjam
 
 
 # ---------------------------------------------------------------- public entry points
-def compress(codec: int | str, data, *, level: int | None = None, magic: int = 2,
-             snappy_framing: str = "xerial") -> bytes:
+def compress(
+    codec: int | str, data, *, level: int | None = None, magic: int = 2, snappy_framing: str = "xerial"
+) -> bytes:
     """Compress record data the way Kafka's Java producer does.
 
     ``magic`` only matters for lz4 (magic 0 gets the old header checksum);
@@ -133,7 +143,8 @@ def decompress(codec: int | str, data, *, max_size: int = DEFAULT_MAX_DECOMPRESS
 
 def _too_big(size_text: str, max_size: int):
     return DecompressedSizeError(
-        f"decompressed data {size_text} exceeds the cap of {max_size} bytes (max_decompressed_size)")
+        f"decompressed data {size_text} exceeds the cap of {max_size} bytes (max_decompressed_size)"
+    )
 
 
 def _decompress_capped(decompress_into, data, max_size: int) -> bytes:
@@ -170,7 +181,7 @@ def _gzip_decompress(data, max_size: int) -> bytes:
         while not unpacker.eof:
             if pos >= len(view):
                 raise DecompressionError("gzip data is truncated")
-            fed = view[pos:pos + chunk]
+            fed = view[pos : pos + chunk]
             pos += len(fed)
             chunk = min(chunk * 2, _GZIP_MAX_CHUNK)
             try:
@@ -202,7 +213,7 @@ _BE_INT32 = struct.Struct(">i")
 def _xerial_compress(cj, view: memoryview) -> bytes:
     out = bytearray(_XERIAL_HEADER)
     for start in range(0, len(view), _XERIAL_BLOCK):
-        block = cj.snappy.compress_raw(bytes(view[start:start + _XERIAL_BLOCK]))
+        block = cj.snappy.compress_raw(bytes(view[start : start + _XERIAL_BLOCK]))
         out += _BE_INT32.pack(len(block))
         out += block
     return bytes(out)
@@ -220,7 +231,8 @@ def _snappy_announced_size(cj, block: bytes, where: int) -> int:
     most = len(block) * _SNAPPY_MAX_EXPANSION[0] // _SNAPPY_MAX_EXPANSION[1]
     if size > most:
         raise DecompressionError(
-            f"snappy block at byte {where} announces {size} bytes, more than its {len(block)} bytes can hold")
+            f"snappy block at byte {where} announces {size} bytes, more than its {len(block)} bytes can hold"
+        )
     return size
 
 
@@ -250,7 +262,7 @@ def _snappy_decompress(cj, data, max_size: int):
         pos += 4
         if length < 0 or length > len(view) - pos:
             raise DecompressionError(f"xerial snappy block of {length} bytes overruns the data at byte {pos}")
-        block = bytes(view[pos:pos + length])
+        block = bytes(view[pos : pos + length])
         pos += length
         total += _snappy_announced_size(cj, block, pos - length)
         if total > max_size:
@@ -269,7 +281,7 @@ def _snappy_decompress(cj, data, max_size: int):
 _LZ4_MAGIC = 0x184D2204
 _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 _LE_UINT32 = struct.Struct("<I")
-_SKIPPABLE_MAGICS = range(0x184D2A50, 0x184D2A60)   # lz4's and zstd's alike
+_SKIPPABLE_MAGICS = range(0x184D2A50, 0x184D2A60)  # lz4's and zstd's alike
 
 
 def _next_frame(view, pos: int, frame_magic: int, a_codec: str, *, skippable_at: bool) -> int:
@@ -344,7 +356,7 @@ def _lz4_frame_compress(cj, view: memoryview, broken_header_checksum: bool) -> b
     out.append(checksum)
     block_size = _LZ4_BLOCK_SIZES[4]
     for start in range(0, len(view), block_size):
-        chunk = bytes(view[start:start + block_size])
+        chunk = bytes(view[start : start + block_size])
         packed = cj.lz4.compress_block(chunk, store_size=False)
         if len(packed) >= len(chunk):
             out += _LE_UINT32.pack(len(chunk) | 0x80000000)
@@ -379,11 +391,11 @@ def _lz4_decompress(cj, data, max_size: int):
             raise DecompressionError("lz4 frame header truncated")
         stored = view[header_end]
         patched = None
-        if stored != _lz4_header_checksum(bytes(view[pos + 4:header_end])):
+        if stored != _lz4_header_checksum(bytes(view[pos + 4 : header_end])):
             if stored != _lz4_header_checksum(bytes(view[pos:header_end])):
                 raise DecompressionError("lz4 frame header checksum is wrong")
             # Kafka's old (magic 0) writer: accept, and give the library a correct header.
-            patched = bytes(view[pos:header_end]) + bytes([_lz4_header_checksum(bytes(view[pos + 4:header_end]))])
+            patched = bytes(view[pos:header_end]) + bytes([_lz4_header_checksum(bytes(view[pos + 4 : header_end]))])
         pos = header_end + 1
         block_checksum = 4 if flg & 0x10 else 0
         while True:
@@ -401,7 +413,7 @@ def _lz4_decompress(cj, data, max_size: int):
             raise DecompressionError("lz4 frame truncated in its content checksum")
         if patched is not None:
             stream.append(patched)
-            stream.append(view[header_end + 1:pos])
+            stream.append(view[header_end + 1 : pos])
         else:
             stream.append(view[start:pos])
         pos = _next_frame(view, pos, _LZ4_MAGIC, "an lz4", skippable_at=True)

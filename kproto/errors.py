@@ -115,8 +115,9 @@ class UnsupportedRequestError(DecodeError):
 class EncodeError(KprotoError, ValueError):
     """A value that cannot be written: out of range, too long, or null where the field is not nullable."""
 
-    def __init__(self, reason: str, path: str | None = None, api_key: int | None = None,
-                 api_version: int | None = None) -> None:
+    def __init__(
+        self, reason: str, path: str | None = None, api_key: int | None = None, api_version: int | None = None
+    ) -> None:
         self.reason = reason
         self.path = path
         self.api_key = api_key
@@ -138,6 +139,7 @@ class EncodeError(KprotoError, ValueError):
 # Shared by both implementations of kproto.records and by kproto.compression,
 # so they live here rather than in either twin.
 
+
 class CorruptRecordError(DecodeError):
     """A record batch or legacy message whose bytes contradict themselves.
 
@@ -152,22 +154,41 @@ class CorruptRecordError(DecodeError):
         super().__init__(reason, offset, path, api_key, api_version)
 
     def __reduce__(self):
-        return (type(self), (self.reason, self.offset, self.path, self.api_key, self.api_version,
-                             self.base_offset))
+        return (type(self), (self.reason, self.offset, self.path, self.api_key, self.api_version, self.base_offset))
 
 
 class CrcMismatchError(CorruptRecordError):
     """The checksum stored in a batch (CRC-32C) or legacy message (CRC-32) does not match its bytes."""
 
-    def __init__(self, reason, offset=None, path=None, api_key=None, api_version=None, base_offset=None,
-                 stored_crc=None, computed_crc=None):
+    def __init__(
+        self,
+        reason,
+        offset=None,
+        path=None,
+        api_key=None,
+        api_version=None,
+        base_offset=None,
+        stored_crc=None,
+        computed_crc=None,
+    ):
         self.stored_crc = stored_crc
         self.computed_crc = computed_crc
         super().__init__(reason, offset, path, api_key, api_version, base_offset)
 
     def __reduce__(self):
-        return (type(self), (self.reason, self.offset, self.path, self.api_key, self.api_version,
-                             self.base_offset, self.stored_crc, self.computed_crc))
+        return (
+            type(self),
+            (
+                self.reason,
+                self.offset,
+                self.path,
+                self.api_key,
+                self.api_version,
+                self.base_offset,
+                self.stored_crc,
+                self.computed_crc,
+            ),
+        )
 
 
 class DecompressionError(CorruptRecordError):
@@ -196,15 +217,22 @@ class CodecUnavailableError(KprotoError, ImportError):
 
         self.codec = codec
         self.package = package
-        super().__init__(f"{codec} needs the {package} package, which is not installed: "
-                         f"{install_hint('compression')}", name=package)
+        super().__init__(
+            f"{codec} needs the {package} package, which is not installed: {install_hint('compression')}", name=package
+        )
 
     def __reduce__(self):
         return (type(self), (self.codec, self.package))
 
 
-__all__ += ["CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError",
-            "TooManyRecordsError", "CodecUnavailableError"]
+__all__ += [
+    "CorruptRecordError",
+    "CrcMismatchError",
+    "DecompressionError",
+    "DecompressedSizeError",
+    "TooManyRecordsError",
+    "CodecUnavailableError",
+]
 
 
 # ---------------------------------------------------------------- protocol error codes
@@ -262,6 +290,7 @@ __all__ += ["ErrorCode", "error_name", "is_retriable"]
 
 
 # ---- captures (kproto.arrow.capture) ----
+
 
 class CorruptCaptureError(DecodeError):
     """A capture file whose record framing breaks: reading stops at ``offset``.

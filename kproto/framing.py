@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from kproto.errors import FrameTooLargeError, InvalidLengthError, TruncatedError
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE
+
 _SIZE = struct.Struct(">i")
 
 __all__ = ["DEFAULT_MAX_FRAME_SIZE", "FrameReader", "iter_frames", "frame"]
@@ -56,7 +57,7 @@ def iter_frames(buffer, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Iterato
         _check_size(size, pos, max_frame_size)
         if end - pos - 4 < size:
             raise _truncated(pos, end - pos, size)
-        yield view[pos + 4: pos + 4 + size]
+        yield view[pos + 4 : pos + 4 + size]
         pos += 4 + size
 
 
@@ -73,8 +74,8 @@ class FrameReader:
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
         self._buffer = bytearray()
-        self._consumed = 0      # bytes of the stream already returned as frames
-        self._next_size = -1    # size of the frame being assembled, once known
+        self._consumed = 0  # bytes of the stream already returned as frames
+        self._next_size = -1  # size of the frame being assembled, once known
 
     @property
     def buffered(self) -> int:
@@ -100,7 +101,7 @@ class FrameReader:
                 self._next_size = size
             if len(buf) - pos - 4 < self._next_size:
                 break
-            frames.append(bytes(buf[pos + 4: pos + 4 + self._next_size]))
+            frames.append(bytes(buf[pos + 4 : pos + 4 + self._next_size]))
             pos += 4 + self._next_size
             self._next_size = -1
         if pos:

@@ -28,7 +28,11 @@ from typing import TYPE_CHECKING
 from kproto import _impl
 from kproto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kproto.errors import (
-    CorruptRecordError, CrcMismatchError, DecompressedSizeError, DecompressionError, TooManyRecordsError,
+    CorruptRecordError,
+    CrcMismatchError,
+    DecompressedSizeError,
+    DecompressionError,
+    TooManyRecordsError,
 )
 from kproto.limits import (
     DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET,
@@ -36,7 +40,7 @@ from kproto.limits import (
     DEFAULT_MAX_RECORDS_PER_SET,
 )
 
-if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
+if TYPE_CHECKING:  # checked against the compiled module's stub; the twin has the same names
     from kproto._c import _records
 else:
     _records = _impl.load("records")
@@ -57,10 +61,26 @@ CONTROL_COMMIT = _records.CONTROL_COMMIT
 IMPLEMENTATION = _records.IMPLEMENTATION
 
 __all__ = [
-    "Record", "ControlRecord", "RecordBatch", "LegacyBatch", "Records",
-    "crc32c", "encode_records", "encode_control_batch", "record_schema",
-    "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "CONTROL_ABORT", "CONTROL_COMMIT",
-    "DEFAULT_MAX_DECOMPRESSED_SIZE", "DEFAULT_MAX_RECORDS_PER_BATCH", "DEFAULT_MAX_RECORDS_PER_SET",
+    "Record",
+    "ControlRecord",
+    "RecordBatch",
+    "LegacyBatch",
+    "Records",
+    "crc32c",
+    "encode_records",
+    "encode_control_batch",
+    "record_schema",
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
+    "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "DEFAULT_MAX_RECORDS_PER_BATCH",
+    "DEFAULT_MAX_RECORDS_PER_SET",
     "DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET",
-    "CorruptRecordError", "CrcMismatchError", "DecompressionError", "DecompressedSizeError", "TooManyRecordsError",
+    "CorruptRecordError",
+    "CrcMismatchError",
+    "DecompressionError",
+    "DecompressedSizeError",
+    "TooManyRecordsError",
 ]

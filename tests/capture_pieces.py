@@ -14,7 +14,7 @@ def pcap_records(data: bytes) -> tuple[bytes, list[bytes]]:
     records, pos = [], PCAP_HEADER
     while pos + 16 <= len(data):
         captured = struct.unpack_from(order + "I", data, pos + 8)[0]
-        records.append(data[pos:pos + 16 + captured])
+        records.append(data[pos : pos + 16 + captured])
         pos += 16 + captured
     return data[:PCAP_HEADER], records
 
@@ -82,8 +82,11 @@ def table_rows(table, drop=NAMING_COLUMNS) -> list[str]:
 def input_errors(errors) -> list[dict]:
     """The rows of an ``errors`` table that are input problems (not a connection's ``stream_loss``),
     with the columns input problems have."""
-    return [{k: v for k, v in row.items() if k not in ("connection_id", "direction", "lost_bytes")}
-            for row in errors.to_pylist() if row["category"] != "stream_loss"]
+    return [
+        {k: v for k, v in row.items() if k not in ("connection_id", "direction", "lost_bytes")}
+        for row in errors.to_pylist()
+        if row["category"] != "stream_loss"
+    ]
 
 
 def analysed(splits, **options) -> dict:
@@ -96,13 +99,20 @@ def analysed(splits, **options) -> dict:
     from kproto.analyze.spark.stream_losses import stream_loss_rows
 
     sink = worker.Sink()
-    parts = pa.Table.from_batches([b for s in splits for b in task.process_split(s, sink=sink, **options)],
-                                  schema=worker.PARTS_SCHEMA)
-    accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
-                  if r["kind"] in ("capture", "counts", "connection")]
+    parts = pa.Table.from_batches(
+        [b for s in splits for b in task.process_split(s, sink=sink, **options)], schema=worker.PARTS_SCHEMA
+    )
+    accounting = [
+        r
+        for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
+        if r["kind"] in ("capture", "counts", "connection")
+    ]
     errors = A.error_rows(accounting)
     tables = combine.combine(parts)
-    tables.update(frames=sink.table("frames"), exchanges=sink.table("exchanges"),
-                  errors=pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=A.ERRORS_SCHEMA),
-                  summary=pa.Table.from_pylist(A.summary_rows(accounting, errors), schema=A.SUMMARY_SCHEMA))
+    tables.update(
+        frames=sink.table("frames"),
+        exchanges=sink.table("exchanges"),
+        errors=pa.Table.from_pylist(errors + stream_loss_rows(accounting), schema=A.ERRORS_SCHEMA),
+        summary=pa.Table.from_pylist(A.summary_rows(accounting, errors), schema=A.SUMMARY_SCHEMA),
+    )
     return tables

@@ -29,11 +29,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "kafka-protocol"
 
 settings.register_profile(
-    "ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-    derandomize=True, print_blob=True,
+    "ci",
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+    print_blob=True,
 )
 settings.register_profile(
-    "long", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+    "long",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -63,8 +70,10 @@ def shared_protocol_dir() -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "twin: run again on the pure-Python twin by scripts/test.sh (set from the "
-        "module's imports by tests/twin_selection.py, never by hand)")
+        "markers",
+        "twin: run again on the pure-Python twin by scripts/test.sh (set from the "
+        "module's imports by tests/twin_selection.py, never by hand)",
+    )
 
 
 def mark_twin_modules(items: list[pytest.Item]) -> None:

@@ -22,12 +22,34 @@ INT64_MAX = (1 << 63) - 1
 TINY_RECORD = bytes([12, 0, 0, 0, 1, 1, 0])
 
 
-def v2_batch(payload: bytes, record_count: int, codec: int = 0, *, base_offset: int = 0,
-             base_timestamp: int = 0, last_offset_delta: int = 0) -> bytes:
+def v2_batch(
+    payload: bytes,
+    record_count: int,
+    codec: int = 0,
+    *,
+    base_offset: int = 0,
+    base_timestamp: int = 0,
+    last_offset_delta: int = 0,
+) -> bytes:
     """A magic 2 batch around ``payload`` (already compressed with ``codec``), CRC filled in."""
-    header = bytearray(struct.pack(">qiibIhiqqqhii", base_offset, 49 + len(payload), -1, 2, 0, codec,
-                                   last_offset_delta, base_timestamp, base_timestamp, -1, -1, -1,
-                                   record_count))
+    header = bytearray(
+        struct.pack(
+            ">qiibIhiqqqhii",
+            base_offset,
+            49 + len(payload),
+            -1,
+            2,
+            0,
+            codec,
+            last_offset_delta,
+            base_timestamp,
+            base_timestamp,
+            -1,
+            -1,
+            -1,
+            record_count,
+        )
+    )
     header += payload
     struct.pack_into(">I", header, 17, crc32c(memoryview(header)[21:]))
     return bytes(header)
@@ -36,19 +58,22 @@ def v2_batch(payload: bytes, record_count: int, codec: int = 0, *, base_offset: 
 def tiny_records_zstd(declared: int, held: int | None = None, *, base_offset: int = 0) -> bytes:
     """A zstd batch holding ``held`` 7-byte records and declaring ``declared`` of them."""
     held = declared if held is None else held
-    return v2_batch(compression.compress("zstd", TINY_RECORD * held), declared, compression.ZSTD,
-                    base_offset=base_offset)
+    return v2_batch(
+        compression.compress("zstd", TINY_RECORD * held), declared, compression.ZSTD, base_offset=base_offset
+    )
 
 
 def one_big_value_zstd(size: int) -> bytes:
     """A valid zstd batch of one record whose value is ``size`` zero bytes (8 KB for 255 MiB)."""
     from kproto._py.records import Record, RecordBatch
+
     return RecordBatch.encode([Record(value=bytes(size), timestamp=0)], compression="zstd")
 
 
 def values_zstd(count: int, value_size: int) -> bytes:
     """A zstd batch of ``count`` records, each a ``value_size``-byte zero value and no key."""
     from kproto._py.records import Record, RecordBatch
+
     return RecordBatch.encode([Record(value=bytes(value_size), timestamp=0)] * count, compression="zstd")
 
 
@@ -70,7 +95,7 @@ def lz4_one_byte_blocks(size: int) -> bytes:
     (5 bytes a block; 4 MiB blocks declared)."""
     records = max(1, size // (5 * len(TINY_RECORD)))
     data = TINY_RECORD * records
-    blocks = [struct.pack("<I", 0x80000001) + data[i:i + 1] for i in range(len(data))]
+    blocks = [struct.pack("<I", 0x80000001) + data[i : i + 1] for i in range(len(data))]
     return v2_batch(_lz4_frame(blocks, 7), records, compression.LZ4)
 
 
@@ -82,14 +107,15 @@ def lz4_tiny_frames(size: int, magic0_checksum: bool = False) -> bytes:
     descriptor = struct.pack("<IBB", 0x184D2204, 0x60, 0x40)
     checksum = (compression.xxh32(descriptor if magic0_checksum else descriptor[4:]) >> 8) & 0xFF
     header = descriptor + bytes([checksum])
-    frames = b"".join(header + struct.pack("<I", 0x80000001) + data[i:i + 1] + b"\x00\x00\x00\x00"
-                      for i in range(len(data)))
+    frames = b"".join(
+        header + struct.pack("<I", 0x80000001) + data[i : i + 1] + b"\x00\x00\x00\x00" for i in range(len(data))
+    )
     return v2_batch(frames, records, compression.LZ4)
 
 
 def lz4_empty_compressed_blocks(size: int) -> bytes:
     """An lz4 batch of no records: ``size`` bytes of compressed blocks that each decode to nothing."""
-    empty_block = struct.pack("<I", 1) + b"\x00"          # one token: no literal, no match
+    empty_block = struct.pack("<I", 1) + b"\x00"  # one token: no literal, no match
     return v2_batch(_lz4_frame([empty_block] * max(1, size // 5), 7), 0, compression.LZ4)
 
 
@@ -101,7 +127,7 @@ def snappy_xerial_lying_block(claimed: int) -> bytes:
         preamble.append(value & 0x7F | 0x80)
         value >>= 7
     preamble.append(value)
-    block = bytes(preamble) + b"\x00abc"                  # a 1-byte literal, then junk
+    block = bytes(preamble) + b"\x00abc"  # a 1-byte literal, then junk
     payload = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", len(block)) + block
     return v2_batch(payload, 1, compression.SNAPPY)
 
@@ -123,10 +149,11 @@ def overflowing_v2(field: str) -> bytes:
     return v2_batch(record, 1, base_offset=INT64_MAX, last_offset_delta=1)
 
 
-def legacy_message(offset: int, value: bytes | None, *, magic: int = 1, attributes: int = 0,
-                   bad_crc: bool = False) -> bytes:
+def legacy_message(
+    offset: int, value: bytes | None, *, magic: int = 1, attributes: int = 0, bad_crc: bool = False
+) -> bytes:
     body = struct.pack(">bbq", magic, attributes, 0) if magic == 1 else struct.pack(">bb", magic, attributes)
-    body += struct.pack(">i", -1)                        # null key
+    body += struct.pack(">i", -1)  # null key
     body += struct.pack(">i", -1) if value is None else struct.pack(">i", len(value)) + value
     crc = zlib.crc32(body) ^ (1 if bad_crc else 0)
     return struct.pack(">qiI", offset, len(body) + 4, crc) + body

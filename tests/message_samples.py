@@ -20,13 +20,33 @@ import struct
 import uuid
 
 from kproto.schema import (
-    ARRAY, BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, RECORDS, STRING, STRUCT, UINT16,
-    UINT32, UUID, StructPlan, spec,
+    ARRAY,
+    BOOL,
+    BYTES,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    STRUCT,
+    UINT16,
+    UINT32,
+    UUID,
+    StructPlan,
+    spec,
 )
 from kproto.schema._shapes import F_CHILDREN, F_STRUCT, F_TAG
 
-_RANGES = {INT8: (-2**7, 2**7 - 1), INT16: (-2**15, 2**15 - 1), INT32: (-2**31, 2**31 - 1),
-           INT64: (-2**63, 2**63 - 1), UINT16: (0, 2**16 - 1), UINT32: (0, 2**32 - 1)}
+_RANGES = {
+    INT8: (-(2**7), 2**7 - 1),
+    INT16: (-(2**15), 2**15 - 1),
+    INT32: (-(2**31), 2**31 - 1),
+    INT64: (-(2**63), 2**63 - 1),
+    UINT16: (0, 2**16 - 1),
+    UINT32: (0, 2**32 - 1),
+}
 _FLOATS = (0.0, -0.0, 1.5, -2.25, 1e300, -1e-300, 5e-324, 2.0**53 + 2, math.inf, -math.inf, math.nan)
 _UUIDS = (uuid.UUID(int=0), uuid.UUID(int=1), uuid.UUID(int=2**128 - 1))
 _STRINGS = ("", "a", "x" * 127, "y" * 128, "é" * 64, "ü€𝄞 mixed", "\x00nul", "t" * 300)
@@ -129,7 +149,7 @@ def _scalar(kind: int, rng: random.Random, mode: str):
         if rng.random() < 0.5:
             return rng.choice(_FLOATS)
         value = struct.unpack("<d", rng.randbytes(8))[0]
-        return math.nan if math.isnan(value) else value   # Java and Python share one NaN
+        return math.nan if math.isnan(value) else value  # Java and Python share one NaN
     if kind == UUID:
         if mode != RANDOM:
             return _UUIDS[0] if mode == EMPTY else _UUIDS[2]
@@ -139,8 +159,9 @@ def _scalar(kind: int, rng: random.Random, mode: str):
             return "" if mode == EMPTY else _STRINGS[-1]
         if rng.random() < 0.5:
             return rng.choice(_STRINGS)
-        return "".join(chr(rng.choice((rng.randint(32, 126), rng.randint(0xA0, 0xD7FF))))
-                       for _ in range(rng.randint(0, 20)))
+        return "".join(
+            chr(rng.choice((rng.randint(32, 126), rng.randint(0xA0, 0xD7FF)))) for _ in range(rng.randint(0, 20))
+        )
     if kind in (BYTES, RECORDS):
         if mode != RANDOM:
             return b"" if mode == EMPTY else _BYTES[-1]

@@ -18,27 +18,43 @@ FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 
 
 # ---------------------------------------------------------------- layers
-def tcp(sport: int, dport: int, seq: int, ack: int, flags: int, payload: bytes = b"",
-        options: bytes = b"") -> bytes:
+def tcp(sport: int, dport: int, seq: int, ack: int, flags: int, payload: bytes = b"", options: bytes = b"") -> bytes:
     options += b"\x01" * (-len(options) % 4)  # NOP padding
     doff = (20 + len(options)) // 4
-    header = struct.pack(">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF,
-                         doff << 4, flags, 65535, 0, 0)
+    header = struct.pack(">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, doff << 4, flags, 65535, 0, 0)
     return header + options + payload
 
 
-def ipv4(src: str, dst: str, payload: bytes, protocol: int = 6, options: bytes = b"",
-         ident: int = 1, flags_fragment: int = 0x4000, total_length: int | None = None) -> bytes:
+def ipv4(
+    src: str,
+    dst: str,
+    payload: bytes,
+    protocol: int = 6,
+    options: bytes = b"",
+    ident: int = 1,
+    flags_fragment: int = 0x4000,
+    total_length: int | None = None,
+) -> bytes:
     options += b"\x00" * (-len(options) % 4)
     ihl = (20 + len(options)) // 4
     total = 20 + len(options) + len(payload) if total_length is None else total_length
-    header = struct.pack(">BBHHHBBH4s4s", 0x40 | ihl, 0, total, ident, flags_fragment, 64, protocol, 0,
-                         ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed)
+    header = struct.pack(
+        ">BBHHHBBH4s4s",
+        0x40 | ihl,
+        0,
+        total,
+        ident,
+        flags_fragment,
+        64,
+        protocol,
+        0,
+        ipaddress.IPv4Address(src).packed,
+        ipaddress.IPv4Address(dst).packed,
+    )
     return header + options + payload
 
 
-def ipv6(src: str, dst: str, payload: bytes, next_header: int = 6,
-         extensions: list[tuple[int, bytes]] = ()) -> bytes:
+def ipv6(src: str, dst: str, payload: bytes, next_header: int = 6, extensions: list[tuple[int, bytes]] = ()) -> bytes:
     """``extensions``: (header type, body) pairs; bodies are padded to the header's unit."""
     chain = b""
     types = [t for t, _ in extensions] + [next_header]
@@ -53,13 +69,21 @@ def ipv6(src: str, dst: str, payload: bytes, next_header: int = 6,
             body = body + b"\x00" * (-(len(body) + 2) % 8)
             chain += bytes([following, (len(body) + 2) // 8 - 1]) + body
     first = types[0]
-    header = struct.pack(">IHBB16s16s", 0x60000000, len(chain) + len(payload), first, 64,
-                         ipaddress.IPv6Address(src).packed, ipaddress.IPv6Address(dst).packed)
+    header = struct.pack(
+        ">IHBB16s16s",
+        0x60000000,
+        len(chain) + len(payload),
+        first,
+        64,
+        ipaddress.IPv6Address(src).packed,
+        ipaddress.IPv6Address(dst).packed,
+    )
     return header + chain + payload
 
 
-def link(linktype: int, ip_packet: bytes, vlans: tuple[int, ...] = (), big_endian_null: bool = False,
-         pad_to: int = 0) -> bytes:
+def link(
+    linktype: int, ip_packet: bytes, vlans: tuple[int, ...] = (), big_endian_null: bool = False, pad_to: int = 0
+) -> bytes:
     """Wrap an IP packet in a link-layer header (``pad_to``: Ethernet minimum-size padding)."""
     version = ip_packet[0] >> 4
     ethertype = 0x0800 if version == 4 else 0x86DD
@@ -89,8 +113,9 @@ def link(linktype: int, ip_packet: bytes, vlans: tuple[int, ...] = (), big_endia
 class PcapWriter:
     """Classic pcap: either byte order, micro- or nanosecond timestamps."""
 
-    def __init__(self, linktype: int = LINK_ETHERNET, nanos: bool = False, big_endian: bool = False,
-                 snaplen: int = 262144) -> None:
+    def __init__(
+        self, linktype: int = LINK_ETHERNET, nanos: bool = False, big_endian: bool = False, snaplen: int = 262144
+    ) -> None:
         self.order = ">" if big_endian else "<"
         self.nanos = nanos
         self.snaplen = snaplen
@@ -120,8 +145,9 @@ class PcapngWriter:
     def _block(self, block_type: int, body: bytes) -> None:
         body += b"\x00" * (-len(body) % 4)
         length = 12 + len(body)
-        self.parts.append(struct.pack(self.order + "II", block_type, length) + body
-                          + struct.pack(self.order + "I", length))
+        self.parts.append(
+            struct.pack(self.order + "II", block_type, length) + body + struct.pack(self.order + "I", length)
+        )
 
     def _option(self, code: int, value: bytes) -> bytes:
         return struct.pack(self.order + "HH", code, len(value)) + value + b"\x00" * (-len(value) % 4)
@@ -129,11 +155,16 @@ class PcapngWriter:
     def section(self) -> None:
         """Start a new section (interfaces are numbered afresh)."""
         self.interfaces = []
-        self._block(0x0A0D0D0A, struct.pack(self.order + "IHHq", 0x1A2B3C4D, 1, 0, -1)
-                    + self._option(3, b"kproto tests") + self._option(0, b""))
+        self._block(
+            0x0A0D0D0A,
+            struct.pack(self.order + "IHHq", 0x1A2B3C4D, 1, 0, -1)
+            + self._option(3, b"kproto tests")
+            + self._option(0, b""),
+        )
 
-    def add_interface(self, linktype: int = LINK_ETHERNET, tsresol: int | None = None,
-                      tsoffset: int = 0, snaplen: int = 0) -> int:
+    def add_interface(
+        self, linktype: int = LINK_ETHERNET, tsresol: int | None = None, tsoffset: int = 0, snaplen: int = 0
+    ) -> int:
         """``tsresol``: the if_tsresol byte (6 = microseconds, 9 = nanoseconds, 0x80 | n = 2^-n)."""
         options = b""
         if tsresol is not None:
@@ -151,7 +182,7 @@ class PcapngWriter:
         ts_ns -= offset * 1_000_000_000
         if resolution & 0x80:
             return (ts_ns << (resolution & 0x7F)) // 1_000_000_000
-        return ts_ns * 10 ** resolution // 1_000_000_000
+        return ts_ns * 10**resolution // 1_000_000_000
 
     def add(self, interface: int, ts_ns: int, data: bytes, comment: bytes = b"") -> None:
         units = self.units(interface, ts_ns)
@@ -172,8 +203,9 @@ class PcapngWriter:
 
 
 # ---------------------------------------------------------------- Kafka over TCP
-def request_frame(api_key: int, version: int, correlation_id: int, body: bytes,
-                  client_id: bytes | None = b"kproto-test") -> bytes:
+def request_frame(
+    api_key: int, version: int, correlation_id: int, body: bytes, client_id: bytes | None = b"kproto-test"
+) -> bytes:
     """A size-prefixed request with header v1 (client id as int16-length string)."""
     header = struct.pack(">hhi", api_key, version, correlation_id)
     header += struct.pack(">h", -1) if client_id is None else struct.pack(">h", len(client_id)) + client_id
@@ -189,8 +221,8 @@ def response_frame(correlation_id: int, body: bytes) -> bytes:
 @dataclass
 class Packet:
     ts_ns: int
-    data: bytes          # the link-layer frame
-    sender: str = ""     # "client" or "server", for the tests' bookkeeping
+    data: bytes  # the link-layer frame
+    sender: str = ""  # "client" or "server", for the tests' bookkeeping
     seq: int = 0
     payload: bytes = b""
 
@@ -246,7 +278,7 @@ class Conversation:
         while pos < len(stream):
             size = max(1, sizes[index % len(sizes)])
             index += 1
-            chunk = stream[pos: pos + size]
+            chunk = stream[pos : pos + size]
             packets.append(self.packet(sender, ACK | PSH, chunk))
             pos += len(chunk)
             if sender == "client":
@@ -264,8 +296,13 @@ class Conversation:
         return packets
 
 
-def pcap_of(packets: list[Packet], linktype: int = LINK_ETHERNET, start_ns: int = 1_700_000_000_000_000_000,
-            step_ns: int = 1000, **options) -> bytes:
+def pcap_of(
+    packets: list[Packet],
+    linktype: int = LINK_ETHERNET,
+    start_ns: int = 1_700_000_000_000_000_000,
+    step_ns: int = 1000,
+    **options,
+) -> bytes:
     """A pcap with the packets in order, timestamps start + i * step (written into each Packet)."""
     writer = PcapWriter(linktype, **options)
     for index, packet in enumerate(packets):

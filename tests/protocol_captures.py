@@ -18,11 +18,17 @@ from __future__ import annotations
 import os
 import struct
 
-from kproto.messages import (ApiVersionsRequest, MetadataRequest, MetadataResponse, SaslAuthenticateRequest,
-                             SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse)
+from kproto.messages import (
+    ApiVersionsRequest,
+    MetadataRequest,
+    MetadataResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from tests.pcapwriter import Conversation, PcapWriter
-from tests.spark_captures import (START_NS, STEP_NS, broker_api_versions, produce, produce_ok, records, request,
-                                  response)
+from tests.spark_captures import START_NS, STEP_NS, broker_api_versions, produce, produce_ok, records, request, response
 
 SECRET = b"s3cr3t-pa55word"
 USER = b"alice"
@@ -50,12 +56,16 @@ class Interleaved:
 
 def kafka_exchanges(client_id: str = "app"):
     """(request frames, response frames) of a Kafka client: ApiVersions, Metadata, Produce."""
-    requests = [request(ApiVersionsRequest(), 0, 0, client_id),
-                request(MetadataRequest(topics=None), 1, 1, client_id),
-                request(produce("orders", 0, records(3)), 3, 2, client_id)]
-    responses = [response(broker_api_versions(), 0, 0),
-                 response(MetadataResponse(brokers=[], topics=[]), 1, 1),
-                 response(produce_ok("orders", 0), 3, 2)]
+    requests = [
+        request(ApiVersionsRequest(), 0, 0, client_id),
+        request(MetadataRequest(topics=None), 1, 1, client_id),
+        request(produce("orders", 0, records(3)), 3, 2, client_id),
+    ]
+    responses = [
+        response(broker_api_versions(), 0, 0),
+        response(MetadataResponse(brokers=[], topics=[]), 1, 1),
+        response(produce_ok("orders", 0), 3, 2),
+    ]
     return requests, responses
 
 
@@ -93,8 +103,9 @@ def tls_frames(records_each: int = 6, size: int = 16000):
     return client, server
 
 
-def _talk(timeline: Interleaved, conv: Conversation, client, server, handshake: bool = True, close: bool = True,
-          sizes=(1400,)) -> None:
+def _talk(
+    timeline: Interleaved, conv: Conversation, client, server, handshake: bool = True, close: bool = True, sizes=(1400,)
+) -> None:
     if handshake:
         timeline.add(conv.handshake())
     for i in range(max(len(client), len(server))):
@@ -129,13 +140,24 @@ def host_capture(with_others: bool = True, segment: int = 1400):
         timeline.add(kafka.handshake())
         _talk(timeline, zk, zk_client[:3], zk_server[:3], close=False, sizes=sizes)
         timeline.add(kafka.data("client", requests[0], sizes) + kafka.data("server", responses[0], sizes))
-        _talk(timeline, http, [b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n"],
-              [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"], sizes=sizes)
+        _talk(
+            timeline,
+            http,
+            [b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n"],
+            [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"],
+            sizes=sizes,
+        )
         _talk(timeline, tls, tls_client, tls_server, close=False, sizes=sizes)
         # mid-connection: the capture starts inside a record
         _talk(timeline, tls_late, [late_client[1][7000:]], [late_server[1][3000:]], handshake=False, sizes=sizes)
-        _talk(timeline, zk_late, [b"".join(zk_late_client)[5:]], [b"".join(zk_late_server)[9:]], handshake=False,
-              sizes=sizes)
+        _talk(
+            timeline,
+            zk_late,
+            [b"".join(zk_late_client)[5:]],
+            [b"".join(zk_late_server)[9:]],
+            handshake=False,
+            sizes=sizes,
+        )
         for request_frame, response_frame in zip(requests[1:], responses[1:]):
             timeline.add(kafka.data("client", request_frame, sizes) + kafka.data("server", response_frame, sizes))
         _talk(timeline, zk, zk_client[3:], zk_server[3:], handshake=False, sizes=sizes)
@@ -183,17 +205,25 @@ def sasl_capture(mechanism: str, handshake_version: int = 0, coalesce: bool = Fa
     sizes = (segment,)
     conv = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
     client_tokens, server_tokens = mechanism_tokens(mechanism)
-    requests = [request(ApiVersionsRequest(), 0, 0, "app"),
-                request(SaslHandshakeRequest(mechanism=mechanism), handshake_version, 1, "app")]
-    responses = [response(broker_api_versions(), 0, 0),
-                 response(SaslHandshakeResponse(error_code=0, mechanisms=[mechanism]), handshake_version, 1)]
+    requests = [
+        request(ApiVersionsRequest(), 0, 0, "app"),
+        request(SaslHandshakeRequest(mechanism=mechanism), handshake_version, 1, "app"),
+    ]
+    responses = [
+        response(broker_api_versions(), 0, 0),
+        response(SaslHandshakeResponse(error_code=0, mechanisms=[mechanism]), handshake_version, 1),
+    ]
     timeline.add(conv.handshake())
     for request_frame, response_frame in zip(requests, responses):
         timeline.add(conv.data("client", request_frame, sizes) + conv.data("server", response_frame, sizes))
-    after = [request(MetadataRequest(topics=None), 1, 10, "app"),
-             request(produce("orders", 0, records(3)), 3, 11, "app")]
-    after_responses = [response(MetadataResponse(brokers=[], topics=[]), 1, 10),
-                       response(produce_ok("orders", 0), 3, 11)]
+    after = [
+        request(MetadataRequest(topics=None), 1, 10, "app"),
+        request(produce("orders", 0, records(3)), 3, 11, "app"),
+    ]
+    after_responses = [
+        response(MetadataResponse(brokers=[], topics=[]), 1, 10),
+        response(produce_ok("orders", 0), 3, 11),
+    ]
     if handshake_version == 0:
         pending = b""
         for i in range(max(len(client_tokens), len(server_tokens))):
@@ -212,8 +242,13 @@ def sasl_capture(mechanism: str, handshake_version: int = 0, coalesce: bool = Fa
         for i in range(max(len(client_tokens), len(server_tokens))):
             if i < len(client_tokens):
                 frame = request(SaslAuthenticateRequest(auth_bytes=client_tokens[i]), 1, correlation, "app")
-                answer = response(SaslAuthenticateResponse(
-                    error_code=0, auth_bytes=server_tokens[i] if i < len(server_tokens) else b""), 1, correlation)
+                answer = response(
+                    SaslAuthenticateResponse(
+                        error_code=0, auth_bytes=server_tokens[i] if i < len(server_tokens) else b""
+                    ),
+                    1,
+                    correlation,
+                )
                 requests.append(frame)
                 responses.append(answer)
                 timeline.add(conv.data("client", frame, sizes) + conv.data("server", answer, sizes))

@@ -22,18 +22,27 @@ import uuid
 
 import kproto
 from kproto import versions as kv
-from kproto.messages import (ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, MetadataRequest,
-                             MetadataResponse, ProduceRequest, ProduceResponse)
+from kproto.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FetchRequest,
+    FetchResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 from kproto.records import RecordBatch
 from tests.pcapwriter import Conversation, PcapWriter
 
 START_NS = 1_700_000_000_000_000_000
-STEP_NS = 1_000_000        # 1 ms between packets
+STEP_NS = 1_000_000  # 1 ms between packets
 
 
 def records(count: int, compression: str = "none") -> bytes:
-    return RecordBatch.encode([(None, b"value-%d" % i, [], 1_700_000_000_000) for i in range(count)],
-                              base_offset=0, compression=compression)
+    return RecordBatch.encode(
+        [(None, b"value-%d" % i, [], 1_700_000_000_000) for i in range(count)], base_offset=0, compression=compression
+    )
 
 
 def _prefixed(payload: bytes) -> bytes:
@@ -41,8 +50,9 @@ def _prefixed(payload: bytes) -> bytes:
 
 
 def request(body, version: int, correlation_id: int, client_id: str) -> bytes:
-    return kproto.encode_request(body, version=version, correlation_id=correlation_id, client_id=client_id,
-                                 size_prefixed=True)
+    return kproto.encode_request(
+        body, version=version, correlation_id=correlation_id, client_id=client_id, size_prefixed=True
+    )
 
 
 def response(body, version: int, correlation_id: int) -> bytes:
@@ -50,20 +60,37 @@ def response(body, version: int, correlation_id: int) -> bytes:
 
 
 def produce(topic: str, partition: int, data: bytes, acks: int = -1):
-    return ProduceRequest(acks=acks, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
-        name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=data)])])
+    return ProduceRequest(
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=data)]
+            )
+        ],
+    )
 
 
 def produce_ok(topic: str, partition: int):
-    return ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(
-        name=topic, partition_responses=[ProduceResponse.PartitionProduceResponse(index=partition, error_code=0)])])
+    return ProduceResponse(
+        responses=[
+            ProduceResponse.TopicProduceResponse(
+                name=topic,
+                partition_responses=[ProduceResponse.PartitionProduceResponse(index=partition, error_code=0)],
+            )
+        ]
+    )
 
 
 def broker_api_versions(error_code: int = 0):
     ranges = kv.release_table("3.9") if error_code == 0 else {}
-    return ApiVersionsResponse(error_code=error_code, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-        for k, (lo, hi) in sorted(ranges.items())])
+    return ApiVersionsResponse(
+        error_code=error_code,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(ranges.items())
+        ],
+    )
 
 
 class Timeline:
@@ -90,12 +117,23 @@ def small_capture() -> bytes:
     t = Timeline()
     t.add(shop.handshake())
     t.add(old.handshake())
-    t.add(shop.data("client", request(ApiVersionsRequest(client_software_name="shop-app",
-                                                         client_software_version="2.0"), 3, 1, "shop"), [1000]))
+    t.add(
+        shop.data(
+            "client",
+            request(ApiVersionsRequest(client_software_name="shop-app", client_software_version="2.0"), 3, 1, "shop"),
+            [1000],
+        )
+    )
     t.add(shop.data("server", response(broker_api_versions(), 3, 1), [1000]))
-    bad = kv.encode_api_versions_request(correlation_id=1, version=3, client_id="old",
-                                         client_software_name="bad name", client_software_version="1.0",
-                                         allow_invalid=True, size_prefixed=True)
+    bad = kv.encode_api_versions_request(
+        correlation_id=1,
+        version=3,
+        client_id="old",
+        client_software_name="bad name",
+        client_software_version="1.0",
+        allow_invalid=True,
+        size_prefixed=True,
+    )
     t.add(old.data("client", bad, [1000]))
     t.add(old.data("server", response(ApiVersionsResponse(error_code=42), 3, 1), [1000]))
     t.add(shop.data("client", request(produce("orders", 0, records(3)), 9, 2, "shop"), [100]))
@@ -112,9 +150,15 @@ def small_capture() -> bytes:
 
 def big_capture(connections: int = 6, exchanges: int = 40) -> bytes:
     """Interleaved connections, each ``exchanges`` Produce v9 requests with their responses."""
-    conversations = [Conversation(client=("10.1.0.%d" % (i + 1), 41000 + i), server=("10.1.0.200", 9092),
-                                  client_isn=1000 * (i + 1), server_isn=500000 + 1000 * i)
-                     for i in range(connections)]
+    conversations = [
+        Conversation(
+            client=("10.1.0.%d" % (i + 1), 41000 + i),
+            server=("10.1.0.200", 9092),
+            client_isn=1000 * (i + 1),
+            server_isn=500000 + 1000 * i,
+        )
+        for i in range(connections)
+    ]
     t = Timeline()
     for c in conversations:
         t.add(c.handshake())
@@ -129,25 +173,41 @@ def big_capture(connections: int = 6, exchanges: int = 40) -> bytes:
 
 
 # ---------------------------------------------------------------- topic IDs (KIP-516)
-ORDERS_ID = "0f0e0d0c-0b0a-4908-8706-050403020100"     # named by a Metadata response in the other file
-PAYMENTS_ID = "11111111-2222-4333-8444-555555555555"   # named by a Metadata response on another connection
-GHOST_ID = "99999999-8888-4777-8666-555555555555"      # named by no response at all
+ORDERS_ID = "0f0e0d0c-0b0a-4908-8706-050403020100"  # named by a Metadata response in the other file
+PAYMENTS_ID = "11111111-2222-4333-8444-555555555555"  # named by a Metadata response on another connection
+GHOST_ID = "99999999-8888-4777-8666-555555555555"  # named by no response at all
 
 
 def fetch_by_id(topic_id: str, partition: int):
-    return FetchRequest(max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, topics=[FetchRequest.FetchTopic(
-        topic_id=uuid.UUID(topic_id), partitions=[FetchRequest.FetchPartition(partition=partition)])])
+    return FetchRequest(
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic_id=uuid.UUID(topic_id), partitions=[FetchRequest.FetchPartition(partition=partition)]
+            )
+        ],
+    )
 
 
 def fetched_by_id(topic_id: str, partition: int, data: bytes):
-    return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
-        topic_id=uuid.UUID(topic_id),
-        partitions=[FetchResponse.PartitionData(partition_index=partition, records=data)])])
+    return FetchResponse(
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic_id=uuid.UUID(topic_id),
+                partitions=[FetchResponse.PartitionData(partition_index=partition, records=data)],
+            )
+        ]
+    )
 
 
 def metadata_naming(*topics: tuple[str, str]):
-    return MetadataResponse(topics=[MetadataResponse.MetadataResponseTopic(name=name, topic_id=uuid.UUID(topic_id))
-                                    for name, topic_id in topics])
+    return MetadataResponse(
+        topics=[
+            MetadataResponse.MetadataResponseTopic(name=name, topic_id=uuid.UUID(topic_id)) for name, topic_id in topics
+        ]
+    )
 
 
 def topic_id_captures() -> tuple[bytes, bytes]:
@@ -166,11 +226,18 @@ def topic_id_captures() -> tuple[bytes, bytes]:
     t.add(fraud.handshake())
     t.add(admin.handshake())
     for correlation_id, (topic_id, partition, count) in enumerate(
-            [(ORDERS_ID, 0, 4), (PAYMENTS_ID, 1, 2), (GHOST_ID, 2, 1)], start=1):
-        t.add(fraud.data("client", request(fetch_by_id(topic_id, partition), 16, correlation_id, "fraud-detector"),
-                         [1000]))
-        t.add(fraud.data("server", response(fetched_by_id(topic_id, partition, records(count)), 16, correlation_id),
-                         [1000]))
+        [(ORDERS_ID, 0, 4), (PAYMENTS_ID, 1, 2), (GHOST_ID, 2, 1)], start=1
+    ):
+        t.add(
+            fraud.data(
+                "client", request(fetch_by_id(topic_id, partition), 16, correlation_id, "fraud-detector"), [1000]
+            )
+        )
+        t.add(
+            fraud.data(
+                "server", response(fetched_by_id(topic_id, partition, records(count)), 16, correlation_id), [1000]
+            )
+        )
     t.add(admin.data("client", request(MetadataRequest(topics=None), 12, 1, "admin"), [1000]))
     t.add(admin.data("server", response(metadata_naming(("payments", PAYMENTS_ID)), 12, 1), [1000]))
     t.add(fraud.close())

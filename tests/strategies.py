@@ -5,8 +5,21 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from kproto.schema import (
-    ARRAY, BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, RECORDS, STRING, STRUCT, UINT16,
-    UINT32, UUID, StructPlan,
+    ARRAY,
+    BOOL,
+    BYTES,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    STRUCT,
+    UINT16,
+    UINT32,
+    UUID,
+    StructPlan,
 )
 
 _INTS = {INT8: 8, INT16: 16, INT32: 32, INT64: 64}
@@ -42,8 +55,7 @@ def unknown_tag_strategy(plan: StructPlan):
 
 
 def struct_strategy(plan: StructPlan, unknown_tags: bool = False, depth: int = 0):
-    fields = {op.name: _value(op, op.kind, op.nullable, unknown_tags, depth)
-              for op in plan.fields + plan.tagged}
+    fields = {op.name: _value(op, op.kind, op.nullable, unknown_tags, depth) for op in plan.fields + plan.tagged}
     if unknown_tags and plan.flexible:
         fields["_unknown_tags"] = unknown_tag_strategy(plan)
     return st.builds(plan.cls, **fields)

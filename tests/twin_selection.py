@@ -121,8 +121,9 @@ def is_twin_module(source: str) -> bool:
     """True when a test module with this source runs in the pure-Python pass too: it imports an
     implementation-dependent module (anywhere, a test's own import too) and, at module level
     (what the module is about), no application module."""
-    return (any(implementation_dependent(name) for name in module_imports(source, anywhere=True))
-            and not any(application(name) for name in module_imports(source)))
+    return any(implementation_dependent(name) for name in module_imports(source, anywhere=True)) and not any(
+        application(name) for name in module_imports(source)
+    )
 
 
 def implementations() -> tuple[str, ...]:

@@ -27,21 +27,27 @@ from tests import spark_captures as sc  # noqa: E402
 
 TABLES = ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")
 PIECES = (2, 5, 50)
-HEADER = ("| capture | files | read as | tables as unsplit | connections | exchanges paired | unpaired | "
-          "tail + skipped bytes |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+HEADER = (
+    "| capture | files | read as | tables as unsplit | connections | exchanges paired | unpaired | "
+    "tail + skipped bytes |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+)
 
 
 def captures() -> dict[str, bytes]:
-    return {"sample.pcap": (ROOT / "samples" / "sample.pcap").read_bytes(),
-            "spanning frames": sc.big_capture(connections=3, exchanges=10)}
+    return {
+        "sample.pcap": (ROOT / "samples" / "sample.pcap").read_bytes(),
+        "spanning frames": sc.big_capture(connections=3, exchanges=10),
+    }
 
 
 def _row(name: str, files: int, read_as: str, tables: dict, unsplit: dict) -> str:
     equal = sum(cp.table_rows(tables[t]) == cp.table_rows(unsplit[t]) for t in TABLES)
     total = tables["summary"].to_pylist()[-1]
-    return (f"| {name} | {files} | {read_as} | {equal} of {len(TABLES)} | {total['connections']} | "
-            f"{total['exchanges_paired']} | {total['unpaired_requests'] + total['unpaired_responses']} | "
-            f"{total['tail_bytes'] + total['skipped_bytes']} |")
+    return (
+        f"| {name} | {files} | {read_as} | {equal} of {len(TABLES)} | {total['connections']} | "
+        f"{total['exchanges_paired']} | {total['unpaired_requests'] + total['unpaired_responses']} | "
+        f"{total['tail_bytes'] + total['skipped_bytes']} |"
+    )
 
 
 def figure() -> str:
@@ -54,8 +60,9 @@ def figure() -> str:
             unsplit = cp.analysed(P.plan_file(str(whole), 0))
             rows.append(_row(name, 1, "one file", unsplit, unsplit))
             for pieces in PIECES:
-                paths = cp.write_pieces(directory / str(pieces), cp.dumpcap_names("capture", pieces),
-                                        cp.cut_pcap(data, pieces))
+                paths = cp.write_pieces(
+                    directory / str(pieces), cp.dumpcap_names("capture", pieces), cp.cut_pcap(data, pieces)
+                )
                 heads = [P.file_head(str(p), p.stat().st_size) for p in paths]
                 (found,) = CS.detect_sets(heads)
                 as_set = P.plan_set(found.name, [(h.path, h.size) for h in found.files], "pcap")

@@ -57,9 +57,18 @@ kproto\._c\._batch\.CBuffer\.__buffer__
 def run_stubtest() -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as allowlist:
         allowlist.write(ALLOWLIST)
-    command = [sys.executable, "-m", "mypy.stubtest", "--mypy-config-file", str(ROOT / "pyproject.toml"),
-               "--ignore-disjoint-bases", "--ignore-unused-allowlist", "--allowlist", allowlist.name,
-               *(f"kproto._c._{name}" for name in MODULES)]
+    command = [
+        sys.executable,
+        "-m",
+        "mypy.stubtest",
+        "--mypy-config-file",
+        str(ROOT / "pyproject.toml"),
+        "--ignore-disjoint-bases",
+        "--ignore-unused-allowlist",
+        "--allowlist",
+        allowlist.name,
+        *(f"kproto._c._{name}" for name in MODULES),
+    ]
     try:
         return subprocess.call(command, cwd=ROOT)
     finally:
@@ -74,9 +83,9 @@ def _parameters(function: Any, method: bool) -> list[tuple[str, Any, Any]] | Non
         return None
     parameters = list(signature.parameters.values())
     if method and not isinstance(function, staticmethod):
-        parameters = parameters[1:]   # self, whatever its name (a shared helper may call it "header")
+        parameters = parameters[1:]  # self, whatever its name (a shared helper may call it "header")
     if [p.kind for p in parameters] == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]:
-        return None   # a Cython special method: its real signature is not exposed
+        return None  # a Cython special method: its real signature is not exposed
     return [(p.name, p.kind, p.default) for p in parameters]
 
 
@@ -118,8 +127,11 @@ def compare_twins() -> int:
     return 1 if problems else 0
 
 
-_KINDS = {"posonlyargs": inspect.Parameter.POSITIONAL_ONLY, "args": inspect.Parameter.POSITIONAL_OR_KEYWORD,
-          "kwonlyargs": inspect.Parameter.KEYWORD_ONLY}
+_KINDS = {
+    "posonlyargs": inspect.Parameter.POSITIONAL_ONLY,
+    "args": inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    "kwonlyargs": inspect.Parameter.KEYWORD_ONLY,
+}
 
 
 def _stub_constructor(function: ast.FunctionDef) -> list[tuple[str, Any, bool]]:
@@ -127,8 +139,9 @@ def _stub_constructor(function: ast.FunctionDef) -> list[tuple[str, Any, bool]]:
     args = function.args
     positional = [*args.posonlyargs, *args.args]
     defaults = [False] * (len(positional) - len(args.defaults)) + [True] * len(args.defaults)
-    out = [(a.arg, _KINDS["posonlyargs" if a in args.posonlyargs else "args"], d)
-           for a, d in zip(positional, defaults)][1:]
+    out = [
+        (a.arg, _KINDS["posonlyargs" if a in args.posonlyargs else "args"], d) for a, d in zip(positional, defaults)
+    ][1:]
     if args.vararg:
         out.append((args.vararg.arg, inspect.Parameter.VAR_POSITIONAL, False))
     out += [(a.arg, _KINDS["kwonlyargs"], d is not None) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
@@ -150,11 +163,10 @@ def compare_constructors() -> int:
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name in ("__init__", "__new__"):
                     init = inspect.signature(getattr(twin, node.name).__init__)
-                    expected = [(p.name, p.kind, p.default is not p.empty)
-                                for p in list(init.parameters.values())[1:]]
+                    expected = [(p.name, p.kind, p.default is not p.empty) for p in list(init.parameters.values())[1:]]
                     stub = _stub_constructor(item)
-                    extra = expected[len(stub):]
-                    if expected[:len(stub)] != stub or not all(has_default for _, _, has_default in extra):
+                    extra = expected[len(stub) :]
+                    if expected[: len(stub)] != stub or not all(has_default for _, _, has_default in extra):
                         problems.append(f"{name}.{node.name}.{item.name}: stub and twin {init} differ")
     for problem in problems:
         print(f"error: {problem}")

@@ -47,8 +47,13 @@ TARGETS = {
 # What Apple clang and GCC 14 already treat as errors (a missing declaration such as
 # mremap's on macOS would otherwise only warn here, and fail later at load time).
 # A discarded const stays a warning, as there.
-STRICT = ["-Werror=implicit-function-declaration", "-Werror=implicit-int", "-Werror=int-conversion",
-          "-Werror=incompatible-pointer-types", "-Wno-error=incompatible-pointer-types-discards-qualifiers"]
+STRICT = [
+    "-Werror=implicit-function-declaration",
+    "-Werror=implicit-int",
+    "-Werror=int-conversion",
+    "-Werror=incompatible-pointer-types",
+    "-Wno-error=incompatible-pointer-types-discards-qualifiers",
+]
 
 
 class Skip(Exception):
@@ -92,6 +97,7 @@ def zig_command() -> list[str]:
 
 def numpy_version() -> str:
     import numpy
+
     return numpy.__version__
 
 
@@ -110,14 +116,33 @@ def numpy_headers(target: str) -> Path:
     found = sorted(wheels.glob(pattern))
     if not found:
         run = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--no-deps",
-             "--only-binary=:all:", "--platform", platform_tag, "--python-version", py,
-             "--implementation", "cp", "-d", str(wheels), f"numpy=={version}"],
-            capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--disable-pip-version-check",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--platform",
+                platform_tag,
+                "--python-version",
+                py,
+                "--implementation",
+                "cp",
+                "-d",
+                str(wheels),
+                f"numpy=={version}",
+            ],
+            capture_output=True,
+            text=True,
+        )
         found = sorted(wheels.glob(pattern))
         if run.returncode != 0 or not found:
-            raise Skip(f"cannot download numpy {version} for {platform_tag} (PyPI unreachable?): "
-                       f"{run.stderr.strip()[-300:]}")
+            raise Skip(
+                f"cannot download numpy {version} for {platform_tag} (PyPI unreachable?): {run.stderr.strip()[-300:]}"
+            )
     tmp = dest.with_suffix(".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     with zipfile.ZipFile(found[-1]) as zf:
@@ -152,6 +177,7 @@ def generated_sources() -> dict[str, Path]:
     os.chdir(ROOT)
     try:
         import setup as project_setup  # the repository's setup.py (setup() runs only as __main__)
+
         c_dir = os.path.join(project_setup.BUILD_BASE, "cython-cross")
         extensions = project_setup.cythonize_extensions(project_setup.extensions(), c_dir)
     finally:
@@ -160,8 +186,9 @@ def generated_sources() -> dict[str, Path]:
     return {ext.name: ROOT / ext.sources[0] for ext in extensions}
 
 
-def compile_one(zig: list[str], target: str, module: str, source: Path, include: list[Path],
-                optimize: bool, out_dir: Path) -> Result:
+def compile_one(
+    zig: list[str], target: str, module: str, source: Path, include: list[Path], optimize: bool, out_dir: Path
+) -> Result:
     sys.path.insert(0, str(ROOT))
     try:
         import setup as project_setup
@@ -174,8 +201,19 @@ def compile_one(zig: list[str], target: str, module: str, source: Path, include:
     else:
         flags = ["-O0"]
     macros = [f"-D{name}={value}" for name, value in project_setup.define_macros(module, portable=False)]
-    cmd = zig + ["cc", "-target", target, "-c", str(source), "-o", str(out_dir / f"{target}-{module}.o"),
-                 "-fno-caret-diagnostics", *flags, *STRICT, *macros]
+    cmd = zig + [
+        "cc",
+        "-target",
+        target,
+        "-c",
+        str(source),
+        "-o",
+        str(out_dir / f"{target}-{module}.o"),
+        "-fno-caret-diagnostics",
+        *flags,
+        *STRICT,
+        *macros,
+    ]
     for path in include:
         cmd += ["-I", str(path)]
     # A cache of its own per run: on a hit of zig's global cache the compiler does not
@@ -183,12 +221,18 @@ def compile_one(zig: list[str], target: str, module: str, source: Path, include:
     cache = str(out_dir / "zig-cache")
     env = dict(os.environ, ZIG_GLOBAL_CACHE_DIR=cache, ZIG_LOCAL_CACHE_DIR=cache)
     started = time.monotonic()
-    run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env,
-                         preexec_fn=lambda: os.nice(19) if hasattr(os, "nice") else None)
+    run = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        preexec_fn=lambda: os.nice(19) if hasattr(os, "nice") else None,
+    )
     output = run.stdout + run.stderr
     errors = len(re.findall(r": (?:fatal )?error: ", output))
     if run.returncode != 0 and errors == 0:
-        errors = 1   # a failure without a diagnostic (the driver's own error) still counts
+        errors = 1  # a failure without a diagnostic (the driver's own error) still counts
     warnings = len(re.findall(r": warning: ", output))
     return Result(target, module, errors, warnings, time.monotonic() - started, output)
 
@@ -197,8 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", action="append", choices=sorted(TARGETS), help="default: all three")
     parser.add_argument("--module", action="append", help="e.g. kproto._c._batch (default: every module)")
-    parser.add_argument("--optimize", action="store_true",
-                        help="compile with the real build's optimisation flags (slower) instead of -O0")
+    parser.add_argument(
+        "--optimize",
+        action="store_true",
+        help="compile with the real build's optimisation flags (slower) instead of -O0",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--require", action="store_true", help="exit status 2 instead of 0 when skipped")
     parser.add_argument("--verbose", action="store_true", help="print every diagnostic")
@@ -216,12 +263,19 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in modules if m not in sources]
     if unknown:
         parser.error(f"unknown modules {unknown}; have {sorted(sources)}")
-    print(f"cross-compile check: zig {version}, Python {sys.version_info.major}.{sys.version_info.minor} headers, "
-          f"numpy {numpy_version()} headers of each target, {'optimised' if args.optimize else '-O0'}")
-    with tempfile.TemporaryDirectory(prefix="kproto-cross-") as out, \
-            concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        jobs = [pool.submit(compile_one, zig, t, m, sources[m], includes[t], args.optimize, Path(out))
-                for t in targets for m in modules]
+    print(
+        f"cross-compile check: zig {version}, Python {sys.version_info.major}.{sys.version_info.minor} headers, "
+        f"numpy {numpy_version()} headers of each target, {'optimised' if args.optimize else '-O0'}"
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="kproto-cross-") as out,
+        concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool,
+    ):
+        jobs = [
+            pool.submit(compile_one, zig, t, m, sources[m], includes[t], args.optimize, Path(out))
+            for t in targets
+            for m in modules
+        ]
         results = [job.result() for job in jobs]
     width = max(len(m) for m in modules)
     print(f"{'target':<20} {'module':<{width}} {'errors':>6} {'warnings':>8} {'seconds':>7}")
@@ -233,8 +287,10 @@ def main(argv: list[str] | None = None) -> int:
             lines = [line for line in r.output.splitlines() if ": error: " in line or args.verbose]
             print(f"\n--- {r.target} {r.module}:\n" + "\n".join(lines[:40]))
     total = sum(r.errors for r in results)
-    print(f"\ncross-compile check: {len(results)} compilations, {total} errors, "
-          f"{sum(r.warnings for r in results)} warnings: {'FAILED' if failed else 'passed'}")
+    print(
+        f"\ncross-compile check: {len(results)} compilations, {total} errors, "
+        f"{sum(r.warnings for r in results)} warnings: {'FAILED' if failed else 'passed'}"
+    )
     return 1 if failed else 0
 
 

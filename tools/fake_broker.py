@@ -46,7 +46,7 @@ class Connection:
 
     conn_id: int
     client: tuple[str, int]
-    server: tuple[str, int]       # the broker's logical address (what the pcap shows)
+    server: tuple[str, int]  # the broker's logical address (what the pcap shows)
     opened_ns: int
     closed_ns: int | None = None
 
@@ -79,13 +79,18 @@ class TrafficLog:
         import sys
 
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-        from tests.pcapwriter import PcapWriter, Conversation
+        from tests.pcapwriter import Conversation, PcapWriter
 
         with self.lock:
-            conversations = {c.conn_id: Conversation(client=c.client, server=c.server,
-                                                     client_isn=1000 + 7919 * c.conn_id,
-                                                     server_isn=500000 + 104729 * c.conn_id)
-                             for c in self.connections}
+            conversations = {
+                c.conn_id: Conversation(
+                    client=c.client,
+                    server=c.server,
+                    client_isn=1000 + 7919 * c.conn_id,
+                    server_isn=500000 + 104729 * c.conn_id,
+                )
+                for c in self.connections
+            }
             timeline: list[tuple[int, int, list]] = []
             for c in self.connections:
                 timeline.append((c.opened_ns, 0, conversations[c.conn_id].handshake()))
@@ -119,8 +124,9 @@ class FakeBroker:
     ApiVersions range it speaks). ``logical_port``: the port the recording shows.
     """
 
-    def __init__(self, log: TrafficLog, *, release: str = "3.9", logical_port: int = 9092,
-                 node_id: int = 0, partitions: int = 1) -> None:
+    def __init__(
+        self, log: TrafficLog, *, release: str = "3.9", logical_port: int = 9092, node_id: int = 0, partitions: int = 1
+    ) -> None:
         self.log = log
         self.release = release
         self.table = kv.release_table(release)
@@ -128,7 +134,7 @@ class FakeBroker:
         self.logical_port = logical_port
         self.node_id = node_id
         self.partitions = partitions
-        self.topics: dict[str, list[list[bytes]]] = {}     # topic -> partition -> record batches
+        self.topics: dict[str, list[list[bytes]]] = {}  # topic -> partition -> record batches
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.lock = threading.Lock()
         self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -140,8 +146,14 @@ class FakeBroker:
         self._threads: list[threading.Thread] = []
         self._stopping = False
         self._handlers: dict[int, Callable] = {
-            0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
-            10: self._find_coordinator, 11: self._join_group, 14: self._sync_group, 18: self._api_versions,
+            0: self._produce,
+            1: self._fetch,
+            2: self._list_offsets,
+            3: self._metadata,
+            10: self._find_coordinator,
+            11: self._join_group,
+            14: self._sync_group,
+            18: self._api_versions,
             22: self._init_producer_id,
         }
 
@@ -183,7 +195,7 @@ class FakeBroker:
                         return
                     self.log.record(conn, "client", prefix + payload)
                     answer = self.answer(payload)
-                    if answer is None:       # Produce with acks=0: no response, by design
+                    if answer is None:  # Produce with acks=0: no response, by design
                         continue
                     frame = struct.pack(">i", len(answer)) + answer
                     self.log.record(conn, "server", frame)
@@ -210,8 +222,10 @@ class FakeBroker:
         response = _response_class(18)
         if version > self.api_versions_max:
             # What a KIP-511 broker answers to a newer ApiVersions: v0 body, its own range.
-            body = response(error_code=UNSUPPORTED_VERSION, api_keys=[
-                response.ApiVersion(api_key=18, min_version=0, max_version=self.api_versions_max)])
+            body = response(
+                error_code=UNSUPPORTED_VERSION,
+                api_keys=[response.ApiVersion(api_key=18, min_version=0, max_version=self.api_versions_max)],
+            )
             return kproto.encode_response(body, version=0, correlation_id=correlation_id)
         try:
             _request, problems = kv.decode_api_versions_request(payload)
@@ -220,9 +234,13 @@ class FakeBroker:
         if problems:
             body = response(error_code=INVALID_REQUEST)
         else:
-            body = response(error_code=NONE, api_keys=[
-                response.ApiVersion(api_key=key, min_version=lo, max_version=hi)
-                for key, (lo, hi) in sorted(self.table.items())])
+            body = response(
+                error_code=NONE,
+                api_keys=[
+                    response.ApiVersion(api_key=key, min_version=lo, max_version=hi)
+                    for key, (lo, hi) in sorted(self.table.items())
+                ],
+            )
         return kproto.encode_response(body, version=version, correlation_id=correlation_id)
 
     def _topic(self, name: str) -> list[list[bytes]]:
@@ -241,16 +259,32 @@ class FakeBroker:
             if name is None:
                 continue
             partitions = self._topic(name)
-            topics.append(response.MetadataResponseTopic(
-                error_code=NONE, name=name, is_internal=False,
-                topic_id=self.topic_ids[name] if request.api_version >= 10 else schema.ZERO_UUID,
-                partitions=[response.MetadataResponsePartition(
-                    error_code=NONE, partition_index=i, leader_id=self.node_id, leader_epoch=0,
-                    replica_nodes=[self.node_id], isr_nodes=[self.node_id], offline_replicas=[])
-                    for i in range(len(partitions))]))
+            topics.append(
+                response.MetadataResponseTopic(
+                    error_code=NONE,
+                    name=name,
+                    is_internal=False,
+                    topic_id=self.topic_ids[name] if request.api_version >= 10 else schema.ZERO_UUID,
+                    partitions=[
+                        response.MetadataResponsePartition(
+                            error_code=NONE,
+                            partition_index=i,
+                            leader_id=self.node_id,
+                            leader_epoch=0,
+                            replica_nodes=[self.node_id],
+                            isr_nodes=[self.node_id],
+                            offline_replicas=[],
+                        )
+                        for i in range(len(partitions))
+                    ],
+                )
+            )
         return response(
             brokers=[response.MetadataResponseBroker(node_id=self.node_id, host="127.0.0.1", port=self.port)],
-            cluster_id="kproto-sample-cluster", controller_id=self.node_id, topics=topics)
+            cluster_id="kproto-sample-cluster",
+            controller_id=self.node_id,
+            topics=topics,
+        )
 
     def _produce(self, request):
         response = _response_class(0)
@@ -260,16 +294,16 @@ class FakeBroker:
             parts = []
             for data in topic.partition_data:
                 if data.index >= len(partitions):
-                    parts.append(response.PartitionProduceResponse(
-                        index=data.index, error_code=UNKNOWN_TOPIC_OR_PARTITION))
+                    parts.append(
+                        response.PartitionProduceResponse(index=data.index, error_code=UNKNOWN_TOPIC_OR_PARTITION)
+                    )
                     continue
                 with self.lock:
                     log = partitions[data.index]
                     base = sum(_record_count(b) for b in log)
                     if data.records is not None:
                         log.append(bytes(data.records))
-                parts.append(response.PartitionProduceResponse(
-                    index=data.index, error_code=NONE, base_offset=base))
+                parts.append(response.PartitionProduceResponse(index=data.index, error_code=NONE, base_offset=base))
             results.append(response.TopicProduceResponse(name=topic.name, partition_responses=parts))
         if request.body.acks == 0:
             return None
@@ -280,23 +314,31 @@ class FakeBroker:
         topics = []
         for topic in request.body.topics:
             name = topic.topic
-            if request.api_version >= 13:   # Fetch v13+ names topics by id
+            if request.api_version >= 13:  # Fetch v13+ names topics by id
                 name = next((n for n, i in self.topic_ids.items() if i == topic.topic_id), "")
             partitions = self._topic(name) if name else []
             parts = []
             for wanted in topic.partitions:
                 if wanted.partition >= len(partitions):
-                    parts.append(response.PartitionData(
-                        partition_index=wanted.partition, error_code=UNKNOWN_TOPIC_OR_PARTITION))
+                    parts.append(
+                        response.PartitionData(partition_index=wanted.partition, error_code=UNKNOWN_TOPIC_OR_PARTITION)
+                    )
                     continue
                 records, high = _records_from(partitions[wanted.partition], wanted.fetch_offset)
                 # An empty record set, not a null one: librdkafka refuses a size of -1.
-                parts.append(response.PartitionData(
-                    partition_index=wanted.partition, error_code=NONE, high_watermark=high,
-                    last_stable_offset=high, log_start_offset=0, records=records or b""))
+                parts.append(
+                    response.PartitionData(
+                        partition_index=wanted.partition,
+                        error_code=NONE,
+                        high_watermark=high,
+                        last_stable_offset=high,
+                        log_start_offset=0,
+                        records=records or b"",
+                    )
+                )
             topics.append(response.FetchableTopicResponse(topic=name, topic_id=topic.topic_id, partitions=parts))
         if not any(p.records for t in topics for p in t.partitions):
-            time.sleep(min(request.body.max_wait_ms, 100) / 1000)   # long-poll, briefly
+            time.sleep(min(request.body.max_wait_ms, 100) / 1000)  # long-poll, briefly
         return response(responses=topics)
 
     def _list_offsets(self, request):
@@ -306,15 +348,21 @@ class FakeBroker:
             partitions = self._topic(topic.name)
             parts = []
             for wanted in topic.partitions:
-                end = sum(_record_count(b) for b in partitions[wanted.partition_index]) \
-                    if wanted.partition_index < len(partitions) else 0
+                end = (
+                    sum(_record_count(b) for b in partitions[wanted.partition_index])
+                    if wanted.partition_index < len(partitions)
+                    else 0
+                )
                 offset = 0 if wanted.timestamp == -2 else end
                 if request.api_version == 0:
                     answer = dict(old_style_offsets=[offset])
                 else:
                     answer = dict(timestamp=-1, offset=offset)
-                parts.append(response.ListOffsetsPartitionResponse(
-                    partition_index=wanted.partition_index, error_code=NONE, **answer))
+                parts.append(
+                    response.ListOffsetsPartitionResponse(
+                        partition_index=wanted.partition_index, error_code=NONE, **answer
+                    )
+                )
             topics.append(response.ListOffsetsTopicResponse(name=topic.name, partitions=parts))
         return response(topics=topics)
 
@@ -322,9 +370,12 @@ class FakeBroker:
         response = _response_class(10)
         if request.api_version < 4:
             return response(error_code=NONE, node_id=self.node_id, host="127.0.0.1", port=self.port)
-        return response(coordinators=[
-            response.Coordinator(key=key, node_id=self.node_id, host="127.0.0.1", port=self.port, error_code=NONE)
-            for key in request.body.coordinator_keys])
+        return response(
+            coordinators=[
+                response.Coordinator(key=key, node_id=self.node_id, host="127.0.0.1", port=self.port, error_code=NONE)
+                for key in request.body.coordinator_keys
+            ]
+        )
 
     def _join_group(self, request):
         """Every joiner is the only member and the leader of a new generation, with its first protocol."""
@@ -332,17 +383,25 @@ class FakeBroker:
         body = request.body
         member_id = body.member_id or f"{request.header.client_id or 'member'}-{uuid.uuid4()}"
         protocol = body.protocols[0] if body.protocols else None
-        return response(error_code=NONE, generation_id=1, protocol_type=body.protocol_type,
-                        protocol_name=protocol.name if protocol else None, leader=member_id, member_id=member_id,
-                        members=[response.JoinGroupResponseMember(member_id=member_id,
-                                                                  metadata=protocol.metadata if protocol else b"")])
+        return response(
+            error_code=NONE,
+            generation_id=1,
+            protocol_type=body.protocol_type,
+            protocol_name=protocol.name if protocol else None,
+            leader=member_id,
+            member_id=member_id,
+            members=[
+                response.JoinGroupResponseMember(member_id=member_id, metadata=protocol.metadata if protocol else b"")
+            ],
+        )
 
     def _sync_group(self, request):
         """The leader's assignment for itself, handed back."""
         body = request.body
         mine = next((a.assignment for a in body.assignments if a.member_id == body.member_id), b"")
-        return _response_class(14)(error_code=NONE, protocol_type=body.protocol_type,
-                                   protocol_name=body.protocol_name, assignment=mine)
+        return _response_class(14)(
+            error_code=NONE, protocol_type=body.protocol_type, protocol_name=body.protocol_name, assignment=mine
+        )
 
     def _init_producer_id(self, request):
         return _response_class(22)(error_code=NONE, producer_id=4242, producer_epoch=0)

@@ -22,7 +22,7 @@ import sys
 import time
 
 STEP_SECONDS = 3.0
-GROUP_SECONDS = 7.0    # past the default 3 s heartbeat interval, so every group run heartbeats
+GROUP_SECONDS = 7.0  # past the default 3 s heartbeat interval, so every group run heartbeats
 PINNED = (0, 10, 1)
 
 
@@ -44,9 +44,14 @@ def kafka_python(bootstrap: str, prefix: str, topic: str, count: int, pinned: bo
         producer.close(STEP_SECONDS)
 
     def consume() -> None:
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=prefix + "-consumer",
-                                 auto_offset_reset="earliest", enable_auto_commit=False,
-                                 fetch_max_wait_ms=50, **pin)
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            client_id=prefix + "-consumer",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=50,
+            **pin,
+        )
         consumer.assign([TopicPartition(topic, 0)])
         deadline, seen = time.monotonic() + STEP_SECONDS, 0
         while seen < count and time.monotonic() < deadline:
@@ -54,16 +59,27 @@ def kafka_python(bootstrap: str, prefix: str, topic: str, count: int, pinned: bo
         consumer.close()
 
     def group() -> None:
-        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, client_id=prefix + "-group",
-                                 group_id=prefix + "-readers", auto_offset_reset="earliest",
-                                 fetch_max_wait_ms=50, session_timeout_ms=10000, **pin)
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            client_id=prefix + "-group",
+            group_id=prefix + "-readers",
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
+            session_timeout_ms=10000,
+            **pin,
+        )
         deadline = time.monotonic() + GROUP_SECONDS
         while time.monotonic() < deadline:
             consumer.poll(200)
         consumer.close(autocommit=False)
 
-    return [("producer", lambda: produce(client_id=prefix + "-producer")), ("consumer", consume),
-            ("group", group), ("default-id producer", produce)]
+    return [
+        ("producer", lambda: produce(client_id=prefix + "-producer")),
+        ("consumer", consume),
+        ("group", group),
+        ("default-id producer", produce),
+    ]
 
 
 # ---------------------------------------------------------------- aiokafka
@@ -83,8 +99,14 @@ def aiokafka(bootstrap: str, prefix: str, topic: str, count: int, pinned: bool) 
             await producer.stop()
 
     async def consume(**options) -> None:
-        consumer = AIOKafkaConsumer(*([topic] if "group_id" in options else []), bootstrap_servers=bootstrap,
-                                    auto_offset_reset="earliest", fetch_max_wait_ms=50, **options, **pin)
+        consumer = AIOKafkaConsumer(
+            *([topic] if "group_id" in options else []),
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
+            **options,
+            **pin,
+        )
         await consumer.start()
         try:
             if "group_id" not in options:
@@ -98,10 +120,12 @@ def aiokafka(bootstrap: str, prefix: str, topic: str, count: int, pinned: bool) 
     def run(coroutine) -> None:
         asyncio.run(asyncio.wait_for(coroutine, GROUP_SECONDS * 2))
 
-    return [("producer", lambda: run(produce(client_id=prefix + "-producer"))),
-            ("consumer", lambda: run(consume(client_id=prefix + "-consumer", enable_auto_commit=False))),
-            ("group", lambda: run(consume(client_id=prefix + "-group", group_id=prefix + "-readers"))),
-            ("default-id producer", lambda: run(produce()))]
+    return [
+        ("producer", lambda: run(produce(client_id=prefix + "-producer"))),
+        ("consumer", lambda: run(consume(client_id=prefix + "-consumer", enable_auto_commit=False))),
+        ("group", lambda: run(consume(client_id=prefix + "-group", group_id=prefix + "-readers"))),
+        ("default-id producer", lambda: run(produce())),
+    ]
 
 
 # ---------------------------------------------------------------- confluent-kafka
@@ -115,9 +139,16 @@ def confluent_kafka(bootstrap: str, prefix: str, topic: str, count: int, pinned:
         producer.flush(STEP_SECONDS)
 
     def consume(client_id: str, subscribe: bool) -> None:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id,
-                             "group.id": prefix + "-readers", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest", "fetch.wait.max.ms": 50})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": client_id,
+                "group.id": prefix + "-readers",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 50,
+            }
+        )
         if subscribe:
             consumer.subscribe([topic])
         else:
@@ -127,10 +158,12 @@ def confluent_kafka(bootstrap: str, prefix: str, topic: str, count: int, pinned:
             consumer.poll(0.2)
         consumer.close()
 
-    return [("producer", lambda: produce(**{"client.id": prefix + "-producer"})),
-            ("consumer", lambda: consume(prefix + "-consumer", False)),
-            ("group", lambda: consume(prefix + "-group", True)),
-            ("default-id producer", produce)]
+    return [
+        ("producer", lambda: produce(**{"client.id": prefix + "-producer"})),
+        ("consumer", lambda: consume(prefix + "-consumer", False)),
+        ("group", lambda: consume(prefix + "-group", True)),
+        ("default-id producer", produce),
+    ]
 
 
 # ---------------------------------------------------------------- kproto
@@ -147,29 +180,37 @@ def kproto_client(bootstrap: str, prefix: str, topic: str, count: int, pinned: b
             exchange = kv.socket_exchange(sock)
             result = kv.handshake(exchange, **ids)
             version = kv.negotiate(None, result.response)[3]
-            request = kproto.messages.MetadataRequest(topics=[kproto.messages.MetadataRequest.MetadataRequestTopic(
-                name=topic)])
-            exchange(kproto.encode_request(request, version=version, correlation_id=100,
-                                           client_id=client_id, size_prefixed=True))
+            request = kproto.messages.MetadataRequest(
+                topics=[kproto.messages.MetadataRequest.MetadataRequestTopic(name=topic)]
+            )
+            exchange(
+                kproto.encode_request(
+                    request, version=version, correlation_id=100, client_id=client_id, size_prefixed=True
+                )
+            )
 
     return [("metadata", lambda: metadata(client_id=prefix + "-producer")), ("default-id metadata", metadata)]
 
 
-LIBRARIES = {"kafka-python": kafka_python, "aiokafka": aiokafka, "confluent-kafka": confluent_kafka,
-             "kproto": kproto_client}
+LIBRARIES = {
+    "kafka-python": kafka_python,
+    "aiokafka": aiokafka,
+    "confluent-kafka": confluent_kafka,
+    "kproto": kproto_client,
+}
 
 
 def main(argv: list) -> int:
     library, bootstrap, prefix, topic, count = argv[:5]
     pinned = "--pinned" in argv[5:]
-    logging.basicConfig(level=logging.CRITICAL)   # the libraries complain loudly about the fake broker
+    logging.basicConfig(level=logging.CRITICAL)  # the libraries complain loudly about the fake broker
     failed = 0
     for label, step in LIBRARIES[library](bootstrap, prefix, topic, int(count), pinned):
         started = time.monotonic()
         try:
             step()
             print(f"    {label}: {time.monotonic() - started:.1f}s", flush=True)
-        except Exception as exc:   # one step failing must not lose the others' traffic
+        except Exception as exc:  # one step failing must not lose the others' traffic
             failed += 1
             print(f"    {label}: FAILED ({type(exc).__name__}: {exc})", flush=True)
     return 1 if failed else 0

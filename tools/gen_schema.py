@@ -107,10 +107,21 @@ def _load_shapes():
 SHAPES = _load_shapes()
 OPEN = SHAPES.OPEN  # upper bound of an open version range ("3+")
 
-PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
-              "string", "bytes", "uuid", "records"}
+PRIMITIVES = {
+    "bool",
+    "int8",
+    "int16",
+    "uint16",
+    "int32",
+    "uint32",
+    "int64",
+    "float64",
+    "string",
+    "bytes",
+    "uuid",
+    "records",
+}
 INTEGER_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
-
 
 
 def parse_json(text: str) -> dict:
@@ -171,8 +182,7 @@ def parse_default(field: dict, element_type: str):
     if ftype not in PRIMITIVES:
         return None if raw == "null" else ()  # struct: () means "a struct of defaults"
     if raw is None:
-        return {"bool": False, "float64": 0.0, "string": "", "bytes": b"", "uuid": 0,
-                "records": None}.get(ftype, 0)
+        return {"bool": False, "float64": 0.0, "string": "", "bytes": b"", "uuid": 0, "records": None}.get(ftype, 0)
     if raw == "null":
         return None
     if ftype == "bool":
@@ -194,9 +204,9 @@ class Source:
     """One set of definition files: a kafka-clients release jar or a ../shared folder."""
 
     def __init__(self, label: str, specs: dict[str, dict], is_4x: bool) -> None:
-        self.label = label      # recorded as the origin of the layers it supplies
-        self.specs = specs      # message name -> parsed definition
-        self.is_4x = is_4x      # a Kafka 4.x definition (its lower bounds are what 4.x kept)
+        self.label = label  # recorded as the origin of the layers it supplies
+        self.specs = specs  # message name -> parsed definition
+        self.is_4x = is_4x  # a Kafka 4.x definition (its lower bounds are what 4.x kept)
 
 
 def release_key(release: str) -> tuple[int, ...]:
@@ -233,13 +243,18 @@ def kafka_error_table(kafka_dir: Path, release: str) -> dict[int, tuple[str, boo
     clients = jar_path(kafka_dir, release).parent
     java = shutil.which("java")
     if java is None:
-        raise SystemExit("gen_schema: java is not on PATH; Kafka's error table is read from its jar "
-                         "(scripts/install-java.sh installs a runtime)")
-    result = subprocess.run([java, "-cp", str(clients / "*"), str(KAFKA_ERRORS_PROGRAM)],
-                            capture_output=True, text=True, timeout=120)
+        raise SystemExit(
+            "gen_schema: java is not on PATH; Kafka's error table is read from its jar "
+            "(scripts/install-java.sh installs a runtime)"
+        )
+    result = subprocess.run(
+        [java, "-cp", str(clients / "*"), str(KAFKA_ERRORS_PROGRAM)], capture_output=True, text=True, timeout=120
+    )
     if result.returncode != 0:
-        raise SystemExit(f"gen_schema: reading Kafka {release}'s error table failed (run "
-                         f"scripts/install-kafka.sh --clients-only):\n{result.stderr.strip()[-2000:]}")
+        raise SystemExit(
+            f"gen_schema: reading Kafka {release}'s error table failed (run "
+            f"scripts/install-kafka.sh --clients-only):\n{result.stderr.strip()[-2000:]}"
+        )
     table = {}
     for line in result.stdout.splitlines():
         code, name, retriable = line.split("\t")
@@ -274,10 +289,15 @@ def wire_layout(fields: tuple, version: int, flexible: bool) -> tuple:
         is_tagged = flexible and f[SHAPES.F_TAG] is not None and in_range(version, f[SHAPES.F_TAGGED])
         ftype = f[SHAPES.F_TYPE]
         element = ftype[2:] if ftype.startswith("[]") else ftype
-        entry = (ftype.startswith("[]"), element if element in PRIMITIVES else "struct",
-                 in_range(version, f[SHAPES.F_NULLABLE]), compact,
-                 f[SHAPES.F_TAG] if is_tagged else None, f[SHAPES.F_DEFAULT] if is_tagged else None,
-                 wire_layout(f[SHAPES.F_CHILDREN], version, flexible))
+        entry = (
+            ftype.startswith("[]"),
+            element if element in PRIMITIVES else "struct",
+            in_range(version, f[SHAPES.F_NULLABLE]),
+            compact,
+            f[SHAPES.F_TAG] if is_tagged else None,
+            f[SHAPES.F_DEFAULT] if is_tagged else None,
+            wire_layout(f[SHAPES.F_CHILDREN], version, flexible),
+        )
         (tagged if is_tagged else regular).append(entry)
     return tuple(regular) + tuple(sorted(tagged, key=lambda e: e[4]))
 
@@ -286,8 +306,9 @@ def marked_unstable(src: Source, spec: dict, version: int) -> bool:
     """Whether ``src`` marks ``version`` unstable: the latest version of a request
     marked latestVersionUnstable, and the response of that request version."""
     if spec["type"] == "response":
-        spec = next((s for s in src.specs.values()
-                     if s["type"] == "request" and s.get("apiKey") == spec.get("apiKey")), spec)
+        spec = next(
+            (s for s in src.specs.values() if s["type"] == "request" and s.get("apiKey") == spec.get("apiKey")), spec
+        )
     valid = parse_versions(spec.get("validVersions"))
     return bool(spec.get("latestVersionUnstable")) and valid is not None and version == valid[1]
 
@@ -307,9 +328,12 @@ class Generator:
             if missing:
                 raise SystemExit(
                     f"gen_schema: no kafka-clients jar for {', '.join(missing)} under {kafka_dir}: "
-                    f"run scripts/install-kafka.sh --clients-only (it fetches them from Maven Central)")
-            found = [Source(r, load_jar(jar_path(kafka_dir, r)), release_key(r) >= (4,))
-                     for r in sorted(KAFKA_RELEASES, key=release_key, reverse=True)]
+                    f"run scripts/install-kafka.sh --clients-only (it fetches them from Maven Central)"
+                )
+            found = [
+                Source(r, load_jar(jar_path(kafka_dir, r)), release_key(r) >= (4,))
+                for r in sorted(KAFKA_RELEASES, key=release_key, reverse=True)
+            ]
             for folder, is_4x in reversed(SHARED_FOLDERS):
                 found.append(Source(f"shared/{folder}", self.load_dir(folder), is_4x))
             self._sources = found
@@ -341,26 +365,27 @@ class Generator:
         if tag is not None:
             tag = int(tag)  # some definitions write the tag as a string ("0")
         return (
-            snake_case(f["name"]),                  # 0 name
-            f["name"],                              # 1 Kafka name
-            ftype,                                  # 2 type ("int32", "[]string", "[]Topic", "Topic")
-            versions,                               # 3 versions
+            snake_case(f["name"]),  # 0 name
+            f["name"],  # 1 Kafka name
+            ftype,  # 2 type ("int32", "[]string", "[]Topic", "Topic")
+            versions,  # 3 versions
             parse_versions(f.get("nullableVersions")),  # 4 nullable versions
-            tag,                                    # 5 tag (None if not tagged)
-            parse_versions(f.get("taggedVersions")),    # 6 tagged versions
+            tag,  # 5 tag (None if not tagged)
+            parse_versions(f.get("taggedVersions")),  # 6 tagged versions
             parse_versions(f["flexibleVersions"]) if "flexibleVersions" in f else "inherit",  # 7
-            parse_default(f, element),              # 8 default
-            bool(f.get("ignorable", False)),        # 9 ignorable
-            bool(f.get("mapKey", False)),           # 10 map key
-            f.get("entityType"),                    # 11 entity type
-            struct_name,                            # 12 struct class name (None for primitives)
-            children,                               # 13 child fields
+            parse_default(f, element),  # 8 default
+            bool(f.get("ignorable", False)),  # 9 ignorable
+            bool(f.get("mapKey", False)),  # 10 map key
+            f.get("entityType"),  # 11 entity type
+            struct_name,  # 12 struct class name (None for primitives)
+            children,  # 13 child fields
         )
 
     def load_dir(self, folder: str) -> dict[str, dict]:
         if not (self.source / folder).is_dir():
-            raise SystemExit(f"gen_schema: {self.source / folder} is missing (--source names the "
-                             f"kafka-protocol reference folder)")
+            raise SystemExit(
+                f"gen_schema: {self.source / folder} is missing (--source names the kafka-protocol reference folder)"
+            )
         out = {}
         for path in sorted((self.source / folder).glob("*.json")):
             spec = parse_json(path.read_text(encoding="utf-8"))
@@ -407,8 +432,10 @@ class Generator:
             older_names = [spec["name"] for _src, spec, _v in defs if spec["name"] != name]
             for old in older_names:
                 aliases[old] = name
-            deprecated = next((parse_versions(spec["deprecatedVersions"]) for _s, spec, _v in defs
-                               if "deprecatedVersions" in spec), None)
+            deprecated = next(
+                (parse_versions(spec["deprecatedVersions"]) for _s, spec, _v in defs if "deprecatedVersions" in spec),
+                None,
+            )
             floors_4x = [valid[0] for src, _spec, valid in defs if src.is_4x]
             api_unstable = sorted(unstable.get(newest.get("apiKey"), ())) if k[0] in ("request", "response") else []
             if api_unstable and api_unstable != list(range(api_unstable[0], api_unstable[-1] + 1)):
@@ -432,7 +459,7 @@ class Generator:
 
     def layers(self, picks: dict[int, tuple[Source, dict]]) -> tuple:
         """One layer per run of consecutive versions taken from the same source."""
-        runs: list[list] = []   # [source, definition, lo, hi]
+        runs: list[list] = []  # [source, definition, lo, hi]
         for version in sorted(picks):
             src, spec = picks[version]
             if runs and runs[-1][0] is src and runs[-1][3] == version - 1:
@@ -473,8 +500,12 @@ class Generator:
                 flexible_versions = parse_versions(spec.get("flexibleVersions"))
                 for version in range(lo, hi + 1):
                     layouts.setdefault(version, []).append(
-                        (src.label, wire_layout(fields, version, in_range(version, flexible_versions)),
-                         marked_unstable(src, spec, version)))
+                        (
+                            src.label,
+                            wire_layout(fields, version, in_range(version, flexible_versions)),
+                            marked_unstable(src, spec, version),
+                        )
+                    )
             for version, seen in sorted(layouts.items()):
                 newest_label, newest_layout, newest_unstable = seen[0]
                 for label, layout, unstable in seen[1:]:
@@ -493,11 +524,13 @@ class Generator:
             if line.strip():
                 code, name = line.split("\t")[:2]
                 shared[int(code)] = name.strip()
-        clashes = [(code, name, kafka[code][0]) for code, name in shared.items()
-                   if code in kafka and kafka[code][0] != name]
+        clashes = [
+            (code, name, kafka[code][0]) for code, name in shared.items() if code in kafka and kafka[code][0] != name
+        ]
         if clashes:
-            raise SystemExit(f"gen_schema: error-codes.tsv and Kafka {KAFKA_RELEASES[-1]} name codes "
-                             f"differently: {clashes}")
+            raise SystemExit(
+                f"gen_schema: error-codes.tsv and Kafka {KAFKA_RELEASES[-1]} name codes differently: {clashes}"
+            )
         rows = {code: (code, name, False) for code, name in shared.items()}
         rows.update((code, (code, name, retriable)) for code, (name, retriable) in kafka.items())
         return tuple(rows[code] for code in sorted(rows))
@@ -512,15 +545,17 @@ class Generator:
         return tuple(rows)
 
     def render_error_codes(self) -> str:
-        return "\n".join([
-            '"""Kafka error codes generated by tools/gen_schema.py. Do not edit by hand.',
-            "",
-            "(code, name, retriable) rows; retriable: Kafka's Java exception is a RetriableException.",
-            '"""',
-            "",
-            "ERROR_CODES = " + pprint.pformat(self.error_codes(), width=110),
-            "",
-        ])
+        return "\n".join(
+            [
+                '"""Kafka error codes generated by tools/gen_schema.py. Do not edit by hand.',
+                "",
+                "(code, name, retriable) rows; retriable: Kafka's Java exception is a RetriableException.",
+                '"""',
+                "",
+                "ERROR_CODES = " + pprint.pformat(self.error_codes(), width=110),
+                "",
+            ]
+        )
 
     def render_api_keys(self) -> str:
         """``ApiKey``, an IntEnum of every API key, named after its request (Kafka's
@@ -596,8 +631,10 @@ class Generator:
             "    # The version to read a response again at when it fails at api_version; -1: none (KIP-511).",
         ]
         for member, version in facts["response_fallback_versions"].items():
-            lines += [f"    if api_key == API_KEY_{member}:",
-                      f"        return {version} if api_version > {version} else -1"]
+            lines += [
+                f"    if api_key == API_KEY_{member}:",
+                f"        return {version} if api_version > {version} else -1",
+            ]
         lines.append("    return -1")
         return "\n".join(lines) + "\n"
 
@@ -617,8 +654,11 @@ class Generator:
         """The first ApiVersionsRequest version with ClientSoftwareName and
         ClientSoftwareVersion (KIP-511), as its definition says."""
         request = self.build()["messages"]["ApiVersionsRequest"]
-        firsts = {f[SHAPES.F_KAFKA_NAME]: f[SHAPES.F_VERSIONS][0]
-                  for _versions, _origin, fields in request["layers"] for f in fields}
+        firsts = {
+            f[SHAPES.F_KAFKA_NAME]: f[SHAPES.F_VERSIONS][0]
+            for _versions, _origin, fields in request["layers"]
+            for f in fields
+        }
         found = {firsts.get("ClientSoftwareName"), firsts.get("ClientSoftwareVersion")}
         if len(found) != 1 or None in found:
             raise SystemExit(f"gen_schema: ApiVersionsRequest's software fields start at {found}, not one version")
@@ -626,8 +666,11 @@ class Generator:
 
     def api_fact_keys(self) -> dict:
         """API_FACTS with each API named as its ApiKey member (a name the schema lacks stops the run)."""
-        requests = {name.removesuffix("Request"): enum_name(name) for name, facts in self.build()["messages"].items()
-                    if facts["type"] == "request"}
+        requests = {
+            name.removesuffix("Request"): enum_name(name)
+            for name, facts in self.build()["messages"].items()
+            if facts["type"] == "request"
+        }
 
         def member(api: str) -> str:
             if api not in requests:
@@ -635,16 +678,21 @@ class Generator:
             return requests[api]
 
         return {
-            "response_fallback_versions": {member(api): v
-                                           for api, v in API_FACTS["response_fallback_versions"].items()},
+            "response_fallback_versions": {
+                member(api): v for api, v in API_FACTS["response_fallback_versions"].items()
+            },
             "response_header_v0_apis": tuple(member(api) for api in API_FACTS["response_header_v0_apis"]),
             "request_header_v0": tuple((member(api), v) for api, v in API_FACTS["request_header_v0"]),
         }
 
     def render_all(self) -> dict[Path, str]:
         """Every generated file: path relative to the package -> text."""
-        return {MESSAGES_FILE: self.render(), ERROR_CODES_FILE: self.render_error_codes(),
-                API_KEYS_FILE: self.render_api_keys(), API_KEYS_PXD_FILE: self.render_api_keys_pxd()}
+        return {
+            MESSAGES_FILE: self.render(),
+            ERROR_CODES_FILE: self.render_error_codes(),
+            API_KEYS_FILE: self.render_api_keys(),
+            API_KEYS_PXD_FILE: self.render_api_keys_pxd(),
+        }
 
     def render(self) -> str:
         data = self.build()
@@ -680,14 +728,24 @@ class Generator:
 # Keywords equal to the constructor's default are left out, so a line says only
 # what is particular to its field and a Kafka upgrade is a diff of the lines that
 # changed. The defaults are read from _shapes itself: they are written once.
-RANGE_KEYWORDS = {"versions", "nullable", "tagged", "flexible", "valid_versions",
-                  "flexible_versions", "deprecated_versions"}
+RANGE_KEYWORDS = {
+    "versions",
+    "nullable",
+    "tagged",
+    "flexible",
+    "valid_versions",
+    "flexible_versions",
+    "deprecated_versions",
+}
 INDENT = "    "
 
 
 def _defaults(function) -> dict:
-    return {name: p.default for name, p in inspect.signature(function).parameters.items()
-            if p.default is not inspect.Parameter.empty}
+    return {
+        name: p.default
+        for name, p in inspect.signature(function).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
 
 
 FIELD_DEFAULTS = _defaults(SHAPES.field)
@@ -702,22 +760,35 @@ def render_value(keyword: str, value) -> str:
 
 
 def render_keywords(values: dict, defaults: dict) -> str:
-    return ", ".join(f"{k}={render_value(k, v)}" for k, v in values.items()
-                     if k not in defaults or defaults[k] != v or type(defaults[k]) is not type(v))
+    return ", ".join(
+        f"{k}={render_value(k, v)}"
+        for k, v in values.items()
+        if k not in defaults or defaults[k] != v or type(defaults[k]) is not type(v)
+    )
 
 
 def render_fields(fields: tuple, depth: int) -> list[str]:
     lines = []
     pad = INDENT * depth
     for f in fields:
-        positional = (f"{f[SHAPES.F_NAME]!r}, {f[SHAPES.F_KAFKA_NAME]!r}, {f[SHAPES.F_TYPE]!r}, "
-                      f"{render_value('versions', f[SHAPES.F_VERSIONS])}")
-        keywords = render_keywords({
-            "default": f[SHAPES.F_DEFAULT], "nullable": f[SHAPES.F_NULLABLE], "tag": f[SHAPES.F_TAG],
-            "tagged": f[SHAPES.F_TAGGED], "flexible": f[SHAPES.F_FLEXIBLE],
-            "ignorable": f[SHAPES.F_IGNORABLE], "map_key": f[SHAPES.F_MAP_KEY],
-            "entity_type": f[SHAPES.F_ENTITY], "struct": f[SHAPES.F_STRUCT],
-        }, FIELD_DEFAULTS)
+        positional = (
+            f"{f[SHAPES.F_NAME]!r}, {f[SHAPES.F_KAFKA_NAME]!r}, {f[SHAPES.F_TYPE]!r}, "
+            f"{render_value('versions', f[SHAPES.F_VERSIONS])}"
+        )
+        keywords = render_keywords(
+            {
+                "default": f[SHAPES.F_DEFAULT],
+                "nullable": f[SHAPES.F_NULLABLE],
+                "tag": f[SHAPES.F_TAG],
+                "tagged": f[SHAPES.F_TAGGED],
+                "flexible": f[SHAPES.F_FLEXIBLE],
+                "ignorable": f[SHAPES.F_IGNORABLE],
+                "map_key": f[SHAPES.F_MAP_KEY],
+                "entity_type": f[SHAPES.F_ENTITY],
+                "struct": f[SHAPES.F_STRUCT],
+            },
+            FIELD_DEFAULTS,
+        )
         children = f[SHAPES.F_CHILDREN]
         if children:
             lines.append(f"{pad}field({positional}, {keywords}, children=(")
@@ -729,8 +800,7 @@ def render_fields(fields: tuple, depth: int) -> list[str]:
 
 
 def render_message(name: str, facts: dict) -> list[str]:
-    keywords = render_keywords({k: v for k, v in facts.items() if k not in ("type", "layers")},
-                               MESSAGE_DEFAULTS)
+    keywords = render_keywords({k: v for k, v in facts.items() if k not in ("type", "layers")}, MESSAGE_DEFAULTS)
     lines = [f"MESSAGES[{name!r}] = message(", f"{INDENT}{facts['type']!r}, {keywords},", f"{INDENT}layers=("]
     for versions, origin, fields in facts["layers"]:
         lines.append(f"{INDENT * 2}layer({render_value('versions', versions)}, {origin!r}, (")
@@ -743,34 +813,55 @@ def render_message(name: str, facts: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    parser.add_argument("--package", type=Path, default=PACKAGE,
-                        help="the kproto package folder to write into (default: this checkout's)")
-    parser.add_argument("--kafka-dir", type=Path, default=None,
-                        help="where the release jars are, <dir>/<release>/clients/kafka-clients-<release>.jar "
-                             "(default: scripts/install-kafka.sh --print-dir)")
+    parser.add_argument(
+        "--package",
+        type=Path,
+        default=PACKAGE,
+        help="the kproto package folder to write into (default: this checkout's)",
+    )
+    parser.add_argument(
+        "--kafka-dir",
+        type=Path,
+        default=None,
+        help="where the release jars are, <dir>/<release>/clients/kafka-clients-<release>.jar "
+        "(default: scripts/install-kafka.sh --print-dir)",
+    )
     parser.add_argument("--check", action="store_true", help="fail if the committed output is stale")
-    parser.add_argument("--differences", action="store_true",
-                        help="list every (message, version) whose wire layout differs between sources, then exit")
-    parser.add_argument("--origins", action="store_true",
-                        help="list, per message, the release each run of versions is taken from, then exit")
+    parser.add_argument(
+        "--differences",
+        action="store_true",
+        help="list every (message, version) whose wire layout differs between sources, then exit",
+    )
+    parser.add_argument(
+        "--origins",
+        action="store_true",
+        help="list, per message, the release each run of versions is taken from, then exit",
+    )
     args = parser.parse_args(argv)
     generator = Generator(args.source, args.kafka_dir)
     if args.origins:
         for name, facts in sorted(generator.build()["messages"].items()):
-            runs = ", ".join(f"v{lo}-{hi} {origin}" if lo != hi else f"v{lo} {origin}"
-                             for (lo, hi), origin, _fields in facts["layers"])
+            runs = ", ".join(
+                f"v{lo}-{hi} {origin}" if lo != hi else f"v{lo} {origin}"
+                for (lo, hi), origin, _fields in facts["layers"]
+            )
             unstable = facts["unstable_versions"]
             print(f"{name}: {runs}" + (f" (unstable v{unstable[0]}-{unstable[1]})" if unstable else ""))
         return 0
     if args.differences:
         for name, version, older, older_unstable, newest, newest_unstable in generator.layout_differences():
-            print(f"{name} v{version}: {older}{' (unstable)' * older_unstable} differs from "
-                  f"{newest}{' (unstable)' * newest_unstable}")
+            print(
+                f"{name} v{version}: {older}{' (unstable)' * older_unstable} differs from "
+                f"{newest}{' (unstable)' * newest_unstable}"
+            )
         return 0
     outputs = generator.render_all()
     if args.check:
-        stale = [path for path, text in outputs.items()
-                 if not (args.package / path).exists() or (args.package / path).read_text(encoding="utf-8") != text]
+        stale = [
+            path
+            for path, text in outputs.items()
+            if not (args.package / path).exists() or (args.package / path).read_text(encoding="utf-8") != text
+        ]
         for path in stale:
             print(f"{args.package / path} is stale: run python tools/gen_schema.py", file=sys.stderr)
         return 1 if stale else 0

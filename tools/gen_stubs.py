@@ -18,17 +18,32 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kproto import schema  # noqa: E402
-from kproto.schema import _docs  # noqa: E402
 from kproto.schema import (  # noqa: E402
-    F_CHILDREN, F_NAME, F_NULLABLE, F_STRUCT, F_TYPE, KIND_OF_TYPE, MESSAGES,
+    F_CHILDREN,
+    F_NAME,
+    F_NULLABLE,
+    F_STRUCT,
+    F_TYPE,
+    KIND_OF_TYPE,
+    MESSAGES,
+    _docs,
 )
 
 OUTPUT = ROOT / "kproto" / "messages.pyi"
 
 PY_TYPES = {
-    "bool": "bool", "int8": "int", "int16": "int", "int32": "int", "int64": "int",
-    "uint16": "int", "uint32": "int", "float64": "float", "uuid": "UUID", "string": "str",
-    "bytes": "bytes", "records": "Records",
+    "bool": "bool",
+    "int8": "int",
+    "int16": "int",
+    "int32": "int",
+    "int64": "int",
+    "uint16": "int",
+    "uint32": "int",
+    "float64": "float",
+    "uuid": "UUID",
+    "string": "str",
+    "bytes": "bytes",
+    "records": "Records",
 }
 
 
@@ -79,8 +94,15 @@ def docstring(text: str, indent: str) -> list[str]:
     return [f'{indent}"""{text.split(chr(10))[0]}', *body[1:], f'{indent}"""']
 
 
-def render_class(lines: list[str], message: str, cls_name: str, fields: dict[str, tuple], qualifier: str,
-                 indent: str, nested: list[tuple[str, dict]]) -> None:
+def render_class(
+    lines: list[str],
+    message: str,
+    cls_name: str,
+    fields: dict[str, tuple],
+    qualifier: str,
+    indent: str,
+    nested: list[tuple[str, dict]],
+) -> None:
     lines.append(f"{indent}class {cls_name}(Message):")
     inner = indent + "    "
     struct = None if cls_name == message else cls_name
@@ -91,8 +113,9 @@ def render_class(lines: list[str], message: str, cls_name: str, fields: dict[str
     for name, (field, nullable) in fields.items():
         lines.append(f"{inner}{name}: {annotation(field, nullable, qualifier)}")
         lines += docstring(_docs.field_line(facts[name]), inner)
-    params = ", ".join(f"{name}: {annotation(field, nullable, qualifier)} = ..."
-                       for name, (field, nullable) in fields.items())
+    params = ", ".join(
+        f"{name}: {annotation(field, nullable, qualifier)} = ..." for name, (field, nullable) in fields.items()
+    )
     star = f"*, {params}, " if params else "*, "
     lines.append(f"{inner}def __init__(self, {star}_unknown_tags: dict[int, bytes] | None = ...) -> None: ...")
     if indent == "":

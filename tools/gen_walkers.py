@@ -63,14 +63,18 @@ def spliced(text: str, walker: str, code: str) -> str:
     """``text`` with ``walker``'s region holding ``code``."""
     if walker not in regions(text):
         raise ValueError(f"no '# generated: begin {walker}' ... '# generated: end {walker}' lines")
-    return REGION.sub(lambda found: found.group(1) + (code if found.group(2) == walker else found.group(3))
-                      + found.group(4), text)
+    return REGION.sub(
+        lambda found: found.group(1) + (code if found.group(2) == walker else found.group(3)) + found.group(4), text
+    )
 
 
 def stale(template: str | None = None) -> list[Path]:
     """The files whose generated region is not what the template renders."""
-    return [path for walker, path in OUTPUTS.items()
-            if regions(path.read_text(encoding="utf-8")).get(walker) != render(walker, template)]
+    return [
+        path
+        for walker, path in OUTPUTS.items()
+        if regions(path.read_text(encoding="utf-8")).get(walker) != render(walker, template)
+    ]
 
 
 def main() -> int:
@@ -85,7 +89,7 @@ def main() -> int:
     for walker, path in OUTPUTS.items():
         text = path.read_text(encoding="utf-8")
         new = spliced(text, walker, render(walker))
-        if new != text:   # an untouched file keeps its time: the build does not recompile its module
+        if new != text:  # an untouched file keeps its time: the build does not recompile its module
             path.write_text(new, encoding="utf-8")
             print(f"wrote {walker} into {path.relative_to(ROOT)}")
     return 0

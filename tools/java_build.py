@@ -34,8 +34,10 @@ def jdk_tool(name: str) -> str:
     for candidate in candidates:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    raise JavaUnavailable(f"{name} is not on PATH (nor in $JAVA_HOME): a JDK 17 or newer is needed "
-                          f"(scripts/install-java.sh installs a runtime; javac needs the JDK package)")
+    raise JavaUnavailable(
+        f"{name} is not on PATH (nor in $JAVA_HOME): a JDK 17 or newer is needed "
+        f"(scripts/install-java.sh installs a runtime; javac needs the JDK package)"
+    )
 
 
 def compiled(source: Path, classpath: str, out_root: Path, main_class: str) -> Path:
@@ -47,13 +49,14 @@ def compiled(source: Path, classpath: str, out_root: Path, main_class: str) -> P
         return out
     out_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=out_root))
-    done = subprocess.run([javac, "-nowarn", "-d", str(work), "-cp", classpath, str(source)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [javac, "-nowarn", "-d", str(work), "-cp", classpath, str(source)], capture_output=True, text=True, timeout=300
+    )
     if done.returncode != 0:
         shutil.rmtree(work, ignore_errors=True)
         raise JavaBuildError(f"javac failed on {source}:\n{done.stderr[-3000:]}")
     try:
-        work.rename(out)   # whole or not at all, when two runs compile at once
+        work.rename(out)  # whole or not at all, when two runs compile at once
     except OSError:
         shutil.rmtree(work, ignore_errors=True)
     return out

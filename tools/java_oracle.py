@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 import java_build  # noqa: E402  (tools/ is no package)
 import kafka_broker  # noqa: E402
+
 from kproto._common.cache import cache_root  # noqa: E402  (the one cache rule)
 from kproto.schema import ARRAY, RECORDS, STRUCT, UUID  # noqa: E402
 
@@ -67,8 +68,7 @@ def kafka_libs(version: str = NEWEST_KAFKA) -> list[Path]:
     libs = kafka_broker.kafka_cache() / version / "libs"
     jars = sorted(libs.glob("*.jar"))
     if not any(j.name.startswith("kafka-clients-") for j in jars):
-        raise OracleUnavailable(f"the Apache Kafka {version} jars are not in {libs}: "
-                                f"run {INSTALL_HINT} {version}")
+        raise OracleUnavailable(f"the Apache Kafka {version} jars are not in {libs}: run {INSTALL_HINT} {version}")
     return jars
 
 
@@ -102,8 +102,13 @@ class JavaOracle:
         self._errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
         self._proc = subprocess.Popen(
             [_tool("java"), "-Xmx768m", "-XX:+UseSerialGC", "-Xss8m", "-cp", classpath, MAIN_CLASS],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors,
-            text=True, encoding="utf-8", bufsize=1 << 16)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._errors,
+            text=True,
+            encoding="utf-8",
+            bufsize=1 << 16,
+        )
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -111,7 +116,7 @@ class JavaOracle:
         assert self._proc.stdout is not None
         for line in self._proc.stdout:
             self._lines.put(line)
-        self._lines.put(None)   # end of output: the JVM is gone
+        self._lines.put(None)  # end of output: the JVM is gone
 
     def ask(self, requests: list[tuple]) -> list[dict]:
         """Answers to (command, message, version, payload) requests, in order.
@@ -129,7 +134,7 @@ class JavaOracle:
                 assert self._proc.stdin is not None
                 self._proc.stdin.write("".join(line + "\n" for line in lines))
                 self._proc.stdin.flush()
-            except BaseException as exc:   # surfaces below as a dead JVM
+            except BaseException as exc:  # surfaces below as a dead JVM
                 errors.append(exc)
 
         writer = threading.Thread(target=write, daemon=True)
@@ -173,7 +178,7 @@ class JavaOracle:
         if self._proc.poll() is None:
             try:
                 if self._proc.stdin:
-                    self._proc.stdin.close()   # end of input: the loop ends, the JVM exits
+                    self._proc.stdin.close()  # end of input: the loop ends, the JVM exits
                 self._proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 self._proc.kill()

@@ -53,17 +53,22 @@ INSTALL_SCRIPT = ROOT / "scripts" / "install-kafka.sh"
 SASL_USER = "kproto"
 SASL_PASSWORD = "kproto-secret"
 SASL_MECHANISM = "PLAIN"
-SLF4J_SIMPLE = "slf4j-simple-1.7.36"   # fetched by scripts/install-kafka.sh
+SLF4J_SIMPLE = "slf4j-simple-1.7.36"  # fetched by scripts/install-kafka.sh
 NODE_ID = 1
-FORMAT_TIMEOUT = 180.0    # seconds; a cold JVM on a busy 2-core machine is slow
+FORMAT_TIMEOUT = 180.0  # seconds; a cold JVM on a busy 2-core machine is slow
 READY_TIMEOUT = 240.0
 STOP_TIMEOUT = 30.0
 JVM_OPTIONS = (
-    "-Xms96m", "-Xmx384m",
+    "-Xms96m",
+    "-Xmx384m",
     # a small heap on a shared 2-core machine: one GC thread, the C1 compiler only
-    "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1",
-    "-XX:+ExitOnOutOfMemoryError", "-XX:-UsePerfData",
-    "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:CICompilerCount=1",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-XX:-UsePerfData",
+    "-Djava.awt.headless=true",
+    "-Djava.net.preferIPv4Stack=true",
 )
 
 
@@ -93,7 +98,7 @@ def resolve(release: str) -> str:
         return release
     matches = [r for r in known if r.startswith(release + ".")]
     if matches:
-        return max(matches, key=release_key)    # the newest patch of the line
+        return max(matches, key=release_key)  # the newest patch of the line
     raise BrokerError(f"no release {release!r} among {', '.join(known)} (scripts/install-kafka.sh KAFKA_RELEASES)")
 
 
@@ -107,11 +112,14 @@ def classpath(release: str) -> str:
     cache = kafka_cache()
     libs = cache / release / "libs"
     logging = cache / SLF4J_SIMPLE
-    missing = [p for p, marker in ((libs, cache / release / ".broker-ok"), (logging, logging / ".ok"))
-               if not marker.is_file()]
+    missing = [
+        p for p, marker in ((libs, cache / release / ".broker-ok"), (logging, logging / ".ok")) if not marker.is_file()
+    ]
     if missing:
-        raise BrokerError(f"Kafka {release} is not in the cache ({', '.join(map(str, missing))} missing): "
-                          f"run scripts/install-kafka.sh {release}")
+        raise BrokerError(
+            f"Kafka {release} is not in the cache ({', '.join(map(str, missing))} missing): "
+            f"run scripts/install-kafka.sh {release}"
+        )
     return os.pathsep.join((str(libs / "*"), str(logging / "*")))
 
 
@@ -143,14 +151,16 @@ def server_properties(data_dir: Path, plaintext: int, sasl: int, controller: int
     and StorageTool formats without --standalone. Settings a release does not know
     (the share coordinator's, before 4.1) only draw a warning in its log.
     """
-    jaas = (f'org.apache.kafka.common.security.plain.PlainLoginModule required '
-            f'username="{SASL_USER}" password="{SASL_PASSWORD}" user_{SASL_USER}="{SASL_PASSWORD}";')
+    jaas = (
+        f"org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{SASL_USER}" password="{SASL_PASSWORD}" user_{SASL_USER}="{SASL_PASSWORD}";'
+    )
     lines = {
         "process.roles": "broker,controller",
         "node.id": NODE_ID,
         "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:{controller}",
         "listeners": f"PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl},"
-                     f"CONTROLLER://127.0.0.1:{controller}",
+        f"CONTROLLER://127.0.0.1:{controller}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
         "inter.broker.listener.name": "PLAINTEXT",
@@ -181,17 +191,19 @@ def server_properties(data_dir: Path, plaintext: int, sasl: int, controller: int
 
 def log4j2_properties(log_file: Path) -> str:
     """Quiet, to a file: for the releases whose classpath carries log4j-core (4.1+)."""
-    return (f"status = warn\nappender.file.type = File\nappender.file.name = file\n"
-            f"appender.file.fileName = {log_file}\nappender.file.layout.type = PatternLayout\n"
-            f"appender.file.layout.pattern = %d{{HH:mm:ss.SSS}} %p %c %m%n\n"
-            f"rootLogger.level = warn\nrootLogger.appenderRef.file.ref = file\n")
+    return (
+        f"status = warn\nappender.file.type = File\nappender.file.name = file\n"
+        f"appender.file.fileName = {log_file}\nappender.file.layout.type = PatternLayout\n"
+        f"appender.file.layout.pattern = %d{{HH:mm:ss.SSS}} %p %c %m%n\n"
+        f"rootLogger.level = warn\nrootLogger.appenderRef.file.ref = file\n"
+    )
 
 
 def jvm_command(release: str, workdir: Path, main: str, *args: str) -> list[str]:
     logging = (
         f"-Dorg.slf4j.simpleLogger.logFile={workdir / 'server.log'}",
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-        "-Dorg.slf4j.simpleLogger.log.kafka.server.KafkaRaftServer=info",   # "Kafka Server started"
+        "-Dorg.slf4j.simpleLogger.log.kafka.server.KafkaRaftServer=info",  # "Kafka Server started"
         "-Dorg.slf4j.simpleLogger.showDateTime=true",
         "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
         f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
@@ -204,7 +216,7 @@ def _die_with_parent() -> None:
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
@@ -237,8 +249,8 @@ class Broker:
     sasl_port: int
     controller_port: int
     process: subprocess.Popen | None = None
-    api_versions: object | None = None      # the kproto.versions.HandshakeResult of the readiness check
-    started_in: float = 0.0                  # seconds from launch to the first ApiVersions answer
+    api_versions: object | None = None  # the kproto.versions.HandshakeResult of the readiness check
+    started_in: float = 0.0  # seconds from launch to the first ApiVersions answer
     keep_workdir: bool = False
     _stopped: bool = field(default=False, repr=False)
 
@@ -306,16 +318,33 @@ def _stop_all() -> None:
 
 
 def format_storage(broker: Broker, properties: Path, timeout: float = FORMAT_TIMEOUT) -> None:
-    command = jvm_command(broker.release, broker.workdir, "kafka.tools.StorageTool",
-                          "format", "-t", new_cluster_id(), "-c", str(properties))
+    command = jvm_command(
+        broker.release,
+        broker.workdir,
+        "kafka.tools.StorageTool",
+        "format",
+        "-t",
+        new_cluster_id(),
+        "-c",
+        str(properties),
+    )
     try:
-        done = subprocess.run(command, cwd=broker.workdir, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        done = subprocess.run(
+            command,
+            cwd=broker.workdir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
     except subprocess.TimeoutExpired:
         raise BrokerError(f"Kafka {broker.release}: StorageTool format took over {timeout:.0f} s") from None
     if done.returncode != 0:
-        raise BrokerError(f"Kafka {broker.release}: StorageTool format failed ({done.returncode}):\n"
-                          f"{(done.stdout + done.stderr)[-3000:]}\n{broker.logs()}")
+        raise BrokerError(
+            f"Kafka {broker.release}: StorageTool format failed ({done.returncode}):\n"
+            f"{(done.stdout + done.stderr)[-3000:]}\n{broker.logs()}"
+        )
 
 
 def answers_api_versions(broker: Broker, timeout: float = 5.0):
@@ -345,20 +374,22 @@ def wait_ready(broker: Broker, timeout: float = READY_TIMEOUT) -> None:
             broker.started_in = time.monotonic() - launched
             return
         if time.monotonic() > deadline:
-            raise BrokerError(f"Kafka {broker.release} did not answer ApiVersions within {timeout:.0f} s:\n"
-                              f"{broker.logs()}")
+            raise BrokerError(
+                f"Kafka {broker.release} did not answer ApiVersions within {timeout:.0f} s:\n{broker.logs()}"
+            )
         time.sleep(0.5)
 
 
-def start(release: str, *, workdir: Path | None = None, keep_workdir: bool = False,
-          ready_timeout: float = READY_TIMEOUT) -> Broker:
+def start(
+    release: str, *, workdir: Path | None = None, keep_workdir: bool = False, ready_timeout: float = READY_TIMEOUT
+) -> Broker:
     """Format and start a broker of ``release`` (e.g. ``"4.4.0"`` or ``"4.4"``); returns when it answers.
 
     A port taken by someone else between :func:`free_ports` and the broker's bind is the
     one failure tried again, once, on new ports.
     """
     release = resolve(release)
-    classpath(release)   # fail before making anything when the release is not cached
+    classpath(release)  # fail before making anything when the release is not cached
     java()
     try:
         return _start_once(release, workdir, keep_workdir, ready_timeout)
@@ -374,16 +405,23 @@ def _start_once(release: str, workdir: Path | None, keep_workdir: bool, ready_ti
     _LIVE.add(broker)
     try:
         properties = base / "server.properties"
-        properties.write_text(server_properties(base / "data", broker.plaintext_port, broker.sasl_port,
-                                                broker.controller_port), encoding="utf-8")
+        properties.write_text(
+            server_properties(base / "data", broker.plaintext_port, broker.sasl_port, broker.controller_port),
+            encoding="utf-8",
+        )
         (base / "log4j2.properties").write_text(log4j2_properties(base / "log4j2.log"), encoding="utf-8")
         format_storage(broker, properties)
         with open(base / "stdout.log", "wb") as out:
             broker.process = subprocess.Popen(
-                jvm_command(release, base, "kafka.Kafka", str(properties)), cwd=base, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+                jvm_command(release, base, "kafka.Kafka", str(properties)),
+                cwd=base,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
         wait_ready(broker, ready_timeout)
-    except BaseException:     # KeyboardInterrupt too: never leave a half-started broker behind
+    except BaseException:  # KeyboardInterrupt too: never leave a half-started broker behind
         broker.stop(timeout=10)
         raise
     return broker
@@ -453,8 +491,9 @@ def _cmd_releases(_args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\nIn tests:")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\nIn tests:")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     start_cmd = commands.add_parser("start", help="start one broker, print its addresses, stop it on Ctrl-C")
     start_cmd.add_argument("release", help=f"one of {', '.join(releases())} (or its line, e.g. 4.4)")
@@ -468,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokerError as error:
         print(f"kafka_broker: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:     # during the start: start() has stopped the broker already
+    except KeyboardInterrupt:  # during the start: start() has stopped the broker already
         print("kafka_broker: interrupted", file=sys.stderr)
         return 130
 

@@ -40,10 +40,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fake_broker import FakeBroker, TrafficLog  # noqa: E402
 
+
 def _messages(prefix: str, count: int) -> list[bytes]:
     # Values of a few hundred bytes, compressible like real JSON events.
-    return [(f'{{"source":"{prefix}","n":{i},"amount":{i * 7 % 1000},"note":"' + "x" * (50 + i * 13 % 400)
-             + '"}').encode() for i in range(count)]
+    return [
+        (f'{{"source":"{prefix}","n":{i},"amount":{i * 7 % 1000},"note":"' + "x" * (50 + i * 13 % 400) + '"}').encode()
+        for i in range(count)
+    ]
 
 
 # ---------------------------------------------------------------- the clients
@@ -59,8 +62,15 @@ def confluent_producer(bootstrap: str, topic: str, name: str, **config) -> None:
 def confluent_consumer(bootstrap: str, topic: str, name: str) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": name, "group.id": "sample-readers",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 50})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": name,
+            "group.id": "sample-readers",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     seen, deadline = 0, time.monotonic() + 3
     while seen < 40 and time.monotonic() < deadline:
@@ -83,8 +93,14 @@ def kafka_python_producer(bootstrap: str, topic: str, name: str, **config) -> No
 def kafka_python_consumer(bootstrap: str, topic: str, name: str, **config) -> None:
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=name, auto_offset_reset="earliest",
-                             enable_auto_commit=False, fetch_max_wait_ms=50, **config)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        client_id=name,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        fetch_max_wait_ms=50,
+        **config,
+    )
     consumer.assign([TopicPartition(topic, 0)])
     deadline = time.monotonic() + 3
     seen = 0
@@ -105,9 +121,13 @@ def aiokafka_clients(bootstrap: str, topic: str, name: str) -> None:
             await producer.flush()
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, client_id=name + "-consumer",
-                                    enable_auto_commit=False, auto_offset_reset="earliest",
-                                    fetch_max_wait_ms=50)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            client_id=name + "-consumer",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
+        )
         await consumer.start()
         try:
             consumer.assign([TopicPartition(topic, 0)])
@@ -125,37 +145,53 @@ def kproto_client(port: int) -> None:
 
     for correlation_id, software in enumerate((("kproto sample", "1.0 beta"), ("kproto-sample", "1.0.0"))):
         with socket.create_connection(("127.0.0.1", port)) as sock:
-            frame = kv.encode_api_versions_request(correlation_id=correlation_id, version=3,
-                                                   client_id="kproto-sample",
-                                                   client_software_name=software[0],
-                                                   client_software_version=software[1], allow_invalid=True,
-                                                   size_prefixed=True)
+            frame = kv.encode_api_versions_request(
+                correlation_id=correlation_id,
+                version=3,
+                client_id="kproto-sample",
+                client_software_name=software[0],
+                client_software_version=software[1],
+                allow_invalid=True,
+                size_prefixed=True,
+            )
             kv.socket_exchange(sock)(frame)
             metadata = kproto.messages.MetadataRequest(topics=None)
-            request = kproto.encode_request(metadata, version=12, correlation_id=correlation_id + 10,
-                                            client_id="kproto-sample", size_prefixed=True)
+            request = kproto.encode_request(
+                metadata, version=12, correlation_id=correlation_id + 10, client_id="kproto-sample", size_prefixed=True
+            )
             kv.socket_exchange(sock)(request)
 
 
 # ---------------------------------------------------------------- the run
 def run_clients(modern: FakeBroker, old: FakeBroker) -> None:
     steps = [
-        ("confluent-kafka producer -> 3.9", lambda: confluent_producer(
-            modern.bootstrap, "orders", "checkout-service", **{"compression.type": "lz4"})),
-        ("confluent-kafka producer -> 2.3 (KIP-511 fallback)", lambda: confluent_producer(
-            old.bootstrap, "payments", "billing-legacy", **{"compression.type": "snappy"})),
-        ("kafka-python producer -> 3.9", lambda: kafka_python_producer(
-            modern.bootstrap, "payments", "payments-api", compression_type="gzip")),
-        ("kafka-python producer pinned to 0.10.1 (Produce v2, acks=0)", lambda: kafka_python_producer(
-            modern.bootstrap, "audit-log", "legacy-auditor", api_version=(0, 10, 1), acks=0)),
-        ("aiokafka producer + consumer -> 3.9", lambda: aiokafka_clients(
-            modern.bootstrap, "orders", "inventory-sync")),
-        ("kafka-python consumer -> 3.9", lambda: kafka_python_consumer(
-            modern.bootstrap, "payments", "reporting")),
-        ("kafka-python consumer pinned to 0.10.1 (Fetch v3)", lambda: kafka_python_consumer(
-            modern.bootstrap, "audit-log", "legacy-auditor-reader", api_version=(0, 10, 1))),
-        ("confluent-kafka consumer -> 3.9", lambda: confluent_consumer(
-            modern.bootstrap, "orders", "fraud-detector")),
+        (
+            "confluent-kafka producer -> 3.9",
+            lambda: confluent_producer(modern.bootstrap, "orders", "checkout-service", **{"compression.type": "lz4"}),
+        ),
+        (
+            "confluent-kafka producer -> 2.3 (KIP-511 fallback)",
+            lambda: confluent_producer(old.bootstrap, "payments", "billing-legacy", **{"compression.type": "snappy"}),
+        ),
+        (
+            "kafka-python producer -> 3.9",
+            lambda: kafka_python_producer(modern.bootstrap, "payments", "payments-api", compression_type="gzip"),
+        ),
+        (
+            "kafka-python producer pinned to 0.10.1 (Produce v2, acks=0)",
+            lambda: kafka_python_producer(
+                modern.bootstrap, "audit-log", "legacy-auditor", api_version=(0, 10, 1), acks=0
+            ),
+        ),
+        ("aiokafka producer + consumer -> 3.9", lambda: aiokafka_clients(modern.bootstrap, "orders", "inventory-sync")),
+        ("kafka-python consumer -> 3.9", lambda: kafka_python_consumer(modern.bootstrap, "payments", "reporting")),
+        (
+            "kafka-python consumer pinned to 0.10.1 (Fetch v3)",
+            lambda: kafka_python_consumer(
+                modern.bootstrap, "audit-log", "legacy-auditor-reader", api_version=(0, 10, 1)
+            ),
+        ),
+        ("confluent-kafka consumer -> 3.9", lambda: confluent_consumer(modern.bootstrap, "orders", "fraud-detector")),
         ("kproto handshake with an invalid software name -> 3.9", lambda: kproto_client(modern.port)),
     ]
     for label, step in steps:
@@ -163,7 +199,7 @@ def run_clients(modern: FakeBroker, old: FakeBroker) -> None:
         try:
             step()
             print(f"  {label}: {time.monotonic() - started:.1f}s")
-        except Exception as exc:   # one client failing must not lose the others' traffic
+        except Exception as exc:  # one client failing must not lose the others' traffic
             print(f"  {label}: FAILED ({type(exc).__name__}: {exc})")
         time.sleep(0.05)
 
@@ -171,10 +207,11 @@ def run_clients(modern: FakeBroker, old: FakeBroker) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("samples/sample.pcap"))
-    parser.add_argument("--tcpdump", action="store_true",
-                        help="capture with tcpdump on the loopback instead of the brokers' recording")
+    parser.add_argument(
+        "--tcpdump", action="store_true", help="capture with tcpdump on the loopback instead of the brokers' recording"
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.CRITICAL)   # the clients complain loudly about the fake brokers
+    logging.basicConfig(level=logging.CRITICAL)  # the clients complain loudly about the fake brokers
 
     log = TrafficLog()
     modern = FakeBroker(log, release="3.9", logical_port=9092).start()
@@ -182,10 +219,23 @@ def main(argv: list[str] | None = None) -> int:
     capture = None
     if args.tcpdump:
         import subprocess
+
         args.out.parent.mkdir(parents=True, exist_ok=True)
         capture = subprocess.Popen(
-            ["tcpdump", "-i", "lo", "-s", "0", "--immediate-mode", "-U", "-w", str(args.out),
-             f"tcp port {modern.port} or tcp port {old.port}"], stderr=subprocess.DEVNULL)
+            [
+                "tcpdump",
+                "-i",
+                "lo",
+                "-s",
+                "0",
+                "--immediate-mode",
+                "-U",
+                "-w",
+                str(args.out),
+                f"tcp port {modern.port} or tcp port {old.port}",
+            ],
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1)
     print(f"fake brokers: 3.9 on {modern.bootstrap}, 2.3 on {old.bootstrap}")
     run_clients(modern, old)

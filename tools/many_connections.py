@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.append(str(ROOT))   # after PYTHONPATH: the kproto used is the one it names
+sys.path.append(str(ROOT))  # after PYTHONPATH: the kproto used is the one it names
 
 from tests.pcapwriter import Conversation, PcapWriter  # noqa: E402
 
@@ -50,41 +50,88 @@ def frames_of(host: int) -> list[tuple[str, bytes]]:
     """The size-prefixed frames of one connection, in wire order: (sender, frame)."""
     import kproto
     from kproto import versions as kv
-    from kproto.messages import (ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
-                                 ProduceRequest, ProduceResponse)
+    from kproto.messages import (
+        ApiVersionsRequest,
+        ApiVersionsResponse,
+        MetadataRequest,
+        MetadataResponse,
+        ProduceRequest,
+        ProduceResponse,
+    )
     from kproto.records import RecordBatch
 
     client_id = f"producer-{host}"
 
     def request(body, version: int, correlation_id: int) -> bytes:
-        return kproto.encode_request(body, version=version, correlation_id=correlation_id, client_id=client_id,
-                                     size_prefixed=True)
+        return kproto.encode_request(
+            body, version=version, correlation_id=correlation_id, client_id=client_id, size_prefixed=True
+        )
 
     def response(body, version: int, correlation_id: int) -> bytes:
         return kproto.encode_response(body, version=version, correlation_id=correlation_id, size_prefixed=True)
 
     ranges = kv.release_table("3.9")
-    versions = ApiVersionsResponse(error_code=0, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(ranges.items())])
+    versions = ApiVersionsResponse(
+        error_code=0,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(ranges.items())
+        ],
+    )
     metadata = MetadataResponse(
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=1, host="kafka-1.internal", port=BROKER[1])],
-        cluster_id="k8V3nQ2pT7eR1uX4yZ6wAa", controller_id=1,
-        topics=[MetadataResponse.MetadataResponseTopic(
-            error_code=0, name=TOPIC, partitions=[MetadataResponse.MetadataResponsePartition(
-                error_code=0, partition_index=p, leader_id=1, leader_epoch=0, replica_nodes=[1], isr_nodes=[1])
-                for p in range(6)])])
-    batch = RecordBatch.encode([(f"key-{host}".encode(), b'{"event":"login","user":%d}' % host, [], START_NS // 10**6)],
-                               base_offset=0)
-    produce = ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
-        name=TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=host % 6, records=batch)])])
-    produced = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(
-        name=TOPIC, partition_responses=[ProduceResponse.PartitionProduceResponse(index=host % 6, error_code=0)])])
+        cluster_id="k8V3nQ2pT7eR1uX4yZ6wAa",
+        controller_id=1,
+        topics=[
+            MetadataResponse.MetadataResponseTopic(
+                error_code=0,
+                name=TOPIC,
+                partitions=[
+                    MetadataResponse.MetadataResponsePartition(
+                        error_code=0, partition_index=p, leader_id=1, leader_epoch=0, replica_nodes=[1], isr_nodes=[1]
+                    )
+                    for p in range(6)
+                ],
+            )
+        ],
+    )
+    batch = RecordBatch.encode(
+        [(f"key-{host}".encode(), b'{"event":"login","user":%d}' % host, [], START_NS // 10**6)], base_offset=0
+    )
+    produce = ProduceRequest(
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=host % 6, records=batch)]
+            )
+        ],
+    )
+    produced = ProduceResponse(
+        responses=[
+            ProduceResponse.TopicProduceResponse(
+                name=TOPIC, partition_responses=[ProduceResponse.PartitionProduceResponse(index=host % 6, error_code=0)]
+            )
+        ]
+    )
     return [
-        ("client", request(ApiVersionsRequest(client_software_name="apache-kafka-java",
-                                              client_software_version="3.9.0"), 3, 1)),
+        (
+            "client",
+            request(
+                ApiVersionsRequest(client_software_name="apache-kafka-java", client_software_version="3.9.0"), 3, 1
+            ),
+        ),
         ("server", response(versions, 3, 1)),
-        ("client", request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
-                                           allow_auto_topic_creation=True), 12, 2)),
+        (
+            "client",
+            request(
+                MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=True
+                ),
+                12,
+                2,
+            ),
+        ),
         ("server", response(metadata, 12, 2)),
         ("client", request(produce, 9, 3)),
         ("server", response(produced, 9, 3)),
@@ -93,8 +140,12 @@ def frames_of(host: int) -> list[tuple[str, bytes]]:
 
 def connection_packets(index: int, frames: list[tuple[str, bytes]]) -> list:
     """One connection's packets (tests.pcapwriter.Packet), handshake to close."""
-    conv = Conversation(client=client_of(index), server=BROKER, client_isn=(index * 7919) & 0xFFFFFFFF,
-                        server_isn=(index * 104729 + 1) & 0xFFFFFFFF)
+    conv = Conversation(
+        client=client_of(index),
+        server=BROKER,
+        client_isn=(index * 7919) & 0xFFFFFFFF,
+        server_isn=(index * 104729 + 1) & 0xFFFFFFFF,
+    )
     packets = conv.handshake()
     for sender, frame in frames:
         packets += conv.data(sender, frame, [MSS])
@@ -119,7 +170,9 @@ def packets(connections: int, concurrent: int = 32) -> Iterator[tuple[int, bytes
     templates = [frames_of(host) for host in range(min(HOSTS, connections))]
     ts = START_NS
     for first in range(0, connections, concurrent):
-        group = [connection_packets(i, templates[i % HOSTS]) for i in range(first, min(connections, first + concurrent))]
+        group = [
+            connection_packets(i, templates[i % HOSTS]) for i in range(first, min(connections, first + concurrent))
+        ]
         for step in range(max(len(p) for p in group)):
             for conn in group:
                 if step < len(conn):
@@ -161,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     size = write(args.out, args.connections, args.concurrent)
     print(f"wrote {args.out}: {size:,} bytes, {args.connections:,} connections, {6 * args.connections:,} frames")
     if args.truth:
-        rows = [{"client_ip": ip, "client_port": port, **counts}
-                for (ip, port), counts in truth(args.connections).items()]
+        rows = [
+            {"client_ip": ip, "client_port": port, **counts} for (ip, port), counts in truth(args.connections).items()
+        ]
         Path(args.truth).write_text(json.dumps(rows))
     return 0
 

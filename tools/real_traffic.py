@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(__file__).resolve().parent
 JAVA_SOURCE = TOOLS / "traffic" / "KafkaClientSession.java"
 JAVA_MAIN = "KafkaClientSession"
-PROBE_TIMEOUT = 30.0        # seconds for tcpdump to show a probe in its file
+PROBE_TIMEOUT = 30.0  # seconds for tcpdump to show a probe in its file
 JAVA_TIMEOUT = 240.0
 for path in (str(ROOT), str(TOOLS)):
     if path not in sys.path:
@@ -82,8 +82,21 @@ class Tcpdump:
         if tool is None:
             raise TrafficError("tcpdump is not installed: run scripts/install-capture-tools.sh")
         ports_filter = " or ".join(f"tcp port {p}" for p in ports)
-        self.command = [tool, "-i", "lo", "--immediate-mode", "-U", "-B", "16384", "-n", "-s", "0",
-                        "-w", str(path), f"({ports_filter}) or udp port {self.receiver.getsockname()[1]}"]
+        self.command = [
+            tool,
+            "-i",
+            "lo",
+            "--immediate-mode",
+            "-U",
+            "-B",
+            "16384",
+            "-n",
+            "-s",
+            "0",
+            "-w",
+            str(path),
+            f"({ports_filter}) or udp port {self.receiver.getsockname()[1]}",
+        ]
         self.report = path.with_suffix(".tcpdump.txt")
         self.process: subprocess.Popen | None = None
 
@@ -99,8 +112,10 @@ class Tcpdump:
             except OSError:
                 pass
             time.sleep(0.05)
-        raise TrafficError(f"tcpdump showed no probe in {PROBE_TIMEOUT:.0f} s: "
-                           f"{self.report.read_text(errors='replace').strip() or 'no output'}")
+        raise TrafficError(
+            f"tcpdump showed no probe in {PROBE_TIMEOUT:.0f} s: "
+            f"{self.report.read_text(errors='replace').strip() or 'no output'}"
+        )
 
     def __enter__(self) -> Tcpdump:
         with open(self.report, "w") as report:
@@ -142,12 +157,12 @@ class CaptureCheck:
     implementation: str
     frames: int = 0
     exact: int = 0
-    batches: int = 0                 # record batches read back
-    batches_exact: int = 0           # written back byte for byte, header and (compressed) payload
-    control_batches: int = 0         # transaction markers among them
-    batches_records_exact: int = 0   # the compressor differs; the uncompressed records are exact
-    records_exact_codecs: dict[str, int] = field(default_factory=dict)   # those batches, by codec
-    unanswered: list[str] = field(default_factory=list)   # requests the capture holds no answer to
+    batches: int = 0  # record batches read back
+    batches_exact: int = 0  # written back byte for byte, header and (compressed) payload
+    control_batches: int = 0  # transaction markers among them
+    batches_records_exact: int = 0  # the compressor differs; the uncompressed records are exact
+    records_exact_codecs: dict[str, int] = field(default_factory=dict)  # those batches, by codec
+    unanswered: list[str] = field(default_factory=list)  # requests the capture holds no answer to
     failures: list[str] = field(default_factory=list)
     frames_by_client: dict[str, int] = field(default_factory=dict)
     apis_by_client: dict[str, list[int]] = field(default_factory=dict)
@@ -184,8 +199,10 @@ def _check_records(body: Any, where: str, check: CaptureCheck) -> None:
                 check.batches_exact += 1
                 continue
             if not fields["compression"]:
-                check.failures.append(f"{where}: record batch at offset {batch.base_offset} written back differs: "
-                                      f"{_first_difference(original, RecordBatch.encode(items, **fields))}")
+                check.failures.append(
+                    f"{where}: record batch at offset {batch.base_offset} written back differs: "
+                    f"{_first_difference(original, RecordBatch.encode(items, **fields))}"
+                )
                 continue
             plain = RecordBatch(RecordBatch.encode(items, **{**fields, "compression": None}))
             if bytes(plain.payload()) == bytes(batch.payload()):
@@ -193,16 +210,22 @@ def _check_records(body: Any, where: str, check: CaptureCheck) -> None:
                 codec = batch.compression_name
                 check.records_exact_codecs[codec] = check.records_exact_codecs.get(codec, 0) + 1
             else:
-                check.failures.append(f"{where}: the records of the {batch.compression_name} batch at offset "
-                                      f"{batch.base_offset} written back differ")
+                check.failures.append(
+                    f"{where}: the records of the {batch.compression_name} batch at offset "
+                    f"{batch.base_offset} written back differ"
+                )
 
 
 def _check_request(payload: bytes, where: str, check: CaptureCheck) -> tuple[bool, Any]:
     try:
         request = kproto.decode_request(payload, lazy=False)
-        again = kproto.encode_request(request.body, version=request.api_version,
-                                      correlation_id=request.correlation_id, client_id=request.client_id,
-                                      header_tags=request.header._unknown_tags)
+        again = kproto.encode_request(
+            request.body,
+            version=request.api_version,
+            correlation_id=request.correlation_id,
+            client_id=request.client_id,
+            header_tags=request.header._unknown_tags,
+        )
     except KprotoError as error:
         check.failures.append(f"{where}: request does not decode / encode: {error}")
         return False, None
@@ -216,9 +239,12 @@ def _check_request(payload: bytes, where: str, check: CaptureCheck) -> tuple[boo
 def _check_response(payload: bytes, api_key: int, api_version: int, where: str, check: CaptureCheck) -> bool:
     try:
         response = kproto.decode_response(payload, api_key, api_version, lazy=False)
-        again = kproto.encode_response(response.body, version=response.api_version,
-                                       correlation_id=response.correlation_id,
-                                       header_tags=response.header._unknown_tags)
+        again = kproto.encode_response(
+            response.body,
+            version=response.api_version,
+            correlation_id=response.correlation_id,
+            header_tags=response.header._unknown_tags,
+        )
     except KprotoError as error:
         check.failures.append(f"{where}: response does not decode / encode: {error}")
         return False
@@ -231,8 +257,8 @@ def _check_response(payload: bytes, api_key: int, api_version: int, where: str, 
 
 def check_capture(path: str | Path, ports: list[int]) -> CaptureCheck:
     """Every frame of the capture, through this process's implementation of kproto."""
-    from kproto.arrow.exchanges import pair
     from kproto.arrow.capture import read_capture
+    from kproto.arrow.exchanges import pair
 
     check = CaptureCheck("c" if kproto.extension_loaded() else "py")
     frames, _connections, counters = read_capture(str(path), broker_ports=ports)
@@ -273,8 +299,13 @@ def check_capture_twin(path: Path, ports: list[int]) -> CaptureCheck:
         env["KPROTO_NO_EXTENSIONS"] = "1"
     else:
         env.pop("KPROTO_NO_EXTENSIONS", None)
-    done = subprocess.run([sys.executable, __file__, "check", str(path), "--ports", ",".join(map(str, ports))],
-                          env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, __file__, "check", str(path), "--ports", ",".join(map(str, ports))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode not in (0, 1) or not done.stdout.strip():
         raise TrafficError(f"the twin's check failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return CaptureCheck(**json.loads(done.stdout.strip().splitlines()[-1]))
@@ -287,8 +318,9 @@ def compile_java(release: str) -> Path:
     from kproto._common.cache import cache_root
 
     try:
-        return java_build.compiled(JAVA_SOURCE, kafka_broker.classpath(release),
-                                   cache_root() / "traffic-java" / release, JAVA_MAIN)
+        return java_build.compiled(
+            JAVA_SOURCE, kafka_broker.classpath(release), cache_root() / "traffic-java" / release, JAVA_MAIN
+        )
     except (java_build.JavaUnavailable, java_build.JavaBuildError) as exc:
         raise TrafficError(f"the Java client session against Kafka {release}: {exc}") from None
 
@@ -300,16 +332,24 @@ def java_session(broker: Any) -> str:
     args = [broker.bootstrap, f"java-traffic-{suffix}", f"java-group-{suffix}"]
     if kafka_broker.release_key(broker.release) >= (4, 0, 0):
         args.append("consumer-protocol")
-    command = [kafka_broker.java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               "-cp", os.pathsep.join([str(classes), kafka_broker.classpath(broker.release)]), JAVA_MAIN, *args]
+    command = [
+        kafka_broker.java(),
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-cp",
+        os.pathsep.join([str(classes), kafka_broker.classpath(broker.release)]),
+        JAVA_MAIN,
+        *args,
+    ]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=JAVA_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=JAVA_TIMEOUT, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise TrafficError(f"the Java client session did not end within {JAVA_TIMEOUT:.0f} s") from None
     if done.returncode != 0:
-        raise TrafficError(f"the Java client session failed ({done.returncode}):\n"
-                           f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        raise TrafficError(
+            f"the Java client session failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        )
     return done.stdout
 
 
@@ -327,8 +367,9 @@ class ReleaseResult:
         for check in self.checks:
             found += [f"[{check.implementation}] {f}" for f in check.failures]
             if check.exact != check.frames:
-                found.append(f"[{check.implementation}] {check.frames - check.exact} of {check.frames} frames "
-                             f"not byte-exact")
+                found.append(
+                    f"[{check.implementation}] {check.frames - check.exact} of {check.frames} frames not byte-exact"
+                )
         return found
 
 
@@ -349,25 +390,30 @@ def run_release(broker: Any, workdir: Path, *, java: bool = True, twin: bool = T
 
 def table(results: list[ReleaseResult]) -> str:
     """The per-release summary, as Markdown."""
-    lines = ["| release | kproto APIs sent | Java client APIs | frames | byte-exact (c / py) | record batches "
-             "exact (+ records only) | kproto findings | broker error codes (kproto's requests) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| release | kproto APIs sent | Java client APIs | frames | byte-exact (c / py) | record batches "
+        "exact (+ records only) | kproto findings | broker error codes (kproto's requests) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for result in results:
         by_impl = {c.implementation: c for c in result.checks}
         first = result.checks[0]
-        java_apis = sorted({k for client, keys in first.apis_by_client.items() if client.startswith("java-")
-                            for k in keys})
+        java_apis = sorted(
+            {k for client, keys in first.apis_by_client.items() if client.startswith("java-") for k in keys}
+        )
         exact = " / ".join(f"{by_impl[i].exact}" if i in by_impl else "-" for i in ("c", "py"))
         errors = ", ".join(f"{name} {n}" for name, n in sorted(result.session.error_counts().items()))
-        lines.append(f"| {result.release} | {len(result.session.apis())} | {len(java_apis)} | {first.frames} | "
-                     f"{exact} | {first.batches_exact}/{first.batches} (+{first.batches_records_exact}) | "
-                     f"{len(result.findings())} | {errors or '-'} |")
+        lines.append(
+            f"| {result.release} | {len(result.session.apis())} | {len(java_apis)} | {first.frames} | "
+            f"{exact} | {first.batches_exact}/{first.batches} (+{first.batches_records_exact}) | "
+            f"{len(result.findings())} | {errors or '-'} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["check"]:      # the twin's child process: real_traffic.py check CAPTURE --ports A,B
+    if argv[:1] == ["check"]:  # the twin's child process: real_traffic.py check CAPTURE --ports A,B
         return _check_main(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("releases", nargs="*", help="releases or lines (default: all of scripts/install-kafka.sh)")
@@ -394,9 +440,17 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     print(table(results))
     if args.keep is not None:
-        summary = [{"release": r.release, "findings": r.findings(), "checks": [asdict(c) for c in r.checks],
-                    "errors": dict(r.session.error_counts()), "notes": r.session.notes,
-                    "apis": sorted(r.session.apis())} for r in results]
+        summary = [
+            {
+                "release": r.release,
+                "findings": r.findings(),
+                "checks": [asdict(c) for c in r.checks],
+                "errors": dict(r.session.error_counts()),
+                "notes": r.session.notes,
+                "apis": sorted(r.session.apis()),
+            }
+            for r in results
+        ]
         (workdir / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return 1 if any(r.findings() for r in results) else 0
 

@@ -49,8 +49,12 @@ BODY_FIELDS = {
     "SaslHandshake": {"mechanism": (kafka_broker.SASL_MECHANISM, 0)},
     "CreateTopics": {"timeout_ms": (1000, 0)},
     "DeleteTopics": {"timeout_ms": (1000, 0)},
-    "DescribeAcls": {"resource_type_filter": (1, 0), "operation": (1, 0), "permission_type": (1, 0),
-                     "pattern_type_filter": (1, 1)},
+    "DescribeAcls": {
+        "resource_type_filter": (1, 0),
+        "operation": (1, 0),
+        "permission_type": (1, 0),
+        "pattern_type_filter": (1, 1),
+    },
 }
 SASL_APIS = {"SaslHandshake"}
 # Consumer-group APIs that neither KIP-896 nor 4.x touched: their v0 is probed too, as a control.
@@ -92,8 +96,9 @@ def probe_request(api_key: int, version: int, correlation_id: int) -> bytes:
     name = v.api_name(api_key)
     fields = {field: value for field, (value, first) in BODY_FIELDS.get(name, {}).items() if version >= first}
     body = getattr(messages, f"{name}Request")(**fields)
-    return kproto.encode_request(body, version=version, correlation_id=correlation_id,
-                                 client_id="kproto-probe", size_prefixed=True)
+    return kproto.encode_request(
+        body, version=version, correlation_id=correlation_id, client_id="kproto-probe", size_prefixed=True
+    )
 
 
 def _read_exactly(sock: socket.socket, count: int) -> bytes | None:
@@ -211,13 +216,16 @@ PROBES: (table release, api_key, version, outcome, detail): one request of that 
 
 # ruff: noqa: E501
 '''
-    lines = [header,
-             "RECORDED_FROM = " + pprint.pformat(dict(sorted(recorded_from.items(), key=_recorded_key)),
-                                                 width=110, sort_dicts=False),
-             "API_VERSIONS = " + pprint.pformat(tuple(api_rows), width=110, compact=True),
-             "PROBES = (",
-             *(f"    {row!r}," for row in probe_rows),
-             ")", ""]
+    lines = [
+        header,
+        "RECORDED_FROM = "
+        + pprint.pformat(dict(sorted(recorded_from.items(), key=_recorded_key)), width=110, sort_dicts=False),
+        "API_VERSIONS = " + pprint.pformat(tuple(api_rows), width=110, compact=True),
+        "PROBES = (",
+        *(f"    {row!r}," for row in probe_rows),
+        ")",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -245,21 +253,32 @@ def record_all(releases: list[str]) -> tuple[dict[str, str], list[tuple], list[t
         recorded_from[line] = release
         api_rows = [r for r in api_rows if r[0] != line] + apis
         probe_rows = [r for r in probe_rows if r[0] != line] + probes
-        print(f"record_brokers: {release}: {len(apis)} APIs, {len(probes)} probes "
-              f"({broker.started_in:.1f} s to start)", file=sys.stderr, flush=True)
-    order = {name: index for index, name in
-             enumerate(sorted(recorded_from, key=lambda name: kafka_broker.release_key(recorded_from[name])))}
+        print(
+            f"record_brokers: {release}: {len(apis)} APIs, {len(probes)} probes ({broker.started_in:.1f} s to start)",
+            file=sys.stderr,
+            flush=True,
+        )
+    order = {
+        name: index
+        for index, name in enumerate(
+            sorted(recorded_from, key=lambda name: kafka_broker.release_key(recorded_from[name]))
+        )
+    }
     api_rows.sort(key=lambda r: (order[r[0]], r[1]))
     probe_rows.sort(key=lambda r: (order[r[0]], r[1], r[2]))
     return recorded_from, api_rows, probe_rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("releases", nargs="*", help="releases to record (default: all of scripts/install-kafka.sh)")
-    parser.add_argument("--check", action="store_true",
-                        help="compare with the committed file instead of writing it (exit 1 when different)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="compare with the committed file instead of writing it (exit 1 when different)",
+    )
     args = parser.parse_args(argv)
     releases = [kafka_broker.resolve(r) for r in args.releases] or list(kafka_broker.releases())
     try:
@@ -275,8 +294,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"record_brokers: {'no' if not differ else len(differ)} difference(s) from {OUTPUT.name}")
         return 1 if differ else 0
     OUTPUT.write_text(render(recorded_from, api_rows, probe_rows), encoding="utf-8")
-    print(f"record_brokers: wrote {OUTPUT.relative_to(ROOT)} ({len(api_rows)} ApiVersions rows, "
-          f"{len(probe_rows)} probes)", file=sys.stderr)
+    print(
+        f"record_brokers: wrote {OUTPUT.relative_to(ROOT)} ({len(api_rows)} ApiVersions rows, "
+        f"{len(probe_rows)} probes)",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -53,23 +53,23 @@ from kproto._common.cache import cache_root  # noqa: E402  (the checkout's kprot
 
 CACHE = cache_root() / "clients"
 CAPTURES = CACHE / "captures"
-HELD_OUT = CACHE / "heldout"            # scripts/install-clients.sh --held-out
+HELD_OUT = CACHE / "heldout"  # scripts/install-clients.sh --held-out
 HELD_OUT_OUT = ROOT / "tests" / "client_heldout_recordings.py"
 HELD_OUT_BROKERS = ("4.4.0", "3.9.2")
 DRIVERS = ROOT / "tools" / "clients"
 BROKERS = ("3.9.2", "4.0.2", "4.4.0")
-RUN_SECONDS = 120       # one driver run: four steps of at most ~20 s each, and the JVM's start
+RUN_SECONDS = 120  # one driver run: four steps of at most ~20 s each, and the JVM's start
 MESSAGES = 5
-STEPS = ("producer", "group", "admin", "default-id-producer")    # every driver's, in this order
-OUTPUT_TAIL = 400       # characters of the client's own output (not its STEP lines) kept per run
+STEPS = ("producer", "group", "admin", "default-id-producer")  # every driver's, in this order
+OUTPUT_TAIL = 400  # characters of the client's own output (not its STEP lines) kept per run
 # Each library's version setting as old deployments set it (the "pin"), passed to its driver.
 PINS = {
-    "kafka-python": "0.10.1",      # api_version=(0, 10, 1)
-    "aiokafka": "0.10.1",          # api_version="0.10.1"
-    "confluent-kafka": "0.10.0",   # api.version.request=false, broker.version.fallback=0.10.0
-    "kcat": "0.10.0",              # the same librdkafka settings, as -X options
-    "sarama": "0.10.2.0",          # Config.Version (consumer groups need 0.10.2 at least)
-    "franz-go": "0.10.1",          # kgo.MaxVersions(kversion.V0_10_1())
+    "kafka-python": "0.10.1",  # api_version=(0, 10, 1)
+    "aiokafka": "0.10.1",  # api_version="0.10.1"
+    "confluent-kafka": "0.10.0",  # api.version.request=false, broker.version.fallback=0.10.0
+    "kcat": "0.10.0",  # the same librdkafka settings, as -X options
+    "sarama": "0.10.2.0",  # Config.Version (consumer groups need 0.10.2 at least)
+    "franz-go": "0.10.1",  # kgo.MaxVersions(kversion.V0_10_1())
 }
 
 
@@ -93,16 +93,18 @@ def serves(broker: str, release: str) -> bool:
 
 
 # Software outside the table (tools/clients/outside_driver.py): the fingerprint must name it unknown.
-OUTSIDE = {"kproto": "kproto's own handshake (KIP-511 name kproto), negotiated versions",
-           "kproto-codec": "a client written on kproto's codec: ApiVersions v0, versions chosen by hand, "
-                           "a null client.id on its default-id step"}
+OUTSIDE = {
+    "kproto": "kproto's own handshake (KIP-511 name kproto), negotiated versions",
+    "kproto-codec": "a client written on kproto's codec: ApiVersions v0, versions chosen by hand, "
+    "a null client.id on its default-id step",
+}
 
 
 @dataclass(frozen=True)
 class Client:
     library: str
     release: str
-    command: tuple[str, ...]        # the driver, before BOOTSTRAP PREFIX TOPIC COUNT [PIN]
+    command: tuple[str, ...]  # the driver, before BOOTSTRAP PREFIX TOPIC COUNT [PIN]
     env: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -111,8 +113,12 @@ class Client:
 
 
 # ---------------------------------------------------------------- the installed clients
-GO_LIBRARIES = {"twmb_franz-go": "franz-go", "IBM_sarama": "sarama", "Shopify_sarama": "sarama",
-                "segmentio_kafka-go": "kafka-go"}
+GO_LIBRARIES = {
+    "twmb_franz-go": "franz-go",
+    "IBM_sarama": "sarama",
+    "Shopify_sarama": "sarama",
+    "segmentio_kafka-go": "kafka-go",
+}
 
 
 def installed(cache: Path = CACHE) -> tuple[list[Client], dict[str, str]]:
@@ -129,27 +135,41 @@ def installed(cache: Path = CACHE) -> tuple[list[Client], dict[str, str]]:
                 yield path
 
     def java(path: Path, main: str, heap: str = "256m") -> tuple[str, ...]:
-        return ("java", f"-Xmx{heap}", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", f"{path / 'classes'}:{path / 'lib'}/*", main)
+        return (
+            "java",
+            f"-Xmx{heap}",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp",
+            f"{path / 'classes'}:{path / 'lib'}/*",
+            main,
+        )
 
     for path in each("java"):
         clients.append(Client("kafka-clients", path.name, java(path, "ClientDriver")))
-    for path in each("streams"):      # Kafka Streams applications: the Java client under Streams' own ids
+    for path in each("streams"):  # Kafka Streams applications: the Java client under Streams' own ids
         clients.append(Client("kafka-clients", f"{path.name} (Kafka Streams)", java(path, "StreamsDriver", "384m")))
-    for path in each("share"):        # a share consumer (KIP-932): the Java client's KafkaShareConsumer
+    for path in each("share"):  # a share consumer (KIP-932): the Java client's KafkaShareConsumer
         clients.append(Client("kafka-clients", f"{path.name}{SHARE_CONSUMER}", java(path, "ShareDriver")))
     for path in each("python"):
         library, _, release = path.name.rpartition("-")
-        clients.append(Client(library, release, (str(path / "bin" / "python"),
-                                                 str(DRIVERS / "python_driver.py"), library)))
+        clients.append(
+            Client(library, release, (str(path / "bin" / "python"), str(DRIVERS / "python_driver.py"), library))
+        )
     for path in each("go"):
         module, _, release = path.name.rpartition("-")
         label = release if not module.startswith("Shopify") else f"{release} (Shopify)"
         clients.append(Client(GO_LIBRARIES[module], label, (str(path / "driver"),)))
     for path in each("node"):
-        clients.append(Client("kafkajs", path.name.rpartition("-")[2],
-                              ("node", str(DRIVERS / "node" / "driver.js")),
-                              (("NODE_PATH", str(path / "node_modules")),)))
+        clients.append(
+            Client(
+                "kafkajs",
+                path.name.rpartition("-")[2],
+                ("node", str(DRIVERS / "node" / "driver.js")),
+                (("NODE_PATH", str(path / "node_modules")),),
+            )
+        )
     kcat = cache / "kcat"
     if (kcat / ".failed").exists():
         failed["kcat"] = (kcat / ".failed").read_text().strip()
@@ -166,8 +186,22 @@ def kcat_run(bootstrap: str, prefix: str, topic: str, count: int, pin: str) -> i
     records = "".join(f'{{"n":{i}}}\n' for i in range(count)).encode()
     steps = [
         ("producer", ["-P", "-t", topic, "-X", f"client.id={prefix}-producer"], records),
-        ("group", ["-G", f"{prefix}-readers", "-X", f"client.id={prefix}-group", "-X", "auto.offset.reset=earliest",
-                   "-c", str(count), "-e", topic], None),
+        (
+            "group",
+            [
+                "-G",
+                f"{prefix}-readers",
+                "-X",
+                f"client.id={prefix}-group",
+                "-X",
+                "auto.offset.reset=earliest",
+                "-c",
+                str(count),
+                "-e",
+                topic,
+            ],
+            None,
+        ),
         ("admin", ["-L", "-X", f"client.id={prefix}-admin"], None),
         ("default-id-producer", ["-P", "-t", topic], records),
     ]
@@ -175,8 +209,9 @@ def kcat_run(bootstrap: str, prefix: str, topic: str, count: int, pin: str) -> i
     for label, args, stdin in steps:
         started = time.monotonic()
         try:
-            done = subprocess.run(["kcat", "-b", bootstrap, "-m", "10", *options, *args], input=stdin,
-                                  capture_output=True, timeout=20)
+            done = subprocess.run(
+                ["kcat", "-b", bootstrap, "-m", "10", *options, *args], input=stdin, capture_output=True, timeout=20
+            )
             text = done.stderr.decode(errors="replace").strip()
             consumed = done.stdout.count(b"\n") if label == "group" else count
             ok = done.returncode == 0 and consumed >= count
@@ -201,10 +236,15 @@ def create_topic(broker, topic: str) -> None:
         exchange = kv.socket_exchange(sock)
         result = kv.handshake(exchange)
         version = kv.negotiate(None, result.response)[19]
-        request = M.CreateTopicsRequest(topics=[M.CreateTopicsRequest.CreatableTopic(
-            name=topic, num_partitions=1, replication_factor=1)], timeout_ms=10000)
-        exchange(kproto.encode_request(request, version=version, correlation_id=7, client_id="kproto-recorder",
-                                       size_prefixed=True))
+        request = M.CreateTopicsRequest(
+            topics=[M.CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=1, replication_factor=1)],
+            timeout_ms=10000,
+        )
+        exchange(
+            kproto.encode_request(
+                request, version=version, correlation_id=7, client_id="kproto-recorder", size_prefixed=True
+            )
+        )
 
 
 def held_out_prefix(client: Client, pin: str | None) -> str:
@@ -218,8 +258,7 @@ def outside_clients() -> list[Client]:
     from kproto import __version__
 
     driver = str(DRIVERS / "outside_driver.py")
-    return [Client(name, __version__, (sys.executable, driver, name.replace("kproto-", "")))
-            for name in OUTSIDE]
+    return [Client(name, __version__, (sys.executable, driver, name.replace("kproto-", ""))) for name in OUTSIDE]
 
 
 def capture_run(broker, client: Client, pin: str | None, pcap: Path, prefix: str | None = None) -> tuple[str, float]:
@@ -230,20 +269,36 @@ def capture_run(broker, client: Client, pin: str | None, pcap: Path, prefix: str
     pcap.parent.mkdir(parents=True, exist_ok=True)
     # --immediate-mode: packets reach tcpdump as they come, not when a ring block times out, so a
     # run shorter than that timeout is not lost when tcpdump is stopped.
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "--immediate-mode", "-U", "-s", "0", "-w", str(pcap),
-                             f"tcp port {broker.plaintext_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    dump = subprocess.Popen(
+        [
+            "tcpdump",
+            "-i",
+            "lo",
+            "--immediate-mode",
+            "-U",
+            "-s",
+            "0",
+            "-w",
+            str(pcap),
+            f"tcp port {broker.plaintext_port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     assert dump.stderr is not None
-    dump.stderr.readline()        # "listening on lo ...": the capture runs
+    dump.stderr.readline()  # "listening on lo ...": the capture runs
     command = [*client.command, broker.bootstrap, prefix, topic, str(MESSAGES), *([pin] if pin else [])]
     env = dict(os.environ, **dict(client.env), PYTHONPATH="")
     started = time.monotonic()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_SECONDS, env=env,
-                              errors="replace")
+        done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_SECONDS, env=env, errors="replace")
         output = done.stdout + done.stderr
     except subprocess.TimeoutExpired as timeout:
-        output = ((timeout.stdout or b"").decode(errors="replace") if isinstance(timeout.stdout, bytes)
-                  else (timeout.stdout or "")) + f"\nRUN TIMED OUT after {RUN_SECONDS}s"
+        output = (
+            (timeout.stdout or b"").decode(errors="replace")
+            if isinstance(timeout.stdout, bytes)
+            else (timeout.stdout or "")
+        ) + f"\nRUN TIMED OUT after {RUN_SECONDS}s"
     seconds = time.monotonic() - started
     time.sleep(1.0)
     dump.send_signal(signal.SIGINT)
@@ -260,37 +315,48 @@ def wire_facts(pcap: Path, port: int) -> dict:
     import pyarrow as pa
 
     from kproto.analyze import fingerprint as FP
-    from kproto.arrow.capture import CaptureReader
     from kproto.analyze.spark import combine as C
     from kproto.analyze.spark import planning as P
     from kproto.analyze.spark import task as T
     from kproto.analyze.spark import worker as W
+    from kproto.arrow.capture import CaptureReader
 
     parts = pa.Table.from_batches(
         [b for split in P.plan_file(str(pcap), 0) for b in T.process_split(split, broker_ports=(port,))],
-        schema=W.PARTS_SCHEMA)
-    clients = [{"client_id": c["client_id"], "order": [tuple(p) for p in FP.api_pairs(c["api_order"])],
-                "software": (c["client_software_name"], c["client_software_version"])
-                if c["client_software_name"] else None,
-                "handshakes": c["api_versions_per_connection"]}
-               for c in C.combine(parts, fingerprint=False)["clients"].to_pylist()]
+        schema=W.PARTS_SCHEMA,
+    )
+    clients = [
+        {
+            "client_id": c["client_id"],
+            "order": [tuple(p) for p in FP.api_pairs(c["api_order"])],
+            "software": (c["client_software_name"], c["client_software_version"])
+            if c["client_software_name"]
+            else None,
+            "handshakes": c["api_versions_per_connection"],
+        }
+        for c in C.combine(parts, fingerprint=False)["clients"].to_pylist()
+    ]
     # The broker's side, from the frames: requests per connection in order, paired with responses by
     # correlation id (a frame the capture lost must not shift the pairing).
-    requests: dict[int, list[tuple[tuple[int, int], int]]] = {}     # ((API, version), correlation id)
-    responses: dict[int, dict[int, bytes]] = {}                      # correlation id -> response
+    requests: dict[int, list[tuple[tuple[int, int], int]]] = {}  # ((API, version), correlation id)
+    responses: dict[int, dict[int, bytes]] = {}  # correlation id -> response
     reader = CaptureReader(str(pcap), broker_ports=[port])
     for batch in reader:
-        for conn, direction, payload in zip(*(batch.column(n).to_pylist() for n in
-                                              ("connection_id", "direction", "payload"))):
+        for conn, direction, payload in zip(
+            *(batch.column(n).to_pylist() for n in ("connection_id", "direction", "payload"))
+        ):
             if direction == 0 and len(payload) >= 8:
                 pair = (int.from_bytes(payload[0:2], "big", signed=True), int.from_bytes(payload[2:4], "big"))
                 requests.setdefault(conn, []).append((pair, int.from_bytes(payload[4:8], "big", signed=True)))
             elif direction == 1 and len(payload) >= 4:
                 responses.setdefault(conn, {})[int.from_bytes(payload[0:4], "big", signed=True)] = payload
     # ApiVersions responses keep header v0 (KIP-511): the error code follows the correlation id.
-    api_versions_errors = {int.from_bytes(responses[conn][cid][4:6], "big", signed=True)
-                           for conn, sent in requests.items() for pair, cid in sent
-                           if pair[0] == 18 and len(responses.get(conn, {}).get(cid, b"")) >= 6}
+    api_versions_errors = {
+        int.from_bytes(responses[conn][cid][4:6], "big", signed=True)
+        for conn, sent in requests.items()
+        for pair, cid in sent
+        if pair[0] == 18 and len(responses.get(conn, {}).get(cid, b"")) >= 6
+    }
     # A connection the broker closed first (its FIN or RST before the client's) with a request left
     # unanswered: the broker refused it. (A client closing with a fetch in flight is not that.) The
     # refused request is the first unanswered one, of an (API, version) answered nowhere in the run:
@@ -298,13 +364,20 @@ def wire_facts(pcap: Path, port: int) -> dict:
     # and those pipelined behind, lose their answers in the close too.
     by_broker = closed_by_broker(pcap, port)
     ports = {row["connection_id"]: row["client_port"] for row in reader.connections().to_pylist()}
-    first_unanswered = {conn: next((pair for pair, cid in sent if cid not in responses.get(conn, {})), None)
-                        for conn, sent in requests.items() if ports.get(conn) in by_broker}
+    first_unanswered = {
+        conn: next((pair for pair, cid in sent if cid not in responses.get(conn, {})), None)
+        for conn, sent in requests.items()
+        if ports.get(conn) in by_broker
+    }
     cut = {conn for conn, pair in first_unanswered.items() if pair is not None}
     served = {pair for conn, sent in requests.items() for pair, cid in sent if cid in responses.get(conn, {})}
     unanswered = sorted({first_unanswered[conn] for conn in cut} - served)
-    return {"clients": clients, "unanswered": unanswered, "closed_unanswered": len(cut),
-            "api_versions_errors": sorted(api_versions_errors - {0})}
+    return {
+        "clients": clients,
+        "unanswered": unanswered,
+        "closed_unanswered": len(cut),
+        "api_versions_errors": sorted(api_versions_errors - {0}),
+    }
 
 
 def tcp_packets(pcap: Path):
@@ -317,7 +390,7 @@ def tcp_packets(pcap: Path):
     offset = 24
     while offset + 16 <= len(data):
         captured = struct.unpack_from(order + "I", data, offset + 8)[0]
-        packet = data[offset + 16: offset + 16 + captured]
+        packet = data[offset + 16 : offset + 16 + captured]
         offset += 16 + captured
         if len(packet) < 14 + 20 or packet[12:14] != b"\x08\x00":
             continue
@@ -332,7 +405,7 @@ def closed_by_broker(pcap: Path, port: int) -> set[int]:
     (the pipeline's connection rows say a connection closed, not which side closed it)."""
     first_close: dict[int, bool] = {}
     for source, destination, flags in tcp_packets(pcap):
-        if flags & 0x05:                          # FIN or RST
+        if flags & 0x05:  # FIN or RST
             first_close.setdefault(destination if source == port else source, source == port)
     return {client for client, broker_first in first_close.items() if broker_first}
 
@@ -360,9 +433,10 @@ def summarise(output: str) -> tuple[dict[str, str], str]:
     # The library's own complaints, where it made any, before the rest (interpreter noise at exit).
     complaints = [line for line in rest if re.search(r"error|exception|fail|refused|closed|disconnect", line, re.I)]
     rest = complaints or rest
-    for step in STEPS:     # a driver that died or timed out before a step
-        steps.setdefault(step, "FAILED the driver stopped before this step" +
-                         (" (timed out)" if "RUN TIMED OUT" in output else ""))
+    for step in STEPS:  # a driver that died or timed out before a step
+        steps.setdefault(
+            step, "FAILED the driver stopped before this step" + (" (timed out)" if "RUN TIMED OUT" in output else "")
+        )
     return steps, " | ".join(rest)[-OUTPUT_TAIL:]
 
 
@@ -380,8 +454,9 @@ def planned(held_out: bool, only: list[str] | None) -> tuple[list[tuple[Client, 
     return plan, failed
 
 
-def record(releases: tuple[str, ...], only: list[str] | None,
-           save=lambda runs, failed: None, held_out: bool = False) -> tuple[list[dict], dict[str, str]]:
+def record(
+    releases: tuple[str, ...], only: list[str] | None, save=lambda runs, failed: None, held_out: bool = False
+) -> tuple[list[dict], dict[str, str]]:
     """Every run; ``save`` is called after each broker with the runs so far (a cut recording keeps them)."""
     import kafka_broker
 
@@ -389,7 +464,7 @@ def record(releases: tuple[str, ...], only: list[str] | None,
     failed: dict[str, str] = {}
     captures = HELD_OUT / "captures" if held_out else CAPTURES
     for release in releases:
-        plan, failed = planned(held_out, only)      # again for each broker: installs may still be under way
+        plan, failed = planned(held_out, only)  # again for each broker: installs may still be under way
         print(f"broker {release}: starting", flush=True)
         broker = kafka_broker.start(release)
         try:
@@ -397,16 +472,26 @@ def record(releases: tuple[str, ...], only: list[str] | None,
                 pcap = captures / release / f"{client.slug}{'-pinned' if pin else ''}.pcap"
                 prefix = held_out_prefix(client, pin) if held_out else None
                 output, seconds = capture_run(broker, client, pin, pcap, prefix)
-                pcap.with_suffix(".log").write_text(output)      # the whole output, beside the capture
+                pcap.with_suffix(".log").write_text(output)  # the whole output, beside the capture
                 steps, log = summarise(output)
                 facts = wire_facts(pcap, broker.plaintext_port)
-                run = {"library": client.library, "release": client.release, "pin": pin, "broker": release,
-                       "works": bool(steps) and all(v == "ok" for v in steps.values()), "steps": steps,
-                       "log": log, **facts}
+                run = {
+                    "library": client.library,
+                    "release": client.release,
+                    "pin": pin,
+                    "broker": release,
+                    "works": bool(steps) and all(v == "ok" for v in steps.values()),
+                    "steps": steps,
+                    "log": log,
+                    **facts,
+                }
                 runs.append(run)
-                print(f"  {client.library} {client.release}{' pin ' + pin if pin else ''}: "
-                      f"{'works' if run['works'] else 'FAILS'} ({seconds:.0f}s) {steps} "
-                      f"unanswered={facts['unanswered']} av_errors={facts['api_versions_errors']}", flush=True)
+                print(
+                    f"  {client.library} {client.release}{' pin ' + pin if pin else ''}: "
+                    f"{'works' if run['works'] else 'FAILS'} ({seconds:.0f}s) {steps} "
+                    f"unanswered={facts['unanswered']} av_errors={facts['api_versions_errors']}",
+                    flush=True,
+                )
         finally:
             broker.stop()
         save(runs, failed)
@@ -454,8 +539,19 @@ connection).
 def as_row(r: dict) -> tuple:
     """One run as the data file keeps it (the RUNS tuple)."""
     clients = tuple((c["client_id"], tuple(c["order"]), c["software"], c["handshakes"]) for c in r["clients"])
-    return (r["library"], r["release"], r["pin"], r["broker"], r["works"], r["steps"], r["log"],
-            tuple(r["unanswered"]), r["closed_unanswered"], tuple(r["api_versions_errors"]), clients)
+    return (
+        r["library"],
+        r["release"],
+        r["pin"],
+        r["broker"],
+        r["works"],
+        r["steps"],
+        r["log"],
+        tuple(r["unanswered"]),
+        r["closed_unanswered"],
+        tuple(r["api_versions_errors"]),
+        clients,
+    )
 
 
 def merged(kept: list[tuple], new: list[tuple]) -> list[tuple]:
@@ -468,9 +564,20 @@ def merged(kept: list[tuple], new: list[tuple]) -> list[tuple]:
 
 
 def data_module(rows: list[tuple], failed: dict[str, str], stamp: str, held_out: bool = False) -> str:
-    head = [HELD_OUT_HEADER.format(stamp=stamp), f"BROKERS = {tuple(sorted({r[3] for r in rows}, key=_key))!r}",
-            f"PINS = {HELD_OUT_PINS!r}", f"OUTSIDE = {OUTSIDE!r}"] if held_out else \
-        [HEADER.format(stamp=stamp), f"BROKERS = {tuple(sorted({r[3] for r in rows}, key=_key))!r}", f"PINS = {PINS!r}"]
+    head = (
+        [
+            HELD_OUT_HEADER.format(stamp=stamp),
+            f"BROKERS = {tuple(sorted({r[3] for r in rows}, key=_key))!r}",
+            f"PINS = {HELD_OUT_PINS!r}",
+            f"OUTSIDE = {OUTSIDE!r}",
+        ]
+        if held_out
+        else [
+            HEADER.format(stamp=stamp),
+            f"BROKERS = {tuple(sorted({r[3] for r in rows}, key=_key))!r}",
+            f"PINS = {PINS!r}",
+        ]
+    )
     lines = [*head, f"NOT_RECORDED = {dict(sorted(failed.items()))!r}", "RUNS = ("]
     for library, release, pin, broker, works, steps, log, unanswered, cut, errors, clients in rows:
         lines.append(f"    ({library!r}, {release!r}, {pin!r}, {broker!r}, {works!r},")
@@ -509,7 +616,7 @@ def broker_answer(run) -> str:
 def client_symptom(run) -> str:
     """The first failing step and what the client said, or "works"."""
     steps = run[5]
-    failing = [(step, outcome[len("FAILED "):]) for step, outcome in steps.items() if outcome != "ok"]
+    failing = [(step, outcome[len("FAILED ") :]) for step, outcome in steps.items() if outcome != "ok"]
     if not failing:
         return "works"
     step, why = failing[0]
@@ -528,23 +635,43 @@ def truth_rows(runs) -> list[tuple]:
         table.setdefault((library, release, pin), {})[broker] = run
     rows = []
     for (library, release, pin), by_broker in sorted(
-            table.items(), key=lambda item: (item[0][0], release_key(item[0][1]), item[0][2] or "")):
-        failing_4x = [by_broker[b] for b in sorted(by_broker, key=release_key) if b.startswith("4") and not by_broker[b][4]]
+        table.items(), key=lambda item: (item[0][0], release_key(item[0][1]), item[0][2] or "")
+    ):
+        failing_4x = [
+            by_broker[b] for b in sorted(by_broker, key=release_key) if b.startswith("4") and not by_broker[b][4]
+        ]
         shown = failing_4x[0] if failing_4x else None
         failed = {b: tuple(step for step, outcome in r[5].items() if outcome != "ok") for b, r in by_broker.items()}
-        rows.append((library, release, pin, failed,
-                     broker_answer(shown) if shown else "", client_symptom(shown) if shown else ""))
+        rows.append(
+            (
+                library,
+                release,
+                pin,
+                failed,
+                broker_answer(shown) if shown else "",
+                client_symptom(shown) if shown else "",
+            )
+        )
     return rows
 
 
 def truth_markdown(runs, brokers=BROKERS) -> str:
     """The KIP-896 truth table as Markdown: one row per client release and pin."""
-    lines = ["| client | release | pin | " + " | ".join(brokers) + " | the 4.x broker | the client |",
-             "|---" * (5 + len(brokers)) + "|"]
+    lines = [
+        "| client | release | pin | " + " | ".join(brokers) + " | the 4.x broker | the client |",
+        "|---" * (5 + len(brokers)) + "|",
+    ]
     for library, release, pin, failed, answer, symptom in truth_rows(runs):
-        cells = [("works" if not failed[b] else
-                  "**fails**: " + ("every step" if len(failed[b]) == len(STEPS) else ", ".join(failed[b])))
-                 if b in failed else "-" for b in brokers]
+        cells = [
+            (
+                "works"
+                if not failed[b]
+                else "**fails**: " + ("every step" if len(failed[b]) == len(STEPS) else ", ".join(failed[b]))
+            )
+            if b in failed
+            else "-"
+            for b in brokers
+        ]
         lines.append(f"| {library} | {release} | {pin or ''} | " + " | ".join(cells) + f" | {answer} | {symptom} |")
     return "\n".join(lines) + "\n"
 
@@ -558,8 +685,11 @@ def fingerprint_rows(runs) -> list[tuple]:
     """Every recorded client as (library, release, broker, client_id, pairs, software, handshakes) for
     kproto.analyze.fingerprint_scoring.evaluate; the library as it names itself (``SELF_NAMES``), a pinned run's
     broker column carrying its pin."""
-    return [(SELF_NAMES.get(library, library), release, broker if pin is None else f"{broker} pin {pin}", *client)
-            for library, release, pin, broker, *_rest, clients in runs for client in clients]
+    return [
+        (SELF_NAMES.get(library, library), release, broker if pin is None else f"{broker} pin {pin}", *client)
+        for library, release, pin, broker, *_rest, clients in runs
+        for client in clients
+    ]
 
 
 def confusion_text(runs) -> str:
@@ -570,12 +700,17 @@ def confusion_text(runs) -> str:
 
     rows = fingerprint_rows(runs)
     parts = []
-    for title, kip511 in (("As the `clients` table names them (a KIP-511 name first):", True),
-                          ("By the fingerprint alone (KIP-511 names ignored):", False)):
+    for title, kip511 in (
+        ("As the `clients` table names them (a KIP-511 name first):", True),
+        ("By the fingerprint alone (KIP-511 names ignored):", False),
+    ):
         result = scoring.evaluate(rows, kip511=kip511)
         sure = sorted({(w[0], w[4]) for w in result["wrong"] if w[4] != w[0] and w[6] == FP.HIGH})
-        parts.append(f"{title}\n\n{scoring.confusion_markdown(result)}\nWrong library with `high` confidence: "
-                     + (", ".join(f"{true} named {named}" for true, named in sure) or "none") + ".\n")
+        parts.append(
+            f"{title}\n\n{scoring.confusion_markdown(result)}\nWrong library with `high` confidence: "
+            + (", ".join(f"{true} named {named}" for true, named in sure) or "none")
+            + ".\n"
+        )
     return "\n".join(parts)
 
 
@@ -591,7 +726,8 @@ def names_of(library: str) -> set[str]:
     from kproto.analyze import client_recordings as R
 
     return {library, SELF_NAMES.get(library, library)} | {
-        software[0] for run in R.RUNS if run[0] == library for _id, _order, software, _n in run[10] if software}
+        software[0] for run in R.RUNS if run[0] == library for _id, _order, software, _n in run[10] if software
+    }
 
 
 def _number(text: str) -> tuple[int, ...] | None:
@@ -603,16 +739,19 @@ def _number(text: str) -> tuple[int, ...] | None:
 def judge(client: tuple, kip511: bool) -> dict:
     """The fingerprint's verdict on one recorded client, through kproto.analyze.fingerprint.classify_row (what the
     ``clients`` table shows); ``kip511`` False: its KIP-511 name and version withheld (the wire alone)."""
-    from kproto.analyze import fingerprint as FP
     from kproto import versions as kv
+    from kproto.analyze import fingerprint as FP
 
     client_id, order, software, handshakes = client
-    labels = [f"{kv.api_name(key)} v{version}" for key, version in order]     # the api_order column's labels
+    labels = [f"{kv.api_name(key)} v{version}" for key, version in order]  # the api_order column's labels
     name, version = software if kip511 and software else (None, None)
     row = FP.classify_row(client_id, labels, name, version, handshakes)
     named = row["likely_software"]
-    return {"named": UNKNOWN if named is None or named.lower() == UNKNOWN else named,
-            "versions": row["likely_versions"], "confidence": row["fingerprint_confidence"]}
+    return {
+        "named": UNKNOWN if named is None or named.lower() == UNKNOWN else named,
+        "versions": row["likely_versions"],
+        "confidence": row["fingerprint_confidence"],
+    }
 
 
 def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
@@ -623,7 +762,7 @@ def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
     from kproto.analyze import fingerprint as FP
 
     confusion: dict[str, dict[str, int]] = {}
-    per_library: dict[str, list[int]] = {}          # library -> [clients, right library, right range]
+    per_library: dict[str, list[int]] = {}  # library -> [clients, right library, right range]
     wrong_high, outside_named = [], []
     for library, release, pin, broker, *_rest, clients in runs:
         for client in clients:
@@ -631,7 +770,7 @@ def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
             row = confusion.setdefault(library, {})
             row[verdict["named"]] = row.get(verdict["named"], 0) + 1
             if library in outside:
-                own = {library} | ({client[2][0]} if kip511 and client[2] else set())    # its own name is no misnaming
+                own = {library} | ({client[2][0]} if kip511 and client[2] else set())  # its own name is no misnaming
                 if verdict["named"] not in {UNKNOWN} | own:
                     outside_named.append((library, broker, client[0], verdict["named"], verdict["confidence"]))
                 continue
@@ -643,8 +782,15 @@ def heldout_score(runs, kip511: bool = True, outside=OUTSIDE) -> dict:
             if not right and verdict["named"] != UNKNOWN and verdict["confidence"] == "high":
                 wrong_high.append((library, release, pin, broker, client[0], verdict["named"], verdict["versions"]))
     total = [sum(c[i] for c in per_library.values()) for i in range(3)]
-    return {"clients": total[0], "right_library": total[1], "right_range": total[2], "per_library": per_library,
-            "confusion": confusion, "wrong_high": wrong_high, "outside_named": outside_named}
+    return {
+        "clients": total[0],
+        "right_library": total[1],
+        "right_range": total[2],
+        "per_library": per_library,
+        "confusion": confusion,
+        "wrong_high": wrong_high,
+        "outside_named": outside_named,
+    }
 
 
 def _percent(part: int, whole: int) -> str:
@@ -657,8 +803,10 @@ def heldout_markdown(runs, outside=OUTSIDE) -> str:
     accuracy per library in both views."""
     scores = {kip511: heldout_score(runs, kip511, outside) for kip511 in (True, False)}
     parts = []
-    for kip511, title in ((True, "As the `clients` table names them (a KIP-511 name first):"),
-                          (False, "By the fingerprint alone (KIP-511 names withheld):")):
+    for kip511, title in (
+        (True, "As the `clients` table names them (a KIP-511 name first):"),
+        (False, "By the fingerprint alone (KIP-511 names withheld):"),
+    ):
         score = scores[kip511]
         named = sorted({n for row in score["confusion"].values() for n in row} - {UNKNOWN}) + [UNKNOWN]
         lines = [title, "", "| true \\ named | " + " | ".join(named) + " |", "|---" * (len(named) + 1) + "|"]
@@ -666,27 +814,36 @@ def heldout_markdown(runs, outside=OUTSIDE) -> str:
             label = f"{library} (outside the table)" if library in outside else library
             lines.append(f"| {label} | " + " | ".join(str(score["confusion"][library].get(n, 0)) for n in named) + " |")
         total = score["clients"]
-        lines += ["", f"Right library: {score['right_library']} of {total} ({_percent(score['right_library'], total)}); "
-                  f"right version range: {score['right_range']} of {total} ({_percent(score['right_range'], total)}). "
-                  "Wrong library with `high` confidence: "
-                  + (", ".join(sorted({f"{w[0]} {w[1]} named {w[5]}" for w in score["wrong_high"]})) or "none")
-                  + ". Software outside the table not named `unknown`: "
-                  + (", ".join(sorted({f"{o[0]} named {o[3]} ({o[4]})" for o in score["outside_named"]})) or "none")
-                  + "."]
+        lines += [
+            "",
+            f"Right library: {score['right_library']} of {total} ({_percent(score['right_library'], total)}); "
+            f"right version range: {score['right_range']} of {total} ({_percent(score['right_range'], total)}). "
+            "Wrong library with `high` confidence: "
+            + (", ".join(sorted({f"{w[0]} {w[1]} named {w[5]}" for w in score["wrong_high"]})) or "none")
+            + ". Software outside the table not named `unknown`: "
+            + (", ".join(sorted({f"{o[0]} named {o[3]} ({o[4]})" for o in score["outside_named"]})) or "none")
+            + ".",
+        ]
         parts.append("\n".join(lines) + "\n")
     releases: dict[str, set[str]] = {}
     for library, release, pin, *_ in runs:
         if library not in outside:
             releases.setdefault(library, set()).add(release + (f" (pin {pin})" if pin else ""))
-    lines = ["Version-range accuracy per library (right range / clients; a range is right when the true release "
-             "lies within what `likely_versions` says: after its `after` release and before its `before` one, "
-             "both exclusive; a KIP-511 version when it is the true release):", "",
-             "| library | held-out releases | clients | right library (KIP-511 first) | right range (KIP-511 first) "
-             "| right library (wire alone) | right range (wire alone) |", "|---" * 7 + "|"]
+    lines = [
+        "Version-range accuracy per library (right range / clients; a range is right when the true release "
+        "lies within what `likely_versions` says: after its `after` release and before its `before` one, "
+        "both exclusive; a KIP-511 version when it is the true release):",
+        "",
+        "| library | held-out releases | clients | right library (KIP-511 first) | right range (KIP-511 first) "
+        "| right library (wire alone) | right range (wire alone) |",
+        "|---" * 7 + "|",
+    ]
     for library in sorted(releases):
         first, alone = scores[True]["per_library"][library], scores[False]["per_library"][library]
-        lines.append(f"| {library} | {', '.join(sorted(releases[library], key=lambda r: (_number(r) or (), r)))} "
-                     f"| {first[0]} | {first[1]} | {first[2]} | {alone[1]} | {alone[2]} |")
+        lines.append(
+            f"| {library} | {', '.join(sorted(releases[library], key=lambda r: (_number(r) or (), r)))} "
+            f"| {first[0]} | {first[1]} | {first[2]} | {alone[1]} | {alone[2]} |"
+        )
     parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)
 
@@ -711,8 +868,20 @@ def refresh(out: Path, held_out: bool = False) -> int:
         slug = Client(library, release, ()).slug
         pcap = captures / broker / f"{slug}{'-pinned' if pin else ''}.pcap"
         facts = wire_facts(pcap, broker_port(pcap))
-        rows.append(as_row({"library": library, "release": release, "pin": pin, "broker": broker,
-                            "works": row[4], "steps": row[5], "log": row[6], **facts}))
+        rows.append(
+            as_row(
+                {
+                    "library": library,
+                    "release": release,
+                    "pin": pin,
+                    "broker": broker,
+                    "works": row[4],
+                    "steps": row[5],
+                    "log": row[6],
+                    **facts,
+                }
+            )
+        )
     stamp = re.search(r"on (\d{4}-\d{2}-\d{2})", out.read_text()).group(1)
     out.write_text(data_module(rows, namespace["NOT_RECORDED"], stamp, held_out))
     print(f"wrote {out} ({len(rows)} runs, wire facts from {captures})")
@@ -725,23 +894,44 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap, prefix, topic, count, *pin = argv[1:]
         return 1 if kcat_run(bootstrap, prefix, topic, int(count), pin[0] if pin else "") else 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--brokers", nargs="+", help=f"broker releases (default: {' '.join(BROKERS)}; "
-                        f"with --held-out {' '.join(HELD_OUT_BROKERS)})")
-    parser.add_argument("--only", nargs="+", help="libraries or client slugs; prints, writes no file but "
-                        "with --append")
-    parser.add_argument("--append", action="store_true",
-                        help="keep the runs of the existing file that this recording does not run again")
-    parser.add_argument("--refresh", action="store_true",
-                        help="read the wire facts again from the cached captures (after a change to wire_facts)")
-    parser.add_argument("--tables", action="store_true",
-                        help="print the truth table and the current fingerprint's confusion from the recording")
-    parser.add_argument("--held-out", action="store_true",
-                        help="the held-out evaluation set (scripts/install-clients.sh --held-out) into "
-                             "tests/client_heldout_recordings.py; with --tables / --docs, its evaluation")
-    parser.add_argument("--docs", action="store_true",
-                        help="with --held-out: write the evaluation of the committed recording into docs/analyze.md")
-    parser.add_argument("--out", type=Path, help="the data file (default: kproto/analyze/client_recordings.py; with "
-                        "--held-out tests/client_heldout_recordings.py)")
+    parser.add_argument(
+        "--brokers",
+        nargs="+",
+        help=f"broker releases (default: {' '.join(BROKERS)}; with --held-out {' '.join(HELD_OUT_BROKERS)})",
+    )
+    parser.add_argument("--only", nargs="+", help="libraries or client slugs; prints, writes no file but with --append")
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the runs of the existing file that this recording does not run again",
+    )
+    parser.add_argument(
+        "--refresh",
+        action="store_true",
+        help="read the wire facts again from the cached captures (after a change to wire_facts)",
+    )
+    parser.add_argument(
+        "--tables",
+        action="store_true",
+        help="print the truth table and the current fingerprint's confusion from the recording",
+    )
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="the held-out evaluation set (scripts/install-clients.sh --held-out) into "
+        "tests/client_heldout_recordings.py; with --tables / --docs, its evaluation",
+    )
+    parser.add_argument(
+        "--docs",
+        action="store_true",
+        help="with --held-out: write the evaluation of the committed recording into docs/analyze.md",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="the data file (default: kproto/analyze/client_recordings.py; with "
+        "--held-out tests/client_heldout_recordings.py)",
+    )
     args = parser.parse_args(argv)
     args.brokers = args.brokers or (HELD_OUT_BROKERS if args.held_out else BROKERS)
     args.out = args.out or (HELD_OUT_OUT if args.held_out else ROOT / "kproto" / "client_recordings.py")

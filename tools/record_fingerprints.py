@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from kproto._common.cache import cache_root  # noqa: E402  (the checkout's kproto, put on the path above)
 
+
 def _kproto_version() -> str:
     namespace: dict = {}
     exec((ROOT / "kproto" / "_version.py").read_text(), namespace)
@@ -55,16 +56,45 @@ CACHE = Path(os.environ.get("KPROTO_FINGERPRINT_CACHE") or cache_root() / "finge
 DRIVER = ROOT / "tools" / "fingerprint_driver.py"
 # The first and last release of each minor line we cover, oldest first.
 RELEASES = {
-    "kafka-python": ("1.4.4", "1.4.7", "2.0.0", "2.0.2", "2.0.6", "2.1.0", "2.1.6", "2.2.0", "2.2.21",
-                     "2.3.0", "3.0.0", "3.0.12"),
+    "kafka-python": (
+        "1.4.4",
+        "1.4.7",
+        "2.0.0",
+        "2.0.2",
+        "2.0.6",
+        "2.1.0",
+        "2.1.6",
+        "2.2.0",
+        "2.2.21",
+        "2.3.0",
+        "3.0.0",
+        "3.0.12",
+    ),
     "aiokafka": ("0.7.0", "0.7.2", "0.8.0", "0.8.1", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0"),
-    "confluent-kafka": ("1.4.2", "1.5.0", "1.6.0", "1.7.0", "1.8.2", "1.9.2", "2.0.2", "2.2.0", "2.4.0", "2.6.1", "2.8.0", "2.10.1", "2.12.2", "2.14.2",
-                        "2.16.1"),
-    "kproto": (_kproto_version(),),   # this tree, as it announces itself
+    "confluent-kafka": (
+        "1.4.2",
+        "1.5.0",
+        "1.6.0",
+        "1.7.0",
+        "1.8.2",
+        "1.9.2",
+        "2.0.2",
+        "2.2.0",
+        "2.4.0",
+        "2.6.1",
+        "2.8.0",
+        "2.10.1",
+        "2.12.2",
+        "2.14.2",
+        "2.16.1",
+    ),
+    "kproto": (_kproto_version(),),  # this tree, as it announces itself
 }
 IMPORT_NAMES = {"kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka"}
 # Dependencies a release needs at the version of its time (aiokafka 0.8 imports kafka-python 2.0's modules).
-EXTRA_REQUIREMENTS = {("aiokafka", release): ("kafka-python==2.0.2",) for release in ("0.7.0", "0.7.2", "0.8.0", "0.8.1")}
+EXTRA_REQUIREMENTS = {
+    ("aiokafka", release): ("kafka-python==2.0.2",) for release in ("0.7.0", "0.7.2", "0.8.0", "0.8.1")
+}
 # Built from source, confluent-kafka would link the system's librdkafka: the wire would be that
 # librdkafka's, not the release's. Only its wheels (which bundle their own librdkafka) are recorded.
 WHEELS_ONLY = ("confluent-kafka",)
@@ -78,17 +108,17 @@ OLD_PYTHONS = {
 # Releases left out of the recordings, and why.
 UNRECORDABLE = {
     "kafka-python 1.4.0": "does not import on Python 3.7+ (`async` is a keyword); recorded on Python 3.6 (as 1.4.3), "
-                          "its producers and assign-only consumers send what aiokafka 0.7 sends (the same pairs, "
-                          "order and one ApiVersions request per connection), so their clients would be named aiokafka",
+    "its producers and assign-only consumers send what aiokafka 0.7 sends (the same pairs, "
+    "order and one ApiVersions request per connection), so their clients would be named aiokafka",
     "confluent-kafka 1.0.0": "librdkafka 1.0 (before KIP-511, which came with 1.4) sends ApiVersions v0 with 4 bytes "
-                             "after its header; the fake broker answers INVALID_REQUEST and the client stops there",
+    "after its header; the fake broker answers INVALID_REQUEST and the client stops there",
 }
 PYENV_VERSIONS = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 PINNABLE = ("kafka-python", "aiokafka")
 BROKERS = ("4.0", "3.9", "2.3")
 EVALUATION_BROKERS = ("4.0", "2.3", "2.8")
 RUN_SECONDS = 120
-OPENING = 3   # the first requests of each client kept in the table, in order
+OPENING = 3  # the first requests of each client kept in the table, in order
 
 
 # ---------------------------------------------------------------- environments
@@ -117,20 +147,39 @@ def environment(library: str, release: str) -> tuple[Path | None, str | None]:
         subprocess.run([str(base), "-m", "venv", "--clear", str(home)], check=True)
         pip = [str(python), "-m", "pip"]
     python_name = f"Python {version or '%d.%d' % sys.version_info[:2]}"
-    install = subprocess.run([*pip, "install", "-q",
-                              "--only-binary", ":all:", f"{library}=={release}",
-                              *EXTRA_REQUIREMENTS.get((library, release), ())], capture_output=True, text=True)
+    install = subprocess.run(
+        [
+            *pip,
+            "install",
+            "-q",
+            "--only-binary",
+            ":all:",
+            f"{library}=={release}",
+            *EXTRA_REQUIREMENTS.get((library, release), ()),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if install.returncode != 0 and library not in WHEELS_ONLY:
         # No wheel for this Python: the release's own source, when it builds (dependencies still as wheels).
-        install = subprocess.run([*pip, "install", "-q", "--prefer-binary", f"{library}=={release}",
-                                  *EXTRA_REQUIREMENTS.get((library, release), ())], capture_output=True, text=True)
+        install = subprocess.run(
+            [
+                *pip,
+                "install",
+                "-q",
+                "--prefer-binary",
+                f"{library}=={release}",
+                *EXTRA_REQUIREMENTS.get((library, release), ()),
+            ],
+            capture_output=True,
+            text=True,
+        )
     problem = None
     if install.returncode != 0:
         lines = [line for line in install.stderr.splitlines() if "ERROR" in line]
         problem = f"no installable wheel for {python_name}: " + (lines[0] if lines else install.stderr[-200:])
     else:
-        check = subprocess.run([str(python), "-c", f"import {IMPORT_NAMES[library]}"], capture_output=True,
-                               text=True)
+        check = subprocess.run([str(python), "-c", f"import {IMPORT_NAMES[library]}"], capture_output=True, text=True)
         if check.returncode != 0:
             problem = f"installs but does not import on {python_name}: " + check.stderr.strip().splitlines()[-1]
     if problem:
@@ -146,16 +195,19 @@ def interpreter(library: str, release: str) -> tuple[Path | None, str | None]:
     if version is None:
         return Path(sys.executable), None
     # The newest patch release of that major.minor pyenv has (3.7.16 beats 3.7.9).
-    found = sorted(PYENV_VERSIONS.glob(f"{version}.*/bin/python"),
-                   key=lambda p: tuple(int(part) for part in p.parent.parent.name.split(".") if part.isdigit()))
+    found = sorted(
+        PYENV_VERSIONS.glob(f"{version}.*/bin/python"),
+        key=lambda p: tuple(int(part) for part in p.parent.parent.name.split(".") if part.isdigit()),
+    )
     if not found:
         return None, f"needs Python {version} (no wheel or no import on newer ones), not found in {PYENV_VERSIONS}"
     return found[-1], None
 
 
 # ---------------------------------------------------------------- one run
-def record_run(python: Path, library: str, broker_release: str, prefix: str, topic: str, messages: int,
-               pinned: bool) -> tuple[list[dict], str]:
+def record_run(
+    python: Path, library: str, broker_release: str, prefix: str, topic: str, messages: int, pinned: bool
+) -> tuple[list[dict], str]:
     """The clients of one scripted run against one fresh fake broker, and the driver's output."""
     from fake_broker import FakeBroker, TrafficLog
 
@@ -189,14 +241,22 @@ def clients_of(pcap: bytes) -> list[dict]:
         path.write_bytes(pcap)
         parts = pa.Table.from_batches(
             [b for split in P.plan_file(str(path), 0) for b in T.process_split(split, broker_ports=(9092,))],
-            schema=W.PARTS_SCHEMA)
+            schema=W.PARTS_SCHEMA,
+        )
     from kproto.analyze import fingerprint as FP
 
     clients = C.combine(parts, fingerprint=False)["clients"].to_pylist()
-    return [{"client_id": c["client_id"], "api_order": FP.api_pairs(c["api_order"]),
-             "software": [c["client_software_name"], c["client_software_version"]]
-             if c["client_software_name"] else None,
-             "handshakes": c["api_versions_per_connection"]} for c in clients]
+    return [
+        {
+            "client_id": c["client_id"],
+            "api_order": FP.api_pairs(c["api_order"]),
+            "software": [c["client_software_name"], c["client_software_version"]]
+            if c["client_software_name"]
+            else None,
+            "handshakes": c["api_versions_per_connection"],
+        }
+        for c in clients
+    ]
 
 
 # ---------------------------------------------------------------- the two recordings
@@ -205,7 +265,7 @@ def plan(evaluate: bool) -> list[tuple[str, str, str, bool]]:
     runs = []
     for library, releases in RELEASES.items():
         for release in releases:
-            for broker in (EVALUATION_BROKERS if evaluate else BROKERS):
+            for broker in EVALUATION_BROKERS if evaluate else BROKERS:
                 runs.append((library, release, broker, False))
             if library in PINNABLE and not evaluate:
                 runs.append((library, release, "3.9", True))
@@ -234,8 +294,14 @@ def run_all(evaluate: bool, workers: int) -> tuple[list[dict], dict[str, str]]:
         clients, output = record_run(pythons[(library, release)], library, broker, prefix, topic, messages, pinned)
         label = f"{library} {release} / broker {broker}{' pinned' if pinned else ''}"
         print(f"  {label}: {len(clients)} client(s)\n{output}", flush=True)
-        return {"library": library, "release": release, "broker": broker, "pinned": pinned, "prefix": prefix,
-                "clients": clients}
+        return {
+            "library": library,
+            "release": release,
+            "broker": broker,
+            "pinned": pinned,
+            "prefix": prefix,
+            "clients": clients,
+        }
 
     runs = [r for r in plan(evaluate) if (r[0], r[1]) in pythons]
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
@@ -259,18 +325,27 @@ def _pairs(pairs) -> str:
 
 def evaluation_module(results: list[dict], unavailable: dict[str, str], stamp: str) -> str:
     """tests/fingerprint_evaluation.py: each client's features and the truth."""
-    lines = [HEADER.format(what="Client fingerprints, evaluation set: clients of known library release, "
-                                "recorded apart from the table.", flag=" --evaluate", stamp=stamp,
-                           more="Each client: (library, release, broker release, client.id, (API, version) "
-                                "pairs in order of first use,\nKIP-511 (name, version) or None, the most "
-                                "ApiVersions requests on one connection).\n"),
-             f"BROKERS = {EVALUATION_BROKERS!r}",
-             f"NOT_RECORDED = {dict(sorted(unavailable.items()))!r}", "CLIENTS = ("]
+    lines = [
+        HEADER.format(
+            what="Client fingerprints, evaluation set: clients of known library release, "
+            "recorded apart from the table.",
+            flag=" --evaluate",
+            stamp=stamp,
+            more="Each client: (library, release, broker release, client.id, (API, version) "
+            "pairs in order of first use,\nKIP-511 (name, version) or None, the most "
+            "ApiVersions requests on one connection).\n",
+        ),
+        f"BROKERS = {EVALUATION_BROKERS!r}",
+        f"NOT_RECORDED = {dict(sorted(unavailable.items()))!r}",
+        "CLIENTS = (",
+    ]
     for r in results:
         for c in r["clients"]:
             software = tuple(c["software"]) if c["software"] else None
-            lines.append(f"    ({r['library']!r}, {r['release']!r}, {r['broker']!r}, {c['client_id']!r}, "
-                         f"{_pairs(c['api_order'])}, {software!r}, {c['handshakes']!r}),")
+            lines.append(
+                f"    ({r['library']!r}, {r['release']!r}, {r['broker']!r}, {c['client_id']!r}, "
+                f"{_pairs(c['api_order'])}, {software!r}, {c['handshakes']!r}),"
+            )
     lines.append(")")
     return "\n".join(lines) + "\n"
 
@@ -281,8 +356,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3, help="runs at once (they mostly wait)")
     args = parser.parse_args(argv)
     if not args.evaluate:
-        parser.error("the fingerprint table is built from kproto/analyze/client_recordings.py (tools/record_clients.py); "
-                     "this tool records the evaluation set: --evaluate")
+        parser.error(
+            "the fingerprint table is built from kproto/analyze/client_recordings.py (tools/record_clients.py); "
+            "this tool records the evaluation set: --evaluate"
+        )
     logging.basicConfig(level=logging.CRITICAL)
     started = time.monotonic()
     results, unavailable = run_all(args.evaluate, args.workers)

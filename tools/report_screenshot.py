@@ -27,7 +27,7 @@ from pathlib import Path
 
 BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
 TIMEOUT_S = 120
-DESKTOP_WIDTH = 1280   # every table fits from here on
+DESKTOP_WIDTH = 1280  # every table fits from here on
 
 # Runs in the page: the widths that decide whether it fits, as JSON in a body attribute.
 _MEASURE = """
@@ -90,8 +90,16 @@ def _run(url: str, *args: str, width: int, height: int) -> str:
     if exe is None:
         raise FileNotFoundError("no headless Chromium found (scripts/install-browser.sh installs one)")
     # --no-sandbox: CI and containers run as root, where Chromium's sandbox refuses to start.
-    command = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               f"--window-size={width},{height}", *args, url]
+    command = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--window-size={width},{height}",
+        *args,
+        url,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{exe} exited with {done.returncode}: {done.stderr[-2000:]}")
@@ -122,8 +130,10 @@ def problems(layout: dict, *, tables_may_scroll: bool = False) -> list[str]:
     for kind in ("charts",) if tables_may_scroll else ("tables", "charts"):
         for index, box in enumerate(layout[kind]):
             if box["right"] > edge:
-                out.append(f"{kind[:-1]} {index} ends at {box['right']:.0f} px, past the page's "
-                           f"{layout['content_right']:.0f} px")
+                out.append(
+                    f"{kind[:-1]} {index} ends at {box['right']:.0f} px, past the page's "
+                    f"{layout['content_right']:.0f} px"
+                )
     return out
 
 
@@ -140,15 +150,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("report", type=Path, help="a report.html written by kproto analyze")
     parser.add_argument("--png", type=Path, help="also write a screenshot here")
-    parser.add_argument("--width", type=int, action="append",
-                        help="window widths to check (default 1280 and 900); below DESKTOP_WIDTH a wide "
-                             "table may scroll in its own box, but the page must not widen")
+    parser.add_argument(
+        "--width",
+        type=int,
+        action="append",
+        help="window widths to check (default 1280 and 900); below DESKTOP_WIDTH a wide "
+        "table may scroll in its own box, but the page must not widen",
+    )
     args = parser.parse_args(argv)
     found = {}
     for width in args.width or [DESKTOP_WIDTH, 900]:
         layout = measure(args.report, width=width)
-        found[str(width)] = {"layout": layout,
-                             "problems": problems(layout, tables_may_scroll=width < DESKTOP_WIDTH)}
+        found[str(width)] = {"layout": layout, "problems": problems(layout, tables_may_scroll=width < DESKTOP_WIDTH)}
     if args.png:
         screenshot(args.report, args.png)
     print(json.dumps(found, indent=2))

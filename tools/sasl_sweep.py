@@ -62,8 +62,11 @@ def cases(kind: str):
                     continue
                 for lost in range(len(kept)):
                     if has_payload(kept[lost]):
-                        yield (f"{mechanism}-v{version}@{start}-{lost}",
-                               header + b"".join(kept[:lost] + kept[lost + 1:]), truth)
+                        yield (
+                            f"{mechanism}-v{version}@{start}-{lost}",
+                            header + b"".join(kept[:lost] + kept[lost + 1 :]),
+                            truth,
+                        )
 
 
 def sweep(kind: str, impl: str | None = None) -> dict:

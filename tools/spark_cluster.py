@@ -67,10 +67,14 @@ def daemon_environment() -> dict[str, str]:
     No PYTHONPATH: executors must find kproto in their own environment, not in this checkout.
     """
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "SPARK_HOME")}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home()),
-               SPARK_DAEMON_MEMORY="256m", SPARK_NO_DAEMONIZE="1",
-               # No REST submission server: its fixed port (6066) would collide between clusters.
-               SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
+    env.update(
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_HOME=str(spark_home()),
+        SPARK_DAEMON_MEMORY="256m",
+        SPARK_NO_DAEMONIZE="1",
+        # No REST submission server: its fixed port (6066) would collide between clusters.
+        SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
+    )
     return env
 
 
@@ -80,7 +84,7 @@ class Cluster:
     def __init__(self, directory: Path | str = DEFAULT_DIR) -> None:
         self.directory = Path(directory)
         self.state: dict = {}
-        self._children: dict[int, subprocess.Popen] = {}   # daemons started by this process, to reap
+        self._children: dict[int, subprocess.Popen] = {}  # daemons started by this process, to reap
         state_path = self.directory / STATE_FILE
         if state_path.exists():
             self.state = json.loads(state_path.read_text())
@@ -99,21 +103,47 @@ class Cluster:
             raise ClusterError(f"a cluster already runs from {self.directory} ({self.url}): stop it first")
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "logs").mkdir(exist_ok=True)
-        self.state = {"master_port": free_port(), "master_web_port": free_port(), "workers": workers,
-                      "processes": []}
+        self.state = {"master_port": free_port(), "master_web_port": free_port(), "workers": workers, "processes": []}
         try:
-            self._launch("master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.state["master_port"]),
-                                    "--webui-port", str(self.state["master_web_port"])])
+            self._launch(
+                "master",
+                [
+                    MASTER_CLASS,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.state["master_port"]),
+                    "--webui-port",
+                    str(self.state["master_web_port"]),
+                ],
+            )
             # Workers retry a master that is not up only after 5-15 s: start them once it listens.
             self._wait(lambda: _listening(self.state["master_port"]), timeout, "the master to listen")
             for index in range(workers):
                 work = self.directory / f"work-{index}"
                 work.mkdir(exist_ok=True)
-                self._launch(f"worker-{index}", [WORKER_CLASS, self.url, "--host", "127.0.0.1",
-                                                 "--cores", str(cores), "--memory", memory,
-                                                 "--work-dir", str(work), "--webui-port", str(free_port())])
-            self._wait(lambda: (self.master_status() or {}).get("aliveworkers") == workers, timeout,
-                       f"{workers} worker(s) to register")
+                self._launch(
+                    f"worker-{index}",
+                    [
+                        WORKER_CLASS,
+                        self.url,
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        str(cores),
+                        "--memory",
+                        memory,
+                        "--work-dir",
+                        str(work),
+                        "--webui-port",
+                        str(free_port()),
+                    ],
+                )
+            self._wait(
+                lambda: (self.master_status() or {}).get("aliveworkers") == workers,
+                timeout,
+                f"{workers} worker(s) to register",
+            )
         except BaseException:
             self.stop(remove=False)
             raise
@@ -123,9 +153,15 @@ class Cluster:
         log = self.directory / "logs" / f"{name}.log"
         with open(log, "ab") as output:
             # A session of its own: the process group holds the daemon, its executors and their Python workers.
-            process = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *arguments],
-                                       stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                       env=daemon_environment(), cwd=self.directory, start_new_session=True)
+            process = subprocess.Popen(
+                [str(spark_home() / "bin" / "spark-class"), *arguments],
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=daemon_environment(),
+                cwd=self.directory,
+                start_new_session=True,
+            )
         self._children[process.pid] = process
         self.state["processes"].append({"name": name, "pid": process.pid, "log": str(log)})
         (self.directory / STATE_FILE).write_text(json.dumps(self.state, indent=1))
@@ -152,8 +188,9 @@ class Cluster:
     def log_tails(self, lines: int = 15) -> str:
         tails = []
         for process in self.state.get("processes", []):
-            text = Path(process["log"]).read_text(errors="replace").splitlines() if Path(process["log"]).exists() \
-                else []
+            text = (
+                Path(process["log"]).read_text(errors="replace").splitlines() if Path(process["log"]).exists() else []
+            )
             tails.append(f"--- {process['log']}\n" + "\n".join(text[-lines:]))
         return "\n".join(tails)
 
@@ -164,7 +201,7 @@ class Cluster:
     def _group_alive(self, group: int) -> bool:
         child = self._children.get(group)
         if child is not None:
-            child.poll()      # reap the leader if it exited, else it lingers as a zombie of the group
+            child.poll()  # reap the leader if it exited, else it lingers as a zombie of the group
         return _group_alive(group)
 
     def stop(self, remove: bool = True, grace: float = 10.0) -> None:
@@ -224,8 +261,10 @@ def _run(command: list[str], what: str) -> None:
 def build_wheel(dist: Path) -> Path:
     """A wheel of this checkout, as docs/analyze.md builds it (``pip wheel --no-deps``)."""
     shutil.rmtree(dist, ignore_errors=True)
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist),
-          str(ROOT)], "building the kproto wheel")
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT)],
+        "building the kproto wheel",
+    )
     wheels = sorted(dist.glob("kproto-*.whl"))
     if len(wheels) != 1:
         raise ClusterError(f"expected one kproto wheel in {dist}, found {wheels}")
@@ -243,20 +282,38 @@ def executor_env(env: Path = EXECUTOR_ENV) -> Path:
         shutil.rmtree(env, ignore_errors=True)
         # The base interpreter of this venv: the executors' Python must be the driver's version.
         _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(env)], "creating the venv")
-        _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins],
-             "installing the executors' dependencies")
+        _run(
+            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins],
+            "installing the executors' dependencies",
+        )
         stamp.write_text(" ".join(pins))
     wheel = build_wheel(env.parent / "executor-dist")
-    _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-          "--force-reinstall", str(wheel)], "installing the kproto wheel")
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--force-reinstall",
+            str(wheel),
+        ],
+        "installing the kproto wheel",
+    )
     return python
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["start", "stop", "status", "executor-env"])
-    parser.add_argument("--dir", type=Path, default=Path(os.environ.get("KPROTO_CLUSTER_DIR", DEFAULT_DIR)),
-                        help="state, logs and work directories (default: %(default)s)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(os.environ.get("KPROTO_CLUSTER_DIR", DEFAULT_DIR)),
+        help="state, logs and work directories (default: %(default)s)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--memory", default="2g", help="memory per worker (executors' heaps come out of it)")
@@ -280,8 +337,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     status = cluster.master_status()
     alive = cluster.alive()
-    print(f"{cluster.url}: processes alive: {', '.join(alive) or 'none'}; master: "
-          + (f"{status['aliveworkers']} worker(s) alive, {status['cores']} core(s)" if status else "not answering"))
+    print(
+        f"{cluster.url}: processes alive: {', '.join(alive) or 'none'}; master: "
+        + (f"{status['aliveworkers']} worker(s) alive, {status['cores']} core(s)" if status else "not answering")
+    )
     return 0 if status and len(alive) == len(cluster.state["processes"]) else 1
 
 

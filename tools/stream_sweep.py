@@ -46,7 +46,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.append(str(ROOT))   # after PYTHONPATH: the kproto measured is the one it names
+sys.path.append(str(ROOT))  # after PYTHONPATH: the kproto measured is the one it names
 sys.path.insert(0, str(ROOT / "tools"))
 
 from kproto._common.cache import cache_root  # noqa: E402  (the one cache rule)
@@ -69,17 +69,26 @@ def make_traffic(path: Path) -> None:
     broker = FakeBroker(log, release="3.9", logical_port=9092).start()
 
     def value(name: str, i: int) -> bytes:
-        return (f'{{"source":"{name}","n":{i},"amount":{i * 7 % 1000},"note":"'
-                + "".join(chr(97 + (i * j) % 26) for j in range(40 + i * 13 % 300)) + '"}').encode()
+        return (
+            f'{{"source":"{name}","n":{i},"amount":{i * 7 % 1000},"note":"'
+            + "".join(chr(97 + (i * j) % 26) for j in range(40 + i * 13 % 300))
+            + '"}'
+        ).encode()
 
     # Producers and consumers live side by side, round after round, so the consumers'
     # connections carry many Fetch responses with record batches (plain and gzip).
     streams = []
     for topic, name, config in (("orders", "orders", {}), ("payments", "payments", {"compression_type": "gzip"})):
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, client_id=f"{name}-producer", linger_ms=5,
-                                 batch_size=4096, **config)
-        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, client_id=f"{name}-consumer",
-                                 auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=20)
+        producer = KafkaProducer(
+            bootstrap_servers=broker.bootstrap, client_id=f"{name}-producer", linger_ms=5, batch_size=4096, **config
+        )
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            client_id=f"{name}-consumer",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=20,
+        )
         consumer.assign([TopicPartition(topic, 0)])
         streams.append((topic, name, producer, consumer))
     sent = 0
@@ -100,8 +109,10 @@ def make_traffic(path: Path) -> None:
     time.sleep(0.3)
     broker.stop()
     data = {
-        "connections": [{"id": c.conn_id, "client": list(c.client), "opened": c.opened_ns,
-                         "closed": c.closed_ns} for c in log.connections],
+        "connections": [
+            {"id": c.conn_id, "client": list(c.client), "opened": c.opened_ns, "closed": c.closed_ns}
+            for c in log.connections
+        ],
         "events": [[ts, conn, sender, base64.b64encode(frame).decode()] for ts, conn, sender, frame in log.events],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,13 +137,17 @@ class Traffic:
         from kproto.arrow.capture import read_capture
 
         frames, connections, _ = read_capture(str(path))
-        self.clients = {row["connection_id"]: (row["client_ip"], row["client_port"])
-                        for row in connections.to_pylist()}
-        self.events = [(ts, conn, "client" if direction == 0 else "server", struct.pack(">i", size) + payload)
-                       for ts, conn, direction, size, payload in zip(
-                           frames["ts_first_ns"].to_pylist(), frames["connection_id"].to_pylist(),
-                           frames["direction"].to_pylist(), frames["size"].to_pylist(),
-                           frames["payload"].to_pylist())]
+        self.clients = {row["connection_id"]: (row["client_ip"], row["client_port"]) for row in connections.to_pylist()}
+        self.events = [
+            (ts, conn, "client" if direction == 0 else "server", struct.pack(">i", size) + payload)
+            for ts, conn, direction, size, payload in zip(
+                frames["ts_first_ns"].to_pylist(),
+                frames["connection_id"].to_pylist(),
+                frames["direction"].to_pylist(),
+                frames["size"].to_pylist(),
+                frames["payload"].to_pylist(),
+            )
+        ]
         self.events.sort(key=lambda e: e[0])
 
     def frames_of(self, conn: int) -> list[tuple[str, bytes]]:
@@ -148,10 +163,16 @@ class Traffic:
             bytes_of[conn] += len(frame)
         fetchers = sorted((c for c in by_conn if by_conn[c][1]), key=lambda c: -bytes_of[c])
         producers = sorted((c for c in by_conn if by_conn[c][0]), key=lambda c: -bytes_of[c])
-        metadata = sorted((c for c in by_conn if by_conn[c][3] and not by_conn[c][0] and not by_conn[c][1]),
-                          key=lambda c: -by_conn[c][3])
-        picked = {"consumer": fetchers[0], "consumer-gzip": fetchers[1] if len(fetchers) > 1 else fetchers[0],
-                  "producer": producers[0], "metadata": metadata[0]}
+        metadata = sorted(
+            (c for c in by_conn if by_conn[c][3] and not by_conn[c][0] and not by_conn[c][1]),
+            key=lambda c: -by_conn[c][3],
+        )
+        picked = {
+            "consumer": fetchers[0],
+            "consumer-gzip": fetchers[1] if len(fetchers) > 1 else fetchers[0],
+            "producer": producers[0],
+            "metadata": metadata[0],
+        }
         return picked
 
 
@@ -172,8 +193,12 @@ class Wire:
         step = 0
         for conn in conns:
             client = traffic.clients[conn]
-            conv = Conversation(client=(client[0], client[1]), server=BROKER,
-                                client_isn=1000 + 7919 * conn, server_isn=500000 + 104729 * conn)
+            conv = Conversation(
+                client=(client[0], client[1]),
+                server=BROKER,
+                client_isn=1000 + 7919 * conn,
+                server_isn=500000 + 104729 * conn,
+            )
             wire.conversations[conn] = conv
             if handshake:
                 for p in conv.handshake():
@@ -217,7 +242,7 @@ def captured_ranges(wire: Wire, keep, payload_limit=None) -> dict[tuple[int, str
 
 def covered(ranges, start: int, end: int) -> bool:
     cursor = start
-    for lo, hi in ranges:   # sorted by lo
+    for lo, hi in ranges:  # sorted by lo
         if lo > cursor:
             break
         cursor = max(cursor, hi)
@@ -246,13 +271,26 @@ def kproto_rows(path: str, impl: str, broker_ports=(BROKER[1],)):
     rows = []
     for frames, decoded, client_id in kd.record_batches(reader, records="summary"):
         for i in range(frames.num_rows):
-            rows.append([frames["connection_id"][i].as_py(), frames["direction"][i].as_py(),
-                         frames["payload"][i].as_py(), kd.STATUS_NAMES[decoded["status"][i].as_py()],
-                         decoded["api_key"][i].as_py(), decoded["api_version"][i].as_py(),
-                         decoded["correlation_id"][i].as_py(), client_id[i], frames["size"][i].as_py()])
+            rows.append(
+                [
+                    frames["connection_id"][i].as_py(),
+                    frames["direction"][i].as_py(),
+                    frames["payload"][i].as_py(),
+                    kd.STATUS_NAMES[decoded["status"][i].as_py()],
+                    decoded["api_key"][i].as_py(),
+                    decoded["api_version"][i].as_py(),
+                    decoded["correlation_id"][i].as_py(),
+                    client_id[i],
+                    frames["size"][i].as_py(),
+                ]
+            )
     table = reader.connections()
-    ports = {cid: (cport if sport == BROKER[1] else -1) for cid, cport, sport in zip(
-        table["connection_id"].to_pylist(), table["client_port"].to_pylist(), table["server_port"].to_pylist())}
+    ports = {
+        cid: (cport if sport == BROKER[1] else -1)
+        for cid, cport, sport in zip(
+            table["connection_id"].to_pylist(), table["client_port"].to_pylist(), table["server_port"].to_pylist()
+        )
+    }
     for row in rows:
         row[0] = ports.get(row[0], -1)
     return rows
@@ -260,10 +298,34 @@ def kproto_rows(path: str, impl: str, broker_ports=(BROKER[1],)):
 
 def tshark_rows(path: str):
     """(client port, direction, length, correlation id) of each Kafka PDU tshark decodes."""
-    out = subprocess.run(["tshark", "-r", path, "-o", "tcp.check_checksum:FALSE", "-d", "tcp.port==9092,kafka",
-                          "-T", "fields", "-E", "separator=|", "-e", "tcp.srcport", "-e", "tcp.dstport",
-                          "-e", "kafka.len", "-e", "kafka.correlation_id",
-                          "-Y", "kafka"], capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            path,
+            "-o",
+            "tcp.check_checksum:FALSE",
+            "-d",
+            "tcp.port==9092,kafka",
+            "-T",
+            "fields",
+            "-E",
+            "separator=|",
+            "-e",
+            "tcp.srcport",
+            "-e",
+            "tcp.dstport",
+            "-e",
+            "kafka.len",
+            "-e",
+            "kafka.correlation_id",
+            "-Y",
+            "kafka",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     rows = []
     for line in out.splitlines():
         src, dst, lens, corrs = (line.split("|") + [""] * 4)[:4]
@@ -278,11 +340,12 @@ def tshark_rows(path: str):
 
 # ---------------------------------------------------------------- scoring
 class Score(Counter):
-    def add_case(self, wire: Wire, keep, path: str, impl: str, use_tshark: bool, snaplen_payload=None,
-                 broker_ports=(BROKER[1],)) -> None:
+    def add_case(
+        self, wire: Wire, keep, path: str, impl: str, use_tshark: bool, snaplen_payload=None, broker_ports=(BROKER[1],)
+    ) -> None:
         ranges = {k: sorted(v) for k, v in captured_ranges(wire, keep, snaplen_payload).items()}
         ports = {conn: wire.conversations[conn].client[1] for conn in wire.conversations}
-        full: dict[tuple[int, int], Counter] = defaultdict(Counter)   # (port, direction) -> payloads
+        full: dict[tuple[int, int], Counter] = defaultdict(Counter)  # (port, direction) -> payloads
         headers: dict[tuple[int, int], Counter] = defaultdict(Counter)  # -> (corr, key, version)
         for (conn, sender), frames in wire.frames.items():
             direction = 0 if sender == "client" else 1
@@ -317,8 +380,10 @@ class Score(Counter):
                 matched_head[k][(corr, key, version)] -= 1
                 self["request headers recovered"] += 1
         if use_tshark:
-            seen_full = {k: Counter((len(p) + 0, struct.unpack_from(">i", p, 4 if k[1] == 0 else 0)[0])
-                                    for p in v.elements()) for k, v in full.items()}
+            seen_full = {
+                k: Counter((len(p) + 0, struct.unpack_from(">i", p, 4 if k[1] == 0 else 0)[0]) for p in v.elements())
+                for k, v in full.items()
+            }
             seen_head = {k: Counter(c for c, _, _ in v.elements()) for k, v in headers.items()}
             for port, direction, length, corr in tshark_rows(path):
                 k = (port, direction)
@@ -331,7 +396,8 @@ class Score(Counter):
         self["cases"] += 1
         lost = self["frames fully captured"] - self["fully captured recovered"]
         self["cases losing fully captured frames"] = self.get("cases losing fully captured frames", 0) + (
-            lost > self.get("_lost_before", 0))
+            lost > self.get("_lost_before", 0)
+        )
         self["_lost_before"] = lost
 
 
@@ -355,7 +421,7 @@ def run(args) -> dict:
     def case(name: str, wire: Wire, keep, snaplen: int = 262144, tshark: bool = use_tshark) -> None:
         with open(path, "wb") as handle:
             handle.write(wire.pcap(keep, snaplen))
-        limit = None if snaplen >= 262144 else snaplen - 54   # Ethernet + IPv4 + TCP headers
+        limit = None if snaplen >= 262144 else snaplen - 54  # Ethernet + IPv4 + TCP headers
         results.setdefault(name, Score()).add_case(wire, keep, path, args.impl, tshark, limit, broker_ports)
 
     # start: every packet of each picked connection, two segment sizes
@@ -383,9 +449,18 @@ def run(args) -> dict:
     return {name: {k: v for k, v in score.items() if not k.startswith("_")} for name, score in results.items()}
 
 
-COLUMNS = ("cases", "frames fully captured", "fully captured recovered", "cases losing fully captured frames",
-           "garbage frames", "garbage frames with status OK", "tshark fully captured recovered",
-           "request headers captured", "request headers recovered", "tshark request headers")
+COLUMNS = (
+    "cases",
+    "frames fully captured",
+    "fully captured recovered",
+    "cases losing fully captured frames",
+    "garbage frames",
+    "garbage frames with status OK",
+    "tshark fully captured recovered",
+    "request headers captured",
+    "request headers recovered",
+    "tshark request headers",
+)
 
 
 def table(results: dict) -> str:
@@ -397,16 +472,23 @@ def table(results: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traffic", type=Path, default=CACHE / "traffic.json",
-                        help="recorded traffic (made on first use), or a clean capture such as samples/sample.pcap")
+    parser.add_argument(
+        "--traffic",
+        type=Path,
+        default=CACHE / "traffic.json",
+        help="recorded traffic (made on first use), or a clean capture such as samples/sample.pcap",
+    )
     parser.add_argument("--impl", choices=("c", "py"), default="c")
     parser.add_argument("--no-tshark", action="store_true")
     parser.add_argument("--quick", action="store_true", help="no tshark on the start sweep")
     parser.add_argument("--stride", type=int, default=1, help="every n-th start packet")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--unknown-port", action="store_true",
-                        help="read without broker ports: every connection must confirm Kafka by its frames")
+    parser.add_argument(
+        "--unknown-port",
+        action="store_true",
+        help="read without broker ports: every connection must confirm Kafka by its frames",
+    )
     parser.add_argument("--only-starts", action="store_true", help="the start sweep alone")
     args = parser.parse_args(argv)
     results = run(args)

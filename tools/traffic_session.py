@@ -44,20 +44,46 @@ from kproto.versions import api_name
 CLIENT_ID = "kproto-traffic"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: Error codes that say the broker could not read a well-formed request: findings, never facts.
-MEMBER_ID_REQUIRED = 79   # KIP-394: a classic group's first JoinGroup is answered with the member id
+MEMBER_ID_REQUIRED = 79  # KIP-394: a classic group's first JoinGroup is answered with the member id
 NOT_LEADER_OR_FOLLOWER = 6
 RETRIABLE = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 PARSE_ERRORS = {2: "CORRUPT_MESSAGE", 42: "INVALID_REQUEST", 87: "INVALID_RECORD"}
-ANSWER_TIMEOUT = 30.0     # seconds; JoinGroup and Fetch wait on the broker's side at most a few
+ANSWER_TIMEOUT = 30.0  # seconds; JoinGroup and Fetch wait on the broker's side at most a few
 FETCH_WAIT_MS = 100
 
 # Versions above these are the brokers' own (AddPartitionsToTxn v4+ batches transactions between
 # brokers; an empty batch of them was never answered by 4.4.0): the session sends the clients' newest.
 CLIENT_MAX = {24: 3}
 # Keys sent at every version both sides know: reading, never changing anything.
-EVERY_VERSION = frozenset({
-    2, 3, 9, 10, 15, 16, 18, 29, 32, 35, 41, 46, 48, 50, 55, 60, 61, 65, 66, 69, 74, 75, 77, 89, 90,
-})
+EVERY_VERSION = frozenset(
+    {
+        2,
+        3,
+        9,
+        10,
+        15,
+        16,
+        18,
+        29,
+        32,
+        35,
+        41,
+        46,
+        48,
+        50,
+        55,
+        60,
+        61,
+        65,
+        66,
+        69,
+        74,
+        75,
+        77,
+        89,
+        90,
+    }
+)
 
 
 @dataclass
@@ -68,8 +94,8 @@ class Exchange:
     api_key: int
     api_version: int
     correlation_id: int
-    errors: tuple[int, ...] = ()     # every non-zero error code in the answer, in body order
-    outcome: str = "answered"        # answered | closed | timeout | undecodable
+    errors: tuple[int, ...] = ()  # every non-zero error code in the answer, in body order
+    outcome: str = "answered"  # answered | closed | timeout | undecodable
     detail: str = ""
 
     @property
@@ -177,8 +203,9 @@ class Link:
         exchange = Exchange(self.listener, key, version, self.correlation_id)
         self.log.exchanges.append(exchange)
         fit(body, schema.plan(type(body)._message_name, version))
-        frame = kproto.encode_request(body, version=version, correlation_id=self.correlation_id,
-                                      client_id=CLIENT_ID, size_prefixed=True)
+        frame = kproto.encode_request(
+            body, version=version, correlation_id=self.correlation_id, client_id=CLIENT_ID, size_prefixed=True
+        )
         try:
             self.sock.sendall(frame)
             payload = self._next_frame()
@@ -190,7 +217,7 @@ class Link:
             payload, exchange.detail = None, str(error)
         if payload is None:
             exchange.outcome = "closed"
-            self.close()      # the next call opens a new connection
+            self.close()  # the next call opens a new connection
             return None
         try:
             response = kproto.decode_response(payload, key, version, lazy=False)
@@ -216,12 +243,20 @@ def sub(message_name: str, path: str, /, **fields: Any) -> schema.Message:
 
 def record_batches(codec: str, base_timestamp: int) -> list[bytes]:
     """Record-batch shapes for one codec: several records with headers, null key, null value, empty."""
-    many = [Record(key=f"key-{i}".encode(), value=(f"value-{i}-" * (i + 1)).encode(),
-                   headers=[("trace", f"t{i}".encode()), ("dup", b"1"), ("dup", None)],
-                   timestamp=base_timestamp + i) for i in range(5)]
-    odd = [Record(key=None, value=b"null key", timestamp=base_timestamp),
-           Record(key=b"null value", value=None, timestamp=base_timestamp + 1),
-           Record(key=b"", value=b"", headers=[("", b"")], timestamp=base_timestamp + 2)]
+    many = [
+        Record(
+            key=f"key-{i}".encode(),
+            value=(f"value-{i}-" * (i + 1)).encode(),
+            headers=[("trace", f"t{i}".encode()), ("dup", b"1"), ("dup", None)],
+            timestamp=base_timestamp + i,
+        )
+        for i in range(5)
+    ]
+    odd = [
+        Record(key=None, value=b"null key", timestamp=base_timestamp),
+        Record(key=b"null value", value=None, timestamp=base_timestamp + 1),
+        Record(key=b"", value=b"", headers=[("", b"")], timestamp=base_timestamp + 2),
+    ]
     return [RecordBatch.encode(many, compression=codec), RecordBatch.encode(odd, compression=codec)]
 
 
@@ -251,8 +286,15 @@ class Session:
         k_low, k_high = schema.spec(schema.request_name(key))["valid_versions"]
         return list(range(max(low, k_low), min(high, k_high) + 1))
 
-    def call(self, key: int, make: Callable[[int], schema.Message | None], *, every: bool = False,
-             versions: list[int] | None = None, link: Link | None = None) -> Any:
+    def call(
+        self,
+        key: int,
+        make: Callable[[int], schema.Message | None],
+        *,
+        every: bool = False,
+        versions: list[int] | None = None,
+        link: Link | None = None,
+    ) -> Any:
         """Send ``make(version)`` at the newest common version (or each one); the last answer."""
         if versions is None:
             versions = self.common_versions(key)
@@ -274,9 +316,18 @@ class Session:
             self.sasl()
             self.share_group()
             self.standalone()
-            self.call(20, lambda v: message("DeleteTopicsRequest", topic_names=[self.scratch_topic], timeout_ms=5000)
-                      if v < 6 else message("DeleteTopicsRequest", timeout_ms=5000, topics=[
-                          sub("DeleteTopicsRequest", "topics", name=self.scratch_topic)]))
+            self.call(
+                20,
+                lambda v: (
+                    message("DeleteTopicsRequest", topic_names=[self.scratch_topic], timeout_ms=5000)
+                    if v < 6
+                    else message(
+                        "DeleteTopicsRequest",
+                        timeout_ms=5000,
+                        topics=[sub("DeleteTopicsRequest", "topics", name=self.scratch_topic)],
+                    )
+                ),
+            )
         finally:
             self.link.close()
         return self.log
@@ -297,16 +348,29 @@ class Session:
 
     def topics(self) -> None:
         topic = sub("CreateTopicsRequest", "topics", name=self.topic, num_partitions=1, replication_factor=1)
-        scratch = sub("CreateTopicsRequest", "topics", name=self.scratch_topic, num_partitions=2,
-                      replication_factor=-1, configs=[sub("CreateTopicsRequest", "topics.configs",
-                                                          name="retention.ms", value="3600000")])
+        scratch = sub(
+            "CreateTopicsRequest",
+            "topics",
+            name=self.scratch_topic,
+            num_partitions=2,
+            replication_factor=-1,
+            configs=[sub("CreateTopicsRequest", "topics.configs", name="retention.ms", value="3600000")],
+        )
         self.call(19, lambda v: message("CreateTopicsRequest", topics=[topic, scratch], timeout_ms=10000))
         names = [sub("MetadataRequest", "topics", name=self.topic)]
         for version in self.common_versions(3):
-            body = self.link.call(message("MetadataRequest", topics=None if version else [],
-                                          allow_auto_topic_creation=False), version)
-            body = self.link.call(message("MetadataRequest", topics=names, allow_auto_topic_creation=False,
-                                          include_topic_authorized_operations=version >= 8), version)
+            body = self.link.call(
+                message("MetadataRequest", topics=None if version else [], allow_auto_topic_creation=False), version
+            )
+            body = self.link.call(
+                message(
+                    "MetadataRequest",
+                    topics=names,
+                    allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=version >= 8,
+                ),
+                version,
+            )
             if body is not None:
                 for item in body.topics:
                     if item.name == self.topic and item.topic_id.int:
@@ -320,8 +384,13 @@ class Session:
         while version is not None and time.monotonic() < deadline:
             body = self.link.call(message("MetadataRequest", topics=names, allow_auto_topic_creation=False), version)
             topics = [t for t in body.topics if t.name == self.topic] if body is not None else []
-            if topics and not topics[0].error_code and topics[0].partitions and \
-                    not topics[0].partitions[0].error_code and topics[0].partitions[0].leader_id >= 0:
+            if (
+                topics
+                and not topics[0].error_code
+                and topics[0].partitions
+                and not topics[0].partitions[0].error_code
+                and topics[0].partitions[0].leader_id >= 0
+            ):
                 if topics[0].topic_id.int:
                     self.topic_id = topics[0].topic_id
                 return
@@ -335,41 +404,62 @@ class Session:
             for batch in record_batches(codec, base):
                 self.produced += len(list(RecordBatch(batch)))
                 part = sub("ProduceRequest", "topic_data.partition_data", index=0, records=batch)
-                data = sub("ProduceRequest", "topic_data", name=self.topic, topic_id=self.topic_id,
-                           partition_data=[part])
+                data = sub(
+                    "ProduceRequest", "topic_data", name=self.topic, topic_id=self.topic_id, partition_data=[part]
+                )
                 for _attempt in range(50):
                     # a new partition's leader is in the metadata a moment before it takes writes:
                     # NOT_LEADER_OR_FOLLOWER then, retried as Java's producer does
-                    answer = self.call(0, lambda v, data=data: message("ProduceRequest", acks=-1, timeout_ms=10000,
-                                                                       topic_data=[data]),
-                                       versions=[produce] if produce is not None else [])
-                    if answer is None or set(error_codes(answer)) - {NOT_LEADER_OR_FOLLOWER} or \
-                            not any(error_codes(answer)):
+                    answer = self.call(
+                        0,
+                        lambda v, data=data: message("ProduceRequest", acks=-1, timeout_ms=10000, topic_data=[data]),
+                        versions=[produce] if produce is not None else [],
+                    )
+                    if (
+                        answer is None
+                        or set(error_codes(answer)) - {NOT_LEADER_OR_FOLLOWER}
+                        or not any(error_codes(answer))
+                    ):
                         break
                     time.sleep(0.1)
 
         def fetch(version: int) -> schema.Message:
             part = sub("FetchRequest", "topics.partitions", partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
             topic = sub("FetchRequest", "topics", topic=self.topic, topic_id=self.topic_id, partitions=[part])
-            return message("FetchRequest", replica_id=-1, max_wait_ms=FETCH_WAIT_MS, min_bytes=1,
-                           max_bytes=1 << 22, isolation_level=0, session_id=0, session_epoch=-1, topics=[topic])
+            return message(
+                "FetchRequest",
+                replica_id=-1,
+                max_wait_ms=FETCH_WAIT_MS,
+                min_bytes=1,
+                max_bytes=1 << 22,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[topic],
+            )
 
-        fetchable = [v for v in self.common_versions(1) if v >= 4]   # magic 2 is read from v4 on
+        fetchable = [v for v in self.common_versions(1) if v >= 4]  # magic 2 is read from v4 on
         self.call(1, fetch, versions=fetchable[-3:])
 
         def list_offsets(version: int, stamp: int = -1) -> schema.Message:
             part = sub("ListOffsetsRequest", "topics.partitions", partition_index=0, timestamp=stamp, max_num_offsets=1)
-            return message("ListOffsetsRequest", replica_id=-1, topics=[
-                sub("ListOffsetsRequest", "topics", name=self.topic, partitions=[part])])
+            return message(
+                "ListOffsetsRequest",
+                replica_id=-1,
+                topics=[sub("ListOffsetsRequest", "topics", name=self.topic, partitions=[part])],
+            )
 
         self.call(2, list_offsets, every=True)
-        for stamp in (-2, base, -3):      # earliest, by time, max timestamp (v7+)
+        for stamp in (-2, base, -3):  # earliest, by time, max timestamp (v7+)
             self.call(2, lambda v, stamp=stamp: list_offsets(v, stamp) if v >= 7 or stamp != -3 else None)
 
     def classic_group(self) -> None:
         """FindCoordinator, then a classic consumer group of one member through its whole life."""
-        self.call(10, lambda v: message("FindCoordinatorRequest", key=self.group, key_type=0,
-                                        coordinator_keys=[self.group]), every=True)
+        self.call(
+            10,
+            lambda v: message("FindCoordinatorRequest", key=self.group, key_type=0, coordinator_keys=[self.group]),
+            every=True,
+        )
         self.wait_for_coordinator()
         join_v, sync_v = self.version(11), self.version(14)
         if join_v is None or sync_v is None:
@@ -379,12 +469,21 @@ class Session:
         protocol = sub("JoinGroupRequest", "protocols", name="range", metadata=subscription)
 
         def join(member_id: str) -> Any:
-            return self.link.call(message("JoinGroupRequest", group_id=self.group, session_timeout_ms=30000,
-                                          rebalance_timeout_ms=30000, member_id=member_id, protocol_type="consumer",
-                                          protocols=[protocol]), join_v)
+            return self.link.call(
+                message(
+                    "JoinGroupRequest",
+                    group_id=self.group,
+                    session_timeout_ms=30000,
+                    rebalance_timeout_ms=30000,
+                    member_id=member_id,
+                    protocol_type="consumer",
+                    protocols=[protocol],
+                ),
+                join_v,
+            )
 
         joined = None
-        for _attempt in range(50):     # the coordinator may still be loading the group's partition
+        for _attempt in range(50):  # the coordinator may still be loading the group's partition
             joined = join(joined.member_id if joined is not None else "")
             if joined is None or joined.error_code not in (MEMBER_ID_REQUIRED, *RETRIABLE):
                 break
@@ -395,33 +494,76 @@ class Session:
             self.log.notes.append(f"JoinGroup failed ({code}): the rest of the classic group skipped")
             return
         member, generation = joined.member_id, joined.generation_id
-        assignment = struct.pack(">h", 3) + message("ConsumerProtocolAssignment", assigned_partitions=[
-            sub("ConsumerProtocolAssignment", "assigned_partitions", topic=self.topic, partitions=[0])]).encode(3)
-        self.link.call(message("SyncGroupRequest", group_id=self.group, generation_id=generation, member_id=member,
-                               protocol_type="consumer", protocol_name="range", assignments=[
-                                   sub("SyncGroupRequest", "assignments", member_id=member, assignment=assignment)]),
-                       sync_v)
-        self.call(12, lambda v: message("HeartbeatRequest", group_id=self.group, generation_id=generation,
-                                        member_id=member))
-        commit_part = sub("OffsetCommitRequest", "topics.partitions", partition_index=0,
-                          committed_offset=self.produced, committed_metadata="kproto")
-        self.call(8, lambda v: message("OffsetCommitRequest", group_id=self.group, generation_id_or_member_epoch=generation,
-                                       member_id=member, topics=[sub("OffsetCommitRequest", "topics", name=self.topic,
-                                                                     topic_id=self.topic_id,
-                                                                     partitions=[commit_part])]))
+        assignment = struct.pack(">h", 3) + message(
+            "ConsumerProtocolAssignment",
+            assigned_partitions=[
+                sub("ConsumerProtocolAssignment", "assigned_partitions", topic=self.topic, partitions=[0])
+            ],
+        ).encode(3)
+        self.link.call(
+            message(
+                "SyncGroupRequest",
+                group_id=self.group,
+                generation_id=generation,
+                member_id=member,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=[sub("SyncGroupRequest", "assignments", member_id=member, assignment=assignment)],
+            ),
+            sync_v,
+        )
+        self.call(
+            12, lambda v: message("HeartbeatRequest", group_id=self.group, generation_id=generation, member_id=member)
+        )
+        commit_part = sub(
+            "OffsetCommitRequest",
+            "topics.partitions",
+            partition_index=0,
+            committed_offset=self.produced,
+            committed_metadata="kproto",
+        )
+        self.call(
+            8,
+            lambda v: message(
+                "OffsetCommitRequest",
+                group_id=self.group,
+                generation_id_or_member_epoch=generation,
+                member_id=member,
+                topics=[
+                    sub(
+                        "OffsetCommitRequest",
+                        "topics",
+                        name=self.topic,
+                        topic_id=self.topic_id,
+                        partitions=[commit_part],
+                    )
+                ],
+            ),
+        )
         self.offset_fetch()
-        self.call(15, lambda v: message("DescribeGroupsRequest", groups=[self.group],
-                                        include_authorized_operations=v >= 3), every=True)
-        self.call(13, lambda v: message("LeaveGroupRequest", group_id=self.group, member_id=member, members=[
-            sub("LeaveGroupRequest", "members", member_id=member, reason="kproto session ends")]))
+        self.call(
+            15,
+            lambda v: message("DescribeGroupsRequest", groups=[self.group], include_authorized_operations=v >= 3),
+            every=True,
+        )
+        self.call(
+            13,
+            lambda v: message(
+                "LeaveGroupRequest",
+                group_id=self.group,
+                member_id=member,
+                members=[sub("LeaveGroupRequest", "members", member_id=member, reason="kproto session ends")],
+            ),
+        )
 
     def wait_for_coordinator(self, timeout: float = 30.0) -> None:
         """FindCoordinator until the group coordinator is up (the offsets topic is made on first ask)."""
         version = self.version(10)
         deadline = time.monotonic() + timeout
         while version is not None and time.monotonic() < deadline:
-            found = self.link.call(message("FindCoordinatorRequest", key=self.group, key_type=0,
-                                           coordinator_keys=[self.group]), version)
+            found = self.link.call(
+                message("FindCoordinatorRequest", key=self.group, key_type=0, coordinator_keys=[self.group]), version
+            )
             codes = list(error_codes(found)) if found is not None else [-1]
             if not codes:
                 return
@@ -436,39 +578,74 @@ class Session:
         group, member = f"{self.group}-share", str(uuid.uuid4())
 
         def beat(epoch: int) -> Any:
-            return self.link.call(message("ShareGroupHeartbeatRequest", group_id=group, member_id=member,
-                                          member_epoch=epoch, subscribed_topic_names=[self.topic] if epoch == 0
-                                          else None), beat_v)
+            return self.link.call(
+                message(
+                    "ShareGroupHeartbeatRequest",
+                    group_id=group,
+                    member_id=member,
+                    member_epoch=epoch,
+                    subscribed_topic_names=[self.topic] if epoch == 0 else None,
+                ),
+                beat_v,
+            )
 
         joined = beat(0)
         epoch = joined.member_epoch if joined is not None and not joined.error_code else 0
-        if fetch_v is not None:     # sent even when the group could not be joined: its answer is a fact
+        if fetch_v is not None:  # sent even when the group could not be joined: its answer is a fact
             part = sub("ShareFetchRequest", "topics.partitions", partition_index=0, partition_max_bytes=1 << 20)
-            self.link.call(message("ShareFetchRequest", group_id=group, member_id=member, share_session_epoch=0,
-                                   max_wait_ms=FETCH_WAIT_MS, min_bytes=1, max_bytes=1 << 22, max_records=50,
-                                   batch_size=50, topics=[sub("ShareFetchRequest", "topics", topic_id=self.topic_id,
-                                                              partitions=[part])]), fetch_v)
+            self.link.call(
+                message(
+                    "ShareFetchRequest",
+                    group_id=group,
+                    member_id=member,
+                    share_session_epoch=0,
+                    max_wait_ms=FETCH_WAIT_MS,
+                    min_bytes=1,
+                    max_bytes=1 << 22,
+                    max_records=50,
+                    batch_size=50,
+                    topics=[sub("ShareFetchRequest", "topics", topic_id=self.topic_id, partitions=[part])],
+                ),
+                fetch_v,
+            )
             if ack_v is not None:
-                ack = sub("ShareAcknowledgeRequest", "topics.partitions.acknowledgement_batches", first_offset=0,
-                          last_offset=0, acknowledge_types=[1])
-                part = sub("ShareAcknowledgeRequest", "topics.partitions", partition_index=0,
-                           acknowledgement_batches=[ack])
-                self.link.call(message("ShareAcknowledgeRequest", group_id=group, member_id=member,
-                                       share_session_epoch=1, topics=[sub(
-                                           "ShareAcknowledgeRequest", "topics", topic_id=self.topic_id,
-                                           partitions=[part])]), ack_v)
+                ack = sub(
+                    "ShareAcknowledgeRequest",
+                    "topics.partitions.acknowledgement_batches",
+                    first_offset=0,
+                    last_offset=0,
+                    acknowledge_types=[1],
+                )
+                part = sub(
+                    "ShareAcknowledgeRequest", "topics.partitions", partition_index=0, acknowledgement_batches=[ack]
+                )
+                self.link.call(
+                    message(
+                        "ShareAcknowledgeRequest",
+                        group_id=group,
+                        member_id=member,
+                        share_session_epoch=1,
+                        topics=[sub("ShareAcknowledgeRequest", "topics", topic_id=self.topic_id, partitions=[part])],
+                    ),
+                    ack_v,
+                )
         if epoch:
             beat(-1)
 
     def offset_fetch(self) -> None:
         def body(version: int) -> schema.Message:
             if version < 8:
-                return message("OffsetFetchRequest", group_id=self.group, topics=[
-                    sub("OffsetFetchRequest", "topics", name=self.topic, partition_indexes=[0])])
-            topic = sub("OffsetFetchRequest", "groups.topics", name=self.topic, topic_id=self.topic_id,
-                        partition_indexes=[0])
-            return message("OffsetFetchRequest", groups=[sub("OffsetFetchRequest", "groups", group_id=self.group,
-                                                             topics=[topic])])
+                return message(
+                    "OffsetFetchRequest",
+                    group_id=self.group,
+                    topics=[sub("OffsetFetchRequest", "topics", name=self.topic, partition_indexes=[0])],
+                )
+            topic = sub(
+                "OffsetFetchRequest", "groups.topics", name=self.topic, topic_id=self.topic_id, partition_indexes=[0]
+            )
+            return message(
+                "OffsetFetchRequest", groups=[sub("OffsetFetchRequest", "groups", group_id=self.group, topics=[topic])]
+            )
 
         self.call(9, body, every=True)
 
@@ -494,7 +671,7 @@ class Session:
 
     def standalone(self) -> None:
         """Every API the broker advertises that the core steps did not send, with a harmless body."""
-        done = self.log.apis() | {17, 20, 36}     # SASL: its own listener; DeleteTopics: at the end
+        done = self.log.apis() | {17, 20, 36}  # SASL: its own listener; DeleteTopics: at the end
         for key in sorted(self.log.advertised):
             if key in done or key not in schema.api_keys():
                 continue
@@ -503,44 +680,99 @@ class Session:
                 self.log.notes.append(f"{api_name(key)}: no minimal body, not sent")
                 continue
             versions = [v for v in self.common_versions(key) if v <= CLIENT_MAX.get(key, v)]
-            self.call(key, lambda v, make=make: make(self, v),
-                      versions=versions if key in EVERY_VERSION else versions[-1:])
+            self.call(
+                key, lambda v, make=make: make(self, v), versions=versions if key in EVERY_VERSION else versions[-1:]
+            )
 
 
 def _configs(s: Session, v: int) -> schema.Message:
-    return message("DescribeConfigsRequest", include_synonyms=v >= 1, include_documentation=v >= 3, resources=[
-        sub("DescribeConfigsRequest", "resources", resource_type=2, resource_name=s.topic, configuration_keys=None),
-        sub("DescribeConfigsRequest", "resources", resource_type=4, resource_name="1",
-            configuration_keys=["log.retention.ms", "num.io.threads"])])
+    return message(
+        "DescribeConfigsRequest",
+        include_synonyms=v >= 1,
+        include_documentation=v >= 3,
+        resources=[
+            sub("DescribeConfigsRequest", "resources", resource_type=2, resource_name=s.topic, configuration_keys=None),
+            sub(
+                "DescribeConfigsRequest",
+                "resources",
+                resource_type=4,
+                resource_name="1",
+                configuration_keys=["log.retention.ms", "num.io.threads"],
+            ),
+        ],
+    )
 
 
-_NOBODY = 987654            # a broker / voter id no cluster of the tests has
-_ANY = 1                    # ACL filters: ANY resource / pattern / operation / permission
+_NOBODY = 987654  # a broker / voter id no cluster of the tests has
+_ANY = 1  # ACL filters: ANY resource / pattern / operation / permission
 
 #: api_key -> (session, version) -> a minimal body that changes nothing, or None to skip that version.
 STANDALONE: dict[int, Callable[[Session, int], schema.Message | None]] = {
     16: lambda s, v: message("ListGroupsRequest", states_filter=[], types_filter=[]),
-    21: lambda s, v: message("DeleteRecordsRequest", timeout_ms=5000, topics=[sub(
-        "DeleteRecordsRequest", "topics", name=s.topic, partitions=[
-            sub("DeleteRecordsRequest", "topics.partitions", partition_index=0, offset=1)])]),
+    21: lambda s, v: message(
+        "DeleteRecordsRequest",
+        timeout_ms=5000,
+        topics=[
+            sub(
+                "DeleteRecordsRequest",
+                "topics",
+                name=s.topic,
+                partitions=[sub("DeleteRecordsRequest", "topics.partitions", partition_index=0, offset=1)],
+            )
+        ],
+    ),
     22: lambda s, v: message("InitProducerIdRequest", transactional_id=None, transaction_timeout_ms=60000),
-    23: lambda s, v: message("OffsetForLeaderEpochRequest", replica_id=-1, topics=[sub(
-        "OffsetForLeaderEpochRequest", "topics", topic=s.topic, partitions=[
-            sub("OffsetForLeaderEpochRequest", "topics.partitions", partition=0, leader_epoch=0)])]),
-    24: lambda s, v: message("AddPartitionsToTxnRequest", v3_and_below_transactional_id="kproto-no-txn",
-                             v3_and_below_producer_id=_NOBODY, v3_and_below_topics=[sub(
-                                 "AddPartitionsToTxnRequest", "v3_and_below_topics", name=s.topic, partitions=[0])])
-    if v <= 3 else None,
-    25: lambda s, v: message("AddOffsetsToTxnRequest", transactional_id="kproto-no-txn", producer_id=_NOBODY,
-                             producer_epoch=0, group_id=s.group),
-    26: lambda s, v: message("EndTxnRequest", transactional_id="kproto-no-txn", producer_id=_NOBODY,
-                             producer_epoch=0, committed=False),
+    23: lambda s, v: message(
+        "OffsetForLeaderEpochRequest",
+        replica_id=-1,
+        topics=[
+            sub(
+                "OffsetForLeaderEpochRequest",
+                "topics",
+                topic=s.topic,
+                partitions=[sub("OffsetForLeaderEpochRequest", "topics.partitions", partition=0, leader_epoch=0)],
+            )
+        ],
+    ),
+    24: lambda s, v: (
+        message(
+            "AddPartitionsToTxnRequest",
+            v3_and_below_transactional_id="kproto-no-txn",
+            v3_and_below_producer_id=_NOBODY,
+            v3_and_below_topics=[sub("AddPartitionsToTxnRequest", "v3_and_below_topics", name=s.topic, partitions=[0])],
+        )
+        if v <= 3
+        else None
+    ),
+    25: lambda s, v: message(
+        "AddOffsetsToTxnRequest",
+        transactional_id="kproto-no-txn",
+        producer_id=_NOBODY,
+        producer_epoch=0,
+        group_id=s.group,
+    ),
+    26: lambda s, v: message(
+        "EndTxnRequest", transactional_id="kproto-no-txn", producer_id=_NOBODY, producer_epoch=0, committed=False
+    ),
     27: lambda s, v: message("WriteTxnMarkersRequest", markers=[]),
-    28: lambda s, v: message("TxnOffsetCommitRequest", transactional_id="kproto-no-txn", group_id=s.group,
-                             producer_id=_NOBODY, producer_epoch=0, topics=[]),
-    29: lambda s, v: message("DescribeAclsRequest", resource_type_filter=_ANY, resource_name_filter=None,
-                             pattern_type_filter=_ANY if v else 3, principal_filter=None, host_filter=None,
-                             operation=_ANY, permission_type=_ANY),
+    28: lambda s, v: message(
+        "TxnOffsetCommitRequest",
+        transactional_id="kproto-no-txn",
+        group_id=s.group,
+        producer_id=_NOBODY,
+        producer_epoch=0,
+        topics=[],
+    ),
+    29: lambda s, v: message(
+        "DescribeAclsRequest",
+        resource_type_filter=_ANY,
+        resource_name_filter=None,
+        pattern_type_filter=_ANY if v else 3,
+        principal_filter=None,
+        host_filter=None,
+        operation=_ANY,
+        permission_type=_ANY,
+    ),
     30: lambda s, v: message("CreateAclsRequest", creations=[]),
     31: lambda s, v: message("DeleteAclsRequest", filters=[]),
     32: _configs,
@@ -562,50 +794,101 @@ STANDALONE: dict[int, Callable[[Session, int], schema.Message | None]] = {
     49: lambda s, v: message("AlterClientQuotasRequest", entries=[], validate_only=True),
     50: lambda s, v: message("DescribeUserScramCredentialsRequest", users=None),
     51: lambda s, v: message("AlterUserScramCredentialsRequest", deletions=[], upsertions=[]),
-    55: lambda s, v: message("DescribeQuorumRequest", topics=[sub("DescribeQuorumRequest", "topics",
-                                                                  topic_name="__cluster_metadata", partitions=[
-                                                                      sub("DescribeQuorumRequest", "topics.partitions",
-                                                                          partition_index=0)])]),
+    55: lambda s, v: message(
+        "DescribeQuorumRequest",
+        topics=[
+            sub(
+                "DescribeQuorumRequest",
+                "topics",
+                topic_name="__cluster_metadata",
+                partitions=[sub("DescribeQuorumRequest", "topics.partitions", partition_index=0)],
+            )
+        ],
+    ),
     57: lambda s, v: message("UpdateFeaturesRequest", timeout_ms=5000, feature_updates=[], validate_only=True),
-    60: lambda s, v: message("DescribeClusterRequest", include_cluster_authorized_operations=True,
-                             endpoint_type=1),
-    61: lambda s, v: message("DescribeProducersRequest", topics=[sub("DescribeProducersRequest", "topics",
-                                                                     name=s.topic, partition_indexes=[0])]),
+    60: lambda s, v: message("DescribeClusterRequest", include_cluster_authorized_operations=True, endpoint_type=1),
+    61: lambda s, v: message(
+        "DescribeProducersRequest",
+        topics=[sub("DescribeProducersRequest", "topics", name=s.topic, partition_indexes=[0])],
+    ),
     64: lambda s, v: message("UnregisterBrokerRequest", broker_id=_NOBODY),
     65: lambda s, v: message("DescribeTransactionsRequest", transactional_ids=["kproto-no-txn"]),
     66: lambda s, v: message("ListTransactionsRequest", state_filters=[], producer_id_filters=[]),
-    68: lambda s, v: message("ConsumerGroupHeartbeatRequest", group_id=f"{s.group}-next",
-                             member_id=str(uuid.uuid4()) if v >= 1 else "", member_epoch=0,
-                             rebalance_timeout_ms=30000, subscribed_topic_names=[s.topic], topic_partitions=[]),
-    69: lambda s, v: message("ConsumerGroupDescribeRequest", group_ids=[f"{s.group}-next"],
-                             include_authorized_operations=True),
+    68: lambda s, v: message(
+        "ConsumerGroupHeartbeatRequest",
+        group_id=f"{s.group}-next",
+        member_id=str(uuid.uuid4()) if v >= 1 else "",
+        member_epoch=0,
+        rebalance_timeout_ms=30000,
+        subscribed_topic_names=[s.topic],
+        topic_partitions=[],
+    ),
+    69: lambda s, v: message(
+        "ConsumerGroupDescribeRequest", group_ids=[f"{s.group}-next"], include_authorized_operations=True
+    ),
     74: lambda s, v: message("ListConfigResourcesRequest", resource_types=[2] if v else []),
-    75: lambda s, v: message("DescribeTopicPartitionsRequest", topics=[
-        sub("DescribeTopicPartitionsRequest", "topics", name=s.topic)], response_partition_limit=100),
-    76: lambda s, v: message("ShareGroupHeartbeatRequest", group_id=f"{s.group}-share", member_id=str(uuid.uuid4()),
-                             member_epoch=0, subscribed_topic_names=[s.topic]),
-    77: lambda s, v: message("ShareGroupDescribeRequest", group_ids=[f"{s.group}-share"],
-                             include_authorized_operations=True),
-    80: lambda s, v: message("AddRaftVoterRequest", cluster_id=None, timeout_ms=5000, voter_id=_NOBODY,
-                             voter_directory_id=uuid.uuid4(), listeners=[sub(
-                                 "AddRaftVoterRequest", "listeners", name="CONTROLLER", host="127.0.0.1", port=9)]),
-    81: lambda s, v: message("RemoveRaftVoterRequest", cluster_id=None, voter_id=_NOBODY,
-                             voter_directory_id=uuid.uuid4()),
+    75: lambda s, v: message(
+        "DescribeTopicPartitionsRequest",
+        topics=[sub("DescribeTopicPartitionsRequest", "topics", name=s.topic)],
+        response_partition_limit=100,
+    ),
+    76: lambda s, v: message(
+        "ShareGroupHeartbeatRequest",
+        group_id=f"{s.group}-share",
+        member_id=str(uuid.uuid4()),
+        member_epoch=0,
+        subscribed_topic_names=[s.topic],
+    ),
+    77: lambda s, v: message(
+        "ShareGroupDescribeRequest", group_ids=[f"{s.group}-share"], include_authorized_operations=True
+    ),
+    80: lambda s, v: message(
+        "AddRaftVoterRequest",
+        cluster_id=None,
+        timeout_ms=5000,
+        voter_id=_NOBODY,
+        voter_directory_id=uuid.uuid4(),
+        listeners=[sub("AddRaftVoterRequest", "listeners", name="CONTROLLER", host="127.0.0.1", port=9)],
+    ),
+    81: lambda s, v: message(
+        "RemoveRaftVoterRequest", cluster_id=None, voter_id=_NOBODY, voter_directory_id=uuid.uuid4()
+    ),
     83: lambda s, v: message("InitializeShareGroupStateRequest", group_id=f"{s.group}-share-never", topics=[]),
     84: lambda s, v: message("ReadShareGroupStateRequest", group_id=f"{s.group}-share-never", topics=[]),
     85: lambda s, v: message("WriteShareGroupStateRequest", group_id=f"{s.group}-share-never", topics=[]),
     86: lambda s, v: message("DeleteShareGroupStateRequest", group_id=f"{s.group}-share-never", topics=[]),
     87: lambda s, v: message("ReadShareGroupStateSummaryRequest", group_id=f"{s.group}-share-never", topics=[]),
-    88: lambda s, v: message("StreamsGroupHeartbeatRequest", group_id=f"{s.group}-streams", member_id=str(uuid.uuid4()),
-                             member_epoch=0, rebalance_timeout_ms=30000, process_id=str(uuid.uuid4()),
-                             active_tasks=[], standby_tasks=[], warmup_tasks=[], topology=sub(
-                                 "StreamsGroupHeartbeatRequest", "topology", epoch=0, subtopologies=[sub(
-                                     "StreamsGroupHeartbeatRequest", "topology.subtopologies", subtopology_id="0",
-                                     source_topics=[s.topic])])),
-    89: lambda s, v: message("StreamsGroupDescribeRequest", group_ids=[f"{s.group}-streams"],
-                             include_authorized_operations=True),
-    90: lambda s, v: message("DescribeShareGroupOffsetsRequest", groups=[sub(
-        "DescribeShareGroupOffsetsRequest", "groups", group_id=f"{s.group}-share", topics=None)]),
+    88: lambda s, v: message(
+        "StreamsGroupHeartbeatRequest",
+        group_id=f"{s.group}-streams",
+        member_id=str(uuid.uuid4()),
+        member_epoch=0,
+        rebalance_timeout_ms=30000,
+        process_id=str(uuid.uuid4()),
+        active_tasks=[],
+        standby_tasks=[],
+        warmup_tasks=[],
+        topology=sub(
+            "StreamsGroupHeartbeatRequest",
+            "topology",
+            epoch=0,
+            subtopologies=[
+                sub(
+                    "StreamsGroupHeartbeatRequest",
+                    "topology.subtopologies",
+                    subtopology_id="0",
+                    source_topics=[s.topic],
+                )
+            ],
+        ),
+    ),
+    89: lambda s, v: message(
+        "StreamsGroupDescribeRequest", group_ids=[f"{s.group}-streams"], include_authorized_operations=True
+    ),
+    90: lambda s, v: message(
+        "DescribeShareGroupOffsetsRequest",
+        groups=[sub("DescribeShareGroupOffsetsRequest", "groups", group_id=f"{s.group}-share", topics=None)],
+    ),
     91: lambda s, v: message("AlterShareGroupOffsetsRequest", group_id=f"{s.group}-share-never", topics=[]),
     92: lambda s, v: message("DeleteShareGroupOffsetsRequest", group_id=f"{s.group}-share-never", topics=[]),
     93: lambda s, v: message("StreamsGroupTopologyDescriptionUpdateRequest", group_id=f"{s.group}-streams"),

@@ -43,8 +43,13 @@ def scan(
 ) -> dict[str, Any]:
     """Decode the headers of frames into column arrays (see kproto/arrow/frames.py)."""
 
-def json_bodies(data: Buffer, cols: dict[str, Any], offsets: np.ndarray | None = None,
-                records_summary: bool = False, version_fields: bool = False) -> tuple[np.ndarray, bytes]:
+def json_bodies(
+    data: Buffer,
+    cols: dict[str, Any],
+    offsets: np.ndarray | None = None,
+    records_summary: bool = False,
+    version_fields: bool = False,
+) -> tuple[np.ndarray, bytes]:
     """JSON text of the body of every frame whose header read OK: (int64 offsets, UTF-8 bytes)."""
 
 def partition_rows(data: Buffer, cols: dict[str, Any], offsets: np.ndarray | None = None) -> dict[str, Any]:

@@ -22,8 +22,15 @@ from kproto._common.capture_engine import Engine as _SharedEngine
 from kproto._common.capture_engine import EngineSettings
 from kproto.errors import DecodeError as DecodeError
 
-__all__ = ["Engine", "scan_frames", "DIRECTION_REQUEST", "DIRECTION_RESPONSE", "FRAME_COLUMNS",
-           "CONNECTION_COLUMNS", "CAPTURE_COUNTERS"]
+__all__ = [
+    "Engine",
+    "scan_frames",
+    "DIRECTION_REQUEST",
+    "DIRECTION_RESPONSE",
+    "FRAME_COLUMNS",
+    "CONNECTION_COLUMNS",
+    "CAPTURE_COUNTERS",
+]
 
 DIRECTION_REQUEST: Final = 0
 DIRECTION_RESPONSE: Final = 1

@@ -20,9 +20,20 @@ from kproto.errors import DecompressionError as DecompressionError
 from kproto.errors import EncodeError as EncodeError
 
 __all__ = [
-    "Record", "ControlRecord", "RecordBatch", "LegacyBatch", "Records", "crc32c", "encode_records",
-    "encode_control_batch", "record_schema", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME",
-    "CONTROL_ABORT", "CONTROL_COMMIT", "IMPLEMENTATION",
+    "Record",
+    "ControlRecord",
+    "RecordBatch",
+    "LegacyBatch",
+    "Records",
+    "crc32c",
+    "encode_records",
+    "encode_control_batch",
+    "record_schema",
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
+    "IMPLEMENTATION",
 ]
 
 IMPLEMENTATION: Final[str]
@@ -91,8 +102,14 @@ class RecordBatch:
     def base_sequence(self) -> int: ...
     @property
     def record_count(self) -> int: ...
-    def __init__(self, data: Buffer, *, max_decompressed_size: int = ...,
-                 max_records_per_batch: int = ..., verify_crc: bool = True) -> None: ...
+    def __init__(
+        self,
+        data: Buffer,
+        *,
+        max_decompressed_size: int = ...,
+        max_records_per_batch: int = ...,
+        verify_crc: bool = True,
+    ) -> None: ...
     @property
     def compression(self) -> int: ...
     @property
@@ -164,8 +181,14 @@ class LegacyBatch:
     def timestamp(self) -> int | None: ...
     is_transactional: bool
     is_control: bool
-    def __init__(self, data: Buffer, *, max_decompressed_size: int = ...,
-                 max_records_per_batch: int = ..., verify_crc: bool = True) -> None: ...
+    def __init__(
+        self,
+        data: Buffer,
+        *,
+        max_decompressed_size: int = ...,
+        max_records_per_batch: int = ...,
+        verify_crc: bool = True,
+    ) -> None: ...
     @property
     def compression(self) -> int: ...
     @property
@@ -224,9 +247,16 @@ class Records:
     max_records_per_set: int
     max_decompressed_size_per_set: int
     verify_crc: bool
-    def __new__(cls, data: Buffer = b"", *, max_decompressed_size: int = ...,
-                 max_records_per_batch: int = ..., max_records_per_set: int = ...,
-                 max_decompressed_size_per_set: int = ..., verify_crc: bool = True) -> Self: ...
+    def __new__(
+        cls,
+        data: Buffer = b"",
+        *,
+        max_decompressed_size: int = ...,
+        max_records_per_batch: int = ...,
+        max_records_per_set: int = ...,
+        max_decompressed_size_per_set: int = ...,
+        verify_crc: bool = True,
+    ) -> Self: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
     @property
     def raw(self) -> memoryview: ...

@@ -47,7 +47,7 @@ from kproto._common import records as _common
 from kproto._common.records import (CONTROL_ABORT, CONTROL_COMMIT, TIMESTAMP_CREATE_TIME,
                                     TIMESTAMP_LOG_APPEND_TIME, ControlRecord, record_schema)
 from kproto.errors import (
-    CorruptRecordError, CrcMismatchError, DecodeError, DecompressedSizeError, DecompressionError, EncodeError,
+    CorruptRecordError, CrcMismatchError, DecodeError, DecompressionError, EncodeError,
     TooManyRecordsError,
 )
 

@@ -19,47 +19,58 @@ FRAME_COLUMNS = ("connection_id", "direction", "sequence", "ts_first_ns", "ts_la
 
 # Per connection; the per-direction counters come twice, prefixed "request_" and "response_".
 HALF_COUNTERS = (
-    "packets",            # TCP segments carrying payload in this direction
-    "payload_bytes",      # captured TCP payload bytes, copies included
-    "duplicate_bytes",    # bytes already received (retransmissions, overlaps)
+    "packets",  # TCP segments carrying payload in this direction
+    "payload_bytes",  # captured TCP payload bytes, copies included
+    "duplicate_bytes",  # bytes already received (retransmissions, overlaps)
     "retransmitted_segments",
     "conflicting_segments",  # a duplicate whose bytes differ from the held first copy
-    "stream_bytes",       # unique bytes that entered the stream
+    "stream_bytes",  # unique bytes that entered the stream
     "frames",
-    "frame_bytes",        # 4-byte size prefixes included
-    "skipped_bytes",      # discarded to find a frame boundary (mid-stream start, after a gap)
-    "resyncs",            # times a boundary had to be searched for
+    "frame_bytes",  # 4-byte size prefixes included
+    "skipped_bytes",  # discarded to find a frame boundary (mid-stream start, after a gap)
+    "resyncs",  # times a boundary had to be searched for
     "gaps",
-    "gap_bytes",          # bytes never captured
-    "tail_bytes",         # incomplete frame at the end
+    "gap_bytes",  # bytes never captured
+    "tail_bytes",  # incomplete frame at the end
     "truncated_packets",  # payload cut by the capture's snap length
-    "snapped_bytes",      # bytes a snap length cut off those packets (never captured; not in gap_bytes)
-    "sasl_tokens",        # raw SASL tokens after a SaslHandshake v0 (not frames: no Kafka header)
-    "sasl_bytes",         # their bytes, 4-byte size prefixes included
-    "other_bytes",        # bytes of a connection that is not Kafka (its kind says which protocol)
+    "snapped_bytes",  # bytes a snap length cut off those packets (never captured; not in gap_bytes)
+    "sasl_tokens",  # raw SASL tokens after a SaslHandshake v0 (not frames: no Kafka header)
+    "sasl_bytes",  # their bytes, 4-byte size prefixes included
+    "other_bytes",  # bytes of a connection that is not Kafka (its kind says which protocol)
 )
 CONNECTION_COLUMNS = (
-    ("connection_id", "client_ip", "client_port", "server_ip", "server_port", "first_ts_ns", "last_ts_ns",
-     "handshake_seen", "closed_by", "direction_source", "kind")
+    (
+        "connection_id",
+        "client_ip",
+        "client_port",
+        "server_ip",
+        "server_port",
+        "first_ts_ns",
+        "last_ts_ns",
+        "handshake_seen",
+        "closed_by",
+        "direction_source",
+        "kind",
+    )
     + tuple("request_" + name for name in HALF_COUNTERS)
     + tuple("response_" + name for name in HALF_COUNTERS)
 )
 
 CAPTURE_COUNTERS = (
-    "file_bytes",          # bytes of capture file consumed
-    "packets",             # packet records read
-    "unsupported_link",    # link types or ethertypes that carry no IP
-    "non_tcp",             # IP packets of another protocol
-    "ip_fragments",        # IPv4 / IPv6 fragments: counted, not reassembled
-    "malformed",           # headers that do not fit or do not parse
+    "file_bytes",  # bytes of capture file consumed
+    "packets",  # packet records read
+    "unsupported_link",  # link types or ethertypes that carry no IP
+    "non_tcp",  # IP packets of another protocol
+    "ip_fragments",  # IPv4 / IPv6 fragments: counted, not reassembled
+    "malformed",  # headers that do not fit or do not parse
     "tcp_packets",
     "tcp_payload_bytes",
     "tcp_without_connection",  # payload-less segments opening none (a stray ACK; after a FIN/RST close)
     "connections",
     "evicted_connections",  # closed early to respect max_connections
-    "skipped_blocks",      # pcapng blocks that carry no packets (statistics, name resolution, ...)
-    "trailing_bytes",      # an incomplete record at the end of the file
-    "unread_bytes",        # not read: from a record that cannot be framed (``Engine.error``) to the end
+    "skipped_blocks",  # pcapng blocks that carry no packets (statistics, name resolution, ...)
+    "trailing_bytes",  # an incomplete record at the end of the file
+    "unread_bytes",  # not read: from a record that cannot be framed (``Engine.error``) to the end
 )
 
 #: The counters a half counts early too (since a mark, about bytes before it; ``early_counts``),
@@ -73,7 +84,7 @@ DIRECTION_SOURCE = ("port", "syn", "correlation", "guess")
 # The protocol a connection speaks (kproto/_py/capture_kinds.py says how each is told).
 # Only "kafka" connections give frames; the others are counted in other_bytes.
 KINDS = ("kafka", "tls", "zookeeper", "http", "other", "empty")
-KIND_UNKNOWN = -1   # not decided yet: the connection's frames are held
+KIND_UNKNOWN = -1  # not decided yet: the connection's frames are held
 KIND_KAFKA = 0
 KIND_TLS = 1
 KIND_ZOOKEEPER = 2
@@ -90,8 +101,10 @@ PCAPNG_BOM = 0x1A2B3C4D
 # The same magics as a file's first four bytes: pcap's byte order and timestamp unit,
 # and pcapng's section header (a palindrome, so one value in either order).
 PCAP_FILE_MAGICS = {
-    PCAP_MAGIC_US.to_bytes(4, "little"): ("<", False), PCAP_MAGIC_US.to_bytes(4, "big"): (">", False),
-    PCAP_MAGIC_NS.to_bytes(4, "little"): ("<", True), PCAP_MAGIC_NS.to_bytes(4, "big"): (">", True),
+    PCAP_MAGIC_US.to_bytes(4, "little"): ("<", False),
+    PCAP_MAGIC_US.to_bytes(4, "big"): (">", False),
+    PCAP_MAGIC_NS.to_bytes(4, "little"): ("<", True),
+    PCAP_MAGIC_NS.to_bytes(4, "big"): (">", True),
 }
 PCAPNG_FILE_MAGIC = PCAPNG_SHB.to_bytes(4, "big")
 
@@ -104,8 +117,8 @@ LINK_SLL = 113
 LINK_IPV4 = 228
 LINK_IPV6 = 229
 LINK_SLL2 = 276
-LINK_RAW_DLT = 12            # raw IP as written by hosts that store the DLT number
-LINK_RAW_DLT_OPENBSD = 14    # the same on OpenBSD
+LINK_RAW_DLT = 12  # raw IP as written by hosts that store the DLT number
+LINK_RAW_DLT_OPENBSD = 14  # the same on OpenBSD
 RAW_LINKS = (LINK_RAW, LINK_RAW_DLT, LINK_RAW_DLT_OPENBSD)
 # Link headers that carry an ethertype: (link type, header length, the ethertype's offset).
 ETHERTYPE_LINKS = ((LINK_ETHERNET, 14, 12), (LINK_SLL, 16, 14), (LINK_SLL2, 20, 0))
@@ -129,7 +142,7 @@ def pcapng_options(data, order: str, start: int = 0) -> list[tuple[int, bytes]]:
         code, length = struct.unpack_from(order + "HH", data, pos)
         if code == 0:
             break
-        options.append((code, bytes(data[pos + 4: pos + 4 + length])))
+        options.append((code, bytes(data[pos + 4 : pos + 4 + length])))
         pos += 4 + ((length + 3) & ~3)
     return options
 

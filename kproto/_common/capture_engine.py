@@ -41,7 +41,7 @@ class EngineSettings(NamedTuple):
     """An engine's settings, as its stages read them (``Engine``'s arguments, capped)."""
 
     request_versions: tuple[int, ...]
-    broker_ports: frozenset[int]     # the kafka ports included
+    broker_ports: frozenset[int]  # the kafka ports included
     kafka_ports: frozenset[int]
     max_frame_size: int
     max_pending_bytes: int
@@ -55,9 +55,16 @@ class EngineSettings(NamedTuple):
         return self.max_frame_size + self.max_pending_bytes
 
 
-def engine_settings(request_versions: Iterable[int], broker_ports: Iterable[int], kafka_ports: Iterable[int],
-                    max_frame_size: int, max_pending_bytes: int, max_connections: int, batch_frames: int,
-                    batch_bytes: int) -> EngineSettings:
+def engine_settings(
+    request_versions: Iterable[int],
+    broker_ports: Iterable[int],
+    kafka_ports: Iterable[int],
+    max_frame_size: int,
+    max_pending_bytes: int,
+    max_connections: int,
+    batch_frames: int,
+    batch_bytes: int,
+) -> EngineSettings:
     kafka = frozenset(int(p) for p in kafka_ports)
     return EngineSettings(
         request_versions=tuple(int(v) for v in request_versions),
@@ -142,12 +149,27 @@ class Engine:
     Reassembly: ClassVar[Any]
     Framer: ClassVar[Any]
 
-    def __init__(self, request_versions: Iterable[int], broker_ports: Iterable[int] = (9092,),
-                 kafka_ports: Iterable[int] = (), max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 batch_frames: int = DEFAULT_BATCH_FRAMES, batch_bytes: int = DEFAULT_BATCH_BYTES) -> None:
-        settings = engine_settings(request_versions, broker_ports, kafka_ports, max_frame_size, max_pending_bytes,
-                                   max_connections, batch_frames, batch_bytes)
+    def __init__(
+        self,
+        request_versions: Iterable[int],
+        broker_ports: Iterable[int] = (9092,),
+        kafka_ports: Iterable[int] = (),
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        batch_frames: int = DEFAULT_BATCH_FRAMES,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> None:
+        settings = engine_settings(
+            request_versions,
+            broker_ports,
+            kafka_ports,
+            max_frame_size,
+            max_pending_bytes,
+            max_connections,
+            batch_frames,
+            batch_bytes,
+        )
         self.framer = self.Framer(settings)
         self.reassembly = self.Reassembly(settings, self.framer)
         self.reader = self.RecordReader(self.reassembly, self.framer)

@@ -11,7 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from kproto import compression as _compression
-from kproto.errors import CorruptRecordError, DecompressedSizeError, DecompressionError, EncodeError, TooManyRecordsError
+from kproto.errors import (
+    CorruptRecordError,
+    DecompressedSizeError,
+    DecompressionError,
+    EncodeError,
+    TooManyRecordsError,
+)
 
 TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
@@ -24,12 +30,12 @@ CONTROL_KEY = struct.Struct(">hh")
 CONTROL_VALUE = struct.Struct(">hi")
 
 # Where things sit in a batch or legacy message (Kafka's implementation notes).
-LOG_OVERHEAD = 12            # base offset (8) + length (4), before every batch or message
-LENGTH_AT = 8                # the batch / message length, after the base offset
-MAGIC_AT = 16                # the magic byte, at the same place in every format
-LEGACY_ATTRIBUTES_AT = 17    # a magic 0/1 message's attributes, right after its magic
-V2_HEADER_SIZE = 61          # the whole RecordBatch header, up to and including records_count
-V2_ATTRIBUTES_AT = 21        # the CRC-32C covers the bytes from here to the end
+LOG_OVERHEAD = 12  # base offset (8) + length (4), before every batch or message
+LENGTH_AT = 8  # the batch / message length, after the base offset
+MAGIC_AT = 16  # the magic byte, at the same place in every format
+LEGACY_ATTRIBUTES_AT = 17  # a magic 0/1 message's attributes, right after its magic
+V2_HEADER_SIZE = 61  # the whole RecordBatch header, up to and including records_count
+V2_ATTRIBUTES_AT = 21  # the CRC-32C covers the bytes from here to the end
 V2_PRODUCER_ID_AT = 43
 V2_RECORDS_COUNT_AT = 57
 # Smallest valid length field per magic: the fixed fields after the length.
@@ -59,8 +65,14 @@ class ControlRecord:
 
     __slots__ = ("kind", "type", "version", "coordinator_epoch", "offset", "timestamp")
 
-    def __init__(self, type: int, version: int = 0, coordinator_epoch: int | None = None,
-                 offset: int | None = None, timestamp: int | None = None) -> None:
+    def __init__(
+        self,
+        type: int,
+        version: int = 0,
+        coordinator_epoch: int | None = None,
+        offset: int | None = None,
+        timestamp: int | None = None,
+    ) -> None:
         self.type = type
         self.kind = _CONTROL_KINDS.get(type, "unknown")
         self.version = version
@@ -69,14 +81,21 @@ class ControlRecord:
         self.timestamp = timestamp
 
     def __repr__(self) -> str:
-        return (f"ControlRecord(kind={self.kind!r}, version={self.version}, "
-                f"coordinator_epoch={self.coordinator_epoch}, offset={self.offset})")
+        return (
+            f"ControlRecord(kind={self.kind!r}, version={self.version}, "
+            f"coordinator_epoch={self.coordinator_epoch}, offset={self.offset})"
+        )
 
     def __eq__(self, other):
         if not isinstance(other, ControlRecord):
             return NotImplemented
-        return ((self.type, self.version, self.coordinator_epoch, self.offset, self.timestamp)
-                == (other.type, other.version, other.coordinator_epoch, other.offset, other.timestamp))
+        return (self.type, self.version, self.coordinator_epoch, self.offset, self.timestamp) == (
+            other.type,
+            other.version,
+            other.coordinator_epoch,
+            other.offset,
+            other.timestamp,
+        )
 
     __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable (object's __hash__ is a method)
 
@@ -93,8 +112,9 @@ def control_record(record, base_offset: int) -> ControlRecord:
 
 
 # ---------------------------------------------------------------- legacy encoding
-def _legacy_message(out: bytearray, writer: Callable[[], Any], magic: int, offset: int, attributes: int,
-                    timestamp, key, value) -> None:
+def _legacy_message(
+    out: bytearray, writer: Callable[[], Any], magic: int, offset: int, attributes: int, timestamp, key, value
+) -> None:
     body = writer()
     body.write_int8(magic)
     body.write_int8(attributes)
@@ -112,8 +132,9 @@ def _legacy_message(out: bytearray, writer: Callable[[], Any], magic: int, offse
     out += data
 
 
-def encode_legacy(records, magic, base_offset, compression, compression_level, timestamp_type,
-                  wrapper_timestamp, as_record, writer) -> bytes:
+def encode_legacy(
+    records, magic, base_offset, compression, compression_level, timestamp_type, wrapper_timestamp, as_record, writer
+) -> bytes:
     """A magic 0/1 message set (LegacyBatch.encode of both implementations): ``as_record``
     turns an item into the implementation's Record, ``writer`` is its primitive Writer."""
     if magic not in (0, 1):
@@ -129,8 +150,16 @@ def encode_legacy(records, magic, base_offset, compression, compression_level, t
         for index, item in enumerate(items):
             offset = base_offset + index if item.offset is None else item.offset
             stamp = (now if item.timestamp is None else item.timestamp) if magic == 1 else None
-            _legacy_message(out, writer, magic, offset, (item.attributes & ~ATTR_COMPRESSION) | type_bit, stamp,
-                            item.key, item.value)
+            _legacy_message(
+                out,
+                writer,
+                magic,
+                offset,
+                (item.attributes & ~ATTR_COMPRESSION) | type_bit,
+                stamp,
+                item.key,
+                item.value,
+            )
         return bytes(out)
     if not items:
         return b""
@@ -145,8 +174,9 @@ def encode_legacy(records, magic, base_offset, compression, compression_level, t
         stamp = (now if item.timestamp is None else item.timestamp) if magic == 1 else None
         if stamp is not None:
             highest = max(highest, stamp)
-        _legacy_message(inner, writer, magic, offset, (item.attributes & ~ATTR_COMPRESSION) | type_bit, stamp,
-                        item.key, item.value)
+        _legacy_message(
+            inner, writer, magic, offset, (item.attributes & ~ATTR_COMPRESSION) | type_bit, stamp, item.key, item.value
+        )
     last_offset = base_offset + len(items) - 1 if items[-1].offset is None else items[-1].offset
     value = _compression.compress(codec, bytes(inner), level=compression_level, magic=magic)
     stamp = (highest if wrapper_timestamp is None else wrapper_timestamp) if magic == 1 else None
@@ -180,23 +210,41 @@ def batch_table(batches):
         rows["base_timestamp"].append(batch.timestamp if legacy else batch.base_timestamp)
         rows["max_timestamp"].append(batch.timestamp if legacy else batch.max_timestamp)
         rows["crc"].append(batch.crc)
-    return pa.table({name: pa.array(rows[name], type=arrow_type(kind))
-                     for name, kind in BATCH_TABLE_FIELDS})
+    return pa.table({name: pa.array(rows[name], type=arrow_type(kind)) for name, kind in BATCH_TABLE_FIELDS})
 
 
 BATCH_TABLE_FIELDS = [
-    ("position", "int64"), ("size", "int32"), ("magic", "int8"), ("base_offset", "int64"),
-    ("last_offset", "int64"), ("record_count", "int32"), ("compression", "int8"),
-    ("timestamp_type", "int8"), ("is_transactional", "bool"), ("is_control", "bool"),
-    ("partition_leader_epoch", "int32"), ("producer_id", "int64"), ("producer_epoch", "int16"),
-    ("base_sequence", "int32"), ("base_timestamp", "int64"), ("max_timestamp", "int64"), ("crc", "uint32"),
+    ("position", "int64"),
+    ("size", "int32"),
+    ("magic", "int8"),
+    ("base_offset", "int64"),
+    ("last_offset", "int64"),
+    ("record_count", "int32"),
+    ("compression", "int8"),
+    ("timestamp_type", "int8"),
+    ("is_transactional", "bool"),
+    ("is_control", "bool"),
+    ("partition_leader_epoch", "int32"),
+    ("producer_id", "int64"),
+    ("producer_epoch", "int16"),
+    ("base_sequence", "int32"),
+    ("base_timestamp", "int64"),
+    ("max_timestamp", "int64"),
+    ("crc", "uint32"),
 ]
 
 # Per-record columns that repeat a field of the record's batch.
 BATCH_COLUMNS = [
-    ("batch_base_offset", "int64"), ("partition_leader_epoch", "int32"), ("producer_id", "int64"),
-    ("producer_epoch", "int16"), ("base_sequence", "int32"), ("is_transactional", "bool"),
-    ("is_control", "bool"), ("timestamp_type", "int8"), ("compression", "int8"), ("magic", "int8"),
+    ("batch_base_offset", "int64"),
+    ("partition_leader_epoch", "int32"),
+    ("producer_id", "int64"),
+    ("producer_epoch", "int16"),
+    ("base_sequence", "int32"),
+    ("is_transactional", "bool"),
+    ("is_control", "bool"),
+    ("timestamp_type", "int8"),
+    ("compression", "int8"),
+    ("magic", "int8"),
 ]
 
 
@@ -225,11 +273,30 @@ def record_schema(batch_columns: bool = True):
 
 def batch_values(batch) -> tuple:
     if batch.magic < 2:
-        return (batch.base_offset, None, None, None, None, False, False, batch.timestamp_type,
-                batch.compression, batch.magic)
-    return (batch.base_offset, batch.partition_leader_epoch, batch.producer_id, batch.producer_epoch,
-            batch.base_sequence, batch.is_transactional, batch.is_control, batch.timestamp_type,
-            batch.compression, batch.magic)
+        return (
+            batch.base_offset,
+            None,
+            None,
+            None,
+            None,
+            False,
+            False,
+            batch.timestamp_type,
+            batch.compression,
+            batch.magic,
+        )
+    return (
+        batch.base_offset,
+        batch.partition_leader_epoch,
+        batch.producer_id,
+        batch.producer_epoch,
+        batch.base_sequence,
+        batch.is_transactional,
+        batch.is_control,
+        batch.timestamp_type,
+        batch.compression,
+        batch.magic,
+    )
 
 
 def to_numpy(table) -> dict:
@@ -258,15 +325,21 @@ def to_numpy(table) -> dict:
 # hot path; what a cap allows and the error it raises are written here once.
 def too_many_in_batch(count: int, limit: int, offset: int, base_offset: int) -> TooManyRecordsError:
     """A batch declares more records than max_records_per_batch (checked before decompressing)."""
-    return TooManyRecordsError(f"record batch declares {count} records, more than the limit of {limit} "
-                               f"(max_records_per_batch)", offset, base_offset=base_offset)
+    return TooManyRecordsError(
+        f"record batch declares {count} records, more than the limit of {limit} (max_records_per_batch)",
+        offset,
+        base_offset=base_offset,
+    )
 
 
 def too_many_in_set(before: int, count: int, limit: int, start: int, base_offset: int) -> TooManyRecordsError:
     """A batch's ``count`` records would take the set from ``before`` past max_records_per_set."""
-    return TooManyRecordsError(f"record set holds more than {limit} records (max_records_per_set): "
-                               f"the batch at byte {start} brings {before} to {before + count}", start,
-                               base_offset=base_offset)
+    return TooManyRecordsError(
+        f"record set holds more than {limit} records (max_records_per_set): "
+        f"the batch at byte {start} brings {before} to {before + count}",
+        start,
+        base_offset=base_offset,
+    )
 
 
 def decompression_allowance(max_size: int, max_per_set: int, used: int, charged: bool) -> tuple[int, bool]:
@@ -279,13 +352,17 @@ def decompression_allowance(max_size: int, max_per_set: int, used: int, charged:
     return max_size, False
 
 
-def decompression_failure(exc: DecompressionError, set_binds: bool, max_per_set: int, used: int, what: str,
-                          start: int, base_offset: int) -> DecompressionError:
+def decompression_failure(
+    exc: DecompressionError, set_binds: bool, max_per_set: int, used: int, what: str, start: int, base_offset: int
+) -> DecompressionError:
     """The error to raise for a batch whose payload did not decompress within its allowance
     (``used``: the set's bytes before it): the set's cap when that bound, else the codec's
     error, both naming the batch and its offset."""
     if set_binds and isinstance(exc, DecompressedSizeError):
         return DecompressedSizeError(
             f"record set decompresses to more than {max_per_set} bytes (max_decompressed_size_per_set): "
-            f"{used} before the {what} at byte {start}", start, base_offset=base_offset)
+            f"{used} before the {what} at byte {start}",
+            start,
+            base_offset=base_offset,
+        )
     return type(exc)(f"{exc.reason} in {what}", start, base_offset=base_offset)

@@ -16,19 +16,40 @@ import numpy as np
 from kproto import schema
 from kproto._common.api_keys import ApiKey, response_fallback_version
 from kproto._common.batch import Status
-from kproto._common.records import (ATTR_COMPRESSION, LOG_OVERHEAD, MAGIC_AT, MIN_LENGTH_BY_MAGIC,
-                                    V2_ATTRIBUTES_AT, V2_RECORDS_COUNT_AT)
+from kproto._common.records import (
+    ATTR_COMPRESSION,
+    LOG_OVERHEAD,
+    MAGIC_AT,
+    MIN_LENGTH_BY_MAGIC,
+    V2_ATTRIBUTES_AT,
+    V2_RECORDS_COUNT_AT,
+)
 from kproto._py import codec as _codec
 from kproto._py import wire
 from kproto._py.wire import WireError, WireHeader
 from kproto.errors import (
-    DecodeError, InvalidLengthError, InvalidVarintError, LimitExceededError, TruncatedError,
+    DecodeError,
+    InvalidLengthError,
+    InvalidVarintError,
+    LimitExceededError,
+    TruncatedError,
 )
 
 IMPLEMENTATION = "py"
 
-OK, TRUNCATED, BAD_LENGTH, UNKNOWN_API, UNSUPPORTED_VERSION, EMPTY_RESPONSE, MALFORMED, \
-    NO_REQUEST_INFO, NULL_FRAME, LIMIT_EXCEEDED, NOT_CAPTURED = (int(status) for status in Status)
+(
+    OK,
+    TRUNCATED,
+    BAD_LENGTH,
+    UNKNOWN_API,
+    UNSUPPORTED_VERSION,
+    EMPTY_RESPONSE,
+    MALFORMED,
+    NO_REQUEST_INFO,
+    NULL_FRAME,
+    LIMIT_EXCEEDED,
+    NOT_CAPTURED,
+) = (int(status) for status in Status)
 STATUS_NUMBERS = {status.name: int(status) for status in Status}
 
 _BE32 = struct.Struct(">i")
@@ -44,7 +65,7 @@ def _facts() -> dict[tuple[int, int], tuple]:
         d = 0 if info["type"] == "request" else 1
         key = info["api_key"]
         deprecated = info["deprecated_versions"]
-        if deprecated is None:   # a response shares its request's deprecation (KIP-896)
+        if deprecated is None:  # a response shares its request's deprecation (KIP-896)
             request = schema.MESSAGES.get(schema.request_name(key) or "")
             deprecated = request["deprecated_versions"] if request else None
         out[(d, key)] = (info["valid_versions"], deprecated, info["min_version_4x"])
@@ -57,15 +78,26 @@ _FACTS = _facts()
 class _Row:
     """One frame's header fields while it is being read (None: not read)."""
 
-    __slots__ = ("api_key", "api_version", "correlation_id", "header_version", "client_id",
-                 "tag_count", "status", "error_offset", "body_offset", "deprecated", "removed")
+    __slots__ = (
+        "api_key",
+        "api_version",
+        "correlation_id",
+        "header_version",
+        "client_id",
+        "tag_count",
+        "status",
+        "error_offset",
+        "body_offset",
+        "deprecated",
+        "removed",
+    )
 
     def __init__(self) -> None:
         self.api_key: int | None = None
         self.api_version: int | None = None
         self.correlation_id: int | None = None
         self.header_version: int | None = None
-        self.client_id: int | None = None   # the id's length (its text appended to the call's ids)
+        self.client_id: int | None = None  # the id's length (its text appended to the call's ids)
         self.tag_count: int | None = None
         self.error_offset: int | None = None
         self.status = OK
@@ -95,7 +127,7 @@ def _scan_request(row: _Row, p: memoryview, clients: list[bytes]) -> None:
     try:
         pos = wire.request_header(p, h)
     except WireError:
-        if h.part != wire.PART_FIXED:   # what was read before the failure stays in the row
+        if h.part != wire.PART_FIXED:  # what was read before the failure stays in the row
             _request_fields(row, h, p, clients)
         raise
     _request_fields(row, h, p, clients)
@@ -110,7 +142,7 @@ def _request_fields(row: _Row, h: WireHeader, p: memoryview, clients: list[bytes
     row.api_key, row.api_version, row.correlation_id = h.api_key, h.api_version, h.correlation_id
     row.header_version = h.version
     if h.client_id_length >= 0:
-        raw = bytes(p[h.client_id_at:h.client_id_at + h.client_id_length])
+        raw = bytes(p[h.client_id_at : h.client_id_at + h.client_id_length])
         clients.append(raw)
         row.client_id = len(raw)
 
@@ -158,9 +190,67 @@ def count_frames(data, max_frame_size: int) -> tuple[int, int]:
     return n, framed
 
 
-def scan(data, count: int = -1, offsets=None, valid=None, directions=None, request_keys=None,
-         request_versions=None, max_frame_size: int = 0x7FFFFFFF, default_direction: int = 0,
-         default_key: int = -1, default_version: int = -1, body_offsets: bool = True) -> dict:
+def _columns(rows: list[_Row], count: int, offset_col, size_col, clients, directions, default_direction) -> dict:
+    """scan's column arrays from its rows (the Cython twin fills them in its loop)."""
+
+    def column(name, dtype, fill=0):
+        return np.array([fill if getattr(r, name) is None else getattr(r, name) for r in rows], dtype=dtype).reshape(
+            count
+        )
+
+    def bits(name, test=lambda v: v is not None):
+        flags = np.array([bool(test(getattr(r, name))) for r in rows], dtype=bool).reshape(count)
+        return np.packbits(flags, bitorder="little")
+
+    cols = {
+        "offset": np.array(offset_col, np.int64).reshape(count),
+        "size": np.array(size_col, np.int32).reshape(count),
+        "header_version": column("header_version", np.int8),
+        "api_key": column("api_key", np.int16),
+        "api_version": column("api_version", np.int16),
+        "correlation_id": column("correlation_id", np.int32),
+        "client_id": column("client_id", np.int32),
+        "tag_count": column("tag_count", np.int32),
+        "status": column("status", np.uint8),
+        "error_offset": column("error_offset", np.int32),
+        "body_offset": column("body_offset", np.int32),
+        "direction": (
+            np.array(directions, np.int8) if directions is not None else np.full(count, default_direction, np.int8)
+        ).reshape(count),
+        "has_api": bits("api_key"),
+        "has_correlation": bits("correlation_id"),
+        "has_header_version": bits("header_version"),
+        "has_client_id": bits("client_id"),
+        "has_tag_count": bits("tag_count"),
+        "has_error": bits("error_offset"),
+        "deprecated": bits("deprecated", bool),
+        "removed": bits("removed", bool),
+        "client_id_data": b"".join(clients),
+        # Arrow's int32 offsets from each row's id length (None past 2 GiB)
+        "client_id_offsets": (
+            None
+            if sum(len(raw) for raw in clients) > 0x7FFFFFFF
+            else np.concatenate(([0], np.cumsum(column("client_id", np.int64)))).astype(np.int32)
+        ),
+        "count": count,
+    }
+    return cols
+
+
+def scan(
+    data,
+    count: int = -1,
+    offsets=None,
+    valid=None,
+    directions=None,
+    request_keys=None,
+    request_versions=None,
+    max_frame_size: int = 0x7FFFFFFF,
+    default_direction: int = 0,
+    default_key: int = -1,
+    default_version: int = -1,
+    body_offsets: bool = True,
+) -> dict:
     """Decode the headers of frames into numpy column arrays (see the Cython twin and kproto/arrow/frames.py)."""
     view = memoryview(data).cast("B")
     framed = 0
@@ -188,7 +278,7 @@ def scan(data, count: int = -1, offsets=None, valid=None, directions=None, reque
                 rows.append(row)
                 continue
             n = min(size, len(view) - pos - 4)
-            row = _scan_frame(view[pos + 4:pos + 4 + n], direction, key, version, clients)
+            row = _scan_frame(view[pos + 4 : pos + 4 + n], direction, key, version, clients)
             if n < size:
                 if row.status != TRUNCATED:
                     row.fail(TRUNCATED, n)
@@ -205,44 +295,8 @@ def scan(data, count: int = -1, offsets=None, valid=None, directions=None, reque
                 rows.append(row)
                 continue
             rows.append(_scan_frame(view[start:end], direction, key, version, clients))
-
-    def column(name, dtype, fill=0):
-        return np.array([fill if getattr(r, name) is None else getattr(r, name) for r in rows],
-                        dtype=dtype).reshape(count)
-
-    def bits(name, test=lambda v: v is not None):
-        flags = np.array([bool(test(getattr(r, name))) for r in rows], dtype=bool).reshape(count)
-        return np.packbits(flags, bitorder="little")
-
-    cols = {
-        "offset": np.array(offset_col, np.int64).reshape(count),
-        "size": np.array(size_col, np.int32).reshape(count),
-        "header_version": column("header_version", np.int8),
-        "api_key": column("api_key", np.int16),
-        "api_version": column("api_version", np.int16),
-        "correlation_id": column("correlation_id", np.int32),
-        "client_id": column("client_id", np.int32),
-        "tag_count": column("tag_count", np.int32),
-        "status": column("status", np.uint8),
-        "error_offset": column("error_offset", np.int32),
-        "body_offset": column("body_offset", np.int32),
-        "direction": (np.array(directions, np.int8) if directions is not None
-                      else np.full(count, default_direction, np.int8)).reshape(count),
-        "has_api": bits("api_key"),
-        "has_correlation": bits("correlation_id"),
-        "has_header_version": bits("header_version"),
-        "has_client_id": bits("client_id"),
-        "has_tag_count": bits("tag_count"),
-        "has_error": bits("error_offset"),
-        "deprecated": bits("deprecated", bool),
-        "removed": bits("removed", bool),
-        "client_id_data": b"".join(clients),
-        # Arrow's int32 offsets from each row's id length (None past 2 GiB)
-        "client_id_offsets": (None if sum(len(raw) for raw in clients) > 0x7FFFFFFF else
-                              np.concatenate(([0], np.cumsum(column("client_id", np.int64)))).astype(np.int32)),
-        "count": count,
-        "framed": framed,
-    }
+    cols = _columns(rows, count, offset_col, size_col, clients, directions, default_direction)
+    cols["framed"] = framed
     if not body_offsets:
         del cols["body_offset"]
     return cols
@@ -261,7 +315,7 @@ _ERROR_STATUS = (
 def body_plan(direction: int, api_key: int, version: int):
     """The plan a body is read with: its API's at its version."""
     name = schema.response_name(api_key) if direction == 1 else schema.request_name(api_key)
-    if name is None:   # the KeyError schema.plan raises for an unknown name
+    if name is None:  # the KeyError schema.plan raises for an unknown name
         raise KeyError(f"unknown Kafka message {name!r}")
     return schema.plan(name, version)
 
@@ -290,7 +344,7 @@ def summarize_records(raw: bytes) -> dict:
         elif magic in (0, 1):
             if length < 6:
                 break
-            this_codec = raw[pos + MAGIC_AT + 1] & ATTR_COMPRESSION   # legacy attributes follow the magic
+            this_codec = raw[pos + MAGIC_AT + 1] & ATTR_COMPRESSION  # legacy attributes follow the magic
             if this_codec == 0:
                 records += 1
             else:
@@ -301,10 +355,10 @@ def summarize_records(raw: bytes) -> dict:
         batches += 1
         pos += LOG_OVERHEAD + length
     names = ("none", "gzip", "snappy", "lz4", "zstd")
-    compression = None if codec == -1 else "mixed" if codec == 8 else \
-        names[codec] if codec < len(names) else f"unknown({codec})"
-    return {"batches": batches, "records": records if records_known else None, "bytes": n,
-            "compression": compression}
+    compression = (
+        None if codec == -1 else "mixed" if codec == 8 else names[codec] if codec < len(names) else f"unknown({codec})"
+    )
+    return {"batches": batches, "records": records if records_known else None, "bytes": n, "compression": compression}
 
 
 def _summarized_dict(message: Any) -> dict:
@@ -354,12 +408,16 @@ def _version_fields(value: Any, plan: Any) -> Any:
         return value
     absent = {op.name for op in plan.absent}
     children = {op.name: op.child for op in plan.fields + plan.tagged if op.child is not None}
-    return {name: _version_fields(item, children[name]) if name in children and item is not None else item
-            for name, item in value.items() if name not in absent}
+    return {
+        name: _version_fields(item, children[name]) if name in children and item is not None else item
+        for name, item in value.items()
+        if name not in absent
+    }
 
 
-def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False,
-                version_fields: bool = False) -> tuple[np.ndarray, bytes]:
+def json_bodies(
+    data, cols: dict, offsets=None, records_summary: bool = False, version_fields: bool = False
+) -> tuple[np.ndarray, bytes]:
     """JSON text of every frame whose header read OK: (int64 offsets, UTF-8 data).
 
     ``records_summary``: records fields as a summary of their batch headers
@@ -381,11 +439,12 @@ def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False,
         if cols["status"][i] != OK or cols["body_offset"][i] < 0:
             continue
         start = int(cols["offset"][i]) + (4 if offsets is None else 0)
-        payload = view[start:start + int(cols["size"][i])]
+        payload = view[start : start + int(cols["size"][i])]
         body_at = int(cols["body_offset"][i])
         try:
-            obj, plan = _decode_body(payload, body_at, int(cols["direction"][i]), int(cols["api_key"][i]),
-                                     int(cols["api_version"][i]))
+            obj, plan = _decode_body(
+                payload, body_at, int(cols["direction"][i]), int(cols["api_key"][i]), int(cols["api_version"][i])
+            )
         except DecodeError as exc:
             status = next(s for cls, s in _ERROR_STATUS if isinstance(exc, cls))
             cols["status"][i] = status
@@ -404,15 +463,14 @@ def json_bodies(data, cols: dict, offsets=None, records_summary: bool = False,
 
 
 # ------------------------------------------------------------------ Produce / Fetch per partition
-_PRODUCE = int(ApiKey.PRODUCE)   # plain ints: compared per frame
+_PRODUCE = int(ApiKey.PRODUCE)  # plain ints: compared per frame
 _FETCH = int(ApiKey.FETCH)
 
 
 def _string_column(values: list[bytes | None]) -> tuple[np.ndarray, bytes, np.ndarray]:
     offsets = np.zeros(len(values) + 1, np.int32)
     offsets[1:] = np.cumsum([len(v) if v is not None else 0 for v in values], dtype=np.int64)
-    return offsets, b"".join(v for v in values if v is not None), np.array([v is not None for v in values],
-                                                                           np.bool_)
+    return offsets, b"".join(v for v in values if v is not None), np.array([v is not None for v in values], np.bool_)
 
 
 def partition_rows(data, cols: dict, offsets=None) -> dict:
@@ -422,23 +480,36 @@ def partition_rows(data, cols: dict, offsets=None) -> dict:
     (kproto.arrow.frames summarizes it with the records module).
     """
     view = memoryview(data).cast("B")
-    rows: dict[str, list] = {name: [] for name in (
-        "frame", "api_key", "direction", "partition", "error_code", "error_code_valid", "topic", "topic_id",
-        "bytes")}
+    rows: dict[str, list] = {
+        name: []
+        for name in (
+            "frame",
+            "api_key",
+            "direction",
+            "partition",
+            "error_code",
+            "error_code_valid",
+            "topic",
+            "topic_id",
+            "bytes",
+        )
+    }
     fallback: list[tuple[int, Any]] = []
     for i in range(len(cols["status"])):
         key, direction = int(cols["api_key"][i]), int(cols["direction"][i])
-        if cols["status"][i] != OK or cols["body_offset"][i] < 0 or not (
-                (key == _PRODUCE and direction == 0) or (key == _FETCH and direction == 1)):
+        if (
+            cols["status"][i] != OK
+            or cols["body_offset"][i] < 0
+            or not ((key == _PRODUCE and direction == 0) or (key == _FETCH and direction == 1))
+        ):
             continue
         start = int(cols["offset"][i]) + (4 if offsets is None else 0)
-        payload = view[start:start + int(cols["size"][i])]
+        payload = view[start : start + int(cols["size"][i])]
         body_at = int(cols["body_offset"][i])
         try:
-            obj = _codec.decode_struct(payload, body_plan(direction, key, int(cols["api_version"][i])),
-                                       body_at)
+            obj = _codec.decode_struct(payload, body_plan(direction, key, int(cols["api_version"][i])), body_at)
         except DecodeError:
-            continue   # a body that does not decode has no rows
+            continue  # a body that does not decode has no rows
         produce = key == _PRODUCE
         for topic in (obj.topic_data if produce else obj.responses) or ():
             name = topic.name if produce else topic.topic
@@ -458,13 +529,20 @@ def partition_rows(data, cols: dict, offsets=None) -> dict:
                 rows["bytes"].append(0 if records is None else len(records))
     n = len(rows["frame"])
     return {
-        "frame": np.array(rows["frame"], np.int64), "api_key": np.array(rows["api_key"], np.int16),
-        "direction": np.array(rows["direction"], np.int8), "partition": np.array(rows["partition"], np.int32),
-        "topic": _string_column(rows["topic"]), "topic_id": _string_column(rows["topic_id"]),
+        "frame": np.array(rows["frame"], np.int64),
+        "api_key": np.array(rows["api_key"], np.int16),
+        "direction": np.array(rows["direction"], np.int8),
+        "partition": np.array(rows["partition"], np.int32),
+        "topic": _string_column(rows["topic"]),
+        "topic_id": _string_column(rows["topic_id"]),
         "error_code": np.array(rows["error_code"], np.int16),
         "error_code_valid": np.array(rows["error_code_valid"], np.bool_),
-        "batch_count": np.zeros(n, np.int32), "record_count": np.zeros(n, np.int64),
-        "record_count_valid": np.ones(n, np.bool_), "bytes": np.array(rows["bytes"], np.int64),
-        "codec": np.full(n, -1, np.int8), "producer_id": np.zeros(n, np.int64),
-        "producer_id_valid": np.zeros(n, np.bool_), "fallback": fallback,
+        "batch_count": np.zeros(n, np.int32),
+        "record_count": np.zeros(n, np.int64),
+        "record_count_valid": np.ones(n, np.bool_),
+        "bytes": np.array(rows["bytes"], np.int64),
+        "codec": np.full(n, -1, np.int8),
+        "producer_id": np.zeros(n, np.int64),
+        "producer_id_valid": np.zeros(n, np.bool_),
+        "fallback": fallback,
     }

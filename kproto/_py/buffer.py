@@ -196,7 +196,7 @@ class Reader:
     def _length_error(self, exc: wire.WireError, compact: bool, wide: bool, what: str):
         """The error of a length or count prefix the wire layer refused."""
         if exc.value is None:
-            if not compact:        # a fixed-width prefix cut short
+            if not compact:  # a fixed-width prefix cut short
                 return self.truncated(4 if wide else 2)
             return self._varint_error(exc, _UVARINT_ERROR)
         self.pos = exc.offset
@@ -226,8 +226,12 @@ class Reader:
         try:
             n, self.pos = wire.array_count(self.data, self.pos, self.end, compact, nullable)
         except wire.WireError as exc:
-            raise self._length_error(exc, compact, True, "array count" if exc.value is None or exc.value < 0
-                                     else "array count (more elements than bytes left)") from None
+            raise self._length_error(
+                exc,
+                compact,
+                True,
+                "array count" if exc.value is None or exc.value < 0 else "array count (more elements than bytes left)",
+            ) from None
         return None if n < 0 else n
 
     # ------------------------------------------------------------ strings and bytes
@@ -287,7 +291,7 @@ class Reader:
         """A tagged-field section's count (the wire layer's rule, raising)."""
         try:
             count, self.pos = wire.tag_count(self.data, self.pos, self.end)
-        except wire.WireError as exc:   # a varint prefix, as a compact length's
+        except wire.WireError as exc:  # a varint prefix, as a compact length's
             raise self._length_error(exc, True, False, "tagged field count") from None
         return count
 

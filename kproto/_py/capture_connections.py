@@ -3,9 +3,13 @@ engine, kproto/_py/capture.py; compiled: kproto/_c/_capture_connections.pxi)."""
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 
 from kproto._common.capture import HALF_COUNTERS, KIND_UNKNOWN
+from kproto._py.capture_kinds import _answered_already
+
+_BE32S = struct.Struct(">i")
 
 
 class _Half:
@@ -14,18 +18,18 @@ class _Half:
     def __init__(self, side: int) -> None:
         self.side = side
         self.started = False
-        self.isn = -1              # initial sequence number, when the SYN was seen
-        self.next_seq = 0          # sequence number of the next expected byte
-        self.next_pos = 0          # its stream offset
-        self.buf = bytearray()     # assembled bytes not yet cut into frames
-        self.buf_pos = 0           # stream offset of buf[0]
+        self.isn = -1  # initial sequence number, when the SYN was seen
+        self.next_seq = 0  # sequence number of the next expected byte
+        self.next_pos = 0  # its stream offset
+        self.buf = bytearray()  # assembled bytes not yet cut into frames
+        self.buf_pos = 0  # stream offset of buf[0]
         self.chunks: deque = deque()  # (stream end offset, ts) of the segments in buf
-        self.pending: list = []    # out-of-order [start, bytes, ts], sorted, non-overlapping
+        self.pending: list = []  # out-of-order [start, bytes, ts], sorted, non-overlapping
         self.pending_bytes = 0
-        self.synced = False        # True when buf[0] is a frame boundary
-        self.scan_from = 0         # while not synced: offsets before it were examined
+        self.synced = False  # True when buf[0] is a frame boundary
+        self.scan_from = 0  # while not synced: offsets before it were examined
         self.candidates: list = []  # while not synced: offsets of plausible headers not yet decided
-        self.boundary = -1         # a frame boundary known ahead (the end of a frame a gap cut), or -1
+        self.boundary = -1  # a frame boundary known ahead (the end of a frame a gap cut), or -1
         # while not synced: a strong candidate a hole cut exactly at its end, waiting for the header
         # after the hole to prove it (Framer._cut_frame_proved): (end, size, captured payload, first ts, last ts)
         self.cut_frame = None
@@ -37,20 +41,19 @@ class _Half:
         self.fin_pos = -1
         self.sequence = 0
         self.request_corrs: deque = deque()  # correlation ids of frames that read as requests
-        self.request_ends: deque = deque()   # and when each one's last byte was captured (ts)
+        self.request_ends: deque = deque()  # and when each one's last byte was captured (ts)
         self.counters = dict.fromkeys(HALF_COUNTERS, 0)
         # kinds (capture_kinds.py)
-        self.sniffed = False       # the first bytes were looked at for another protocol
-        self.hello_corr = -1       # correlation id of the last ApiVersions / SaslHandshake request
-        self.run = 0               # request headers in a row with rising correlation ids
+        self.sniffed = False  # the first bytes were looked at for another protocol
+        self.hello_corr = -1  # correlation id of the last ApiVersions / SaslHandshake request
+        self.run = 0  # request headers in a row with rising correlation ids
         self.run_corr = -1
-        self.sasl = False          # raw SASL tokens come next
-        self.sasl_corr = -1        # a SaslHandshake v0 request waiting for its response
+        self.sasl = False  # raw SASL tokens come next
+        self.sasl_corr = -1  # a SaslHandshake v0 request waiting for its response
         # raw tokens a late start's chain proved (a SaslHandshake v0 response then tokens, its
         # request not captured; Framer._answers): the stream offsets of the first and of the frame after them
         self.tokens_from = -1
         self.tokens_to = -1
-
 
     def append(self, data, ts: int) -> None:
         """In-order bytes: onto the end of the stream."""
@@ -92,17 +95,93 @@ class _Connection:
         self.key = key
         self.endpoints = endpoints  # ((ip bytes, port) of side 0, of side 1)
         self.halves = (_Half(0), _Half(1))
-        self.client_side = -1       # which side sends requests; -1 until known
+        self.client_side = -1  # which side sends requests; -1 until known
         self.direction_source = -1
         self.handshake_seen = False
         self.first_ts = ts
         self.last_ts = ts
-        self.undecided: list = []   # frames waiting for the direction or the kind
-        self.held_bytes = 0         # their payload bytes
+        self.undecided: list = []  # frames waiting for the direction or the kind
+        self.held_bytes = 0  # their payload bytes
         self.request_like = [0, 0]
-        self.kind = KIND_UNKNOWN    # capture_kinds.py
-        self.matched = 0            # request/response pairs counted (capture_kinds._pair_counts)
-        self.pair_corr = -1         # the last counted pair's correlation id
-        self.pair_response = -1     # and its response's sequence number
-        self.told = False           # its endpoints were reported (take_endpoints), with its first frame
+        self.kind = KIND_UNKNOWN  # capture_kinds.py
+        self.matched = 0  # request/response pairs counted (capture_kinds._pair_counts)
+        self.pair_corr = -1  # the last counted pair's correlation id
+        self.pair_response = -1  # and its response's sequence number
+        self.told = False  # its endpoints were reported (take_endpoints), with its first frame
 
+
+# ---------------------------------------------------------------- requests seen, answers in order
+# What the framer asks of the request side when it decides whether a chain of headers answers
+# captured requests (kproto/_c/_capture_connections.pxi holds the compiled ones).
+
+
+def _requested(other: _Half, corr: int, half: _Half, at: int) -> bool:
+    """Did the other direction send a request with this correlation id, not answered yet
+    (a frame cut there, or the one it is receiving: its start confirmed), its last byte
+    (so far) captured no later than the byte at stream offset ``at`` of ``half``? Kafka
+    cannot answer a request before it was sent: bytes on the wire before it are no answer."""
+    ends = [end for held, end in zip(other.request_corrs, other.request_ends) if held == corr]
+    buf = other.buf
+    if other.synced and len(buf) >= 12 and _BE32S.unpack_from(buf, 8)[0] == corr:
+        ends.append(other.chunks[-1][1])
+    return bool(ends) and min(ends) <= half.captured_at(at)
+
+
+def _answer_seen(conn: _Connection, half: _Half, corr: int, max_size: int) -> bool:
+    """The direction unknown: does the other side hold what may answer a request with this
+    correlation id (a frame cut and held, or in its bytes not framed yet a plausible header
+    with that id whose frame ends where its bytes do or at another plausible size)? Both
+    directions must agree before a request header proves a boundary."""
+    if _answered_already(conn, half.side, corr, 0) >= 0:
+        return True
+    other = conn.halves[1 - half.side]
+    buf, wanted = other.buf, _BE32S.pack(corr)
+    at = buf.find(wanted, 4)
+    while at >= 0:
+        after = at + _BE32S.unpack_from(buf, at - 4)[0]
+        if at + 4 <= after <= at + max_size and (
+            after == len(buf) or (after + 4 <= len(buf) and 4 <= _BE32S.unpack_from(buf, after)[0] <= max_size)
+        ):
+            return True
+        at = buf.find(wanted, at + 1)
+    return False
+
+
+def _all_requests_seen(requests: _Half) -> int:
+    """Which requests this request direction holds: 2 every one sent so far (read whole from
+    its SYN: no gap, no byte skipped or cut by the snap length, nothing held beyond a hole),
+    1 every one since its first confirmed frame (a late start, no gap or resync since),
+    0 neither."""
+    c = requests.counters
+    if not requests.synced or requests.pending or c["gaps"] or c["truncated_packets"]:
+        return 0
+    if requests.isn >= 0 and c["skipped_bytes"] == 0:
+        return 2
+    return 1 if requests.isn < 0 and c["resyncs"] <= 1 and requests.sequence else 0
+
+
+def _request_after(requests: _Half, half: _Half, at: int) -> bool:
+    """Was a request captured whole after the byte at stream offset ``at`` of ``half``? Then a
+    hole before it in the request direction is known (a gap, or bytes held beyond it); before
+    that, the last requests' segments may be lost unseen."""
+    return bool(requests.request_ends) and requests.request_ends[-1] >= half.captured_at(at)
+
+
+def _answered(requests: _Half, corr: int) -> None:
+    """A response with this correlation id was read: its request is no longer outstanding
+    (its slot is blanked, as the compiled ring does), so record bytes that happen to
+    hold an old correlation id are no evidence of a boundary."""
+    for index, held in enumerate(requests.request_corrs):
+        if held == corr:
+            requests.request_corrs[index] = -1
+            return
+
+
+def _in_order(corrs: list) -> bool:
+    """Do these correlation ids (-1: a link too short to hold one) never fall, each at least the one before?"""
+    before = 0
+    for corr in corrs:
+        if corr < before:
+            return False
+        before = corr
+    return True

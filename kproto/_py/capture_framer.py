@@ -18,9 +18,24 @@ import numpy as np
 
 from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS, KIND_KAFKA
 from kproto._py import wire
-from kproto._py.capture_connections import _Connection, _Half
-from kproto._py.capture_kinds import (_answered_already, _handshake_answer, _kind_before, _kind_frame, _kind_held,
-                                      _sasl_handshake, _sasl_token)
+from kproto._py.capture_connections import (
+    _all_requests_seen,
+    _answer_seen,
+    _answered,
+    _Connection,
+    _Half,
+    _in_order,
+    _request_after,
+    _requested,
+)
+from kproto._py.capture_kinds import (
+    _handshake_answer,
+    _kind_before,
+    _kind_frame,
+    _kind_held,
+    _sasl_handshake,
+    _sasl_token,
+)
 
 _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
@@ -35,18 +50,18 @@ class Framer:
     """Frames out of each direction's stream into the output batch: the engine's last stage
     (kproto/_common/capture_engine.py)."""
 
-    _needed = 0      # where the last undecided _confirm waits for bytes (offset in its data)
-    _tokens = None   # raw SASL tokens the last confirmed chain holds: (first, the frame after them), offsets in its data
+    _needed = 0  # where the last undecided _confirm waits for bytes (offset in its data)
+    _tokens = None  # raw SASL tokens the last confirmed chain holds: (first, the frame after them), offsets in its data
     out: dict[str, list]
     out_bytes: int
 
     def __init__(self, settings) -> None:
         self.request_versions = settings.request_versions
         self.max_frame_size = settings.max_frame_size
-        self.held_limit = settings.held_limit    # capture_kinds.py
+        self.held_limit = settings.held_limit  # capture_kinds.py
         self.batch_frames = settings.batch_frames
         self.batch_bytes = settings.batch_bytes
-        self.opened: list = []   # connections whose first frame was just emitted (take_endpoints)
+        self.opened: list = []  # connections whose first frame was just emitted (take_endpoints)
         self._reset_batch()
 
     def _reset_batch(self) -> None:
@@ -89,7 +104,10 @@ class Framer:
             wire.request_fixed(data, h, p, p + min(len(data) - p, size))
         except wire.WireError:
             return False
-        if not 0 <= h.api_key < len(self.request_versions) or not 0 <= h.api_version <= self.request_versions[h.api_key]:
+        if (
+            not 0 <= h.api_key < len(self.request_versions)
+            or not 0 <= h.api_version <= self.request_versions[h.api_key]
+        ):
             return False
         if h.correlation_id < 0:
             return False
@@ -119,9 +137,12 @@ class Framer:
         if role != DIRECTION_REQUEST and corr >= 0:
             other = conn.halves[1 - half.side]
             # every request is in hand: a response header answers one of them, or it is none
-            if role == DIRECTION_RESPONSE and _all_requests_seen(other) == 2 \
-                    and _request_after(other, half, half.buf_pos + i) \
-                    and not _requested(other, corr, half, half.buf_pos + i):
+            if (
+                role == DIRECTION_RESPONSE
+                and _all_requests_seen(other) == 2
+                and _request_after(other, half, half.buf_pos + i)
+                and not _requested(other, corr, half, half.buf_pos + i)
+            ):
                 return 0
             return 1
         return 0
@@ -138,15 +159,19 @@ class Framer:
         or a response to a request the other direction sent; 0 when not, -1 when the
         request header's bytes have not all arrived."""
         role = self._role(conn, half)
-        if role != DIRECTION_REQUEST and _requested(conn.halves[1 - half.side], _BE32S.unpack_from(data, i + 4)[0],
-                                                    half, half.buf_pos + i):
+        if role != DIRECTION_REQUEST and _requested(
+            conn.halves[1 - half.side], _BE32S.unpack_from(data, i + 4)[0], half, half.buf_pos + i
+        ):
             return 1
         if role == DIRECTION_RESPONSE:
             return 0
         whole = self._whole_request_header(data, i)
-        if role < 0 and whole > 0 and not _answer_seen(conn, half, _BE32S.unpack_from(data, i + 8)[0],
-                                                       self.max_frame_size):
-            return 0    # the direction unknown: a request header is evidence once the other side answers it
+        if (
+            role < 0
+            and whole > 0
+            and not _answer_seen(conn, half, _BE32S.unpack_from(data, i + 8)[0], self.max_frame_size)
+        ):
+            return 0  # the direction unknown: a request header is evidence once the other side answers it
         return whole
 
     def _whole_request_header(self, data, i: int) -> int:
@@ -180,21 +205,25 @@ class Framer:
         # or as a broker's answers, and be as long as a response chain.
         role = self._role(conn, half)
         response = role != DIRECTION_REQUEST
-        requests = role < 0     # every link so far a request header
+        requests = role < 0  # every link so far a request header
         hops = _RESPONSE_CHAIN_CONFIRMS if role == DIRECTION_RESPONSE else _CHAIN_CONFIRMS
-        links = []          # response direction: the offsets of the chain's links
-        handshake = -1      # the index in links of a whole successful SaslHandshake response
-        plausible = 1       # what the link at i is plausible as: 1 a header, 2 only a raw token
+        links = []  # response direction: the offsets of the chain's links
+        handshake = -1  # the index in links of a whole successful SaslHandshake response
+        plausible = 1  # what the link at i is plausible as: 1 a header, 2 only a raw token
         self._tokens = None
         for _ in range(hops):
             strong = self._strong(conn, half, data, i) if plausible == 1 else 0
             if strong > 0 and _sasl_handshake(conn, half, data, i):
-                return 1    # raw SASL tokens, not a header, follow it
+                return 1  # raw SASL tokens, not a header, follow it
             if response:
                 links.append(i)
                 requests = requests and plausible == 1 and self._request_ok(data, i + 4, _BE32S.unpack_from(data, i)[0])
-                if handshake < 0 and plausible == 1 and _handshake_answer(data, i, _BE32S.unpack_from(data, i + 4)[0]) \
-                        and _BE16.unpack_from(data, i + 8)[0] == 0:
+                if (
+                    handshake < 0
+                    and plausible == 1
+                    and _handshake_answer(data, i, _BE32S.unpack_from(data, i + 4)[0])
+                    and _BE16.unpack_from(data, i + 8)[0] == 0
+                ):
                     handshake = len(links) - 1
             after = i + 4 + _BE32S.unpack_from(data, i)[0]
             following = self._link_ok(conn, half, data, after, handshake >= 0) if after <= len(data) else -1
@@ -207,9 +236,10 @@ class Framer:
                 return -1
             if not following:
                 return 0
-            if strong > 0:     # (the header after it must answer a later request too, where it can)
-                return self._chain(conn, half, data, final, links, handshake, True, requests,
-                                   after if following == 1 else -1)
+            if strong > 0:  # (the header after it must answer a later request too, where it can)
+                return self._chain(
+                    conn, half, data, final, links, handshake, True, requests, after if following == 1 else -1
+                )
             i = after
             plausible = following
         return self._chain(conn, half, data, final, links, handshake, False, requests)
@@ -225,8 +255,18 @@ class Framer:
                 return 2
         return ok
 
-    def _chain(self, conn: _Connection, half: _Half, data, final: bool, links: list, handshake: int, proved: bool,
-               requests: bool, following: int = -1) -> int:
+    def _chain(
+        self,
+        conn: _Connection,
+        half: _Half,
+        data,
+        final: bool,
+        links: list,
+        handshake: int,
+        proved: bool,
+        requests: bool,
+        following: int = -1,
+    ) -> int:
         """``_answers``, and where the requests are in hand (``_all_requests_seen``: all of them,
         or all since the request side's first confirmed frame), the chain's answers (its raw SASL
         tokens left out; then the header at ``following``, if not -1) answer requests still
@@ -242,7 +282,7 @@ class Framer:
         seen = _all_requests_seen(other)
         if requests or self._role(conn, half) != DIRECTION_RESPONSE or not seen:
             return 1
-        answers = links if self._tokens is None else links[:handshake + 1] + links[-1:]
+        answers = links if self._tokens is None else links[: handshake + 1] + links[-1:]
         if following >= 0 and len(data) - following >= 8:
             answers = answers + [following]
         outstanding, at, wait, last = list(other.request_corrs), 0, False, -1
@@ -251,7 +291,7 @@ class Framer:
                 continue
             corr = _BE32S.unpack_from(data, link + 4)[0]
             if seen == 1 and last < 0 and outstanding.count(corr) > 1:
-                continue    # after a late start, an id reused: it may answer a request before the capture
+                continue  # after a late start, an id reused: it may answer a request before the capture
             found = at
             while found < len(outstanding) and outstanding[found] != corr:
                 found += 1
@@ -259,8 +299,7 @@ class Framer:
                 at, last = found + 1, corr
             elif last >= 0 or seen == 2:
                 # (at the end, after the request side's FIN and no gap, none is in a hole)
-                if _request_after(other, half, half.buf_pos + link) \
-                        or (final and 0 <= other.fin_pos <= other.next_pos):
+                if _request_after(other, half, half.buf_pos + link) or (final and 0 <= other.fin_pos <= other.next_pos):
                     return 0
                 wait = not final
         if wait:
@@ -285,7 +324,7 @@ class Framer:
         corrs = [_BE32S.unpack_from(data, at + 4)[0] if _BE32S.unpack_from(data, at)[0] >= 4 else -1 for at in links]
         if _in_order(corrs):
             return 1
-        if 0 <= handshake < len(links) - 1 and proved and _in_order(corrs[:handshake + 1] + corrs[-1:]):
+        if 0 <= handshake < len(links) - 1 and proved and _in_order(corrs[: handshake + 1] + corrs[-1:]):
             self._tokens = (links[handshake + 1], links[-1])
             return 1
         return 0
@@ -295,8 +334,10 @@ class Framer:
         cannot win before that candidate is decided: a real frame's payload must not be
         read as frames because the frame's own end has not arrived yet."""
         buf, base = half.buf, half.buf_pos
-        return any(c < position < c + 4 + _BE32S.unpack_from(buf, c - base)[0]
-                   and self._strong(conn, half, buf, c - base) == 1 for c, _ in waiting)
+        return any(
+            c < position < c + 4 + _BE32S.unpack_from(buf, c - base)[0] and self._strong(conn, half, buf, c - base) == 1
+            for c, _ in waiting
+        )
 
     def _scan(self, conn: _Connection, half: _Half, final: bool) -> bool:
         """Drop bytes until buf starts at a confirmed frame boundary; False if more bytes are needed.
@@ -326,7 +367,7 @@ class Framer:
             if proved:
                 return proved > 0
         found = -1
-        waiting = []     # candidates still open, and the stream offset their decision waits for
+        waiting = []  # candidates still open, and the stream offset their decision waits for
         for candidate in half.candidates:
             decided = self._confirm(conn, half, buf, candidate - base, final)
             if decided > 0 and not self._inside_strong(conn, half, waiting, candidate):
@@ -357,7 +398,7 @@ class Framer:
         if found >= 0:
             half.candidates = []
             keep_from = found
-            if self._tokens is not None:    # the winner's chain holds raw SASL tokens: _cut skips them
+            if self._tokens is not None:  # the winner's chain holds raw SASL tokens: _cut skips them
                 half.tokens_from, half.tokens_to = (base + at for at in self._tokens)
         else:
             half.candidates = [candidate for candidate, _ in waiting]
@@ -413,17 +454,18 @@ class Framer:
             if chunk_end >= frame_end:
                 last_ts = ts
                 break
-        self._frame_out(conn, half, size, bytes(buf[4: 4 + captured]), first_ts, last_ts, 4 + captured, half.buf_pos)
+        self._frame_out(conn, half, size, bytes(buf[4 : 4 + captured]), first_ts, last_ts, 4 + captured, half.buf_pos)
 
-    def _frame_out(self, conn: _Connection, half: _Half, size: int, payload: bytes, first_ts, last_ts,
-                   held: int, at: int) -> bool:
+    def _frame_out(
+        self, conn: _Connection, half: _Half, size: int, payload: bytes, first_ts, last_ts, held: int, at: int
+    ) -> bool:
         """Count and emit (or hold until the connection is known) a frame: its size and captured
         ``payload``, from stream offset ``at``; ``held``: its bytes at the front of buf, dropped once
         it is counted (0: a cut frame kept aside, _cut_frame_proved). False when it showed another protocol."""
         request_like = self._request_ok(payload, 0, size)
         _kind_frame(conn, half, payload, size, request_like, last_ts if last_ts is not None else 0)
         if conn.kind > KIND_KAFKA:
-            return False    # this frame showed another protocol: its bytes went with the rest
+            return False  # this frame showed another protocol: its bytes went with the rest
         half.drop(held)
         half.count_frame(4 + len(payload), at)
         frame = (half.sequence, first_ts, last_ts, size, payload)
@@ -453,9 +495,12 @@ class Framer:
         buf, base = half.buf, half.buf_pos
         for i in range(len(buf) - 7):
             size = hole_end - base - i - 4
-            if (_BE32S.unpack_from(buf, i)[0] == size and self._header_ok(conn, half, buf, i) == 1
-                    and self._strong(conn, half, buf, i) == 1):
-                return (hole_end, size, bytes(buf[i + 4:]), half.captured_at(base + i), half.chunks[-1][1], base + i)
+            if (
+                _BE32S.unpack_from(buf, i)[0] == size
+                and self._header_ok(conn, half, buf, i) == 1
+                and self._strong(conn, half, buf, i) == 1
+            ):
+                return (hole_end, size, bytes(buf[i + 4 :]), half.captured_at(base + i), half.chunks[-1][1], base + i)
         return None
 
     def _cut_frame_proved(self, conn: _Connection, half: _Half, final: bool) -> int:
@@ -473,7 +518,7 @@ class Framer:
         if ok:
             half.count_skipped(-(4 + len(payload)), at)
             if not self._frame_out(conn, half, size, payload, first_ts, last_ts, 0, at):
-                half.counters["other_bytes"] += 4 + len(payload)    # _not_kafka moved the rest
+                half.counters["other_bytes"] += 4 + len(payload)  # _not_kafka moved the rest
             half.candidates = []
             half.synced = True
         return ok
@@ -514,7 +559,7 @@ class Framer:
 
     def _emit(self, conn: _Connection, side: int, frame) -> None:
         sequence, first_ts, last_ts, size, payload = frame
-        if not conn.told:       # its first frame: say who talks (the connection row comes at its close)
+        if not conn.told:  # its first frame: say who talks (the connection row comes at its close)
             conn.told = True
             self.opened.append(conn)
         out = self.out
@@ -526,74 +571,3 @@ class Framer:
         out["size"].append(size)
         out["payload"].append(payload)
         self.out_bytes += len(payload)
-
-
-def _requested(other: _Half, corr: int, half: _Half, at: int) -> bool:
-    """Did the other direction send a request with this correlation id, not answered yet
-    (a frame cut there, or the one it is receiving: its start confirmed), its last byte
-    (so far) captured no later than the byte at stream offset ``at`` of ``half``? Kafka
-    cannot answer a request before it was sent: bytes on the wire before it are no answer."""
-    ends = [end for held, end in zip(other.request_corrs, other.request_ends) if held == corr]
-    buf = other.buf
-    if other.synced and len(buf) >= 12 and _BE32S.unpack_from(buf, 8)[0] == corr:
-        ends.append(other.chunks[-1][1])
-    return bool(ends) and min(ends) <= half.captured_at(at)
-
-
-def _answer_seen(conn: _Connection, half: _Half, corr: int, max_size: int) -> bool:
-    """The direction unknown: does the other side hold what may answer a request with this
-    correlation id (a frame cut and held, or in its bytes not framed yet a plausible header
-    with that id whose frame ends where its bytes do or at another plausible size)? Both
-    directions must agree before a request header proves a boundary."""
-    if _answered_already(conn, half.side, corr, 0) >= 0:
-        return True
-    other = conn.halves[1 - half.side]
-    buf, wanted = other.buf, _BE32S.pack(corr)
-    at = buf.find(wanted, 4)
-    while at >= 0:
-        after = at + _BE32S.unpack_from(buf, at - 4)[0]
-        if at + 4 <= after <= at + max_size and (after == len(buf) or (
-                after + 4 <= len(buf) and 4 <= _BE32S.unpack_from(buf, after)[0] <= max_size)):
-            return True
-        at = buf.find(wanted, at + 1)
-    return False
-
-
-def _all_requests_seen(requests: _Half) -> int:
-    """Which requests this request direction holds: 2 every one sent so far (read whole from
-    its SYN: no gap, no byte skipped or cut by the snap length, nothing held beyond a hole),
-    1 every one since its first confirmed frame (a late start, no gap or resync since),
-    0 neither."""
-    c = requests.counters
-    if not requests.synced or requests.pending or c["gaps"] or c["truncated_packets"]:
-        return 0
-    if requests.isn >= 0 and c["skipped_bytes"] == 0:
-        return 2
-    return 1 if requests.isn < 0 and c["resyncs"] <= 1 and requests.sequence else 0
-
-
-def _request_after(requests: _Half, half: _Half, at: int) -> bool:
-    """Was a request captured whole after the byte at stream offset ``at`` of ``half``? Then a
-    hole before it in the request direction is known (a gap, or bytes held beyond it); before
-    that, the last requests' segments may be lost unseen."""
-    return bool(requests.request_ends) and requests.request_ends[-1] >= half.captured_at(at)
-
-
-def _answered(requests: _Half, corr: int) -> None:
-    """A response with this correlation id was read: its request is no longer outstanding
-    (its slot is blanked, as the compiled ring does), so record bytes that happen to
-    hold an old correlation id are no evidence of a boundary."""
-    for index, held in enumerate(requests.request_corrs):
-        if held == corr:
-            requests.request_corrs[index] = -1
-            return
-
-
-def _in_order(corrs: list) -> bool:
-    """Do these correlation ids (-1: a link too short to hold one) never fall, each at least the one before?"""
-    before = 0
-    for corr in corrs:
-        if corr < before:
-            return False
-        before = corr
-    return True

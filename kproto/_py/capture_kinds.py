@@ -41,22 +41,32 @@ from __future__ import annotations
 import struct
 
 from kproto._common.api_keys import SASL_RAW_TOKENS_HANDSHAKE_VERSION, ApiKey
-from kproto._common.capture import (KIND_EMPTY, KIND_HTTP, KIND_KAFKA, KIND_OTHER, KIND_TLS, KIND_UNKNOWN,
-                                    KIND_ZOOKEEPER)
+from kproto._common.capture import KIND_EMPTY, KIND_HTTP, KIND_KAFKA, KIND_OTHER, KIND_TLS, KIND_UNKNOWN, KIND_ZOOKEEPER
 
 _BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
 
-API_SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)   # plain ints: compared per frame
+API_SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)  # plain ints: compared per frame
 API_API_VERSIONS = int(ApiKey.API_VERSIONS)
-RUN_TO_CONFIRM = 4          # request headers in a row with rising correlation ids
-HELD_FRAMES = 1024          # frames held without a confirmation before deciding as at the end
-TLS_MAX_RECORD = 18432      # 2^14 + 2048: the largest record length TLS allows (ciphertext)
-TLS_REACH = 5 + TLS_MAX_RECORD    # a record boundary is within this many bytes of any point
+RUN_TO_CONFIRM = 4  # request headers in a row with rising correlation ids
+HELD_FRAMES = 1024  # frames held without a confirmation before deciding as at the end
+TLS_MAX_RECORD = 18432  # 2^14 + 2048: the largest record length TLS allows (ciphertext)
+TLS_REACH = 5 + TLS_MAX_RECORD  # a record boundary is within this many bytes of any point
 ZK_PASSWORD_MAX = 64
-SNIFF_BYTES = 8             # every Kafka frame is at least this long
-HTTP_STARTS = (b"GET ", b"POST ", b"PUT ", b"HEAD ", b"DELETE ", b"OPTIONS ", b"PATCH ", b"CONNECT ",
-               b"TRACE ", b"HTTP/1.", b"PRI * HT")
+SNIFF_BYTES = 8  # every Kafka frame is at least this long
+HTTP_STARTS = (
+    b"GET ",
+    b"POST ",
+    b"PUT ",
+    b"HEAD ",
+    b"DELETE ",
+    b"OPTIONS ",
+    b"PATCH ",
+    b"CONNECT ",
+    b"TRACE ",
+    b"HTTP/1.",
+    b"PRI * HT",
+)
 
 
 def tls_record(data, p: int) -> int:
@@ -86,8 +96,11 @@ def _zookeeper_connect(data, n: int) -> int:
         if password_at + 4 > size:
             continue
         password = _BE32S.unpack_from(data, 4 + password_at)[0]
-        if _BE32S.unpack_from(data, 4 + timeout_at)[0] > 0 and 0 <= password <= ZK_PASSWORD_MAX \
-                and size - password_at - 4 - password in (0, 1):
+        if (
+            _BE32S.unpack_from(data, 4 + timeout_at)[0] > 0
+            and 0 <= password <= ZK_PASSWORD_MAX
+            and size - password_at - 4 - password in (0, 1)
+        ):
             return 1
     return 0
 
@@ -100,12 +113,12 @@ def sniff(data, at_start: bool, final: bool) -> int:
     if n < SNIFF_BYTES and not final:
         return -1
     for start in HTTP_STARTS:
-        if data[:len(start)] == start:
+        if data[: len(start)] == start:
             return KIND_HTTP
     if at_start:
         length = tls_record(data, 0)
         if length >= 0 and data[0] == 22 and n > 5 and data[5] in (1, 2):
-            return KIND_TLS   # a ClientHello or ServerHello
+            return KIND_TLS  # a ClientHello or ServerHello
         if n >= 4:
             zk = _zookeeper_connect(data, n)
             if zk < 0 and not final:
@@ -136,8 +149,12 @@ def _answered_already(conn, side: int, corr: int, request_end_ts: int) -> int:
     if corr < 0:
         return -1
     for held_side, frame in conn.undecided:
-        if held_side != side and frame[1] >= request_end_ts and len(frame[4]) >= 4 \
-                and _BE32S.unpack_from(frame[4], 0)[0] == corr:
+        if (
+            held_side != side
+            and frame[1] >= request_end_ts
+            and len(frame[4]) >= 4
+            and _BE32S.unpack_from(frame[4], 0)[0] == corr
+        ):
             return frame[0]
     return -1
 
@@ -151,7 +168,7 @@ def _handshake_answer(data, p: int, corr: int) -> bool:
     if not 10 <= size <= len(data) - p - 4 or _BE32S.unpack_from(data, p + 4)[0] != corr:
         return False
     q, end = p + 14, p + 4 + size
-    for _ in range(_BE32S.unpack_from(data, p + 10)[0]):    # each name takes 2 bytes at least
+    for _ in range(_BE32S.unpack_from(data, p + 10)[0]):  # each name takes 2 bytes at least
         if q + 2 > end:
             return False
         q += 2 + _BE16.unpack_from(data, q)[0]
@@ -223,13 +240,17 @@ def _sasl_handshake(conn, half, data, i: int) -> bool:
     if conn.client_side != half.side and other.sasl_corr >= 0 and _handshake_answer(data, i, other.sasl_corr):
         return True
     end = i + 4 + size
-    if conn.client_side not in (-1, half.side) or size < 8 or end > len(data) \
-            or _BE16.unpack_from(data, i + 4)[0] != API_SASL_HANDSHAKE \
-            or _BE16.unpack_from(data, i + 6)[0] != SASL_RAW_TOKENS_HANDSHAKE_VERSION:
+    if (
+        conn.client_side not in (-1, half.side)
+        or size < 8
+        or end > len(data)
+        or _BE16.unpack_from(data, i + 4)[0] != API_SASL_HANDSHAKE
+        or _BE16.unpack_from(data, i + 6)[0] != SASL_RAW_TOKENS_HANDSHAKE_VERSION
+    ):
         return False
     corr = _BE32S.unpack_from(data, i + 8)[0]
     sent = half.captured_at(half.buf_pos + end - 1)
-    wanted, buf = data[i + 8: i + 12], other.buf
+    wanted, buf = data[i + 8 : i + 12], other.buf
     at = buf.find(wanted, 4)
     while at >= 0:
         if _handshake_answer(buf, at - 4, corr) and other.captured_at(other.buf_pos + at - 4) >= sent:
@@ -246,12 +267,12 @@ def _sasl_token(framer, conn, half, size: int, final: bool) -> int:
     if len(buf) < 4 + size:
         return -1
     other = conn.halves[1 - half.side]
-    if conn.client_side in (-1, half.side):     # (unknown: a request header ends the client's tokens)
+    if conn.client_side in (-1, half.side):  # (unknown: a request header ends the client's tokens)
         if size >= 4 and framer._request_ok(buf, 4, size):
             half.sasl = False
             return 0
     elif half.tokens_to >= 0:
-        pass    # a token its chain proved (Framer._answers): the response after them ends them
+        pass  # a token its chain proved (Framer._answers): the response after them ends them
     elif not other.sasl and size >= 4 and _BE32S.unpack_from(buf, 4)[0] in other.request_corrs:
         half.sasl = False
         return 0
@@ -282,13 +303,13 @@ def _kind_frame(conn, half, payload, size: int, request_like: bool, last_ts: int
             half.hello_corr = request_corr
         # (the direction unknown yet: the handshake request says which side is the client)
         if api_key == API_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION and half.sequence < 8:
-            half.sasl = True       # raw tokens follow (or nothing, if the broker refuses)
+            half.sasl = True  # raw tokens follow (or nothing, if the broker refuses)
             half.sasl_corr = request_corr
             if _handshake_held(conn, half.side, request_corr):
-                half.sasl_corr = -1    # its response came first: the broker's tokens follow it
+                half.sasl_corr = -1  # its response came first: the broker's tokens follow it
                 other.sasl = True
     if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:
-        other.sasl_corr = -1       # the handshake's response: tokens follow when it succeeded
+        other.sasl_corr = -1  # the handshake's response: tokens follow when it succeeded
         if _BE16.unpack_from(payload, 4)[0] == 0:
             half.sasl = True
         else:
@@ -296,7 +317,7 @@ def _kind_frame(conn, half, payload, size: int, request_like: bool, last_ts: int
     if conn.kind != KIND_UNKNOWN:
         return
     if corr == -2 and ((size == 8 and captured == 8 and _BE32S.unpack_from(payload, 4)[0] == 11) or size == 16):
-        _not_kafka(conn, KIND_ZOOKEEPER)   # a ZooKeeper ping or its response
+        _not_kafka(conn, KIND_ZOOKEEPER)  # a ZooKeeper ping or its response
         return
     if as_response and corr >= 0 and _pair_counts(conn, corr, half.sequence, other.request_corrs.count(corr)):
         if corr == other.hello_corr or conn.matched >= 2 or conn.direction_source == 0:
@@ -349,10 +370,9 @@ def _not_kafka(conn, kind: int) -> None:
     conn.held_bytes = 0
     for half in conn.halves:
         c = half.counters
-        c["other_bytes"] += (c["frame_bytes"] + c["skipped_bytes"] + c["tail_bytes"] + c["sasl_bytes"]
-                             + len(half.buf))
+        c["other_bytes"] += c["frame_bytes"] + c["skipped_bytes"] + c["tail_bytes"] + c["sasl_bytes"] + len(half.buf)
         for name in ("frames", "frame_bytes", "skipped_bytes", "tail_bytes", "sasl_tokens", "sasl_bytes"):
             c[name] = 0
         half.drop(len(half.buf))
-        half.synced = True     # nothing is searched for any more
+        half.synced = True  # nothing is searched for any more
         half.cut_frame = None

@@ -12,6 +12,7 @@ import struct
 
 import numpy as np
 
+from kproto._common import capture_engine as _engine
 from kproto._common.capture import (
     ETHERTYPE_LINKS,
     LINK_ETHERNET,
@@ -19,16 +20,15 @@ from kproto._common.capture import (
     LINK_IPV6,
     LINK_LOOP,
     LINK_NULL,
-    PCAPNG_BOM,
-    PCAPNG_SHB,
     PCAP_MAGIC_NS,
     PCAP_MAGIC_US,
+    PCAPNG_BOM,
+    PCAPNG_SHB,
     RAW_LINKS,
     VLAN_ETHERTYPES,
     pcapng_interface_clock,
     pcapng_options,
 )
-from kproto._common import capture_engine as _engine
 from kproto._py.capture_framer import _BE16, _BE32S, Framer
 from kproto._py.capture_reassembly import Reassembly
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
@@ -47,9 +47,9 @@ class RecordReader:
     """Records and packet layers: the engine's first stage (kproto/_common/capture_engine.py)."""
 
     def __init__(self, reassembly: Reassembly, framer: Framer) -> None:
-        self.reassembly = reassembly    # where each TCP segment goes
-        self.framer = framer            # asked whether the batch is full
-        self.counters = reassembly.counters   # the capture counters (the reassembly's)
+        self.reassembly = reassembly  # where each TCP segment goes
+        self.framer = framer  # asked whether the batch is full
+        self.counters = reassembly.counters  # the capture counters (the reassembly's)
         self.format: str | None = None  # "pcap" / "pcapng" once the header is read
         self.order = "<"
         self.linktype = 0
@@ -113,7 +113,7 @@ class RecordReader:
             if end - pos - 16 < caplen:
                 break
             ts = seconds * 1_000_000_000 + fraction * scale
-            self._packet(self.linktype, view[pos + 16: pos + 16 + caplen], origlen, ts)
+            self._packet(self.linktype, view[pos + 16 : pos + 16 + caplen], origlen, ts)
             pos += 16 + caplen
         return pos
 
@@ -140,7 +140,7 @@ class RecordReader:
                 break
             if end - pos < length:
                 break
-            if not self._block(block_type, view[pos + 8: pos + length - 4], pos):
+            if not self._block(block_type, view[pos + 8 : pos + length - 4], pos):
                 break
             pos += length
         return pos
@@ -167,7 +167,7 @@ class RecordReader:
                 self.counters["malformed"] += 1
                 return True
             linktype, convert, self.reassembly.snaplen = self.interfaces[iface]
-            self._packet(linktype, body[20: 20 + caplen], origlen, _wrap64(convert((high << 32) | low)))
+            self._packet(linktype, body[20 : 20 + caplen], origlen, _wrap64(convert((high << 32) | low)))
         elif block_type == 3:  # simple packet: no timestamp, interface 0
             if len(body) < 4 or not self.interfaces:
                 self.counters["packets"] += 1
@@ -176,7 +176,7 @@ class RecordReader:
             origlen = struct.unpack_from(order + "I", body, 0)[0]
             caplen = min(origlen, len(body) - 4)
             self.reassembly.snaplen = self.interfaces[0][2]
-            self._packet(self.interfaces[0][0], body[4: 4 + caplen], origlen, 0)
+            self._packet(self.interfaces[0][0], body[4 : 4 + caplen], origlen, 0)
         elif block_type != PCAPNG_SHB:
             self.counters["skipped_blocks"] += 1
         return True
@@ -237,8 +237,8 @@ class RecordReader:
             if pkt[off + 9] != 6:
                 counters["non_tcp"] += 1
                 return
-            src = bytes(pkt[off + 12: off + 16])
-            dst = bytes(pkt[off + 16: off + 20])
+            src = bytes(pkt[off + 12 : off + 16])
+            dst = bytes(pkt[off + 16 : off + 20])
             ip_end = off + total  # beyond the captured bytes when the snap length cut the packet
             tcp = off + ihl
         elif ethertype == 0x86DD:
@@ -247,8 +247,8 @@ class RecordReader:
                 return
             payload_len = _BE16.unpack_from(pkt, off + 4)[0]
             next_header = pkt[off + 6]
-            src = bytes(pkt[off + 8: off + 24])
-            dst = bytes(pkt[off + 24: off + 40])
+            src = bytes(pkt[off + 8 : off + 24])
+            dst = bytes(pkt[off + 24 : off + 40])
             tcp = off + 40
             ip_end = tcp + payload_len if payload_len else max(origlen, n)  # 0: jumbogram
             while next_header != 6:
@@ -287,7 +287,7 @@ class RecordReader:
         flags = pkt[tcp + 13]
         data_start = tcp + doff
         wire_len = ip_end - data_start  # payload length on the wire
-        captured = pkt[data_start: min(n, ip_end)]
+        captured = pkt[data_start : min(n, ip_end)]
         counters["tcp_packets"] += 1
         counters["tcp_payload_bytes"] += len(captured)
         self.reassembly._segment(src, sport, dst, dport, seq, flags, captured, wire_len, ts)
@@ -316,7 +316,6 @@ def scan_frames(data, max_frame_size: int = 100 * 1024 * 1024, max_frames: int =
             break
         starts.append(pos + 4)
         sizes.append(size)
-        payloads.append(view[pos + 4: pos + 4 + size])
+        payloads.append(view[pos + 4 : pos + 4 + size])
         pos += 4 + size
-    return (np.array(starts, dtype=np.int64), np.array(sizes, dtype=np.int32), pos, error,
-            b"".join(payloads))
+    return (np.array(starts, dtype=np.int64), np.array(sizes, dtype=np.int32), pos, error, b"".join(payloads))

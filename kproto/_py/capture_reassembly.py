@@ -28,20 +28,20 @@ class Reassembly:
     (kproto/_common/capture_engine.py)."""
 
     def __init__(self, settings, framer: Framer) -> None:
-        self.framer = framer        # where each direction's new bytes go
+        self.framer = framer  # where each direction's new bytes go
         self.broker_ports = settings.broker_ports
         self.kafka_ports = settings.kafka_ports
         self.max_pending_bytes = settings.max_pending_bytes
         self.max_connections = settings.max_connections
-        self.counters = dict.fromkeys(CAPTURE_COUNTERS, 0)   # the capture's (the reader counts into them too)
+        self.counters = dict.fromkeys(CAPTURE_COUNTERS, 0)  # the capture's (the reader counts into them too)
         self.connections: dict = {}
-        self.ended: dict = {}   # keys of connections closed by their FINs or a RST (_segment)
+        self.ended: dict = {}  # keys of connections closed by their FINs or a RST (_segment)
         self.next_conn_id = 0
         self.finished = False
         self._closed: list = []
-        self.early: dict = {}   # connection id -> counts since the last mark about bytes before it (early_counts)
-        self.snaplen = 0        # the snap length of the record being read (its interface's; the reader sets it)
-        self.cut_snaplens: set = set()   # the snap lengths of the records that cut a TCP segment
+        self.early: dict = {}  # connection id -> counts since the last mark about bytes before it (early_counts)
+        self.snaplen = 0  # the snap length of the record being read (its interface's; the reader sets it)
+        self.cut_snaplens: set = set()  # the snap lengths of the records that cut a TCP segment
 
     def capture_counters(self) -> dict:
         return dict(self.counters)
@@ -83,8 +83,12 @@ class Reassembly:
             # A payload-less segment opens no connection, but a FIN or RST does (a capture or a
             # range that began after its last byte sees how it ended), unless its connection
             # ended already (a last ACK, a RST after the FINs, a FIN sent again).
-            if not payload and not wire_len and not flags & _TCP_SYN \
-                    and (not flags & (_TCP_FIN | _TCP_RST) or key in self.ended):
+            if (
+                not payload
+                and not wire_len
+                and not flags & _TCP_SYN
+                and (not flags & (_TCP_FIN | _TCP_RST) or key in self.ended)
+            ):
                 self.counters["tcp_without_connection"] += 1
                 return
             self.ended.pop(key, None)
@@ -97,7 +101,7 @@ class Reassembly:
                 conn.client_side = 1 if a_broker else 0
                 conn.direction_source = 0
             if sport in self.kafka_ports or dport in self.kafka_ports:
-                conn.kind = KIND_KAFKA    # forced: no confirmation needed
+                conn.kind = KIND_KAFKA  # forced: no confirmation needed
             side = 0
             if len(self.connections) > self.max_connections:
                 self._evict(conn)
@@ -157,10 +161,10 @@ class Reassembly:
             duplicate = True
             held_from = max(start, half.buf_pos)
             if held_from < overlap_end:
-                old = half.buf[held_from - half.buf_pos: overlap_end - half.buf_pos]
-                if old != payload[held_from - start: overlap_end - start]:
+                old = half.buf[held_from - half.buf_pos : overlap_end - half.buf_pos]
+                if old != payload[held_from - start : overlap_end - start]:
                     conflict = True
-            payload = payload[max(0, half.next_pos - start):]
+            payload = payload[max(0, half.next_pos - start) :]
             start = max(start, half.next_pos)
         if start < end:
             if not half.pending and start == half.next_pos:
@@ -196,15 +200,15 @@ class Reassembly:
             if held_start >= end:
                 break
             if held_start > cursor:
-                pieces.append((cursor, data[cursor - start: held_start - start]))
+                pieces.append((cursor, data[cursor - start : held_start - start]))
             lo, hi = max(cursor, held_start), min(end, held_end)
             half.counters["duplicate_bytes"] += hi - lo
             duplicate = True
-            if held[lo - held_start: hi - held_start] != data[lo - start: hi - start]:
+            if held[lo - held_start : hi - held_start] != data[lo - start : hi - start]:
                 conflict = True
             cursor = hi
         if cursor < end:
-            pieces.append((cursor, data[cursor - start:]))
+            pieces.append((cursor, data[cursor - start :]))
         for piece_start, piece in pieces:
             entry = [piece_start, bytes(piece), ts]
             index = 0
@@ -235,7 +239,7 @@ class Reassembly:
         cut_frame, frames = self.framer._cut_candidate(conn, half, hole_end), c["frames"]
         self.framer._cut(conn, half, True)
         if half.synced or c["frames"] != frames:
-            cut_frame = None    # the search found a boundary before the hole after all
+            cut_frame = None  # the search found a boundary before the hole after all
         if snapped:
             c["snapped_bytes"] += hole_end - half.next_pos
         else:
@@ -245,12 +249,12 @@ class Reassembly:
             size = _BE32S.unpack_from(half.buf, 0)[0]
             if 4 <= size <= self.framer.max_frame_size:
                 half.boundary = half.buf_pos + 4 + size
-                if len(half.buf) > 4 and not half.sasl:   # a raw SASL token is no frame: skipped
+                if len(half.buf) > 4 and not half.sasl:  # a raw SASL token is no frame: skipped
                     self.framer._frame(conn, half, size, len(half.buf) - 4)
         half.count_skipped(len(half.buf), half.buf_pos)
         half.drop(len(half.buf))
         if half.boundary < hole_end:
-            half.boundary = -1      # the next frame's start was lost too: search for it
+            half.boundary = -1  # the next frame's start was lost too: search for it
         # the frame a hole cut where no boundary was known yet waits for the header after it
         half.cut_frame = cut_frame
         half.synced = False
@@ -271,7 +275,7 @@ class Reassembly:
                 self._drain(half)
                 self.framer._cut(conn, half, False)
         # then the requests' ends: a response chain is proved by the request it answers
-        for half in (conn.halves[::-1] if conn.client_side == 1 else conn.halves):
+        for half in conn.halves[::-1] if conn.client_side == 1 else conn.halves:
             self.framer._cut(conn, half, True)
             half.counters["tail_bytes"] += len(half.buf)
             half.drop(len(half.buf))
@@ -280,7 +284,7 @@ class Reassembly:
             self.framer._guess(conn)
         self.framer._release(conn)
         del self.connections[conn.key]
-        if reason in (1, 2):    # its FINs or a RST: what comes after opens nothing (bounded)
+        if reason in (1, 2):  # its FINs or a RST: what comes after opens nothing (bounded)
             self.ended[conn.key] = None
             if len(self.ended) > self.max_connections:
                 del self.ended[next(iter(self.ended))]
@@ -334,21 +338,29 @@ def _endpoints(conn: _Connection, client_side: int) -> dict:
     """The connection's client (``client_side``) and server, as its row names them."""
     client = conn.endpoints[client_side]
     server = conn.endpoints[1 - client_side]
-    return {"connection_id": conn.id, "client_ip": _format_ip(client[0]), "client_port": client[1],
-            "server_ip": _format_ip(server[0]), "server_port": server[1]}
+    return {
+        "connection_id": conn.id,
+        "client_ip": _format_ip(client[0]),
+        "client_port": client[1],
+        "server_ip": _format_ip(server[0]),
+        "server_port": server[1],
+    }
 
 
 def _connection_row(conn: _Connection, closed_by: str | None) -> dict:
     """A connection's row (CONNECTION_COLUMNS): when it closes, and for open_connection_rows."""
     client_side = conn.client_side if conn.client_side >= 0 else 0
     row = _endpoints(conn, client_side)
-    row.update({
-        "first_ts_ns": conn.first_ts, "last_ts_ns": conn.last_ts,
-        "handshake_seen": conn.handshake_seen,
-        "closed_by": closed_by,
-        "direction_source": DIRECTION_SOURCE[conn.direction_source] if conn.direction_source >= 0 else None,
-        "kind": KINDS[conn.kind] if conn.kind >= 0 else None,
-    })
+    row.update(
+        {
+            "first_ts_ns": conn.first_ts,
+            "last_ts_ns": conn.last_ts,
+            "handshake_seen": conn.handshake_seen,
+            "closed_by": closed_by,
+            "direction_source": DIRECTION_SOURCE[conn.direction_source] if conn.direction_source >= 0 else None,
+            "kind": KINDS[conn.kind] if conn.kind >= 0 else None,
+        }
+    )
     for prefix, half in (("request_", conn.halves[client_side]), ("response_", conn.halves[1 - client_side])):
         for name in HALF_COUNTERS:
             row[prefix + name] = half.counters[name]

@@ -11,21 +11,45 @@ from typing import Any
 from kproto import schema
 from kproto._py import wire
 from kproto._py.buffer import (
-    INT8_RANGE, INT16_RANGE, INT32_RANGE, INT64_RANGE, UINT16_RANGE, UINT32_RANGE,
-    Reader, Writer, check_int,
+    INT8_RANGE,
+    INT16_RANGE,
+    INT32_RANGE,
+    INT64_RANGE,
+    UINT16_RANGE,
+    UINT32_RANGE,
+    Reader,
+    Writer,
+    check_int,
 )
 from kproto.errors import (
-    DecodeError, EncodeError, InvalidLengthError, LimitExceededError,
+    DecodeError,
+    EncodeError,
+    InvalidLengthError,
+    LimitExceededError,
     UnsupportedRequestError,
 )
 from kproto.schema import (
-    ARRAY, BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, RECORDS, STRING, STRUCT,
-    UINT16, UINT32, UUID, StructPlan,
+    ARRAY,
+    BOOL,
+    BYTES,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    STRUCT,
+    UINT16,
+    UINT32,
+    UUID,
+    StructPlan,
 )
 
 MAX_DEPTH = 64  # same as MAX_PATH_DEPTH in _buffer.pxd
 
 from kproto._headers import RequestHeader, ResponseHeader  # noqa: E402
+
 _set = object.__setattr__
 
 
@@ -74,7 +98,8 @@ def _read_value(r: Reader, op, kind: int, nullable: bool, frame: list) -> Any:
         # A lazy, zero-copy view of the input: batches are parsed only when asked for.
         if n < 0:
             return None
-        from kproto._py.records import Records   # first use only: it imports numpy
+        from kproto._py.records import Records  # first use only: it imports numpy
+
         return Records(r.take(n))
     if kind == UINT16:
         return r.read_uint16()
@@ -125,8 +150,10 @@ def _read_tagged(r: Reader, plan: StructPlan, obj, frame: list):
         r.end = r.pos + size
         value = _read_value(r, op, op.kind, op.nullable, frame)
         if r.pos != r.end:
-            raise r.error(InvalidLengthError,
-                          f"tagged field {tag} declared {size} bytes but its value ended {r.end - r.pos} early")
+            raise r.error(
+                InvalidLengthError,
+                f"tagged field {tag} declared {size} bytes but its value ended {r.end - r.pos} early",
+            )
         r.end = outer_end
         _set(obj, op.name, value)
         seen.add(tag)
@@ -156,9 +183,14 @@ def decode_struct(buf, plan: StructPlan, offset: int = 0, end: int | None = None
 
 
 # ------------------------------------------------------------------ encoding
-_INT_RANGES = {INT8: (INT8_RANGE, "int8"), INT16: (INT16_RANGE, "int16"), INT32: (INT32_RANGE, "int32"),
-               INT64: (INT64_RANGE, "int64"), UINT16: (UINT16_RANGE, "uint16"),
-               UINT32: (UINT32_RANGE, "uint32")}
+_INT_RANGES = {
+    INT8: (INT8_RANGE, "int8"),
+    INT16: (INT16_RANGE, "int16"),
+    INT32: (INT32_RANGE, "int32"),
+    INT64: (INT64_RANGE, "int64"),
+    UINT16: (UINT16_RANGE, "uint16"),
+    UINT32: (UINT32_RANGE, "uint32"),
+}
 
 
 def _write_value(w: Writer, op, kind: int, nullable: bool, value, path: list) -> None:
@@ -199,7 +231,7 @@ def _write_value(w: Writer, op, kind: int, nullable: bool, value, path: list) ->
         w.write_uuid(value)
     elif kind in (BYTES, RECORDS):
         if kind == RECORDS and value is not None and hasattr(value, "raw") and not isinstance(value, bytes):
-            value = value.raw      # a Records view (either implementation's)
+            value = value.raw  # a Records view (either implementation's)
         w.write_bytes_value(value, op.compact, nullable)
     elif kind == FLOAT64:
         w.write_float64(value)
@@ -220,8 +252,9 @@ def write_struct(w: Writer, obj, plan: StructPlan, path: list) -> None:
     for op in plan.absent:
         frame[0] = op.name
         if not op.ignorable and not op.is_default(_get(obj, op.name)):
-            raise EncodeError(f"field {op.name} has a non-default value but version "
-                              f"{plan.version} of {plan.name} does not have it")
+            raise EncodeError(
+                f"field {op.name} has a non-default value but version {plan.version} of {plan.name} does not have it"
+            )
     if plan.flexible:
         frame[0] = "<tagged fields>"
         entries = []
@@ -238,8 +271,7 @@ def write_struct(w: Writer, obj, plan: StructPlan, path: list) -> None:
             known = plan.tag_map
             for tag, raw in unknown.items():
                 if tag in known:
-                    raise EncodeError(f"unknown tagged field {tag} collides with known field "
-                                      f"{known[tag].name}")
+                    raise EncodeError(f"unknown tagged field {tag} collides with known field {known[tag].name}")
                 entries.append((check_int(tag, UINT32_RANGE, "tag"), bytes(raw)))
             entries.sort()
         w.write_unsigned_varint(len(entries))
@@ -274,8 +306,9 @@ def encode_struct(obj, plan: StructPlan, writer: Writer | None = None) -> bytes:
     try:
         write_struct(w, obj, plan, path)
     except EncodeError as exc:
-        raise EncodeError(exc.reason, _format_encode_path(plan, path), plan.api_key
-                          if plan.api_key >= 0 else None, plan.version) from None
+        raise EncodeError(
+            exc.reason, _format_encode_path(plan, path), plan.api_key if plan.api_key >= 0 else None, plan.version
+        ) from None
     return w.getvalue()
 
 
@@ -320,8 +353,11 @@ def read_request_header(r: Reader):
     _set(header, "request_api_key", h.api_key)
     _set(header, "request_api_version", h.api_version)
     _set(header, "correlation_id", h.correlation_id)
-    _set(header, "client_id", None if h.client_id_length < 0 else
-         str(r.data[h.client_id_at:h.client_id_at + h.client_id_length], "utf-8"))
+    _set(
+        header,
+        "client_id",
+        None if h.client_id_length < 0 else str(r.data[h.client_id_at : h.client_id_at + h.client_id_length], "utf-8"),
+    )
     _set(header, "_unknown_tags", _header_tags(r, h))
     r.pos = h.end
     return header, h.version
@@ -364,8 +400,7 @@ def decode_response_header(buf, api_key: int, api_version: int):
     return h, version, r.pos
 
 
-def write_request_header(w: Writer, api_key: int, api_version: int, correlation_id: int,
-                         client_id, tags=None) -> None:
+def write_request_header(w: Writer, api_key: int, api_version: int, correlation_id: int, client_id, tags=None) -> None:
     version = schema.header_version(api_key, api_version, True)
     w.write_int16(api_key)
     w.write_int16(api_version)
@@ -376,8 +411,7 @@ def write_request_header(w: Writer, api_key: int, api_version: int, correlation_
         w.write_tagged_fields(tags)
 
 
-def write_response_header(w: Writer, api_key: int, api_version: int, correlation_id: int,
-                          tags=None) -> None:
+def write_response_header(w: Writer, api_key: int, api_version: int, correlation_id: int, tags=None) -> None:
     w.write_int32(correlation_id)
     if schema.header_version(api_key, api_version, False) >= 1:
         w.write_tagged_fields(tags)
@@ -417,7 +451,11 @@ def decode_response(buf, api_key: int, api_version: int, plan: StructPlan, *, la
     if r.pos == r.end:
         raise UnsupportedRequestError(
             "response holds only a correlation id: the broker did not support the request",
-            r.pos, None, api_key, api_version)
+            r.pos,
+            None,
+            api_key,
+            api_version,
+        )
     _prepare(r, plan)
     body = read_struct(r, plan)
     if r.pos != r.end:

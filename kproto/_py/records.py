@@ -25,21 +25,38 @@ from kproto._common.records import (
     record_schema,
     to_numpy,
 )
-from kproto.limits import (
-    DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET,
-    DEFAULT_MAX_RECORDS_PER_SET,
-)
 from kproto._py.records_base import (
-    _DEFAULT_MAX, _DEFAULT_MAX_RECORDS, Record, _byte_view, _complete_size, _Limits, _OverBuffer, crc32c,
+    _DEFAULT_MAX,
+    _DEFAULT_MAX_RECORDS,
+    Record,
+    _byte_view,
+    _complete_size,
+    _Limits,
+    _OverBuffer,
+    crc32c,
 )
 from kproto._py.records_columns import _columnar
 from kproto._py.records_legacy import LegacyBatch
 from kproto._py.records_v2 import RecordBatch, encode_control_batch
+from kproto.limits import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET,
+    DEFAULT_MAX_RECORDS_PER_SET,
+)
 
 __all__ = [
-    "Record", "ControlRecord", "RecordBatch", "LegacyBatch", "Records",
-    "crc32c", "encode_records", "encode_control_batch", "record_schema",
-    "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "CONTROL_ABORT", "CONTROL_COMMIT",
+    "Record",
+    "ControlRecord",
+    "RecordBatch",
+    "LegacyBatch",
+    "Records",
+    "crc32c",
+    "encode_records",
+    "encode_control_batch",
+    "record_schema",
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
     "IMPLEMENTATION",
 ]
 
@@ -64,16 +81,29 @@ class Records(_OverBuffer):
     corruption anywhere else raises :class:`~kproto.errors.CorruptRecordError`.
     """
 
-    __slots__ = ("_source", "_view", "max_decompressed_size", "max_records_per_batch", "max_records_per_set",
-                 "max_decompressed_size_per_set", "verify_crc", "_tail")
-    _source: Any          # the object the bytes came from, kept alive for the view
+    __slots__ = (
+        "_source",
+        "_view",
+        "max_decompressed_size",
+        "max_records_per_batch",
+        "max_records_per_set",
+        "max_decompressed_size_per_set",
+        "verify_crc",
+        "_tail",
+    )
+    _source: Any  # the object the bytes came from, kept alive for the view
     _view: memoryview
 
-    def __init__(self, data=b"", *, max_decompressed_size: int = _DEFAULT_MAX,
-                 max_records_per_batch: int = _DEFAULT_MAX_RECORDS,
-                 max_records_per_set: int = DEFAULT_MAX_RECORDS_PER_SET,
-                 max_decompressed_size_per_set: int = DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET,
-                 verify_crc: bool = True) -> None:
+    def __init__(
+        self,
+        data=b"",
+        *,
+        max_decompressed_size: int = _DEFAULT_MAX,
+        max_records_per_batch: int = _DEFAULT_MAX_RECORDS,
+        max_records_per_set: int = DEFAULT_MAX_RECORDS_PER_SET,
+        max_decompressed_size_per_set: int = DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET,
+        verify_crc: bool = True,
+    ) -> None:
         if isinstance(data, Records):
             self._source = data._source
             self._view = data._view
@@ -127,8 +157,13 @@ class Records(_OverBuffer):
         toward ``max_records_per_set`` and ``max_decompressed_size_per_set``.
         """
         view = self._view
-        limits = _Limits(self.max_decompressed_size, self.max_records_per_batch, self.verify_crc,
-                         self.max_records_per_set, self.max_decompressed_size_per_set)
+        limits = _Limits(
+            self.max_decompressed_size,
+            self.max_records_per_batch,
+            self.verify_crc,
+            self.max_records_per_set,
+            self.max_decompressed_size_per_set,
+        )
         pos = 0
         while True:
             size = _complete_size(view, pos)
@@ -169,7 +204,7 @@ class Records(_OverBuffer):
     @property
     def tail(self) -> memoryview:
         """The bytes of the cut-short batch at the end (empty when there is none)."""
-        return self._view[self._scan():]
+        return self._view[self._scan() :]
 
     def records(self) -> list[Record]:
         """Every record of every complete batch, in order, as a list (like a batch's

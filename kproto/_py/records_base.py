@@ -62,6 +62,7 @@ def _crc32c_pure(data, crc: int = 0) -> int:
 _crc32c_accelerated: Callable[[Any, int], int] | None = None
 try:  # an optional C implementation keeps the pure twin usable on large batches
     from crc32c import crc32c as _crc32c_installed
+
     _crc32c_accelerated = _crc32c_installed
 except ImportError:  # pragma: no cover - depends on what is installed
     pass
@@ -88,8 +89,15 @@ class Record:
 
     __slots__ = ("offset", "timestamp", "key", "value", "headers", "attributes", "timestamp_delta")
 
-    def __init__(self, key=None, value=None, headers=(), timestamp: int | None = None,
-                 offset: int | None = None, attributes: int = 0) -> None:
+    def __init__(
+        self,
+        key=None,
+        value=None,
+        headers=(),
+        timestamp: int | None = None,
+        offset: int | None = None,
+        attributes: int = 0,
+    ) -> None:
         self.key = key
         self.value = value
         self.headers = tuple(headers) if headers else ()
@@ -99,8 +107,10 @@ class Record:
         self.timestamp_delta = None
 
     def __repr__(self) -> str:
-        return (f"Record(offset={self.offset!r}, timestamp={self.timestamp!r}, key={self.key!r}, "
-                f"value={short_repr(self.value)}, headers={self.headers!r})")
+        return (
+            f"Record(offset={self.offset!r}, timestamp={self.timestamp!r}, key={self.key!r}, "
+            f"value={short_repr(self.value)}, headers={self.headers!r})"
+        )
 
     def _fields(self):
         return (self.offset, self.timestamp, self.key, self.value, self.headers, self.attributes)
@@ -138,11 +148,24 @@ class _Limits:
     """The settings of the Records a batch was read from, and what one pass over its batches
     has read so far (one object shared by the batches of a pass)."""
 
-    __slots__ = ("max_decompressed_size", "max_records_per_batch", "verify_crc", "max_records_per_set",
-                 "max_decompressed_size_per_set", "records_read", "bytes_decompressed")
+    __slots__ = (
+        "max_decompressed_size",
+        "max_records_per_batch",
+        "verify_crc",
+        "max_records_per_set",
+        "max_decompressed_size_per_set",
+        "records_read",
+        "bytes_decompressed",
+    )
 
-    def __init__(self, max_decompressed_size: int, max_records_per_batch: int, verify_crc: bool,
-                 max_records_per_set: int, max_decompressed_size_per_set: int) -> None:
+    def __init__(
+        self,
+        max_decompressed_size: int,
+        max_records_per_batch: int,
+        verify_crc: bool,
+        max_records_per_set: int,
+        max_decompressed_size_per_set: int,
+    ) -> None:
         self.max_decompressed_size = max_decompressed_size
         self.max_records_per_batch = max_records_per_batch
         self.verify_crc = verify_crc
@@ -165,15 +188,17 @@ class _Limits:
         allowed when decompression fails (the work it caused is not known).
         """
         used = self.bytes_decompressed
-        allowed, set_binds = decompression_allowance(self.max_decompressed_size, self.max_decompressed_size_per_set,
-                                                     used, charged)
+        allowed, set_binds = decompression_allowance(
+            self.max_decompressed_size, self.max_decompressed_size_per_set, used, charged
+        )
         try:
             out = _compression.decompress(codec, data, max_size=allowed)
         except DecompressionError as exc:
             if not charged:
                 self.bytes_decompressed += allowed
-            raise decompression_failure(exc, set_binds, self.max_decompressed_size_per_set, used, what, start,
-                                        base_offset) from None
+            raise decompression_failure(
+                exc, set_binds, self.max_decompressed_size_per_set, used, what, start, base_offset
+            ) from None
         if not charged:
             self.bytes_decompressed += len(out)
         return out
@@ -181,8 +206,9 @@ class _Limits:
 
 def _single_batch_limits(max_decompressed_size: int, max_records_per_batch: int, verify_crc: bool) -> _Limits:
     # A batch read on its own is a set of one: its own limits are the set's.
-    return _Limits(max_decompressed_size, max_records_per_batch, verify_crc, max_records_per_batch,
-                   max_decompressed_size)
+    return _Limits(
+        max_decompressed_size, max_records_per_batch, verify_crc, max_records_per_batch, max_decompressed_size
+    )
 
 
 _SomeBatch = TypeVar("_SomeBatch", bound="_OneBatch")
@@ -193,13 +219,19 @@ class _OneBatch:
     (``RecordBatch(data)``), or at a position of a record set (``_at``)."""
 
     __slots__ = ()
-    _WHAT = "batch"     # in the error for a buffer that ends inside it
+    _WHAT = "batch"  # in the error for a buffer that ends inside it
 
-    def __init__(self, data, *, max_decompressed_size: int = _DEFAULT_MAX,
-                 max_records_per_batch: int = _DEFAULT_MAX_RECORDS, verify_crc: bool = True) -> None:
+    def __init__(
+        self,
+        data,
+        *,
+        max_decompressed_size: int = _DEFAULT_MAX,
+        max_records_per_batch: int = _DEFAULT_MAX_RECORDS,
+        verify_crc: bool = True,
+    ) -> None:
         view = _byte_view(data)
         size = _complete_size(view, 0)
-        if size <= 0:     # worded as in C, which does not know the size a cut batch needs
+        if size <= 0:  # worded as in C, which does not know the size a cut batch needs
             raise CorruptRecordError(f"{self._WHAT} is truncated: {len(view)} bytes", 0)
         limits = _single_batch_limits(max_decompressed_size, max_records_per_batch, verify_crc)
         self._setup(view, 0, size, limits)
@@ -231,7 +263,7 @@ class _OneBatch:
     @property
     def raw(self) -> memoryview:
         """The batch's bytes, without copying them."""
-        return self._view[self._start:self._end]
+        return self._view[self._start : self._end]
 
     # ---- checksum: each kind computes its own (computed_crc) and names it (_CRC_WHAT)
     _CRC_WHAT = "CRC"
@@ -251,7 +283,11 @@ class _OneBatch:
         if computed != self.crc:
             raise CrcMismatchError(
                 f"{self._CRC_WHAT} mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
-                self._start, base_offset=self._offset_in_errors(), stored_crc=self.crc, computed_crc=computed)
+                self._start,
+                base_offset=self._offset_in_errors(),
+                stored_crc=self.crc,
+                computed_crc=computed,
+            )
 
     def _offset_in_errors(self) -> int:
         """The offset an error about the batch names (read without decompressing)."""
@@ -291,14 +327,15 @@ def _complete_size(view: memoryview, pos: int) -> int:
     if left >= 17:
         magic = view[pos + MAGIC_AT]
         if magic > 2:
-            raise CorruptRecordError(f"unknown magic {magic - 256 if magic > 127 else magic}", pos + MAGIC_AT,
-                                     base_offset=base_offset)
+            raise CorruptRecordError(
+                f"unknown magic {magic - 256 if magic > 127 else magic}", pos + MAGIC_AT, base_offset=base_offset
+            )
         if length < MIN_LENGTH_BY_MAGIC[magic]:
-            raise CorruptRecordError(f"batch length {length} is too small for magic {magic}", pos + 8,
-                                     base_offset=base_offset)
+            raise CorruptRecordError(
+                f"batch length {length} is too small for magic {magic}", pos + 8, base_offset=base_offset
+            )
     if LOG_OVERHEAD + length > left:
         return -(LOG_OVERHEAD + length)
     if length < 5:
         raise CorruptRecordError(f"batch length {length} is too small", pos + 8, base_offset=base_offset)
     return LOG_OVERHEAD + length
-

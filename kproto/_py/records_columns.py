@@ -13,8 +13,7 @@ from kproto._common.records import BATCH_COLUMNS, arrow_type, batch_values, reco
 def _columnar(batches, batch_columns: bool, zero_copy: bool = False):
     import pyarrow as pa
 
-    columns: dict[str, list] = {name: [] for name in ("offset", "timestamp", "key", "value", "header_count",
-                                                      "headers")}
+    columns: dict[str, list] = {name: [] for name in ("offset", "timestamp", "key", "value", "header_count", "headers")}
     batch_rows: dict[str, list] = {name: [] for name, _ in BATCH_COLUMNS}
     for batch in batches:
         records = batch.records()
@@ -31,8 +30,10 @@ def _columnar(batches, batch_columns: bool, zero_copy: bool = False):
     schema = record_schema(batch_columns)
     if zero_copy:
         schema = schema.set(2, pa.field("key", pa.binary_view())).set(3, pa.field("value", pa.binary_view()))
-    arrays = [pa.array(columns[name], type=schema.field(name).type)
-              for name in ("offset", "timestamp", "key", "value", "header_count", "headers")]
+    arrays = [
+        pa.array(columns[name], type=schema.field(name).type)
+        for name in ("offset", "timestamp", "key", "value", "header_count", "headers")
+    ]
     if batch_columns:
         arrays += [pa.array(batch_rows[name], type=arrow_type(kind)) for name, kind in BATCH_COLUMNS]
     return pa.Table.from_arrays(arrays, schema=schema)

@@ -58,10 +58,30 @@ class RecordBatch(_OneBatch):
     ``RecordBatch(data)`` reads the batch at the start of ``data``.
     """
 
-    __slots__ = ("_view", "_start", "_end", "_limits", "_max_records", "_verify", "_checked", "_counted",
-                 "_charged", "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
-                 "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
-                 "producer_id", "producer_epoch", "base_sequence", "record_count")
+    __slots__ = (
+        "_view",
+        "_start",
+        "_end",
+        "_limits",
+        "_max_records",
+        "_verify",
+        "_checked",
+        "_counted",
+        "_charged",
+        "base_offset",
+        "batch_length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "record_count",
+    )
 
     _WHAT = "record batch"
     _CRC_WHAT = "record batch CRC-32C"
@@ -74,16 +94,26 @@ class RecordBatch(_OneBatch):
         self._max_records = limits.max_records_per_batch
         self._verify = limits.verify_crc
         self._checked = False
-        self._counted = False    # its records added to the set's (once, however often read)
-        self._charged = False    # its decompressed bytes added to the set's
+        self._counted = False  # its records added to the set's (once, however often read)
+        self._charged = False  # its decompressed bytes added to the set's
         base_offset, magic = _INT64.unpack_from(view, start)[0], _INT8.unpack_from(view, start + 16)[0]
-        if magic != 2:      # before the header is read: a legacy message may be shorter than it
-            raise CorruptRecordError(f"magic {magic} is not a record batch (magic 2)", start,
-                                     base_offset=base_offset)
-        (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc,
-         self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
-         self.producer_id, self.producer_epoch, self.base_sequence,
-         self.record_count) = _V2_HEADER.unpack_from(view, start)
+        if magic != 2:  # before the header is read: a legacy message may be shorter than it
+            raise CorruptRecordError(f"magic {magic} is not a record batch (magic 2)", start, base_offset=base_offset)
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        ) = _V2_HEADER.unpack_from(view, start)
 
     # ---- header facts
     @property
@@ -124,26 +154,34 @@ class RecordBatch(_OneBatch):
         return self.record_count
 
     def __repr__(self) -> str:
-        return (f"RecordBatch(base_offset={self.base_offset}, records={self.record_count}, "
-                f"compression={self.compression_name!r}, size={self.size}"
-                f"{', control' if self.is_control else ''}{', transactional' if self.is_transactional else ''})")
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, records={self.record_count}, "
+            f"compression={self.compression_name!r}, size={self.size}"
+            f"{', control' if self.is_control else ''}{', transactional' if self.is_transactional else ''})"
+        )
 
     def header_fields(self) -> dict:
         """The header as keyword arguments of :meth:`encode` (to rebuild this batch)."""
         return dict(
-            base_offset=self.base_offset, compression=self.compression,
-            timestamp_type=self.timestamp_type, is_transactional=self.is_transactional,
-            is_control=self.is_control, has_delete_horizon=self.has_delete_horizon,
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-            base_sequence=self.base_sequence, partition_leader_epoch=self.partition_leader_epoch,
-            base_timestamp=self.base_timestamp, max_timestamp=self.max_timestamp,
+            base_offset=self.base_offset,
+            compression=self.compression,
+            timestamp_type=self.timestamp_type,
+            is_transactional=self.is_transactional,
+            is_control=self.is_control,
+            has_delete_horizon=self.has_delete_horizon,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            partition_leader_epoch=self.partition_leader_epoch,
+            base_timestamp=self.base_timestamp,
+            max_timestamp=self.max_timestamp,
             last_offset_delta=self.last_offset_delta,
         )
 
     # ---- checksum
     @property
     def computed_crc(self) -> int:
-        return crc32c(self._view[self._start + V2_ATTRIBUTES_AT:self._end])
+        return crc32c(self._view[self._start + V2_ATTRIBUTES_AT : self._end])
 
     def verify_crc(self) -> None:
         """Raise CrcMismatchError (naming the base offset) unless the stored CRC-32C matches."""
@@ -158,18 +196,18 @@ class RecordBatch(_OneBatch):
         """The record bytes after the header, decompressed (CRC verified first)."""
         if self._verify and not self._checked:
             self.verify_crc()
-        body = self._view[self._start + V2_HEADER_SIZE:self._end]
+        body = self._view[self._start + V2_HEADER_SIZE : self._end]
         if self.compression == 0:
             return body
         charged, self._charged = self._charged, True
-        return self._limits.decompress(self.compression, body, charged, "record batch", self._start,
-                                       self.base_offset)
+        return self._limits.decompress(self.compression, body, charged, "record batch", self._start, self.base_offset)
 
     def _check_record_limit(self) -> None:
         # Before decompressing: the declared count decides what decoding will allocate.
         if self.record_count > self._max_records:
-            raise too_many_in_batch(self.record_count, self._max_records, self._start + V2_RECORDS_COUNT_AT,
-                                    self.base_offset)
+            raise too_many_in_batch(
+                self.record_count, self._max_records, self._start + V2_RECORDS_COUNT_AT, self.base_offset
+            )
         if not self._counted:
             self._counted = True
             # a negative count is corrupt (raised when decoding), not a credit
@@ -190,11 +228,16 @@ class RecordBatch(_OneBatch):
         except CorruptRecordError:
             raise
         except DecodeError as exc:
-            where = (f"at byte {exc.offset} of the decompressed records" if compressed
-                     else f"at byte offset {base + (exc.offset or 0)}")
-            raise CorruptRecordError(f"record batch is corrupt: {exc.reason} {where}",
-                                     self._start if compressed else base + (exc.offset or 0),
-                                     base_offset=self.base_offset) from None
+            where = (
+                f"at byte {exc.offset} of the decompressed records"
+                if compressed
+                else f"at byte offset {base + (exc.offset or 0)}"
+            )
+            raise CorruptRecordError(
+                f"record batch is corrupt: {exc.reason} {where}",
+                self._start if compressed else base + (exc.offset or 0),
+                base_offset=self.base_offset,
+            ) from None
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
@@ -214,25 +257,51 @@ class RecordBatch(_OneBatch):
 
     # ---- encoding
     @staticmethod
-    def encode(records: Iterable, *, base_offset: int = 0, compression=None,
-               compression_level: int | None = None, timestamp_type: int = TIMESTAMP_CREATE_TIME,
-               is_transactional: bool = False, is_control: bool = False, has_delete_horizon: bool = False,
-               producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-               partition_leader_epoch: int = -1, base_timestamp: int | None = None,
-               max_timestamp: int | None = None, last_offset_delta: int | None = None) -> bytes:
+    def encode(
+        records: Iterable,
+        *,
+        base_offset: int = 0,
+        compression=None,
+        compression_level: int | None = None,
+        timestamp_type: int = TIMESTAMP_CREATE_TIME,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        has_delete_horizon: bool = False,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        partition_leader_epoch: int = -1,
+        base_timestamp: int | None = None,
+        max_timestamp: int | None = None,
+        last_offset_delta: int | None = None,
+    ) -> bytes:
         """Build one magic 2 batch from records (see :func:`encode_records`)."""
-        return _encode_v2(records, base_offset, compression, compression_level, timestamp_type,
-                          is_transactional, is_control, has_delete_horizon, producer_id, producer_epoch,
-                          base_sequence, partition_leader_epoch, base_timestamp, max_timestamp,
-                          last_offset_delta)
+        return _encode_v2(
+            records,
+            base_offset,
+            compression,
+            compression_level,
+            timestamp_type,
+            is_transactional,
+            is_control,
+            has_delete_horizon,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            partition_leader_epoch,
+            base_timestamp,
+            max_timestamp,
+            last_offset_delta,
+        )
 
 
 def _check_record_count(batch: RecordBatch, size: int) -> None:
     """The declared record count against what ``size`` bytes of records can hold."""
     count = batch.record_count
     if count < 0 or count > size // MIN_RECORD_SIZE:
-        raise CorruptRecordError(f"record count {count} is invalid for {size} bytes of records",
-                                 batch._start, base_offset=batch.base_offset)
+        raise CorruptRecordError(
+            f"record count {count} is invalid for {size} bytes of records", batch._start, base_offset=batch.base_offset
+        )
 
 
 def _read_v2_records(batch: RecordBatch, reader: Reader) -> list[Record]:
@@ -245,8 +314,9 @@ def _read_v2_records(batch: RecordBatch, reader: Reader) -> list[Record]:
     records: list[Record] = []
     for _ in range(count):
         if reader.remaining == 0:
-            raise CorruptRecordError(f"records end after {len(records)} of {count}",
-                                     batch._start, base_offset=base_offset)
+            raise CorruptRecordError(
+                f"records end after {len(records)} of {count}", batch._start, base_offset=base_offset
+            )
         length = reader.read_varint_length(False, "record length")
         end = reader.pos + length
         reader.end, outer_end = end, reader.end  # a record may not read past its own length
@@ -276,8 +346,11 @@ def _read_v2_records(batch: RecordBatch, reader: Reader) -> list[Record]:
             offset = wrap_int64(offset)
         records.append(_new_record(offset, timestamp, key, value, headers, attributes, timestamp_delta))
     if reader.remaining:
-        raise CorruptRecordError(f"{reader.remaining} bytes left after the {count} records of the batch",
-                                 batch._start, base_offset=base_offset)
+        raise CorruptRecordError(
+            f"{reader.remaining} bytes left after the {count} records of the batch",
+            batch._start,
+            base_offset=base_offset,
+        )
     return records
 
 
@@ -289,7 +362,7 @@ def _read_varint_bytes(reader: Reader, what: str):
 
 def _read_header_key(reader: Reader, n: int) -> str:
     try:
-        key = str(reader.data[reader.pos:reader.pos + n], "utf-8")
+        key = str(reader.data[reader.pos : reader.pos + n], "utf-8")
     except UnicodeDecodeError as exc:
         raise reader.error(DecodeError, f"invalid UTF-8 in header key: {exc.reason}") from None
     reader.pos += n
@@ -308,9 +381,23 @@ def _varint_bytes(out: Writer, value, what: str) -> None:
     out.write_raw(view)
 
 
-def _encode_v2(records, base_offset, compression, compression_level, timestamp_type, is_transactional,
-               is_control, has_delete_horizon, producer_id, producer_epoch, base_sequence,
-               partition_leader_epoch, base_timestamp, max_timestamp, last_offset_delta) -> bytes:
+def _encode_v2(
+    records,
+    base_offset,
+    compression,
+    compression_level,
+    timestamp_type,
+    is_transactional,
+    is_control,
+    has_delete_horizon,
+    producer_id,
+    producer_epoch,
+    base_sequence,
+    partition_leader_epoch,
+    base_timestamp,
+    max_timestamp,
+    last_offset_delta,
+) -> bytes:
     codec = _compression.codec_id(compression)
     items = [_as_record(item) for item in records]
     now = None
@@ -359,14 +446,32 @@ def _encode_v2(records, base_offset, compression, compression_level, timestamp_t
     payload = body.getvalue()
     if codec:
         payload = _compression.compress(codec, payload, level=compression_level, magic=2)
-    attributes = (codec | (ATTR_TIMESTAMP_TYPE if timestamp_type else 0)
-                  | (ATTR_TRANSACTIONAL if is_transactional else 0) | (ATTR_CONTROL if is_control else 0)
-                  | (ATTR_DELETE_HORIZON if has_delete_horizon else 0))
+    attributes = (
+        codec
+        | (ATTR_TIMESTAMP_TYPE if timestamp_type else 0)
+        | (ATTR_TRANSACTIONAL if is_transactional else 0)
+        | (ATTR_CONTROL if is_control else 0)
+        | (ATTR_DELETE_HORIZON if has_delete_horizon else 0)
+    )
     batch_length = V2_HEADER_SIZE - LOG_OVERHEAD + len(payload)
     try:
-        header = bytearray(_V2_HEADER.pack(
-            base_offset, batch_length, partition_leader_epoch, 2, 0, attributes, last_offset_delta,
-            base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, len(items)))
+        header = bytearray(
+            _V2_HEADER.pack(
+                base_offset,
+                batch_length,
+                partition_leader_epoch,
+                2,
+                0,
+                attributes,
+                last_offset_delta,
+                base_timestamp,
+                max_timestamp,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                len(items),
+            )
+        )
     except struct.error as exc:
         raise EncodeError(f"record batch header field out of range: {exc}") from None
     header += payload
@@ -374,16 +479,28 @@ def _encode_v2(records, base_offset, compression, compression_level, timestamp_t
     return bytes(header)
 
 
-def encode_control_batch(kind, *, producer_id: int, producer_epoch: int, base_offset: int = 0,
-                         timestamp: int | None = None, coordinator_epoch: int = 0,
-                         partition_leader_epoch: int = -1) -> bytes:
+def encode_control_batch(
+    kind,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    base_offset: int = 0,
+    timestamp: int | None = None,
+    coordinator_epoch: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
     """A transaction marker batch: ``kind`` is ``"commit"``/``"abort"`` (or CONTROL_COMMIT/CONTROL_ABORT)."""
     kinds = {"abort": CONTROL_ABORT, "commit": CONTROL_COMMIT}
     code = kinds.get(kind, kind) if isinstance(kind, str) else kind
     if code not in (CONTROL_ABORT, CONTROL_COMMIT):
         raise EncodeError(f"control batch kind must be 'commit' or 'abort', got {kind!r}")
-    record = Record(key=CONTROL_KEY.pack(0, code), value=CONTROL_VALUE.pack(0, coordinator_epoch),
-                    timestamp=timestamp)
-    return RecordBatch.encode([record], base_offset=base_offset, is_transactional=True, is_control=True,
-                              producer_id=producer_id, producer_epoch=producer_epoch,
-                              partition_leader_epoch=partition_leader_epoch)
+    record = Record(key=CONTROL_KEY.pack(0, code), value=CONTROL_VALUE.pack(0, coordinator_epoch), timestamp=timestamp)
+    return RecordBatch.encode(
+        [record],
+        base_offset=base_offset,
+        is_transactional=True,
+        is_control=True,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        partition_leader_epoch=partition_leader_epoch,
+    )

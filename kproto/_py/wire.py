@@ -96,7 +96,7 @@ def length(p, pos: int, end: int, compact: bool, wide: bool, nullable: bool) -> 
         if n == -1 and nullable:
             return -1, pos
         raise WireError(BAD_LENGTH, pos, n)
-    if n > 0x7FFFFFFF:   # a compact length above int32
+    if n > 0x7FFFFFFF:  # a compact length above int32
         raise WireError(BAD_LENGTH, pos, n)
     if end - pos < n:
         raise WireError(TRUNCATED, pos, n)
@@ -152,7 +152,7 @@ class WireTag:
 
     def __init__(self) -> None:
         self.tag = self.size = 0
-        self.previous = -1   # the tag before (-1 at the first); the new one once in order
+        self.previous = -1  # the tag before (-1 at the first); the new one once in order
         self.step = TAG_ID
 
 
@@ -188,24 +188,34 @@ class WireHeader:
     """What a header parser read (the WireHeader struct of _wire.pxd); on a WireError,
     the fields read before it and ``part``, the part that broke."""
 
-    __slots__ = ("api_key", "api_version", "correlation_id", "version", "part", "client_id_length",
-                 "client_id_at", "tags_at", "tag_count", "end")
+    __slots__ = (
+        "api_key",
+        "api_version",
+        "correlation_id",
+        "version",
+        "part",
+        "client_id_length",
+        "client_id_at",
+        "tags_at",
+        "tag_count",
+        "end",
+    )
 
     def __init__(self) -> None:
         self.api_key = self.api_version = self.correlation_id = self.version = 0
         self.part = PART_FIXED
-        self.client_id_length = -1    # -1: null, or no client id field (header v0)
-        self.client_id_at = 0         # the client id's first byte (after its length prefix)
-        self.tags_at = -1             # the tagged-field section's first byte; -1: none
+        self.client_id_length = -1  # -1: null, or no client id field (header v0)
+        self.client_id_at = 0  # the client id's first byte (after its length prefix)
+        self.tags_at = -1  # the tagged-field section's first byte; -1: none
         self.tag_count = 0
-        self.end = 0                  # the body's first byte
+        self.end = 0  # the body's first byte
 
 
 def _nullable_string(p, pos: int, end: int) -> tuple[int, int]:
     """An int16 length (-1: null) and that many bytes of strict UTF-8: (length, next position)."""
     n, pos = length(p, pos, end, False, False, True)
     if n > 0:
-        if not utf8_valid(p[pos:pos + n]):
+        if not utf8_valid(p[pos : pos + n]):
             raise WireError(MALFORMED, pos)
         pos += n
     return n, pos
@@ -243,8 +253,7 @@ def request_header(p, h: WireHeader, pos: int = 0, end: int | None = None) -> in
     return pos
 
 
-def response_header(p, h: WireHeader, version: int, empty_is_error: bool, pos: int = 0,
-                    end: int | None = None) -> int:
+def response_header(p, h: WireHeader, version: int, empty_is_error: bool, pos: int = 0, end: int | None = None) -> int:
     """Parse a response header at ``pos`` into ``h`` (see wire_response_header in _wire.pxd
     for ``version`` and ``empty_is_error``): the body's offset, or WireError."""
     end = len(p) if end is None else end

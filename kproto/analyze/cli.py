@@ -98,11 +98,21 @@ class _PrintVersion(argparse.Action):
     """``--version`` printing :func:`version_text` as is (argparse's own action rewraps it)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="print the version and the active implementation, then exit")
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="print the version and the active implementation, then exit",
+        )
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         print(version_text())
         parser.exit(0)
 
@@ -119,7 +129,7 @@ def _discovered_module_paths() -> list[str]:
 
 
 def _name_for(module_path: str) -> str:
-    return module_path.rsplit(".", 1)[-1][len(_MODULE_PREFIX):].replace("_", "-")
+    return module_path.rsplit(".", 1)[-1][len(_MODULE_PREFIX) :].replace("_", "-")
 
 
 def _module_exists(module_path: str) -> bool:
@@ -166,8 +176,9 @@ def build_parser(subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:
     if subcommands:
         sub = parser.add_subparsers(dest="command", metavar="COMMAND")
         for command in subcommands:
-            sub_parser = sub.add_parser(command.name, help=command.help, description=command.help,
-                                        epilog=command.exit_statuses)
+            sub_parser = sub.add_parser(
+                command.name, help=command.help, description=command.help, epilog=command.exit_statuses
+            )
             if command.module is not None:
                 command.module.add_arguments(sub_parser)
             sub_parser.set_defaults(_subcommand=command)
@@ -213,6 +224,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except ImportError as exc:
         # An optional package this command needs is missing: one line naming the extra, no traceback.
         from kproto._extras import missing_package_message
+
         message = missing_package_message(exc.name)
         if message is None:
             raise

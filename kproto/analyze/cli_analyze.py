@@ -29,36 +29,54 @@ from kproto.analyze import cli_dump, follow_options
 HELP = "Analyze captures with Spark: Parquet tables and a report (HTML, JSON, Markdown)"
 
 EXIT_OK = 0
-EXIT_FAILED = 1          # nothing analysed, or --fail-fast stopped at an input
+EXIT_FAILED = 1  # nothing analysed, or --fail-fast stopped at an input
 EXIT_USAGE = 2
-EXIT_INCOMPLETE = 3      # tables written, but some input was not read completely
+EXIT_INCOMPLETE = 3  # tables written, but some input was not read completely
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="capture files (pcap, pcapng, size-prefixed frame dumps), globs, directories, "
-                             "or Parquet tables of frames")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="capture files (pcap, pcapng, size-prefixed frame dumps), globs, directories, or Parquet tables of frames",
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (a path or URI)")
-    parser.add_argument("--master", default=None,
-                        help="Spark master (default: the one spark-submit set, else local[*])")
+    parser.add_argument(
+        "--master", default=None, help="Spark master (default: the one spark-submit set, else local[*])"
+    )
     cli_dump.add_connection_arguments(parser, "keep them in the frames table's bodies")
-    parser.add_argument("--split-mb", type=int, default=None, metavar="MB",
-                        help="cut pcap files larger than this into ranges read by separate tasks "
-                             "(default: about one range per core, 32 to 256 MB each)")
-    parser.add_argument("--no-body", action="store_true",
-                        help="leave the JSON body column out of the frames table (faster, smaller)")
-    parser.add_argument("--records-base64", action="store_true",
-                        help="record sets in the JSON bodies as base64 of their bytes (default: a summary: "
-                             "batches, records, bytes, compression)")
+    parser.add_argument(
+        "--split-mb",
+        type=int,
+        default=None,
+        metavar="MB",
+        help="cut pcap files larger than this into ranges read by separate tasks "
+        "(default: about one range per core, 32 to 256 MB each)",
+    )
+    parser.add_argument(
+        "--no-body", action="store_true", help="leave the JSON body column out of the frames table (faster, smaller)"
+    )
+    parser.add_argument(
+        "--records-base64",
+        action="store_true",
+        help="record sets in the JSON bodies as base64 of their bytes (default: a summary: "
+        "batches, records, bytes, compression)",
+    )
     parser.add_argument("--no-report", action="store_true", help="write the tables only")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra Spark configuration (repeatable)")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration (repeatable)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
-    parser.add_argument("--profile", action="store_true",
-                        help="print the wall time and Spark jobs of each phase at the end (on stderr)")
-    parser.add_argument("--fail-fast", action="store_true",
-                        help="stop at the first input that cannot be read completely (default: analyse the "
-                             "rest, list the problem in the errors table and exit with status 3)")
+    parser.add_argument(
+        "--profile", action="store_true", help="print the wall time and Spark jobs of each phase at the end (on stderr)"
+    )
+    parser.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop at the first input that cannot be read completely (default: analyse the "
+        "rest, list the problem in the errors table and exit with status 3)",
+    )
     add_capture_set_arguments(parser)
     follow_options.add_arguments(parser)
 
@@ -73,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
         import pyspark  # noqa: F401
     except ImportError:
         from kproto._extras import install_hint
-        print(f"kproto analyze: pyspark is not installed: {install_hint('spark')} "
-              "(or scripts/setup.sh --spark)", file=sys.stderr)
+
+        print(
+            f"kproto analyze: pyspark is not installed: {install_hint('spark')} (or scripts/setup.sh --spark)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
-    from kproto.analyze.spark import Options, analyze, spark_session
-    from kproto.analyze.spark import jvm_archive
+    from kproto.analyze.spark import Options, analyze, jvm_archive, spark_session
     from kproto.analyze.spark.capture_sets import CaptureSetError
     from kproto.analyze.spark.inputs import local_input_bytes
     from kproto.analyze.spark.profile import PhaseProfile
@@ -87,12 +107,16 @@ def run(args: argparse.Namespace) -> int:
     for item in args.conf:
         key, _, value = item.partition("=")
         conf[key] = value
-    options = Options(broker_ports=tuple(args.broker_port or (9092,)), kafka_ports=tuple(args.port),
-                      show_credentials=args.show_credentials,
-                      split_bytes=args.split_mb * 1024 * 1024 if args.split_mb else None,
-                      body=None if args.no_body else "json",
-                      records="base64" if args.records_base64 else "summary", report=not args.no_report,
-                      fail_fast=args.fail_fast)
+    options = Options(
+        broker_ports=tuple(args.broker_port or (9092,)),
+        kafka_ports=tuple(args.port),
+        show_credentials=args.show_credentials,
+        split_bytes=args.split_mb * 1024 * 1024 if args.split_mb else None,
+        body=None if args.no_body else "json",
+        records="base64" if args.records_base64 else "summary",
+        report=not args.no_report,
+        fail_fast=args.fail_fast,
+    )
     try:
         apply_capture_set_arguments(args, options)
     except ValueError as exc:
@@ -101,8 +125,11 @@ def run(args: argparse.Namespace) -> int:
     if follow_options.wanted(args) and args.capture_set:
         # Following reads every file as a capture of its own (docs/analyze.md): a set asked
         # for by name would be silently split, so it is refused.
-        print("kproto analyze: --capture-set cannot be used with --follow, --once or --max-batches "
-              "(a followed file is a capture of its own)", file=sys.stderr)
+        print(
+            "kproto analyze: --capture-set cannot be used with --follow, --once or --max-batches "
+            "(a followed file is a capture of its own)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     profile = PhaseProfile() if args.profile else None
     if profile is not None:
@@ -112,16 +139,20 @@ def run(args: argparse.Namespace) -> int:
         spark = spark_session(args.master, conf=conf, input_bytes=input_size, record_jvm_archive=True)
         archive = getattr(spark, "_kproto_jvm_archive", None)
         if archive is not None and archive.action == "record" and not args.quiet:
-            print("kproto analyze: first run with this Java and Spark: recording the JVM's classes so that "
-                  f"later runs start faster (once; {archive.path})", file=sys.stderr)
+            print(
+                "kproto analyze: first run with this Java and Spark: recording the JVM's classes so that "
+                f"later runs start faster (once; {archive.path})",
+                file=sys.stderr,
+            )
         spark.sparkContext.setLogLevel("ERROR")
         if profile is not None:
             profile.attach(spark)
         if follow_options.wanted(args):
             result = follow_options.run(args, spark, options)
         else:
-            result = analyze(args.paths, args.out, spark=spark, options=options, progress=not args.quiet,
-                             profile=profile)
+            result = analyze(
+                args.paths, args.out, spark=spark, options=options, progress=not args.quiet, profile=profile
+            )
         if profile is not None:
             profile.finish()
             print(profile.table(), file=sys.stderr)
@@ -129,34 +160,47 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, CaptureSetError, follow_options.UsageError) as exc:
         print(f"kproto analyze: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except Exception as exc:   # Spark reports most failures as Py4J / analysis exceptions
-        shown = dict(conf)      # the settings the message names: a local session's chosen heap too
+    except Exception as exc:  # Spark reports most failures as Py4J / analysis exceptions
+        shown = dict(conf)  # the settings the message names: a local session's chosen heap too
         memory = local_driver_memory(input_size) if (args.master or "local").startswith("local") else None
         if memory is not None:
             shown.setdefault("spark.driver.memory", memory)
         print(f"kproto analyze: failed: {failure_message(exc, shown)}", file=sys.stderr)
         return EXIT_FAILED
+    _print_result(result)
+    return exit_status(result)
+
+
+def _print_result(result) -> None:
+    """What a finished run read and wrote: the inputs not read completely, the totals, the tables and the report."""
     total = next(r for r in result.summary if r["capture"] == "*")
     if result.errors:
         inputs = len({e["capture"] for e in result.errors})
-        print(f"kproto analyze: {inputs} input(s) not read completely ({total['unread_bytes']:,} bytes not read, "
-              f"{total['truncated_bytes']:,} in incomplete last records):", file=sys.stderr)
+        print(
+            f"kproto analyze: {inputs} input(s) not read completely ({total['unread_bytes']:,} bytes not read, "
+            f"{total['truncated_bytes']:,} in incomplete last records):",
+            file=sys.stderr,
+        )
         for error in result.errors:
-            where = error.get("file") or error["capture"]     # the file of a capture set the offset is in
-            print(f"  {where}: byte offset {error['offset']:,}: {error['category']}: {error['reason']}",
-                  file=sys.stderr)
-    print(f"{total['frames']:,} frames in {total['connections']:,} connections "
-          f"({total['frames_ok']:,} decoded, {total['frames_undecodable']:,} undecodable), "
-          f"{total['exchanges_paired']:,} exchanges paired; every frame and byte accounted for: "
-          f"{'yes' if total['accounted'] else 'NO'}")
+            where = error.get("file") or error["capture"]  # the file of a capture set the offset is in
+            print(
+                f"  {where}: byte offset {error['offset']:,}: {error['category']}: {error['reason']}", file=sys.stderr
+            )
+    print(
+        f"{total['frames']:,} frames in {total['connections']:,} connections "
+        f"({total['frames_ok']:,} decoded, {total['frames_undecodable']:,} undecodable), "
+        f"{total['exchanges_paired']:,} exchanges paired; every frame and byte accounted for: "
+        f"{'yes' if total['accounted'] else 'NO'}"
+    )
     for name, path in result.tables.items():
         print(f"  {name:<12} {path}")
     if result.facts is not None:
         readiness = result.facts["readiness"]
         print(f"  report       {result.out}/report.html (.json, .md)")
-        print(f"Kafka 4.x readiness: {readiness['removed_in_4x_requests']:,} request(s) from "
-              f"{readiness['clients_sending_removed_versions']} client(s) use versions 4.x removed")
-    return exit_status(result)
+        print(
+            f"Kafka 4.x readiness: {readiness['removed_in_4x_requests']:,} request(s) from "
+            f"{readiness['clients_sending_removed_versions']} client(s) use versions 4.x removed"
+        )
 
 
 def input_problems(paths: list[str]) -> list[str]:
@@ -167,8 +211,8 @@ def input_problems(paths: list[str]) -> list[str]:
     """
     import glob
 
-    from kproto.arrow._sniff import input_format
     from kproto.analyze.spark.planning import local_path
+    from kproto.arrow._sniff import input_format
 
     problems = []
     for path in paths:
@@ -192,8 +236,10 @@ def input_problems(paths: list[str]) -> list[str]:
             continue
         found = input_format(head)
         if found is None:
-            problems.append(f"{path}: not a capture (neither pcap, pcapng, size-prefixed frames nor Parquet; "
-                            f"first bytes 0x{head.hex()})")
+            problems.append(
+                f"{path}: not a capture (neither pcap, pcapng, size-prefixed frames nor Parquet; "
+                f"first bytes 0x{head.hex()})"
+            )
         elif found == "empty":
             problems.append(f"{path}: empty file (0 bytes)")
     return problems
@@ -253,8 +299,11 @@ def out_of_memory(text: str, conf: dict[str, str]) -> str | None:
     A task lost on an executor of a cluster names ``spark.executor.memory``; anything else (the driver,
     and local mode, whose tasks run in the driver's JVM: "executor driver") ``spark.driver.memory``.
     """
-    found = re.search(r"(?:java\.lang\.|org\.apache\.spark\.memory\.Spark)OutOfMemoryError(?:: *([^\r\n]*))?"
-                      r"|(Not enough memory to build and broadcast the table)", text)
+    found = re.search(
+        r"(?:java\.lang\.|org\.apache\.spark\.memory\.Spark)OutOfMemoryError(?:: *([^\r\n]*))?"
+        r"|(Not enough memory to build and broadcast the table)",
+        text,
+    )
     if found is None:
         return None
     what = (found.group(1) or found.group(2) or "").strip() or "OutOfMemoryError"
@@ -268,12 +317,20 @@ def out_of_memory(text: str, conf: dict[str, str]) -> str | None:
 
 # ---------------------------------------------------------------- capture sets (kproto/analyze/spark/capture_sets.py)
 def add_capture_set_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--capture-set", action="append", default=[], metavar="NAME=GLOB",
-                        help="read the input files GLOB matches (the path, or the base name for a GLOB without /) "
-                             "as the consecutive pieces of one capture named NAME (repeatable)")
-    parser.add_argument("--no-capture-sets", action="store_true",
-                        help="read every file as a capture of its own: no automatic capture sets (rotated "
-                             "tcpdump -C / -G files and dumpcap ring buffers are detected by default)")
+    parser.add_argument(
+        "--capture-set",
+        action="append",
+        default=[],
+        metavar="NAME=GLOB",
+        help="read the input files GLOB matches (the path, or the base name for a GLOB without /) "
+        "as the consecutive pieces of one capture named NAME (repeatable)",
+    )
+    parser.add_argument(
+        "--no-capture-sets",
+        action="store_true",
+        help="read every file as a capture of its own: no automatic capture sets (rotated "
+        "tcpdump -C / -G files and dumpcap ring buffers are detected by default)",
+    )
 
 
 def apply_capture_set_arguments(args: argparse.Namespace, options) -> None:

@@ -38,14 +38,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     given.add_argument("--hex", metavar="HEX", help="the frame as hex (spaces, colons and newlines ignored)")
     given.add_argument("--base64", metavar="TEXT", help="the frame as base64")
     given.add_argument("--file", metavar="PATH", help='a file holding the frame\'s bytes ("-": stdin, the default)')
-    parser.add_argument("--api-key", metavar="API",
-                        help="decode a response to this API (name or key); needs --api-version")
+    parser.add_argument(
+        "--api-key", metavar="API", help="decode a response to this API (name or key); needs --api-version"
+    )
     parser.add_argument("--api-version", type=int, metavar="N", help="the version of the request answered")
     prefix = parser.add_mutually_exclusive_group()
-    prefix.add_argument("--size-prefixed", action="store_true", default=None, dest="size_prefixed",
-                        help="the frame starts with its 4-byte size (default: detected)")
-    prefix.add_argument("--no-size-prefix", action="store_false", dest="size_prefixed",
-                        help="the frame has no 4-byte size prefix")
+    prefix.add_argument(
+        "--size-prefixed",
+        action="store_true",
+        default=None,
+        dest="size_prefixed",
+        help="the frame starts with its 4-byte size (default: detected)",
+    )
+    prefix.add_argument(
+        "--no-size-prefix", action="store_false", dest="size_prefixed", help="the frame has no 4-byte size prefix"
+    )
     parser.add_argument("--format", choices=("json", "tree"), default="json")
 
 
@@ -91,8 +98,7 @@ def run(args: argparse.Namespace) -> int:
             print("kproto decode: a response needs --api-version (of the request it answers)", file=sys.stderr)
             return EXIT_USAGE
     elif args.api_version is not None:
-        print("kproto decode: --api-version goes with --api-key (a request's header says its version)",
-              file=sys.stderr)
+        print("kproto decode: --api-version goes with --api-key (a request's header says its version)", file=sys.stderr)
         return EXIT_USAGE
     try:
         data = frame_bytes(args)
@@ -103,22 +109,41 @@ def run(args: argparse.Namespace) -> int:
     try:
         if api_key is None:
             request = kproto.decode_request(data, size_prefixed=size_prefixed)
-            header = {"api_key": request.api_key, "api": versions.api_name(request.api_key),
-                      "api_version": request.api_version, "correlation_id": request.correlation_id,
-                      "client_id": request.client_id}
-            record = {"direction": "request", "size_prefixed": size_prefixed, "header": header,
-                      "body": request.body.to_dict()}
+            header = {
+                "api_key": request.api_key,
+                "api": versions.api_name(request.api_key),
+                "api_version": request.api_version,
+                "correlation_id": request.correlation_id,
+                "client_id": request.client_id,
+            }
+            record = {
+                "direction": "request",
+                "size_prefixed": size_prefixed,
+                "header": header,
+                "body": request.body.to_dict(),
+            }
         else:
-            assert args.api_version is not None   # checked with the arguments above
+            assert args.api_version is not None  # checked with the arguments above
             response = kproto.decode_response(data, api_key, args.api_version, size_prefixed=size_prefixed)
-            header = {"api_key": api_key, "api": versions.api_name(api_key), "api_version": response.api_version,
-                      "correlation_id": response.correlation_id}
-            record = {"direction": "response", "size_prefixed": size_prefixed, "header": header,
-                      "body": response.body.to_dict()}
+            header = {
+                "api_key": api_key,
+                "api": versions.api_name(api_key),
+                "api_version": response.api_version,
+                "correlation_id": response.correlation_id,
+            }
+            record = {
+                "direction": "response",
+                "size_prefixed": size_prefixed,
+                "header": header,
+                "body": response.body.to_dict(),
+            }
     except kproto.DecodeError as exc:
         framing = "with" if size_prefixed else "without"
-        print(f"kproto decode: cannot decode the {'request' if api_key is None else 'response'} "
-              f"({len(data)} bytes, read {framing} a size prefix): {exc}", file=sys.stderr)
+        print(
+            f"kproto decode: cannot decode the {'request' if api_key is None else 'response'} "
+            f"({len(data)} bytes, read {framing} a size prefix): {exc}",
+            file=sys.stderr,
+        )
         return EXIT_BAD_FRAME
     if args.format == "tree":
         sys.stdout.write("".join(tree_of(record, "")))

@@ -30,59 +30,112 @@ HELP = "Print the frames of captures as JSON Lines or a readable tree (no Spark 
 
 EXIT_OK = 0
 EXIT_USAGE = 2
-EXIT_INCOMPLETE = 3     # some input could not be read completely
-EXIT_LOST_BYTES = 4     # read completely, but its TCP streams lost bytes (gaps) or bytes were not framed
+EXIT_INCOMPLETE = 3  # some input could not be read completely
+EXIT_LOST_BYTES = 4  # read completely, but its TCP streams lost bytes (gaps) or bytes were not framed
 # How stderr names the connections that are not Kafka (the connections table's kind).
 KIND_NAMES = {"tls": "TLS", "zookeeper": "ZooKeeper", "http": "HTTP", "other": "another protocol"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help='capture files (pcap, pcapng, size-prefixed frame dumps); "-" for stdin')
-    parser.add_argument("--format", choices=("jsonl", "tree"), default=None,
-                        help="JSON Lines (the default when stdout is not a terminal) or an indented tree")
-    parser.add_argument("--api", action="append", default=[], metavar="API",
-                        help="only this API, by name (Metadata, FetchRequest) or key (repeatable)")
-    parser.add_argument("--api-version", type=int, action="append", default=[], metavar="N",
-                        help="only this API version (repeatable)")
-    parser.add_argument("--client-id", action="append", default=[], metavar="ID",
-                        help="only frames of this client id; a response goes with its request (repeatable)")
-    parser.add_argument("--connection", type=int, action="append", default=[], metavar="ID",
-                        help="only this connection id (numbered per capture from 0; repeatable)")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help='capture files (pcap, pcapng, size-prefixed frame dumps); "-" for stdin',
+    )
+    parser.add_argument(
+        "--format",
+        choices=("jsonl", "tree"),
+        default=None,
+        help="JSON Lines (the default when stdout is not a terminal) or an indented tree",
+    )
+    parser.add_argument(
+        "--api",
+        action="append",
+        default=[],
+        metavar="API",
+        help="only this API, by name (Metadata, FetchRequest) or key (repeatable)",
+    )
+    parser.add_argument(
+        "--api-version", type=int, action="append", default=[], metavar="N", help="only this API version (repeatable)"
+    )
+    parser.add_argument(
+        "--client-id",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only frames of this client id; a response goes with its request (repeatable)",
+    )
+    parser.add_argument(
+        "--connection",
+        type=int,
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only this connection id (numbered per capture from 0; repeatable)",
+    )
     parser.add_argument("--direction", choices=("request", "response"), default=None)
-    parser.add_argument("--status", choices=("ok", "error"), default=None,
-                        help="decode status: only frames that decoded (ok) or did not (error: truncated, "
-                             "unknown API, no request seen...); for Kafka error codes see --error")
-    parser.add_argument("--error", action="append", default=[], metavar="CODE",
-                        help="only frames whose body has an error_code (top level or nested) equal to this "
-                             "Kafka error, by name (UNKNOWN_TOPIC_OR_PARTITION) or number (3); repeatable")
-    parser.add_argument("--follow", "-f", action="store_true",
-                        help="keep reading each file as it grows, like tail -f (until Ctrl-C); "
-                             "stdin is always read as it arrives")
+    parser.add_argument(
+        "--status",
+        choices=("ok", "error"),
+        default=None,
+        help="decode status: only frames that decoded (ok) or did not (error: truncated, "
+        "unknown API, no request seen...); for Kafka error codes see --error",
+    )
+    parser.add_argument(
+        "--error",
+        action="append",
+        default=[],
+        metavar="CODE",
+        help="only frames whose body has an error_code (top level or nested) equal to this "
+        "Kafka error, by name (UNKNOWN_TOPIC_OR_PARTITION) or number (3); repeatable",
+    )
+    parser.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep reading each file as it grows, like tail -f (until Ctrl-C); stdin is always read as it arrives",
+    )
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="stop after N frames")
     add_connection_arguments(parser, "print them as they are")
-    parser.add_argument("--records-base64", action="store_true",
-                        help="record sets as base64 of their bytes (default: a summary: batches, records, "
-                             "bytes, compression)")
+    parser.add_argument(
+        "--records-base64",
+        action="store_true",
+        help="record sets as base64 of their bytes (default: a summary: batches, records, bytes, compression)",
+    )
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser, show: str) -> None:
     """--broker-port, --port and --show-credentials (kproto dump and kproto analyze); ``show``:
     what --show-credentials does with them."""
-    parser.add_argument("--broker-port", type=int, action="append", metavar="PORT",
-                        help="a broker port, to tell requests from responses (repeatable; default 9092). "
-                             "It does not filter: a connection is read as Kafka once its frames confirm it")
-    parser.add_argument("--port", type=int, action="append", default=[], metavar="PORT",
-                        help="read every connection on this port as Kafka, whatever it carries (repeatable; "
-                             "for the rare case the frames cannot confirm it); also a broker port")
-    parser.add_argument("--show-credentials", action="store_true",
-                        help=f"SASL tokens, delegation token HMACs and SCRAM salts are redacted by default: {show}")
+    parser.add_argument(
+        "--broker-port",
+        type=int,
+        action="append",
+        metavar="PORT",
+        help="a broker port, to tell requests from responses (repeatable; default 9092). "
+        "It does not filter: a connection is read as Kafka once its frames confirm it",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        action="append",
+        default=[],
+        metavar="PORT",
+        help="read every connection on this port as Kafka, whatever it carries (repeatable; "
+        "for the rare case the frames cannot confirm it); also a broker port",
+    )
+    parser.add_argument(
+        "--show-credentials",
+        action="store_true",
+        help=f"SASL tokens, delegation token HMACs and SCRAM salts are redacted by default: {show}",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from kproto.arrow import frames as kb
     from kproto import versions
     from kproto.analyze.dump import Filters, Input, jsonl_lines, record_batches, tree_lines
+    from kproto.arrow import frames as kb
 
     try:
         apis = {versions.api_key_of(api) for api in args.api}
@@ -102,11 +155,15 @@ def run(args: argparse.Namespace) -> int:
         if problem:
             print(f"kproto dump: {path}: {problem}", file=sys.stderr)
             return EXIT_USAGE
-    filters = Filters(apis=apis, api_versions=set(args.api_version), client_ids=set(args.client_id),
-                      connections=set(args.connection),
-                      direction=None if args.direction is None else
-                      (kb.RESPONSE if args.direction == "response" else kb.REQUEST),
-                      status=args.status, error_codes=error_codes)
+    filters = Filters(
+        apis=apis,
+        api_versions=set(args.api_version),
+        client_ids=set(args.client_id),
+        connections=set(args.connection),
+        direction=None if args.direction is None else (kb.RESPONSE if args.direction == "response" else kb.REQUEST),
+        status=args.status,
+        error_codes=error_codes,
+    )
     output_format = args.format or ("tree" if sys.stdout.isatty() else "jsonl")
     lines_of = tree_lines if output_format == "tree" else jsonl_lines
     records = "base64" if args.records_base64 else "summary"
@@ -114,27 +171,29 @@ def run(args: argparse.Namespace) -> int:
     status = EXIT_OK
     if args.follow or "-" in args.paths:
         from kproto.analyze.dump import warm_up
-        warm_up()     # so that the first frame of a live input is not the one that waits for it
+
+        warm_up()  # so that the first frame of a live input is not the one that waits for it
     try:
         for path in args.paths:
             if left == 0:
                 break
-            source = Input(path, broker_ports=tuple(args.broker_port or (9092,)), kafka_ports=tuple(args.port),
-                           follow=args.follow)
+            source = Input(
+                path, broker_ports=tuple(args.broker_port or (9092,)), kafka_ports=tuple(args.port), follow=args.follow
+            )
             batches = record_batches(source, filters, records=records, show_credentials=args.show_credentials)
             try:
                 for frames, decoded, client_id in batches:
                     if left is not None and frames.num_rows > left:
                         frames, decoded, client_id = frames.slice(0, left), decoded.slice(0, left), client_id[:left]
                     sys.stdout.write("".join(lines_of(frames, decoded, client_id)))
-                    sys.stdout.flush()      # a live input's frames are seen as they come
+                    sys.stdout.flush()  # a live input's frames are seen as they come
                     if left is not None:
                         left -= frames.num_rows
                         if left == 0:
                             break
             except OSError as exc:
                 if isinstance(exc, BrokenPipeError):
-                    raise   # the reader left: kproto.analyze.cli ends quietly
+                    raise  # the reader left: kproto.analyze.cli ends quietly
                 sys.stdout.flush()
                 print(f"kproto dump: {source.name}: {exc}", file=sys.stderr)
                 status = EXIT_INCOMPLETE
@@ -147,11 +206,13 @@ def run(args: argparse.Namespace) -> int:
                 print(f"kproto dump: {source.error}", file=sys.stderr)
                 status = EXIT_INCOMPLETE
             elif source.frames_read == 0 and left != 0:
-                print(f"kproto dump: {source.name}: no Kafka frames ({source.format}, {source.bytes_read:,} bytes)",
-                      file=sys.stderr)
-            if report_losses(source, left) and status == EXIT_OK:   # an input not read completely (3) says more
+                print(
+                    f"kproto dump: {source.name}: no Kafka frames ({source.format}, {source.bytes_read:,} bytes)",
+                    file=sys.stderr,
+                )
+            if report_losses(source, left) and status == EXIT_OK:  # an input not read completely (3) says more
                 status = EXIT_LOST_BYTES
-    except KeyboardInterrupt:   # how --follow (or a live pipe) is ended
+    except KeyboardInterrupt:  # how --follow (or a live pipe) is ended
         sys.stdout.flush()
     return status
 
@@ -162,12 +223,19 @@ def report_other_protocols(source) -> None:
         if kind == "empty":
             continue
         sys.stdout.flush()
-        print(f"kproto dump: {source.name}: {count} connection{'s' if count > 1 else ''} on port"
-              f"{'s' if len(ports) > 1 else ''} {', '.join(map(str, ports))} {'are' if count > 1 else 'is'} "
-              f"{KIND_NAMES.get(kind, kind)}, not Kafka: {size:,} bytes counted, not decoded"
-              + (" (Kafka inside TLS cannot be read without keys)" if kind == "tls" else "")
-              + (" (its frames did not prove Kafka: a capture that starts late may hold no request with its "
-                 f"response; --port {ports[0]} reads it as Kafka)" if kind == "other" else ""), file=sys.stderr)
+        print(
+            f"kproto dump: {source.name}: {count} connection{'s' if count > 1 else ''} on port"
+            f"{'s' if len(ports) > 1 else ''} {', '.join(map(str, ports))} {'are' if count > 1 else 'is'} "
+            f"{KIND_NAMES.get(kind, kind)}, not Kafka: {size:,} bytes counted, not decoded"
+            + (" (Kafka inside TLS cannot be read without keys)" if kind == "tls" else "")
+            + (
+                " (its frames did not prove Kafka: a capture that starts late may hold no request with its "
+                f"response; --port {ports[0]} reads it as Kafka)"
+                if kind == "other"
+                else ""
+            ),
+            file=sys.stderr,
+        )
 
 
 def error_code_of(text: str) -> int:
@@ -181,8 +249,9 @@ def error_code_of(text: str) -> int:
     try:
         return ErrorCode.by_name(text.strip().upper().replace("-", "_")).code
     except KeyError:
-        raise KeyError(f"--error {text}: not a Kafka error code name or number "
-                       "(e.g. UNKNOWN_TOPIC_OR_PARTITION or 3)") from None
+        raise KeyError(
+            f"--error {text}: not a Kafka error code name or number (e.g. UNKNOWN_TOPIC_OR_PARTITION or 3)"
+        ) from None
 
 
 def input_problem(path: str) -> str:
@@ -206,10 +275,16 @@ def report_losses(source, left) -> bool:
         return False
     sys.stdout.flush()
     gaps = f"{lost['gaps']:,} gap" + ("" if lost["gaps"] == 1 else "s")
-    snapped = (f"snaplen {' / '.join(map(str, source.snap_lengths))}: bodies not captured, "
-               f"{lost['snapped_bytes']:,} bytes cut off" if lost["snapped_bytes"] and source.snap_lengths
-               else f"{lost['snapped_bytes']:,} bytes cut off by the snap length")
-    print(f"kproto dump: {source.name}: {lost['gap_bytes']:,} bytes never captured in {gaps}; {snapped}; "
-          f"{lost['skipped_bytes']:,} bytes skipped to find frame boundaries; "
-          f"{lost['tail_bytes']:,} bytes of incomplete last frames", file=sys.stderr)
+    snapped = (
+        f"snaplen {' / '.join(map(str, source.snap_lengths))}: bodies not captured, "
+        f"{lost['snapped_bytes']:,} bytes cut off"
+        if lost["snapped_bytes"] and source.snap_lengths
+        else f"{lost['snapped_bytes']:,} bytes cut off by the snap length"
+    )
+    print(
+        f"kproto dump: {source.name}: {lost['gap_bytes']:,} bytes never captured in {gaps}; {snapped}; "
+        f"{lost['skipped_bytes']:,} bytes skipped to find frame boundaries; "
+        f"{lost['tail_bytes']:,} bytes of incomplete last frames",
+        file=sys.stderr,
+    )
     return True

@@ -27,15 +27,28 @@ _TEXT_SEPARATORS = str.maketrans("", "", " \t\r\n:,")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--release", action="append", metavar="VERSION",
-                        help="a Kafka release (3.9, 3.6.1, 0.10.2.1...); once: its table; "
-                             "twice or more: the changes from each to the next")
-    parser.add_argument("--api", action="append", metavar="API",
-                        help="an API name or key: one line per version (repeatable)")
-    parser.add_argument("--response", metavar="FILE", type=Path,
-                        help="an ApiVersionsResponse frame, raw bytes or hex text, with or without its size prefix")
-    parser.add_argument("--response-version", type=int, metavar="N",
-                        help="the ApiVersions version the response answers (default: found from the bytes)")
+    parser.add_argument(
+        "--release",
+        action="append",
+        metavar="VERSION",
+        help="a Kafka release (3.9, 3.6.1, 0.10.2.1...); once: its table; "
+        "twice or more: the changes from each to the next",
+    )
+    parser.add_argument(
+        "--api", action="append", metavar="API", help="an API name or key: one line per version (repeatable)"
+    )
+    parser.add_argument(
+        "--response",
+        metavar="FILE",
+        type=Path,
+        help="an ApiVersionsResponse frame, raw bytes or hex text, with or without its size prefix",
+    )
+    parser.add_argument(
+        "--response-version",
+        type=int,
+        metavar="N",
+        help="the ApiVersions version the response answers (default: found from the bytes)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,8 +90,12 @@ def _removed_cell(info) -> str:
 def _table(rows: Sequence[tuple[str, ...]], right_aligned: Iterable[int] = ()) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     right = set(right_aligned)
-    return ["  ".join(cell.rjust(w) if i in right else cell.ljust(w)
-                      for i, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
+    return [
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))
+        ).rstrip()
+        for row in rows
+    ]
 
 
 def api_table_report() -> list[str]:
@@ -91,22 +108,38 @@ def api_table_report() -> list[str]:
         if info.removed_in_4x is not None:  # say where a removal comes from when it is not the definitions
             removed += {"ZooKeeper-only": " (ZooKeeper)", "4.x broker tables": " (tables)"}.get(info.removed_source, "")
         name = info.name + (" *" if info.latest_version_unstable else "")
-        rows.append((str(info.api_key), name, _range(info.versions),
-                     f"{info.flexible_from}+" if info.flexible_from is not None else "-",
-                     _range(info.deprecated), removed, ",".join(info.listeners) or "-"))
+        rows.append(
+            (
+                str(info.api_key),
+                name,
+                _range(info.versions),
+                f"{info.flexible_from}+" if info.flexible_from is not None else "-",
+                _range(info.deprecated),
+                removed,
+                ",".join(info.listeners) or "-",
+            )
+        )
     unknown = ", ".join(str(k) for k in sorted(v.KNOWN_UNKNOWN_API_KEYS))
-    rejected = sorted({r for r, apis in v.ADVERTISED_BUT_REJECTED.items() if ApiKey.PRODUCE in apis},
-                      key=v.RELEASES.index)
-    return _table(rows, right_aligned=(0,)) + [
-        "",
-        f"{len(rows) - 1} APIs. deprecated: versions KIP-896 marked for removal in Kafka 4.0.",
-        "removed in 4.x: versions below the lowest one the 4.x definitions keep; (ZooKeeper): an API of",
-        "  ZooKeeper mode, gone with it; (tables): no 4.x definition, taken from what 4.x brokers advertise;",
-        "  ?: unknown (controller-only APIs, which brokers do not advertise).",
-        f"Produce v0-2 are removed yet {v.format_releases(rejected)} still advertise them (KAFKA-18659).",
-        "* the latest version is unstable (not enabled on production brokers).",
-    ] + ([f"API keys {unknown} appear in broker releases without a definition here (known-unknown)."]
-         if unknown else [])
+    rejected = sorted(
+        {r for r, apis in v.ADVERTISED_BUT_REJECTED.items() if ApiKey.PRODUCE in apis}, key=v.RELEASES.index
+    )
+    return (
+        _table(rows, right_aligned=(0,))
+        + [
+            "",
+            f"{len(rows) - 1} APIs. deprecated: versions KIP-896 marked for removal in Kafka 4.0.",
+            "removed in 4.x: versions below the lowest one the 4.x definitions keep; (ZooKeeper): an API of",
+            "  ZooKeeper mode, gone with it; (tables): no 4.x definition, taken from what 4.x brokers advertise;",
+            "  ?: unknown (controller-only APIs, which brokers do not advertise).",
+            f"Produce v0-2 are removed yet {v.format_releases(rejected)} still advertise them (KAFKA-18659).",
+            "* the latest version is unstable (not enabled on production brokers).",
+        ]
+        + (
+            [f"API keys {unknown} appear in broker releases without a definition here (known-unknown)."]
+            if unknown
+            else []
+        )
+    )
 
 
 def api_versions_report(api: str) -> list[str]:
@@ -147,8 +180,9 @@ def release_report(releases: list[str]) -> list[str]:
     resolved = [v.resolve_release(r) for r in releases]
     if len(resolved) == 1:
         table = v.release_table(resolved[0])
-        return [f"Kafka {resolved[0]} advertises {len(table)} APIs:"] + \
-               [f"  {_listing_entry(k, table[k])}" for k in sorted(table)]
+        return [f"Kafka {resolved[0]} advertises {len(table)} APIs:"] + [
+            f"  {_listing_entry(k, table[k])}" for k in sorted(table)
+        ]
     lines: list[str] = []
     for before, after in zip(resolved, resolved[1:]):
         changes = v.release_changes(before, after)
@@ -160,12 +194,16 @@ def release_report(releases: list[str]) -> list[str]:
         gone_apis = sum(1 for c in changes if c.after is None)
         gained = sum(len(c.gained) for c in changes if c.before is not None and c.after is not None)
         lost = sum(len(c.lost) for c in changes if c.before is not None and c.after is not None)
-        lines.append(f"  summary: {new_apis} new API(s), {gone_apis} API(s) gone, "
-                     f"{gained} version(s) gained and {lost} lost in the others")
+        lines.append(
+            f"  summary: {new_apis} new API(s), {gone_apis} API(s) gone, "
+            f"{gained} version(s) gained and {lost} lost in the others"
+        )
         modes = (v.release_mode(before), v.release_mode(after))
         if modes[0] != modes[1]:
-            lines.append(f"  note: the {before} table is a {modes[0]}-mode broker's and the {after} table a "
-                         f"{modes[1]}-mode broker's: the APIs of each mode show as gone or new")
+            lines.append(
+                f"  note: the {before} table is a {modes[0]}-mode broker's and the {after} table a "
+                f"{modes[1]}-mode broker's: the APIs of each mode show as gone or new"
+            )
     return lines
 
 
@@ -248,8 +286,10 @@ def response_report(frame: bytes, version: int | None = None) -> list[str]:
     response, form = decode_api_versions_response(frame, version)
     body = response.body
     ranges = v.as_ranges(body)
-    lines = [f"ApiVersionsResponse read as {form}: error {error_name(body.error_code)}, "
-             f"{len(ranges)} APIs, correlation id {response.correlation_id}"]
+    lines = [
+        f"ApiVersionsResponse read as {form}: error {error_name(body.error_code)}, "
+        f"{len(ranges)} APIs, correlation id {response.correlation_id}"
+    ]
     lines += broker_listing(ranges)
 
     match = v.infer_release(ranges)
@@ -280,8 +320,9 @@ def _notes(ranges, negotiated, match) -> list[str]:
             continue
         span = f"{info.name} v{gone_lo}" + (f"-{gone_hi}" if gone_hi > gone_lo else "")
         if looks_4x:
-            notes.append(f"{span}: advertised but rejected by 4.x brokers"
-                         + (" (KAFKA-18659)" if key == ApiKey.PRODUCE else ""))
+            notes.append(
+                f"{span}: advertised but rejected by 4.x brokers" + (" (KAFKA-18659)" if key == ApiKey.PRODUCE else "")
+            )
         else:
             notes.append(f"{span}: served here, removed in Kafka 4.x")
     for key, version in negotiated.items():
@@ -290,8 +331,9 @@ def _notes(ranges, negotiated, match) -> list[str]:
             notes.append(f"{info.name} v{version} would be used: deprecated by KIP-896")
     unknown = sorted(k for k in ranges if _known_api(k) is None)
     if unknown:
-        notes.append("API keys without a kproto definition (header-only decoding): "
-                     + ", ".join(str(k) for k in unknown))
+        notes.append(
+            "API keys without a kproto definition (header-only decoding): " + ", ".join(str(k) for k in unknown)
+        )
     return (["Notes:"] + [f"  {n}" for n in notes]) if notes else []
 
 

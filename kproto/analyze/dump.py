@@ -32,22 +32,29 @@ import numpy as np
 import pyarrow as pa
 
 import kproto.arrow.frames as kb
-from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
 from kproto import versions
-from kproto.arrow.capture import (DEFAULT_BROKER_PORTS, CaptureReader, frame_schema, not_captured,
-                            read_frame_file)
+from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
 from kproto._tree import tree_of
+from kproto.arrow.capture import DEFAULT_BROKER_PORTS, CaptureReader, frame_schema, not_captured, read_frame_file
 from kproto.arrow.credentials import redact_bodies
-from kproto.errors import FrameTooLargeError, TruncatedError
 from kproto.arrow.exchanges import MAX_OPEN_REQUESTS, OpenRequests
+from kproto.errors import FrameTooLargeError, TruncatedError
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE
 
-__all__ = ["Input", "InputProblem", "Filters", "OpenRequests", "records", "record_batches",
-           "FRAME_DUMP_CHUNK", "MAX_OPEN_REQUESTS"]
+__all__ = [
+    "Input",
+    "InputProblem",
+    "Filters",
+    "OpenRequests",
+    "records",
+    "record_batches",
+    "FRAME_DUMP_CHUNK",
+    "MAX_OPEN_REQUESTS",
+]
 
 PCAP_MAGICS = tuple(PCAP_FILE_MAGICS)
 PCAPNG_MAGIC = PCAPNG_FILE_MAGIC
-FRAME_DUMP_CHUNK = 4 * 1024 * 1024     # the most read at once (a read returns what has arrived)
+FRAME_DUMP_CHUNK = 4 * 1024 * 1024  # the most read at once (a read returns what has arrived)
 #: Seconds between looks at a followed file's end (``--follow``): a new frame is printed within this.
 FOLLOW_INTERVAL = 0.05
 STATUS_NAMES = {int(s): s.name for s in kb.Status}
@@ -141,9 +148,16 @@ class Input:
     ``error`` is None or the :class:`InputProblem` where reading stopped.
     """
 
-    def __init__(self, path: str, *, broker_ports: tuple[int, ...] = DEFAULT_BROKER_PORTS,
-                 kafka_ports: tuple[int, ...] = (), batch_frames: int = 65536,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, follow: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        broker_ports: tuple[int, ...] = DEFAULT_BROKER_PORTS,
+        kafka_ports: tuple[int, ...] = (),
+        batch_frames: int = 65536,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        follow: bool = False,
+    ) -> None:
         self.path = path
         self.name = "<stdin>" if path == "-" else os.fspath(path)
         self.broker_ports = tuple(broker_ports)
@@ -152,7 +166,7 @@ class Input:
         self.other_protocols: dict[str, tuple[int, int, list[int]]] = {}
         self.batch_frames = batch_frames
         self.max_frame_size = max_frame_size
-        self.follow = follow and path != "-"     # stdin is read as it comes anyway
+        self.follow = follow and path != "-"  # stdin is read as it comes anyway
         self.format: str | None = None
         self.error: InputProblem | None = None
         #: Bytes of the capture's TCP streams lost ("gap_bytes" in "gaps", never captured;
@@ -176,7 +190,7 @@ class Input:
                 self.format = "pcapng" if head == PCAPNG_MAGIC else "pcap"
                 if self.path == "-" or self.follow:
                     source: Any = _Prefixed(head, stream)
-                else:   # the reader maps the file itself
+                else:  # the reader maps the file itself
                     handle.close()
                     source = self.path
                 batches = self._capture(source)
@@ -191,15 +205,25 @@ class Input:
                 handle.close()
 
     def _capture(self, source: Any) -> Iterator[pa.RecordBatch]:
-        reader = CaptureReader(source, name=self.name, broker_ports=self.broker_ports, kafka_ports=self.kafka_ports,
-                               on_error="keep", batch_frames=self.batch_frames, max_frame_size=self.max_frame_size)
+        reader = CaptureReader(
+            source,
+            name=self.name,
+            broker_ports=self.broker_ports,
+            kafka_ports=self.kafka_ports,
+            on_error="keep",
+            batch_frames=self.batch_frames,
+            max_frame_size=self.max_frame_size,
+        )
         for batch in reader:
             yield with_addresses(batch, reader.endpoints)
         self.snap_lengths = reader.snap_lengths
         connections = reader.connections().to_pylist()
-        self.losses = {name: sum(row[side + name] for row in connections if row["kind"] == "kafka"
-                                 for side in ("request_", "response_"))
-                       for name in ("gaps", "gap_bytes", "snapped_bytes", "skipped_bytes", "tail_bytes")}
+        self.losses = {
+            name: sum(
+                row[side + name] for row in connections if row["kind"] == "kafka" for side in ("request_", "response_")
+            )
+            for name in ("gaps", "gap_bytes", "snapped_bytes", "skipped_bytes", "tail_bytes")
+        }
         self.other_protocols = other_protocols(connections)
         stopped = reader.error
         counters = reader.counters
@@ -208,8 +232,12 @@ class Input:
             self.error = InputProblem(self.name, stopped.offset or 0, stopped.category, stopped.reason)
         elif counters["trailing_bytes"]:
             left = counters["trailing_bytes"]
-            self.error = InputProblem(self.name, counters["input_bytes"] - left, "truncated_record",
-                                      f"incomplete record: {left} bytes at the end of the file")
+            self.error = InputProblem(
+                self.name,
+                counters["input_bytes"] - left,
+                "truncated_record",
+                f"incomplete record: {left} bytes at the end of the file",
+            )
 
     def _frame_dump(self, handle: BinaryIO | io.RawIOBase) -> Iterator[pa.RecordBatch]:
         """Size-prefixed frames, as they arrive; a frame a read cuts short waits for the rest.
@@ -217,8 +245,8 @@ class Input:
         The bytes of a cut frame are only looked at again once its size has arrived, so a
         large frame coming in small reads is not scanned over and over.
         """
-        pending = bytearray()   # bytes read and not yet taken as frames
-        base = 0                # the input offset of pending's first byte
+        pending = bytearray()  # bytes read and not yet taken as frames
+        base = 0  # the input offset of pending's first byte
         sequence = 0
         while True:
             chunk = handle.read(FRAME_DUMP_CHUNK)
@@ -229,8 +257,7 @@ class Input:
             data = bytes(pending)
             used = len(data)
             try:
-                for frames in read_frame_file(data, max_frame_size=self.max_frame_size,
-                                              batch_frames=self.batch_frames):
+                for frames in read_frame_file(data, max_frame_size=self.max_frame_size, batch_frames=self.batch_frames):
                     yield self._as_capture_frames(frames, sequence)
                     sequence += frames.num_rows
             except TruncatedError as exc:
@@ -238,8 +265,14 @@ class Input:
             except FrameTooLargeError as exc:
                 offset = base + (exc.offset or 0)
                 category = "not_a_capture" if offset == 0 else "bad_frame_size"
-                reason = exc.reason if offset else (f"neither a pcap or pcapng file nor size-prefixed frames "
-                                                    f"(first bytes 0x{data[:4].hex()}: {exc.reason})")
+                reason = (
+                    exc.reason
+                    if offset
+                    else (
+                        f"neither a pcap or pcapng file nor size-prefixed frames "
+                        f"(first bytes 0x{data[:4].hex()}: {exc.reason})"
+                    )
+                )
                 self.error = InputProblem(self.name, offset, category, reason)
                 return
             del pending[:used]
@@ -247,16 +280,28 @@ class Input:
             if not chunk:
                 break
         if pending:
-            self.error = InputProblem(self.name, base, "not_a_capture" if base == 0 else "truncated_record",
-                                      f"incomplete frame: {len(pending)} bytes at the end of the input")
+            self.error = InputProblem(
+                self.name,
+                base,
+                "not_a_capture" if base == 0 else "truncated_record",
+                f"incomplete frame: {len(pending)} bytes at the end of the input",
+            )
 
     def _as_capture_frames(self, frames: pa.RecordBatch, sequence: int) -> pa.RecordBatch:
         n = frames.num_rows
-        return pa.RecordBatch.from_arrays([
-            pa.repeat(pa.scalar(self.name, pa.string()), n), pa.array(np.zeros(n, np.int64)),
-            pa.array(np.zeros(n, np.int8)), pa.array(np.arange(sequence, sequence + n, dtype=np.int64)),
-            pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()), frames["size"], frames["payload"],
-        ], schema=frame_schema())
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.repeat(pa.scalar(self.name, pa.string()), n),
+                pa.array(np.zeros(n, np.int64)),
+                pa.array(np.zeros(n, np.int8)),
+                pa.array(np.arange(sequence, sequence + n, dtype=np.int64)),
+                pa.nulls(n, pa.int64()),
+                pa.nulls(n, pa.int64()),
+                frames["size"],
+                frames["payload"],
+            ],
+            schema=frame_schema(),
+        )
 
 
 def address(ip: str, port: int) -> str:
@@ -271,8 +316,9 @@ def with_addresses(frames: pa.RecordBatch, endpoints: dict[int, dict]) -> pa.Rec
     known = [endpoints.get(int(i)) for i in ids]
     client = [None if e is None else address(e["client_ip"], e["client_port"]) for e in known]
     broker = [None if e is None else address(e["server_ip"], e["server_port"]) for e in known]
-    return (frames.append_column("client", pa.array(np.array(client, dtype=object)[index], pa.string()))
-            .append_column("broker", pa.array(np.array(broker, dtype=object)[index], pa.string())))
+    return frames.append_column("client", pa.array(np.array(client, dtype=object)[index], pa.string())).append_column(
+        "broker", pa.array(np.array(broker, dtype=object)[index], pa.string())
+    )
 
 
 @dataclass
@@ -284,12 +330,13 @@ class Filters:
     api_versions: set[int] = field(default_factory=set)
     client_ids: set[str] = field(default_factory=set)
     connections: set[int] = field(default_factory=set)
-    direction: int | None = None      # kb.REQUEST or kb.RESPONSE
-    status: str | None = None         # "ok" or "error": the frame decoded, or not
-    error_codes: set[int] = field(default_factory=set)   # Kafka error codes a body holds (any depth)
+    direction: int | None = None  # kb.REQUEST or kb.RESPONSE
+    status: str | None = None  # "ok" or "error": the frame decoded, or not
+    error_codes: set[int] = field(default_factory=set)  # Kafka error codes a body holds (any depth)
 
-    def header_mask(self, frames: pa.RecordBatch, api_key: np.ndarray, api_version: np.ndarray,
-                    client_id: np.ndarray) -> np.ndarray:
+    def header_mask(
+        self, frames: pa.RecordBatch, api_key: np.ndarray, api_version: np.ndarray, client_id: np.ndarray
+    ) -> np.ndarray:
         """The frames that pass every filter that needs no body."""
         keep = np.ones(frames.num_rows, bool)
         if self.apis:
@@ -313,9 +360,13 @@ class Filters:
         """The frames whose body holds an ``error_code`` field (top level or nested) of ``error_codes``."""
         if not self.error_codes:
             return np.ones(len(bodies), bool)
-        return np.array([body is not None and any(int(code) in self.error_codes
-                                                  for code in _ERROR_CODE_FIELD.findall(body))
-                         for body in bodies.to_pylist()], bool)
+        return np.array(
+            [
+                body is not None and any(int(code) in self.error_codes for code in _ERROR_CODE_FIELD.findall(body))
+                for body in bodies.to_pylist()
+            ],
+            bool,
+        )
 
 
 def other_protocols(connections: list[dict]) -> dict[str, tuple[int, int, list[int]]]:
@@ -325,14 +376,21 @@ def other_protocols(connections: list[dict]) -> dict[str, tuple[int, int, list[i
         if row["kind"] == "kafka":
             continue
         count, size, ports = kinds.get(row["kind"], (0, 0, []))
-        kinds[row["kind"]] = (count + 1, size + row["request_other_bytes"] + row["response_other_bytes"],
-                              sorted(set(ports) | {row["server_port"]}))
+        kinds[row["kind"]] = (
+            count + 1,
+            size + row["request_other_bytes"] + row["response_other_bytes"],
+            sorted(set(ports) | {row["server_port"]}),
+        )
     return kinds
 
 
-def record_batches(source: Input, filters: Filters | None = None, *, records: str = "summary",
-                   show_credentials: bool = False,
-                   ) -> Generator[tuple[pa.RecordBatch, pa.RecordBatch, np.ndarray], None, None]:
+def record_batches(
+    source: Input,
+    filters: Filters | None = None,
+    *,
+    records: str = "summary",
+    show_credentials: bool = False,
+) -> Generator[tuple[pa.RecordBatch, pa.RecordBatch, np.ndarray], None, None]:
     """Per batch of ``source``: (frames, decoded, client ids) of the frames ``filters`` keep.
 
     ``decoded`` is ``kb.decode_frames(..., body="json")`` of those frames, responses
@@ -345,7 +403,7 @@ def record_batches(source: Input, filters: Filters | None = None, *, records: st
         if not frames.num_rows:
             continue
         directions = frames["direction"].to_numpy()
-        headers = kb.decode_frames(frames["payload"], directions=directions, client_ids="string")   # read as str
+        headers = kb.decode_frames(frames["payload"], directions=directions, client_ids="string")  # read as str
         api_key, api_version, client_id = open_requests.match(frames, headers)
         keep = filters.header_mask(frames, api_key, api_version, client_id)
         if not keep.all():
@@ -354,15 +412,22 @@ def record_batches(source: Input, filters: Filters | None = None, *, records: st
             api_key, api_version, client_id = api_key[keep], api_version[keep], client_id[keep]
         if not frames.num_rows:
             continue
-        decoded = kb.decode_frames(frames["payload"], directions=directions, request_api_keys=api_key,
-                                   request_api_versions=api_version, body="json", records=records,
-                                   body_fields="version")     # a body shows what its version has
+        decoded = kb.decode_frames(
+            frames["payload"],
+            directions=directions,
+            request_api_keys=api_key,
+            request_api_versions=api_version,
+            body="json",
+            records=records,
+            body_fields="version",
+        )  # a body shows what its version has
         status = not_captured(frames, decoded["status"])
         if status is not decoded["status"]:
             decoded = decoded.set_column(decoded.schema.get_field_index("status"), "status", status)
         if not show_credentials:
-            decoded = decoded.set_column(decoded.schema.get_field_index("body"), "body",
-                                         redact_bodies(api_key, decoded["body"]))
+            decoded = decoded.set_column(
+                decoded.schema.get_field_index("body"), "body", redact_bodies(api_key, decoded["body"])
+            )
         keep = filters.status_mask(decoded["status"].to_numpy()) & filters.error_mask(decoded["body"])
         if not keep.all():
             mask = pa.array(keep)
@@ -376,25 +441,27 @@ def warm_up() -> None:
     pyarrow imports pandas the first time it converts a numpy array (when pandas is installed)
     and its dataset modules when pairing first filters a table, about a second together. The
     whole path runs once on an ApiVersions v0 request and its response, and the output is dropped."""
-    request = b"\x00\x12\x00\x00\x00\x00\x00\x01\xff\xff"   # ApiVersions v0, correlation id 1, no client id
-    response = b"\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00"   # correlation id 1, error 0, no APIs
+    request = b"\x00\x12\x00\x00\x00\x00\x00\x01\xff\xff"  # ApiVersions v0, correlation id 1, no client id
+    response = b"\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00"  # correlation id 1, error 0, no APIs
     data = b"".join(len(p).to_bytes(4, "big") + p for p in (request, response))
     (frames,) = read_frame_file(data)
     batch = Input("<warm-up>")._as_capture_frames(frames, 0).to_pydict()
     batch["direction"] = [kb.REQUEST, kb.RESPONSE]
     batch["connection_id"] = [0, 0]
     batch["sequence"] = [0, 0]
-    for found in record_batches([pa.RecordBatch.from_pydict(batch, schema=frame_schema())]):   # type: ignore[arg-type]
+    for found in record_batches([pa.RecordBatch.from_pydict(batch, schema=frame_schema())]):  # type: ignore[arg-type]
         jsonl_lines(*found)
 
 
-def records(source: Input, filters: Filters | None = None, *, records: str = "summary",
-            show_credentials: bool = False) -> Iterator[dict]:
+def records(
+    source: Input, filters: Filters | None = None, *, records: str = "summary", show_credentials: bool = False
+) -> Iterator[dict]:
     """One dict per frame (the shape of ``kproto dump --format jsonl``; the body parsed)."""
     import json
 
-    for frames, decoded, client_id in record_batches(source, filters, records=records,
-                                                     show_credentials=show_credentials):
+    for frames, decoded, client_id in record_batches(
+        source, filters, records=records, show_credentials=show_credentials
+    ):
         for line in jsonl_lines(frames, decoded, client_id):
             yield json.loads(line)
 
@@ -440,7 +507,7 @@ def jsonl_lines(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.n
     import json
 
     c = _columns(frames, decoded, client_id)
-    text: dict[Any, str] = {None: "null"}    # JSON of strings seen in this batch
+    text: dict[Any, str] = {None: "null"}  # JSON of strings seen in this batch
 
     def quoted(value: Any) -> str:
         found = text.get(value)
@@ -464,7 +531,8 @@ def jsonl_lines(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.n
             f'"api_version":{number(c["api_version"][i])},"correlation_id":{number(c["correlation_id"][i])},'
             f'"client_id":{quoted(c["client_id"][i])}}},'
             f'"status":"{STATUS_NAMES[c["status"][i]]}","error_offset":{number(c["error_offset"][i])},'
-            f'"body":{c["body"][i] or "null"}}}\n')
+            f'"body":{c["body"][i] or "null"}}}\n'
+        )
     return lines
 
 
@@ -480,8 +548,9 @@ def tree_lines(frames: pa.RecordBatch, decoded: pa.RecordBatch, client_id: np.nd
         key = c["api_key"][i]
         api = f"{api_name(key)}({key}) v{c['api_version'][i]}" if key is not None else "unknown API"
         addresses = f" ({c['client'][i]} -> {c['broker'][i]})" if c["client"][i] is not None else ""
-        out.append(f"{c['capture'][i]}  connection {c['connection'][i]}{addresses}  {direction} "
-                   f"#{c['sequence'][i]}  {api}\n")
+        out.append(
+            f"{c['capture'][i]}  connection {c['connection'][i]}{addresses}  {direction} #{c['sequence'][i]}  {api}\n"
+        )
         ts = c["ts_first_ns"][i]
         if ts is not None:
             when = datetime.fromtimestamp(ts // 1_000_000_000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")

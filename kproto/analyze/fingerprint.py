@@ -63,9 +63,31 @@ from kproto.analyze.fingerprint_runs import (
 )
 
 __all__ = [
-    "ANY_RELEASE", "API_VERSIONS", "DRIVER_ID_PREFIX", "FINGERPRINT_COLUMNS", "HIGH", "KIP511", "LOW", "MEDIUM",
-    "OPENING", "RECORDED", "SETTINGS", "SURE_PAIRS", "UNKNOWN", "Pair", "Run", "Table", "Verdict", "api_pairs",
-    "classify_row", "order_of_use", "pair_label", "release_in_versions", "release_key", "runs_of", "table",
+    "ANY_RELEASE",
+    "API_VERSIONS",
+    "DRIVER_ID_PREFIX",
+    "FINGERPRINT_COLUMNS",
+    "HIGH",
+    "KIP511",
+    "LOW",
+    "MEDIUM",
+    "OPENING",
+    "RECORDED",
+    "SETTINGS",
+    "SURE_PAIRS",
+    "UNKNOWN",
+    "Pair",
+    "Run",
+    "Table",
+    "Verdict",
+    "api_pairs",
+    "classify_row",
+    "order_of_use",
+    "pair_label",
+    "release_in_versions",
+    "release_key",
+    "runs_of",
+    "table",
 ]
 
 
@@ -108,16 +130,19 @@ class Table:
         self.runs = tuple(runs)
         libraries = sorted({r.library for r in self.runs})
         # One release's programs (the Java client 4.4.0 and its share consumer) sort together, the plain one first.
-        self.releases = releases or {lib: tuple(sorted({r.release for r in self.runs if r.library == lib},
-                                                       key=lambda r: (release_key(r), r))) for lib in libraries}
+        self.releases = releases or {
+            lib: tuple(sorted({r.release for r in self.runs if r.library == lib}, key=lambda r: (release_key(r), r)))
+            for lib in libraries
+        }
         self.span: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
         self.names: dict[str, str] = {}
         self.id_patterns: list[tuple[re.Pattern, str]] = []
-        self.sent: dict[str, set[Pair]] = {}                  # every pair each library's runs sent
-        self.asking: dict[str, set[bool]] = {}      # whether a library's clients asked ApiVersions, went without, or both
+        self.sent: dict[str, set[Pair]] = {}  # every pair each library's runs sent
+        self.asking: dict[str, set[bool]] = {}  # whether a library's clients asked ApiVersions, went without, or both
         for run in self.runs:
-            self.span[(run.library, run.release)] = _union(self.span.get((run.library, run.release), {}),
-                                                           _span_of(run.pairs))
+            self.span[(run.library, run.release)] = _union(
+                self.span.get((run.library, run.release), {}), _span_of(run.pairs)
+            )
             self.sent.setdefault(run.library, set()).update(run.pairs)
             self.asking.setdefault(run.library, set()).update(run.asks)
             for name, _version in run.software:
@@ -126,13 +151,17 @@ class Table:
                 entry = (_id_pattern(client_id), run.library)
                 if (entry[0].pattern, run.library) not in {(p.pattern, lib) for p, lib in self.id_patterns}:
                     self.id_patterns.append(entry)
-        self.null_id = any(None in r.default_ids for r in self.runs)   # a recorded library sent a null client.id
-        self.apis = {lib: {api for (l2, _r), span in self.span.items() if l2 == lib for api in span}
-                     for lib in libraries}
+        self.null_id = any(None in r.default_ids for r in self.runs)  # a recorded library sent a null client.id
+        self.apis = {
+            lib: {api for (l2, _r), span in self.span.items() if l2 == lib for api in span} for lib in libraries
+        }
         self.known_apis = set().union(*self.apis.values()) if self.apis else set()
         # every recorded client's requests in order and ApiVersions requests per connection (a made-up run: its openings)
-        self.clients = {(r.library, order, h) for r in self.runs
-                        for order, h in (r.clients or {(o, h) for o in r.openings for h in r.handshakes})}
+        self.clients = {
+            (r.library, order, h)
+            for r in self.runs
+            for order, h in (r.clients or {(o, h) for o in r.openings for h in r.handshakes})
+        }
 
     def ordered(self, library: str, releases: Iterable[str]) -> tuple[str, ...]:
         wanted = set(releases)
@@ -167,8 +196,11 @@ class Table:
             return Verdict(UNKNOWN, (), LOW, evidence="no recorded client used any of its APIs")
         if client_id is None and not self.null_id:
             # Every recorded library sets a client.id of its own when given none (kafka-go an empty one).
-            return self._unknown(compared, set(), "it sent a null client.id, which no recorded library sends "
-                                                  "(each sets a default when given none)")
+            return self._unknown(
+                compared,
+                set(),
+                "it sent a null client.id, which no recorded library sends (each sets a default when given none)",
+            )
         hinted = self.id_libraries(client_id)
         verdict = self._guess(compared, hinted, handshakes)
         if not verdict.named:
@@ -181,11 +213,19 @@ class Table:
         for library in own:
             other = self._only(library, compared, hinted, handshakes)
             if other is not None:
-                return replace(other, confidence=LOW, alternatives=(verdict.library,),
-                               evidence=f"{other.evidence}; what it sent is {library}'s own ({sent}), the versions "
-                                        f"{verdict.library}'s too")
-        return self._unknown(compared, hinted, f"nothing it sent is {verdict.library}'s own, only versions other "
-                                               f"software may send too: {sent}", nearest=verdict)
+                return replace(
+                    other,
+                    confidence=LOW,
+                    alternatives=(verdict.library,),
+                    evidence=f"{other.evidence}; what it sent is {library}'s own ({sent}), the versions "
+                    f"{verdict.library}'s too",
+                )
+        return self._unknown(
+            compared,
+            hinted,
+            f"nothing it sent is {verdict.library}'s own, only versions other software may send too: {sent}",
+            nearest=verdict,
+        )
 
     def _guess(self, compared: list[Pair], hinted: set[str], handshakes: int | None) -> Verdict:
         """The library (and releases) the pairs, the opening requests, the ApiVersions requests per connection
@@ -200,9 +240,12 @@ class Table:
             behaved = self._between(compared, hinted, asked=asked)
             if behaved is not None:
                 libraries = ", ".join(sorted({r.library for r in fitting}))
-                return replace(behaved, evidence=behaved.evidence + f"; recorded {libraries} runs sent these pairs "
-                               f"together, but {libraries} clients {'always asked' if not asked else 'never asked'} "
-                               "ApiVersions first")
+                return replace(
+                    behaved,
+                    evidence=behaved.evidence + f"; recorded {libraries} runs sent these pairs "
+                    f"together, but {libraries} clients {'always asked' if not asked else 'never asked'} "
+                    "ApiVersions first",
+                )
         if fitting:
             verdict = self._recorded(fitting, compared, hinted, handshakes)
             if hinted and verdict.library not in hinted:
@@ -210,12 +253,21 @@ class Table:
                 # release older than its oldest recorded) explain the pairs, as a guess naming the other.
                 own = self._between(compared, hinted, only=hinted, older=True)
                 if own is not None:
-                    return Verdict(own.library, own.releases, LOW, evidence=own.evidence + f"; its client.id is "
-                                   f"{own.library}'s default, but recorded {verdict.library} runs sent these pairs",
-                                   runs=own.runs, alternatives=(verdict.library,))
+                    return Verdict(
+                        own.library,
+                        own.releases,
+                        LOW,
+                        evidence=own.evidence + f"; its client.id is "
+                        f"{own.library}'s default, but recorded {verdict.library} runs sent these pairs",
+                        runs=own.runs,
+                        alternatives=(verdict.library,),
+                    )
             return verdict
-        return (self._between(compared, hinted, asked=asked) or self._between(compared, hinted)
-                or self._unknown(compared, hinted))
+        return (
+            self._between(compared, hinted, asked=asked)
+            or self._between(compared, hinted)
+            or self._unknown(compared, hinted)
+        )
 
     def _recorded(self, fitting: list[Run], compared: list[Pair], hinted: set[str], handshakes: int | None) -> Verdict:
         """Recorded runs sent every pair: the connection evidence (ApiVersions per connection, the opening
@@ -247,24 +299,40 @@ class Table:
         pinned = all(r.pinned for r in runs)
         text = f"{n} pair(s) that recorded {library} runs sent" + (" (only with its version setting)" if pinned else "")
         if others:
-            text += f"; {', '.join(others)} sent them too" + ("" if len(left) > 1 else ", told apart by "
-                                                               "the opening requests, ApiVersions per "
-                                                               "connection or the default client.id")
+            text += f"; {', '.join(others)} sent them too" + (
+                ""
+                if len(left) > 1
+                else ", told apart by the opening requests, ApiVersions per connection or the default client.id"
+            )
         if not opened_alike:
             text += "; it did not open as any recorded client did"
         if hinted and library not in hinted:
             text += f"; its client.id is {', '.join(sorted(hinted))}'s default"
-        alone = sorted({api for api, _v in compared if all(api not in apis for lib, apis in self.apis.items()
-                                                           if lib != library)})
-        if alone:       # a share consumer's ShareGroupHeartbeat, ShareFetch, ShareAcknowledge
+        alone = sorted(
+            {api for api, _v in compared if all(api not in apis for lib, apis in self.apis.items() if lib != library)}
+        )
+        if alone:  # a share consumer's ShareGroupHeartbeat, ShareFetch, ShareAcknowledge
             from kproto import versions as kv
 
             text += f"; only {library} clients used {', '.join(kv.api_name(api) for api in alone)}"
-        return Verdict(library, releases, confidence, pinned=pinned, evidence=text, runs=runs,
-                       alternatives=tuple(sorted(left - {library})))
+        return Verdict(
+            library,
+            releases,
+            confidence,
+            pinned=pinned,
+            evidence=text,
+            runs=runs,
+            alternatives=tuple(sorted(left - {library})),
+        )
 
-    def _between(self, compared: list[Pair], hinted: set[str], only: set[str] | None = None,
-                 older: bool = False, asked: bool | None = None) -> Verdict | None:
+    def _between(
+        self,
+        compared: list[Pair],
+        hinted: set[str],
+        only: set[str] | None = None,
+        older: bool = False,
+        asked: bool | None = None,
+    ) -> Verdict | None:
         """No run sent these pairs together, but each lies within what one release, or two neighbouring
         recorded releases, sent (with any broker and pin): a release between them, or a broker or pin
         between the recorded ones. ``older``: or a release older than the oldest recorded one (no
@@ -274,12 +342,15 @@ class Table:
         never sent some, then the opening requests."""
         observed = set(compared)
         fits: dict[str, set[str]] = {}
-        libraries = {lib: rels for lib, rels in self.releases.items()
-                     if (only is None or lib in only) and (asked is None or asked in self.asking[lib])}
-        for neighbours in (1, 2):       # one release first; two neighbouring ones only when no single one fits
+        libraries = {
+            lib: rels
+            for lib, rels in self.releases.items()
+            if (only is None or lib in only) and (asked is None or asked in self.asking[lib])
+        }
+        for neighbours in (1, 2):  # one release first; two neighbouring ones only when no single one fits
             for library, releases in libraries.items():
                 for i in range(len(releases) - neighbours + 1):
-                    chosen = releases[i:i + neighbours]
+                    chosen = releases[i : i + neighbours]
                     span = _union(*(self.span[(library, r)] for r in chosen))
                     if all(api in span and span[api][0] <= v <= span[api][1] for api, v in observed):
                         fits.setdefault(library, set()).update(chosen)
@@ -296,25 +367,42 @@ class Table:
         unsent = {lib: sorted(observed - self.sent[lib]) for lib in left}
         fewest = min(len(pairs) for pairs in unsent.values())
         left = {lib for lib in left if len(unsent[lib]) == fewest}
-        api_start = {lib: max((_common_start(compared, o, key=lambda p: p[0]) for r in self.runs
-                               if r.library == lib for o in r.openings), default=0) for lib in left}
+        api_start = {
+            lib: max(
+                (
+                    _common_start(compared, o, key=lambda p: p[0])
+                    for r in self.runs
+                    if r.library == lib
+                    for o in r.openings
+                ),
+                default=0,
+            )
+            for lib in left
+        }
         best = max(api_start.values())
         left = {lib for lib in left if api_start[lib] == best}
         library = min(left, key=lambda lib: (len(fits[lib]), lib))
         releases = self.ordered(library, fits[library])
         n = len(observed)
-        sure = (len(fits) == 1 and n >= SURE_PAIRS and best >= min(len(compared), OPENING)
-                and not unsent[library])
+        sure = len(fits) == 1 and n >= SURE_PAIRS and best >= min(len(compared), OPENING) and not unsent[library]
         others = sorted(set(fits) - {library})
-        text = (f"no recorded run sent these {n} pair(s) together; each lies within what {library} "
-                f"{releases[0]} .. {releases[-1]} sent (a release between, or a broker or version setting not recorded)")
+        text = (
+            f"no recorded run sent these {n} pair(s) together; each lies within what {library} "
+            f"{releases[0]} .. {releases[-1]} sent (a release between, or a broker or version setting not recorded)"
+        )
         if unsent[library]:
             text += f"; no recorded {library} run sent " + ", ".join(pair_label(p) for p in unsent[library])
         if others:
             text += f"; so do {', '.join(others)}'s"
         runs = tuple(r for r in self.runs if r.library == library and r.release in releases)
-        return Verdict(library, releases, MEDIUM if sure else LOW, evidence=text, runs=runs,
-                       alternatives=tuple(sorted(left - {library})))
+        return Verdict(
+            library,
+            releases,
+            MEDIUM if sure else LOW,
+            evidence=text,
+            runs=runs,
+            alternatives=tuple(sorted(left - {library})),
+        )
 
     def _own(self, compared: list[Pair], hinted: set[str], handshakes: int | None) -> tuple[list[str], str]:
         """The libraries something the client sent is the own of (the strongest evidence first), and what it sent
@@ -335,15 +423,20 @@ class Table:
         opening = max(best.values(), default=0)
         opened = sorted(lib for lib, n in best.items() if n == opening)
         keys = [api for api, _v in compared]
-        same = {lib for lib, order in peers if list(order[:len(compared)]) == compared}
-        alike = {lib for lib, order in peers if [api for api, _v in order[:len(keys)]] == keys}
+        same = {lib for lib, order in peers if list(order[: len(compared)]) == compared}
+        alike = {lib for lib, order in peers if [api for api, _v in order[: len(keys)]] == keys}
         own = sorted(hinted) + (opened if opening >= 2 and len(opened) == 1 else [])
         for sharing in (same, alike):
             if len(sharing) == 1 or 2 * len(sharing) < len(self.releases):
                 own += sorted(sharing)
         own = list(dict.fromkeys(own))
-        asked = ("never asked ApiVersions" if handshakes is None and not count_unknown else "asked ApiVersions"
-                 if handshakes is None else f"asked ApiVersions {handshakes} time(s) on one connection")
+        asked = (
+            "never asked ApiVersions"
+            if handshakes is None and not count_unknown
+            else "asked ApiVersions"
+            if handshakes is None
+            else f"asked ApiVersions {handshakes} time(s) on one connection"
+        )
         named = f"is {', '.join(sorted(hinted))}'s default" if hinted else "is no library's default"
         if opening < 2:
             first = "its first requests, versions and all, are no such client's beyond the first"
@@ -352,8 +445,10 @@ class Table:
         if not alike:
             order_text = "none sent its requests in this order"
         else:
-            order_text = (f"clients of {len(alike)} of the {len(self.releases)} libraries ({', '.join(sorted(alike))}) "
-                          "sent its requests in this order")
+            order_text = (
+                f"clients of {len(alike)} of the {len(self.releases)} libraries ({', '.join(sorted(alike))}) "
+                "sent its requests in this order"
+            )
         return own, f"its client.id {named}; among the recorded clients that, like it, {asked}: {first}, {order_text}"
 
     def _only(self, library: str, compared: list[Pair], hinted: set[str], handshakes: int | None) -> Verdict | None:
@@ -363,25 +458,40 @@ class Table:
         fitting = [r for r in self.runs if r.library == library and observed <= r.pairs]
         if fitting:
             return self._recorded(fitting, compared, hinted, handshakes)
-        return (self._between(compared, hinted, only={library})
-                or self._between(compared, hinted, only={library}, older=True))
+        return self._between(compared, hinted, only={library}) or self._between(
+            compared, hinted, only={library}, older=True
+        )
 
-    def _unknown(self, compared: list[Pair], hinted: set[str], why: str | None = None,
-                 nearest: Verdict | None = None) -> Verdict:
+    def _unknown(
+        self, compared: list[Pair], hinted: set[str], why: str | None = None, nearest: Verdict | None = None
+    ) -> Verdict:
         """Software the table does not know: named ``unknown``, with the nearest recorded release (or the
         verdict ``nearest`` that was not trusted) and why it is not trusted (``why``, or the pairs no run of it sent)."""
         if nearest is not None:
             versions = self.versions_text(nearest.library, nearest.releases) if nearest.releases else ""
-            return Verdict(UNKNOWN, (), LOW, evidence=f"not in the table; nearest: {nearest.library} {versions} "
-                           f"({nearest.evidence}), not trusted: {why}")
+            return Verdict(
+                UNKNOWN,
+                (),
+                LOW,
+                evidence=f"not in the table; nearest: {nearest.library} {versions} "
+                f"({nearest.evidence}), not trusted: {why}",
+            )
         observed = set(compared)
-        nearest_run = max(self.runs, key=lambda r: (len(observed & r.pairs), r.library in hinted,
-                                                    max((_common_start(compared, o) for o in r.openings), default=0),
-                                                    -self.runs.index(r)))
+        nearest_run = max(
+            self.runs,
+            key=lambda r: (
+                len(observed & r.pairs),
+                r.library in hinted,
+                max((_common_start(compared, o) for o in r.openings), default=0),
+                -self.runs.index(r),
+            ),
+        )
         missing = sorted(observed - nearest_run.pairs)
         shown = ", ".join(pair_label(p) for p in missing[:4]) + (", ..." if len(missing) > 4 else "")
-        text = (f"not in the table; nearest: {nearest_run.library} {nearest_run.release} ({len(observed) - len(missing)} of "
-                f"{len(observed)} pairs), not trusted: " + (why or f"no recorded {nearest_run.library} run sent {shown}"))
+        text = (
+            f"not in the table; nearest: {nearest_run.library} {nearest_run.release} ({len(observed) - len(missing)} of "
+            f"{len(observed)} pairs), not trusted: " + (why or f"no recorded {nearest_run.library} run sent {shown}")
+        )
         return Verdict(UNKNOWN, (), LOW, evidence=text)
 
     def versions_text(self, library: str, releases: Sequence[str]) -> str:
@@ -392,7 +502,7 @@ class Table:
         2.0.2)", "before 2.0.2 (recorded 1.4.7)", "after 2.0.2 (recorded 3.0.12)", "any release (recorded 1.7.1)".
         :func:`release_in_versions` reads the text back."""
         ranked = self.releases.get(library, ())
-        older = [r for r in ranked if release_key(r) < release_key(releases[0])]    # not a program of the same release
+        older = [r for r in ranked if release_key(r) < release_key(releases[0])]  # not a program of the same release
         newer = [r for r in ranked if release_key(r) > release_key(releases[-1])]
         bounds = ([f"after {older[-1]}"] if older else []) + ([f"before {newer[0]}"] if newer else [])
         recorded = releases[0] if releases[0] == releases[-1] else f"{releases[0]} .. {releases[-1]}"
@@ -411,27 +521,44 @@ class Table:
         span = _union(*(self.span[(library, r)] for r in releases if release_key(r) <= release_key(above[0])))
         return sorted({(api, v) for api, v in order if api in span and v > span[api][1]})
 
-    def classify(self, client_id: str | None, order: Sequence[Pair], software_name: str | None = None,
-                 software_version: str | None = None, handshakes: int | None = None) -> Verdict:
+    def classify(
+        self,
+        client_id: str | None,
+        order: Sequence[Pair],
+        software_name: str | None = None,
+        software_version: str | None = None,
+        handshakes: int | None = None,
+    ) -> Verdict:
         """The verdict: a KIP-511 name wins; it is contradicted only when the wire rules it out."""
         wire = self.classify_wire(client_id, order, handshakes)
         if not software_name:
             return wire
         library = self.library_of(software_name)
         if library not in self.releases:
-            return Verdict(library, (), KIP511, software_version,
-                           evidence="KIP-511 name the table does not know: taken as sent")
+            return Verdict(
+                library, (), KIP511, software_version, evidence="KIP-511 name the table does not know: taken as sent"
+            )
         impossible = self.ruled_out(library, software_version, order)
         mismatch = None
         if impossible:
-            mismatch = (f"KIP-511 says {software_name} {software_version}; the wire rules it out: no {library} "
-                        f"release up to the first recorded one at or above it sends "
-                        + ", ".join(pair_label(p) for p in impossible))
+            mismatch = (
+                f"KIP-511 says {software_name} {software_version}; the wire rules it out: no {library} "
+                f"release up to the first recorded one at or above it sends "
+                + ", ".join(pair_label(p) for p in impossible)
+            )
             if wire.named and wire.library != library:
                 mismatch += f"; the wire looks like {wire.library} {wire.range_text} ({wire.confidence})"
         same = wire.library == library
-        return Verdict(library, self._releases_near(library, software_version), KIP511, software_version, mismatch,
-                       pinned=same and wire.pinned, evidence="KIP-511 name", runs=wire.runs if same else ())
+        return Verdict(
+            library,
+            self._releases_near(library, software_version),
+            KIP511,
+            software_version,
+            mismatch,
+            pinned=same and wire.pinned,
+            evidence="KIP-511 name",
+            runs=wire.runs if same else (),
+        )
 
     def _releases_near(self, library: str, version: str | None) -> tuple[str, ...]:
         """The recorded release a KIP-511 version names, or the newest recorded one before it."""
@@ -444,8 +571,9 @@ class Table:
     # ------------------------------------------------------------ what real 4.x brokers did
     def works_on_4x(self, library: str, release: str, pinned: bool) -> bool | None:
         """Whether the recorded release (pinned or not) worked against every recorded 4.x broker (None: not recorded)."""
-        runs = [r for r in self.runs if (r.library, r.release, r.pinned) == (library, release, pinned)
-                and _is_4x(r.broker)]
+        runs = [
+            r for r in self.runs if (r.library, r.release, r.pinned) == (library, release, pinned) and _is_4x(r.broker)
+        ]
         return all(r.works for r in runs) if runs else None
 
     def first_working(self, library: str, pinned: bool) -> str | None:
@@ -460,8 +588,9 @@ class Table:
         return first
 
     def failures_4x(self, library: str, pinned: bool) -> list[Run]:
-        return [r for r in self.runs if r.library == library and r.pinned == pinned and _is_4x(r.broker)
-                and not r.works]
+        return [
+            r for r in self.runs if r.library == library and r.pinned == pinned and _is_4x(r.broker) and not r.works
+        ]
 
     def advice(self, verdict: Verdict, removed: Iterable[str]) -> dict[str, str]:
         """Cause, symptom and fix for a client that sent versions Kafka 4.x removed (kproto.analyze.fingerprint_advice)."""
@@ -481,27 +610,42 @@ def order_of_use(first_seen: dict[Pair, int | None]) -> list[Pair]:
     return sorted(first_seen, key=lambda p: (first_seen[p] is not None, first_seen[p] or 0, p))
 
 
-def classify_row(client_id: str | None, api_order: Sequence[str] | None, software_name: str | None,
-                 software_version: str | None, api_versions_per_connection: int | None = None,
-                 client_software: Sequence[str] | None = None) -> dict:
+def classify_row(
+    client_id: str | None,
+    api_order: Sequence[str] | None,
+    software_name: str | None,
+    software_version: str | None,
+    api_versions_per_connection: int | None = None,
+    client_software: Sequence[str] | None = None,
+) -> dict:
     """The fingerprint columns of one ``clients`` row (both engines call this).
 
     ``client_software``: every "name/version" the row's connections sent; when programs sharing a
     client.id sent several names, the row says each (never a name of one with the version of another).
     """
     fingerprints = table()
-    verdict = fingerprints.classify(client_id, api_pairs(api_order or ()), software_name, software_version,
-                                    api_versions_per_connection)
+    verdict = fingerprints.classify(
+        client_id, api_pairs(api_order or ()), software_name, software_version, api_versions_per_connection
+    )
     software, versions = verdict.library, verdict.range_text
     sent = sorted({s for s in client_software or () if s})
     if len({s.split("/", 1)[0] for s in sent}) > 1:
         named = [(fingerprints.library_of(s.split("/", 1)[0]), s.split("/", 1)[1] if "/" in s else "") for s in sent]
         software = " + ".join(dict.fromkeys(lib for lib, _v in named))
         versions = " + ".join(f"{lib} {v}".strip() for lib, v in named)
-    return {"likely_software": software, "likely_versions": versions,
-            "fingerprint_confidence": verdict.confidence, "fingerprint_mismatch": verdict.mismatch,
-            "fingerprint_evidence": verdict.evidence}
+    return {
+        "likely_software": software,
+        "likely_versions": versions,
+        "fingerprint_confidence": verdict.confidence,
+        "fingerprint_mismatch": verdict.mismatch,
+        "fingerprint_evidence": verdict.evidence,
+    }
 
 
-FINGERPRINT_COLUMNS = ("likely_software", "likely_versions", "fingerprint_confidence", "fingerprint_mismatch",
-                       "fingerprint_evidence")
+FINGERPRINT_COLUMNS = (
+    "likely_software",
+    "likely_versions",
+    "fingerprint_confidence",
+    "fingerprint_mismatch",
+    "fingerprint_evidence",
+)

@@ -16,19 +16,24 @@ from kproto.analyze.fingerprint_runs import LOW, MEDIUM, Run, Verdict, pair_labe
 # Each library's own version setting (the pins of tools/record_clients.py, PINS) and how to set it
 # for Kafka 4.x (KIP-896: 4.x serves what Kafka 2.1 clients send and newer).
 SETTINGS = {
-    "kafka-python": ("api_version", "remove the api_version setting (kafka-python then asks the broker), "
-                     "or set it to (2, 1, 0) or later"),
+    "kafka-python": (
+        "api_version",
+        "remove the api_version setting (kafka-python then asks the broker), or set it to (2, 1, 0) or later",
+    ),
     "aiokafka": ("api_version", 'remove the api_version setting, or set it to "2.1.0" or later'),
-    "confluent-kafka": ("api.version.request / broker.version.fallback",
-                        "set api.version.request=true (the default) and remove broker.version.fallback "
-                        "(or set it to 2.1.0 or later)"),
-    "kcat": ("api.version.request / broker.version.fallback (-X)",
-             "run it with -X api.version.request=true and without -X broker.version.fallback "
-             "(or set it to 2.1.0 or later)"),
+    "confluent-kafka": (
+        "api.version.request / broker.version.fallback",
+        "set api.version.request=true (the default) and remove broker.version.fallback (or set it to 2.1.0 or later)",
+    ),
+    "kcat": (
+        "api.version.request / broker.version.fallback (-X)",
+        "run it with -X api.version.request=true and without -X broker.version.fallback (or set it to 2.1.0 or later)",
+    ),
     "sarama": ("Config.Version", "set Config.Version to sarama.V2_1_0_0 or later (the broker's release)"),
-    "franz-go": ("kgo.MaxVersions / kgo.MinVersions",
-                 "remove the kgo.MaxVersions cap (or raise it to kversion.V2_1_0() or later) and any "
-                 "kgo.MinVersions below that"),
+    "franz-go": (
+        "kgo.MaxVersions / kgo.MinVersions",
+        "remove the kgo.MaxVersions cap (or raise it to kversion.V2_1_0() or later) and any kgo.MinVersions below that",
+    ),
 }
 
 
@@ -48,32 +53,45 @@ def advice(fingerprints: RecordedOn4x, verdict: Verdict, removed: Iterable[str])
     removed = list(removed)
     removed_text = ", ".join(removed)
     library = verdict.library
-    predicted = (f"predicted from kproto's tables (KIP-896): a 4.x broker closes the connection without an "
-                 f"answer on {removed_text}")
+    predicted = (
+        f"predicted from kproto's tables (KIP-896): a 4.x broker closes the connection without an "
+        f"answer on {removed_text}"
+    )
     if not verdict.named or library not in fingerprints.releases:
         who = f"{library} is not in the fingerprint table" if verdict.named else "the software is unknown"
         near = f" ({verdict.evidence})" if verdict.evidence else ""
-        return {"cause": f"sends {removed_text}, which Kafka 4.x removed; {who}{near}",
-                "symptom": predicted,
-                "fix": "upgrade the client to a release that negotiates with ApiVersions, and remove any version "
-                       "setting that pins it below Kafka 2.1"}
+        return {
+            "cause": f"sends {removed_text}, which Kafka 4.x removed; {who}{near}",
+            "symptom": predicted,
+            "fix": "upgrade the client to a release that negotiates with ApiVersions, and remove any version "
+            "setting that pins it below Kafka 2.1",
+        }
     advice = _library_advice(fingerprints, verdict, library, removed, predicted)
     if verdict.confidence == LOW:
         guesses = [(library, advice)] + [
-            (other, _library_advice(fingerprints, Verdict(other, (), LOW, pinned=verdict.pinned), other, removed, predicted))
-            for other in verdict.alternatives]
+            (
+                other,
+                _library_advice(
+                    fingerprints, Verdict(other, (), LOW, pinned=verdict.pinned), other, removed, predicted
+                ),
+            )
+            for other in verdict.alternatives
+        ]
         names = " or ".join(lib for lib, _a in guesses)
-        advice = {"cause": f"a guess (low confidence: {verdict.evidence}): if this is {names}: "
-                           + "; ".join(f"{a['cause']}" for _lib, a in guesses),
-                  "symptom": advice["symptom"],
-                  "fix": "; ".join(f"if it is {lib}: {a['fix']}" for lib, a in guesses)}
+        advice = {
+            "cause": f"a guess (low confidence: {verdict.evidence}): if this is {names}: "
+            + "; ".join(f"{a['cause']}" for _lib, a in guesses),
+            "symptom": advice["symptom"],
+            "fix": "; ".join(f"if it is {lib}: {a['fix']}" for lib, a in guesses),
+        }
     elif verdict.confidence == MEDIUM:
         advice["cause"] = f"likely (medium confidence): {advice['cause']}"
     return advice
 
 
-def _library_advice(fingerprints: RecordedOn4x, verdict: Verdict, library: str, removed: list[str],
-                    predicted: str) -> dict[str, str]:
+def _library_advice(
+    fingerprints: RecordedOn4x, verdict: Verdict, library: str, removed: list[str], predicted: str
+) -> dict[str, str]:
     """Cause, symptom and fix were the client ``library`` (at the verdict's releases and pin)."""
     removed_text = ", ".join(removed)
     named = f"{library} {verdict.range_text}" if verdict.range_text else library
@@ -83,8 +101,10 @@ def _library_advice(fingerprints: RecordedOn4x, verdict: Verdict, library: str, 
     if seen:
         refused = [pair_label(p) for p in sorted({p for r in seen for p in r.refused})]
         brokers = ", ".join(sorted({r.broker for r in seen}, key=release_key))
-        symptom = (f"recorded against {brokers}: the broker closes the connection without an answer on "
-                   f"{', '.join([v for v in refused if v in removed] or refused)}; the client: {seen[0].failure}")
+        symptom = (
+            f"recorded against {brokers}: the broker closes the connection without an answer on "
+            f"{', '.join([v for v in refused if v in removed] or refused)}; the client: {seen[0].failure}"
+        )
     else:
         symptom = predicted + f" (no recorded {library} run failed on 4.x)"
     first = fingerprints.first_working(library, pinned=False)
@@ -92,8 +112,10 @@ def _library_advice(fingerprints: RecordedOn4x, verdict: Verdict, library: str, 
     if library == "kafka-clients":
         upgrade = f"upgrade the kafka-clients release (to {first} or later)" if first else upgrade
     if verdict.pinned and setting:
-        cause = (f"{library}'s version setting ({setting[0]}) pins it to an old Kafka release: pinned, "
-                 f"{named} sends {removed_text}, which Kafka 4.x removed")
+        cause = (
+            f"{library}'s version setting ({setting[0]}) pins it to an old Kafka release: pinned, "
+            f"{named} sends {removed_text}, which Kafka 4.x removed"
+        )
         fix = setting[1]
         releases = {r.release for r in verdict.runs} or set(fingerprints.releases[library])
         if any(fingerprints.works_on_4x(library, release, pinned=False) is False for release in releases):

@@ -19,10 +19,10 @@ Pair = tuple[int, int]
 
 HIGH, MEDIUM, LOW, KIP511 = "high", "medium", "low", "KIP-511"
 UNKNOWN = "unknown"
-SURE_PAIRS = 3          # fewer distinct (API, version) pairs than this are never `high`
-OPENING = 3             # the first requests of a client compared with the recorded ones
+SURE_PAIRS = 3  # fewer distinct (API, version) pairs than this are never `high`
+OPENING = 3  # the first requests of a client compared with the recorded ones
 API_VERSIONS = int(ApiKey.API_VERSIONS)
-DRIVER_ID_PREFIX = "kp-"    # tools/record_clients.py names the clients it configures so: other ids are defaults
+DRIVER_ID_PREFIX = "kp-"  # tools/record_clients.py names the clients it configures so: other ids are defaults
 
 
 ANY_RELEASE = "any release"
@@ -39,15 +39,15 @@ def release_in_versions(versions: str | None, release: str) -> bool:
         return False
     truths = [tuple(int(p) for p in found.split(".")) for found in re.findall(r"\d+(?:\.\d+)*", release)]
     head, marker, _recorded = versions.partition(f" ({RECORDED}")
-    if not marker:                                  # a KIP-511 version
+    if not marker:  # a KIP-511 version
         wanted = release_key(versions)
-        return bool(wanted) and any(t[:len(wanted)] == wanted for t in truths)
+        return bool(wanted) and any(t[: len(wanted)] == wanted for t in truths)
     after = before = None
     for bound in head.split(", "):
         if bound.startswith("after "):
-            after = release_key(bound[len("after "):])
+            after = release_key(bound[len("after ") :])
         elif bound.startswith("before "):
-            before = release_key(bound[len("before "):])
+            before = release_key(bound[len("before ") :])
         elif bound != ANY_RELEASE:
             return False
     return any((after is None or t > after) and (before is None or t < before) for t in truths)
@@ -90,14 +90,14 @@ class Run:
     release: str
     broker: str
     pin: str | None
-    pairs: frozenset[Pair]          # every (API, version) any of its clients used
-    openings: frozenset[tuple[Pair, ...]]   # the first requests of each of its clients, in order
-    default_ids: tuple[str, ...]    # the client.ids the library chose when given none
-    software: tuple[tuple[str, str], ...]   # KIP-511 (name, version) it announced
-    handshakes: frozenset[int | None] = frozenset()   # its clients' most ApiVersions requests on one connection
-    works: bool = True              # every step of the scripted run succeeded
+    pairs: frozenset[Pair]  # every (API, version) any of its clients used
+    openings: frozenset[tuple[Pair, ...]]  # the first requests of each of its clients, in order
+    default_ids: tuple[str, ...]  # the client.ids the library chose when given none
+    software: tuple[tuple[str, str], ...]  # KIP-511 (name, version) it announced
+    handshakes: frozenset[int | None] = frozenset()  # its clients' most ApiVersions requests on one connection
+    works: bool = True  # every step of the scripted run succeeded
     refused: tuple[Pair, ...] = ()  # requests the broker closed the connection on without an answer
-    failure: str = ""               # the first failing step and what the client said
+    failure: str = ""  # the first failing step and what the client said
     # each of its clients' requests in order, whole, with its most ApiVersions requests on one connection
     clients: frozenset[tuple[tuple[Pair, ...], int | None]] = frozenset()
 
@@ -116,14 +116,14 @@ class Verdict:
     """What the fingerprint says about one client."""
 
     library: str | None
-    releases: tuple[str, ...]       # the recorded releases it may be (or lies between), oldest first
-    confidence: str | None          # high / medium / low, or KIP-511 when the client named itself
-    versions: str | None = None     # the version text shown (a range, or the KIP-511 version)
-    mismatch: str | None = None     # the wire rules the KIP-511 name out: how
-    pinned: bool = False            # only runs with the library's version setting sent these pairs
-    evidence: str | None = None     # why: what fits, what else fits, the nearest match of unknown software
-    runs: tuple[Run, ...] = ()      # the recorded runs the verdict rests on
-    alternatives: tuple[str, ...] = ()   # other libraries the same evidence fits as well (a low verdict)
+    releases: tuple[str, ...]  # the recorded releases it may be (or lies between), oldest first
+    confidence: str | None  # high / medium / low, or KIP-511 when the client named itself
+    versions: str | None = None  # the version text shown (a range, or the KIP-511 version)
+    mismatch: str | None = None  # the wire rules the KIP-511 name out: how
+    pinned: bool = False  # only runs with the library's version setting sent these pairs
+    evidence: str | None = None  # why: what fits, what else fits, the nearest match of unknown software
+    runs: tuple[Run, ...] = ()  # the recorded runs the verdict rests on
+    alternatives: tuple[str, ...] = ()  # other libraries the same evidence fits as well (a low verdict)
 
     @property
     def range_text(self) -> str | None:
@@ -146,15 +146,27 @@ def runs_of(recorded: Iterable[tuple]) -> list[Run]:
     """The table's runs from the rows of :data:`kproto.analyze.client_recordings.RUNS`."""
     runs = []
     for library, release, pin, broker, works, steps, _log, refused, _cut, _errors, clients in recorded:
-        failing = [(step, outcome[len("FAILED "):]) for step, outcome in steps.items() if outcome != "ok"]
-        runs.append(Run(
-            library, release, broker, pin,
-            frozenset(tuple(p) for _id, order, _sw, _h in clients for p in order),
-            frozenset(tuple(tuple(p) for p in order[:OPENING]) for _id, order, _sw, _h in clients if order),
-            tuple(sorted({cid for cid, *_ in clients if not (cid or "").startswith(DRIVER_ID_PREFIX)},
-                         key=lambda cid: (cid is not None, cid or ""))),
-            tuple(sorted({tuple(sw) for _id, _o, sw, _h in clients if sw})),
-            frozenset(h for *_rest, h in clients), works, tuple(tuple(p) for p in refused),
-            f"{failing[0][0]}: {failing[0][1][:120]}" if failing else "",
-            frozenset((tuple(tuple(p) for p in order), h) for _id, order, _sw, h in clients if order)))
+        failing = [(step, outcome[len("FAILED ") :]) for step, outcome in steps.items() if outcome != "ok"]
+        runs.append(
+            Run(
+                library,
+                release,
+                broker,
+                pin,
+                frozenset(tuple(p) for _id, order, _sw, _h in clients for p in order),
+                frozenset(tuple(tuple(p) for p in order[:OPENING]) for _id, order, _sw, _h in clients if order),
+                tuple(
+                    sorted(
+                        {cid for cid, *_ in clients if not (cid or "").startswith(DRIVER_ID_PREFIX)},
+                        key=lambda cid: (cid is not None, cid or ""),
+                    )
+                ),
+                tuple(sorted({tuple(sw) for _id, _o, sw, _h in clients if sw})),
+                frozenset(h for *_rest, h in clients),
+                works,
+                tuple(tuple(p) for p in refused),
+                f"{failing[0][0]}: {failing[0][1][:120]}" if failing else "",
+                frozenset((tuple(tuple(p) for p in order), h) for _id, order, _sw, h in clients if order),
+            )
+        )
     return runs

@@ -45,14 +45,23 @@ def evaluate(clients: Iterable[tuple], fingerprints: Table | None = None, *, kip
         sure_and_wrong += verdict.confidence == HIGH and predicted != truth
         if not in_range:
             wrong.append((truth, release, broker, client_id, predicted, verdict.range_text, verdict.confidence))
-    return {"clients": total, "right_library": right_library, "right_range": right_range,
-            "wrong_library_high": sure_and_wrong, "confusion": confusion, "wrong": wrong}
+    return {
+        "clients": total,
+        "right_library": right_library,
+        "right_range": right_range,
+        "wrong_library_high": sure_and_wrong,
+        "confusion": confusion,
+        "wrong": wrong,
+    }
 
 
 def recorded_clients(runs: Iterable[tuple]) -> list[tuple]:
     """Every client of :data:`kproto.analyze.client_recordings.RUNS` as an :func:`evaluate` row."""
-    return [(library, release, broker if pin is None else f"{broker} pin {pin}", *client)
-            for library, release, pin, broker, *_rest, clients in runs for client in clients]
+    return [
+        (library, release, broker if pin is None else f"{broker} pin {pin}", *client)
+        for library, release, pin, broker, *_rest, clients in runs
+        for client in clients
+    ]
 
 
 def leave_one_out(recorded: Sequence[tuple], by: str = "release", *, kip511: bool = False) -> dict:
@@ -61,8 +70,7 @@ def leave_one_out(recorded: Sequence[tuple], by: str = "release", *, kip511: boo
     groups: dict[tuple, list[tuple]] = {}
     for run in recorded:
         groups.setdefault(run[:2] if by == "release" else run[:1], []).append(run)
-    result = {"clients": 0, "right_library": 0, "right_range": 0, "wrong_library_high": 0, "unknown": 0,
-              "wrong": []}
+    result = {"clients": 0, "right_library": 0, "right_range": 0, "wrong_library_high": 0, "unknown": 0, "wrong": []}
     for key, held_out in groups.items():
         rest = [run for run in recorded if (run[:2] if by == "release" else run[:1]) != key]
         scored = evaluate(recorded_clients(held_out), Table(runs_of(rest)), kip511=kip511)
@@ -78,10 +86,11 @@ def confusion_markdown(result: dict) -> str:
     named = sorted({p for row in result["confusion"].values() for p in row})
     lines = ["| true \\ named | " + " | ".join(named) + " |", "|---" * (len(named) + 1) + "|"]
     for library in sorted(result["confusion"]):
-        lines.append(f"| {library} | " + " | ".join(str(result["confusion"][library].get(p, 0)) for p in named)
-                     + " |")
+        lines.append(f"| {library} | " + " | ".join(str(result["confusion"][library].get(p, 0)) for p in named) + " |")
     total = result["clients"]
     lines.append("")
-    lines.append(f"Right library: {result['right_library']} of {total}; right version range: "
-                 f"{result['right_range']} of {total} ({100 * result['right_range'] / max(total, 1):.1f} %).")
+    lines.append(
+        f"Right library: {result['right_library']} of {total}; right version range: "
+        f"{result['right_range']} of {total} ({100 * result['right_range'] / max(total, 1):.1f} %)."
+    )
     return "\n".join(lines) + "\n"

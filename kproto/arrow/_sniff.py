@@ -10,7 +10,7 @@ PARQUET_MAGIC = b"PAR1"
 
 
 def input_format(head: bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> str | None:
-    """"pcap", "pcapng", "parquet", "frames" (size-prefixed frames), "empty", or None (none of
+    """ "pcap", "pcapng", "parquet", "frames" (size-prefixed frames), "empty", or None (none of
     these) for an input's first 4 bytes (fewer when the input is shorter)."""
     if not head:
         return "empty"

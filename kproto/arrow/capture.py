@@ -37,8 +37,8 @@ import io
 import mmap
 import os
 import sys
-from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 from collections.abc import Generator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from kproto import _impl
 from kproto._common.capture import CONNECTION_COLUMNS, DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS
@@ -46,7 +46,7 @@ from kproto._common.capture_engine import CaptureEngine
 from kproto.errors import CorruptCaptureError
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE as _DEFAULT_MAX_FRAME_SIZE
 
-if TYPE_CHECKING:   # the public functions' types, for mypy --strict in user programs
+if TYPE_CHECKING:  # the public functions' types, for mypy --strict in user programs
     import pyarrow as pa
 
 __all__ = [
@@ -83,7 +83,6 @@ DEFAULT_BROKER_PORTS = (9092,)
 _UNDEFINED_KEY_MAX_VERSION = 10
 _CHUNK = 4 * 1024 * 1024
 _WINDOW = 16 * 1024 * 1024  # bytes of a file mapped at once
-
 
 
 class Chunks:
@@ -138,16 +137,26 @@ def _pa():
         import pyarrow
     except ImportError as exc:
         from kproto._extras import install_hint
-        raise ImportError(f"kproto.arrow.capture needs numpy and pyarrow ({exc.name} is missing): "
-                          f"{install_hint('arrow')}", name=exc.name) from exc
+
+        raise ImportError(
+            f"kproto.arrow.capture needs numpy and pyarrow ({exc.name} is missing): {install_hint('arrow')}",
+            name=exc.name,
+        ) from exc
     return pyarrow
 
 
 @functools.lru_cache(maxsize=1)
 def frame_schema() -> pa.Schema:
     pa = _pa()
-    types = {"connection_id": pa.int64(), "direction": pa.int8(), "sequence": pa.int64(),
-             "ts_first_ns": pa.int64(), "ts_last_ns": pa.int64(), "size": pa.int32(), "payload": pa.binary()}
+    types = {
+        "connection_id": pa.int64(),
+        "direction": pa.int8(),
+        "sequence": pa.int64(),
+        "ts_first_ns": pa.int64(),
+        "ts_last_ns": pa.int64(),
+        "size": pa.int32(),
+        "payload": pa.binary(),
+    }
     return pa.schema([("capture", pa.string())] + [(name, types[name]) for name in FRAME_COLUMNS])
 
 
@@ -223,26 +232,43 @@ class CaptureReader:
         implementation: "c", "py" or None (the active one).
     """
 
-    def __init__(self, source: Source, *, name: str | None = None,
-                 broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS, kafka_ports: Iterable[int] = (),
-                 max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE, max_pending_bytes: int = 8 * 1024 * 1024,
-                 max_connections: int = 65536, batch_frames: int = 65536, batch_bytes: int = 64 * 1024 * 1024,
-                 on_error: str = "raise", implementation: str | None = None) -> None:
+    def __init__(
+        self,
+        source: Source,
+        *,
+        name: str | None = None,
+        broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
+        kafka_ports: Iterable[int] = (),
+        max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
+        max_pending_bytes: int = 8 * 1024 * 1024,
+        max_connections: int = 65536,
+        batch_frames: int = 65536,
+        batch_bytes: int = 64 * 1024 * 1024,
+        on_error: str = "raise",
+        implementation: str | None = None,
+    ) -> None:
         if on_error not in ("raise", "keep"):
             raise ValueError(f"on_error must be 'raise' or 'keep', not {on_error!r}")
         self.source = source
         self.on_error = on_error
         if name is None:
-            name = "<stdin>" if source == "-" else (
-                os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<memory>")
+            name = (
+                "<stdin>"
+                if source == "-"
+                else (os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<memory>")
+            )
         self.name = name
-        _pa()   # a clear error naming the extra, before the engine's own imports fail
+        _pa()  # a clear error naming the extra, before the engine's own imports fail
         module = _impl.load("capture", implementation)
         self._engine: CaptureEngine = module.Engine(
-            request_versions(), broker_ports=tuple(broker_ports), kafka_ports=tuple(kafka_ports),
+            request_versions(),
+            broker_ports=tuple(broker_ports),
+            kafka_ports=tuple(kafka_ports),
             max_frame_size=max_frame_size,
-            max_pending_bytes=max_pending_bytes, max_connections=max_connections,
-            batch_frames=batch_frames, batch_bytes=batch_bytes,
+            max_pending_bytes=max_pending_bytes,
+            max_connections=max_connections,
+            batch_frames=batch_frames,
+            batch_bytes=batch_bytes,
         )
         self._connections: list = []
         self._endpoints: dict[int, dict] = {}
@@ -294,7 +320,7 @@ class CaptureReader:
                 if hasattr(mapped, "madvise"):
                     mapped.madvise(mmap.MADV_SEQUENTIAL)
                 view = memoryview(mapped)
-                part = view[pos - base:]
+                part = view[pos - base :]
                 try:
                     used = engine.feed(part)
                 finally:
@@ -306,8 +332,8 @@ class CaptureReader:
                 yield batch
             if not used and not engine.batch_ready():
                 if base + length >= size:
-                    break       # an incomplete record at the end
-                window *= 2     # a record larger than the window
+                    break  # an incomplete record at the end
+                window *= 2  # a record larger than the window
         engine.finish(size - pos)
         yield from self._tail()
 
@@ -324,7 +350,7 @@ class CaptureReader:
             if batch is not None:
                 yield batch
             if not used and not engine.batch_ready():
-                return pos      # the rest is a record cut short (or nothing)
+                return pos  # the rest is a record cut short (or nothing)
 
     def _from_buffer(self, view: memoryview) -> Iterator:
         self._input_bytes = len(view)
@@ -333,7 +359,7 @@ class CaptureReader:
         yield from self._tail()
 
     def _from_chunks(self, pieces: Iterable) -> Iterator:
-        carried = b""       # the start of a record cut by the end of the previous piece
+        carried = b""  # the start of a record cut by the end of the previous piece
         for piece in pieces:
             view = memoryview(bytes(carried) + bytes(piece)) if carried else memoryview(piece).cast("B")
             self._input_bytes += len(view) - len(carried)
@@ -389,7 +415,8 @@ class CaptureReader:
         pa = _pa()
         n = len(columns["size"])
         payload = pa.Array.from_buffers(
-            pa.binary(), n, [None, pa.py_buffer(columns["payload_offsets"]), pa.py_buffer(columns["payload_data"])])
+            pa.binary(), n, [None, pa.py_buffer(columns["payload_offsets"]), pa.py_buffer(columns["payload_data"])]
+        )
         return pa.RecordBatch.from_arrays(
             [
                 pa.repeat(pa.scalar(self.name, pa.string()), n),
@@ -498,8 +525,13 @@ def read_capture(source: Source, **options) -> Capture:
     return Capture(frames, reader.connections(), reader.counters)
 
 
-def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, *, max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
-                    batch_frames: int = 65536, implementation: str | None = None) -> Iterator:
+def read_frame_file(
+    source: str | os.PathLike | bytes | bytearray | memoryview,
+    *,
+    max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
+    batch_frames: int = 65536,
+    implementation: str | None = None,
+) -> Iterator:
     """Batches (offset, size, payload) of a plain file of concatenated size-prefixed frames.
 
     ``offset`` is the frame's byte offset in the file: where its 4-byte size prefix
@@ -517,6 +549,7 @@ def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, 
     def batches(view: memoryview):
         """Yield batches; return the offset where whole frames end."""
         import numpy as np
+
         pos = 0
         while True:
             part = view[pos:]
@@ -525,11 +558,13 @@ def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, 
             if len(sizes):
                 offsets = np.zeros(len(sizes) + 1, dtype=np.int32)
                 np.cumsum(sizes, out=offsets[1:])
-                payload = pa.Array.from_buffers(pa.binary(), len(sizes),
-                                                [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+                payload = pa.Array.from_buffers(
+                    pa.binary(), len(sizes), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+                )
                 # scan_frames gives where payloads start; a frame starts 4 bytes earlier, at its size.
-                yield pa.RecordBatch.from_arrays([pa.array(starts + (pos - 4)), pa.array(sizes), payload],
-                                                 schema=schema)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(starts + (pos - 4)), pa.array(sizes), payload], schema=schema
+                )
             pos += used
             if error is not None:
                 raise FrameTooLargeError(error, pos)
@@ -554,4 +589,3 @@ def read_frame_file(source: str | os.PathLike | bytes | bytearray | memoryview, 
                     raise TruncatedError(f"incomplete frame: {len(view) - end} bytes left", end)
             finally:
                 view.release()
-

@@ -58,7 +58,7 @@ def redact_body(api_key: int | None, body: str | None) -> str | None:
     try:
         parsed = json.loads(body)
     except ValueError:
-        return None     # not JSON: nothing of it may go out
+        return None  # not JSON: nothing of it may go out
     return json.dumps(_walk(parsed, names), separators=(",", ":"), ensure_ascii=False)
 
 
@@ -68,8 +68,11 @@ def redact_bodies(api_keys: Any, bodies: Any) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    keys = api_keys.fill_null(-1).to_numpy(zero_copy_only=False) if isinstance(
-        api_keys, (pa.Array, pa.ChunkedArray)) else np.asarray(api_keys)
+    keys = (
+        api_keys.fill_null(-1).to_numpy(zero_copy_only=False)
+        if isinstance(api_keys, (pa.Array, pa.ChunkedArray))
+        else np.asarray(api_keys)
+    )
     rows = np.flatnonzero(np.isin(keys, list(CREDENTIAL_FIELDS)))
     if not len(rows):
         return bodies

@@ -36,10 +36,28 @@ from kproto.limits import DEFAULT_MAX_FRAME_SIZE
 if TYPE_CHECKING:
     from kproto.messages import ProduceRequest
 
-__all__ = ["PairStatus", "EXCHANGE_FIELDS", "exchanges_schema", "pair_schema", "pair", "pair_rows",
-           "occurrence_rank", "pair_status", "status_names", "acks_zero", "OpenRequests", "Heads", "Pairing",
-           "frame_heads", "pair_heads", "unanswered_produce", "exchanges_table", "resolve_topic_ids", "name_topics",
-           "MAX_OPEN_REQUESTS"]
+__all__ = [
+    "PairStatus",
+    "EXCHANGE_FIELDS",
+    "exchanges_schema",
+    "pair_schema",
+    "pair",
+    "pair_rows",
+    "occurrence_rank",
+    "pair_status",
+    "status_names",
+    "acks_zero",
+    "OpenRequests",
+    "Heads",
+    "Pairing",
+    "frame_heads",
+    "pair_heads",
+    "unanswered_produce",
+    "exchanges_table",
+    "resolve_topic_ids",
+    "name_topics",
+    "MAX_OPEN_REQUESTS",
+]
 
 REQUEST, RESPONSE = kb.REQUEST, kb.RESPONSE
 #: Produce: the one API whose requests may expect no response (acks=0).
@@ -85,12 +103,28 @@ EXCHANGE_FIELDS: tuple[pa.Field, ...] = (
 )
 _FIELD = {f.name: f for f in EXCHANGE_FIELDS}
 #: The batch API's columns (:func:`pair`): the frames' rows, no analysis.
-PAIR_COLUMNS = ("capture", "connection_id", "correlation_id", "api_key", "api_version", "client_id",
-                "pair_status", "request_row", "response_row", "request_sequence", "response_sequence",
-                "request_ts_ns", "response_ts_ns", "latency_ns", "request_status", "response_status")
+PAIR_COLUMNS = (
+    "capture",
+    "connection_id",
+    "correlation_id",
+    "api_key",
+    "api_version",
+    "client_id",
+    "pair_status",
+    "request_row",
+    "response_row",
+    "request_sequence",
+    "response_sequence",
+    "request_ts_ns",
+    "response_ts_ns",
+    "latency_ns",
+    "request_status",
+    "response_status",
+)
 #: The analysis' ``exchanges`` table: no frame rows (a task's rows mean nothing in the output), no bodies.
-TABLE_COLUMNS = tuple(f.name for f in EXCHANGE_FIELDS
-                      if f.name not in {"request_row", "response_row", "request_body", "response_body"})
+TABLE_COLUMNS = tuple(
+    f.name for f in EXCHANGE_FIELDS if f.name not in {"request_row", "response_row", "request_body", "response_body"}
+)
 BODY_COLUMNS = ("request_body", "response_body")
 
 
@@ -135,9 +169,14 @@ def occurrence_rank(*keys: np.ndarray, order_by: np.ndarray) -> np.ndarray:
     return rank
 
 
-def pair_rows(capture_codes: np.ndarray, connection_ids: np.ndarray, directions: np.ndarray,
-              correlation_ids: np.ndarray, correlation_valid: np.ndarray,
-              sequences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pair_rows(
+    capture_codes: np.ndarray,
+    connection_ids: np.ndarray,
+    directions: np.ndarray,
+    correlation_ids: np.ndarray,
+    correlation_valid: np.ndarray,
+    sequences: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """kproto's pairing rule, on rows of frames (every argument: one value per row).
 
     Per (capture, connection, correlation id), the n-th request pairs with the
@@ -154,26 +193,27 @@ def pair_rows(capture_codes: np.ndarray, connection_ids: np.ndarray, directions:
     if not len(rows):
         return rows, rows
     is_request = directions == REQUEST
-    key = np.where(correlation_valid, correlation_ids.astype(np.int64),
-                   np.where(is_request, -(2**40), -(2**41)) - rows)
+    key = np.where(correlation_valid, correlation_ids.astype(np.int64), np.where(is_request, -(2**40), -(2**41)) - rows)
     rank = occurrence_rank(capture_codes, connection_ids, directions.astype(np.int64), key, order_by=sequences)
     req, resp = np.flatnonzero(is_request), np.flatnonzero(directions == RESPONSE)
-    left = pa.table({"k0": capture_codes[req], "k1": connection_ids[req], "k2": key[req], "k3": rank[req],
-                     "req": req})
-    right = pa.table({"k0": capture_codes[resp], "k1": connection_ids[resp], "k2": key[resp], "k3": rank[resp],
-                      "resp": resp})
+    left = pa.table({"k0": capture_codes[req], "k1": connection_ids[req], "k2": key[req], "k3": rank[req], "req": req})
+    right = pa.table(
+        {"k0": capture_codes[resp], "k1": connection_ids[resp], "k2": key[resp], "k3": rank[resp], "resp": resp}
+    )
     joined = left.join(right, ["k0", "k1", "k2", "k3"], join_type="full outer")
-    return (joined["req"].fill_null(-1).to_numpy().astype(np.int64),
-            joined["resp"].fill_null(-1).to_numpy().astype(np.int64))
+    return (
+        joined["req"].fill_null(-1).to_numpy().astype(np.int64),
+        joined["resp"].fill_null(-1).to_numpy().astype(np.int64),
+    )
 
 
 def acks_zero(payload: bytes) -> bool:
     """Whether a Produce request asks for no response (acks=0)."""
-    from kproto import api   # the object codec, needed only for the few unanswered Produce requests
+    from kproto import api  # the object codec, needed only for the few unanswered Produce requests
 
     try:
         return cast("ProduceRequest", api.decode_request(payload).body).acks == 0
-    except Exception:   # an undecodable request: it stays an unpaired request
+    except Exception:  # an undecodable request: it stays an unpaired request
         return False
 
 
@@ -193,16 +233,16 @@ def pair_status(req: np.ndarray, resp: np.ndarray, no_response_expected: np.ndar
 class Heads:
     """What the header pass gives, one value per frame: enough to pair the frames and build the exchanges."""
 
-    capture: pa.Array             # the capture's name ("" for none)
-    capture_codes: np.ndarray     # its code, for sorting and pairing
+    capture: pa.Array  # the capture's name ("" for none)
+    capture_codes: np.ndarray  # its code, for sorting and pairing
     connection: np.ndarray
-    directions: np.ndarray        # int8
+    directions: np.ndarray  # int8
     sequence: np.ndarray
-    corr: np.ndarray              # correlation id (0 where unread)
+    corr: np.ndarray  # correlation id (0 where unread)
     corr_valid: np.ndarray
-    keys: np.ndarray              # requests' API key and version (-1: none)
+    keys: np.ndarray  # requests' API key and version (-1: none)
     versions: np.ndarray
-    ts_first: pa.Array | None     # None: the frames have no timestamps
+    ts_first: pa.Array | None  # None: the frames have no timestamps
     ts_last: pa.Array | None
     sizes: np.ndarray | None
 
@@ -217,7 +257,8 @@ def frame_heads(frames: pa.Table, headers: pa.Table | pa.RecordBatch) -> Heads:
     headers = headers.combine_chunks() if isinstance(headers, pa.Table) else headers
     capture = kb.one_array(frames["capture"].cast(pa.string()).fill_null(""))
     return Heads(
-        capture=capture, capture_codes=_capture_codes(capture),
+        capture=capture,
+        capture_codes=_capture_codes(capture),
         connection=frames["connection_id"].to_numpy().astype(np.int64),
         directions=frames["direction"].fill_null(0).to_numpy().astype(np.int8),
         sequence=frames["sequence"].to_numpy().astype(np.int64),
@@ -225,17 +266,19 @@ def frame_heads(frames: pa.Table, headers: pa.Table | pa.RecordBatch) -> Heads:
         corr_valid=headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False),
         keys=headers["api_key"].fill_null(-1).to_numpy().astype(np.int16),
         versions=headers["api_version"].fill_null(-1).to_numpy().astype(np.int16),
-        ts_first=kb.one_array(frames["ts_first_ns"]), ts_last=kb.one_array(frames["ts_last_ns"]),
-        sizes=frames["size"].to_numpy().astype(np.int32))
+        ts_first=kb.one_array(frames["ts_first_ns"]),
+        ts_last=kb.one_array(frames["ts_last_ns"]),
+        sizes=frames["size"].to_numpy().astype(np.int32),
+    )
 
 
 @dataclass
 class Pairing:
     """The exchanges of a set of frames, in order, and what decoding their responses needs."""
 
-    req: np.ndarray               # per exchange: its request's frame row, its response's (-1: none)
+    req: np.ndarray  # per exchange: its request's frame row, its response's (-1: none)
     resp: np.ndarray
-    key_of: np.ndarray            # per frame: a paired response's request API key and version, else -1
+    key_of: np.ndarray  # per frame: a paired response's request API key and version, else -1
     version_of: np.ndarray
 
     @property
@@ -251,8 +294,18 @@ def pair_heads(h: Heads) -> Pairing:
     req, resp = pair_rows(h.capture_codes, h.connection, h.directions, h.corr, h.corr_valid, h.sequence)
     has_req, has_resp = req >= 0, resp >= 0
     owner_row = np.where(has_req, req, resp)
-    order = np.lexsort((np.where(has_resp, resp, n), np.where(has_req, req, n), h.connection[owner_row],
-                        h.capture_codes[owner_row])) if len(owner_row) else np.zeros(0, np.int64)
+    order = (
+        np.lexsort(
+            (
+                np.where(has_resp, resp, n),
+                np.where(has_req, req, n),
+                h.connection[owner_row],
+                h.capture_codes[owner_row],
+            )
+        )
+        if len(owner_row)
+        else np.zeros(0, np.int64)
+    )
     req, resp = req[order], resp[order]
     both = (req >= 0) & (resp >= 0)
     key_of = np.full(n, -1, np.int16)
@@ -308,30 +361,18 @@ def _times(h: Heads, req: np.ndarray, resp: np.ndarray) -> dict[str, pa.Array]:
     last = (h.ts_last.fill_null(0) if h.ts_last.null_count else h.ts_last).to_numpy().astype(np.int64)
     request_ts = first[req_rows] if n else np.zeros(m, np.int64)
     response_ts = last[resp_rows] if n else np.zeros(m, np.int64)
-    return {"request_ts_ns": pa.array(request_ts, pa.int64(), mask=~req_valid),
-            "response_ts_ns": pa.array(response_ts, pa.int64(), mask=~resp_valid),
-            "latency_ns": pa.array(response_ts - request_ts, pa.int64(), mask=~(req_valid & resp_valid))}
+    return {
+        "request_ts_ns": pa.array(request_ts, pa.int64(), mask=~req_valid),
+        "response_ts_ns": pa.array(response_ts, pa.int64(), mask=~resp_valid),
+        "latency_ns": pa.array(response_ts - request_ts, pa.int64(), mask=~(req_valid & resp_valid)),
+    }
 
 
-def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
-         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
-    """Pair requests with their responses: one row per request, plus one per orphan response.
-
-    ``frames`` has the shape of ``kproto.arrow.capture`` output: ``connection_id``,
-    ``direction`` (0 request, 1 response), ``sequence`` (order within connection
-    and direction), ``payload`` (frame without size prefix) and optionally
-    ``capture``, ``ts_first_ns``, ``ts_last_ns``. Requests and responses pair by
-    (capture, connection, correlation id), the n-th request with a correlation id
-    to the n-th response with it, in sequence order (Kafka answers in order).
-    Responses are decoded with their request's api_key and version.
-
-    ``latency_ns`` = response ``ts_last_ns`` - request ``ts_first_ns`` (first
-    byte out to last byte back), null without timestamps. ``pair_status``: see
-    :class:`PairStatus`; a Produce with acks=0 is ``NO_RESPONSE_EXPECTED``.
-    ``body="json"`` adds the decoded request and response bodies.
-    """
-    table = pa.Table.from_batches([frames]) if isinstance(frames, pa.RecordBatch) else frames
-    table = table.combine_chunks()
+def _pair_heads_of(
+    table: pa.Table, body: str | None, max_frame_size: int
+) -> tuple[Heads, pa.Array, pa.Table, pa.Table, np.ndarray, np.ndarray]:
+    """:func:`pair`'s header pass: the frames' heads, their payloads, the decoded requests (bodies
+    as asked) and response headers, and the request and response frame rows."""
     names = set(table.column_names)
     for required in ("connection_id", "direction", "sequence", "payload"):
         if required not in names:
@@ -351,8 +392,9 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
     resp_rows = np.flatnonzero(direction == RESPONSE)
     # Ids as text: the output's client_id is a string column, and a dictionary costs a
     # table lookup a frame that grows with the capture's distinct ids.
-    requests = kb.decode_frames(payload.take(pa.array(req_rows)), body=body, max_frame_size=max_frame_size,
-                                client_ids="string")
+    requests = kb.decode_frames(
+        payload.take(pa.array(req_rows)), body=body, max_frame_size=max_frame_size, client_ids="string"
+    )
     # A response's correlation id is its first 4 bytes, whatever the API.
     resp_headers = kb.decode_frames(payload.take(pa.array(resp_rows)), directions=RESPONSE)
     corr = np.zeros(rows, np.int64)
@@ -364,10 +406,46 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
         corr_valid[side] = decoded["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
     keys[req_rows] = requests["api_key"].fill_null(-1).to_numpy().astype(np.int16)
     versions[req_rows] = requests["api_version"].fill_null(-1).to_numpy().astype(np.int16)
-    heads = Heads(capture, capture_codes, table["connection_id"].to_numpy().astype(np.int64), direction,
-                  table["sequence"].to_numpy().astype(np.int64), corr, corr_valid, keys, versions,
-                  kb.one_array(table["ts_first_ns"]) if has_ts else None,
-                  kb.one_array(table["ts_last_ns"]) if has_ts else None, None)
+    heads = Heads(
+        capture,
+        capture_codes,
+        table["connection_id"].to_numpy().astype(np.int64),
+        direction,
+        table["sequence"].to_numpy().astype(np.int64),
+        corr,
+        corr_valid,
+        keys,
+        versions,
+        kb.one_array(table["ts_first_ns"]) if has_ts else None,
+        kb.one_array(table["ts_last_ns"]) if has_ts else None,
+        None,
+    )
+    return heads, payload, requests, resp_headers, req_rows, resp_rows
+
+
+def pair(
+    frames: pa.Table | pa.RecordBatch, *, body: str | None = None, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+) -> pa.Table:
+    """Pair requests with their responses: one row per request, plus one per orphan response.
+
+    ``frames`` has the shape of ``kproto.arrow.capture`` output: ``connection_id``,
+    ``direction`` (0 request, 1 response), ``sequence`` (order within connection
+    and direction), ``payload`` (frame without size prefix) and optionally
+    ``capture``, ``ts_first_ns``, ``ts_last_ns``. Requests and responses pair by
+    (capture, connection, correlation id), the n-th request with a correlation id
+    to the n-th response with it, in sequence order (Kafka answers in order).
+    Responses are decoded with their request's api_key and version.
+
+    ``latency_ns`` = response ``ts_last_ns`` - request ``ts_first_ns`` (first
+    byte out to last byte back), null without timestamps. ``pair_status``: see
+    :class:`PairStatus`; a Produce with acks=0 is ``NO_RESPONSE_EXPECTED``.
+    ``body="json"`` adds the decoded request and response bodies.
+    """
+    table = pa.Table.from_batches([frames]) if isinstance(frames, pa.RecordBatch) else frames
+    table = table.combine_chunks()
+    rows = table.num_rows
+    heads, payload, requests, resp_headers, req_rows, resp_rows = _pair_heads_of(table, body, max_frame_size)
+    capture = heads.capture
     p = pair_heads(heads)
     req, resp = p.req, p.resp
     has_req, has_resp = req >= 0, resp >= 0
@@ -375,8 +453,10 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
     # Each frame's row among the requests, or among the responses.
     position = np.zeros(rows, np.int64)
     position[req_rows], position[resp_rows] = np.arange(len(req_rows)), np.arange(len(resp_rows))
-    req_i, resp_i = position[np.where(has_req, req, 0)] if rows else req, \
-        position[np.where(has_resp, resp, 0)] if rows else resp
+    req_i, resp_i = (
+        position[np.where(has_req, req, 0)] if rows else req,
+        position[np.where(has_resp, resp, 0)] if rows else resp,
+    )
 
     api_key = _picked(requests["api_key"], req_i, has_req)
     api_version = _picked(requests["api_version"], req_i, has_req)
@@ -384,8 +464,12 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
     answered = has_req & has_resp
     responses = kb.decode_frames(
         payload.take(pa.array(resp[answered])) if answered.any() else pa.array([], pa.binary()),
-        directions=RESPONSE, request_api_keys=p.key_of[resp[answered]],
-        request_api_versions=p.version_of[resp[answered]], body=body, max_frame_size=max_frame_size)
+        directions=RESPONSE,
+        request_api_keys=p.key_of[resp[answered]],
+        request_api_versions=p.version_of[resp[answered]],
+        body=body,
+        max_frame_size=max_frame_size,
+    )
     no_response = acks_zero_frames(payload, unanswered_produce(heads, p))
     status = pair_status(req, resp, no_response[np.where(has_req, req, 0)] if rows else has_req)
     # A response's status: decoded with its request's API, or alone (NO_REQUEST_INFO and the like).
@@ -396,8 +480,9 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
     columns = {
         "capture": capture.take(pa.array(owner)) if rows else pa.array([], pa.string()),
         "connection_id": pa.array(heads.connection[owner] if rows else np.zeros(0, np.int64)),
-        "correlation_id": _masked(corr, owner, corr_valid[owner] if rows else has_req, pa.int32()),
-        "api_key": api_key, "api_version": api_version,
+        "correlation_id": _masked(heads.corr, owner, heads.corr_valid[owner] if rows else has_req, pa.int32()),
+        "api_key": api_key,
+        "api_version": api_version,
         "client_id": _picked(requests["client_id"], req_i, has_req),
         "pair_status": pa.array(status),
         "request_row": pa.array(np.where(has_req, req, 0), pa.int64(), mask=~has_req),
@@ -409,7 +494,7 @@ def pair(frames: pa.Table | pa.RecordBatch, *, body: str | None = None,
         "response_status": pa.array(response_status, mask=~has_resp),
     }
     if body == "json":
-        answered_row = np.cumsum(answered) - 1   # row of `responses` for each answered exchange
+        answered_row = np.cumsum(answered) - 1  # row of `responses` for each answered exchange
         columns["request_body"] = _picked(requests["body"], req_i, has_req)
         columns["response_body"] = _picked(responses["body"], answered_row, answered)
     return pa.table(columns, schema=pair_schema(body))
@@ -425,8 +510,14 @@ def error_names(codes: pa.Array) -> pa.Array:
     return pa.array(list(names.values()), pa.string()).take(index)
 
 
-def exchanges_table(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, partition_frame: np.ndarray,
-                    topic_names: pa.Table | None = None) -> pa.Table:
+def exchanges_table(
+    h: Heads,
+    p: Pairing,
+    facts: pa.Table,
+    parts: pa.Table,
+    partition_frame: np.ndarray,
+    topic_names: pa.Table | None = None,
+) -> pa.Table:
     """The analysis' ``exchanges`` table of paired frames.
 
     ``facts``: what each frame's exchange takes from it once decoded (status, client_id,
@@ -455,7 +546,8 @@ def exchanges_table(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, part
         "api_key": _masked(h.keys, req, has_req, pa.int16()),
         "api_version": _masked(h.versions, req, has_req, pa.int16()),
         "client_id": fact["client_id"].take(req_index).cast(pa.string()),
-        "pair_status": pa.array(status), "pair_status_name": status_names(pa.array(status), PairStatus),
+        "pair_status": pa.array(status),
+        "pair_status_name": status_names(pa.array(status), PairStatus),
         "request_sequence": _masked(h.sequence, req, has_req, pa.int64()),
         "response_sequence": _masked(h.sequence, resp, has_resp, pa.int64()),
         **_times(h, req, resp),
@@ -463,11 +555,20 @@ def exchanges_table(h: Heads, p: Pairing, facts: pa.Table, parts: pa.Table, part
         "response_status": _masked(frame_status, resp, has_resp, pa.int16()),
         "request_size": _masked(h.sizes, req, has_req, pa.int32()),
         "response_size": _masked(h.sizes, resp, has_resp, pa.int32()),
-        "error_code": error_codes.cast(pa.int16()), "error_name": error_names(error_codes),
-        **{name: fact[name].take(req_index)
-           for name in ("deprecated", "removed_in_4x", "client_software_name", "client_software_version",
-                        "software_problems")},
-        "topic": topic, "topic_id": topic_id,
+        "error_code": error_codes.cast(pa.int16()),
+        "error_name": error_names(error_codes),
+        **{
+            name: fact[name].take(req_index)
+            for name in (
+                "deprecated",
+                "removed_in_4x",
+                "client_software_name",
+                "client_software_version",
+                "software_problems",
+            )
+        },
+        "topic": topic,
+        "topic_id": topic_id,
     }
     return pa.table(columns, schema=exchanges_schema())
 
@@ -488,22 +589,32 @@ def resolve_topic_ids(rows: Iterable[dict]) -> tuple[dict[str, str], dict[str, s
     return names, {name: found[0] for name, found in ids.items() if len(found) == 1}
 
 
-def _exchange_topics(parts: pa.Table, partition_frame: np.ndarray, req: np.ndarray, resp: np.ndarray,
-                     n: int, topic_names: pa.Table | None) -> tuple[pa.Array, pa.Array]:
+def _exchange_topics(
+    parts: pa.Table,
+    partition_frame: np.ndarray,
+    req: np.ndarray,
+    resp: np.ndarray,
+    n: int,
+    topic_names: pa.Table | None,
+) -> tuple[pa.Array, pa.Array]:
     """(topic, topic_id) of each exchange whose request and response address exactly one topic,
     else null; a topic addressed by its ID alone is named by ``topic_names`` (resolve_topic_ids)."""
     m = len(req)
     exchange_of = np.full(n, -1, np.int64)
     exchange_of[req[req >= 0]] = np.flatnonzero(req >= 0)
     exchange_of[resp[resp >= 0]] = np.flatnonzero(resp >= 0)
-    addressed = pa.table({"exchange": pa.array(exchange_of[partition_frame], pa.int64()),
-                          "topic": parts["topic"], "topic_id": parts["topic_id"]})
+    addressed = pa.table(
+        {
+            "exchange": pa.array(exchange_of[partition_frame], pa.int64()),
+            "topic": parts["topic"],
+            "topic_id": parts["topic_id"],
+        }
+    )
     distinct = addressed.group_by(["exchange", "topic", "topic_id"]).aggregate([])
-    counts = distinct.group_by("exchange").aggregate([([], "count_all"), ("topic", "min"),
-                                                      ("topic_id", "min")])
+    counts = distinct.group_by("exchange").aggregate([([], "count_all"), ("topic", "min"), ("topic_id", "min")])
     single = counts.filter(pc.equal(counts["count_all"], 1))
     exchange = single["exchange"].to_numpy()
-    in_exchange = exchange >= 0   # a frame in no exchange (no correlation id) addresses nothing here
+    in_exchange = exchange >= 0  # a frame in no exchange (no correlation id) addresses nothing here
     index = np.full(m, -1, np.int64)
     index[exchange[in_exchange]] = np.flatnonzero(in_exchange)
     pick = pa.array(index, mask=index < 0)
@@ -572,8 +683,9 @@ class OpenRequests:
         corr = headers["correlation_id"].fill_null(0).to_numpy().astype(np.int64)
         corr_valid = headers["correlation_id"].is_valid().to_numpy(zero_copy_only=False)
         api_key = np.where(directions == REQUEST, headers["api_key"].fill_null(-1).to_numpy(), -1).astype(np.int16)
-        api_version = np.where(directions == REQUEST, headers["api_version"].fill_null(-1).to_numpy(),
-                               -1).astype(np.int16)
+        api_version = np.where(directions == REQUEST, headers["api_version"].fill_null(-1).to_numpy(), -1).astype(
+            np.int16
+        )
         client_id = np.array(headers["client_id"].to_pylist(), object)
         all_key = np.concatenate([self.api_key, api_key])
         all_version = np.concatenate([self.api_version, api_version])
@@ -582,16 +694,31 @@ class OpenRequests:
         sequence = np.concatenate([self.sequence, frames["sequence"].to_numpy()])
         all_corr = np.concatenate([self.correlation_id, corr])
         all_valid = np.concatenate([np.ones(held, bool), corr_valid])
-        req, resp = pair_rows(np.zeros(held + n, np.int64), connection,
-                              np.concatenate([np.zeros(held, np.int8), directions]), all_corr, all_valid, sequence)
+        req, resp = pair_rows(
+            np.zeros(held + n, np.int64),
+            connection,
+            np.concatenate([np.zeros(held, np.int8), directions]),
+            all_corr,
+            all_valid,
+            sequence,
+        )
         answered = (req >= 0) & (resp >= 0)
         rows = resp[answered] - held
-        api_key[rows], api_version[rows], client_id[rows] = all_key[req[answered]], all_version[req[answered]], \
-            all_client[req[answered]]
+        api_key[rows], api_version[rows], client_id[rows] = (
+            all_key[req[answered]],
+            all_version[req[answered]],
+            all_client[req[answered]],
+        )
         waiting = np.sort(req[(req >= 0) & (resp < 0) & all_valid[np.maximum(req, 0)]])
         payload = frames["payload"]
-        waiting = np.array([i for i in waiting.tolist() if i < held or all_key[i] != _PRODUCE
-                            or not acks_zero(payload[i - held].as_py())], np.int64)[-self.limit:]
+        waiting = np.array(
+            [
+                i
+                for i in waiting.tolist()
+                if i < held or all_key[i] != _PRODUCE or not acks_zero(payload[i - held].as_py())
+            ],
+            np.int64,
+        )[-self.limit :]
         self.connection, self.correlation_id, self.sequence = connection[waiting], all_corr[waiting], sequence[waiting]
         self.api_key, self.api_version, self.client_id = all_key[waiting], all_version[waiting], all_client[waiting]
         return api_key, api_version, client_id

@@ -34,8 +34,11 @@ try:
     import pyarrow as pa
 except ImportError as _missing:
     from kproto._extras import install_hint
-    raise ImportError(f"kproto.arrow.frames needs numpy and pyarrow ({_missing.name} is missing): "
-                      f"{install_hint('arrow')}", name=_missing.name) from _missing
+
+    raise ImportError(
+        f"kproto.arrow.frames needs numpy and pyarrow ({_missing.name} is missing): {install_hint('arrow')}",
+        name=_missing.name,
+    ) from _missing
 
 from kproto import _impl
 from kproto._common.batch import PairStatus, Status
@@ -46,15 +49,23 @@ from kproto.arrow.partitions import partition_schema
 from kproto.arrow.structs import body_type
 from kproto.limits import DEFAULT_MAX_FRAME_SIZE as _DEFAULT_MAX_FRAME_SIZE
 
-if TYPE_CHECKING:   # checked against the compiled module's stub; the twin has the same names
+if TYPE_CHECKING:  # checked against the compiled module's stub; the twin has the same names
     from kproto._c import _batch
 else:
     _batch = _impl.load("batch")
 
 __all__ = [
-    "Status", "PairStatus", "REQUEST", "RESPONSE",
-    "decode_frames", "frame_schema", "trailing_bytes",
-    "body_type", "decode_struct_column", "partitions", "partition_schema",
+    "Status",
+    "PairStatus",
+    "REQUEST",
+    "RESPONSE",
+    "decode_frames",
+    "frame_schema",
+    "trailing_bytes",
+    "body_type",
+    "decode_struct_column",
+    "partitions",
+    "partition_schema",
 ]
 
 # Directions, as the capture engines number them.
@@ -105,7 +116,7 @@ def _per_frame(values: Any, count: int, dtype, name: str, fill: int) -> np.ndarr
     if values is None:
         return None
     if isinstance(values, (int, np.integer)):
-        return None   # one value for all frames: passed as a default
+        return None  # one value for all frames: passed as a default
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if isinstance(values, pa.Array):
@@ -128,8 +139,11 @@ def _binary_input(frames: pa.Array) -> tuple[Any, np.ndarray, np.ndarray | None,
         raise TypeError(f"frames must be binary or large_binary, not {frames.type}")
     count = len(frames)
     validity_buf, offsets_buf, data_buf = frames.buffers()[:3]
-    offsets = np.frombuffer(offsets_buf, dtype=offset_type)[frames.offset:frames.offset + count + 1] \
-        if offsets_buf is not None else np.zeros(count + 1, offset_type)
+    offsets = (
+        np.frombuffer(offsets_buf, dtype=offset_type)[frames.offset : frames.offset + count + 1]
+        if offsets_buf is not None
+        else np.zeros(count + 1, offset_type)
+    )
     valid = None
     if frames.null_count:
         valid = np.ascontiguousarray(frames.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
@@ -140,8 +154,7 @@ def _binary_input(frames: pa.Array) -> tuple[Any, np.ndarray, np.ndarray | None,
 def _array(arrow_type: pa.DataType, count: int, values: np.ndarray, bitmap: np.ndarray | None) -> pa.Array:
     if bitmap is None:
         return pa.Array.from_buffers(arrow_type, count, [None, pa.py_buffer(values)], null_count=0)
-    return pa.Array.from_buffers(arrow_type, count, [pa.py_buffer(bitmap), pa.py_buffer(values)],
-                                 null_count=-1)
+    return pa.Array.from_buffers(arrow_type, count, [pa.py_buffer(bitmap), pa.py_buffer(values)], null_count=-1)
 
 
 def _check_client_ids(client_ids: str) -> None:
@@ -154,12 +167,19 @@ def _client_id_column(count: int, cols: dict, client_ids: str) -> pa.Array:
     Arrow offsets), already checked UTF-8; ``client_ids="dictionary"`` encodes it, the
     dictionary in order of first appearance."""
     present = cols["has_client_id"]
-    offsets = cols["client_id_offsets"]   # int32, None past 2 GiB
+    offsets = cols["client_id_offsets"]  # int32, None past 2 GiB
     if offsets is None:
         raise ValueError("the client ids of one call take over 2 GiB: decode fewer frames at a time")
-    text = pa.Array.from_buffers(pa.string(), count, [None if present is None else pa.py_buffer(present),
-                                                      pa.py_buffer(offsets), pa.py_buffer(cols["client_id_data"])],
-                                 null_count=0 if present is None else -1)
+    text = pa.Array.from_buffers(
+        pa.string(),
+        count,
+        [
+            None if present is None else pa.py_buffer(present),
+            pa.py_buffer(offsets),
+            pa.py_buffer(cols["client_id_data"]),
+        ],
+        null_count=0 if present is None else -1,
+    )
     return text.dictionary_encode() if client_ids == "dictionary" else text
 
 
@@ -214,13 +234,15 @@ def decode_frames(
     if body_fields not in ("all", "version"):
         raise ValueError(f"body_fields must be 'all' or 'version', not {body_fields!r}")
     _check_client_ids(client_ids)
-    data, offsets, cols = _scan(frames, directions, request_api_keys, request_api_versions, max_frame_size,
-                                body_offsets=body == "json")
+    data, offsets, cols = _scan(
+        frames, directions, request_api_keys, request_api_versions, max_frame_size, body_offsets=body == "json"
+    )
     count = cols["count"]
     json_offsets = json_data = None
     if body == "json":
-        json_offsets, json_data = _batch.json_bodies(data, cols, offsets, records == "summary",
-                                                     body_fields == "version")
+        json_offsets, json_data = _batch.json_bodies(
+            data, cols, offsets, records == "summary", body_fields == "version"
+        )
         # Bodies that failed now have an error offset too.
         cols["has_error"] = np.packbits(cols["status"] != Status.OK, bitorder="little")
 
@@ -239,7 +261,7 @@ def decode_frames(
         _bool_array(count, cols["deprecated"]),
         _bool_array(count, cols["removed"]),
     ]
-    if json_offsets is not None and json_data is not None:   # body == "json"
+    if json_offsets is not None and json_data is not None:  # body == "json"
         arrays.append(_json_array(count, cols, json_offsets, json_data))
     metadata = None
     if offsets is None:
@@ -254,17 +276,29 @@ def decode_frames(
     return pa.RecordBatch.from_arrays(arrays, schema=schema_)
 
 
-def _scan(frames: Any, directions: Any, request_api_keys: Any, request_api_versions: Any,
-          max_frame_size: int, body_offsets: bool = True) -> tuple[Any, np.ndarray | None, dict]:
+def _scan(
+    frames: Any,
+    directions: Any,
+    request_api_keys: Any,
+    request_api_versions: Any,
+    max_frame_size: int,
+    body_offsets: bool = True,
+) -> tuple[Any, np.ndarray | None, dict]:
     """The header pass over ``frames``: (data, payload offsets or None, the column dict)."""
     frames = one_array(frames)
     defaults = {}
-    for name, value in (("default_direction", directions), ("default_key", request_api_keys),
-                        ("default_version", request_api_versions)):
+    for name, value in (
+        ("default_direction", directions),
+        ("default_key", request_api_keys),
+        ("default_version", request_api_versions),
+    ):
         if isinstance(value, (int, np.integer)):
             defaults[name] = int(value)
-    per_frame = [v for v in (directions, request_api_keys, request_api_versions)
-                 if v is not None and not isinstance(v, (int, np.integer))]
+    per_frame = [
+        v
+        for v in (directions, request_api_keys, request_api_versions)
+        if v is not None and not isinstance(v, (int, np.integer))
+    ]
     if isinstance(frames, pa.Array):
         data, offsets, valid, count = _binary_input(frames)
     else:
@@ -274,8 +308,9 @@ def _scan(frames: Any, directions: Any, request_api_keys: Any, request_api_versi
     dirs = _per_frame(directions, count, np.int8, "directions", 0)
     keys = _per_frame(request_api_keys, count, np.int16, "request_api_keys", -1)
     versions = _per_frame(request_api_versions, count, np.int16, "request_api_versions", -1)
-    cols = _batch.scan(data, count, offsets, valid, dirs, keys, versions, max_frame_size, **defaults,
-                       body_offsets=body_offsets)
+    cols = _batch.scan(
+        data, count, offsets, valid, dirs, keys, versions, max_frame_size, **defaults, body_offsets=body_offsets
+    )
     return data, offsets, cols
 
 
@@ -283,12 +318,13 @@ def _json_array(count: int, cols: dict, offsets: np.ndarray, data: bytes) -> pa.
     ok = (cols["status"] == Status.OK) & (cols["body_offset"] >= 0)
     validity = pa.py_buffer(np.packbits(ok, bitorder="little"))
     if offsets[-1] <= np.iinfo(np.int32).max:
-        return pa.Array.from_buffers(pa.string(), count,
-                                     [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
-                                     null_count=-1)
-    large = pa.Array.from_buffers(pa.large_string(), count,
-                                  [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=-1)
-    return large   # over 2 GiB of JSON: the column is large_string
+        return pa.Array.from_buffers(
+            pa.string(), count, [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)], null_count=-1
+        )
+    large = pa.Array.from_buffers(
+        pa.large_string(), count, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=-1
+    )
+    return large  # over 2 GiB of JSON: the column is large_string
 
 
 def trailing_bytes(batch: pa.RecordBatch) -> int:
@@ -303,9 +339,15 @@ def trailing_bytes(batch: pa.RecordBatch) -> int:
 
 
 # ------------------------------------------------------------------ typed struct columns (kproto.arrow.structs)
-def decode_struct_column(frames: Any, message: str | int, *, directions: Any = None,
-                         request_api_keys: Any = None, request_api_versions: Any = None,
-                         max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE) -> pa.StructArray:
+def decode_struct_column(
+    frames: Any,
+    message: str | int,
+    *,
+    directions: Any = None,
+    request_api_keys: Any = None,
+    request_api_versions: Any = None,
+    max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
+) -> pa.StructArray:
     """A typed struct column (:func:`body_type`) of one message, one row per frame.
 
     Rows that are not that message (other API or direction), or whose status is
@@ -314,15 +356,25 @@ def decode_struct_column(frames: Any, message: str | int, *, directions: Any = N
     column when every API is wanted at full speed.
     """
     name, direction, api_key = structs.wanted_message(message, directions)
-    batch = decode_frames(frames, directions=directions, request_api_keys=request_api_keys,
-                          request_api_versions=request_api_versions, max_frame_size=max_frame_size)
+    batch = decode_frames(
+        frames,
+        directions=directions,
+        request_api_keys=request_api_keys,
+        request_api_versions=request_api_versions,
+        max_frame_size=max_frame_size,
+    )
     return structs.struct_column(frames, batch, name, direction, api_key)
 
 
 # ------------------------------------------------------------------ Produce / Fetch per partition (kproto.arrow.partitions)
-def partitions(frames: Any, *, directions: Any = None, request_api_keys: Any = None,
-               request_api_versions: Any = None,
-               max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
+def partitions(
+    frames: Any,
+    *,
+    directions: Any = None,
+    request_api_keys: Any = None,
+    request_api_versions: Any = None,
+    max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
+) -> pa.Table:
     """Produce requests and Fetch responses flattened: one row per topic-partition.
 
     ``frame`` is the row of the frame in :func:`decode_frames`' output. Record

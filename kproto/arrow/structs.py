@@ -18,12 +18,18 @@ from kproto._common.batch import Status
 from kproto._common.capture import DIRECTION_REQUEST as REQUEST
 from kproto._common.capture import DIRECTION_RESPONSE as RESPONSE
 
-
 _SCALAR_TYPES = {
-    schema.BOOL: pa.bool_(), schema.INT8: pa.int8(), schema.INT16: pa.int16(),
-    schema.INT32: pa.int32(), schema.INT64: pa.int64(), schema.UINT16: pa.uint16(),
-    schema.UINT32: pa.uint32(), schema.FLOAT64: pa.float64(), schema.UUID: pa.string(),
-    schema.STRING: pa.string(), schema.BYTES: pa.binary(),
+    schema.BOOL: pa.bool_(),
+    schema.INT8: pa.int8(),
+    schema.INT16: pa.int16(),
+    schema.INT32: pa.int32(),
+    schema.INT64: pa.int64(),
+    schema.UINT16: pa.uint16(),
+    schema.UINT32: pa.uint32(),
+    schema.FLOAT64: pa.float64(),
+    schema.UUID: pa.string(),
+    schema.STRING: pa.string(),
+    schema.BYTES: pa.binary(),
 }
 
 
@@ -57,8 +63,11 @@ def _struct_type(cls: type[schema.Message], elements: dict) -> pa.StructType:
     fields = []
     for name, kind, child in zip(cls._field_names, cls._field_kinds, cls._field_struct):
         if kind == schema.RECORDS:
-            fields += [pa.field(name, pa.binary()), pa.field(name + "_batch_count", pa.int32()),
-                       pa.field(name + "_record_count", pa.int64())]
+            fields += [
+                pa.field(name, pa.binary()),
+                pa.field(name + "_batch_count", pa.int32()),
+                pa.field(name + "_record_count", pa.int64()),
+            ]
             continue
         if kind == schema.STRUCT:
             arrow_type = _struct_type(child, elements)
@@ -108,10 +117,10 @@ def _typed(value: Any, cls: type[schema.Message], plan: schema.StructPlan) -> di
             if v is not None:
                 try:
                     summary = _records_summary(v)
-                except Exception:   # a corrupt record set: bytes kept, no summary
+                except Exception:  # a corrupt record set: bytes kept, no summary
                     pass
             out[name + "_batch_count"], out[name + "_record_count"] = summary
-        elif v is None or op is None:   # op is None only for a field this version lacks: v is None
+        elif v is None or op is None:  # op is None only for a field this version lacks: v is None
             out[name] = None
         elif kind == schema.STRUCT:
             out[name] = _typed(v, child, op.child)
@@ -120,8 +129,7 @@ def _typed(value: Any, cls: type[schema.Message], plan: schema.StructPlan) -> di
         elif kind == schema.UUID:
             out[name] = str(v)
         elif kind == schema.ARRAY:
-            out[name] = [str(item) if not isinstance(item, (int, float, str, bool, bytes)) else item
-                         for item in v]
+            out[name] = [str(item) if not isinstance(item, (int, float, str, bool, bytes)) else item for item in v]
         else:
             out[name] = v
     return out
@@ -143,7 +151,7 @@ def decode_bodies(frames: Any, batch: pa.RecordBatch, direction_of: np.ndarray, 
         if view is None:
             payload = frames[int(i)].as_py()
         else:
-            payload = view[int(offsets[i]) + 4:int(offsets[i]) + 4 + int(sizes[i])]
+            payload = view[int(offsets[i]) + 4 : int(offsets[i]) + 4 + int(sizes[i])]
         try:
             if direction_of[i] == RESPONSE:
                 response = api.decode_response(payload, int(keys[i]), int(versions[i]))
@@ -162,8 +170,7 @@ def wanted_message(message: str | int, directions: Any) -> tuple[str, int, int]:
         direction = RESPONSE if info["type"] == "response" else REQUEST
         api_key = info["api_key"]
     else:
-        direction = RESPONSE if directions is not None and np.all(np.asarray(directions) == RESPONSE) \
-            else REQUEST
+        direction = RESPONSE if directions is not None and np.all(np.asarray(directions) == RESPONSE) else REQUEST
         api_key = message
     return _message_name(message, direction), direction, api_key
 

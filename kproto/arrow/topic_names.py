@@ -67,12 +67,23 @@ def topic_naming_versions() -> dict[int, frozenset[int]]:
 
 def topic_names_schema() -> pa.Schema:
     """The schema of :func:`topic_names`' output."""
-    return pa.schema([pa.field("frame", pa.int64(), False), pa.field("topic_id", pa.string(), False),
-                      pa.field("topic", pa.string(), False)])
+    return pa.schema(
+        [
+            pa.field("frame", pa.int64(), False),
+            pa.field("topic_id", pa.string(), False),
+            pa.field("topic", pa.string(), False),
+        ]
+    )
 
 
-def topic_names(frames: Any, *, directions: Any = None, request_api_keys: Any = None,
-                request_api_versions: Any = None, max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE) -> pa.Table:
+def topic_names(
+    frames: Any,
+    *,
+    directions: Any = None,
+    request_api_keys: Any = None,
+    request_api_versions: Any = None,
+    max_frame_size: int = _DEFAULT_MAX_FRAME_SIZE,
+) -> pa.Table:
     """Topic IDs and the names responses give them: one row per (frame, topic ID, name) a response carries.
 
     Inputs are those of :func:`decode_frames`. Only OK responses of the versions
@@ -80,8 +91,13 @@ def topic_names(frames: Any, *, directions: Any = None, request_api_keys: Any = 
     ``topic_id`` is formatted as :func:`kproto.arrow.frames.partitions` formats it, and an all-zero
     ID or a null name gives no row.
     """
-    batch = decode_frames(frames, directions=directions, request_api_keys=request_api_keys,
-                          request_api_versions=request_api_versions, max_frame_size=max_frame_size)
+    batch = decode_frames(
+        frames,
+        directions=directions,
+        request_api_keys=request_api_keys,
+        request_api_versions=request_api_versions,
+        max_frame_size=max_frame_size,
+    )
     naming = topic_naming_versions()
     status = batch["status"].to_numpy()
     dirs = batch["direction"].to_numpy()
@@ -112,6 +128,11 @@ def topic_names(frames: Any, *, directions: Any = None, request_api_keys: Any = 
 
     for i, body, version in decode_bodies(frames, batch, dirs, rows):
         walk(body, schema.plan(schema.response_name(int(keys[i])) or "", version), int(i))
-    return pa.table({"frame": pa.array(found["frame"], pa.int64()),
-                     "topic_id": pa.array(found["topic_id"], pa.string()),
-                     "topic": pa.array(found["topic"], pa.string())}, schema=topic_names_schema())
+    return pa.table(
+        {
+            "frame": pa.array(found["frame"], pa.int64()),
+            "topic_id": pa.array(found["topic_id"], pa.string()),
+            "topic": pa.array(found["topic"], pa.string()),
+        },
+        schema=topic_names_schema(),
+    )

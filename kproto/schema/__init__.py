@@ -17,35 +17,79 @@ import uuid as _uuid
 from functools import cache
 from typing import Any, cast
 
+from kproto import _impl
 from kproto._common.api_keys import REQUEST_HEADER_V0, RESPONSE_HEADER_V0_APIS
 from kproto._common.error_codes import ERROR_CODES
-from kproto import _impl
 from kproto.errors import EncodeError, UnsupportedVersionError
 from kproto.schema._lookup import (
-    MESSAGES, REQUESTS as _REQUESTS, RESPONSES as _RESPONSES, api_keys, request_name, response_name, spec,
+    MESSAGES,
+    api_keys,
+    request_name,
+    response_name,
+    spec,
+)
+from kproto.schema._lookup import (
+    REQUESTS as _REQUESTS,
+)
+from kproto.schema._lookup import (
+    RESPONSES as _RESPONSES,
 )
 from kproto.schema._messages import ALIASES, BROKER_API_VERSIONS, OPEN
 
 __all__ = [
-    "MESSAGES", "ALIASES", "ERROR_CODES", "BROKER_API_VERSIONS", "OPEN",
-    "Message", "FieldOp", "StructPlan", "spec", "message_class", "plan",
-    "request_name", "response_name", "api_keys", "api_plan", "header_version", "is_flexible",
-    "definition_origin", "is_unstable", "KIND_NAMES",
+    "MESSAGES",
+    "ALIASES",
+    "ERROR_CODES",
+    "BROKER_API_VERSIONS",
+    "OPEN",
+    "Message",
+    "FieldOp",
+    "StructPlan",
+    "spec",
+    "message_class",
+    "plan",
+    "request_name",
+    "response_name",
+    "api_keys",
+    "api_plan",
+    "header_version",
+    "is_flexible",
+    "definition_origin",
+    "is_unstable",
+    "KIND_NAMES",
 ]
 
 # Field kinds shared by both implementations (kproto/_c/_codec.pyx mirrors these numbers).
 BOOL, INT8, INT16, INT32, INT64, UINT16, UINT32, FLOAT64, UUID, STRING, BYTES, RECORDS, STRUCT, ARRAY = range(1, 15)
 KIND_OF_TYPE = {
-    "bool": BOOL, "int8": INT8, "int16": INT16, "int32": INT32, "int64": INT64,
-    "uint16": UINT16, "uint32": UINT32, "float64": FLOAT64, "uuid": UUID,
-    "string": STRING, "bytes": BYTES, "records": RECORDS,
+    "bool": BOOL,
+    "int8": INT8,
+    "int16": INT16,
+    "int32": INT32,
+    "int64": INT64,
+    "uint16": UINT16,
+    "uint32": UINT32,
+    "float64": FLOAT64,
+    "uuid": UUID,
+    "string": STRING,
+    "bytes": BYTES,
+    "records": RECORDS,
 }
 KIND_NAMES = {v: k for k, v in KIND_OF_TYPE.items()} | {STRUCT: "struct", ARRAY: "array"}
 
 # Field tuple positions in _messages (the layout is written once, in _shapes).
 from kproto.schema._shapes import (  # noqa: E402
-    F_CHILDREN, F_DEFAULT, F_FLEXIBLE, F_IGNORABLE, F_NAME,
-    F_NULLABLE, F_STRUCT, F_TAG, F_TAGGED, F_TYPE, F_VERSIONS,
+    F_CHILDREN,
+    F_DEFAULT,
+    F_FLEXIBLE,
+    F_IGNORABLE,
+    F_NAME,
+    F_NULLABLE,
+    F_STRUCT,
+    F_TAG,
+    F_TAGGED,
+    F_TYPE,
+    F_VERSIONS,
 )
 
 ZERO_UUID = _uuid.UUID(int=0)
@@ -97,20 +141,24 @@ def header_version(api_key: int, api_version: int, is_request: bool) -> int:
     return 1 if flexible else 0
 
 
-def api_plan(api_key: int, api_version: int, is_request: bool, *, header: Any = None,
-             offset: int = 0) -> StructPlan:
+def api_plan(api_key: int, api_version: int, is_request: bool, *, header: Any = None, offset: int = 0) -> StructPlan:
     """The body plan of a request or response; UnsupportedVersionError (carrying the
     header already read, if any) when kproto has no schema for the API or version."""
     name = request_name(api_key) if is_request else response_name(api_key)
     if name is None:
-        raise UnsupportedVersionError(f"unknown api_key {api_key}", offset, None, api_key, api_version,
-                                      header)
+        raise UnsupportedVersionError(f"unknown api_key {api_key}", offset, None, api_key, api_version, header)
     try:
         return plan(name, api_version)
     except KeyError:
         lo, hi = spec(name)["valid_versions"]
-        raise UnsupportedVersionError(f"{name} version {api_version} is not supported (kproto knows {lo}-{hi})",
-                                      offset, None, api_key, api_version, header) from None
+        raise UnsupportedVersionError(
+            f"{name} version {api_version} is not supported (kproto knows {lo}-{hi})",
+            offset,
+            None,
+            api_key,
+            api_version,
+            header,
+        ) from None
 
 
 # ------------------------------------------------------------------ classes
@@ -123,17 +171,18 @@ class Message:
     """
 
     __slots__ = ("_unknown_tags",)
-    _message_name: str = ""   # top-level message this class belongs to
+    _message_name: str = ""  # top-level message this class belongs to
     _struct_name: str = ""
     _field_names: tuple[str, ...] = ()
     _field_defaults: tuple[Any, ...] = ()
     _field_kinds: tuple[int, ...] = ()
-    _field_struct: tuple[Any, ...] = ()   # child class for struct / struct-array fields
+    _field_struct: tuple[Any, ...] = ()  # child class for struct / struct-array fields
     _field_ignorable: tuple[bool, ...] = ()
 
     def __init__(self, **fields: Any) -> None:
-        for name, default, kind, child in zip(self._field_names, self._field_defaults,
-                                              self._field_kinds, self._field_struct):
+        for name, default, kind, child in zip(
+            self._field_names, self._field_defaults, self._field_kinds, self._field_struct
+        ):
             if name in fields:
                 object.__setattr__(self, name, fields.pop(name))
             else:
@@ -141,14 +190,16 @@ class Message:
         self._unknown_tags = fields.pop("_unknown_tags", None)
         if fields:
             unknown = ", ".join(sorted(fields))
-            raise TypeError(f"{type(self).__name__} has no field(s) {unknown}; "
-                            f"fields are: {', '.join(self._field_names)}")
+            raise TypeError(
+                f"{type(self).__name__} has no field(s) {unknown}; fields are: {', '.join(self._field_names)}"
+            )
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self._field_names) and \
-            (self._unknown_tags or None) == (other._unknown_tags or None)
+        return all(getattr(self, n) == getattr(other, n) for n in self._field_names) and (
+            self._unknown_tags or None
+        ) == (other._unknown_tags or None)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like a dataclass with eq
 
@@ -162,8 +213,9 @@ class Message:
         """A JSON-friendly dict: bytes as base64, UUIDs as strings, structs as dicts."""
         out = {n: _plain(getattr(self, n)) for n in self._field_names}
         if self._unknown_tags:
-            out["_unknown_tags"] = {str(t): base64.b64encode(bytes(v)).decode("ascii")
-                                    for t, v in sorted(self._unknown_tags.items())}
+            out["_unknown_tags"] = {
+                str(t): base64.b64encode(bytes(v)).decode("ascii") for t, v in sorted(self._unknown_tags.items())
+            }
         return out
 
     @classmethod
@@ -266,7 +318,7 @@ def _message_class(canonical: str) -> type[Message]:
 
     classes: dict[str | None, type[Message]] = {}
 
-    from kproto.schema._docs import LazyDoc   # not at import: the module needs this one
+    from kproto.schema._docs import LazyDoc  # not at import: the module needs this one
 
     def build(struct_name: str | None) -> type[Message]:
         if struct_name in classes:
@@ -274,21 +326,27 @@ def _message_class(canonical: str) -> type[Message]:
         fields = list(structs[struct_name].values())
         cls_name = canonical if struct_name is None else struct_name
         # Built at run time: the three-argument type() is typed as a plain ``type``.
-        cls = cast("type[Message]", type(cls_name, (Message,), {
-            "__slots__": tuple(f[F_NAME] for f in fields),
-            "__module__": "kproto.messages",
-            "__qualname__": cls_name if struct_name is None else f"{canonical}.{struct_name}",
-            "_message_name": canonical,
-            "_struct_name": cls_name,
-            "__doc__": LazyDoc(canonical, struct_name),
-        }))
+        cls = cast(
+            "type[Message]",
+            type(
+                cls_name,
+                (Message,),
+                {
+                    "__slots__": tuple(f[F_NAME] for f in fields),
+                    "__module__": "kproto.messages",
+                    "__qualname__": cls_name if struct_name is None else f"{canonical}.{struct_name}",
+                    "_message_name": canonical,
+                    "_struct_name": cls_name,
+                    "__doc__": LazyDoc(canonical, struct_name),
+                },
+            ),
+        )
         classes[struct_name] = cls
         cls._field_names = tuple(f[F_NAME] for f in fields)
         cls._field_defaults = tuple(_python_default(f) for f in fields)
         cls._field_kinds = tuple(_field_kind(f) for f in fields)
         cls._field_ignorable = tuple(f[F_IGNORABLE] for f in fields)
-        cls._field_struct = tuple(build(f[F_STRUCT]) if f[F_STRUCT] is not None else None
-                                  for f in fields)
+        cls._field_struct = tuple(build(f[F_STRUCT]) if f[F_STRUCT] is not None else None for f in fields)
         return cls
 
     top = build(None)
@@ -302,11 +360,20 @@ def _message_class(canonical: str) -> type[Message]:
 class FieldOp:
     """One field of one version: everything the decoder loop needs, resolved."""
 
-    __slots__ = ("name", "kind", "elem_kind", "nullable", "compact", "child", "tag",
-                 "default", "ignorable", "struct_cls")
+    __slots__ = (
+        "name",
+        "kind",
+        "elem_kind",
+        "nullable",
+        "compact",
+        "child",
+        "tag",
+        "default",
+        "ignorable",
+        "struct_cls",
+    )
 
-    def __init__(self, name, kind, elem_kind, nullable, compact, child, tag, default, ignorable,
-                 struct_cls):
+    def __init__(self, name, kind, elem_kind, nullable, compact, child, tag, default, ignorable, struct_cls):
         self.name = name
         self.kind = kind
         self.elem_kind = elem_kind
@@ -339,8 +406,7 @@ class FieldOp:
 class StructPlan:
     """The fields of one struct (or message) in one version."""
 
-    __slots__ = ("name", "cls", "version", "flexible", "fields", "tagged", "tag_map", "absent",
-                 "api_key", "native")
+    __slots__ = ("name", "cls", "version", "flexible", "fields", "tagged", "tag_map", "absent", "api_key", "native")
 
     def __init__(self, name: str, cls: type[Message], version: int, flexible: bool, api_key: int) -> None:
         self.name = name
@@ -352,7 +418,7 @@ class StructPlan:
         self.tagged: tuple[FieldOp, ...] = ()
         self.tag_map: dict[int, FieldOp] = {}
         self.absent: tuple[FieldOp, ...] = ()
-        self.native: Any = None   # the Cython codec's compiled form, cached here
+        self.native: Any = None  # the Cython codec's compiled form, cached here
 
     def __repr__(self) -> str:
         return f"StructPlan({self.name} v{self.version}, {len(self.fields)} fields, {len(self.tagged)} tagged)"
@@ -382,8 +448,9 @@ def _plan(name: str, version: int) -> StructPlan:
     return _struct_plan(cls._message_name, cls, _layer_for(info, version), version, flexible, api_key)
 
 
-def _struct_plan(name: str, cls: type[Message], fields: tuple, version: int, flexible: bool,
-                 api_key: int) -> StructPlan:
+def _struct_plan(
+    name: str, cls: type[Message], fields: tuple, version: int, flexible: bool, api_key: int
+) -> StructPlan:
     p = StructPlan(name, cls, version, flexible, api_key)
     regular: list[FieldOp] = []
     tagged: list[FieldOp] = []
@@ -405,8 +472,18 @@ def _struct_plan(name: str, cls: type[Message], fields: tuple, version: int, fle
         override = f[F_FLEXIBLE]
         compact = flexible if override == "inherit" else _in(version, override)
         is_tagged = flexible and f[F_TAG] is not None and _in(version, f[F_TAGGED])
-        op = FieldOp(name_, kind, elem_kind, _in(version, f[F_NULLABLE]), compact, child,
-                     f[F_TAG] if is_tagged else -1, default, f[F_IGNORABLE], struct_cls)
+        op = FieldOp(
+            name_,
+            kind,
+            elem_kind,
+            _in(version, f[F_NULLABLE]),
+            compact,
+            child,
+            f[F_TAG] if is_tagged else -1,
+            default,
+            f[F_IGNORABLE],
+            struct_cls,
+        )
         present.add(name_)
         (tagged if is_tagged else regular).append(op)
     absent = []
@@ -414,8 +491,11 @@ def _struct_plan(name: str, cls: type[Message], fields: tuple, version: int, fle
     ignorable.update((f[F_NAME], f[F_IGNORABLE]) for f in fields)
     for name_, (default, kind, struct_cls) in slot_info.items():
         if name_ not in present:
-            absent.append(FieldOp(name_, kind, 0, default is None, False, None, -1, default,
-                                  ignorable.get(name_, False), struct_cls))
+            absent.append(
+                FieldOp(
+                    name_, kind, 0, default is None, False, None, -1, default, ignorable.get(name_, False), struct_cls
+                )
+            )
     p.fields = tuple(regular)
     p.tagged = tuple(sorted(tagged, key=lambda op: op.tag))
     p.tag_map = {op.tag: op for op in p.tagged}

@@ -19,11 +19,23 @@ from typing import Any
 from kproto.schema._lookup import request_name, spec
 from kproto.schema._messages import ALIASES
 from kproto.schema._shapes import (
-    F_CHILDREN, F_DEFAULT, F_NAME, F_NULLABLE, F_STRUCT, F_TAG, F_TAGGED, F_TYPE, F_VERSIONS,
+    F_CHILDREN,
+    F_DEFAULT,
+    F_NAME,
+    F_NULLABLE,
+    F_STRUCT,
+    F_TAG,
+    F_TAGGED,
+    F_TYPE,
+    F_VERSIONS,
 )
 
-_KIND_WORDS = {"request": "request body", "response": "response body",
-               "header": "frame header", "data": "data structure"}
+_KIND_WORDS = {
+    "request": "request body",
+    "response": "response body",
+    "header": "frame header",
+    "data": "data structure",
+}
 
 
 @dataclass
@@ -45,7 +57,7 @@ def _in(version: int, versions: tuple[int, int] | None) -> bool:
 
 
 def version_text(versions: set[int] | tuple[int, int] | None) -> str:
-    """"v3-13", "v0, v5-7", "v4"; "none" for no version."""
+    """ "v3-13", "v0, v5-7", "v4"; "none" for no version."""
     if versions is None:
         return "none"
     if isinstance(versions, tuple):
@@ -123,7 +135,7 @@ def field_line(facts: FieldFacts) -> str:
 
 
 def _api_words(info: dict) -> str:
-    """"the Produce API (key 0)": the name of the API's request without "Request", as
+    """ "the Produce API (key 0)": the name of the API's request without "Request", as
     kproto.versions.api_name gives it (that module is a layer above this one)."""
     request = request_name(info["api_key"]) or f"UNKNOWN({info['api_key']})Request"
     return f"the {request.removesuffix('Request')} API (key {info['api_key']})"
@@ -140,22 +152,25 @@ def _origin_text(info: dict) -> str:
 def _message_summary(canonical: str, info: dict) -> list[str]:
     kind = _KIND_WORDS.get(info["type"], info["type"])
     if info["type"] == "header":
-        kind = f"header of every {canonical[:-len('Header')].lower()} frame"
+        kind = f"header of every {canonical[: -len('Header')].lower()} frame"
     first = f"{canonical}: the {kind}" + (f" of {_api_words(info)}" if info["api_key"] is not None else "") + "."
     lines = [first, ""]
     facts = [f"Versions {version_text(info['valid_versions'])}"]
     if info["flexible_versions"] is not None:
-        facts.append(f"flexible (compact strings and arrays, tagged fields) in "
-                     f"{version_text(_clip(info['flexible_versions'], info))}")
+        facts.append(
+            f"flexible (compact strings and arrays, tagged fields) in "
+            f"{version_text(_clip(info['flexible_versions'], info))}"
+        )
     if info["deprecated_versions"] is not None:
         facts.append(f"deprecated in {version_text(_clip(info['deprecated_versions'], info))}")
     if info["unstable_versions"] is not None:
-        facts.append(f"unstable (brokers advertise them only with unstable.api.versions.enable) in "
-                     f"{version_text(_clip(info['unstable_versions'], info))}")
+        facts.append(
+            f"unstable (brokers advertise them only with unstable.api.versions.enable) in "
+            f"{version_text(_clip(info['unstable_versions'], info))}"
+        )
     if info["api_key"] is not None:
         lowest = info["min_version_4x"]
-        facts.append("no Kafka 4.x release defines it" if lowest is None
-                     else f"Kafka 4.x defines v{lowest} and up")
+        facts.append("no Kafka 4.x release defines it" if lowest is None else f"Kafka 4.x defines v{lowest} and up")
     lines.append("; ".join(facts) + ".")
     lines.append(_origin_text(info))
     old = [o for o, n in ALIASES.items() if n == canonical]

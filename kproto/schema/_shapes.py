@@ -17,19 +17,59 @@ OPEN = 0x7FFF  # upper bound of an open version range ("3+")
 VersionRange = tuple[int, int]
 
 # Positions in a field tuple.
-F_NAME, F_KAFKA_NAME, F_TYPE, F_VERSIONS, F_NULLABLE, F_TAG, F_TAGGED, F_FLEXIBLE, F_DEFAULT, \
-    F_IGNORABLE, F_MAP_KEY, F_ENTITY, F_STRUCT, F_CHILDREN = range(14)
+(
+    F_NAME,
+    F_KAFKA_NAME,
+    F_TYPE,
+    F_VERSIONS,
+    F_NULLABLE,
+    F_TAG,
+    F_TAGGED,
+    F_FLEXIBLE,
+    F_DEFAULT,
+    F_IGNORABLE,
+    F_MAP_KEY,
+    F_ENTITY,
+    F_STRUCT,
+    F_CHILDREN,
+) = range(14)
 
 
-def field(name: str, kafka_name: str, type: str, versions: VersionRange, *,
-          default: Any, nullable: VersionRange | None = None, tag: int | None = None,
-          tagged: VersionRange | None = None, flexible: VersionRange | str | None = "inherit",
-          ignorable: bool = False, map_key: bool = False, entity_type: str | None = None,
-          struct: str | None = None, children: tuple = ()) -> tuple:
+def field(
+    name: str,
+    kafka_name: str,
+    type: str,
+    versions: VersionRange,
+    *,
+    default: Any,
+    nullable: VersionRange | None = None,
+    tag: int | None = None,
+    tagged: VersionRange | None = None,
+    flexible: VersionRange | str | None = "inherit",
+    ignorable: bool = False,
+    map_key: bool = False,
+    entity_type: str | None = None,
+    struct: str | None = None,
+    children: tuple = (),
+) -> tuple:
     """One field: ``type`` is Kafka's ("int32", "[]string", "[]Topic"); ``struct``
     names the class of a struct or struct-array field, whose fields are ``children``."""
-    return (name, kafka_name, type, versions, nullable, tag, tagged, flexible, default,
-            ignorable, map_key, entity_type, struct, children)
+    return (
+        name,
+        kafka_name,
+        type,
+        versions,
+        nullable,
+        tag,
+        tagged,
+        flexible,
+        default,
+        ignorable,
+        map_key,
+        entity_type,
+        struct,
+        children,
+    )
 
 
 def layer(versions: VersionRange, origin: str, fields: tuple) -> tuple:
@@ -39,21 +79,35 @@ def layer(versions: VersionRange, origin: str, fields: tuple) -> tuple:
     return (versions, origin, fields)
 
 
-def message(type: str, *, api_key: int | None, valid_versions: VersionRange,
-            flexible_versions: VersionRange | None, layers: tuple,
-            deprecated_versions: VersionRange | None = None, latest_version_unstable: bool = False,
-            unstable_versions: VersionRange | None = None,
-            listeners: tuple[str, ...] = (), min_version_4x: int | None = None,
-            old_name: str | None = None) -> dict[str, Any]:
+def message(
+    type: str,
+    *,
+    api_key: int | None,
+    valid_versions: VersionRange,
+    flexible_versions: VersionRange | None,
+    layers: tuple,
+    deprecated_versions: VersionRange | None = None,
+    latest_version_unstable: bool = False,
+    unstable_versions: VersionRange | None = None,
+    listeners: tuple[str, ...] = (),
+    min_version_4x: int | None = None,
+    old_name: str | None = None,
+) -> dict[str, Any]:
     """A request, response, header or data type; ``min_version_4x`` is the lowest
     version a Kafka 4.x release still defines (None: no 4.x definition).
     ``unstable_versions`` are versions whose definition was marked unstable
     (latestVersionUnstable) where they were taken from: a broker advertises them only
     with unstable.api.versions.enable, and their layout may still change."""
     return {
-        "type": type, "api_key": api_key, "valid_versions": valid_versions,
-        "flexible_versions": flexible_versions, "deprecated_versions": deprecated_versions,
-        "latest_version_unstable": latest_version_unstable, "unstable_versions": unstable_versions,
+        "type": type,
+        "api_key": api_key,
+        "valid_versions": valid_versions,
+        "flexible_versions": flexible_versions,
+        "deprecated_versions": deprecated_versions,
+        "latest_version_unstable": latest_version_unstable,
+        "unstable_versions": unstable_versions,
         "listeners": listeners,
-        "min_version_4x": min_version_4x, "old_name": old_name, "layers": layers,
+        "min_version_4x": min_version_4x,
+        "old_name": old_name,
+        "layers": layers,
     }

@@ -28,40 +28,114 @@ function that takes ranges also accepts an ApiVersionsResponse (body or decoded
 
 from __future__ import annotations
 
-from kproto.versions._tables import (
-    ADVERTISED_BUT_REJECTED, KNOWN_UNKNOWN_API_KEYS, RECORDED_FROM, RELEASES, ApiInfo, Ranges, api_info, api_key_of,
-    api_label, api_name, api_table, broker_api_versions, kproto_ranges, release_mode, release_table, releases_between,
-    resolve_release, zookeeper_mode_table,
+# The names marked noqa: F401 are read from here too (by the CLI, the tools and the tests), though not in __all__.
+from kproto.versions._handshake import (
+    CLIENT_SOFTWARE_PATTERN,
+    DEFAULT_CLIENT_SOFTWARE_NAME,  # noqa: F401
+    DEFAULT_CLIENT_SOFTWARE_VERSION,  # noqa: F401
+    ApiVersionsError,
+    ApiVersionsHandshake,
+    HandshakeResult,
+    InvalidClientSoftwareError,
+    api_versions_request,
+    client_software_problems,
+    decode_api_versions_request,
+    encode_api_versions_request,
+    handshake,
+    retry_version,
+    socket_exchange,
 )
 from kproto.versions._negotiate import (
-    FeatureCheck, ObsoleteBrokerVersion, as_ranges, baseline_4x, check_features, cluster_ranges, negotiate,
+    FeatureCheck,
+    ObsoleteBrokerVersion,
+    RangesLike,  # noqa: F401
+    as_ranges,
+    baseline_4x,
+    check_features,
+    cluster_ranges,
+    negotiate,
     usable_version,
 )
 from kproto.versions._releases import (
-    ReleaseChange, ReleaseMatch, VersionInfo, format_releases, infer_release, release_changes, version_info,
+    ReleaseChange,
+    ReleaseMatch,
+    VersionInfo,
+    format_releases,
+    infer_release,
+    release_changes,
+    version_info,
 )
-from kproto.versions._handshake import (
-    CLIENT_SOFTWARE_PATTERN, ApiVersionsError, ApiVersionsHandshake, HandshakeResult, InvalidClientSoftwareError,
-    api_versions_request, client_software_problems, decode_api_versions_request, encode_api_versions_request,
-    handshake, retry_version, socket_exchange,
+from kproto.versions._tables import (
+    ADVERTISED_BUT_REJECTED,
+    API_VERSIONS_KEY,  # noqa: F401
+    INVALID_REQUEST,  # noqa: F401
+    KNOWN_UNKNOWN_API_KEYS,
+    RECORDED_FROM,
+    RELEASES,
+    UNSUPPORTED_VERSION,  # noqa: F401
+    ApiInfo,
+    Ranges,
+    api_info,
+    api_key_of,
+    api_label,
+    api_name,
+    api_table,
+    broker_api_versions,
+    kproto_ranges,
+    release_mode,
+    release_table,
+    releases_between,
+    resolve_release,
+    zookeeper_mode_table,
 )
-# Read from here too (by the CLI, the tools and the tests), though not in __all__.
-from kproto.versions._tables import API_VERSIONS_KEY, INVALID_REQUEST, UNSUPPORTED_VERSION  # noqa: F401
-from kproto.versions._negotiate import RangesLike  # noqa: F401
-from kproto.versions._handshake import DEFAULT_CLIENT_SOFTWARE_NAME, DEFAULT_CLIENT_SOFTWARE_VERSION  # noqa: F401
 
 # In the order the reference page (docs/reference/versions.md) shows them.
 __all__ = [
-    "Ranges", "RECORDED_FROM", "broker_api_versions", "zookeeper_mode_table", "release_mode", "RELEASES",
-    "resolve_release", "release_table", "releases_between", "KNOWN_UNKNOWN_API_KEYS", "ApiInfo", "api_table",
-    "api_key_of", "api_info", "api_name", "api_label", "kproto_ranges", "ADVERTISED_BUT_REJECTED",
-    "VersionInfo", "format_releases", "version_info",
-    "ObsoleteBrokerVersion", "as_ranges", "cluster_ranges", "usable_version", "baseline_4x", "negotiate",
-    "FeatureCheck", "check_features",
-    "ReleaseMatch", "infer_release", "ReleaseChange", "release_changes",
-    "CLIENT_SOFTWARE_PATTERN", "client_software_problems", "InvalidClientSoftwareError", "ApiVersionsError",
-    "api_versions_request", "encode_api_versions_request", "decode_api_versions_request", "retry_version",
-    "HandshakeResult", "ApiVersionsHandshake", "handshake", "socket_exchange",
+    "Ranges",
+    "RECORDED_FROM",
+    "broker_api_versions",
+    "zookeeper_mode_table",
+    "release_mode",
+    "RELEASES",
+    "resolve_release",
+    "release_table",
+    "releases_between",
+    "KNOWN_UNKNOWN_API_KEYS",
+    "ApiInfo",
+    "api_table",
+    "api_key_of",
+    "api_info",
+    "api_name",
+    "api_label",
+    "kproto_ranges",
+    "ADVERTISED_BUT_REJECTED",
+    "VersionInfo",
+    "format_releases",
+    "version_info",
+    "ObsoleteBrokerVersion",
+    "as_ranges",
+    "cluster_ranges",
+    "usable_version",
+    "baseline_4x",
+    "negotiate",
+    "FeatureCheck",
+    "check_features",
+    "ReleaseMatch",
+    "infer_release",
+    "ReleaseChange",
+    "release_changes",
+    "CLIENT_SOFTWARE_PATTERN",
+    "client_software_problems",
+    "InvalidClientSoftwareError",
+    "ApiVersionsError",
+    "api_versions_request",
+    "encode_api_versions_request",
+    "decode_api_versions_request",
+    "retry_version",
+    "HandshakeResult",
+    "ApiVersionsHandshake",
+    "handshake",
+    "socket_exchange",
 ]
 
 # The names live in private modules by job; they are shown (repr, tracebacks, pickles) where they are used from.

@@ -42,8 +42,11 @@ def _software_problem(label: str, value: Any) -> str | None:
 
 def client_software_problems(name: Any, version: Any) -> list[str]:
     """Why a ClientSoftwareName / ClientSoftwareVersion pair breaks KIP-511 (empty: valid)."""
-    return [p for p in (_software_problem("ClientSoftwareName", name),
-                        _software_problem("ClientSoftwareVersion", version)) if p]
+    return [
+        p
+        for p in (_software_problem("ClientSoftwareName", name), _software_problem("ClientSoftwareVersion", version))
+        if p
+    ]
 
 
 def _default_software_version() -> str:
@@ -68,9 +71,13 @@ class ApiVersionsError(KprotoError):
         super().__init__(reason)
 
 
-def api_versions_request(version: int | None = None, *, client_software_name: str = DEFAULT_CLIENT_SOFTWARE_NAME,
-                         client_software_version: str = DEFAULT_CLIENT_SOFTWARE_VERSION,
-                         allow_invalid: bool = False):
+def api_versions_request(
+    version: int | None = None,
+    *,
+    client_software_name: str = DEFAULT_CLIENT_SOFTWARE_NAME,
+    client_software_version: str = DEFAULT_CLIENT_SOFTWARE_VERSION,
+    allow_invalid: bool = False,
+):
     """An ApiVersionsRequest body; from v3 on its software fields are checked (KIP-511)
     and invalid ones refused with :class:`InvalidClientSoftwareError` unless ``allow_invalid``."""
     version = _API_VERSIONS_MAX if version is None else version
@@ -79,21 +86,36 @@ def api_versions_request(version: int | None = None, *, client_software_name: st
         if problems:
             raise InvalidClientSoftwareError(
                 "; ".join(problems) + " (brokers answer INVALID_REQUEST; pass allow_invalid=True to send it anyway)",
-                path="ApiVersionsRequest", api_key=API_VERSIONS_KEY, api_version=version)
-    return messages.ApiVersionsRequest(client_software_name=client_software_name,
-                                       client_software_version=client_software_version)
+                path="ApiVersionsRequest",
+                api_key=API_VERSIONS_KEY,
+                api_version=version,
+            )
+    return messages.ApiVersionsRequest(
+        client_software_name=client_software_name, client_software_version=client_software_version
+    )
 
 
-def encode_api_versions_request(*, correlation_id: int, version: int | None = None, client_id: str | None = "kproto",
-                                client_software_name: str = DEFAULT_CLIENT_SOFTWARE_NAME,
-                                client_software_version: str = DEFAULT_CLIENT_SOFTWARE_VERSION,
-                                allow_invalid: bool = False, size_prefixed: bool = False) -> bytes:
+def encode_api_versions_request(
+    *,
+    correlation_id: int,
+    version: int | None = None,
+    client_id: str | None = "kproto",
+    client_software_name: str = DEFAULT_CLIENT_SOFTWARE_NAME,
+    client_software_version: str = DEFAULT_CLIENT_SOFTWARE_VERSION,
+    allow_invalid: bool = False,
+    size_prefixed: bool = False,
+) -> bytes:
     """An encoded ApiVersionsRequest (default: kproto's highest version), software fields checked."""
     version = _API_VERSIONS_MAX if version is None else version
-    body = api_versions_request(version, client_software_name=client_software_name,
-                                client_software_version=client_software_version, allow_invalid=allow_invalid)
-    return encode_request(body, version=version, correlation_id=correlation_id, client_id=client_id,
-                          size_prefixed=size_prefixed)
+    body = api_versions_request(
+        version,
+        client_software_name=client_software_name,
+        client_software_version=client_software_version,
+        allow_invalid=allow_invalid,
+    )
+    return encode_request(
+        body, version=version, correlation_id=correlation_id, client_id=client_id, size_prefixed=size_prefixed
+    )
 
 
 def decode_api_versions_request(payload, *, size_prefixed: bool = False):
@@ -101,8 +123,12 @@ def decode_api_versions_request(payload, *, size_prefixed: bool = False):
     lists what breaks KIP-511 in its software fields (always empty below v3)."""
     request = decode_request(payload, size_prefixed=size_prefixed)
     if request.api_key != API_VERSIONS_KEY:
-        raise DecodeError(f"expected an ApiVersions request, got api_key {request.api_key}", 0,
-                          api_key=request.api_key, api_version=request.api_version)
+        raise DecodeError(
+            f"expected an ApiVersions request, got api_key {request.api_key}",
+            0,
+            api_key=request.api_key,
+            api_version=request.api_version,
+        )
     problems: list[str] = []
     body: Any = request.body
     if request.api_version >= CLIENT_SOFTWARE_FIRST_VERSION:
@@ -127,9 +153,9 @@ def retry_version(response: Any, sent_version: int) -> int:
 class HandshakeResult:
     """The finished exchange: the broker's answer and the versions tried, in order."""
 
-    response: Any            # the ApiVersionsResponse body
-    version: int             # the version of the request that succeeded
-    attempts: list[int]      # every version sent, first to last
+    response: Any  # the ApiVersionsResponse body
+    version: int  # the version of the request that succeeded
+    attempts: list[int]  # every version sent, first to last
 
     @property
     def ranges(self) -> Ranges:
@@ -151,11 +177,16 @@ class ApiVersionsHandshake:
     :func:`retry_version` and asks again (KIP-511).
     """
 
-    def __init__(self, *, client_id: str | None = "kproto",
-                 client_software_name: str = DEFAULT_CLIENT_SOFTWARE_NAME,
-                 client_software_version: str = DEFAULT_CLIENT_SOFTWARE_VERSION,
-                 max_version: int | None = None, allow_invalid: bool = False,
-                 first_correlation_id: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        client_id: str | None = "kproto",
+        client_software_name: str = DEFAULT_CLIENT_SOFTWARE_NAME,
+        client_software_version: str = DEFAULT_CLIENT_SOFTWARE_VERSION,
+        max_version: int | None = None,
+        allow_invalid: bool = False,
+        first_correlation_id: int = 0,
+    ) -> None:
         self.version = _API_VERSIONS_MAX if max_version is None else max_version
         if not 0 <= self.version <= _API_VERSIONS_MAX:
             raise ValueError(f"kproto speaks ApiVersions v0-{_API_VERSIONS_MAX}, not v{self.version}")
@@ -168,8 +199,12 @@ class ApiVersionsHandshake:
         self._next_correlation_id = first_correlation_id
         self._pending: int | None = None
         # check the software fields up front rather than at the first send
-        api_versions_request(self.version, client_software_name=client_software_name,
-                             client_software_version=client_software_version, allow_invalid=allow_invalid)
+        api_versions_request(
+            self.version,
+            client_software_name=client_software_name,
+            client_software_version=client_software_version,
+            allow_invalid=allow_invalid,
+        )
 
     @property
     def done(self) -> bool:
@@ -183,9 +218,14 @@ class ApiVersionsHandshake:
         self._next_correlation_id += 1
         self.attempts.append(self.version)
         return encode_api_versions_request(
-            correlation_id=self._pending, version=self.version, client_id=self.client_id,
-            client_software_name=self.client_software_name, client_software_version=self.client_software_version,
-            allow_invalid=self.allow_invalid, size_prefixed=True)
+            correlation_id=self._pending,
+            version=self.version,
+            client_id=self.client_id,
+            client_software_name=self.client_software_name,
+            client_software_version=self.client_software_version,
+            allow_invalid=self.allow_invalid,
+            size_prefixed=True,
+        )
 
     def receive(self, frame: bytes) -> bool:
         """Read the answer to the last request (a size-prefixed frame); True when done."""
@@ -193,8 +233,12 @@ class ApiVersionsHandshake:
             raise ApiVersionsError("no request is waiting for an answer")
         response = decode_response(frame, API_VERSIONS_KEY, self.version, size_prefixed=True)
         if response.correlation_id != self._pending:
-            raise DecodeError(f"correlation id {response.correlation_id} answers no pending request "
-                              f"(expected {self._pending})", 0, api_key=API_VERSIONS_KEY, api_version=self.version)
+            raise DecodeError(
+                f"correlation id {response.correlation_id} answers no pending request (expected {self._pending})",
+                0,
+                api_key=API_VERSIONS_KEY,
+                api_version=self.version,
+            )
         self._pending = None
         body: Any = response.body
         code = body.error_code

@@ -11,7 +11,13 @@ from typing import Any
 
 from kproto.errors import KprotoError
 from kproto.versions._tables import (
-    _API_TABLE, Ranges, api_key_of, api_label, api_name, kproto_ranges, release_table,
+    _API_TABLE,
+    Ranges,
+    api_key_of,
+    api_label,
+    api_name,
+    kproto_ranges,
+    release_table,
 )
 
 
@@ -75,6 +81,7 @@ def _is_broker_list(source: Any) -> bool:
     """A list of several brokers' ranges (as opposed to one broker's rows)."""
     if isinstance(source, (str, Mapping)) or not isinstance(source, (list, tuple)):
         return False
+
     def is_broker(item: Any) -> bool:
         if isinstance(item, (str, Mapping)) or hasattr(item, "api_keys") or hasattr(item, "body"):
             return True
@@ -130,8 +137,13 @@ def baseline_4x(ranges: RangesLike) -> Ranges:
     return clipped
 
 
-def negotiate(client_ranges: RangesLike | None, broker_ranges: RangesLike, *,
-              required: Iterable[int | str] | bool = (), kafka_4x_baseline: bool = False) -> dict[int, int]:
+def negotiate(
+    client_ranges: RangesLike | None,
+    broker_ranges: RangesLike,
+    *,
+    required: Iterable[int | str] | bool = (),
+    kafka_4x_baseline: bool = False,
+) -> dict[int, int]:
     """Per API key, the highest version both the client and the broker support.
 
     ``client_ranges`` None means kproto's own ranges. ``broker_ranges`` is one
@@ -171,8 +183,9 @@ class FeatureCheck:
     problems: list[str] = field(default_factory=list)
 
 
-def check_features(features: Mapping[str, Iterable[tuple[int | str, int, int]]],
-                   brokers: RangesLike) -> dict[str, FeatureCheck]:
+def check_features(
+    features: Mapping[str, Iterable[tuple[int | str, int, int]]], brokers: RangesLike
+) -> dict[str, FeatureCheck]:
     """Which features a broker, or a cluster (a list of brokers), can serve.
 
     A feature is a set of ``(api, min_version, max_version)`` requirements; it is

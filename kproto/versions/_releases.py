@@ -11,8 +11,19 @@ from dataclasses import dataclass
 from kproto._common.api_keys import ApiKey
 from kproto.versions._negotiate import RangesLike, _range_text, as_ranges
 from kproto.versions._tables import (
-    _API_TABLE, _RELEASE_TABLES, _RELEASES_4X, _ZOOKEEPER_MODE_TABLES, ADVERTISED_BUT_REJECTED, RECORDED_FROM,
-    RELEASES, Ranges, _in, api_key_of, api_label, api_name, release_table,
+    _API_TABLE,
+    _RELEASE_TABLES,
+    _RELEASES_4X,
+    _ZOOKEEPER_MODE_TABLES,
+    ADVERTISED_BUT_REJECTED,
+    RECORDED_FROM,
+    RELEASES,
+    Ranges,
+    _in,
+    api_key_of,
+    api_label,
+    api_name,
+    release_table,
 )
 
 
@@ -88,8 +99,19 @@ def version_info(api: int | str, version: int) -> VersionInfo:
     served = tuple(r for r in advertised if r not in rejected)
     notes = []
     if info is None:
-        return VersionInfo(key, api_name(key), version, False, False, False, None, "unknown", served, rejected,
-                           ("kproto has no definition for this API",))
+        return VersionInfo(
+            key,
+            api_name(key),
+            version,
+            False,
+            False,
+            False,
+            None,
+            "unknown",
+            served,
+            rejected,
+            ("kproto has no definition for this API",),
+        )
     defined = _in(version, info.versions)
     deprecated = _in(version, info.deprecated)
     if info.removed_source == "unknown":
@@ -105,9 +127,19 @@ def version_info(api: int | str, version: int) -> VersionInfo:
         notes.append(f"advertised by {format_releases(rejected)} but rejected{why}")
     if len(_spans(served)) > 1:
         notes.append(f"not continuously served: {format_releases(served)}")
-    return VersionInfo(key, info.name, version, defined, _in(version, (info.flexible_from, 0x7FFF))
-                       if info.flexible_from is not None else False,
-                       deprecated, removed, info.removed_source, served, rejected, tuple(notes))
+    return VersionInfo(
+        key,
+        info.name,
+        version,
+        defined,
+        _in(version, (info.flexible_from, 0x7FFF)) if info.flexible_from is not None else False,
+        deprecated,
+        removed,
+        info.removed_source,
+        served,
+        rejected,
+        tuple(notes),
+    )
 
 
 # ====================================================================== release inference
@@ -134,25 +166,35 @@ class ReleaseMatch:
 
     def describe(self) -> str:
         if len(self.exact) == 1 and self.mode:
-            return (f"{self.exact[0]} in {self.mode} mode (exact match with the table of a {self.mode}-mode "
-                    f"{self.exact[0]} broker; patch releases of a line are not told apart)")
+            return (
+                f"{self.exact[0]} in {self.mode} mode (exact match with the table of a {self.mode}-mode "
+                f"{self.exact[0]} broker; patch releases of a line are not told apart)"
+            )
         if len(self.exact) == 1 and self.exact[0] in RECORDED_FROM:
             recorded = RECORDED_FROM[self.exact[0]]
-            return (f"{self.exact[0]} (exact match with the answer of a real {recorded} broker; "
-                    f"patch releases that advertise the same versions are not told apart)")
+            return (
+                f"{self.exact[0]} (exact match with the answer of a real {recorded} broker; "
+                f"patch releases that advertise the same versions are not told apart)"
+            )
         if len(self.exact) == 1:
-            return (f"{self.exact[0]} (exact match; patch releases of a line advertise the same "
-                    f"versions and are not told apart)")
+            return (
+                f"{self.exact[0]} (exact match; patch releases of a line advertise the same "
+                f"versions and are not told apart)"
+            )
         if self.exact:
-            return (f"ambiguous: {', '.join(self.exact)} advertise identical versions; "
-                    f"ApiVersions alone cannot tell them apart")
+            return (
+                f"ambiguous: {', '.join(self.exact)} advertise identical versions; "
+                f"ApiVersions alone cannot tell them apart"
+            )
         if not self.closest:
             return "unknown: no release to compare with"
         count = len(self.differences[self.closest[0]])
         which = " or ".join(self.closest)
         tie = " (a tie: cannot choose)" if len(self.closest) > 1 else ""
-        return (f"no exact match; closest {which}{tie}, {count} API(s) differ: a patch or vendor build, "
-                f"a broker with some APIs disabled or unstable ones enabled, or a release newer than the table")
+        return (
+            f"no exact match; closest {which}{tie}, {count} API(s) differ: a patch or vendor build, "
+            f"a broker with some APIs disabled or unstable ones enabled, or a release newer than the table"
+        )
 
 
 def _table_differences(seen: Ranges, table: Ranges) -> tuple[str, ...]:
@@ -235,5 +277,8 @@ def _list_text(versions: list[int]) -> str:
 def release_changes(before: str, after: str) -> list[ReleaseChange]:
     """What changed in the advertised APIs from release ``before`` to release ``after``."""
     old, new = release_table(before), release_table(after)
-    return [ReleaseChange(key, api_name(key), old.get(key), new.get(key))
-            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+    return [
+        ReleaseChange(key, api_name(key), old.get(key), new.get(key))
+        for key in sorted(set(old) | set(new))
+        if old.get(key) != new.get(key)
+    ]

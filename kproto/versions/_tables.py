@@ -53,7 +53,7 @@ def _build_release_tables() -> dict[str, Ranges]:
 
 
 _RELEASE_TABLES = _build_release_tables()
-_ZOOKEEPER_API_KEY = ApiKey.LEADER_AND_ISR   # only ZooKeeper-mode brokers advertise it
+_ZOOKEEPER_API_KEY = ApiKey.LEADER_AND_ISR  # only ZooKeeper-mode brokers advertise it
 
 
 def _build_zookeeper_mode_tables() -> dict[str, Ranges]:
@@ -63,8 +63,7 @@ def _build_zookeeper_mode_tables() -> dict[str, Ranges]:
     for release, api_key, lo, hi in BROKER_API_VERSIONS:
         if release in RECORDED_FROM:
             tables.setdefault(release, {})[api_key] = (lo, hi)
-    return {r: t for r, t in tables.items()
-            if _ZOOKEEPER_API_KEY in t and _ZOOKEEPER_API_KEY not in _RELEASE_TABLES[r]}
+    return {r: t for r, t in tables.items() if _ZOOKEEPER_API_KEY in t and _ZOOKEEPER_API_KEY not in _RELEASE_TABLES[r]}
 
 
 _ZOOKEEPER_MODE_TABLES = _build_zookeeper_mode_tables()
@@ -78,7 +77,7 @@ def zookeeper_mode_table(release: str) -> Ranges | None:
     return None if table is None else dict(table)
 
 
-_KRAFT_API_KEY = ApiKey.DESCRIBE_QUORUM      # only KRaft brokers advertise it
+_KRAFT_API_KEY = ApiKey.DESCRIBE_QUORUM  # only KRaft brokers advertise it
 
 
 def release_mode(release: str) -> str:
@@ -86,6 +85,7 @@ def release_mode(release: str) -> str:
     KRaft broker advertises DescribeQuorum and not LeaderAndIsr). 3.8 and older: ZooKeeper; 3.9 on: KRaft."""
     table = _RELEASE_TABLES[resolve_release(release)]
     return "KRaft" if _KRAFT_API_KEY in table and _ZOOKEEPER_API_KEY not in table else "ZooKeeper"
+
 
 #: Every broker release in the table, oldest first (``"0.8.0"`` ... ``"4.4"``).
 RELEASES: tuple[str, ...] = tuple(_RELEASE_TABLES)
@@ -105,10 +105,10 @@ def resolve_release(text: str) -> str:
     except ValueError:
         raise ValueError(f"not a Kafka release: {text!r}") from None
     # the longest table release whose components start the asked version
-    prefixes = [r for r in RELEASES if wanted[:len(_release_key(r))] == _release_key(r)]
+    prefixes = [r for r in RELEASES if wanted[: len(_release_key(r))] == _release_key(r)]
     if prefixes:
         return max(prefixes, key=lambda r: len(_release_key(r)))
-    extensions = [r for r in RELEASES if _release_key(r)[:len(wanted)] == wanted]
+    extensions = [r for r in RELEASES if _release_key(r)[: len(wanted)] == wanted]
     if extensions:
         raise ValueError(f"{text} is ambiguous: it could be {', '.join(extensions)}")
     raise ValueError(f"no broker release {text} in the table (known: {RELEASES[0]} to {RELEASES[-1]})")
@@ -122,7 +122,7 @@ def release_table(release: str) -> Ranges:
 def releases_between(first: str, last: str) -> tuple[str, ...]:
     """The table releases from ``first`` to ``last`` inclusive, oldest first."""
     lo, hi = sorted((RELEASES.index(resolve_release(first)), RELEASES.index(resolve_release(last))))
-    return RELEASES[lo:hi + 1]
+    return RELEASES[lo : hi + 1]
 
 
 # ====================================================================== the API table
@@ -135,7 +135,8 @@ _REQUESTS = _request_specs()
 #: API keys that broker releases advertise but kproto has no definition for (4.2+:
 #: streams groups, share-group offsets): known to exist, decoded header only.
 KNOWN_UNKNOWN_API_KEYS: frozenset[int] = frozenset(
-    key for table in _RELEASE_TABLES.values() for key in table if key not in _REQUESTS)
+    key for table in _RELEASE_TABLES.values() for key in table if key not in _REQUESTS
+)
 
 
 @dataclass(frozen=True)
@@ -189,9 +190,14 @@ def _build_api_table() -> dict[int, ApiInfo]:
         flexible = info["flexible_versions"]
         removed, source = _removed_in_4x(api_key, info)
         table[api_key] = ApiInfo(
-            api_key=api_key, name=name, min_version=lo, max_version=hi,
+            api_key=api_key,
+            name=name,
+            min_version=lo,
+            max_version=hi,
             flexible_from=flexible[0] if flexible else None,
-            deprecated=info["deprecated_versions"], removed_in_4x=removed, removed_source=source,
+            deprecated=info["deprecated_versions"],
+            removed_in_4x=removed,
+            removed_source=source,
             listeners=tuple(info["listeners"] or ()),
             latest_version_unstable=bool(info["latest_version_unstable"]),
         )

@@ -15,12 +15,13 @@ METADATA_V12 = "0003000c0000000700026d65000200000000000000000000000000000000076f
 
 
 def run_without(packages: list[str], *argv: str) -> subprocess.CompletedProcess:
-    code = ("import sys\n"
-            f"for name in {packages!r}: sys.modules[name] = None\n"
-            "from kproto.analyze.cli import main\n"
-            "sys.exit(main(sys.argv[1:]))\n")
-    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+    code = (
+        "import sys\n"
+        f"for name in {packages!r}: sys.modules[name] = None\n"
+        "from kproto.analyze.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
 def test_decode_needs_no_numpy():
@@ -33,8 +34,10 @@ def test_decode_needs_no_numpy():
 def test_dump_without_arrow_is_one_line_with_both_hints():
     result = run_without(["numpy", "pyarrow"], "dump", "samples/sample.pcap")
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == ("kproto dump: needs numpy, which is not installed: pip install 'kproto[arrow]' "
-                             "(from a checkout: pip install '.[arrow]')\n")
+    assert result.stderr == (
+        "kproto dump: needs numpy, which is not installed: pip install 'kproto[arrow]' "
+        "(from a checkout: pip install '.[arrow]')\n"
+    )
 
 
 def test_analyze_without_spark_names_the_extra():

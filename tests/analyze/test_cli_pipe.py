@@ -24,9 +24,13 @@ COMMAND = [sys.executable, "-m", "kproto.analyze.cli"]
 def response_file(tmp_path_factory):
     from kproto.messages import ApiVersionsResponse
 
-    body = ApiVersionsResponse(error_code=0, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
-        for key, (lo, hi) in sorted(versions.release_table("3.9").items())])
+    body = ApiVersionsResponse(
+        error_code=0,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
+            for key, (lo, hi) in sorted(versions.release_table("3.9").items())
+        ],
+    )
     path = tmp_path_factory.mktemp("cli") / "response.bin"
     path.write_bytes(kproto.encode_response(body, version=3, correlation_id=7, size_prefixed=True))
     return path
@@ -57,8 +61,9 @@ def test_reader_gone_before_the_first_write(arguments, response_file):
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        result = subprocess.run(_argv(arguments, response_file), stdout=write_end, stderr=subprocess.PIPE,
-                                text=True, timeout=60)
+        result = subprocess.run(
+            _argv(arguments, response_file), stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60
+        )
     finally:
         os.close(write_end)
     assert result.stderr == ""

@@ -22,8 +22,17 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import record_clients as RC  # noqa: E402
 
-LIBRARIES_4X = {"kafka-clients", "kafka-python", "aiokafka", "confluent-kafka", "kcat", "franz-go", "sarama",
-                "kafka-go", "kafkajs"}
+LIBRARIES_4X = {
+    "kafka-clients",
+    "kafka-python",
+    "aiokafka",
+    "confluent-kafka",
+    "kcat",
+    "franz-go",
+    "sarama",
+    "kafka-go",
+    "kafkajs",
+}
 
 
 def test_every_run_is_whole():
@@ -36,9 +45,9 @@ def test_every_run_is_whole():
         assert all(outcome == "ok" or outcome.startswith("FAILED") for outcome in steps.values()), label
         assert bool(unanswered) == bool(cut), label
         if works:
-            assert clients, label       # a run that worked was seen on the wire
+            assert clients, label  # a run that worked was seen on the wire
         for _client_id, order, software, _handshakes in clients:
-            assert len(set(order)) == len(order), label      # pairs in order of first use, each once
+            assert len(set(order)) == len(order), label  # pairs in order of first use, each once
             assert software is None or len(software) == 2, label
 
 
@@ -106,8 +115,10 @@ def _installed(library: str, release: str) -> RC.Client:
     for client in clients:
         if (client.library, client.release) == (library, release):
             return client
-    raise AssertionError(f"{library} {release} is not installed: run scripts/install-clients.sh "
-                         f"({failed.get(library, 'not in the cache')})")
+    raise AssertionError(
+        f"{library} {release} is not installed: run scripts/install-clients.sh "
+        f"({failed.get(library, 'not in the cache')})"
+    )
 
 
 def _recorded(library: str, release: str, pin, broker: str):

@@ -15,10 +15,10 @@ import pytest
 
 import kproto
 import kproto.arrow.frames as kb
-from kproto.arrow import exchanges
 from kproto.analyze import dump
-from kproto.arrow.capture import read_capture
 from kproto.analyze.cli import main
+from kproto.arrow import exchanges
+from kproto.arrow.capture import read_capture
 from kproto.messages import MetadataRequest, MetadataResponse
 from tests import spark_captures as sc
 
@@ -58,8 +58,11 @@ def test_every_frame_once_responses_decoded_with_their_request(small, loops):
     assert len(records) == frames.num_rows == 10
     # The whole-capture pairing of kproto.arrow.frames gives every response the same request.
     pairs = exchanges.pair(frames).to_pylist()
-    expected = {(p["connection_id"], p["response_sequence"]): (p["api_key"], p["api_version"])
-                for p in pairs if p["response_row"] is not None}
+    expected = {
+        (p["connection_id"], p["response_sequence"]): (p["api_key"], p["api_version"])
+        for p in pairs
+        if p["response_row"] is not None
+    }
     for record in records:
         if record["direction"] == "response":
             key = (record["connection"], record["sequence"])
@@ -69,11 +72,16 @@ def test_every_frame_once_responses_decoded_with_their_request(small, loops):
     assert orphan["status"] == "NO_REQUEST_INFO" and orphan["body"] is None and orphan["header"]["api"] is None
     assert by_status[(3, "request")]["status"] == "UNKNOWN_API"
     api_versions = by_status[(1, "response")]
-    assert api_versions["header"] == {"api_key": 18, "api": "ApiVersions", "api_version": 3, "correlation_id": 1,
-                                      "client_id": "old"}
+    assert api_versions["header"] == {
+        "api_key": 18,
+        "api": "ApiVersions",
+        "api_version": 3,
+        "correlation_id": 1,
+        "client_id": "old",
+    }
     assert api_versions["body"]["error_code"] == 42 and api_versions["status"] == "OK"
     produce = next(r for r in records if r["header"]["api"] == "Produce" and r["direction"] == "request")
-    assert produce["body"]["topic_data"][0]["partition_data"][0]["records"]["records"] == 3   # a summary
+    assert produce["body"]["topic_data"][0]["partition_data"][0]["records"]["records"] == 3  # a summary
     assert produce["ts_first_ns"] >= sc.START_NS and produce["size"] > 0
 
 
@@ -114,18 +122,27 @@ def capture_batch(payloads: list[bytes], direction: int, first_sequence: int = 0
     from kproto.arrow.capture import frame_schema
 
     n = len(payloads)
-    return pa.RecordBatch.from_arrays([
-        pa.array(["cap"] * n), pa.array([0] * n, pa.int64()), pa.array([direction] * n, pa.int8()),
-        pa.array(range(first_sequence, first_sequence + n), pa.int64()), pa.nulls(n, pa.int64()),
-        pa.nulls(n, pa.int64()), pa.array([len(p) for p in payloads], pa.int32()),
-        pa.array(payloads, pa.binary())], schema=frame_schema())
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(["cap"] * n),
+            pa.array([0] * n, pa.int64()),
+            pa.array([direction] * n, pa.int8()),
+            pa.array(range(first_sequence, first_sequence + n), pa.int64()),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.int64()),
+            pa.array([len(p) for p in payloads], pa.int32()),
+            pa.array(payloads, pa.binary()),
+        ],
+        schema=frame_schema(),
+    )
 
 
 @pytest.mark.parametrize("limit,answered", [(10, [3, 3, 3]), (1, [-1, -1, 3])])
 def test_held_requests_beyond_the_limit_are_forgotten(loops, limit, answered):
     requests = capture_batch(metadata_requests(3), kb.REQUEST)
-    responses = capture_batch([kproto.encode_response(MetadataResponse(), version=12, correlation_id=i)
-                               for i in range(3)], kb.RESPONSE)
+    responses = capture_batch(
+        [kproto.encode_response(MetadataResponse(), version=12, correlation_id=i) for i in range(3)], kb.RESPONSE
+    )
     open_requests = dump.OpenRequests(limit=limit)
     for frames in (requests, responses):
         headers = kb.decode_frames(frames["payload"], directions=frames["direction"].to_numpy())
@@ -136,16 +153,19 @@ def test_held_requests_beyond_the_limit_are_forgotten(loops, limit, answered):
     assert len(open_requests) == 0
 
 
-@pytest.mark.parametrize("argv,check", [
-    (["--api", "Produce"], lambda r: r["header"]["api_key"] == 0),
-    (["--api", "18", "--api", "metadata"], lambda r: r["header"]["api_key"] in (18, 3)),
-    (["--api-version", "9"], lambda r: r["header"]["api_version"] == 9),
-    (["--client-id", "shop"], lambda r: r["connection"] == 0),
-    (["--connection", "1"], lambda r: r["connection"] == 1),
-    (["--direction", "response"], lambda r: r["direction"] == "response"),
-    (["--status", "error"], lambda r: r["status"] != "OK"),
-    (["--status", "ok", "--direction", "request"], lambda r: r["status"] == "OK" and r["direction"] == "request"),
-])
+@pytest.mark.parametrize(
+    "argv,check",
+    [
+        (["--api", "Produce"], lambda r: r["header"]["api_key"] == 0),
+        (["--api", "18", "--api", "metadata"], lambda r: r["header"]["api_key"] in (18, 3)),
+        (["--api-version", "9"], lambda r: r["header"]["api_version"] == 9),
+        (["--client-id", "shop"], lambda r: r["connection"] == 0),
+        (["--connection", "1"], lambda r: r["connection"] == 1),
+        (["--direction", "response"], lambda r: r["direction"] == "response"),
+        (["--status", "error"], lambda r: r["status"] != "OK"),
+        (["--status", "ok", "--direction", "request"], lambda r: r["status"] == "OK" and r["direction"] == "request"),
+    ],
+)
 def test_filters(small, capsys, argv, check):
     status, everything, _ = run_cli(capsys, small)
     status, kept, err = run_cli(capsys, small, *argv)
@@ -175,8 +195,9 @@ def test_unknown_api_name_is_a_usage_error(small, capsys):
 
 def test_stdin_gives_what_the_file_gives(small):
     from_file = subprocess.run(COMMAND + ["dump", str(small)], capture_output=True, check=True).stdout
-    from_stdin = subprocess.run(COMMAND + ["dump", "-"], input=small.read_bytes(), capture_output=True,
-                                check=True).stdout
+    from_stdin = subprocess.run(
+        COMMAND + ["dump", "-"], input=small.read_bytes(), capture_output=True, check=True
+    ).stdout
     assert from_stdin.replace(b'"<stdin>"', json.dumps(str(small)).encode()) == from_file
     assert from_file.count(b"\n") == 10
 
@@ -188,15 +209,22 @@ def frames_file(tmp_path, payloads: list[bytes], tail: bytes = b""):
 
 
 def metadata_requests(count: int) -> list[bytes]:
-    return [kproto.encode_request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=f"t{i}")]),
-                                  version=12, correlation_id=i, client_id="dumper") for i in range(count)]
+    return [
+        kproto.encode_request(
+            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=f"t{i}")]),
+            version=12,
+            correlation_id=i,
+            client_id="dumper",
+        )
+        for i in range(count)
+    ]
 
 
 def test_frame_dump_read_in_chunks_that_cut_frames(tmp_path, monkeypatch, loops):
     payloads = metadata_requests(50)
     path = frames_file(tmp_path, payloads)
     whole = list(dump.records(dump.Input(str(path))))
-    monkeypatch.setattr(dump, "FRAME_DUMP_CHUNK", 37)     # a frame is 50-odd bytes: every chunk cuts one
+    monkeypatch.setattr(dump, "FRAME_DUMP_CHUNK", 37)  # a frame is 50-odd bytes: every chunk cuts one
     assert list(dump.records(dump.Input(str(path)))) == whole
     assert [r["body"]["topics"][0]["name"] for r in whole] == [f"t{i}" for i in range(50)]
     assert [r["sequence"] for r in whole] == list(range(50))
@@ -212,8 +240,10 @@ def test_broken_capture_mid_file(small, tmp_path, capsys):
     status, printed, err = run_cli(capsys, broken)
     assert status == 3
     assert [dict(r, capture=None) for r in printed] == [dict(r, capture=None) for r in expected]
-    assert err == f"kproto dump: {broken}: byte offset {len(data):,}: oversized_record: " \
-                  f"{err.split('oversized_record: ', 1)[1]}"
+    assert (
+        err == f"kproto dump: {broken}: byte offset {len(data):,}: oversized_record: "
+        f"{err.split('oversized_record: ', 1)[1]}"
+    )
     assert "record" in err and err.endswith("\n") and err.count("\n") == 1
 
 
@@ -227,10 +257,13 @@ def test_capture_cut_in_a_record(small, tmp_path, capsys):
     assert f"{cut}: byte offset " in err and "truncated_record: incomplete record: " in err
 
 
-@pytest.mark.parametrize("tail,category,reason", [
-    (struct.pack(">i", -5) + b"x" * 20, "bad_frame_size", "-5"),
-    (struct.pack(">i", 40) + b"x" * 20, "truncated_record", "incomplete frame: 24 bytes"),
-])
+@pytest.mark.parametrize(
+    "tail,category,reason",
+    [
+        (struct.pack(">i", -5) + b"x" * 20, "bad_frame_size", "-5"),
+        (struct.pack(">i", 40) + b"x" * 20, "truncated_record", "incomplete frame: 24 bytes"),
+    ],
+)
 def test_broken_frame_dump(tmp_path, capsys, tail, category, reason):
     payloads = metadata_requests(5)
     path = frames_file(tmp_path, payloads, tail)
@@ -258,8 +291,10 @@ def test_tree_format(small, capsys):
     out = capsys.readouterr().out
     frames, connections, _ = read_capture(str(small))
     row = connections.to_pylist()[0]
-    assert out.startswith(f"{small}  connection 0 ({row['client_ip']}:{row['client_port']} -> "
-                          f"{row['server_ip']}:{row['server_port']})  response #1  Produce(0) v9\n")
+    assert out.startswith(
+        f"{small}  connection 0 ({row['client_ip']}:{row['client_port']} -> "
+        f"{row['server_ip']}:{row['server_port']})  response #1  Produce(0) v9\n"
+    )
     assert "  status          OK\n" in out and "        partition_responses:\n" in out
 
 
@@ -267,8 +302,7 @@ def test_closed_pipe_before_the_first_write(big):
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        result = subprocess.run(COMMAND + ["dump", str(big)], stdout=write_end, stderr=subprocess.PIPE,
-                                timeout=60)
+        result = subprocess.run(COMMAND + ["dump", str(big)], stdout=write_end, stderr=subprocess.PIPE, timeout=60)
     finally:
         os.close(write_end)
     assert result.stderr == b"" and result.returncode == 0
@@ -276,7 +310,7 @@ def test_closed_pipe_before_the_first_write(big):
 
 def test_reader_stops_after_one_line(big):
     read_end, write_end = os.pipe()
-    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)   # far less than the output: still writing when closed
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # far less than the output: still writing when closed
     try:
         process = subprocess.Popen(COMMAND + ["dump", str(big)], stdout=write_end, stderr=subprocess.PIPE)
     finally:
@@ -289,10 +323,13 @@ def test_reader_stops_after_one_line(big):
 
 
 # ------------------------------------------------------------------ kproto decode
-REQUEST = kproto.encode_request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="orders")]),
-                                version=12, correlation_id=7, client_id="me")
-RESPONSE = kproto.encode_response(MetadataResponse(cluster_id="c1", controller_id=3), version=12,
-                                  correlation_id=7)
+REQUEST = kproto.encode_request(
+    MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="orders")]),
+    version=12,
+    correlation_id=7,
+    client_id="me",
+)
+RESPONSE = kproto.encode_response(MetadataResponse(cluster_id="c1", controller_id=3), version=12, correlation_id=7)
 
 
 def decode(capsys, *argv, stdin: bytes | None = None, monkeypatch=None) -> tuple[int, dict | None, str]:
@@ -314,15 +351,21 @@ def test_decode_request(capsys, tmp_path, form, prefixed):
         argv = ["--file", str(tmp_path / "frame.bin")]
     status, record, err = decode(capsys, *argv)
     assert status == 0 and err == ""
-    assert record == {"direction": "request", "size_prefixed": prefixed,
-                      "header": {"api_key": 3, "api": "Metadata", "api_version": 12, "correlation_id": 7,
-                                 "client_id": "me"},
-                      "body": kproto.decode_request(REQUEST).body.to_dict()}
+    assert record == {
+        "direction": "request",
+        "size_prefixed": prefixed,
+        "header": {"api_key": 3, "api": "Metadata", "api_version": 12, "correlation_id": 7, "client_id": "me"},
+        "body": kproto.decode_request(REQUEST).body.to_dict(),
+    }
 
 
 def test_decode_response_from_stdin():
-    result = subprocess.run(COMMAND + ["decode", "--api-key", "Metadata", "--api-version", "12"],
-                            input=RESPONSE, capture_output=True, check=True)
+    result = subprocess.run(
+        COMMAND + ["decode", "--api-key", "Metadata", "--api-version", "12"],
+        input=RESPONSE,
+        capture_output=True,
+        check=True,
+    )
     record = json.loads(result.stdout)
     assert record["header"] == {"api_key": 3, "api": "Metadata", "api_version": 12, "correlation_id": 7}
     assert record["body"]["cluster_id"] == "c1" and record["body"]["controller_id"] == 3
@@ -354,13 +397,16 @@ def test_decode_bad_input_names_api_version_path_and_offset(capsys):
     assert status == 1 and "MetadataResponse" in err
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--hex", "0g"], "not hex"),
-    (["--base64", "@@@"], "--base64"),
-    (["--hex", "00", "--api-key", "3"], "--api-version"),
-    (["--hex", "00", "--api-version", "3"], "--api-key"),
-    (["--hex", "00", "--api-key", "NoSuchApi", "--api-version", "1"], "NoSuchApi"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--hex", "0g"], "not hex"),
+        (["--base64", "@@@"], "--base64"),
+        (["--hex", "00", "--api-key", "3"], "--api-version"),
+        (["--hex", "00", "--api-version", "3"], "--api-key"),
+        (["--hex", "00", "--api-key", "NoSuchApi", "--api-version", "1"], "NoSuchApi"),
+    ],
+)
 def test_decode_usage_errors(capsys, argv, message):
     status, _, err = decode(capsys, *argv)
     assert status == 2 and message in err
@@ -372,14 +418,14 @@ def test_lost_bytes_are_summed_on_stderr_with_exit_status_4(tmp_path, capsys):
 
     conv = Conversation()
     packets = conv.handshake()
-    topic = struct.pack(">ih", 1, 290) + b"t" * 290       # Metadata v1: one topic, a long name
+    topic = struct.pack(">ih", 1, 290) + b"t" * 290  # Metadata v1: one topic, a long name
     requests = [request_frame(3, 1, 10 + i, topic) for i in range(4)]
-    answer = struct.pack(">iiii", 0, -1, 0, 0)             # no brokers, no cluster id, controller 0, no topics
+    answer = struct.pack(">iiii", 0, -1, 0, 0)  # no brokers, no cluster id, controller 0, no topics
     for i, request in enumerate(requests):
         packets += conv.data("client", request, (100,))
         packets += conv.data("server", response_frame(10 + i, answer), (100,))
     client = [p for p in packets if p.sender == "client" and p.payload]
-    lost = client[5]                  # inside the second request
+    lost = client[5]  # inside the second request
     packets = [p for p in packets if p is not lost] + conv.close()
     path = tmp_path / "lossy.pcap"
     path.write_bytes(pcap_of(packets))
@@ -396,8 +442,10 @@ def test_records_name_the_connections_addresses(small, capsys):
     """Each record says who talks (issue 38): known from the connection's first frame, so a live
     input prints them before the connection closes (tests/arrow/test_capture_edges.py)."""
     _, connections, _ = read_capture(str(small))
-    expected = {row["connection_id"]: (f"{row['client_ip']}:{row['client_port']}",
-                                       f"{row['server_ip']}:{row['server_port']}") for row in connections.to_pylist()}
+    expected = {
+        row["connection_id"]: (f"{row['client_ip']}:{row['client_port']}", f"{row['server_ip']}:{row['server_port']}")
+        for row in connections.to_pylist()
+    }
     status, rows, _ = run_cli(capsys, small)
     assert status == 0 and rows
     assert all((r["client"], r["broker"]) == expected[r["connection"]] for r in rows)

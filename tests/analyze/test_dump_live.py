@@ -15,12 +15,12 @@ import signal
 import subprocess
 import sys
 
-from tests.pcapwriter import Conversation, PcapWriter
-from tests import spark_captures as sc
 from kproto.messages import MetadataRequest, MetadataResponse
+from tests import spark_captures as sc
+from tests.pcapwriter import Conversation, PcapWriter
 
 COMMAND = [sys.executable, "-m", "kproto.analyze.cli", "dump", "--format", "jsonl"]
-WAIT = 60.0     # seconds a line may take on a loaded machine: a hang fails, slowness does not
+WAIT = 60.0  # seconds a line may take on a loaded machine: a hang fails, slowness does not
 
 
 def capture_parts() -> tuple[bytes, bytes]:
@@ -31,9 +31,9 @@ def capture_parts() -> tuple[bytes, bytes]:
     connection = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
 
     def exchange(correlation_id: int) -> list:
-        return (connection.data("client", sc.request(MetadataRequest(topics=None), 12, correlation_id, "live"),
-                                [1000])
-                + connection.data("server", sc.response(MetadataResponse(topics=[]), 12, correlation_id), [1000]))
+        return connection.data(
+            "client", sc.request(MetadataRequest(topics=None), 12, correlation_id, "live"), [1000]
+        ) + connection.data("server", sc.response(MetadataResponse(topics=[]), 12, correlation_id), [1000])
 
     first = connection.handshake() + exchange(1)
     second = exchange(2)
@@ -67,8 +67,9 @@ def stop(process: subprocess.Popen) -> None:
 
 def test_stdin_pipe_prints_frames_while_it_is_open():
     first, second = capture_parts()
-    process = subprocess.Popen(COMMAND + ["-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, bufsize=0)
+    process = subprocess.Popen(
+        COMMAND + ["-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+    )
     try:
         process.stdin.write(first)
         process.stdin.flush()
@@ -90,12 +91,17 @@ def test_stdin_pipe_prints_frames_while_it_is_open():
 def test_frame_dump_on_stdin_prints_frames_while_it_is_open():
     import kproto
 
-    frames = [kproto.encode_request(MetadataRequest(topics=None), version=12, correlation_id=i, client_id="live",
-                                    size_prefixed=True) for i in range(3)]
-    process = subprocess.Popen(COMMAND + ["-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, bufsize=0)
+    frames = [
+        kproto.encode_request(
+            MetadataRequest(topics=None), version=12, correlation_id=i, client_id="live", size_prefixed=True
+        )
+        for i in range(3)
+    ]
+    process = subprocess.Popen(
+        COMMAND + ["-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+    )
     try:
-        process.stdin.write(frames[0] + frames[1][:7])   # a frame, and the start of the next
+        process.stdin.write(frames[0] + frames[1][:7])  # a frame, and the start of the next
         process.stdin.flush()
         assert json.loads(read_line(process) or "null")["header"]["correlation_id"] == 0
         process.stdin.write(frames[1][7:] + frames[2])
@@ -109,9 +115,10 @@ def test_frame_dump_on_stdin_prints_frames_while_it_is_open():
 def test_follow_prints_what_a_growing_file_gets(tmp_path):
     first, second = capture_parts()
     path = tmp_path / "growing.pcap"
-    path.write_bytes(first[:10])        # not even the whole file header yet
-    process = subprocess.Popen(COMMAND + [str(path), "--follow"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, bufsize=0)
+    path.write_bytes(first[:10])  # not even the whole file header yet
+    process = subprocess.Popen(
+        COMMAND + [str(path), "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+    )
     try:
         with path.open("ab") as out:
             out.write(first[10:])
@@ -121,7 +128,7 @@ def test_follow_prints_what_a_growing_file_gets(tmp_path):
             out.write(second)
         assert read_record(process)["header"]["correlation_id"] == 2
         assert process.poll() is None, "--follow ended at the end of the file"
-        process.send_signal(signal.SIGINT)      # Ctrl-C ends following, quietly
+        process.send_signal(signal.SIGINT)  # Ctrl-C ends following, quietly
         assert process.wait(WAIT) == 0
         assert process.stderr.read() == b""
     finally:

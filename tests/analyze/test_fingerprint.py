@@ -22,8 +22,13 @@ def test_the_table_is_the_recording():
     table = FP.table()
     assert set(table.releases) == {run[0] for run in R.RUNS}
     assert {(lib, rel) for lib, rels in table.releases.items() for rel in rels} == {run[:2] for run in R.RUNS}
-    assert len(table.releases) >= 9 and {"kafka-clients", "confluent-kafka", "kafka-python", "franz-go",
-                                         "kafkajs"} <= set(table.releases)
+    assert len(table.releases) >= 9 and {
+        "kafka-clients",
+        "confluent-kafka",
+        "kafka-python",
+        "franz-go",
+        "kafkajs",
+    } <= set(table.releases)
     assert len(table.runs) == len(R.RUNS)
     for releases in table.releases.values():
         assert list(releases) == sorted(releases, key=FP.release_key)
@@ -37,7 +42,7 @@ def test_default_client_ids_come_from_the_recording():
     assert table.id_libraries("rdkafka") == {"confluent-kafka", "kcat"}
     assert table.id_libraries("kgo") == {"franz-go"} and table.id_libraries("sarama") == {"sarama"}
     assert table.id_libraries("kafkajs") == {"kafkajs"}
-    assert table.id_libraries("") == {"kafka-go"}     # kafka-go 0.4 sends an empty client.id
+    assert table.id_libraries("") == {"kafka-go"}  # kafka-go 0.4 sends an empty client.id
     assert table.id_libraries("alice@build-7 (github.com/segmentio/kafka-go)") == {"kafka-go"}
     assert table.id_libraries("my-service") == set() and table.id_libraries(None) == set()
 
@@ -72,8 +77,13 @@ def test_a_release_between_recorded_ones_is_no_contradiction():
     """confluent-kafka 2.1.1 sends what 2.2.0 does, kafka-python 1.4.6 what 1.4.7 does: their names stand.
     A version newer than its release ever sent rules the name out."""
     table = FP.table()
-    rdkafka_220 = next(order for run in R.RUNS if run[:3] == ("confluent-kafka", "2.2.0", None)
-                       for _id, order, *_x in run[-1] if len(order) > 5)
+    rdkafka_220 = next(
+        order
+        for run in R.RUNS
+        if run[:3] == ("confluent-kafka", "2.2.0", None)
+        for _id, order, *_x in run[-1]
+        if len(order) > 5
+    )
     assert table.classify("app", rdkafka_220, "confluent-kafka-python", "2.1.1-rdkafka-2.1.1").mismatch is None
     assert table.classify("app", [(18, 0), (3, 0), (3, 1), (0, 3)], "kafka-python", "1.4.6").mismatch is None
     newer = table.classify("app", [(18, 0), (3, 1), (0, 9)], "kafka-python", "1.4.6")
@@ -90,8 +100,10 @@ def test_leave_one_release_out():
     _no_wrong_library_at_high(named)
     assert named["right_library"] >= 0.6 * named["clients"]
     wire = scoring.leave_one_out(R.RUNS, "release")
-    assert {(w[0], w[4]) for w in wire["wrong"] if w[6] == FP.HIGH} <= {("kcat", "confluent-kafka"),
-                                                                        ("confluent-kafka", "kcat")}
+    assert {(w[0], w[4]) for w in wire["wrong"] if w[6] == FP.HIGH} <= {
+        ("kcat", "confluent-kafka"),
+        ("confluent-kafka", "kcat"),
+    }
 
 
 def test_software_outside_the_table_is_unknown_or_a_guess():
@@ -105,7 +117,7 @@ def test_software_outside_the_table_is_unknown_or_a_guess():
 
 
 def test_unknown_software_says_its_nearest_match():
-    verdict = FP.table().classify_wire("x", [(18, 5), (3, 13), (60, 2), (1, 3)])   # DescribeCluster with Fetch v3
+    verdict = FP.table().classify_wire("x", [(18, 5), (3, 13), (60, 2), (1, 3)])  # DescribeCluster with Fetch v3
     assert verdict.library == FP.UNKNOWN and verdict.confidence == FP.LOW
     assert re.search(r"nearest: \S+ \S+.*not trusted: no recorded \S+ run sent", verdict.evidence)
 
@@ -135,9 +147,11 @@ def leave_one_out_lines() -> list[str]:
     for by in ("release", "library"):
         for kip511 in (True, False):
             r = scoring.leave_one_out(R.RUNS, by, kip511=kip511)
-            lines.append(f"| {by} | {'KIP-511 first' if kip511 else 'wire alone'} | {r['clients']} | "
-                         f"{100 * r['right_library'] / r['clients']:.1f} % | {100 * r['right_range'] / r['clients']:.1f} % | "
-                         f"{r['unknown']} | {r['wrong_library_high']} |")
+            lines.append(
+                f"| {by} | {'KIP-511 first' if kip511 else 'wire alone'} | {r['clients']} | "
+                f"{100 * r['right_library'] / r['clients']:.1f} % | {100 * r['right_range'] / r['clients']:.1f} % | "
+                f"{r['unknown']} | {r['wrong_library_high']} |"
+            )
     return lines
 
 
@@ -149,24 +163,43 @@ def test_evaluation_can_fail():
 
 
 # ---------------------------------------------------------------- the classifier, on a small made-up table
-def _run(library, release, pairs, ids=(), software=(), broker="3.9", pin=None, handshakes=(1,), works=True,
-         refused=()):
-    return FP.Run(library, release, broker, pin, frozenset(pairs), frozenset([tuple(pairs[:3])]),
-                  tuple(ids), tuple(software), frozenset(handshakes), works, tuple(refused),
-                  "" if works else "producer: socket disconnected")
+def _run(library, release, pairs, ids=(), software=(), broker="3.9", pin=None, handshakes=(1,), works=True, refused=()):
+    return FP.Run(
+        library,
+        release,
+        broker,
+        pin,
+        frozenset(pairs),
+        frozenset([tuple(pairs[:3])]),
+        tuple(ids),
+        tuple(software),
+        frozenset(handshakes),
+        works,
+        tuple(refused),
+        "" if works else "producer: socket disconnected",
+    )
 
 
-SMALL = FP.Table([
-    _run("lib-a", "1.0", [(18, 0), (3, 1), (0, 2)], ids=("lib-a-producer-1",)),
-    _run("lib-a", "1.0", [(18, 0), (3, 1), (0, 2)], ids=("lib-a-producer-1",), broker="4.0", works=False,
-         refused=[(0, 2)]),
-    _run("lib-a", "2.0", [(18, 0), (3, 5), (0, 7)], ids=("lib-a-producer-1",)),
-    _run("lib-a", "2.0", [(18, 0), (3, 5), (0, 7)], ids=("lib-a-producer-1",), broker="4.0"),
-    _run("lib-a", "2.0", [(18, 0), (3, 1), (0, 2)], pin="0.10"),
-    _run("lib-a", "2.0", [(18, 0), (3, 1), (0, 2)], pin="0.10", broker="4.0", works=False, refused=[(0, 2)]),
-    _run("lib-a", "2.0", [(18, 0), (3, 4), (0, 6)], broker="2.3", software=[("lib-a-name", "2.0")]),
-    _run("lib-b", "0.5", [(18, 3), (3, 9), (0, 8)], ids=("rd",), software=[("lib-b-name", "0.5.0")]),
-])
+SMALL = FP.Table(
+    [
+        _run("lib-a", "1.0", [(18, 0), (3, 1), (0, 2)], ids=("lib-a-producer-1",)),
+        _run(
+            "lib-a",
+            "1.0",
+            [(18, 0), (3, 1), (0, 2)],
+            ids=("lib-a-producer-1",),
+            broker="4.0",
+            works=False,
+            refused=[(0, 2)],
+        ),
+        _run("lib-a", "2.0", [(18, 0), (3, 5), (0, 7)], ids=("lib-a-producer-1",)),
+        _run("lib-a", "2.0", [(18, 0), (3, 5), (0, 7)], ids=("lib-a-producer-1",), broker="4.0"),
+        _run("lib-a", "2.0", [(18, 0), (3, 1), (0, 2)], pin="0.10"),
+        _run("lib-a", "2.0", [(18, 0), (3, 1), (0, 2)], pin="0.10", broker="4.0", works=False, refused=[(0, 2)]),
+        _run("lib-a", "2.0", [(18, 0), (3, 4), (0, 6)], broker="2.3", software=[("lib-a-name", "2.0")]),
+        _run("lib-b", "0.5", [(18, 3), (3, 9), (0, 8)], ids=("rd",), software=[("lib-b-name", "0.5.0")]),
+    ]
+)
 
 
 def test_classify_by_recorded_versions():
@@ -182,17 +215,25 @@ def test_classify_by_recorded_versions():
     assert newer.range_text == "after 1.0 (recorded 2.0)"
 
 
-@pytest.mark.parametrize("versions, release, inside", [
-    ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "2.2.15", True),
-    ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "1.4.7", False),      # both ends exclusive
-    ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "3.0.12", False),
-    ("before 2.0.2 (recorded 1.4.7)", "1.4.6", True), ("after 2.0.2 (recorded 3.0.12)", "3.1.0", True),
-    ("after v1.27.2 (Shopify), before v1.61.1 (recorded v1.43.3)", "v1.38.1 (Shopify)", True),
-    ("before v1.43.3 (recorded v1.27.2 (Shopify))", "v1.45.0", False),
-    ("any release (recorded 1.7.1 librdkafka-2.0.2)", "1.7.1 librdkafka-2.0.2", True),
-    ("2.11.1-rdkafka-2.11.1", "2.11.1", True), ("2.6.1", "2.11.1", False), ("4.0", "4.1.2", False),
-    ("2.0.2", "1.7.1 librdkafka-2.0.2", True), (None, "2.4.1", False), ("1.4.7 .. 2.0.2", "2.0.1", False),
-])
+@pytest.mark.parametrize(
+    "versions, release, inside",
+    [
+        ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "2.2.15", True),
+        ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "1.4.7", False),  # both ends exclusive
+        ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "3.0.12", False),
+        ("before 2.0.2 (recorded 1.4.7)", "1.4.6", True),
+        ("after 2.0.2 (recorded 3.0.12)", "3.1.0", True),
+        ("after v1.27.2 (Shopify), before v1.61.1 (recorded v1.43.3)", "v1.38.1 (Shopify)", True),
+        ("before v1.43.3 (recorded v1.27.2 (Shopify))", "v1.45.0", False),
+        ("any release (recorded 1.7.1 librdkafka-2.0.2)", "1.7.1 librdkafka-2.0.2", True),
+        ("2.11.1-rdkafka-2.11.1", "2.11.1", True),
+        ("2.6.1", "2.11.1", False),
+        ("4.0", "4.1.2", False),
+        ("2.0.2", "1.7.1 librdkafka-2.0.2", True),
+        (None, "2.4.1", False),
+        ("1.4.7 .. 2.0.2", "2.0.1", False),
+    ],
+)
 def test_likely_versions_is_read_back_by_one_rule(versions, release, inside):
     """fingerprint.release_in_versions: what the held-out scorer and scoring.evaluate both judge a range by."""
     assert FP.release_in_versions(versions, release) is inside
@@ -207,20 +248,32 @@ def test_every_version_a_run_sent_is_in_its_span():
 
 def test_a_library_that_sent_every_pair_goes_first():
     """Two libraries' recorded versions span the pairs; the one whose runs sent each of them is named."""
-    table = FP.Table([_run("lib-x", "1", [(18, 0), (3, 6), (19, 2)]), _run("lib-x", "1", [(18, 0), (3, 4), (19, 0)]),
-                      _run("lib-y", "1", [(18, 0), (3, 2), (19, 0)]), _run("lib-y", "1", [(18, 4), (3, 12), (19, 7)])])
+    table = FP.Table(
+        [
+            _run("lib-x", "1", [(18, 0), (3, 6), (19, 2)]),
+            _run("lib-x", "1", [(18, 0), (3, 4), (19, 0)]),
+            _run("lib-y", "1", [(18, 0), (3, 2), (19, 0)]),
+            _run("lib-y", "1", [(18, 4), (3, 12), (19, 7)]),
+        ]
+    )
     verdict = table.classify_wire("app", [(18, 0), (3, 6), (19, 0)], 1)
     assert verdict.library == "lib-x" and "so do lib-y's" in verdict.evidence
-    alone = FP.Table([r for r in table.runs if r.library == "lib-y"]).classify_wire("app", [(18, 0), (3, 6), (19, 0)], 1)
+    alone = FP.Table([r for r in table.runs if r.library == "lib-y"]).classify_wire(
+        "app", [(18, 0), (3, 6), (19, 0)], 1
+    )
     assert alone.confidence == FP.LOW and "no recorded lib-y run sent Metadata v6" in alone.evidence
 
 
 def test_api_versions_behaviour_tells_libraries_apart():
     """A client that never asked ApiVersions is not the Java-like library whose clients always did, though its
     runs sent these very pairs: a library that went without, at a version setting between its recorded ones."""
-    table = FP.Table([_run("lib-java", "1.0", [(18, 1), (3, 5), (0, 5)]),
-                      _run("lib-py", "2.0", [(3, 1), (0, 2)], pin="0.10", handshakes=(None,)),
-                      _run("lib-py", "2.0", [(18, 0), (3, 5), (0, 7)])])
+    table = FP.Table(
+        [
+            _run("lib-java", "1.0", [(18, 1), (3, 5), (0, 5)]),
+            _run("lib-py", "2.0", [(3, 1), (0, 2)], pin="0.10", handshakes=(None,)),
+            _run("lib-py", "2.0", [(18, 0), (3, 5), (0, 7)]),
+        ]
+    )
     verdict = table.classify_wire("app", [(3, 5), (0, 5)], None)
     assert verdict.library == "lib-py" and "lib-java clients always asked ApiVersions first" in verdict.evidence
     assert table.classify_wire("app", [(18, 1), (3, 5), (0, 5)], 1).library == "lib-java"
@@ -230,10 +283,14 @@ def test_versions_alone_name_no_library():
     """Versions within what a library sent, in the order nearly every library's clients open with, are what any
     client may send: `unknown`, with the nearest library and why. What is the library's own names it: its default
     client.id, its first two requests (versions and all) that no other library opened with."""
-    table = FP.Table([_run("lib-a", "1", [(18, 0), (3, 1), (0, 2)], ids=("lib-a-1",)),
-                      _run("lib-a", "2", [(18, 0), (3, 9), (0, 9)]),
-                      _run("lib-b", "1", [(18, 3), (3, 5), (0, 5)]),
-                      _run("lib-c", "1", [(18, 2), (3, 4), (0, 3)])])
+    table = FP.Table(
+        [
+            _run("lib-a", "1", [(18, 0), (3, 1), (0, 2)], ids=("lib-a-1",)),
+            _run("lib-a", "2", [(18, 0), (3, 9), (0, 9)]),
+            _run("lib-b", "1", [(18, 3), (3, 5), (0, 5)]),
+            _run("lib-c", "1", [(18, 2), (3, 4), (0, 3)]),
+        ]
+    )
     verdict = table.classify_wire("my-app", [(18, 0), (3, 5), (0, 5)], 1)
     assert (verdict.library, verdict.confidence) == (FP.UNKNOWN, FP.LOW)
     assert "nearest: lib-a" in verdict.evidence and "nothing it sent is lib-a's own" in verdict.evidence
@@ -251,8 +308,10 @@ def test_a_client_written_on_a_codec_is_unknown_software():
     table = FP.table()
     verdict = table.classify_wire("orders-producer", [(18, 0), (3, 7), (0, 7)], 1)
     assert (verdict.library, verdict.confidence) == (FP.UNKNOWN, FP.LOW)
-    assert "nearest: kafka-python" in verdict.evidence and "not trusted: nothing it sent is kafka-python's own" \
-        in verdict.evidence
+    assert (
+        "nearest: kafka-python" in verdict.evidence
+        and "not trusted: nothing it sent is kafka-python's own" in verdict.evidence
+    )
     assert table.classify_wire("kafka-python-producer-1", [(18, 0), (3, 7), (0, 7)], 1).library == "kafka-python"
 
 
@@ -312,7 +371,7 @@ def test_default_client_id_breaks_ties_and_unknown_traffic_is_unknown():
     nothing = SMALL.classify_wire("x", [(18, 3), (3, 1), (0, 7)])
     assert (nothing.library, nothing.confidence) == (FP.UNKNOWN, FP.LOW)
     assert "nearest: lib-" in nothing.evidence
-    assert SMALL.classify_wire("x", [(60, 1)]).library == FP.UNKNOWN     # an API no recorded client used
+    assert SMALL.classify_wire("x", [(60, 1)]).library == FP.UNKNOWN  # an API no recorded client used
     assert SMALL.classify_wire("x", []).library is None
     # The default client.id of another library: never sure.
     assert SMALL.classify_wire("rd", [(18, 0), (3, 5), (0, 7)]).confidence == FP.LOW
@@ -340,15 +399,19 @@ def test_advice_tells_a_pin_from_an_old_release():
     """From what the recorded 4.x runs did: an old release is upgraded to the first that works, a pin
     gets its library's own setting; a guess is worded as one; unknown software gets no library's setting."""
     advice = SMALL.advice(SMALL.classify_wire("lib-a-producer-1", [(18, 0), (3, 1), (0, 2)]), ["Produce v2"])
-    assert "a guess" not in advice["cause"] and "closes the connection without an answer on Produce v2" in advice["symptom"]
+    assert (
+        "a guess" not in advice["cause"]
+        and "closes the connection without an answer on Produce v2" in advice["symptom"]
+    )
     old = SMALL.advice(FP.Verdict("lib-a", ("1.0",), FP.HIGH, runs=SMALL.runs[:2]), ["Produce v2"])
     assert "sends Produce v2 by itself" in old["cause"] and old["fix"].startswith("upgrade lib-a to 2.0 or later")
     sarama = FP.Table([_run("sarama", "1.0", [(18, 0), (3, 1), (0, 2)], pin="0.10.2.0")])
     pinned = sarama.advice(FP.Verdict("sarama", ("1.0",), FP.HIGH, pinned=True), ["Produce v2"])
     assert "(Config.Version)" in pinned["cause"] and "Config.Version to sarama.V2_1_0_0" in pinned["fix"]
-    assert "predicted" in pinned["symptom"]     # no recorded run failed: said, not invented
-    guess = SMALL.advice(FP.Verdict("lib-a", ("1.0",), FP.LOW, evidence="2 pairs", alternatives=("lib-b",)),
-                         ["Produce v2"])
+    assert "predicted" in pinned["symptom"]  # no recorded run failed: said, not invented
+    guess = SMALL.advice(
+        FP.Verdict("lib-a", ("1.0",), FP.LOW, evidence="2 pairs", alternatives=("lib-b",)), ["Produce v2"]
+    )
     assert guess["cause"].startswith("a guess (low confidence: 2 pairs): if this is lib-a or lib-b")
     assert "if it is lib-a:" in guess["fix"] and "if it is lib-b:" in guess["fix"]
     unknown = SMALL.advice(FP.Verdict(FP.UNKNOWN, (), FP.LOW, evidence="nearest: lib-a 1.0"), ["Produce v2"])
@@ -372,8 +435,9 @@ def test_every_sample_client_is_named():
     from kproto.analyze.spark import worker as W
 
     path = str(ROOT / "samples" / "sample.pcap")
-    parts = pa.Table.from_batches([b for s in P.plan_file(path, 0) for b in T.process_split(s, broker_ports=(9092, 9093))],
-                                  schema=W.PARTS_SCHEMA)
+    parts = pa.Table.from_batches(
+        [b for s in P.plan_file(path, 0) for b in T.process_split(s, broker_ports=(9092, 9093))], schema=W.PARTS_SCHEMA
+    )
     clients = C.combine(parts)["clients"].to_pylist()
     assert len(clients) >= 8
     for c in clients:
@@ -386,16 +450,22 @@ def test_every_sample_client_is_named():
     # that names the other.
     auditor = by_id["legacy-auditor"]
     assert auditor["fingerprint_confidence"] == FP.LOW
-    assert {auditor["likely_software"], re.search(r"; (\S+) sent them too", auditor["fingerprint_evidence"]).group(1)} \
-        == {"kafka-python", "franz-go"}
+    assert {
+        auditor["likely_software"],
+        re.search(r"; (\S+) sent them too", auditor["fingerprint_evidence"]).group(1),
+    } == {"kafka-python", "franz-go"}
     assert by_id["inventory-sync"]["likely_software"] == "aiokafka"
-    assert re.fullmatch(r"(after [\w.]+(, before [\w.]+)?|before [\w.]+|any release) \(recorded [\w.]+( \.\. [\w.]+)?\)",
-                        by_id["legacy-auditor"]["likely_versions"])
+    assert re.fullmatch(
+        r"(after [\w.]+(, before [\w.]+)?|before [\w.]+|any release) \(recorded [\w.]+( \.\. [\w.]+)?\)",
+        by_id["legacy-auditor"]["likely_versions"],
+    )
     # Two programs sent their KIP-511 names under one client.id: the row says both, never a mix.
     both = by_id["kproto-sample"]
     assert both["likely_software"] == "kproto sample + kproto-sample"
-    assert (both["client_software_name"], both["client_software_version"]) in {("kproto sample", "1.0 beta"),
-                                                                               ("kproto-sample", "1.0.0")}
+    assert (both["client_software_name"], both["client_software_version"]) in {
+        ("kproto sample", "1.0 beta"),
+        ("kproto-sample", "1.0.0"),
+    }
 
 
 def test_api_versions_per_connection_is_the_most_on_one_connection():
@@ -405,14 +475,34 @@ def test_api_versions_per_connection_is_the_most_on_one_connection():
     from kproto.analyze.spark import worker as W
 
     rows = [  # (connection, client_id, api_key, api_version, requests)
-        (1, "old", 18, 3, 1), (1, "old", 18, 0, 1), (1, "old", 18, 0, 1), (1, "old", 3, 1, 4),
-        (2, "old", 18, 0, 2), (3, "new", 18, 3, 1), (4, "mid", 3, 12, 6)]
+        (1, "old", 18, 3, 1),
+        (1, "old", 18, 0, 1),
+        (1, "old", 18, 0, 1),
+        (1, "old", 3, 1, 4),
+        (2, "old", 18, 0, 2),
+        (3, "new", 18, 3, 1),
+        (4, "mid", 3, 12, 6),
+    ]
     columns = dict(zip(("connection_id", "client_id", "api_key", "api_version", "requests"), zip(*rows)))
     zeros = [0] * len(rows)
-    parts = pa.Table.from_batches([W.as_parts("usage", dict(
-        {name: list(values) for name, values in columns.items()}, capture=["x.pcap"] * len(rows),
-        deprecated_requests=zeros, removed_in_4x_requests=zeros, error_responses=zeros,
-        first_ns=list(range(len(rows))), last_ns=list(range(len(rows)))), len(rows))], schema=W.PARTS_SCHEMA)
+    parts = pa.Table.from_batches(
+        [
+            W.as_parts(
+                "usage",
+                dict(
+                    {name: list(values) for name, values in columns.items()},
+                    capture=["x.pcap"] * len(rows),
+                    deprecated_requests=zeros,
+                    removed_in_4x_requests=zeros,
+                    error_responses=zeros,
+                    first_ns=list(range(len(rows))),
+                    last_ns=list(range(len(rows))),
+                ),
+                len(rows),
+            )
+        ],
+        schema=W.PARTS_SCHEMA,
+    )
     clients = {c["client_id"]: c["api_versions_per_connection"] for c in C.combine(parts)["clients"].to_pylist()}
     assert clients == {"old": 3, "new": 1, "mid": None}
 
@@ -424,16 +514,36 @@ def test_programs_sharing_a_client_id_keep_their_own_name_and_version():
     from kproto.analyze.spark import combine as C
     from kproto.analyze.spark import worker as W
 
-    rows = [(1, 18, 3, "librdkafka", "2.0.2"), (1, 3, 12, None, None),
-            (2, 18, 3, "confluent-kafka-python", "2.11.1-rdkafka-2.11.1"), (2, 0, 9, None, None)]
-    columns = dict(zip(("connection_id", "api_key", "api_version", "client_software_name", "client_software_version"),
-                       zip(*rows)))
+    rows = [
+        (1, 18, 3, "librdkafka", "2.0.2"),
+        (1, 3, 12, None, None),
+        (2, 18, 3, "confluent-kafka-python", "2.11.1-rdkafka-2.11.1"),
+        (2, 0, 9, None, None),
+    ]
+    columns = dict(
+        zip(("connection_id", "api_key", "api_version", "client_software_name", "client_software_version"), zip(*rows))
+    )
     zeros = [0] * len(rows)
-    parts = pa.Table.from_batches([W.as_parts("usage", dict(
-        {name: list(values) for name, values in columns.items()}, capture=["x.pcap"] * len(rows),
-        client_id=["rdkafka"] * len(rows), requests=[1] * len(rows),
-        deprecated_requests=zeros, removed_in_4x_requests=zeros, error_responses=zeros,
-        first_ns=list(range(len(rows))), last_ns=list(range(len(rows)))), len(rows))], schema=W.PARTS_SCHEMA)
+    parts = pa.Table.from_batches(
+        [
+            W.as_parts(
+                "usage",
+                dict(
+                    {name: list(values) for name, values in columns.items()},
+                    capture=["x.pcap"] * len(rows),
+                    client_id=["rdkafka"] * len(rows),
+                    requests=[1] * len(rows),
+                    deprecated_requests=zeros,
+                    removed_in_4x_requests=zeros,
+                    error_responses=zeros,
+                    first_ns=list(range(len(rows))),
+                    last_ns=list(range(len(rows))),
+                ),
+                len(rows),
+            )
+        ],
+        schema=W.PARTS_SCHEMA,
+    )
     (row,) = C.combine(parts)["clients"].to_pylist()
     assert (row["client_software_name"], row["client_software_version"]) == ("librdkafka", "2.0.2")
     assert row["likely_software"] == "confluent-kafka + kcat"
@@ -478,8 +588,10 @@ def test_the_driver_runs_on_the_oldest_python_it_is_given():
 if __name__ == "__main__":
     # The figures docs/analyze.md shows ("Client fingerprints"): .venv/bin/python -m tests.analyze.test_fingerprint
     recorded = scoring.recorded_clients(R.RUNS)
-    for title, result in (("The recorded clients, KIP-511 first:", scoring.evaluate(recorded)),
-                          ("By the fingerprint alone:", scoring.evaluate(recorded, kip511=False)),
-                          ("The fake-broker set, KIP-511 first:", scoring.evaluate(evaluation.CLIENTS))):
+    for title, result in (
+        ("The recorded clients, KIP-511 first:", scoring.evaluate(recorded)),
+        ("By the fingerprint alone:", scoring.evaluate(recorded, kip511=False)),
+        ("The fake-broker set, KIP-511 first:", scoring.evaluate(evaluation.CLIENTS)),
+    ):
         print(f"{title}\n\n{scoring.confusion_markdown(result)}")
     print("\n".join(leave_one_out_lines()))

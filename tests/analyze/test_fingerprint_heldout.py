@@ -43,9 +43,9 @@ def scores() -> dict[bool, dict]:
 def test_the_held_out_releases_are_not_in_the_table():
     table = {(run[0], run[1]) for run in R.RUNS}
     for library, release, *_ in H.RUNS:
-        if library not in H.OUTSIDE and library != "kcat":       # Debian has one kcat: other ids, other pin
+        if library not in H.OUTSIDE and library != "kcat":  # Debian has one kcat: other ids, other pin
             assert (library, release) not in table, (library, release)
-    assert {library for library, *_ in H.RUNS} >= {library for library, *_ in R.RUNS}   # every library
+    assert {library for library, *_ in H.RUNS} >= {library for library, *_ in R.RUNS}  # every library
     assert set(H.OUTSIDE) <= {library for library, *_ in H.RUNS}
 
 
@@ -68,19 +68,28 @@ def test_every_held_out_run_was_seen_on_the_wire():
         for _client_id, order, software, _handshakes in clients:
             assert order and len(set(order)) == len(order), label
             assert software is None or len(software) == 2, label
-    assert len({run[:3] for run in H.RUNS}) >= 20                  # client runs per broker
-    assert sum(len(run[-1]) for run in H.RUNS) >= 100              # clients judged
+    assert len({run[:3] for run in H.RUNS}) >= 20  # client runs per broker
+    assert sum(len(run[-1]) for run in H.RUNS) >= 100  # clients judged
 
 
 # ---------------------------------------------------------------- the scoring can fail
-@pytest.mark.parametrize("versions, release, right", [
-    ("before 2.0.2 (recorded 1.4.7)", "1.4.6", True), ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "1.4.7", False),
-    ("after 2.0.2 (recorded 3.0.12)", "2.2.15", True), ("before v1.22.3 (recorded v1.11.0)", "v1.15.4", True),
-    ("after v1.43.3 (recorded v1.61.1)", "v1.38.1 (Shopify)", False),
-    ("2.11.1-rdkafka-2.11.1", "2.11.1", True), ("2.6.1", "2.11.1", False), ("2.4.1", "2.4.1", True),
-    ("2.0.2", "1.7.1 librdkafka-2.0.2", True), ("after 3.0.2 (recorded 3.5.2)", "4.1.2", True), (None, "2.4.1", False),
-    ("4.0", "4.1.2", False),
-])
+@pytest.mark.parametrize(
+    "versions, release, right",
+    [
+        ("before 2.0.2 (recorded 1.4.7)", "1.4.6", True),
+        ("after 1.4.7, before 3.0.12 (recorded 2.0.2)", "1.4.7", False),
+        ("after 2.0.2 (recorded 3.0.12)", "2.2.15", True),
+        ("before v1.22.3 (recorded v1.11.0)", "v1.15.4", True),
+        ("after v1.43.3 (recorded v1.61.1)", "v1.38.1 (Shopify)", False),
+        ("2.11.1-rdkafka-2.11.1", "2.11.1", True),
+        ("2.6.1", "2.11.1", False),
+        ("2.4.1", "2.4.1", True),
+        ("2.0.2", "1.7.1 librdkafka-2.0.2", True),
+        ("after 3.0.2 (recorded 3.5.2)", "4.1.2", True),
+        (None, "2.4.1", False),
+        ("4.0", "4.1.2", False),
+    ],
+)
 def test_a_version_range_is_right_only_around_the_true_release(versions, release, right):
     """The scorer reads likely_versions by the rule fingerprint_scoring.evaluate uses (kproto.analyze.fingerprint.release_in_versions)."""
     from kproto.analyze import fingerprint as FP
@@ -93,9 +102,16 @@ def test_a_wrong_confident_verdict_is_counted(monkeypatch):
 
     runs = [run for run in H.RUNS if run[0] in ("sarama", "kproto-codec")]
     honest = RC.heldout_score(runs, kip511=False)
-    monkeypatch.setattr(FP, "classify_row", lambda *a, **k: {
-        "likely_software": "kafka-python", "likely_versions": "after 2.0.2 (recorded 3.0.12)", "fingerprint_confidence": "high",
-        "fingerprint_mismatch": None})
+    monkeypatch.setattr(
+        FP,
+        "classify_row",
+        lambda *a, **k: {
+            "likely_software": "kafka-python",
+            "likely_versions": "after 2.0.2 (recorded 3.0.12)",
+            "fingerprint_confidence": "high",
+            "fingerprint_mismatch": None,
+        },
+    )
     fooled = RC.heldout_score(runs, kip511=False)
     assert fooled["right_library"] == fooled["right_range"] == 0 < fooled["clients"] == honest["clients"]
     assert {w[0] for w in fooled["wrong_high"]} == {"sarama"}
@@ -127,8 +143,9 @@ def test_software_outside_the_table_is_unknown(scores, kip511):
 def test_docs_show_the_held_out_evaluation():
     text = (ROOT / "docs" / "analyze.md").read_text(encoding="utf-8")
     start, end = text.index(RC.HELD_OUT_DOC_BEGIN), text.index(RC.HELD_OUT_DOC_END)
-    assert RC.heldout_markdown(H.RUNS).strip() == text[start + len(RC.HELD_OUT_DOC_BEGIN):end].strip(), \
+    assert RC.heldout_markdown(H.RUNS).strip() == text[start + len(RC.HELD_OUT_DOC_BEGIN) : end].strip(), (
         "docs/analyze.md is stale: .venv/bin/python tools/record_clients.py --held-out --docs"
+    )
 
 
 # ---------------------------------------------------------------- against a real broker

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from kproto.arrow.capture import ERROR_CATEGORIES  # noqa: E402
 from kproto.analyze.spark import follow as F  # noqa: E402
 from kproto.analyze.spark.options import Options  # noqa: E402
+from kproto.arrow.capture import ERROR_CATEGORIES  # noqa: E402
 
 
 def _write(path, data: bytes, age: float) -> None:
@@ -53,7 +53,10 @@ def test_uncommitted_batches_are_discarded(tmp_path):
     os.makedirs(checkpoint.staging)
     checkpoint.discard_uncommitted(str(out))
     assert sorted(p.name for p in (out / "frames").iterdir()) == [
-        "part-b000000-abc-00000.parquet", "part-b000001-abc-00000.parquet", "part-empty.parquet"]
+        "part-b000000-abc-00000.parquet",
+        "part-b000001-abc-00000.parquet",
+        "part-empty.parquet",
+    ]
     assert [p.name for p in (tmp_path / "ck" / "rows").iterdir()] == ["batch-000001.parquet"]
     assert not os.path.exists(checkpoint.staging)
 
@@ -74,10 +77,14 @@ def test_a_file_changed_after_it_was_read_gets_an_errors_row(tmp_path):
     assert not checkpoint.note_changes({"/a.pcap": F.SeenFile("/a.pcap", 100, 5)})
     assert checkpoint.change_errors() == []
     assert checkpoint.note_changes({"/a.pcap": F.SeenFile("/a.pcap", 160, 9)})
-    assert not checkpoint.note_changes({"/a.pcap": F.SeenFile("/a.pcap", 160, 9)})   # noted once
+    assert not checkpoint.note_changes({"/a.pcap": F.SeenFile("/a.pcap", 160, 9)})  # noted once
     [row] = checkpoint.change_errors()
-    assert (row["capture"], row["category"], row["offset"], row["unread_bytes"]) == \
-        ("/a.pcap", "changed_after_read", 100, 60)
+    assert (row["capture"], row["category"], row["offset"], row["unread_bytes"]) == (
+        "/a.pcap",
+        "changed_after_read",
+        100,
+        60,
+    )
     assert "grew by 60 bytes" in row["reason"]
     assert row["category"] in ERROR_CATEGORIES
 
@@ -93,26 +100,28 @@ def test_one_follower_per_checkpoint(tmp_path):
         with pytest.raises(F.FollowSetupError, match="another follower"):
             with F.Checkpoint(str(tmp_path), F.fingerprint(Options())).locked():
                 pass
-    with checkpoint.locked():       # released when the first one stopped
+    with checkpoint.locked():  # released when the first one stopped
         pass
 
 
 def test_the_size_recorded_is_the_bytes_the_tasks_read():
     import pyarrow as pa
 
-    rows = pa.Table.from_pylist([
-        {"kind": "capture", "capture": "/a.pcap", "info": json.dumps({"input_bytes": 700})},
-        {"kind": "capture", "capture": "/a.pcap", "info": json.dumps({"input_bytes": 300})},   # a second range
-        {"kind": "connection", "capture": "/a.pcap", "info": json.dumps({"input_bytes": 5})},
-        {"kind": "capture", "capture": "/b.pcap", "info": json.dumps({"input_bytes": 0})},
-    ])
+    rows = pa.Table.from_pylist(
+        [
+            {"kind": "capture", "capture": "/a.pcap", "info": json.dumps({"input_bytes": 700})},
+            {"kind": "capture", "capture": "/a.pcap", "info": json.dumps({"input_bytes": 300})},  # a second range
+            {"kind": "connection", "capture": "/a.pcap", "info": json.dumps({"input_bytes": 5})},
+            {"kind": "capture", "capture": "/b.pcap", "info": json.dumps({"input_bytes": 0})},
+        ]
+    )
     assert F.bytes_read(rows) == {"/a.pcap": 1000, "/b.pcap": 0}
 
 
 def test_a_new_checkpoint_refuses_output_it_did_not_write(tmp_path):
     (tmp_path / "out" / "frames").mkdir(parents=True)
     (tmp_path / "out" / "frames" / "part-empty.parquet").write_bytes(b"")
-    (tmp_path / "out" / "frames" / "part-1a2b3c-00000.parquet").write_bytes(b"")   # a plain run's part
+    (tmp_path / "out" / "frames" / "part-1a2b3c-00000.parquet").write_bytes(b"")  # a plain run's part
     with pytest.raises(F.FollowSetupError, match="did not write"):
         F.Checkpoint(str(tmp_path / "ck"), F.fingerprint(Options())).claim_output(str(tmp_path / "out"))
     assert not (tmp_path / "ck" / "state.json").exists()
@@ -131,21 +140,32 @@ def test_a_batch_failing_after_a_stop_ends_the_run_without_a_commit(tmp_path, mo
     stop = threading.Event()
 
     def interrupted(*_args):
-        stop.set()              # Ctrl-C: the handler sets stop, and the workers' tasks fail
+        stop.set()  # Ctrl-C: the handler sets stop, and the workers' tasks fail
         raise RuntimeError("Python worker exited unexpectedly")
 
     monkeypatch.setattr(F, "process_files", interrupted)
     said = []
-    result = F.follow([str(tmp_path / "in.pcap")], tmp_path / "out", spark=None, stop=stop,
-                      options=Options(report=False), log=said.append)
+    result = F.follow(
+        [str(tmp_path / "in.pcap")],
+        tmp_path / "out",
+        spark=None,
+        stop=stop,
+        options=Options(report=False),
+        log=said.append,
+    )
     assert result.summary == [r for r in result.summary if r["capture"] == "*"]
     state = json.loads((tmp_path / "out" / "_follow" / "state.json").read_text())
     assert state["next_batch"] == 0 and state["files"] == {}
     assert any("not committed" in line for line in said)
     # Without a stop, a failing batch is an error.
     with pytest.raises(RuntimeError, match="exited unexpectedly"):
-        F.follow([str(tmp_path / "in.pcap")], tmp_path / "out", spark=None, options=Options(report=False),
-                 follow_options=F.FollowOptions(once=True))
+        F.follow(
+            [str(tmp_path / "in.pcap")],
+            tmp_path / "out",
+            spark=None,
+            options=Options(report=False),
+            follow_options=F.FollowOptions(once=True),
+        )
 
 
 def test_the_follow_options_on_the_command_line():

@@ -53,7 +53,7 @@ def test_api_versions_equal_the_recording(kafka_broker, kafka_release):
     name = record_brokers.table_name(kafka_release)
     assert broker_recordings.RECORDED_FROM[name] == kafka_release
     assert kafka_broker.api_versions.ranges == recorded(name) == v.release_table(name)
-    for listener in ("PLAINTEXT", "SASL_PLAINTEXT"):     # before authentication, on the SASL listener too
+    for listener in ("PLAINTEXT", "SASL_PLAINTEXT"):  # before authentication, on the SASL listener too
         response = kproto.decode_response(ask_api_versions(kafka_broker, listener, 3), 18, 3, size_prefixed=True)
         assert response.body.error_code == 0
         assert v.as_ranges(response.body) == recorded(name), listener
@@ -66,8 +66,10 @@ def test_kproto_versions_names_the_release(kafka_broker, kafka_release, tmp_path
     path.write_bytes(ask_api_versions(kafka_broker, "PLAINTEXT", 3))
     assert kproto_main(["versions", "--response", str(path)]) == 0
     inferred = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Inferred release: ")]
-    assert inferred == [f"Inferred release: {name} (exact match with the answer of a real {kafka_release} broker; "
-                        f"patch releases that advertise the same versions are not told apart)"]
+    assert inferred == [
+        f"Inferred release: {name} (exact match with the answer of a real {kafka_release} broker; "
+        f"patch releases that advertise the same versions are not told apart)"
+    ]
     match = v.infer_release(kafka_broker.api_versions.response)
     assert (match.exact, match.release) == ((name,), name)
 
@@ -75,12 +77,17 @@ def test_kproto_versions_names_the_release(kafka_broker, kafka_release, tmp_path
 @pytest.mark.parametrize("kafka_release", RELEASES)
 def test_removed_and_kept_versions_get_the_recorded_answer(kafka_broker, kafka_release):
     name = record_brokers.table_name(kafka_release)
-    expected = {(key, version): (outcome, detail)
-                for release, key, version, outcome, detail in broker_recordings.PROBES if release == name}
+    expected = {
+        (key, version): (outcome, detail)
+        for release, key, version, outcome, detail in broker_recordings.PROBES
+        if release == name
+    }
     plan = record_brokers.probe_plan()
     assert set(plan) == set(expected), "kproto's removal tables changed: run tools/record_brokers.py again"
-    seen = {(key, version): record_brokers.probe(kafka_broker, key, version, correlation_id=n)
-            for n, (key, version) in enumerate(plan, 1)}
+    seen = {
+        (key, version): record_brokers.probe(kafka_broker, key, version, correlation_id=n)
+        for n, (key, version) in enumerate(plan, 1)
+    }
     assert {k: seen[k] for k in plan if seen[k] != expected[k]} == {}
     # and what kproto's facts say this release serves is what it served
     for key, version in plan:
@@ -95,17 +102,27 @@ def test_sasl_plain_authenticates_the_test_user(kafka_broker, kafka_release):
     def authenticate(password: str) -> tuple[int, int]:
         with socket.create_connection(kafka_broker.address("SASL_PLAINTEXT"), timeout=10) as sock:
             exchange = v.socket_exchange(sock)
-            shake = kproto.encode_request(SaslHandshakeRequest(mechanism="PLAIN"), version=1, correlation_id=1,
-                                          client_id="kproto-test", size_prefixed=True)
+            shake = kproto.encode_request(
+                SaslHandshakeRequest(mechanism="PLAIN"),
+                version=1,
+                correlation_id=1,
+                client_id="kproto-test",
+                size_prefixed=True,
+            )
             handshake = kproto.decode_response(exchange(shake), 17, 1, size_prefixed=True).body
             token = b"\0" + broker_tool.SASL_USER.encode() + b"\0" + password.encode()
-            auth = kproto.encode_request(SaslAuthenticateRequest(auth_bytes=token), version=2, correlation_id=2,
-                                         client_id="kproto-test", size_prefixed=True)
+            auth = kproto.encode_request(
+                SaslAuthenticateRequest(auth_bytes=token),
+                version=2,
+                correlation_id=2,
+                client_id="kproto-test",
+                size_prefixed=True,
+            )
             answer = kproto.decode_response(exchange(auth), 36, 2, size_prefixed=True).body
             return handshake.error_code, answer.error_code
 
     assert authenticate(broker_tool.SASL_PASSWORD) == (0, 0)
-    assert authenticate("wrong") == (0, 58)          # SASL_AUTHENTICATION_FAILED
+    assert authenticate("wrong") == (0, 58)  # SASL_AUTHENTICATION_FAILED
 
 
 def test_each_release_was_started_once(kafka_brokers):

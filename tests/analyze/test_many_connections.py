@@ -14,17 +14,25 @@ import pyarrow.compute as pc
 import pytest
 
 from kproto import _impl
-from kproto.arrow.capture import read_capture
 from kproto.analyze.spark import planning as P
 from kproto.analyze.spark import worker as W
 from kproto.analyze.spark.range_pipeline import connection_shares
+from kproto.arrow.capture import read_capture
 from tests.capture_pieces import analysed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import many_connections as MC  # noqa: E402
 
-COUNTERS_OF_TRUTH = ("request_frames", "request_frame_bytes", "request_packets", "request_stream_bytes",
-                     "response_frames", "response_frame_bytes", "response_packets", "response_stream_bytes")
+COUNTERS_OF_TRUTH = (
+    "request_frames",
+    "request_frame_bytes",
+    "request_packets",
+    "request_stream_bytes",
+    "response_frames",
+    "response_frame_bytes",
+    "response_packets",
+    "response_stream_bytes",
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +47,7 @@ def test_every_connection_count_is_exact_across_splits(capture, impl, monkeypatc
     monkeypatch.setattr(_impl, "USE_EXTENSION", impl.name == "c")
     connections = 3000 if impl.name == "c" else 1000
     path = capture
-    if connections != 3000:     # the twin is slower: fewer connections, the same splits per connection
+    if connections != 3000:  # the twin is slower: fewer connections, the same splits per connection
         path = capture.parent / f"many-{connections}.pcap"
         MC.write(path, connections)
     size = path.stat().st_size
@@ -78,34 +86,64 @@ def test_a_range_counts_its_own_share_of_a_connection():
 
     def row(conn_id, client, request_frames, response_frames, closed_by="end", last_ts=30):
         r = dict.fromkeys(schema.names, 0)
-        r.update(capture="c", connection_id=conn_id, client_ip=client[0], client_port=client[1],
-                 server_ip="10.0.0.9", server_port=9092, closed_by=closed_by, kind="kafka",
-                 direction_source="syn", handshake_seen=False, request_frames=request_frames,
-                 response_frames=response_frames, last_ts_ns=last_ts)
+        r.update(
+            capture="c",
+            connection_id=conn_id,
+            client_ip=client[0],
+            client_port=client[1],
+            server_ip="10.0.0.9",
+            server_port=9092,
+            closed_by=closed_by,
+            kind="kafka",
+            direction_source="syn",
+            handshake_seen=False,
+            request_frames=request_frames,
+            response_frames=response_frames,
+            last_ts_ns=last_ts,
+        )
         return r
 
-    seen = pa.Table.from_pylist([row(0, ("10.0.0.1", 5000), 5, 4), row(1, ("10.0.0.2", 5001), 2, 2, "fin", 5),
-                                 row(2, ("10.0.0.3", 5002), 3, 3), row(3, ("10.0.0.4", 5003), 1, 1),
-                                 row(4, ("10.0.0.5", 5004), 1, 0, "end", 8)], schema=schema)
-    at_start = [row(0, ("10.0.0.9", 9092), 1, 2, None, 10),      # open, sides not decided yet: swapped
-                row(1, ("10.0.0.2", 5001), 2, 2, "fin", 5),      # closed before the range: not its
-                row(4, ("10.0.0.5", 5004), 1, 0, None, 8)]       # open, but no packet in the range
-    at_end = [row(0, ("10.0.0.1", 5000), 4, 3, None, 20), row(2, ("10.0.0.3", 5002), 3, 3, None, 20),
-              row(4, ("10.0.0.5", 5004), 1, 0, None, 8)]         # 3: opened after the range
+    seen = pa.Table.from_pylist(
+        [
+            row(0, ("10.0.0.1", 5000), 5, 4),
+            row(1, ("10.0.0.2", 5001), 2, 2, "fin", 5),
+            row(2, ("10.0.0.3", 5002), 3, 3),
+            row(3, ("10.0.0.4", 5003), 1, 1),
+            row(4, ("10.0.0.5", 5004), 1, 0, "end", 8),
+        ],
+        schema=schema,
+    )
+    at_start = [
+        row(0, ("10.0.0.9", 9092), 1, 2, None, 10),  # open, sides not decided yet: swapped
+        row(1, ("10.0.0.2", 5001), 2, 2, "fin", 5),  # closed before the range: not its
+        row(4, ("10.0.0.5", 5004), 1, 0, None, 8),
+    ]  # open, but no packet in the range
+    at_end = [
+        row(0, ("10.0.0.1", 5000), 4, 3, None, 20),
+        row(2, ("10.0.0.3", 5002), 3, 3, None, 20),
+        row(4, ("10.0.0.5", 5004), 1, 0, None, 8),
+    ]  # 3: opened after the range
     shares = connection_shares(seen, at_start, at_end).to_pylist()
     assert [(r["connection_id"], r["request_frames"], r["response_frames"]) for r in shares] == [(0, 2, 2), (2, 3, 3)]
     # The last range counts to the end of the file.
     last = connection_shares(seen, at_start, None).to_pylist()
     assert [(r["connection_id"], r["request_frames"], r["response_frames"]) for r in last] == [
-        (0, 3, 3), (2, 3, 3), (3, 1, 1)]
+        (0, 3, 3),
+        (2, 3, 3),
+        (3, 1, 1),
+    ]
     # Another protocol's connection: its stream bytes are its other bytes, whatever the reader held when.
     other = row(5, ("10.0.0.6", 5005), 0, 0, "fin", 40)
     other.update(kind="tls", request_stream_bytes=900, request_other_bytes=900)
     before = row(5, ("10.0.0.6", 5005), 2, 0, None, 10)
     before.update(kind=None, request_stream_bytes=300, request_frame_bytes=250, request_skipped_bytes=50)
     (share,) = connection_shares(pa.Table.from_pylist([other], schema=schema), [before], None).to_pylist()
-    assert (share["request_other_bytes"], share["request_frames"], share["request_frame_bytes"],
-            share["request_skipped_bytes"]) == (600, 0, 0, 0)
+    assert (
+        share["request_other_bytes"],
+        share["request_frames"],
+        share["request_frame_bytes"],
+        share["request_skipped_bytes"],
+    ) == (600, 0, 0, 0)
 
 
 def test_the_truth_file_is_the_truth(tmp_path):

@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 from kproto.analyze.spark import accounting as A
 from kproto.analyze.spark import inputs, jobs
 from kproto.analyze.spark import planning as P
 from kproto.analyze.spark import task as T
 from kproto.analyze.spark import worker as W
+from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 from tests import spark_captures as sc
 from tests.pcapwriter import PcapngWriter
 
@@ -34,8 +34,11 @@ def analyse(paths, **options):
         for split in P.plan_file(str(path), 0, **options):
             parts += list(T.process_split(split, sink=sink))
     table = pa.Table.from_batches(parts, schema=W.PARTS_SCHEMA)
-    accounting = [r for r in table.select(["kind", "capture", "connection_id", "info"]).to_pylist()
-                  if r["kind"] in ("capture", "counts", "connection")]
+    accounting = [
+        r
+        for r in table.select(["kind", "capture", "connection_id", "info"]).to_pylist()
+        if r["kind"] in ("capture", "counts", "connection")
+    ]
     errors = A.error_rows(accounting)
     summary = {r["capture"]: r for r in A.summary_rows(accounting, errors)}
     return sink.table("frames"), summary, errors
@@ -63,9 +66,16 @@ def test_a_bad_pcap_among_good_ones_keeps_everything_readable(tmp_path, good_pca
     frames, summary, errors = analyse([good_pcap, bad])
     # The bad file's frames before its last record are all there, as in the good file.
     assert frames_of(frames, bad).num_rows == frames_of(frames, good_pcap).num_rows == 10
-    assert errors == [{"capture": str(bad), "category": "oversized_record", "offset": len(data),
-                       "reason": f"pcap record with captured length 4294967295 (limit {CAPTURE_MAX_RECORD_SIZE})",
-                       "unread_bytes": 116, "file": str(bad)}]
+    assert errors == [
+        {
+            "capture": str(bad),
+            "category": "oversized_record",
+            "offset": len(data),
+            "reason": f"pcap record with captured length 4294967295 (limit {CAPTURE_MAX_RECORD_SIZE})",
+            "unread_bytes": 116,
+            "file": str(bad),
+        }
+    ]
     assert summary[str(bad)]["errors"] == 1 and summary[str(good_pcap)]["errors"] == 0
     for row in summary.values():
         assert_bytes_add_up(row)
@@ -107,8 +117,9 @@ def test_a_file_that_is_no_capture_says_so(tmp_path, content):
     assert frames.num_rows == 0
     (error,) = errors
     assert error["category"] == "not_a_capture" and error["offset"] == 0 and error["unread_bytes"] == len(content)
-    assert error["reason"].startswith(f"neither a pcap or pcapng file nor size-prefixed frames (first bytes "
-                                      f"0x{content[:4].hex()}")
+    assert error["reason"].startswith(
+        f"neither a pcap or pcapng file nor size-prefixed frames (first bytes 0x{content[:4].hex()}"
+    )
     row = summary[str(path)]
     assert row["unread_bytes"] == len(content) and row["accounted"]
 
@@ -121,7 +132,7 @@ def test_an_oversized_pcapng_block_in_mid_file_is_not_a_silent_end(tmp_path):
     packets, pos = [], 24
     while pos < len(pcap):
         seconds, micros, caplen, _ = struct.unpack_from("<IIII", pcap, pos)
-        packets.append((seconds * 10**9 + micros * 1000, pcap[pos + 16: pos + 16 + caplen]))
+        packets.append((seconds * 10**9 + micros * 1000, pcap[pos + 16 : pos + 16 + caplen]))
         pos += 16 + caplen
     for ts, packet in packets[:12]:
         writer.add(interface, ts, packet)
@@ -133,8 +144,9 @@ def test_an_oversized_pcapng_block_in_mid_file_is_not_a_silent_end(tmp_path):
     data = writer.getvalue()
     path.write_bytes(data)
     _, summary, errors = analyse([path])
-    assert [(e["category"], e["offset"], e["unread_bytes"]) for e in errors] \
-        == [("oversized_record", len(good), len(data) - len(good))]
+    assert [(e["category"], e["offset"], e["unread_bytes"]) for e in errors] == [
+        ("oversized_record", len(good), len(data) - len(good))
+    ]
     assert summary[str(path)]["accounted"]
     assert_bytes_add_up(summary[str(path)])
 
@@ -193,15 +205,22 @@ def test_fail_fast_names_the_file_offset_and_reason(tmp_path):
 
 def test_unexplained_loss_is_not_accounted():
     """The summary's rule itself: bytes unread without an error row make `accounted` false."""
-    info = {"input_bytes": 100, "file_bytes": 60, "trailing_bytes": 0, "unread_bytes": 40, "errors": [],
-            "format": "pcap", "split_count": 1}
+    info = {
+        "input_bytes": 100,
+        "file_bytes": 60,
+        "trailing_bytes": 0,
+        "unread_bytes": 40,
+        "errors": [],
+        "format": "pcap",
+        "split_count": 1,
+    }
     rows = [{"kind": "capture", "capture": "x", "connection_id": None, "info": json.dumps(info)}]
     (row, _total) = A.summary_rows(rows, A.error_rows(rows))
     assert not row["accounted"]
     info["errors"] = [{"category": "oversized_record", "offset": 60, "reason": "r", "unread_bytes": 40}]
     rows[0]["info"] = json.dumps(info)
     assert A.summary_rows(rows, A.error_rows(rows))[0]["accounted"]
-    info["file_bytes"] = 50       # ten bytes nowhere
+    info["file_bytes"] = 50  # ten bytes nowhere
     rows[0]["info"] = json.dumps(info)
     assert not A.summary_rows(rows, A.error_rows(rows))[0]["accounted"]
 

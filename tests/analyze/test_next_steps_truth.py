@@ -11,9 +11,9 @@ is not flagged at all.
 
 from __future__ import annotations
 
+from kproto import versions as kv
 from kproto.analyze import client_recordings as R
 from kproto.analyze import fingerprint as FP
-from kproto import versions as kv
 from kproto.analyze.spark import next_steps
 
 
@@ -22,14 +22,28 @@ def clients_rows(run: tuple) -> tuple[list[dict], list[dict]]:
     clients, removed = [], []
     for client_id, order, software, handshakes in run[-1]:
         gone = [pair for pair in order if kv.version_info(*pair).removed_in_4x]
-        clients.append({"client_ip": "127.0.0.1", "client_id": client_id, "requests": len(order),
-                        "client_software_name": software[0] if software else None,
-                        "client_software_version": software[1] if software else None,
-                        "client_software": ["/".join(software)] if software else [],
-                        "api_order": [FP.pair_label(tuple(p)) for p in order],
-                        "api_versions_per_connection": handshakes, "removed_in_4x_requests": len(gone)})
-        removed += [{"client_ip": "127.0.0.1", "client_id": client_id, "api_name": FP.pair_label(p).split(" v")[0],
-                     "api_version": p[1]} for p in gone]
+        clients.append(
+            {
+                "client_ip": "127.0.0.1",
+                "client_id": client_id,
+                "requests": len(order),
+                "client_software_name": software[0] if software else None,
+                "client_software_version": software[1] if software else None,
+                "client_software": ["/".join(software)] if software else [],
+                "api_order": [FP.pair_label(tuple(p)) for p in order],
+                "api_versions_per_connection": handshakes,
+                "removed_in_4x_requests": len(gone),
+            }
+        )
+        removed += [
+            {
+                "client_ip": "127.0.0.1",
+                "client_id": client_id,
+                "api_name": FP.pair_label(p).split(" v")[0],
+                "api_version": p[1],
+            }
+            for p in gone
+        ]
     return clients, removed
 
 
@@ -39,8 +53,14 @@ def breaks_on_4x(run: tuple) -> list[tuple]:
 
 
 # Each pinned library's own setting, as its documentation names it (what the fix must name).
-SETTING_NAMES = {"kafka-python": "api_version", "aiokafka": "api_version", "confluent-kafka": "api.version.request",
-                 "kcat": "api.version.request", "sarama": "Config.Version", "franz-go": "kgo.MaxVersions"}
+SETTING_NAMES = {
+    "kafka-python": "api_version",
+    "aiokafka": "api_version",
+    "confluent-kafka": "api.version.request",
+    "kcat": "api.version.request",
+    "sarama": "Config.Version",
+    "franz-go": "kgo.MaxVersions",
+}
 
 
 def first_working(library: str) -> str:
@@ -76,7 +96,7 @@ def judge(run: tuple) -> list[str]:
         if "closes the connection without an answer" not in s["symptom"]:
             problems.append(f"{label}: {s['client_id']} symptom {s['symptom']!r} is not what 4.x did")
         if pin is not None and not breaks_on_4x(run[:2] + (None,)):
-            wanted = SETTING_NAMES[library]           # the setting: the release works without the pin
+            wanted = SETTING_NAMES[library]  # the setting: the release works without the pin
         else:
             wanted = f"{first_working(library)} or later"
         if wanted not in s["fix"]:
@@ -90,7 +110,7 @@ def test_next_steps_agree_with_the_real_broker_truth_table():
     wrong = {run[:4]: judge(run) for run in R.RUNS}
     disagreeing = {key: found for key, found in wrong.items() if found}
     breaking = sum(bool(breaks_on_4x(run)) for run in R.RUNS)
-    assert breaking >= 30 and len(R.RUNS) - breaking >= 90     # both kinds are there to judge
+    assert breaking >= 30 and len(R.RUNS) - breaking >= 90  # both kinds are there to judge
     assert not disagreeing, [p for found in disagreeing.values() for p in found]
 
 

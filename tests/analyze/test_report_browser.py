@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from kproto.analyze.spark import report, report_html, report_sections
-
 from tests.analyze.test_report import facts as small_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +30,9 @@ def _load_tool():
 
 
 screenshot_tool = _load_tool()
-needs_browser = pytest.mark.skipif(screenshot_tool.browser() is None,
-                                   reason="no headless Chromium (scripts/install-browser.sh installs one)")
+needs_browser = pytest.mark.skipif(
+    screenshot_tool.browser() is None, reason="no headless Chromium (scripts/install-browser.sh installs one)"
+)
 
 
 def long_facts() -> dict:
@@ -40,32 +40,69 @@ def long_facts() -> dict:
     data = small_facts()
     parent = "/srv/captures/eu-west-1/cluster-production-7/2026-11-24"
     row = data["summary"][0]
-    data["summary"] = [dict(row, capture=f"{parent}/broker-{b}/kafka-{b}.pcap_{i:05d}_20261124153000.pcapng")
-                       for b in range(3) for i in range(2)] + [dict(row, capture="*", format=None)]
+    data["summary"] = [
+        dict(row, capture=f"{parent}/broker-{b}/kafka-{b}.pcap_{i:05d}_20261124153000.pcapng")
+        for b in range(3)
+        for i in range(2)
+    ] + [dict(row, capture="*", format=None)]
     client = data["clients"][0]
-    data["clients"] = [dict(client, client_id=f"order-service-{'x' * 40}-consumer-{n}",
-                            client_software_name="confluent-kafka-python",
-                            client_software_version="2.16.1-rdkafka-2.16.0",
-                            apis=[f"{name} v{v}" for name in ("Produce", "Fetch", "Metadata", "OffsetCommit",
-                                                             "FindCoordinator", "JoinGroup", "SyncGroup")
-                                  for v in (3, 9, 12)],
-                            first_seen="2026-11-24T01:25:54.600+00:00", last_seen="2026-11-24T01:25:58.609+00:00")
-                       for n in range(12)]
+    data["clients"] = [
+        dict(
+            client,
+            client_id=f"order-service-{'x' * 40}-consumer-{n}",
+            client_software_name="confluent-kafka-python",
+            client_software_version="2.16.1-rdkafka-2.16.0",
+            apis=[
+                f"{name} v{v}"
+                for name in (
+                    "Produce",
+                    "Fetch",
+                    "Metadata",
+                    "OffsetCommit",
+                    "FindCoordinator",
+                    "JoinGroup",
+                    "SyncGroup",
+                )
+                for v in (3, 9, 12)
+            ],
+            first_seen="2026-11-24T01:25:54.600+00:00",
+            last_seen="2026-11-24T01:25:58.609+00:00",
+        )
+        for n in range(12)
+    ]
     brokers = [f"10.20.{n}.{n + 100}:9092" for n in range(3)]
     data["next_steps"] = {
-        "clients": [{"client_ip": c["client_ip"], "client_id": c["client_id"], "brokers": brokers, "requests": 1200,
-                     "removed_in_4x_requests": 300, "software": "confluent-kafka-python", "versions": "2.0-2.3",
-                     "confidence": "KIP-511", "cause": "removed versions (ApiVersions v0, Produce v2): "
-                     "confluent-kafka-python 2.0-2.3 sends them", "fix": "upgrade confluent-kafka-python to 2.4"}
-                    for c in data["clients"][:3]],
-        "brokers": [{"broker": brokers[0], "release": "2.3", "talks_to_4x_clients": True,
-                     "why": "every API a client needs has a version Kafka 4.x clients send",
-                     "path_to_4x": "runs ZooKeeper mode (advertises LeaderAndIsr, StopReplica, UpdateMetadata): "
-                     "upgrade to a 3.x release from 3.4 on; migrate the cluster from ZooKeeper to KRaft, at the "
-                     "latest on 3.9 (the bridge); then upgrade to 4.x."}]}
+        "clients": [
+            {
+                "client_ip": c["client_ip"],
+                "client_id": c["client_id"],
+                "brokers": brokers,
+                "requests": 1200,
+                "removed_in_4x_requests": 300,
+                "software": "confluent-kafka-python",
+                "versions": "2.0-2.3",
+                "confidence": "KIP-511",
+                "cause": "removed versions (ApiVersions v0, Produce v2): confluent-kafka-python 2.0-2.3 sends them",
+                "fix": "upgrade confluent-kafka-python to 2.4",
+            }
+            for c in data["clients"][:3]
+        ],
+        "brokers": [
+            {
+                "broker": brokers[0],
+                "release": "2.3",
+                "talks_to_4x_clients": True,
+                "why": "every API a client needs has a version Kafka 4.x clients send",
+                "path_to_4x": "runs ZooKeeper mode (advertises LeaderAndIsr, StopReplica, UpdateMetadata): "
+                "upgrade to a 3.x release from 3.4 on; migrate the cluster from ZooKeeper to KRaft, at the "
+                "latest on 3.9 (the bridge); then upgrade to 4.x.",
+            }
+        ],
+    }
     topic = data["topics"][0]
-    data["topics"] = [dict(topic, topic=f"payments.{'settlement-' * 6}events.v{n}", compression="gzip,lz4,mixed")
-                      for n in range(4)]
+    data["topics"] = [
+        dict(topic, topic=f"payments.{'settlement-' * 6}events.v{n}", compression="gzip,lz4,mixed") for n in range(4)
+    ]
     return data
 
 
@@ -82,8 +119,10 @@ def test_captures_are_named_relative_to_their_common_parent():
     data = long_facts()
     parent, names = report_sections.capture_names(data)
     assert parent == "/srv/captures/eu-west-1/cluster-production-7/2026-11-24"
-    assert names[f"{parent}/broker-0/kafka-0.pcap_00000_20261124153000.pcapng"] \
+    assert (
+        names[f"{parent}/broker-0/kafka-0.pcap_00000_20261124153000.pcapng"]
         == "broker-0/kafka-0.pcap_00000_20261124153000.pcapng"
+    )
     text = report_sections.markdown(data)
     assert f"Captures are named relative to {parent}/." in text
     assert "| broker-2/kafka-2.pcap_00001_20261124153000.pcapng | pcap |" in text
@@ -94,7 +133,7 @@ def test_captures_are_named_relative_to_their_common_parent():
 
 def test_mixed_compression_is_explained_only_when_it_occurs():
     data = small_facts()
-    assert "\"mixed\"" not in report_sections.markdown(data)
+    assert '"mixed"' not in report_sections.markdown(data)
     data["topics"][0]["compression"] = "gzip,mixed"
     assert report_sections.MIXED_COMPRESSION in report_sections.markdown(data)
 
@@ -123,8 +162,11 @@ def test_the_check_sees_a_table_that_does_not_fit(tmp_path):
     # The same report without the rules that make it fit: the check must say so.
     text = html.read_text().replace("overflow-wrap: break-word;", "").replace("max-width: 100%;", "")
     text = text.replace("<div class='scroll'>", "<div>")
-    html.write_text(text.replace("white-space: nowrap;", "white-space: nowrap;", 1)
-                    .replace("td.t {", "td {", 1).replace("td {", "td { white-space: nowrap; ", 1))
+    html.write_text(
+        text.replace("white-space: nowrap;", "white-space: nowrap;", 1)
+        .replace("td.t {", "td {", 1)
+        .replace("td {", "td { white-space: nowrap; ", 1)
+    )
     found = screenshot_tool.problems(screenshot_tool.measure(html, width=900))
     assert any(p.startswith("the page is") for p in found) and any(p.startswith("table") for p in found)
 
@@ -144,4 +186,4 @@ def test_a_screenshot_of_the_report(tmp_path):
     html = report.write_report(long_facts(), tmp_path)["html"]
     png = screenshot_tool.screenshot(html, tmp_path / "report.png", width=1280, height=1600)
     assert _png_size(png) == (1280, 1600)
-    assert png.stat().st_size > 50_000        # text, tables and charts, not a blank page
+    assert png.stat().st_size > 50_000  # text, tables and charts, not a blank page

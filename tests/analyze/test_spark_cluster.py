@@ -53,7 +53,7 @@ def cluster(tmp_path_factory):
     cluster = spark_cluster.Cluster(tmp_path_factory.mktemp("cluster"))
     cluster.start(workers=2, cores=1, memory="2g")
     yield cluster
-    cluster.stop(remove=False)     # pytest's tmp dir keeps the logs of a failed run
+    cluster.stop(remove=False)  # pytest's tmp dir keeps the logs of a failed run
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +61,17 @@ def inputs(tmp_path_factory) -> list[str]:
     data = tmp_path_factory.mktemp("captures")
     good = sc.small_capture()
     (data / "a-small.pcap").write_bytes(good)
-    (data / "b-big.pcap").write_bytes(sc.big_capture(connections=8, exchanges=900))     # ~2.7 MB: 3 ranges
+    (data / "b-big.pcap").write_bytes(sc.big_capture(connections=8, exchanges=900))  # ~2.7 MB: 3 ranges
     (data / "c-bad.pcap").write_bytes(good + struct.pack("<IIII", 1_700_000_100, 0, 0xFFFFFFFF, 0xFFFFFFFF))
     (data / "d-notes.pcap").write_text("These are my notes, not a capture.\n" * 20)
     # A capture set (tcpdump -C names): the driver sees these files, so it reads their heads itself.
     from tests import capture_pieces
 
-    capture_pieces.write_pieces(data, capture_pieces.tcpdump_size_names("e-rotated.pcap", 3),
-                                capture_pieces.cut_pcap(sc.big_capture(connections=2, exchanges=20), 3))
+    capture_pieces.write_pieces(
+        data,
+        capture_pieces.tcpdump_size_names("e-rotated.pcap", 3),
+        capture_pieces.cut_pcap(sc.big_capture(connections=2, exchanges=20), 3),
+    )
     frames, _connections, _counters = read_capture(str(data / "a-small.pcap"), name="from-parquet")
     tables = tmp_path_factory.mktemp("tables")
     pq.write_table(frames, tables / "frames.parquet")
@@ -76,11 +79,27 @@ def inputs(tmp_path_factory) -> list[str]:
 
 
 def analyze(inputs: list[str], out: Path, master: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "kproto.analyze.cli", "analyze", *inputs, "--out", str(out), "--master", master,
-               "--split-mb", "1", "--quiet", "--conf", "spark.executor.memory=1g",
-               "--conf", "spark.sql.shuffle.partitions=4",
-               # Jobs wait for both executors (up to 30 s), so the tasks spread over both workers.
-               "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0"]
+    command = [
+        sys.executable,
+        "-m",
+        "kproto.analyze.cli",
+        "analyze",
+        *inputs,
+        "--out",
+        str(out),
+        "--master",
+        master,
+        "--split-mb",
+        "1",
+        "--quiet",
+        "--conf",
+        "spark.executor.memory=1g",
+        "--conf",
+        "spark.sql.shuffle.partitions=4",
+        # Jobs wait for both executors (up to 30 s), so the tasks spread over both workers.
+        "--conf",
+        "spark.scheduler.minRegisteredResourcesRatio=1.0",
+    ]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=JOB_TIMEOUT, cwd=out.parent)
 
 
@@ -119,9 +138,14 @@ def cluster_run(inputs, cluster, executor_python, tmp_path_factory):
 
 def test_the_executors_get_kproto_from_the_wheel_not_the_checkout(executor_python):
     root = Path(__file__).resolve().parents[2]
-    probe = subprocess.run([str(executor_python), "-c", "import kproto; print(kproto.__file__, "
-                            "kproto.extension_loaded())"], capture_output=True, text=True, cwd="/",
-                           env=spark_cluster.daemon_environment(), check=True)
+    probe = subprocess.run(
+        [str(executor_python), "-c", "import kproto; print(kproto.__file__, kproto.extension_loaded())"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=spark_cluster.daemon_environment(),
+        check=True,
+    )
     where, extension = probe.stdout.split()
     assert Path(where).is_relative_to(executor_python.parent.parent) and not Path(where).is_relative_to(root / "kproto")
     assert extension == "True"
@@ -130,7 +154,7 @@ def test_the_executors_get_kproto_from_the_wheel_not_the_checkout(executor_pytho
 
 def test_the_cluster_runs_the_job_on_its_workers(cluster, cluster_run):
     run, _out = cluster_run
-    assert run.returncode == 3, run.stderr[-4000:]      # the bad inputs: tables written, status 3
+    assert run.returncode == 3, run.stderr[-4000:]  # the bad inputs: tables written, status 3
     status = cluster.master_status()
     assert status is not None and status["aliveworkers"] == 2 and status["cores"] == 2
     finished = status["completedapps"]
@@ -156,8 +180,9 @@ def test_tables_on_the_cluster_equal_local_mode(local_run, cluster_run):
     assert (rotated["files"], rotated["connections"], rotated["exchanges_paired"]) == (3, 2, 40)
     assert checksums(remote_out) == expected
     # The console names the same bad inputs in both modes.
-    assert [line for line in remote.stderr.splitlines() if "byte offset" in line] \
-        == [line for line in local.stderr.splitlines() if "byte offset" in line]
+    assert [line for line in remote.stderr.splitlines() if "byte offset" in line] == [
+        line for line in local.stderr.splitlines() if "byte offset" in line
+    ]
 
 
 def test_stopping_leaves_no_process(tmp_path):

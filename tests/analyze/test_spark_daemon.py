@@ -26,14 +26,15 @@ from kproto.analyze.spark import TABLES, Options, analyze  # noqa: E402
 from kproto.analyze.spark.session import WORKER_MEMORY_ENV  # noqa: E402
 from tests.analyze import test_spark  # noqa: E402
 
-spark = test_spark.spark    # the one Spark session of the test run (tests/analyze/test_spark.py)
+spark = test_spark.spark  # the one Spark session of the test run (tests/analyze/test_spark.py)
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "sample.pcap"
 
 
 def _python(code: str, env: dict[str, str] | None = None) -> str:
-    run = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
-                         env=env, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout
 
@@ -51,12 +52,15 @@ def test_importing_the_package_imports_neither_pyarrow_nor_numpy():
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="threads counted from Linux's /proc")
 def test_the_daemon_forks_from_one_thread_with_kproto_imported():
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "JE_ARROW_MALLOC_CONF")}
-    out = _python("""
+    out = _python(
+        """
         import sys
         from kproto.analyze.spark import daemon
         threads = daemon.prepare()
         print(threads, all(name in sys.modules for name in daemon.PRELOADED))
-    """, env=env)
+    """,
+        env=env,
+    )
     assert out.split() == ["1", "True"]
 
 
@@ -70,7 +74,8 @@ def test_a_local_session_s_workers_come_from_the_daemon_and_give_the_same_tables
     # The workers' allocator settings, unless the user's environment has its own.
     env = {k: v for k, v in os.environ.items() if k not in WORKER_MEMORY_ENV}
     env["MALLOC_TOP_PAD_"] = "1234567"
-    out = _python(f"""
+    out = _python(
+        f"""
         import json, os, sys
         from kproto.analyze.spark import Options, analyze, spark_session
         spark = spark_session("local[1]", conf={{"spark.ui.showConsoleProgress": "false"}})
@@ -90,12 +95,13 @@ def test_a_local_session_s_workers_come_from_the_daemon_and_give_the_same_tables
         print(row["name"], row["kproto_loaded"])
         analyze([{str(SAMPLE)!r}], {str(ours)!r}, spark=spark, options=Options(), progress=False)
         spark.stop()
-    """, env=env)
+    """,
+        env=env,
+    )
     lines = out.splitlines()
     assert lines[-1].split() == ["kproto.analyze.spark.daemon", "True"]
-    assert json.loads(lines[-3]) == {**WORKER_MEMORY_ENV, "MALLOC_TOP_PAD_": "1234567",
-                                     "MIMALLOC_LARGE_OS_PAGES": "1"}
-    assert json.loads(lines[-2].split(" ", 1)[1]) == {"MALLOC_TOP_PAD_": "1234567"}   # not the driver's
+    assert json.loads(lines[-3]) == {**WORKER_MEMORY_ENV, "MALLOC_TOP_PAD_": "1234567", "MIMALLOC_LARGE_OS_PAGES": "1"}
+    assert json.loads(lines[-2].split(" ", 1)[1]) == {"MALLOC_TOP_PAD_": "1234567"}  # not the driver's
     plain = tmp_path / "plain"
     analyze([str(SAMPLE)], str(plain), spark=spark, options=Options(), progress=False)
     for name in TABLES:

@@ -11,10 +11,12 @@ from spark_events import breakdown, read_events  # noqa: E402
 
 
 def _task(stage: int, launch: int, finish: int, executor: str, locality: str, run: int) -> dict:
-    return {"Event": "SparkListenerTaskEnd", "Stage ID": stage,
-            "Task Info": {"Launch Time": launch, "Finish Time": finish, "Executor ID": executor,
-                          "Locality": locality},
-            "Task Metrics": {"Executor Run Time": run, "Executor Deserialize Time": 7}}
+    return {
+        "Event": "SparkListenerTaskEnd",
+        "Stage ID": stage,
+        "Task Info": {"Launch Time": launch, "Finish Time": finish, "Executor ID": executor, "Locality": locality},
+        "Task Metrics": {"Executor Run Time": run, "Executor Deserialize Time": 7},
+    }
 
 
 def _write_log(path: Path) -> list[Path]:
@@ -26,9 +28,16 @@ def _write_log(path: Path) -> list[Path]:
         {"Event": "SparkListenerJobStart", "Job ID": 1, "Submission Time": 1100, "Stage IDs": [1, 2]},
         _task(2, 1150, 1400, "0", "PROCESS_LOCAL", 200),
         _task(2, 1160, 1500, "1", "NODE_LOCAL", 300),
-        {"Event": "SparkListenerStageCompleted",
-         "Stage Info": {"Stage ID": 2, "Stage Name": "toArrow at jobs.py", "Number of Tasks": 2,
-                        "Submission Time": 1120, "Completion Time": 1500}},
+        {
+            "Event": "SparkListenerStageCompleted",
+            "Stage Info": {
+                "Stage ID": 2,
+                "Stage Name": "toArrow at jobs.py",
+                "Number of Tasks": 2,
+                "Submission Time": 1120,
+                "Completion Time": 1500,
+            },
+        },
         {"Event": "SparkListenerJobStart", "Job ID": 2, "Submission Time": 1400, "Stage IDs": [3]},
         {"Event": "SparkListenerJobEnd", "Job ID": 1, "Completion Time": 1500},
         {"Event": "SparkListenerJobEnd", "Job ID": 2, "Completion Time": 1600},
@@ -55,7 +64,9 @@ def test_the_window_s_wall_splits_into_jobs_and_the_driver_alone(tmp_path):
     # Jobs 1 and 2 overlap: busy from 1100 to 1600 is 500 ms, counted once; the rest is the driver's.
     assert lines[0] == "  wall 1000 ms: 2 job(s) 500 ms, driver alone 500 ms"
     assert lines[1] == "  job 1: +100 ms, 400 ms"
-    assert lines[2] == ("    stage 2 (toArrow at jobs.py): 2 task(s) on ['0', '1'], first launch +30 ms, "
-                        "tasks 350 ms (run max 300, deserialise max 7), NODE_LOCAL:1,PROCESS_LOCAL:1")
-    assert lines[3] == "  job 2: +400 ms, 200 ms"       # its stage ran no task in the log: no stage line
+    assert lines[2] == (
+        "    stage 2 (toArrow at jobs.py): 2 task(s) on ['0', '1'], first launch +30 ms, "
+        "tasks 350 ms (run max 300, deserialise max 7), NODE_LOCAL:1,PROCESS_LOCAL:1"
+    )
+    assert lines[3] == "  job 2: +400 ms, 200 ms"  # its stage ran no task in the log: no stage line
     assert len(lines) == 4

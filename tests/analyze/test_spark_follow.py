@@ -26,10 +26,10 @@ from tests.analyze import test_spark  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
-spark = test_spark.spark    # the one Spark session of the test run (tests/analyze/test_spark.py)
+spark = test_spark.spark  # the one Spark session of the test run (tests/analyze/test_spark.py)
 
 TABLES = ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")
-OPTIONS = Options(split_bytes=16_000, overlap_bytes=8_000)   # the big capture is cut into ranges
+OPTIONS = Options(split_bytes=16_000, overlap_bytes=8_000)  # the big capture is cut into ranges
 
 
 def _write(path, data: bytes, age: float = 3600) -> None:
@@ -58,8 +58,13 @@ def captures():
     """Five inputs: a small pcap, one cut into ranges, two whose topic IDs name each other, a truncated one."""
     ids_a, ids_b = sc.topic_id_captures()
     small = sc.small_capture()
-    return {"a-small.pcap": small, "b-big.pcap": sc.big_capture(connections=3, exchanges=20),
-            "c-ids.pcap": ids_a, "d-ids.pcap": ids_b, "e-truncated.pcap": small[:-30]}
+    return {
+        "a-small.pcap": small,
+        "b-big.pcap": sc.big_capture(connections=3, exchanges=20),
+        "c-ids.pcap": ids_a,
+        "d-ids.pcap": ids_b,
+        "e-truncated.pcap": small[:-30],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +90,9 @@ def test_followed_in_two_runs_equals_a_plain_analysis(spark, captures, plain, tm
     data.mkdir()
     read = []
     process_files = F.process_files
-    monkeypatch.setattr(F, "process_files", lambda s, files, *a: read.append([f.path for f in files])
-                        or process_files(s, files, *a))
+    monkeypatch.setattr(
+        F, "process_files", lambda s, files, *a: read.append([f.path for f in files]) or process_files(s, files, *a)
+    )
     names = sorted(captures)
     for name in names[:3]:
         _write(data / name, captures[name])
@@ -99,8 +105,9 @@ def test_followed_in_two_runs_equals_a_plain_analysis(spark, captures, plain, tm
     assert read == [[str(data / n) for n in names[:3]], [str(data / n) for n in names[3:]]]
     state = _state(out)
     assert state["next_batch"] == 2
-    assert {os.path.basename(p): f["batch"] for p, f in state["files"].items()} == \
-        {n: 0 if n in names[:3] else 1 for n in names}
+    assert {os.path.basename(p): f["batch"] for p, f in state["files"].items()} == {
+        n: 0 if n in names[:3] else 1 for n in names
+    }
     _same_tables(out, plain_out, data, plain_data)
     assert result.errors and result.errors[0]["capture"] == str(data / "e-truncated.pcap")
     assert (out / "report.html").exists() and result.facts is not None
@@ -116,7 +123,7 @@ def test_a_stop_between_the_data_and_the_commit_is_replayed_once(spark, captures
     data.mkdir()
     for name, content in captures.items():
         _write(data / name, content)
-    _write(data / "x-gone.pcap", captures["a-small.pcap"])     # deleted before the restart
+    _write(data / "x-gone.pcap", captures["a-small.pcap"])  # deleted before the restart
 
     def crash(*_args):
         raise RuntimeError("stopped before the commit")
@@ -124,9 +131,9 @@ def test_a_stop_between_the_data_and_the_commit_is_replayed_once(spark, captures
     monkeypatch.setattr(F.Checkpoint, "commit", crash)
     with pytest.raises(RuntimeError, match="before the commit"):
         F.follow([str(data)], out, spark=spark, options=OPTIONS, follow_options=F.FollowOptions(once=True))
-    assert any((out / "frames").glob("part-b000000-*"))     # the data was written, not committed
+    assert any((out / "frames").glob("part-b000000-*"))  # the data was written, not committed
     monkeypatch.undo()
-    (data / "x-gone.pcap").unlink()     # its parts must go: the batch that wrote them was not committed
+    (data / "x-gone.pcap").unlink()  # its parts must go: the batch that wrote them was not committed
     F.follow([str(data)], out, spark=spark, options=OPTIONS, follow_options=F.FollowOptions(once=True))
     assert _state(out)["next_batch"] == 1
     _same_tables(out, plain_out, data, plain_data)
@@ -148,8 +155,9 @@ def test_open_files_wait_and_files_changed_after_reading_are_reported(spark, cap
     summary = _summary(out)
     assert summary[str(data / "open.pcap")]["frames"] == 10
     assert summary["*"]["frames"] == 20 and summary["*"]["accounted"]
-    assert [(e["capture"], e["category"], e["offset"], e["unread_bytes"]) for e in result.errors] == \
-        [(str(data / "closed.pcap"), "changed_after_read", len(captures["a-small.pcap"]), 100)]
+    assert [(e["capture"], e["category"], e["offset"], e["unread_bytes"]) for e in result.errors] == [
+        (str(data / "closed.pcap"), "changed_after_read", len(captures["a-small.pcap"]), 100)
+    ]
     assert summary[str(data / "closed.pcap")]["errors"] == 1
 
 
@@ -165,8 +173,9 @@ def test_a_file_deleted_before_its_batch_reads_it_gets_an_errors_row(spark, capt
 
     monkeypatch.setattr(F, "scan", listing_then_deleted)
     result = F.follow([str(data)], out, spark=spark, options=OPTIONS, follow_options=F.FollowOptions(once=True))
-    assert [(e["capture"], e["category"], e["unread_bytes"]) for e in result.errors] == \
-        [(str(data / "gone.pcap"), "read_failed", 500)]
+    assert [(e["capture"], e["category"], e["unread_bytes"]) for e in result.errors] == [
+        (str(data / "gone.pcap"), "read_failed", 500)
+    ]
     summary = _summary(out)
     assert summary[str(data / "here.pcap")]["frames"] == 10 and summary["*"]["accounted"]
 
@@ -190,11 +199,17 @@ def test_a_new_file_is_added_within_two_trigger_intervals(spark, captures, tmp_p
 
     writer = threading.Thread(target=add_a_file_after_the_first_batch)
     writer.start()
-    timeout = threading.Timer(180, stop.set)    # a bound, should the second batch never come
+    timeout = threading.Timer(180, stop.set)  # a bound, should the second batch never come
     timeout.start()
     try:
-        F.follow([str(data)], out, spark=spark, options=OPTIONS, stop=stop,
-                 follow_options=F.FollowOptions(trigger=trigger, settle=1.0, max_batches=2, report_interval=0))
+        F.follow(
+            [str(data)],
+            out,
+            spark=spark,
+            options=OPTIONS,
+            stop=stop,
+            follow_options=F.FollowOptions(trigger=trigger, settle=1.0, max_batches=2, report_interval=0),
+        )
     finally:
         stop.set()
         timeout.cancel()
@@ -207,8 +222,10 @@ def test_a_new_file_is_added_within_two_trigger_intervals(spark, captures, tmp_p
     # of its last write (on a loaded 2-core machine the batch itself takes a few seconds: printed).
     taken_after = second["taken_at"] - arrived["mtime"]
     committed_after = second["committed_at"] - arrived["mtime"]
-    print(f"new file taken {taken_after:.2f} s and committed {committed_after:.2f} s after its last write "
-          f"(trigger {trigger} s, settle 1 s)")
+    print(
+        f"new file taken {taken_after:.2f} s and committed {committed_after:.2f} s after its last write "
+        f"(trigger {trigger} s, settle 1 s)"
+    )
     assert taken_after <= 2 * trigger
     assert committed_after <= 2 * trigger + 10
 
@@ -229,19 +246,29 @@ def test_sigterm_stops_after_the_current_batch(spark, captures, tmp_path):
 
     killer = threading.Thread(target=terminate_after_the_first_commit)
     killer.start()
-    result = F.follow([str(data)], out, spark=spark, options=OPTIONS,
-                      follow_options=F.FollowOptions(trigger=0.5, settle=0.1, report_interval=3600))
+    result = F.follow(
+        [str(data)],
+        out,
+        spark=spark,
+        options=OPTIONS,
+        follow_options=F.FollowOptions(trigger=0.5, settle=0.1, report_interval=3600),
+    )
     killer.join()
     assert signal.getsignal(signal.SIGTERM) is before
     assert _state(out)["next_batch"] == 1
-    assert result.facts is not None and (out / "report.json").exists()    # the report is written at exit
+    assert result.facts is not None and (out / "report.json").exists()  # the report is written at exit
     assert next(r for r in result.summary if r["capture"] == "*")["frames"] == 10
 
 
 def test_an_empty_directory_gives_empty_tables_and_a_report(spark, tmp_path):
     (tmp_path / "in").mkdir()
-    result = F.follow([str(tmp_path / "in")], tmp_path / "out", spark=spark, options=OPTIONS,
-                      follow_options=F.FollowOptions(once=True))
+    result = F.follow(
+        [str(tmp_path / "in")],
+        tmp_path / "out",
+        spark=spark,
+        options=OPTIONS,
+        follow_options=F.FollowOptions(once=True),
+    )
     assert [r["capture"] for r in result.summary] == ["*"] and result.summary[0]["frames"] == 0
     assert all(pq.read_table(tmp_path / "out" / name).num_rows == 0 for name in TABLES if name != "summary")
     assert (tmp_path / "out" / "report.html").exists()

@@ -12,11 +12,8 @@ import pytest
 
 from kproto.analyze.spark import combine as C
 from kproto.analyze.spark import decode as D
-
 from kproto.analyze.spark import planning as P
-
 from kproto.analyze.spark import task as T
-
 from kproto.analyze.spark import worker as W
 from tests import spark_captures as sc
 
@@ -44,9 +41,23 @@ def test_small_capture_exchanges_exactly(small):
     (split,) = P.plan_file(small, 0)
     assert (split.mode, split.split_count, split.format) == ("decode", 1, "pcap")
     sink, _parts = _tables(split)
-    rows = sink.table("exchanges").select(
-        ["connection_id", "api_key", "api_version", "client_id", "pair_status_name", "error_code",
-         "client_software_name", "latency_ns", "removed_in_4x"]).to_pylist()
+    rows = (
+        sink.table("exchanges")
+        .select(
+            [
+                "connection_id",
+                "api_key",
+                "api_version",
+                "client_id",
+                "pair_status_name",
+                "error_code",
+                "client_software_name",
+                "latency_ns",
+                "removed_in_4x",
+            ]
+        )
+        .to_pylist()
+    )
     assert [tuple(r.values()) for r in rows] == [
         (0, 18, 3, "shop", "PAIRED", 0, "shop-app", 1_000_000, False),
         (0, 0, 9, "shop", "PAIRED", 0, None, 3_000_000, False),
@@ -66,8 +77,10 @@ def test_small_capture_frames_and_compact_rows(small):
     frames = sink.table("frames")
     assert frames.num_rows == 10
     assert pc.value_counts(frames["status_name"]).to_pylist() == [
-        {"values": "OK", "counts": 8}, {"values": "UNKNOWN_API", "counts": 1},
-        {"values": "NO_REQUEST_INFO", "counts": 1}]
+        {"values": "OK", "counts": 8},
+        {"values": "UNKNOWN_API", "counts": 1},
+        {"values": "NO_REQUEST_INFO", "counts": 1},
+    ]
     # Record sets show in the bodies as a summary of their batch headers, not as base64.
     produce = frames.filter(pc.and_(pc.equal(frames["api_key"], 0), pc.equal(frames["direction"], 0)))
     first = json.loads(produce["body"][0].as_py())["topic_data"][0]["partition_data"][0]["records"]
@@ -77,28 +90,54 @@ def test_small_capture_frames_and_compact_rows(small):
     key = (produce["connection_id"][0].as_py(), 0, produce["sequence"][0].as_py())
     raw = json.loads(same[key]["body"])["topic_data"][0]["partition_data"][0]["records"]
     assert len(base64.b64decode(raw)) == 103
-    topics = _kind(out.to_batches(), "topic").select(
-        ["topic", "partition", "api_key", "messages", "records", "batches", "bytes", "compression"]).to_pylist()
-    assert [tuple(p.values()) for p in topics] == [("orders", 0, 0, 1, 3, 1, 103, "none"),
-                                                   ("audit", 1, 0, 1, 2, 1, 102, "gzip")]
-    usage = {(r["connection_id"], r["api_key"], r["api_version"]): r
-             for r in _kind(out.to_batches(), "usage").to_pylist()}
+    topics = (
+        _kind(out.to_batches(), "topic")
+        .select(["topic", "partition", "api_key", "messages", "records", "batches", "bytes", "compression"])
+        .to_pylist()
+    )
+    assert [tuple(p.values()) for p in topics] == [
+        ("orders", 0, 0, 1, 3, 1, 103, "none"),
+        ("audit", 1, 0, 1, 2, 1, 102, "gzip"),
+    ]
+    usage = {
+        (r["connection_id"], r["api_key"], r["api_version"]): r for r in _kind(out.to_batches(), "usage").to_pylist()
+    }
     assert sorted(usage) == [(0, 0, 9), (0, 3, 12), (0, 18, 3), (1, 0, 2), (1, 18, 3), (1, 999, 0)]
-    assert (usage[(1, 0, 2)]["removed_in_4x_requests"], usage[(1, 18, 3)]["error_responses"],
-            usage[(1, 18, 3)]["client_software_name"]) == (1, 1, "bad name")
+    assert (
+        usage[(1, 0, 2)]["removed_in_4x_requests"],
+        usage[(1, 18, 3)]["error_responses"],
+        usage[(1, 18, 3)]["client_software_name"],
+    ) == (1, 1, "bad name")
     (counts,) = _kind(out.to_batches(), "counts")["info"].to_pylist()
     assert json.loads(counts) == {
-        "frames": 10, "request_frames": 6, "response_frames": 4, "frame_bytes": 931, "frames_ok": 8,
-        "frames_undecodable": 2, "first_ts_ns": sc.START_NS + 6_000_000, "last_ts_ns": sc.START_NS + 16_000_000,
-        "exchanges_paired": 3, "no_response_expected": 1, "unpaired_requests": 2, "unpaired_responses": 1}
+        "frames": 10,
+        "request_frames": 6,
+        "response_frames": 4,
+        "frame_bytes": 931,
+        "frames_ok": 8,
+        "frames_undecodable": 2,
+        "first_ts_ns": sc.START_NS + 6_000_000,
+        "last_ts_ns": sc.START_NS + 16_000_000,
+        "exchanges_paired": 3,
+        "no_response_expected": 1,
+        "unpaired_requests": 2,
+        "unpaired_responses": 1,
+    }
     (capture,) = _kind(out.to_batches(), "capture")["info"].to_pylist()
     assert '"connections": 2' in capture and '"split_count": 1' in capture
     assert _kind(out.to_batches(), "connection").num_rows == 2
 
 
 def test_error_code_is_the_first_nonzero_anywhere():
-    bodies = pa.array(['{"error_code":0,"x":[{"error_code":0},{"error_code":6}]}', '{"error_code":0}',
-                       '{"a":1}', None, '{"error_code":-1}'])
+    bodies = pa.array(
+        [
+            '{"error_code":0,"x":[{"error_code":0},{"error_code":6}]}',
+            '{"error_code":0}',
+            '{"a":1}',
+            None,
+            '{"error_code":-1}',
+        ]
+    )
     assert D._error_codes(bodies).to_pylist() == [6, 0, None, None, -1]
 
 
@@ -131,8 +170,9 @@ def test_a_split_pcap_gives_the_same_frames_and_pairs_as_whole(tmp_path):
     assert ids == {W.connection_hash(f"10.1.0.{i + 1}", 41000 + i, "10.1.0.200", 9092) for i in range(4)}
     # Sequences are unique per connection and direction, increase in capture order, and every
     # exchange names frames that exist (a range computes its neighbour's sequences alike).
-    frames = split_frames.sort_by([("connection_id", "ascending"), ("direction", "ascending"),
-                                   ("ts_first_ns", "ascending")]).to_pylist()
+    frames = split_frames.sort_by(
+        [("connection_id", "ascending"), ("direction", "ascending"), ("ts_first_ns", "ascending")]
+    ).to_pylist()
     for a, b in zip(frames, frames[1:]):
         if (a["connection_id"], a["direction"]) == (b["connection_id"], b["direction"]):
             assert a["sequence"] < b["sequence"]
@@ -147,7 +187,7 @@ def test_big_unsplittable_files_go_raw_to_the_grouping_step(tmp_path):
     path.write_bytes(sc.big_capture(connections=2, exchanges=10))
     whole, _ = _tables(P.plan_file(str(path), 0)[0])
     (split,) = P.plan_file(str(path), 0)
-    split.mode = "raw"      # as a pcapng file larger than the split size
+    split.mode = "raw"  # as a pcapng file larger than the split size
     raw = [b for b in T.process_split(split) if b.num_rows and b["kind"][0].as_py() == "raw"]
     grouped = W.Sink()
     counts = _kind(D.decode_raw_batches(raw, sink=grouped), "counts")
@@ -159,8 +199,7 @@ def test_big_unsplittable_files_go_raw_to_the_grouping_step(tmp_path):
 
 def test_record_boundary_search_skips_mid_record_offsets(tmp_path):
     data = sc.big_capture(connections=2, exchanges=5)
-    boundary = P.find_record_boundary(data[100:], 100, "<", False, 262144,
-                                      (sc.START_NS - 10**12, sc.START_NS + 10**12))
+    boundary = P.find_record_boundary(data[100:], 100, "<", False, 262144, (sc.START_NS - 10**12, sc.START_NS + 10**12))
     assert boundary is not None
     offset, ts = boundary
     # The offset starts a record: walking the records from the file header reaches it.
@@ -172,15 +211,18 @@ def test_record_boundary_search_skips_mid_record_offsets(tmp_path):
 
 def test_frame_files_are_one_connection_of_requests(tmp_path):
     path = tmp_path / "frames.bin"
-    path.write_bytes(sc.request(sc.produce("t", 0, sc.records(1)), 9, 5, "dump")
-                     + sc.request(sc.produce("t", 0, sc.records(1)), 9, 6, "dump"))
+    path.write_bytes(
+        sc.request(sc.produce("t", 0, sc.records(1)), 9, 5, "dump")
+        + sc.request(sc.produce("t", 0, sc.records(1)), 9, 6, "dump")
+    )
     (split,) = P.plan_file(str(path), 0)
     assert split.format == "frames"
     sink, _parts = _tables(split)
     frames = sink.table("frames")
-    assert frames.select(["connection_id", "direction", "sequence", "correlation_id", "status_name"]).to_pylist() \
-        == [{"connection_id": 0, "direction": 0, "sequence": s, "correlation_id": s + 5, "status_name": "OK"}
-            for s in (0, 1)]
+    assert frames.select(["connection_id", "direction", "sequence", "correlation_id", "status_name"]).to_pylist() == [
+        {"connection_id": 0, "direction": 0, "sequence": s, "correlation_id": s + 5, "status_name": "OK"}
+        for s in (0, 1)
+    ]
 
 
 def test_local_listing_expands_globs_and_directories(tmp_path):
@@ -221,11 +263,16 @@ def test_topic_ids_are_named_from_other_connections_and_files(topic_id_run):
     _sinks, parts = topic_id_run
     topics = C.combine(parts)["topics"]
     assert topics.schema == C.TOPICS_SCHEMA
-    rows = [(r["topic"], r["topic_id"], r["partition"], r["produce_records"], r["fetch_records"])
-            for r in topics.to_pylist()]
+    rows = [
+        (r["topic"], r["topic_id"], r["partition"], r["produce_records"], r["fetch_records"])
+        for r in topics.to_pylist()
+    ]
     # orders: fetched by ID in a.pcap, named and produced to by name in b.pcap: one row.
-    assert rows == [(None, sc.GHOST_ID, 2, 0, 1), ("orders", sc.ORDERS_ID, 0, 3, 4),
-                    ("payments", sc.PAYMENTS_ID, 1, 0, 2)]
+    assert rows == [
+        (None, sc.GHOST_ID, 2, 0, 1),
+        ("orders", sc.ORDERS_ID, 0, 3, 4),
+        ("payments", sc.PAYMENTS_ID, 1, 0, 2),
+    ]
 
 
 def test_exchanges_carry_the_topic_their_frames_name_or_their_ids_name(topic_id_run):
@@ -234,14 +281,23 @@ def test_exchanges_carry_the_topic_their_frames_name_or_their_ids_name(topic_id_
     # PAYMENTS_ID is named by a Metadata response decoded with it (another connection of a.pcap);
     # ORDERS_ID only in b.pcap, another task (the topics table names it: see above); GHOST_ID never.
     assert [(r["topic"], r["topic_id"]) for r in fetches.to_pylist()] == [
-        (None, sc.ORDERS_ID), ("payments", sc.PAYMENTS_ID), (None, sc.GHOST_ID)]
+        (None, sc.ORDERS_ID),
+        ("payments", sc.PAYMENTS_ID),
+        (None, sc.GHOST_ID),
+    ]
     by_name = sinks["b.pcap"].table("exchanges").to_pylist()
     assert [(r["api_key"], r["topic"], r["topic_id"]) for r in by_name] == [(3, None, None), (0, "orders", None)]
 
 
 def test_an_id_named_twice_takes_one_name_and_a_recreated_name_gets_no_id():
-    names, ids = C.resolve_topic_ids([{"topic_id": "a", "topic": "y"}, {"topic_id": "a", "topic": "x"},
-                                      {"topic_id": "b", "topic": "z"}, {"topic_id": "c", "topic": "z"}])
+    names, ids = C.resolve_topic_ids(
+        [
+            {"topic_id": "a", "topic": "y"},
+            {"topic_id": "a", "topic": "x"},
+            {"topic_id": "b", "topic": "z"},
+            {"topic_id": "c", "topic": "z"},
+        ]
+    )
     assert names == {"a": "x", "b": "z", "c": "z"} and ids == {"x": "a"}
 
 
@@ -251,7 +307,9 @@ def test_sample_capture_names_every_topic_it_fetches_by_id():
     # The exchanges of fraud-detector's Fetch v16 carry the name, as the topics table does.
     by_id_exchanges = sink.table("exchanges").filter(pc.is_valid(sink.table("exchanges")["topic_id"]))
     assert [(r["api_key"], r["api_version"], r["topic"]) for r in by_id_exchanges.to_pylist()] == [
-        (1, 16, "orders"), (1, 16, "orders")]
+        (1, 16, "orders"),
+        (1, 16, "orders"),
+    ]
     by_id = _kind(parts.to_batches(), "topic").filter(pc.is_null(_kind(parts.to_batches(), "topic")["topic"]))
     assert by_id.num_rows and set(by_id["topic_id"].to_pylist()) == {"08d54946-e234-5fc2-9c59-d53e4cf610d0"}
     topics = C.combine(parts)["topics"].to_pylist()
@@ -270,7 +328,7 @@ def test_one_array_uses_a_single_chunk_in_place_and_joins_several():
 
     values = pa.array([b"ab", b"cde", None], pa.binary())
     alone = one_array(pa.chunked_array([values]))
-    assert alone.buffers()[2].address == values.buffers()[2].address     # not a copy
+    assert alone.buffers()[2].address == values.buffers()[2].address  # not a copy
     joined = one_array(pa.chunked_array([values, values]))
     assert joined.to_pylist() == values.to_pylist() * 2
     assert one_array(values) is values

@@ -19,9 +19,13 @@ def run(capsys, *args: str) -> tuple[int, list[str], str]:
 
 
 def response_frame(release: str, *, version: int = 3, size_prefixed: bool = True) -> bytes:
-    body = ApiVersionsResponse(error_code=0, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-        for k, (lo, hi) in sorted(v.release_table(release).items())])
+    body = ApiVersionsResponse(
+        error_code=0,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(v.release_table(release).items())
+        ],
+    )
     return kproto.encode_response(body, version=version, correlation_id=7, size_prefixed=size_prefixed)
 
 
@@ -31,7 +35,7 @@ def test_api_table(capsys):
     assert status == 0
     header = lines[0].split()
     assert header[:4] == ["key", "name", "versions", "flexible"]
-    rows = lines[1:lines.index("")]
+    rows = lines[1 : lines.index("")]
     assert len(rows) == len(v.api_table())
     by_key = {int(row.split()[0]): row.split() for row in rows}
     assert by_key[0] == ["0", "Produce", "0-13", "9+", "0-2", "0-2", "broker"]
@@ -40,8 +44,8 @@ def test_api_table(capsys):
     assert by_key[17] == ["17", "SaslHandshake", "0-1", "-", "0", "-", "broker,controller"]
     assert by_key[38] == ["38", "CreateDelegationToken", "0-3", "2+", "0", "0", "broker,controller"]
     assert by_key[52] == ["52", "Vote", "0-2", "0+", "-", "-", "controller"]
-    assert by_key[22][:2] == ["22", "InitProducerId"] and by_key[22][2] == "*"   # unstable latest (v6)
-    notes = lines[lines.index("") + 1:]
+    assert by_key[22][:2] == ["22", "InitProducerId"] and by_key[22][2] == "*"  # unstable latest (v6)
+    notes = lines[lines.index("") + 1 :]
     assert notes[0] == f"{len(rows)} APIs. deprecated: versions KIP-896 marked for removal in Kafka 4.0."
     assert "Produce v0-2 are removed yet 4.0.0-4.4 still advertise them (KAFKA-18659)." in notes
     # every key a broker release advertises has a definition (88-94 came with the 4.x jars)
@@ -52,12 +56,14 @@ def test_api_versions_lines(capsys):
     status, lines, _ = run(capsys, "--api", "Produce", "--api", "11")
     assert status == 0
     assert lines[0] == "Produce(0): kproto v0-13"
-    assert lines[1] == ("  v0: releases 0.8.0-3.9; deprecated (KIP-896); removed in 4.x; "
-                        "advertised by 4.0.0-4.4 but rejected (KAFKA-18659, kept for librdkafka)")
-    assert lines[4] == "  v3: releases 0.11-4.4"      # 3.9.1+ deprecate only v0-2 (KAFKA-18659)
+    assert lines[1] == (
+        "  v0: releases 0.8.0-3.9; deprecated (KIP-896); removed in 4.x; "
+        "advertised by 4.0.0-4.4 but rejected (KAFKA-18659, kept for librdkafka)"
+    )
+    assert lines[4] == "  v3: releases 0.11-4.4"  # 3.9.1+ deprecate only v0-2 (KAFKA-18659)
     assert lines[14] == "  v13: releases 4.1-4.4; flexible"
     assert lines[15] == "JoinGroup(11): kproto v0-9"
-    assert lines[16] == "  v0: releases 0.9-3.9, 4.0-4.4; deprecated (KIP-896)"     # not 4.0.0
+    assert lines[16] == "  v0: releases 0.9-3.9, 4.0-4.4; deprecated (KIP-896)"  # not 4.0.0
     assert len(lines) == 1 + 14 + 1 + 10
 
 
@@ -84,7 +90,7 @@ def test_changes_between_releases(capsys):
     assert len(body) == len(changed)
     pattern = re.compile(r"  ([+~-]) (\w+)\((\d+)\): (.*)")
     seen = []
-    for line, key in zip(body, changed):      # one line per changed API, by key
+    for line, key in zip(body, changed):  # one line per changed API, by key
         sign, name, number, rest = pattern.fullmatch(line).groups()
         assert int(number) == key and name == v.api_name(key)
         expected_sign = "+" if key not in old else "-" if key not in new else "~"
@@ -99,9 +105,11 @@ def test_changes_between_releases(capsys):
     versions = lambda r: set(range(r[0], r[1] + 1))  # noqa: E731
     gained = sum(len(versions(new[k]) - versions(old[k])) for k in both)
     lost = sum(len(versions(old[k]) - versions(new[k])) for k in both)
-    assert lines[-2] == (f"  summary: {sum(k not in old for k in changed)} new API(s), "
-                         f"{sum(k not in new for k in changed)} API(s) gone, "
-                         f"{gained} version(s) gained and {lost} lost in the others")
+    assert lines[-2] == (
+        f"  summary: {sum(k not in old for k in changed)} new API(s), "
+        f"{sum(k not in new for k in changed)} API(s) gone, "
+        f"{gained} version(s) gained and {lost} lost in the others"
+    )
     assert (gained, lost) == (26, 26)
 
 
@@ -111,7 +119,7 @@ def test_three_releases_give_two_steps(capsys):
     headers = [line for line in lines if line.startswith("Kafka ")]
     first = len(v.release_changes("3.9", "4.0.0"))
     assert headers == [f"Kafka 3.9 -> 4.0.0: {first} API(s) changed", "Kafka 4.0.0 -> 4.1: 18 API(s) changed"]
-    assert lines.index(headers[1]) - lines.index(headers[0]) == 1 + first + 1 + 1   # changes, summary, blank
+    assert lines.index(headers[1]) - lines.index(headers[0]) == 1 + first + 1 + 1  # changes, summary, blank
     assert "  ~ JoinGroup(11): v2-9 -> v0-9 (gained v0-1)" in lines
     assert "  + DescribeShareGroupOffsets(90): new API, v0" in lines
 
@@ -120,10 +128,17 @@ def test_a_change_of_mode_is_said(capsys):
     status, lines, _ = run(capsys, "--release", "3.8", "--release", "3.9")
     assert status == 0
     assert "  - LeaderAndIsr(4): API gone, was v0-7" in lines
-    assert lines[-1] == ("  note: the 3.8 table is a ZooKeeper-mode broker's and the 3.9 table a KRaft-mode "
-                         "broker's: the APIs of each mode show as gone or new")
-    assert [v.release_mode(r) for r in ("0.8.0", "3.8", "3.9", "4.0.0", "4.4")] == \
-        ["ZooKeeper", "ZooKeeper", "KRaft", "KRaft", "KRaft"]
+    assert lines[-1] == (
+        "  note: the 3.8 table is a ZooKeeper-mode broker's and the 3.9 table a KRaft-mode "
+        "broker's: the APIs of each mode show as gone or new"
+    )
+    assert [v.release_mode(r) for r in ("0.8.0", "3.8", "3.9", "4.0.0", "4.4")] == [
+        "ZooKeeper",
+        "ZooKeeper",
+        "KRaft",
+        "KRaft",
+        "KRaft",
+    ]
 
 
 def test_bad_release_exits_2(capsys):
@@ -136,7 +151,7 @@ def test_bad_release_exits_2(capsys):
 def _listing(lines: list[str]) -> list[str]:
     start = lines.index("broker -> (")
     end = lines.index(")", start)
-    return lines[start + 1:end]
+    return lines[start + 1 : end]
 
 
 def test_response_from_a_39_broker(tmp_path, capsys):
@@ -150,28 +165,31 @@ def test_response_from_a_39_broker(tmp_path, capsys):
     assert listing[0] == "\tProduce(0): 0 to 11 [usable: 11],"
     assert listing[1] == "\tFetch(1): 0 to 17 [usable: 17],"
     assert "\tDescribeProducers(61): 0 [usable: 0]," in listing
-    assert "\tDescribeQuorum(55): 0 to 2 [usable: 2]," in listing      # a KRaft broker's API
-    assert "\tShareFetch(78): UNSUPPORTED," in listing      # a client API 3.9 brokers do not advertise
+    assert "\tDescribeQuorum(55): 0 to 2 [usable: 2]," in listing  # a KRaft broker's API
+    assert "\tShareFetch(78): UNSUPPORTED," in listing  # a client API 3.9 brokers do not advertise
     assert all(line.endswith(",") for line in listing[:-1]) and not listing[-1].endswith(",")
     client_facing = {i.api_key for i in v.api_table() if "broker" in i.listeners}
     assert len(listing) == len(set(table) | client_facing)
 
     at = lines.index(")") + 1
-    assert lines[at] == ("Inferred release: 3.9 (exact match with the answer of a real 3.9.2 broker; "
-                         "patch releases that advertise the same versions are not told apart)")
+    assert lines[at] == (
+        "Inferred release: 3.9 (exact match with the answer of a real 3.9.2 broker; "
+        "patch releases that advertise the same versions are not told apart)"
+    )
     negotiated = v.negotiate(None, "3.9")
     assert lines[at + 1] == f"kproto would negotiate {len(negotiated)} APIs:"
-    negotiation = lines[at + 2:at + 2 + len(negotiated)]
+    negotiation = lines[at + 2 : at + 2 + len(negotiated)]
     assert negotiation[0] == "  Produce(0): v11"
     # the negotiated versions are the usable ones of the listing
-    usable = dict(re.fullmatch(r"\t(\w+\(\d+\)): .* \[usable: (\d+)\],?", e).groups()
-                  for e in listing if "[usable" in e)
+    usable = dict(
+        re.fullmatch(r"\t(\w+\(\d+\)): .* \[usable: (\d+)\],?", e).groups() for e in listing if "[usable" in e
+    )
     assert {k: f"v{n}" for k, n in usable.items()} == dict(line.strip().split(": ") for line in negotiation)
-    notes = lines[at + 2 + len(negotiated):]
+    notes = lines[at + 2 + len(negotiated) :]
     assert notes[0] == "Notes:"
     assert "  Produce v0-2: served here, removed in Kafka 4.x" in notes
     assert "  Fetch v0-3: served here, removed in Kafka 4.x" in notes
-    assert not any("LeaderAndIsr" in line for line in notes)     # a KRaft broker does not serve it
+    assert not any("LeaderAndIsr" in line for line in notes)  # a KRaft broker does not serve it
 
 
 def test_response_from_a_41_broker_as_hex(tmp_path, capsys):
@@ -186,15 +204,19 @@ def test_response_from_a_41_broker_as_hex(tmp_path, capsys):
     assert "\tGetTelemetrySubscriptions(71): UNSUPPORTED," in listing
     assert "\tDeleteShareGroupOffsets(92): 0 [usable: 0]," in listing
     assert any(line.startswith("Inferred release: 4.1 (exact match") for line in lines)
-    notes = lines[lines.index("Notes:") + 1:]
+    notes = lines[lines.index("Notes:") + 1 :]
     assert notes == ["  Produce v0-2: advertised but rejected by 4.x brokers (KAFKA-18659)"]
 
 
 def test_response_that_matches_no_release(tmp_path, capsys):
     table = v.release_table("4.0")
-    table[0] = (3, 12)        # a broker that stopped advertising Produce v0-2
-    body = ApiVersionsResponse(error_code=0, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in table.items()])
+    table[0] = (3, 12)  # a broker that stopped advertising Produce v0-2
+    body = ApiVersionsResponse(
+        error_code=0,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in table.items()
+        ],
+    )
     path = tmp_path / "av.bin"
     path.write_bytes(kproto.encode_response(body, version=4, correlation_id=1))
     status, lines, _ = run(capsys, "--response", str(path), "--response-version", "4")
@@ -206,14 +228,17 @@ def test_response_that_matches_no_release(tmp_path, capsys):
 
 
 def test_unsupported_version_answer(tmp_path, capsys):
-    body = ApiVersionsResponse(error_code=35, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)])
+    body = ApiVersionsResponse(
+        error_code=35, api_keys=[ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)]
+    )
     path = tmp_path / "av.bin"
     path.write_bytes(kproto.encode_response(body, version=0, correlation_id=3, size_prefixed=True))
     status, lines, _ = run(capsys, "--response", str(path))
     assert status == 0
-    assert lines[0] == ("ApiVersionsResponse read as v0 (an UNSUPPORTED_VERSION answer): error UNSUPPORTED_VERSION, "
-                        "1 APIs, correlation id 3")
+    assert lines[0] == (
+        "ApiVersionsResponse read as v0 (an UNSUPPORTED_VERSION answer): error UNSUPPORTED_VERSION, "
+        "1 APIs, correlation id 3"
+    )
 
 
 @pytest.mark.parametrize("content", [b"", b"\x00\x01", b"not hex at all"])

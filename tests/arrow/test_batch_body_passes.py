@@ -25,15 +25,28 @@ def prefixed(*payloads: bytes) -> bytes:
 
 def produce_frames() -> bytes:
     records = RecordBatch.encode([Record(value=b"v")] * 3, base_offset=0)
-    body = P(acks=1, timeout_ms=100, topic_data=[P.TopicProduceData(
-        name="orders", partition_data=[P.PartitionProduceData(index=2, records=records),
-                                       P.PartitionProduceData(index=5, records=None)])])
+    body = P(
+        acks=1,
+        timeout_ms=100,
+        topic_data=[
+            P.TopicProduceData(
+                name="orders",
+                partition_data=[
+                    P.PartitionProduceData(index=2, records=records),
+                    P.PartitionProduceData(index=5, records=None),
+                ],
+            )
+        ],
+    )
     metadata = api.encode_request(m.MetadataRequest(topics=None), version=12, correlation_id=1, client_id="a")
     return prefixed(metadata, api.encode_request(body, version=9, correlation_id=2, client_id="p"))
 
 
-@pytest.mark.parametrize("data", [produce_frames(), prefixed(produce_frames()[4:60]), b""],
-                         ids=["two partitions", "no produce body", "empty"])
+@pytest.mark.parametrize(
+    "data",
+    [produce_frames(), prefixed(produce_frames()[4:60]), b""],
+    ids=["two partitions", "no produce body", "empty"],
+)
 def test_partition_columns_have_the_twins_types_and_values(data):
     c = c_batch.partition_rows(data, c_batch.scan(data))
     py = py_batch.partition_rows(data, py_batch.scan(data))
@@ -45,8 +58,9 @@ def test_partition_columns_have_the_twins_types_and_values(data):
                 # (the twin leaves every record set to the records module: those come after)
                 assert c[name].tolist() == column.tolist(), name
     for name in ("topic", "topic_id"):
-        assert [part.tolist() if isinstance(part, np.ndarray) else part for part in c[name]] \
-            == [part.tolist() if isinstance(part, np.ndarray) else part for part in py[name]]
+        assert [part.tolist() if isinstance(part, np.ndarray) else part for part in c[name]] == [
+            part.tolist() if isinstance(part, np.ndarray) else part for part in py[name]
+        ]
 
 
 def test_body_passes_take_the_header_columns_as_the_header_pass_makes_them():

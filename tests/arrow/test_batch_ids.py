@@ -14,7 +14,8 @@ import struct
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import kproto.arrow.frames as kb
 from kproto import messages as m
@@ -93,7 +94,7 @@ def mid_block_frames(warm: int) -> list[tuple[bytes | None, str]]:
     frames: list[tuple[bytes | None, str]] = [(client_id, "v2") for client_id in WARM_UP[:warm]]
     for k in range(200):
         frames.append((f"new-{k}".encode(), "v1"))
-        frames.append((f"new-{k}".encode(), "v2"))          # the same id again at once
+        frames.append((f"new-{k}".encode(), "v2"))  # the same id again at once
         if k % 7 == 0:
             frames.append((f"tagged-{k}".encode(), "tagged"))
         if k % 11 == 0:
@@ -129,11 +130,11 @@ def test_hundred_thousand_ids():
     ids = [f"consumer-orders-{k}".encode() if k % 2 else f"producer-{k}".encode() for k in range(100_000)]
     frames = [(client_id, "v1" if k % 2 else "v2") for k, client_id in enumerate(ids + ids[::-1])]
     data = frames_data(frames)
-    c, = on_each_implementation(("c",), lambda: kb.decode_frames(data))
+    (c,) = on_each_implementation(("c",), lambda: kb.decode_frames(data))
     assert c["client_id"].type == pa.string()
     assert c["client_id"].to_pylist() == expected_ids(frames)
     assert set(c["status"].to_pylist()) == {Status.OK}
-    as_dictionary, = on_each_implementation(("c",), lambda: kb.decode_frames(data, client_ids="dictionary"))
+    (as_dictionary,) = on_each_implementation(("c",), lambda: kb.decode_frames(data, client_ids="dictionary"))
     assert as_dictionary["client_id"].dictionary.to_pylist() == [client_id.decode() for client_id in ids]
     assert as_dictionary["client_id"].to_pylist() == expected_ids(frames)
 
@@ -168,7 +169,8 @@ def test_ids_from_arrow_input_grow_their_buffer():
         assert c.equals(py)
         check_dictionary(c, kb.decode_frames(frames, client_ids="dictionary"))
     assert c["client_id"].to_pylist() == [
-        None if p is None or k % 7 == 0 else (f"{k}-" + "long-id-" * (k % 50)) for k, p in enumerate(payloads)]
+        None if p is None or k % 7 == 0 else (f"{k}-" + "long-id-" * (k % 50)) for k, p in enumerate(payloads)
+    ]
 
 
 def test_client_ids_argument_is_checked():

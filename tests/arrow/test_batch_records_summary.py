@@ -23,14 +23,26 @@ def loops(impl, monkeypatch):
 
 def legacy_message(value: bytes, magic: int = 0, codec: int = 0) -> bytes:
     """One message of a v0 / v1 message set (the CRC is not checked by a summary)."""
-    inner = bytes([magic, codec]) + (struct.pack(">q", 0) if magic == 1 else b"") \
-        + struct.pack(">i", -1) + struct.pack(">i", len(value)) + value
+    inner = (
+        bytes([magic, codec])
+        + (struct.pack(">q", 0) if magic == 1 else b"")
+        + struct.pack(">i", -1)
+        + struct.pack(">i", len(value))
+        + value
+    )
     return struct.pack(">qi", 0, 4 + len(inner)) + struct.pack(">I", 0) + inner
 
 
 def produce(*records: bytes | None, version: int = 9) -> bytes:
-    body = P(acks=1, timeout_ms=100, topic_data=[P.TopicProduceData(
-        name="t", partition_data=[P.PartitionProduceData(index=i, records=r) for i, r in enumerate(records)])])
+    body = P(
+        acks=1,
+        timeout_ms=100,
+        topic_data=[
+            P.TopicProduceData(
+                name="t", partition_data=[P.PartitionProduceData(index=i, records=r) for i, r in enumerate(records)]
+            )
+        ],
+    )
     return api.encode_request(body, version=version, correlation_id=1, client_id="c")
 
 
@@ -58,7 +70,7 @@ def test_legacy_message_sets(loops):
     wrapped = legacy_message(b"compressed bytes", magic=1, codec=2)
     assert summaries(produce(two, wrapped, version=2)) == [
         {"batches": 2, "records": 2, "bytes": len(two), "compression": "none"},
-        {"batches": 1, "records": None, "bytes": len(wrapped), "compression": "snappy"},   # count hidden
+        {"batches": 1, "records": None, "bytes": len(wrapped), "compression": "snappy"},  # count hidden
     ]
 
 

@@ -15,10 +15,25 @@ import pytest
 from kproto import _impl
 from kproto.arrow.capture import CaptureReader, read_capture, read_frame_file, request_versions
 from kproto.errors import DecodeError, FrameTooLargeError, TruncatedError
-
-from tests.pcapwriter import (ACK, LINK_ETHERNET, LINK_LOOP, LINK_NULL, LINK_RAW, LINK_SLL, LINK_SLL2, RST,
-                        Conversation, PcapngWriter, PcapWriter, ipv4, ipv6, link, pcap_of, request_frame,
-                        response_frame)
+from tests.pcapwriter import (
+    ACK,
+    LINK_ETHERNET,
+    LINK_LOOP,
+    LINK_NULL,
+    LINK_RAW,
+    LINK_SLL,
+    LINK_SLL2,
+    RST,
+    Conversation,
+    PcapngWriter,
+    PcapWriter,
+    ipv4,
+    ipv6,
+    link,
+    pcap_of,
+    request_frame,
+    response_frame,
+)
 
 
 # ---------------------------------------------------------------- helpers
@@ -54,16 +69,21 @@ def assert_exchange(frames, requests, responses, connection_id=0):
     assert payloads(mine, 1) == [r[4:] for r in responses]
     for direction in (0, 1):
         assert [f["sequence"] for f in mine if f["direction"] == direction] == list(
-            range(len(requests if direction == 0 else responses)))
+            range(len(requests if direction == 0 else responses))
+        )
     assert all(f["size"] == len(f["payload"]) for f in mine)
 
 
 def assert_accounted(connections):
     for row in connections:
         for side in ("request_", "response_"):
-            assert row[side + "stream_bytes"] == (row[side + "frame_bytes"] + row[side + "skipped_bytes"]
-                                                  + row[side + "tail_bytes"] + row[side + "sasl_bytes"]
-                                                  + row[side + "other_bytes"]), row
+            assert row[side + "stream_bytes"] == (
+                row[side + "frame_bytes"]
+                + row[side + "skipped_bytes"]
+                + row[side + "tail_bytes"]
+                + row[side + "sasl_bytes"]
+                + row[side + "other_bytes"]
+            ), row
             assert row[side + "payload_bytes"] == row[side + "stream_bytes"] + row[side + "duplicate_bytes"], row
 
 
@@ -101,11 +121,17 @@ def test_pcapng_interface_options_repeated_empty_or_short(impl, big_endian, tmp_
 
     writer = PcapngWriter(big_endian=big_endian)
     order = writer.order
-    options = (writer._option(2, b"eth0") + writer._option(9, b"") + writer._option(9, bytes([9]))
-               + writer._option(14, struct.pack(order + "q", 3)) + writer._option(14, b"\x07\x00\x00\x00")
-               + writer._option(2, b"eth1") + writer._option(0, b""))
+    options = (
+        writer._option(2, b"eth0")
+        + writer._option(9, b"")
+        + writer._option(9, bytes([9]))
+        + writer._option(14, struct.pack(order + "q", 3))
+        + writer._option(14, b"\x07\x00\x00\x00")
+        + writer._option(2, b"eth1")
+        + writer._option(0, b"")
+    )
     writer._block(1, struct.pack(order + "HHI", LINK_ETHERNET, 0, 0) + options)
-    writer.interfaces.append((9, 3))     # nanoseconds, 3 s offset: what the writer's units() must use
+    writer.interfaces.append((9, 3))  # nanoseconds, 3 s offset: what the writer's units() must use
     requests, responses = exchange(2)
     ts = 1_700_000_000_123_456_789
     first_ts = ts + 1
@@ -114,10 +140,10 @@ def test_pcapng_interface_options_repeated_empty_or_short(impl, big_endian, tmp_
         writer.add(0, ts, packet.data)
     data = writer.getvalue()
     frames, _connections, _counters = run(data, impl)
-    assert min(f["ts_first_ns"] for f in frames) == first_ts + 3    # the SYN, then the request's segment
+    assert min(f["ts_first_ns"] for f in frames) == first_ts + 3  # the SYN, then the request's segment
     path = tmp_path / "options.pcapng"
     path.write_bytes(data)
-    head = capture_sets.read_head(str(path), len(data), lambda offset, count: data[offset: offset + count])
+    head = capture_sets.read_head(str(path), len(data), lambda offset, count: data[offset : offset + count])
     assert head.first_ts_ns == first_ts
     assert "'eth0'" in head.layout and "eth1" not in head.layout
 
@@ -126,7 +152,7 @@ def test_pcapng_interface_options_repeated_empty_or_short(impl, big_endian, tmp_
 def test_pcapng_interfaces_with_their_own_resolution(impl, big_endian):
     requests, responses = exchange(3)
     writer = PcapngWriter(big_endian=big_endian)
-    micro = writer.add_interface(LINK_ETHERNET)                     # default: microseconds
+    micro = writer.add_interface(LINK_ETHERNET)  # default: microseconds
     nano = writer.add_interface(LINK_SLL, tsresol=9)
     binary = writer.add_interface(LINK_RAW, tsresol=0x80 | 20, tsoffset=5)
     writer.add_statistics()
@@ -146,8 +172,9 @@ def test_pcapng_interfaces_with_their_own_resolution(impl, big_endian):
     frames, connections, counters = run(writer.getvalue(), impl)
     for connection_id in range(3):
         assert_exchange(frames, requests, responses, connection_id)
-    first_requests = {f["connection_id"]: f["ts_first_ns"] for f in frames if f["sequence"] == 0
-                      and f["direction"] == 0}
+    first_requests = {
+        f["connection_id"]: f["ts_first_ns"] for f in frames if f["sequence"] == 0 and f["direction"] == 0
+    }
     assert first_requests[0] == expected_ts[micro] // 1000 * 1000
     assert first_requests[1] == expected_ts[nano]
     assert abs(first_requests[2] - expected_ts[binary]) < 1000  # 2^-20 s units
@@ -207,18 +234,20 @@ def corrupt_pcapng(block_length: int = 0xFFFFFFF0):
     good = writer.getvalue()
     bad_block = struct.pack("<II", 6, block_length) + b"\x00" * 28
     tail = PcapngWriter()
-    tail.parts = []   # packets of a second connection, in the same section
+    tail.parts = []  # packets of a second connection, in the same section
     tail.interfaces = writer.interfaces
     more_requests, more_responses = exchange(200)
-    for index, packet in enumerate(conversation_packets(Conversation(client=("10.0.0.3", 40002)),
-                                                        more_requests, more_responses)):
+    for index, packet in enumerate(
+        conversation_packets(Conversation(client=("10.0.0.3", 40002)), more_requests, more_responses)
+    ):
         tail.add(interface, 1_700_000_001_000_000_000 + index * 1000, packet.data)
     return good, good + bad_block + tail.getvalue(), requests, responses
 
 
 def assert_bytes_accounted(counters):
-    assert counters["input_bytes"] == (counters["file_bytes"] + counters["trailing_bytes"]
-                                       + counters["unread_bytes"]), counters
+    assert counters["input_bytes"] == (
+        counters["file_bytes"] + counters["trailing_bytes"] + counters["unread_bytes"]
+    ), counters
 
 
 @pytest.mark.parametrize("source", ["buffer", "file", "stream", "chunks"])
@@ -229,11 +258,15 @@ def test_oversized_pcap_record_keeps_frames_before_and_accounts_the_rest(impl, s
     good, data, requests, responses = corrupt_pcap()
     path = tmp_path / "corrupt.pcap"
     path.write_bytes(data)
-    given = {"buffer": data, "file": str(path), "stream": io.BufferedReader(io.BytesIO(data)),
-             "chunks": Chunks([data[i:i + 777] for i in range(0, len(data), 777)])}[source]
+    given = {
+        "buffer": data,
+        "file": str(path),
+        "stream": io.BufferedReader(io.BytesIO(data)),
+        "chunks": Chunks([data[i : i + 777] for i in range(0, len(data), 777)]),
+    }[source]
     reader = CaptureReader(given, on_error="keep", implementation=impl.name)
     frames = reader.read_all().to_pylist()
-    assert_exchange(frames, requests, responses)          # every frame before the bad record
+    assert_exchange(frames, requests, responses)  # every frame before the bad record
     error = reader.error
     assert isinstance(error, CorruptCaptureError) and error.category == "oversized_record"
     assert error.offset == len(good) and "4294967295" in error.reason
@@ -279,13 +312,16 @@ def test_pcapng_block_just_above_the_record_limit_is_refused_before_it_is_buffer
     assert used == len(good) + 12 and engine.error[0] == "oversized_record"
     good, data, _, _ = corrupt_pcapng(block_length=CAPTURE_MAX_RECORD_SIZE)
     engine = _impl.load("capture", impl.name).Engine(request_versions())
-    assert engine.feed(data[: len(good) + 12]) == len(good) and engine.error is None   # waits for it
+    assert engine.feed(data[: len(good) + 12]) == len(good) and engine.error is None  # waits for it
 
 
-@pytest.mark.parametrize("bad, category", [
-    (b"hello world, not a capture at all\n" * 40, "not_a_capture"),
-    (bytes(range(256)) * 8, "not_a_capture"),
-])
+@pytest.mark.parametrize(
+    "bad, category",
+    [
+        (b"hello world, not a capture at all\n" * 40, "not_a_capture"),
+        (bytes(range(256)) * 8, "not_a_capture"),
+    ],
+)
 def test_not_a_capture_is_all_unread(impl, bad, category):
     reader = CaptureReader(bad, on_error="keep", implementation=impl.name)
     assert reader.read_all().num_rows == 0
@@ -294,12 +330,15 @@ def test_not_a_capture_is_all_unread(impl, bad, category):
     assert_bytes_accounted(reader.counters)
 
 
-@pytest.mark.parametrize("mutation, category", [
-    (lambda good: good + struct.pack("<II", 0x0A0D0D0A, 28) + b"\x00" * 20, "bad_block"),    # bad byte-order magic
-    (lambda good: good + struct.pack("<II", 6, 14) + b"\x00" * 8, "bad_block"),              # length not a multiple of 4
-    (lambda good: good + struct.pack("<II", 1, 16) + b"\x00" * 8, "bad_block"),              # short interface block
-    (lambda good: good + struct.pack("<II", 6, 24) + b"\x00" * 16, "bad_block"),             # short packet block
-])
+@pytest.mark.parametrize(
+    "mutation, category",
+    [
+        (lambda good: good + struct.pack("<II", 0x0A0D0D0A, 28) + b"\x00" * 20, "bad_block"),  # bad byte-order magic
+        (lambda good: good + struct.pack("<II", 6, 14) + b"\x00" * 8, "bad_block"),  # length not a multiple of 4
+        (lambda good: good + struct.pack("<II", 1, 16) + b"\x00" * 8, "bad_block"),  # short interface block
+        (lambda good: good + struct.pack("<II", 6, 24) + b"\x00" * 16, "bad_block"),  # short packet block
+    ],
+)
 def test_bad_pcapng_blocks_stop_with_their_category(impl, mutation, category):
     good, _, requests, responses = corrupt_pcapng()
     data = mutation(good)
@@ -318,8 +357,9 @@ def test_corrupt_captures_agree_between_implementations():
         for name in ("c", "py"):
             reader = CaptureReader(data, on_error="keep", implementation=name)
             table = reader.read_all()
-            outcomes.append((table.to_pylist(), reader.counters, reader._engine.error,
-                             reader.connections().to_pylist()))
+            outcomes.append(
+                (table.to_pylist(), reader.counters, reader._engine.error, reader.connections().to_pylist())
+            )
         assert outcomes[0] == outcomes[1]
 
 
@@ -337,7 +377,7 @@ def test_streaming_and_mmap_give_the_same_batches(impl, tmp_path):
             return True
 
         def read(self, n=-1):
-            chunk = data[self.pos: self.pos + 333]
+            chunk = data[self.pos : self.pos + 333]
             self.pos += len(chunk)
             return chunk
 
@@ -351,6 +391,7 @@ def test_streaming_and_mmap_give_the_same_batches(impl, tmp_path):
     with pytest.raises(RuntimeError):
         list(table)
     import pyarrow as pa
+
     mapped_table = pa.Table.from_batches(batches)
     assert mapped_table.select(columns).equals(whole.select(columns))
     assert streamed.select(columns).equals(whole.select(columns))
@@ -396,12 +437,22 @@ LINKS = [
     pytest.param(dict(linktype=LINK_LOOP), id="loop"),
     pytest.param(dict(linktype=LINK_RAW), id="raw4"),
     pytest.param(dict(linktype=LINK_RAW, client=("2001:db8::1", 50000), server=("2001:db8::2", 9092)), id="raw6"),
-    pytest.param(dict(linktype=LINK_ETHERNET, ipv4_options=b"\x94\x04\x00\x00\x01\x01\x01\x00"),
-                 id="ipv4-options"),
-    pytest.param(dict(linktype=LINK_ETHERNET, client=("2001:db8::1", 50000), server=("2001:db8::2", 9092),
-                      ipv6_extensions=[(0, b"\x01\x04\x00\x00\x00\x00"), (60, b""), (43, b"\x00\x00"),
-                                       (51, b"\x00" * 10), (44, b"\x00\x00\x00\x00\x00\x01")]),
-                 id="ipv6-extensions"),
+    pytest.param(dict(linktype=LINK_ETHERNET, ipv4_options=b"\x94\x04\x00\x00\x01\x01\x01\x00"), id="ipv4-options"),
+    pytest.param(
+        dict(
+            linktype=LINK_ETHERNET,
+            client=("2001:db8::1", 50000),
+            server=("2001:db8::2", 9092),
+            ipv6_extensions=[
+                (0, b"\x01\x04\x00\x00\x00\x00"),
+                (60, b""),
+                (43, b"\x00\x00"),
+                (51, b"\x00" * 10),
+                (44, b"\x00\x00\x00\x00\x00\x01"),
+            ],
+        ),
+        id="ipv6-extensions",
+    ),
 ]
 
 
@@ -438,10 +489,11 @@ def test_ethernet_padding_and_other_traffic_are_accounted(impl):
         writer.add(5000, link(LINK_ETHERNET, ip_packet, pad_to=60))  # tiny ACKs get padding
     writer.add(6000, link(LINK_ETHERNET, ipv4("10.0.0.1", "10.0.0.9", b"\x00" * 8 + b"dns", protocol=17)))
     writer.add(6000, link(LINK_ETHERNET, ipv4("10.0.0.1", "10.0.0.9", b"frag", flags_fragment=0x2000)))
-    writer.add(6000, link(LINK_ETHERNET, ipv6("fd00::1", "fd00::2", b"frag",
-                                              extensions=[(44, b"\x00\x08\x00\x00\x00\x07")])))
-    writer.add(6000, b"\xff" * 12 + b"\x08\x06" + b"\x00" * 28)   # ARP
-    writer.add(6000, b"\x00" * 10)                                   # too short for Ethernet
+    writer.add(
+        6000, link(LINK_ETHERNET, ipv6("fd00::1", "fd00::2", b"frag", extensions=[(44, b"\x00\x08\x00\x00\x00\x07")]))
+    )
+    writer.add(6000, b"\xff" * 12 + b"\x08\x06" + b"\x00" * 28)  # ARP
+    writer.add(6000, b"\x00" * 10)  # too short for Ethernet
     writer.add(6000, link(LINK_ETHERNET, ipv4("10.0.0.1", "10.0.0.9", b"\x00" * 12)))  # TCP header cut
     frames, _, counters = run(writer.getvalue(), impl)
     assert_exchange(frames, requests, responses)
@@ -547,19 +599,24 @@ def test_dropped_segment_gap_resumes_at_next_frame(impl):
     got = [f["payload"] for f in frames if f["direction"] == 0 and len(f["payload"]) == f["size"]]
     sent = [r[4:] for r in requests]
     stream_offset = (lost.seq - conv.client_isn - 1) & 0xFFFFFFFF
-    hit = [i for i, r in enumerate(requests)
-           if sum(map(len, requests[:i])) < stream_offset + len(lost.payload)
-           and stream_offset < sum(map(len, requests[: i + 1]))]
+    hit = [
+        i
+        for i, r in enumerate(requests)
+        if sum(map(len, requests[:i])) < stream_offset + len(lost.payload)
+        and stream_offset < sum(map(len, requests[: i + 1]))
+    ]
     assert got == [s for i, s in enumerate(sent) if i not in hit]
     # the frame the gap cut, its start captured: a row with the bytes before the gap
-    first_hit_start = sum(map(len, requests[:hit[0]]))
+    first_hit_start = sum(map(len, requests[: hit[0]]))
     cut = [f for f in frames if f["direction"] == 0 and len(f["payload"]) < f["size"]]
     assert [(f["size"], f["payload"]) for f in cut] == [
-        (len(sent[hit[0]]), sent[hit[0]][: stream_offset - first_hit_start - 4])]
+        (len(sent[hit[0]]), sent[hit[0]][: stream_offset - first_hit_start - 4])
+    ]
     assert [f["sequence"] for f in frames if f["direction"] == 0] == list(range(len(got) + 1))
     assert row["request_gaps"] == 1 and row["request_gap_bytes"] == len(lost.payload)
-    assert row["request_skipped_bytes"] == (sum(len(requests[i]) for i in hit) - len(lost.payload)
-                                            - (stream_offset - first_hit_start))
+    assert row["request_skipped_bytes"] == (
+        sum(len(requests[i]) for i in hit) - len(lost.payload) - (stream_offset - first_hit_start)
+    )
     assert payloads(frames, 1) == [r[4:] for r in responses]
     assert_accounted(connections)
 
@@ -584,7 +641,7 @@ def test_capture_starting_mid_connection(impl):
     # Start the capture inside the first request and inside the first response.
     client = [p for p in packets if p.sender == "client" and p.payload]
     server = [p for p in packets if p.sender == "server" and p.payload]
-    cut = packets[packets.index(client[0]) + 1:]
+    cut = packets[packets.index(client[0]) + 1 :]
     cut.remove(server[0])
     frames, connections, _ = run(pcap_of(cut), impl)
     row = connections[0]
@@ -616,7 +673,7 @@ def test_a_capture_that_holds_only_a_connections_end_says_how_it_ended(impl):
     requests, responses = exchange(1)
     conv = Conversation()
     packets = conversation_packets(conv, requests, responses)
-    late = packets[-3:]     # the FINs and the last ACK
+    late = packets[-3:]  # the FINs and the last ACK
     frames, connections, counters = run(pcap_of(late + [conv.packet("client", RST | ACK)] + late[:1]), impl)
     (row,) = connections
     assert (row["closed_by"], row["handshake_seen"], row["request_packets"], len(frames)) == ("fin", False, 0, 0)
@@ -702,7 +759,7 @@ def test_frame_file_reader(impl, tmp_path):
     assert [b.num_rows for b in batches] == [16, 16, 16, 2]
     rows = [row for b in batches for row in b.to_pylist()]
     assert [r["payload"] for r in rows] == [r[4:] for r in requests]
-    assert [r["offset"] for r in rows[:2]] == [0, len(requests[0])]   # where each size prefix starts
+    assert [r["offset"] for r in rows[:2]] == [0, len(requests[0])]  # where each size prefix starts
     with pytest.raises(TruncatedError):
         list(read_frame_file(b"".join(requests)[:-3], implementation=impl.name))
     with pytest.raises(FrameTooLargeError):
@@ -711,15 +768,17 @@ def test_frame_file_reader(impl, tmp_path):
 
 
 # ---------------------------------------------------------------- the two implementations agree
-@pytest.mark.skipif("c" not in _impl.available(), reason="only one implementation is available here (no build, or KPROTO_NO_EXTENSIONS=1)")
+@pytest.mark.skipif(
+    "c" not in _impl.available(),
+    reason="only one implementation is available here (no build, or KPROTO_NO_EXTENSIONS=1)",
+)
 def test_c_and_python_agree_on_a_messy_capture():
     requests, responses = exchange(30, body=70)
     packets = []
     for i in range(5):
-        conv = Conversation(client=("10.0.0.%d" % (i + 1), 40000 + i),
-                            server=("10.0.0.100", 9092 if i % 2 else 19092))
+        conv = Conversation(client=("10.0.0.%d" % (i + 1), 40000 + i), server=("10.0.0.100", 9092 if i % 2 else 19092))
         ps = conversation_packets(conv, requests, responses, sizes=(33, 70, 5), handshake=i != 3)
-        ps = ps[:20] + ps[20:40][::-1] + ps[45:] + ps[30:35]   # reorder, drop, duplicate
+        ps = ps[:20] + ps[20:40][::-1] + ps[45:] + ps[30:35]  # reorder, drop, duplicate
         packets += ps
     data = pcap_of(packets)
     results = [read_capture(data, implementation=name, max_pending_bytes=700) for name in ("c", "py")]

@@ -14,8 +14,15 @@ import pytest
 from kproto import _impl
 from kproto.arrow.capture import CaptureReader, read_capture
 from tests.pcapwriter import Conversation, PcapngWriter, PcapWriter
-from tests.protocol_captures import (SECRET, USER, Interleaved, _prefixed, kafka_exchanges, mechanism_tokens,
-                                     sasl_capture)
+from tests.protocol_captures import (
+    SECRET,
+    USER,
+    Interleaved,
+    _prefixed,
+    kafka_exchanges,
+    mechanism_tokens,
+    sasl_capture,
+)
 
 
 def read_both(data, **options):
@@ -31,8 +38,9 @@ def read_both(data, **options):
 def assert_accounted(connections):
     for row in connections:
         for side in ("request_", "response_"):
-            assert row[side + "stream_bytes"] == sum(row[side + name] for name in (
-                "frame_bytes", "skipped_bytes", "tail_bytes", "sasl_bytes", "other_bytes")), row
+            assert row[side + "stream_bytes"] == sum(
+                row[side + name] for name in ("frame_bytes", "skipped_bytes", "tail_bytes", "sasl_bytes", "other_bytes")
+            ), row
 
 
 # ---------------------------------------------------------------- a late start on another port
@@ -44,9 +52,9 @@ def late_start(with_request: bool) -> bytes:
     requests, responses = kafka_exchanges()
     conv = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 19092))
     timeline = Interleaved()
-    timeline.add(conv.data("server", responses[0][-9:], (1400,)))      # the end of ApiVersions' response
+    timeline.add(conv.data("server", responses[0][-9:], (1400,)))  # the end of ApiVersions' response
     if with_request:
-        conv.data("client", requests[0][:-7], (1400,))                 # sent before the capture started
+        conv.data("client", requests[0][:-7], (1400,))  # sent before the capture started
         timeline.add(conv.data("client", requests[0][-7:] + requests[1], (1400,)))
     timeline.add(conv.data("server", responses[1], (1400,)))
     timeline.add(conv.close())
@@ -59,8 +67,9 @@ def test_a_late_start_on_another_port_is_kafka_by_its_request_and_response_in_an
     (row,) = connections
     assert row["kind"] == "kafka" and row["client_port"] == 40001
     assert row["direction_source"] == "correlation"
-    assert [(f["direction"], f["payload"]) for f in frames] == [(0, request[4:]), (1, response[4:])] or \
-        [(f["direction"], f["payload"]) for f in frames] == [(1, response[4:]), (0, request[4:])]
+    assert [(f["direction"], f["payload"]) for f in frames] == [(0, request[4:]), (1, response[4:])] or [
+        (f["direction"], f["payload"]) for f in frames
+    ] == [(1, response[4:]), (0, request[4:])]
     assert_accounted(connections)
 
 
@@ -86,8 +95,12 @@ def test_a_lone_response_on_another_port_proves_nothing():
     assert frames == []
     (row,) = connections
     # (which side sent requests is a guess here: nothing answered anything)
-    assert row["kind"] == "other" and row["request_other_bytes"] + row["response_other_bytes"] == \
-        row["request_stream_bytes"] + row["response_stream_bytes"] > 0
+    assert (
+        row["kind"] == "other"
+        and row["request_other_bytes"] + row["response_other_bytes"]
+        == row["request_stream_bytes"] + row["response_stream_bytes"]
+        > 0
+    )
     assert_accounted(connections)
 
 
@@ -96,7 +109,7 @@ def _records(data: bytes) -> list[bytes]:
     records, pos = [], 24
     while pos < len(data):
         length = struct.unpack_from("<I", data, pos + 8)[0]
-        records.append(data[pos: pos + 16 + length])
+        records.append(data[pos : pos + 16 + length])
         pos += 16 + length
     return records
 
@@ -111,8 +124,11 @@ def test_a_client_gap_in_the_sasl_tokens_loses_no_kafka_frame_after_them(mechani
     token = _prefixed(client_tokens[0])
     records = _records(data)
     # Ethernet, IPv4 and TCP headers (54 bytes) before each payload; the client's packets go to port 9092
-    in_token = [i for i, r in enumerate(records) if len(r) > 16 + 54 and r[16 + 54:] in token
-                and struct.unpack_from(">H", r, 16 + 34 + 2)[0] == 9092]
+    in_token = [
+        i
+        for i, r in enumerate(records)
+        if len(r) > 16 + 54 and r[16 + 54 :] in token and struct.unpack_from(">H", r, 16 + 34 + 2)[0] == 9092
+    ]
     assert len(in_token) >= 3
     del records[in_token[len(in_token) // 2]]
     frames, connections = read_both(data[:24] + b"".join(records))
@@ -135,14 +151,14 @@ def test_an_id_alone_is_no_sasl_handshake_answer_after_a_gap():
     from tests.spark_captures import request, response
 
     conv = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
-    fake = struct.pack(">ii", 16, 1) + bytes(12) + b"\xff" * 8     # size 16, the handshake's id 1
+    fake = struct.pack(">ii", 16, 1) + bytes(12) + b"\xff" * 8  # size 16, the handshake's id 1
     cut = _prefixed(struct.pack(">i", 0) + bytes(60) + fake + bytes(30))
     handshake = response(SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"]), 0, 1)
     metadata = response(MetadataResponse(brokers=[], topics=[]), 1, 10)
     timeline = Interleaved()
     timeline.add(conv.handshake())
     timeline.add(conv.data("client", request(SaslHandshakeRequest(mechanism="PLAIN"), 0, 1, "app"), [1400]))
-    timeline.add(conv.data("server", cut, [40])[1:])    # its first 40 bytes are lost
+    timeline.add(conv.data("server", cut, [40])[1:])  # its first 40 bytes are lost
     timeline.add(conv.data("server", handshake, [1400]))
     timeline.add(conv.data("client", _prefixed(b"\x00" + USER + b"\x00" + SECRET), [1400]))
     timeline.add(conv.data("server", _prefixed(b""), [1400]))
@@ -170,9 +186,16 @@ def test_endpoints_are_known_with_the_first_frame(implementation):
     batches = iter(reader)
     first = next(batches)
     assert first.num_rows < len(requests) + len(responses) and set(first["connection_id"].to_pylist()) == {0}
-    assert reader.endpoints == {0: {"connection_id": 0, "client_ip": "2001:db8::1", "client_port": 40001,
-                                    "server_ip": "2001:db8::9", "server_port": 9092}}
-    assert reader.connections().num_rows == 0      # its row comes at its close
+    assert reader.endpoints == {
+        0: {
+            "connection_id": 0,
+            "client_ip": "2001:db8::1",
+            "client_port": 40001,
+            "server_ip": "2001:db8::9",
+            "server_port": 9092,
+        }
+    }
+    assert reader.connections().num_rows == 0  # its row comes at its close
     rest = list(batches)
     assert first.num_rows + sum(b.num_rows for b in rest) == len(requests) + len(responses)
     (row,) = reader.connections().to_pylist()
@@ -191,15 +214,19 @@ def test_snap_lengths_name_the_cuts(implementation):
     cut = PcapWriter(snaplen=96)
     whole = PcapWriter()
     ng = PcapngWriter()
-    ng.add_interface(snaplen=1500)     # its packets are whole
-    ng.add_interface(snaplen=96)       # its packets are cut
+    ng.add_interface(snaplen=1500)  # its packets are whole
+    ng.add_interface(snaplen=96)  # its packets are cut
     for i, packet in enumerate(packets):
         cut.add(1_700_000_000_000_000_000 + i, packet.data)
         whole.add(1_700_000_000_000_000_000 + i, packet.data)
         interface = i % 2
         captured = packet.data[:96] if interface else packet.data
-        ng._block(6, struct.pack("<IIIII", interface, 0, i, len(captured), len(packet.data))
-                  + captured + b"\x00" * (-len(captured) % 4))
+        ng._block(
+            6,
+            struct.pack("<IIIII", interface, 0, i, len(captured), len(packet.data))
+            + captured
+            + b"\x00" * (-len(captured) % 4),
+        )
     readers = {}
     for name, data in (("cut", cut.getvalue()), ("whole", whole.getvalue()), ("ng", ng.getvalue())):
         reader = readers[name] = CaptureReader(data, implementation=implementation)
@@ -235,25 +262,40 @@ def test_stream_losses_are_rows_of_the_errors_table():
 
     _, connections = read_both(sasl_capture("PLAIN", 0, segment=8)[0])
     whole = connections[0]
-    lossy = dict(whole, connection_id=1, request_gaps=2, request_gap_bytes=100, request_skipped_bytes=30,
-                 response_snapped_bytes=400)
-    accounting = [{"kind": "connection", "capture": "c.pcap", "connection_id": row["connection_id"],
-                   "info": json.dumps(row)} for row in (whole, lossy, dict(lossy, request_gaps=1,
-                                                                            request_gap_bytes=5,
-                                                                            request_skipped_bytes=0,
-                                                                            response_snapped_bytes=0))]
-    rows = stream_loss_rows(accounting + [{"kind": "capture", "capture": "c.pcap", "connection_id": None,
-                                           "info": "{}"}])
+    lossy = dict(
+        whole,
+        connection_id=1,
+        request_gaps=2,
+        request_gap_bytes=100,
+        request_skipped_bytes=30,
+        response_snapped_bytes=400,
+    )
+    accounting = [
+        {"kind": "connection", "capture": "c.pcap", "connection_id": row["connection_id"], "info": json.dumps(row)}
+        for row in (
+            whole,
+            lossy,
+            dict(lossy, request_gaps=1, request_gap_bytes=5, request_skipped_bytes=0, response_snapped_bytes=0),
+        )
+    ]
+    rows = stream_loss_rows(
+        accounting + [{"kind": "capture", "capture": "c.pcap", "connection_id": None, "info": "{}"}]
+    )
     assert [(r["connection_id"], r["direction"], r["lost_bytes"]) for r in rows] == [
-        (1, "request", 135), (1, "response", 400)]
+        (1, "request", 135),
+        (1, "response", 400),
+    ]
     assert all(r["category"] == "stream_loss" and r["offset"] is None and r["unread_bytes"] == 0 for r in rows)
-    assert rows[0]["reason"] == ("connection 1 (10.0.0.1:40001 -> 10.0.0.9:9092), requests: 105 bytes never "
-                                 "captured in 3 gap(s); 30 bytes skipped to find a frame boundary (a "
-                                 "mid-connection start, after a gap, an invalid size)")
+    assert rows[0]["reason"] == (
+        "connection 1 (10.0.0.1:40001 -> 10.0.0.9:9092), requests: 105 bytes never "
+        "captured in 3 gap(s); 30 bytes skipped to find a frame boundary (a "
+        "mid-connection start, after a gap, an invalid size)"
+    )
     assert "400 bytes of bodies not captured (cut off by the snap length)" in rows[1]["reason"]
     import pyarrow as pa
 
     from kproto.analyze.spark.accounting import ERRORS_SCHEMA
+
     assert pa.Table.from_pylist(rows, schema=ERRORS_SCHEMA).num_rows == 2
 
 
@@ -262,12 +304,13 @@ def test_the_report_names_the_snap_length():
     from kproto.analyze.spark.report_sections import sections
 
     info = {"format": "pcap", "snap_lengths": [96]}
-    accounting = [{"kind": "capture", "capture": "short.pcap", "connection_id": None,
-                   "info": __import__("json").dumps(info)}]
+    accounting = [
+        {"kind": "capture", "capture": "short.pcap", "connection_id": None, "info": __import__("json").dumps(info)}
+    ]
     summary = summary_rows(accounting, [])
     assert summary[0]["snap_lengths"] == [96]
     facts = {"summary": [dict(r, snapped_bytes=1200) for r in summary]}
-    from kproto.analyze.spark.report_sections import _snaplen_label, LOSSES
+    from kproto.analyze.spark.report_sections import LOSSES, _snaplen_label
 
     label = dict(LOSSES)["snapped_bytes"]
     assert _snaplen_label(facts, label) == "snaplen 96: bodies not captured (bytes cut off)"
@@ -299,18 +342,22 @@ def test_analyze_accounting_knows_the_snap_length_and_the_errors_table_the_strea
     import pyarrow as pa
 
     from kproto.analyze.spark import accounting as A
-    from kproto.analyze.spark import task, worker
     from kproto.analyze.spark import planning as P
+    from kproto.analyze.spark import task, worker
     from kproto.analyze.spark.report_sections import LOSSES, _snaplen_label
     from tests import capture_pieces as cp
 
     path = snaplen_128_capture(tmp_path)
     splits = P.plan_file(str(path), path.stat().st_size, split_bytes=split_bytes, overlap=1_000)
     assert (len(splits) > 1) == (split_bytes < 1 << 30)
-    parts = pa.Table.from_batches([b for split in splits for b in task.process_split(split, sink=worker.Sink())],
-                                  schema=worker.PARTS_SCHEMA)
-    accounting = [r for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
-                  if r["kind"] in ("capture", "counts", "connection")]
+    parts = pa.Table.from_batches(
+        [b for split in splits for b in task.process_split(split, sink=worker.Sink())], schema=worker.PARTS_SCHEMA
+    )
+    accounting = [
+        r
+        for r in parts.select(["kind", "capture", "connection_id", "info"]).to_pylist()
+        if r["kind"] in ("capture", "counts", "connection")
+    ]
     assert all(json.loads(r["info"])["snap_lengths"] == [128] for r in accounting if r["kind"] == "capture")
     (row, _total) = A.summary_rows(accounting, [])
     assert row["snap_lengths"] == [128] and row["snapped_bytes"] > 0 and row["accounted"]
@@ -333,8 +380,9 @@ def test_a_range_reads_every_frame_of_a_capture_whose_requests_the_snap_length_c
     frames = {}
     for split_bytes in (1 << 30, 3_000):
         splits = P.plan_file(str(path), path.stat().st_size, split_bytes=split_bytes, overlap=1_000)
-        frames[len(splits)] = cp.table_rows(cp.analysed(splits)["frames"],
-                                            drop=cp.NAMING_COLUMNS + ("connection_id", "sequence"))
+        frames[len(splits)] = cp.table_rows(
+            cp.analysed(splits)["frames"], drop=cp.NAMING_COLUMNS + ("connection_id", "sequence")
+        )
     whole, split = frames[1], frames[4]
     assert len(whole) == 80 and sum('"status_name": "NOT_CAPTURED"' in row for row in whole) == 40
     assert split == whole

@@ -21,8 +21,12 @@ STAGES = {"RecordReader": RecordReaderStage, "Reassembly": ReassemblyStage, "Fra
 def members(protocol: type) -> set[str]:
     """The names a protocol asks for: its methods and its annotated attributes, its bases' too."""
     asked = [cls for cls in protocol.__mro__ if cls.__module__ == capture_engine.__name__]
-    return {name for cls in asked for name in (*vars(cls), *vars(cls).get("__annotations__", {}))
-            if not name.startswith("_")}
+    return {
+        name
+        for cls in asked
+        for name in (*vars(cls), *vars(cls).get("__annotations__", {}))
+        if not name.startswith("_")
+    }
 
 
 def methods(cls: type) -> set[str]:
@@ -38,7 +42,7 @@ def module(request):
 def test_the_engine_is_the_shared_one_given_its_stages(module):
     engine = module.Engine(request_versions(), broker_ports=(9092,), max_frame_size=1 << 40)
     assert isinstance(engine, capture_engine.Engine) and isinstance(engine, CaptureEngine)
-    assert engine.max_frame_size == capture_engine.SETTING_LIMIT      # the shared caps
+    assert engine.max_frame_size == capture_engine.SETTING_LIMIT  # the shared caps
     for attribute, name in (("reader", "RecordReader"), ("reassembly", "Reassembly"), ("framer", "Framer")):
         stage = getattr(engine, attribute)
         assert type(stage) is getattr(module, name)

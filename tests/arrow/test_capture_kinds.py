@@ -14,8 +14,8 @@ import pytest
 
 from kproto import _impl
 from kproto.arrow.capture import read_capture
-from tests.protocol_captures import host_capture, sasl_capture, zookeeper_frames, Interleaved, _talk
 from tests.pcapwriter import Conversation
+from tests.protocol_captures import Interleaved, _talk, host_capture, sasl_capture, zookeeper_frames
 
 
 def read_both(data, **options):
@@ -31,15 +31,15 @@ def read_both(data, **options):
 
 def kafka_frames(frames):
     """Frames without their connection id (numbered per capture, so it differs between captures)."""
-    return [{k: v for k, v in f.items() if k not in ("connection_id", "ts_first_ns", "ts_last_ns")}
-            for f in frames]
+    return [{k: v for k, v in f.items() if k not in ("connection_id", "ts_first_ns", "ts_last_ns")} for f in frames]
 
 
 def assert_accounted(connections):
     for row in connections:
         for side in ("request_", "response_"):
-            assert row[side + "stream_bytes"] == sum(row[side + name] for name in (
-                "frame_bytes", "skipped_bytes", "tail_bytes", "sasl_bytes", "other_bytes")), row
+            assert row[side + "stream_bytes"] == sum(
+                row[side + name] for name in ("frame_bytes", "skipped_bytes", "tail_bytes", "sasl_bytes", "other_bytes")
+            ), row
 
 
 @pytest.mark.parametrize("segment", [1400, 61])
@@ -56,7 +56,7 @@ def test_host_capture_gives_the_kafka_frames_alone_and_counts_the_other_kinds(se
         if row["kind"] == "kafka":
             assert row["request_other_bytes"] == row["response_other_bytes"] == 0
             assert row["request_frames"] == len(requests) and row["response_frames"] == len(responses)
-        else:   # every byte counted as the other protocol's, none framed
+        else:  # every byte counted as the other protocol's, none framed
             assert row["request_frames"] == row["response_frames"] == 0
             for side in ("request_", "response_"):
                 assert row[side + "other_bytes"] == row[side + "stream_bytes"] > 0
@@ -84,7 +84,7 @@ def test_a_forced_port_is_kafka_whatever_it_carries():
     frames, connections, _ = read_both(timeline.getvalue(), kafka_ports=[2181])
     assert [row["kind"] for row in connections] == ["kafka"]
     assert len(frames) == len(client) + len(server)
-    assert connections[0]["client_port"] == 40100      # a forced port is a broker port too
+    assert connections[0]["client_port"] == 40100  # a forced port is a broker port too
 
 
 def test_kafka_on_another_port_is_confirmed_by_its_frames():
@@ -117,15 +117,17 @@ def test_tls_bytes_are_counted_and_dropped_as_they_come():
 
     client, server = tls_frames(records_each=200)
     timeline = Interleaved()
-    _talk(timeline, Conversation(client=("10.0.0.6", 40300), server=("10.0.0.9", 9093)), client, server,
-          close=False)
+    _talk(timeline, Conversation(client=("10.0.0.6", 40300), server=("10.0.0.9", 9093)), client, server, close=False)
     for name in _impl.available():
         reader = CaptureReader(timeline.getvalue(), implementation=name)
         engine = reader._engine
         assert list(reader) == []
         # still open: nothing of its 6 MB is held by the engine
-        held = [len(half.buf) for conn in engine.reassembly.connections.values() for half in conn.halves] \
-            if name == "py" else []
+        held = (
+            [len(half.buf) for conn in engine.reassembly.connections.values() for half in conn.halves]
+            if name == "py"
+            else []
+        )
         assert all(size == 0 for size in held)
         rows = reader.connections().to_pylist()
         assert [row["kind"] for row in rows] == ["tls"]
@@ -138,8 +140,7 @@ def test_tls_bytes_are_counted_and_dropped_as_they_come():
 def test_sasl_frames_exact_tokens_counted(mechanism, handshake_version, coalesce, segment):
     """``coalesce``: the client's last raw token and its next request in one segment (v0 only);
     ``segment``: tokens and frames cut into segments of at most this many bytes."""
-    data, requests, responses, secrets = sasl_capture(mechanism, handshake_version, coalesce=coalesce,
-                                                      segment=segment)
+    data, requests, responses, secrets = sasl_capture(mechanism, handshake_version, coalesce=coalesce, segment=segment)
     frames, connections, _ = read_both(data)
     assert [f["payload"] for f in frames if f["direction"] == 0] == [r[4:] for r in requests]
     assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses]
@@ -207,8 +208,7 @@ def test_dump_never_prints_credentials_unless_asked(tmp_path, capsys, mechanism,
         auth = [r for r in records if r["header"]["api_key"] == 36]
         assert auth and all(r["body"]["auth_bytes"].startswith("<redacted") for r in auth)
         _, out, shown, _ = run_dump(capsys, path, "--show-credentials")
-        assert base64.b64encode(secrets[0]).decode() in out or any(
-            base64.b64encode(s).decode() in out for s in secrets)
+        assert base64.b64encode(secrets[0]).decode() in out or any(base64.b64encode(s).decode() in out for s in secrets)
 
 
 def timeless(value):
@@ -247,7 +247,10 @@ def test_analyze_tables_of_the_host_capture_are_the_kafka_traffic_alone(tmp_path
         assert timeless(facts["host"][name]) == timeless(facts["alone"][name]), name
     assert facts["alone"]["other_protocols"] == []
     assert [(r["kind"], r["server_port"], r["connections"]) for r in facts["host"]["other_protocols"]] == [
-        ("http", 8080, 1), ("tls", 9093, 2), ("zookeeper", 2181, 2)]
+        ("http", 8080, 1),
+        ("tls", 9093, 2),
+        ("zookeeper", 2181, 2),
+    ]
     report = markdown(facts["host"])
     assert "2 connections on port 9093 are TLS" in report and "cannot be read without keys" in report
     (total,) = [r for r in facts["host"]["summary"] if r["capture"] == "*"]
@@ -255,8 +258,10 @@ def test_analyze_tables_of_the_host_capture_are_the_kafka_traffic_alone(tmp_path
 
 
 @pytest.mark.parametrize("show", [False, True])
-@pytest.mark.parametrize("mechanism, handshake_version", [("PLAIN", 0), ("PLAIN", 1), ("SCRAM-SHA-256", 0),
-                                                          ("SCRAM-SHA-256", 1), ("GSSAPI", 0), ("GSSAPI", 1)])
+@pytest.mark.parametrize(
+    "mechanism, handshake_version",
+    [("PLAIN", 0), ("PLAIN", 1), ("SCRAM-SHA-256", 0), ("SCRAM-SHA-256", 1), ("GSSAPI", 0), ("GSSAPI", 1)],
+)
 def test_analyze_tables_of_sasl_have_no_phantom_and_no_credential(tmp_path, show, mechanism, handshake_version):
     import base64
 
@@ -275,7 +280,7 @@ def test_analyze_tables_of_sasl_have_no_phantom_and_no_credential(tmp_path, show
     assert summary["accounted"] and summary["exchanges_paired"] == len(requests)
     bodies = " ".join(f["body"] for f in frames if f["body"])
     shown = [base64.b64encode(secret).decode() in bodies for secret in secrets]
-    if handshake_version == 0 or not show:    # raw tokens are never frames; SaslAuthenticate is redacted
+    if handshake_version == 0 or not show:  # raw tokens are never frames; SaslAuthenticate is redacted
         assert not any(shown) and not any(secret.decode("latin-1") in bodies for secret in secrets)
     if handshake_version == 1:
         assert ("<redacted: " in bodies) != show
@@ -292,10 +297,10 @@ def test_a_raw_sasl_token_cut_by_a_gap_is_never_a_frame():
     records, pos = [], 24
     while pos < len(data):
         length = struct.unpack_from("<I", data, pos + 8)[0]
-        records.append(data[pos: pos + 16 + length])
+        records.append(data[pos : pos + 16 + length])
         pos += 16 + length
     # Ethernet, IPv4 and TCP headers (54 bytes) before each payload
-    in_token = [i for i, r in enumerate(records) if len(r) > 16 + 54 and r[16 + 54:] in token]
+    in_token = [i for i, r in enumerate(records) if len(r) > 16 + 54 and r[16 + 54 :] in token]
     assert len(in_token) >= 3
     del records[in_token[len(in_token) // 2]]
     frames, connections, _ = read_both(data[:24] + b"".join(records))

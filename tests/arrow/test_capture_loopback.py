@@ -33,7 +33,7 @@ from tests.pcapwriter import request_frame, response_frame
 
 FRAMES = 12
 TOOLS = ("tcpdump", "tshark")
-PROBE_TIMEOUT = 30      # seconds: a starved tool on a loaded CI machine can take a while to start
+PROBE_TIMEOUT = 30  # seconds: a starved tool on a loaded CI machine can take a while to start
 
 
 def _capture_command(tool: str, path: str, capture_filter: str):
@@ -43,8 +43,21 @@ def _capture_command(tool: str, path: str, capture_filter: str):
     if tool == "tcpdump":
         # --immediate-mode: some kernels never hand over a half-filled ring block on exit;
         # -U: each packet written as it comes, so the probes show in the file at once
-        return [executable, "-i", "lo", "--immediate-mode", "-U", "-B", "16384", "-n", "-s", "0",
-                "-w", path, capture_filter]
+        return [
+            executable,
+            "-i",
+            "lo",
+            "--immediate-mode",
+            "-U",
+            "-B",
+            "16384",
+            "-n",
+            "-s",
+            "0",
+            "-w",
+            path,
+            capture_filter,
+        ]
     return [executable, "-i", "lo", "-n", "-B", "16", "-w", path, "-f", capture_filter]
 
 
@@ -118,7 +131,7 @@ class Capture:
     port: int
     requests: list
     responses: list
-    probes: int       # probe datagrams in the file
+    probes: int  # probe datagrams in the file
 
 
 def _stop(capture: subprocess.Popen) -> None:
@@ -163,8 +176,9 @@ def loopback_capture(request, tmp_path_factory) -> Capture:
         server.start()
         with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
             for i in range(FRAMES):
-                request = request_frame(18 if i == 0 else 3, 3 if i == 0 else 12, i + 1,
-                                        b"q" * (i * 1531 % 70000))  # some frames span many segments
+                request = request_frame(
+                    18 if i == 0 else 3, 3 if i == 0 else 12, i + 1, b"q" * (i * 1531 % 70000)
+                )  # some frames span many segments
                 sent_requests.append(request)
                 client.sendall(request)
                 size = struct.unpack(">i", _read_exact(client, 4))[0]
@@ -174,8 +188,10 @@ def loopback_capture(request, tmp_path_factory) -> Capture:
         # The tool writes packets in order: once a probe sent after the traffic is in the
         # file, so is every packet of the traffic (a tool starved of CPU can be seconds behind).
         if not probes.until_captured(b"end", path, capture):
-            pytest.fail(f"{tool} did not write the traffic within {PROBE_TIMEOUT} s: "
-                        f"{report_path.read_text(errors='replace').strip()}")
+            pytest.fail(
+                f"{tool} did not write the traffic within {PROBE_TIMEOUT} s: "
+                f"{report_path.read_text(errors='replace').strip()}"
+            )
     finally:
         _stop(capture)
         listener.close()
@@ -190,8 +206,7 @@ def loopback_capture(request, tmp_path_factory) -> Capture:
 
 def test_loopback_capture_matches_the_frames_sent(loopback_capture, impl):
     capture = loopback_capture
-    frames, connections, counters = read_capture(capture.path, broker_ports=[capture.port],
-                                                 implementation=impl.name)
+    frames, connections, counters = read_capture(capture.path, broker_ports=[capture.port], implementation=impl.name)
     rows = frames.to_pylist()
     assert [r["payload"] for r in rows if r["direction"] == 0] == [r[4:] for r in capture.requests]
     assert [r["payload"] for r in rows if r["direction"] == 1] == [r[4:] for r in capture.responses]

@@ -38,8 +38,16 @@ def scenarios(draw, lossy: bool):
     for request, response in zip(requests, responses):
         data += conv.data("client", request, sizes)
         data += conv.data("server", response, sizes)
-    operations = draw(st.lists(st.tuples(st.sampled_from(["swap", "duplicate", "resend"] + (["drop"] if lossy else [])),
-                                         st.integers(0, 10**6), st.integers(0, 10**6)), max_size=12))
+    operations = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["swap", "duplicate", "resend"] + (["drop"] if lossy else [])),
+                st.integers(0, 10**6),
+                st.integers(0, 10**6),
+            ),
+            max_size=12,
+        )
+    )
     for kind, x, y in operations:
         if not data:
             break
@@ -87,13 +95,16 @@ def read_both(data):
 
 
 def check_accounting(row, sender_prefix):
-    assert row[sender_prefix + "stream_bytes"] == (row[sender_prefix + "frame_bytes"]
-                                                   + row[sender_prefix + "skipped_bytes"]
-                                                   + row[sender_prefix + "tail_bytes"]
-                                                   + row[sender_prefix + "sasl_bytes"]
-                                                   + row[sender_prefix + "other_bytes"])
-    assert row[sender_prefix + "payload_bytes"] == (row[sender_prefix + "stream_bytes"]
-                                                    + row[sender_prefix + "duplicate_bytes"])
+    assert row[sender_prefix + "stream_bytes"] == (
+        row[sender_prefix + "frame_bytes"]
+        + row[sender_prefix + "skipped_bytes"]
+        + row[sender_prefix + "tail_bytes"]
+        + row[sender_prefix + "sasl_bytes"]
+        + row[sender_prefix + "other_bytes"]
+    )
+    assert row[sender_prefix + "payload_bytes"] == (
+        row[sender_prefix + "stream_bytes"] + row[sender_prefix + "duplicate_bytes"]
+    )
 
 
 @given(scenarios(lossy=False))
@@ -154,11 +165,16 @@ def test_dropped_segments_lose_only_the_frames_they_touch(scenario):
         assert got[:intact] == [s[4:] for s in sent[:intact]]
 
 
-@given(scenarios(lossy=True), st.lists(st.tuples(st.integers(24, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
-       st.integers(0, 10**6), st.booleans())
+@given(
+    scenarios(lossy=True),
+    st.lists(st.tuples(st.integers(24, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
+    st.integers(0, 10**6),
+    st.booleans(),
+)
 def test_corrupted_captures_fail_cleanly_and_alike(scenario, flips, cut, pcapng):
     """Flipped bytes and a cut anywhere: a DecodeError or a result, never a crash, and the same from both."""
     from kproto.errors import DecodeError
+
     packets = scenario[2]
     if pcapng:
         writer = PcapngWriter(big_endian=cut % 2 == 1)
@@ -177,8 +193,9 @@ def test_corrupted_captures_fail_cleanly_and_alike(scenario, flips, cut, pcapng)
         try:
             frames, connections, counters = read_capture(data, implementation=name, max_frame_size=1 << 16)
             outcomes.append((frames.to_pylist(), connections.to_pylist(), counters))
-            assert counters["packets"] == sum(counters[k] for k in (
-                "unsupported_link", "non_tcp", "ip_fragments", "malformed", "tcp_packets"))
+            assert counters["packets"] == sum(
+                counters[k] for k in ("unsupported_link", "non_tcp", "ip_fragments", "malformed", "tcp_packets")
+            )
         except DecodeError as exc:
             outcomes.append(str(exc))
     assert all(outcome == outcomes[0] for outcome in outcomes)

@@ -73,8 +73,9 @@ def test_every_start_point_recovers_every_fully_captured_frame_and_no_garbage(im
         assert got_responses == fully_captured(responses, first.get("server", 1 << 40)), start
         row = connections.to_pylist()[0]
         for side in ("request_", "response_"):
-            assert row[side + "stream_bytes"] == (row[side + "frame_bytes"] + row[side + "skipped_bytes"]
-                                                  + row[side + "tail_bytes"])
+            assert row[side + "stream_bytes"] == (
+                row[side + "frame_bytes"] + row[side + "skipped_bytes"] + row[side + "tail_bytes"]
+            )
 
 
 def test_frames_after_two_gaps_in_one_frame_are_read(impl):
@@ -90,8 +91,7 @@ def test_frames_after_two_gaps_in_one_frame_are_read(impl):
             second.append(p)
         pos += len(p.payload)
     lost = {id(second[0]), id(second[2])}
-    frames, connections, _ = read_capture(pcap_of([p for p in packets if id(p) not in lost]),
-                                          implementation=impl.name)
+    frames, connections, _ = read_capture(pcap_of([p for p in packets if id(p) not in lost]), implementation=impl.name)
     rows = frames.to_pylist()
     whole = [r["payload"] for r in rows if r["direction"] == 1 and len(r["payload"]) == r["size"]]
     assert whole == [r[4:] for i, r in enumerate(responses) if i != 1]
@@ -104,7 +104,10 @@ def test_frames_after_two_gaps_in_one_frame_are_read(impl):
     assert row["response_gap_bytes"] == sum(len(p.payload) for p in server if id(p) in lost)
 
 
-@pytest.mark.skipif("c" not in _impl.available(), reason="only one implementation is available here (no build, or KPROTO_NO_EXTENSIONS=1)")
+@pytest.mark.skipif(
+    "c" not in _impl.available(),
+    reason="only one implementation is available here (no build, or KPROTO_NO_EXTENSIONS=1)",
+)
 def test_c_and_python_agree_on_resync_with_loss():
     requests, responses = fetch_exchange(10)
     for seed in range(6):
@@ -115,7 +118,8 @@ def test_c_and_python_agree_on_resync_with_loss():
         kept = [p for p in packets[start:] if not p.payload or rng.random() > 0.08]
         data = pcap_of(kept)
         (frames_c, conns_c, counters_c), (frames_py, conns_py, counters_py) = (
-            read_capture(data, implementation=name) for name in ("c", "py"))
+            read_capture(data, implementation=name) for name in ("c", "py")
+        )
         assert frames_c.equals(frames_py)
         assert conns_c.equals(conns_py)
         assert counters_c == counters_py
@@ -132,18 +136,20 @@ def test_a_frame_between_two_holes_is_read(impl):
         packets += conv.data("client", request, (1448,))
         segments = conv.data("server", response, (700,))
         if i in (1, 3):
-            lost.append(segments[0])        # the response's first segment, with its size and id
+            lost.append(segments[0])  # the response's first segment, with its size and id
         packets += segments
     packets += conv.close()
-    frames, connections, _ = read_capture(pcap_of([p for p in packets if p not in lost]),
-                                          implementation=impl.name)
+    frames, connections, _ = read_capture(pcap_of([p for p in packets if p not in lost]), implementation=impl.name)
     got = [r["payload"] for r in frames.to_pylist() if r["direction"] == 1]
     assert got == [responses[i][4:] for i in (0, 2, 4)]
     row = connections.to_pylist()[0]
     assert row["response_gaps"] == 2 and row["response_frames"] == 3
 
 
-@pytest.mark.skipif("c" not in _impl.available(), reason="only one implementation is available here (no build, or KPROTO_NO_EXTENSIONS=1)")
+@pytest.mark.skipif(
+    "c" not in _impl.available(),
+    reason="only one implementation is available here (no build, or KPROTO_NO_EXTENSIONS=1)",
+)
 def test_c_and_python_agree_when_the_outstanding_ids_wrap():
     """More requests than the ids remembered (256), some never answered, some answered out
     of order, a capture starting mid-connection and holes: the evidence both engines
@@ -163,7 +169,8 @@ def test_c_and_python_agree_when_the_outstanding_ids_wrap():
     kept = [p for p in packets[40:] if not p.payload or rng.random() > 0.03]
     data = pcap_of(kept)
     (frames_c, conns_c, counters_c), (frames_py, conns_py, counters_py) = (
-        read_capture(data, implementation=name) for name in ("c", "py"))
+        read_capture(data, implementation=name) for name in ("c", "py")
+    )
     assert frames_c.equals(frames_py)
     assert conns_c.equals(conns_py)
     assert frames_c.num_rows > 600

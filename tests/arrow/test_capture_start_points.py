@@ -15,10 +15,10 @@ import pytest
 
 from kproto import _impl
 from kproto.arrow.capture import read_capture
+from tests.arrow.test_capture import assert_accounted
 from tests.capture_pieces import pcap_records
 from tests.pcapwriter import Conversation
 from tests.protocol_captures import Interleaved, _talk, host_capture, mechanism_tokens, sasl_capture, zookeeper_frames
-from tests.arrow.test_capture import assert_accounted
 
 KAFKA_PORT = 9092
 ETHERNET = 14
@@ -31,7 +31,7 @@ def tcp_segment(record: bytes):
     total = struct.unpack_from(">H", record, ip + 2)[0]
     sport, dport, seq = struct.unpack_from(">HHI", record, ip + ip_header)
     tcp_header = (record[ip + ip_header + 12] >> 4) * 4
-    return sport, dport, seq, record[ip + ip_header + tcp_header: ip + total]
+    return sport, dport, seq, record[ip + ip_header + tcp_header : ip + total]
 
 
 def kafka_streams(records):
@@ -77,8 +77,9 @@ def captures():
         data, requests, responses, _ = host_capture(with_others=False, segment=segment)
         yield f"kafka-alone-{segment}", data, requests, responses
     timeline = Interleaved()
-    _talk(timeline, Conversation(client=("10.0.0.9", 40100), server=("10.0.0.20", 2181)), *zookeeper_frames(),
-          sizes=(61,))
+    _talk(
+        timeline, Conversation(client=("10.0.0.9", 40100), server=("10.0.0.20", 2181)), *zookeeper_frames(), sizes=(61,)
+    )
     yield "zookeeper-61", timeline.getvalue(), [], []
     for mechanism in ("PLAIN", "SCRAM-SHA-256", "GSSAPI"):
         for version in (0, 1):
@@ -92,14 +93,17 @@ def each_start(data):
     header, records = pcap_records(data)
     first_seq, _ = kafka_streams(records)
     for start in range(len(records)):
-        results = [read_capture(header + b"".join(records[start:]), implementation=impl)
-                   for impl in _impl.available()]
+        results = [read_capture(header + b"".join(records[start:]), implementation=impl) for impl in _impl.available()]
         for other in results[1:]:
             assert other.frames.equals(results[0].frames), start
             assert other.connections.equals(results[0].connections), start
             assert other.counters == results[0].counters, start
-        yield (start, first_offsets(records[start:], first_seq), results[0].frames.to_pylist(),
-               results[0].connections.to_pylist())
+        yield (
+            start,
+            first_offsets(records[start:], first_seq),
+            results[0].frames.to_pylist(),
+            results[0].connections.to_pylist(),
+        )
 
 
 CAPTURES = list(captures())
@@ -109,8 +113,11 @@ NAMES = [c[0] for c in CAPTURES]
 @pytest.mark.parametrize("name, data, requests, responses", CAPTURES, ids=NAMES)
 def test_no_other_protocol_is_kafka_from_any_start_record(name, data, requests, responses):
     for start, _, frames, connections in each_start(data):
-        wrong = [(row["server_port"], row["kind"], row["direction_source"]) for row in connections
-                 if row["kind"] == "kafka" and row["server_port"] != KAFKA_PORT]
+        wrong = [
+            (row["server_port"], row["kind"], row["direction_source"])
+            for row in connections
+            if row["kind"] == "kafka" and row["server_port"] != KAFKA_PORT
+        ]
         assert not wrong, (name, start, wrong)
         kafka_ids = {row["connection_id"] for row in connections if row["kind"] == "kafka"}
         assert all(f["connection_id"] in kafka_ids for f in frames), (name, start)
@@ -125,8 +132,10 @@ def test_kafka_frames_exact_from_any_start_record(name, data, requests, response
     (or, after the handshake's response, counted as tokens), never frames."""
     _, records = pcap_records(data)
     _, streams = kafka_streams(records)
-    truth = {"client": list(zip(frame_offsets(streams["client"], requests), requests)),
-             "server": list(zip(frame_offsets(streams["server"], responses), responses))}
+    truth = {
+        "client": list(zip(frame_offsets(streams["client"], requests), requests)),
+        "server": list(zip(frame_offsets(streams["server"], responses), responses)),
+    }
     for start, kept, frames, _ in each_start(data):
         for direction, sender in ((0, "client"), (1, "server")):
             whole = [frame[4:] for offset, frame in truth[sender] if offset >= kept.get(sender, 1 << 40)]
@@ -158,6 +167,7 @@ def _sasl_sweep():
     """tools/sasl_sweep.py, the two sweeps of the SASL captures (not a package: loaded by path)."""
     import importlib.util
     from pathlib import Path
+
     path = Path(__file__).resolve().parents[2] / "tools" / "sasl_sweep.py"
     spec = importlib.util.spec_from_file_location("sasl_sweep", path)
     module = importlib.util.module_from_spec(spec)

@@ -53,8 +53,10 @@ def test_message_seeds_are_valid_encodings(name):
 
 
 def test_seeds_cover_every_message_version():
-    requests = {(int.from_bytes(s[0:2], "big", signed=True), int.from_bytes(s[2:4], "big", signed=True))
-                for s in corpus.seeds("request")}
+    requests = {
+        (int.from_bytes(s[0:2], "big", signed=True), int.from_bytes(s[2:4], "big", signed=True))
+        for s in corpus.seeds("request")
+    }
     responses = {(s[0], s[1]) for s in corpus.seeds("response")}
     expected_requests = sum(hi - lo + 1 for _key, lo, hi in _request_versions())
     assert len(requests) == expected_requests
@@ -82,8 +84,7 @@ def test_short_fuzz_budget(name):
 
 @pytest.mark.parametrize("path", sorted(REGRESSIONS.glob("*.bin")), ids=lambda p: p.name)
 def test_inputs_that_once_failed(path):
-    target = next(name for name in sorted(targets.TARGETS, key=len, reverse=True)
-                  if path.name.startswith(name + "-"))
+    target = next(name for name in sorted(targets.TARGETS, key=len, reverse=True) if path.name.startswith(name + "-"))
     targets.TARGETS[target](path.read_bytes())
 
 
@@ -166,12 +167,12 @@ def test_the_records_target_compares_error_reasons_and_offsets(monkeypatch):
     """Record sets must fail alike in both implementations: same class is not enough."""
     if len(targets.IMPLEMENTATIONS) < 2:
         pytest.skip("one implementation: nothing to compare")
-    from kproto._py import records_v2 as twin     # where the magic 2 reader lives
+    from kproto._py import records_v2 as twin  # where the magic 2 reader lives
     from kproto.errors import CorruptRecordError
     from tests import hostile_records as hostile
 
     data = targets.records_options(verify_crc=True, small_cap=False) + hostile.v2_batch(hostile.TINY_RECORD, 2)
-    assert targets.fuzz_records(data)[0] == "ok"      # both: "record count 2 is invalid for 7 bytes"
+    assert targets.fuzz_records(data)[0] == "ok"  # both: "record count 2 is invalid for 7 bytes"
     real = twin._check_record_count
 
     def reworded(batch, size):

@@ -11,8 +11,16 @@ import pytest
 
 from kproto import _impl, compression, framing, limits
 from kproto.errors import (
-    CorruptRecordError, DecodeError, DecompressedSizeError, DecompressionError, EncodeError, FrameTooLargeError,
-    InvalidLengthError, LimitExceededError, TooManyRecordsError, TruncatedError,
+    CorruptRecordError,
+    DecodeError,
+    DecompressedSizeError,
+    DecompressionError,
+    EncodeError,
+    FrameTooLargeError,
+    InvalidLengthError,
+    LimitExceededError,
+    TooManyRecordsError,
+    TruncatedError,
 )
 
 MiB = 1024 * 1024
@@ -37,8 +45,8 @@ def peak_allocation(function) -> int:
 
 # ---------------------------------------------------------------- the table itself
 def test_the_limits_are_the_ones_the_decoders_use():
-    from kproto.arrow import capture
     from kproto import records
+    from kproto.arrow import capture
 
     assert limits.DEFAULT_MAX_FRAME_SIZE == framing.DEFAULT_MAX_FRAME_SIZE == 100 * 1024 * 1024
     assert limits.DEFAULT_MAX_DECOMPRESSED_SIZE == records.DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -71,11 +79,14 @@ def test_the_depth_limit_raises_limit_exceeded_naming_the_path(monkeypatch):
     plan = schema.plan("ProduceRequest", 9)
     topic_plan = next(op.child for op in plan.fields if op.name == "topic_data")
     partition_plan = next(op.child for op in topic_plan.fields if op.name == "partition_data")
-    body = plan.cls(acks=1, timeout_ms=5, topic_data=[
-        topic_plan.cls(name="t", partition_data=[partition_plan.cls(index=0, records=None)])])
+    body = plan.cls(
+        acks=1,
+        timeout_ms=5,
+        topic_data=[topic_plan.cls(name="t", partition_data=[partition_plan.cls(index=0, records=None)])],
+    )
     data = codec.encode_struct(body, plan)
     assert codec.decode_struct(data, plan) == body
-    monkeypatch.setattr(codec, "MAX_DEPTH", 2)   # ProduceRequest > TopicProduceData > PartitionProduceData
+    monkeypatch.setattr(codec, "MAX_DEPTH", 2)  # ProduceRequest > TopicProduceData > PartitionProduceData
     with pytest.raises(LimitExceededError, match="nested deeper than 2") as info:
         codec.decode_struct(data, plan)
     assert info.value.path == "ProduceRequest.topic_data[0].partition_data[0]"
@@ -91,8 +102,7 @@ def nested_plans(levels: int):
     plans: list[schema.StructPlan] = [schema.StructPlan("Deep", Cls, 0, False, -1)]
     for _ in range(levels - 1):
         outer = schema.StructPlan("Deep", Cls, 0, False, -1)
-        outer.fields = (schema.FieldOp("assignment", schema.STRUCT, 0, False, False, plans[-1], -1, None, False,
-                                       Cls),)
+        outer.fields = (schema.FieldOp("assignment", schema.STRUCT, 0, False, False, plans[-1], -1, None, False, Cls),)
         plans.append(outer)
     obj = Cls()
     for _ in range(levels - 1):
@@ -117,8 +127,9 @@ def test_both_codecs_stop_structs_nested_past_the_depth_limit_alike():
             codec.decode_struct(b"", deep)
         with pytest.raises(EncodeError) as encoding:
             codec.encode_struct(deep_obj, deep)
-        errors[name] = [(type(e.value), str(e.value), e.value.path, getattr(e.value, "offset", None))
-                        for e in (decoding, encoding)]
+        errors[name] = [
+            (type(e.value), str(e.value), e.value.path, getattr(e.value, "offset", None)) for e in (decoding, encoding)
+        ]
         path = "Deep" + ".assignment" * limits.MAX_NESTING_DEPTH
         assert decoding.value.path == encoding.value.path == path
         assert str(decoding.value) == f"structs nested deeper than 64 (v0, at {path}, byte offset 0)"
@@ -130,15 +141,21 @@ def test_both_codecs_stop_structs_nested_past_the_depth_limit_alike():
 COUNT_CASES = {
     # a request whose next field claims ~2**31 elements or bytes, with none behind it
     "int32 array count": (request_header(3, 0, False) + struct.pack(">i", 0x7FFFFFFF), InvalidLengthError),
-    "compact array count": (request_header(3, 9, True) + bytes([0xF0, 0xFF, 0xFF, 0xFF, 0x07]),
-                            InvalidLengthError),
+    "compact array count": (request_header(3, 9, True) + bytes([0xF0, 0xFF, 0xFF, 0xFF, 0x07]), InvalidLengthError),
     "negative array count": (request_header(3, 1, False) + struct.pack(">i", -5), InvalidLengthError),
-    "tagged field count": (request_header(3, 9, False) + bytes([0xF0, 0xFF, 0xFF, 0xFF, 0x07]),
-                           InvalidLengthError),
+    "tagged field count": (request_header(3, 9, False) + bytes([0xF0, 0xFF, 0xFF, 0xFF, 0x07]), InvalidLengthError),
     "string length": (struct.pack(">hhih", 3, 0, 1, 0x7FFF) + b"ab", TruncatedError),
-    "bytes length": (request_header(0, 3, False) + struct.pack(">hhi", -1, 1, 1000)
-                     + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1)
-                     + struct.pack(">i", 0) + struct.pack(">i", 0x7FFFFFFF), TruncatedError),
+    "bytes length": (
+        request_header(0, 3, False)
+        + struct.pack(">hhi", -1, 1, 1000)
+        + struct.pack(">i", 1)
+        + struct.pack(">h", 1)
+        + b"t"
+        + struct.pack(">i", 1)
+        + struct.pack(">i", 0)
+        + struct.pack(">i", 0x7FFFFFFF),
+        TruncatedError,
+    ),
 }
 
 
@@ -154,7 +171,7 @@ def test_counts_larger_than_the_bytes_left_fail_before_allocating(impl, case):
 def test_record_counts_larger_than_the_batch_fail_before_allocating(impl):
     records = impl.load("records")
     batch = bytearray(records.encode_records([(b"k", b"v")], magic=2))
-    struct.pack_into(">i", batch, 57, 0x7FFFFFFF)          # the record count
+    struct.pack_into(">i", batch, 57, 0x7FFFFFFF)  # the record count
     data = bytes(batch)
     reader = records.Records(data, verify_crc=False)
     with pytest.raises(DecodeError):
@@ -192,13 +209,17 @@ def test_a_capture_does_not_take_a_size_above_its_limit_as_a_frame(impl):
 
     conv = Conversation()
     request = request_frame(3, 0, 1, struct.pack(">i", 0) + b"z" * 200)
-    packets = conv.handshake() + conv.data("client", request, [100]) + \
-        conv.data("server", response_frame(1, b"\x00" * 8), [100]) + conv.close()
+    packets = (
+        conv.handshake()
+        + conv.data("client", request, [100])
+        + conv.data("server", response_frame(1, b"\x00" * 8), [100])
+        + conv.close()
+    )
     capture = pcap_of(packets)
     frames, _, _ = read_capture(capture, implementation=impl.name)
     assert frames.num_rows == 2
     frames, connections, _ = read_capture(capture, implementation=impl.name, max_frame_size=100)
-    assert frames.num_rows == 1                       # only the small response
+    assert frames.num_rows == 1  # only the small response
     assert connections.to_pylist()[0]["request_skipped_bytes"] == len(request)
 
 
@@ -250,9 +271,9 @@ def consume(records_module, data, **options):
     return rows
 
 
-@pytest.mark.slow   # a timing ratio: run by hand (-m slow), never in the normal suite
+@pytest.mark.slow  # a timing ratio: run by hand (-m slow), never in the normal suite
 def test_many_empty_gzip_members_take_linear_time():
-    payload = lambda size: hostile.gzip_empty_members(size)[61:]   # noqa: E731  (the batch header off)
+    payload = lambda size: hostile.gzip_empty_members(size)[61:]  # noqa: E731  (the batch header off)
     assert compression.decompress("gzip", payload(1000)) == b""
     assert growth(payload, lambda data: compression.decompress("gzip", data), 128 * 1024) < 8
 
@@ -282,8 +303,9 @@ def test_many_empty_gzip_members_feed_zlib_each_byte_a_bounded_number_of_times(m
 
 
 def test_gzip_members_and_zero_padding_still_read_as_one_stream():
-    members = compression.compress("gzip", b"ab") + compression.compress("gzip", b"") + \
-        compression.compress("gzip", b"cd")
+    members = (
+        compression.compress("gzip", b"ab") + compression.compress("gzip", b"") + compression.compress("gzip", b"cd")
+    )
     assert compression.decompress("gzip", members + b"\x00" * 100) == b"abcd"
     with pytest.raises(DecodeError, match="gzip data is invalid"):
         compression.decompress("gzip", members + b"\x00\x01")
@@ -292,13 +314,18 @@ def test_gzip_members_and_zero_padding_still_read_as_one_stream():
     assert compression.decompress("gzip", members, max_size=4) == b"abcd"
 
 
-@pytest.mark.parametrize("make, codec", [(hostile.lz4_one_byte_blocks, "lz4"),
-                                         (hostile.lz4_empty_compressed_blocks, "lz4"),
-                                         (hostile.lz4_tiny_frames, "lz4"),
-                                         (hostile.snappy_xerial_tiny_blocks, "snappy")])
-@pytest.mark.slow   # a timing ratio: run by hand (-m slow); benchmarks/bench_hostile_records.py measures it
+@pytest.mark.parametrize(
+    "make, codec",
+    [
+        (hostile.lz4_one_byte_blocks, "lz4"),
+        (hostile.lz4_empty_compressed_blocks, "lz4"),
+        (hostile.lz4_tiny_frames, "lz4"),
+        (hostile.snappy_xerial_tiny_blocks, "snappy"),
+    ],
+)
+@pytest.mark.slow  # a timing ratio: run by hand (-m slow); benchmarks/bench_hostile_records.py measures it
 def test_tiny_lz4_and_snappy_blocks_take_linear_time(make, codec):
-    payload = lambda size: make(size)[61:]   # noqa: E731  (the batch header off)
+    payload = lambda size: make(size)[61:]  # noqa: E731  (the batch header off)
     assert growth(payload, lambda data: compression.decompress(codec, data), 256 * 1024) < 8
 
 
@@ -326,8 +353,8 @@ def test_a_stream_of_tiny_lz4_frames_costs_one_library_call(monkeypatch, magic0_
 def test_a_snappy_block_cannot_announce_more_than_its_bytes_can_hold(impl, framing):
     records = impl.load("records")
     data = hostile.snappy_xerial_lying_block(255 * MiB)
-    if framing == "raw":   # the same block without the xerial framing
-        block = data[61 + 20:]
+    if framing == "raw":  # the same block without the xerial framing
+        block = data[61 + 20 :]
         data = hostile.v2_batch(block, 1, compression.SNAPPY)
     with pytest.raises(DecompressionError, match="announces 267386880 bytes, more than its 8 bytes"):
         consume(records, data)
@@ -339,14 +366,18 @@ def test_the_record_count_limit_is_checked_before_decompressing(impl):
     # declares 36 million records (what fits in the 256 MiB cap) but holds ten: the
     # limit, not the later count-against-bytes check, must be what fails
     data = hostile.tiny_records_zstd(36_000_000, held=10)
-    for read in (lambda: [b.records() for b in records.Records(data)], lambda: records.Records(data).to_arrow(),
-                 lambda: records.RecordBatch(data).records()):
+    for read in (
+        lambda: [b.records() for b in records.Records(data)],
+        lambda: records.Records(data).to_arrow(),
+        lambda: records.RecordBatch(data).records(),
+    ):
         with pytest.raises(TooManyRecordsError) as info:
             read()
         assert isinstance(info.value, LimitExceededError) and isinstance(info.value, CorruptRecordError)
         assert info.value.offset == 57 and info.value.base_offset == 0
         assert info.value.reason.startswith(
-            f"record batch declares 36000000 records, more than the limit of {limits.DEFAULT_MAX_RECORDS_PER_BATCH}")
+            f"record batch declares 36000000 records, more than the limit of {limits.DEFAULT_MAX_RECORDS_PER_BATCH}"
+        )
     assert peak_allocation(lambda: records.Records(data).to_arrow()) < MiB
 
 
@@ -368,8 +399,10 @@ def test_a_legacy_wrapper_holds_at_most_the_record_limit(impl):
     data = hostile.legacy_wrapper_of_messages(50)
     assert consume(records, data) == 50
     assert consume(records, data, max_records_per_batch=50) == 50
-    for read in (lambda: consume(records, data, max_records_per_batch=49),
-                 lambda: records.LegacyBatch(data, max_records_per_batch=49).records()):
+    for read in (
+        lambda: consume(records, data, max_records_per_batch=49),
+        lambda: records.LegacyBatch(data, max_records_per_batch=49).records(),
+    ):
         with pytest.raises(TooManyRecordsError, match="wrapper message holds more than 49 records") as info:
             read()
         assert info.value.offset == 0 and info.value.base_offset == 49
@@ -386,26 +419,31 @@ def batches_of(*batches: bytes) -> tuple[bytes, list[int]]:
 
 def every_reading(records, data, **options):
     """Each way of reading all records of a set, as a function that returns the count."""
-    return (lambda: sum(len(batch.records()) for batch in records.Records(data, **options)),
-            lambda: sum(1 for _ in records.Records(data, **options).records()),
-            lambda: records.Records(data, **options).to_arrow().num_rows)
+    return (
+        lambda: sum(len(batch.records()) for batch in records.Records(data, **options)),
+        lambda: sum(1 for _ in records.Records(data, **options).records()),
+        lambda: records.Records(data, **options).to_arrow().num_rows,
+    )
 
 
 def test_a_record_set_holds_at_most_max_records_per_set(impl):
     records = impl.load("records")
     # the batch that crosses the limit has a payload zstd rejects: the limit must fail first
     garbage = hostile.v2_batch(b"not zstd at all", 10, compression.ZSTD, base_offset=20)
-    data, starts = batches_of(hostile.v2_batch(hostile.TINY_RECORD * 10, 10),
-                              hostile.tiny_records_zstd(10, base_offset=10), garbage)
-    for read in every_reading(records, data[:starts[2]], max_records_per_set=20):
+    data, starts = batches_of(
+        hostile.v2_batch(hostile.TINY_RECORD * 10, 10), hostile.tiny_records_zstd(10, base_offset=10), garbage
+    )
+    for read in every_reading(records, data[: starts[2]], max_records_per_set=20):
         assert read() == 20
     for read in every_reading(records, data, max_records_per_set=20):
         with pytest.raises(TooManyRecordsError) as info:
             read()
         assert isinstance(info.value, LimitExceededError) and isinstance(info.value, CorruptRecordError)
         assert info.value.offset == starts[2] and info.value.base_offset == 20
-        assert info.value.reason == (f"record set holds more than 20 records (max_records_per_set): "
-                                     f"the batch at byte {starts[2]} brings 20 to 30 [batch base offset 20]")
+        assert info.value.reason == (
+            f"record set holds more than 20 records (max_records_per_set): "
+            f"the batch at byte {starts[2]} brings 20 to 30 [batch base offset 20]"
+        )
     for read in every_reading(records, data, max_records_per_set=30):
         with pytest.raises(DecompressionError):
             read()
@@ -417,7 +455,7 @@ def test_the_record_set_limit_counts_each_batch_once_per_pass(impl):
     reader = records.Records(data, max_records_per_set=15)
     first, second = list(reader)
     assert [len(first.records()) for _ in range(3)] + [len(second.records())] == [10, 10, 10, 5]
-    assert reader.to_arrow().num_rows == reader.to_arrow().num_rows == 15     # each pass counts anew
+    assert reader.to_arrow().num_rows == reader.to_arrow().num_rows == 15  # each pass counts anew
     with pytest.raises(TooManyRecordsError, match="brings 10 to 15"):
         records.Records(data, max_records_per_set=14).to_arrow()
     # a batch read on its own is limited by its own limit only
@@ -434,8 +472,10 @@ def test_legacy_messages_count_toward_the_record_set_limit(impl):
         with pytest.raises(TooManyRecordsError) as info:
             read()
         assert info.value.offset == starts[1] and info.value.base_offset == 49
-        assert info.value.reason.startswith(f"record set holds more than 99 records (max_records_per_set): "
-                                            f"the batch at byte {starts[1]} brings 99 to 100")
+        assert info.value.reason.startswith(
+            f"record set holds more than 99 records (max_records_per_set): "
+            f"the batch at byte {starts[1]} brings 99 to 100"
+        )
     plain = hostile.legacy_message(7, b"v")
     data, starts = batches_of(plain, plain, plain)
     for read in every_reading(records, data, max_records_per_set=2):
@@ -445,7 +485,7 @@ def test_legacy_messages_count_toward_the_record_set_limit(impl):
 
 def test_a_record_set_decompresses_at_most_max_decompressed_size_per_set(impl):
     records = impl.load("records")
-    batch = hostile.tiny_records_zstd(100)          # 700 bytes decompressed
+    batch = hostile.tiny_records_zstd(100)  # 700 bytes decompressed
     data, starts = batches_of(batch, batch, batch)
     for read in every_reading(records, data, max_decompressed_size_per_set=2100):
         assert read() == 300
@@ -455,28 +495,27 @@ def test_a_record_set_decompresses_at_most_max_decompressed_size_per_set(impl):
         assert info.value.offset == starts[2] and info.value.base_offset == 0
         assert info.value.reason == (
             f"record set decompresses to more than 2099 bytes (max_decompressed_size_per_set): 1400 before "
-            f"the record batch at byte {starts[2]} [batch base offset 0]")
+            f"the record batch at byte {starts[2]} [batch base offset 0]"
+        )
     wrapper = hostile.legacy_wrapper_of_messages(20)
     data, starts = batches_of(wrapper, wrapper)
     inner = len(compression.decompress("gzip", records.LegacyBatch(wrapper).value))
     assert consume(records, data, max_decompressed_size_per_set=2 * inner) == 40
-    with pytest.raises(DecompressedSizeError,
-                       match=f"{inner} before the wrapper message at byte {starts[1]}"):
+    with pytest.raises(DecompressedSizeError, match=f"{inner} before the wrapper message at byte {starts[1]}"):
         consume(records, data, max_decompressed_size_per_set=2 * inner - 1)
 
 
 def test_a_batch_that_fails_to_decompress_is_charged_all_it_was_allowed(impl):
     records = impl.load("records")
     # how much work a failed decompression did is not known: it uses up its allowance
-    data, starts = batches_of(hostile.v2_batch(b"not zstd at all", 1, compression.ZSTD),
-                              hostile.tiny_records_zstd(100))
+    data, starts = batches_of(hostile.v2_batch(b"not zstd at all", 1, compression.ZSTD), hostile.tiny_records_zstd(100))
     reader = records.Records(data, max_decompressed_size=1000, max_decompressed_size_per_set=1500)
     first, second = list(reader)
     with pytest.raises(DecompressionError, match="in record batch"):
         first.records()
     with pytest.raises(DecompressedSizeError, match=f"1000 before the record batch at byte {starts[1]}"):
         second.records()
-    assert len(records.Records(data[starts[1]:], max_decompressed_size_per_set=700).to_arrow()) == 100
+    assert len(records.Records(data[starts[1] :], max_decompressed_size_per_set=700).to_arrow()) == 100
 
 
 @pytest.mark.parametrize("compressed", [False, True])
@@ -504,8 +543,13 @@ def test_1_mib_hostile_record_sets_stay_within_their_budget():
 
     script = hostile.ROOT / "benchmarks" / "bench_hostile_records.py"
     for impl in _impl.available():
-        done = subprocess.run([sys.executable, str(script), "--only", impl, "--json"], capture_output=True,
-                              text=True, timeout=1800, check=True)
+        done = subprocess.run(
+            [sys.executable, str(script), "--only", impl, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=True,
+        )
         for line in done.stdout.splitlines():
             result = json.loads(line)
             assert result["seconds"] <= (2 if impl == "c" else 60), result

@@ -9,12 +9,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from kproto.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kproto.analyze.spark import decode as D
 from kproto.analyze.spark import planning as P
 from kproto.analyze.spark import range_pipeline as R
 from kproto.analyze.spark import task as T
 from kproto.analyze.spark import worker as W
+from kproto.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from tests import spark_captures as sc
 from tests.capture_pieces import analysed
 from tests.pcapwriter import Conversation
@@ -37,12 +37,19 @@ def mixed_capture(rounds: int = 16) -> bytes:
     for n in range(rounds):
         t.add(reuse.data("client", sc.request(sc.produce("reused", n % 2, data), 9, 0, "reuse"), [300]))
         t.add(fire.data("client", sc.request(sc.produce("fire", n % 3, data, acks=0), 9, n, "fire"), [500]))
-        t.add(named.data("client", sc.request(ApiVersionsRequest(client_software_name="app",
-                                                                 client_software_version=f"1.{n}"), 3, 2 * n, "named"),
-                         [1000]))
+        t.add(
+            named.data(
+                "client",
+                sc.request(
+                    ApiVersionsRequest(client_software_name="app", client_software_version=f"1.{n}"), 3, 2 * n, "named"
+                ),
+                [1000],
+            )
+        )
         t.add(reuse.data("server", sc.response(sc.produce_ok("reused", n % 2), 9, 0), [700]))
-        t.add(named.data("server", sc.response(ApiVersionsResponse(error_code=35 if n % 4 == 3 else 0), 3, 2 * n),
-                         [1000]))
+        t.add(
+            named.data("server", sc.response(ApiVersionsResponse(error_code=35 if n % 4 == 3 else 0), 3, 2 * n), [1000])
+        )
         t.add(named.data("client", sc.request(sc.fetch_by_id(sc.ORDERS_ID, n % 2), 16, 2 * n + 1, "named"), [1000]))
         t.add(named.data("server", sc.response(sc.fetched_by_id(sc.ORDERS_ID, n % 2, data), 16, 2 * n + 1), [400]))
         if n % 3 == 0:
@@ -60,10 +67,15 @@ def analysed_ranges(splits, chunk_bytes: int, monkeypatch) -> tuple[dict[str, pa
     monkeypatch.setattr(R, "CHUNK_BYTES", chunk_bytes)
     chunks = []
     decode_chunk = D.decode_chunk
-    monkeypatch.setattr(D, "decode_chunk", lambda frames, *args, **kwargs: chunks.append(
-        (frames.num_rows, pc.sum(pc.binary_length(frames["payload"])).as_py() or 0))
-                        or decode_chunk(frames, *args, **kwargs))
-    return analysed(splits), list(chunks)     # a copy: a later call wraps this wrapper again
+    monkeypatch.setattr(
+        D,
+        "decode_chunk",
+        lambda frames, *args, **kwargs: (
+            chunks.append((frames.num_rows, pc.sum(pc.binary_length(frames["payload"])).as_py() or 0))
+            or decode_chunk(frames, *args, **kwargs)
+        ),
+    )
+    return analysed(splits), list(chunks)  # a copy: a later call wraps this wrapper again
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +100,12 @@ def test_chunked_ranges_give_the_same_tables_in_the_same_order(mixed, chunk_byte
     for name, table in at_once.items():
         assert chunked[name].equals(table), name
     statuses = pc.value_counts(at_once["exchanges"]["pair_status_name"]).to_pylist()
-    assert {s["values"] for s in statuses} == {"PAIRED", "NO_RESPONSE_EXPECTED", "UNPAIRED_REQUEST",
-                                               "UNPAIRED_RESPONSE"}
+    assert {s["values"] for s in statuses} == {
+        "PAIRED",
+        "NO_RESPONSE_EXPECTED",
+        "UNPAIRED_REQUEST",
+        "UNPAIRED_RESPONSE",
+    }
     (summary,) = [r for r in at_once["summary"].to_pylist() if r["capture"] == mixed]
     assert summary["frames"] == chunked["frames"].num_rows
 
@@ -119,7 +135,7 @@ def test_a_stream_read_in_small_batches_gives_every_frame(mixed, batch_bytes):
     with open(mixed, "rb") as handle:
         whole = pa.Table.from_batches(list(CaptureReader(handle)))
     with open(mixed, "rb") as handle:
-        data = io.BytesIO(handle.read())        # a file object without a descriptor: read as a stream
+        data = io.BytesIO(handle.read())  # a file object without a descriptor: read as a stream
     small = pa.Table.from_batches(list(CaptureReader(data, batch_bytes=batch_bytes, batch_frames=10)))
     assert whole.num_rows == 130
     assert small.drop_columns(["capture"]).equals(whole.drop_columns(["capture"]))
@@ -142,8 +158,16 @@ def test_chunked_ranges_pair_as_the_whole_file(tmp_path, monkeypatch):
 
     frame_columns = ["direction", "ts_first_ns", "size", "api_key", "correlation_id", "client_id", "status", "body"]
     assert rows(ranges.table("frames"), frame_columns) == rows(whole.table("frames"), frame_columns)
-    exchange_columns = ["api_key", "correlation_id", "client_id", "pair_status_name", "request_ts_ns",
-                        "response_ts_ns", "error_code", "topic"]
+    exchange_columns = [
+        "api_key",
+        "correlation_id",
+        "client_id",
+        "pair_status_name",
+        "request_ts_ns",
+        "response_ts_ns",
+        "error_code",
+        "topic",
+    ]
     assert rows(ranges.table("exchanges"), exchange_columns) == rows(whole.table("exchanges"), exchange_columns)
     assert ranges.table("exchanges").num_rows == 120
 
@@ -155,10 +179,11 @@ def test_parquet_sink_writes_each_add_into_one_hidden_file_until_closed(tmp_path
     frames = W.FRAMES_SCHEMA.empty_table()
     first = pa.table({"capture": ["a", "a"], "sequence": [1, 2]})
     first = pa.Table.from_batches([W.conform(W.FRAMES_SCHEMA, {c: first[c] for c in first.column_names}, 2)])
-    second = pa.Table.from_batches([W.conform(W.FRAMES_SCHEMA, {"capture": pa.array(["b"]),
-                                                                 "sequence": pa.array([3])}, 1)])
+    second = pa.Table.from_batches(
+        [W.conform(W.FRAMES_SCHEMA, {"capture": pa.array(["b"]), "sequence": pa.array([3])}, 1)]
+    )
     sink.add("frames", first)
-    sink.add("frames", frames)          # nothing to write
+    sink.add("frames", frames)  # nothing to write
     sink.add("frames", second)
     assert [p.name for p in (tmp_path / "frames").iterdir()] == [".part-p1.parquet.tmp"]
     sink.close()
@@ -197,5 +222,6 @@ def test_a_range_that_sees_only_a_connections_end_says_how_it_ended(tmp_path):
     for expected in whole.to_pylist():
         row = rows[expected["client_port"]]
         assert {k: row[k] for k in expected if k not in ("capture", "connection_id")} == {
-            k: v for k, v in expected.items() if k not in ("capture", "connection_id")}, expected["client_port"]
+            k: v for k, v in expected.items() if k not in ("capture", "connection_id")
+        }, expected["client_port"]
     assert rows[43000]["closed_by"] == "fin"

@@ -10,7 +10,11 @@ import pytest
 import kproto
 from kproto.errors import DecodeError, EncodeError, TruncatedError, UnsupportedRequestError, UnsupportedVersionError
 from kproto.messages import (
-    ApiVersionsRequest, ApiVersionsResponse, FetchResponse, MetadataRequest, MetadataResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FetchResponse,
+    MetadataRequest,
+    MetadataResponse,
     ProduceRequest,
 )
 
@@ -36,7 +40,7 @@ def test_response_roundtrip_and_header_versions():
 
 
 def test_unknown_api_key_keeps_the_header():
-    payload = bytes.fromhex("03e7" "0001" "0000002a" "0002" "6964")   # api_key 999
+    payload = bytes.fromhex("03e700010000002a00026964")  # api_key 999
     with pytest.raises(UnsupportedVersionError) as info:
         kproto.decode_request(payload)
     err = info.value
@@ -46,7 +50,7 @@ def test_unknown_api_key_keeps_the_header():
 
 
 def test_unknown_version_names_api_and_version():
-    payload = bytes.fromhex("0003" "0063" "0000002a" "ffff" "00")       # Metadata v99 (header v2)
+    payload = bytes.fromhex("000300630000002affff00")  # Metadata v99 (header v2)
     with pytest.raises(UnsupportedVersionError) as info:
         kproto.decode_request(payload)
     assert info.value.api_key == 3 and info.value.api_version == 99
@@ -58,8 +62,9 @@ def test_unknown_version_names_api_and_version():
 
 def test_api_versions_unsupported_version_reads_v0_body():
     # A broker that knows ApiVersions up to v2 answers a v4 request with error 35 and a v0 body.
-    broker_answer = ApiVersionsResponse(error_code=35, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)])
+    broker_answer = ApiVersionsResponse(
+        error_code=35, api_keys=[ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)]
+    )
     payload = kproto.encode_response(broker_answer, version=0, correlation_id=5)
     response = kproto.decode_response(payload, 18, 4)
     assert response.api_version == 0 and response.body.error_code == 35
@@ -72,9 +77,12 @@ def test_api_versions_unsupported_version_reads_v0_body():
 def _v3_answer_with_error_35() -> ApiVersionsResponse:
     # A KIP-511 broker that refuses the request's software name... or any v3 body with error 35.
     return ApiVersionsResponse(
-        error_code=35, throttle_time_ms=7, finalized_features_epoch=3,
+        error_code=35,
+        throttle_time_ms=7,
+        finalized_features_epoch=3,
         api_keys=[ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=3)],
-        supported_features=[ApiVersionsResponse.SupportedFeatureKey(name="f", min_version=1, max_version=2)])
+        supported_features=[ApiVersionsResponse.SupportedFeatureKey(name="f", min_version=1, max_version=2)],
+    )
 
 
 def test_api_versions_error_35_read_at_the_asked_version_when_it_parses():
@@ -89,10 +97,14 @@ def test_api_versions_error_35_read_at_the_asked_version_when_it_parses():
 @pytest.mark.parametrize("asked", [1, 3, 4, 9])
 def test_api_versions_v0_fallback_when_the_asked_version_fails(asked):
     # 9: a version kproto has no schema for; the v0 body still reads.
-    for keys in ([], [ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2),
-                      ApiVersionsResponse.ApiVersion(api_key=3, min_version=0, max_version=9)]):
-        payload = kproto.encode_response(ApiVersionsResponse(error_code=35, api_keys=keys), version=0,
-                                         correlation_id=5)
+    for keys in (
+        [],
+        [
+            ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2),
+            ApiVersionsResponse.ApiVersion(api_key=3, min_version=0, max_version=9),
+        ],
+    ):
+        payload = kproto.encode_response(ApiVersionsResponse(error_code=35, api_keys=keys), version=0, correlation_id=5)
         response = kproto.decode_response(payload, 18, asked)
         assert response.api_version == 0 and response.body.api_keys == keys
 
@@ -130,7 +142,7 @@ def test_absent_field_non_default_is_an_error_unless_ignorable():
         body.encode(4)
     assert info.value.path == "JoinGroupRequest.group_instance_id"
     assert info.value.api_version == 4
-    assert JoinGroupRequest(group_id="g").encode(4)     # the default is fine
+    assert JoinGroupRequest(group_id="g").encode(4)  # the default is fine
     # Metadata topic_id (v10+) is ignorable: silently dropped at v9.
     topic = MetadataResponse.MetadataResponseTopic(name="t", topic_id=uuid.uuid4())
     assert MetadataResponse.decode(MetadataResponse(topics=[topic]).encode(9), 9).topics[0].name == "t"
@@ -140,8 +152,13 @@ def test_absent_field_non_default_is_an_error_unless_ignorable():
 
 
 def test_encode_errors_name_the_path():
-    body = MetadataResponse(topics=[MetadataResponse.MetadataResponseTopic(
-        name="t", partitions=[MetadataResponse.MetadataResponsePartition(partition_index=2**31)])])
+    body = MetadataResponse(
+        topics=[
+            MetadataResponse.MetadataResponseTopic(
+                name="t", partitions=[MetadataResponse.MetadataResponsePartition(partition_index=2**31)]
+            )
+        ]
+    )
     with pytest.raises(EncodeError) as info:
         body.encode(12)
     assert info.value.path == "MetadataResponse.topics[0].partitions[0].partition_index"
@@ -149,7 +166,7 @@ def test_encode_errors_name_the_path():
         MetadataResponse(topics=[MetadataResponse.MetadataResponseTopic(name=None)]).encode(8)
     assert "null" in str(info.value)
     with pytest.raises(EncodeError):
-        kproto.encode_request(MetadataResponse(), version=1, correlation_id=1)   # a response
+        kproto.encode_request(MetadataResponse(), version=1, correlation_id=1)  # a response
 
 
 def test_nullable_struct_marker():
@@ -157,7 +174,8 @@ def test_nullable_struct_marker():
     from kproto import schema
 
     nullable_structs = [
-        (name, v) for name, info in schema.MESSAGES.items()
+        (name, v)
+        for name, info in schema.MESSAGES.items()
         for v in range(info["valid_versions"][0], info["valid_versions"][1] + 1)
         if any(op.kind == schema.STRUCT and op.nullable for op in schema.plan(name, v).fields)
     ]
@@ -172,9 +190,15 @@ def test_nullable_struct_marker():
 
 
 def test_to_dict_is_json_friendly():
-    body = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
-        topic="t", topic_id=uuid.UUID(int=5),
-        partitions=[FetchResponse.PartitionData(partition_index=0, records=b"\x01\x02")])])
+    body = FetchResponse(
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="t",
+                topic_id=uuid.UUID(int=5),
+                partitions=[FetchResponse.PartitionData(partition_index=0, records=b"\x01\x02")],
+            )
+        ]
+    )
     d = body.to_dict()
     json.dumps(d)
     assert d["responses"][0]["topic_id"] == str(uuid.UUID(int=5))
@@ -184,15 +208,20 @@ def test_to_dict_is_json_friendly():
 
 
 def test_records_are_zero_copy_views():
-    body = ProduceRequest(topic_data=[ProduceRequest.TopicProduceData(name="t", partition_data=[
-        ProduceRequest.PartitionProduceData(index=0, records=b"abc" * 100)])])
+    body = ProduceRequest(
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=b"abc" * 100)]
+            )
+        ]
+    )
     data = bytearray(body.encode(9))
     decoded = ProduceRequest.decode(data, 9)
     records = decoded.topic_data[0].partition_data[0].records
     assert bytes(records) == b"abc" * 100 and records == b"abc" * 100
-    assert type(records).__name__ == "Records"       # lazy record-batch view
+    assert type(records).__name__ == "Records"  # lazy record-batch view
     view = records.raw
-    data[-20] ^= 0xFF        # the view sees the input buffer itself
+    data[-20] ^= 0xFF  # the view sees the input buffer itself
     assert bytes(view) != b"abc" * 100
 
 
@@ -233,8 +262,9 @@ def test_decoded_messages_pickle_and_copy_with_unread_arrays():
     import copy
     import pickle
 
-    topic = MetadataResponse.MetadataResponseTopic(name="t", partitions=[
-        MetadataResponse.MetadataResponsePartition(partition_index=1, isr_nodes=[1, 2])])
+    topic = MetadataResponse.MetadataResponseTopic(
+        name="t", partitions=[MetadataResponse.MetadataResponsePartition(partition_index=1, isr_nodes=[1, 2])]
+    )
     body = MetadataResponse(topics=[topic])
     data = body.encode(12)
     assert pickle.loads(pickle.dumps(MetadataResponse.decode(data, 12))) == body
@@ -252,6 +282,6 @@ def test_lazy_arrays_keep_a_bytearray_alive_and_unresizable():
     data = bytearray(MetadataResponse(topics=[topic]).encode(12))
     decoded = MetadataResponse.decode(data, 12)
     if kproto.extension_loaded():
-        with pytest.raises(BufferError):   # exported while the unread array points into it
+        with pytest.raises(BufferError):  # exported while the unread array points into it
             data.extend(b"x")
     assert decoded.topics[0].name == "t"

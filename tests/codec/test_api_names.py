@@ -24,14 +24,19 @@ def test_an_unknown_name_is_a_value_error():
     with pytest.raises(ValueError, match="unknown Kafka API 'Nope'"):
         kproto.decode_response(response_payload(), api_key="Nope", api_version=12)
     with pytest.raises(TypeError):
-        kproto.api_key_of(True)         # a bool is no key
+        kproto.api_key_of(True)  # a bool is no key
     assert kproto.api_key_of("ApiVersions") == 18 and kproto.api_key_of(18) == 18
 
 
 def test_body_as():
-    request = kproto.decode_request(kproto.encode_request(
-        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="orders")]), version=12,
-        correlation_id=1, client_id="me"))
+    request = kproto.decode_request(
+        kproto.encode_request(
+            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="orders")]),
+            version=12,
+            correlation_id=1,
+            client_id="me",
+        )
+    )
     body = request.body_as(MetadataRequest)
     assert body is request.body and body.topics is not None and body.topics[0].name == "orders"
     with pytest.raises(TypeError, match="the body is a MetadataRequest, not a MetadataResponse"):

@@ -27,8 +27,9 @@ def test_every_checked_release_is_recorded():
     assert sorted(broker_recordings.RECORDED_FROM.values()) == sorted(kafka_broker.releases())
     assert {record_brokers.table_name(r) for r in kafka_broker.releases()} == set(broker_recordings.RECORDED_FROM)
     for name in broker_recordings.RECORDED_FROM:
-        assert {(k, ver) for r, k, ver, *_ in PROBES if r == name} == set(record_brokers.probe_plan()), \
+        assert {(k, ver) for r, k, ver, *_ in PROBES if r == name} == set(record_brokers.probe_plan()), (
             f"{name}: kproto's removal tables changed since the recording: run tools/record_brokers.py"
+        )
 
 
 def test_probe_outcomes_are_answers_or_closed_connections():
@@ -40,8 +41,11 @@ def test_probe_outcomes_are_answers_or_closed_connections():
 def test_kproto_facts_say_what_each_real_broker_served():
     """Per release, per probed (API, version): kproto's "releases that serve it" holds the
     release exactly when the real broker answered."""
-    wrong = [(release, v.api_label(key), version, outcome) for release, key, version, outcome, _ in PROBES
-             if (release in v.version_info(key, version).releases) != (outcome == "answered")]
+    wrong = [
+        (release, v.api_label(key), version, outcome)
+        for release, key, version, outcome, _ in PROBES
+        if (release in v.version_info(key, version).releases) != (outcome == "answered")
+    ]
     assert wrong == []
 
 
@@ -54,12 +58,12 @@ def test_removed_in_4x_against_the_real_4x_brokers():
     advertised_4x = {key for r in releases_4x for key in v.release_table(r)}
     for key, version in record_brokers.probe_plan():
         if key not in advertised_4x:
-            continue   # a controller's API (AlterPartition): a broker's listener never serves it
+            continue  # a controller's API (AlterPartition): a broker's listener never serves it
         info = v.version_info(key, version)
         if info.removed_in_4x:
-            assert not served.get((key, version)), (info.name, version)       # no 4.x broker serves it
+            assert not served.get((key, version)), (info.name, version)  # no 4.x broker serves it
         elif info.removed_in_4x is False:
-            assert served.get((key, version)), (info.name, version)           # some 4.x broker does
+            assert served.get((key, version)), (info.name, version)  # some 4.x broker does
     # the one version kproto calls kept that a 4.x release refuses: JoinGroup v0-1 on 4.0.0
     partial = {(v.api_name(k), ver): releases_4x - s for (k, ver), s in served.items() if s != releases_4x}
     assert partial == {("JoinGroup", 0): {"4.0.0"}, ("JoinGroup", 1): {"4.0.0"}}
@@ -85,8 +89,9 @@ def test_39_serves_every_deprecated_version_and_no_zookeeper_api():
 def test_releases_come_from_the_install_script():
     releases = kafka_broker.releases()
     assert releases[0] == "3.9.2" and "4.0.0" in releases and len(releases) == len(set(releases))
-    assert kafka_broker.resolve("4.0") == max((r for r in releases if r.startswith("4.0.")),
-                                              key=kafka_broker.release_key)
+    assert kafka_broker.resolve("4.0") == max(
+        (r for r in releases if r.startswith("4.0.")), key=kafka_broker.release_key
+    )
     with pytest.raises(kafka_broker.BrokerError, match="no release '5.0'"):
         kafka_broker.resolve("5.0")
 
@@ -95,7 +100,7 @@ def test_a_missing_release_names_the_install_script(tmp_path, monkeypatch):
     monkeypatch.setenv("KPROTO_CACHE_DIR", str(tmp_path))
     with pytest.raises(kafka_broker.BrokerError, match=r"run scripts/install-kafka.sh 4\.4\.0"):
         kafka_broker.start("4.4.0")
-    assert list(tmp_path.iterdir()) == []       # nothing made before failing
+    assert list(tmp_path.iterdir()) == []  # nothing made before failing
 
 
 def test_a_missing_java_is_said(monkeypatch):
@@ -108,12 +113,15 @@ def test_a_missing_java_is_said(monkeypatch):
 def test_server_properties_have_the_three_listeners(tmp_path):
     text = kafka_broker.server_properties(tmp_path / "data", 1001, 1002, 1003)
     props = dict(line.split("=", 1) for line in text.splitlines())
-    assert props["listeners"] == ("PLAINTEXT://127.0.0.1:1001,SASL_PLAINTEXT://127.0.0.1:1002,"
-                                  "CONTROLLER://127.0.0.1:1003")
+    assert props["listeners"] == (
+        "PLAINTEXT://127.0.0.1:1001,SASL_PLAINTEXT://127.0.0.1:1002,CONTROLLER://127.0.0.1:1003"
+    )
     assert props["controller.quorum.voters"] == "1@127.0.0.1:1003"
     assert props["process.roles"] == "broker,controller"
-    assert f'user_{kafka_broker.SASL_USER}="{kafka_broker.SASL_PASSWORD}"' in \
-        props["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    assert (
+        f'user_{kafka_broker.SASL_USER}="{kafka_broker.SASL_PASSWORD}"'
+        in props["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    )
 
 
 def test_cluster_ids_are_kafka_uuids_that_no_parser_takes_for_an_option():
@@ -139,7 +147,7 @@ def test_the_pool_keeps_one_broker_alive_and_notices_a_dead_one(tmp_path):
 
     def starter(release):
         broker = kafka_broker.Broker(release, tmp_path / release, 1, 2, 3, process=_FakeProcess())
-        broker.stop = lambda *a, **k: stopped.append(release)     # no process to end here
+        broker.stop = lambda *a, **k: stopped.append(release)  # no process to end here
         made.append(release)
         return broker
 

@@ -13,7 +13,7 @@ from kproto import compression
 from kproto.errors import CodecUnavailableError, CorruptRecordError, DecodeError
 from tests import spark_captures as sc
 
-pytest.importorskip("cramjam")   # the batches are written with it first
+pytest.importorskip("cramjam")  # the batches are written with it first
 
 
 @pytest.mark.parametrize("codec", ["snappy", "lz4", "zstd"])
@@ -39,7 +39,7 @@ def test_writing_without_the_codec(codec, monkeypatch):
         compression.compress(codec, b"abc")
     with pytest.raises(CodecUnavailableError):
         sc.records(2, codec)
-    assert compression.compress("gzip", b"abc")     # gzip is the standard library's
+    assert compression.compress("gzip", b"abc")  # gzip is the standard library's
 
 
 def test_pickles():

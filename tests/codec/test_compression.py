@@ -27,10 +27,13 @@ def test_skippable_frames_are_passed_over(codec):
     assert bytes(decompress(codec, skippable())) == b""
 
 
-@pytest.mark.parametrize("codec, message", [
-    ("lz4", "lz4 skippable frame truncated at byte {at}"),
-    ("zstd", "zstd skippable frame truncated"),
-])
+@pytest.mark.parametrize(
+    "codec, message",
+    [
+        ("lz4", "lz4 skippable frame truncated at byte {at}"),
+        ("zstd", "zstd skippable frame truncated"),
+    ],
+)
 def test_a_cut_skippable_frame(codec, message):
     frame = bytes(compress(codec, DATA))
     with pytest.raises(DecompressionError, match=f"^{message.format(at=len(frame))}$"):

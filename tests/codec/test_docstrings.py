@@ -32,7 +32,7 @@ def test_every_class_and_field_documented():
         for field_name in cls._field_names:
             assert f"\n    {field_name}: Kafka type " in doc, (name, struct, field_name)
         count += 1
-    assert count > 189   # every message plus its nested structs
+    assert count > 189  # every message plus its nested structs
 
 
 def test_produce_request_facts():
@@ -57,17 +57,26 @@ def test_instance_reads_the_class_doc():
     assert messages.MetadataRequest().__doc__ == messages.MetadataRequest.__doc__ == class_doc("MetadataRequest")
 
 
-@pytest.mark.parametrize("versions, text", [
-    ((0, 13), "v0-13"), ({4}, "v4"), ({0, 5, 6, 7}, "v0, v5-7"), (set(), "none"), (None, "none"),
-])
+@pytest.mark.parametrize(
+    "versions, text",
+    [
+        ((0, 13), "v0-13"),
+        ({4}, "v4"),
+        ({0, 5, 6, 7}, "v0, v5-7"),
+        (set(), "none"),
+        (None, "none"),
+    ],
+)
 def test_version_text(versions, text):
     assert version_text(versions) == text
 
 
 def test_docstrings_cost_nothing_at_import():
     """The text is written on first read: importing kproto or building a class writes none."""
-    code = ("import sys, kproto, kproto.messages as m; print('kproto.schema._docs' in sys.modules); "
-            "print(m.FetchRequest.__dict__['__doc__'].text is None)")
+    code = (
+        "import sys, kproto, kproto.messages as m; print('kproto.schema._docs' in sys.modules); "
+        "print(m.FetchRequest.__dict__['__doc__'].text is None)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "True"]
 

@@ -17,19 +17,37 @@ from tests.strategies import struct_strategy
 
 needs_extension = pytest.mark.skipif("c" not in _impl.available(), reason="the C extension is not built")
 
-CASES = [("MetadataResponse", 12), ("MetadataResponse", 1), ("FetchResponse", 12), ("FetchRequest", 13),
-         ("ProduceRequest", 9), ("ApiVersionsResponse", 3), ("JoinGroupRequest", 9),
-         ("DescribeConfigsResponse", 4), ("OffsetCommitRequest", 9)]
+CASES = [
+    ("MetadataResponse", 12),
+    ("MetadataResponse", 1),
+    ("FetchResponse", 12),
+    ("FetchRequest", 13),
+    ("ProduceRequest", 9),
+    ("ApiVersionsResponse", 3),
+    ("JoinGroupRequest", 9),
+    ("DescribeConfigsResponse", 4),
+    ("OffsetCommitRequest", 9),
+]
 
 
 def metadata_body() -> MetadataResponse:
     T, P = MetadataResponse.MetadataResponseTopic, MetadataResponse.MetadataResponsePartition
     return MetadataResponse(
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=1, host="h", port=9092, rack="r")],
-        cluster_id="c", controller_id=1,
-        topics=[T(name=f"t{t}", topic_id=uuid.UUID(int=t + 7), partitions=[
-            P(partition_index=p, leader_id=1, replica_nodes=[1, 2], isr_nodes=[1], offline_replicas=[])
-            for p in range(3)]) for t in range(4)])
+        cluster_id="c",
+        controller_id=1,
+        topics=[
+            T(
+                name=f"t{t}",
+                topic_id=uuid.UUID(int=t + 7),
+                partitions=[
+                    P(partition_index=p, leader_id=1, replica_nodes=[1, 2], isr_nodes=[1], offline_replicas=[])
+                    for p in range(3)
+                ],
+            )
+            for t in range(4)
+        ],
+    )
 
 
 @pytest.mark.parametrize("name,version", CASES, ids=[f"{n}-v{v}" for n, v in CASES])
@@ -48,29 +66,48 @@ def test_eager_and_lazy_decodes_are_equal(name, version, data):
 
 
 def fetch_body() -> FetchResponse:
-    return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[
-        FetchResponse.PartitionData(partition_index=p, high_watermark=10 ** 12, records=b"\x00" * 7)
-        for p in range(2)])])
+    return FetchResponse(
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="t",
+                partitions=[
+                    FetchResponse.PartitionData(partition_index=p, high_watermark=10**12, records=b"\x00" * 7)
+                    for p in range(2)
+                ],
+            )
+        ]
+    )
 
 
 def produce_body() -> ProduceRequest:
-    return ProduceRequest(acks=-1, timeout_ms=5, topic_data=[ProduceRequest.TopicProduceData(
-        name="t", partition_data=[ProduceRequest.PartitionProduceData(index=p, records=b"\x01" * 5)
-                                  for p in range(2)])])
+    return ProduceRequest(
+        acks=-1,
+        timeout_ms=5,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="t",
+                partition_data=[ProduceRequest.PartitionProduceData(index=p, records=b"\x01" * 5) for p in range(2)],
+            )
+        ],
+    )
 
 
 @needs_extension
 @pytest.mark.parametrize("name,version", [("MetadataResponse", 12), ("FetchResponse", 12), ("ProduceRequest", 9)])
 def test_eager_errors_are_the_lazy_ones_and_the_twins(name, version):
     # Cut anywhere, the one-pass build fails where the scan would: same class, path, offset, message.
-    data = {"MetadataResponse": metadata_body, "FetchResponse": fetch_body,
-            "ProduceRequest": produce_body}[name]().encode(version)
+    data = {"MetadataResponse": metadata_body, "FetchResponse": fetch_body, "ProduceRequest": produce_body}[
+        name
+    ]().encode(version)
     plan = schema.plan(name, version)
     c, py = _impl.load("codec", "c"), _impl.load("codec", "py")
     for cut in range(len(data)):
         errors = []
-        for decode in (lambda b: c.decode_struct(b, plan, lazy=False), lambda b: c.decode_struct(b, plan),
-                       lambda b: py.decode_struct(b, plan)):
+        for decode in (
+            lambda b: c.decode_struct(b, plan, lazy=False),
+            lambda b: c.decode_struct(b, plan),
+            lambda b: py.decode_struct(b, plan),
+        ):
             with pytest.raises(kproto.DecodeError) as info:
                 decode(data[:cut])
             errors.append((type(info.value), info.value.path, info.value.offset, str(info.value)))
@@ -87,13 +124,17 @@ def test_an_eager_decode_is_done_with_the_input():
     lazy = MetadataResponse.decode(buffer, 12)
     buffer[:] = bytes(len(buffer))
     assert eager == body
-    with pytest.raises(kproto.DecodeError):   # the lazy one's topics come from the zeroed bytes
-        lazy.topics   # noqa: B018
+    with pytest.raises(kproto.DecodeError):  # the lazy one's topics come from the zeroed bytes
+        lazy.topics  # noqa: B018
 
 
 def test_the_api_passes_lazy_through():
-    request = kproto.encode_request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="a")]),
-                                    version=12, correlation_id=3, client_id="me")
+    request = kproto.encode_request(
+        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="a")]),
+        version=12,
+        correlation_id=3,
+        client_id="me",
+    )
     assert kproto.decode_request(request, lazy=False).body == kproto.decode_request(request).body
     response = kproto.encode_response(metadata_body(), version=12, correlation_id=3)
     eager = kproto.decode_response(response, api_key=3, api_version=12, lazy=False)

@@ -17,7 +17,7 @@ def test_frame_reader_any_chunking(payloads, chunk):
     reader = FrameReader()
     out = []
     for i in range(0, len(stream), chunk):
-        out += reader.feed(stream[i:i + chunk])
+        out += reader.feed(stream[i : i + chunk])
     assert out == payloads
     assert reader.buffered == 0 and reader.offset == len(stream)
     reader.close()

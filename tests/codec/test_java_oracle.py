@@ -46,11 +46,22 @@ import pytest
 from kproto import _impl, schema
 from kproto.errors import DecodeError, EncodeError
 from kproto.schema import (
-    ARRAY, BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, RECORDS, STRING, UINT16, UINT32,
-    UUID, Message,
+    ARRAY,
+    BOOL,
+    BYTES,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    UINT16,
+    UINT32,
+    UUID,
+    Message,
 )
 from kproto.schema._shapes import F_CHILDREN, F_NAME, F_STRUCT, F_TYPE
-
 from tests.message_samples import samples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
@@ -71,7 +82,7 @@ OLDER_KAFKA = "3.9.2"
 def _start(version: str) -> JavaOracle:
     try:
         return JavaOracle(version)
-    except OracleUnavailable as exc:   # a missing tool fails, it never skips
+    except OracleUnavailable as exc:  # a missing tool fails, it never skips
         pytest.fail(f"Kafka {version}'s Java codec is not available: {exc}")
 
 
@@ -95,8 +106,13 @@ def api_case(api_key: int, version: int, direction: str) -> tuple[str, int, str]
 
 def matrix(apis: list[dict]) -> tuple[list[tuple], list[tuple], list[tuple]]:
     """(both, jar only, kproto only): (api_key, version, direction) of the jar and of kproto."""
-    jar = {(api["api_key"], v, d) for api in apis if "unusable" not in api
-           for v in range(api["lowest"], api["highest"] + 1) for d in DIRECTIONS}
+    jar = {
+        (api["api_key"], v, d)
+        for api in apis
+        if "unusable" not in api
+        for v in range(api["lowest"], api["highest"] + 1)
+        for d in DIRECTIONS
+    }
     ours = set()
     for key in schema.api_keys():
         lo, hi = schema.spec(schema.request_name(key))["valid_versions"]
@@ -107,8 +123,12 @@ def matrix(apis: list[dict]) -> tuple[list[tuple], list[tuple], list[tuple]]:
 def first_difference(expected, got, path: str = "") -> str | None:
     """Where two JSON values differ (types strictly: a bool is no int; NaN equals NaN), or None."""
     if isinstance(expected, float) and isinstance(got, float):
-        same = math.isnan(expected) and math.isnan(got) or \
-            expected == got and math.copysign(1, expected) == math.copysign(1, got)
+        same = (
+            math.isnan(expected)
+            and math.isnan(got)
+            or expected == got
+            and math.copysign(1, expected) == math.copysign(1, got)
+        )
         return None if same else f"{path}: kproto {expected!r}, Java {got!r}"
     if type(expected) is not type(got):
         return f"{path}: kproto {expected!r}, Java {got!r}"
@@ -153,8 +173,9 @@ def has_unknown_tags(value) -> bool:
     return False
 
 
-def check_case(oracle: JavaOracle, codecs: dict, name: str, version: int, target: str,
-               count: int) -> list[tuple[str, str]]:
+def check_case(
+    oracle: JavaOracle, codecs: dict, name: str, version: int, target: str, count: int
+) -> list[tuple[str, str]]:
     """(kind, text) of the disagreements over ``count`` messages of kproto's ``name`` at
     ``version``, which the oracle knows as ``target``."""
     plan = schema.plan(name, version)
@@ -173,8 +194,9 @@ def check_case(oracle: JavaOracle, codecs: dict, name: str, version: int, target
             found = first_difference(fields, codec.decode_struct(data, plan).to_dict(), "")
             if found:
                 problems.append((WIRE, f"{where} #{i}: {name} decodes its encoding otherwise: {found}"))
-        bare = codecs[next(iter(codecs))].encode_struct(without_unknown_tags(obj), plan) \
-            if has_unknown_tags(obj) else data
+        bare = (
+            codecs[next(iter(codecs))].encode_struct(without_unknown_tags(obj), plan) if has_unknown_tags(obj) else data
+        )
         expectations.append((i, data, fields, bare))
         requests.append(("parse", target, version, data.hex()))
         as_json = kafka_json(fields, plan, records_as_size=False, omit_default_tags=False)
@@ -195,26 +217,30 @@ WIRE, JSON, JSON_ENCODE = "wire", "json", "json-encode"
 TABLE_DIFFERENCES: dict[tuple[str, int], tuple[str, set[str]]] = {}
 
 
-def compare(where: str, plan, data: bytes, fields: dict, bare: bytes, parsed: dict,
-            encoded: dict) -> list[tuple[str, str]]:
+def compare(
+    where: str, plan, data: bytes, fields: dict, bare: bytes, parsed: dict, encoded: dict
+) -> list[tuple[str, str]]:
     problems = []
     if not parsed["ok"]:
-        problems.append((WIRE, f"{where}: Java cannot read kproto's bytes ({parsed['stage']}: "
-                                f"{parsed['error']}); bytes {data.hex()}"))
+        problems.append(
+            (
+                WIRE,
+                f"{where}: Java cannot read kproto's bytes ({parsed['stage']}: {parsed['error']}); bytes {data.hex()}",
+            )
+        )
     else:
         if parsed["hex"] != data.hex():
-            problems.append((WIRE, f"{where}: Java writes back other bytes: kproto {data.hex()}, "
-                                    f"Java {parsed['hex']}"))
+            problems.append((WIRE, f"{where}: Java writes back other bytes: kproto {data.hex()}, Java {parsed['hex']}"))
         expected = kafka_json(fields, plan, records_as_size=True, omit_default_tags=True)
         found = first_difference(expected, parsed["json"], plan.name)
         if found:
             problems.append((JSON, f"{where}: JSON differs at {found}"))
     if not encoded["ok"]:
-        problems.append((JSON_ENCODE, f"{where}: Java cannot encode kproto's JSON ({encoded['stage']}: "
-                                      f"{encoded['error']})"))
+        problems.append(
+            (JSON_ENCODE, f"{where}: Java cannot encode kproto's JSON ({encoded['stage']}: {encoded['error']})")
+        )
     elif encoded["hex"] != bare.hex():
-        problems.append((JSON_ENCODE, f"{where}: Java encodes other bytes: kproto {bare.hex()}, "
-                                      f"Java {encoded['hex']}"))
+        problems.append((JSON_ENCODE, f"{where}: Java encodes other bytes: kproto {bare.hex()}, Java {encoded['hex']}"))
     return problems
 
 
@@ -233,21 +259,24 @@ def check_cases(oracle: JavaOracle, cases: list[tuple], differences: dict) -> tu
         elif found:
             failing.add((name, version))
             problems += [text for _, text in found]
-    print(f"\nKafka {oracle.version} Java codec vs kproto ({', '.join(codecs)}), {MESSAGES_PER_CASE} messages "
-          f"per case: {len(cases) - len(failing) - len(known)} of {len(cases)} (message, version) "
-          f"cases agree both ways; {len(problems)} disagreements in {len(failing)} cases; "
-          f"{len(known)} cases differ as TABLE_DIFFERENCES says ({sum(known.values())} disagreements).")
+    print(
+        f"\nKafka {oracle.version} Java codec vs kproto ({', '.join(codecs)}), {MESSAGES_PER_CASE} messages "
+        f"per case: {len(cases) - len(failing) - len(known)} of {len(cases)} (message, version) "
+        f"cases agree both ways; {len(problems)} disagreements in {len(failing)} cases; "
+        f"{len(known)} cases differ as TABLE_DIFFERENCES says ({sum(known.values())} disagreements)."
+    )
     return failing, problems, known
 
 
 def test_kproto_agrees_with_kafkas_java_codec(oracle):
     both, jar_only, kproto_only = matrix(oracle.apis())
     failing, problems, known = check_cases(oracle, [api_case(*c) for c in both], TABLE_DIFFERENCES)
-    print(f"Not compared with Kafka {oracle.version}: {len(jar_only)} cases only its jar knows "
-          f"({_summary(jar_only)}); {len(kproto_only)} only kproto knows ({_summary(kproto_only)}).")
+    print(
+        f"Not compared with Kafka {oracle.version}: {len(jar_only)} cases only its jar knows "
+        f"({_summary(jar_only)}); {len(kproto_only)} only kproto knows ({_summary(kproto_only)})."
+    )
     assert len(both) > 500, "too few cases in common: is the oracle listing the jar's APIs?"
-    assert not problems, f"{len(problems)} disagreements in {len(failing)} cases:\n" + \
-        "\n".join(problems[:SHOWN])
+    assert not problems, f"{len(problems)} disagreements in {len(failing)} cases:\n" + "\n".join(problems[:SHOWN])
     agree_now = sorted(set(TABLE_DIFFERENCES) - set(known))
     assert not agree_now, f"these cases agree with Java now: remove them from TABLE_DIFFERENCES: {agree_now}"
 
@@ -260,11 +289,12 @@ def test_versions_kafka_4_removed_agree_with_kafka_3_9(oracle, older_oracle):
     cases = sorted(set(kproto_only) & set(older_both))
     failing, problems, _known = check_cases(older_oracle, [api_case(*c) for c in cases], {})
     nowhere = sorted(set(kproto_only) - set(older_both))
-    print(f"Of the {len(kproto_only)} cases Kafka {oracle.version} lacks, {len(cases)} were compared with "
-          f"Kafka {older_oracle.version}; {len(nowhere)} are in neither jar ({_summary(nowhere)}).")
+    print(
+        f"Of the {len(kproto_only)} cases Kafka {oracle.version} lacks, {len(cases)} were compared with "
+        f"Kafka {older_oracle.version}; {len(nowhere)} are in neither jar ({_summary(nowhere)})."
+    )
     assert len(cases) > 100, "too few cases: is the oracle listing the jar's APIs?"
-    assert not problems, f"{len(problems)} disagreements in {len(failing)} cases:\n" + \
-        "\n".join(problems[:SHOWN])
+    assert not problems, f"{len(problems)} disagreements in {len(failing)} cases:\n" + "\n".join(problems[:SHOWN])
 
 
 #: Damaged bodies per (API, version, direction): cut, one byte changed or one inserted.
@@ -276,7 +306,7 @@ def _damage(data: bytes, rng: random.Random) -> bytes:
     if roll < 0.3:
         return data[:at]
     if roll < 0.8 and at < len(data):
-        return data[:at] + bytes([rng.randrange(256)]) + data[at + 1:]
+        return data[:at] + bytes([rng.randrange(256)]) + data[at + 1 :]
     return data[:at] + bytes([rng.randrange(256)]) + data[at:]
 
 
@@ -285,7 +315,7 @@ def _kproto_reencodes(codecs: dict, data: bytes, plan) -> set:
     DecodeError's reason."""
     out = set()
     for name, codec in codecs.items():
-        for lazy in ((True, False) if name == "c" else (True,)):
+        for lazy in (True, False) if name == "c" else (True,):
             try:
                 decoded = codec.decode_struct(data, plan, lazy=lazy)
             except DecodeError as exc:
@@ -316,8 +346,11 @@ def damage_verdict(data: bytes, ours: tuple[str, str], java: dict) -> str:
     if outcome == "refused" and not java["ok"]:
         return "both refuse"
     if outcome == "refused":
-        return "Java reads leniently" if java["hex"] != data.hex() else \
-            f"kproto refuses ({detail}) bytes Java reads and writes back unchanged"
+        return (
+            "Java reads leniently"
+            if java["hex"] != data.hex()
+            else f"kproto refuses ({detail}) bytes Java reads and writes back unchanged"
+        )
     if detail != data.hex():
         return "kproto reads leniently"
     if any(k in java["error"] for k in JAVA_STRICTER):
@@ -325,8 +358,7 @@ def damage_verdict(data: bytes, ours: tuple[str, str], java: dict) -> str:
     return f"Java refuses ({java['error']}) bytes kproto reads and writes back unchanged"
 
 
-ACCEPTED = ("both read", "both refuse", "Java reads leniently", "kproto reads leniently",
-            "Java refuses on purpose")
+ACCEPTED = ("both read", "both refuse", "Java reads leniently", "kproto reads leniently", "Java refuses on purpose")
 
 
 @pytest.mark.parametrize("release", ["newest", "older"])
@@ -343,8 +375,10 @@ def test_damaged_bytes_are_read_or_refused_as_kafka_does(oracle, older_oracle, r
             continue
         plan = schema.plan(name, version)
         rng = random.Random(zlib.crc32(f"damage {target} {version}".encode()))
-        bodies = [codecs[next(iter(codecs))].encode_struct(obj, plan)
-                  for obj in samples(plan, DAMAGED_PER_CASE // 3, seed=rng.randrange(2**32))]
+        bodies = [
+            codecs[next(iter(codecs))].encode_struct(obj, plan)
+            for obj in samples(plan, DAMAGED_PER_CASE // 3, seed=rng.randrange(2**32))
+        ]
         damaged = [_damage(body, rng) for body in bodies for _ in range(3)]
         answers = oracle.ask([("parse", target, version, data.hex()) for data in damaged])
         for data, answer in zip(damaged, answers):
@@ -363,12 +397,24 @@ def test_damaged_bytes_are_read_or_refused_as_kafka_does(oracle, older_oracle, r
 
 
 # A value other than each kind's usual default, for the fields a version lacks.
-_OTHER = {BOOL: True, INT8: 5, INT16: 5, INT32: 5, INT64: 5, UINT16: 5, UINT32: 5, FLOAT64: 1.5,
-          UUID: uuid.UUID(int=5), STRING: "x", BYTES: b"x", RECORDS: b"x"}
+_OTHER = {
+    BOOL: True,
+    INT8: 5,
+    INT16: 5,
+    INT32: 5,
+    INT64: 5,
+    UINT16: 5,
+    UINT32: 5,
+    FLOAT64: 1.5,
+    UUID: uuid.UUID(int=5),
+    STRING: "x",
+    BYTES: b"x",
+    RECORDS: b"x",
+}
 
 
 def _other_value(op, element_type: str):
-    if op.kind == ARRAY:   # an absent field's plan has no element kind: take Kafka's type name
+    if op.kind == ARRAY:  # an absent field's plan has no element kind: take Kafka's type name
         return [_OTHER[schema.KIND_OF_TYPE[element_type]]]
     value = _OTHER[op.kind]
     if value == op.default:
@@ -394,8 +440,11 @@ def _field_types(message: str) -> dict[tuple[str, str], str]:
 def _in_some_version(name: str, field: str, versions: range) -> bool:
     """Whether a top-level field of message ``name`` exists in any of ``versions``."""
     lo, hi = schema.spec(name)["valid_versions"]
-    return any(field in {op.name for op in schema.plan(name, v).fields + schema.plan(name, v).tagged}
-               for v in versions if lo <= v <= hi)
+    return any(
+        field in {op.name for op in schema.plan(name, v).fields + schema.plan(name, v).tagged}
+        for v in versions
+        if lo <= v <= hi
+    )
 
 
 @pytest.mark.parametrize("release", ["newest", "older"])
@@ -404,26 +453,29 @@ def test_fields_a_version_lacks_are_refused_or_dropped_as_kafka_does(oracle, old
     # field is ignorable (then it drops it); kproto's encoder must decide the same way.
     both, _, kproto_only = matrix(oracle.apis())
     known_versions = None
-    if release == "older":   # the versions Kafka 4 removed, against Kafka 3.9
+    if release == "older":  # the versions Kafka 4 removed, against Kafka 3.9
         oracle, both = older_oracle, sorted(set(kproto_only) & set(matrix(older_oracle.apis())[0]))
-        known_versions = {api["api_key"]: range(api["lowest"], api["highest"] + 1)
-                          for api in older_oracle.apis() if "unusable" not in api}
+        known_versions = {
+            api["api_key"]: range(api["lowest"], api["highest"] + 1)
+            for api in older_oracle.apis()
+            if "unusable" not in api
+        }
     codecs = [_impl.load("codec", name) for name in _impl.available()]
     checks, requests, problems = [], [], []
     for name, version, target in [api_case(*c) for c in both]:
         plan = schema.plan(name, version)
         if release == "newest" and any(name == known for known, _ in TABLE_DIFFERENCES):
-            continue   # a renamed field's JSON name is the newest jar's
+            continue  # a renamed field's JSON name is the newest jar's
         names = java_oracle._kafka_names(plan.cls._message_name)
         types = _field_types(plan.cls._message_name)
         base = kafka_json(plan.cls().to_dict(), plan, records_as_size=False, omit_default_tags=False)
         for op in plan.absent:
             if op.struct_cls is not None:
-                continue   # a struct of a version that lacks it has no JSON form
+                continue  # a struct of a version that lacks it has no JSON form
             older_versions = known_versions and known_versions[int(target.split(":")[0])]
             if older_versions and not _in_some_version(name, op.name, older_versions):
-                continue   # a field newer than the older jar: its class has no such field to judge
-            element = types[plan.name, op.name].removeprefix("[]")   # the type, or its elements'
+                continue  # a field newer than the older jar: its class has no such field to judge
+            element = types[plan.name, op.name].removeprefix("[]")  # the type, or its elements'
             obj = plan.cls(**{op.name: _other_value(op, element)})
             ours = set()
             for codec in codecs:
@@ -437,9 +489,11 @@ def test_fields_a_version_lacks_are_refused_or_dropped_as_kafka_does(oracle, old
             ours = ours.pop()
             value, kind = obj.to_dict()[op.name], schema.KIND_OF_TYPE[element]
             as_json = dict(base)
-            as_json[names[plan.name, op.name]] = \
-                [java_oracle._kafka_value(op, kind, v, False, False) for v in value] if op.kind == ARRAY \
+            as_json[names[plan.name, op.name]] = (
+                [java_oracle._kafka_value(op, kind, v, False, False) for v in value]
+                if op.kind == ARRAY
                 else java_oracle._kafka_value(op, kind, value, False, False)
+            )
             checks.append((f"{name} v{version} {op.name} (ignorable: {op.ignorable})", ours))
             requests.append(("encode", target, version, json.dumps(as_json, separators=(",", ":"))))
     for (where, ours), answer in zip(checks, oracle.ask(requests)):
@@ -447,11 +501,15 @@ def test_fields_a_version_lacks_are_refused_or_dropped_as_kafka_does(oracle, old
         if not answer["ok"] and answer["stage"] != "write":
             problems.append(f"{where}: Java cannot read the JSON form ({answer['error']})")
         elif ours != theirs:
-            problems.append(f"{where}: kproto {'refuses' if ours is None else 'writes ' + ours}, "
-                            f"Java {'refuses: ' + answer['error'] if theirs is None else 'writes ' + theirs}")
+            problems.append(
+                f"{where}: kproto {'refuses' if ours is None else 'writes ' + ours}, "
+                f"Java {'refuses: ' + answer['error'] if theirs is None else 'writes ' + theirs}"
+            )
     refused = sum(ours is None for _, ours in checks)
-    print(f"Kafka {oracle.version}: fields a version lacks, given a non-default value: {len(checks)} checked, "
-          f"{refused} refused by both, {len(checks) - refused - len(problems)} dropped by both.")
+    print(
+        f"Kafka {oracle.version}: fields a version lacks, given a non-default value: {len(checks)} checked, "
+        f"{refused} refused by both, {len(checks) - refused - len(problems)} dropped by both."
+    )
     assert len(checks) > 50 and refused > 0
     assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:SHOWN])
 
@@ -476,11 +534,12 @@ def test_headers_and_data_types_agree_with_kafkas_java_codec(oracle):
             else:
                 missing.append((name, version))
     failing, problems, _known = check_cases(oracle, cases, {})
-    print(f"Headers and data types: {len(cases)} (message, version) cases compared; "
-          f"not in the Kafka {oracle.version} jar: {missing or 'none'}.")
+    print(
+        f"Headers and data types: {len(cases)} (message, version) cases compared; "
+        f"not in the Kafka {oracle.version} jar: {missing or 'none'}."
+    )
     assert {name for name, _, _ in cases} >= {"RequestHeader", "ResponseHeader", "ConsumerProtocolAssignment"}
-    assert not problems, f"{len(problems)} disagreements in {len(failing)} cases:\n" + \
-        "\n".join(problems[:SHOWN])
+    assert not problems, f"{len(problems)} disagreements in {len(failing)} cases:\n" + "\n".join(problems[:SHOWN])
 
 
 def _summary(cases: list[tuple]) -> str:
@@ -488,23 +547,30 @@ def _summary(cases: list[tuple]) -> str:
     versions: dict[int, set[int]] = {}
     for key, version, _direction in cases:
         versions.setdefault(key, set()).add(version)
-    return ", ".join(f"{key} v{min(vs)}-{max(vs)}" if len(vs) > 1 else f"{key} v{min(vs)}"
-                     for key, vs in sorted(versions.items())) or "none"
+    return (
+        ", ".join(
+            f"{key} v{min(vs)}-{max(vs)}" if len(vs) > 1 else f"{key} v{min(vs)}"
+            for key, vs in sorted(versions.items())
+        )
+        or "none"
+    )
 
 
 def test_oracle_reports_bad_input_without_stopping(oracle):
     # Truncated, over-long and malformed input each answer an error line, and the JVM goes on.
-    answers = oracle.ask([
-        ("parse", "18:request", 3, "00"),                  # truncated
-        ("parse", "18:request", 0, "00"),                  # a byte too many
-        ("parse", "18:request", 0, "zz"),                  # not hex
-        ("parse", "9999:request", 0, ""),                  # no such API
-        ("parse", "NoSuchMessageData", 0, ""),             # no such class
-        ("parse", "18:request", 99, ""),                   # no such version
-        ("encode", "18:request", 3, "{not json"),
-        ("bogus",),
-        ("parse", "18:request", 0, ""),                    # and a good one after them
-    ])
+    answers = oracle.ask(
+        [
+            ("parse", "18:request", 3, "00"),  # truncated
+            ("parse", "18:request", 0, "00"),  # a byte too many
+            ("parse", "18:request", 0, "zz"),  # not hex
+            ("parse", "9999:request", 0, ""),  # no such API
+            ("parse", "NoSuchMessageData", 0, ""),  # no such class
+            ("parse", "18:request", 99, ""),  # no such version
+            ("encode", "18:request", 3, "{not json"),
+            ("bogus",),
+            ("parse", "18:request", 0, ""),  # and a good one after them
+        ]
+    )
     assert [a["ok"] for a in answers] == [False] * 8 + [True]
     assert answers[1]["error"] == "1 of 1 bytes left unread"
     assert answers[-1]["hex"] == "" and answers[-1]["json"] == {}

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from kproto import schema
-
 from tests.strategies import struct_strategy
 
 kafka_protocol = pytest.importorskip("kafka.protocol")
@@ -30,15 +29,21 @@ def _kafka_python_messages() -> dict:
             yield sub
             yield from subclasses(sub)
 
-    return {c.name: c for c in subclasses(ApiMessage)
-            if getattr(c, "_class_version", None) is None and getattr(c, "_json", None)}
+    return {
+        c.name: c
+        for c in subclasses(ApiMessage)
+        if getattr(c, "_class_version", None) is None and getattr(c, "_json", None)
+    }
 
 
 THEIRS = _kafka_python_messages()
 CASES = []
 for _name, _cls in sorted(THEIRS.items()):
-    lo, hi = (int(x) for x in _cls._json["validVersions"].split("-")) if "-" in _cls._json["validVersions"] \
+    lo, hi = (
+        (int(x) for x in _cls._json["validVersions"].split("-"))
+        if "-" in _cls._json["validVersions"]
         else (int(_cls._json["validVersions"]), int(_cls._json["validVersions"]))
+    )
     try:
         ours = schema.spec(_name)["valid_versions"]
     except KeyError:
@@ -64,7 +69,7 @@ def test_bytes_agree_with_kafka_python(name, version):
             obj.error_code = 0
         ours = obj.encode(version)
         decoded_there = theirs.decode(ours, version=version)
-        decoded_there._header = None   # their decode skips __init__, their encode expects it
+        decoded_there._header = None  # their decode skips __init__, their encode expects it
         reencoded = bytes(decoded_there.encode(version=version))
         assert reencoded == ours
         assert type(obj).decode(reencoded, version) == obj

@@ -23,15 +23,31 @@ def metadata_body() -> MetadataResponse:
     T, P = MetadataResponse.MetadataResponseTopic, MetadataResponse.MetadataResponsePartition
     return MetadataResponse(
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=1, host="h", port=9092, rack=None)],
-        cluster_id="c", controller_id=1,
-        topics=[T(name=f"t{t}", topic_id=uuid.UUID(int=t + 7), partitions=[
-            P(partition_index=p, leader_id=1, replica_nodes=[1, 2], isr_nodes=[1], offline_replicas=[])
-            for p in range(3)]) for t in range(4)])
+        cluster_id="c",
+        controller_id=1,
+        topics=[
+            T(
+                name=f"t{t}",
+                topic_id=uuid.UUID(int=t + 7),
+                partitions=[
+                    P(partition_index=p, leader_id=1, replica_nodes=[1, 2], isr_nodes=[1], offline_replicas=[])
+                    for p in range(3)
+                ],
+            )
+            for t in range(4)
+        ],
+    )
 
 
 def fetch_body() -> FetchResponse:
-    return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[
-        FetchResponse.PartitionData(partition_index=p, records=b"\x00" * 20) for p in range(3)])])
+    return FetchResponse(
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="t",
+                partitions=[FetchResponse.PartitionData(partition_index=p, records=b"\x00" * 20) for p in range(3)],
+            )
+        ]
+    )
 
 
 def c_decode(message, version: int, data=None):
@@ -49,17 +65,23 @@ def test_decoded_trees_are_left_out_of_the_cyclic_gc():
         assert not gc.is_tracked(topic.partitions)
         for partition in topic.partitions:
             assert not gc.is_tracked(partition)
-            assert not any(gc.is_tracked(v) for v in
-                           (partition.replica_nodes, partition.isr_nodes, partition.offline_replicas))
+            assert not any(
+                gc.is_tracked(v) for v in (partition.replica_nodes, partition.isr_nodes, partition.offline_replicas)
+            )
 
 
 @needs_extension
 def test_fetch_partitions_with_default_structs_and_record_views_are_untracked():
     decoded = c_decode(fetch_body(), 12)
     partition = decoded.responses[0].partitions[0]
-    assert partition.current_leader == FetchResponse.LeaderIdAndEpoch()   # a struct of defaults
-    for value in (partition, partition.current_leader, partition.snapshot_id, partition.records,
-                  partition.aborted_transactions):
+    assert partition.current_leader == FetchResponse.LeaderIdAndEpoch()  # a struct of defaults
+    for value in (
+        partition,
+        partition.current_leader,
+        partition.snapshot_id,
+        partition.records,
+        partition.aborted_transactions,
+    ):
         assert not gc.is_tracked(value)
 
 
@@ -78,7 +100,7 @@ def test_assigning_a_struct_array_tracks_the_struct_again_so_cycles_are_collecte
     decoded = c_decode(metadata_body(), 12)
     topic = decoded.topics[0]
     assert not gc.is_tracked(topic)
-    partitions = [topic]            # a cycle: topic -> list -> topic
+    partitions = [topic]  # a cycle: topic -> list -> topic
     topic.partitions = partitions
     assert gc.is_tracked(topic)
     del decoded
@@ -105,18 +127,19 @@ def test_materialised_messages_agree_between_implementations(message, version):
         first = obj.topics[0] if isinstance(obj, MetadataResponse) else obj.responses[0]
         first.partitions[0].partition_index = 99
         again = type(message).decode(obj.encode(version), version)
-        assert (again.topics[0] if isinstance(obj, MetadataResponse) else again.responses[0]) \
-            .partitions[0].partition_index == 99
+        assert (again.topics[0] if isinstance(obj, MetadataResponse) else again.responses[0]).partitions[
+            0
+        ].partition_index == 99
 
 
 def test_bad_input_in_a_nested_array_still_fails_at_decode():
     data = bytearray(metadata_body().encode(12))
-    data[-2] = 0x7F      # the last topic's tagged-field count: more than the bytes left
+    data[-2] = 0x7F  # the last topic's tagged-field count: more than the bytes left
     plan = schema.plan("MetadataResponse", 12)
     errors = []
     for name in _impl.available():
         with pytest.raises(kproto.DecodeError) as info:
-            _impl.load("codec", name).decode_struct(bytes(data), plan)   # at decode, not on first read
+            _impl.load("codec", name).decode_struct(bytes(data), plan)  # at decode, not on first read
         errors.append((type(info.value), str(info.value), info.value.offset))
     assert "topics[3]" in errors[0][1]
     assert all(error == errors[0] for error in errors)
@@ -127,6 +150,7 @@ def test_bad_input_in_a_nested_array_still_fails_at_decode():
 # deallocator (kproto/_c/kp_structs.h); every instance owns a reference to its class,
 # so the class's reference count tells whether instances were made and freed right.
 
+
 class Alive:
     """A value whose weak reference says whether a slot released it."""
 
@@ -135,8 +159,8 @@ class Alive:
 def test_freed_structs_release_their_values_and_their_class():
     P = MetadataResponse.MetadataResponsePartition
     data = metadata_body().encode(12)
-    assert c_decode(metadata_body(), 12, data).topics   # the free list and the plans are warm
-    gc.collect()    # earlier tests' garbage holds instances too: freed now, not mid-count
+    assert c_decode(metadata_body(), 12, data).topics  # the free list and the plans are warm
+    gc.collect()  # earlier tests' garbage holds instances too: freed now, not mid-count
     before = sys.getrefcount(P)
     for _ in range(50):
         decoded = c_decode(metadata_body(), 12, data)
@@ -153,11 +177,11 @@ def test_freed_structs_release_their_values_and_their_class():
 @needs_extension
 def test_a_subclass_of_a_generated_class_frees_its_own_attributes_and_the_slots():
     B = MetadataResponse.MetadataResponseBroker
-    assert c_decode(metadata_body(), 12).brokers   # the class has the C deallocator now
+    assert c_decode(metadata_body(), 12).brokers  # the class has the C deallocator now
     gc.collect()
 
     class Broker(B):
-        pass   # a __dict__ and a __weakref__ slot of its own, past the generated slots
+        pass  # a __dict__ and a __weakref__ slot of its own, past the generated slots
 
     before = sys.getrefcount(Broker), sys.getrefcount(B)
     for _ in range(3):
@@ -177,7 +201,7 @@ def test_absent_struct_fields_are_built_on_first_read():
     decoded = c_decode(fetch_body(), 12)
     partitions = decoded.responses[0].partitions
     gc.collect()
-    before = sys.getrefcount(L)     # no LeaderIdAndEpoch made by the decode
+    before = sys.getrefcount(L)  # no LeaderIdAndEpoch made by the decode
     leader = partitions[0].current_leader
     assert sys.getrefcount(L) == before + 1
     assert leader == L() and partitions[0].current_leader is leader
@@ -189,9 +213,9 @@ def test_absent_struct_fields_are_built_on_first_read():
 def test_unread_absent_structs_encode_as_their_defaults(version):
     data = fetch_body().encode(12)
     decoded = c_decode(fetch_body(), 12, data)
-    assert decoded.encode(12) == data   # untouched: the tagged fields stay out
+    assert decoded.encode(12) == data  # untouched: the tagged fields stay out
     assert decoded.encode(version) == fetch_body().encode(version)
-    assert decoded.responses[0].partitions   # built, the default structs still unread
+    assert decoded.responses[0].partitions  # built, the default structs still unread
     assert decoded.encode(version) == fetch_body().encode(version)
     decoded.responses[0].partitions[2].current_leader.leader_id = 4
     expected = fetch_body()
@@ -203,7 +227,7 @@ def test_unread_absent_structs_encode_as_their_defaults(version):
 @needs_extension
 def test_copies_and_pickles_of_decoded_messages_carry_the_defaults():
     decoded = c_decode(fetch_body(), 12)
-    decoded.responses[0].partitions[0].records = b"\x00" * 20   # Records views do not pickle
+    decoded.responses[0].partitions[0].records = b"\x00" * 20  # Records views do not pickle
     decoded.responses[0].partitions[1].records = b"\x00" * 20
     decoded.responses[0].partitions[2].records = b"\x00" * 20
     for other in (copy.deepcopy(decoded), pickle.loads(pickle.dumps(decoded))):

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 
 from kproto import _impl, schema
 from kproto.errors import DecodeError
-
 from tests.strategies import struct_strategy
 from tests.twin_selection import implementations
 
@@ -29,7 +28,7 @@ API_CASES = [(n, v) for n, v in CASES if schema.spec(n)["type"] in ("request", "
 
 
 def test_every_api_has_request_and_response_for_every_version():
-    assert len(API_CASES) >= 736     # 95 API keys (0-94), 368 versions each way
+    assert len(API_CASES) >= 736  # 95 API keys (0-94), 368 versions each way
     for key in schema.api_keys():
         req, resp = schema.spec(schema.request_name(key)), schema.spec(schema.response_name(key))
         assert req["valid_versions"] == resp["valid_versions"], key
@@ -44,8 +43,7 @@ def test_roundtrip(name, version):
     plan = schema.plan(name, version)
     codecs = _codecs()
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(struct_strategy(plan, unknown_tags=True))
     def check(obj):
         outputs = []
@@ -63,10 +61,19 @@ def test_roundtrip(name, version):
 
 
 # A sample of messages for the every-offset truncation test (each decoder family).
-TRUNCATION_CASES = [("MetadataResponse", 12), ("MetadataResponse", 0), ("FetchResponse", 16),
-                    ("ProduceRequest", 9), ("ApiVersionsResponse", 3), ("JoinGroupRequest", 9),
-                    ("DescribeConfigsResponse", 4), ("CreateTopicsRequest", 7), ("FetchRequest", 13),
-                    ("ConsumerGroupHeartbeatResponse", 0), ("OffsetCommitRequest", 9)]
+TRUNCATION_CASES = [
+    ("MetadataResponse", 12),
+    ("MetadataResponse", 0),
+    ("FetchResponse", 16),
+    ("ProduceRequest", 9),
+    ("ApiVersionsResponse", 3),
+    ("JoinGroupRequest", 9),
+    ("DescribeConfigsResponse", 4),
+    ("CreateTopicsRequest", 7),
+    ("FetchRequest", 13),
+    ("ConsumerGroupHeartbeatResponse", 0),
+    ("OffsetCommitRequest", 9),
+]
 
 
 @pytest.mark.parametrize("name,version", TRUNCATION_CASES)
@@ -75,8 +82,11 @@ def test_truncation_at_every_offset_names_path_and_offset(name, version):
 
     plan = schema.plan(name, version)
     # A sample big enough to have nested structures.
-    obj = find(struct_strategy(plan), lambda o: len(o.encode(version)) > 40,
-               settings=settings(max_examples=500, database=None, derandomize=True))
+    obj = find(
+        struct_strategy(plan),
+        lambda o: len(o.encode(version)) > 40,
+        settings=settings(max_examples=500, database=None, derandomize=True),
+    )
     data = obj.encode(version)
     for codec in _codecs():
         for cut in range(len(data)):
@@ -96,8 +106,13 @@ def test_unknown_tagged_fields_survive_at_every_level():
     B = MetadataResponse.MetadataResponseBroker
     obj = MetadataResponse(
         brokers=[B(node_id=1, host="h", port=1, _unknown_tags={7: b"b"})],
-        topics=[T(name="t", partitions=[P(partition_index=0, _unknown_tags={0: b"", 99: b"pp"})],
-                  _unknown_tags={3: b"topic"})],
+        topics=[
+            T(
+                name="t",
+                partitions=[P(partition_index=0, _unknown_tags={0: b"", 99: b"pp"})],
+                _unknown_tags={3: b"topic"},
+            )
+        ],
         _unknown_tags={1000: b"root"},
     )
     plan = schema.plan("MetadataResponse", 12)
@@ -118,8 +133,8 @@ def _non_canonical_metadata_response():
     canonical = MetadataResponse(topics=[topic(name="t", is_internal=True)]).encode(12)
     not_internal = MetadataResponse(topics=[topic(name="t", is_internal=False)]).encode(12)
     [bool_at] = [i for i, (a, b) in enumerate(zip(canonical, not_internal)) if a != b]
-    assert canonical[bool_at + 1] == 1   # the partitions array follows: compact length 1, empty
-    loose = canonical[:bool_at] + b"\x02\x81\x00" + canonical[bool_at + 2:]
+    assert canonical[bool_at + 1] == 1  # the partitions array follows: compact length 1, empty
+    loose = canonical[:bool_at] + b"\x02\x81\x00" + canonical[bool_at + 2 :]
     return canonical, loose
 
 

@@ -22,10 +22,21 @@ def metadata_body() -> MetadataResponse:
     T, P = MetadataResponse.MetadataResponseTopic, MetadataResponse.MetadataResponsePartition
     body = MetadataResponse(
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=1, host="h", port=9092, rack=None)],
-        cluster_id="c", controller_id=1,
-        topics=[T(name=f"t{t}", topic_id=uuid.UUID(int=t + 7), is_internal=bool(t % 2), partitions=[
-            P(partition_index=p, leader_id=1, replica_nodes=[1, 2], isr_nodes=[1], offline_replicas=[])
-            for p in range(2)]) for t in range(2)])
+        cluster_id="c",
+        controller_id=1,
+        topics=[
+            T(
+                name=f"t{t}",
+                topic_id=uuid.UUID(int=t + 7),
+                is_internal=bool(t % 2),
+                partitions=[
+                    P(partition_index=p, leader_id=1, replica_nodes=[1, 2], isr_nodes=[1], offline_replicas=[])
+                    for p in range(2)
+                ],
+            )
+            for t in range(2)
+        ],
+    )
     body.topics[1]._unknown_tags = {9: b"\x01\x02"}
     return body
 
@@ -35,7 +46,7 @@ def decode_everything(codec, data: bytes, plan) -> int:
     message = codec.decode_struct(data, plan)
     count = sum(len(p.replica_nodes) for t in message.topics for p in t.partitions)
     for cut in (len(data) // 3, len(data) // 2, len(data) - 2):
-        try:   # not pytest.raises: it keeps a little memory for each use
+        try:  # not pytest.raises: it keeps a little memory for each use
             codec.decode_struct(data[:cut], plan)
         except kproto.DecodeError:
             count += 1
@@ -47,10 +58,10 @@ def test_decoding_leaves_no_reference_behind():
     codec = _impl.load("codec", "c")
     plan = schema.plan("MetadataResponse", 12)
     data = metadata_body().encode(12)
-    assert decode_everything(codec, data, plan) == 8 + 3   # 8 replicas, 3 failed decodes
+    assert decode_everything(codec, data, plan) == 8 + 3  # 8 replicas, 3 failed decodes
     tracemalloc.start()
     try:
-        for _ in range(200):    # caches and free lists settle first, under tracing too
+        for _ in range(200):  # caches and free lists settle first, under tracing too
             decode_everything(codec, data, plan)
         before, _ = tracemalloc.get_traced_memory()
         for _ in range(2000):
@@ -85,13 +96,24 @@ def test_a_fixed_width_run_cut_anywhere_fails_as_field_by_field(name, version):
         body = metadata_body()
     elif name == "ApiVersionsResponse":
         from kproto.messages import ApiVersionsResponse
-        body = ApiVersionsResponse(api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=0, max_version=k)
-                                             for k in range(4)])
+
+        body = ApiVersionsResponse(
+            api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=0, max_version=k) for k in range(4)]
+        )
     else:
         from kproto.messages import FetchResponse
-        body = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[
-            FetchResponse.PartitionData(partition_index=p, high_watermark=10 ** 12, records=b"")
-            for p in range(2)])])
+
+        body = FetchResponse(
+            responses=[
+                FetchResponse.FetchableTopicResponse(
+                    topic="t",
+                    partitions=[
+                        FetchResponse.PartitionData(partition_index=p, high_watermark=10**12, records=b"")
+                        for p in range(2)
+                    ],
+                )
+            ]
+        )
     plan = schema.plan(name, version)
     data = body.encode(version)
     c, py = _impl.load("codec", "c"), _impl.load("codec", "py")
@@ -119,9 +141,10 @@ def test_decoded_uuids_are_whole_uuid_objects():
         assert hash(topic_id) == hash(uuid.UUID(int=topic_id.int))
         assert str(topic_id) == "01234567-89ab-cdef-0123-456789abcdef"
         import pickle
+
         assert pickle.loads(pickle.dumps(topic_id)) == topic_id
         with pytest.raises(TypeError):
-            topic_id.int = 1   # still immutable
+            topic_id.int = 1  # still immutable
 
 
 def test_records_made_by_the_decoder_and_by_hand_behave_alike():
@@ -131,16 +154,27 @@ def test_records_made_by_the_decoder_and_by_hand_behave_alike():
     from kproto.records import Record, RecordBatch, Records
 
     batch = bytes(RecordBatch.encode([Record(key=None, value=b"v" * 10)], base_offset=0))
-    body = ProduceRequest(acks=-1, timeout_ms=1, topic_data=[ProduceRequest.TopicProduceData(
-        name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+    body = ProduceRequest(
+        acks=-1,
+        timeout_ms=1,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)]
+            )
+        ],
+    )
     plan = schema.plan("ProduceRequest", 9)
     by_hand = Records(batch)
     for name in _impl.available():
-        records = _impl.load("codec", name).decode_struct(body.encode(9), plan).topic_data[0] \
-            .partition_data[0].records
+        records = _impl.load("codec", name).decode_struct(body.encode(9), plan).topic_data[0].partition_data[0].records
         assert records == by_hand and bytes(records) == batch and len(records) == len(batch)
-        for limit in ("max_decompressed_size", "max_records_per_batch", "max_records_per_set",
-                      "max_decompressed_size_per_set", "verify_crc"):
+        for limit in (
+            "max_decompressed_size",
+            "max_records_per_batch",
+            "max_records_per_set",
+            "max_decompressed_size_per_set",
+            "verify_crc",
+        ):
             assert getattr(records, limit) == getattr(by_hand, limit), limit
         assert [r.value for b in records for r in b] == [b"v" * 10]
     limited = Records(batch, max_records_per_batch=7, verify_crc=False)

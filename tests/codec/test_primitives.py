@@ -10,9 +10,12 @@ from hypothesis import strategies as st
 
 from kproto import _impl, schema
 from kproto.errors import (
-    DecodeError, EncodeError, InvalidLengthError, InvalidVarintError, TruncatedError,
+    DecodeError,
+    EncodeError,
+    InvalidLengthError,
+    InvalidVarintError,
+    TruncatedError,
 )
-
 from tests.twin_selection import implementations
 
 INT_TYPES = {
@@ -41,14 +44,35 @@ def roundtrip(impl, method: str, value):
 
 # Varint vectors: the protocol guide's zigzag table plus multi-byte encodings.
 VARINT_VECTORS = [
-    (0, "00"), (-1, "01"), (1, "02"), (-2, "03"), (2, "04"),
-    (63, "7e"), (-64, "7f"), (64, "8001"), (-65, "8101"),
-    (2**31 - 1, "feffffff0f"), (-(2**31), "ffffffff0f"),
+    (0, "00"),
+    (-1, "01"),
+    (1, "02"),
+    (-2, "03"),
+    (2, "04"),
+    (63, "7e"),
+    (-64, "7f"),
+    (64, "8001"),
+    (-65, "8101"),
+    (2**31 - 1, "feffffff0f"),
+    (-(2**31), "ffffffff0f"),
 ]
-UNSIGNED_VARINT_VECTORS = [(0, "00"), (1, "01"), (127, "7f"), (128, "8001"), (300, "ac02"),
-                           (16383, "ff7f"), (16384, "808001"), (2**32 - 1, "ffffffff0f")]
-VARLONG_VECTORS = [(0, "00"), (-1, "01"), (1, "02"), (2**63 - 1, "feffffffffffffffff01"),
-                   (-(2**63), "ffffffffffffffffff01")]
+UNSIGNED_VARINT_VECTORS = [
+    (0, "00"),
+    (1, "01"),
+    (127, "7f"),
+    (128, "8001"),
+    (300, "ac02"),
+    (16383, "ff7f"),
+    (16384, "808001"),
+    (2**32 - 1, "ffffffff0f"),
+]
+VARLONG_VECTORS = [
+    (0, "00"),
+    (-1, "01"),
+    (1, "02"),
+    (2**63 - 1, "feffffffffffffffff01"),
+    (-(2**63), "ffffffffffffffffff01"),
+]
 
 
 @pytest.mark.parametrize("value,hexbytes", VARINT_VECTORS)
@@ -94,7 +118,7 @@ def test_fixed_width_big_endian(impl):
     w.write_float64(1.5)
     w.write_bool(True)
     w.write_bool(False)
-    assert w.getvalue().hex() == "0102" "fffffffe" "fffe" "80000000" "3ff8000000000000" "01" "00"
+    assert w.getvalue().hex() == "0102fffffffefffe800000003ff80000000000000100"
 
 
 def test_uuid(impl):
@@ -106,19 +130,29 @@ def test_uuid(impl):
     assert str(out) == "00000000-0000-0000-0000-000000000000"
 
 
-@pytest.mark.parametrize("method,expected", [
-    ("string", "0000"), ("nullable_string", "0000"), ("compact_string", "01"),
-    ("compact_nullable_string", "01"),
-])
+@pytest.mark.parametrize(
+    "method,expected",
+    [
+        ("string", "0000"),
+        ("nullable_string", "0000"),
+        ("compact_string", "01"),
+        ("compact_nullable_string", "01"),
+    ],
+)
 def test_empty_strings(impl, method, expected):
     data, out = roundtrip(impl, method, "")
     assert data.hex() == expected and out == ""
 
 
-@pytest.mark.parametrize("method,expected", [
-    ("nullable_string", "ffff"), ("compact_nullable_string", "00"),
-    ("nullable_bytes", "ffffffff"), ("compact_nullable_bytes", "00"),
-])
+@pytest.mark.parametrize(
+    "method,expected",
+    [
+        ("nullable_string", "ffff"),
+        ("compact_nullable_string", "00"),
+        ("nullable_bytes", "ffffffff"),
+        ("compact_nullable_bytes", "00"),
+    ],
+)
 def test_null_strings_and_bytes(impl, method, expected):
     data, out = roundtrip(impl, method, None)
     assert data.hex() == expected and out is None
@@ -131,10 +165,15 @@ def test_null_refused_where_not_nullable(impl, method):
         getattr(w, "write_" + method)(None)
 
 
-@pytest.mark.parametrize("method,expected", [
-    ("bytes", "00000000"), ("nullable_bytes", "00000000"), ("compact_bytes", "01"),
-    ("compact_nullable_bytes", "01"),
-])
+@pytest.mark.parametrize(
+    "method,expected",
+    [
+        ("bytes", "00000000"),
+        ("nullable_bytes", "00000000"),
+        ("compact_bytes", "01"),
+        ("compact_nullable_bytes", "01"),
+    ],
+)
 def test_empty_bytes(impl, method, expected):
     data, out = roundtrip(impl, method, b"")
     assert data.hex() == expected and out == b""
@@ -159,8 +198,20 @@ def test_invalid_utf8_is_a_decode_error(impl):
 
 # Sequences to put at every place of an ASCII string: valid ones of each length,
 # cut ones, overlong forms, a surrogate, one above U+10FFFF and stray bytes.
-UTF8_PIECES = [b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\xc3", b"\xe2\x82", b"\xf0\x9f\x98",
-               b"\xc0\xaf", b"\xe0\x80\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80", b"\xff"]
+UTF8_PIECES = [
+    b"\xc3\xa9",
+    b"\xe2\x82\xac",
+    b"\xf0\x9f\x98\x80",
+    b"\xc3",
+    b"\xe2\x82",
+    b"\xf0\x9f\x98",
+    b"\xc0\xaf",
+    b"\xe0\x80\xaf",
+    b"\xed\xa0\x80",
+    b"\xf4\x90\x80\x80",
+    b"\x80",
+    b"\xff",
+]
 
 
 def test_utf8_rule_is_pythons_at_every_place(impl):
@@ -196,7 +247,7 @@ def test_arrays_classic_and_compact(impl):
     w.write_array_count(None, compact=True)
     w.write_array_count(0, compact=True)
     w.write_array_count(3, compact=True)
-    assert w.getvalue().hex() == "ffffffff" "00000000" "00" "01" "04"
+    assert w.getvalue().hex() == "ffffffff00000000000104"
     r = buffer.Reader(w.getvalue() + b"\x00\x00\x00")
     assert r.read_array_count() is None
     assert r.read_array_count() == 0
@@ -238,10 +289,13 @@ def test_negative_lengths_rejected(impl):
         buffer.Reader(b"\xff\xff\xff\xfe").read_nullable_bytes()
 
 
-@pytest.mark.parametrize("data", [
-    bytes([0x80] * 5 + [0x01]),          # six bytes
-    bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x1F]),  # fifth byte carries bits above 32
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        bytes([0x80] * 5 + [0x01]),  # six bytes
+        bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x1F]),  # fifth byte carries bits above 32
+    ],
+)
 def test_overlong_unsigned_varint_rejected(impl, data):
     with pytest.raises(InvalidVarintError) as info:
         impl.load("buffer").Reader(data).read_unsigned_varint()
@@ -255,8 +309,10 @@ def test_overlong_varlong_rejected(impl):
         impl.load("buffer").Reader(bytes([0xFF] * 9 + [0x02])).read_varlong()
 
 
-@pytest.mark.parametrize("method,size", [("int16", 2), ("int32", 4), ("int64", 8), ("uint16", 2),
-                                         ("uint32", 4), ("float64", 8), ("uuid", 16)])
+@pytest.mark.parametrize(
+    "method,size",
+    [("int16", 2), ("int32", 4), ("int64", 8), ("uint16", 2), ("uint32", 4), ("float64", 8), ("uuid", 16)],
+)
 def test_every_read_checks_its_full_width(impl, method, size):
     for available in range(size):
         r = impl.load("buffer").Reader(bytes(available))
@@ -279,8 +335,13 @@ def test_reader_accepts_any_contiguous_buffer(impl):
     import numpy as np
 
     payload = b"\x00\x03abc\x00\x00\x00\x07"
-    for source in (payload, bytearray(payload), memoryview(payload),
-                   np.frombuffer(payload, dtype=np.uint8), np.frombuffer(bytearray(payload), np.uint8)):
+    for source in (
+        payload,
+        bytearray(payload),
+        memoryview(payload),
+        np.frombuffer(payload, dtype=np.uint8),
+        np.frombuffer(bytearray(payload), np.uint8),
+    ):
         r = impl.load("buffer").Reader(source)
         assert r.read_string() == "abc" and r.read_int32() == 7
 
@@ -290,7 +351,7 @@ def test_tagged_fields_section(impl):
     w = buffer.Writer()
     w.write_tagged_fields({5: b"\x01\x02", 0: b"", 300: b"x"})
     data = w.getvalue()
-    assert data.hex() == "03" "0000" "05020102" "ac020178"
+    assert data.hex() == "03000005020102ac020178"
     r = buffer.Reader(data)
     assert r.read_tagged_fields() == {0: b"", 5: b"\x01\x02", 300: b"x"}
     assert r.remaining == 0
@@ -306,7 +367,7 @@ def test_tagged_fields_section(impl):
 def test_tagged_fields_exact_bytes(impl):
     w = impl.load("buffer").Writer()
     w.write_tagged_fields({1: b"\xaa", 0: b"\xbb\xcc"})
-    assert w.getvalue().hex() == "02" "00" "02" "bbcc" "01" "01" "aa"
+    assert w.getvalue().hex() == "020002bbcc0101aa"
 
 
 # ------------------------------------------------------------------ property tests
@@ -352,8 +413,18 @@ def test_primitive_roundtrip_and_twin_bytes(method):
 def test_random_bytes_never_escape_as_other_errors(data):
     for name in implementations():
         buffer = _impl.load("buffer", name)
-        for method in ("string", "compact_nullable_string", "bytes", "compact_bytes", "varint",
-                       "varlong", "uuid", "tagged_fields", "array_count", "int64"):
+        for method in (
+            "string",
+            "compact_nullable_string",
+            "bytes",
+            "compact_bytes",
+            "varint",
+            "varlong",
+            "uuid",
+            "tagged_fields",
+            "array_count",
+            "int64",
+        ):
             try:
                 getattr(buffer.Reader(data), "read_" + method)()
             except DecodeError:

@@ -14,7 +14,6 @@ re-encode exactly, or these tests could not fail.
 from __future__ import annotations
 
 import struct
-
 import sys
 from pathlib import Path
 
@@ -46,10 +45,19 @@ def _capture(tmp_path, exchanges: list[tuple[bytes, bytes]]):
 
 
 def _metadata_exchange(correlation_id: int) -> tuple[bytes, bytes]:
-    request = kproto.encode_request(MetadataRequest(topics=None, allow_auto_topic_creation=True), version=4,
-                                    correlation_id=correlation_id, client_id="t", size_prefixed=True)
-    response = kproto.encode_response(MetadataResponse(brokers=[MetadataResponse.MetadataResponseBroker(
-        node_id=1, host="h", port=9092)]), version=4, correlation_id=correlation_id, size_prefixed=True)
+    request = kproto.encode_request(
+        MetadataRequest(topics=None, allow_auto_topic_creation=True),
+        version=4,
+        correlation_id=correlation_id,
+        client_id="t",
+        size_prefixed=True,
+    )
+    response = kproto.encode_response(
+        MetadataResponse(brokers=[MetadataResponse.MetadataResponseBroker(node_id=1, host="h", port=9092)]),
+        version=4,
+        correlation_id=correlation_id,
+        size_prefixed=True,
+    )
     return request, response
 
 
@@ -104,7 +112,7 @@ def _result(broker, tmp_path_factory) -> real_traffic.ReleaseResult:
 def test_kproto_requests_are_all_answered(kafka_broker, kafka_release, tmp_path_factory):
     result = _result(kafka_broker, tmp_path_factory)
     assert result.session.findings() == []
-    assert result.session.notes == []           # every step ran: topic led, group joined, nothing skipped
+    assert result.session.notes == []  # every step ran: topic led, group joined, nothing skipped
     # every batch stored: the last answer to each is clean (a new partition's leader may first say
     # NOT_LEADER_OR_FOLLOWER, which the session retries)
     produce = [e for e in result.session.exchanges if e.api_key == 0]
@@ -136,14 +144,16 @@ def test_java_client_traffic_is_byte_exact(kafka_broker, kafka_release, tmp_path
     [check] = result.checks
     assert "done" in result.java_output.split()
     java = {client: n for client, n in check.frames_by_client.items() if client.startswith("java-")}
-    assert {f"java-producer-{codec}" for codec in traffic_session.CODECS} | {"java-admin", "java-consumer-classic"} \
-        <= set(java)
+    assert {f"java-producer-{codec}" for codec in traffic_session.CODECS} | {
+        "java-admin",
+        "java-consumer-classic",
+    } <= set(java)
     apis = {key for client, keys in check.apis_by_client.items() if client.startswith("java-") for key in keys}
-    assert {0, 1, 3, 8, 9, 10, 11, 13, 14, 18, 19, 22, 26, 28} <= apis    # Heartbeat only if the session lasts
+    assert {0, 1, 3, 8, 9, 10, 11, 13, 14, 18, 19, 22, 26, 28} <= apis  # Heartbeat only if the session lasts
     assert "java-producer-txn" in java
     # the broker's own client writes the transaction markers to itself; Fetch brings them back
     all_apis = {key for keys in check.apis_by_client.values() for key in keys}
     assert 27 in all_apis and check.control_batches >= 2
     if release_key(kafka_release) >= (4, 0, 0):
-        assert 68 in apis and "java-consumer-consumer" in java      # the KIP-848 consumer
+        assert 68 in apis and "java-consumer-consumer" in java  # the KIP-848 consumer
     assert check.exact == check.frames

@@ -33,12 +33,14 @@ def sample_records(R, count=12, base_timestamp=1_700_000_000_000):
         headers = ()
         if i % 3 == 1:
             headers = (("trace", b"a"), ("trace", b"b"), ("empty", None))
-        out.append(R.Record(
-            key=None if i % 4 == 0 else f"key-{i}".encode(),
-            value=None if i == 5 else (b"" if i == 6 else bytes([i]) * (i * 7)),
-            headers=headers,
-            timestamp=base_timestamp + i * 3,
-        ))
+        out.append(
+            R.Record(
+                key=None if i % 4 == 0 else f"key-{i}".encode(),
+                value=None if i == 5 else (b"" if i == 6 else bytes([i]) * (i * 7)),
+                headers=headers,
+                timestamp=base_timestamp + i * 3,
+            )
+        )
     return out
 
 
@@ -55,8 +57,8 @@ def test_crc32c_known_values(impl):
 
 
 def test_crc32c_long_inputs_agree_with_the_table_version():
-    from kproto._py.records_base import _crc32c_pure
     from kproto import _impl
+    from kproto._py.records_base import _crc32c_pure
 
     data = bytes((i * 131 + 7) % 256 for i in range(20_011))
     expected = _crc32c_pure(data)
@@ -86,7 +88,7 @@ def test_crc32c_folding_path_at_every_boundary():
     lengths += [rng.randrange(1024, 69_000) for _ in range(40)]
     for n in lengths:
         start = rng.randrange(0, 64)
-        chunk = data[start:start + n]
+        chunk = data[start : start + n]
         init = rng.getrandbits(32)
         assert C.crc32c(chunk) == C._crc32c_portable(chunk), n
         assert C.crc32c(chunk, init) == C._crc32c_portable(chunk, init), n
@@ -97,9 +99,16 @@ def test_crc32c_folding_path_at_every_boundary():
 def test_v2_round_trip_is_byte_exact(impl, codec):
     R = impl.load("records")
     records = sample_records(R)
-    data = R.RecordBatch.encode(records, base_offset=1000, compression=codec, producer_id=77,
-                                producer_epoch=3, base_sequence=11, partition_leader_epoch=5,
-                                is_transactional=True)
+    data = R.RecordBatch.encode(
+        records,
+        base_offset=1000,
+        compression=codec,
+        producer_id=77,
+        producer_epoch=3,
+        base_sequence=11,
+        partition_leader_epoch=5,
+        is_transactional=True,
+    )
     batch = R.RecordBatch(data)
     assert batch.base_offset == 1000 and batch.record_count == 12 and batch.compression_name == codec
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (77, 3, 11)
@@ -107,8 +116,7 @@ def test_v2_round_trip_is_byte_exact(impl, codec):
     assert batch.last_offset == 1011 and batch.crc_valid
     assert batch.base_timestamp == 1_700_000_000_000 and batch.max_timestamp == 1_700_000_000_033
     decoded = batch.records()
-    assert fields(decoded) == [(1000 + i, r.timestamp, r.key, r.value, tuple(r.headers))
-                               for i, r in enumerate(records)]
+    assert fields(decoded) == [(1000 + i, r.timestamp, r.key, r.value, tuple(r.headers)) for i, r in enumerate(records)]
     assert decoded[1].headers == (("trace", b"a"), ("trace", b"b"), ("empty", None))
     assert R.RecordBatch.encode(decoded, **batch.header_fields()) == data
 
@@ -126,8 +134,7 @@ def test_v2_log_append_time_keeps_record_deltas(impl):
 
 def test_v2_accepts_tuples_and_assigns_offsets(impl):
     R = impl.load("records")
-    data = R.RecordBatch.encode([(b"k", b"v"), (None, b"w", [("h", b"x")], 5)], base_offset=9,
-                                base_timestamp=1)
+    data = R.RecordBatch.encode([(b"k", b"v"), (None, b"w", [("h", b"x")], 5)], base_offset=9, base_timestamp=1)
     records = R.RecordBatch(data).records()
     assert fields(records) == [(9, 1, b"k", b"v", ()), (10, 5, None, b"w", (("h", b"x"),))]
 
@@ -135,8 +142,9 @@ def test_v2_accepts_tuples_and_assigns_offsets(impl):
 def test_control_batches(impl):
     R = impl.load("records")
     for kind, code in (("commit", R.CONTROL_COMMIT), ("abort", R.CONTROL_ABORT)):
-        data = R.encode_control_batch(kind, producer_id=4, producer_epoch=2, base_offset=50,
-                                      timestamp=123, coordinator_epoch=9)
+        data = R.encode_control_batch(
+            kind, producer_id=4, producer_epoch=2, base_offset=50, timestamp=123, coordinator_epoch=9
+        )
         batch = next(iter(R.Records(data)))
         assert batch.is_control and batch.is_transactional
         marker = batch.control_record()
@@ -150,8 +158,12 @@ def test_control_batches(impl):
 @pytest.mark.parametrize("codec", LEGACY_CODECS)
 def test_legacy_round_trip_is_byte_exact(impl, magic, codec):
     R = impl.load("records")
-    records = [R.Record(key=None if i == 0 else b"k%d" % i, value=None if i == 2 else b"v" * i,
-                        timestamp=1_700_000_000_000 + i) for i in range(6)]
+    records = [
+        R.Record(
+            key=None if i == 0 else b"k%d" % i, value=None if i == 2 else b"v" * i, timestamp=1_700_000_000_000 + i
+        )
+        for i in range(6)
+    ]
     data = R.LegacyBatch.encode(records, magic=magic, base_offset=300, compression=codec)
     batches = list(R.Records(data))
     assert all(b.magic == magic for b in batches)
@@ -192,12 +204,23 @@ aio_legacy = pytest.importorskip("aiokafka.record.legacy_records")
 
 
 def _peer_v2(builder_cls, codec_id):
-    builder = builder_cls(magic=2, compression_type=codec_id, is_transactional=0, producer_id=8,
-                          producer_epoch=1, base_sequence=4, batch_size=1 << 30)
+    builder = builder_cls(
+        magic=2,
+        compression_type=codec_id,
+        is_transactional=0,
+        producer_id=8,
+        producer_epoch=1,
+        base_sequence=4,
+        batch_size=1 << 30,
+    )
     for i in range(20):
-        builder.append(i, timestamp=1_700_000_000_000 + i, key=None if i % 5 == 0 else b"k%d" % i,
-                       value=None if i == 7 else b"value-%d" % i * 5,
-                       headers=[("h", b"1"), ("h", None)] if i % 2 else [])
+        builder.append(
+            i,
+            timestamp=1_700_000_000_000 + i,
+            key=None if i % 5 == 0 else b"k%d" % i,
+            value=None if i == 7 else b"value-%d" % i * 5,
+            headers=[("h", b"1"), ("h", None)] if i % 2 else [],
+        )
     return bytes(builder.build())
 
 
@@ -205,8 +228,9 @@ def _peer_v2(builder_cls, codec_id):
 @pytest.mark.parametrize("codec_id", [0, 1, 2, 3, 4])
 def test_v2_batches_from_peers_decode_here(impl, peer, codec_id):
     R = impl.load("records")
-    builder_cls = kafka_default.DefaultRecordBatchBuilder if peer == "kafka-python" \
-        else aio_default.DefaultRecordBatchBuilder
+    builder_cls = (
+        kafka_default.DefaultRecordBatchBuilder if peer == "kafka-python" else aio_default.DefaultRecordBatchBuilder
+    )
     data = _peer_v2(builder_cls, codec_id)
     batch = R.RecordBatch(data)
     records = batch.records()
@@ -226,8 +250,9 @@ def test_v2_batches_from_here_decode_in_peers(impl, codec):
         batch = batch_cls(data)
         assert batch.validate_crc()
         got = [(r.offset, r.timestamp, r.key, r.value, [tuple(h) for h in r.headers]) for r in batch]
-        assert got == [(40 + i, r.timestamp, r.key, r.value, [tuple(h) for h in r.headers])
-                       for i, r in enumerate(records)]
+        assert got == [
+            (40 + i, r.timestamp, r.key, r.value, [tuple(h) for h in r.headers]) for i, r in enumerate(records)
+        ]
 
 
 @pytest.mark.parametrize("magic", [0, 1])
@@ -242,13 +267,12 @@ def test_legacy_sets_round_trip_with_kafka_python(impl, magic, codec_id):
     assert [(r.offset, r.key, r.value) for r in decoded] == [(i, b"k%d" % i, b"v%d" % i) for i in range(5)]
 
     fresh = [R.Record(key=r.key, value=r.value, timestamp=r.timestamp) for r in decoded]  # no offsets
-    ours = R.LegacyBatch.encode(fresh, magic=magic, base_offset=10,
-                                compression=compression.CODEC_NAMES[codec_id])
+    ours = R.LegacyBatch.encode(fresh, magic=magic, base_offset=10, compression=compression.CODEC_NAMES[codec_id])
     pos = 0
     got = []
     while pos < len(ours):  # kafka-python reads one top-level message at a time
         size = 12 + struct.unpack_from(">i", ours, pos + 8)[0]
-        message = kafka_legacy.LegacyRecordBatch(ours[pos:pos + size], magic)
+        message = kafka_legacy.LegacyRecordBatch(ours[pos : pos + size], magic)
         assert message.validate_crc()
         got += [(r.offset, r.key, r.value) for r in message]
         pos += size
@@ -262,8 +286,9 @@ def test_legacy_sets_from_aiokafka(impl, codec_id):
     for i in range(4):
         builder.append(i, timestamp=1_700_000_000_000 + i, key=None, value=b"v%d" % i)
     records = list(R.Records(bytes(builder.build())).records())
-    assert [(r.offset, r.timestamp, r.value) for r in records] == \
-        [(i, 1_700_000_000_000 + i, b"v%d" % i) for i in range(4)]
+    assert [(r.offset, r.timestamp, r.value) for r in records] == [
+        (i, 1_700_000_000_000 + i, b"v%d" % i) for i in range(4)
+    ]
 
 
 def test_optional_record_fields_set_and_clear(impl):
@@ -452,8 +477,7 @@ def test_to_arrow_matches_record_objects(impl, mixed_buffer):
     assert table.column("key").to_pylist() == [r.key for r in objects]
     assert table.column("value").to_pylist() == [r.value for r in objects]
     assert table.column("header_count").to_pylist() == [len(r.headers) for r in objects]
-    assert table.column("headers").to_pylist() == [[{"key": k, "value": v} for k, v in r.headers]
-                                                   for r in objects]
+    assert table.column("headers").to_pylist() == [[{"key": k, "value": v} for k, v in r.headers] for r in objects]
     assert table.column("magic").to_pylist() == [2] * 9 + [1, 1, 0, 2]
     assert table.column("is_control").to_pylist()[-1] is True
     assert table.schema.equals(R.record_schema(True))
@@ -470,13 +494,13 @@ def test_columns_past_the_first_span_allocations(impl):
     every record and header still lands in its own row."""
     R = impl.load("records")
     records = [R.Record(b"k%d" % i, b"v%d" % i, [("h", b"%d" % i), ("g", None)]) for i in range(700)]
-    data = R.RecordBatch.encode(records[:300], base_offset=0) + \
-        R.RecordBatch.encode(records[300:], base_offset=300)
+    data = R.RecordBatch.encode(records[:300], base_offset=0) + R.RecordBatch.encode(records[300:], base_offset=300)
     table = R.Records(data).to_arrow()
     assert table.column("offset").to_pylist() == list(range(700))
     assert table.column("value").to_pylist() == [r.value for r in records]
-    assert table.column("headers").to_pylist() == [[{"key": "h", "value": b"%d" % i}, {"key": "g", "value": None}]
-                                                   for i in range(700)]
+    assert table.column("headers").to_pylist() == [
+        [{"key": "h", "value": b"%d" % i}, {"key": "g", "value": None}] for i in range(700)
+    ]
 
 
 def test_implementations_build_identical_tables(mixed_buffer):
@@ -516,9 +540,12 @@ def test_zero_copy_columns_match_copied_ones(impl, compression):
     values = [None, b"", b"short", b"exactly12byt", b"thirteen byte", b"v" * 5000]
     data = records_mod.RecordBatch.encode(
         [records_mod.Record(key=None if i % 2 else b"key-%d" % i * 3, value=v) for i, v in enumerate(values)],
-        base_offset=7, compression=compression)
-    data += records_mod.RecordBatch.encode([records_mod.Record(key=b"k" * 40, value=b"second batch value")],
-                                           base_offset=100)
+        base_offset=7,
+        compression=compression,
+    )
+    data += records_mod.RecordBatch.encode(
+        [records_mod.Record(key=b"k" * 40, value=b"second batch value")], base_offset=100
+    )
     copied = records_mod.Records(data).to_arrow(batch_columns=False)
     viewed = records_mod.Records(data).to_arrow(batch_columns=False, zero_copy=True)
     assert viewed.schema.field("value").type == pa.binary_view()
@@ -535,7 +562,8 @@ def test_zero_copy_columns_of_legacy_message_sets(impl, magic):
 
     records_mod = impl.load("records")
     legacy = records_mod.LegacyBatch.encode(
-        [records_mod.Record(key=b"k%d" % i, value=b"legacy value %d" % i) for i in range(3)], magic=magic)
+        [records_mod.Record(key=b"k%d" % i, value=b"legacy value %d" % i) for i in range(3)], magic=magic
+    )
     v2 = records_mod.RecordBatch.encode([records_mod.Record(value=b"a v2 value after them")], base_offset=3)
     for data in (legacy, legacy + v2):
         copied = records_mod.Records(data).to_arrow(batch_columns=False)
@@ -558,7 +586,7 @@ def test_int64_sums_wrap_like_java(impl, field):
     data = hostile.overflowing_v2(field)
     [record] = R.RecordBatch(data).records()
     table = R.Records(data).to_arrow()
-    if field == "timestamp":          # INT64_MAX + 1 wraps to INT64_MIN, as Java's long does
+    if field == "timestamp":  # INT64_MAX + 1 wraps to INT64_MIN, as Java's long does
         assert record.timestamp == INT64_MIN and table.column("timestamp").to_pylist() == [INT64_MIN]
     else:
         assert record.offset == INT64_MIN and table.column("offset").to_pylist() == [INT64_MIN]
@@ -575,8 +603,9 @@ def test_legacy_next_offset_and_wrapper_shift_wrap_like_java(impl):
     # the wrapper puts its last record at INT64_MAX, the inner one at 1: offsets shift by INT64_MAX - 1,
     # and the inner 5 passes INT64_MAX
     inner = hostile.legacy_message(5, b"a") + hostile.legacy_message(1, b"b")
-    wrapper = hostile.legacy_message(hostile.INT64_MAX, compression.compress("gzip", inner),
-                                     attributes=compression.GZIP)
+    wrapper = hostile.legacy_message(
+        hostile.INT64_MAX, compression.compress("gzip", inner), attributes=compression.GZIP
+    )
     assert [r.offset for r in R.LegacyBatch(wrapper).records()] == [INT64_MIN + 3, hostile.INT64_MAX]
     assert R.Records(wrapper).to_arrow().column("offset").to_pylist() == [INT64_MIN + 3, hostile.INT64_MAX]
 
@@ -594,11 +623,18 @@ def test_a_wrapper_reports_its_first_bad_inner_message_first(impl):
 
     R = impl.load("records")
     data = hostile.legacy_wrapper_bad_crc_then_zero_length()
-    expected = ("CrcMismatchError", "message CRC-32 mismatch: stored 0xb461472f, computed 0xb461472e "
-                "[batch base offset 0]", 0, None)
+    expected = (
+        "CrcMismatchError",
+        "message CRC-32 mismatch: stored 0xb461472f, computed 0xb461472e [batch base offset 0]",
+        0,
+        None,
+    )
     assert error_of(lambda: R.LegacyBatch(data).records()) == expected
     assert error_of(lambda: R.Records(data).to_arrow()) == expected
     # without CRC checks the zero length is next; every layer reports it the same way
     assert error_of(lambda: R.Records(data, verify_crc=False).to_arrow()) == (
-        "CorruptRecordError", "inner message is corrupt: batch length 0 is too small [batch base offset 1]",
-        0, None)
+        "CorruptRecordError",
+        "inner message is corrupt: batch length 0 is too small [batch base offset 1]",
+        0,
+        None,
+    )

@@ -11,15 +11,15 @@ import pytest
 import kproto
 from kproto import ApiKey, schema
 from kproto.errors import ErrorCode, error_name, is_retriable
-
 from tests.conftest import ROOT
+
 
 @pytest.fixture(scope="module")
 def gen_schema():
     if not (ROOT / "tools" / "gen_schema.py").is_file():
         pytest.skip("needs the source tree's tools/ (the tests run beside an installed wheel)")
     sys.path.insert(0, str(ROOT / "tools"))
-    import gen_schema   # tools/ is no package
+    import gen_schema  # tools/ is no package
 
     return gen_schema
 
@@ -32,8 +32,11 @@ def generator(gen_schema, shared_protocol_dir):
 
 
 def test_committed_tables_are_not_stale(shared_protocol_dir):
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schema.py"), "--check",
-                             "--source", str(shared_protocol_dir)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_schema.py"), "--check", "--source", str(shared_protocol_dir)],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -41,12 +44,27 @@ def test_generator_is_deterministic(shared_protocol_dir, tmp_path):
     outputs = []
     for i in range(2):
         package = tmp_path / f"run{i}"
-        subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schema.py"), "--source",
-                        str(shared_protocol_dir), "--package", str(package)], check=True, capture_output=True)
-        outputs.append({str(path.relative_to(package)): path.read_bytes() for path in package.rglob("*")
-                        if path.is_file()})
-    assert sorted(outputs[0]) == ["_c/_api_keys.pxd", "_common/api_keys.py", "_common/error_codes.py",
-                                  "schema/_messages.py"]
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "gen_schema.py"),
+                "--source",
+                str(shared_protocol_dir),
+                "--package",
+                str(package),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        outputs.append(
+            {str(path.relative_to(package)): path.read_bytes() for path in package.rglob("*") if path.is_file()}
+        )
+    assert sorted(outputs[0]) == [
+        "_c/_api_keys.pxd",
+        "_common/api_keys.py",
+        "_common/error_codes.py",
+        "schema/_messages.py",
+    ]
     assert outputs[0] == outputs[1]
 
 
@@ -76,18 +94,28 @@ def test_every_definition_file_is_covered(generator, gen_schema):
     for source in generator.sources():
         for name, definition in source.specs.items():
             valid = gen_schema.parse_versions(definition["validVersions"])
-            if valid is None:          # "none": an API this release removed (LeaderAndIsr in 4.x)
+            if valid is None:  # "none": an API this release removed (LeaderAndIsr in 4.x)
                 continue
             lo, hi = schema.spec(name)["valid_versions"]
             assert lo <= valid[0] and valid[1] <= hi, (source.label, name)
     assert "DefaultPrincipalData" in schema.MESSAGES and "KRaftVersionRecord" in schema.MESSAGES
-    assert "AbortedTxn" in schema.MESSAGES          # a data type new in 4.4
+    assert "AbortedTxn" in schema.MESSAGES  # a data type new in 4.4
 
 
 def test_missing_release_jar_fails_naming_the_install_script(tmp_path, shared_protocol_dir):
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schema.py"), "--check",
-                             "--source", str(shared_protocol_dir), "--kafka-dir", str(tmp_path)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "gen_schema.py"),
+            "--check",
+            "--source",
+            str(shared_protocol_dir),
+            "--kafka-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0
     assert "scripts/install-kafka.sh --clients-only" in result.stderr and "4.4.0" in result.stderr
 
@@ -109,22 +137,23 @@ def test_api_key_74_has_both_names():
     assert old is new and schema.request_name(74) == "ListConfigResourcesRequest"
     assert schema.spec("ListClientMetricsResourcesResponse")["api_key"] == 74
     from kproto import messages
+
     assert messages.ListClientMetricsResourcesRequest is messages.ListConfigResourcesRequest
 
 
 def test_versions_come_from_the_newest_definition():
     produce = schema.spec("ProduceRequest")
     assert produce["valid_versions"] == (0, 13)
-    assert produce["min_version_4x"] == 3                          # 4.x removed Produce 0-2
+    assert produce["min_version_4x"] == 3  # 4.x removed Produce 0-2
     assert [layer[:2] for layer in produce["layers"]] == [((0, 2), "3.9.2"), ((3, 13), "4.4.0")]
     assert schema.definition_origin("ProduceRequest", 2) == "3.9.2"
     assert schema.definition_origin("ProduceRequest", 13) == "4.4.0"
     assert schema.spec("FetchRequest")["min_version_4x"] == 4
     assert schema.spec("RequestHeader")["min_version_4x"] == 1
-    assert schema.spec("ProduceRequest")["deprecated_versions"] == (0, 2)   # 3.9.2's KIP-896 marker
-    assert schema.spec("LeaderAndIsrRequest")["min_version_4x"] is None   # 4.x releases define none
+    assert schema.spec("ProduceRequest")["deprecated_versions"] == (0, 2)  # 3.9.2's KIP-896 marker
+    assert schema.spec("LeaderAndIsrRequest")["min_version_4x"] is None  # 4.x releases define none
     assert schema.definition_origin("LeaderAndIsrRequest", 7) == "3.9.2"
-    assert schema.spec("AlterPartitionRequest")["min_version_4x"] == 2    # an inter-broker API: the 4.0 jar
+    assert schema.spec("AlterPartitionRequest")["min_version_4x"] == 2  # an inter-broker API: the 4.0 jar
 
 
 def test_keys_88_to_94_and_newer_versions_come_from_the_4x_releases():
@@ -157,12 +186,12 @@ def test_unstable_versions_are_kept_and_marked():
 
 
 def test_api_key_enum_names_every_request():
-    assert [int(k) for k in ApiKey] == schema.api_keys()     # aliases are not listed twice
+    assert [int(k) for k in ApiKey] == schema.api_keys()  # aliases are not listed twice
     for key in schema.api_keys():
         name = schema.request_name(key).removesuffix("Request")
         assert ApiKey[re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper()] == key
     assert ApiKey.PRODUCE == 0 and ApiKey.LIST_OFFSETS == 2 and ApiKey(90).name == "DESCRIBE_SHARE_GROUP_OFFSETS"
-    assert ApiKey.LIST_CLIENT_METRICS_RESOURCES is ApiKey.LIST_CONFIG_RESOURCES   # the old name of 74
+    assert ApiKey.LIST_CLIENT_METRICS_RESOURCES is ApiKey.LIST_CONFIG_RESOURCES  # the old name of 74
     assert kproto.ApiKey is ApiKey
 
 
@@ -171,7 +200,7 @@ def test_field_facts():
     name = fields["client_software_name"]
     assert name[schema.F_VERSIONS] == (3, schema.OPEN) and name[schema.F_IGNORABLE] is True
     header = {f[0]: f for f in schema.spec("RequestHeader")["layers"][-1][2]}
-    assert header["client_id"][schema.F_FLEXIBLE] is None             # "flexibleVersions": "none"
+    assert header["client_id"][schema.F_FLEXIBLE] is None  # "flexibleVersions": "none"
     # Defaults: hex, negative, and null are parsed.
     fetch = {f[0]: f for f in schema.spec("FetchRequest")["layers"][-1][2]}
     assert fetch["max_bytes"][schema.F_DEFAULT] == 0x7FFFFFFF
@@ -182,9 +211,8 @@ def test_field_facts():
 
 def test_tagged_fields_and_tags():
     plan = schema.plan("FetchResponse", 16)
-    partition = plan.fields[-1].child.fields[-1].child   # responses[].partitions[]
-    assert {op.name: op.tag for op in partition.tagged} == {
-        "diverging_epoch": 0, "current_leader": 1, "snapshot_id": 2}
+    partition = plan.fields[-1].child.fields[-1].child  # responses[].partitions[]
+    assert {op.name: op.tag for op in partition.tagged} == {"diverging_epoch": 0, "current_leader": 1, "snapshot_id": 2}
     assert schema.plan("BrokerHeartbeatRequest", 1).tagged[0].tag == 0
 
 
@@ -209,20 +237,27 @@ def test_retriable_flags_agree_with_kafka_python():
     errors = pytest.importorskip("kafka.errors")
     import inspect
 
-    theirs = {c.errno: c.retriable for _n, c in inspect.getmembers(errors, inspect.isclass)
-              if issubclass(c, errors.BrokerResponseError) and getattr(c, "errno", None) is not None}
+    theirs = {
+        c.errno: c.retriable
+        for _n, c in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(c, errors.BrokerResponseError) and getattr(c, "errno", None) is not None
+    }
     # kafka-python marks CORRUPT_MESSAGE non-retriable; the Java client (CorruptRecordException
     # extends RetriableException) retries it, and so do we.
-    differences = {code for code, flag in theirs.items() if code in ErrorCode._by_code
-                   and is_retriable(code) != flag} - {2}
+    differences = {
+        code for code, flag in theirs.items() if code in ErrorCode._by_code and is_retriable(code) != flag
+    } - {2}
     assert not differences
 
 
-@pytest.mark.skipif(not (ROOT / "tools" / "gen_stubs.py").is_file(),
-                    reason="needs the source tree's tools/ (the tests run beside an installed wheel)")
+@pytest.mark.skipif(
+    not (ROOT / "tools" / "gen_stubs.py").is_file(),
+    reason="needs the source tree's tools/ (the tests run beside an installed wheel)",
+)
 def test_message_stubs_are_not_stale():
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_stubs.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_stubs.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -18,9 +18,13 @@ from kproto.schema._messages import BROKER_API_VERSIONS, MESSAGES
 
 
 def response_for(ranges: dict[int, tuple[int, int]]) -> ApiVersionsResponse:
-    return ApiVersionsResponse(error_code=0, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-        for k, (lo, hi) in sorted(ranges.items())])
+    return ApiVersionsResponse(
+        error_code=0,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(ranges.items())
+        ],
+    )
 
 
 # ---------------------------------------------------------------- the API table
@@ -38,21 +42,21 @@ def test_api_table_has_every_request_with_its_facts():
 def test_api_table_rows_for_the_4x_baseline():
     produce = v.api_info("Produce")
     assert (produce.api_key, produce.versions, produce.flexible_from) == (0, (0, 13), 9)
-    assert produce.deprecated == (0, 2)          # 3.9.0 marked 0-6; 3.9.1+ only 0-2 (KAFKA-18659) ...
-    assert produce.removed_in_4x == (0, 2)       # ... which is what 4.x removed
+    assert produce.deprecated == (0, 2)  # 3.9.0 marked 0-6; 3.9.1+ only 0-2 (KAFKA-18659) ...
+    assert produce.removed_in_4x == (0, 2)  # ... which is what 4.x removed
     assert v.api_info("Fetch").removed_in_4x == (0, 3)
     metadata = v.api_info(3)
-    assert metadata.deprecated == (0, 3) and metadata.removed_in_4x is None   # kept by 4.x
+    assert metadata.deprecated == (0, 3) and metadata.removed_in_4x is None  # kept by 4.x
     assert v.api_info("LeaderAndIsr").removed_in_4x == (0, 7)
     assert v.api_info("LeaderAndIsr").removed_source == "ZooKeeper-only"
     assert v.api_info("CreateDelegationToken").removed_in_4x == (0, 0)
-    assert v.api_info("CreateDelegationToken").removed_source == "4.x definitions"   # the 4.0 jar: 1-3
+    assert v.api_info("CreateDelegationToken").removed_source == "4.x definitions"  # the 4.0 jar: 1-3
     assert v.api_info("Vote").removed_source == "4.x definitions" and v.api_info("Vote").removed_in_4x is None
 
 
 def test_api_names_and_keys():
     assert v.api_key_of("ProduceRequest") == v.api_key_of("produce") == v.api_key_of(0) == 0
-    assert v.api_key_of("ListClientMetricsResources") == 74     # the old name still resolves
+    assert v.api_key_of("ListClientMetricsResources") == 74  # the old name still resolves
     assert v.api_label(0) == "Produce(0)" and v.api_label(90) == "DescribeShareGroupOffsets(90)"
     assert v.api_label(200) == "UNKNOWN(200)"
     with pytest.raises(KeyError, match="unknown Kafka API"):
@@ -69,16 +73,18 @@ def test_release_table_matches_the_reference_tsv(shared_protocol_dir):
     expected: dict[str, dict[int, tuple[int, int]]] = {}
     for row in rows:
         expected.setdefault(row["release"], {})[int(row["api_key"])] = (
-            int(row["min_version"]), int(row["max_version"]))
-    recorded = set(v.RECORDED_FROM)                 # 3.9 and 4.x: from real brokers instead
+            int(row["min_version"]),
+            int(row["max_version"]),
+        )
+    recorded = set(v.RECORDED_FROM)  # 3.9 and 4.x: from real brokers instead
     assert [r for r in v.RELEASES if r not in recorded] == [r for r in expected if r not in recorded]
     assert v.RELEASES[0] == "0.8.0" and v.RELEASES[-1] == "4.4"
     for release, table in expected.items():
         if release not in recorded:
             assert v.release_table(release) == table
     # where the reference and the real brokers differ, and why
-    assert expected["4.0"] == v.release_table("4.0.0")          # the reference's 4.0 is 4.0.0
-    assert expected["3.9"] == v.zookeeper_mode_table("3.9")   # and its 3.9 a ZooKeeper-mode broker
+    assert expected["4.0"] == v.release_table("4.0.0")  # the reference's 4.0 is 4.0.0
+    assert expected["3.9"] == v.zookeeper_mode_table("3.9")  # and its 3.9 a ZooKeeper-mode broker
     assert all(expected[r] == v.release_table(r) for r in ("4.1", "4.2", "4.3"))
 
 
@@ -87,20 +93,21 @@ def test_recorded_releases_replace_the_reference_rows():
     recorded = [row for row in rows if row[0] in v.RECORDED_FROM]
     assert recorded == list(broker_recordings.API_VERSIONS)
     assert list(v.RECORDED_FROM) == ["3.9", "4.0.0", "4.0", "4.1", "4.2", "4.3", "4.4"]
-    assert [r for r in v.RELEASES if r in v.RECORDED_FROM] == list(v.RECORDED_FROM)   # by age
-    assert {row[0] for row in rows if row[0] not in v.RECORDED_FROM} == \
-        {r for r, *_ in BROKER_API_VERSIONS} - set(v.RECORDED_FROM)
+    assert [r for r in v.RELEASES if r in v.RECORDED_FROM] == list(v.RECORDED_FROM)  # by age
+    assert {row[0] for row in rows if row[0] not in v.RECORDED_FROM} == {r for r, *_ in BROKER_API_VERSIONS} - set(
+        v.RECORDED_FROM
+    )
 
 
 def test_real_tables_39_40_41():
     t39, t400, t40, t41 = (v.release_table(r) for r in ("3.9", "4.0.0", "4.0", "4.1"))
     assert (t39[0], t40[0], t41[0]) == ((0, 11), (0, 12), (0, 13))
     assert (t39[1], t40[1], t41[1]) == ((0, 17), (4, 17), (4, 18))
-    assert 4 not in t39 and 4 in v.zookeeper_mode_table("3.9")   # LeaderAndIsr: ZooKeeper mode only
+    assert 4 not in t39 and 4 in v.zookeeper_mode_table("3.9")  # LeaderAndIsr: ZooKeeper mode only
     # JoinGroup v0-1: dropped by 4.0.0, back in 4.0.1 (checked on a 4.0.1 broker too) and later
     assert (t39[11], t400[11], t40[11], t41[11]) == ((0, 9), (2, 9), (0, 9), (0, 9))
     assert {k: r for k, r in t400.items() if t40.get(k) != r} == {11: (2, 9)}
-    assert v.KNOWN_UNKNOWN_API_KEYS == frozenset()      # 88-94 have definitions since the 4.x jars
+    assert v.KNOWN_UNKNOWN_API_KEYS == frozenset()  # 88-94 have definitions since the 4.x jars
     assert {90, 91, 92} <= set(t41) and {93, 94} <= set(v.release_table("4.4"))
 
 
@@ -163,7 +170,7 @@ def test_version_info_produce():
     assert old.advertised_but_rejected == ("4.0.0", "4.0", "4.1", "4.2", "4.3", "4.4")
     assert any("KAFKA-18659" in n for n in old.notes)
     kept = v.version_info("Produce", 3)
-    assert not kept.deprecated and kept.removed_in_4x is False   # 3.9.1+ deprecate only 0-2
+    assert not kept.deprecated and kept.removed_in_4x is False  # 3.9.1+ deprecate only 0-2
     assert (kept.first_release, kept.in_latest_release) == ("0.11", True)
     newest = v.version_info("Produce", 13)
     assert newest.flexible and not newest.deprecated and newest.first_release == "4.1"
@@ -176,8 +183,8 @@ def test_version_info_gaps_and_unknowns():
     assert v.format_releases(join.releases) == "0.9-3.9, 4.0-4.4"
     assert v.version_info("Metadata", 0).releases == v.RELEASES
     zk = v.version_info("LeaderAndIsr", 7)
-    assert zk.removed_in_4x and zk.last_release == "3.8"     # 3.9's table is a KRaft broker's
-    assert v.version_info("Vote", 0).removed_in_4x is False      # the 4.x jars define Vote 0-2
+    assert zk.removed_in_4x and zk.last_release == "3.8"  # 3.9's table is a KRaft broker's
+    assert v.version_info("Vote", 0).removed_in_4x is False  # the 4.x jars define Vote 0-2
     share_offsets = v.version_info(90, 0)
     assert share_offsets.defined and share_offsets.first_release == "4.1"
     assert not v.version_info(200, 0).defined
@@ -185,13 +192,14 @@ def test_version_info_gaps_and_unknowns():
 
 
 # ---------------------------------------------------------------- negotiation
-@pytest.mark.parametrize("release, produce, fetch, metadata", [
-    ("3.9", 11, 17, 12), ("4.0", 12, 17, 13), ("4.1", 13, 18, 13)])
+@pytest.mark.parametrize(
+    "release, produce, fetch, metadata", [("3.9", 11, 17, 12), ("4.0", 12, 17, 13), ("4.1", 13, 18, 13)]
+)
 def test_negotiate_with_real_brokers(release, produce, fetch, metadata):
     chosen = v.negotiate(None, release)
     assert (chosen[0], chosen[1], chosen[3]) == (produce, fetch, metadata)
     table = v.release_table(release)
-    for key, version in chosen.items():     # always inside both ranges
+    for key, version in chosen.items():  # always inside both ranges
         assert table[key][0] <= version <= table[key][1]
         assert v.api_info(key).min_version <= version <= v.api_info(key).max_version
 
@@ -214,21 +222,21 @@ def test_obsolete_broker_version_names_api_and_both_ranges():
     with pytest.raises(v.ObsoleteBrokerVersion, match="Fetch\\(1\\): the broker does not offer it at all"):
         v.negotiate(None, {0: (0, 11)}, required=[1])
     with pytest.raises(v.ObsoleteBrokerVersion, match="broker too new"):
-        v.negotiate({76: (0, 0)}, "4.1", required=True)   # share groups moved to v1 in 4.1
+        v.negotiate({76: (0, 0)}, "4.1", required=True)  # share groups moved to v1 in 4.1
 
 
 def test_old_brokers_fail_required_apis():
     v.negotiate(None, "0.10.0", required=["Produce", "Fetch", "Metadata", "ApiVersions"])
     with pytest.raises(v.ObsoleteBrokerVersion, match="ApiVersions\\(18\\)"):
-        v.negotiate(None, "0.9", required=["ApiVersions"])     # KIP-35 arrived in 0.10.0
+        v.negotiate(None, "0.9", required=["ApiVersions"])  # KIP-35 arrived in 0.10.0
     with pytest.raises(v.ObsoleteBrokerVersion):
-        v.negotiate(None, "3.9", required=True)             # every kproto API: 3.9 lacks some
+        v.negotiate(None, "3.9", required=True)  # every kproto API: 3.9 lacks some
 
 
 def test_kafka_4x_baseline_avoids_advertised_but_rejected_versions():
     old_client = {0: (0, 2)}
-    assert v.negotiate(old_client, "4.0") == {0: 2}           # what the broker advertises ...
-    assert v.negotiate(old_client, "4.0", kafka_4x_baseline=True) == {}   # ... but rejects
+    assert v.negotiate(old_client, "4.0") == {0: 2}  # what the broker advertises ...
+    assert v.negotiate(old_client, "4.0", kafka_4x_baseline=True) == {}  # ... but rejects
     with pytest.raises(v.ObsoleteBrokerVersion):
         v.negotiate({0: (0, 13)}, {0: (0, 2)}, required=[0], kafka_4x_baseline=True)
     baseline = v.baseline_4x(v.kproto_ranges())
@@ -236,11 +244,11 @@ def test_kafka_4x_baseline_avoids_advertised_but_rejected_versions():
 
 
 def test_several_brokers_combine_into_what_all_support():
-    rolling = v.negotiate(None, ["3.9", "4.0"])       # a cluster half-way through an upgrade
+    rolling = v.negotiate(None, ["3.9", "4.0"])  # a cluster half-way through an upgrade
     assert (rolling[0], rolling[1]) == (11, 17)
-    assert 4 not in rolling                          # LeaderAndIsr: only the 3.9 broker has it
+    assert 4 not in rolling  # LeaderAndIsr: only the 3.9 broker has it
     assert v.cluster_ranges(["3.9", "4.0"])[1] == (4, 17)
-    assert v.cluster_ranges([{0: (0, 1)}, {0: (3, 4)}]) == {}   # no version works on both
+    assert v.cluster_ranges([{0: (0, 1)}, {0: (3, 4)}]) == {}  # no version works on both
     assert v.cluster_ranges([]) == {}
 
 
@@ -301,10 +309,15 @@ def test_every_release_table_is_recognised_exactly(release):
 
 def test_recorded_releases_say_which_broker_answered_so():
     match = v.infer_release(v.release_table("4.0"))
-    assert match.describe() == ("4.0 (exact match with the answer of a real 4.0.2 broker; "
-                                "patch releases that advertise the same versions are not told apart)")
-    assert v.infer_release(v.release_table("4.0.0")).describe().startswith("4.0.0 (exact match with the answer "
-                                                                           "of a real 4.0.0 broker")
+    assert match.describe() == (
+        "4.0 (exact match with the answer of a real 4.0.2 broker; "
+        "patch releases that advertise the same versions are not told apart)"
+    )
+    assert (
+        v.infer_release(v.release_table("4.0.0"))
+        .describe()
+        .startswith("4.0.0 (exact match with the answer of a real 4.0.0 broker")
+    )
 
 
 def test_a_zookeeper_mode_39_broker_is_named_with_its_mode():
@@ -342,8 +355,9 @@ def test_inference_tie_is_stated():
 def test_exact_ambiguity_is_stated():
     match = v.ReleaseMatch(("3.4", "3.5"), (), {})
     assert match.release is None
-    assert match.describe() == ("ambiguous: 3.4, 3.5 advertise identical versions; "
-                                "ApiVersions alone cannot tell them apart")
+    assert match.describe() == (
+        "ambiguous: 3.4, 3.5 advertise identical versions; ApiVersions alone cannot tell them apart"
+    )
 
 
 # ---------------------------------------------------------------- release changes
@@ -352,7 +366,7 @@ def test_changes_between_39_and_40():
     assert changes[0].gained == [12] and changes[0].lost == []
     assert changes[1].lost == [0, 1, 2, 3] and changes[1].gained == []
     assert changes[11].describe() == "~ JoinGroup(11): v0-9 -> v2-9 (lost v0-1)"
-    assert 12 not in changes                     # Heartbeat did not change
+    assert 12 not in changes  # Heartbeat did not change
     # 3.8's table is a ZooKeeper-mode broker's, 3.9's a KRaft broker's: the mode shows
     mode = {c.api_key: c for c in v.release_changes("3.8", "3.9")}
     assert mode[4].describe() == "- LeaderAndIsr(4): API gone, was v0-7"

@@ -26,8 +26,9 @@ class FakeBroker:
     KIP-511 (Kafka 2.4+) and nothing before. Invalid software names get INVALID_REQUEST.
     """
 
-    def __init__(self, max_version: int, *, kip511: bool = True, advertise_max: int | None = None,
-                 release: str = "2.3") -> None:
+    def __init__(
+        self, max_version: int, *, kip511: bool = True, advertise_max: int | None = None, release: str = "2.3"
+    ) -> None:
         self.max_version = max_version
         self.kip511 = kip511
         self.advertise_max = max_version if advertise_max is None else advertise_max
@@ -38,36 +39,44 @@ class FakeBroker:
     def __call__(self, frame: bytes) -> bytes:
         request, problems = v.decode_api_versions_request(frame, size_prefixed=True)
         body = request.body
-        software = (body.client_software_name, body.client_software_version) if request.api_version >= 3 \
-            else (None, None)
+        software = (
+            (body.client_software_name, body.client_software_version) if request.api_version >= 3 else (None, None)
+        )
         self.seen.append((request.api_version, *software, problems))
         version = request.api_version
         if version > self.max_version:
-            keys = [ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=self.advertise_max)] \
-                if self.kip511 else []
+            keys = (
+                [ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=self.advertise_max)]
+                if self.kip511
+                else []
+            )
             answer = ApiVersionsResponse(error_code=v.UNSUPPORTED_VERSION, api_keys=keys)
-            return kproto.encode_response(answer, version=0, correlation_id=request.correlation_id,
-                                          size_prefixed=True)
+            return kproto.encode_response(answer, version=0, correlation_id=request.correlation_id, size_prefixed=True)
         if problems:
             answer = ApiVersionsResponse(error_code=v.INVALID_REQUEST)
         else:
-            answer = ApiVersionsResponse(error_code=0, api_keys=[
-                ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                for k, (lo, hi) in sorted(self.table.items())])
-        return kproto.encode_response(answer, version=version, correlation_id=request.correlation_id,
-                                      size_prefixed=True)
+            answer = ApiVersionsResponse(
+                error_code=0,
+                api_keys=[
+                    ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                    for k, (lo, hi) in sorted(self.table.items())
+                ],
+            )
+        return kproto.encode_response(
+            answer, version=version, correlation_id=request.correlation_id, size_prefixed=True
+        )
 
 
 # ---------------------------------------------------------------- the fallback
 def test_kip511_broker_on_v0_to_2_tells_the_client_its_max():
     broker = FakeBroker(2, kip511=True)
     result = v.handshake(broker)
-    assert result.attempts == [NEWEST, 2]      # highest first, then the broker's own max
+    assert result.attempts == [NEWEST, 2]  # highest first, then the broker's own max
     assert result.version == 2
     assert result.ranges == broker.table
     first = broker.seen[0]
     assert first[:3] == (NEWEST, v.DEFAULT_CLIENT_SOFTWARE_NAME, v.DEFAULT_CLIENT_SOFTWARE_VERSION)
-    assert first[3] == []                       # kproto's own name and version are valid
+    assert first[3] == []  # kproto's own name and version are valid
 
 
 def test_pre_kip511_broker_sends_empty_api_keys_so_the_client_falls_back_to_v0():
@@ -88,7 +97,7 @@ def test_a_41_broker_answers_after_one_step_down():
     broker = FakeBroker(4, release="4.1")
     result = v.handshake(broker)
     assert NEWEST == 5 and result.attempts == [5, 4]
-    assert v.handshake(broker, max_version=4).attempts == [4]   # a client at its version: at once
+    assert v.handshake(broker, max_version=4).attempts == [4]  # a client at its version: at once
     assert v.infer_release(result.response).release == "4.1"
     assert v.negotiate(None, result.response)[0] == 13
 
@@ -147,22 +156,24 @@ def test_handshake_over_a_socket():
 
 
 # ---------------------------------------------------------------- software name and version
-@pytest.mark.parametrize("value", ["apache-kafka-java", "3.3.1", "kproto", "0.1.0.dev0", "a", "librdkafka",
-                                   "A-1.b"])
+@pytest.mark.parametrize("value", ["apache-kafka-java", "3.3.1", "kproto", "0.1.0.dev0", "a", "librdkafka", "A-1.b"])
 def test_valid_software_fields(value):
     assert v.client_software_problems(value, value) == []
 
 
-@pytest.mark.parametrize("value, reason", [
-    ("", "is empty"),
-    ("-lead", "must begin and end with a letter or digit"),
-    ("trail.", "must begin and end with a letter or digit"),
-    (".", "must begin and end with a letter or digit"),
-    ("my app", "characters outside"),
-    ("my_app", "characters outside"),
-    ("caf\u00e9", "characters outside"),
-    (None, "is missing"),
-])
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        ("", "is empty"),
+        ("-lead", "must begin and end with a letter or digit"),
+        ("trail.", "must begin and end with a letter or digit"),
+        (".", "must begin and end with a letter or digit"),
+        ("my app", "characters outside"),
+        ("my_app", "characters outside"),
+        ("caf\u00e9", "characters outside"),
+        (None, "is missing"),
+    ],
+)
 def test_invalid_software_fields(value, reason):
     problems = v.client_software_problems(value, "1.0")
     assert len(problems) == 1 and reason in problems[0] and problems[0].startswith("ClientSoftwareName")
@@ -190,13 +201,16 @@ def test_encoding_refuses_invalid_software_fields_unless_allowed():
 def test_decoding_flags_what_other_clients_send():
     from kproto.messages import ApiVersionsRequest
 
-    raw = kproto.encode_request(ApiVersionsRequest(client_software_name="ok", client_software_version="1-"),
-                                version=3, correlation_id=5, client_id="x")
+    raw = kproto.encode_request(
+        ApiVersionsRequest(client_software_name="ok", client_software_version="1-"),
+        version=3,
+        correlation_id=5,
+        client_id="x",
+    )
     request, problems = v.decode_api_versions_request(raw)
     assert request.api_version == 3
     assert problems == ["ClientSoftwareVersion '1-' must begin and end with a letter or digit"]
     from kproto.messages import MetadataRequest
 
     with pytest.raises(kproto.DecodeError, match="expected an ApiVersions request"):
-        v.decode_api_versions_request(kproto.encode_request(MetadataRequest(topics=None), version=12,
-                                                            correlation_id=1))
+        v.decode_api_versions_request(kproto.encode_request(MetadataRequest(topics=None), version=12, correlation_id=1))

@@ -27,12 +27,12 @@ from tests.fuzz import targets  # noqa: E402
 
 def main() -> None:
     target = sys.argv[1]
-    if os.environ.get("KPROTO_FUZZ_ONLY"):          # run.py --only c|py
+    if os.environ.get("KPROTO_FUZZ_ONLY"):  # run.py --only c|py
         targets.select((os.environ["KPROTO_FUZZ_ONLY"],))
     function = targets.TARGETS[target]
 
     def one_input(data: bytes) -> None:
-        function(data)   # a FuzzFailure escapes: libFuzzer saves the input and stops
+        function(data)  # a FuzzFailure escapes: libFuzzer saves the input and stops
 
     atheris.Setup([sys.argv[0]] + sys.argv[2:], one_input)
     atheris.Fuzz()

@@ -29,8 +29,20 @@ from pathlib import Path
 
 from kproto import _impl, schema
 from kproto.schema import (
-    ARRAY, BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, RECORDS, STRING, STRUCT, UINT16,
-    UINT32, UUID,
+    ARRAY,
+    BOOL,
+    BYTES,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    STRUCT,
+    UINT16,
+    UINT32,
+    UUID,
 )
 from tests.fuzz import targets
 
@@ -38,8 +50,17 @@ _codec = _impl.load("codec", "py")
 _records = _impl.load("records", "py")
 
 _SCALAR_SAMPLES = {
-    BOOL: True, INT8: 1, INT16: 2, INT32: 3, INT64: 4, UINT16: 5, UINT32: 6, FLOAT64: 1.5,
-    UUID: uuid.UUID(int=0x0123456789ABCDEF), STRING: "kproto", BYTES: b"\x01\x02",
+    BOOL: True,
+    INT8: 1,
+    INT16: 2,
+    INT32: 3,
+    INT64: 4,
+    UINT16: 5,
+    UINT32: 6,
+    FLOAT64: 1.5,
+    UUID: uuid.UUID(int=0x0123456789ABCDEF),
+    STRING: "kproto",
+    BYTES: b"\x01\x02",
 }
 _UNKNOWN_TAG = 9999  # far above every tag Kafka defines
 
@@ -116,11 +137,13 @@ def record_seeds() -> tuple[bytes, ...]:
         for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
             if magic < 2 and codec == "zstd":
                 continue  # zstd came with magic 2
-            encodings.append(_records.encode_records(rows if magic == 2 else legacy_rows, magic=magic,
-                                                     compression=codec, base_offset=100))
+            encodings.append(
+                _records.encode_records(
+                    rows if magic == 2 else legacy_rows, magic=magic, compression=codec, base_offset=100
+                )
+            )
     encodings.append(_records.encode_control_batch("commit", producer_id=5, producer_epoch=1, base_offset=9))
-    encodings.append(_records.encode_records(rows, magic=2, compression="zstd", producer_id=9,
-                                             is_transactional=True))
+    encodings.append(_records.encode_records(rows, magic=2, compression="zstd", producer_id=9, is_transactional=True))
     # encodings: magic 0 (4 codecs), magic 1 (4), magic 2 (5), control, transactional zstd
     two = encodings[8] + encodings[12]
     encodings += [two, two[:-7], encodings[0] + encodings[4] + encodings[10]]
@@ -129,19 +152,28 @@ def record_seeds() -> tuple[bytes, ...]:
         seeds.append(targets.records_options(verify_crc=False, small_cap=False) + data)
         seeds.append(targets.records_options(verify_crc=False, small_cap=True) + data)
     seeds += [targets.records_options(verify_crc=True, small_cap=False) + data for data in encodings[8:14]]
-    seeds += [targets.records_options(verify_crc=True, small_cap=False, zero_copy=True) + data
-              for data in encodings]
+    seeds += [targets.records_options(verify_crc=True, small_cap=False, zero_copy=True) + data for data in encodings]
     # sets of several batches (and wrappers of several messages) reach the per-set limits
-    seeds += [targets.records_options(verify_crc=True, small_cap=False, small_set_limits=True) + data
-              for data in encodings[:4] + encodings[-3:] + [encodings[10] + encodings[12]]]
+    seeds += [
+        targets.records_options(verify_crc=True, small_cap=False, small_set_limits=True) + data
+        for data in encodings[:4] + encodings[-3:] + [encodings[10] + encodings[12]]
+    ]
     return tuple(seeds)
 
 
 @lru_cache(maxsize=1)
 def capture_seeds() -> tuple[bytes, ...]:
     from tests.pcapwriter import (
-        LINK_ETHERNET, LINK_NULL, LINK_RAW, LINK_SLL, LINK_SLL2, Conversation, PcapngWriter, pcap_of,
-        request_frame, response_frame,
+        LINK_ETHERNET,
+        LINK_NULL,
+        LINK_RAW,
+        LINK_SLL,
+        LINK_SLL2,
+        Conversation,
+        PcapngWriter,
+        pcap_of,
+        request_frame,
+        response_frame,
     )
 
     requests = [request_frame(3, 12, 1, b"\x00\x00"), request_frame(18, 3, 2, b"\x00\x00\x00")]
@@ -159,14 +191,15 @@ def capture_seeds() -> tuple[bytes, ...]:
     for linktype in (LINK_ETHERNET, LINK_NULL, LINK_RAW, LINK_SLL, LINK_SLL2):
         files.append(pcap_of(conversation(linktype=linktype), linktype=linktype))
         _TCP_SEEDS.append(targets.tcp_packets(linktype, [p.data for p in conversation(linktype=linktype)]))
-        _TCP_SEEDS.append(targets.tcp_packets(linktype, [p.data for p in conversation(linktype=linktype)[3:]],
-                                              small=True))
+        _TCP_SEEDS.append(
+            targets.tcp_packets(linktype, [p.data for p in conversation(linktype=linktype)[3:]], small=True)
+        )
     files.append(pcap_of(conversation(vlans=(5,)), nanos=True, big_endian=True))
     files.append(pcap_of(conversation(client=("fd00::1", 40000), server=("fd00::2", 9092))))
-    files.append(pcap_of(conversation()[3:]))           # no handshake: a mid-stream start
+    files.append(pcap_of(conversation()[3:]))  # no handshake: a mid-stream start
     packets = conversation(sizes=(1000,))
-    packets[3], packets[4] = packets[4], packets[3]     # out of order
-    files.append(pcap_of(packets + packets[3:5]))       # and resent
+    packets[3], packets[4] = packets[4], packets[3]  # out of order
+    files.append(pcap_of(packets + packets[3:5]))  # and resent
     _TCP_SEEDS.append(targets.tcp_packets(LINK_ETHERNET, [p.data for p in packets + packets[3:5]]))
     ipv6 = conversation(client=("fd00::1", 40000), server=("fd00::2", 9092))
     _TCP_SEEDS.append(targets.tcp_packets(LINK_ETHERNET, [p.data for p in ipv6]))
@@ -184,7 +217,7 @@ def capture_seeds() -> tuple[bytes, ...]:
     return tuple(seeds)
 
 
-_TCP_SEEDS: list[bytes] = []   # filled by capture_seeds, from the same conversations
+_TCP_SEEDS: list[bytes] = []  # filled by capture_seeds, from the same conversations
 
 
 def tcp_seeds() -> tuple[bytes, ...]:
@@ -204,25 +237,30 @@ def batch_seeds() -> tuple[bytes, ...]:
 
     seeds = []
     requests = request_seeds()
-    for start in range(0, len(requests), 24):          # a few requests of different APIs per buffer
-        group = requests[start:start + 24:3]
+    for start in range(0, len(requests), 24):  # a few requests of different APIs per buffer
+        group = requests[start : start + 24 : 3]
         seeds.append(targets.batch_options() + framed(group))
         seeds.append(targets.batch_options(json_body=False, ids_as_dictionary=True) + framed(group))
         seeds.append(targets.batch_options(arrow_input=True, api_version=len(group[0]) - 1) + b"".join(group[:1]))
     by_api: dict = {}
-    for seed in response_seeds():                      # responses of one API and version per buffer
+    for seed in response_seeds():  # responses of one API and version per buffer
         api_key, lo, _hi = targets.RESPONSE_APIS[seed[0]]
         by_api.setdefault((api_key, lo + seed[1]), []).append(seed[2:])
     for (api_key, version), payloads in sorted(by_api.items())[::3]:
-        seeds.append(targets.batch_options(responses=True, api_key=api_key, api_version=version)
-                     + framed(payloads))
-        if api_key in (0, 1):   # Produce / Fetch carry record sets: also as summaries
-            seeds.append(targets.batch_options(responses=True, api_key=api_key, api_version=version,
-                                               records_summary=True) + framed(payloads))
-            seeds.append(targets.batch_options(responses=True, api_key=api_key, api_version=version,
-                                               json_body=False, partitions=True) + framed(payloads))
+        seeds.append(targets.batch_options(responses=True, api_key=api_key, api_version=version) + framed(payloads))
+        if api_key in (0, 1):  # Produce / Fetch carry record sets: also as summaries
+            seeds.append(
+                targets.batch_options(responses=True, api_key=api_key, api_version=version, records_summary=True)
+                + framed(payloads)
+            )
+            seeds.append(
+                targets.batch_options(
+                    responses=True, api_key=api_key, api_version=version, json_body=False, partitions=True
+                )
+                + framed(payloads)
+            )
     for start in range(0, len(requests), 24):
-        group = [r for r in requests[start:start + 24] if r[:2] == b"\x00\x00"]   # Produce requests
+        group = [r for r in requests[start : start + 24] if r[:2] == b"\x00\x00"]  # Produce requests
         if group:
             seeds.append(targets.batch_options(records_summary=True) + framed(group))
             seeds.append(targets.batch_options(json_body=False, partitions=True) + framed(group))

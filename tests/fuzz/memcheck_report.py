@@ -15,8 +15,10 @@ import re
 import sys
 
 _OURS = re.compile(r"kproto/_c/|6kproto_2_c|_(?:codec|records|capture|batch|buffer)\.cpython")
-_PROBLEM = re.compile(r"Invalid (?:read|write|free)|uninitialised|definitely lost|Mismatched free|overlap|"
-                      r"Source and destination")
+_PROBLEM = re.compile(
+    r"Invalid (?:read|write|free)|uninitialised|definitely lost|Mismatched free|overlap|"
+    r"Source and destination"
+)
 
 
 def kproto_reports(text: str) -> list[str]:
@@ -30,9 +32,11 @@ def main(path: str) -> int:
     ours = kproto_reports(text)
     summary = re.findall(r"ERROR SUMMARY: .*", text)
     leaks = re.findall(r"definitely lost: .*", text)
-    print(f"memcheck: {len(ours)} report(s) in kproto code; whole process: "
-          f"{summary[-1] if summary else 'no summary (still running?)'}; "
-          f"{leaks[-1] if leaks else 'no definitely lost blocks'}")
+    print(
+        f"memcheck: {len(ours)} report(s) in kproto code; whole process: "
+        f"{summary[-1] if summary else 'no summary (still running?)'}; "
+        f"{leaks[-1] if leaks else 'no definitely lost blocks'}"
+    )
     for block in ours[:5]:
         print(block[:3000])
     return 1 if ours else 0

@@ -50,10 +50,10 @@ def _interesting_int(rng, data, _pool):
         return
     if len(data) >= 4 and rng.random() < 0.5:
         i = rng.randrange(len(data) - 3)
-        data[i:i + 4] = struct.pack(">I", rng.choice(_INTERESTING_32))
+        data[i : i + 4] = struct.pack(">I", rng.choice(_INTERESTING_32))
     else:
         i = rng.randrange(len(data) - 1)
-        data[i:i + 2] = struct.pack(">H", rng.choice(_INTERESTING_16))
+        data[i : i + 2] = struct.pack(">H", rng.choice(_INTERESTING_16))
 
 
 def _small_length(rng, data, _pool):
@@ -61,7 +61,7 @@ def _small_length(rng, data, _pool):
     if len(data) >= 4:
         i = rng.randrange(len(data) - 3)
         value = struct.unpack_from(">i", data, i)[0] + rng.randint(-8, 8)
-        data[i:i + 4] = struct.pack(">i", max(-(2**31), min(2**31 - 1, value)))
+        data[i : i + 4] = struct.pack(">i", max(-(2**31), min(2**31 - 1, value)))
 
 
 def _varint_run(rng, data, _pool):
@@ -72,7 +72,7 @@ def _varint_run(rng, data, _pool):
 def _delete_range(rng, data, _pool):
     if data:
         i = _position(rng, data)
-        del data[i:i + rng.randint(1, 16)]
+        del data[i : i + rng.randint(1, 16)]
 
 
 def _insert_bytes(rng, data, _pool):
@@ -83,26 +83,36 @@ def _insert_bytes(rng, data, _pool):
 def _duplicate_range(rng, data, _pool):
     if data:
         i = _position(rng, data)
-        chunk = data[i:i + rng.randint(1, 64)]
+        chunk = data[i : i + rng.randint(1, 64)]
         j = _position(rng, data)
         data[j:j] = chunk
 
 
 def _truncate(rng, data, _pool):
     if data:
-        del data[rng.randrange(len(data)):]
+        del data[rng.randrange(len(data)) :]
 
 
 def _splice(rng, data, pool):
     if pool:
         other = rng.choice(pool)
         if other:
-            data[_position(rng, data):] = other[rng.randrange(len(other)):]
+            data[_position(rng, data) :] = other[rng.randrange(len(other)) :]
 
 
 MUTATIONS = (
-    _flip_bit, _random_byte, _interesting_byte, _arith_byte, _interesting_int, _small_length,
-    _varint_run, _delete_range, _insert_bytes, _duplicate_range, _truncate, _splice,
+    _flip_bit,
+    _random_byte,
+    _interesting_byte,
+    _arith_byte,
+    _interesting_int,
+    _small_length,
+    _varint_run,
+    _delete_range,
+    _insert_bytes,
+    _duplicate_range,
+    _truncate,
+    _splice,
 )
 
 

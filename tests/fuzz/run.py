@@ -47,13 +47,13 @@ from tests.fuzz.mutate import MAX_SIZE, mutate
 
 DEFAULT_CRASH_DIR = Path("/tmp/kproto-fuzz-crashes")
 _POOL_LIMIT = 4000
-_SEEN_LIMIT = 100_000     # error signatures remembered (memory stays flat on long runs)
+_SEEN_LIMIT = 100_000  # error signatures remembered (memory stays flat on long runs)
 _DIGITS = re.compile(r"-?\d+")
 
 
 @dataclass
 class Failure:
-    kind: str        # "exception", "slow"
+    kind: str  # "exception", "slow"
     message: str
     data: bytes
     saved_as: Path | None = None
@@ -66,7 +66,7 @@ class Stats:
     seconds: float = 0.0
     failures: list[Failure] = field(default_factory=list)
     slowest: float = 0.0
-    outcomes: dict = field(default_factory=dict)   # "ok" / error class -> count
+    outcomes: dict = field(default_factory=dict)  # "ok" / error class -> count
     pool: int = 0
     rss_after_warmup: int = 0
     rss_end: int = 0
@@ -77,9 +77,11 @@ class Stats:
 
     def line(self) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items(), key=lambda kv: -kv[1])[:4])
-        return (f"{self.target:15s} {self.executions:>10,d} runs {self.seconds:8.1f} s {self.rate:9,.0f}/s  "
-                f"slowest {self.slowest * 1000:7.1f} ms  rss {self.rss_after_warmup >> 20}->{self.rss_end >> 20} MiB  "
-                f"pool {self.pool}  failures {len(self.failures)}  [{kinds}]")
+        return (
+            f"{self.target:15s} {self.executions:>10,d} runs {self.seconds:8.1f} s {self.rate:9,.0f}/s  "
+            f"slowest {self.slowest * 1000:7.1f} ms  rss {self.rss_after_warmup >> 20}->{self.rss_end >> 20} MiB  "
+            f"pool {self.pool}  failures {len(self.failures)}  [{kinds}]"
+        )
 
 
 def _rss() -> int:
@@ -100,7 +102,7 @@ class _CurrentInput:
 
     def set(self, data: bytes) -> None:
         self._map[:8] = len(data).to_bytes(8, "little")
-        self._map[8:8 + len(data)] = data
+        self._map[8 : 8 + len(data)] = data
 
     def close(self) -> None:
         self._map.close()
@@ -110,7 +112,7 @@ class _CurrentInput:
 
 def read_current(path: Path) -> bytes:
     raw = path.read_bytes()
-    return raw[8:8 + int.from_bytes(raw[:8], "little")]
+    return raw[8 : 8 + int.from_bytes(raw[:8], "little")]
 
 
 def _save(crash_dir: Path | None, target: str, data: bytes) -> Path | None:
@@ -127,9 +129,18 @@ def run_one(target: str, data: bytes):
     return targets.TARGETS[target](data)
 
 
-def fuzz(target: str, *, runs: int | None = None, seconds: float | None = None, seed: int = 0,
-         crash_dir: Path | None = DEFAULT_CRASH_DIR, slow: float = 1.0, hang: float = 30.0,
-         max_failures: int = 20, progress: bool = False) -> Stats:
+def fuzz(
+    target: str,
+    *,
+    runs: int | None = None,
+    seconds: float | None = None,
+    seed: int = 0,
+    crash_dir: Path | None = DEFAULT_CRASH_DIR,
+    slow: float = 1.0,
+    hang: float = 30.0,
+    max_failures: int = 20,
+    progress: bool = False,
+) -> Stats:
     """Mutation-fuzz one target for ``runs`` inputs or ``seconds`` (whichever comes first).
 
     The seeds themselves run first. Deterministic for a given seed and run count
@@ -168,7 +179,7 @@ def fuzz(target: str, *, runs: int | None = None, seconds: float | None = None, 
             try:
                 outcome = function(data)
                 key = targets.error_class(outcome) if outcome[0] == "error" else outcome[0]
-            except Exception as exc:   # FuzzFailure, or a bug in the target itself
+            except Exception as exc:  # FuzzFailure, or a bug in the target itself
                 key = "FAILURE"
                 message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
                 stats.failures.append(Failure("exception", message, data, _save(crash_dir, target, data)))
@@ -186,8 +197,11 @@ def fuzz(target: str, *, runs: int | None = None, seconds: float | None = None, 
                     pass
                 again = time.perf_counter() - t0
                 if again > slow:
-                    stats.failures.append(Failure("slow", f"{min(elapsed, again):.2f} s for one input",
-                                                  data, _save(crash_dir, target, data)))
+                    stats.failures.append(
+                        Failure(
+                            "slow", f"{min(elapsed, again):.2f} s for one input", data, _save(crash_dir, target, data)
+                        )
+                    )
             fresh = False
             for reason in targets.reasons:
                 signature = _DIGITS.sub("N", reason)[:160]
@@ -240,7 +254,7 @@ def leak_check(target: str, *, inputs: int = 2000, rounds: int = 10, seed: int =
             try:
                 function(data)
             except Exception:
-                pass       # failures are the fuzz run's business
+                pass  # failures are the fuzz run's business
         del targets.reasons[:]
         gc.collect()
         sizes.append(_rss())
@@ -248,15 +262,22 @@ def leak_check(target: str, *, inputs: int = 2000, rounds: int = 10, seed: int =
 
 
 # ---------------------------------------------------------------- atheris
-def fuzz_atheris(target: str, seconds: float, crash_dir: Path, work_dir: Path, slow: float,
-                 only: str | None = None) -> Stats:
+def fuzz_atheris(
+    target: str, seconds: float, crash_dir: Path, work_dir: Path, slow: float, only: str | None = None
+) -> Stats:
     """Run atheris in a child process (libFuzzer exits when done) and read its figures."""
     corpus_dir = work_dir / target
     corpus.write(work_dir, [target])
     crash_dir.mkdir(parents=True, exist_ok=True)
-    argv = [str(corpus_dir), f"-max_total_time={int(seconds)}", f"-timeout={max(1, int(slow))}",
-            "-rss_limit_mb=4096", f"-max_len={MAX_SIZE}", f"-artifact_prefix={crash_dir}/{target}-",
-            "-print_final_stats=1"]
+    argv = [
+        str(corpus_dir),
+        f"-max_total_time={int(seconds)}",
+        f"-timeout={max(1, int(slow))}",
+        "-rss_limit_mb=4096",
+        f"-max_len={MAX_SIZE}",
+        f"-artifact_prefix={crash_dir}/{target}-",
+        "-print_final_stats=1",
+    ]
     command = [sys.executable, "-m", "tests.fuzz.atheris_main", target] + argv
     started = time.perf_counter()
     env = dict(os.environ, KPROTO_FUZZ_ONLY=only or "")
@@ -287,8 +308,10 @@ def _expand(names: list[str]) -> list[str]:
         elif name in targets.TARGETS:
             out.append(name)
         else:
-            raise SystemExit(f"unknown target {name!r}: targets {sorted(targets.TARGETS)}, "
-                             f"families {sorted(targets.FAMILIES)}, or all")
+            raise SystemExit(
+                f"unknown target {name!r}: targets {sorted(targets.TARGETS)}, "
+                f"families {sorted(targets.FAMILIES)}, or all"
+            )
     return list(dict.fromkeys(out))
 
 
@@ -299,8 +322,10 @@ def _replay(target: str, paths: list[str]) -> int:
         t0 = time.perf_counter()
         try:
             outcome = run_one(target, data)
-            print(f"{path}: {outcome[0]} {outcome[1] if outcome[0] == 'error' else ''} "
-                  f"({(time.perf_counter() - t0) * 1000:.1f} ms)")
+            print(
+                f"{path}: {outcome[0]} {outcome[1] if outcome[0] == 'error' else ''} "
+                f"({(time.perf_counter() - t0) * 1000:.1f} ms)"
+            )
         except Exception:
             status = 1
             print(f"{path}: FAILED")
@@ -316,14 +341,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--engine", choices=("builtin", "atheris"), default="builtin")
     parser.add_argument("--crash-dir", type=Path, default=DEFAULT_CRASH_DIR)
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/kproto-fuzz-corpus"),
-                        help="atheris corpus directories")
+    parser.add_argument(
+        "--work-dir", type=Path, default=Path("/tmp/kproto-fuzz-corpus"), help="atheris corpus directories"
+    )
     parser.add_argument("--slow", type=float, default=1.0, help="seconds per input counted as a hang")
     parser.add_argument("--replay", nargs="+", metavar="FILE", help="run these inputs and show what happens")
-    parser.add_argument("--only", choices=("c", "py"),
-                        help="run one implementation only (no differential check; for long crash hunts)")
-    parser.add_argument("--leak-check", action="store_true",
-                        help="run the same mutated inputs in rounds and report the resident size per round")
+    parser.add_argument(
+        "--only", choices=("c", "py"), help="run one implementation only (no differential check; for long crash hunts)"
+    )
+    parser.add_argument(
+        "--leak-check",
+        action="store_true",
+        help="run the same mutated inputs in rounds and report the resident size per round",
+    )
     args = parser.parse_args(argv)
     names = _expand(args.targets)
     if args.only:
@@ -333,8 +363,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs is None and args.seconds is None:
         args.seconds = 30.0
     from kproto import _impl
-    print(f"implementations: {', '.join(targets.IMPLEMENTATIONS)}; extension in use: {_impl.USE_EXTENSION}; "
-          f"engine {args.engine}", flush=True)
+
+    print(
+        f"implementations: {', '.join(targets.IMPLEMENTATIONS)}; extension in use: {_impl.USE_EXTENSION}; "
+        f"engine {args.engine}",
+        flush=True,
+    )
     failed = False
     if args.leak_check:
         for name in names:
@@ -342,20 +376,33 @@ def main(argv: list[str] | None = None) -> int:
             growth = sizes[-1] - sizes[2]
             verdict = "ok" if growth <= 1 << 20 else "GROWING"
             failed = failed or verdict != "ok"
-            print(f"{name:15s} rss per round (MiB): {' '.join(f'{s / 2**20:.1f}' for s in sizes)}  "
-                  f"growth after round 3: {growth >> 10} KiB  {verdict}", flush=True)
+            print(
+                f"{name:15s} rss per round (MiB): {' '.join(f'{s / 2**20:.1f}' for s in sizes)}  "
+                f"growth after round 3: {growth >> 10} KiB  {verdict}",
+                flush=True,
+            )
         return 1 if failed else 0
     for name in names:
         if args.engine == "atheris":
             stats = fuzz_atheris(name, args.seconds or 60, args.crash_dir, args.work_dir, args.slow, args.only)
         else:
-            stats = fuzz(name, runs=args.runs, seconds=args.seconds, seed=args.seed, crash_dir=args.crash_dir,
-                         slow=args.slow, progress=True)
+            stats = fuzz(
+                name,
+                runs=args.runs,
+                seconds=args.seconds,
+                seed=args.seed,
+                crash_dir=args.crash_dir,
+                slow=args.slow,
+                progress=True,
+            )
         print(stats.line(), flush=True)
         for failure in stats.failures[:5]:
             failed = True
-            print(f"  FAILURE ({failure.kind}) saved as {failure.saved_as}:\n    "
-                  + failure.message.replace("\n", "\n    "), flush=True)
+            print(
+                f"  FAILURE ({failure.kind}) saved as {failure.saved_as}:\n    "
+                + failure.message.replace("\n", "\n    "),
+                flush=True,
+            )
         failed = failed or bool(stats.failures)
     return 1 if failed else 0
 

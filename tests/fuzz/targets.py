@@ -60,7 +60,7 @@ def plain(value):
         return ("float", struct.pack(">d", value)) if math.isnan(value) else value
     if isinstance(value, (int, str, bool, uuid.UUID)) or value is None:
         return value
-    if hasattr(value, "raw"):          # a Records view of either implementation
+    if hasattr(value, "raw"):  # a Records view of either implementation
         return ("records", bytes(value.raw))
     return value
 
@@ -88,7 +88,7 @@ def call(name: str, impl: str, function: Callable, *args):
         return ("ok", function(*args))
     except DecodeError as exc:
         return error_outcome(exc)
-    except RecursionError as exc:     # before Exception: it would be caught there anyway
+    except RecursionError as exc:  # before Exception: it would be caught there anyway
         raise FuzzFailure(f"{name}[{impl}]: RecursionError: {exc}") from exc
     except Exception as exc:
         raise FuzzFailure(f"{name}[{impl}]: {type(exc).__name__} escaped: {exc}") from exc
@@ -100,8 +100,9 @@ def agree(name: str, outcomes: dict) -> None:
     first_impl, first = items[0]
     for impl, other in items[1:]:
         if other != first:
-            raise FuzzFailure(f"{name}: implementations disagree\n  {first_impl}: {_short(first)}\n"
-                              f"  {impl}: {_short(other)}")
+            raise FuzzFailure(
+                f"{name}: implementations disagree\n  {first_impl}: {_short(first)}\n  {impl}: {_short(other)}"
+            )
 
 
 def _short(outcome, limit: int = 600) -> str:
@@ -195,28 +196,56 @@ RECORDS_CAPS = (1 << 12, 1 << 20)
 RECORDS_LIMITS = (3, 1 << 20)
 #: Per-set limits (max_records_per_set, max_decompressed_size_per_set) byte 0 chooses from:
 #: small ones reach them within a few batches.
-RECORDS_SET_LIMITS = ((5, 1 << 7),
-                      (limits.DEFAULT_MAX_RECORDS_PER_SET, limits.DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET))
+RECORDS_SET_LIMITS = ((5, 1 << 7), (limits.DEFAULT_MAX_RECORDS_PER_SET, limits.DEFAULT_MAX_DECOMPRESSED_SIZE_PER_SET))
 
 
-def records_options(verify_crc: bool, small_cap: bool, zero_copy: bool = False, small_limit: bool = False,
-                    small_set_limits: bool = False) -> bytes:
+def records_options(
+    verify_crc: bool,
+    small_cap: bool,
+    zero_copy: bool = False,
+    small_limit: bool = False,
+    small_set_limits: bool = False,
+) -> bytes:
     """The leading byte that makes fuzz_records read with these options."""
-    return bytes([(1 if verify_crc else 0) | (2 if small_cap else 0) | (4 if zero_copy else 0)
-                  | (8 if small_limit else 0) | (16 if small_set_limits else 0)])
+    return bytes(
+        [
+            (1 if verify_crc else 0)
+            | (2 if small_cap else 0)
+            | (4 if zero_copy else 0)
+            | (8 if small_limit else 0)
+            | (16 if small_set_limits else 0)
+        ]
+    )
 
 
 def _plain_record(record) -> tuple:
-    return (record.offset, record.timestamp, plain(record.key), plain(record.value),
-            tuple((k, plain(v)) for k, v in record.headers))
+    return (
+        record.offset,
+        record.timestamp,
+        plain(record.key),
+        plain(record.value),
+        tuple((k, plain(v)) for k, v in record.headers),
+    )
 
 
-def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bool = False,
-                  max_records: int = RECORDS_LIMITS[1], set_limits: tuple[int, int] = RECORDS_SET_LIMITS[1]):
+def _read_records(
+    module,
+    data: bytes,
+    verify_crc: bool,
+    cap: int,
+    zero_copy: bool = False,
+    max_records: int = RECORDS_LIMITS[1],
+    set_limits: tuple[int, int] = RECORDS_SET_LIMITS[1],
+):
     """Everything a reader can ask of a Records buffer, as plain data (errors in line)."""
-    records = module.Records(data, verify_crc=verify_crc, max_decompressed_size=cap,
-                             max_records_per_batch=max_records, max_records_per_set=set_limits[0],
-                             max_decompressed_size_per_set=set_limits[1])
+    records = module.Records(
+        data,
+        verify_crc=verify_crc,
+        max_decompressed_size=cap,
+        max_records_per_batch=max_records,
+        max_records_per_set=set_limits[0],
+        max_decompressed_size_per_set=set_limits[1],
+    )
     out = []
     try:
         for batch in records:
@@ -232,11 +261,11 @@ def _read_records(module, data: bytes, verify_crc: bool, cap: int, zero_copy: bo
     except DecodeError as exc:
         tail = error_outcome(exc)
     try:
-        table = records.to_arrow(zero_copy=zero_copy)   # zero_copy: binary_view key / value columns
+        table = records.to_arrow(zero_copy=zero_copy)  # zero_copy: binary_view key / value columns
         columns = table.to_pydict()
     except DecodeError as exc:
         columns = error_outcome(exc)
-    singles = []     # the first batch read on its own, as each class (one of them refuses it)
+    singles = []  # the first batch read on its own, as each class (one of them refuses it)
     for cls in (module.RecordBatch, module.LegacyBatch):
         try:
             single = cls(data, verify_crc=verify_crc, max_decompressed_size=cap, max_records_per_batch=max_records)
@@ -259,8 +288,9 @@ def fuzz_records(data: bytes):
     body = data[1:]
     outcomes = {}
     for impl, module in _RECORDS.items():
-        outcomes[impl] = call("records", impl, _read_records, module, body, verify_crc, cap, zero_copy,
-                              max_records, set_limits)
+        outcomes[impl] = call(
+            "records", impl, _read_records, module, body, verify_crc, cap, zero_copy, max_records, set_limits
+        )
     agree("records", outcomes)
     return outcomes[IMPLEMENTATIONS[0]]
 
@@ -278,17 +308,30 @@ def capture_options(small: bool) -> bytes:
     return bytes([1 if small else 0])
 
 
-_COUNTED_CONNECTION_COLUMNS = ("_gaps", "_resyncs", "_skipped_bytes", "_tail_bytes", "_conflicting_segments",
-                               "_retransmitted_segments", "_truncated_packets")
+_COUNTED_CONNECTION_COLUMNS = (
+    "_gaps",
+    "_resyncs",
+    "_skipped_bytes",
+    "_tail_bytes",
+    "_conflicting_segments",
+    "_retransmitted_segments",
+    "_truncated_packets",
+)
 
 
 def _read_capture(impl: str, body: bytes, options: tuple):
     from kproto.arrow.capture import CaptureReader
 
     pending, connections, frame_size = options
-    reader = CaptureReader(body, implementation=impl, max_pending_bytes=pending,
-                           max_connections=connections, max_frame_size=frame_size, batch_frames=16,
-                           on_error="keep")
+    reader = CaptureReader(
+        body,
+        implementation=impl,
+        max_pending_bytes=pending,
+        max_connections=connections,
+        max_frame_size=frame_size,
+        batch_frames=16,
+        on_error="keep",
+    )
     frames = [batch.to_pydict() for batch in reader]
     # the engine's connection rows as they are (the Arrow table of them adds nothing to check,
     # and building it cost more than reading the capture)
@@ -304,8 +347,11 @@ def _read_capture(impl: str, body: bytes, options: tuple):
     reasons.extend(f"counter:{name}" for name, value in counters.items() if value)
     for row in rows:
         reasons.append(f"connection:{row['closed_by']}:{row['direction_source']}")
-        reasons.extend(f"nonzero:{column}" for column, value in row.items()
-                       if value and column.endswith(_COUNTED_CONNECTION_COLUMNS))
+        reasons.extend(
+            f"nonzero:{column}"
+            for column, value in row.items()
+            if value and column.endswith(_COUNTED_CONNECTION_COLUMNS)
+        )
     return (frames, rows, counters)
 
 
@@ -323,8 +369,7 @@ def fuzz_capture(data: bytes):
         return ("skip", None)
     options = CAPTURE_OPTIONS[data[0] % len(CAPTURE_OPTIONS)]
     body = data[1:]
-    outcomes = {impl: _stopped(call("capture", impl, _read_capture, impl, body, options))
-                for impl in IMPLEMENTATIONS}
+    outcomes = {impl: _stopped(call("capture", impl, _read_capture, impl, body, options)) for impl in IMPLEMENTATIONS}
     agree("capture", outcomes)
     return outcomes[IMPLEMENTATIONS[0]]
 
@@ -336,7 +381,8 @@ TCP_LINKTYPES = (1, 0, 101, 113, 276)
 def tcp_packets(linktype: int, packets, small: bool = False) -> bytes:
     """The input that makes fuzz_tcp read these link-layer packets (a list of bytes)."""
     return bytes([TCP_LINKTYPES.index(linktype) | (8 if small else 0)]) + b"".join(
-        struct.pack(">H", len(p)) + p for p in packets)
+        struct.pack(">H", len(p)) + p for p in packets
+    )
 
 
 def _pcap(linktype: int, packets) -> bytes:
@@ -360,7 +406,7 @@ def fuzz_tcp(data: bytes):
     packets, pos = [], 1
     while pos + 2 <= len(data):
         (size,) = struct.unpack_from(">H", data, pos)
-        packets.append(data[pos + 2:pos + 2 + size])
+        packets.append(data[pos + 2 : pos + 2 + size])
         pos += 2 + size
     body = _pcap(linktype, packets)
     outcomes = {impl: _stopped(call("tcp", impl, _read_capture, impl, body, options)) for impl in IMPLEMENTATIONS}
@@ -395,12 +441,14 @@ def fuzz_framing(data: bytes):
         reader = FrameReader(max_frame_size)
         frames = []
         for start in range(0, len(body), chunk):
-            frames.extend(reader.feed(body[start:start + chunk]))
+            frames.extend(reader.feed(body[start : start + chunk]))
         reader.close()
         return frames
 
-    outcomes = {"iter_frames": call("framing", "iter_frames", whole),
-                "FrameReader": call("framing", "FrameReader", chunked)}
+    outcomes = {
+        "iter_frames": call("framing", "iter_frames", whole),
+        "FrameReader": call("framing", "FrameReader", chunked),
+    }
     agree("framing", outcomes)
     return outcomes["iter_frames"]
 
@@ -425,13 +473,29 @@ else:
     _DECODE_FRAMES_OPTIONS = set()
 
 
-def batch_options(responses: bool = False, arrow_input: bool = False, json_body: bool = True,
-                  api_key: int = 0, api_version: int = 0, records_summary: bool = False,
-                  partitions: bool = False, ids_as_dictionary: bool = False) -> bytes:
+def batch_options(
+    responses: bool = False,
+    arrow_input: bool = False,
+    json_body: bool = True,
+    api_key: int = 0,
+    api_version: int = 0,
+    records_summary: bool = False,
+    partitions: bool = False,
+    ids_as_dictionary: bool = False,
+) -> bytes:
     """The three leading bytes that make fuzz_batch decode with these options."""
-    return bytes([(1 if responses else 0) | (2 if arrow_input else 0) | (4 if json_body else 0)
-                  | (8 if records_summary else 0) | (16 if partitions else 0) | (32 if ids_as_dictionary else 0),
-                  api_key & 0xFF, api_version & 0xFF])
+    return bytes(
+        [
+            (1 if responses else 0)
+            | (2 if arrow_input else 0)
+            | (4 if json_body else 0)
+            | (8 if records_summary else 0)
+            | (16 if partitions else 0)
+            | (32 if ids_as_dictionary else 0),
+            api_key & 0xFF,
+            api_version & 0xFF,
+        ]
+    )
 
 
 def _decode_batch(impl: str, body: bytes, flags: int, api_key: int, api_version: int):
@@ -445,23 +509,27 @@ def _decode_batch(impl: str, body: bytes, flags: int, api_key: int, api_version:
     # record sets in JSON bodies: base64 of the bytes, or a summary read from the batch headers
     options = {"records": "summary"} if flags & 8 and "records" in _DECODE_FRAMES_OPTIONS else {}
     if flags & 32 and "client_ids" in _DECODE_FRAMES_OPTIONS:
-        options["client_ids"] = "dictionary"     # ids dictionary-encoded (text by default)
+        options["client_ids"] = "dictionary"  # ids dictionary-encoded (text by default)
     saved = kb._batch
-    kb._batch = _BATCHES[impl]       # decode_frames calls the module it loaded; point it at each twin
+    kb._batch = _BATCHES[impl]  # decode_frames calls the module it loaded; point it at each twin
     try:
         if flags & 2:
             # Arrow binary payloads (as kproto.arrow.capture writes them): the body cut every few bytes
             step = 1 + api_version % 48
-            payloads = [body[i:i + step] for i in range(0, len(body), step)]
+            payloads = [body[i : i + step] for i in range(0, len(body), step)]
             count = len(payloads)
             frames = pa.array(payloads, pa.binary())
-            inputs = dict(directions=np.full(count, direction, np.int8),
-                          request_api_keys=np.full(count, api_key, np.int16),
-                          request_api_versions=np.full(count, api_version, np.int16), max_frame_size=1 << 20)
+            inputs = dict(
+                directions=np.full(count, direction, np.int8),
+                request_api_keys=np.full(count, api_key, np.int16),
+                request_api_versions=np.full(count, api_version, np.int16),
+                max_frame_size=1 << 20,
+            )
         else:
             frames = body
-            inputs = dict(directions=direction, request_api_keys=api_key, request_api_versions=api_version,
-                          max_frame_size=1 << 20)
+            inputs = dict(
+                directions=direction, request_api_keys=api_key, request_api_versions=api_version, max_frame_size=1 << 20
+            )
         batch = kb.decode_frames(frames, body=json_body, **inputs, **options)
         # Produce / Fetch per topic-partition: the partition pass and its record-set summaries
         partitions = kb.partitions(frames, **inputs) if flags & 16 else None

@@ -43,20 +43,35 @@ RECORDED_DATA = {
 API_WORDS = re.compile(r"api_key|\bkeys?\b|\bapis\b|API_VERSIONS|key_of")
 #: Functions that take an API key, and the position of that argument.
 TAKES_API_KEY = {
-    "decode_response": 1, "decode_response_header": 1, "header_version": 0, "api_plan": 0,
-    "request_name": 0, "response_name": 0, "api_name": 0, "api_label": 0, "api_info": 0,
-    "version_info": 0, "body_plan": 1, "ensure_plan": 1, "table_plan": 1,
+    "decode_response": 1,
+    "decode_response_header": 1,
+    "header_version": 0,
+    "api_plan": 0,
+    "request_name": 0,
+    "response_name": 0,
+    "api_name": 0,
+    "api_label": 0,
+    "api_info": 0,
+    "version_info": 0,
+    "body_plan": 1,
+    "ensure_plan": 1,
+    "table_plan": 1,
     "response_fallback_version": 0,
 }
 #: A constant named after an API (API_VERSIONS, _PRODUCE, API_SASL_HANDSHAKE, API_VERSIONS_KEY), or
 #: named as an API key (_ZOOKEEPER_API_KEY).
-API_CONSTANT = re.compile(r"^_?(?:API_(?:KEY_)?)?(" + "|".join(sorted(ApiKey.__members__, key=len, reverse=True))
-                          + r")(?:_KEY)?$|(?<!MAX_)API_KEY$")   # WIRE_MAX_API_KEY is a bound, not a key
+API_CONSTANT = re.compile(
+    r"^_?(?:API_(?:KEY_)?)?("
+    + "|".join(sorted(ApiKey.__members__, key=len, reverse=True))
+    + r")(?:_KEY)?$|(?<!MAX_)API_KEY$"
+)  # WIRE_MAX_API_KEY is a bound, not a key
 #: A number with a comment naming the API it is (``36: ...,  # SaslAuthenticate``), in any source.
-API_NAMES = sorted({name.removesuffix("Request") for name, info in schema.MESSAGES.items()
-                    if info["type"] == "request"}
-                   | {old.removesuffix("Request") for old in schema.ALIASES if old.endswith("Request")},
-                   key=len, reverse=True)
+API_NAMES = sorted(
+    {name.removesuffix("Request") for name, info in schema.MESSAGES.items() if info["type"] == "request"}
+    | {old.removesuffix("Request") for old in schema.ALIASES if old.endswith("Request")},
+    key=len,
+    reverse=True,
+)
 COMMENTED_NUMBER = re.compile(r"(?<![\w.])\d+\b[^#\n]*#:?\s*(?:the\s+)?(" + "|".join(API_NAMES) + r")\b")
 
 
@@ -77,15 +92,18 @@ def _call_name(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
-EQUALITY = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)   # an order test (key < 0, key >= 0) is a bounds check
+EQUALITY = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)  # an order test (key < 0, key >= 0) is a bounds check
 
 
 def _number_lookup(table: ast.AST, key: ast.AST) -> bool:
     """``ranges.get(18)``, or ``{0: "produce"}.get(api_key)`` / ``{...}[api_key]``."""
     if _is_number(key):
         return bool(API_WORDS.search(ast.unparse(table)) or re.search(r"range|table", ast.unparse(table)))
-    return isinstance(table, ast.Dict) and any(k is not None and _is_number(k) for k in table.keys) \
+    return (
+        isinstance(table, ast.Dict)
+        and any(k is not None and _is_number(k) for k in table.keys)
         and bool(API_WORDS.search(ast.unparse(key)))
+    )
 
 
 def python_findings(text: str) -> list[tuple[int, str]]:
@@ -94,22 +112,33 @@ def python_findings(text: str) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Compare) and all(isinstance(op, EQUALITY) for op in node.ops):
             operands = [node.left, *node.comparators]
-            if any(_numbers(o) for o in operands) and any(API_WORDS.search(ast.unparse(o)) for o in operands
-                                                          if not _numbers(o)):
+            if any(_numbers(o) for o in operands) and any(
+                API_WORDS.search(ast.unparse(o)) for o in operands if not _numbers(o)
+            ):
                 found.append((node.lineno, f"compares an API key with a number: {ast.unparse(node)}"))
         elif isinstance(node, ast.Call):
             name = _call_name(node)
             position = TAKES_API_KEY.get(name)
             if position is not None and len(node.args) > position and _is_number(node.args[position]):
                 found.append((node.lineno, f"passes an API key as a number: {ast.unparse(node)}"))
-            elif name in ("equal", "not_equal", "isin", "is_in") and any(_numbers(a) for a in node.args) \
-                    and any(API_WORDS.search(ast.unparse(a)) for a in node.args if not _numbers(a)):
+            elif (
+                name in ("equal", "not_equal", "isin", "is_in")
+                and any(_numbers(a) for a in node.args)
+                and any(API_WORDS.search(ast.unparse(a)) for a in node.args if not _numbers(a))
+            ):
                 found.append((node.lineno, f"compares an API key with a number: {ast.unparse(node)}"))
-            elif name == "get" and node.args and isinstance(node.func, ast.Attribute) \
-                    and _number_lookup(node.func.value, node.args[0]):
+            elif (
+                name == "get"
+                and node.args
+                and isinstance(node.func, ast.Attribute)
+                and _number_lookup(node.func.value, node.args[0])
+            ):
                 found.append((node.lineno, f"looks up an API key as a number: {ast.unparse(node)}"))
-        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict) \
-                and _number_lookup(node.value, node.slice):
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Dict)
+            and _number_lookup(node.value, node.slice)
+        ):
             found.append((node.lineno, f"looks up an API key as a number: {ast.unparse(node)}"))
         elif isinstance(node, ast.Assign) and _numbers(node.value):
             for target in node.targets:
@@ -122,11 +151,12 @@ def python_findings(text: str) -> list[tuple[int, str]]:
 
 #: Cython: the same rules as lines (the C sources are read as text).
 CYTHON_PATTERNS = (
-    ("compares an API key with a number",
-     re.compile(r"(\bapi_key|\bkey)(\[\w+\])?[\"'\])]{0,3}\s*[=!]=\s*\d+\b")),
+    ("compares an API key with a number", re.compile(r"(\bapi_key|\bkey)(\[\w+\])?[\"'\])]{0,3}\s*[=!]=\s*\d+\b")),
     ("compares an API key with a number", re.compile(r"\b\d+\s*[=!]=\s*[\w.]*\b(api_key|key)\b")),
-    ("passes an API key as a number",
-     re.compile(r"\b(ensure_plan|table_plan|ensure_partition_plan)\(\s*\w+\s*,\s*\d+\s*,")),
+    (
+        "passes an API key as a number",
+        re.compile(r"\b(ensure_plan|table_plan|ensure_partition_plan)\(\s*\w+\s*,\s*\d+\s*,"),
+    ),
     ("defines an API key as a number", re.compile(r"^\s*(?:cdef\s+(?:enum|int)\s+)?(\w+)\s*=\s*\d+\b")),
 )
 
@@ -151,8 +181,11 @@ def sources() -> dict[str, str]:
 
 
 def commented_findings(text: str) -> list[tuple[int, str]]:
-    return [(number, f"writes an API key as a number, its name in a comment: {line.strip()}")
-            for number, line in enumerate(text.splitlines(), 1) if COMMENTED_NUMBER.search(line)]
+    return [
+        (number, f"writes an API key as a number, its name in a comment: {line.strip()}")
+        for number, line in enumerate(text.splitlines(), 1)
+        if COMMENTED_NUMBER.search(line)
+    ]
 
 
 def findings(name: str, text: str) -> list[tuple[int, str]]:
@@ -160,10 +193,16 @@ def findings(name: str, text: str) -> list[tuple[int, str]]:
 
 
 def test_no_bare_api_key_numbers_outside_generated_files():
-    bare = [f"{name}:{line}: {what}" for name, text in sorted(sources().items()) if name not in ALLOWED
-            for line, what in findings(name, text)]
-    assert bare == [], "write ApiKey.<NAME> (C: API_KEY_<NAME> from _api_keys.pxd) or the facts of " \
-                       "kproto/_common/api_keys.py:\n" + "\n".join(bare)
+    bare = [
+        f"{name}:{line}: {what}"
+        for name, text in sorted(sources().items())
+        if name not in ALLOWED
+        for line, what in findings(name, text)
+    ]
+    assert bare == [], (
+        "write ApiKey.<NAME> (C: API_KEY_<NAME> from _api_keys.pxd) or the facts of "
+        "kproto/_common/api_keys.py:\n" + "\n".join(bare)
+    )
 
 
 def test_allowed_and_recorded_files_exist():
@@ -175,36 +214,42 @@ def test_allowed_and_recorded_files_exist():
         assert findings(name, files[name]), name
 
 
-@pytest.mark.parametrize("old", [
-    # Lines this work replaced: each must still be found.
-    "if api_key != _API_VERSIONS or api_version == 0:\n    pass\n_API_VERSIONS = 18\n",
-    "if api_key == 7 and api_version == 0:\n    x = 0\n",
-    "x = F.col('api_key') == 0\n",
-    "x = (ds.field('direction') == 1) & (ds.field('api_key') == 18)\n",
-    "x = pc.equal(responses['api_key'], 18)\n",
-    "x = ranges.get(18, (None, None))[1]\n",
-    "side = {0: 'produce', 1: 'fetch'}.get(t['api_key'])\n",
-    "response = kproto.decode_response(payload, 18, version)\n",
-    "produce = (has_req & (api_key.fill_null(-1).to_numpy(zero_copy_only=False) == 0))\n",
-    "_PRODUCE = 0\n",
-    "API_VERSIONS_KEY = 18\n",
-    "API_SASL_HANDSHAKE = 17\n",
-    "if (api_key, version) == (18, 3):\n    pass\n",
-    "if api_key in (0, 1):\n    pass\n",
-    "_ZOOKEEPER_API_KEY = 4   # LeaderAndIsr: only ZooKeeper-mode brokers advertise it\n",
-])
+@pytest.mark.parametrize(
+    "old",
+    [
+        # Lines this work replaced: each must still be found.
+        "if api_key != _API_VERSIONS or api_version == 0:\n    pass\n_API_VERSIONS = 18\n",
+        "if api_key == 7 and api_version == 0:\n    x = 0\n",
+        "x = F.col('api_key') == 0\n",
+        "x = (ds.field('direction') == 1) & (ds.field('api_key') == 18)\n",
+        "x = pc.equal(responses['api_key'], 18)\n",
+        "x = ranges.get(18, (None, None))[1]\n",
+        "side = {0: 'produce', 1: 'fetch'}.get(t['api_key'])\n",
+        "response = kproto.decode_response(payload, 18, version)\n",
+        "produce = (has_req & (api_key.fill_null(-1).to_numpy(zero_copy_only=False) == 0))\n",
+        "_PRODUCE = 0\n",
+        "API_VERSIONS_KEY = 18\n",
+        "API_SASL_HANDSHAKE = 17\n",
+        "if (api_key, version) == (18, 3):\n    pass\n",
+        "if api_key in (0, 1):\n    pass\n",
+        "_ZOOKEEPER_API_KEY = 4   # LeaderAndIsr: only ZooKeeper-mode brokers advertise it\n",
+    ],
+)
 def test_python_copies_would_be_found(old):
     assert python_findings(old), old
 
 
-@pytest.mark.parametrize("old", [
-    "cdef enum:\n    API_VERSIONS = 18\n",
-    "cdef enum:\n    PRODUCE = 0\n    FETCH = 1\n",
-    "    API_API_VERSIONS = 18\n",
-    "        if d == 1 and key == 18:\n",
-    "            ensure_plan(1, 18, 0)\n",
-    "        ((cols[\"api_key\"] == 0) & (cols[\"direction\"] == 0))\n",
-])
+@pytest.mark.parametrize(
+    "old",
+    [
+        "cdef enum:\n    API_VERSIONS = 18\n",
+        "cdef enum:\n    PRODUCE = 0\n    FETCH = 1\n",
+        "    API_API_VERSIONS = 18\n",
+        "        if d == 1 and key == 18:\n",
+        "            ensure_plan(1, 18, 0)\n",
+        '        ((cols["api_key"] == 0) & (cols["direction"] == 0))\n',
+    ],
+)
 def test_cython_copies_would_be_found(old):
     assert cython_findings(old), old
 
@@ -246,9 +291,14 @@ def test_the_fallback_rule_reads_the_facts():
     assert response_fallback_version(ApiKey.API_VERSIONS, 0) == -1
     assert response_fallback_version(ApiKey.API_VERSIONS, -1) == -1
     assert response_fallback_version(ApiKey.METADATA, 5) == -1
-    answer = kproto.encode_response(ApiVersionsResponse(error_code=35, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=0, max_version=2)]),
-        version=0, correlation_id=2)
+    answer = kproto.encode_response(
+        ApiVersionsResponse(
+            error_code=35,
+            api_keys=[ApiVersionsResponse.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=0, max_version=2)],
+        ),
+        version=0,
+        correlation_id=2,
+    )
     assert kproto.decode_response(answer, ApiKey.API_VERSIONS, 5).api_version == 0
     with pytest.raises(kproto.UnsupportedVersionError):
-        kproto.decode_response(answer, ApiKey.API_VERSIONS, -1)   # no version below v0 to fall back from
+        kproto.decode_response(answer, ApiKey.API_VERSIONS, -1)  # no version below v0 to fall back from

@@ -14,11 +14,9 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 import kproto.arrow.frames as kb  # noqa: E402
-
-from kproto.arrow import exchanges  # noqa: E402
-from kproto.arrow import capture  # noqa: E402
-from kproto.analyze import dump  # noqa: E402
 from kproto import framing, limits  # noqa: E402
+from kproto.analyze import dump  # noqa: E402
+from kproto.arrow import capture, exchanges  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "sample.pcap"
@@ -42,9 +40,16 @@ def _max_frame_size_defaults() -> dict[str, int]:
 def test_every_frame_reader_defaults_to_the_one_limit() -> None:
     defaults = _max_frame_size_defaults()
     # The readers docs/decisions/api-review.md names, at least: a reader that lost its parameter fails here.
-    for name in ("kproto.framing.FrameReader", "kproto.framing.iter_frames", "kproto.arrow.capture.CaptureReader",
-                 "kproto.arrow.capture.read_frame_file", "kproto.arrow.frames.decode_frames", "kproto.arrow.exchanges.pair",
-                 "kproto.arrow.frames.partitions", "kproto.arrow.frames.decode_struct_column"):
+    for name in (
+        "kproto.framing.FrameReader",
+        "kproto.framing.iter_frames",
+        "kproto.arrow.capture.CaptureReader",
+        "kproto.arrow.capture.read_frame_file",
+        "kproto.arrow.frames.decode_frames",
+        "kproto.arrow.exchanges.pair",
+        "kproto.arrow.frames.partitions",
+        "kproto.arrow.frames.decode_struct_column",
+    ):
         assert name in defaults, name
     assert set(defaults.values()) == {limits.DEFAULT_MAX_FRAME_SIZE}, defaults
     assert framing.DEFAULT_MAX_FRAME_SIZE is limits.DEFAULT_MAX_FRAME_SIZE
@@ -53,7 +58,7 @@ def test_every_frame_reader_defaults_to_the_one_limit() -> None:
 @pytest.mark.parametrize("old_module", ["kproto.batch", "kproto.capture"])
 def test_old_frame_size_names_warn_and_give_the_one_value(old_module) -> None:
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)     # the module's own warning: tests/project/test_old_paths.py
+        warnings.simplefilter("ignore", DeprecationWarning)  # the module's own warning: tests/project/test_old_paths.py
         module = importlib.import_module(old_module)
     with pytest.warns(DeprecationWarning, match=r"DEFAULT_MAX_FRAME_SIZE is deprecated.*kproto\.limits"):
         assert module.DEFAULT_MAX_FRAME_SIZE == limits.DEFAULT_MAX_FRAME_SIZE
@@ -76,7 +81,7 @@ def test_docs_api_lists_the_deprecated_names_that_exist() -> None:
 def test_return_types_follow_docs_api() -> None:
     result = capture.read_capture(str(SAMPLE))
     assert isinstance(result, capture.Capture)
-    frames, connections, counters = result            # still a 3-tuple
+    frames, connections, counters = result  # still a 3-tuple
     assert result.frames is frames and result.counters is counters
     assert isinstance(frames, pa.Table) and isinstance(connections, pa.Table) and isinstance(counters, dict)
     assert all(isinstance(b, pa.RecordBatch) for b in capture.CaptureReader(str(SAMPLE)))
@@ -96,9 +101,10 @@ def test_request_header_short_names_warn_at_the_callers_line(short, kafka) -> No
     assert value == getattr(header, kafka)
     [warning] = caught
     assert warning.category is DeprecationWarning
-    assert str(warning.message) == (f"RequestHeader.{short} is deprecated and will be removed in the next release; "
-                                    f"use RequestHeader.{kafka}")
-    assert warning.filename == __file__       # the caller's line, in both implementations
+    assert str(warning.message) == (
+        f"RequestHeader.{short} is deprecated and will be removed in the next release; use RequestHeader.{kafka}"
+    )
+    assert warning.filename == __file__  # the caller's line, in both implementations
 
 
 def test_records_records_is_a_list_as_a_batchs_is(impl) -> None:

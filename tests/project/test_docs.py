@@ -43,8 +43,7 @@ from tests import spark_captures
 from tests.pcapwriter import Conversation, PcapngWriter, PcapWriter
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-             *sorted((ROOT / "docs").glob("decisions/*.md"))]
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs").glob("decisions/*.md"))]
 
 FENCE = re.compile(r"^```python\b.*$")
 MARKER = re.compile(r"^<!--\s*doc-test:\s*(\w+)\s*(.*?)\s*-->$")
@@ -59,10 +58,10 @@ NOT_RUNNABLE = {
 
 @dataclass
 class Block:
-    path: str       # relative to the repository
-    line: int       # line of the opening fence
+    path: str  # relative to the repository
+    line: int  # line of the opening fence
     code: str
-    kind: str       # "run", "spark" or "skip"
+    kind: str  # "run", "spark" or "skip"
     reason: str
 
 
@@ -101,8 +100,12 @@ def capture_packets():
     conversation = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
     request = spark_captures.request(spark_captures.produce("orders", 0, spark_captures.records(3)), 9, 1, "me")
     response = spark_captures.response(spark_captures.produce_ok("orders", 0), 9, 1)
-    return (conversation.handshake() + conversation.data("client", request, [1000])
-            + conversation.data("server", response, [1000]) + conversation.close())
+    return (
+        conversation.handshake()
+        + conversation.data("client", request, [1000])
+        + conversation.data("server", response, [1000])
+        + conversation.close()
+    )
 
 
 def write_pcap(path: Path) -> None:
@@ -130,10 +133,15 @@ def write_broken_pcap(path: Path) -> None:
 def api_versions_response(release: str):
     from kproto import versions
     from kproto.messages import ApiVersionsResponse
+
     ranges = versions.release_table(release)
-    body = ApiVersionsResponse(error_code=0, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
-        for key, (low, high) in sorted(ranges.items())])
+    body = ApiVersionsResponse(
+        error_code=0,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+            for key, (low, high) in sorted(ranges.items())
+        ],
+    )
     payload = kproto.encode_response(body, version=3, correlation_id=1)
     return kproto.decode_response(payload, api_key=18, api_version=3).body
 
@@ -141,10 +149,12 @@ def api_versions_response(release: str):
 def fetch_partition_cut_short():
     """A partition of a decoded Fetch v12 response whose second batch is cut short."""
     from kproto.messages import FetchResponse
+
     first = spark_captures.records(2)
     second = spark_captures.records(3)
-    partition = FetchResponse.PartitionData(partition_index=0, high_watermark=5,
-                                            records=first + second[: len(second) // 2])
+    partition = FetchResponse.PartitionData(
+        partition_index=0, high_watermark=5, records=first + second[: len(second) // 2]
+    )
     body = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="orders", partitions=[partition])])
     payload = kproto.encode_response(body, version=12, correlation_id=1)
     return kproto.decode_response(payload, api_key=1, api_version=12).body.responses[0].partitions[0]
@@ -163,9 +173,14 @@ def prepare_records(directory: Path) -> dict:
 
 def prepare_versions(directory: Path) -> dict:
     response = api_versions_response("3.9")
-    return {"response": response, "broker": response,
-            "resp_b1": response, "resp_b2": response, "resp_b3": api_versions_response("4.0"),
-            "client": {"Produce": (3, 13), "Fetch": (4, 17)}}
+    return {
+        "response": response,
+        "broker": response,
+        "resp_b1": response,
+        "resp_b2": response,
+        "resp_b3": api_versions_response("4.0"),
+        "client": {"Produce": (3, 13), "Fetch": (4, 17)},
+    }
 
 
 def prepare_analyze(directory: Path) -> dict:
@@ -174,8 +189,12 @@ def prepare_analyze(directory: Path) -> dict:
     return {}
 
 
-PREPARE = {"docs/capture.md": prepare_capture, "docs/records.md": prepare_records,
-           "docs/versions.md": prepare_versions, "docs/analyze.md": prepare_analyze}
+PREPARE = {
+    "docs/capture.md": prepare_capture,
+    "docs/records.md": prepare_records,
+    "docs/versions.md": prepare_versions,
+    "docs/analyze.md": prepare_analyze,
+}
 
 
 # ---------------------------------------------------------------- checks after a file ran
@@ -194,6 +213,7 @@ def check_batch(ns: dict) -> None:
     import pyarrow as pa
 
     from kproto.arrow.capture import read_capture
+
     write_pcap(Path("broker.pcap"))
     frames, _, _ = read_capture("broker.pcap")
     (paired,) = list(ns["decode"](frames.to_batches()))
@@ -202,6 +222,7 @@ def check_batch(ns: dict) -> None:
 
 def check_packaging(ns: dict) -> None:
     import argparse
+
     parser = argparse.ArgumentParser()
     ns["add_arguments"](parser)
     assert ns["run"](parser.parse_args(["some.bin"])) == 0
@@ -211,8 +232,13 @@ def check_versions(ns: dict) -> None:
     assert ns["match"].release == "3.9"
 
 
-CHECK = {"docs/capture.md": check_capture, "docs/records.md": check_records, "docs/batch.md": check_batch,
-         "docs/packaging.md": check_packaging, "docs/versions.md": check_versions}
+CHECK = {
+    "docs/capture.md": check_capture,
+    "docs/records.md": check_records,
+    "docs/batch.md": check_batch,
+    "docs/packaging.md": check_packaging,
+    "docs/versions.md": check_versions,
+}
 
 
 # ---------------------------------------------------------------- running
@@ -220,15 +246,15 @@ def claimed_value(lines: list[str], statement: ast.stmt):
     """The literal a comment claims for an expression statement, or None (as a 1-tuple when there is one)."""
     last = lines[statement.end_lineno - 1]
     following = []
-    for line in lines[statement.end_lineno:]:
+    for line in lines[statement.end_lineno :]:
         if not line.lstrip().startswith("#"):
             break
         following.append(line.lstrip()[1:].strip())
-    inline = last[statement.end_col_offset:].strip()
+    inline = last[statement.end_col_offset :].strip()
     text = " ".join(following) if following else inline[1:].strip() if inline.startswith("#") else ""
     if not text:
         return None
-    partial = text.endswith(", ...}")       # "{0: 11, 1: 17, ...}": these items, among others
+    partial = text.endswith(", ...}")  # "{0: 11, 1: 17, ...}": these items, among others
     if partial:
         text = text[: -len(", ...}")] + "}"
     try:
@@ -245,8 +271,9 @@ class Partial:
         self.items = items
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, dict) and all(key in other and other[key] == value
-                                               for key, value in self.items.items())
+        return isinstance(other, dict) and all(
+            key in other and other[key] == value for key, value in self.items.items()
+        )
 
     def __repr__(self) -> str:
         return repr(self.items)[:-1] + ", ...}"
@@ -321,8 +348,12 @@ def test_every_block_is_run_or_listed():
     """Each block runs, needs Spark, or is in NOT_RUNNABLE with its reason; claims are checked somewhere."""
     skipped = {(block.path, block.reason) for block in ALL_BLOCKS if block.kind == "skip"}
     assert all(reason for _, reason in skipped), "a skip marker without a reason"
-    listed = {(path, prefix) for path, reason in skipped for p, prefix in NOT_RUNNABLE
-              if p == path and reason.startswith(prefix)}
+    listed = {
+        (path, prefix)
+        for path, reason in skipped
+        for p, prefix in NOT_RUNNABLE
+        if p == path and reason.startswith(prefix)
+    }
     assert listed == NOT_RUNNABLE and len(skipped) == len(NOT_RUNNABLE), skipped
     assert sum(block.kind == "run" for block in ALL_BLOCKS) >= 15
     assert {"README.md", "docs/records.md", "docs/versions.md", "docs/capture.md"} <= set(RUNNABLE_FILES)

@@ -56,8 +56,9 @@ def inputs(tmp_path_factory):
     write_pcap(directory / "rotated-1.pcap")
     write_pcap(directory / "rotated-2.pcap")
     body = MetadataResponse(topics=[MetadataResponse.MetadataResponseTopic(name="orders", partitions=[])])
-    (directory / "response.bin").write_bytes(kproto.encode_response(body, version=12, correlation_id=7,
-                                                                     size_prefixed=True))
+    (directory / "response.bin").write_bytes(
+        kproto.encode_response(body, version=12, correlation_id=7, size_prefixed=True)
+    )
     (directory / "samples").symlink_to(ROOT / "samples")
     return directory
 
@@ -68,7 +69,13 @@ def test_command_runs(path, number, line, inputs):
         if f"| {program}" in line and shutil.which(program) is None:
             pytest.skip(f"{program} is not installed (the line pipes kproto's output into it)")
     script = f'kproto() {{ {shlex.quote(sys.executable)} -m kproto.analyze.cli "$@"; }}\nset -o pipefail\n{line}\n'
-    result = subprocess.run(["bash", "-c", script], cwd=inputs, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run(
+        ["bash", "-c", script],
+        cwd=inputs,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0, f"{path}:{number}: {line}\n{result.stderr}"
     assert result.stderr == "", f"{path}:{number}: {result.stderr}"

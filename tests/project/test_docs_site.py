@@ -16,15 +16,23 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = "scripts/setup.sh (make test), or pip install -e '.[docs]'"
 
 
-@pytest.mark.skipif(os.environ.get("KPROTO_NO_EXTENSIONS", "") not in ("", "0"),
-                    reason="the site is built once per suite, on the extension's run")
+@pytest.mark.skipif(
+    os.environ.get("KPROTO_NO_EXTENSIONS", "") not in ("", "0"),
+    reason="the site is built once per suite, on the extension's run",
+)
 @pytest.mark.skipif(not (ROOT / "mkdocs.yml").is_file(), reason="beside an installed wheel: no docs/ to build")
 def test_site_builds_with_warnings_fatal(tmp_path: Path) -> None:
     missing = [m for m in ("mkdocs", "mkdocstrings") if importlib.util.find_spec(m) is None]
     assert not missing, f"the docs tools are not installed ({', '.join(missing)}): run {SETUP}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARNING" not in result.stderr, result.stderr
     produce = (tmp_path / "reference" / "messages" / "index.html").read_text(encoding="utf-8")

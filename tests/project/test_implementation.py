@@ -4,7 +4,6 @@ import os
 
 import kproto
 from kproto import _impl
-
 from tests.conftest import ROOT
 
 
@@ -44,7 +43,14 @@ def test_the_pure_python_pass_is_chosen_from_what_a_test_module_imports(request)
     from tests.twin_selection import application, implementation_dependent, is_twin_module
 
     assert request.node.get_closest_marker("twin") is not None, "conftest did not mark this module"
-    for chooses in ("kproto.records", "kproto.arrow.capture", "kproto.arrow.frames", "kproto.messages", "kproto", "kproto._py.codec"):
+    for chooses in (
+        "kproto.records",
+        "kproto.arrow.capture",
+        "kproto.arrow.frames",
+        "kproto.messages",
+        "kproto",
+        "kproto._py.codec",
+    ):
         assert implementation_dependent(chooses), chooses
     for neutral in ("kproto.errors", "kproto.limits", "kproto.compression", "kproto._common.records"):
         assert not implementation_dependent(neutral), neutral

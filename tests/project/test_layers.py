@@ -88,7 +88,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         state[node] = "open"
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == "open":
-                found.append(path[path.index(nxt):] + [nxt])
+                found.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = "done"
@@ -101,15 +101,21 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_every_module():
     graph = import_graph()
-    assert {"kproto", "kproto.api", "kproto.arrow.capture", "kproto.analyze.spark.jobs", "kproto._c._capture"} <= set(graph)
-    assert "kproto.arrow.frames" in graph["kproto.arrow.exchanges"]           # a module-level import
-    assert "kproto.arrow._sniff" in graph["kproto.analyze.cli_analyze"]       # one inside a function
-    assert "kproto._common.capture" in graph["kproto._c._capture"]            # a Cython one, through a .pxi
+    assert {"kproto", "kproto.api", "kproto.arrow.capture", "kproto.analyze.spark.jobs", "kproto._c._capture"} <= set(
+        graph
+    )
+    assert "kproto.arrow.frames" in graph["kproto.arrow.exchanges"]  # a module-level import
+    assert "kproto.arrow._sniff" in graph["kproto.analyze.cli_analyze"]  # one inside a function
+    assert "kproto._common.capture" in graph["kproto._c._capture"]  # a Cython one, through a .pxi
 
 
 def test_no_import_runs_up_the_layers():
-    upward = sorted((module, name) for module, names in import_graph().items() for name in names
-                    if LAYERS.index(layer_of(name)) > LAYERS.index(layer_of(module)))
+    upward = sorted(
+        (module, name)
+        for module, names in import_graph().items()
+        for name in names
+        if LAYERS.index(layer_of(name)) > LAYERS.index(layer_of(module))
+    )
     assert upward == []
 
 

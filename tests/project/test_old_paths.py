@@ -31,7 +31,7 @@ def test_an_old_path_imports_the_new_module_with_a_warning(old):
     assert any(m.startswith(f"{old} is deprecated") and m.endswith(f"use {new.__name__}") for m in messages), messages
     public = [name for name in dir(new) if not name.startswith("__")]
     assert public and all(getattr(module, name) is getattr(new, name) for name in public)
-    assert module.__name__ == old                   # an alias: the new module keeps its own name
+    assert module.__name__ == old  # an alias: the new module keeps its own name
 
 
 def test_a_moved_package_carries_its_submodules():
@@ -40,15 +40,17 @@ def test_a_moved_package_carries_its_submodules():
 
     assert module.parts_schema is worker.parts_schema
     assert any("kproto.spark.worker is deprecated" in m and "kproto.analyze.spark.worker" in m for m in messages)
-    from kproto.spark.planning import plan_file                  # noqa: F401  (from-import of a submodule)
+    from kproto.spark.planning import plan_file  # noqa: F401  (from-import of a submodule)
 
 
 def test_names_that_moved_to_another_module_warn_and_are_the_new_ones():
     from kproto.arrow import exchanges, topic_names
 
     batch, _ = _import_fresh("kproto.batch")
-    for module, names in ((exchanges, ("pair", "pair_schema", "pair_rows")),
-                          (topic_names, ("topic_names", "topic_names_schema", "topic_naming_versions"))):
+    for module, names in (
+        (exchanges, ("pair", "pair_schema", "pair_rows")),
+        (topic_names, ("topic_names", "topic_names_schema", "topic_naming_versions")),
+    ):
         where = module.__name__.replace(".", r"\.")
         for name in names:
             with pytest.warns(DeprecationWarning, match=rf"kproto\.batch\.{name} is deprecated.*{where}\.{name}"):
@@ -65,13 +67,20 @@ def test_names_that_moved_to_another_module_warn_and_are_the_new_ones():
 def test_the_new_modules_import_no_old_path():
     for old in _deprecation.MOVED_MODULES:
         assert _deprecation.new_path(old) is not None
-    unmoved = [name for name in ("kproto.records", "kproto.versions", "kproto.arrow", "kproto.analyze")
-               if _deprecation.new_path(name) is not None]
+    unmoved = [
+        name
+        for name in ("kproto.records", "kproto.versions", "kproto.arrow", "kproto.analyze")
+        if _deprecation.new_path(name) is not None
+    ]
     assert unmoved == []
 
 
 def test_python_dash_m_on_an_old_path_runs_the_command():
-    run = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-m", "kproto.cli", "--version"],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-W", "always::DeprecationWarning", "-m", "kproto.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0 and run.stdout.startswith("kproto ")
     assert "kproto.cli is deprecated" in run.stderr and "kproto.analyze.cli" in run.stderr

@@ -25,42 +25,26 @@ GENERATED = {"kproto/schema/_messages.py", "kproto/messages.pyi"}
 
 #: rule -> fingerprint (a regex over whole files, multiline)
 RULES = {
-    "pairing: the n-th request with the n-th response per (capture, connection, correlation id)":
-        r'join_type="full outer"',
-    "order of exchanges: requests in order, then responses without a request":
-        r"np\.lexsort\(\(np\.where\(has_resp",
-    "pair status: unpaired request / response, no response expected":
-        r"PairStatus\.(UNPAIRED_REQUEST|UNPAIRED_RESPONSE|NO_RESPONSE_EXPECTED)\b",
-    "a Produce with acks=0 expects no response":
-        r"\.acks == 0\b",
-    "open requests carried from one batch to the next":
-        r"^class OpenRequests\b|np\.concatenate\(\[self\.(connection|correlation_id)\b",
-    "the exchanges schema: pair_status and its type":
-        r"""["']pair_status["'],\s*pa\.""",
-    "status numbers to their names":
-        r"sorted\(enum_type, key=int\)",
-    "a topic named by its ID: the names responses give it":
-        r"^def resolve_topic_ids\(",
+    "pairing: the n-th request with the n-th response per (capture, connection, correlation id)": r'join_type="full outer"',
+    "order of exchanges: requests in order, then responses without a request": r"np\.lexsort\(\s*\(\s*np\.where\(has_resp",
+    "pair status: unpaired request / response, no response expected": r"PairStatus\.(UNPAIRED_REQUEST|UNPAIRED_RESPONSE|NO_RESPONSE_EXPECTED)\b",
+    "a Produce with acks=0 expects no response": r"\.acks == 0\b",
+    "open requests carried from one batch to the next": r"^class OpenRequests\b|np\.concatenate\(\[self\.(connection|correlation_id)\b",
+    "the exchanges schema: pair_status and its type": r"""["']pair_status["'],\s*pa\.""",
+    "status numbers to their names": r"sorted\(enum_type, key=int\)",
+    "a topic named by its ID: the names responses give it": r"^def resolve_topic_ids\(",
 }
 
 #: What each fingerprint matched before the module existed (git history), so none is vacuous.
 OLD_COPIES = {
-    "pairing: the n-th request with the n-th response per (capture, connection, correlation id)":
-        '    joined = left.join(right, ["k0", "k1", "k2", "k3"], join_type="full outer")\n',
-    "order of exchanges: requests in order, then responses without a request":
-        "    order = np.lexsort((np.where(has_resp, resp, n), np.where(has_req, req, n), h.connection[owner_row],\n",
-    "pair status: unpaired request / response, no response expected":
-        "    pair_status[~has_req] = kb.PairStatus.UNPAIRED_RESPONSE\n",
-    "a Produce with acks=0 expects no response":
-        '        return cast("ProduceRequest", api.decode_request(payload).body).acks == 0\n',
-    "open requests carried from one batch to the next":
-        "        all_corr = np.concatenate([self.correlation_id, corr])\n",
-    "the exchanges schema: pair_status and its type":
-        '        pa.field("pair_status", pa.uint8(), False),\n',
-    "status numbers to their names":
-        "    names = [member.name for member in sorted(enum_type, key=int)]\n",
-    "a topic named by its ID: the names responses give it":
-        "def resolve_topic_ids(rows: Iterable[dict]) -> tuple[dict[str, str], dict[str, str]]:\n",
+    "pairing: the n-th request with the n-th response per (capture, connection, correlation id)": '    joined = left.join(right, ["k0", "k1", "k2", "k3"], join_type="full outer")\n',
+    "order of exchanges: requests in order, then responses without a request": "    order = np.lexsort((np.where(has_resp, resp, n), np.where(has_req, req, n), h.connection[owner_row],\n",
+    "pair status: unpaired request / response, no response expected": "    pair_status[~has_req] = kb.PairStatus.UNPAIRED_RESPONSE\n",
+    "a Produce with acks=0 expects no response": '        return cast("ProduceRequest", api.decode_request(payload).body).acks == 0\n',
+    "open requests carried from one batch to the next": "        all_corr = np.concatenate([self.correlation_id, corr])\n",
+    "the exchanges schema: pair_status and its type": '        pa.field("pair_status", pa.uint8(), False),\n',
+    "status numbers to their names": "    names = [member.name for member in sorted(enum_type, key=int)]\n",
+    "a topic named by its ID: the names responses give it": "def resolve_topic_ids(rows: Iterable[dict]) -> tuple[dict[str, str], dict[str, str]]:\n",
 }
 
 
@@ -90,8 +74,8 @@ def test_an_old_copy_would_be_found(rule):
 def test_the_callers_old_names_are_the_modules():
     import kproto.arrow.frames as kb
     from kproto.analyze import dump
-    from kproto.arrow import exchanges as E
     from kproto.analyze.spark import combine, worker
+    from kproto.arrow import exchanges as E
 
     assert dump.OpenRequests is E.OpenRequests and dump.MAX_OPEN_REQUESTS == E.MAX_OPEN_REQUESTS
     assert combine.resolve_topic_ids is E.resolve_topic_ids

@@ -26,28 +26,31 @@ WIRE_PY = "kproto/_py/wire.py"
 
 #: rule -> (fingerprint, the files allowed to hold it)
 RULES = {
-    "header version of a request / response (flexible versions, KIP-511, ControlledShutdown v0)":
-        (r"api_key == (7|18)\b|== 7 and \w*version == 0|in (REQUEST_HEADER_V0|RESPONSE_HEADER_V0_APIS)\b",
-         {"kproto/schema/__init__.py"}),
-    "varint: seven bits a byte, low first":
-        (r"\(b & 0x7F\) << shift", {WIRE_C, WIRE_PY}),
-    "varint: bits beyond 32 / 64 are malformed":
-        (r"shift == last_shift", {WIRE_C, WIRE_PY}),
-    "zigzag: the sign of varints and varlongs":
-        (r"\(u >> 1\) \^", {WIRE_C, WIRE_PY}),
-    "length prefix: -1 is null where nullable":
-        (r"== -1 and nullable", {WIRE_C, WIRE_PY}),
-    "tagged fields: tags strictly rising":
-        (r"tag\s*<=\s*\S*previous", {WIRE_C, WIRE_PY}),
-    "tagged fields: a count above the bytes left is a lie":
-        (r"\bcount(\[0\])?\s*>\s*(<uint32_t>)?\(?(n|end|r\.end|x\.end|len\(p\))\s*-", {WIRE_C, WIRE_PY}),
-    "request header: api key, api version, correlation id, then the client id at byte 8":
-        (r"_REQUEST_FIXED\s*=|h\.correlation_id = <int32_t>wire_load_be32\(p \+ start \+ 4\)",
-         {WIRE_C, WIRE_PY}),
-    "request header: which part of it a status is about":
-        (r"^\s*WIRE_PART_CLIENT_ID\s*=|^PART_FIXED, PART_CLIENT_ID", {WIRE_C, WIRE_PY}),
-    "strict UTF-8 (C: kp_utf8.h, called through the wire layer only)":
-        (r"kp_utf8_valid\(", {WIRE_C, "kproto/_c/kp_utf8.h"}),
+    "header version of a request / response (flexible versions, KIP-511, ControlledShutdown v0)": (
+        r"api_key == (7|18)\b|== 7 and \w*version == 0|in (REQUEST_HEADER_V0|RESPONSE_HEADER_V0_APIS)\b",
+        {"kproto/schema/__init__.py"},
+    ),
+    "varint: seven bits a byte, low first": (r"\(b & 0x7F\) << shift", {WIRE_C, WIRE_PY}),
+    "varint: bits beyond 32 / 64 are malformed": (r"shift == last_shift", {WIRE_C, WIRE_PY}),
+    "zigzag: the sign of varints and varlongs": (r"\(u >> 1\) \^", {WIRE_C, WIRE_PY}),
+    "length prefix: -1 is null where nullable": (r"== -1 and nullable", {WIRE_C, WIRE_PY}),
+    "tagged fields: tags strictly rising": (r"tag\s*<=\s*\S*previous", {WIRE_C, WIRE_PY}),
+    "tagged fields: a count above the bytes left is a lie": (
+        r"\bcount(\[0\])?\s*>\s*(<uint32_t>)?\(?(n|end|r\.end|x\.end|len\(p\))\s*-",
+        {WIRE_C, WIRE_PY},
+    ),
+    "request header: api key, api version, correlation id, then the client id at byte 8": (
+        r"_REQUEST_FIXED\s*=|h\.correlation_id = <int32_t>wire_load_be32\(p \+ start \+ 4\)",
+        {WIRE_C, WIRE_PY},
+    ),
+    "request header: which part of it a status is about": (
+        r"^\s*WIRE_PART_CLIENT_ID\s*=|^PART_FIXED, PART_CLIENT_ID",
+        {WIRE_C, WIRE_PY},
+    ),
+    "strict UTF-8 (C: kp_utf8.h, called through the wire layer only)": (
+        r"kp_utf8_valid\(",
+        {WIRE_C, "kproto/_c/kp_utf8.h"},
+    ),
 }
 
 
@@ -56,7 +59,10 @@ def sources() -> dict[str, str]:
     for pattern in ("*.py", "*.pyx", "*.pxi", "*.pxd", "*.h"):
         for path in (ROOT / "kproto").rglob(pattern):
             name = path.relative_to(ROOT).as_posix()
-            if name.startswith("kproto/analyze/spark/") or name in {"kproto/schema/_messages.py", "kproto/messages.pyi"}:
+            if name.startswith("kproto/analyze/spark/") or name in {
+                "kproto/schema/_messages.py",
+                "kproto/messages.pyi",
+            }:
                 continue
             found[name] = path.read_text(encoding="utf-8")
     return found
@@ -89,8 +95,9 @@ def test_a_second_copy_would_be_found():
     assert places(RULES["tagged fields: a count above the bytes left is a lie"][0], files) == {"copy.pxi"}
     assert places(RULES["tagged fields: tags strictly rising"][0], files) == {"copy.pxi"}
     assert places(RULES["length prefix: -1 is null where nullable"][0], files) == {"copy.pxi"}
-    assert places(RULES["header version of a request / response (flexible versions, KIP-511, "
-                        "ControlledShutdown v0)"][0], files) == {"copy.pxi"}
+    assert places(
+        RULES["header version of a request / response (flexible versions, KIP-511, ControlledShutdown v0)"][0], files
+    ) == {"copy.pxi"}
 
 
 # ------------------------------------------------------------------ plan walkers
@@ -101,15 +108,29 @@ def test_a_second_copy_would_be_found():
 #: (GENERATED_DISPATCHERS): the codec's walk_value (sinks Build and Check, which raise)
 #: and the JSON pass's jvalue (GIL-free, with the partition facts).
 KIND_DISPATCHERS = {
-    ("kproto/_c/_codec_encode.pxi", "write_value"),    # encode
-    ("kproto/_py/codec.py", "_read_value"),            # the twin's decode
+    ("kproto/_c/_codec_encode.pxi", "write_value"),  # encode
+    ("kproto/_py/codec.py", "_read_value"),  # the twin's decode
 }
 GENERATED_DISPATCHERS = {
-    "codec": ("kproto/_c/_codec_walk.pxi", "walk_value"),       # decode: objects and validation only
-    "json": ("kproto/_c/_batch_json_walk.pxi", "jvalue"),       # JSON text and partition facts
+    "codec": ("kproto/_c/_codec_walk.pxi", "walk_value"),  # decode: objects and validation only
+    "json": ("kproto/_c/_batch_json_walk.pxi", "jvalue"),  # JSON text and partition facts
 }
-KIND_NAMES = ("BOOL", "INT8", "INT16", "INT32", "INT64", "UINT16", "UINT32", "FLOAT64", "UUID",
-              "STRING", "BYTES", "RECORDS", "STRUCT", "ARRAY")
+KIND_NAMES = (
+    "BOOL",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "UINT16",
+    "UINT32",
+    "FLOAT64",
+    "UUID",
+    "STRING",
+    "BYTES",
+    "RECORDS",
+    "STRUCT",
+    "ARRAY",
+)
 FUNCTION_START = re.compile(r"^(?:cdef|cpdef|def)\s[^\n]*?(\w+)\(", re.MULTILINE)
 KIND_TEST = re.compile(r"\bkind == (?:K_)?(" + "|".join(KIND_NAMES) + r")\b")
 
@@ -121,7 +142,7 @@ def kind_dispatchers(files: dict[str, str]) -> set[tuple[str, str]]:
     for name, text in files.items():
         starts = list(FUNCTION_START.finditer(text))
         for i, start in enumerate(starts):
-            body = text[start.start():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
+            body = text[start.start() : starts[i + 1].start() if i + 1 < len(starts) else len(text)]
             kinds = set(KIND_TEST.findall(body))
             if {"STRING", "STRUCT", "ARRAY"} <= kinds and len(kinds) >= 10:
                 found.add((name, start.group(1)))
@@ -172,8 +193,10 @@ def test_a_second_kind_dispatch_would_be_found():
     # The eager read and the validating scan before they were folded: two dispatchers.
     kinds = ["STRING", "STRUCT", "ARRAY", "INT8", "INT16", "INT32", "INT64", "BOOL", "UUID", "BYTES"]
     branches = "".join(f"    if kind == K_{k}:\n        pass\n" for k in kinds)
-    files = {"copy.pxi": f"cdef object read_value(ByteReader *r, int kind):\n{branches}\n"
-                         f"cdef int skip_value(ByteReader *r, int kind) except -1:\n{branches}"}
+    files = {
+        "copy.pxi": f"cdef object read_value(ByteReader *r, int kind):\n{branches}\n"
+        f"cdef int skip_value(ByteReader *r, int kind) except -1:\n{branches}"
+    }
     assert kind_dispatchers(files) == {("copy.pxi", "read_value"), ("copy.pxi", "skip_value")}
     # ... and so would a walker written by hand again (the JSON pass before the template):
     # outside the marker lines, a rendering counts as hand-written.

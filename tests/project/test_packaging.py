@@ -10,8 +10,8 @@ install into a compiler-free environment, run the tests there) is
 from __future__ import annotations
 
 import importlib.machinery
-import importlib.util
 import importlib.metadata
+import importlib.util
 import os
 import re
 import subprocess
@@ -24,8 +24,8 @@ import pytest
 
 import kproto
 from kproto import _impl
-from kproto.analyze import cli
 from kproto._version import __version__
+from kproto.analyze import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_SOURCE_TREE = (ROOT / "setup.py").is_file() and (ROOT / "kproto" / "_version.py").is_file()
@@ -45,6 +45,7 @@ def _pyproject() -> dict:
 
 
 # --- one version ---------------------------------------------------------------------------------
+
 
 def test_version_is_pep440_and_exported() -> None:
     assert kproto.__version__ == __version__
@@ -78,6 +79,7 @@ def test_version_lives_only_in_version_module() -> None:
 
 # --- the kproto command --------------------------------------------------------------------------
 
+
 def test_version_text_names_version_and_implementation() -> None:
     text = cli.version_text()
     assert text.splitlines()[0] == f"kproto {__version__}"
@@ -92,7 +94,11 @@ def test_kproto_version_command(no_extensions: str) -> None:
     # From the directory holding the kproto this test imported, `-m` loads that same copy.
     done = subprocess.run(
         [sys.executable, "-W", "ignore::RuntimeWarning", "-m", "kproto.analyze.cli", "--version"],
-        capture_output=True, text=True, env=env, timeout=120, cwd=Path(kproto.__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=Path(kproto.__file__).parent.parent,
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -174,6 +180,7 @@ def test_entry_point_declared() -> None:
 
 # --- what ships ----------------------------------------------------------------------------------
 
+
 def test_py_typed_and_license_present() -> None:
     assert (Path(kproto.__file__).parent / "py.typed").is_file()
     if HAS_SOURCE_TREE:
@@ -188,10 +195,17 @@ def test_sdist_carries_cython_sources_and_no_generated_files(tmp_path: Path) -> 
     pytest.importorskip("setuptools")
     env = {**os.environ, "KPROTO_NO_EXTENSIONS": "1"}
     done = subprocess.run(
-        [sys.executable, "-c",
-         "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))",
-         str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+        [
+            sys.executable,
+            "-c",
+            "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     sdist = tmp_path / done.stdout.strip().splitlines()[-1]
@@ -212,6 +226,7 @@ def test_sdist_carries_cython_sources_and_no_generated_files(tmp_path: Path) -> 
 
 
 # --- release configuration -----------------------------------------------------------------------
+
 
 @needs_source_tree
 def test_cibuildwheel_targets_and_wheel_test() -> None:
@@ -250,13 +265,15 @@ def test_workflow_actions_are_pinned() -> None:
 @needs_source_tree
 def test_full_build_proof() -> None:
     """sdist + wheel, auditwheel, install with no compiler, tests against the wheel."""
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "build-proof.sh")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-proof.sh")], cwd=ROOT, capture_output=True, text=True, timeout=3600
+    )
     assert done.returncode == 0, (done.stdout[-5000:], done.stderr[-5000:])
     assert "build proof passed" in done.stdout
 
 
 # --- a quiet, incremental set-up -----------------------------------------------------------------
+
 
 @needs_source_tree
 def test_license_is_an_spdx_expression_without_classifiers() -> None:
@@ -321,9 +338,14 @@ print(kproto.extension_loaded(), _impl.PURE_INSTALL, [str(w.message) for w in ca
 @pytest.mark.parametrize("installed", ["pure", "with-extension"])
 def test_pure_install_does_not_warn_but_a_broken_extension_does(installed: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("KPROTO_NO_EXTENSIONS", "PYTHONWARNINGS")}
-    done = subprocess.run([sys.executable, "-c", _IMPORT_WITHOUT_EXTENSION, installed],
-                          capture_output=True, text=True, env=env, timeout=120,
-                          cwd=Path(kproto.__file__).parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_WITHOUT_EXTENSION, installed],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=Path(kproto.__file__).parent.parent,
+    )
     assert done.returncode == 0, done.stderr
     loaded, pure, messages = done.stdout.strip().split(" ", 2)
     assert loaded == "False"
@@ -352,8 +374,14 @@ except ImportError as exc:
 
 def test_capture_and_batch_without_numpy_name_the_extra() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    done = subprocess.run([sys.executable, "-c", _CAPTURE_WITHOUT_NUMPY], capture_output=True, text=True,
-                          env=env, timeout=120, cwd=Path(kproto.__file__).parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", _CAPTURE_WITHOUT_NUMPY],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=Path(kproto.__file__).parent.parent,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     hint = "pip install 'kproto[arrow]' (from a checkout: pip install '.[arrow]')"
@@ -376,7 +404,11 @@ def test_extra_requirements_lists_only_the_extras_asked_for() -> None:
     assert extras.extra_requirements(pyproject, ["a", "b"]) == ["x>=1", "y", "z"]
     with pytest.raises(KeyError, match="no extra nope"):
         extras.extra_requirements(pyproject, ["nope"])
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "extra_requirements.py"), "spark"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "extra_requirements.py"), "spark"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == _pyproject()["project"]["optional-dependencies"]["spark"]

@@ -27,15 +27,19 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 BIN = Path(sys.executable).parent
 # The tests run from a copy beside an installed wheel too (cibuildwheel, ci.yml,
 # build-proof): there the source tree's checks have nothing to check.
-source_tree = pytest.mark.skipif(not all((ROOT / part).exists() for part in (
-                                     "setup.py", "kproto/_c", "tools/cross_compile_check.py", ".github/workflows")),
-                                 reason="needs the source tree (setup.py, kproto/_c, tools/, .github/)")
+source_tree = pytest.mark.skipif(
+    not all(
+        (ROOT / part).exists()
+        for part in ("setup.py", "kproto/_c", "tools/cross_compile_check.py", ".github/workflows")
+    ),
+    reason="needs the source tree (setup.py, kproto/_c, tools/, .github/)",
+)
 
 
 def load_setup():
     sys.path.insert(0, str(ROOT))
     try:
-        import setup as project_setup   # setup() runs only when setup.py is __main__
+        import setup as project_setup  # setup() runs only when setup.py is __main__
     finally:
         sys.path.remove(str(ROOT))
     return project_setup
@@ -46,8 +50,12 @@ def load_setup():
 def test_every_module_compiles_for_macos_and_windows():
     if os.environ.get("KPROTO_NO_EXTENSIONS") == "1":
         pytest.skip("the pure-Python run does not build C (the extension run checks it)")
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "cross_compile_check.py"), "--require"],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "cross_compile_check.py"), "--require"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     print(run.stdout[-6000:], run.stderr[-2000:])
     if run.returncode == 2 and "SKIPPED" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
@@ -90,11 +98,19 @@ PROMISED = {
 def test_cibuildwheel_builds_exactly_what_is_promised(platform):
     cibuildwheel = tool("cibuildwheel")
     from importlib.metadata import version as installed
+
     version = installed("cibuildwheel")
-    assert version == pinned_cibuildwheel(), f"installed cibuildwheel {version}, wheels.yml pins {pinned_cibuildwheel()}"
+    assert version == pinned_cibuildwheel(), (
+        f"installed cibuildwheel {version}, wheels.yml pins {pinned_cibuildwheel()}"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("CIBW_")}
-    run = subprocess.run([cibuildwheel, "--platform", platform, "--print-build-identifiers"],
-                         capture_output=True, text=True, cwd=ROOT, env=env)
+    run = subprocess.run(
+        [cibuildwheel, "--platform", platform, "--print-build-identifiers"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr
     identifiers = sorted(run.stdout.split())
     expected = sorted(f"cp3{minor}-{suffix}" for minor in range(10, 15) for suffix in PROMISED[platform])
@@ -109,7 +125,7 @@ def test_compiler_flags_follow_the_compiler():
     assert msvc == ["/O2"]
     assert not any(flag.startswith("-") for flag in project_setup.compile_args("msvc", environ={"KPROTO_DEBUG": "1"}))
     assert project_setup.link_args("msvc", environ={"KPROTO_SANITIZE": "1"}) == []
-    for kind in ("unix", "mingw32"):   # GCC and Clang, Apple's included
+    for kind in ("unix", "mingw32"):  # GCC and Clang, Apple's included
         assert project_setup.compile_args(kind, environ={})[:2] == ["-O3", "-fno-strict-aliasing"]
 
 
@@ -117,8 +133,9 @@ def test_compiler_flags_follow_the_compiler():
 def test_portable_build_flag():
     project_setup = load_setup()
     assert ("KP_FORCE_PORTABLE", "1") in project_setup.define_macros("kproto._c._codec", portable=True)
-    assert not any(name == "KP_FORCE_PORTABLE" for name, _ in project_setup.define_macros("kproto._c._codec",
-                                                                                          portable=False))
+    assert not any(
+        name == "KP_FORCE_PORTABLE" for name, _ in project_setup.define_macros("kproto._c._codec", portable=False)
+    )
     # the batch decoder asks kp_platform.h for forced inlining, on every compiler that has it
     assert ("KP_CYTHON_ALWAYS_INLINE", "1") in project_setup.define_macros("kproto._c._batch", portable=False)
 
@@ -127,8 +144,10 @@ def test_portable_build_flag():
 def test_platform_specific_c_only_in_kp_platform_h():
     """The names of the issue stay behind kp_platform.h's feature tests."""
     c_dir = ROOT / "kproto" / "_c"
-    pattern = re.compile(r"\b(mremap|MREMAP_MAYMOVE|MADV_HUGEPAGE|madvise|mmap|munmap|__int128|sys/mman\.h"
-                         r"|__builtin_bswap\d+|__BYTE_ORDER__|__x86_64__|__SSE2__|always_inline)\b")
+    pattern = re.compile(
+        r"\b(mremap|MREMAP_MAYMOVE|MADV_HUGEPAGE|madvise|mmap|munmap|__int128|sys/mman\.h"
+        r"|__builtin_bswap\d+|__BYTE_ORDER__|__x86_64__|__SSE2__|always_inline)\b"
+    )
     offenders = []
     for path in sorted(c_dir.glob("*.pyx")) + sorted(c_dir.glob("*.pxd")) + sorted(c_dir.glob("*.h")):
         if path.name == "kp_platform.h":
@@ -144,8 +163,8 @@ def test_platform_specific_c_only_in_kp_platform_h():
 @pytest.mark.parametrize("exponent", [1, 20, 31, 32, 33, 40, 63, 64, 65, 96, 127])
 def test_binary_timestamp_resolution_is_exact(impl, exponent):
     """pcapng if_tsresol 2^-n: ns = units * 10^9 >> n over the full 128-bit product."""
-    from tests.pcapwriter import LINK_RAW, Conversation, PcapngWriter
     from tests.arrow.test_capture import conversation_packets, exchange, run
+    from tests.pcapwriter import LINK_RAW, Conversation, PcapngWriter
 
     limit = (1 << 62) - 1
     units = min((1 << 64) - 1, ((limit << exponent) // 1_000_000_000) - 12345)
@@ -154,7 +173,7 @@ def test_binary_timestamp_resolution_is_exact(impl, exponent):
     assert expected < 1 << 62
     requests, responses = exchange(1)
     writer = PcapngWriter()
-    writer.units = lambda interface, ts_ns: units   # raw units, whatever the nanoseconds
+    writer.units = lambda interface, ts_ns: units  # raw units, whatever the nanoseconds
     iface = writer.add_interface(LINK_RAW, tsresol=0x80 | exponent)
     conv = Conversation(client=("fd00::1", 40003), server=("fd00::2", 9092), linktype=LINK_RAW)
     for packet in conversation_packets(conv, requests, responses):

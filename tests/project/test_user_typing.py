@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-USER_PROGRAM = '''
+USER_PROGRAM = """
 from kproto.arrow.capture import CaptureReader, read_capture
 from kproto.records import Records
 import kproto.arrow.frames as kb
@@ -36,7 +36,7 @@ for record in Records(b"").records():
     print(record.value)
 decoded = kb.decode_frames(frames["payload"])
 print(decoded.num_rows, versions.api_key_of("Produce"))
-'''
+"""
 
 
 def readme_use_example() -> str:
@@ -51,10 +51,25 @@ def mypy_strict(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
     program.write_text(source)
     config = tmp_path / "mypy.ini"
     config.write_text("[mypy]\nstrict = True\n\n[mypy-kproto.*]\nignore_errors = True\n")
-    return subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir",
-                           str(tmp_path / "cache"), "--python-executable", sys.executable, str(program)],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                          env=dict(os.environ, MYPYPATH=str(ROOT)))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(config),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--python-executable",
+            sys.executable,
+            str(program),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=dict(os.environ, MYPYPATH=str(ROOT)),
+    )
 
 
 def test_readme_use_example_passes_mypy_strict(tmp_path):
@@ -69,6 +84,9 @@ def test_a_program_of_captures_records_batch_and_versions_passes_mypy_strict(tmp
 
 def test_an_untyped_body_access_is_caught(tmp_path):
     """The check can fail: ``request.body.topics`` (a Message) is an error under --strict."""
-    result = mypy_strict(tmp_path, "import kproto\nfrom kproto.messages import MetadataRequest\n"
-                                   "r = kproto.decode_request(b'')\nprint(r.body.topics)\n")
+    result = mypy_strict(
+        tmp_path,
+        "import kproto\nfrom kproto.messages import MetadataRequest\n"
+        "r = kproto.decode_request(b'')\nprint(r.body.topics)\n",
+    )
     assert result.returncode == 1 and '"Message" has no attribute "topics"' in result.stdout

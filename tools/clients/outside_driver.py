@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))      # the checkout's kproto
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's kproto
 
 import kproto  # noqa: E402
 from kproto import messages as M  # noqa: E402
@@ -29,8 +29,7 @@ from kproto.records import Record, RecordBatch  # noqa: E402
 
 STEP_SECONDS = 10.0
 # The codec client's hand-chosen versions (Kafka 2.1 to 4.x all serve them).
-CODEC_VERSIONS = {"Metadata": 7, "Produce": 7, "FindCoordinator": 2, "ListOffsets": 4, "Fetch": 8,
-                  "DescribeConfigs": 2}
+CODEC_VERSIONS = {"Metadata": 7, "Produce": 7, "FindCoordinator": 2, "ListOffsets": 4, "Fetch": 8, "DescribeConfigs": 2}
 
 
 class Connection:
@@ -53,8 +52,9 @@ class Connection:
     def call(self, api, body, version=None):
         version = self.versions[api] if version is None else version
         self.correlation += 1
-        frame = kproto.encode_request(body, version=version, correlation_id=self.correlation,
-                                      client_id=self.client_id, size_prefixed=True)
+        frame = kproto.encode_request(
+            body, version=version, correlation_id=self.correlation, client_id=self.client_id, size_prefixed=True
+        )
         return kproto.decode_response(self.exchange(frame), api, version, size_prefixed=True, lazy=False).body
 
     def close(self):
@@ -97,8 +97,15 @@ def group(bootstrap, client_id, kip511, topic, prefix):
         else:
             conn.call("FindCoordinator", find(key=prefix + "-readers", key_type=0))
         L = M.ListOffsetsRequest
-        conn.call("ListOffsets", L(replica_id=-1, topics=[L.ListOffsetsTopic(name=topic, partitions=[
-            L.ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
+        conn.call(
+            "ListOffsets",
+            L(
+                replica_id=-1,
+                topics=[
+                    L.ListOffsetsTopic(name=topic, partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-1)])
+                ],
+            ),
+        )
         F = M.FetchRequest
         partition = F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
         wanted = F.FetchTopic(topic=topic, partitions=[partition])
@@ -115,8 +122,10 @@ def admin(bootstrap, client_id, kip511, topic):
     conn = Connection(bootstrap, client_id, kip511)
     try:
         D = M.DescribeConfigsRequest
-        answer = conn.call("DescribeConfigs", D(resources=[D.DescribeConfigsResource(
-            resource_type=2, resource_name=topic, configuration_keys=None)]))
+        answer = conn.call(
+            "DescribeConfigs",
+            D(resources=[D.DescribeConfigsResource(resource_type=2, resource_name=topic, configuration_keys=None)]),
+        )
         if any(r.error_code for r in answer.results):
             raise RuntimeError(f"describe configs errors {[r.error_code for r in answer.results]}")
     finally:
@@ -126,18 +135,20 @@ def admin(bootstrap, client_id, kip511, topic):
 def main(argv):
     kind, bootstrap, prefix, topic, count = argv[:5]
     kip511 = kind == "kproto"
-    default_id = "kproto" if kip511 else None       # kproto's handshake default; the codec client sends none
-    steps = [("producer", lambda: produce(bootstrap, prefix + "-producer", kip511, topic, int(count))),
-             ("group", lambda: group(bootstrap, prefix + "-group", kip511, topic, prefix)),
-             ("admin", lambda: admin(bootstrap, prefix + "-admin", kip511, topic)),
-             ("default-id-producer", lambda: produce(bootstrap, default_id, kip511, topic, int(count)))]
+    default_id = "kproto" if kip511 else None  # kproto's handshake default; the codec client sends none
+    steps = [
+        ("producer", lambda: produce(bootstrap, prefix + "-producer", kip511, topic, int(count))),
+        ("group", lambda: group(bootstrap, prefix + "-group", kip511, topic, prefix)),
+        ("admin", lambda: admin(bootstrap, prefix + "-admin", kip511, topic)),
+        ("default-id-producer", lambda: produce(bootstrap, default_id, kip511, topic, int(count))),
+    ]
     failed = 0
     for label, step in steps:
         started = time.monotonic()
         try:
             step()
             print(f"STEP {label} ok {time.monotonic() - started:.1f}s", flush=True)
-        except Exception as exc:   # one step failing must not lose the others' traffic
+        except Exception as exc:  # one step failing must not lose the others' traffic
             failed += 1
             print(f"STEP {label} FAILED {type(exc).__name__}: {exc}", flush=True)
     return 1 if failed else 0

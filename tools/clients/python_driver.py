@@ -29,8 +29,9 @@ def kafka_python(bootstrap, prefix, topic, count, pin):
     options = {"api_version": tuple(int(p) for p in pin.split("."))} if pin else {}
 
     def produce(**ids):
-        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, request_timeout_ms=10000,
-                                 max_block_ms=10000, **ids, **options)
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap, linger_ms=5, request_timeout_ms=10000, max_block_ms=10000, **ids, **options
+        )
         try:
             futures = [producer.send(topic, value=v, key=b"k") for v in _values(count)]
             producer.flush(STEP_SECONDS)
@@ -40,9 +41,16 @@ def kafka_python(bootstrap, prefix, topic, count, pin):
             producer.close(STEP_SECONDS)
 
     def group():
-        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, client_id=prefix + "-group",
-                                 group_id=prefix + "-readers", auto_offset_reset="earliest",
-                                 enable_auto_commit=False, fetch_max_wait_ms=50, **options)
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            client_id=prefix + "-group",
+            group_id=prefix + "-readers",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=50,
+            **options,
+        )
         try:
             deadline, seen = time.monotonic() + STEP_SECONDS, 0
             while seen < count and time.monotonic() < deadline:
@@ -55,17 +63,23 @@ def kafka_python(bootstrap, prefix, topic, count, pin):
 
     def admin():
         from kafka.admin import KafkaAdminClient, NewTopic
-        client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=prefix + "-admin",
-                                  request_timeout_ms=10000, **options)
+
+        client = KafkaAdminClient(
+            bootstrap_servers=bootstrap, client_id=prefix + "-admin", request_timeout_ms=10000, **options
+        )
         try:
-            if hasattr(client, "list_topics"):   # not in kafka-python 1.4
+            if hasattr(client, "list_topics"):  # not in kafka-python 1.4
                 client.list_topics()
             client.create_topics([NewTopic(prefix + "-created", 1, 1)])
         finally:
             client.close()
 
-    return [("producer", lambda: produce(client_id=prefix + "-producer")), ("group", group), ("admin", admin),
-            ("default-id-producer", produce)]
+    return [
+        ("producer", lambda: produce(client_id=prefix + "-producer")),
+        ("group", group),
+        ("admin", admin),
+        ("default-id-producer", produce),
+    ]
 
 
 def aiokafka(bootstrap, prefix, topic, count, pin):
@@ -83,9 +97,16 @@ def aiokafka(bootstrap, prefix, topic, count, pin):
             await producer.stop()
 
     async def group():
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, client_id=prefix + "-group",
-                                    group_id=prefix + "-readers", auto_offset_reset="earliest",
-                                    enable_auto_commit=False, fetch_max_wait_ms=50, **options)
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            client_id=prefix + "-group",
+            group_id=prefix + "-readers",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=50,
+            **options,
+        )
         await consumer.start()
         try:
             deadline, seen = time.monotonic() + STEP_SECONDS, 0
@@ -100,6 +121,7 @@ def aiokafka(bootstrap, prefix, topic, count, pin):
 
     async def admin():
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
         client = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id=prefix + "-admin", **options)
         await client.start()
         try:
@@ -109,15 +131,18 @@ def aiokafka(bootstrap, prefix, topic, count, pin):
             await client.close()
 
     def run(make):
-        loop = asyncio.new_event_loop()   # asyncio.run is not there on every Python the releases need
+        loop = asyncio.new_event_loop()  # asyncio.run is not there on every Python the releases need
         try:
             loop.run_until_complete(asyncio.wait_for(make(), STEP_SECONDS + 5))
         finally:
             loop.close()
 
-    return [("producer", lambda: run(lambda: produce(client_id=prefix + "-producer"))),
-            ("group", lambda: run(group)), ("admin", lambda: run(admin)),
-            ("default-id-producer", lambda: run(produce))]
+    return [
+        ("producer", lambda: run(lambda: produce(client_id=prefix + "-producer"))),
+        ("group", lambda: run(group)),
+        ("admin", lambda: run(admin)),
+        ("default-id-producer", lambda: run(produce)),
+    ]
 
 
 def confluent_kafka(bootstrap, prefix, topic, count, pin):
@@ -127,19 +152,29 @@ def confluent_kafka(bootstrap, prefix, topic, count, pin):
 
     def produce(**ids):
         failures = []
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 15000,
-                             **ids, **options})
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 15000, **ids, **options}
+        )
         for value in _values(count):
-            producer.produce(topic, value=value, key=b"k",
-                             on_delivery=lambda error, _message: error and failures.append(error))
+            producer.produce(
+                topic, value=value, key=b"k", on_delivery=lambda error, _message: error and failures.append(error)
+            )
         left = producer.flush(STEP_SECONDS)
         if failures or left:
             raise RuntimeError("%d undelivered: %s" % (left + len(failures), failures[:1]))
 
     def group():
-        consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": prefix + "-group",
-                             "group.id": prefix + "-readers", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest", "fetch.wait.max.ms": 50, **options})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": prefix + "-group",
+                "group.id": prefix + "-readers",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 50,
+                **options,
+            }
+        )
         try:
             consumer.subscribe([topic])
             deadline, seen, last = time.monotonic() + STEP_SECONDS, 0, None
@@ -158,14 +193,20 @@ def confluent_kafka(bootstrap, prefix, topic, count, pin):
 
     def admin():
         from confluent_kafka.admin import AdminClient, NewTopic
+
         client = AdminClient({"bootstrap.servers": bootstrap, "client.id": prefix + "-admin", **options})
         client.list_topics(timeout=STEP_SECONDS)
-        for future in client.create_topics([NewTopic(prefix + "-created", 1, 1)],
-                                           request_timeout=STEP_SECONDS).values():
+        for future in client.create_topics(
+            [NewTopic(prefix + "-created", 1, 1)], request_timeout=STEP_SECONDS
+        ).values():
             future.result(STEP_SECONDS)
 
-    return [("producer", lambda: produce(**{"client.id": prefix + "-producer"})), ("group", group),
-            ("admin", admin), ("default-id-producer", produce)]
+    return [
+        ("producer", lambda: produce(**{"client.id": prefix + "-producer"})),
+        ("group", group),
+        ("admin", admin),
+        ("default-id-producer", produce),
+    ]
 
 
 LIBRARIES = {"kafka-python": kafka_python, "aiokafka": aiokafka, "confluent-kafka": confluent_kafka}
@@ -182,7 +223,7 @@ def main(argv):
             print("STEP %s ok %.1fs" % (label, time.monotonic() - started), flush=True)
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as exc:   # one step failing must not lose the others' traffic (asyncio's
+        except BaseException as exc:  # one step failing must not lose the others' traffic (asyncio's
             # CancelledError, from a step's timeout, is a BaseException)
             failed += 1
             print("STEP %s FAILED %s: %s" % (label, type(exc).__name__, str(exc).replace("\n", " ")), flush=True)

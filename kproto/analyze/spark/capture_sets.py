@@ -21,16 +21,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from kproto._common.capture import (PCAP_FILE_MAGICS, PCAPNG_BOM, PCAPNG_FILE_MAGIC, PCAPNG_IF_NAME,
-                                    pcapng_interface_clock, pcapng_options)
+from kproto._common.capture import (
+    PCAP_FILE_MAGICS,
+    PCAPNG_BOM,
+    PCAPNG_FILE_MAGIC,
+    PCAPNG_IF_NAME,
+    pcapng_interface_clock,
+    pcapng_options,
+)
 from kproto.limits import CAPTURE_MAX_RECORD_SIZE
 
 PCAP_HEADER_SIZE = 24
 PCAP_RECORD_HEADER = 16
-_MAX_RECORD = 256 * 1024      # a plausible captured packet, when records are looked for mid-file
-HEAD_BYTES = 64 * 1024        # enough for a pcapng section header, its interfaces and a first packet
-TAIL_BYTES = 1024 * 1024      # where a large pcap's last record boundary is looked for
-_TAIL_CHAIN = 8               # plausible records ending exactly at the end of the file
+_MAX_RECORD = 256 * 1024  # a plausible captured packet, when records are looked for mid-file
+HEAD_BYTES = 64 * 1024  # enough for a pcapng section header, its interfaces and a first packet
+TAIL_BYTES = 1024 * 1024  # where a large pcap's last record boundary is looked for
+_TAIL_CHAIN = 8  # plausible records ending exactly at the end of the file
 
 
 @dataclass(frozen=True)
@@ -39,12 +45,12 @@ class FileHead:
 
     path: str
     size: int
-    format: str                       # pcap, pcapng, frames (frame dumps and unreadable files are never in a set)
-    layout: str = ""                  # what must match for files to be pieces of one capture (byte order,
-                                      # timestamp unit, link types, snaplens, interface names)
-    first_ts_ns: int | None = None    # the first packet's timestamp; None without a packet in the head
-    last_ts_ns: int | None = None     # the last packet's timestamp, when the end of the file was found
-    ends_on_record: bool = True       # the file's last record is complete (a file cut mid-record ends its set)
+    format: str  # pcap, pcapng, frames (frame dumps and unreadable files are never in a set)
+    layout: str = ""  # what must match for files to be pieces of one capture (byte order,
+    # timestamp unit, link types, snaplens, interface names)
+    first_ts_ns: int | None = None  # the first packet's timestamp; None without a packet in the head
+    last_ts_ns: int | None = None  # the last packet's timestamp, when the end of the file was found
+    ends_on_record: bool = True  # the file's last record is complete (a file cut mid-record ends its set)
 
 
 @dataclass
@@ -79,8 +85,15 @@ def _pcap_head(path: str, size: int, head: bytes, read) -> FileHead:
     first_ts = None
     if len(head) >= PCAP_HEADER_SIZE + PCAP_RECORD_HEADER:
         first_ts = pcap_record_ts(head, PCAP_HEADER_SIZE, order, nanos)
-    return FileHead(path, size, "pcap", repr(("pcap", order, nanos, linktype & 0xFFFF, snaplen)), first_ts,
-                    last_ts, last is not None)
+    return FileHead(
+        path,
+        size,
+        "pcap",
+        repr(("pcap", order, nanos, linktype & 0xFFFF, snaplen)),
+        first_ts,
+        last_ts,
+        last is not None,
+    )
 
 
 def pcap_record(data: bytes, pos: int, order: str, nanos: bool, snaplen: int) -> tuple[int, int] | None:
@@ -106,8 +119,7 @@ def plausible_window(first_ts_ns: int) -> tuple[int, int]:
     return first_ts_ns - 86400 * 10**9, first_ts_ns + 86400 * 10**9 * 365
 
 
-def _pcap_last_record(size: int, order: str, nanos: bool, snaplen: int, first_ts: int | None,
-                      read) -> int | None:
+def _pcap_last_record(size: int, order: str, nanos: bool, snaplen: int, first_ts: int | None, read) -> int | None:
     """Where the last record of a pcap starts (-1: no record) when its records end exactly at its end, else None.
 
     A small file is walked from its header (every record the reader would take); in a
@@ -147,7 +159,7 @@ def _pcapng_head(path: str, size: int, head: bytes, read) -> FileHead:
         block_type, length = struct.unpack_from(order + "II", head, pos)
         if length < 12 or pos + length > len(head):
             break
-        body = head[pos + 8: pos + length - 4]
+        body = head[pos + 8 : pos + length - 4]
         if block_type == 1 and len(body) >= 8:
             linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", body, 0)
             options = pcapng_options(body, order, 8)
@@ -190,8 +202,10 @@ def _pcapng_tail(size: int, order: str, read) -> tuple[bool, bytes | None]:
 # ---------------------------------------------------------------- rotation names
 _DUMPCAP_RING = re.compile(r"^(?P<prefix>.*)_(?P<index>\d{5,})_(?P<time>\d{14})(?P<ext>(\.[^.]+)*)$")
 # A strftime date and time in a name (tcpdump -G): 2026-11-25_09:30:00, 20261125093000, 20261125-0930, ...
-_DATE_TIME = re.compile(r"(?<!\d)\d{4}[-_.]?\d{2}[-_.]?\d{2}(?:[T_.-]?\d{2}(?:[:.-]?\d{2}){1,2})?(?!\d)"
-                        r"|(?<!\d)\d{10}(?!\d)")
+_DATE_TIME = re.compile(
+    r"(?<!\d)\d{4}[-_.]?\d{2}[-_.]?\d{2}(?:[T_.-]?\d{2}(?:[:.-]?\d{2}){1,2})?(?!\d)"
+    r"|(?<!\d)\d{10}(?!\d)"
+)
 # tcpdump -C: the file name given to -w, then the same name with 1, 2, ... appended.
 _SIZE_ROTATION = re.compile(r"^(?P<base>.*?\D)(?P<index>\d*)$")
 
@@ -215,8 +229,9 @@ def rotation_key(name: str) -> tuple[str, int]:
 
 
 # ---------------------------------------------------------------- detecting sets
-def detect_sets(heads: Sequence[FileHead], *, automatic: bool = True,
-                named: Sequence[tuple[str, str]] = ()) -> list[CaptureSet]:
+def detect_sets(
+    heads: Sequence[FileHead], *, automatic: bool = True, named: Sequence[tuple[str, str]] = ()
+) -> list[CaptureSet]:
     """Every file in exactly one set, the sets sorted by name; a file alone is a set named by its path.
 
     ``named``: (name, glob) pairs: the files a glob matches (the whole path, or the
@@ -235,8 +250,10 @@ def detect_sets(heads: Sequence[FileHead], *, automatic: bool = True,
             raise CaptureSetError(f"capture set {name}: no input file matches {pattern}")
         layouts = {h.layout for h in files}
         if len(layouts) > 1 or files[0].format == "frames":
-            raise CaptureSetError(f"capture set {name}: {', '.join(h.path for h in files)} are not pieces of "
-                                  "one pcap or pcapng capture (format, byte order, link types or snaplen differ)")
+            raise CaptureSetError(
+                f"capture set {name}: {', '.join(h.path for h in files)} are not pieces of "
+                "one pcap or pcapng capture (format, byte order, link types or snaplen differ)"
+            )
         taken.update(h.path for h in files)
         sets.extend(_cut_at_incomplete_files(name, _ordered(files), named=True))
     groups: dict[tuple, list[FileHead]] = {}
@@ -256,7 +273,7 @@ def detect_sets(heads: Sequence[FileHead], *, automatic: bool = True,
                 sets.extend(_cut_at_incomplete_files(os.path.join(key[0], key[1]), chain))
     names = [s.name for s in sets]
     for s in sets:
-        if names.count(s.name) > 1:    # two captures rotated under one name pattern: name each by its first file
+        if names.count(s.name) > 1:  # two captures rotated under one name pattern: name each by its first file
             s.name = f"{s.name} from {os.path.basename(s.files[0].path)}"
     return sorted(sets, key=lambda s: s.name)
 
@@ -270,8 +287,11 @@ def _chains(files: list[FileHead]) -> list[list[FileHead]]:
     """
     chains: list[list[FileHead]] = []
     for head in files:
-        candidates = [c for c in chains if head.first_ts_ns is None or c[-1].last_ts_ns is None
-                      or c[-1].last_ts_ns <= head.first_ts_ns]
+        candidates = [
+            c
+            for c in chains
+            if head.first_ts_ns is None or c[-1].last_ts_ns is None or c[-1].last_ts_ns <= head.first_ts_ns
+        ]
         if candidates:
             max(candidates, key=lambda c: c[-1].last_ts_ns or 0).append(head)
         else:

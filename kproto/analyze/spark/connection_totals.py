@@ -12,8 +12,15 @@ from collections.abc import Iterable
 from typing import Any
 
 #: The byte counters of the connections table the summary adds up (both directions).
-CONNECTION_SUMS = ("skipped_bytes", "gap_bytes", "tail_bytes", "duplicate_bytes", "snapped_bytes", "sasl_bytes",
-                   "other_bytes")
+CONNECTION_SUMS = (
+    "skipped_bytes",
+    "gap_bytes",
+    "tail_bytes",
+    "duplicate_bytes",
+    "snapped_bytes",
+    "sasl_bytes",
+    "other_bytes",
+)
 #: Where every byte that entered a stream went: a frame, skipped to find a boundary, a tail, a raw
 #: SASL token, or another protocol's (a connection that is not Kafka); bytes never captured (gaps,
 #: snap length) never entered it. Per connection and direction, stream_bytes is their sum.
@@ -39,13 +46,15 @@ def connection_totals(accounting: Iterable[Any]) -> dict[str, dict]:
                 counts[side + name] = counts.get(side + name, 0) + info.get(side + name, 0)
     totals: dict[str, dict] = {}
     for (capture, _), counts in merged.items():
-        total = totals.setdefault(capture, {"connections": 0, "streams_add_up": True,
-                                            **dict.fromkeys(CONNECTION_SUMS, 0)})
+        total = totals.setdefault(
+            capture, {"connections": 0, "streams_add_up": True, **dict.fromkeys(CONNECTION_SUMS, 0)}
+        )
         total["connections"] += 1
         for name in CONNECTION_SUMS:
             total[name] += counts["request_" + name] + counts["response_" + name]
         total["streams_add_up"] = total["streams_add_up"] and all(
-            counts[side + "stream_bytes"] == sum(counts[side + part] for part in STREAM_PARTS) for side in SIDES)
+            counts[side + "stream_bytes"] == sum(counts[side + part] for part in STREAM_PARTS) for side in SIDES
+        )
     return totals
 
 
@@ -60,10 +69,16 @@ def connection_totals_spark(connections) -> dict[str, dict]:
             total = total + F.col(side + part)
         return total
 
-    adds_up = F.when(F.col("request_stream_bytes") == side_sum("request_"), 1).otherwise(0) \
-        * F.when(F.col("response_stream_bytes") == side_sum("response_"), 1).otherwise(0)
-    rows = connections.groupBy("capture").agg(
-        F.count(F.lit(1)).alias("connections"), F.min(adds_up).alias("streams_add_up"),
-        *[F.sum(F.col("request_" + name) + F.col("response_" + name)).alias(name) for name in CONNECTION_SUMS]
-    ).collect()
+    adds_up = F.when(F.col("request_stream_bytes") == side_sum("request_"), 1).otherwise(0) * F.when(
+        F.col("response_stream_bytes") == side_sum("response_"), 1
+    ).otherwise(0)
+    rows = (
+        connections.groupBy("capture")
+        .agg(
+            F.count(F.lit(1)).alias("connections"),
+            F.min(adds_up).alias("streams_add_up"),
+            *[F.sum(F.col("request_" + name) + F.col("response_" + name)).alias(name) for name in CONNECTION_SUMS],
+        )
+        .collect()
+    )
     return {r["capture"]: dict(r.asDict(), streams_add_up=bool(r["streams_add_up"])) for r in rows}

@@ -24,9 +24,22 @@ import os
 import sys
 
 #: Modules every kproto task imports (the jobs' functions are pickled with references to them).
-PRELOADED = ("pyspark.worker", "numpy", "pandas", "pyarrow", "pyarrow.compute", "pyarrow.parquet",
-             "pyarrow.fs", "pyarrow.dataset", "pyarrow.acero", "kproto.arrow.frames", "kproto.arrow.capture",
-             "kproto.records", "kproto.versions", "kproto.analyze.spark.jobs")
+PRELOADED = (
+    "pyspark.worker",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "pyarrow.compute",
+    "pyarrow.parquet",
+    "pyarrow.fs",
+    "pyarrow.dataset",
+    "pyarrow.acero",
+    "kproto.arrow.frames",
+    "kproto.arrow.capture",
+    "kproto.records",
+    "kproto.versions",
+    "kproto.analyze.spark.jobs",
+)
 
 #: Environment that keeps the preloaded modules from starting threads.
 THREAD_FREE_ENV = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
@@ -48,15 +61,18 @@ def prepare() -> int | None:
         importlib.import_module(name)
     from kproto.arrow.topic_names import topic_naming_versions
 
-    topic_naming_versions()         # hundreds of message plans, built once per process and cached
+    topic_naming_versions()  # hundreds of message plans, built once per process and cached
     return thread_count()
 
 
 def main() -> None:
     threads = prepare()
     if threads is not None and threads > 1:
-        print(f"kproto.analyze.spark.daemon: {threads} threads after the imports (one expected); workers are forked "
-              f"anyway (check {', '.join(THREAD_FREE_ENV)})", file=sys.stderr)
+        print(
+            f"kproto.analyze.spark.daemon: {threads} threads after the imports (one expected); workers are forked "
+            f"anyway (check {', '.join(THREAD_FREE_ENV)})",
+            file=sys.stderr,
+        )
     from pyspark.daemon import manager
 
     manager()

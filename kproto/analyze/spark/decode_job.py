@@ -70,9 +70,16 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
         for batch in batches:
             for split in (split_list.value[index] for index in batch.column("id").to_pylist()):
                 sink = W.ParquetSink(out, _part_name(split))
-                yield from task.process_split(split, broker_ports=ports, kafka_ports=forced,
-                                           show_credentials=show_credentials, body=body, records=records, sink=sink,
-                                           fail_fast=fail_fast)
+                yield from task.process_split(
+                    split,
+                    broker_ports=ports,
+                    kafka_ports=forced,
+                    show_credentials=show_credentials,
+                    body=body,
+                    records=records,
+                    sink=sink,
+                    fail_fast=fail_fast,
+                )
                 sink.close()
 
     def decode(batches):
@@ -80,8 +87,9 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
 
         context = TaskContext.get()
         sink = W.ParquetSink(out, f"group-{context.partitionId() if context else 0:05d}")
-        yield from D.decode_raw_batches(batches, body=body, records=records, sink=sink,
-                                        show_credentials=show_credentials)
+        yield from D.decode_raw_batches(
+            batches, body=body, records=records, sink=sink, show_credentials=show_credentials
+        )
         sink.close()
 
     parts = []
@@ -102,10 +110,10 @@ def compact_rows(spark, inputs: Inputs, splits: list[P.Split], options: Options,
             parts.append(stage1)
     if inputs.parquet:
         table = spark.read.parquet(*inputs.parquet)
-        columns = [F.col(name).cast(parts_type[name].dataType).alias(name) for name in W.RAW_COLUMNS
-                   if name != "split_index"]
-        raw_inputs.append(table.select(F.lit("raw").alias("kind"), *columns,
-                                       F.lit(0).cast("int").alias("split_index")))
+        columns = [
+            F.col(name).cast(parts_type[name].dataType).alias(name) for name in W.RAW_COLUMNS if name != "split_index"
+        ]
+        raw_inputs.append(table.select(F.lit("raw").alias("kind"), *columns, F.lit(0).cast("int").alias("split_index")))
     if raw_inputs:
         raw = raw_inputs[0]
         for more in raw_inputs[1:]:

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from kproto.arrow import exchanges as E
 from kproto.analyze.spark.worker import output_filesystem
+from kproto.arrow import exchanges as E
 
 #: Rows per row group of a rewritten part (the tasks' ParquetSink writes the same).
 ROW_GROUP_ROWS = 256 * 1024
@@ -29,8 +29,8 @@ ROW_GROUP_ROWS = 256 * 1024
 class _CheckedPart:
     """What a part file held when it was last named: its identity, and the name then given to each ID in it."""
 
-    identity: tuple[int, int]               # (size, mtime in ns): a part written again is read again
-    names: dict[str, str | None]            # every topic ID of the part -> the run's name for it then
+    identity: tuple[int, int]  # (size, mtime in ns): a part written again is read again
+    names: dict[str, str | None]  # every topic ID of the part -> the run's name for it then
 
 
 #: Part files already named, by path. ``kproto analyze --follow`` ends a run after every batch;
@@ -52,8 +52,11 @@ def name_written_topics(out: str, compact_rows: pa.Table) -> int:
         if not (info.base_name.startswith("part-") and info.base_name.endswith(".parquet")):
             continue
         checked = _CHECKED.get(info.path)
-        if checked is not None and checked.identity == _identity(info) \
-                and all(run_names.get(topic_id) == name for topic_id, name in checked.names.items()):
+        if (
+            checked is not None
+            and checked.identity == _identity(info)
+            and all(run_names.get(topic_id) == name for topic_id, name in checked.names.items())
+        ):
             continue
         columns = pq.read_table(info.path, columns=["topic", "topic_id"], filesystem=filesystem)
         ids = [i for i in pc.unique(columns["topic_id"]).to_pylist() if i is not None]

@@ -43,10 +43,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kproto.analyze.spark import decode_job
-from kproto.analyze.spark.inputs import Inputs, list_local, plan_files
 from kproto.analyze.spark import jobs as J
 from kproto.analyze.spark import planning as P
 from kproto.analyze.spark import worker as W
+from kproto.analyze.spark.inputs import Inputs, list_local, plan_files
 from kproto.analyze.spark.options import Options
 
 STATE_FILE = "state.json"
@@ -60,17 +60,17 @@ class FollowSetupError(ValueError):
 
 @dataclass
 class FollowOptions:
-    trigger: float = 10.0           # seconds between listings
-    settle: float = 30.0            # a file unmodified this long is closed
-    report_interval: float = 60.0   # seconds between report rewrites (the tables follow every batch)
-    checkpoint: str | None = None   # default: <out>/_follow
-    once: bool = False              # one listing, one batch of what is closed, then stop
+    trigger: float = 10.0  # seconds between listings
+    settle: float = 30.0  # a file unmodified this long is closed
+    report_interval: float = 60.0  # seconds between report rewrites (the tables follow every batch)
+    checkpoint: str | None = None  # default: <out>/_follow
+    once: bool = False  # one listing, one batch of what is closed, then stop
     max_batches: int | None = None  # stop after this many batches
 
 
 @dataclass(frozen=True)
 class SeenFile:
-    path: str       # absolute local path (the ``capture`` column)
+    path: str  # absolute local path (the ``capture`` column)
     size: int
     mtime_ns: int
 
@@ -94,7 +94,7 @@ def scan(paths: Sequence[str], settle: float, now: float | None = None) -> tuple
             try:
                 info = os.stat(name)
             except OSError:
-                continue    # gone since the listing: not seen
+                continue  # gone since the listing: not seen
             seen = SeenFile(name, info.st_size, info.st_mtime_ns)
             (closed if now - info.st_mtime_ns / 1e9 >= settle else still_open).append(seen)
     return sorted(set(closed), key=lambda f: f.path), sorted(set(still_open), key=lambda f: f.path)
@@ -109,12 +109,14 @@ class Checkpoint:
         self.state_path = self.directory / STATE_FILE
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "rows").mkdir(exist_ok=True)
-        self._rows: dict[int, pa.Table] = {}     # compact rows of committed batches read so far
+        self._rows: dict[int, pa.Table] = {}  # compact rows of committed batches read so far
         if self.state_path.exists():
             self.state = json.loads(self.state_path.read_text())
             if self.state.get("options") != fingerprint:
-                raise FollowSetupError(f"the checkpoint {self.directory} was written with other options "
-                                 f"({self.state.get('options')}); use the same ones or another --checkpoint")
+                raise FollowSetupError(
+                    f"the checkpoint {self.directory} was written with other options "
+                    f"({self.state.get('options')}); use the same ones or another --checkpoint"
+                )
         else:
             self.state = {"version": STATE_VERSION, "options": fingerprint, "next_batch": 0, "files": {}}
 
@@ -150,11 +152,16 @@ class Checkpoint:
             return
         for name in ("frames", "exchanges"):
             table = Path(out) / name
-            written = [p.name for p in table.glob("part-*.parquet") if p.name != "part-empty.parquet"] \
-                if table.is_dir() else []
+            written = (
+                [p.name for p in table.glob("part-*.parquet") if p.name != "part-empty.parquet"]
+                if table.is_dir()
+                else []
+            )
             if written:
-                raise FollowSetupError(f"{table} already holds parts this checkpoint ({self.directory}) did not "
-                                       "write: follow into an empty --out, or give the checkpoint that wrote them")
+                raise FollowSetupError(
+                    f"{table} already holds parts this checkpoint ({self.directory}) did not "
+                    "write: follow into an empty --out, or give the checkpoint that wrote them"
+                )
         self.write()
 
     def discard_uncommitted(self, out: str) -> None:
@@ -186,8 +193,13 @@ class Checkpoint:
         """Record ``batch`` and its files: after this, they count as processed."""
         now = time.time()
         for f in files:
-            self.files[f.path] = {"size": f.size, "mtime_ns": f.mtime_ns, "batch": batch,
-                                  "taken_at": started, "committed_at": now}
+            self.files[f.path] = {
+                "size": f.size,
+                "mtime_ns": f.mtime_ns,
+                "batch": batch,
+                "taken_at": started,
+                "committed_at": now,
+            }
         self.state["next_batch"] = batch + 1
         self.write()
 
@@ -219,12 +231,20 @@ class Checkpoint:
                 continue
             size, _mtime = entry["changed_to"]
             grew = size > entry["size"]
-            reason = (f"the file grew by {size - entry['size']:,} bytes after it was read as closed"
-                      if grew else "the file was rewritten after it was read as closed (a name reused by "
-                      "the writer's ring buffer?)")
-            rows.append({"capture": path, "category": "changed_after_read", "offset": entry["size"],
-                         "reason": reason + " (not read again: raise --settle)",
-                         "unread_bytes": max(0, size - entry["size"])})
+            reason = (
+                f"the file grew by {size - entry['size']:,} bytes after it was read as closed"
+                if grew
+                else "the file was rewritten after it was read as closed (a name reused by the writer's ring buffer?)"
+            )
+            rows.append(
+                {
+                    "capture": path,
+                    "category": "changed_after_read",
+                    "offset": entry["size"],
+                    "reason": reason + " (not read again: raise --settle)",
+                    "unread_bytes": max(0, size - entry["size"]),
+                }
+            )
         return rows
 
 
@@ -236,8 +256,13 @@ def _batch_of(name: str) -> int:
 
 def fingerprint(options: Options) -> dict:
     """The options that change the tables' contents: a checkpoint resumes only with the same ones."""
-    chosen = {"broker_ports": list(options.broker_ports), "split_bytes": options.split_bytes,
-              "overlap_bytes": options.overlap_bytes, "body": options.body, "records": options.records}
+    chosen = {
+        "broker_ports": list(options.broker_ports),
+        "split_bytes": options.split_bytes,
+        "overlap_bytes": options.overlap_bytes,
+        "body": options.body,
+        "records": options.records,
+    }
     # Named only when set, so checkpoints written before these options existed still resume.
     if options.kafka_ports:
         chosen["kafka_ports"] = list(options.kafka_ports)
@@ -261,8 +286,10 @@ def process_files(spark, files: Sequence[SeenFile], options: Options, staging: s
     split_bytes = options.split_bytes or P.DEFAULT_SPLIT_BYTES
     # Planned file by file, each its own capture named by its path: a plain run's planning of
     # files outside capture sets.
-    splits = sorted(plan_files(spark, inputs.files, {}, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes),
-                    key=lambda s: (s.capture, s.split_index))
+    splits = sorted(
+        plan_files(spark, inputs.files, {}, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes),
+        key=lambda s: (s.capture, s.split_index),
+    )
     decode_job.prepare_output(staging)
     parts, stage1 = decode_job.compact_rows(spark, inputs, splits, options, staging)
     rows = parts.toArrow()
@@ -271,8 +298,7 @@ def process_files(spark, files: Sequence[SeenFile], options: Options, staging: s
     return rows
 
 
-def run_batch(spark, batch: int, files: Sequence[SeenFile], options: Options, out: str,
-              checkpoint: Checkpoint) -> None:
+def run_batch(spark, batch: int, files: Sequence[SeenFile], options: Options, out: str, checkpoint: Checkpoint) -> None:
     """Process ``files`` as batch number ``batch`` and commit it (the order the module docstring gives)."""
     started = time.time()
     rows = process_files(spark, files, options, checkpoint.staging)
@@ -283,7 +309,7 @@ def run_batch(spark, batch: int, files: Sequence[SeenFile], options: Options, ou
     for name in ("frames", "exchanges"):
         staged = Path(checkpoint.staging) / name
         for part in sorted(staged.glob("part-*.parquet")):
-            os.replace(part, Path(out) / name / f"part-b{batch:06d}-{part.name[len('part-'):]}")
+            os.replace(part, Path(out) / name / f"part-b{batch:06d}-{part.name[len('part-') :]}")
     checkpoint.commit(batch, files, started)
 
 
@@ -301,8 +327,15 @@ def write_tables(spark, out: str, checkpoint: Checkpoint, options: Options, repo
     """The small tables (and the report when ``report``) from the compact rows of every committed batch,
     as a plain run ends (:func:`kproto.analyze.spark.jobs.finish_run`), with a row for every file that changed
     after it was read."""
-    return J.finish_run(spark, out, checkpoint.all_rows(), options, extra_errors=checkpoint.change_errors(),
-                        report=report, report_dir=Path(out))
+    return J.finish_run(
+        spark,
+        out,
+        checkpoint.all_rows(),
+        options,
+        extra_errors=checkpoint.change_errors(),
+        report=report,
+        report_dir=Path(out),
+    )
 
 
 # ---------------------------------------------------------------- the loop
@@ -322,9 +355,16 @@ def stop_on_signals(stop: threading.Event) -> Iterator[threading.Event]:
             signal.signal(sig, handler)
 
 
-def follow(paths: Sequence[str], out: str | os.PathLike, *, spark, options: Options | None = None,
-           follow_options: FollowOptions | None = None, stop: threading.Event | None = None,
-           log=None) -> J.Result:
+def follow(
+    paths: Sequence[str],
+    out: str | os.PathLike,
+    *,
+    spark,
+    options: Options | None = None,
+    follow_options: FollowOptions | None = None,
+    stop: threading.Event | None = None,
+    log=None,
+) -> J.Result:
     """Follow local ``paths`` (directories, globs, files): process closed files as they come, until stopped.
 
     Stops on ``stop`` being set (SIGINT / SIGTERM set it when called in the main
@@ -341,17 +381,26 @@ def follow(paths: Sequence[str], out: str | os.PathLike, *, spark, options: Opti
     checkpoint = Checkpoint(how.checkpoint or os.path.join(out_text, "_follow"), fingerprint(options))
     with checkpoint.locked():
         checkpoint.claim_output(out_text)
-        return _follow(paths, out_text, spark, options, how, checkpoint, stop or threading.Event(),
-                       log or (lambda _text: None))
+        return _follow(
+            paths, out_text, spark, options, how, checkpoint, stop or threading.Event(), log or (lambda _text: None)
+        )
 
 
-def _follow(paths: Sequence[str], out_text: str, spark, options: Options, how: FollowOptions,
-            checkpoint: Checkpoint, stop: threading.Event, say) -> J.Result:
+def _follow(
+    paths: Sequence[str],
+    out_text: str,
+    spark,
+    options: Options,
+    how: FollowOptions,
+    checkpoint: Checkpoint,
+    stop: threading.Event,
+    say,
+) -> J.Result:
     """The loop of :func:`follow`, the checkpoint locked."""
     checkpoint.discard_uncommitted(out_text)
     result = None
-    tables_stale = True         # the small tables do not show every committed batch yet
-    report_current = False      # the report shows the tables as written
+    tables_stale = True  # the small tables do not show every committed batch yet
+    report_current = False  # the report shows the tables as written
     last_report = None
     batches = 0
     with stop_on_signals(stop) as stopping:
@@ -372,16 +421,20 @@ def _follow(paths: Sequence[str], out_text: str, spark, options: Options, how: F
                         if not stopping.is_set():
                             raise
                         # Ctrl-C in a terminal reaches Spark's Python workers too, failing their tasks.
-                        say(f"batch {batch} was interrupted by the stop: not committed, its files are read "
-                            "again at the next start")
+                        say(
+                            f"batch {batch} was interrupted by the stop: not committed, its files are read "
+                            "again at the next start"
+                        )
                     else:
                         batches += 1
                         tables_stale = True
-            finishing = how.once or stopping.is_set() or (how.max_batches is not None
-                                                          and batches >= how.max_batches)
+            finishing = how.once or stopping.is_set() or (how.max_batches is not None and batches >= how.max_batches)
             report_current = report_current and not tables_stale
-            report_due = options.report and not report_current and (
-                finishing or last_report is None or time.monotonic() - last_report >= how.report_interval)
+            report_due = (
+                options.report
+                and not report_current
+                and (finishing or last_report is None or time.monotonic() - last_report >= how.report_interval)
+            )
             if tables_stale or report_due:
                 result = write_tables(spark, out_text, checkpoint, options, report=report_due)
                 tables_stale = False

@@ -26,16 +26,15 @@ MIN_AUTO_SPLIT = 32 * 1024 * 1024
 
 @dataclass
 class Inputs:
-    files: list[tuple[str, int]] = field(default_factory=list)     # (path, length): captures
-    parquet: list[str] = field(default_factory=list)               # tables of frames
+    files: list[tuple[str, int]] = field(default_factory=list)  # (path, length): captures
+    parquet: list[str] = field(default_factory=list)  # tables of frames
 
 
 def _is_parquet(path: str) -> bool:
     local = P.local_path(path)
     if path.rstrip("/").endswith(".parquet"):
         return True
-    return local is not None and os.path.isdir(local) and any(
-        name.endswith(".parquet") for name in os.listdir(local))
+    return local is not None and os.path.isdir(local) and any(name.endswith(".parquet") for name in os.listdir(local))
 
 
 def list_inputs(spark, paths: Sequence[str]) -> Inputs:
@@ -55,8 +54,7 @@ def list_inputs(spark, paths: Sequence[str]) -> Inputs:
             if spark.sparkContext.master.startswith("local"):
                 raise
     if captures:
-        resolved = [str(Path(p).resolve()) if "://" not in p and not p.startswith("file:") else p
-                    for p in captures]
+        resolved = [str(Path(p).resolve()) if "://" not in p and not p.startswith("file:") else p for p in captures]
         listing = spark.read.format("binaryFile").load(resolved).select("path", "length").collect()
         # Sorted here: orderBy would add a sampling job and a shuffle to the listing's one job.
         inputs.files = sorted((row["path"], int(row["length"])) for row in listing)
@@ -83,8 +81,11 @@ def list_local(paths: Sequence[str]) -> list[str]:
             raise FileNotFoundError(f"no input files in {path}")
         for match in matches:
             if os.path.isdir(match):
-                found.update(os.path.join(match, name) for name in os.listdir(match)
-                             if not name.startswith((".", "_")) and os.path.isfile(os.path.join(match, name)))
+                found.update(
+                    os.path.join(match, name)
+                    for name in os.listdir(match)
+                    if not name.startswith((".", "_")) and os.path.isfile(os.path.join(match, name))
+                )
             elif os.path.isfile(match):
                 found.add(match)
             else:
@@ -116,8 +117,15 @@ def split_size(options: Options, inputs: Inputs, parallelism: int) -> int:
     return max(MIN_AUTO_SPLIT, min(P.DEFAULT_SPLIT_BYTES, per_core))
 
 
-def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int, capture_sets: bool = True,
-                named_sets: Sequence[tuple[str, str]] = ()) -> list[P.Split]:
+def plan_splits(
+    spark,
+    inputs: Inputs,
+    *,
+    split_bytes: int,
+    overlap_bytes: int,
+    capture_sets: bool = True,
+    named_sets: Sequence[tuple[str, str]] = (),
+) -> list[P.Split]:
     """Splits of every capture file, planned in the driver when it sees the files, else on the executors.
 
     The consecutive files of a capture set (kproto/analyze/spark/capture_sets.py) make one split;
@@ -127,15 +135,21 @@ def plan_splits(spark, inputs: Inputs, *, split_bytes: int, overlap_bytes: int, 
         return []
     files = inputs.files
     splits: list[P.Split] = []
-    names: dict[str, str] = {}      # the capture names of files not named by their path
+    names: dict[str, str] = {}  # the capture names of files not named by their path
     if (len(files) > 1 and capture_sets) or named_sets:
         sets = CS.detect_sets(file_heads(spark, files), automatic=capture_sets, named=named_sets)
         sizes = dict(files)
         for found in sets:
             if len(found.files) > 1:
-                splits.append(P.plan_set(P.shown_path(found.name), [(h.path, sizes[h.path]) for h in found.files],
-                                         found.files[0].format, split_bytes=split_bytes))
-            elif found.name != found.files[0].path:    # one file, named with --capture-set
+                splits.append(
+                    P.plan_set(
+                        P.shown_path(found.name),
+                        [(h.path, sizes[h.path]) for h in found.files],
+                        found.files[0].format,
+                        split_bytes=split_bytes,
+                    )
+                )
+            elif found.name != found.files[0].path:  # one file, named with --capture-set
                 names[found.files[0].path] = found.name
         in_sets = {h.path for found in sets if len(found.files) > 1 for h in found.files}
         files = [(path, length) for path, length in files if path not in in_sets]
@@ -158,8 +172,9 @@ def _runs_locally(spark, files: list[tuple[str, int]]) -> bool:
 
 def _files_frame(spark, files: list[tuple[str, int]]):
     """The input files as a DataFrame of (path, length), for a job that reads them on the executors."""
-    return spark.createDataFrame(spark.sparkContext.parallelize(files, max(1, min(len(files), 64))),
-                                 "path string, length long")
+    return spark.createDataFrame(
+        spark.sparkContext.parallelize(files, max(1, min(len(files), 64))), "path string, length long"
+    )
 
 
 def file_heads(spark, files: list[tuple[str, int]]) -> list[CS.FileHead]:
@@ -170,32 +185,43 @@ def file_heads(spark, files: list[tuple[str, int]]) -> list[CS.FileHead]:
 
     def heads(batches):
         for batch in batches:
-            found = [json.dumps(dataclasses.asdict(P.file_head(r["path"], r["length"])))
-                     for r in batch.to_pylist()]
+            found = [json.dumps(dataclasses.asdict(P.file_head(r["path"], r["length"]))) for r in batch.to_pylist()]
             yield pa.RecordBatch.from_pydict({"head": found})
 
     return [CS.FileHead(**json.loads(row["head"])) for row in frame.mapInArrow(heads, "head string").collect()]
 
 
-def plan_files(spark, files: list[tuple[str, int]], names: dict[str, str], *, split_bytes: int,
-                overlap_bytes: int) -> list[P.Split]:
+def plan_files(
+    spark, files: list[tuple[str, int]], names: dict[str, str], *, split_bytes: int, overlap_bytes: int
+) -> list[P.Split]:
     """Splits of capture files read on their own, ``capture`` named by ``names`` or by their path."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     if not files:
         return []
     if _runs_locally(spark, files):
-        return [s for path, length in files
-                for s in P.plan_file(path, length, capture=names.get(path) or P.shown_path(path),
-                                     split_bytes=split_bytes, overlap=overlap_bytes)]
+        return [
+            s
+            for path, length in files
+            for s in P.plan_file(
+                path,
+                length,
+                capture=names.get(path) or P.shown_path(path),
+                split_bytes=split_bytes,
+                overlap=overlap_bytes,
+            )
+        ]
     frame = _files_frame(spark, files)
 
     def plan(batches):
         for batch in batches:
             for row in batch.to_pylist():
                 capture = names.get(row["path"]) or P.shown_path(row["path"])
-                yield P.splits_to_batch(P.plan_file(row["path"], row["length"], capture=capture,
-                                                    split_bytes=split_bytes, overlap=overlap_bytes))
+                yield P.splits_to_batch(
+                    P.plan_file(
+                        row["path"], row["length"], capture=capture, split_bytes=split_bytes, overlap=overlap_bytes
+                    )
+                )
 
     rows = frame.mapInArrow(plan, from_arrow_schema(P.SPLIT_SCHEMA)).collect()
     return [P.Split(**row.asDict()) for row in rows]

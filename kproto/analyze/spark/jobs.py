@@ -49,7 +49,7 @@ class Result:
     summary: list[dict]
     facts: dict | None
     tables: dict[str, str]
-    errors: list[dict] = field(default_factory=list)   # the errors table's rows
+    errors: list[dict] = field(default_factory=list)  # the errors table's rows
 
     @property
     def complete(self) -> bool:
@@ -57,8 +57,16 @@ class Result:
         return not self.errors
 
 
-def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master: str | None = None,
-            options: Options | None = None, progress: bool | Callable = True, profile=None) -> Result:
+def analyze(
+    paths: Sequence[str],
+    out: str | os.PathLike,
+    *,
+    spark=None,
+    master: str | None = None,
+    options: Options | None = None,
+    progress: bool | Callable = True,
+    profile=None,
+) -> Result:
     """Read captures and frame tables, write the Parquet tables and the report under ``out``.
 
     ``profile``: a :class:`kproto.analyze.spark.profile.PhaseProfile` to time the phases in."""
@@ -79,8 +87,14 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
             raise FileNotFoundError(f"no input files in {', '.join(paths)}")
         split_bytes = split_size(options, inputs, spark.sparkContext.defaultParallelism)
         show.step(f"planning {len(inputs.files)} capture file(s)")
-        splits = plan_splits(spark, inputs, split_bytes=split_bytes, overlap_bytes=options.overlap_bytes,
-                             capture_sets=options.capture_sets, named_sets=options.named_sets)
+        splits = plan_splits(
+            spark,
+            inputs,
+            split_bytes=split_bytes,
+            overlap_bytes=options.overlap_bytes,
+            capture_sets=options.capture_sets,
+            named_sets=options.named_sets,
+        )
         tables_read = f" and {len(inputs.parquet)} Parquet frame table(s)" if inputs.parquet else ""
         show.step(f"reading, decoding and writing {len(splits)} split(s) of the captures{tables_read}")
         prepare_output(out_text)
@@ -104,9 +118,17 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
                 more = parts.filter(per_connection).limit(room + 1).toArrow()
                 complete = more.num_rows <= room
                 collected = pa.concat_tables([collected, more]) if complete else collected
-        result = finish_run(spark, out_text, collected, options, parts=parts, rows_complete=complete,
-                            report=options.report,
-                            report_dir=Path(local_out) if local_out is not None else None, step=show.step)
+        result = finish_run(
+            spark,
+            out_text,
+            collected,
+            options,
+            parts=parts,
+            rows_complete=complete,
+            report=options.report,
+            report_dir=Path(local_out) if local_out is not None else None,
+            step=show.step,
+        )
         parts.unpersist()
         if stage1 is not None and stage1.is_cached:
             stage1.unpersist()
@@ -114,9 +136,19 @@ def analyze(paths: Sequence[str], out: str | os.PathLike, *, spark=None, master:
     return result
 
 
-def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None, rows_complete: bool = True,
-               extra_errors: Sequence[dict] = (), report: bool = True, report_dir: Path | None = None,
-               step: Callable[[str], None] = lambda _phase: None) -> Result:
+def finish_run(
+    spark,
+    out: str,
+    rows: pa.Table,
+    options: Options,
+    *,
+    parts=None,
+    rows_complete: bool = True,
+    extra_errors: Sequence[dict] = (),
+    report: bool = True,
+    report_dir: Path | None = None,
+    step: Callable[[str], None] = lambda _phase: None,
+) -> Result:
     """The end of a run, for ``kproto analyze`` and ``--follow`` alike: from the compact rows of every
     task (``rows``), the small tables, ``summary`` and ``errors`` under ``out``, and the report's facts
     (when ``report``; written under ``report_dir`` when given).
@@ -131,16 +163,22 @@ def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None,
     """
     compact_count = rows.num_rows
     finish_output(out, rows)
-    written = {name: f"{out}/{name}"
-               for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")}
+    written = {
+        name: f"{out}/{name}"
+        for name in ("frames", "exchanges", "connections", "clients", "topics", "summary", "errors")
+    }
     has_connections = parts is None or rows_complete
     # The accounting: a row per capture and split, and per connection and split when the rows hold them.
-    accounting = [r for r in rows.select(["kind", "capture", "connection_id", "info"]).to_pylist()
-                  if r["kind"] in ("capture", "counts") or (has_connections and r["kind"] == "connection")]
+    accounting = [
+        r
+        for r in rows.select(["kind", "capture", "connection_id", "info"]).to_pylist()
+        if r["kind"] in ("capture", "counts") or (has_connections and r["kind"] == "connection")
+    ]
     errors = error_rows(accounting)
     if extra_errors:
-        errors = sorted(errors + list(extra_errors), key=lambda e: (e["capture"], e["offset"], e["category"],
-                                                                    e["reason"]))
+        errors = sorted(
+            errors + list(extra_errors), key=lambda e: (e["capture"], e["offset"], e["category"], e["reason"])
+        )
     in_driver = has_connections and (parts is None or compact_count <= options.driver_rows)
     if in_driver:
         # Few compact rows (the usual case): combine them here, no Spark job per table.
@@ -160,11 +198,13 @@ def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None,
         # The summary's connection figures from the table just written (one row per capture), and
         # the stream losses from the connection rows that have any (few, whatever the input's size).
         summary = summary_rows(accounting, errors, connection_totals_spark(spark.read.parquet(written["connections"])))
-        losses = stream_loss_rows(parts.filter(_has_stream_loss()).select(
-            "kind", "capture", "connection_id", "info").toArrow().to_pylist())
+        losses = stream_loss_rows(
+            parts.filter(_has_stream_loss()).select("kind", "capture", "connection_id", "info").toArrow().to_pylist()
+        )
     write_table(pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA), out, "summary")
-    write_table(pa.Table.from_pylist(errors + losses, schema=ERRORS_SCHEMA), out,
-                "errors")     # the input errors, then each connection direction's stream losses
+    write_table(
+        pa.Table.from_pylist(errors + losses, schema=ERRORS_SCHEMA), out, "errors"
+    )  # the input errors, then each connection direction's stream losses
     facts = None
     if report:
         step("building the report")
@@ -183,17 +223,20 @@ def finish_run(spark, out: str, rows: pa.Table, options: Options, *, parts=None,
     return Result(report_dir or Path(out), summary, facts, written, errors)
 
 
-
 def _has_stream_loss():
     """A Spark condition: a connection row whose counters hold a stream loss (stream_losses.STREAM_LOSSES)."""
     from pyspark.sql import functions as F
 
-    lost = [F.coalesce(F.get_json_object("info", f"$.{side}_{name}").cast("long"), F.lit(0)) > 0
-            for side in ("request", "response") for name, _text in STREAM_LOSSES]
+    lost = [
+        F.coalesce(F.get_json_object("info", f"$.{side}_{name}").cast("long"), F.lit(0)) > 0
+        for side in ("request", "response")
+        for name, _text in STREAM_LOSSES
+    ]
     condition = lost[0]
     for more in lost[1:]:
         condition = condition | more
     return (F.col("kind") == "connection") & condition
+
 
 def write_table(table: pa.Table, out: str, name: str) -> None:
     """One small table as ``<out>/<name>/part-00000.parquet`` (replacing what was there), with _SUCCESS."""
@@ -206,8 +249,17 @@ def write_table(table: pa.Table, out: str, name: str) -> None:
 
 
 #: The columns of ``frames`` the report reads (the JSON body only of ApiVersions responses).
-REPORT_FRAME_COLUMNS = ("capture", "connection_id", "direction", "sequence", "api_key", "api_version", "status",
-                        "status_name", "error_offset")
+REPORT_FRAME_COLUMNS = (
+    "capture",
+    "connection_id",
+    "direction",
+    "sequence",
+    "api_key",
+    "api_version",
+    "status",
+    "status_name",
+    "error_offset",
+)
 
 
 def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
@@ -215,9 +267,14 @@ def report_inputs_arrow(written: dict[str, str]) -> dict[str, pa.Table]:
     read = {}
     for name in ("frames", "exchanges"):
         filesystem, base = W.output_filesystem(written[name])
-        read[name] = ds.dataset(base, filesystem=filesystem, format="parquet",
-                                schema=W.FRAMES_SCHEMA if name == "frames" else W.EXCHANGES_SCHEMA,
-                                exclude_invalid_files=False, ignore_prefixes=[".", "_"])
+        read[name] = ds.dataset(
+            base,
+            filesystem=filesystem,
+            format="parquet",
+            schema=W.FRAMES_SCHEMA if name == "frames" else W.EXCHANGES_SCHEMA,
+            exclude_invalid_files=False,
+            ignore_prefixes=[".", "_"],
+        )
     is_api_versions_response = (ds.field("direction") == 1) & (ds.field("api_key") == D.API_VERSIONS)
     columns = {name: ds.field(name) for name in REPORT_FRAME_COLUMNS}
     columns["body"] = pc.if_else(is_api_versions_response, ds.field("body"), pa.scalar(None, pa.string()))
@@ -242,13 +299,17 @@ def build_tables(spark, parts) -> dict[str, Any]:
     kind = F.col("kind")
     connection_rows = parts.filter(kind == "connection").select("capture", "connection_id", *C.CONNECTION_COLUMNS[1:])
     connections = connection_rows.repartition("capture", "connection_id").mapInArrow(
-        _per_partition(C.connections_table), from_arrow_schema(C.CONNECTIONS_SCHEMA))
+        _per_partition(C.connections_table), from_arrow_schema(C.CONNECTIONS_SCHEMA)
+    )
 
     # Clients: the usage rows with their connection's client address.
     address = connections.select("capture", "connection_id", "client_ip")
     usage = parts.filter(kind == "usage").select(*C.USAGE_COLUMNS).join(address, ["capture", "connection_id"], "left")
-    clients = usage.repartition("client_ip", "client_id").mapInArrow(
-        _per_partition(C.clients_table), from_arrow_schema(C.CLIENTS_SCHEMA)).orderBy("client_ip", "client_id")
+    clients = (
+        usage.repartition("client_ip", "client_id")
+        .mapInArrow(_per_partition(C.clients_table), from_arrow_schema(C.CLIENTS_SCHEMA))
+        .orderBy("client_ip", "client_id")
+    )
 
     # Topics: the names and IDs responses gave (a few rows per topic) resolved in the driver, then every
     # row of a topic-partition brought together under its resolved name and ID.
@@ -262,14 +323,18 @@ def build_tables(spark, parts) -> dict[str, Any]:
             rows = C.named_topic_rows(batch.to_pylist(), name_of, id_of)
             yield pa.RecordBatch.from_pylist(rows, schema=batch.schema)
 
-    topics = topic_rows.mapInArrow(named, topic_type).repartition("topic", "topic_id", "partition") \
-        .mapInArrow(_per_partition(C.topics_table), from_arrow_schema(C.TOPICS_SCHEMA)) \
+    topics = (
+        topic_rows.mapInArrow(named, topic_type)
+        .repartition("topic", "topic_id", "partition")
+        .mapInArrow(_per_partition(C.topics_table), from_arrow_schema(C.TOPICS_SCHEMA))
         .orderBy("topic", "topic_id", "partition")
+    )
     return {"connections": connections, "clients": clients, "topics": topics}
 
 
 def _per_partition(make_table: Callable[[list[dict]], pa.Table]) -> Callable:
     """A mapInArrow function: ``make_table`` on every row of the partition at once."""
+
     def rows_of_partition(batches):
         rows = [row for batch in batches for row in batch.to_pylist()]
         if rows:

@@ -45,9 +45,9 @@ PLAN_MODULES = ("inputs.py", "decode_job.py", "jobs.py")
 class Plan:
     """What this session does with the archive: ``use`` it, ``record`` it, or nothing."""
 
-    action: str            # "use", "record" or "off"
-    path: Path | None      # the archive
-    recording: Path | None = None   # where the JVM writes it while recording
+    action: str  # "use", "record" or "off"
+    path: Path | None  # the archive
+    recording: Path | None = None  # where the JVM writes it while recording
 
     def java_options(self) -> str:
         if self.action == "use":
@@ -117,7 +117,7 @@ def _remove_abandoned_recordings(path: Path) -> None:
     """Recordings of runs that ended without :func:`finish` (a failed run, a kill): never
     used, since the JVM may have stopped half-way through writing them."""
     for stale in path.parent.glob(f"{path.name}.*.tmp"):
-        pid = stale.name[len(path.name) + 1:-len(".tmp")]
+        pid = stale.name[len(path.name) + 1 : -len(".tmp")]
         if pid.isdigit() and not _alive(int(pid)):
             stale.unlink(missing_ok=True)
 
@@ -157,7 +157,7 @@ def finish(spark) -> bool:
     try:
         gateway.shutdown()
         if process.stdin is not None:
-            process.stdin.close()      # the gateway server exits cleanly when its stdin closes
+            process.stdin.close()  # the gateway server exits cleanly when its stdin closes
         code = process.wait(timeout=WAIT_FOR_JVM_S)
     except (subprocess.TimeoutExpired, OSError):
         code = None

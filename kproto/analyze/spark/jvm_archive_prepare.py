@@ -12,9 +12,9 @@ from pathlib import Path
 import kproto
 from kproto import messages
 from kproto.analyze.spark.jobs import analyze
+from kproto.analyze.spark.jvm_archive import finish, plan
 from kproto.analyze.spark.options import Options
 from kproto.analyze.spark.session import spark_session
-from kproto.analyze.spark.jvm_archive import finish, plan
 
 
 def prepare() -> int:
@@ -27,8 +27,12 @@ def prepare() -> int:
     with tempfile.TemporaryDirectory(prefix="kproto-jvm-archive-") as folder:
         frames = Path(folder) / "frames.bin"
         request = messages.MetadataRequest(topics=None)
-        frames.write_bytes(b"".join(kproto.encode_request(request, version=12, correlation_id=n, client_id="warm-up",
-                                                          size_prefixed=True) for n in range(4)))
+        frames.write_bytes(
+            b"".join(
+                kproto.encode_request(request, version=12, correlation_id=n, client_id="warm-up", size_prefixed=True)
+                for n in range(4)
+            )
+        )
         spark = spark_session("local[2]", input_bytes=0, record_jvm_archive=True)
         spark.sparkContext.setLogLevel("ERROR")
         analyze([str(frames)], str(Path(folder) / "out"), spark=spark, options=Options(), progress=False)

@@ -18,13 +18,16 @@ import threading
 from collections.abc import Iterator
 
 #: Lines of a JVM's start that are noise (each a regular expression searched in the line).
-BANNERS = tuple(re.compile(pattern) for pattern in (
-    r"^WARNING: Using incubator modules: ",
-    r"^Using Spark's default log4j profile: ",
-    r"^Setting default log level to ",
-    r"^To adjust logging level use sc\.setLogLevel\(newLevel\)",
-    r" WARN NativeCodeLoader: Unable to load native-hadoop library",
-))
+BANNERS = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"^WARNING: Using incubator modules: ",
+        r"^Using Spark's default log4j profile: ",
+        r"^Setting default log level to ",
+        r"^To adjust logging level use sc\.setLogLevel\(newLevel\)",
+        r" WARN NativeCodeLoader: Unable to load native-hadoop library",
+    )
+)
 
 
 def is_banner(line: str) -> bool:
@@ -45,7 +48,7 @@ def banners_dropped() -> Iterator[None]:
     """Processes started in this block (the JVM) write to stderr through the banner filter."""
     try:
         stderr_fd = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):     # a stderr without a file (captured): nothing to do
+    except (AttributeError, OSError, ValueError):  # a stderr without a file (captured): nothing to do
         yield
         return
     sys.stderr.flush()
@@ -53,11 +56,10 @@ def banners_dropped() -> Iterator[None]:
     read_end, write_end = os.pipe()
     os.dup2(write_end, stderr_fd)
     os.close(write_end)
-    threading.Thread(target=_forward, args=(read_end, os.dup(saved)), daemon=True,
-                     name="kproto-jvm-stderr").start()
+    threading.Thread(target=_forward, args=(read_end, os.dup(saved)), daemon=True, name="kproto-jvm-stderr").start()
     try:
         yield
     finally:
         sys.stderr.flush()
-        os.dup2(saved, stderr_fd)      # this process writes to its stderr again; the JVM keeps the pipe
+        os.dup2(saved, stderr_fd)  # this process writes to its stderr again; the JVM keeps the pipe
         os.close(saved)

@@ -24,10 +24,14 @@ import pyarrow as pa
 from pyarrow import fs
 
 from kproto._common.capture import PCAP_FILE_MAGICS, PCAPNG_FILE_MAGIC
-from kproto.analyze.spark.capture_sets import (PCAP_HEADER_SIZE, PCAP_RECORD_HEADER, FileHead,
-                                       plausible_window, read_head)
+from kproto.analyze.spark.capture_sets import (
+    PCAP_HEADER_SIZE,
+    PCAP_RECORD_HEADER,
+    FileHead,
+    plausible_window,
+    read_head,
+)
 from kproto.analyze.spark.capture_sets import pcap_record as _pcap_record
-
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -35,9 +39,9 @@ INT64_MAX = 2**63 - 1
 DEFAULT_SPLIT_BYTES = 256 * 1024 * 1024
 DEFAULT_OVERLAP_BYTES = 32 * 1024 * 1024
 
-PCAP_MAGICS = PCAP_FILE_MAGICS       # first four bytes -> (byte order, nanosecond timestamps)
+PCAP_MAGICS = PCAP_FILE_MAGICS  # first four bytes -> (byte order, nanosecond timestamps)
 PCAPNG_MAGIC = PCAPNG_FILE_MAGIC
-_BOUNDARY_CHAIN = 8             # consecutive valid record headers that make a boundary
+_BOUNDARY_CHAIN = 8  # consecutive valid record headers that make a boundary
 _BOUNDARY_SEARCH = 4 * 1024 * 1024
 
 
@@ -46,25 +50,36 @@ _BOUNDARY_SEARCH = 4 * 1024 * 1024
 class Split:
     """One unit of work: a whole file, or a byte range of a pcap."""
 
-    path: str                 # a local path or a URI (file:, hdfs:, s3a: ...)
-    capture: str              # the ``capture`` column's value
-    format: str               # pcap, pcapng, frames
-    mode: str                 # decode (whole file, or a range of a pcap) or raw (to the grouping step)
+    path: str  # a local path or a URI (file:, hdfs:, s3a: ...)
+    capture: str  # the ``capture`` column's value
+    format: str  # pcap, pcapng, frames
+    mode: str  # decode (whole file, or a range of a pcap) or raw (to the grouping step)
     split_index: int
     split_count: int
-    start: int                # first byte of the range (records, after the pcap header)
-    end: int                  # byte after the range
-    ts_lo: int                # owns frames with ts_lo <= ts_first_ns < ts_hi
+    start: int  # first byte of the range (records, after the pcap header)
+    end: int  # byte after the range
+    ts_lo: int  # owns frames with ts_lo <= ts_first_ns < ts_hi
     ts_hi: int
     overlap: int = DEFAULT_OVERLAP_BYTES
-    context_start: int = -1   # a range is read from here (a record boundary before start): context only
-    set_files: str = ""       # a capture set: JSON [[path, size], ...] of its files in capture order (set_reader.py)
+    context_start: int = -1  # a range is read from here (a record boundary before start): context only
+    set_files: str = ""  # a capture set: JSON [[path, size], ...] of its files in capture order (set_reader.py)
 
 
-SPLIT_FIELDS = (("path", pa.string()), ("capture", pa.string()), ("format", pa.string()),
-                ("mode", pa.string()), ("split_index", pa.int32()), ("split_count", pa.int32()),
-                ("start", pa.int64()), ("end", pa.int64()), ("ts_lo", pa.int64()), ("ts_hi", pa.int64()),
-                ("overlap", pa.int64()), ("context_start", pa.int64()), ("set_files", pa.string()))
+SPLIT_FIELDS = (
+    ("path", pa.string()),
+    ("capture", pa.string()),
+    ("format", pa.string()),
+    ("mode", pa.string()),
+    ("split_index", pa.int32()),
+    ("split_count", pa.int32()),
+    ("start", pa.int64()),
+    ("end", pa.int64()),
+    ("ts_lo", pa.int64()),
+    ("ts_hi", pa.int64()),
+    ("overlap", pa.int64()),
+    ("context_start", pa.int64()),
+    ("set_files", pa.string()),
+)
 SPLIT_SCHEMA = pa.schema(SPLIT_FIELDS)
 
 
@@ -114,12 +129,12 @@ class _Source:
         """The bytes in place, a memoryview of the mapped file (mapped sources only)."""
         assert self._mapped is not None
         count = max(0, min(count, self.size - offset))
-        return memoryview(self._mapped)[offset:offset + count]
+        return memoryview(self._mapped)[offset : offset + count]
 
     def read(self, offset: int, count: int) -> bytes:
         count = max(0, min(count, self.size - offset))
         if self._mapped is not None:
-            return self._mapped[offset:offset + count]
+            return self._mapped[offset : offset + count]
         if self._handle is not None:
             return b""
         return self._file.read_at(count, offset)
@@ -147,8 +162,9 @@ def detect_format(head: bytes) -> str:
     return "frames"
 
 
-def find_record_boundary(data: bytes, base: int, order: str, nanos: bool, snaplen: int,
-                         ts_window: tuple[int, int]) -> tuple[int, int] | None:
+def find_record_boundary(
+    data: bytes, base: int, order: str, nanos: bool, snaplen: int, ts_window: tuple[int, int]
+) -> tuple[int, int] | None:
     """The first safe split point in ``data`` (file bytes from offset ``base``).
 
     A safe point starts a chain of :data:`_BOUNDARY_CHAIN` plausible record headers
@@ -174,8 +190,14 @@ def find_record_boundary(data: bytes, base: int, order: str, nanos: bool, snaple
     return None
 
 
-def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES,
-              overlap: int = DEFAULT_OVERLAP_BYTES) -> list[Split]:
+def plan_file(
+    path: str,
+    size: int,
+    *,
+    capture: str | None = None,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    overlap: int = DEFAULT_OVERLAP_BYTES,
+) -> list[Split]:
     """The splits of one input file.
 
     A pcap larger than ``split_bytes`` is cut into ranges that are decoded where
@@ -194,8 +216,22 @@ def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: 
         size = source.size
         head = source.read(0, PCAP_HEADER_SIZE)
         fmt = detect_format(head)
-        whole = [Split(path, capture, fmt, "decode" if size <= split_bytes else "raw", 0, 1, 0, size,
-                       INT64_MIN, INT64_MAX, 0, 0)]
+        whole = [
+            Split(
+                path,
+                capture,
+                fmt,
+                "decode" if size <= split_bytes else "raw",
+                0,
+                1,
+                0,
+                size,
+                INT64_MIN,
+                INT64_MAX,
+                0,
+                0,
+            )
+        ]
         if fmt != "pcap" or size <= split_bytes or len(head) < PCAP_HEADER_SIZE:
             return whole
         order, nanos = PCAP_MAGICS[head[:4]]
@@ -206,8 +242,7 @@ def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: 
         window = plausible_window(first[0])
 
         def boundary(offset: int) -> tuple[int, int] | None:
-            return find_record_boundary(source.read(offset, _BOUNDARY_SEARCH), offset, order, nanos, snaplen,
-                                        window)
+            return find_record_boundary(source.read(offset, _BOUNDARY_SEARCH), offset, order, nanos, snaplen, window)
 
         points = [(PCAP_HEADER_SIZE, INT64_MIN)]
         nominal = split_bytes
@@ -225,9 +260,22 @@ def plan_file(path: str, size: int, *, capture: str | None = None, split_bytes: 
             if index:
                 found = boundary(max(points[index - 1][0], start - overlap))
                 context = found[0] if found is not None and found[0] < start else points[index - 1][0]
-            splits.append(Split(path, capture, fmt, "decode", index, count, start,
-                                points[index + 1][0] if index + 1 < count else size,
-                                ts, points[index + 1][1] if index + 1 < count else INT64_MAX, overlap, context))
+            splits.append(
+                Split(
+                    path,
+                    capture,
+                    fmt,
+                    "decode",
+                    index,
+                    count,
+                    start,
+                    points[index + 1][0] if index + 1 < count else size,
+                    ts,
+                    points[index + 1][1] if index + 1 < count else INT64_MAX,
+                    overlap,
+                    context,
+                )
+            )
         return splits
     finally:
         source.close()
@@ -237,8 +285,21 @@ def plan_set(name: str, files: list[tuple[str, int]], fmt: str, *, split_bytes: 
     """The one split of a capture set (its files as (path, size), in capture order): read by one task as
     one capture; decoded there when it is no larger than ``split_bytes``, else sent to the grouping step."""
     total = sum(size for _, size in files)
-    return Split(files[0][0], name, fmt, "decode" if total <= split_bytes else "raw", 0, 1, 0, total,
-                 INT64_MIN, INT64_MAX, 0, 0, json.dumps(files))
+    return Split(
+        files[0][0],
+        name,
+        fmt,
+        "decode" if total <= split_bytes else "raw",
+        0,
+        1,
+        0,
+        total,
+        INT64_MIN,
+        INT64_MAX,
+        0,
+        0,
+        json.dumps(files),
+    )
 
 
 def file_head(path: str, size: int) -> FileHead:

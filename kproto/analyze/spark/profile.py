@@ -76,8 +76,10 @@ class PhaseProfile:
         lines = ["| phase | seconds | Spark jobs | tasks |", "| --- | --- | --- | --- |"]
         for p in self.phases:
             lines.append(f"| {p.name} | {p.seconds:.2f} | {p.jobs} | {p.tasks} |")
-        lines.append(f"| total | {sum(p.seconds for p in self.phases):.2f} | {sum(p.jobs for p in self.phases)} "
-                     f"| {sum(p.tasks for p in self.phases)} |")
+        lines.append(
+            f"| total | {sum(p.seconds for p in self.phases):.2f} | {sum(p.jobs for p in self.phases)} "
+            f"| {sum(p.tasks for p in self.phases)} |"
+        )
         return "\n".join(lines)
 
     def write(self, stream: TextIO) -> None:

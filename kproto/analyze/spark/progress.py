@@ -13,7 +13,7 @@ class Progress:
 
     def __init__(self, spark, enabled: bool = True, stream=None, profile=None) -> None:
         self.spark = spark
-        self.profile = profile      # a kproto.analyze.spark.profile.PhaseProfile told of every phase, or None
+        self.profile = profile  # a kproto.analyze.spark.profile.PhaseProfile told of every phase, or None
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.phase = ""
@@ -79,4 +79,3 @@ class Progress:
                     total += info.numTasks
             if total and self._tty:
                 self._write(f"kproto analyze: {self.phase} [{done}/{total} tasks]", final=False)
-

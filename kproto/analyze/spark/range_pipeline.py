@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kproto.arrow import exchanges as E
 import kproto.arrow.frames as kb
-from kproto.arrow.capture import Chunks
 from kproto.analyze.spark import decode as D
 from kproto.analyze.spark import worker as W
 from kproto.analyze.spark.planning import INT64_MIN, Split, _range_pieces, _RangeStream, _Source
+from kproto.arrow import exchanges as E
+from kproto.arrow.capture import Chunks
 
 #: Payload bytes per batch of a range's readers: what a range's task decodes at once. Under
 #: the workers' mmap threshold (session.WORKER_MEMORY_ENV, 32 MiB), so a batch's buffers come
@@ -43,11 +43,12 @@ CHUNK_BYTES = 16 << 20
 SUMMARIZED = ("capture", "direction", "size", "status", "ts_first_ns", "ts_last_ns")
 
 
-def _reader(split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any,
-            kafka_ports: tuple[int, ...] = ()) -> Any:
+def _reader(
+    split: Split, source: _Source, ports: tuple[int, ...], on_mark: Any, kafka_ports: tuple[int, ...] = ()
+) -> Any:
     """A reader of the range (with its context and overlap) in batches of at most CHUNK_BYTES of payloads."""
     if source.mapped:
-        ranged: Any = Chunks(_range_pieces(source, split, on_mark))   # a local file: views of its map
+        ranged: Any = Chunks(_range_pieces(source, split, on_mark))  # a local file: views of its map
     else:
         ranged = _RangeStream(source, split, on_mark)
     return W.capture_reader(ranged, split.capture, ports, CHUNK_BYTES, kafka_ports)
@@ -58,7 +59,7 @@ def _batches(reader: Any) -> Iterator[pa.RecordBatch]:
     reader.failure = None
     try:
         yield from reader
-    except Exception as exc:   # an input problem or a bug: reported in the errors table, never lost in silence
+    except Exception as exc:  # an input problem or a bug: reported in the errors table, never lost in silence
         reader.failure = exc
 
 
@@ -71,15 +72,23 @@ def _range_ids(frames: pa.Table, split: Split, global_ids: np.ndarray) -> tuple[
     # The split that owns a frame holds the timestamp of its first byte.
     ts = frames["ts_first_ns"].fill_null(INT64_MIN).to_numpy()
     owner = np.where(ts < split.ts_lo, -1, np.where(ts < split.ts_hi, 0, 1)).astype(np.int64)
-    rank = E.occurrence_rank(frames["connection_id"].to_numpy(), frames["direction"].to_numpy().astype(np.int64),
-                           owner, order_by=frames["sequence"].to_numpy())
-    frames = frames.set_column(frames.schema.get_field_index("sequence"), "sequence",
-                               pa.array((split.split_index + owner) * (1 << 32) + rank, pa.int64()))
+    rank = E.occurrence_rank(
+        frames["connection_id"].to_numpy(),
+        frames["direction"].to_numpy().astype(np.int64),
+        owner,
+        order_by=frames["sequence"].to_numpy(),
+    )
+    frames = frames.set_column(
+        frames.schema.get_field_index("sequence"),
+        "sequence",
+        pa.array((split.split_index + owner) * (1 << 32) + rank, pa.int64()),
+    )
     return frames, owner
 
 
-def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] | None,
-                      early: dict[int, dict] | None = None) -> pa.Table:
+def connection_shares(
+    seen: pa.Table, at_start: list[dict], at_end: list[dict] | None, early: dict[int, dict] | None = None
+) -> pa.Table:
     """A range's own share of each connection it read (``seen``: the reader's rows at its end).
 
     A range reads context before its start and overlap after its end, so its reader's rows count
@@ -103,12 +112,12 @@ def connection_shares(seen: pa.Table, at_start: list[dict], at_end: list[dict] |
     for row in seen.to_pylist():
         before = before_of.get(row["connection_id"])
         if before is not None and before["closed_by"] is not None:
-            continue        # over before the range started
+            continue  # over before the range started
         after = row if after_of is None else after_of.get(row["connection_id"])
         if after is None:
-            continue        # opened after the range ended
+            continue  # opened after the range ended
         if before is not None and after["last_ts_ns"] == before["last_ts_ns"]:
-            continue        # no packet of it in the range: only read as context
+            continue  # no packet of it in the range: only read as context
         share = dict(row)
         after, before = _as_in(after, row), _as_in(before, row)
         late = (early or {}).get(row["connection_id"], {})
@@ -132,17 +141,31 @@ NOT_KAFKA_ZEROED = ("frames", "frame_bytes", "skipped_bytes", "tail_bytes", "sas
 def _as_in(snapshot: dict | None, final: dict) -> dict | None:
     """A connection's earlier row with its sides as in its final row (its direction may have been
     decided since: an open connection's row takes side 0 as the client until then)."""
-    if snapshot is None or (snapshot["client_ip"], snapshot["client_port"]) == (final["client_ip"],
-                                                                                 final["client_port"]):
+    if snapshot is None or (snapshot["client_ip"], snapshot["client_port"]) == (
+        final["client_ip"],
+        final["client_port"],
+    ):
         return snapshot
     swapped = {"request_": "response_", "response_": "request_"}
-    return {swapped[name[:name.index("_") + 1]] + name[name.index("_") + 1:] if name.startswith(tuple(swapped))
-            else name: value for name, value in snapshot.items()}
+    return {
+        swapped[name[: name.index("_") + 1]] + name[name.index("_") + 1 :]
+        if name.startswith(tuple(swapped))
+        else name: value
+        for name, value in snapshot.items()
+    }
 
 
-def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: str | None, records: str,
-                  sink: W.Sink, fail_fast: bool, kafka_ports: tuple[int, ...] = (),
-                  show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
+def process_range(
+    split: Split,
+    source: _Source,
+    ports: tuple[int, ...],
+    body: str | None,
+    records: str,
+    sink: W.Sink,
+    fail_fast: bool,
+    kafka_ports: tuple[int, ...] = (),
+    show_credentials: bool = False,
+) -> Iterator[pa.RecordBatch]:
     """A range of a pcap, decoded and paired on its own, with its context and overlap.
 
     Every range reads the same bytes around a boundary, so it reassembles and
@@ -178,19 +201,34 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     seen = reader.connections()
     global_ids = W.global_connection_ids(seen)
     # The range's own share of each connection, as for the capture counters below.
-    connections = connection_shares(seen, connections_at.get("start", []),
-                                    None if last else connections_at.get("end"),
-                                    reader.early_counts() if last else early_at.get("end", reader.early_counts()))
+    connections = connection_shares(
+        seen,
+        connections_at.get("start", []),
+        None if last else connections_at.get("end"),
+        reader.early_counts() if last else early_at.get("end", reader.early_counts()),
+    )
     connections = connections.set_column(
-        connections.schema.get_field_index("connection_id"), "connection_id",
-        pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()))
+        connections.schema.get_field_index("connection_id"),
+        "connection_id",
+        pa.array(global_ids[connections["connection_id"].to_numpy()], pa.int64()),
+    )
     frames = pa.concat_tables(columns).combine_chunks() if columns else None
     columns.clear()
     if frames is not None and frames.num_rows:
         frames, owner = _range_ids(frames, split, global_ids)
-        yield from _decode_range(split, source, ports, frames, owner, pa.Table.from_batches(headers),
-                                 body=body, records=records, sink=sink, kafka_ports=kafka_ports,
-                                 show_credentials=show_credentials)
+        yield from _decode_range(
+            split,
+            source,
+            ports,
+            frames,
+            owner,
+            pa.Table.from_batches(headers),
+            body=body,
+            records=records,
+            sink=sink,
+            kafka_ports=kafka_ports,
+            show_credentials=show_credentials,
+        )
     # The range's own share of the counters: between the marks at its start and end (the
     # first range owns the file header too; the last one the end of the file).
     end = reader.counters if last else marks.get("end", reader.counters)
@@ -200,13 +238,24 @@ def process_range(split: Split, source: _Source, ports: tuple[int, ...], body: s
     if failure is not None:
         W.count_unreached(counters)
     counters["errors"] = W.capture_errors(split, reader, counters, failure)
-    counters["snap_lengths"] = reader.snap_lengths     # the report's "snaplen N"
+    counters["snap_lengths"] = reader.snap_lengths  # the report's "snaplen N"
     yield from W.checked_accounting(split, counters, connections, fail_fast)
 
 
-def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames: pa.Table, owner: np.ndarray,
-                  headers: pa.Table, *, body: str | None, records: str, sink: W.Sink,
-                  kafka_ports: tuple[int, ...] = (), show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
+def _decode_range(
+    split: Split,
+    source: _Source,
+    ports: tuple[int, ...],
+    frames: pa.Table,
+    owner: np.ndarray,
+    headers: pa.Table,
+    *,
+    body: str | None,
+    records: str,
+    sink: W.Sink,
+    kafka_ports: tuple[int, ...] = (),
+    show_credentials: bool = False,
+) -> Iterator[pa.RecordBatch]:
     """2. The range read again, a batch at a time: its owned frames to ``sink``, compact rows out;
     then the exchanges. ``frames``: every frame of the range without payloads, with its ids."""
     heads = E.frame_heads(frames, headers)
@@ -216,7 +265,7 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
     connection_ids, sequences = frames["connection_id"], frames["sequence"]
     n = frames.num_rows
     facts, topics, topic_frames, topic_names = [], [], [], []
-    counted, owned_partitions, owned_names = [], [], []     # what summarize reads: no bodies
+    counted, owned_partitions, owned_names = [], [], []  # what summarize reads: no bodies
     lo = 0
     for batch in _batches(_reader(split, source, ports, lambda name: None, kafka_ports)):
         hi = lo + batch.num_rows
@@ -226,20 +275,30 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
         del batch
         chunk = chunk.set_column(1, "connection_id", connection_ids.slice(lo, hi - lo))
         chunk = chunk.set_column(chunk.schema.get_field_index("sequence"), "sequence", sequences.slice(lo, hi - lo))
-        rows = D.decode_chunk(chunk, heads.keys[lo:hi], heads.versions[lo:hi], pairing.key_of[lo:hi],
-                              pairing.version_of[lo:hi], unanswered[lo:hi], body=body, records=records,
-                              show_credentials=show_credentials)
+        rows = D.decode_chunk(
+            chunk,
+            heads.keys[lo:hi],
+            heads.versions[lo:hi],
+            pairing.key_of[lo:hi],
+            pairing.version_of[lo:hi],
+            unanswered[lo:hi],
+            body=body,
+            records=records,
+            show_credentials=show_credentials,
+        )
         ts_first = chunk["ts_first_ns"]
-        del chunk       # the payloads: decoded
+        del chunk  # the payloads: decoded
         keep = owned[lo:hi]
-        frame_table = rows.frames if keep.all() else rows.frames.filter(pa.array(keep))   # a filter copies
+        frame_table = rows.frames if keep.all() else rows.frames.filter(pa.array(keep))  # a filter copies
         sink.add("frames", frame_table)
         part_keep = keep[rows.partition_frame]
         partitions = rows.partitions.filter(pa.array(part_keep)).append_column(
-            "ts_first_ns", ts_first.take(pa.array(rows.partition_frame[part_keep])))
+            "ts_first_ns", ts_first.take(pa.array(rows.partition_frame[part_keep]))
+        )
         name_keep = keep[rows.topic_name_frame]
         names = rows.topic_names.filter(pa.array(name_keep)).append_column(
-            "ts_first_ns", ts_first.take(pa.array(rows.topic_name_frame[name_keep])))
+            "ts_first_ns", ts_first.take(pa.array(rows.topic_name_frame[name_keep]))
+        )
         counted.append(frame_table.select(list(SUMMARIZED)))
         owned_partitions.append(partitions)
         owned_names.append(names)
@@ -251,9 +310,16 @@ def _decode_range(split: Split, source: _Source, ports: tuple[int, ...], frames:
     if lo != n:
         # The same bytes read the same way give the same frames: anything else is a bug, never hidden.
         raise RuntimeError(f"{split.capture}: range {split.split_index} read {n} frames, then {lo}")
-    exchanges = E.exchanges_table(heads, pairing, pa.concat_tables(facts), pa.concat_tables(topics),
-                                  np.concatenate(topic_frames), pa.concat_tables(topic_names))
+    exchanges = E.exchanges_table(
+        heads,
+        pairing,
+        pa.concat_tables(facts),
+        pa.concat_tables(topics),
+        np.concatenate(topic_frames),
+        pa.concat_tables(topic_names),
+    )
     exchanges = exchanges.filter(pa.array(owned[pairing.owner_row]))
     sink.add("exchanges", exchanges)
-    yield from D.summarize(pa.concat_tables(counted), exchanges, pa.concat_tables(owned_partitions),
-                           pa.concat_tables(owned_names))
+    yield from D.summarize(
+        pa.concat_tables(counted), exchanges, pa.concat_tables(owned_partitions), pa.concat_tables(owned_names)
+    )

@@ -22,7 +22,7 @@ from kproto.analyze.spark import next_steps, report_facts
 from kproto.analyze.spark.report_html import html_report
 from kproto.analyze.spark.report_sections import markdown
 
-API_VERSIONS = int(ApiKey.API_VERSIONS)   # a plain int: Spark and Arrow expressions take it
+API_VERSIONS = int(ApiKey.API_VERSIONS)  # a plain int: Spark and Arrow expressions take it
 
 
 def _iso(ns: int | None) -> str | None:
@@ -49,8 +49,9 @@ def _ranges(body: str | None) -> tuple[int | None, dict[int, tuple[int, int]]]:
     if not body:
         return None, {}
     data = json.loads(body)
-    return data.get("error_code"), {k["api_key"]: (k["min_version"], k["max_version"])
-                                    for k in data.get("api_keys") or []}
+    return data.get("error_code"), {
+        k["api_key"]: (k["min_version"], k["max_version"]) for k in data.get("api_keys") or []
+    }
 
 
 # ---------------------------------------------------------------- facts
@@ -58,6 +59,7 @@ def _ranges(body: str | None) -> tuple[int | None, dict[int, tuple[int, int]]]:
 # run them: Spark SQL over the written tables (any size), and pyarrow over tables small enough to
 # hold in the driver (no Spark job: most captures people look at are small). ``_finish`` turns the
 # raw rows into the facts for both, and the tests check that the executors agree.
+
 
 def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_errors: list[dict] | None = None) -> dict:
     """Every fact of the report, from the output tables (Spark DataFrames: frames, exchanges, connections,
@@ -67,21 +69,28 @@ def collect_facts(spark, tables: dict[str, Any], summary: list[dict], input_erro
     return _finish(report_facts.run_spark(tables), summary, input_errors, pyspark.__version__)
 
 
-def collect_facts_arrow(tables: dict[str, Any], summary: list[dict], input_errors: list[dict] | None = None,
-                        spark_version: str | None = None) -> dict:
+def collect_facts_arrow(
+    tables: dict[str, Any],
+    summary: list[dict],
+    input_errors: list[dict] | None = None,
+    spark_version: str | None = None,
+) -> dict:
     """The facts of :func:`collect_facts` from pyarrow Tables held in the driver (frames, exchanges,
     connections, clients, topics), without a Spark job."""
     return _finish(report_facts.run_arrow(tables), summary, input_errors, spark_version)
 
 
-def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[dict] | None,
-            spark_version: str | None) -> dict:
+def _finish(
+    raw: dict[str, list[dict]], summary: list[dict], input_errors: list[dict] | None, spark_version: str | None
+) -> dict:
     """The facts from the raw rows either engine gathered."""
     facts: dict[str, Any] = {
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "kproto_version": __version__, "spark_version": spark_version,
-        "summary": [dict(r, first_seen=_iso(r.get("first_ts_ns")), last_seen=_iso(r.get("last_ts_ns")))
-                    for r in summary],
+        "kproto_version": __version__,
+        "spark_version": spark_version,
+        "summary": [
+            dict(r, first_seen=_iso(r.get("first_ts_ns")), last_seen=_iso(r.get("last_ts_ns"))) for r in summary
+        ],
         "input_errors": list(input_errors or []),
     }
 
@@ -107,7 +116,7 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
         r["api_name"] = _api(r["api_key"])
         r["first_seen"], r["last_seen"] = _iso(r.pop("first_ns")), _iso(r.pop("last_ns"))
         r["software_name"] = r["software_name"] or software.get((r["client_ip"], r["client_id"]))
-    for r in deprecated:     # "not removed" holds for most 4.x releases: name those that refuse it
+    for r in deprecated:  # "not removed" holds for most 4.x releases: name those that refuse it
         r["not_served_by_4x"] = list(kv.version_info(r["api_key"], r["api_version"]).not_served_by_4x)
     facts["readiness"] = {
         "removed_in_4x_requests": sum(r["requests"] for r in removed),
@@ -118,27 +127,26 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
     }
 
     facts["brokers"] = _brokers(raw["api_responses"])
-    facts["next_steps"] = {"clients": next_steps.client_steps(clients, removed),
-                           "brokers": next_steps.broker_steps(facts["brokers"])}
+    facts["next_steps"] = {
+        "clients": next_steps.client_steps(clients, removed),
+        "brokers": next_steps.broker_steps(facts["brokers"]),
+    }
 
-    # KIP-511 fallbacks: ApiVersions refused with UNSUPPORTED_VERSION, and the retry that followed.
-    fallbacks = []
-    for r in raw["fallbacks"]:
-        _code, ranges = _ranges(r.pop("body"))
-        r["broker_api_versions_max"] = ranges.get(API_VERSIONS, (None, None))[1]
-        r["broker"] = _address(r.pop("server_ip"), r.pop("server_port"))
-        r["requested_version"] = r.pop("api_version")
-        r["software_name"] = software.get((r["client_ip"], r["client_id"]))
-        fallbacks.append(r)
-    facts["kip511_fallbacks"] = sorted(fallbacks, key=lambda r: (
-        r["client_ip"] or "", r["client_id"] or "", r["broker"], r["requested_version"] or 0,
-        r["retry_version"] if r["retry_version"] is not None else -1))
+    facts["kip511_fallbacks"] = _fallbacks(raw["fallbacks"], software)
 
     facts["invalid_software_names"] = raw["invalid_software_names"]
     facts["errors"] = [dict(r, api_name=_api(r["api_key"])) for r in raw["errors"]]
-    facts["latency"] = [{"api_key": r["api_key"], "api_name": _api(r["api_key"]), "exchanges": r["exchanges"],
-                         "p50_ms": r["p50_ns"] / 1e6, "p99_ms": r["p99_ns"] / 1e6, "max_ms": r["max_ns"] / 1e6}
-                        for r in raw["latency"]]
+    facts["latency"] = [
+        {
+            "api_key": r["api_key"],
+            "api_name": _api(r["api_key"]),
+            "exchanges": r["exchanges"],
+            "p50_ms": r["p50_ns"] / 1e6,
+            "p99_ms": r["p99_ns"] / 1e6,
+            "max_ms": r["max_ns"] / 1e6,
+        }
+        for r in raw["latency"]
+    ]
 
     topics = raw["topics"]
     for t in topics:
@@ -157,12 +165,35 @@ def _finish(raw: dict[str, list[dict]], summary: list[dict], input_errors: list[
     return facts
 
 
+def _fallbacks(rows: list[dict], software: dict[tuple, str | None]) -> list[dict]:
+    """KIP-511 fallbacks: ApiVersions refused with UNSUPPORTED_VERSION, and the retry that followed."""
+    fallbacks = []
+    for r in rows:
+        _code, ranges = _ranges(r.pop("body"))
+        r["broker_api_versions_max"] = ranges.get(API_VERSIONS, (None, None))[1]
+        r["broker"] = _address(r.pop("server_ip"), r.pop("server_port"))
+        r["requested_version"] = r.pop("api_version")
+        r["software_name"] = software.get((r["client_ip"], r["client_id"]))
+        fallbacks.append(r)
+    return sorted(
+        fallbacks,
+        key=lambda r: (
+            r["client_ip"] or "",
+            r["client_id"] or "",
+            r["broker"],
+            r["requested_version"] or 0,
+            r["retry_version"] if r["retry_version"] is not None else -1,
+        ),
+    )
+
+
 def _brokers(api_responses: list[dict]) -> list[dict]:
     """Brokers: what their ApiVersions responses advertise, and the release that matches."""
     brokers = []
     seen = set()
-    for r in sorted(api_responses, key=lambda r: (r["server_ip"] or "", r["server_port"] or 0,
-                                                  r["api_version"], r["body"] or "")):
+    for r in sorted(
+        api_responses, key=lambda r: (r["server_ip"] or "", r["server_port"] or 0, r["api_version"], r["body"] or "")
+    ):
         code, ranges = _ranges(r["body"])
         if code != 0 or not ranges:
             continue
@@ -171,12 +202,18 @@ def _brokers(api_responses: list[dict]) -> list[dict]:
             continue
         seen.add(key)
         match = kv.infer_release(ranges)
-        brokers.append({
-            "broker": _address(r["server_ip"], r["server_port"]), "api_versions_version": r["api_version"],
-            "apis": len(ranges), "release": match.release, "exact": list(match.exact),
-            "closest": list(match.closest), "inference": match.describe(),
-            "ranges": {_api(k): f"{lo}-{hi}" for k, (lo, hi) in sorted(ranges.items())},
-        })
+        brokers.append(
+            {
+                "broker": _address(r["server_ip"], r["server_port"]),
+                "api_versions_version": r["api_version"],
+                "apis": len(ranges),
+                "release": match.release,
+                "exact": list(match.exact),
+                "closest": list(match.closest),
+                "inference": match.describe(),
+                "ranges": {_api(k): f"{lo}-{hi}" for k, (lo, hi) in sorted(ranges.items())},
+            }
+        )
     return sorted(brokers, key=lambda b: b["broker"])
 
 

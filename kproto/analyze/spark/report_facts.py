@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from kproto._common.api_keys import ApiKey
 
-LIMIT = 1000   # rows per report section; the tables hold everything
+LIMIT = 1000  # rows per report section; the tables hold everything
 #: The error code of a refused ApiVersions request (UNSUPPORTED_VERSION, KIP-511).
 UNSUPPORTED_VERSION = 35
 
@@ -35,6 +35,7 @@ Condition = tuple
 class View:
     """Rows of ``source`` (a table or another view) that meet ``where``; ``columns`` kept (a name, or
     (name, new name)), all when None; then ``joins`` (view, key columns): left outer joins."""
+
     source: str
     where: tuple[Condition, ...] = ()
     columns: tuple[str | tuple[str, str], ...] | None = None
@@ -47,6 +48,7 @@ class Query:
     (name, "count"), (name, "max" / "min" / "any", column), (name, "sum", (columns added)),
     (name, "distinct", (columns: distinct non-null tuples)), (name, "percentile", (column, q)).
     Without aggregates: the distinct keys. ``order``: ascending, nulls first; ``limit`` rows kept."""
+
     source: str
     keys: tuple[str, ...]
     where: tuple[Condition, ...] = ()
@@ -57,34 +59,54 @@ class Query:
 
 ADDRESS = ("capture", "connection_id", "client_ip", "server_ip", "server_port")
 CONNECTION = ("capture", "connection_id")
-API_VERSIONS = int(ApiKey.API_VERSIONS)   # a plain int: Spark and Arrow expressions take it
+API_VERSIONS = int(ApiKey.API_VERSIONS)  # a plain int: Spark and Arrow expressions take it
 
 VIEWS = {
     # Exchanges with their connection's addresses; requests are those with a request frame.
     "with_address": View("exchanges", joins=((View("connections", columns=ADDRESS), CONNECTION),)),
     "requests": View("with_address", where=(("request_sequence", "valid"),)),
     # The brokers' ApiVersions answers, with the broker's address.
-    "api_answers": View("frames", where=(("direction", "==", 1), ("api_key", "==", API_VERSIONS), ("status", "==", 0)),
-                        joins=((View("connections", columns=("capture", "connection_id", "server_ip", "server_port")),
-                                CONNECTION),)),
+    "api_answers": View(
+        "frames",
+        where=(("direction", "==", 1), ("api_key", "==", API_VERSIONS), ("status", "==", 0)),
+        joins=((View("connections", columns=("capture", "connection_id", "server_ip", "server_port")), CONNECTION),),
+    ),
     # KIP-511 fallbacks: an ApiVersions request refused as unsupported, the body of the refusal, and the
     # version of the ApiVersions request that then succeeded on the same connection.
-    "refusals": View("with_address", where=(("api_key", "==", API_VERSIONS), ("error_code", "==", UNSUPPORTED_VERSION)),
-                     joins=((View("frames", where=(("direction", "==", 1),),
-                                  columns=("capture", "connection_id", ("sequence", "response_sequence"), "body")),
-                             ("capture", "connection_id", "response_sequence")),
-                            (View("with_address", where=(("api_key", "==", API_VERSIONS), ("error_code", "==", 0)),
-                                  columns=("capture", "connection_id", ("api_version", "retry_version"))),
-                             CONNECTION))),
+    "refusals": View(
+        "with_address",
+        where=(("api_key", "==", API_VERSIONS), ("error_code", "==", UNSUPPORTED_VERSION)),
+        joins=(
+            (
+                View(
+                    "frames",
+                    where=(("direction", "==", 1),),
+                    columns=("capture", "connection_id", ("sequence", "response_sequence"), "body"),
+                ),
+                ("capture", "connection_id", "response_sequence"),
+            ),
+            (
+                View(
+                    "with_address",
+                    where=(("api_key", "==", API_VERSIONS), ("error_code", "==", 0)),
+                    columns=("capture", "connection_id", ("api_version", "retry_version")),
+                ),
+                CONNECTION,
+            ),
+        ),
+    ),
 }
 
-CLIENT_BROKER_KEYS = ("client_ip", "client_id", "server_ip", "server_port")   # who sent requests to whom
+CLIENT_BROKER_KEYS = ("client_ip", "client_id", "server_ip", "server_port")  # who sent requests to whom
 FALLBACK_KEYS = ("client_ip", "client_id", "server_ip", "server_port", "api_version", "retry_version", "body")
-INVALID_NAME_KEYS = ("client_ip", "client_id", "client_software_name", "client_software_version",
-                     "software_problems")
+INVALID_NAME_KEYS = ("client_ip", "client_id", "client_software_name", "client_software_version", "software_problems")
 USAGE_KEYS = ("client_ip", "client_id", "api_key", "api_version")
-USAGE = (("software_name", "max", "client_software_name"), ("requests", "count"),
-         ("first_ns", "min", "request_ts_ns"), ("last_ns", "max", "request_ts_ns"))
+USAGE = (
+    ("software_name", "max", "client_software_name"),
+    ("requests", "count"),
+    ("first_ns", "min", "request_ts_ns"),
+    ("last_ns", "max", "request_ts_ns"),
+)
 LATENCY_QUANTILES = (0.5, 0.99)
 
 #: The tables the report shows the head of, as written (already in their order).
@@ -92,35 +114,79 @@ HEADS = ("clients", "topics")
 
 QUERIES = {
     # KIP-516: IDs no captured response named (the topics table keeps them with topic null).
-    "unnamed_topic_ids": Query("topics", ("topic_id",), (("topic", "null"), ("topic_id", "valid")),
-                               order=("topic_id",)),
-    "api_versions": Query("requests", ("api_key", "api_version"), aggregates=(
-        ("requests", "count"), ("clients", "distinct", ("client_ip", "client_id")),
-        ("deprecated", "any", "deprecated"), ("removed_in_4x", "any", "removed_in_4x")),
-        order=("api_key", "api_version")),
+    "unnamed_topic_ids": Query(
+        "topics", ("topic_id",), (("topic", "null"), ("topic_id", "valid")), order=("topic_id",)
+    ),
+    "api_versions": Query(
+        "requests",
+        ("api_key", "api_version"),
+        aggregates=(
+            ("requests", "count"),
+            ("clients", "distinct", ("client_ip", "client_id")),
+            ("deprecated", "any", "deprecated"),
+            ("removed_in_4x", "any", "removed_in_4x"),
+        ),
+        order=("api_key", "api_version"),
+    ),
     "removed": Query("requests", USAGE_KEYS, (("removed_in_4x", "true"),), USAGE, USAGE_KEYS),
-    "deprecated": Query("requests", USAGE_KEYS, (("deprecated", "true"), ("removed_in_4x", "not true")), USAGE,
-                        USAGE_KEYS),
+    "deprecated": Query(
+        "requests", USAGE_KEYS, (("deprecated", "true"), ("removed_in_4x", "not true")), USAGE, USAGE_KEYS
+    ),
     "client_brokers": Query("requests", CLIENT_BROKER_KEYS, order=CLIENT_BROKER_KEYS, limit=LIMIT * 10),
     "api_responses": Query("api_answers", ("server_ip", "server_port", "api_version", "body"), limit=200),
     "fallbacks": Query("refusals", FALLBACK_KEYS, aggregates=(("connections", "count"),)),
-    "invalid_software_names": Query("requests", INVALID_NAME_KEYS, (("software_problems", "valid"),), (
-        ("requests", "count"), ("broker_answer", "max", "error_name")), ("client_ip", "client_id")),
-    "errors": Query("exchanges", ("api_key", "error_code", "error_name"), (("error_code", "!=", 0),),
-                    (("responses", "count"),), ("api_key", "error_code")),
-    "latency": Query("exchanges", ("api_key",), (("latency_ns", "valid"),), (
-        ("exchanges", "count"), ("p50_ns", "percentile", ("latency_ns", LATENCY_QUANTILES[0])),
-        ("p99_ns", "percentile", ("latency_ns", LATENCY_QUANTILES[1])), ("max_ns", "max", "latency_ns")),
-        ("api_key",)),
-    "undecodable_frames": Query("frames", ("direction", "api_key", "api_version", "status_name"), (
-        ("status", "!=", 0),), (("frames", "count"), ("first_error_offset", "min", "error_offset")),
-        ("status_name", "api_key")),
-    "unpaired": Query("exchanges", ("pair_status_name", "api_key"), (("pair_status", "!=", 0),),
-                      (("exchanges", "count"),), ("pair_status_name", "api_key")),
+    "invalid_software_names": Query(
+        "requests",
+        INVALID_NAME_KEYS,
+        (("software_problems", "valid"),),
+        (("requests", "count"), ("broker_answer", "max", "error_name")),
+        ("client_ip", "client_id"),
+    ),
+    "errors": Query(
+        "exchanges",
+        ("api_key", "error_code", "error_name"),
+        (("error_code", "!=", 0),),
+        (("responses", "count"),),
+        ("api_key", "error_code"),
+    ),
+    "latency": Query(
+        "exchanges",
+        ("api_key",),
+        (("latency_ns", "valid"),),
+        (
+            ("exchanges", "count"),
+            ("p50_ns", "percentile", ("latency_ns", LATENCY_QUANTILES[0])),
+            ("p99_ns", "percentile", ("latency_ns", LATENCY_QUANTILES[1])),
+            ("max_ns", "max", "latency_ns"),
+        ),
+        ("api_key",),
+    ),
+    "undecodable_frames": Query(
+        "frames",
+        ("direction", "api_key", "api_version", "status_name"),
+        (("status", "!=", 0),),
+        (("frames", "count"), ("first_error_offset", "min", "error_offset")),
+        ("status_name", "api_key"),
+    ),
+    "unpaired": Query(
+        "exchanges",
+        ("pair_status_name", "api_key"),
+        (("pair_status", "!=", 0),),
+        (("exchanges", "count"),),
+        ("pair_status_name", "api_key"),
+    ),
     # Connections that are not Kafka (the connections table's kind): counted, never in frames.
-    "other_protocols": Query("connections", ("kind", "server_port"), (("kind", "not in", ("kafka", "empty")),), (
-        ("connections", "count"), ("bytes", "sum", ("request_other_bytes", "response_other_bytes")),
-        ("packets", "sum", ("request_packets", "response_packets"))), ("kind", "server_port")),
+    "other_protocols": Query(
+        "connections",
+        ("kind", "server_port"),
+        (("kind", "not in", ("kafka", "empty")),),
+        (
+            ("connections", "count"),
+            ("bytes", "sum", ("request_other_bytes", "response_other_bytes")),
+            ("packets", "sum", ("request_packets", "response_packets")),
+        ),
+        ("kind", "server_port"),
+    ),
 }
 
 
@@ -155,6 +221,7 @@ def _view(views: dict[str, Any], name: str | View, executor: Executor):
 @dataclass(frozen=True)
 class Executor:
     """How one engine says a view's steps: rows that meet conditions, columns kept (old, new), a left join."""
+
     where: Callable[[Any, Sequence[Condition]], Any]
     select: Callable[[Any, list[tuple[str, str]]], Any]
     join: Callable[[Any, Any, list[str]], Any]
@@ -192,7 +259,8 @@ def _arrow_condition(table: pa.Table, column: str, test: str, value: Any = None)
 ARROW = Executor(
     where=lambda table, where: _arrow_where(table, where),
     select=lambda table, pairs: table.select([old for old, _ in pairs]).rename_columns([new for _, new in pairs]),
-    join=lambda table, other, on: table.join(other, on, join_type="left outer"))
+    join=lambda table, other, on: table.join(other, on, join_type="left outer"),
+)
 
 
 def _arrow_query(source: pa.Table, query: Query) -> list[dict]:
@@ -214,8 +282,12 @@ def _arrow_query(source: pa.Table, query: Query) -> list[dict]:
             known = table
             for c in column[0]:
                 known = known.filter(pc.is_valid(known[c]))
-            counted = known.group_by(keys + list(column[0]), use_threads=False).aggregate([]) \
-                .group_by(keys, use_threads=False).aggregate([([], "count_all")])
+            counted = (
+                known.group_by(keys + list(column[0]), use_threads=False)
+                .aggregate([])
+                .group_by(keys, use_threads=False)
+                .aggregate([([], "count_all")])
+            )
             distinct[name] = {tuple(r[k] for k in keys): r["count_all"] for r in counted.to_pylist()}
         else:
             picks.append((name, *column[0]))
@@ -235,7 +307,7 @@ def _arrow_query(source: pa.Table, query: Query) -> list[dict]:
         rows.append(row)
     if query.order:
         rows.sort(key=lambda r: tuple((r[k] is not None, r[k] if r[k] is not None else 0) for k in query.order))
-    rows = rows[:query.limit]
+    rows = rows[: query.limit]
     for name, column, q in picks:
         for row in rows:
             group = table
@@ -301,8 +373,11 @@ def _spark_select(frame, pairs: list[tuple[str, str]]):
     return frame.select(*[F.col(old).alias(new) if old != new else F.col(old) for old, new in pairs])
 
 
-SPARK = Executor(where=lambda frame, where: _spark_where(frame, where), select=_spark_select,
-                 join=lambda frame, other, on: frame.join(other, on, "left"))
+SPARK = Executor(
+    where=lambda frame, where: _spark_where(frame, where),
+    select=_spark_select,
+    join=lambda frame, other, on: frame.join(other, on, "left"),
+)
 
 
 def _spark_query(source, query: Query) -> list[dict]:

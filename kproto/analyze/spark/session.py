@@ -42,9 +42,14 @@ WORKER_MEMORY_ENV = {
 }
 
 
-def spark_session(master: str | None = None, *, app_name: str = "kproto analyze",
-                  conf: dict[str, str] | None = None, input_bytes: int | None = None,
-                  record_jvm_archive: bool = False):
+def spark_session(
+    master: str | None = None,
+    *,
+    app_name: str = "kproto analyze",
+    conf: dict[str, str] | None = None,
+    input_bytes: int | None = None,
+    record_jvm_archive: bool = False,
+):
     """A SparkSession: the active one, the one spark-submit configured, or an embedded local one.
 
     Without ``master`` and outside spark-submit, Spark runs in this process
@@ -63,8 +68,11 @@ def spark_session(master: str | None = None, *, app_name: str = "kproto analyze"
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
-    configured = "spark.master" in dict(SparkConf().getAll()) if os.environ.get("SPARK_SUBMIT_OPTS") \
-        or os.environ.get("SPARK_ENV_LOADED") else False
+    configured = (
+        "spark.master" in dict(SparkConf().getAll())
+        if os.environ.get("SPARK_SUBMIT_OPTS") or os.environ.get("SPARK_ENV_LOADED")
+        else False
+    )
     if master is None and not configured:
         master = "local[*]"
     if master and master.startswith("local"):
@@ -142,4 +150,3 @@ def local_driver_memory(input_bytes: int | None) -> str | None:
     except (ValueError, OSError, AttributeError):
         return None
     return f"{max(1024, min(4096, machine // 4 >> 20))}m"
-

@@ -15,12 +15,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from kproto.arrow.capture import Chunks
 from kproto.analyze.spark import decode as D
 from kproto.analyze.spark import worker as W
 from kproto.analyze.spark.planning import PCAP_HEADER_SIZE, Split, _Source, shown_path
+from kproto.arrow.capture import Chunks
 
-_PIECE = 4 * 1024 * 1024      # bytes per read of a file that is not memory-mapped
+_PIECE = 4 * 1024 * 1024  # bytes per read of a file that is not memory-mapped
 
 
 def set_files(split: Split) -> list[tuple[str, int]]:
@@ -28,9 +28,17 @@ def set_files(split: Split) -> list[tuple[str, int]]:
     return [(path, size) for path, size in json.loads(split.set_files)]
 
 
-def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None, records: str, sink: W.Sink,
-                fail_fast: bool, kafka_ports: tuple[int, ...] = (),
-                show_credentials: bool = False) -> Iterator[pa.RecordBatch]:
+def process_set(
+    split: Split,
+    *,
+    broker_ports: tuple[int, ...],
+    body: str | None,
+    records: str,
+    sink: W.Sink,
+    fail_fast: bool,
+    kafka_ports: tuple[int, ...] = (),
+    show_credentials: bool = False,
+) -> Iterator[pa.RecordBatch]:
     """A set split: frames and exchanges to ``sink``; yields compact rows (raw frames when ``split.mode`` is raw)."""
     listed = set_files(split)
     sources: list[_Source | None] = []
@@ -45,23 +53,25 @@ def process_set(split: Split, *, broker_ports: tuple[int, ...], body: str | None
         readable = [(path, s) for (path, _), s in zip(listed, sources) if s is not None]
         marks: list[dict] = []
         holder: list[Any] = []
-        segments: list[tuple[int, str, int]] = []     # (stream offset, path, file offset) of each file's bytes
+        segments: list[tuple[int, str, int]] = []  # (stream offset, path, file offset) of each file's bytes
         pieces = _stream(split.format, readable, segments, lambda: marks.append(dict(holder[0].counters)))
         fed_bytes = sum(source.size for _, source in readable) if split.mode == "decode" else None
-        reader = W.capture_reader(Chunks(pieces), split.capture, broker_ports, W.one_batch_bytes(fed_bytes),
-                                   kafka_ports)
+        reader = W.capture_reader(
+            Chunks(pieces), split.capture, broker_ports, W.one_batch_bytes(fed_bytes), kafka_ports
+        )
         holder.append(reader)
         if split.mode == "decode":
             batches, failure = W.read_batches(iter(reader))
             rows = _accounting(split, readable, opened, reader, marks, segments, failure, fail_fast)
-            yield from D.decode_and_summarize(W.frames_of(batches), body=body, sink=sink, records=records,
-                                              show_credentials=show_credentials)
+            yield from D.decode_and_summarize(
+                W.frames_of(batches), body=body, sink=sink, records=records, show_credentials=show_credentials
+            )
         else:
             failure = None
             try:
                 for batch in reader:
                     yield W.raw_rows(batch, split)
-            except Exception as exc:   # reported in the errors table, never lost in silence
+            except Exception as exc:  # reported in the errors table, never lost in silence
                 failure = exc
             rows = _accounting(split, readable, opened, reader, marks, segments, failure, fail_fast)
         yield from rows
@@ -85,13 +95,20 @@ def _stream(fmt: str, files: list[tuple[str, _Source]], segments: list, mark) ->
         position += source.size - begin
 
 
-def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tuple[str, int, BaseException]],
-                reader: Any, marks: list[dict], segments: list, failure: BaseException | None,
-                fail_fast: bool) -> list[pa.RecordBatch]:
+def _accounting(
+    split: Split,
+    files: list[tuple[str, _Source]],
+    opened: list[tuple[str, int, BaseException]],
+    reader: Any,
+    marks: list[dict],
+    segments: list,
+    failure: BaseException | None,
+    fail_fast: bool,
+) -> list[pa.RecordBatch]:
     """One accounting row per file (its own share of the counters, its errors) and the set's connections."""
     final = reader.counters
     stopped = reader.error
-    stop_at = None             # the stream offset where reading stopped
+    stop_at = None  # the stream offset where reading stopped
     if stopped is not None:
         stop_at = stopped.offset
     elif failure is not None:
@@ -99,15 +116,24 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
     names = [name for name in final if isinstance(final[name], int)]
     # Bytes of a file's last record the reader had not finished when the next file began (a record the
     # head check did not see cut): read on into the next file, they are counted in their own file.
-    carried = [0] + [max(0, segments[i][0] - marks[i]["file_bytes"] - marks[i]["unread_bytes"])
-                     if i < len(marks) and stop_at is None else 0 for i in range(1, len(files))] + [0]
+    carried = (
+        [0]
+        + [
+            max(0, segments[i][0] - marks[i]["file_bytes"] - marks[i]["unread_bytes"])
+            if i < len(marks) and stop_at is None
+            else 0
+            for i in range(1, len(files))
+        ]
+        + [0]
+    )
     rows = []
     first_error = None
     for index, (path, source) in enumerate(files):
         begin = marks[index] if index < len(marks) else None
         end = marks[index + 1] if index + 1 < len(marks) else (final if begin is not None else None)
-        counters: dict[str, Any] = {name: (end[name] - begin.get(name, 0)) if begin is not None and end is not None
-                                    else 0 for name in names}
+        counters: dict[str, Any] = {
+            name: (end[name] - begin.get(name, 0)) if begin is not None and end is not None else 0 for name in names
+        }
         counters["input_bytes"] = source.size
         counters["file_bytes"] += carried[index + 1] - carried[index]
         stream_start = segments[index][0] if index < len(segments) else None
@@ -120,11 +146,17 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
             W.count_unreached(counters)
         errors = _file_errors(path, source.size, index, segments, counters, stopped, failure, stop_at)
         if carried[index + 1]:
-            errors.append(W.error_entry("truncated_record", source.size - carried[index + 1],
-                                   f"incomplete record: {carried[index + 1]} bytes at the end of the file, read "
-                                   "on into the next file of its capture set", 0))
+            errors.append(
+                W.error_entry(
+                    "truncated_record",
+                    source.size - carried[index + 1],
+                    f"incomplete record: {carried[index + 1]} bytes at the end of the file, read "
+                    "on into the next file of its capture set",
+                    0,
+                )
+            )
         counters["errors"] = errors
-        counters["snap_lengths"] = reader.snap_lengths     # the report's "snaplen N"
+        counters["snap_lengths"] = reader.snap_lengths  # the report's "snaplen N"
         first_error = first_error or (errors[0] if errors else None)
         info = dict(counters, split_index=0, split_count=1, format=split.format, file=shown_path(path))
         rows.append(W.capture_row(split, info))
@@ -133,17 +165,35 @@ def _accounting(split: Split, files: list[tuple[str, _Source]], opened: list[tup
         # crossed it shows the missing bytes as a gap).
         error = W.error_entry("read_failed", 0, f"{type(exc).__name__}: {exc}", size)
         first_error = first_error or error
-        info = {"input_bytes": size, "file_bytes": 0, "trailing_bytes": 0, "unread_bytes": size, "errors": [error],
-                "split_index": 0, "split_count": 1, "format": split.format, "file": shown_path(path)}
+        info = {
+            "input_bytes": size,
+            "file_bytes": 0,
+            "trailing_bytes": 0,
+            "unread_bytes": size,
+            "errors": [error],
+            "split_index": 0,
+            "split_count": 1,
+            "format": split.format,
+            "file": shown_path(path),
+        }
         rows.append(W.capture_row(split, info))
     if fail_fast and first_error is not None:
-        raise W.InputError(f"{split.capture}: byte offset {first_error['offset']}: {first_error['reason']} "
-                           f"({first_error['category']})")
+        raise W.InputError(
+            f"{split.capture}: byte offset {first_error['offset']}: {first_error['reason']} ({first_error['category']})"
+        )
     return rows + W.connection_rows(split, reader.connections())
 
 
-def _file_errors(path: str, size: int, index: int, segments: list, counters: dict, stopped: Any,
-                 failure: BaseException | None, stop_at: int | None) -> list[dict]:
+def _file_errors(
+    path: str,
+    size: int,
+    index: int,
+    segments: list,
+    counters: dict,
+    stopped: Any,
+    failure: BaseException | None,
+    stop_at: int | None,
+) -> list[dict]:
     """A file's errors: where reading stopped (in it, or in an earlier file of the set), an incomplete end."""
     errors = []
     if stop_at is not None and counters["unread_bytes"]:
@@ -154,11 +204,22 @@ def _file_errors(path: str, size: int, index: int, segments: list, counters: dic
         if where[1] == path:
             errors.append(W.error_entry(category, offset, reason, counters["unread_bytes"]))
         else:
-            errors.append(W.error_entry(category, 0, f"not read: reading its capture set stopped in "
-                                   f"{shown_path(where[1])} at byte offset {offset} ({reason})",
-                                   counters["unread_bytes"]))
+            errors.append(
+                W.error_entry(
+                    category,
+                    0,
+                    f"not read: reading its capture set stopped in "
+                    f"{shown_path(where[1])} at byte offset {offset} ({reason})",
+                    counters["unread_bytes"],
+                )
+            )
     if counters["trailing_bytes"]:
-        errors.append(W.error_entry("truncated_record", size - counters["trailing_bytes"],
-                               f"incomplete record: {counters['trailing_bytes']} bytes at the end of the file",
-                               counters["trailing_bytes"]))
+        errors.append(
+            W.error_entry(
+                "truncated_record",
+                size - counters["trailing_bytes"],
+                f"incomplete record: {counters['trailing_bytes']} bytes at the end of the file",
+                counters["trailing_bytes"],
+            )
+        )
     return errors

@@ -12,11 +12,12 @@ from collections.abc import Iterable
 from typing import Any
 
 #: The stream losses of a connection direction, each a part of a ``stream_loss`` row's reason.
-STREAM_LOSSES = (("gap_bytes", "bytes never captured in {gaps:,} gap(s)"),
-                 ("snapped_bytes", "bytes of bodies not captured (cut off by the snap length)"),
-                 ("skipped_bytes", "bytes skipped to find a frame boundary (a mid-connection start, after a gap, "
-                                   "an invalid size)"),
-                 ("tail_bytes", "bytes of an incomplete last frame"))
+STREAM_LOSSES = (
+    ("gap_bytes", "bytes never captured in {gaps:,} gap(s)"),
+    ("snapped_bytes", "bytes of bodies not captured (cut off by the snap length)"),
+    ("skipped_bytes", "bytes skipped to find a frame boundary (a mid-connection start, after a gap, an invalid size)"),
+    ("tail_bytes", "bytes of an incomplete last frame"),
+)
 
 
 def stream_loss_rows(accounting: Iterable[Any]) -> list[dict]:
@@ -34,8 +35,10 @@ def stream_loss_rows(accounting: Iterable[Any]) -> list[dict]:
             continue
         info = json.loads(r["info"])
         for side in ("request", "response"):
-            row = merged.setdefault((r["capture"], r["connection_id"], side), {"info": info, "gaps": 0, **{
-                name: 0 for name, _ in STREAM_LOSSES}})
+            row = merged.setdefault(
+                (r["capture"], r["connection_id"], side),
+                {"info": info, "gaps": 0, **{name: 0 for name, _ in STREAM_LOSSES}},
+            )
             row["gaps"] += info.get(f"{side}_gaps", 0)
             for name, _ in STREAM_LOSSES:
                 row[name] += info.get(f"{side}_{name}", 0)
@@ -46,9 +49,20 @@ def stream_loss_rows(accounting: Iterable[Any]) -> list[dict]:
             continue
         info = lost["info"]
         parts = [f"{lost[name]:,} " + text.format(gaps=lost["gaps"]) for name, text in STREAM_LOSSES if lost[name]]
-        rows.append({"capture": capture, "category": "stream_loss", "offset": None,
-                     "reason": (f"connection {connection_id} ({info['client_ip']}:{info['client_port']} -> "
-                                f"{info['server_ip']}:{info['server_port']}), {side}s: " + "; ".join(parts)),
-                     "unread_bytes": 0, "file": None, "connection_id": connection_id, "direction": side,
-                     "lost_bytes": total})
+        rows.append(
+            {
+                "capture": capture,
+                "category": "stream_loss",
+                "offset": None,
+                "reason": (
+                    f"connection {connection_id} ({info['client_ip']}:{info['client_port']} -> "
+                    f"{info['server_ip']}:{info['server_port']}), {side}s: " + "; ".join(parts)
+                ),
+                "unread_bytes": 0,
+                "file": None,
+                "connection_id": connection_id,
+                "direction": side,
+                "lost_bytes": total,
+            }
+        )
     return rows

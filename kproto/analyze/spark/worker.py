@@ -37,9 +37,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 
+from kproto.analyze.spark.planning import PCAP_HEADER_SIZE, Split, local_path, shown_path
 from kproto.arrow import exchanges as E
 from kproto.arrow.capture import CaptureReader, frame_schema
-from kproto.analyze.spark.planning import PCAP_HEADER_SIZE, Split, local_path, shown_path
 
 
 # ---------------------------------------------------------------- the output rows
@@ -54,39 +54,41 @@ from kproto.analyze.spark.planning import PCAP_HEADER_SIZE, Split, local_path, s
 #   raw         frames on their way to the grouping step (ranges of pcapng, Parquet inputs)
 def parts_schema() -> pa.Schema:
     """Columns of every compact row kind (Spark types only: no unsigned, no dictionaries)."""
-    frame = frame_schema()        # raw frames carry the capture's frame columns as they are
-    return pa.schema([
-        ("kind", pa.string()),
-        frame.field("capture"),
-        frame.field("connection_id"),
-        ("split_index", pa.int32()),
-        # raw frames
-        *(frame.field(name) for name in ("direction", "sequence", "ts_first_ns", "ts_last_ns", "size", "payload")),
-        # usage
-        ("client_id", pa.string()),
-        ("api_key", pa.int16()),
-        ("api_version", pa.int16()),
-        ("client_software_name", pa.string()),
-        ("client_software_version", pa.string()),
-        ("requests", pa.int64()),
-        ("deprecated_requests", pa.int64()),
-        ("removed_in_4x_requests", pa.int64()),
-        ("error_responses", pa.int64()),
-        ("first_ns", pa.int64()),
-        ("last_ns", pa.int64()),
-        # topic
-        ("topic", pa.string()),
-        ("topic_id", pa.string()),
-        ("partition", pa.int32()),
-        ("compression", pa.string()),
-        ("messages", pa.int64()),
-        ("batches", pa.int64()),
-        ("records", pa.int64()),
-        ("bytes", pa.int64()),
-        ("records_errors", pa.int64()),
-        # connection and capture accounting: JSON objects of counters
-        ("info", pa.string()),
-    ])
+    frame = frame_schema()  # raw frames carry the capture's frame columns as they are
+    return pa.schema(
+        [
+            ("kind", pa.string()),
+            frame.field("capture"),
+            frame.field("connection_id"),
+            ("split_index", pa.int32()),
+            # raw frames
+            *(frame.field(name) for name in ("direction", "sequence", "ts_first_ns", "ts_last_ns", "size", "payload")),
+            # usage
+            ("client_id", pa.string()),
+            ("api_key", pa.int16()),
+            ("api_version", pa.int16()),
+            ("client_software_name", pa.string()),
+            ("client_software_version", pa.string()),
+            ("requests", pa.int64()),
+            ("deprecated_requests", pa.int64()),
+            ("removed_in_4x_requests", pa.int64()),
+            ("error_responses", pa.int64()),
+            ("first_ns", pa.int64()),
+            ("last_ns", pa.int64()),
+            # topic
+            ("topic", pa.string()),
+            ("topic_id", pa.string()),
+            ("partition", pa.int32()),
+            ("compression", pa.string()),
+            ("messages", pa.int64()),
+            ("batches", pa.int64()),
+            ("records", pa.int64()),
+            ("bytes", pa.int64()),
+            ("records_errors", pa.int64()),
+            # connection and capture accounting: JSON objects of counters
+            ("info", pa.string()),
+        ]
+    )
 
 
 PARTS_SCHEMA = parts_schema()
@@ -94,20 +96,44 @@ PARTS_SCHEMA = parts_schema()
 
 def frames_schema() -> pa.Schema:
     """The ``frames`` table."""
-    return pa.schema([
-        ("capture", pa.string()), ("connection_id", pa.int64()), ("direction", pa.int8()),
-        ("sequence", pa.int64()), ("ts_first_ns", pa.int64()), ("ts_last_ns", pa.int64()), ("size", pa.int32()),
-        ("header_version", pa.int8()), ("api_key", pa.int16()), ("api_version", pa.int16()),
-        ("correlation_id", pa.int32()), ("client_id", pa.string()), ("header_tag_count", pa.int32()),
-        ("status", pa.int16()), ("status_name", pa.string()), ("error_offset", pa.int32()),
-        ("deprecated", pa.bool_()), ("removed_in_4x", pa.bool_()), ("body", pa.string()),
-    ])
+    return pa.schema(
+        [
+            ("capture", pa.string()),
+            ("connection_id", pa.int64()),
+            ("direction", pa.int8()),
+            ("sequence", pa.int64()),
+            ("ts_first_ns", pa.int64()),
+            ("ts_last_ns", pa.int64()),
+            ("size", pa.int32()),
+            ("header_version", pa.int8()),
+            ("api_key", pa.int16()),
+            ("api_version", pa.int16()),
+            ("correlation_id", pa.int32()),
+            ("client_id", pa.string()),
+            ("header_tag_count", pa.int32()),
+            ("status", pa.int16()),
+            ("status_name", pa.string()),
+            ("error_offset", pa.int32()),
+            ("deprecated", pa.bool_()),
+            ("removed_in_4x", pa.bool_()),
+            ("body", pa.string()),
+        ]
+    )
 
 
 FRAMES_SCHEMA = frames_schema()
 EXCHANGES_SCHEMA = E.exchanges_schema()
-RAW_COLUMNS = ("capture", "connection_id", "direction", "sequence", "ts_first_ns", "ts_last_ns", "size",
-               "payload", "split_index")
+RAW_COLUMNS = (
+    "capture",
+    "connection_id",
+    "direction",
+    "sequence",
+    "ts_first_ns",
+    "ts_last_ns",
+    "size",
+    "payload",
+    "split_index",
+)
 
 
 def as_parts(kind: str, columns: dict[str, Any], rows: int) -> pa.RecordBatch:
@@ -173,8 +199,9 @@ class ParquetSink(Sink):
         writer = self.writers.get(name)
         if writer is None:
             filesystem, base = output_filesystem(self.out)
-            writer = pq.ParquetWriter(f"{base}/{name}/.part-{self.part}.parquet.tmp", table.schema,
-                                      filesystem=filesystem)
+            writer = pq.ParquetWriter(
+                f"{base}/{name}/.part-{self.part}.parquet.tmp", table.schema, filesystem=filesystem
+            )
             self.writers[name] = writer
         writer.write_table(table, row_group_size=256 * 1024)
 
@@ -207,16 +234,22 @@ def one_batch_bytes(fed_bytes: int | None) -> int | None:
     return fed_bytes + 1 if fed_bytes is not None and fed_bytes <= ONE_BATCH_BYTES else None
 
 
-def capture_reader(source: Any, name: str, broker_ports: tuple[int, ...], batch_bytes: int | None = None,
-                    kafka_ports: tuple[int, ...] = ()):
+def capture_reader(
+    source: Any,
+    name: str,
+    broker_ports: tuple[int, ...],
+    batch_bytes: int | None = None,
+    kafka_ports: tuple[int, ...] = (),
+):
     """A reader of ``source`` whose batches hold under ``batch_bytes`` of payloads (None: the reader's default);
     ``kafka_ports``: ports read as Kafka whatever they carry (``--port``)."""
     batching: dict[str, Any] = {}
     if batch_bytes is not None:
         # Every frame takes at least its 4-byte size prefix: batches are cut by bytes, not by count.
         batching = {"batch_bytes": batch_bytes, "batch_frames": batch_bytes // 4 + 1}
-    return CaptureReader(source, name=name, broker_ports=broker_ports, kafka_ports=kafka_ports, on_error="keep",
-                         **batching)
+    return CaptureReader(
+        source, name=name, broker_ports=broker_ports, kafka_ports=kafka_ports, on_error="keep", **batching
+    )
 
 
 def frames_of(batches: list[pa.RecordBatch]) -> pa.Table:
@@ -242,7 +275,7 @@ def read_batches(batches: Iterator[pa.RecordBatch]) -> tuple[list[pa.RecordBatch
     try:
         for batch in batches:
             kept.append(batch)
-    except Exception as exc:   # an input problem or a bug: reported in the errors table, never lost in silence
+    except Exception as exc:  # an input problem or a bug: reported in the errors table, never lost in silence
         return kept, exc
     return kept, None
 
@@ -264,8 +297,9 @@ def capture_errors(split: Split, reader: Any, counters: dict, failure: BaseExcep
     if failure is not None:
         # Where the reader had got to; everything of the share from there on is unread.
         offset = _file_offset(split, reader.counters["file_bytes"])
-        errors.append(error_entry("read_failed", offset, f"{type(failure).__name__}: {failure}",
-                             counters["unread_bytes"]))
+        errors.append(
+            error_entry("read_failed", offset, f"{type(failure).__name__}: {failure}", counters["unread_bytes"])
+        )
         return errors
     stopped = reader.error
     if stopped is not None:
@@ -275,21 +309,35 @@ def capture_errors(split: Split, reader: Any, counters: dict, failure: BaseExcep
             errors.append(error_entry(stopped.category, offset, stopped.reason, counters["unread_bytes"]))
     if counters["trailing_bytes"]:
         offset = split.end - counters["trailing_bytes"]
-        errors.append(error_entry("truncated_record", offset, f"incomplete record: {counters['trailing_bytes']} bytes "
-                             "at the end of the file", counters["trailing_bytes"]))
+        errors.append(
+            error_entry(
+                "truncated_record",
+                offset,
+                f"incomplete record: {counters['trailing_bytes']} bytes at the end of the file",
+                counters["trailing_bytes"],
+            )
+        )
     return errors
 
 
 def _accounting_rows(split: Split, counters: dict, connections: pa.Table) -> list[pa.RecordBatch]:
-    info = dict(counters, split_index=split.split_index, split_count=split.split_count, format=split.format,
-                file=shown_path(split.path))
+    info = dict(
+        counters,
+        split_index=split.split_index,
+        split_count=split.split_count,
+        format=split.format,
+        file=shown_path(split.path),
+    )
     return [capture_row(split, info)] + connection_rows(split, connections)
 
 
 def capture_row(split: Split, info: dict) -> pa.RecordBatch:
     """The ``capture`` compact row of one file's (or range's) accounting ``info``."""
-    return as_parts("capture", {"capture": [split.capture], "split_index": [split.split_index],
-                                "info": [json.dumps(info, sort_keys=True)]}, 1)
+    return as_parts(
+        "capture",
+        {"capture": [split.capture], "split_index": [split.split_index], "info": [json.dumps(info, sort_keys=True)]},
+        1,
+    )
 
 
 def connection_rows(split: Split, connections: pa.Table) -> list[pa.RecordBatch]:
@@ -297,12 +345,18 @@ def connection_rows(split: Split, connections: pa.Table) -> list[pa.RecordBatch]
     if not connections.num_rows:
         return []
     records = connections.to_pylist()
-    return [as_parts("connection", {
-        "capture": [split.capture] * len(records),
-        "connection_id": [r["connection_id"] for r in records],
-        "split_index": [split.split_index] * len(records),
-        "info": [json.dumps(r, sort_keys=True) for r in records],
-    }, len(records))]
+    return [
+        as_parts(
+            "connection",
+            {
+                "capture": [split.capture] * len(records),
+                "connection_id": [r["connection_id"] for r in records],
+                "split_index": [split.split_index] * len(records),
+                "info": [json.dumps(r, sort_keys=True) for r in records],
+            },
+            len(records),
+        )
+    ]
 
 
 def count_unreached(counters: dict) -> None:
