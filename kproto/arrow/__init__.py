@@ -9,7 +9,8 @@ Built on the codec (``kproto``), used by the analysis application (``kproto.anal
   modules: :mod:`kproto.arrow.structs` (typed struct columns), :mod:`kproto.arrow.partitions`
   (one row per topic-partition).
 * :mod:`kproto.arrow.topic_names`: the topic IDs responses name, with the names they give.
-* :mod:`kproto.arrow.exchanges`: requests paired with their responses, across batches.
+* :mod:`kproto.arrow.exchanges`: requests paired with their responses, across batches. The frames'
+  heads and column helpers it builds on (no pairing rule) are :mod:`kproto.arrow.exchange_heads`.
 * :mod:`kproto.arrow.credentials`: SASL credentials redacted from frames.
 
 Importing this package imports nothing heavy; each module imports numpy and pyarrow itself.

@@ -38,11 +38,6 @@ STILL_TOO_LONG: dict[str, str] = {
         "are hot (bench_records.py), split only with their figures"
     ),
     # Over the cap only since ruff format (issue 39 item 7) spread calls and lists one item a line.
-    "kproto/arrow/exchanges.py": (
-        "the pairing rules' one home (tests/project/test_one_pairing.py), 597 lines before ruff format: "
-        "to split, the frame heads and column helpers (Heads, Pairing, frame_heads, _masked, _picked, "
-        "_times, error_names) into a module of their own that this one imports"
-    ),
     "kproto/analyze/fingerprint.py": (
         "the fingerprint table and classifier, 507 lines before ruff format: to split, the pair and "
         "span helpers into fingerprint_runs and the verdict search (_between, _recorded) out of Table"
