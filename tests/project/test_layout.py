@@ -43,10 +43,6 @@ STILL_TOO_LONG: dict[str, str] = {
         "to split, the frame heads and column helpers (Heads, Pairing, frame_heads, _masked, _picked, "
         "_times, error_names) into a module of their own that this one imports"
     ),
-    "kproto/analyze/fingerprint.py": (
-        "the fingerprint table and classifier, 507 lines before ruff format: to split, the pair and "
-        "span helpers into fingerprint_runs and the verdict search (_between, _recorded) out of Table"
-    ),
 }
 
 _HOT = "a C hot loop, one pass over every frame / packet / record with its state in C locals; "
