@@ -19,15 +19,16 @@ ApiVersions on one connection, and the default client.id (``producer-1``,
 A verdict is ``high`` only when one library alone has recorded runs that sent every pair,
 opened as the client did and asked ApiVersions as often, and the client sent at least
 ``SURE_PAIRS`` pairs; fewer pairs, or evidence another library shares, lowers it. Only what is a
-library's own names it (:meth:`Table._own`): versions within what a library sent, in the order
+library's own names it (:func:`kproto.analyze.fingerprint_evidence.own`): versions within what a library sent, in the order
 nearly every client opens with, are what any software may send. Traffic no recorded run explains,
 or that carries nothing of the library its versions point at, is ``unknown``, with the nearest
 recorded release (or verdict) and why it is not trusted.
 
-The parts: the recorded runs and the verdict (kproto.analyze.fingerprint_runs), the advice for
-a client Kafka 4.x refuses (kproto.analyze.fingerprint_advice), the figures on clients of known
-truth (kproto.analyze.fingerprint_scoring); here the table and the classifier, and the names the
-rest of kproto imports.
+The parts: the recorded runs, their version spans and the verdict (kproto.analyze.fingerprint_runs),
+what is a library's own evidence (kproto.analyze.fingerprint_evidence), the advice for a client
+Kafka 4.x refuses (kproto.analyze.fingerprint_advice), the figures on clients of known truth
+(kproto.analyze.fingerprint_scoring); here the table, the version-range classifier, and the names
+the rest of kproto imports.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from kproto.analyze import fingerprint_advice
+from kproto.analyze import fingerprint_advice, fingerprint_evidence
 from kproto.analyze.fingerprint_advice import SETTINGS
+from kproto.analyze.fingerprint_evidence import common_start, id_pattern
 from kproto.analyze.fingerprint_runs import (
     ANY_RELEASE,
     API_VERSIONS,
@@ -60,6 +62,8 @@ from kproto.analyze.fingerprint_runs import (
     release_in_versions,
     release_key,
     runs_of,
+    span_of,
+    union_spans,
 )
 
 __all__ = [
@@ -91,38 +95,6 @@ __all__ = [
 ]
 
 
-def _id_pattern(client_id: str) -> re.Pattern:
-    """A default client.id as a pattern: numbers vary (``producer-1``), and so do user and host in
-    ``user@host (program)`` (segmentio kafka-go 0.2)."""
-    program = re.fullmatch(r"[^@\s]+@\S+ \((.+)\)", client_id)
-    if program:
-        return re.compile(r"[^@\s]+@\S+ \(" + re.escape(program.group(1)) + r"\)")
-    return re.compile("".join(r"\d+" if part.isdigit() else re.escape(part) for part in re.split(r"(\d+)", client_id)))
-
-
-def _common_start(order: Sequence[Pair], opening: tuple[Pair, ...], key=lambda pair: pair) -> int:
-    count = 0
-    for seen, recorded in zip(order, opening):
-        if key(tuple(seen)) != key(recorded):
-            break
-        count += 1
-    return count
-
-
-def _span_of(pairs: Iterable[Pair]) -> dict[int, tuple[int, int]]:
-    """The lowest and highest version of each API among ``pairs`` (a run may send one API at two versions)."""
-    return _union(*({api: (v, v)} for api, v in pairs))
-
-
-def _union(*spans: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
-    out: dict[int, tuple[int, int]] = {}
-    for span in spans:
-        for api, (lo, hi) in span.items():
-            was = out.get(api, (lo, hi))
-            out[api] = (min(was[0], lo), max(was[1], hi))
-    return out
-
-
 class Table:
     """The recorded runs, indexed for classifying."""
 
@@ -140,15 +112,15 @@ class Table:
         self.sent: dict[str, set[Pair]] = {}  # every pair each library's runs sent
         self.asking: dict[str, set[bool]] = {}  # whether a library's clients asked ApiVersions, went without, or both
         for run in self.runs:
-            self.span[(run.library, run.release)] = _union(
-                self.span.get((run.library, run.release), {}), _span_of(run.pairs)
+            self.span[(run.library, run.release)] = union_spans(
+                self.span.get((run.library, run.release), {}), span_of(run.pairs)
             )
             self.sent.setdefault(run.library, set()).update(run.pairs)
             self.asking.setdefault(run.library, set()).update(run.asks)
             for name, _version in run.software:
                 self.names[name] = run.library
             for client_id in (cid for cid in run.default_ids if cid is not None):
-                entry = (_id_pattern(client_id), run.library)
+                entry = (id_pattern(client_id), run.library)
                 if (entry[0].pattern, run.library) not in {(p.pattern, lib) for p, lib in self.id_patterns}:
                     self.id_patterns.append(entry)
         self.null_id = any(None in r.default_ids for r in self.runs)  # a recorded library sent a null client.id
@@ -275,7 +247,7 @@ class Table:
         sharing = {r.library for r in fitting}
         same_handshakes = [r for r in fitting if handshakes in r.handshakes]
         narrowed = same_handshakes or fitting
-        start = {id(r): max((_common_start(compared, o) for o in r.openings), default=0) for r in narrowed}
+        start = {id(r): max((common_start(compared, o) for o in r.openings), default=0) for r in narrowed}
         best = max(start.values())
         narrowed = [r for r in narrowed if start[id(r)] == best]
         left = {r.library for r in narrowed}
@@ -351,7 +323,7 @@ class Table:
             for library, releases in libraries.items():
                 for i in range(len(releases) - neighbours + 1):
                     chosen = releases[i : i + neighbours]
-                    span = _union(*(self.span[(library, r)] for r in chosen))
+                    span = union_spans(*(self.span[(library, r)] for r in chosen))
                     if all(api in span and span[api][0] <= v <= span[api][1] for api, v in observed):
                         fits.setdefault(library, set()).update(chosen)
             if fits:
@@ -370,7 +342,7 @@ class Table:
         api_start = {
             lib: max(
                 (
-                    _common_start(compared, o, key=lambda p: p[0])
+                    common_start(compared, o, key=lambda p: p[0])
                     for r in self.runs
                     if r.library == lib
                     for o in r.openings
@@ -405,51 +377,8 @@ class Table:
         )
 
     def _own(self, compared: list[Pair], hinted: set[str], handshakes: int | None) -> tuple[list[str], str]:
-        """The libraries something the client sent is the own of (the strongest evidence first), and what it sent
-        as the recorded clients show it (why a library outside them is not trusted). A library's own: its default
-        client.id; or, among the
-        recorded clients that asked ApiVersions as often on one connection, the first requests (at least two,
-        versions and all) that clients of that library, and of no other, opened with; or the order in which it
-        sent its requests (as far as it went), with their versions or by API alone, when clients of that library
-        and of fewer than half of the table's sent them so (or of that library alone). Versions within what a
-        library sent are no such evidence: any client that negotiates, or was written by hand, may send them;
-        nor is the order nearly every client opens with (ApiVersions, Metadata, then the work)."""
-        # A client that sent ApiVersions with no count given (handshakes None) is compared with every client that asked.
-        count_unknown = handshakes is None and any(api == API_VERSIONS for api, _v in compared)
-        peers = [(lib, order) for lib, order, h in self.clients if h == handshakes or (count_unknown and h is not None)]
-        best: dict[str, int] = {}
-        for lib, order in peers:
-            best[lib] = max(best.get(lib, 0), _common_start(compared, order))
-        opening = max(best.values(), default=0)
-        opened = sorted(lib for lib, n in best.items() if n == opening)
-        keys = [api for api, _v in compared]
-        same = {lib for lib, order in peers if list(order[: len(compared)]) == compared}
-        alike = {lib for lib, order in peers if [api for api, _v in order[: len(keys)]] == keys}
-        own = sorted(hinted) + (opened if opening >= 2 and len(opened) == 1 else [])
-        for sharing in (same, alike):
-            if len(sharing) == 1 or 2 * len(sharing) < len(self.releases):
-                own += sorted(sharing)
-        own = list(dict.fromkeys(own))
-        asked = (
-            "never asked ApiVersions"
-            if handshakes is None and not count_unknown
-            else "asked ApiVersions"
-            if handshakes is None
-            else f"asked ApiVersions {handshakes} time(s) on one connection"
-        )
-        named = f"is {', '.join(sorted(hinted))}'s default" if hinted else "is no library's default"
-        if opening < 2:
-            first = "its first requests, versions and all, are no such client's beyond the first"
-        else:
-            first = f"its first {opening} requests, versions and all, are those of {' and '.join(opened)} clients"
-        if not alike:
-            order_text = "none sent its requests in this order"
-        else:
-            order_text = (
-                f"clients of {len(alike)} of the {len(self.releases)} libraries ({', '.join(sorted(alike))}) "
-                "sent its requests in this order"
-            )
-        return own, f"its client.id {named}; among the recorded clients that, like it, {asked}: {first}, {order_text}"
+        """The libraries something the client sent is the own of, and why (kproto.analyze.fingerprint_evidence.own)."""
+        return fingerprint_evidence.own(self.clients, len(self.releases), compared, hinted, handshakes)
 
     def _only(self, library: str, compared: list[Pair], hinted: set[str], handshakes: int | None) -> Verdict | None:
         """The verdict were ``library`` the only library in the table (None: its recorded versions do not explain
@@ -482,7 +411,7 @@ class Table:
             key=lambda r: (
                 len(observed & r.pairs),
                 r.library in hinted,
-                max((_common_start(compared, o) for o in r.openings), default=0),
+                max((common_start(compared, o) for o in r.openings), default=0),
                 -self.runs.index(r),
             ),
         )
@@ -518,7 +447,7 @@ class Table:
         above = [r for r in releases if release_key(r) >= wanted] if wanted else []
         if not above:
             return []
-        span = _union(*(self.span[(library, r)] for r in releases if release_key(r) <= release_key(above[0])))
+        span = union_spans(*(self.span[(library, r)] for r in releases if release_key(r) <= release_key(above[0])))
         return sorted({(api, v) for api, v in order if api in span and v > span[api][1]})
 
     def classify(

@@ -4,7 +4,8 @@ A :class:`Run` is one library release (as it comes, or pinned) recorded against 
 by tools/record_clients.py (:func:`runs_of` reads them from
 :data:`kproto.analyze.client_recordings.RUNS`); a :class:`Verdict` is what the fingerprint
 (kproto.analyze.fingerprint) says about one client. Here too: the release numbers and version
-texts both read (:func:`release_key`, :func:`release_in_versions`) and the (API, version) pairs.
+texts both read (:func:`release_key`, :func:`release_in_versions`), the (API, version) pairs and
+their spans (each API's lowest and highest version: :func:`span_of`, :func:`union_spans`).
 """
 
 from __future__ import annotations
@@ -140,6 +141,21 @@ class Verdict:
     def named(self) -> bool:
         """A library is named (not unknown, not nothing)."""
         return self.library not in (None, UNKNOWN)
+
+
+def span_of(pairs: Iterable[Pair]) -> dict[int, tuple[int, int]]:
+    """The lowest and highest version of each API among ``pairs`` (a run may send one API at two versions)."""
+    return union_spans(*({api: (v, v)} for api, v in pairs))
+
+
+def union_spans(*spans: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """Each API's lowest and highest version over all ``spans``."""
+    out: dict[int, tuple[int, int]] = {}
+    for span in spans:
+        for api, (lo, hi) in span.items():
+            was = out.get(api, (lo, hi))
+            out[api] = (min(was[0], lo), max(was[1], hi))
+    return out
 
 
 def runs_of(recorded: Iterable[tuple]) -> list[Run]:

@@ -37,11 +37,6 @@ STILL_TOO_LONG: dict[str, str] = {
         "on (a cdef class must precede the parts that extend it); the record-set loops "
         "are hot (bench_records.py), split only with their figures"
     ),
-    # Over the cap only since ruff format (issue 39 item 7) spread calls and lists one item a line.
-    "kproto/analyze/fingerprint.py": (
-        "the fingerprint table and classifier, 507 lines before ruff format: to split, the pair and "
-        "span helpers into fingerprint_runs and the verdict search (_between, _recorded) out of Table"
-    ),
 }
 
 _HOT = "a C hot loop, one pass over every frame / packet / record with its state in C locals; "
