@@ -56,6 +56,7 @@ cdef class _Half:
     # was not captured, after the handshake's id (-1: none; _unproved_hold)
     cdef int32_t unproved_corr
     cdef list unproved
+    cdef int64_t tokens_held         # held ones found tokens: they take no sequence number
 
     def __cinit__(self, int side):
         self.side = side

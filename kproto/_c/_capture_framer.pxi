@@ -106,7 +106,7 @@ cdef class Framer:
         self._reserve_data(captured)
         self.o_conn[i] = conn.id
         self.o_dir[i] = 0 if side == conn.client_side else 1
-        self.o_seq[i] = sequence
+        self.o_seq[i] = sequence - conn.half(side).tokens_held
         self.o_first[i] = first_ts
         self.o_last[i] = last_ts
         self.o_size[i] = size

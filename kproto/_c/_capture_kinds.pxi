@@ -376,6 +376,7 @@ cdef void _unproved_token(_Half half, Py_ssize_t captured) noexcept:
     half.c[H_FRAME_BYTES] -= 4 + captured
     half.c[H_SASL_TOKENS] += 1
     half.c[H_SASL_BYTES] += 4 + captured
+    half.tokens_held += 1
 
 
 cdef int _unproved_end(Framer fr, _Connection conn) except -1:

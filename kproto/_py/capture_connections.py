@@ -60,6 +60,7 @@ class _Half:
         # captured: held unproved (_unproved_hold) after the handshake's id
         self.unproved_corr = -1
         self.unproved: list = []
+        self.tokens_held = 0  # held responses found tokens: they take no sequence number
 
     def append(self, data, ts: int) -> None:
         """In-order bytes: onto the end of the stream."""
@@ -249,6 +250,7 @@ def _unproved_token(half: _Half, frame) -> None:
     c["frame_bytes"] -= 4 + len(frame[4])
     c["sasl_tokens"] += 1
     c["sasl_bytes"] += 4 + len(frame[4])
+    half.tokens_held += 1
 
 
 def _unproved_end(framer, conn: _Connection) -> None:

@@ -573,7 +573,7 @@ class Framer:
         out = self.out
         out["connection_id"].append(conn.id)
         out["direction"].append(DIRECTION_REQUEST if side == conn.client_side else DIRECTION_RESPONSE)
-        out["sequence"].append(sequence)
+        out["sequence"].append(sequence - conn.halves[side].tokens_held)
         out["ts_first_ns"].append(first_ts)
         out["ts_last_ns"].append(last_ts)
         out["size"].append(size)
