@@ -52,6 +52,11 @@ cdef class _Half:
     # raw tokens a late start's chain proved: the stream offsets of the first and of the
     # frame after them (-1: none; see the twin)
     cdef int64_t tokens_from, tokens_to
+    # responses held unproved after a whole successful SaslHandshake response whose request
+    # was not captured, after the handshake's id (-1: none; _unproved_hold)
+    cdef int32_t unproved_corr
+    cdef list unproved
+    cdef int64_t tokens_held         # held ones found tokens: they take no sequence number
 
     def __cinit__(self, int side):
         self.side = side
@@ -65,6 +70,8 @@ cdef class _Half:
         self.sasl_corr = -1
         self.tokens_from = -1
         self.tokens_to = -1
+        self.unproved_corr = -1
+        self.unproved = []
 
     def __dealloc__(self):
         free(self.buf)

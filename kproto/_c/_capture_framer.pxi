@@ -1,9 +1,8 @@
 # Included by _capture.pyx: Kafka frames out of a direction's byte stream (twin:
-# kproto/_py/capture_framer.py). A frame is an int32 size and that many bytes; where a
-# stream's start was not captured or a gap swallowed a frame's start, the framer searches
-# for the next confirmed frame boundary (resync; see the twin's _confirm). It also decides
-# which side of a connection is the client, and holds the output batch the frames are
-# copied into.
+# kproto/_py/capture_framer.py). A frame is an int32 size and that many bytes; where a stream's
+# start was not captured or a gap swallowed a frame's start, the framer searches for the next
+# confirmed frame boundary (resync; see the twin's _confirm). It also decides which side of a
+# connection is the client, and holds the output batch the frames are copied into.
 
 
 @cython.final
@@ -107,7 +106,7 @@ cdef class Framer:
         self._reserve_data(captured)
         self.o_conn[i] = conn.id
         self.o_dir[i] = 0 if side == conn.client_side else 1
-        self.o_seq[i] = sequence
+        self.o_seq[i] = sequence - conn.half(side).tokens_held
         self.o_first[i] = first_ts
         self.o_last[i] = last_ts
         self.o_size[i] = size
@@ -500,9 +499,8 @@ cdef class Framer:
     cdef int _frame_out(self, _Connection conn, _Half half, int32_t size, const unsigned char *payload,
                         Py_ssize_t captured, int64_t first_ts, int64_t last_ts, Py_ssize_t held,
                         int64_t at) except -1:
-        # Count and emit (or hold) a frame: its size and `captured` payload bytes; `held`: its
-        # bytes at the front of buf, dropped once counted (0: a cut frame kept aside). 0 when it
-        # showed another protocol, else 1 (see the twin).
+        # Count and emit (or hold) a frame of `captured` payload bytes; `held`: its bytes at the front
+        # of buf, dropped once counted (0: a cut frame kept aside). 0: another protocol (see the twin).
         cdef bint request_like = self._request_ok(payload, captured, size)
         _kind_frame(conn, half, payload, captured, size, request_like, last_ts)
         if conn.kind > KIND_KAFKA_:
@@ -514,7 +512,8 @@ cdef class Framer:
         if conn.client_side < 0 or conn.kind != KIND_KAFKA_ or conn.undecided:
             self._infer(conn, half, half.sequence, first_ts, last_ts, size,
                         PyBytes_FromStringAndSize(<const char *>payload, captured))
-        else:
+        elif conn.client_side == half.side or not _unproved_hold(self, conn, half, half.sequence, first_ts,
+                                                                 last_ts, size, captured, payload):
             if conn.client_side != half.side and captured >= 4:
                 conn.half(1 - half.side).answered(<int32_t>kp_load_be32(payload))
             self._emit(conn, half.side, half.sequence, first_ts, last_ts, size, captured, payload)
@@ -587,13 +586,14 @@ cdef class Framer:
         return 0
 
     cdef int _release(self, _Connection conn) except -1:
-        """Emit the held frames once the direction is known and the connection is Kafka."""
+        # Emit the held frames once the direction is known and the connection is Kafka.
         cdef bytes payload
         if conn.client_side < 0 or conn.kind != KIND_KAFKA_ or not conn.undecided:
             return 0
         for side, sequence, first_ts, last_ts, size, payload in conn.undecided:
-            self._emit(conn, side, sequence, first_ts, last_ts, size, len(payload),
-                       <const unsigned char *><char *>payload)
+            if side == conn.client_side or not _unproved_hold(self, conn, conn.half(side), sequence, first_ts,
+                                                              last_ts, size, len(payload), payload):
+                self._emit(conn, side, sequence, first_ts, last_ts, size, len(payload), payload)
         conn.undecided = []
         conn.held_bytes = 0
         return 0

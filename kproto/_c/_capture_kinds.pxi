@@ -7,6 +7,7 @@ from kproto._c._api_keys cimport API_KEY_API_VERSIONS, API_KEY_SASL_HANDSHAKE, S
 cdef enum:
     RUN_TO_CONFIRM = 4
     HELD_FRAMES = 1024
+    UNPROVED_FRAMES = 8         # responses held unproved after a SaslHandshake response
     TLS_MAX_RECORD = 18432
     TLS_REACH = 5 + TLS_MAX_RECORD
     ZK_PASSWORD_MAX = 64
@@ -310,4 +311,88 @@ cdef int _not_kafka(_Connection conn, int kind) except -1:
         half.drop(half.length)
         half.synced = True
         half.cut_end = -1
+    return 0
+
+
+cdef int _unproved_hold(Framer fr, _Connection conn, _Half half, int64_t sequence, int64_t first_ts,
+                        int64_t last_ts, int32_t size, Py_ssize_t captured,
+                        const unsigned char *payload) except -1:
+    # A response about to be emitted: 1 when it is held unproved instead, after a whole
+    # successful SaslHandshake response whose request was not captured (see the twin, in
+    # kproto/_py/capture_connections.py: this needs the Framer, declared before this file).
+    cdef _Half other = conn.half(1 - half.side)
+    cdef int32_t corr = <int32_t>kp_load_be32(payload) if captured >= 4 else -1
+    cdef bytes framed
+    if half.unproved_corr >= 0:
+        half.unproved.append((sequence, first_ts, last_ts, size,
+                              PyBytes_FromStringAndSize(<const char *>payload, captured)))
+        if corr >= 0 and other.has_corr(corr):
+            _unproved_settle(fr, conn, half, len(half.unproved) - 1)
+        elif len(half.unproved) > UNPROVED_FRAMES:     # too many held: emitted as before
+            _unproved_settle(fr, conn, half, -1)
+        return 1
+    if (half.sasl or corr < 0 or captured != size or captured < 6 or other.has_corr(corr)
+            or kp_load_be16(payload + 4) != 0):
+        return 0
+    framed = size.to_bytes(4, "big", signed=True) + PyBytes_FromStringAndSize(<const char *>payload, captured)
+    if _handshake_answer(<const unsigned char *><char *>framed, 4 + captured, corr):
+        half.unproved_corr = corr
+    return 0
+
+
+cdef inline int32_t _held_corr(bytes payload) noexcept:
+    return <int32_t>kp_load_be32(<const unsigned char *><char *>payload) if len(payload) >= 4 else -1
+
+
+cdef int _unproved_settle(Framer fr, _Connection conn, _Half half, Py_ssize_t proof) except -1:
+    # The held responses up to `proof` (-1: every one) decided: the ids rising from the
+    # handshake's to the proof's are emitted, the others are raw tokens; the ones after the
+    # proof stay held (see the twin).
+    cdef _Half other = conn.half(1 - half.side)
+    cdef list held = half.unproved
+    cdef int64_t top = _held_corr(held[proof][4]) if proof >= 0 else (<int64_t>1 << 31)
+    cdef int64_t before = half.unproved_corr
+    cdef int32_t corr
+    cdef Py_ssize_t k
+    cdef bytes payload
+    for k in range(proof + 1 if proof >= 0 else len(held)):
+        payload = held[k][4]
+        corr = _held_corr(payload)
+        if k == proof or before < corr < top:
+            before = corr
+            other.answered(corr)
+            fr._emit(conn, half.side, held[k][0], held[k][1], held[k][2], held[k][3], len(payload),
+                     <const unsigned char *><char *>payload)
+        else:
+            _unproved_token(half, len(payload))
+    half.unproved_corr = -1
+    half.unproved = held[proof + 1:] if proof >= 0 else []
+    return 0
+
+
+cdef void _unproved_token(_Half half, Py_ssize_t captured) noexcept:
+    # A held response never proved: a raw SASL token, not a frame.
+    half.c[H_FRAMES] -= 1
+    half.c[H_FRAME_BYTES] -= 4 + captured
+    half.c[H_SASL_TOKENS] += 1
+    half.c[H_SASL_BYTES] += 4 + captured
+    half.tokens_held += 1
+
+
+cdef int _unproved_end(Framer fr, _Connection conn) except -1:
+    # The connection ended (its requests all read): see the twin.
+    cdef _Half half, other
+    cdef Py_ssize_t k
+    cdef int32_t corr
+    for half in (conn.h0, conn.h1):
+        other = conn.half(1 - half.side)
+        for k in range(len(half.unproved) - 1, -1, -1):
+            corr = _held_corr(half.unproved[k][4])
+            if corr >= 0 and other.has_corr(corr):
+                _unproved_settle(fr, conn, half, k)
+                break
+        for held in half.unproved:
+            _unproved_token(half, len(held[4]))
+        half.unproved = []
+        half.unproved_corr = -1
     return 0

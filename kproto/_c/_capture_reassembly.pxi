@@ -334,6 +334,7 @@ cdef class Reassembly:
         if conn.client_side < 0:
             self.framer._guess(conn)
         self.framer._release(conn)
+        _unproved_end(self.framer, conn)
         del self.connections[conn.key]
         if reason == 1 or reason == 2:  # its FINs or a RST: what comes after opens nothing (bounded)
             self.ended[conn.key] = None

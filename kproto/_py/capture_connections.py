@@ -7,9 +7,11 @@ import struct
 from collections import deque
 
 from kproto._common.capture import HALF_COUNTERS, KIND_UNKNOWN
-from kproto._py.capture_kinds import _answered_already
+from kproto._py.capture_kinds import _answered_already, _handshake_answer
 
+_BE16 = struct.Struct(">H")
 _BE32S = struct.Struct(">i")
+_UNPROVED_FRAMES = 8  # responses held unproved after a SaslHandshake response (_unproved_hold)
 
 
 class _Half:
@@ -54,6 +56,11 @@ class _Half:
         # request not captured; Framer._answers): the stream offsets of the first and of the frame after them
         self.tokens_from = -1
         self.tokens_to = -1
+        # responses after a whole successful SaslHandshake response whose request was not
+        # captured: held unproved (_unproved_hold) after the handshake's id
+        self.unproved_corr = -1
+        self.unproved: list = []
+        self.tokens_held = 0  # held responses found tokens: they take no sequence number
 
     def append(self, data, ts: int) -> None:
         """In-order bytes: onto the end of the stream."""
@@ -185,3 +192,78 @@ def _in_order(corrs: list) -> bool:
             return False
         before = corr
     return True
+
+
+def _unproved_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
+    """A response about to be emitted: True when it is held unproved instead. After a whole
+    successful SaslHandshake response whose request was not captured, the broker's next
+    frames may be raw SASL tokens (v0) or SaslAuthenticate answers (v1, alike): they are
+    held until a response answers a captured request (_unproved_settle)."""
+    payload = frame[4]
+    other = conn.halves[1 - half.side]
+    corr = _BE32S.unpack_from(payload, 0)[0] if len(payload) >= 4 else -1
+    if half.unproved_corr >= 0:
+        half.unproved.append(frame)
+        if 0 <= corr and corr in other.request_corrs:
+            _unproved_settle(framer, conn, half, len(half.unproved) - 1)
+        elif len(half.unproved) > _UNPROVED_FRAMES:  # too many held: emitted as before
+            _unproved_settle(framer, conn, half, -1)
+        return True
+    if (
+        not half.sasl
+        and corr >= 0
+        and len(payload) == frame[3] >= 6
+        and corr not in other.request_corrs
+        and _BE16.unpack_from(payload, 4)[0] == 0
+        and _handshake_answer(_BE32S.pack(frame[3]) + payload, 0, corr)
+    ):
+        half.unproved_corr = corr
+    return False
+
+
+def _unproved_settle(framer, conn: _Connection, half: _Half, proof: int) -> None:
+    """The held responses up to ``proof`` (the index of one answering a captured request;
+    -1: every one, too many held) are decided: those whose ids rise from the handshake's
+    to the proof's are emitted, the others are raw tokens; the ones after it stay held
+    (-1: none)."""
+    other = conn.halves[1 - half.side]
+    held = half.unproved
+    last = held[proof] if proof >= 0 else None
+    top = _BE32S.unpack_from(last[4], 0)[0] if last is not None else 1 << 31
+    before = half.unproved_corr
+    for frame in held[: proof + 1] if proof >= 0 else held:
+        corr = _BE32S.unpack_from(frame[4], 0)[0] if len(frame[4]) >= 4 else -1
+        if frame is last or before < corr < top:
+            before = corr
+            _answered(other, corr)
+            framer._emit_out(conn, half.side, frame)
+        else:
+            _unproved_token(half, frame)
+    half.unproved_corr = -1
+    half.unproved = held[proof + 1 :] if proof >= 0 else []
+
+
+def _unproved_token(half: _Half, frame) -> None:
+    """A held response never proved: counted as a raw SASL token, not a frame."""
+    c = half.counters
+    c["frames"] -= 1
+    c["frame_bytes"] -= 4 + len(frame[4])
+    c["sasl_tokens"] += 1
+    c["sasl_bytes"] += 4 + len(frame[4])
+    half.tokens_held += 1
+
+
+def _unproved_end(framer, conn: _Connection) -> None:
+    """The connection ended (its requests all read): the held responses up to the last one
+    answering a captured request are decided by it, the rest are raw tokens."""
+    for half in conn.halves:
+        other = conn.halves[1 - half.side]
+        for index in range(len(half.unproved) - 1, -1, -1):
+            corr = _BE32S.unpack_from(half.unproved[index][4], 0)[0] if len(half.unproved[index][4]) >= 4 else -1
+            if corr >= 0 and corr in other.request_corrs:
+                _unproved_settle(framer, conn, half, index)
+                break
+        for frame in half.unproved:
+            _unproved_token(half, frame)
+        half.unproved = []
+        half.unproved_corr = -1

@@ -27,6 +27,7 @@ from kproto._py.capture_connections import (
     _in_order,
     _request_after,
     _requested,
+    _unproved_hold,
 )
 from kproto._py.capture_kinds import (
     _handshake_answer,
@@ -480,9 +481,11 @@ class Framer:
         if conn.client_side < 0 or conn.kind != KIND_KAFKA or conn.undecided:
             self._infer(conn, half, frame)
         else:
+            if conn.client_side != half.side and _unproved_hold(self, conn, half, frame):
+                return True
             if conn.client_side != half.side and len(payload) >= 4:
                 _answered(conn.halves[1 - half.side], _BE32S.unpack_from(payload, 0)[0])
-            self._emit(conn, half.side, frame)
+            self._emit_out(conn, half.side, frame)
         return True
 
     def _cut_candidate(self, conn: _Connection, half: _Half, hole_end: int):
@@ -558,6 +561,11 @@ class Framer:
         conn.held_bytes = 0
 
     def _emit(self, conn: _Connection, side: int, frame) -> None:
+        if side != conn.client_side and _unproved_hold(self, conn, conn.halves[side], frame):
+            return
+        self._emit_out(conn, side, frame)
+
+    def _emit_out(self, conn: _Connection, side: int, frame) -> None:
         sequence, first_ts, last_ts, size, payload = frame
         if not conn.told:  # its first frame: say who talks (the connection row comes at its close)
             conn.told = True
@@ -565,7 +573,7 @@ class Framer:
         out = self.out
         out["connection_id"].append(conn.id)
         out["direction"].append(DIRECTION_REQUEST if side == conn.client_side else DIRECTION_RESPONSE)
-        out["sequence"].append(sequence)
+        out["sequence"].append(sequence - conn.halves[side].tokens_held)
         out["ts_first_ns"].append(first_ts)
         out["ts_last_ns"].append(last_ts)
         out["size"].append(size)

@@ -13,7 +13,7 @@ import ipaddress
 
 from kproto._common.capture import CAPTURE_COUNTERS, CLOSED_BY, DIRECTION_SOURCE, HALF_COUNTERS, KIND_KAFKA, KINDS
 from kproto._common.capture_engine import early_row
-from kproto._py.capture_connections import _Connection, _Half
+from kproto._py.capture_connections import _Connection, _Half, _unproved_end
 from kproto._py.capture_framer import _BE32S, Framer
 from kproto._py.capture_kinds import _kind_end
 
@@ -283,6 +283,7 @@ class Reassembly:
         if conn.client_side < 0:
             self.framer._guess(conn)
         self.framer._release(conn)
+        _unproved_end(self.framer, conn)
         del self.connections[conn.key]
         if reason in (1, 2):  # its FINs or a RST: what comes after opens nothing (bounded)
             self.ended[conn.key] = None
