@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.project.test_layers import cycles
 from tests.project.test_one_rule import assert_one_place, places
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,25 +100,6 @@ def import_graph(trees: dict[str, ast.Module]) -> dict[str, set[str]]:
             if name in names and name != module
         }
     return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every cycle found by a depth-first walk (each reported once, as the path that closes it)."""
-    found, state = [], {}
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = "open"
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == "open":
-                found.append(path[path.index(nxt) :] + [nxt])
-            elif nxt not in state:
-                visit(nxt, path + [nxt])
-        state[node] = "done"
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
-    return found
 
 
 def test_the_spark_package_imports_go_one_way():
