@@ -12,7 +12,6 @@ import importlib.util
 import sys
 import types
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 
@@ -23,19 +22,6 @@ def warn(old: str, new: str, *, stacklevel: int = 3) -> None:
         DeprecationWarning,
         stacklevel=stacklevel,
     )
-
-
-def module_getattr(module: str, aliases: dict[str, tuple[str, Any]]) -> Callable[[str], Any]:
-    """A module-level ``__getattr__`` serving old names: ``{old: (new name, value)}``."""
-
-    def __getattr__(name: str) -> Any:
-        if name in aliases:
-            new, value = aliases[name]
-            warn(f"{module}.{name}", new)
-            return value
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-    return __getattr__
 
 
 # ---------------------------------------------------------------- modules that moved
@@ -55,20 +41,20 @@ MOVED_MODULES: dict[str, str] = {
     "kproto.cli": "kproto.analyze.cli",
 }
 
-# Names an old path served that its new module does not: old module -> {name: (new name, where)}.
-MOVED_NAMES: dict[str, dict[str, tuple[str, str]]] = {
+# Names an old path served that its new module does not: old module -> {name: its new dotted name}.
+MOVED_NAMES: dict[str, dict[str, str]] = {
     "kproto.batch": {
-        "pair": ("kproto.arrow.exchanges.pair", "kproto.arrow.exchanges"),
-        "pair_schema": ("kproto.arrow.exchanges.pair_schema", "kproto.arrow.exchanges"),
-        "pair_rows": ("kproto.arrow.exchanges.pair_rows", "kproto.arrow.exchanges"),
-        "DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", "kproto.limits"),
-        "topic_names": ("kproto.arrow.topic_names.topic_names", "kproto.arrow.topic_names"),
-        "topic_names_schema": ("kproto.arrow.topic_names.topic_names_schema", "kproto.arrow.topic_names"),
-        "topic_naming_versions": ("kproto.arrow.topic_names.topic_naming_versions", "kproto.arrow.topic_names"),
+        "pair": "kproto.arrow.exchanges.pair",
+        "pair_schema": "kproto.arrow.exchanges.pair_schema",
+        "pair_rows": "kproto.arrow.exchanges.pair_rows",
+        "DEFAULT_MAX_FRAME_SIZE": "kproto.limits.DEFAULT_MAX_FRAME_SIZE",
+        "topic_names": "kproto.arrow.topic_names.topic_names",
+        "topic_names_schema": "kproto.arrow.topic_names.topic_names_schema",
+        "topic_naming_versions": "kproto.arrow.topic_names.topic_naming_versions",
     },
-    "kproto.capture": {"DEFAULT_MAX_FRAME_SIZE": ("kproto.limits.DEFAULT_MAX_FRAME_SIZE", "kproto.limits")},
+    "kproto.capture": {"DEFAULT_MAX_FRAME_SIZE": "kproto.limits.DEFAULT_MAX_FRAME_SIZE"},
     "kproto.fingerprint": {
-        name: (f"kproto.analyze.fingerprint_scoring.{name}", "kproto.analyze.fingerprint_scoring")
+        name: f"kproto.analyze.fingerprint_scoring.{name}"
         for name in ("evaluate", "recorded_clients", "leave_one_out", "confusion_markdown")
     },
 }
@@ -88,9 +74,9 @@ class _OldPath(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         extra = MOVED_NAMES.get(self.__name__, {})
         if name in extra:
-            new, where = extra[name]
-            warn(f"{self.__name__}.{name}", new)
-            return getattr(importlib.import_module(where), new.rsplit(".", 1)[1])
+            warn(f"{self.__name__}.{name}", extra[name])
+            module, attribute = extra[name].rsplit(".", 1)
+            return getattr(importlib.import_module(module), attribute)
         return getattr(importlib.import_module(self.__dict__["_kproto_new_path"]), name)
 
     def __dir__(self) -> list[str]:
