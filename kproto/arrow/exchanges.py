@@ -474,7 +474,7 @@ def _exchange_topics(
     topic = single["topic_min"].combine_chunks().take(pick).cast(pa.string())
     topic_id = single["topic_id_min"].combine_chunks().take(pick).cast(pa.string())
     if topic_names is not None and topic_names.num_rows and pc.any(pc.is_valid(topic_id)).as_py():
-        topic = name_topics(topic, topic_id, topic_names)
+        topic = name_topics(topic, topic_id, run_topic_names(topic_names))
     return topic, topic_id
 
 
@@ -484,12 +484,11 @@ def run_topic_names(topic_names: pa.Table) -> dict[str, str]:
     return resolve_topic_ids(pairs.to_pylist())[0]
 
 
-def name_topics(topic: pa.Array, topic_id: pa.Array, topic_names: pa.Table) -> pa.Array:
-    """The topic of each exchange: the name the (topic_id, topic) rows of ``topic_names`` give
-    its ``topic_id`` (resolve_topic_ids), else ``topic`` as it was. An exchange addressed by
-    ID carries no name of its own, so the name a wider set of responses gives replaces the
-    one fewer gave (a task's, at the end of the run)."""
-    name_of = run_topic_names(topic_names)
+def name_topics(topic: pa.Array, topic_id: pa.Array, name_of: dict[str, str]) -> pa.Array:
+    """The topic of each exchange: the name ``name_of`` (:func:`run_topic_names`) gives its
+    ``topic_id``, else ``topic`` as it was. An exchange addressed by ID carries no name of its
+    own, so the name a wider set of responses gives replaces the one fewer gave (a task's, at
+    the end of the run)."""
     if not name_of:
         return topic
     ids = pa.array(list(name_of), pa.string())

@@ -62,7 +62,7 @@ def name_written_topics(out: str, compact_rows: pa.Table) -> int:
         ids = [i for i in pc.unique(columns["topic_id"]).to_pylist() if i is not None]
         if ids:
             topic = columns["topic"].combine_chunks()
-            named = E.name_topics(topic, columns["topic_id"].combine_chunks(), names)
+            named = E.name_topics(topic, columns["topic_id"].combine_chunks(), run_names)
             if not named.equals(topic):
                 table = pq.read_table(info.path, filesystem=filesystem)
                 table = table.set_column(table.schema.get_field_index("topic"), table.schema.field("topic"), named)
