@@ -59,7 +59,7 @@ def _cython_imports(path: Path) -> set[str]:
             found.add(match.group(3))
             continue
         base = match.group(1)
-        for name in re.findall(r"\w+", match.group(2).split(" as ")[0] if " as " in match.group(2) else match.group(2)):
+        for name in (part.split()[0] for part in match.group(2).strip("() ").split(",") if part.strip()):
             found.add(f"{base}.{name}" if _exists(f"{base}.{name}") else base)
     return found
 
