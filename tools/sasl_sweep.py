@@ -33,10 +33,13 @@ def has_payload(record: bytes) -> bool:
     return total > ip_header + (record[ip + ip_header + 12] >> 4) * 4
 
 
-def score(data: bytes, truth: tuple, impl: str, broker_ports) -> tuple[int, int]:
-    """(garbage frames, real frames) of one capture: whole frames whose payload is (not) a real
-    frame of their direction."""
-    frames = read_capture(data, implementation=impl, broker_ports=broker_ports).frames.to_pylist()
+def score(data: bytes, truth: tuple, impl: str, broker_ports) -> tuple[int, int, int]:
+    """(garbage frames, real frames, directions not accounted for) of one capture: whole frames
+    whose payload is (not) a real frame of their direction; a direction is accounted for when
+    its stream bytes are all in frames, skipped, tail, SASL or other bytes, its frame counter is
+    the frames emitted, and their sequence numbers run 0, 1, 2, ... (none taken twice)."""
+    capture = read_capture(data, implementation=impl, broker_ports=broker_ports)
+    frames = capture.frames.to_pylist()
     garbage = real = 0
     for frame in frames:
         if len(frame["payload"]) != frame["size"]:
@@ -45,7 +48,22 @@ def score(data: bytes, truth: tuple, impl: str, broker_ports) -> tuple[int, int]
             real += 1
         else:
             garbage += 1
-    return garbage, real
+    unaccounted = 0
+    for row in capture.connections.to_pylist():
+        for direction, side in enumerate(("request_", "response_")):
+            parts = ("frame_bytes", "skipped_bytes", "tail_bytes", "sasl_bytes", "other_bytes")
+            sequences = sorted(
+                f["sequence"]
+                for f in frames
+                if f["connection_id"] == row["connection_id"] and f["direction"] == direction
+            )
+            if (
+                row[side + "stream_bytes"] != sum(row[side + part] for part in parts)
+                or row[side + "frames"] != len(sequences)
+                or sequences != list(range(len(sequences)))
+            ):
+                unaccounted += 1
+    return garbage, real, unaccounted
 
 
 def cases(kind: str):
@@ -70,16 +88,19 @@ def cases(kind: str):
 
 
 def sweep(kind: str, impl: str | None = None) -> dict:
-    """{"cases", "garbage", "real", "garbage_cases": names} of one sweep."""
+    """{"cases", "garbage", "real", "unaccounted", "garbage_cases": names, "unaccounted_cases": names} of one sweep."""
     ports = () if kind == "unknown-port" else (9092,)
-    figures = {"cases": 0, "garbage": 0, "real": 0, "garbage_cases": []}
+    figures = {"cases": 0, "garbage": 0, "real": 0, "unaccounted": 0, "garbage_cases": [], "unaccounted_cases": []}
     for name, data, truth in cases(kind):
-        garbage, real = score(data, truth, impl, ports)
+        garbage, real, unaccounted = score(data, truth, impl, ports)
         figures["cases"] += 1
         figures["garbage"] += garbage
         figures["real"] += real
+        figures["unaccounted"] += unaccounted
         if garbage:
             figures["garbage_cases"].append(name)
+        if unaccounted:
+            figures["unaccounted_cases"].append(name)
     return figures
 
 
@@ -90,9 +111,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     for kind in ("unknown-port", "loss"):
         figures = sweep(kind, args.impl)
-        print(f"{kind}: {figures['cases']} cases, {figures['real']} real frames, {figures['garbage']} garbage frames")
+        print(
+            f"{kind}: {figures['cases']} cases, {figures['real']} real frames, {figures['garbage']} garbage frames, "
+            f"{figures['unaccounted']} directions not accounted for"
+        )
         if args.verbose:
-            print("  " + " ".join(figures["garbage_cases"]))
+            print("  garbage: " + " ".join(figures["garbage_cases"]))
+            print("  not accounted for: " + " ".join(figures["unaccounted_cases"]))
     return 0
 
 

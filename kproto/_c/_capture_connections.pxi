@@ -56,22 +56,22 @@ cdef class _Half:
     # was not captured, after the handshake's id (-1: none; _unproved_hold)
     cdef int32_t unproved_corr
     cdef list unproved
-    cdef int64_t tokens_held         # held ones found tokens: they take no sequence number
+    cdef int64_t held_not_frames     # held ones found no frames (tokens, a weak chain's): no sequence number
+    # a weak chain (Framer._confirm: only the end of the data before a hole proves it): where it
+    # ends (-1: none), and its frames once cut, [sequence, stream offset, chain end, frame once
+    # held], held until the next response decides them (_weak_hold)
+    cdef int64_t weak_end
+    cdef list weak
 
     def __cinit__(self, int side):
         self.side = side
-        self.isn = -1
-        self.fin_pos = -1
-        self.boundary = -1
-        self.cut_end = -1
+        # -1: not known (yet), none
+        self.isn = self.fin_pos = self.boundary = self.cut_end = self.tokens_from = self.tokens_to = -1
+        self.hello_corr = self.run_corr = self.sasl_corr = self.unproved_corr = -1
+        self.weak_end = -1
         self.pending = []
-        self.hello_corr = -1
-        self.run_corr = -1
-        self.sasl_corr = -1
-        self.tokens_from = -1
-        self.tokens_to = -1
-        self.unproved_corr = -1
         self.unproved = []
+        self.weak = []
 
     def __dealloc__(self):
         free(self.buf)
@@ -86,13 +86,17 @@ cdef class _Half:
         self.c[H_SKIPPED_BYTES] += count
         self.early[2] += before_mark if count > 0 else -before_mark
 
-    cdef void count_frame(self, int64_t frame_bytes, int64_t at) noexcept:
+    cdef int count_frame(self, int64_t frame_bytes, int64_t at) except -1:
         # a frame of frame_bytes captured bytes (with its size prefix) from stream offset at on
+        # (one of a weak chain is noted for _weak_hold)
         self.c[H_FRAMES] += 1
         self.c[H_FRAME_BYTES] += frame_bytes
         if at + frame_bytes <= self.mark_pos:
             self.early[0] += 1
             self.early[1] += frame_bytes
+        if at < self.weak_end:
+            self.weak.append([self.sequence, at, self.weak_end, None])
+        return 0
 
     cdef int append(self, const unsigned char *src, Py_ssize_t n, int64_t ts) except -1:
         cdef Py_ssize_t need

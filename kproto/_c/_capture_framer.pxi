@@ -14,6 +14,7 @@ cdef class Framer:
     cdef readonly int64_t max_frame_size
     cdef Py_ssize_t needed           # where the last undecided _confirm waits for bytes
     cdef Py_ssize_t tokens_first, tokens_end  # raw SASL tokens the last confirmed chain holds (-1: none)
+    cdef Py_ssize_t weak_end         # the last confirmed chain's end, if only the end of the data proves it
     cdef int64_t held_limit          # held bytes of an unconfirmed connection (_capture_kinds.pxi)
     cdef Py_ssize_t batch_frames, batch_bytes
     cdef list opened                 # connections whose first frame was just emitted (take_endpoints)
@@ -106,7 +107,7 @@ cdef class Framer:
         self._reserve_data(captured)
         self.o_conn[i] = conn.id
         self.o_dir[i] = 0 if side == conn.client_side else 1
-        self.o_seq[i] = sequence - conn.half(side).tokens_held
+        self.o_seq[i] = sequence - conn.half(side).held_not_frames
         self.o_first[i] = first_ts
         self.o_last[i] = last_ts
         self.o_size[i] = size
@@ -233,7 +234,7 @@ cdef class Framer:
         cdef Py_ssize_t links[RESPONSE_CHAIN_CONFIRMS]
         cdef int n_links = 0, handshake = -1
         hops = RESPONSE_CHAIN_CONFIRMS if role == 1 else CHAIN_CONFIRMS
-        self.tokens_first = -1
+        self.tokens_first = self.weak_end = -1
         for hop in range(hops):
             strong = self._strong(conn, half, buf + i, length - i) if plausible == 1 else 0
             if strong > 0 and _sasl_handshake(conn, half, buf, length, i):
@@ -251,7 +252,8 @@ cdef class Framer:
             following = self._link_ok(conn, half, buf + after, length - after, handshake >= 0) \
                 if after <= length else -1
             if following < 0 or strong < 0:
-                if final:
+                if final:   # weak: no link answers a captured request (_weak_hold)
+                    self.weak_end = length if role == 1 and strong <= 0 else -1
                     return self._chain(conn, half, buf, length, final, links, n_links, handshake, False, requests, -1) \
                         if after == length else 0
                 self.needed = after
@@ -432,6 +434,7 @@ cdef class Framer:
             if self.tokens_first >= 0:  # the winner's chain holds raw SASL tokens: _cut skips them
                 half.tokens_from = base + self.tokens_first
                 half.tokens_to = base + self.tokens_end
+            half.weak_end = base + self.weak_end if self.weak_end >= 0 else -1
         else:
             for k in range(n_waiting):
                 half.candidates[k] = waiting[k]
@@ -478,9 +481,8 @@ cdef class Framer:
             self._frame(conn, half, size, size)
 
     cdef int _frame(self, _Connection conn, _Half half, int32_t size, Py_ssize_t captured) except -1:
-        # Emit the frame at the front of buf (its size prefix and `captured` bytes of its
-        # payload: fewer than `size` when a gap or the snap length cut it) and drop it;
-        # a cut frame says what it can about its connection's kind too (see the twin).
+        # Emit the frame at the front of buf (its size prefix and `captured` bytes of its payload: fewer
+        # than `size` when a gap or snap length cut it) and drop it (see the twin).
         cdef const unsigned char *buf = half.data()
         cdef int64_t frame_end = half.buf_pos + 4 + captured
         cdef int64_t first_ts = 0, last_ts = 0
@@ -522,8 +524,7 @@ cdef class Framer:
         return 1
 
     cdef Py_ssize_t _cut_candidate(self, _Connection conn, _Half half, int64_t hole_end) noexcept:
-        # The offset in buf of a strong candidate whose frame ends exactly where the hole after
-        # buf ends, or -1 (see the twin).
+        # The offset in buf of a strong candidate whose frame ends where the hole after buf ends, or -1 (see the twin).
         cdef const unsigned char *buf = half.data()
         cdef Py_ssize_t i
         if half.synced or half.boundary >= 0 or half.sasl or conn.kind > KIND_KAFKA_:
@@ -536,9 +537,8 @@ cdef class Framer:
         return -1
 
     cdef int _cut_frame_proved(self, _Connection conn, _Half half, bint final) except -2:
-        # Is the frame a hole cut (half.cut_*; its bytes counted as skipped meanwhile) proved by
-        # a plausible header right after the hole? 1 yes (emitted), 0 no, -1 more bytes needed
-        # (see the twin).
+        # Is the frame a hole cut (half.cut_*; its bytes counted as skipped meanwhile) proved by a
+        # plausible header right after the hole? 1 yes (emitted), 0 no, -1 more bytes needed (see the twin).
         cdef int ok = 0
         cdef bytes payload = half.cut_payload
         if half.buf_pos == half.cut_end:

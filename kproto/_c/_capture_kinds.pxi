@@ -317,6 +317,66 @@ cdef int _not_kafka(_Connection conn, int kind) except -1:
 cdef int _unproved_hold(Framer fr, _Connection conn, _Half half, int64_t sequence, int64_t first_ts,
                         int64_t last_ts, int32_t size, Py_ssize_t captured,
                         const unsigned char *payload) except -1:
+    # A response about to be emitted: 1 when it is held instead, as a weak chain's frame or after
+    # a SaslHandshake response (see the twin, in kproto/_py/capture_connections.py).
+    return (_weak_hold(fr, conn, half, sequence, first_ts, last_ts, size, captured, payload)
+            or _handshake_hold(fr, conn, half, sequence, first_ts, last_ts, size, captured, payload))
+
+
+cdef int _weak_hold(Framer fr, _Connection conn, _Half half, int64_t sequence, int64_t first_ts,
+                    int64_t last_ts, int32_t size, Py_ssize_t captured, const unsigned char *payload) except -1:
+    # A response about to be emitted: 1 when it is a frame of a weak chain (half.weak), held; the next
+    # response decides them (_weak_settle; see the twin).
+    cdef list entry = None
+    cdef int64_t chain = -1
+    if not half.weak:
+        return 0
+    for candidate in half.weak:
+        if candidate[0] == sequence:
+            entry = candidate
+            chain = entry[2]
+            break
+    if half.weak[0][2] != chain:
+        _weak_settle(fr, conn, half, <int32_t>kp_load_be32(payload) if captured >= 4 else -1, chain)
+    if entry is None or half.unproved_corr >= 0:
+        return 0
+    entry[3] = (sequence, first_ts, last_ts, size, PyBytes_FromStringAndSize(<const char *>payload, captured))
+    return 1
+
+
+cdef int _weak_settle(Framer fr, _Connection conn, _Half half, int32_t corr, int64_t keep) except -1:
+    # The held frames of the weak chains before the one ending at keep, decided by the id of the
+    # response after them (-1: none): those with a higher id are no frames (see the twin).
+    cdef bytes payload
+    cdef const unsigned char *p
+    for _, at, chain, held in half.weak:
+        if chain == keep or held is None:
+            continue
+        payload = held[4]
+        p = <const unsigned char *><char *>payload
+        if 0 <= corr < _held_corr(payload):
+            _weak_disproved(half, len(payload), at)
+        elif not _handshake_hold(fr, conn, half, held[0], held[1], held[2], held[3], len(payload), p):
+            fr._emit(conn, half.side, held[0], held[1], held[2], held[3], len(payload), p)
+    half.weak = [entry for entry in half.weak if entry[2] == keep]
+    return 0
+
+
+cdef void _weak_disproved(_Half half, Py_ssize_t captured, int64_t at) noexcept:
+    # A weak chain's frame from stream offset at is no frame: its bytes count as skipped, and it
+    # takes no sequence number.
+    half.c[H_FRAMES] -= 1
+    half.c[H_FRAME_BYTES] -= 4 + captured
+    if at + 4 + captured <= half.mark_pos:
+        half.early[0] -= 1
+        half.early[1] -= 4 + captured
+    half.count_skipped(4 + captured, at)
+    half.held_not_frames += 1
+
+
+cdef int _handshake_hold(Framer fr, _Connection conn, _Half half, int64_t sequence, int64_t first_ts,
+                         int64_t last_ts, int32_t size, Py_ssize_t captured,
+                         const unsigned char *payload) except -1:
     # A response about to be emitted: 1 when it is held unproved instead, after a whole
     # successful SaslHandshake response whose request was not captured (see the twin, in
     # kproto/_py/capture_connections.py: this needs the Framer, declared before this file).
@@ -376,7 +436,7 @@ cdef void _unproved_token(_Half half, Py_ssize_t captured) noexcept:
     half.c[H_FRAME_BYTES] -= 4 + captured
     half.c[H_SASL_TOKENS] += 1
     half.c[H_SASL_BYTES] += 4 + captured
-    half.tokens_held += 1
+    half.held_not_frames += 1
 
 
 cdef int _unproved_end(Framer fr, _Connection conn) except -1:
@@ -385,6 +445,7 @@ cdef int _unproved_end(Framer fr, _Connection conn) except -1:
     cdef Py_ssize_t k
     cdef int32_t corr
     for half in (conn.h0, conn.h1):
+        _weak_settle(fr, conn, half, -1, -1)     # no response after them: taken as they are
         other = conn.half(1 - half.side)
         for k in range(len(half.unproved) - 1, -1, -1):
             corr = _held_corr(half.unproved[k][4])

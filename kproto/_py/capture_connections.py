@@ -60,7 +60,13 @@ class _Half:
         # captured: held unproved (_unproved_hold) after the handshake's id
         self.unproved_corr = -1
         self.unproved: list = []
-        self.tokens_held = 0  # held responses found tokens: they take no sequence number
+        self.held_not_frames = 0  # held responses found no frames (tokens, a weak chain's): no sequence number
+        # responses the search took only because their chain ends where the bytes before a hole
+        # end (Framer._confirm: no link answers a captured request): the end of that chain (a
+        # stream offset), and its frames once cut, [sequence, stream offset, chain end, frame once held],
+        # held until the next response decides them (_weak_hold)
+        self.weak_end = -1
+        self.weak: list = []
 
     def append(self, data, ts: int) -> None:
         """In-order bytes: onto the end of the stream."""
@@ -77,12 +83,15 @@ class _Half:
         self.early[2] += before_mark if count > 0 else -before_mark
 
     def count_frame(self, frame_bytes: int, at: int) -> None:
-        """A frame of ``frame_bytes`` captured bytes (with its size prefix) from stream offset ``at`` on."""
+        """A frame of ``frame_bytes`` captured bytes (with its size prefix) from stream offset ``at`` on
+        (one of a weak chain is noted for _weak_hold)."""
         self.counters["frames"] += 1
         self.counters["frame_bytes"] += frame_bytes
         if at + frame_bytes <= self.mark_pos:
             self.early[0] += 1
             self.early[1] += frame_bytes
+        if at < self.weak_end:  # a weak chain's frame: noted for _weak_hold
+            self.weak.append([self.sequence, at, self.weak_end, None])
 
     def captured_at(self, at: int) -> int:
         """When the byte at stream offset ``at`` (held in buf) was captured."""
@@ -195,6 +204,12 @@ def _in_order(corrs: list) -> bool:
 
 
 def _unproved_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
+    """A response about to be emitted: True when it is held instead, as a weak chain's frame
+    (_weak_hold) or after a SaslHandshake response (_handshake_hold)."""
+    return _weak_hold(framer, conn, half, frame) or _handshake_hold(framer, conn, half, frame)
+
+
+def _handshake_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
     """A response about to be emitted: True when it is held unproved instead. After a whole
     successful SaslHandshake response whose request was not captured, the broker's next
     frames may be raw SASL tokens (v0) or SaslAuthenticate answers (v1, alike): they are
@@ -219,6 +234,52 @@ def _unproved_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
     ):
         half.unproved_corr = corr
     return False
+
+
+def _weak_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
+    """A response about to be emitted: True when it is a frame of a weak chain (``half.weak``), held.
+    The next response decides them: a broker answers in order and clients number upwards, so
+    those with a higher id than it are no frames (their bytes count as skipped), and the others
+    go on as if never held, as at the end of the data. Behind responses held unproved after a
+    SaslHandshake response, they join those instead."""
+    weak = half.weak
+    if not weak:
+        return False
+    entry = next((e for e in weak if e[0] == frame[0]), None)
+    chain = entry[2] if entry is not None else -1
+    if weak[0][2] != chain:
+        _weak_settle(framer, conn, half, _BE32S.unpack_from(frame[4], 0)[0] if len(frame[4]) >= 4 else -1, chain)
+    if entry is None or half.unproved_corr >= 0:
+        return False
+    entry[3] = frame
+    return True
+
+
+def _weak_settle(framer, conn: _Connection, half: _Half, corr: int, keep: int = -1) -> None:
+    """The held frames of the weak chains before the one ending at ``keep``, decided by the id of
+    the response after them (-1: none)."""
+    for _, at, chain, held in half.weak:
+        if chain == keep or held is None:
+            continue
+        if 0 <= corr < _BE32S.unpack_from(held[4], 0)[0]:
+            _weak_disproved(half, held, at)
+        elif not _handshake_hold(framer, conn, half, held):
+            framer._emit_out(conn, half.side, held)
+    half.weak = [entry for entry in half.weak if entry[2] == keep]
+
+
+def _weak_disproved(half: _Half, frame, at: int) -> None:
+    """A weak chain's frame from stream offset ``at`` is no frame: its bytes count as skipped, and it
+    takes no sequence number."""
+    captured = 4 + len(frame[4])
+    c = half.counters
+    c["frames"] -= 1
+    c["frame_bytes"] -= captured
+    if at + captured <= half.mark_pos:
+        half.early[0] -= 1
+        half.early[1] -= captured
+    half.count_skipped(captured, at)
+    half.held_not_frames += 1
 
 
 def _unproved_settle(framer, conn: _Connection, half: _Half, proof: int) -> None:
@@ -250,13 +311,14 @@ def _unproved_token(half: _Half, frame) -> None:
     c["frame_bytes"] -= 4 + len(frame[4])
     c["sasl_tokens"] += 1
     c["sasl_bytes"] += 4 + len(frame[4])
-    half.tokens_held += 1
+    half.held_not_frames += 1
 
 
 def _unproved_end(framer, conn: _Connection) -> None:
     """The connection ended (its requests all read): the held responses up to the last one
     answering a captured request are decided by it, the rest are raw tokens."""
     for half in conn.halves:
+        _weak_settle(framer, conn, half, -1)  # no response after them: taken as they are
         other = conn.halves[1 - half.side]
         for index in range(len(half.unproved) - 1, -1, -1):
             corr = _BE32S.unpack_from(half.unproved[index][4], 0)[0] if len(half.unproved[index][4]) >= 4 else -1

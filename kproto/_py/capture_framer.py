@@ -53,6 +53,7 @@ class Framer:
 
     _needed = 0  # where the last undecided _confirm waits for bytes (offset in its data)
     _tokens = None  # raw SASL tokens the last confirmed chain holds: (first, the frame after them), offsets in its data
+    _weak_end = -1  # the last confirmed chain's end, if only the end of the data proves it (_weak_hold)
     out: dict[str, list]
     out_bytes: int
 
@@ -212,6 +213,7 @@ class Framer:
         handshake = -1  # the index in links of a whole successful SaslHandshake response
         plausible = 1  # what the link at i is plausible as: 1 a header, 2 only a raw token
         self._tokens = None
+        self._weak_end = -1
         for _ in range(hops):
             strong = self._strong(conn, half, data, i) if plausible == 1 else 0
             if strong > 0 and _sasl_handshake(conn, half, data, i):
@@ -229,9 +231,10 @@ class Framer:
             after = i + 4 + _BE32S.unpack_from(data, i)[0]
             following = self._link_ok(conn, half, data, after, handshake >= 0) if after <= len(data) else -1
             if following < 0 or strong < 0:
-                if final:
+                if final:  # weak: no link answers a captured request (_weak_hold)
                     if after != len(data):
                         return 0
+                    self._weak_end = len(data) if role == DIRECTION_RESPONSE and strong <= 0 else -1
                     return self._chain(conn, half, data, final, links, handshake, False, requests)
                 self._needed = after
                 return -1
@@ -401,6 +404,7 @@ class Framer:
             keep_from = found
             if self._tokens is not None:  # the winner's chain holds raw SASL tokens: _cut skips them
                 half.tokens_from, half.tokens_to = (base + at for at in self._tokens)
+            half.weak_end = base + self._weak_end if self._weak_end >= 0 else -1
         else:
             half.candidates = [candidate for candidate, _ in waiting]
             keep_from = waiting[0][0] if waiting else half.scan_from
@@ -573,7 +577,7 @@ class Framer:
         out = self.out
         out["connection_id"].append(conn.id)
         out["direction"].append(DIRECTION_REQUEST if side == conn.client_side else DIRECTION_RESPONSE)
-        out["sequence"].append(sequence - conn.halves[side].tokens_held)
+        out["sequence"].append(sequence - conn.halves[side].held_not_frames)
         out["ts_first_ns"].append(first_ts)
         out["ts_last_ns"].append(last_ts)
         out["size"].append(size)

@@ -174,3 +174,39 @@ def test_c_and_python_agree_when_the_outstanding_ids_wrap():
     assert frames_c.equals(frames_py)
     assert conns_c.equals(conns_py)
     assert frames_c.num_rows > 600
+
+
+def weak_chain_capture(first_id: int):
+    """A capture that starts on a whole response the capture holds no request for, then loses
+    the broker's next segment: only the end of the data before the hole proves that first frame
+    (a weak chain). Then two captured requests (ids 8 and 9) and their answers.
+    (pcap, requests, the first frame, the answers after the hole)."""
+    conv = Conversation()
+    first = response_frame(first_id, b"\x00" * 60)
+    lost = response_frame(7, b"\x00" * 30)
+    requests = [request_frame(3, 1, corr, b"\xff\xff\xff\xff") for corr in (8, 9)]
+    answers = [response_frame(corr, b"\x00" * 40) for corr in (8, 9)]
+    packets = conv.data("server", first, (1448,))
+    conv.data("server", lost, (1448,))  # the broker's next segment: lost (its packets are left out)
+    for request, answer in zip(requests, answers):
+        packets += conv.data("client", request, (1448,)) + conv.data("server", answer, (1448,))
+    return pcap_of(packets + conv.close()), requests, first, answers
+
+
+@pytest.mark.parametrize("first_id", [7, 6, 0x723D6679])
+def test_a_weak_chain_is_decided_by_the_next_answer(impl, first_id):
+    """Raw SASL tokens are framed like Kafka frames (an int32 size, then bytes), so a late start
+    can begin on one; when a hole follows, the end of the data is the chain's only evidence. Its
+    frames are held until the next response: a higher id than that answer's (a token read as
+    "r=fy" in SCRAM) is no frame, its bytes skipped and no sequence number taken; a lower or
+    equal one (an answer to a request sent before the capture) is a frame as before."""
+    data, requests, first, answers = weak_chain_capture(first_id)
+    frames, connections, _ = read_capture(data, implementation=impl.name, broker_ports=(9092,))
+    responses = [(r["sequence"], r["payload"]) for r in frames.to_pylist() if r["direction"] == 1]
+    kept = [first] if first_id <= 8 else []
+    assert responses == list(enumerate(frame[4:] for frame in kept + answers))
+    row = connections.to_pylist()[0]
+    assert row["response_frames"] == len(kept) + 2
+    assert row["response_skipped_bytes"] == (0 if kept else len(first))
+    assert row["response_gaps"] == 1
+    assert row["response_stream_bytes"] == row["response_frame_bytes"] + row["response_skipped_bytes"]

@@ -199,7 +199,7 @@ def test_a_range_that_sees_only_a_connections_end_says_how_it_ended(tmp_path):
     (nothing of it in that range's context). That range's reader opens it from a FIN and says
     how it ended, so its row says "fin" and its last time, as a reader of the whole file does
     (it said "end" and the last time a range saw one of its payloads)."""
-    from kproto.capture import read_capture
+    from kproto.arrow.capture import read_capture
 
     early = Conversation(client=("10.3.0.1", 43000), server=("10.3.0.200", 9092), client_isn=100, server_isn=9000)
     busy = Conversation(client=("10.3.0.2", 43001), server=("10.3.0.200", 9092), client_isn=200, server_isn=19000)

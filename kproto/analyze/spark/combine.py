@@ -123,7 +123,7 @@ def connections_table(rows: Iterable[dict]) -> pa.Table:
         row["kind"] = merged_kind(row["kind"], info["kind"])
         for name in counters:
             row[name] = (row[name] or 0) + (info[name] or 0)
-    return pa.Table.from_pylist(list(merged.values()), schema=CONNECTIONS_SCHEMA)
+    return pa.Table.from_pylist(list(merged.values()), schema=schema)
 
 
 def clients_table(usage: Iterable[dict], *, fingerprint: bool = True) -> pa.Table:
@@ -303,26 +303,6 @@ def _most(*values: int | None) -> int | None:
     return max((v for v in values if v is not None), default=None)
 
 
-CONNECTIONS_SCHEMA = pa.schema(
-    [
-        connection_schema().field(name)
-        for name in (
-            "capture",
-            "connection_id",
-            "client_ip",
-            "client_port",
-            "server_ip",
-            "server_port",
-            "first_ts_ns",
-            "last_ts_ns",
-            "handshake_seen",
-            "closed_by",
-            "direction_source",
-            "kind",
-        )
-    ]
-    + [f for f in connection_schema() if f.name.startswith(("request_", "response_"))]
-)
 TOPIC_SUMS = (
     "produce_requests",
     "produce_bytes",

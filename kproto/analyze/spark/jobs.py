@@ -34,6 +34,7 @@ from kproto.analyze.spark.options import Options
 from kproto.analyze.spark.progress import Progress
 from kproto.analyze.spark.session import spark_session
 from kproto.analyze.spark.stream_losses import STREAM_LOSSES, stream_loss_rows
+from kproto.arrow.capture import connection_schema
 
 __all__ = ["TABLES", "Options", "Result", "analyze", "build_tables", "finish_run", "spark_session"]
 
@@ -299,7 +300,7 @@ def build_tables(spark, parts) -> dict[str, Any]:
     kind = F.col("kind")
     connection_rows = parts.filter(kind == "connection").select("capture", "connection_id", *C.CONNECTION_COLUMNS[1:])
     connections = connection_rows.repartition("capture", "connection_id").mapInArrow(
-        _per_partition(C.connections_table), from_arrow_schema(C.CONNECTIONS_SCHEMA)
+        _per_partition(C.connections_table), from_arrow_schema(connection_schema())
     )
 
     # Clients: the usage rows with their connection's client address.
