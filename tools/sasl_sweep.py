@@ -1,16 +1,23 @@
 """The SASL captures of tests/protocol_captures.py from every start record (issue 35):
 frames with an OK status (every byte captured) that are not real Kafka frames ("garbage"),
-and the real frames recovered, in two sweeps:
+the real frames recovered, and directions not accounted for, in three sweeps:
 
 * unknown port: no broker port is given, so the engine infers each connection's direction;
-* loss: the broker's port is known, and each single data segment after the start is dropped.
+* loss: the broker's port is known, and each single data segment after the start is dropped;
+* loss pairs: the same with every two data segments dropped.
 
-Usage: PYTHONPATH=. python tools/sasl_sweep.py [--impl c|py]
+A plain Kafka connection (ApiVersions, Metadata, Produce: no SASL) is read the same ways.
+
+Segments are 200 bytes, so the ApiVersions response spans two: losing its first leaves the
+entries' zeros, where the ApiVersions request's id 0 reads as a header.
+
+Usage: PYTHONPATH=. python tools/sasl_sweep.py [--impl c|py] [--verbose]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import struct
 import sys
 from pathlib import Path
@@ -19,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kproto.arrow.capture import read_capture  # noqa: E402
 from tests.capture_pieces import pcap_records  # noqa: E402
-from tests.protocol_captures import sasl_capture  # noqa: E402
+from tests.protocol_captures import host_capture, sasl_capture  # noqa: E402
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "GSSAPI")
 ETHERNET = 14
@@ -66,25 +73,31 @@ def score(data: bytes, truth: tuple, impl: str, broker_ports) -> tuple[int, int,
     return garbage, real, unaccounted
 
 
-def cases(kind: str):
-    """(name, pcap, truth) of every case of a sweep: truth is (request payloads, response payloads)."""
+def captures(kind: str):
+    """(name, pcap, request frames, response frames) of the captures a sweep reads."""
     for mechanism in MECHANISMS:
         for version in (0, 1):
-            data, requests, responses, _ = sasl_capture(mechanism, version, segment=200)
-            truth = ({f[4:] for f in requests}, {f[4:] for f in responses})
-            header, records = pcap_records(data)
-            for start in range(len(records)):
-                kept = records[start:]
-                if kind == "unknown-port":
-                    yield f"{mechanism}-v{version}@{start}", header + b"".join(kept), truth
-                    continue
-                for lost in range(len(kept)):
-                    if has_payload(kept[lost]):
-                        yield (
-                            f"{mechanism}-v{version}@{start}-{lost}",
-                            header + b"".join(kept[:lost] + kept[lost + 1 :]),
-                            truth,
-                        )
+            yield (f"{mechanism}-v{version}",) + sasl_capture(mechanism, version, segment=200)[:3]
+    yield ("plain",) + host_capture(with_others=False, segment=200)[:3]
+
+
+def cases(kind: str):
+    """(name, pcap, truth) of every case of a sweep: truth is (request payloads, response payloads)."""
+    for capture, data, requests, responses in captures(kind):
+        truth = ({f[4:] for f in requests}, {f[4:] for f in responses})
+        header, records = pcap_records(data)
+        for start in range(len(records)):
+            kept = records[start:]
+            if kind == "unknown-port":
+                yield f"{capture}@{start}", header + b"".join(kept), truth
+                continue
+            data_records = [i for i, record in enumerate(kept) if has_payload(record)]
+            for lost in itertools.combinations(data_records, 2 if kind == "loss-pairs" else 1):
+                yield (
+                    f"{capture}@{start}-{'-'.join(map(str, lost))}",
+                    header + b"".join(record for i, record in enumerate(kept) if i not in lost),
+                    truth,
+                )
 
 
 def sweep(kind: str, impl: str | None = None) -> dict:
@@ -109,7 +122,7 @@ def main(argv=None) -> int:
     parser.add_argument("--impl", default=None, help="c or py (default: the compiled one if built)")
     parser.add_argument("--verbose", action="store_true", help="name the cases with garbage")
     args = parser.parse_args(argv)
-    for kind in ("unknown-port", "loss"):
+    for kind in ("unknown-port", "loss", "loss-pairs"):
         figures = sweep(kind, args.impl)
         print(
             f"{kind}: {figures['cases']} cases, {figures['real']} real frames, {figures['garbage']} garbage frames, "

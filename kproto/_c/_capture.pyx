@@ -126,6 +126,7 @@ cdef int64_t MAX_RECORD = CAPTURE_MAX_RECORD_SIZE
 
 
 include "_capture_connections.pxi"
+include "_capture_batch.pxi"
 include "_capture_framer.pxi"
 include "_capture_kinds.pxi"
 include "_capture_reassembly.pxi"

@@ -41,6 +41,7 @@ cdef class _Half:
     cdef int64_t corr_ends[MAX_CORRS]  # and when each one's last byte was captured (ts)
     cdef int corr_count, corr_next
     cdef int corr_live               # slots older than this (by age) are blank: answered
+    cdef int64_t whole_requests      # how many request-like frames were read from the SYN with no byte lost before
     cdef int64_t c[H_COUNT]
     # kinds (_capture_kinds.pxi)
     cdef bint sniffed
@@ -56,6 +57,9 @@ cdef class _Half:
     # was not captured, after the handshake's id (-1: none; _unproved_hold)
     cdef int32_t unproved_corr
     cdef list unproved
+    # a successful SaslHandshake response cut before its v0 request was read, with frames cut after
+    # it (its id; -1: none): they may be raw tokens (_handshake_hold; see the twin)
+    cdef int32_t handshake_first
     cdef int64_t held_not_frames     # held ones found no frames (tokens, a weak chain's): no sequence number
     # a weak chain (Framer._confirm: only the end of the data before a hole proves it): where it
     # ends (-1: none), and its frames once cut, [sequence, stream offset, chain end, frame once
@@ -67,7 +71,7 @@ cdef class _Half:
         self.side = side
         # -1: not known (yet), none
         self.isn = self.fin_pos = self.boundary = self.cut_end = self.tokens_from = self.tokens_to = -1
-        self.hello_corr = self.run_corr = self.sasl_corr = self.unproved_corr = -1
+        self.hello_corr = self.run_corr = self.sasl_corr = self.unproved_corr = self.handshake_first = -1
         self.weak_end = -1
         self.pending = []
         self.unproved = []
@@ -287,6 +291,25 @@ cdef bint _request_after(_Half requests, _Half half, int64_t at) noexcept:
     # Was a request captured whole after the byte at stream offset `at` of half? (see the twin)
     return requests.corr_count > 0 \
         and requests.corr_ends[(requests.corr_next - 1 + MAX_CORRS) % MAX_CORRS] >= half.captured_at(at)
+
+
+cdef int _hole_answers(_Connection conn, _Half half) except -1:
+    # A hole in a response direction read whole from its SYN starts inside a response whose id was
+    # not captured: it answers the oldest request still outstanding, when the requests up to it
+    # were all read and no response read is still held; that request is answered (see the twin).
+    cdef _Half other = conn.half(1 - half.side)
+    cdef int oldest = (other.corr_next - other.corr_count + MAX_CORRS) % MAX_CORRS
+    if (conn.client_side != other.side or half.isn < 0
+            or half.c[H_GAPS] + half.c[H_SKIPPED_BYTES] + half.c[H_RESYNCS] + half.c[H_TRUNCATED_PACKETS]
+            or not half.synced or half.length >= 8 or half.sasl or half.tokens_to >= 0
+            or half.unproved or half.weak or other.corr_live >= other.corr_count):
+        return 0
+    for held in conn.undecided:
+        if held[0] == half.side:
+            return 0
+    if conn.request_like[other.side] - other.corr_count + other.corr_live < other.whole_requests:
+        other.answered(other.corrs[(oldest + other.corr_live) % MAX_CORRS])
+    return 0
 
 
 cdef bint _answer_seen(_Connection conn, _Half half, int32_t corr, int32_t max_size) noexcept:

@@ -15,21 +15,13 @@ cdef class Framer:
     cdef Py_ssize_t needed           # where the last undecided _confirm waits for bytes
     cdef Py_ssize_t tokens_first, tokens_end  # raw SASL tokens the last confirmed chain holds (-1: none)
     cdef Py_ssize_t weak_end         # the last confirmed chain's end, if only the end of the data proves it
+    # the last confirmed chain: proved by the end of the data, its links, its strong link's id (-1: none)
+    cdef bint end_proved
+    cdef int chain_links
+    cdef int32_t strong_corr
     cdef int64_t held_limit          # held bytes of an unconfirmed connection (_capture_kinds.pxi)
-    cdef Py_ssize_t batch_frames, batch_bytes
     cdef list opened                 # connections whose first frame was just emitted (take_endpoints)
-    # output batch
-    cdef Py_ssize_t n_out, out_capacity
-    cdef int64_t *o_conn
-    cdef int8_t *o_dir
-    cdef int64_t *o_seq
-    cdef int64_t *o_first
-    cdef int64_t *o_last
-    cdef int32_t *o_size
-    cdef int32_t *o_captured         # payload bytes held (the size, or fewer when a gap cut the frame)
-    cdef object out_data             # numpy uint8 array
-    cdef unsigned char *out_ptr
-    cdef Py_ssize_t out_len, out_data_capacity
+    cdef _FrameBatch batch           # the frames found since the last take_batch
 
     def __cinit__(self):
         self.opened = []
@@ -45,103 +37,31 @@ cdef class Framer:
             self.versions[i] = <int16_t>max(-1, min(v, 0x7FFF))
         self.max_frame_size = settings.max_frame_size
         self.held_limit = settings.held_limit
-        self.batch_frames = settings.batch_frames
-        self.batch_bytes = settings.batch_bytes
-        self._new_output()
+        self.batch = _FrameBatch(settings.batch_frames, settings.batch_bytes)
 
     def __dealloc__(self):
         free(self.versions)
-        free(self.o_conn)
-        free(self.o_dir)
-        free(self.o_seq)
-        free(self.o_first)
-        free(self.o_last)
-        free(self.o_size)
-        free(self.o_captured)
 
     # ------------------------------------------------------------------ output
-    cdef int _new_output(self) except -1:
-        self.n_out = 0
-        self.out_len = 0
-        # Room for a whole batch up front: growing by doubling would copy it twice,
-        # and untouched pages cost nothing.
-        self.out_data_capacity = min(self.batch_bytes, 1 << 30) + (1 << 16)
-        self.out_data = np.empty(self.out_data_capacity, dtype=np.uint8)
-        self.out_ptr = <unsigned char *><size_t>self.out_data.ctypes.data
-        return 0
-
-    cdef int _grow_rows(self) except -1:
-        cdef Py_ssize_t cap = max(1024, self.out_capacity * 2)
-        self.o_conn = <int64_t *>_grow(self.o_conn, cap * 8)
-        self.o_dir = <int8_t *>_grow(self.o_dir, cap)
-        self.o_seq = <int64_t *>_grow(self.o_seq, cap * 8)
-        self.o_first = <int64_t *>_grow(self.o_first, cap * 8)
-        self.o_last = <int64_t *>_grow(self.o_last, cap * 8)
-        self.o_size = <int32_t *>_grow(self.o_size, cap * 4)
-        self.o_captured = <int32_t *>_grow(self.o_captured, cap * 4)
-        self.out_capacity = cap
-        return 0
-
-    cdef int _reserve_data(self, Py_ssize_t n) except -1:
-        cdef Py_ssize_t cap
-        if self.out_len + n <= self.out_data_capacity:
-            return 0
-        cap = max(self.out_data_capacity * 2, self.out_len + n)
-        grown = np.empty(cap, dtype=np.uint8)
-        cdef unsigned char *p = <unsigned char *><size_t>grown.ctypes.data
-        memcpy(p, self.out_ptr, self.out_len)
-        self.out_data = grown
-        self.out_ptr = p
-        self.out_data_capacity = cap
-        return 0
-
     cdef int _emit(self, _Connection conn, int side, int64_t sequence, int64_t first_ts, int64_t last_ts,
                    int32_t size, Py_ssize_t captured, const unsigned char *payload) except -1:
         # `captured` payload bytes of a frame of `size` (fewer when a gap cut it)
-        cdef Py_ssize_t i = self.n_out
+        if side != conn.client_side and captured >= 4:     # a response answers its request
+            conn.half(1 - side).answered(<int32_t>kp_load_be32(payload))
         if not conn.told:       # its first frame: say who talks (the connection row comes at its close)
             conn.told = True
             self.opened.append(conn)
-        if i >= self.out_capacity:
-            self._grow_rows()
-        self._reserve_data(captured)
-        self.o_conn[i] = conn.id
-        self.o_dir[i] = 0 if side == conn.client_side else 1
-        self.o_seq[i] = sequence - conn.half(side).held_not_frames
-        self.o_first[i] = first_ts
-        self.o_last[i] = last_ts
-        self.o_size[i] = size
-        self.o_captured[i] = <int32_t>captured
-        memcpy(self.out_ptr + self.out_len, payload, captured)
-        self.out_len += captured
-        self.n_out = i + 1
-        return 0
+        return self.batch.add(conn.id, 0 if side == conn.client_side else 1,
+                              sequence - conn.half(side).held_not_frames, first_ts, last_ts, size, captured, payload)
 
     def batch_ready(self):
-        return self._batch_ready()
+        return self.batch.ready()
 
     cdef inline bint _batch_ready(self) noexcept:
-        return self.n_out >= self.batch_frames or self.out_len >= self.batch_bytes
+        return self.batch.ready()
 
     def take_batch(self):
-        cdef Py_ssize_t n = self.n_out
-        if n == 0:
-            return None
-        sizes = _copy_array(self.o_size, n, np.int32)
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(_copy_array(self.o_captured, n, np.int32), out=offsets[1:])
-        batch = {
-            "connection_id": _copy_array(self.o_conn, n, np.int64),
-            "direction": _copy_array(self.o_dir, n, np.int8),
-            "sequence": _copy_array(self.o_seq, n, np.int64),
-            "ts_first_ns": _copy_array(self.o_first, n, np.int64),
-            "ts_last_ns": _copy_array(self.o_last, n, np.int64),
-            "size": sizes,
-            "payload_offsets": offsets,
-            "payload_data": self.out_data[: self.out_len],
-        }
-        self._new_output()
-        return batch
+        return self.batch.take()
 
     # ------------------------------------------------------------------ frames
     cdef bint _request_ok(self, const unsigned char *p, Py_ssize_t avail, int64_t size) noexcept:
@@ -234,9 +154,13 @@ cdef class Framer:
         cdef Py_ssize_t links[RESPONSE_CHAIN_CONFIRMS]
         cdef int n_links = 0, handshake = -1
         hops = RESPONSE_CHAIN_CONFIRMS if role == 1 else CHAIN_CONFIRMS
-        self.tokens_first = self.weak_end = -1
+        self.tokens_first = self.weak_end = self.strong_corr = -1
+        self.end_proved = False
         for hop in range(hops):
+            self.chain_links = hop + 1
             strong = self._strong(conn, half, buf + i, length - i) if plausible == 1 else 0
+            if strong > 0:
+                self.strong_corr = <int32_t>kp_load_be32(buf + i + 4)
             if strong > 0 and _sasl_handshake(conn, half, buf, length, i):
                 return 1    # raw SASL tokens, not a header, follow it
             if response:
@@ -254,6 +178,7 @@ cdef class Framer:
             if following < 0 or strong < 0:
                 if final:   # weak: no link answers a captured request (_weak_hold)
                     self.weak_end = length if role == 1 and strong <= 0 else -1
+                    self.end_proved = True
                     return self._chain(conn, half, buf, length, final, links, n_links, handshake, False, requests, -1) \
                         if after == length else 0
                 self.needed = after
@@ -428,6 +353,8 @@ cdef class Framer:
                             n_waiting -= 1
                 i += 1
             half.scan_from = base + i
+        if found >= 0 and final:
+            found = self._strongest_inside(conn, half, found, final)
         if found >= 0:
             half.n_candidates = 0
             keep_from = found
@@ -446,6 +373,31 @@ cdef class Framer:
         if found >= 0:
             half.synced = True
         return found >= 0
+
+    cdef int64_t _strongest_inside(self, _Connection conn, _Half half, int64_t found, bint final) noexcept:
+        # At the end of the data (or a hole), a winner that only that end proves yields to the first
+        # candidate inside its frame whose chain answers a later captured request (or, neither
+        # answering one, is longer); the winner, _confirm's state its own (see the twin).
+        cdef const unsigned char *buf = half.data()
+        cdef Py_ssize_t at, end, i, better
+        cdef int32_t corr
+        cdef int links
+        while self.end_proved:
+            at = <Py_ssize_t>(found - half.buf_pos)
+            corr, links = self.strong_corr, self.chain_links
+            end = at + 4 + <int32_t>kp_load_be32(buf + at)
+            better = -1
+            for i in range(at + 1, end - 7):
+                if self._header_ok(conn, half, buf + i, half.length - i) == 1 \
+                        and self._confirm(conn, half, buf, half.length, i, final) > 0 \
+                        and (self.strong_corr > corr or (self.strong_corr == corr < 0 and self.chain_links > links)):
+                    better = i
+                    break
+            self._confirm(conn, half, buf, half.length, at if better < 0 else better, final)   # the winner's state
+            if better < 0:
+                break
+            found = half.buf_pos + better
+        return found
 
     cdef int _cut(self, _Connection conn, _Half half, bint final) except -1:
         cdef int32_t size
@@ -509,6 +461,9 @@ cdef class Framer:
             return 0    # this frame showed another protocol: its bytes went with the rest
         half.count_frame(4 + captured, at)
         if request_like:
+            if half.isn >= 0 and half.whole_requests == conn.request_like[half.side] and not (
+                    half.c[H_GAPS] or half.c[H_SKIPPED_BYTES] or half.c[H_RESYNCS] or half.c[H_TRUNCATED_PACKETS]):
+                half.whole_requests += 1    # every request before it read from the SYN (_hole_answers)
             half.add_corr(<int32_t>kp_load_be32(payload + 4), last_ts)
             conn.request_like[half.side] += 1
         if conn.client_side < 0 or conn.kind != KIND_KAFKA_ or conn.undecided:
@@ -516,8 +471,6 @@ cdef class Framer:
                         PyBytes_FromStringAndSize(<const char *>payload, captured))
         elif conn.client_side == half.side or not _unproved_hold(self, conn, half, half.sequence, first_ts,
                                                                  last_ts, size, captured, payload):
-            if conn.client_side != half.side and captured >= 4:
-                conn.half(1 - half.side).answered(<int32_t>kp_load_be32(payload))
             self._emit(conn, half.side, half.sequence, first_ts, last_ts, size, captured, payload)
         half.sequence += 1
         half.drop(held)

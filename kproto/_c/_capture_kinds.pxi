@@ -198,17 +198,22 @@ cdef bint _sasl_handshake(_Connection conn, _Half half, const unsigned char *dat
     return False
 
 
-cdef bint _handshake_held(_Connection conn, int side, int32_t corr) except -1:
-    # The direction unknown, the other side's frames cut first: is the last one it holds a
-    # successful response to the SaslHandshake v0 request with this id? (see the twin)
-    cdef bytes payload = None
+cdef int _handshake_held(_Connection conn, int side, int32_t corr) except -1:
+    # The other side's frames cut first: does it hold undecided a successful response to the
+    # SaslHandshake v0 request with this id? 1 as its last frame, 2 with frames cut after it, 0 no
+    # (see the twin)
+    cdef bytes payload
+    cdef int found = 0
     for held in conn.undecided:
-        if held[0] != side:
-            payload = held[5]
-    if payload is None or len(payload) < 6:
-        return False
-    return <int32_t>kp_load_be32(<const unsigned char *><char *>payload) == corr \
-        and kp_load_be16(<const unsigned char *><char *>payload + 4) == 0
+        if held[0] == side:
+            continue
+        if found:
+            return 2
+        payload = held[5]
+        if len(payload) >= 6 and <int32_t>kp_load_be32(<const unsigned char *><char *>payload) == corr \
+                and kp_load_be16(<const unsigned char *><char *>payload + 4) == 0:
+            found = 1
+    return found
 
 
 cdef bint _pair_counts(_Connection conn, int32_t corr, int64_t response_sequence, int seen) noexcept:
@@ -242,9 +247,11 @@ cdef int _kind_frame(_Connection conn, _Half half, const unsigned char *payload,
                 and half.sequence < 8:     # (the direction unknown: this request says who the client is)
             half.sasl = True
             half.sasl_corr = request_corr
-            if _handshake_held(conn, half.side, request_corr):
+            held = _handshake_held(conn, half.side, request_corr)
+            if held:
                 half.sasl_corr = -1     # its response came first: the broker's tokens follow it
-                other.sasl = True
+                other.sasl = held == 1
+                other.handshake_first = request_corr if held == 2 else -1
     if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:
         other.sasl_corr = -1
         if kp_load_be16(payload + 4) == 0:
@@ -346,7 +353,8 @@ cdef int _weak_hold(Framer fr, _Connection conn, _Half half, int64_t sequence, i
 
 cdef int _weak_settle(Framer fr, _Connection conn, _Half half, int32_t corr, int64_t keep) except -1:
     # The held frames of the weak chains before the one ending at keep, decided by the id of the
-    # response after them (-1: none): those with a higher id are no frames (see the twin).
+    # response after them (-1: none) and by the requests captured after them: those with a higher
+    # id are no frames (see the twin).
     cdef bytes payload
     cdef const unsigned char *p
     for _, at, chain, held in half.weak:
@@ -354,12 +362,22 @@ cdef int _weak_settle(Framer fr, _Connection conn, _Half half, int32_t corr, int
             continue
         payload = held[4]
         p = <const unsigned char *><char *>payload
-        if 0 <= corr < _held_corr(payload):
+        if 0 <= corr < _held_corr(payload) or _sent_lower_after(conn.half(1 - half.side), _held_corr(payload), held[2]):
             _weak_disproved(half, len(payload), at)
         elif not _handshake_hold(fr, conn, half, held[0], held[1], held[2], held[3], len(payload), p):
             fr._emit(conn, half.side, held[0], held[1], held[2], held[3], len(payload), p)
     half.weak = [entry for entry in half.weak if entry[2] == keep]
     return 0
+
+
+cdef bint _sent_lower_after(_Half requests, int32_t corr, int64_t ts) noexcept:
+    # Did the client send a request with a lower id than corr, captured whole after ts? (A client
+    # numbers its requests upwards: a response's id is no higher than those sent after it.)
+    cdef int k
+    for k in range(requests.corr_count):
+        if 0 <= requests.corrs[k] < corr and requests.corr_ends[k] > ts:
+            return True
+    return False
 
 
 cdef void _weak_disproved(_Half half, Py_ssize_t captured, int64_t at) noexcept:
@@ -391,8 +409,8 @@ cdef int _handshake_hold(Framer fr, _Connection conn, _Half half, int64_t sequen
         elif len(half.unproved) > UNPROVED_FRAMES:     # too many held: emitted as before
             _unproved_settle(fr, conn, half, -1)
         return 1
-    if (half.sasl or corr < 0 or captured != size or captured < 6 or other.has_corr(corr)
-            or kp_load_be16(payload + 4) != 0):
+    if (half.sasl or corr < 0 or captured != size or captured < 6
+            or (other.has_corr(corr) and corr != half.handshake_first) or kp_load_be16(payload + 4) != 0):
         return 0
     framed = size.to_bytes(4, "big", signed=True) + PyBytes_FromStringAndSize(<const char *>payload, captured)
     if _handshake_answer(<const unsigned char *><char *>framed, 4 + captured, corr):
@@ -408,7 +426,6 @@ cdef int _unproved_settle(Framer fr, _Connection conn, _Half half, Py_ssize_t pr
     # The held responses up to `proof` (-1: every one) decided: the ids rising from the
     # handshake's to the proof's are emitted, the others are raw tokens; the ones after the
     # proof stay held (see the twin).
-    cdef _Half other = conn.half(1 - half.side)
     cdef list held = half.unproved
     cdef int64_t top = _held_corr(held[proof][4]) if proof >= 0 else (<int64_t>1 << 31)
     cdef int64_t before = half.unproved_corr
@@ -420,7 +437,6 @@ cdef int _unproved_settle(Framer fr, _Connection conn, _Half half, Py_ssize_t pr
         corr = _held_corr(payload)
         if k == proof or before < corr < top:
             before = corr
-            other.answered(corr)
             fr._emit(conn, half.side, held[k][0], held[k][1], held[k][2], held[k][3], len(payload),
                      <const unsigned char *><char *>payload)
         else:

@@ -359,7 +359,8 @@ cdef class RecordReader:
         self.cnt[C_TCP_PACKETS] += 1
         self.cnt[C_TCP_PAYLOAD_BYTES] += captured_end - data_start
         self.reassembly._segment(src, dst, addr_len, kp_load_be16(pkt + tcp), kp_load_be16(pkt + tcp + 2), kp_load_be32(pkt + tcp + 4),
-                      pkt[tcp + 13], pkt + data_start, captured_end - data_start, ip_end - data_start, ts)
+                      kp_load_be32(pkt + tcp + 8), pkt[tcp + 13], pkt + data_start, captured_end - data_start,
+                      ip_end - data_start, ts)
         return 0
 
 

@@ -69,13 +69,13 @@ cdef class Reassembly:
 
     # ------------------------------------------------------------------ connections
     cdef int _segment(self, const unsigned char *src, const unsigned char *dst, int addr_len, uint16_t sport,
-                      uint16_t dport, uint32_t seq, int flags, const unsigned char *payload, Py_ssize_t plen,
-                      int64_t wire_len, int64_t ts) except -1:
+                      uint16_t dport, uint32_t seq, uint32_t ack, int flags, const unsigned char *payload,
+                      Py_ssize_t plen, int64_t wire_len, int64_t ts) except -1:
         cdef unsigned char a[19]
         cdef unsigned char b[19]
         cdef int side = 0
         cdef _Connection conn = None
-        cdef _Half half
+        cdef _Half half, other
         cdef int cmp
         cdef int64_t end
         a[0] = addr_len
@@ -151,9 +151,16 @@ cdef class Reassembly:
                 half.next_seq = seq + 1
                 half.synced = True
                 conn.handshake_seen = True
-                if not (flags & TCP_ACK) and conn.client_side < 0:
-                    conn.client_side = side
+                if conn.client_side < 0:    # a SYN comes from the client, a SYN-ACK from the server
+                    conn.client_side = 1 - side if flags & TCP_ACK else side
                     conn.direction_source = 1
+            other = conn.half(1 - side)
+            if flags & TCP_ACK and not other.started:
+                # a SYN-ACK acknowledges the client's SYN: the client's stream starts at its ack
+                other.started = True
+                other.isn = <uint32_t>(ack - 1)
+                other.next_seq = ack
+                other.synced = True
             seq = seq + 1
         if plen or wire_len:
             self._data(conn, half, seq, payload, plen, wire_len, ts)
@@ -282,6 +289,8 @@ cdef class Reassembly:
             cut_first = half.captured_at(half.buf_pos + cut_at)
             cut_last = half.chunks[half.chunk_head + half.chunk_count - 1].ts
         self.framer._cut(conn, half, True)
+        if not snapped:
+            _hole_answers(conn, half)
         if half.synced or half.c[H_FRAMES] != frames:
             cut_at = -1     # the search found a boundary before the hole after all
         if snapped:
@@ -327,6 +336,8 @@ cdef class Reassembly:
                 self.framer._cut(conn, half, False)
         # then the requests' ends: a response chain is proved by the request it answers
         for half in ((conn.h1, conn.h0) if conn.client_side == 1 else (conn.h0, conn.h1)):
+            if half.next_pos < half.fin_pos:     # its FIN says where it ended: the bytes before it were lost
+                self._gap(conn, half, half.fin_pos)
             self.framer._cut(conn, half, True)
             half.c[H_TAIL_BYTES] += half.length
             half.drop(half.length)

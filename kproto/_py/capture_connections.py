@@ -44,6 +44,7 @@ class _Half:
         self.sequence = 0
         self.request_corrs: deque = deque()  # correlation ids of frames that read as requests
         self.request_ends: deque = deque()  # and when each one's last byte was captured (ts)
+        self.whole_requests = 0  # how many of them were read from the SYN with no byte lost before them
         self.counters = dict.fromkeys(HALF_COUNTERS, 0)
         # kinds (capture_kinds.py)
         self.sniffed = False  # the first bytes were looked at for another protocol
@@ -60,6 +61,10 @@ class _Half:
         # captured: held unproved (_unproved_hold) after the handshake's id
         self.unproved_corr = -1
         self.unproved: list = []
+        # a successful SaslHandshake response cut before its v0 request was read, with frames cut
+        # after it (its id; -1: none): they may be raw tokens, held as after one whose request
+        # was not captured (_handshake_hold)
+        self.handshake_first = -1
         self.held_not_frames = 0  # held responses found no frames (tokens, a weak chain's): no sequence number
         # responses the search took only because their chain ends where the bytes before a hole
         # end (Framer._confirm: no link answers a captured request): the end of that chain (a
@@ -193,6 +198,32 @@ def _answered(requests: _Half, corr: int) -> None:
             return
 
 
+def _hole_answers(conn: _Connection, half: _Half) -> None:
+    """A hole in a response direction read whole from its SYN starts inside a response whose
+    correlation id was not captured (buf holds fewer than its first 8 bytes): a broker answers
+    in order, so it answers the oldest request still outstanding, when every request sent is in
+    hand up to it (``whole_requests``) and no response read is still held. That request is answered:
+    bytes after the hole that hold its id (an ApiVersions response holds zeros) prove nothing."""
+    other = conn.halves[1 - half.side]
+    c = half.counters
+    if (
+        conn.client_side != other.side
+        or half.isn < 0
+        or c["gaps"] + c["skipped_bytes"] + c["resyncs"] + c["truncated_packets"]
+        or not half.synced
+        or len(half.buf) >= 8
+        or half.sasl
+        or half.tokens_to >= 0
+        or half.unproved
+        or half.weak
+        or any(side == half.side for side, _ in conn.undecided)
+    ):
+        return
+    index = next((i for i, corr in enumerate(other.request_corrs) if corr >= 0), -1)
+    if 0 <= index and conn.request_like[other.side] - len(other.request_corrs) + index < other.whole_requests:
+        other.request_corrs[index] = -1
+
+
 def _in_order(corrs: list) -> bool:
     """Do these correlation ids (-1: a link too short to hold one) never fall, each at least the one before?"""
     before = 0
@@ -211,9 +242,10 @@ def _unproved_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
 
 def _handshake_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
     """A response about to be emitted: True when it is held unproved instead. After a whole
-    successful SaslHandshake response whose request was not captured, the broker's next
-    frames may be raw SASL tokens (v0) or SaslAuthenticate answers (v1, alike): they are
-    held until a response answers a captured request (_unproved_settle)."""
+    successful SaslHandshake response whose request was not captured (or was read only after
+    the frames that follow it: ``handshake_first``), the broker's next frames may be raw SASL
+    tokens (v0) or SaslAuthenticate answers (v1, alike): they are held until a response
+    answers a captured request (_unproved_settle)."""
     payload = frame[4]
     other = conn.halves[1 - half.side]
     corr = _BE32S.unpack_from(payload, 0)[0] if len(payload) >= 4 else -1
@@ -228,7 +260,7 @@ def _handshake_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
         not half.sasl
         and corr >= 0
         and len(payload) == frame[3] >= 6
-        and corr not in other.request_corrs
+        and (corr not in other.request_corrs or corr == half.handshake_first)
         and _BE16.unpack_from(payload, 4)[0] == 0
         and _handshake_answer(_BE32S.pack(frame[3]) + payload, 0, corr)
     ):
@@ -257,11 +289,16 @@ def _weak_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
 
 def _weak_settle(framer, conn: _Connection, half: _Half, corr: int, keep: int = -1) -> None:
     """The held frames of the weak chains before the one ending at ``keep``, decided by the id of
-    the response after them (-1: none)."""
+    the response after them (-1: none), and by the requests captured after them: a client sends
+    a request with a higher id than those it sent before, so a response's id is no higher."""
+    other = conn.halves[1 - half.side]
     for _, at, chain, held in half.weak:
         if chain == keep or held is None:
             continue
-        if 0 <= corr < _BE32S.unpack_from(held[4], 0)[0]:
+        held_corr = _BE32S.unpack_from(held[4], 0)[0]
+        if 0 <= corr < held_corr or any(
+            0 <= sent < held_corr and end > held[2] for sent, end in zip(other.request_corrs, other.request_ends)
+        ):
             _weak_disproved(half, held, at)
         elif not _handshake_hold(framer, conn, half, held):
             framer._emit_out(conn, half.side, held)
@@ -287,7 +324,6 @@ def _unproved_settle(framer, conn: _Connection, half: _Half, proof: int) -> None
     -1: every one, too many held) are decided: those whose ids rise from the handshake's
     to the proof's are emitted, the others are raw tokens; the ones after it stay held
     (-1: none)."""
-    other = conn.halves[1 - half.side]
     held = half.unproved
     last = held[proof] if proof >= 0 else None
     top = _BE32S.unpack_from(last[4], 0)[0] if last is not None else 1 << 31
@@ -296,7 +332,6 @@ def _unproved_settle(framer, conn: _Connection, half: _Half, proof: int) -> None
         corr = _BE32S.unpack_from(frame[4], 0)[0] if len(frame[4]) >= 4 else -1
         if frame is last or before < corr < top:
             before = corr
-            _answered(other, corr)
             framer._emit_out(conn, half.side, frame)
         else:
             _unproved_token(half, frame)

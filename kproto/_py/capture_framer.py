@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import struct
 
-import numpy as np
-
-from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE, FRAME_COLUMNS, KIND_KAFKA
+from kproto._common.capture import DIRECTION_REQUEST, DIRECTION_RESPONSE, KIND_KAFKA
 from kproto._py import wire
+from kproto._py.capture_batch import _FrameBatch
 from kproto._py.capture_connections import (
     _all_requests_seen,
     _answer_seen,
@@ -54,47 +53,26 @@ class Framer:
     _needed = 0  # where the last undecided _confirm waits for bytes (offset in its data)
     _tokens = None  # raw SASL tokens the last confirmed chain holds: (first, the frame after them), offsets in its data
     _weak_end = -1  # the last confirmed chain's end, if only the end of the data proves it (_weak_hold)
-    out: dict[str, list]
-    out_bytes: int
+    # the last confirmed chain: proved by the end of the data (not by a header after a strong one,
+    # or its length), its links, and the id of its link answering a captured request (-1: none)
+    _end_proved = False
+    _links = 0
+    _strong_corr = -1
 
     def __init__(self, settings) -> None:
         self.request_versions = settings.request_versions
         self.max_frame_size = settings.max_frame_size
         self.held_limit = settings.held_limit  # capture_kinds.py
-        self.batch_frames = settings.batch_frames
-        self.batch_bytes = settings.batch_bytes
         self.opened: list = []  # connections whose first frame was just emitted (take_endpoints)
-        self._reset_batch()
-
-    def _reset_batch(self) -> None:
-        self.out = {name: [] for name in FRAME_COLUMNS}
-        self.out_bytes = 0
+        self.batch = _FrameBatch(settings.batch_frames, settings.batch_bytes)  # the frames found since take_batch
 
     def batch_ready(self) -> bool:
         """True when ``feed`` stopped because a batch is full."""
-        return len(self.out["size"]) >= self.batch_frames or self.out_bytes >= self.batch_bytes
+        return self.batch.ready()
 
     def take_batch(self):
-        """Frames found since the last call, or None: a dict of numpy columns plus
-        ``payload_offsets`` (int32, n + 1) and ``payload_data`` (bytes)."""
-        out = self.out
-        if not out["size"]:
-            return None
-        payloads = out["payload"]
-        offsets = np.zeros(len(payloads) + 1, dtype=np.int32)
-        np.cumsum([len(p) for p in payloads], out=offsets[1:])
-        batch = {
-            "connection_id": np.array(out["connection_id"], dtype=np.int64),
-            "direction": np.array(out["direction"], dtype=np.int8),
-            "sequence": np.array(out["sequence"], dtype=np.int64),
-            "ts_first_ns": np.array(out["ts_first_ns"], dtype=np.int64),
-            "ts_last_ns": np.array(out["ts_last_ns"], dtype=np.int64),
-            "size": np.array(out["size"], dtype=np.int32),
-            "payload_offsets": offsets,
-            "payload_data": b"".join(payloads),
-        }
-        self._reset_batch()
-        return batch
+        """Frames found since the last call, or None (capture_batch.py)."""
+        return self.batch.take()
 
     # ------------------------------------------------------------------ frames
     def _request_ok(self, data, p: int, size: int) -> bool:
@@ -214,8 +192,11 @@ class Framer:
         plausible = 1  # what the link at i is plausible as: 1 a header, 2 only a raw token
         self._tokens = None
         self._weak_end = -1
-        for _ in range(hops):
+        self._end_proved, self._strong_corr = False, -1
+        for self._links in range(1, hops + 1):
             strong = self._strong(conn, half, data, i) if plausible == 1 else 0
+            if strong > 0:
+                self._strong_corr = _BE32S.unpack_from(data, i + 4)[0]
             if strong > 0 and _sasl_handshake(conn, half, data, i):
                 return 1  # raw SASL tokens, not a header, follow it
             if response:
@@ -235,6 +216,7 @@ class Framer:
                     if after != len(data):
                         return 0
                     self._weak_end = len(data) if role == DIRECTION_RESPONSE and strong <= 0 else -1
+                    self._end_proved = True
                     return self._chain(conn, half, data, final, links, handshake, False, requests)
                 self._needed = after
                 return -1
@@ -399,6 +381,8 @@ class Framer:
                             waiting.remove(max(waiting, key=lambda entry: (entry[1], entry[0])))
                 i += 1
             half.scan_from = base + i
+        if found >= 0 and final:
+            found = self._strongest_inside(conn, half, found, final)
         if found >= 0:
             half.candidates = []
             keep_from = found
@@ -414,6 +398,31 @@ class Framer:
         if found >= 0:
             half.synced = True
         return found >= 0
+
+    def _strongest_inside(self, conn: _Connection, half: _Half, found: int, final: bool) -> int:
+        """At the end of the data (or a hole), a winner that only that end proves yields to the first
+        candidate inside its frame whose chain answers a later captured request than its own (or,
+        neither answering one, is longer): a false header in an ApiVersions response's entries,
+        whose size happens to reach the end, must not swallow the answers after it. The winner,
+        _confirm's state its own."""
+        buf, base = half.buf, half.buf_pos
+        while self._end_proved:
+            at, corr, links = found - base, self._strong_corr, self._links
+            end = at + 4 + _BE32S.unpack_from(buf, at)[0]
+            better = -1
+            for i in range(at + 1, end - 7):
+                if (
+                    self._header_ok(conn, half, buf, i) == 1
+                    and self._confirm(conn, half, buf, i, final) > 0
+                    and (self._strong_corr > corr or self._strong_corr == corr < 0 and self._links > links)
+                ):
+                    better = i
+                    break
+            self._confirm(conn, half, buf, at if better < 0 else better, final)  # the winner's state
+            if better < 0:
+                break
+            found = base + better
+        return found
 
     def _cut(self, conn: _Connection, half: _Half, final: bool) -> None:
         """Cut complete frames off the front of buf."""
@@ -476,6 +485,13 @@ class Framer:
         frame = (half.sequence, first_ts, last_ts, size, payload)
         half.sequence += 1
         if request_like:
+            c = half.counters
+            if (
+                half.isn >= 0
+                and half.whole_requests == conn.request_like[half.side]
+                and not (c["gaps"] or c["skipped_bytes"] or c["resyncs"] or c["truncated_packets"])
+            ):
+                half.whole_requests += 1
             half.request_corrs.append(_BE32S.unpack_from(payload, 4)[0])
             half.request_ends.append(last_ts if last_ts is not None else 0)
             if len(half.request_corrs) > _MAX_CORRS:
@@ -487,8 +503,6 @@ class Framer:
         else:
             if conn.client_side != half.side and _unproved_hold(self, conn, half, frame):
                 return True
-            if conn.client_side != half.side and len(payload) >= 4:
-                _answered(conn.halves[1 - half.side], _BE32S.unpack_from(payload, 0)[0])
             self._emit_out(conn, half.side, frame)
         return True
 
@@ -571,15 +585,11 @@ class Framer:
 
     def _emit_out(self, conn: _Connection, side: int, frame) -> None:
         sequence, first_ts, last_ts, size, payload = frame
+        if side != conn.client_side and len(payload) >= 4:  # a response answers its request
+            _answered(conn.halves[1 - side], _BE32S.unpack_from(payload, 0)[0])
         if not conn.told:  # its first frame: say who talks (the connection row comes at its close)
             conn.told = True
             self.opened.append(conn)
-        out = self.out
-        out["connection_id"].append(conn.id)
-        out["direction"].append(DIRECTION_REQUEST if side == conn.client_side else DIRECTION_RESPONSE)
-        out["sequence"].append(sequence - conn.halves[side].held_not_frames)
-        out["ts_first_ns"].append(first_ts)
-        out["ts_last_ns"].append(last_ts)
-        out["size"].append(size)
-        out["payload"].append(payload)
-        self.out_bytes += len(payload)
+        direction = DIRECTION_REQUEST if side == conn.client_side else DIRECTION_RESPONSE
+        sequence -= conn.halves[side].held_not_frames
+        self.batch.add(conn.id, direction, sequence, first_ts, last_ts, size, payload)

@@ -175,15 +175,16 @@ def _handshake_answer(data, p: int, corr: int) -> bool:
     return q == end
 
 
-def _handshake_held(conn, side: int, corr: int) -> bool:
-    """The direction unknown, the other side's frames were cut first: is the last one it holds
-    undecided a successful response to the SaslHandshake v0 request with this correlation id
-    (its error code 0), so its next bytes are raw tokens?"""
-    held = [frame for held_side, frame in conn.undecided if held_side != side]
-    if not held:
-        return False
-    payload = held[-1][4]
-    return len(payload) >= 6 and _BE32S.unpack_from(payload, 0)[0] == corr and _BE16.unpack_from(payload, 4)[0] == 0
+def _handshake_held(conn, side: int, corr: int) -> int:
+    """The other side's frames were cut first: does it hold undecided a successful response
+    (its error code 0) to the SaslHandshake v0 request with this correlation id? 1 as its last
+    frame, so its next bytes are raw tokens; 2 with frames cut after it, which may be raw tokens
+    read as frames (``_handshake_hold`` decides them); 0 no."""
+    held = [frame[4] for held_side, frame in conn.undecided if held_side != side]
+    for index, payload in enumerate(held):
+        if len(payload) >= 6 and _BE32S.unpack_from(payload, 0)[0] == corr and _BE16.unpack_from(payload, 4)[0] == 0:
+            return 1 if index == len(held) - 1 else 2
+    return 0
 
 
 def _pair_counts(conn, corr: int, response_sequence: int, seen: int) -> bool:
@@ -305,9 +306,11 @@ def _kind_frame(conn, half, payload, size: int, request_like: bool, last_ts: int
         if api_key == API_SASL_HANDSHAKE and api_version == SASL_RAW_TOKENS_HANDSHAKE_VERSION and half.sequence < 8:
             half.sasl = True  # raw tokens follow (or nothing, if the broker refuses)
             half.sasl_corr = request_corr
-            if _handshake_held(conn, half.side, request_corr):
+            held = _handshake_held(conn, half.side, request_corr)
+            if held:
                 half.sasl_corr = -1  # its response came first: the broker's tokens follow it
-                other.sasl = True
+                other.sasl = held == 1
+                other.handshake_first = request_corr if held == 2 else -1
     if as_response and other.sasl_corr >= 0 and corr == other.sasl_corr and captured >= 6:
         other.sasl_corr = -1  # the handshake's response: tokens follow when it succeeded
         if _BE16.unpack_from(payload, 4)[0] == 0:

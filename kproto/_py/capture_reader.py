@@ -290,7 +290,9 @@ class RecordReader:
         captured = pkt[data_start : min(n, ip_end)]
         counters["tcp_packets"] += 1
         counters["tcp_payload_bytes"] += len(captured)
-        self.reassembly._segment(src, sport, dst, dport, seq, flags, captured, wire_len, ts)
+        self.reassembly._segment(
+            src, sport, dst, dport, seq, _BE32.unpack_from(pkt, tcp + 8)[0], flags, captured, wire_len, ts
+        )
 
 
 def scan_frames(data, max_frame_size: int = 100 * 1024 * 1024, max_frames: int = 1 << 62):

@@ -13,7 +13,7 @@ import ipaddress
 
 from kproto._common.capture import CAPTURE_COUNTERS, CLOSED_BY, DIRECTION_SOURCE, HALF_COUNTERS, KIND_KAFKA, KINDS
 from kproto._common.capture_engine import early_row
-from kproto._py.capture_connections import _Connection, _Half, _unproved_end
+from kproto._py.capture_connections import _Connection, _Half, _hole_answers, _unproved_end
 from kproto._py.capture_framer import _BE32S, Framer
 from kproto._py.capture_kinds import _kind_end
 
@@ -67,7 +67,7 @@ class Reassembly:
         return len(self.connections)
 
     # ------------------------------------------------------------------ connections
-    def _segment(self, src, sport, dst, dport, seq, flags, payload, wire_len, ts) -> None:
+    def _segment(self, src, sport, dst, dport, seq, ack, flags, payload, wire_len, ts) -> None:
         a, b = (src, sport), (dst, dport)
         key = (a, b) if a <= b else (b, a)
         conn = self.connections.get(key)
@@ -114,9 +114,16 @@ class Reassembly:
                 half.next_seq = (seq + 1) & 0xFFFFFFFF
                 half.synced = True
                 conn.handshake_seen = True
-                if not flags & _TCP_ACK and conn.client_side < 0:
-                    conn.client_side = side
+                if conn.client_side < 0:  # a SYN comes from the client, a SYN-ACK from the server
+                    conn.client_side = 1 - side if flags & _TCP_ACK else side
                     conn.direction_source = 1
+            other = conn.halves[1 - side]
+            if flags & _TCP_ACK and not other.started:
+                # a SYN-ACK acknowledges the client's SYN: the client's stream starts at its ack
+                other.started = True
+                other.isn = (ack - 1) & 0xFFFFFFFF
+                other.next_seq = ack
+                other.synced = True
             seq = (seq + 1) & 0xFFFFFFFF
         if payload or wire_len:
             self._data(conn, half, seq, payload, wire_len, ts)
@@ -238,6 +245,8 @@ class Reassembly:
         c = half.counters
         cut_frame, frames = self.framer._cut_candidate(conn, half, hole_end), c["frames"]
         self.framer._cut(conn, half, True)
+        if not snapped:
+            _hole_answers(conn, half)
         if half.synced or c["frames"] != frames:
             cut_frame = None  # the search found a boundary before the hole after all
         if snapped:
@@ -276,6 +285,8 @@ class Reassembly:
                 self.framer._cut(conn, half, False)
         # then the requests' ends: a response chain is proved by the request it answers
         for half in conn.halves[::-1] if conn.client_side == 1 else conn.halves:
+            if half.next_pos < half.fin_pos:  # its FIN says where it ended: the bytes before it were lost
+                self._gap(conn, half, half.fin_pos)
             self.framer._cut(conn, half, True)
             half.counters["tail_bytes"] += len(half.buf)
             half.drop(len(half.buf))

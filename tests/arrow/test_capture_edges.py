@@ -142,21 +142,28 @@ def test_a_client_gap_in_the_sasl_tokens_loses_no_kafka_frame_after_them(mechani
 
 
 def test_an_id_alone_is_no_sasl_handshake_answer_after_a_gap():
-    """The broker's first packet is lost; after the hole, the data of the frame it cut holds a
-    "header" carrying the id of the SaslHandshake v0 request, with no header after it. A
-    SaslHandshake v0 answer needs no header after it (raw tokens follow), but only a whole
-    one (an error code and mechanism names filling it): the fake is no frame; the real answer,
-    the tokens (counted) and the response after them are."""
-    from kproto.messages import MetadataRequest, MetadataResponse, SaslHandshakeRequest, SaslHandshakeResponse
+    """The broker's first packet is lost; after the hole, the data of the frame it cut (the answer
+    to the client's first request) holds a "header" carrying the id of the SaslHandshake v0
+    request, with no header after it. A SaslHandshake v0 answer needs no header after it (raw
+    tokens follow), but only a whole one (an error code and mechanism names filling it): the
+    fake is no frame; the real answer, the tokens (counted) and the response after them are."""
+    from kproto.messages import (
+        ApiVersionsRequest,
+        MetadataRequest,
+        MetadataResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
     from tests.spark_captures import request, response
 
     conv = Conversation(client=("10.0.0.1", 40001), server=("10.0.0.9", 9092))
     fake = struct.pack(">ii", 16, 1) + bytes(12) + b"\xff" * 8  # size 16, the handshake's id 1
-    cut = _prefixed(struct.pack(">i", 0) + bytes(60) + fake + bytes(30))
+    cut = _prefixed(struct.pack(">i", 0) + bytes(60) + fake + bytes(30))  # the answer to id 0
     handshake = response(SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"]), 0, 1)
     metadata = response(MetadataResponse(brokers=[], topics=[]), 1, 10)
     timeline = Interleaved()
     timeline.add(conv.handshake())
+    timeline.add(conv.data("client", request(ApiVersionsRequest(), 0, 0, "app"), [1400]))
     timeline.add(conv.data("client", request(SaslHandshakeRequest(mechanism="PLAIN"), 0, 1, "app"), [1400]))
     timeline.add(conv.data("server", cut, [40])[1:])  # its first 40 bytes are lost
     timeline.add(conv.data("server", handshake, [1400]))
@@ -169,6 +176,25 @@ def test_an_id_alone_is_no_sasl_handshake_answer_after_a_gap():
     assert [f["payload"] for f in frames if f["direction"] == 1] == [handshake[4:], metadata[4:]]
     (row,) = connections
     assert (row["response_sasl_tokens"], row["request_sasl_tokens"], row["response_gaps"]) == (1, 1, 1)
+    assert_accounted(connections)
+
+
+def test_a_handshake_answer_read_before_its_v0_request_holds_the_tokens_after_it():
+    """SCRAM behind a SaslHandshake v0, from the SYN: the ApiVersions request and the client's
+    first token are lost, so the handshake request waits behind the client's hole while the
+    broker's answer and raw tokens are cut as frames. Once the request is read it says "v0":
+    the frames after its answer are held until a response answers a captured request, and the
+    tokens (ids read from "r=…" and "v=…", above the next answer's) are SASL tokens."""
+    from tests.capture_pieces import pcap_records
+    from tests.protocol_captures import sasl_capture
+
+    data, requests, responses, _ = sasl_capture("SCRAM-SHA-256", 0, segment=200)
+    header, records = pcap_records(data)
+    kept = header + b"".join(record for i, record in enumerate(records) if i not in (3, 8))
+    frames, connections = read_both(kept)
+    assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses]
+    (row,) = connections
+    assert (row["response_sasl_tokens"], row["request_gaps"]) == (2, 2)
     assert_accounted(connections)
 
 

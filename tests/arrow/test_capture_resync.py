@@ -210,3 +210,67 @@ def test_a_weak_chain_is_decided_by_the_next_answer(impl, first_id):
     assert row["response_skipped_bytes"] == (0 if kept else len(first))
     assert row["response_gaps"] == 1
     assert row["response_stream_bytes"] == row["response_frame_bytes"] + row["response_skipped_bytes"]
+
+
+def plain_records(segment: int = 200):
+    """The plain Kafka connection of tests/protocol_captures.py (ApiVersions, Metadata, Produce),
+    200-byte segments: (pcap header, records, request frames, response frames). Records: 0-2 the
+    TCP handshake, 3 the ApiVersions request, 4-5 its response (380 bytes), 6-9 the Metadata and
+    Produce exchanges, then the FINs."""
+    from tests.capture_pieces import pcap_records
+    from tests.protocol_captures import host_capture
+
+    data, requests, responses, _ = host_capture(with_others=False, segment=segment)
+    header, records = pcap_records(data)
+    return header, records, requests, responses
+
+
+def read_records(impl, header, records, **options):
+    frames, connections, _ = read_capture(header + b"".join(records), implementation=impl.name, **options)
+    return frames.to_pylist(), connections.to_pylist()[0]
+
+
+def test_a_hole_at_a_response_start_answers_the_oldest_request(impl):
+    """From the SYN, the ApiVersions response's first segment lost: the response that hole starts
+    answers the oldest request (a broker answers in order), so the zeros of its entries, where
+    the request's id 0 reads as a header, prove nothing: the Metadata and Produce answers after
+    it are frames, and nothing else is."""
+    header, records, requests, responses = plain_records()
+    frames, row = read_records(impl, header, records[:4] + records[5:], broker_ports=(9092,))
+    assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses[1:]]
+    assert row["response_gaps"] == 1 and row["response_gap_bytes"] == 200
+    assert row["response_stream_bytes"] == row["response_frame_bytes"] + row["response_skipped_bytes"]
+
+
+def test_a_late_start_takes_the_chain_that_answers_later_requests(impl):
+    """The capture starts at the first request (no handshake) and the ApiVersions response's first
+    segment is lost: a header in its entries answers id 0 and its size happens to reach the end
+    of the data; inside it, the Metadata and Produce answers answer later captured requests. At
+    the end of the data the chain answering later requests wins: they are frames, the false
+    header is skipped."""
+    header, records, requests, responses = plain_records()
+    frames, row = read_records(impl, header, records[3:4] + records[5:], broker_ports=(9092,))
+    assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses[1:]]
+    assert [f["payload"] for f in frames if f["direction"] == 0] == [r[4:] for r in requests]
+
+
+def test_bytes_lost_before_a_fin_are_a_gap(impl):
+    """The Produce response's segment is lost and the broker's FIN comes after it: the FIN says
+    where the stream ended, so the bytes before it count as a gap (they were counted nowhere)."""
+    header, records, requests, responses = plain_records()
+    lost = [i for i, record in enumerate(records) if len(record) > 100][-1]  # the last data record
+    frames, row = read_records(impl, header, records[:lost] + records[lost + 1 :], broker_ports=(9092,))
+    assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses[:2]]
+    assert row["response_gaps"] == 1 and row["response_gap_bytes"] == len(responses[2])
+    assert row["closed_by"] == "fin"
+
+
+def test_a_capture_starting_at_the_syn_ack_knows_both_streams(impl):
+    """The client's SYN is not in the file, its SYN-ACK is: the SYN-ACK's acknowledgement number
+    says where the client's stream starts, and its sender is the broker, with no port given."""
+    header, records, requests, responses = plain_records()
+    frames, row = read_records(impl, header, records[1:], broker_ports=())
+    assert [f["payload"] for f in frames if f["direction"] == 0] == [r[4:] for r in requests]
+    assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses]
+    assert (row["client_port"], row["server_port"], row["direction_source"]) == (40001, 9092, "syn")
+    assert row["request_skipped_bytes"] == row["response_skipped_bytes"] == 0

@@ -184,19 +184,39 @@ def test_sasl_from_every_start_record_on_an_unknown_port_gives_no_garbage():
     assert all(f == figures[0] for f in figures[1:])
     assert figures[0]["garbage"] == 0, figures[0]["garbage_cases"]
     assert figures[0]["unaccounted"] == 0, figures[0]["unaccounted_cases"]
-    assert figures[0]["real"] >= 638
+    assert figures[0]["real"] >= 680
 
 
 def test_sasl_from_every_start_record_with_a_segment_lost():
     """Each start record, each single data segment dropped, the broker's port known: no frame
-    with an OK status that is not a real Kafka frame, every direction accounted for (71 garbage
-    frames and 5,998 real ones before the answers-in-order rules; 47 garbage before the responses
-    after a SaslHandshake response whose request is not in the file were held until proved; 19
-    before a chain that only the end of the data before a hole proves was held until the next
-    response: the broker's raw tokens read first after a late start, then the hole)."""
+    with an OK status that is not a real Kafka frame, every direction accounted for. Before
+    issue 35's rules for it: 71 garbage frames and 5,998 real ones of the SASL captures; 47
+    garbage before the responses after a SaslHandshake response whose request is not in the
+    file were held until proved; 25 (with the plain connection) before a chain that only the
+    end of the data before a hole proves was held until the next response, and a hole at the
+    start of a response direction read from its SYN answered the oldest request."""
     sweep = _sasl_sweep().sweep
     figures = [sweep("loss", impl) for impl in _impl.available()]
     assert all(f == figures[0] for f in figures[1:])
     assert figures[0]["garbage"] == 0, figures[0]["garbage_cases"]
     assert figures[0]["unaccounted"] == 0, figures[0]["unaccounted_cases"]
-    assert figures[0]["real"] >= 6094
+    assert figures[0]["real"] >= 6294
+
+
+def test_sasl_from_every_start_record_with_two_segments_lost():
+    """Each start record, every two data segments dropped (4,349 cases; 293 garbage frames and
+    30,881 real ones before this sweep's rules). What is left (docs/capture.md) is one shape: the
+    capture starts after the TCP handshake, at the client's first request (the records before
+    it are the handshake), and the first segment of the broker's ApiVersions response is lost
+    (record 4), so a header inside its entries answers the request's id 0 with nothing captured
+    to say otherwise; the other segment lost is one the frames after it needed. A ratchet."""
+    import re
+
+    sweep = _sasl_sweep().sweep
+    figures = [sweep("loss-pairs", impl) for impl in _impl.available()]
+    assert all(f == figures[0] for f in figures[1:])
+    assert figures[0]["unaccounted"] == 0, figures[0]["unaccounted_cases"]
+    assert figures[0]["garbage"] <= 58, figures[0]["garbage_cases"]
+    shapes = {re.sub(r"^[^@]+@(\d+)-(\d+)-\d+$", r"\1-\2", name) for name in figures[0]["garbage_cases"]}
+    assert shapes <= {"2-2", "3-1"}, shapes  # start at record 2 or 3, record 4 lost
+    assert figures[0]["real"] >= 31152
