@@ -461,7 +461,7 @@ cdef int _unproved_end(Framer fr, _Connection conn) except -1:
     cdef Py_ssize_t k
     cdef int32_t corr
     for half in (conn.h0, conn.h1):
-        _weak_settle(fr, conn, half, -1, -1)     # no response after them: taken as they are
+        _weak_settle(fr, conn, half, -1, -1)     # no response after them: the requests after them decide
         other = conn.half(1 - half.side)
         for k in range(len(half.unproved) - 1, -1, -1):
             corr = _held_corr(half.unproved[k][4])

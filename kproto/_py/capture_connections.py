@@ -270,10 +270,10 @@ def _handshake_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
 
 def _weak_hold(framer, conn: _Connection, half: _Half, frame) -> bool:
     """A response about to be emitted: True when it is a frame of a weak chain (``half.weak``), held.
-    The next response decides them: a broker answers in order and clients number upwards, so
-    those with a higher id than it are no frames (their bytes count as skipped), and the others
-    go on as if never held, as at the end of the data. Behind responses held unproved after a
-    SaslHandshake response, they join those instead."""
+    The next response decides them (_weak_settle): a broker answers in order and clients number
+    upwards, so those with a higher id than it are no frames (their bytes count as skipped), and
+    the others go on as if never held. Behind responses held unproved after a SaslHandshake
+    response, they join those instead."""
     weak = half.weak
     if not weak:
         return False
@@ -353,7 +353,7 @@ def _unproved_end(framer, conn: _Connection) -> None:
     """The connection ended (its requests all read): the held responses up to the last one
     answering a captured request are decided by it, the rest are raw tokens."""
     for half in conn.halves:
-        _weak_settle(framer, conn, half, -1)  # no response after them: taken as they are
+        _weak_settle(framer, conn, half, -1)  # no response after them: the requests after them decide
         other = conn.halves[1 - half.side]
         for index in range(len(half.unproved) - 1, -1, -1):
             corr = _BE32S.unpack_from(half.unproved[index][4], 0)[0] if len(half.unproved[index][4]) >= 4 else -1
