@@ -15,7 +15,9 @@ and reads each with kproto (what ``kproto dump`` sees: frames plus their status)
   kind of offset: inside headers, inside record data;
 * loss: the whole traffic with 0.1%, 1% and 5% of its data segments dropped
   (several seeds);
-* snaplen: the whole traffic with packets cut at 96, 128 and 256 bytes.
+* snaplen: the whole traffic with packets cut at 96, 128 and 256 bytes;
+* late start + loss: 40 random start packets of each of those connections, with 3% of the
+  data segments after the start dropped.
 
 Per class it counts the fully captured frames (every byte in the capture) and how
 many of them kproto recovers byte for byte, the garbage frames it emits (not a
@@ -445,6 +447,16 @@ def run(args) -> dict:
             case(f"loss {rate:.1%}", wire, lambda i, p, d=dropped: i not in d)
     for snaplen in (96, 128, 256):
         case(f"snaplen {snaplen}", wire, lambda i, p: True, snaplen=snaplen)
+    # both at once: 40 random start packets of each picked connection, 3% of the data segments
+    # after the start lost (a capture of long-lived connections on a lossy host)
+    for label, conn in picked.items():
+        wire = Wire.build(traffic, [conn], 1000, handshake=False)
+        data_packets = [i for i, p in enumerate(wire.packets) if p[3] >= 0]
+        rng = random.Random(5)
+        for _ in range(40):
+            start = rng.choice(data_packets)
+            dropped = {i for i in data_packets if i > start and rng.random() < 0.03}
+            case(f"late start + 3% loss {label}", wire, lambda i, p, s=start, d=dropped: i >= s and i not in d)
     shutil.rmtree(tmp, ignore_errors=True)
     return {name: {k: v for k, v in score.items() if not k.startswith("_")} for name, score in results.items()}
 

@@ -27,10 +27,10 @@ cdef class _Half:
     cdef int n_candidates
     cdef int64_t boundary            # a frame boundary known ahead (the end of a frame a gap cut), or -1
     # while not synced: a strong candidate a hole cut exactly at its end, waiting for the header
-    # after the hole to prove it (Framer._cut_frame_proved; cut_end -1: none)
-    cdef int64_t cut_end, cut_first, cut_last, cut_at
-    cdef int32_t cut_size
-    cdef bytes cut_payload
+    # after the hole to prove it (Framer._cut_frame_proved; cut_end -1: none), and the frames it
+    # proves: those chained to it, then itself, each (size, payload, first ts, last ts, stream offset)
+    cdef int64_t cut_end
+    cdef list cut_frames
     # marks: the stream offset of the last mark, and the frames, frame bytes and skipped bytes
     # counted since then about bytes before it (see the twin)
     cdef int64_t mark_pos

@@ -491,9 +491,11 @@ cdef class Framer:
 
     cdef int _cut_frame_proved(self, _Connection conn, _Half half, bint final) except -2:
         # Is the frame a hole cut (half.cut_*; its bytes counted as skipped meanwhile) proved by a
-        # plausible header right after the hole? 1 yes (emitted), 0 no, -1 more bytes needed (see the twin).
+        # plausible header right after the hole? 1 yes (emitted after the frames chained to it), 0 no,
+        # -1 more bytes needed (see the twin).
         cdef int ok = 0
-        cdef bytes payload = half.cut_payload
+        cdef bytes payload
+        cdef list frames = half.cut_frames
         if half.buf_pos == half.cut_end:
             ok = self._header_ok(conn, half, half.data(), half.length)
         if ok < 0 and final:
@@ -501,12 +503,14 @@ cdef class Framer:
         if ok < 0:
             return -1
         half.cut_end = -1
-        half.cut_payload = None
+        half.cut_frames = None
         if ok:
-            half.count_skipped(-(4 + len(payload)), half.cut_at)
-            if not self._frame_out(conn, half, half.cut_size, <const unsigned char *><char *>payload, len(payload),
-                                   half.cut_first, half.cut_last, 0, half.cut_at):
-                half.c[H_OTHER_BYTES] += 4 + len(payload)     # _not_kafka moved the rest
+            for size, payload, first_ts, last_ts, at in frames:     # those chained to it, then itself
+                half.count_skipped(-(4 + len(payload)), at)
+                if not self._frame_out(conn, half, size, <const unsigned char *><char *>payload, len(payload),
+                                       first_ts, last_ts, 0, at):
+                    half.c[H_OTHER_BYTES] += 4 + len(payload)     # _not_kafka moved the rest
+                    break
             half.n_candidates = 0
             half.synced = True
         return ok

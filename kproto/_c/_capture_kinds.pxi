@@ -195,6 +195,12 @@ cdef bint _sasl_handshake(_Connection conn, _Half half, const unsigned char *dat
     for at in range(other.length - 13):
         if _handshake_answer(buf + at, other.length - at, corr) and other.captured_at(other.buf_pos + at) >= sent:
             return True
+    for _, held, ts in other.pending:   # or in the bytes it holds after a hole (not in its buf yet)
+        if ts >= sent:
+            buf = <const unsigned char *><char *>held
+            for at in range(len(held) - 13):
+                if _handshake_answer(buf + at, len(held) - at, corr):
+                    return True
     return False
 
 
@@ -368,6 +374,42 @@ cdef int _weak_settle(Framer fr, _Connection conn, _Half half, int32_t corr, int
             fr._emit(conn, half.side, held[0], held[1], held[2], held[3], len(payload), p)
     half.weak = [entry for entry in half.weak if entry[2] == keep]
     return 0
+
+
+cdef list _chained_to(Framer fr, _Connection conn, _Half half, Py_ssize_t i, int hops):
+    # The whole frames in buf that chain to the strong candidate at i a hole cut: from the first
+    # offset whose plausible headers, each at the size the one before announced (at most hops;
+    # responses' ids never falling), land exactly on i (see the twin).
+    cdef const unsigned char *buf = half.data()
+    cdef Py_ssize_t start, at
+    cdef Py_ssize_t links[RESPONSE_CHAIN_CONFIRMS]
+    cdef int32_t corrs[RESPONSE_CHAIN_CONFIRMS + 1]
+    cdef int n, k
+    cdef int32_t size
+    cdef bint answers = conn.client_side != -1 and conn.client_side != half.side
+    hops = min(hops, RESPONSE_CHAIN_CONFIRMS)
+    for start in range(i - 7):
+        n = 0
+        at = start
+        while at < i and n < hops and fr._header_ok(conn, half, buf + at, half.length - at) == 1:
+            links[n] = at
+            n += 1
+            at += 4 + <int32_t>kp_load_be32(buf + at)
+        if at != i or n == 0:
+            continue
+        for k in range(n):
+            corrs[k] = <int32_t>kp_load_be32(buf + links[k] + 4)
+        corrs[n] = <int32_t>kp_load_be32(buf + i + 4)
+        if answers and not _in_order(corrs, n + 1, n + 1):
+            continue
+        frames = []
+        for k in range(n):
+            size = <int32_t>kp_load_be32(buf + links[k])
+            frames.append((size, PyBytes_FromStringAndSize(<const char *>buf + links[k] + 4, size),
+                           half.captured_at(half.buf_pos + links[k]),
+                           half.captured_at(half.buf_pos + links[k] + 3 + size), half.buf_pos + links[k]))
+        return frames
+    return []
 
 
 cdef bint _sent_lower_after(_Half requests, int32_t corr, int64_t ts) noexcept:

@@ -279,15 +279,13 @@ cdef class Reassembly:
         cdef int32_t size
         cdef int64_t frames = half.c[H_FRAMES]
         cdef Py_ssize_t cut_at = self.framer._cut_candidate(conn, half, hole_end)
-        cdef bytes cut_payload = None
-        cdef int64_t cut_first = 0, cut_last = 0
-        cdef int32_t cut_size = 0
-        cdef int64_t cut_from = half.buf_pos + cut_at
+        cdef list cut_frames = None
         if cut_at >= 0:
-            cut_size = <int32_t>(hole_end - half.buf_pos - cut_at - 4)
-            cut_payload = PyBytes_FromStringAndSize(<const char *>half.data() + cut_at + 4, half.length - cut_at - 4)
-            cut_first = half.captured_at(half.buf_pos + cut_at)
-            cut_last = half.chunks[half.chunk_head + half.chunk_count - 1].ts
+            cut_frames = _chained_to(self.framer, conn, half, cut_at, RESPONSE_CHAIN_CONFIRMS) + [(
+                <int32_t>(hole_end - half.buf_pos - cut_at - 4),
+                PyBytes_FromStringAndSize(<const char *>half.data() + cut_at + 4, half.length - cut_at - 4),
+                half.captured_at(half.buf_pos + cut_at), half.chunks[half.chunk_head + half.chunk_count - 1].ts,
+                half.buf_pos + cut_at)]
         self.framer._cut(conn, half, True)
         if not snapped:
             _hole_answers(conn, half)
@@ -310,9 +308,7 @@ cdef class Reassembly:
             half.boundary = -1
         # the frame a hole cut where no boundary was known yet waits for the header after it
         half.cut_end = hole_end if cut_at >= 0 else -1
-        half.cut_payload = cut_payload if cut_at >= 0 else None
-        half.cut_size = cut_size
-        half.cut_first, half.cut_last, half.cut_at = cut_first, cut_last, cut_from
+        half.cut_frames = cut_frames if cut_at >= 0 else None
         half.synced = False
         half.n_candidates = 0
         half.c[H_RESYNCS] += 1
@@ -328,14 +324,15 @@ cdef class Reassembly:
     # ------------------------------------------------------------------ endings
     cdef int _close(self, _Connection conn, int reason) except -1:
         cdef _Half half
-        # every hole of both directions first (see the twin)
-        for half in (conn.h0, conn.h1):
+        # every hole of both directions first, then their ends: the requests' side first, each
+        # time (a response chain is proved by the request it answers; see the twin)
+        requests_first = (conn.h1, conn.h0) if conn.client_side == 1 else (conn.h0, conn.h1)
+        for half in requests_first:
             while half.pending:
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self.framer._cut(conn, half, False)
-        # then the requests' ends: a response chain is proved by the request it answers
-        for half in ((conn.h1, conn.h0) if conn.client_side == 1 else (conn.h0, conn.h1)):
+        for half in requests_first:
             if half.next_pos < half.fin_pos:     # its FIN says where it ended: the bytes before it were lost
                 self._gap(conn, half, half.fin_pos)
             self.framer._cut(conn, half, True)

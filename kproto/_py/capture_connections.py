@@ -33,7 +33,8 @@ class _Half:
         self.candidates: list = []  # while not synced: offsets of plausible headers not yet decided
         self.boundary = -1  # a frame boundary known ahead (the end of a frame a gap cut), or -1
         # while not synced: a strong candidate a hole cut exactly at its end, waiting for the header
-        # after the hole to prove it (Framer._cut_frame_proved): (end, size, captured payload, first ts, last ts)
+        # after the hole to prove it (Framer._cut_frame_proved): (end, the frames it proves: those
+        # chained to it, then itself, each (size, captured payload, first ts, last ts, stream offset))
         self.cut_frame = None
         # Marks (mark_open_connections): the stream offset of the last mark, and the frames, frame
         # bytes and skipped bytes counted since then about bytes before it (_common's EARLY_COUNTERS): a reader
@@ -222,6 +223,34 @@ def _hole_answers(conn: _Connection, half: _Half) -> None:
     index = next((i for i, corr in enumerate(other.request_corrs) if corr >= 0), -1)
     if 0 <= index and conn.request_like[other.side] - len(other.request_corrs) + index < other.whole_requests:
         other.request_corrs[index] = -1
+
+
+def _chained_to(framer, conn: _Connection, half: _Half, i: int, hops: int) -> list:
+    """The whole frames in buf that chain to the strong candidate at offset i a hole cut
+    (Framer._cut_candidate): from the first offset whose plausible headers, each at the size the
+    one before announced (at most ``hops``; responses' ids never falling), land exactly on i. Once the header
+    after the hole proves that frame, it proves them too. (size, payload, first ts, last ts, stream
+    offset) of each."""
+    buf, base = half.buf, half.buf_pos
+    for start in range(i - 7):
+        links, at = [], start
+        while at < i and len(links) < hops and framer._header_ok(conn, half, buf, at) == 1:
+            links.append(at)
+            at += 4 + _BE32S.unpack_from(buf, at)[0]
+        answers = conn.client_side not in (-1, half.side)  # a response chain's ids never fall
+        if at == i and links and (not answers or _in_order([_BE32S.unpack_from(buf, k + 4)[0] for k in links + [i]])):
+            return [
+                (
+                    size,
+                    bytes(buf[link + 4 : link + 4 + size]),
+                    half.captured_at(base + link),
+                    half.captured_at(base + link + 3 + size),
+                    base + link,
+                )
+                for link in links
+                for size in (_BE32S.unpack_from(buf, link)[0],)
+            ]
+    return []
 
 
 def _in_order(corrs: list) -> bool:

@@ -21,6 +21,7 @@ from kproto._py.capture_connections import (
     _all_requests_seen,
     _answer_seen,
     _answered,
+    _chained_to,
     _Connection,
     _Half,
     _in_order,
@@ -521,25 +522,28 @@ class Framer:
                 and self._header_ok(conn, half, buf, i) == 1
                 and self._strong(conn, half, buf, i) == 1
             ):
-                return (hole_end, size, bytes(buf[i + 4 :]), half.captured_at(base + i), half.chunks[-1][1], base + i)
+                cut = (size, bytes(buf[i + 4 :]), half.captured_at(base + i), half.chunks[-1][1], base + i)
+                return hole_end, _chained_to(self, conn, half, i, _RESPONSE_CHAIN_CONFIRMS) + [cut]
         return None
 
     def _cut_frame_proved(self, conn: _Connection, half: _Half, final: bool) -> int:
         """Is the frame a hole cut (``half.cut_frame``, its bytes counted as skipped meanwhile) proved
         by a plausible header right after the hole, as _confirm proves a strong candidate by the
-        header after it (at the end: the data ends there)? 1 yes (emitted; buf starts at a boundary),
-        0 no (its bytes stay skipped), -1 more bytes needed."""
-        end, size, payload, first_ts, last_ts, at = half.cut_frame
+        header after it (at the end: the data ends there)? 1 yes (emitted after the frames chained to
+        it; buf starts at a boundary), 0 no (their bytes stay skipped), -1 more bytes needed."""
+        end, frames = half.cut_frame
         ok = self._header_ok(conn, half, half.buf, 0) if half.buf_pos == end else 0
         if ok < 0 and final:
             ok = 0 if half.buf else 1
         if ok < 0:
             return -1
         half.cut_frame = None
-        if ok:
+        for size, payload, first_ts, last_ts, at in frames if ok else ():  # those chained to it, then itself
             half.count_skipped(-(4 + len(payload)), at)
             if not self._frame_out(conn, half, size, payload, first_ts, last_ts, 0, at):
                 half.counters["other_bytes"] += 4 + len(payload)  # _not_kafka moved the rest
+                break
+        if ok:
             half.candidates = []
             half.synced = True
         return ok

@@ -257,6 +257,12 @@ def _sasl_handshake(conn, half, data, i: int) -> bool:
         if _handshake_answer(buf, at - 4, corr) and other.captured_at(other.buf_pos + at - 4) >= sent:
             return True
         at = buf.find(wanted, at + 1)
+    for _, held, ts in other.pending:  # or in the bytes it holds after a hole (not in its buf yet)
+        at = held.find(wanted, 4) if ts >= sent else -1
+        while at >= 0:
+            if _handshake_answer(held, at - 4, corr):
+                return True
+            at = held.find(wanted, at + 1)
     return False
 
 

@@ -277,14 +277,16 @@ class Reassembly:
     # ------------------------------------------------------------------ endings
     def _close(self, conn: _Connection, reason: int) -> None:
         # Every hole of both directions first: what one direction's frames are (a raw SASL
-        # token, a response) can wait on the other's bytes after its hole.
-        for half in conn.halves:
+        # token, a response) can wait on the other's bytes after its hole. The requests' side
+        # first, each time: a response chain is proved by the request it answers.
+        requests_first = conn.halves[::-1] if conn.client_side == 1 else conn.halves
+        for half in requests_first:
             while half.pending:
                 self._gap(conn, half, half.pending[0][0])
                 self._drain(half)
                 self.framer._cut(conn, half, False)
-        # then the requests' ends: a response chain is proved by the request it answers
-        for half in conn.halves[::-1] if conn.client_side == 1 else conn.halves:
+        # then their ends
+        for half in requests_first:
             if half.next_pos < half.fin_pos:  # its FIN says where it ended: the bytes before it were lost
                 self._gap(conn, half, half.fin_pos)
             self.framer._cut(conn, half, True)

@@ -274,3 +274,30 @@ def test_a_capture_starting_at_the_syn_ack_knows_both_streams(impl):
     assert [f["payload"] for f in frames if f["direction"] == 1] == [r[4:] for r in responses]
     assert (row["client_port"], row["server_port"], row["direction_source"]) == (40001, 9092, "syn")
     assert row["request_skipped_bytes"] == row["response_skipped_bytes"] == 0
+
+
+def test_frames_chained_to_a_frame_a_hole_cut_are_read(impl):
+    """A late start at a response whose request is not in the file (nothing proves it alone), then
+    the last segment of the next response lost: that response is cut exactly at its end, proved
+    by the header after the hole, and the frame before it, whose size lands exactly on it, is
+    proved with it (it was skipped)."""
+    requests, responses = fetch_exchange(6)
+    conv = Conversation()
+    packets, lost = [], None
+    for i, (request, response) in enumerate(zip(requests, responses)):
+        packets += conv.data("client", request, (700,))
+        segments = conv.data("server", response, (700,))
+        if i == 3:
+            lost = segments[-1]
+        packets += segments
+    packets += conv.close()
+    start = packets.index(next(p for p in packets if p.payload == responses[2][:700]))
+    frames, connections, _ = read_capture(
+        pcap_of([p for p in packets[start:] if p is not lost]), implementation=impl.name, broker_ports=(9092,)
+    )
+    got = [(r["payload"], r["size"]) for r in frames.to_pylist() if r["direction"] == 1]
+    assert got[0] == (responses[2][4:], len(responses[2]) - 4)
+    assert got[1][1] == len(responses[3]) - 4 and responses[3][4:].startswith(got[1][0])  # cut
+    assert [payload for payload, _ in got[2:]] == [r[4:] for r in responses[4:]]
+    row = connections.to_pylist()[0]
+    assert row["response_skipped_bytes"] == 0 and row["response_gaps"] == 1
