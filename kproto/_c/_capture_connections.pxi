@@ -314,13 +314,24 @@ cdef int _hole_answers(_Connection conn, _Half half) except -1:
 
 cdef bint _answer_seen(_Connection conn, _Half half, int32_t corr, int32_t max_size) noexcept:
     # The direction unknown: does the other side hold what may answer a request with this
-    # correlation id (a frame held, or a plausible header with that id in its bytes whose frame
-    # ends where they do or at another plausible size)? (see the twin)
+    # correlation id (a frame held, or a plausible header with that id in its bytes, in order or
+    # held after a hole, whose frame ends where they do or at another plausible size)? (see the twin)
     cdef _Half other = conn.half(1 - half.side)
-    cdef const unsigned char *buf = other.data()
-    cdef Py_ssize_t at, after, length = other.length
+    cdef bytes held
     if _answered_already(conn, half.side, corr, 0) >= 0:
         return True
+    if _answer_in(other.data(), other.length, corr, max_size):
+        return True
+    for segment in other.pending:
+        held = segment[1]
+        if _answer_in(<const unsigned char *><char *>held, len(held), corr, max_size):
+            return True
+    return False
+
+
+cdef bint _answer_in(const unsigned char *buf, Py_ssize_t length, int32_t corr, int32_t max_size) noexcept:
+    # Does a plausible header with this correlation id start in buf[:length]? (see _answer_seen)
+    cdef Py_ssize_t at, after
     for at in range(4, length - 3):
         if <int32_t>kp_load_be32(buf + at) != corr:
             continue

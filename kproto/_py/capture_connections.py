@@ -151,21 +151,28 @@ def _requested(other: _Half, corr: int, half: _Half, at: int) -> bool:
 
 def _answer_seen(conn: _Connection, half: _Half, corr: int, max_size: int) -> bool:
     """The direction unknown: does the other side hold what may answer a request with this
-    correlation id (a frame cut and held, or in its bytes not framed yet a plausible header
-    with that id whose frame ends where its bytes do or at another plausible size)? Both
-    directions must agree before a request header proves a boundary."""
+    correlation id (a frame cut and held, or in its bytes not framed yet, in order or held
+    after a hole, a plausible header with that id whose frame ends where those bytes do or at
+    another plausible size)? Both directions must agree before a request header proves a boundary."""
     if _answered_already(conn, half.side, corr, 0) >= 0:
         return True
     other = conn.halves[1 - half.side]
-    buf, wanted = other.buf, _BE32S.pack(corr)
-    at = buf.find(wanted, 4)
+    return _answer_in(other.buf, corr, max_size) or any(
+        _answer_in(held, corr, max_size) for _, held, _ in other.pending
+    )
+
+
+def _answer_in(data, corr: int, max_size: int) -> bool:
+    """Does a plausible header with this correlation id start in ``data`` (see _answer_seen)?"""
+    wanted = _BE32S.pack(corr)
+    at = data.find(wanted, 4)
     while at >= 0:
-        after = at + _BE32S.unpack_from(buf, at - 4)[0]
+        after = at + _BE32S.unpack_from(data, at - 4)[0]
         if at + 4 <= after <= at + max_size and (
-            after == len(buf) or (after + 4 <= len(buf) and 4 <= _BE32S.unpack_from(buf, after)[0] <= max_size)
+            after == len(data) or (after + 4 <= len(data) and 4 <= _BE32S.unpack_from(data, after)[0] <= max_size)
         ):
             return True
-        at = buf.find(wanted, at + 1)
+        at = data.find(wanted, at + 1)
     return False
 
 

@@ -301,3 +301,32 @@ def test_frames_chained_to_a_frame_a_hole_cut_are_read(impl):
     assert [payload for payload, _ in got[2:]] == [r[4:] for r in responses[4:]]
     row = connections.to_pylist()[0]
     assert row["response_skipped_bytes"] == 0 and row["response_gaps"] == 1
+
+
+def test_an_answer_held_after_a_hole_confirms_a_request_on_an_unknown_port(impl):
+    """No broker port: a request header proves a boundary only once the other side holds what may
+    answer it. A late start, the first answer lost and a request segment lost: the other answers
+    wait behind the broker's hole (out of order) until the end, and there they are that evidence,
+    so the requests captured whole are read."""
+    conv = Conversation()
+    requests = [request_frame(0, 7, 20 + i, bytes(range(256)) * 12) for i in range(6)]
+    responses = [response_frame(20 + i, b"\x00\x02" + b"\x00" * 50) for i in range(6)]
+    packets, lost = [], []
+    for i, (request, response) in enumerate(zip(requests, responses)):
+        segments = conv.data("client", request, (1000,))
+        if i == 3:
+            lost.append(segments[1])
+        packets += segments
+        answer = conv.data("server", response, (1000,))
+        if i == 1:
+            lost += answer
+        packets += answer
+    packets += conv.close()
+    start = 1  # inside the first request
+    frames, connections, _ = read_capture(
+        pcap_of([p for p in packets[start:] if p not in lost]), implementation=impl.name, broker_ports=()
+    )
+    whole = [r["payload"] for r in frames.to_pylist() if r["direction"] == 0 and len(r["payload"]) == r["size"]]
+    assert whole == [r[4:] for i, r in enumerate(requests) if i not in (0, 3)]
+    row = connections.to_pylist()[0]
+    assert (row["kind"], row["client_port"]) == ("kafka", 40001)
