@@ -17,7 +17,8 @@ and reads each with kproto (what ``kproto dump`` sees: frames plus their status)
   (several seeds);
 * snaplen: the whole traffic with packets cut at 96, 128 and 256 bytes;
 * late start + loss: 40 random start packets of each of those connections, with 3% of the
-  data segments after the start dropped.
+  data segments after the start dropped;
+* late start + snaplen: 40 random start packets of each, packets cut at 128 bytes.
 
 Per class it counts the fully captured frames (every byte in the capture) and how
 many of them kproto recovers byte for byte, the garbage frames it emits (not a
@@ -457,6 +458,14 @@ def run(args) -> dict:
             start = rng.choice(data_packets)
             dropped = {i for i in data_packets if i > start and rng.random() < 0.03}
             case(f"late start + 3% loss {label}", wire, lambda i, p, s=start, d=dropped: i >= s and i not in d)
+    # a late start with a short snap length: 40 random start packets of each, packets cut at 128 bytes
+    for label, conn in picked.items():
+        wire = Wire.build(traffic, [conn], 1448, handshake=False)
+        data_packets = [i for i, p in enumerate(wire.packets) if p[3] >= 0]
+        rng = random.Random(7)
+        for _ in range(40):
+            start = rng.choice(data_packets)
+            case(f"late start + snaplen 128 {label}", wire, lambda i, p, s=start: i >= s, snaplen=128)
     shutil.rmtree(tmp, ignore_errors=True)
     return {name: {k: v for k, v in score.items() if not k.startswith("_")} for name, score in results.items()}
 

@@ -273,6 +273,12 @@ cdef bint _requested(_Half other, int32_t corr, _Half half, int64_t at) noexcept
         if not found or other.chunks[other.chunk_head + other.chunk_count - 1].ts < end:
             end = other.chunks[other.chunk_head + other.chunk_count - 1].ts
         found = True
+    if other.cut_frames is not None:     # a whole request header a hole cut, waiting for its end
+        for cut in other.cut_frames:
+            if len(cut[1]) >= 8 and <int32_t>kp_load_be32(<const unsigned char *><char *>cut[1] + 4) == corr \
+                    and (not found or cut[3] < end):
+                end = cut[3]
+                found = True
     return found and end <= half.captured_at(at)
 
 

@@ -483,7 +483,7 @@ cdef class Framer:
         if half.synced or half.boundary >= 0 or half.sasl or conn.kind > KIND_KAFKA_:
             return -1
         for i in range(half.length - 7):
-            if (<int64_t><int32_t>kp_load_be32(buf + i) == hole_end - half.buf_pos - i - 4
+            if (<int64_t><int32_t>kp_load_be32(buf + i) >= hole_end - half.buf_pos - i - 4
                     and self._header_ok(conn, half, buf + i, half.length - i) == 1
                     and self._strong(conn, half, buf + i, half.length - i) == 1):
                 return i
@@ -496,14 +496,20 @@ cdef class Framer:
         cdef int ok = 0
         cdef bytes payload
         cdef list frames = half.cut_frames
-        if half.buf_pos == half.cut_end:
-            ok = self._header_ok(conn, half, half.data(), half.length)
-        if ok < 0 and final:
-            ok = 0 if half.length else 1
+        cdef int64_t inside = half.cut_end - half.buf_pos    # past a hole, the bytes before its end are its own
+        if inside > half.length:
+            ok = -1     # reading has not reached its end (at a hole, _gap keeps it if it ends after the hole)
+        elif inside >= 0:
+            ok = self._header_ok(conn, half, half.data() + inside, half.length - inside)
+            if ok < 0 and final:
+                ok = 0 if half.length > inside else 1
         if ok < 0:
             return -1
         half.cut_end = -1
         half.cut_frames = None
+        if ok and inside:
+            half.count_skipped(inside, half.buf_pos)
+            half.drop(<Py_ssize_t>inside)
         if ok:
             for size, payload, first_ts, last_ts, at in frames:     # those chained to it, then itself
                 half.count_skipped(-(4 + len(payload)), at)
@@ -522,7 +528,7 @@ cdef class Framer:
         cdef _Half other = conn.half(1 - half.side)
         if conn.client_side < 0:
             if len(payload) >= 4 and other.has_corr(<int32_t>kp_load_be32(<const unsigned char *><char *>payload)):
-                self._decide(conn, 1 - half.side, 2)
+                conn.client_side, conn.direction_source = 1 - half.side, 2     # a correlation
             elif len(conn.undecided) >= MAX_UNDECIDED_FRAMES:
                 self._guess(conn)
         _kind_held(conn, self.held_limit)
@@ -535,11 +541,7 @@ cdef class Framer:
             side = 0 if conn.request_like[0] > conn.request_like[1] else 1
         else:
             side = 0 if conn.port[0] >= conn.port[1] else 1
-        return self._decide(conn, side, 3)
-
-    cdef int _decide(self, _Connection conn, int client_side, int source) except -1:
-        conn.client_side = client_side
-        conn.direction_source = source
+        conn.client_side, conn.direction_source = side, 3
         return 0
 
     cdef int _release(self, _Connection conn) except -1:

@@ -278,15 +278,21 @@ cdef class Reassembly:
         # are decided first as at the end of the data (see the twin).
         cdef int32_t size
         cdef int64_t frames = half.c[H_FRAMES]
-        cdef Py_ssize_t cut_at = self.framer._cut_candidate(conn, half, hole_end)
+        cdef Py_ssize_t cut_at = -1
         cdef list cut_frames = None
-        if cut_at >= 0:
+        cdef int64_t cut_end = -1
+        if half.cut_end >= hole_end:    # a frame an earlier hole cut, ending after this one: kept
+            cut_at, cut_end, cut_frames = 0, half.cut_end, half.cut_frames
+        else:
+            cut_at = self.framer._cut_candidate(conn, half, hole_end)
+        if cut_frames is None and cut_at >= 0:
+            size = <int32_t>kp_load_be32(half.data() + cut_at)
+            cut_end = half.buf_pos + cut_at + 4 + size
             cut_frames = _chained_to(self.framer, conn, half, cut_at, RESPONSE_CHAIN_CONFIRMS) + [(
-                <int32_t>(hole_end - half.buf_pos - cut_at - 4),
-                PyBytes_FromStringAndSize(<const char *>half.data() + cut_at + 4, half.length - cut_at - 4),
+                size, PyBytes_FromStringAndSize(<const char *>half.data() + cut_at + 4, half.length - cut_at - 4),
                 half.captured_at(half.buf_pos + cut_at), half.chunks[half.chunk_head + half.chunk_count - 1].ts,
                 half.buf_pos + cut_at)]
-        self.framer._cut(conn, half, True)
+        self.framer._cut(conn, half, not snapped)   # a snap length's cut is no frame's end: it proves nothing
         if not snapped:
             _hole_answers(conn, half)
         if half.synced or half.c[H_FRAMES] != frames:
@@ -307,7 +313,7 @@ cdef class Reassembly:
         if half.boundary < hole_end:
             half.boundary = -1
         # the frame a hole cut where no boundary was known yet waits for the header after it
-        half.cut_end = hole_end if cut_at >= 0 else -1
+        half.cut_end = cut_end if cut_at >= 0 else -1
         half.cut_frames = cut_frames if cut_at >= 0 else None
         half.synced = False
         half.n_candidates = 0
@@ -335,6 +341,9 @@ cdef class Reassembly:
         for half in requests_first:
             if half.next_pos < half.fin_pos:     # its FIN says where it ended: the bytes before it were lost
                 self._gap(conn, half, half.fin_pos)
+            if half.cut_end > half.next_pos:    # a frame a hole cut whose end never came: it stays skipped
+                half.cut_end = -1
+                half.cut_frames = None
             self.framer._cut(conn, half, True)
             half.c[H_TAIL_BYTES] += half.length
             half.drop(half.length)

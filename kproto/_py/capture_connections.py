@@ -139,13 +139,17 @@ class _Connection:
 
 def _requested(other: _Half, corr: int, half: _Half, at: int) -> bool:
     """Did the other direction send a request with this correlation id, not answered yet
-    (a frame cut there, or the one it is receiving: its start confirmed), its last byte
-    (so far) captured no later than the byte at stream offset ``at`` of ``half``? Kafka
-    cannot answer a request before it was sent: bytes on the wire before it are no answer."""
+    (a frame cut there, or the one it is receiving: its start confirmed, or a whole request
+    header a hole cut, waiting for its end: ``cut_frame``), its last byte (so far) captured no
+    later than the byte at stream offset ``at`` of ``half``? Kafka cannot answer a request
+    before it was sent: bytes on the wire before it are no answer."""
     ends = [end for held, end in zip(other.request_corrs, other.request_ends) if held == corr]
     buf = other.buf
     if other.synced and len(buf) >= 12 and _BE32S.unpack_from(buf, 8)[0] == corr:
         ends.append(other.chunks[-1][1])
+    for _, payload, _, last_ts, _ in other.cut_frame[1] if other.cut_frame is not None else ():
+        if len(payload) >= 8 and _BE32S.unpack_from(payload, 4)[0] == corr:
+            ends.append(last_ts)
     return bool(ends) and min(ends) <= half.captured_at(at)
 
 

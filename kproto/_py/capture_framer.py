@@ -508,36 +508,40 @@ class Framer:
         return True
 
     def _cut_candidate(self, conn: _Connection, half: _Half, hole_end: int):
-        """A strong candidate in buf whose frame ends exactly where the hole that starts after buf
-        ends (a snap length cut the rest of its packet, or a gap the rest of its frame), kept
-        aside for _cut_frame_proved: the search cannot see the header after it until the hole is
-        passed. None when there is none (or buf is a boundary, raw SASL tokens, another protocol)."""
+        """A strong candidate in buf whose frame runs at least to the end of the hole after buf (a snap
+        length cut the rest of its packet, a gap the rest of its frame), kept aside for _cut_frame_proved
+        until reading reaches its end, past any holes: (its end, frames), or None (also when buf is a
+        boundary, raw SASL tokens, another protocol)."""
         if half.synced or half.boundary >= 0 or half.sasl or conn.kind > KIND_KAFKA:
             return None
         buf, base = half.buf, half.buf_pos
         for i in range(len(buf) - 7):
-            size = hole_end - base - i - 4
+            size = _BE32S.unpack_from(buf, i)[0]
             if (
-                _BE32S.unpack_from(buf, i)[0] == size
+                size >= hole_end - base - i - 4
                 and self._header_ok(conn, half, buf, i) == 1
                 and self._strong(conn, half, buf, i) == 1
             ):
                 cut = (size, bytes(buf[i + 4 :]), half.captured_at(base + i), half.chunks[-1][1], base + i)
-                return hole_end, _chained_to(self, conn, half, i, _RESPONSE_CHAIN_CONFIRMS) + [cut]
+                return base + i + 4 + size, _chained_to(self, conn, half, i, _RESPONSE_CHAIN_CONFIRMS) + [cut]
         return None
 
     def _cut_frame_proved(self, conn: _Connection, half: _Half, final: bool) -> int:
         """Is the frame a hole cut (``half.cut_frame``, its bytes counted as skipped meanwhile) proved
-        by a plausible header right after the hole, as _confirm proves a strong candidate by the
-        header after it (at the end: the data ends there)? 1 yes (emitted after the frames chained to
-        it; buf starts at a boundary), 0 no (their bytes stay skipped), -1 more bytes needed."""
+        by a plausible header at its end, as _confirm proves a strong candidate by the header after
+        it (at the end: the data ends there)? 1 yes (emitted after the frames chained to it; buf
+        starts at its end: the bytes before, past a hole, are its own, skipped), 0 no (their bytes
+        stay skipped), -1 more bytes needed (at a hole, _gap keeps it if it ends after the hole)."""
         end, frames = half.cut_frame
-        ok = self._header_ok(conn, half, half.buf, 0) if half.buf_pos == end else 0
-        if ok < 0 and final:
-            ok = 0 if half.buf else 1
+        inside = end - half.buf_pos
+        ok = self._header_ok(conn, half, half.buf, inside) if 0 <= inside <= len(half.buf) else -(inside > 0)
+        if ok < 0 and final and inside <= len(half.buf):
+            ok = 0 if len(half.buf) > inside else 1
         if ok < 0:
             return -1
         half.cut_frame = None
+        half.count_skipped(inside if ok else 0, half.buf_pos)
+        half.drop(inside if ok else 0)
         for size, payload, first_ts, last_ts, at in frames if ok else ():  # those chained to it, then itself
             half.count_skipped(-(4 + len(payload)), at)
             if not self._frame_out(conn, half, size, payload, first_ts, last_ts, 0, at):
@@ -555,7 +559,7 @@ class Framer:
         other = conn.halves[1 - half.side]
         if conn.client_side < 0:
             if len(frame[4]) >= 4 and _BE32S.unpack_from(frame[4], 0)[0] in other.request_corrs:
-                self._decide(conn, 1 - half.side, 2)
+                conn.client_side, conn.direction_source = 1 - half.side, 2  # a correlation
             elif len(conn.undecided) >= _MAX_UNDECIDED_FRAMES:
                 self._guess(conn)
         _kind_held(conn, self.held_limit)
@@ -567,11 +571,7 @@ class Framer:
             side = 0 if like[0] > like[1] else 1
         else:  # clients use the ephemeral (higher) port
             side = 0 if conn.endpoints[0][1] >= conn.endpoints[1][1] else 1
-        self._decide(conn, side, 3)
-
-    def _decide(self, conn: _Connection, client_side: int, source: int) -> None:
-        conn.client_side = client_side
-        conn.direction_source = source
+        conn.client_side, conn.direction_source = side, 3
 
     def _release(self, conn: _Connection) -> None:
         """Emit the held frames once the direction is known and the connection is Kafka."""

@@ -243,8 +243,11 @@ class Reassembly:
         bytes that would decide them stop.
         """
         c = half.counters
-        cut_frame, frames = self.framer._cut_candidate(conn, half, hole_end), c["frames"]
-        self.framer._cut(conn, half, True)
+        held, frames = half.cut_frame, c["frames"]  # a frame an earlier hole cut: kept if it ends after this one
+        cut_frame = (
+            held if held is not None and held[0] >= hole_end else self.framer._cut_candidate(conn, half, hole_end)
+        )
+        self.framer._cut(conn, half, not snapped)  # a snap length's cut is no frame's end: it proves nothing
         if not snapped:
             _hole_answers(conn, half)
         if half.synced or c["frames"] != frames:
@@ -289,6 +292,8 @@ class Reassembly:
         for half in requests_first:
             if half.next_pos < half.fin_pos:  # its FIN says where it ended: the bytes before it were lost
                 self._gap(conn, half, half.fin_pos)
+            if half.cut_frame is not None and half.cut_frame[0] > half.next_pos:
+                half.cut_frame = None  # a frame a hole cut whose end never came: it stays skipped
             self.framer._cut(conn, half, True)
             half.counters["tail_bytes"] += len(half.buf)
             half.drop(len(half.buf))

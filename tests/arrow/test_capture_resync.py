@@ -11,7 +11,7 @@ import pytest
 
 from kproto import _impl
 from kproto.arrow.capture import read_capture
-from tests.pcapwriter import Conversation, pcap_of, request_frame, response_frame
+from tests.pcapwriter import Conversation, PcapWriter, pcap_of, request_frame, response_frame
 
 
 def record_like(corrs: list[int], length: int, seed: int) -> bytes:
@@ -330,3 +330,26 @@ def test_an_answer_held_after_a_hole_confirms_a_request_on_an_unknown_port(impl)
     assert whole == [r[4:] for i, r in enumerate(requests) if i not in (0, 3)]
     row = connections.to_pylist()[0]
     assert (row["kind"], row["client_port"]) == ("kafka", 40001)
+
+
+@pytest.mark.parametrize("snaplen", [96, 128, 256])
+def test_a_late_start_with_a_short_snap_length_reads_every_request_header(impl, snaplen):
+    """A producer's requests span several packets and the snap length cuts each one: a capture that
+    starts in the middle of a request finds the next one's whole header, whose frame runs past
+    the cut and past the next packets' cuts; the header at its announced end proves it. Every
+    request header the file holds comes out (a row each, its body not captured)."""
+    conv = Conversation()
+    requests = [request_frame(0, 7, 30 + i, bytes(range(256)) * 15, client_id=b"producer-1") for i in range(6)]
+    responses = [response_frame(30 + i, b"\x00" * 40) for i in range(6)]
+    packets = []
+    for request, response in zip(requests, responses):
+        packets += conv.data("client", request, (1448,)) + conv.data("server", response, (1448,))
+    packets += conv.close()
+    start = 1  # the first request's second packet
+    writer = PcapWriter(snaplen=snaplen)
+    for index, packet in enumerate(packets[start:]):
+        writer.add(1_700_000_000_000_000_000 + index * 1000, packet.data)
+    frames, connections, _ = read_capture(writer.getvalue(), implementation=impl.name, broker_ports=(9092,))
+    got = [r for r in frames.to_pylist() if r["direction"] == 0]
+    assert [struct.unpack_from(">i", r["payload"], 4)[0] for r in got] == [31, 32, 33, 34, 35]
+    assert all(r["size"] == len(requests[1]) - 4 and len(r["payload"]) < r["size"] for r in got)
