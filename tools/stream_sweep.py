@@ -448,24 +448,23 @@ def run(args) -> dict:
             case(f"loss {rate:.1%}", wire, lambda i, p, d=dropped: i not in d)
     for snaplen in (96, 128, 256):
         case(f"snaplen {snaplen}", wire, lambda i, p: True, snaplen=snaplen)
-    # both at once: 40 random start packets of each picked connection, 3% of the data segments
-    # after the start lost (a capture of long-lived connections on a lossy host)
-    for label, conn in picked.items():
-        wire = Wire.build(traffic, [conn], 1000, handshake=False)
-        data_packets = [i for i, p in enumerate(wire.packets) if p[3] >= 0]
-        rng = random.Random(5)
-        for _ in range(40):
-            start = rng.choice(data_packets)
-            dropped = {i for i in data_packets if i > start and rng.random() < 0.03}
-            case(f"late start + 3% loss {label}", wire, lambda i, p, s=start, d=dropped: i >= s and i not in d)
-    # a late start with a short snap length: 40 random start packets of each, packets cut at 128 bytes
-    for label, conn in picked.items():
-        wire = Wire.build(traffic, [conn], 1448, handshake=False)
-        data_packets = [i for i, p in enumerate(wire.packets) if p[3] >= 0]
-        rng = random.Random(7)
-        for _ in range(40):
-            start = rng.choice(data_packets)
-            case(f"late start + snaplen 128 {label}", wire, lambda i, p, s=start: i >= s, snaplen=128)
+
+    def late_starts(segment: int, seed: int):
+        """40 random start packets of each picked connection: (label, wire, its data packets, start, rng)."""
+        for label, conn in picked.items():
+            wire = Wire.build(traffic, [conn], segment, handshake=False)
+            data_packets = [i for i, p in enumerate(wire.packets) if p[3] >= 0]
+            rng = random.Random(seed)
+            for _ in range(40):
+                yield label, wire, data_packets, rng.choice(data_packets), rng
+
+    # both at once: 3% of the data segments after the start lost (long-lived connections, a lossy host)
+    for label, wire, data_packets, start, rng in late_starts(1000, 5):
+        dropped = {i for i in data_packets if i > start and rng.random() < 0.03}
+        case(f"late start + 3% loss {label}", wire, lambda i, p, s=start, d=dropped: i >= s and i not in d)
+    # a late start with a short snap length: packets cut at 128 bytes
+    for label, wire, _, start, _ in late_starts(1448, 7):
+        case(f"late start + snaplen 128 {label}", wire, lambda i, p, s=start: i >= s, snaplen=128)
     shutil.rmtree(tmp, ignore_errors=True)
     return {name: {k: v for k, v in score.items() if not k.startswith("_")} for name, score in results.items()}
 
