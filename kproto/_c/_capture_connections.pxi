@@ -90,6 +90,11 @@ cdef class _Half:
         self.c[H_SKIPPED_BYTES] += count
         self.early[2] += before_mark if count > 0 else -before_mark
 
+    cdef inline bint whole_from_syn(self) noexcept:
+        # read whole from its SYN so far: no gap, no byte skipped, no resync, no packet the snap length cut
+        return self.isn >= 0 and not (self.c[H_GAPS] or self.c[H_SKIPPED_BYTES] or self.c[H_RESYNCS]
+                                      or self.c[H_TRUNCATED_PACKETS])
+
     cdef int count_frame(self, int64_t frame_bytes, int64_t at) except -1:
         # a frame of frame_bytes captured bytes (with its size prefix) from stream offset at on
         # (one of a weak chain is noted for _weak_hold)
@@ -305,8 +310,7 @@ cdef int _hole_answers(_Connection conn, _Half half) except -1:
     # were all read and no response read is still held; that request is answered (see the twin).
     cdef _Half other = conn.half(1 - half.side)
     cdef int oldest = (other.corr_next - other.corr_count + MAX_CORRS) % MAX_CORRS
-    if (conn.client_side != other.side or half.isn < 0
-            or half.c[H_GAPS] + half.c[H_SKIPPED_BYTES] + half.c[H_RESYNCS] + half.c[H_TRUNCATED_PACKETS]
+    if (conn.client_side != other.side or not half.whole_from_syn()
             or not half.synced or half.length >= 8 or half.sasl or half.tokens_to >= 0
             or half.unproved or half.weak or other.corr_live >= other.corr_count):
         return 0

@@ -14,8 +14,8 @@ cdef class Framer:
     cdef readonly int64_t max_frame_size
     cdef Py_ssize_t needed           # where the last undecided _confirm waits for bytes
     cdef Py_ssize_t tokens_first, tokens_end  # raw SASL tokens the last confirmed chain holds (-1: none)
-    cdef Py_ssize_t weak_end         # the last confirmed chain's end, if only the end of the data proves it
-    # the last confirmed chain: proved by the end of the data, its links, its strong link's id (-1: none)
+    # the last confirmed chain: proved by the end of the data, its links, the id of its response
+    # answering a captured request (-1: none; a response chain the end proves with none is weak)
     cdef bint end_proved
     cdef int chain_links
     cdef int32_t strong_corr
@@ -154,12 +154,12 @@ cdef class Framer:
         cdef Py_ssize_t links[RESPONSE_CHAIN_CONFIRMS]
         cdef int n_links = 0, handshake = -1
         hops = RESPONSE_CHAIN_CONFIRMS if role == 1 else CHAIN_CONFIRMS
-        self.tokens_first = self.weak_end = self.strong_corr = -1
+        self.tokens_first = self.strong_corr = -1
         self.end_proved = False
         for hop in range(hops):
             self.chain_links = hop + 1
             strong = self._strong(conn, half, buf + i, length - i) if plausible == 1 else 0
-            if strong > 0:
+            if strong > 0 and role == 1:
                 self.strong_corr = <int32_t>kp_load_be32(buf + i + 4)
             if strong > 0 and _sasl_handshake(conn, half, buf, length, i):
                 return 1    # raw SASL tokens, not a header, follow it
@@ -176,8 +176,7 @@ cdef class Framer:
             following = self._link_ok(conn, half, buf + after, length - after, handshake >= 0) \
                 if after <= length else -1
             if following < 0 or strong < 0:
-                if final:   # weak: no link answers a captured request (_weak_hold)
-                    self.weak_end = length if role == 1 and strong <= 0 else -1
+                if final:
                     self.end_proved = True
                     return self._chain(conn, half, buf, length, final, links, n_links, handshake, False, requests, -1) \
                         if after == length else 0
@@ -353,7 +352,8 @@ cdef class Framer:
                             n_waiting -= 1
                 i += 1
             half.scan_from = base + i
-        if found >= 0 and final:
+        response = _role(conn, half) == 1
+        if found >= 0 and final and response:
             found = self._strongest_inside(conn, half, found, final)
         if found >= 0:
             half.n_candidates = 0
@@ -361,7 +361,8 @@ cdef class Framer:
             if self.tokens_first >= 0:  # the winner's chain holds raw SASL tokens: _cut skips them
                 half.tokens_from = base + self.tokens_first
                 half.tokens_to = base + self.tokens_end
-            half.weak_end = base + self.weak_end if self.weak_end >= 0 else -1
+            # a weak winner: only the end proves its chain, and no link answers a captured request
+            half.weak_end = base + length if response and self.end_proved and self.strong_corr < 0 else -1
         else:
             for k in range(n_waiting):
                 half.candidates[k] = waiting[k]
@@ -375,7 +376,7 @@ cdef class Framer:
         return found >= 0
 
     cdef int64_t _strongest_inside(self, _Connection conn, _Half half, int64_t found, bint final) noexcept:
-        # At the end of the data (or a hole), a winner that only that end proves yields to the first
+        # At the end of the data (or a hole), a response chain that only that end proves yields to the first
         # candidate inside its frame whose chain answers a later captured request (or, neither
         # answering one, is longer); the winner, _confirm's state its own (see the twin).
         cdef const unsigned char *buf = half.data()
@@ -461,8 +462,7 @@ cdef class Framer:
             return 0    # this frame showed another protocol: its bytes went with the rest
         half.count_frame(4 + captured, at)
         if request_like:
-            if half.isn >= 0 and half.whole_requests == conn.request_like[half.side] and not (
-                    half.c[H_GAPS] or half.c[H_SKIPPED_BYTES] or half.c[H_RESYNCS] or half.c[H_TRUNCATED_PACKETS]):
+            if half.whole_requests == conn.request_like[half.side] and half.whole_from_syn():
                 half.whole_requests += 1    # every request before it read from the SYN (_hole_answers)
             half.add_corr(<int32_t>kp_load_be32(payload + 4), last_ts)
             conn.request_like[half.side] += 1

@@ -363,12 +363,14 @@ cdef int _weak_settle(Framer fr, _Connection conn, _Half half, int32_t corr, int
     # id are no frames (see the twin).
     cdef bytes payload
     cdef const unsigned char *p
+    cdef int32_t held_corr
     for _, at, chain, held in half.weak:
         if chain == keep or held is None:
             continue
         payload = held[4]
         p = <const unsigned char *><char *>payload
-        if 0 <= corr < _held_corr(payload) or _sent_lower_after(conn.half(1 - half.side), _held_corr(payload), held[2]):
+        held_corr = _held_corr(payload)
+        if 0 <= corr < held_corr or _sent_lower_after(conn.half(1 - half.side), held_corr, held[2]):
             _weak_disproved(half, len(payload), at)
         elif not _handshake_hold(fr, conn, half, held[0], held[1], held[2], held[3], len(payload), p):
             fr._emit(conn, half.side, held[0], held[1], held[2], held[3], len(payload), p)

@@ -99,6 +99,11 @@ class _Half:
         if at < self.weak_end:  # a weak chain's frame: noted for _weak_hold
             self.weak.append([self.sequence, at, self.weak_end, None])
 
+    def whole_from_syn(self) -> bool:
+        """Read whole from its SYN so far: no gap, no byte skipped, no resync, no packet the snap length cut."""
+        c = self.counters
+        return self.isn >= 0 and not (c["gaps"] or c["skipped_bytes"] or c["resyncs"] or c["truncated_packets"])
+
     def captured_at(self, at: int) -> int:
         """When the byte at stream offset ``at`` (held in buf) was captured."""
         return next((ts for end, ts in self.chunks if end > at), self.chunks[-1][1])
@@ -217,11 +222,9 @@ def _hole_answers(conn: _Connection, half: _Half) -> None:
     hand up to it (``whole_requests``) and no response read is still held. That request is answered:
     bytes after the hole that hold its id (an ApiVersions response holds zeros) prove nothing."""
     other = conn.halves[1 - half.side]
-    c = half.counters
     if (
         conn.client_side != other.side
-        or half.isn < 0
-        or c["gaps"] + c["skipped_bytes"] + c["resyncs"] + c["truncated_packets"]
+        or not half.whole_from_syn()
         or not half.synced
         or len(half.buf) >= 8
         or half.sasl

@@ -53,9 +53,9 @@ class Framer:
 
     _needed = 0  # where the last undecided _confirm waits for bytes (offset in its data)
     _tokens = None  # raw SASL tokens the last confirmed chain holds: (first, the frame after them), offsets in its data
-    _weak_end = -1  # the last confirmed chain's end, if only the end of the data proves it (_weak_hold)
     # the last confirmed chain: proved by the end of the data (not by a header after a strong one,
-    # or its length), its links, and the id of its link answering a captured request (-1: none)
+    # or its length), its links, and the id of its response answering a captured request (-1: none;
+    # a response chain the end proves with none is weak: _weak_hold)
     _end_proved = False
     _links = 0
     _strong_corr = -1
@@ -192,11 +192,10 @@ class Framer:
         handshake = -1  # the index in links of a whole successful SaslHandshake response
         plausible = 1  # what the link at i is plausible as: 1 a header, 2 only a raw token
         self._tokens = None
-        self._weak_end = -1
         self._end_proved, self._strong_corr = False, -1
         for self._links in range(1, hops + 1):
             strong = self._strong(conn, half, data, i) if plausible == 1 else 0
-            if strong > 0:
+            if strong > 0 and role == DIRECTION_RESPONSE:
                 self._strong_corr = _BE32S.unpack_from(data, i + 4)[0]
             if strong > 0 and _sasl_handshake(conn, half, data, i):
                 return 1  # raw SASL tokens, not a header, follow it
@@ -213,10 +212,9 @@ class Framer:
             after = i + 4 + _BE32S.unpack_from(data, i)[0]
             following = self._link_ok(conn, half, data, after, handshake >= 0) if after <= len(data) else -1
             if following < 0 or strong < 0:
-                if final:  # weak: no link answers a captured request (_weak_hold)
+                if final:
                     if after != len(data):
                         return 0
-                    self._weak_end = len(data) if role == DIRECTION_RESPONSE and strong <= 0 else -1
                     self._end_proved = True
                     return self._chain(conn, half, data, final, links, handshake, False, requests)
                 self._needed = after
@@ -382,14 +380,16 @@ class Framer:
                             waiting.remove(max(waiting, key=lambda entry: (entry[1], entry[0])))
                 i += 1
             half.scan_from = base + i
-        if found >= 0 and final:
+        response = self._role(conn, half) == DIRECTION_RESPONSE
+        if found >= 0 and final and response:
             found = self._strongest_inside(conn, half, found, final)
         if found >= 0:
             half.candidates = []
             keep_from = found
             if self._tokens is not None:  # the winner's chain holds raw SASL tokens: _cut skips them
                 half.tokens_from, half.tokens_to = (base + at for at in self._tokens)
-            half.weak_end = base + self._weak_end if self._weak_end >= 0 else -1
+            # a weak winner: only the end proves its chain, and no link answers a captured request
+            half.weak_end = base + len(buf) if response and self._end_proved and self._strong_corr < 0 else -1
         else:
             half.candidates = [candidate for candidate, _ in waiting]
             keep_from = waiting[0][0] if waiting else half.scan_from
@@ -401,7 +401,7 @@ class Framer:
         return found >= 0
 
     def _strongest_inside(self, conn: _Connection, half: _Half, found: int, final: bool) -> int:
-        """At the end of the data (or a hole), a winner that only that end proves yields to the first
+        """At the end of the data (or a hole), a response chain that only that end proves yields to the first
         candidate inside its frame whose chain answers a later captured request than its own (or,
         neither answering one, is longer): a false header in an ApiVersions response's entries,
         whose size happens to reach the end, must not swallow the answers after it. The winner,
@@ -486,12 +486,7 @@ class Framer:
         frame = (half.sequence, first_ts, last_ts, size, payload)
         half.sequence += 1
         if request_like:
-            c = half.counters
-            if (
-                half.isn >= 0
-                and half.whole_requests == conn.request_like[half.side]
-                and not (c["gaps"] or c["skipped_bytes"] or c["resyncs"] or c["truncated_packets"])
-            ):
+            if half.whole_requests == conn.request_like[half.side] and half.whole_from_syn():
                 half.whole_requests += 1
             half.request_corrs.append(_BE32S.unpack_from(payload, 4)[0])
             half.request_ends.append(last_ts if last_ts is not None else 0)
@@ -534,14 +529,17 @@ class Framer:
         stay skipped), -1 more bytes needed (at a hole, _gap keeps it if it ends after the hole)."""
         end, frames = half.cut_frame
         inside = end - half.buf_pos
-        ok = self._header_ok(conn, half, half.buf, inside) if 0 <= inside <= len(half.buf) else -(inside > 0)
-        if ok < 0 and final and inside <= len(half.buf):
+        if inside > len(half.buf):
+            return -1  # reading has not reached its end
+        ok = self._header_ok(conn, half, half.buf, inside) if inside >= 0 else 0
+        if ok < 0 and final:
             ok = 0 if len(half.buf) > inside else 1
         if ok < 0:
             return -1
         half.cut_frame = None
-        half.count_skipped(inside if ok else 0, half.buf_pos)
-        half.drop(inside if ok else 0)
+        if ok and inside:
+            half.count_skipped(inside, half.buf_pos)
+            half.drop(inside)
         for size, payload, first_ts, last_ts, at in frames if ok else ():  # those chained to it, then itself
             half.count_skipped(-(4 + len(payload)), at)
             if not self._frame_out(conn, half, size, payload, first_ts, last_ts, 0, at):
