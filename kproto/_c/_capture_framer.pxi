@@ -309,10 +309,9 @@ cdef class Framer:
             half.n_candidates = 0
             half.synced = True
             return True
-        if half.cut_end >= 0:
-            decided = self._cut_frame_proved(conn, half, final)
-            if decided:
-                return decided > 0
+        # a frame a hole cut, still waiting for its end, does not hold the search up (see the twin)
+        if half.cut_end >= 0 and self._cut_frame_proved(conn, half, final) > 0:
+            return True
         for k in range(half.n_candidates):
             decided = self._confirm(conn, half, buf, length, <Py_ssize_t>(half.candidates[k] - base), final)
             if decided > 0 and not self._inside_strong(conn, half, waiting, n_waiting, half.candidates[k]):
@@ -357,6 +356,8 @@ cdef class Framer:
             found = self._strongest_inside(conn, half, found, final)
         if found >= 0:
             half.n_candidates = 0
+            half.cut_end = -1
+            half.cut_frames = None
             keep_from = found
             if self.tokens_first >= 0:  # the winner's chain holds raw SASL tokens: _cut skips them
                 half.tokens_from = base + self.tokens_first

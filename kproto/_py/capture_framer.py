@@ -347,10 +347,10 @@ class Framer:
             half.candidates = []
             half.synced = True
             return True
-        if half.cut_frame is not None:
-            proved = self._cut_frame_proved(conn, half, final)
-            if proved:
-                return proved > 0
+        # a frame a hole cut, still waiting for its end, does not hold the search up: a boundary
+        # the search confirms inside it first disproves it
+        if half.cut_frame is not None and self._cut_frame_proved(conn, half, final) > 0:
+            return True
         found = -1
         waiting = []  # candidates still open, and the stream offset their decision waits for
         for candidate in half.candidates:
@@ -385,6 +385,7 @@ class Framer:
             found = self._strongest_inside(conn, half, found, final)
         if found >= 0:
             half.candidates = []
+            half.cut_frame = None
             keep_from = found
             if self._tokens is not None:  # the winner's chain holds raw SASL tokens: _cut skips them
                 half.tokens_from, half.tokens_to = (base + at for at in self._tokens)
